@@ -1,0 +1,52 @@
+"""Exception types users catch. Each subclasses the builtin it resembles and names what is at fault."""
+
+
+class ChunkstoreError(Exception):
+    """Base class of every chunkstore-specific error."""
+
+
+class ArrayNotFoundError(ChunkstoreError, FileNotFoundError):
+    """No array at the given path in the store."""
+
+
+class GroupNotFoundError(ChunkstoreError, FileNotFoundError):
+    """No group at the given path in the store."""
+
+
+class PathNotFoundError(ChunkstoreError, FileNotFoundError):
+    """Nothing (neither array nor group) at the given path."""
+
+
+class ContainsArrayError(ChunkstoreError, FileExistsError):
+    """An array already exists where something new was to be created."""
+
+
+class ContainsGroupError(ChunkstoreError, FileExistsError):
+    """A group already exists where something new was to be created."""
+
+
+class ReadOnlyError(ChunkstoreError, PermissionError):
+    """A write was attempted on a read-only array, group or store."""
+
+
+class MetadataError(ChunkstoreError, ValueError):
+    """Metadata that cannot be parsed or is not valid Zarr."""
+
+
+class ChunkNotFoundError(ChunkstoreError, KeyError):
+    """A chunk key is absent and the array was opened with missing_chunks="error"."""
+
+    def __str__(self):  # KeyError repr-quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class ChunkDecodeError(ChunkstoreError, ValueError):
+    """Stored chunk bytes could not be decoded (corrupt, truncated, or checksum mismatch)."""
+
+
+class BoundsCheckError(ChunkstoreError, IndexError):
+    """An index is outside the bounds of its dimension."""
+
+
+class StoreError(ChunkstoreError, OSError):
+    """A store is unusable: unclosed zip, broken database, etc."""

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set up a local venv and run the main job: write a few-hundred-MB array, read it back, compare with np.save/np.load.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+cd "$root"
+python -P -m chunkstore.demo "$@"

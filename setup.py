@@ -1,0 +1,29 @@
+"""Build the Cython core. Metadata lives in pyproject.toml; this file only declares extensions."""
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+ext_names = ["projection", "merge"]
+extensions = [
+    Extension(
+        f"chunkstore._core.{name}",
+        [f"chunkstore/_core/{name}.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    )
+    for name in ext_names
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+        },
+    )
+)
