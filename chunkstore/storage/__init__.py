@@ -1,0 +1,43 @@
+"""Stores: ``MutableMapping[str, bytes]`` implementations and helpers that work on any mapping."""
+
+from .base import (
+    BaseStore,
+    delitems,
+    getitems,
+    getsize,
+    listdir,
+    normalize_store,
+    rmdir,
+    setitems,
+    validate_key,
+)
+from .cache import LRUStoreCache
+from .consolidated import ConsolidatedMetadataStore, consolidate_metadata
+from .directory import DirectoryStore, NestedDirectoryStore
+from .fsspec_store import FSStore
+from .lmdb_store import LMDBStore
+from .memory import MemoryStore
+from .sqlite import SQLiteStore
+from .zip import ZipStore
+
+__all__ = [
+    "BaseStore",
+    "MemoryStore",
+    "DirectoryStore",
+    "NestedDirectoryStore",
+    "ZipStore",
+    "SQLiteStore",
+    "LMDBStore",
+    "FSStore",
+    "LRUStoreCache",
+    "ConsolidatedMetadataStore",
+    "consolidate_metadata",
+    "getitems",
+    "setitems",
+    "delitems",
+    "listdir",
+    "rmdir",
+    "getsize",
+    "validate_key",
+    "normalize_store",
+]

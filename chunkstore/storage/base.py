@@ -1,0 +1,460 @@
+"""The store protocol and helpers that work on any ``MutableMapping[str, bytes]``.
+
+A *store* is a mutable mapping from ``"/"``-separated string keys to ``bytes`` values.
+Anything that implements ``MutableMapping`` (a plain ``dict`` included) is a valid store;
+:class:`BaseStore` adds optional, faster implementations of batch and directory-like
+operations. The module-level helpers (:func:`getitems`, :func:`listdir`, ...) use a store's
+own method when it has one and fall back to generic mapping operations otherwise, so the
+array layer can call them on anything.
+
+Error contract, for every store: an absent key raises ``KeyError``; every other failure
+(permission denied, I/O error, network error, S3 403, corrupt database) propagates as its
+own exception and is never turned into "missing".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from ..errors import ReadOnlyError
+
+__all__ = [
+    "BaseStore",
+    "validate_key",
+    "normalize_prefix",
+    "ensure_bytes",
+    "getitems",
+    "setitems",
+    "delitems",
+    "listdir",
+    "rmdir",
+    "getsize",
+    "normalize_store",
+    "MODES",
+]
+
+#: Modes accepted by every store constructor.
+#: ``"r"`` read-only; ``"r+"`` read-write, the store must already exist; ``"a"`` read-write,
+#: created if needed; ``"w"`` read-write, created if needed (only ``ZipStore`` truncates: the
+#: other stores leave clearing of paths to the array layer); ``"w-"``/``"x"`` read-write,
+#: created if needed (``ZipStore`` fails if the file exists).
+MODES = ("r", "r+", "a", "w", "w-", "x")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"invalid mode {mode!r}; expected one of {', '.join(map(repr, MODES))}")
+    return mode
+
+
+# ---------------------------------------------------------------------------------------------
+# keys and values
+# ---------------------------------------------------------------------------------------------
+
+
+def validate_key(key: Any) -> str:
+    """Check that *key* is a safe store key and return it.
+
+    Raises ``TypeError`` for a non-string key and ``ValueError`` (naming the key) for a key
+    that is empty, starts with ``"/"``, contains a backslash or a NUL character, or has an
+    empty, ``"."`` or ``".."`` path segment. Such keys could escape a store's root or alias
+    another key, so they are rejected before any I/O.
+    """
+    if type(key) is not str:
+        if not isinstance(key, str):
+            raise TypeError(f"store keys must be str, not {type(key).__name__}: {key!r}")
+    if not key:
+        raise ValueError("invalid store key '': keys must not be empty")
+    if key[0] == "/":
+        raise ValueError(f"invalid store key {key!r}: keys must not start with '/'")
+    if "\\" in key:
+        raise ValueError(f"invalid store key {key!r}: keys must not contain a backslash")
+    if "\x00" in key:
+        raise ValueError(f"invalid store key {key!r}: keys must not contain a NUL character")
+    if "." in key or "//" in key or key[-1] == "/":
+        for seg in key.split("/"):
+            if seg == "" or seg == "." or seg == "..":
+                raise ValueError(
+                    f"invalid store key {key!r}: path segment {seg!r} is not allowed"
+                )
+    return key
+
+
+def normalize_prefix(prefix: Any) -> str:
+    """Normalise a directory-like prefix: ``None``/``""``/``"/"`` -> ``""``; surrounding
+    slashes are stripped; the remainder must be a valid key (``ValueError`` otherwise)."""
+    if prefix is None:
+        return ""
+    if isinstance(prefix, os.PathLike):
+        prefix = os.fspath(prefix)
+    if not isinstance(prefix, str):
+        raise TypeError(f"store prefixes must be str, not {type(prefix).__name__}: {prefix!r}")
+    p = prefix.strip("/")
+    if p:
+        try:
+            validate_key(p)
+        except ValueError:
+            raise ValueError(f"invalid store prefix {prefix!r}") from None
+    return p
+
+
+def ensure_bytes(value: Any) -> bytes:
+    """Convert a value to ``bytes``.
+
+    Accepts ``bytes``, ``bytearray``, ``memoryview`` and any other object exposing a
+    C-contiguous buffer (NumPy arrays included; the raw memory is taken as is). Raises
+    ``TypeError`` for ``str`` and for objects without the buffer protocol and ``ValueError``
+    for non-contiguous buffers.
+    """
+    if type(value) is bytes:
+        return value
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        raise TypeError("store values must be bytes-like, not str (encode it first)")
+    try:
+        mv = memoryview(value)
+    except TypeError:
+        raise TypeError(
+            f"store values must be bytes-like (bytes, bytearray, memoryview, numpy array), "
+            f"not {type(value).__name__}"
+        ) from None
+    if not mv.c_contiguous:
+        raise ValueError(
+            f"store values must be C-contiguous buffers; got a non-contiguous "
+            f"{type(value).__name__} (copy it first, e.g. numpy.ascontiguousarray)"
+        )
+    return mv.tobytes()
+
+
+def _under(key: str, prefix: str) -> bool:
+    """True if *key* is at or under the normalised *prefix*."""
+    if not prefix:
+        return True
+    return key == prefix or (key.startswith(prefix) and key[len(prefix)] == "/")
+
+
+# ---------------------------------------------------------------------------------------------
+# BaseStore
+# ---------------------------------------------------------------------------------------------
+
+
+class BaseStore(MutableMapping):
+    """Base class of chunkstore stores: a ``MutableMapping[str, bytes]`` with extras.
+
+    Subclasses implement ``__getitem__``, ``__setitem__``, ``__delitem__``, ``__iter__`` and
+    ``__len__`` (and usually ``__contains__``), and may override the batch and directory-like
+    methods for speed. Writes on a read-only store raise :class:`~chunkstore.errors.ReadOnlyError`.
+    """
+
+    _mode: str = "a"
+
+    def __init__(self, mode: str = "a"):
+        self._mode = check_mode(mode)
+
+    # -- mode ------------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def read_only(self) -> bool:
+        return self._mode == "r"
+
+    def _check_writable(self, key: str | None = None) -> None:
+        if self._mode == "r":
+            what = f" (key {key!r})" if key is not None else ""
+            raise ReadOnlyError(f"{self!r} is read-only; cannot write{what}")
+
+    # -- identity --------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other: object) -> bool:
+        # Mapping.__eq__ would read every value of both stores; compare identity instead.
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # -- mapping defaults ------------------------------------------------------------------
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self[key]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (recursively)."""
+        prefix = normalize_prefix(prefix)
+        for k in list(self):
+            if _under(k, prefix):
+                yield k
+
+    # -- batch operations ------------------------------------------------------------------
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the keys that are present. Absent keys are omitted;
+        any error other than ``KeyError`` propagates."""
+        out: dict[str, bytes] = {}
+        for k in keys:
+            try:
+                out[k] = self[k]
+            except KeyError:
+                pass
+        return out
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        for k, v in mapping.items():
+            self[k] = v
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        """Delete keys; absent keys are ignored."""
+        self._check_writable()
+        for k in keys:
+            try:
+                del self[k]
+            except KeyError:
+                pass
+
+    # -- directory-like operations ---------------------------------------------------------
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix* (keys or "directories")."""
+        prefix = normalize_prefix(prefix)
+        return _listdir_keys(self, prefix)
+
+    def rmdir(self, prefix: str = "") -> None:
+        """Delete every key under *prefix* (all keys if *prefix* is empty)."""
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        if prefix:
+            self.delitems([k for k in list(self.keys_under(prefix)) if k != prefix])
+        else:
+            self.delitems(list(self))
+
+    def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix*."""
+        prefix = normalize_prefix(prefix)
+        total = 0
+        for k in self.keys_under(prefix):
+            try:
+                total += len(self[k])
+            except KeyError:  # deleted concurrently
+                pass
+        return total
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one value.
+
+        *ranges* is a sequence of ``(offset, length)``; ``length=None`` reads to the end and a
+        negative offset counts from the end of the value. Ranges past the end are truncated
+        (like slicing). Raises ``KeyError`` if the key is absent.
+        """
+        value = self[key]
+        return [_slice(value, off, length) for off, length in ranges]
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release resources. Idempotent. The default does nothing."""
+
+    def flush(self) -> None:
+        """Make pending writes durable. The default does nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _slice(value: bytes, offset: int, length: int | None) -> bytes:
+    if length is not None and length < 0:
+        raise ValueError(f"negative length {length} in byte range")
+    if offset < 0:
+        start = max(len(value) + offset, 0)
+    else:
+        start = offset
+    if length is None:
+        return value[start:]
+    return value[start : start + length]
+
+
+def _listdir_keys(keys: Iterable[str], prefix: str) -> list[str]:
+    children = set()
+    if prefix:
+        p = prefix + "/"
+        n = len(p)
+        for k in keys:
+            if k.startswith(p):
+                children.add(k[n:].split("/", 1)[0])
+    else:
+        for k in keys:
+            children.add(k.split("/", 1)[0])
+    children.discard("")
+    return sorted(children)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers for any MutableMapping
+# ---------------------------------------------------------------------------------------------
+
+
+def getitems(store: Mapping[str, bytes], keys: Iterable[str]) -> dict[str, bytes]:
+    """``{key: value}`` for the *keys* present in *store*; absent keys are omitted.
+
+    Uses ``store.getitems`` when available. Only ``KeyError`` means absent: any other
+    exception propagates.
+    """
+    fn = getattr(store, "getitems", None)
+    if fn is not None:
+        return fn(list(keys))
+    out: dict[str, bytes] = {}
+    for k in keys:
+        try:
+            v = store[k]
+        except KeyError:
+            continue
+        out[k] = v if type(v) is bytes else ensure_bytes(v)
+    return out
+
+
+def setitems(store: MutableMapping[str, bytes], mapping: Mapping[str, Any]) -> None:
+    """Write every item of *mapping* into *store* (``store.setitems`` when available)."""
+    fn = getattr(store, "setitems", None)
+    if fn is not None:
+        fn(mapping)
+        return
+    for k, v in mapping.items():
+        store[k] = v
+
+
+def delitems(store: MutableMapping[str, bytes], keys: Iterable[str]) -> None:
+    """Delete *keys* from *store*; absent keys are ignored (``store.delitems`` when available)."""
+    fn = getattr(store, "delitems", None)
+    if fn is not None:
+        fn(list(keys))
+        return
+    for k in keys:
+        try:
+            del store[k]
+        except KeyError:
+            pass
+
+
+def listdir(store: Mapping[str, bytes], prefix: str = "") -> list[str]:
+    """Sorted names of the immediate children of *prefix* in *store*, like ``os.listdir``.
+
+    A child is either a key directly under *prefix* or the first path segment of a deeper
+    key. Uses ``store.listdir`` when available.
+    """
+    fn = getattr(store, "listdir", None)
+    if fn is not None:
+        return sorted(fn(prefix))
+    return _listdir_keys(list(store), normalize_prefix(prefix))
+
+
+def rmdir(store: MutableMapping[str, bytes], prefix: str = "") -> None:
+    """Delete every key under *prefix* (everything if empty). Uses ``store.rmdir`` when available."""
+    fn = getattr(store, "rmdir", None)
+    if fn is not None:
+        fn(prefix)
+        return
+    prefix = normalize_prefix(prefix)
+    if prefix:
+        doomed = [k for k in list(store) if k.startswith(prefix + "/")]
+    else:
+        doomed = list(store)
+    delitems(store, doomed)
+
+
+def getsize(store: Mapping[str, bytes], prefix: str = "") -> int:
+    """Total size in bytes of the values at or under *prefix*. Uses ``store.getsize`` when
+    available."""
+    fn = getattr(store, "getsize", None)
+    if fn is not None:
+        return int(fn(prefix))
+    prefix = normalize_prefix(prefix)
+    total = 0
+    for k in list(store):
+        if _under(k, prefix):
+            try:
+                v = store[k]
+            except KeyError:
+                continue
+            total += v.nbytes if hasattr(v, "nbytes") else len(v)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# normalize_store
+# ---------------------------------------------------------------------------------------------
+
+
+def normalize_store(store_like: Any = None, mode: str = "a", storage_options: dict | None = None):
+    """Turn a store-like argument into a store.
+
+    - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
+    - a ``MutableMapping`` (or any ``Mapping``) -> itself, unchanged;
+    - a ``str`` / ``os.PathLike``: ``scheme://...`` or containing ``::`` -> :class:`FSStore`;
+      ``*.zip`` -> :class:`ZipStore`; ``*.sqlite``/``*.db`` -> :class:`SQLiteStore`;
+      ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
+
+    ``mode="r"`` opens the store read-only. *storage_options* are passed to ``FSStore`` (and
+    rejected for the other kinds).
+    """
+    check_mode(mode)
+    if store_like is None:
+        from .memory import MemoryStore
+
+        return MemoryStore(mode=mode)
+    if isinstance(store_like, Mapping):
+        return store_like
+    if isinstance(store_like, os.PathLike):
+        store_like = os.fspath(store_like)
+    if isinstance(store_like, bytes):
+        store_like = os.fsdecode(store_like)
+    if not isinstance(store_like, str):
+        raise TypeError(
+            f"cannot make a store from {type(store_like).__name__} {store_like!r}; expected "
+            f"None, a MutableMapping, a path or a URL"
+        )
+    path = store_like
+    if "://" in path or "::" in path:
+        from .fsspec_store import FSStore
+
+        return FSStore(path, mode=mode, storage_options=storage_options)
+    if storage_options:
+        raise ValueError(
+            f"storage_options were given but {path!r} is a local path, not an fsspec URL"
+        )
+    low = path.rstrip("/\\").lower()
+    if low.endswith(".zip"):
+        from .zip import ZipStore
+
+        return ZipStore(path, mode=mode)
+    if low.endswith(".sqlite") or low.endswith(".db"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(path, mode=mode)
+    if low.endswith(".lmdb"):
+        from .lmdb_store import LMDBStore
+
+        return LMDBStore(path, mode=mode)
+    from .directory import DirectoryStore
+
+    return DirectoryStore(path, mode=mode)
+
+
+# a lock helper used by several stores
+def _new_lock() -> threading.RLock:
+    return threading.RLock()

@@ -1,0 +1,133 @@
+"""An in-memory store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .base import BaseStore, _listdir_keys, _under, ensure_bytes, normalize_prefix, validate_key
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(BaseStore):
+    """A store holding its values in a ``dict`` in memory. Thread-safe.
+
+    ``MemoryStore(data=None, mode="a")``: *data* is an optional mapping to start from (its
+    items are copied and validated). Pickling copies the contents. Two memory stores compare
+    equal when they hold the same items.
+    """
+
+    def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a"):
+        super().__init__(mode)
+        self._data: dict[str, bytes] = {}
+        self._lock = threading.RLock()
+        if data:
+            for k, v in data.items():
+                self._data[validate_key(k)] = ensure_bytes(v)
+
+    def __repr__(self) -> str:
+        ro = ", mode='r'" if self.read_only else ""
+        return f"MemoryStore(<{len(self._data)} keys at {id(self):#x}>{ro})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MemoryStore):
+            with self._lock:
+                mine = dict(self._data)
+            with other._lock:
+                theirs = dict(other._data)
+            return mine == theirs
+        return NotImplemented
+
+    __hash__ = BaseStore.__hash__
+
+    def __getstate__(self):
+        with self._lock:
+            return {"data": dict(self._data), "mode": self._mode}
+
+    def __setstate__(self, state):
+        self._mode = state["mode"]
+        self._data = state["data"]
+        self._lock = threading.RLock()
+
+    # -- mapping ---------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        validate_key(key)
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        value = ensure_bytes(value)
+        with self._lock:
+            self._data[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        with self._lock:
+            del self._data[key]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        validate_key(key)
+        return key in self._data
+
+    def __iter__(self):
+        with self._lock:
+            keys = list(self._data)
+        return iter(keys)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    # -- extras ----------------------------------------------------------------------------
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(keys)
+        for k in keys:
+            validate_key(k)
+        data = self._data
+        with self._lock:
+            return {k: data[k] for k in keys if k in data}
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        items = {validate_key(k): ensure_bytes(v) for k, v in mapping.items()}
+        with self._lock:
+            self._data.update(items)
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        keys = [validate_key(k) for k in keys]
+        with self._lock:
+            for k in keys:
+                self._data.pop(k, None)
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            keys = list(self._data)
+        return _listdir_keys(keys, prefix)
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            if not prefix:
+                self._data.clear()
+                return
+            p = prefix + "/"
+            for k in [k for k in self._data if k.startswith(p)]:
+                del self._data[k]
+
+    def getsize(self, prefix: str = "") -> int:
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            return sum(len(v) for k, v in self._data.items() if _under(k, prefix))
+
+    def clear(self) -> None:
+        self.rmdir("")
