@@ -1,0 +1,319 @@
+# cython: language_level=3
+"""Merge chunk regions into outputs and values into chunks, fill, and the all-fill test.
+
+All functions copy raw items (any itemsize, any strides, C or F order) and release the GIL
+for the copy. Object arrays must not come here: raw copies of PyObject pointers would break
+reference counts; the array layer uses NumPy indexing for them.
+"""
+
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcmp
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+
+import numpy as np
+cimport numpy as cnp
+
+from chunkstore._core.kernels cimport DimCopy, copy_nd
+from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
+
+cnp.import_array()
+
+
+cdef inline char* _data(cnp.ndarray a) noexcept:
+    return <char*>cnp.PyArray_DATA(a)
+
+
+cdef int _check(cnp.ndarray a, int ndim, Py_ssize_t itemsize, str what) except -1:
+    if a.ndim != ndim:
+        raise ValueError(f"{what} has {a.ndim} dimensions, expected {ndim}")
+    if a.dtype.itemsize != itemsize:
+        raise ValueError(f"{what} itemsize {a.dtype.itemsize} != {itemsize}")
+    if a.dtype.hasobject:
+        raise TypeError(f"{what}: object arrays cannot be merged by raw copy")
+    return 0
+
+
+cdef int _ortho_copy(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarray other,
+                     int mode) except -1:
+    """mode 0: gather chunk -> other(out); 1: scatter other(value) -> chunk; 2: fill other(out)
+    from chunk, a 1-element array."""
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t itemsize = other.dtype.itemsize
+    if mode != 2:
+        _check(chunk, nd, itemsize, "chunk")
+    _check(other, nd, itemsize, "output" if mode != 1 else "value")
+    if mode != 1 and not other.flags.writeable:
+        raise ValueError("output array is read-only")
+    if mode == 1 and not chunk.flags.writeable:
+        raise ValueError("chunk buffer is read-only")
+    if i < 0 or i >= plan.nchunks:
+        raise IndexError(f"touched-chunk index {i} out of range [0, {plan.nchunks})")
+    cdef Py_ssize_t* j = <Py_ssize_t*>malloc((nd + 1) * sizeof(Py_ssize_t))
+    cdef DimCopy* dims = <DimCopy*>malloc((nd + 1) * sizeof(DimCopy))
+    # Per-dim offset tables for indexed dims: two arrays of cnt entries each.
+    cdef Py_ssize_t** tabs = <Py_ssize_t**>malloc((nd + 1) * sizeof(Py_ssize_t*))
+    cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides if mode != 2 else NULL
+    cdef Py_ssize_t* ostr = <Py_ssize_t*>other.strides
+    cdef const char* csrc = _data(chunk)
+    cdef char* odata = _data(other)
+    cdef DimPlan* p
+    cdef Py_ssize_t jj, k, n, lo, cs, os_
+    cdef const char* src
+    cdef char* dst
+    for d in range(nd):
+        tabs[d] = NULL
+    try:
+        with nogil:
+            plan.unravel(i, j)
+            for d in range(nd):
+                p = &plan.dims[d]
+                jj = j[d]
+                n = p.cnt[jj]
+                cs = cstr[d] if mode != 2 else 0
+                os_ = ostr[d]
+                dims[d].count = n
+                dims[d].indexed = p.indexed
+                if p.indexed:
+                    tabs[d] = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
+                    if tabs[d] == NULL:
+                        with gil:
+                            raise MemoryError()
+                    lo = p.ptr[jj]
+                    # chunk side first, output side second
+                    for k in range(n):
+                        tabs[d][k] = p.lidx[lo + k] * cs
+                        tabs[d][n + k] = p.oidx[lo + k] * os_
+                    if mode == 1:       # value -> chunk: source is the output-shaped value
+                        dims[d].soff = tabs[d] + n
+                        dims[d].doff = tabs[d]
+                    else:
+                        dims[d].soff = tabs[d]
+                        dims[d].doff = tabs[d] + n
+                else:
+                    if mode == 1:
+                        dims[d].sstart = p.ostart[jj] * os_
+                        dims[d].sstep = os_
+                        dims[d].dstart = p.lstart[jj] * cs
+                        dims[d].dstep = p.step * cs
+                    else:
+                        dims[d].sstart = p.lstart[jj] * cs
+                        dims[d].sstep = p.step * cs
+                        dims[d].dstart = p.ostart[jj] * os_
+                        dims[d].dstep = os_
+            if mode == 1:
+                src = odata
+                dst = <char*>csrc
+            else:
+                src = csrc
+                dst = odata
+            copy_nd(src, dst, dims, nd, itemsize)
+    finally:
+        for d in range(nd):
+            free(tabs[d])
+        free(tabs)
+        free(dims)
+        free(j)
+    return 0
+
+
+def gather(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarray out):
+    """out[output region of touched chunk i] = chunk[selection inside chunk i].
+
+    chunk has the chunk's full shape; out has the selection's shape with one axis per array
+    dimension (integer selections kept as length-1 axes).
+    """
+    _ortho_copy(plan, i, chunk, out, 0)
+
+
+def scatter(OrthoPlan plan, Py_ssize_t i, cnp.ndarray value, cnp.ndarray chunk):
+    """chunk[selection inside chunk i] = value[output region of touched chunk i].
+
+    value is selection-shaped (broadcast views with zero strides are fine)."""
+    _ortho_copy(plan, i, chunk, value, 1)
+
+
+def fill(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, cnp.ndarray fill_item):
+    """out[output region of touched chunk i] = fill_item (a 1-element array of out's dtype)."""
+    if fill_item.size != 1 or fill_item.dtype.itemsize != out.dtype.itemsize:
+        raise ValueError("fill_item must be one element of the output's itemsize")
+    item = np.ascontiguousarray(fill_item).reshape((1,) * plan.ndim)
+    _ortho_copy(plan, i, item, out, 2)
+
+
+def out_block(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, chunk_shape, str order):
+    """The view of out that chunk i covers, if the chunk can be decoded straight into it.
+
+    That needs the selection to take the chunk whole (step 1, full chunk shape in bounds)
+    and the output region to be one contiguous block laid out in the chunk's order.
+    Returns None otherwise.
+    """
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t* j = <Py_ssize_t*>malloc((nd + 1) * sizeof(Py_ssize_t))
+    cdef DimPlan* p
+    cdef Py_ssize_t expect, jj
+    index = []
+    try:
+        plan.unravel(i, j)
+        for d in range(nd):
+            p = &plan.dims[d]
+            jj = j[d]
+            if p.indexed or p.step != 1 or p.lstart[jj] != 0 or p.cnt[jj] != chunk_shape[d]:
+                return None
+            index.append(slice(p.ostart[jj], p.ostart[jj] + p.cnt[jj]))
+    finally:
+        free(j)
+    view = out[tuple(index)]
+    if (view.flags.c_contiguous if order == "C" else view.flags.f_contiguous):
+        return view
+    return None
+
+
+cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray flat,
+                      int mode) except -1:
+    """mode 0: gather chunk -> flat; 1: scatter flat -> chunk; 2: fill flat from chunk[0]."""
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t itemsize = flat.dtype.itemsize
+    if mode != 2:
+        _check(chunk, nd, itemsize, "chunk")
+    _check(flat, 1, itemsize, "points buffer")
+    if g < 0 or g >= plan.nchunks:
+        raise IndexError(f"touched-chunk index {g} out of range [0, {plan.nchunks})")
+    if mode == 1 and not chunk.flags.writeable or mode != 1 and not flat.flags.writeable:
+        raise ValueError("destination array is read-only")
+    cdef Py_ssize_t lo = plan.ptr[g], n = plan.ptr[g + 1] - lo, k, pt, off
+    cdef Py_ssize_t K = plan.npoints
+    cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
+    cdef Py_ssize_t fstr = flat.strides[0]
+    cdef char* cdata = _data(chunk)
+    cdef char* fdata = _data(flat)
+    cdef Py_ssize_t* tab = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
+    cdef DimCopy dim
+    if tab == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for k in range(n):
+                pt = plan.perm[lo + k]
+                off = 0
+                if mode != 2:
+                    for d in range(nd):
+                        off += (plan.coords[d * K + pt]
+                                - plan.gcoords[g * nd + d] * plan.chunk_lens[d]) * cstr[d]
+                tab[k] = off
+                tab[n + k] = pt * fstr
+            dim.count = n
+            dim.indexed = True
+            if mode == 1:
+                dim.soff = tab + n
+                dim.doff = tab
+                copy_nd(fdata, cdata, &dim, 1, itemsize)
+            else:
+                dim.soff = tab
+                dim.doff = tab + n
+                copy_nd(cdata, fdata, &dim, 1, itemsize)
+    finally:
+        free(tab)
+    return 0
+
+
+def gather_points(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray out_flat):
+    """out_flat[p] = chunk[local coords of p] for the points of touched chunk g."""
+    _points_copy(plan, g, chunk, out_flat, 0)
+
+
+def scatter_points(PointsPlan plan, Py_ssize_t g, cnp.ndarray values_flat, cnp.ndarray chunk):
+    """chunk[local coords of p] = values_flat[p] for the points of touched chunk g, in order."""
+    _points_copy(plan, g, chunk, values_flat, 1)
+
+
+def fill_points(PointsPlan plan, Py_ssize_t g, cnp.ndarray out_flat, cnp.ndarray fill_item):
+    """out_flat[p] = fill_item for the points of touched chunk g."""
+    item = np.ascontiguousarray(fill_item).reshape((1,) * plan.ndim)
+    _points_copy(plan, g, item, out_flat, 2)
+
+
+# ---------------------------------------------------------------- fill-value test
+
+cdef extern from *:
+    uint32_t __builtin_bswap32(uint32_t) nogil
+    uint64_t __builtin_bswap64(uint64_t) nogil
+
+
+cdef inline bint _is_nan_bits(const char* p, int size, bint swap) noexcept nogil:
+    cdef uint16_t h
+    cdef uint32_t f
+    cdef uint64_t q
+    if size == 2:
+        h = (<const uint16_t*>p)[0]
+        if swap:
+            h = ((h & 0xff) << 8) | (h >> 8)
+        return (h & 0x7c00) == 0x7c00 and (h & 0x03ff) != 0
+    if size == 4:
+        f = (<const uint32_t*>p)[0]
+        if swap:
+            f = __builtin_bswap32(f)
+        return (f & 0x7f800000u) == 0x7f800000u and (f & 0x007fffffu) != 0
+    q = (<const uint64_t*>p)[0]
+    if swap:
+        q = __builtin_bswap64(q)
+    return (q & 0x7ff0000000000000ull) == 0x7ff0000000000000ull and (q & 0x000fffffffffffffull) != 0
+
+
+def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
+    """True when every item of chunk equals fill_item.
+
+    Equality is bytewise (so -0.0 is not the 0.0 fill, and every bit of data is kept), except
+    that for float and complex dtypes a NaN component of the fill matches any NaN.
+    chunk must be contiguous (either order); fill_item is one element of the same dtype.
+    """
+    dt = chunk.dtype
+    if dt.hasobject:
+        raise TypeError("is_all_fill does not take object arrays")
+    if fill_item.dtype.itemsize != dt.itemsize or fill_item.size != 1:
+        raise ValueError("fill_item must be one element of the chunk's itemsize")
+    if not (chunk.flags.c_contiguous or chunk.flags.f_contiguous):
+        chunk = np.ascontiguousarray(chunk)
+    cdef Py_ssize_t itemsize = dt.itemsize, n = chunk.size, i, c
+    if n == 0:
+        return True
+    fb = np.ascontiguousarray(fill_item).tobytes()
+    cdef const char* fp = fb
+    cdef const char* buf = _data(chunk)
+    cdef bint result = True
+    # Components to compare NaN-aware: (offset, size) of each float part whose fill is NaN.
+    cdef int ncomp = 0, comp_size = 0
+    cdef int nan_comp[2]
+    cdef bint swap = False
+    if dt.kind in "fc":
+        comp_size = itemsize if dt.kind == "f" else itemsize // 2
+        swap = not dt.isnative
+        for c in range(1 if dt.kind == "f" else 2):
+            if comp_size in (2, 4, 8) and _is_nan_bits(fp + c * comp_size, comp_size, swap):
+                nan_comp[ncomp] = c
+                ncomp += 1
+    cdef int k
+    cdef bint plain
+    with nogil:
+        if ncomp == 0:
+            # a[0] == fill and a[i] == a[i+1] for all i  <=>  all equal to fill; memcmp on
+            # the buffer against itself shifted by one item is vectorised by libc.
+            result = memcmp(buf, fp, itemsize) == 0 and (
+                n == 1 or memcmp(buf, buf + itemsize, (n - 1) * itemsize) == 0)
+        else:
+            for i in range(n):
+                for c in range(itemsize // comp_size):
+                    plain = True
+                    for k in range(ncomp):
+                        if nan_comp[k] == c:
+                            plain = False
+                    if plain:
+                        if memcmp(buf + i * itemsize + c * comp_size,
+                                  fp + c * comp_size, comp_size) != 0:
+                            result = False
+                            break
+                    elif not _is_nan_bits(buf + i * itemsize + c * comp_size, comp_size, swap):
+                        result = False
+                        break
+                if not result:
+                    break
+    return result
