@@ -1,15 +1,425 @@
-"""Stub: real implementation coming shortly."""
+"""Stores keeping one file per key in a local directory tree."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['DirectoryStore', 'NestedDirectoryStore']
+import errno
+import os
+import re
+import shutil
+import stat
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+
+__all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
+
+_TEMP_SUFFIX = ".partial"
+_TEMP_RE = re.compile(r"^\..*\.[0-9a-f]{32}\.partial$", re.DOTALL)
+
+# errors meaning "this key is not a file in the store"
+_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def is_temp_name(name: str) -> bool:
+    """True for the names of the temporary files written by ``DirectoryStore`` writes
+    (``.<name>.<32 hex digits>.partial``)."""
+    return name.endswith(_TEMP_SUFFIX) and _TEMP_RE.match(name) is not None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
 
 class DirectoryStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("DirectoryStore is not implemented yet")
+    """A store keeping each key as a file under a root directory.
+
+    ``DirectoryStore(path, fsync=False, dimension_separator=None, mode="a")``
+
+    - Key ``"a/b/.zarray"`` is the file ``<root>/a/b/.zarray``. Keys are validated before any
+      I/O, so no key can reach outside the root (symbolic links placed in the tree by its
+      owner are followed).
+    - Writes are atomic: the value is written to a temporary file
+      ``.<name>.<random hex>.partial`` in the target directory, then moved over the target
+      with ``os.replace``. Readers see either the old or the new value, never a torn one,
+      even if the writer is killed. With ``fsync=True`` the file and its directory are
+      fsynced before the write returns (durable across power loss).
+    - Temporary files are never listed, iterated, counted or sized; leftovers of a killed
+      writer are ignored (and removed by ``rmdir``). Keys whose last segment looks like a
+      temporary file name are refused.
+    - Deleting the last key of a nested directory removes the empty parent directories up
+      to (not including) the root.
+    - A missing key raises ``KeyError``; every other ``OSError`` (permission denied, EIO...)
+      propagates unchanged.
+    - The root directory is created on the first write. Modes ``"r"`` and ``"r+"`` require it
+      to exist (``FileNotFoundError`` otherwise); ``"w"``, ``"w-"`` and ``"x"`` behave like
+      ``"a"`` at the store level (clearing or refusing existing nodes is done by the array and
+      group layer, per path).
+    - *dimension_separator* (``"."``, ``"/"`` or ``None``) is only recorded for the array
+      layer; keys are used as given.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fsync: bool = False,
+        dimension_separator: str | None = None,
+        mode: str = "a",
+    ):
+        super().__init__(mode)
+        if dimension_separator not in (None, ".", "/"):
+            raise ValueError(
+                f"dimension_separator must be '.', '/' or None, not {dimension_separator!r}"
+            )
+        self.path = os.path.abspath(os.fspath(path))
+        self.fsync = bool(fsync)
+        self._dimension_separator = dimension_separator
+        if os.path.exists(self.path):
+            if not os.path.isdir(self.path):
+                raise NotADirectoryError(
+                    errno.ENOTDIR, f"{type(self).__name__} root is not a directory", self.path
+                )
+        elif mode in ("r", "r+"):
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"cannot open {type(self).__name__} in mode {mode!r}: no such directory",
+                self.path,
+            )
+
+    @property
+    def dimension_separator(self) -> str | None:
+        return self._dimension_separator
+
+    # -- identity / pickling ---------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        ro = ", mode='r'" if self.read_only else ""
+        return f"{type(self).__name__}({self.path!r}{ro})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, DirectoryStore)
+            and type(other) is type(self)
+            and other.path == self.path
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.path))
+
+    def __getstate__(self):
+        return {
+            "path": self.path,
+            "fsync": self.fsync,
+            "dimension_separator": self._dimension_separator,
+            "mode": "r" if self._mode == "r" else "a",
+        }
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self.fsync = state["fsync"]
+        self._dimension_separator = state["dimension_separator"]
+        self._mode = state["mode"]
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        validate_key(key)
+        return os.path.join(self.path, *key.split("/")) if "/" in key else os.path.join(
+            self.path, key
+        )
+
+    def _dir(self, prefix: str) -> str:
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            return self.path
+        return os.path.join(self.path, *prefix.split("/"))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except _MISSING:
+            raise KeyError(key) from None
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(keys)
+        paths = [self._path(k) for k in keys]  # validate every key before any I/O
+        out: dict[str, bytes] = {}
+        for k, p in zip(keys, paths):
+            try:
+                with open(p, "rb") as f:
+                    out[k] = f.read()
+            except _MISSING:
+                pass
+        return out
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        path = self._path(key)
+        ranges = list(ranges)
+        try:
+            f = open(path, "rb")
+        except _MISSING:
+            raise KeyError(key) from None
+        out = []
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            for off, length in ranges:
+                if length is not None and length < 0:
+                    raise ValueError(f"negative length {length} in byte range")
+                start = max(size + off, 0) if off < 0 else off
+                if start >= size:
+                    out.append(b"")
+                    continue
+                f.seek(start)
+                out.append(f.read() if length is None else f.read(length))
+        return out
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        path = self._path(key)
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return stat.S_ISREG(st.st_mode)
+
+    def _walk(self, top: str, rel: str) -> Iterator[str]:
+        try:
+            it = os.scandir(top)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        with it:
+            entries = list(it)
+        for e in entries:
+            name = e.name
+            if is_temp_name(name):
+                continue
+            key = f"{rel}/{name}" if rel else name
+            try:
+                is_dir = e.is_dir()
+            except FileNotFoundError:  # pragma: no cover - vanished concurrently
+                continue
+            if is_dir:
+                yield from self._walk(e.path, key)
+            else:
+                try:
+                    validate_key(key)
+                except ValueError:
+                    continue  # not addressable as a key (e.g. backslash in a file name)
+                yield key
+
+    def __iter__(self) -> Iterator[str]:
+        return self._walk(self.path, "")
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            yield from self._walk(self.path, "")
+            return
+        d = self._dir(prefix)
+        if os.path.isfile(d):
+            yield prefix
+            return
+        yield from self._walk(d, prefix)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        d = self._dir(prefix)
+        try:
+            names = os.listdir(d)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if not is_temp_name(n))
+
+    def getsize(self, prefix: str = "") -> int:
+        d = self._dir(prefix)
+        try:
+            st = os.stat(d)
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        if stat.S_ISREG(st.st_mode):
+            return st.st_size
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(d):
+            for n in filenames:
+                if is_temp_name(n):
+                    continue
+                try:
+                    total += os.stat(os.path.join(dirpath, n)).st_size
+                except FileNotFoundError:  # pragma: no cover - deleted concurrently
+                    pass
+        return total
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        path = self._path(key)
+        self._check_writable(key)
+        name = os.path.basename(path)
+        if is_temp_name(name):
+            raise ValueError(
+                f"invalid store key {key!r}: the name is reserved for temporary files"
+            )
+        self._write(path, ensure_bytes(value))
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        items = []
+        for k, v in mapping.items():
+            p = self._path(k)
+            if is_temp_name(os.path.basename(p)):
+                raise ValueError(
+                    f"invalid store key {k!r}: the name is reserved for temporary files"
+                )
+            items.append((p, v))
+        for p, v in items:
+            self._write(p, ensure_bytes(v))
+
+    def _write(self, path: str, data: bytes) -> None:
+        dirname, name = os.path.split(path)
+        tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}{_TEMP_SUFFIX}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        flags |= getattr(os, "O_BINARY", 0)
+        for attempt in range(10):
+            try:
+                fd = os.open(tmp, flags, 0o666)
+                break
+            except FileNotFoundError:
+                # the directory is missing, or was just removed by a concurrent delete of
+                # its last key: (re)create it and retry
+                if attempt == 9:
+                    raise
+                self._makedirs(dirname)
+        try:
+            with open(fd, "wb", closefd=True) as f:
+                f.write(data)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        if self.fsync:
+            _fsync_dir(dirname)
+
+    def _makedirs(self, dirname: str) -> None:
+        created = []
+        d = dirname
+        while not os.path.isdir(d):
+            created.append(d)
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        os.makedirs(dirname, exist_ok=True)
+        if self.fsync:
+            for c in reversed(created):
+                _fsync_dir(os.path.dirname(c))
+
+    def __delitem__(self, key: str) -> None:
+        path = self._path(key)
+        self._check_writable(key)
+        try:
+            os.unlink(path)
+        except _MISSING:
+            raise KeyError(key) from None
+        except PermissionError:
+            # unlink of a directory gives EPERM/EISDIR depending on the platform
+            if os.path.isdir(path):
+                raise KeyError(key) from None
+            raise
+        self._prune(os.path.dirname(path))
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        paths = [self._path(k) for k in keys]
+        dirs = set()
+        for p in paths:
+            try:
+                os.unlink(p)
+            except _MISSING:
+                continue
+            except PermissionError:
+                if os.path.isdir(p):
+                    continue
+                raise
+            dirs.add(os.path.dirname(p))
+        # deepest first so that parents emptied by their children are removed too
+        for d in sorted(dirs, key=len, reverse=True):
+            self._prune(d)
+
+    def _prune(self, dirname: str) -> None:
+        """Remove empty directories from *dirname* up to (not including) the root."""
+        root = self.path
+        d = dirname
+        while len(d) > len(root) and d.startswith(root + os.sep):
+            try:
+                os.rmdir(d)
+            except OSError:
+                return  # not empty (or already gone / concurrently refilled)
+            d = os.path.dirname(d)
+        if self.fsync:
+            _fsync_dir(d)
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        d = self._dir(prefix)
+        if not prefix:
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                return
+            for n in names:
+                p = os.path.join(d, n)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    shutil.rmtree(p)
+                else:
+                    os.unlink(p)
+            return
+        if os.path.isdir(d) and not os.path.islink(d):
+            shutil.rmtree(d)
+            self._prune(os.path.dirname(d))
+
+    def clear(self) -> None:
+        self.rmdir("")
 
 
-class NestedDirectoryStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("NestedDirectoryStore is not implemented yet")
+class NestedDirectoryStore(DirectoryStore):
+    """A :class:`DirectoryStore` for arrays whose chunk keys use ``"/"`` as the dimension
+    separator (``"0/1/2"``), stored as nested directories. It only records
+    ``dimension_separator="/"``: in Zarr v2 the array layer already builds such keys."""
 
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fsync: bool = False,
+        dimension_separator: str | None = "/",
+        mode: str = "a",
+    ):
+        if dimension_separator not in (None, "/"):
+            raise ValueError(
+                f"NestedDirectoryStore only supports dimension_separator='/', "
+                f"not {dimension_separator!r}"
+            )
+        super().__init__(path, fsync=fsync, dimension_separator="/", mode=mode)

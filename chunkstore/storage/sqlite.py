@@ -1,10 +1,403 @@
-"""Stub: real implementation coming shortly."""
+"""A store inside one SQLite database file."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['SQLiteStore']
+import errno
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ..errors import StoreError
+from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+
+__all__ = ["SQLiteStore"]
+
+_BATCH = 500  # keys per "IN (...)" query, well under SQLITE_MAX_VARIABLE_NUMBER
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _upper(prefix: str) -> str:
+    # every key starting with "prefix/" sorts in [prefix + "/", prefix + "0")
+    return prefix + "0"
+
 
 class SQLiteStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("SQLiteStore is not implemented yet")
+    """A store in one SQLite database file: table ``zarr(k TEXT PRIMARY KEY, v BLOB)``.
+
+    ``SQLiteStore(path, mode="a", timeout=60.0, synchronous="NORMAL")``
+
+    - Writable modes put the database in WAL mode (many readers alongside one writer) and
+      create the table if missing; mode ``"r"`` opens the file read-only (``?mode=ro``)
+      without changing anything in it, so it can read databases in any journal mode.
+    - Thread-safe: each thread uses its own connection. Process-safe: many processes can read
+      and write the same file at once; write transactions are ``BEGIN IMMEDIATE`` with a busy
+      timeout, and ``SQLITE_BUSY``/``SQLITE_LOCKED`` are retried with back-off until *timeout*
+      seconds have passed. A store used after ``fork`` opens fresh connections in the child.
+    - Every write is a transaction, so a killed writer leaves each value wholly old or new.
+      ``synchronous`` (``"OFF"``, ``"NORMAL"``, ``"FULL"``) trades durability against power
+      loss for speed; with WAL, ``"NORMAL"`` never corrupts the database.
+    - ``getitems``/``setitems``/``delitems`` run in one transaction; ``listdir``, ``getsize``
+      and ``rmdir`` are single SQL statements over a key range.
+    - A file that is not an SQLite database, or has no ``zarr`` table in mode ``"r"``, raises
+      :class:`~chunkstore.errors.StoreError` naming the path.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        mode: str = "a",
+        timeout: float = 60.0,
+        synchronous: str = "NORMAL",
+    ):
+        super().__init__(mode)
+        self.path = os.path.abspath(os.fspath(path))
+        self.timeout = float(timeout)
+        if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"invalid synchronous setting {synchronous!r}")
+        self.synchronous = str(synchronous).upper()
+        if mode in ("r", "r+") and not os.path.exists(self.path):
+            raise FileNotFoundError(
+                errno.ENOENT, f"cannot open SQLiteStore in mode {mode!r}: no such file",
+                self.path,
+            )
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(errno.EISDIR, "SQLiteStore path is a directory", self.path)
+        self._init_state()
+        # open once now so that a bad file is reported at construction
+        self._conn()
+
+    def _init_state(self) -> None:
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        self._setup_done = False
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            if self._mode == "r":
+                uri = "file:" + _quote_path(self.path) + "?mode=ro"
+                conn = sqlite3.connect(
+                    uri, uri=True, timeout=self.timeout, isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                d = os.path.dirname(self.path)
+                if d:
+                    os.makedirs(d, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path, timeout=self.timeout, isolation_level=None,
+                    check_same_thread=False,
+                )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            if self._mode != "r":
+                if not self._setup_done:
+                    self._retry(lambda: self._setup(conn))
+                    self._setup_done = True
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            else:
+                row = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='zarr'"
+                ).fetchone()
+                if row is None:
+                    conn.close()
+                    raise StoreError(f"{self.path!r} has no 'zarr' table: not an SQLiteStore")
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                raise
+            raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+        return conn
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS zarr (k TEXT PRIMARY KEY, v BLOB)"
+        )
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            # forked: never touch the parent's connections (not even to close them)
+            self._init_state()
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        return conn
+
+    def _retry(self, fn):
+        """Run *fn* (a whole transaction), retrying on SQLITE_BUSY/LOCKED until timeout."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.1)
+
+    def _write_txn(self, body) -> Any:
+        conn = self._conn()
+
+        def run():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(conn)
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise
+            return result
+
+        return self._retry(run)
+
+    def _read(self, sql: str, params: tuple = ()) -> list:
+        conn = self._conn()
+        return self._retry(lambda: conn.execute(sql, params).fetchall())
+
+    def _read_txn(self, body) -> Any:
+        conn = self._conn()
+
+        def run():
+            conn.execute("BEGIN")
+            try:
+                return body(conn)
+            finally:
+                conn.execute("COMMIT")
+
+        return self._retry(run)
+
+    def close(self) -> None:
+        """Close every connection this store opened in this process. Idempotent."""
+        if self._pid != os.getpid():
+            self._init_state()
+        with self._conns_lock:
+            conns, self._all_conns = self._all_conns, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:  # pragma: no cover
+                pass
+        self._local = threading.local()
+        self._closed = True
+
+    def __del__(self):  # pragma: no cover
+        try:
+            if self._pid == os.getpid():
+                for c in self._all_conns:
+                    c.close()
+        except Exception:
+            pass
+
+    # -- identity / pickling ---------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        ro = ", mode='r'" if self.read_only else ""
+        return f"SQLiteStore({self.path!r}{ro})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SQLiteStore) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(("SQLiteStore", self.path))
+
+    def __getstate__(self):
+        return {
+            "path": self.path,
+            "mode": "r" if self._mode == "r" else "a",
+            "timeout": self.timeout,
+            "synchronous": self.synchronous,
+        }
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        validate_key(key)
+        rows = self._read("SELECT v FROM zarr WHERE k = ?", (key,))
+        if not rows:
+            raise KeyError(key)
+        v = rows[0][0]
+        return v if type(v) is bytes else (b"" if v is None else bytes(v))
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = [validate_key(k) for k in keys]
+        if not keys:
+            return {}
+
+        def body(conn):
+            out = {}
+            for i in range(0, len(keys), _BATCH):
+                part = keys[i : i + _BATCH]
+                q = "SELECT k, v FROM zarr WHERE k IN (%s)" % ",".join("?" * len(part))
+                for k, v in conn.execute(q, part):
+                    out[k] = v if type(v) is bytes else (b"" if v is None else bytes(v))
+            return out
+
+        return self._read_txn(body)
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        validate_key(key)
+        ranges = list(ranges)
+
+        def body(conn):
+            row = conn.execute("SELECT length(v) FROM zarr WHERE k = ?", (key,)).fetchone()
+            if row is None:
+                raise KeyError(key)
+            size = row[0] or 0
+            out = []
+            for off, length in ranges:
+                if length is not None and length < 0:
+                    raise ValueError(f"negative length {length} in byte range")
+                start = max(size + off, 0) if off < 0 else off
+                n = size - start if length is None else min(length, size - start)
+                if n <= 0:
+                    out.append(b"")
+                    continue
+                (v,) = conn.execute(
+                    "SELECT substr(v, ?, ?) FROM zarr WHERE k = ?", (start + 1, n, key)
+                ).fetchone()
+                out.append(bytes(v))
+            return out
+
+        return self._read_txn(body)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        validate_key(key)
+        return bool(self._read("SELECT 1 FROM zarr WHERE k = ?", (key,)))
+
+    def __iter__(self) -> Iterator[str]:
+        rows = self._read("SELECT k FROM zarr ORDER BY k")
+        return (r[0] for r in rows)
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            return iter(self)
+        rows = self._read(
+            "SELECT k FROM zarr WHERE k = ? OR (k >= ? AND k < ?) ORDER BY k",
+            (prefix, prefix + "/", _upper(prefix)),
+        )
+        return (r[0] for r in rows)
+
+    def __len__(self) -> int:
+        return self._read("SELECT COUNT(*) FROM zarr")[0][0]
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        prefix = normalize_prefix(prefix)
+        if prefix:
+            n = len(prefix) + 2  # 1-based start of the part after "prefix/"
+            rows = self._read(
+                "SELECT DISTINCT CASE WHEN instr(substr(k, ?), '/') = 0 THEN substr(k, ?) "
+                "ELSE substr(k, ?, instr(substr(k, ?), '/') - 1) END "
+                "FROM zarr WHERE k >= ? AND k < ?",
+                (n, n, n, n, prefix + "/", _upper(prefix)),
+            )
+        else:
+            rows = self._read(
+                "SELECT DISTINCT CASE WHEN instr(k, '/') = 0 THEN k "
+                "ELSE substr(k, 1, instr(k, '/') - 1) END FROM zarr"
+            )
+        return sorted(r[0] for r in rows if r[0])
+
+    def getsize(self, prefix: str = "") -> int:
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            rows = self._read("SELECT COALESCE(SUM(length(v)), 0) FROM zarr")
+        else:
+            rows = self._read(
+                "SELECT COALESCE(SUM(length(v)), 0) FROM zarr "
+                "WHERE k = ? OR (k >= ? AND k < ?)",
+                (prefix, prefix + "/", _upper(prefix)),
+            )
+        return int(rows[0][0])
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        value = ensure_bytes(value)
+        self._write_txn(
+            lambda c: c.execute("INSERT OR REPLACE INTO zarr (k, v) VALUES (?, ?)", (key, value))
+        )
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        items = [(validate_key(k), ensure_bytes(v)) for k, v in mapping.items()]
+        if not items:
+            return
+        self._write_txn(
+            lambda c: c.executemany("INSERT OR REPLACE INTO zarr (k, v) VALUES (?, ?)", items)
+        )
+
+    def __delitem__(self, key: str) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        n = self._write_txn(lambda c: c.execute("DELETE FROM zarr WHERE k = ?", (key,)).rowcount)
+        if n == 0:
+            raise KeyError(key)
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        keys = [(validate_key(k),) for k in keys]
+        if not keys:
+            return
+        self._write_txn(lambda c: c.executemany("DELETE FROM zarr WHERE k = ?", keys))
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            self._write_txn(lambda c: c.execute("DELETE FROM zarr"))
+        else:
+            self._write_txn(
+                lambda c: c.execute(
+                    "DELETE FROM zarr WHERE k >= ? AND k < ?", (prefix + "/", _upper(prefix))
+                )
+            )
+
+    def clear(self) -> None:
+        self.rmdir("")
+
+
+def _quote_path(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path, safe="/:")
 

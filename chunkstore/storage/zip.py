@@ -1,10 +1,415 @@
-"""Stub: real implementation coming shortly."""
+"""A store inside a single zip archive."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['ZipStore']
+import errno
+import os
+import threading
+import uuid
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ..errors import StoreError
+from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
+
+__all__ = ["ZipStore"]
+
+_DELETED = object()
+
 
 class ZipStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("ZipStore is not implemented yet")
+    """A store holding its keys as the members of one zip archive.
 
+    ``ZipStore(path, mode="a", compression=zipfile.ZIP_STORED, allowZip64=True)``
+
+    Modes: ``"r"`` read-only (the archive must exist); ``"r+"`` read-write, the archive must
+    exist; ``"a"`` read-write, created if missing; ``"w"`` truncate: start from an empty
+    archive (the file is replaced immediately); ``"x"``/``"w-"`` create a new archive,
+    ``FileExistsError`` if the file exists.
+
+    **Rewrites and durability (the design choice).** A zip archive cannot update a member in
+    place and appending a second member with the same name would leave a duplicate that
+    shadows (or is shadowed by) the old data. So this store never appends to the archive on
+    disk. Writes and deletes are kept in memory (``pending``) and served from there by reads;
+    :meth:`flush` (called by :meth:`close` and on exit of a ``with`` block) writes a *fresh*
+    archive holding the current content of every key — unchanged members copied, rewritten
+    members replaced, deleted members dropped — to a temporary file next to the archive
+    (``.<name>.<random hex>.partial``) and moves it over the archive with ``os.replace``.
+
+    Guarantee: the file at *path* is always a complete, valid archive: either the content as
+    of the previous flush or the content as of the new one, never a torn mix, even if the
+    process is killed mid-flush. Writes not yet flushed are lost if the process dies. Memory
+    use grows with the unflushed data and each flush rewrites the whole archive, so zip
+    stores suit write-once (or write-rarely) data; use a directory store for incremental
+    writes and convert at the end.
+
+    An archive that was never closed properly (no central directory, e.g. truncated) is
+    refused at open with a :class:`~chunkstore.errors.StoreError` naming the path. An empty
+    (zero-byte) file is treated as an empty archive in the writable modes.
+
+    All operations are serialised by a lock, so a store can be shared between threads.
+    Pickling flushes pending writes and records the path, so the unpickled copy reopens the
+    archive (in mode ``"a"`` or ``"r"``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        mode: str = "a",
+        compression: int = zipfile.ZIP_STORED,
+        allowZip64: bool = True,
+    ):
+        super().__init__(mode)
+        self.path = os.path.abspath(os.fspath(path))
+        self.compression = compression
+        self.allowZip64 = allowZip64
+        self._lock = threading.RLock()
+        self._zf: zipfile.ZipFile | None = None
+        self._members: dict[str, zipfile.ZipInfo] = {}
+        self._pending: dict[str, Any] = {}  # key -> bytes, or _DELETED
+        self._closed = False
+        self._open_archive(mode)
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _open_archive(self, mode: str) -> None:
+        exists = os.path.exists(self.path)
+        if mode in ("r", "r+") and not exists:
+            raise FileNotFoundError(
+                errno.ENOENT, f"cannot open ZipStore in mode {mode!r}: no such file", self.path
+            )
+        if mode in ("x", "w-"):
+            if exists:
+                raise FileExistsError(
+                    errno.EEXIST, f"cannot create ZipStore in mode {mode!r}: file exists",
+                    self.path,
+                )
+            # reserve the name atomically, then write an empty archive into it
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with open(fd, "wb") as f:
+                with zipfile.ZipFile(f, "w"):
+                    pass
+            return self._load()
+        if mode == "w":
+            self._write_archive({}, None)
+            return self._load()
+        if exists:
+            self._load()
+
+    def _load(self) -> None:
+        """(Re)open the archive on disk for reading and index its members."""
+        if self._zf is not None:
+            self._zf.close()
+            self._zf = None
+        self._members = {}
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(errno.EISDIR, "ZipStore path is a directory", self.path)
+        if os.path.getsize(self.path) == 0:
+            if self._mode == "r":
+                raise StoreError(f"{self.path!r} is an empty file, not a zip archive")
+            return
+        try:
+            zf = zipfile.ZipFile(self.path, "r", allowZip64=self.allowZip64)
+        except zipfile.BadZipFile as e:
+            raise StoreError(
+                f"{self.path!r} is not a readable zip archive ({e}); it may be truncated or "
+                f"was never closed (no central directory)"
+            ) from e
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            # with duplicate names (written by other tools) the last member wins, like
+            # ZipFile.getinfo
+            members[info.filename] = info
+        self._zf = zf
+        self._members = members
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+
+    # -- identity / pickling ---------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        ro = ", mode='r'" if self.read_only else ""
+        return f"ZipStore({self.path!r}{ro})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ZipStore) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(("ZipStore", self.path))
+
+    def __getstate__(self):
+        if not self._closed:
+            self.flush()
+        return {
+            "path": self.path,
+            "mode": "r" if self._mode == "r" else "a",
+            "compression": self.compression,
+            "allowZip64": self.allowZip64,
+        }
+
+    def __setstate__(self, state):
+        self.__init__(
+            state["path"],
+            mode=state["mode"],
+            compression=state["compression"],
+            allowZip64=state["allowZip64"],
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _get(self, key: str) -> bytes:
+        p = self._pending.get(key)
+        if p is not None:
+            if p is _DELETED:
+                raise KeyError(key)
+            return p
+        info = self._members.get(key)
+        if info is None or self._zf is None:
+            raise KeyError(key)
+        return self._zf.read(info)
+
+    def __getitem__(self, key: str) -> bytes:
+        validate_key(key)
+        with self._lock:
+            self._check_open()
+            return self._get(key)
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = [validate_key(k) for k in keys]
+        out = {}
+        with self._lock:
+            self._check_open()
+            for k in keys:
+                try:
+                    out[k] = self._get(k)
+                except KeyError:
+                    pass
+        return out
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        validate_key(key)
+        ranges = list(ranges)
+        with self._lock:
+            self._check_open()
+            p = self._pending.get(key)
+            info = self._members.get(key)
+            if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
+                # stored members are seekable: read only the requested bytes
+                out = []
+                with self._zf.open(info) as f:
+                    size = info.file_size
+                    for off, length in ranges:
+                        if length is not None and length < 0:
+                            raise ValueError(f"negative length {length} in byte range")
+                        start = max(size + off, 0) if off < 0 else off
+                        if start >= size:
+                            out.append(b"")
+                            continue
+                        f.seek(start)
+                        out.append(f.read() if length is None else f.read(length))
+                return out
+            value = self._get(key)
+        return [_slice(value, o, n) for o, n in ranges]
+
+    def _live_keys(self) -> list[str]:
+        keys = set(self._members)
+        for k, v in self._pending.items():
+            if v is _DELETED:
+                keys.discard(k)
+            else:
+                keys.add(k)
+        out = []
+        for k in keys:
+            try:
+                validate_key(k)
+            except ValueError:
+                continue  # member names that are not valid keys (absolute, "..")
+            out.append(k)
+        return out
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        validate_key(key)
+        with self._lock:
+            self._check_open()
+            p = self._pending.get(key)
+            if p is not None:
+                return p is not _DELETED
+            return key in self._members
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            self._check_open()
+            return iter(self._live_keys())
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._check_open()
+            return len(self._live_keys())
+
+    def _size_of(self, key: str) -> int:
+        p = self._pending.get(key)
+        if p is not None:
+            return 0 if p is _DELETED else len(p)
+        info = self._members.get(key)
+        return info.file_size if info is not None else 0
+
+    def getsize(self, prefix: str = "") -> int:
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            self._check_open()
+            total = 0
+            for k in self._live_keys():
+                if not prefix or k == prefix or k.startswith(prefix + "/"):
+                    total += self._size_of(k)
+            return total
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        value = ensure_bytes(value)
+        with self._lock:
+            self._check_open()
+            self._pending[key] = value
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        items = {validate_key(k): ensure_bytes(v) for k, v in mapping.items()}
+        with self._lock:
+            self._check_open()
+            self._pending.update(items)
+
+    def __delitem__(self, key: str) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        with self._lock:
+            self._check_open()
+            if key not in self:
+                raise KeyError(key)
+            self._pending[key] = _DELETED
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        keys = [validate_key(k) for k in keys]
+        with self._lock:
+            self._check_open()
+            for k in keys:
+                if k in self:
+                    self._pending[k] = _DELETED
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            self._check_open()
+            for k in self._live_keys():
+                if not prefix or k.startswith(prefix + "/"):
+                    self._pending[k] = _DELETED
+
+    def clear(self) -> None:
+        self.rmdir("")
+
+    # -- flush / close ---------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """True if there are writes or deletes not yet written to the archive."""
+        return bool(self._pending)
+
+    def flush(self) -> None:
+        """Write pending changes: a fresh archive replaces the old one atomically."""
+        with self._lock:
+            self._check_open()
+            if not self._pending or self._mode == "r":
+                return
+            self._write_archive(self._pending, self._zf)
+            self._pending = {}
+            self._load()
+
+    def _write_archive(self, pending: Mapping[str, Any], old: zipfile.ZipFile | None) -> None:
+        dirname, name = os.path.split(self.path)
+        os.makedirs(dirname, exist_ok=True)
+        tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}.partial")
+        try:
+            with open(tmp, "xb") as f:
+                with zipfile.ZipFile(
+                    f, "w", compression=self.compression, allowZip64=self.allowZip64
+                ) as out:
+                    if old is not None:
+                        for key, info in self._members.items():
+                            if key in pending:
+                                continue
+                            # keep the member's own compression and metadata
+                            ninfo = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                            ninfo.compress_type = info.compress_type
+                            ninfo.external_attr = info.external_attr
+                            ninfo.comment = info.comment
+                            ninfo.file_size = info.file_size
+                            with old.open(info) as src, out.open(ninfo, "w") as dst:
+                                while True:
+                                    buf = src.read(1 << 20)
+                                    if not buf:
+                                        break
+                                    dst.write(buf)
+                    for key in sorted(pending):
+                        v = pending[key]
+                        if v is _DELETED:
+                            continue
+                        info = zipfile.ZipInfo(key, date_time=(1980, 1, 1, 0, 0, 0))
+                        info.compress_type = self.compression
+                        info.external_attr = 0o644 << 16
+                        out.writestr(info, v)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:
+            fd = os.open(dirname, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:  # pragma: no cover
+            pass
+
+    def close(self) -> None:
+        """Flush pending changes and close the archive. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._pending and self._mode != "r":
+                    self.flush()
+            finally:
+                if self._zf is not None:
+                    self._zf.close()
+                    self._zf = None
+                self._closed = True
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if not self._closed and self._pending:
+                import warnings
+
+                warnings.warn(
+                    f"{self!r} was garbage-collected with unflushed writes; call close()",
+                    ResourceWarning,
+                    stacklevel=2,
+                )
+            if self._zf is not None:
+                self._zf.close()
+        except Exception:
+            pass
