@@ -1,0 +1,833 @@
+"""Array: a chunked N-d array in a store. Metadata, the read path and the write path.
+
+A read turns the selection into a plan (chunkstore.indexing -> Cython projection), fetches
+the touched chunks in batches on the shared thread pool, decodes each (straight into the
+output when it lands there whole and contiguous) and merges it into the output with the
+Cython kernels. A write runs the plan backwards: each touched chunk is built whole from the
+value, or read-modified-written, and is deleted instead of stored when it is all fill value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import threading
+
+import numpy as np
+
+from chunkstore import config
+from chunkstore import indexing as ix
+from chunkstore._core import merge
+from chunkstore.attrs import Attributes
+from chunkstore.codecs.v2 import ChunkCodecV2
+from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
+from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
+from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+
+# Chunks fetched per task: small enough to bound memory (encoded bytes held at once are
+# threads * batch chunks), large enough that stores with batch reads (fsspec) batch well.
+_MAX_BATCH = 32
+
+
+def _human(n):
+    for unit in ("", "K", "M", "G", "T", "P"):
+        if abs(n) < 1024 or unit == "P":
+            return f"{n:.1f}{unit}" if unit else f"{n}"
+        n /= 1024
+
+
+class Array:
+    """A Zarr v2 array in a store.
+
+    Usually made by `chunkstore.create`/`open_array` and friends, not directly.
+    """
+
+    def __init__(self, store, path="", read_only=False, synchronizer=None,
+                 write_empty_chunks=False, missing_chunks="fill", cache_metadata=True):
+        if missing_chunks not in ("fill", "error"):
+            raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
+        self._store = store
+        self._path = (path or "").strip("/")
+        self._prefix = self._path + "/" if self._path else ""
+        self._read_only = bool(read_only)
+        self._synchronizer = synchronizer
+        self._write_empty_chunks = bool(write_empty_chunks)
+        self._missing_chunks = missing_chunks
+        self._cache_metadata = cache_metadata
+        self._meta_lock = threading.Lock()
+        self._load_metadata()
+
+    # ------------------------------------------------------------------ metadata
+    def _load_metadata(self):
+        key = self._prefix + ".zarray"
+        try:
+            raw = self._store[key]
+        except KeyError:
+            raise ArrayNotFoundError(
+                f"no array at path {self._path!r} in {self._store!r}") from None
+        self._set_meta(parse_array_metadata(raw, key))
+
+    def _set_meta(self, meta):
+        self._meta = meta
+        self._codec = ChunkCodecV2.from_metadata(meta)
+        self._is_object = meta.dtype.hasobject
+        fb = meta.fill_bytes()
+        self._fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
+
+    def _refresh(self):
+        if not self._cache_metadata:
+            self._load_metadata()
+
+    def _write_metadata(self, meta):
+        self._store[self._prefix + ".zarray"] = encode_array_metadata(meta)
+        self._set_meta(meta)
+
+    @property
+    def shape(self):
+        self._refresh()
+        return self._meta.shape
+
+    @shape.setter
+    def shape(self, value):
+        self.resize(value)
+
+    @property
+    def chunks(self):
+        return self._meta.chunks
+
+    @property
+    def dtype(self):
+        return self._meta.dtype
+
+    @property
+    def ndim(self):
+        return len(self._meta.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def order(self):
+        return self._meta.order
+
+    @property
+    def fill_value(self):
+        return self._meta.fill_value
+
+    @property
+    def compressor(self):
+        return self._meta.compressor
+
+    @property
+    def filters(self):
+        return self._meta.filters
+
+    @property
+    def dimension_separator(self):
+        return self._meta.dimension_separator
+
+    @property
+    def cdata_shape(self):
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks))
+
+    @property
+    def nchunks(self):
+        return math.prod(self.cdata_shape)
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+    @property
+    def nbytes_stored(self):
+        return getsize(self._store, self._path)
+
+    @property
+    def nchunks_initialized(self):
+        return sum(1 for _ in self._stored_chunks())
+
+    @property
+    def store(self):
+        return self._store
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def name(self):
+        return "/" + self._path if self._path else "/"
+
+    @property
+    def basename(self):
+        return self._path.split("/")[-1] if self._path else ""
+
+    @property
+    def read_only(self):
+        return self._read_only
+
+    @read_only.setter
+    def read_only(self, value):
+        self._read_only = bool(value)
+
+    @property
+    def write_empty_chunks(self):
+        return self._write_empty_chunks
+
+    @property
+    def synchronizer(self):
+        return self._synchronizer
+
+    @property
+    def attrs(self):
+        return Attributes(self._store, self._prefix + ".zattrs", read_only=self._read_only,
+                          synchronizer=self._synchronizer)
+
+    @property
+    def metadata(self):
+        return self._meta
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self[...]
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __repr__(self):
+        return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}>"
+
+    def __eq__(self, other):
+        return (isinstance(other, Array) and self._store is other._store
+                and self._path == other._path)
+
+    def __hash__(self):
+        return hash((id(self._store), self._path))
+
+    def __getstate__(self):
+        return {"store": self._store, "path": self._path, "read_only": self._read_only,
+                "synchronizer": self._synchronizer,
+                "write_empty_chunks": self._write_empty_chunks,
+                "missing_chunks": self._missing_chunks, "cache_metadata": self._cache_metadata}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    @property
+    def info(self):
+        return Info(self._info_items())
+
+    def _info_items(self):
+        nbytes, stored = self.nbytes, self.nbytes_stored
+        items = [
+            ("Type", "chunkstore.Array"),
+            ("Name", self.name),
+            ("Data type", str(self.dtype)),
+            ("Shape", str(self.shape)),
+            ("Chunk shape", str(self.chunks)),
+            ("Order", self.order),
+            ("Read-only", str(self.read_only)),
+            ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
+            ("Compressor", repr(self.compressor)),
+            ("Filters", ", ".join(repr(f) for f in self.filters) if self.filters else "None"),
+            ("Store type", type(self._store).__module__.split(".")[0] + "."
+             + type(self._store).__name__),
+            ("No. bytes", f"{nbytes} ({_human(nbytes)})"),
+            ("No. bytes stored", f"{stored} ({_human(stored)})"),
+            ("Storage ratio", f"{nbytes / stored:.1f}" if stored else "-"),
+            ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
+        ]
+        return items
+
+    # ------------------------------------------------------------------ chunk keys
+    def _chunk_key(self, coords):
+        return self._prefix + (self._meta.dimension_separator.join(map(str, coords))
+                               if coords else "0")
+
+    def _stored_chunks(self):
+        """Grid coordinates of the chunks present in the store (within the current grid)."""
+        nd, sep, grid = self.ndim, self._meta.dimension_separator, self.cdata_shape
+        if nd == 0:
+            if self._chunk_key(()) in self._store:
+                yield ()
+            return
+        pat = re.compile(r"^\d+$")
+        if sep == ".":
+            for name in listdir(self._store, self._path):
+                parts = name.split(".")
+                if len(parts) == nd and all(pat.match(p) for p in parts):
+                    c = tuple(map(int, parts))
+                    if all(x < g for x, g in zip(c, grid)):
+                        yield c
+            return
+
+        def walk(prefix, depth, acc):
+            for name in listdir(self._store, prefix):
+                if not pat.match(name) or int(name) >= grid[depth]:
+                    continue
+                if depth == nd - 1:
+                    if (prefix + "/" + name if prefix else name) in self._store:
+                        yield acc + (int(name),)
+                else:
+                    yield from walk(prefix + "/" + name if prefix else name, depth + 1,
+                                    acc + (int(name),))
+        yield from walk(self._path, 0, ())
+
+    # ------------------------------------------------------------------ task running
+    def _run(self, n, work):
+        """Run work(lo, hi) over [0, n) in batches, on the pool when it helps."""
+        if n == 0:
+            return
+        pool = config.executor()
+        threads = config.get("threads")
+        batch = max(1, min(_MAX_BATCH, -(-n // (threads * 4))))
+        if pool is None or n <= batch or self._is_object:
+            for lo in range(0, n, batch):
+                work(lo, min(n, lo + batch))
+            return
+        futures = [pool.submit(work, lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        error = None
+        for f in futures:
+            try:
+                f.result()
+            except BaseException as e:  # keep waiting: no task may outlive the call
+                if error is None:
+                    error = e
+                    for g in futures:
+                        g.cancel()
+        if error is not None:
+            raise error
+
+    @contextlib.contextmanager
+    def _locked(self, keys):
+        """Hold the synchronizer's locks of all keys, taken in sorted order (no deadlock)."""
+        if self._synchronizer is None:
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            for k in sorted(set(keys)):
+                stack.enter_context(self._synchronizer[k])
+            yield
+
+    def _check_writable(self):
+        if self._read_only:
+            raise ReadOnlyError(f"array {self.name!r} in {self._store!r} is read-only")
+
+    def _missing(self, key):
+        if self._missing_chunks == "error":
+            raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
+                                     f"{self._store!r}")
+
+    def _decode(self, data, key, out=None, writable=False):
+        return self._codec.decode(data, out=out, key=key, store=self._store, writable=writable)
+
+    def _new_chunk(self):
+        """A chunk buffer filled with the fill value (in the chunk's order)."""
+        chunk = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+        if self._is_object:
+            chunk.fill(self.fill_value)
+        else:
+            chunk[...] = self._fill_item.reshape(())
+        return chunk
+
+    # ------------------------------------------------------------------ read path
+    def _read_ortho(self, plan, dest):
+        """Fill dest (shape plan.sel_shape, array dtype) with the selection."""
+        n = plan.nchunks
+        if n == 0:
+            return
+        keys = [self._chunk_key(c) for c in plan.chunk_coords().tolist()]
+        chunks, order, codec = self._meta.chunks, self.order, self._codec
+        direct = not self._is_object and not codec.filters
+
+        def work(lo, hi):
+            got = getitems(self._store, keys[lo:hi])
+            for i in range(lo, hi):
+                k = keys[i]
+                data = got.get(k)
+                if data is None:
+                    self._missing(k)
+                    if self._is_object:
+                        dest[plan.selections(i)[1]] = self.fill_value
+                    else:
+                        merge.fill(plan, i, dest, self._fill_item)
+                    continue
+                view = merge.out_block(plan, i, dest, chunks, order) if direct else None
+                if view is not None:
+                    self._decode(data, k, out=view)
+                    continue
+                chunk = self._decode(data, k)
+                if self._is_object:
+                    csel, osel = plan.selections(i)
+                    dest[osel] = chunk[csel]
+                else:
+                    merge.gather(plan, i, chunk, dest)
+        self._run(n, work)
+
+    def _read_points(self, plan, flat):
+        n = plan.nchunks
+        keys = [self._chunk_key(c) for c in plan.chunk_coords().tolist()]
+
+        def work(lo, hi):
+            got = getitems(self._store, keys[lo:hi])
+            for g in range(lo, hi):
+                data = got.get(keys[g])
+                if data is None:
+                    self._missing(keys[g])
+                    if self._is_object:
+                        flat[plan.selections(g)[1]] = self.fill_value
+                    else:
+                        merge.fill_points(plan, g, flat, self._fill_item)
+                    continue
+                chunk = self._decode(data, keys[g])
+                if self._is_object:
+                    csel, pts = plan.selections(g)
+                    flat[pts] = chunk[csel]
+                else:
+                    merge.gather_points(plan, g, chunk, flat)
+        self._run(n, work)
+
+    def _get(self, sel, out=None, fields=None):
+        self._refresh()
+        dtype = self.dtype
+        rdtype = dtype if fields is None else _field_dtype(dtype, fields)
+        direct_out = (out is not None and fields is None and sel.post is None)
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+            if out.shape != sel.shape:
+                raise ValueError(f"out has shape {out.shape}, but the selection has shape "
+                                 f"{sel.shape}")
+            if out.dtype != rdtype:
+                raise ValueError(f"out has dtype {out.dtype}, expected {rdtype}")
+            if not out.flags.writeable:
+                raise ValueError("out is read-only")
+        if sel.kind == "ortho":
+            if direct_out:
+                buf = np.expand_dims(out, sel.drop) if sel.drop else out
+            else:
+                buf = np.empty(sel.plan.sel_shape, dtype=dtype)
+            self._read_ortho(sel.plan, buf)
+            result = buf[tuple(0 if d in sel.drop else slice(None)
+                               for d in range(self.ndim))] if sel.drop else buf
+            result = _apply_post(result, sel.post)
+        else:
+            if direct_out and out.flags.c_contiguous:
+                flat = out.reshape(-1)
+            else:
+                flat = np.empty(sel.plan.npoints, dtype=dtype)
+                direct_out = False
+            self._read_points(sel.plan, flat)
+            result = flat.reshape(sel.shape)
+        if fields is not None:
+            result = _select_fields(result, fields)
+        if out is not None:
+            if not direct_out:
+                out[...] = result
+            return out
+        if result.ndim == 0 and (self.ndim == 0 or sel.drop) and sel.post is None \
+                and len(sel.drop) == self.ndim:
+            return result[()]
+        return result
+
+    # ------------------------------------------------------------------ write path
+    def _prepare_value(self, value, shape, fields=None):
+        """Convert value to the array dtype and check it broadcasts, before any I/O."""
+        dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
+        if isinstance(value, Array):
+            value = value[...]
+        try:
+            v = np.asarray(value, dtype=dtype)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
+                from e
+        while v.ndim > len(shape) and v.shape[0] == 1:
+            v = v[0]
+        if v.ndim:
+            try:
+                np.broadcast_shapes(v.shape, shape)
+                if np.broadcast_shapes(v.shape, shape) != tuple(shape):
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
+                                 f"of shape {tuple(shape)} in array {self.name!r}") from None
+        return v
+
+    def _set(self, sel, value, fields=None):
+        self._check_writable()
+        self._refresh()
+        v = self._prepare_value(value, sel.shape, fields)
+        if fields is not None:
+            # Structured field write: read the selection, update the fields, write back.
+            with self._locked(self._touched_keys(sel)):
+                cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
+                if len(fields) == 1:
+                    cur[fields[0]] = v
+                else:
+                    for f in fields:
+                        cur[f] = v[f]
+                self._set_prepared(sel, cur, locked=True)
+            return
+        self._set_prepared(sel, v)
+
+    def _touched_keys(self, sel):
+        return [self._chunk_key(c) for c in sel.plan.chunk_coords().tolist()]
+
+    def _set_prepared(self, sel, v, locked=False):
+        post = sel.post
+        if post is not None and post[0] == "index":
+            # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
+            box = ix.Selection("ortho", sel.plan, tuple(
+                n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
+            with (contextlib.nullcontext() if locked else self._locked(self._touched_keys(sel))):
+                cur = np.array(self._get(box), copy=True)
+                cur[post[1]] = v
+                self._set_prepared(box, cur, locked=True)
+            return
+        if post is not None and post[0] == "transpose":
+            v = np.broadcast_to(v, sel.shape).transpose(np.argsort(post[1]))
+        elif post is not None and post[0] == "newaxis":
+            v = np.broadcast_to(v, sel.shape).reshape(
+                tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
+        keys = self._touched_keys(sel)
+        with (contextlib.nullcontext() if locked else self._locked(keys)):
+            if sel.kind == "ortho":
+                self._write_ortho(sel.plan, keys, v, sel.drop)
+            else:
+                self._write_points(sel.plan, keys, v, sel.shape)
+
+    def _store_chunks(self, to_set, to_del):
+        if to_set:
+            setitems(self._store, to_set)
+        if to_del:
+            delitems(self._store, to_del)
+
+    def _finish_chunk(self, key, chunk, to_set, to_del):
+        if (not self._write_empty_chunks and not self._is_object
+                and merge.is_all_fill(chunk, self._fill_item)):
+            to_del.append(key)
+        else:
+            to_set[key] = self._codec.encode(chunk)
+
+    def _is_edge(self, coords):
+        return any((c + 1) * L > s for c, L, s in zip(coords, self._meta.chunks, self.shape))
+
+    def _write_ortho(self, plan, keys, v, drop):
+        n = plan.nchunks
+        if n == 0:
+            return
+        full = plan.full_mask()
+        coords = plan.chunk_coords().tolist()
+        scalar = v.ndim == 0
+        value = np.broadcast_to(np.expand_dims(v, drop) if drop and v.ndim else v,
+                                plan.sel_shape)
+        # A scalar covering interior chunks: every such chunk encodes to the same bytes.
+        shared = None
+        if scalar and not self._is_object and full.any():
+            if not self._write_empty_chunks and merge.is_all_fill(v.reshape(1), self._fill_item):
+                shared = None
+            else:
+                c = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+                c[...] = v
+                shared = self._codec.encode(c)
+        scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
+        errors_first = self._is_object  # object encoders may fail on values: encode all first
+
+        def work(lo, hi):
+            need = [keys[i] for i in range(lo, hi) if not full[i]]
+            existing = getitems(self._store, need) if need else {}
+            to_set, to_del = {}, []
+            for i in range(lo, hi):
+                k = keys[i]
+                edge = self._is_edge(coords[i])
+                if full[i] and scalar and not edge and not self._is_object:
+                    if scalar_is_fill:
+                        to_del.append(k)
+                    else:
+                        to_set[k] = shared
+                    continue
+                if full[i]:
+                    chunk = self._new_chunk() if edge else np.empty(
+                        self._meta.chunks, dtype=self.dtype, order=self.order)
+                else:
+                    data = existing.get(k)
+                    chunk = (self._new_chunk() if data is None
+                             else self._decode(data, k, writable=True))
+                if self._is_object:
+                    csel, osel = plan.selections(i)
+                    chunk[csel] = value[osel]
+                else:
+                    merge.scatter(plan, i, value, chunk)
+                self._finish_chunk(k, chunk, to_set, to_del)
+            if errors_first:
+                return to_set, to_del
+            self._store_chunks(to_set, to_del)
+
+        if errors_first:
+            results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            for to_set, to_del in results:
+                self._store_chunks(to_set, to_del)
+        else:
+            self._run(n, work)
+
+    def _write_points(self, plan, keys, v, shape):
+        flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)
+        n = plan.nchunks
+        results = []
+
+        def work(lo, hi):
+            existing = getitems(self._store, keys[lo:hi])
+            to_set, to_del = {}, []
+            for g in range(lo, hi):
+                k = keys[g]
+                data = existing.get(k)
+                chunk = self._new_chunk() if data is None else self._decode(data, k, writable=True)
+                if self._is_object:
+                    csel, pts = plan.selections(g)
+                    chunk[csel] = flat[pts]
+                else:
+                    merge.scatter_points(plan, g, flat, chunk)
+                self._finish_chunk(k, chunk, to_set, to_del)
+            if self._is_object:
+                results.append((to_set, to_del))
+            else:
+                self._store_chunks(to_set, to_del)
+        self._run(n, work)
+        for to_set, to_del in results:
+            self._store_chunks(to_set, to_del)
+
+    # ------------------------------------------------------------------ public get/set
+    def __getitem__(self, selection):
+        fields, selection = ix.split_fields(selection)
+        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, fields=fields)
+
+    def __setitem__(self, selection, value):
+        fields, selection = ix.split_fields(selection)
+        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=fields)
+
+    def get_basic_selection(self, selection=Ellipsis, out=None, fields=None):
+        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, out=out, fields=_fields(fields))
+
+    def set_basic_selection(self, selection, value, fields=None):
+        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    def get_orthogonal_selection(self, selection, out=None, fields=None):
+        sel = ix.orthogonal(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, out=out, fields=_fields(fields))
+
+    def set_orthogonal_selection(self, selection, value, fields=None):
+        sel = ix.orthogonal(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    def get_coordinate_selection(self, selection, out=None, fields=None):
+        sel = ix.coordinate(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, out=out, fields=_fields(fields))
+
+    def set_coordinate_selection(self, selection, value, fields=None):
+        sel = ix.coordinate(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    def get_mask_selection(self, selection, out=None, fields=None):
+        sel = ix.mask(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, out=out, fields=_fields(fields))
+
+    def set_mask_selection(self, selection, value, fields=None):
+        sel = ix.mask(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    def get_block_selection(self, selection, out=None, fields=None):
+        sel = ix.block(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, out=out, fields=_fields(fields))
+
+    def set_block_selection(self, selection, value, fields=None):
+        sel = ix.block(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    @property
+    def oindex(self):
+        return _Indexer(self, self.get_orthogonal_selection, self.set_orthogonal_selection)
+
+    @property
+    def vindex(self):
+        return _Indexer(self, self._get_vectorized, self._set_vectorized)
+
+    @property
+    def blocks(self):
+        return _Indexer(self, self.get_block_selection, self.set_block_selection)
+
+    def _get_vectorized(self, selection, fields=None):
+        sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
+        return self._get(sel, fields=_fields(fields))
+
+    def _set_vectorized(self, selection, value, fields=None):
+        sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
+        self._set(sel, value, fields=_fields(fields))
+
+    # ------------------------------------------------------------------ shape changes
+    def resize(self, *shape):
+        """Change the shape. Chunks wholly outside the new shape are deleted, and the cut-off
+        part of boundary chunks is reset to the fill value, so growing again shows fill."""
+        self._check_writable()
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = tuple(int(s) for s in shape)
+        if len(new) != self.ndim:
+            raise ValueError(f"new shape {new} has {len(new)} dimensions; array {self.name!r} "
+                             f"has {self.ndim}")
+        if any(s < 0 for s in new):
+            raise ValueError(f"new shape {new} has a negative dimension")
+        with self._locked([self._prefix + ".zarray"]):
+            self._load_metadata()
+            old = self.shape
+            chunks = self.chunks
+            if any(n < o for n, o in zip(new, old)):
+                self._trim_chunks(old, new, chunks)
+            meta = _replace_meta(self._meta, shape=new)
+            self._write_metadata(meta)
+
+    def _trim_chunks(self, old, new, chunks):
+        stale, cut = [], []
+        for c in self._stored_chunks():
+            starts = [ci * L for ci, L in zip(c, chunks)]
+            if any(s >= n for s, n in zip(starts, new)):
+                stale.append(self._chunk_key(c))
+            elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
+                cut.append(c)
+        delitems(self._store, stale)
+        for c in cut:
+            k = self._chunk_key(c)
+            with self._locked([k]):
+                try:
+                    data = self._store[k]
+                except KeyError:
+                    continue
+                chunk = self._decode(data, k, writable=True)
+                for d, (ci, L, n) in enumerate(zip(c, chunks, new)):
+                    if ci * L + L > n:
+                        idx = [slice(None)] * self.ndim
+                        idx[d] = slice(n - ci * L, None)
+                        chunk[tuple(idx)] = (self.fill_value if self._is_object
+                                             else self._fill_item.reshape(()))
+                to_set, to_del = {}, []
+                self._finish_chunk(k, chunk, to_set, to_del)
+                self._store_chunks(to_set, to_del)
+
+    def append(self, data, axis=0):
+        """Append data along axis; returns the new shape."""
+        self._check_writable()
+        data = np.asanyarray(data)
+        shape = self.shape
+        if data.ndim != self.ndim:
+            raise ValueError(f"cannot append data with {data.ndim} dimensions to array "
+                             f"{self.name!r} with {self.ndim}")
+        axis = axis + self.ndim if axis < 0 else axis
+        if not 0 <= axis < self.ndim:
+            raise ValueError(f"axis {axis} is out of range for array {self.name!r} with "
+                             f"{self.ndim} dimensions")
+        for d in range(self.ndim):
+            if d != axis and data.shape[d] != shape[d]:
+                raise ValueError(f"cannot append data of shape {data.shape} to array of shape "
+                                 f"{shape} along axis {axis}: dimension {d} differs")
+        # Hold the metadata lock across resize and write so parallel appends never overlap.
+        with self._locked([self._prefix + ".zarray"]):
+            self._load_metadata()
+            shape = self.shape
+            new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
+            sync, self._synchronizer = self._synchronizer, None
+            try:
+                meta = _replace_meta(self._meta, shape=new)
+                self._write_metadata(meta)
+                region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
+                               for d in range(self.ndim))
+                self._synchronizer = sync
+                self[region] = data
+            finally:
+                self._synchronizer = sync
+        return new
+
+
+def _replace_meta(meta, **changes):
+    import dataclasses
+    return dataclasses.replace(meta, **changes)
+
+
+def _fields(fields):
+    if fields is None:
+        return None
+    return [fields] if isinstance(fields, str) else list(fields)
+
+
+def _field_dtype(dtype, fields):
+    if dtype.names is None:
+        raise IndexError(f"field selection {fields!r} needs a structured dtype, not {dtype}")
+    for f in fields:
+        if f not in dtype.names:
+            raise IndexError(f"no field {f!r} in dtype {dtype}; fields are {dtype.names}")
+    if len(fields) == 1:
+        return dtype[fields[0]]
+    return np.dtype([(f, dtype[f]) for f in fields])
+
+
+def _select_fields(a, fields):
+    if len(fields) == 1:
+        return a[fields[0]]
+    out = np.empty(a.shape, dtype=_field_dtype(a.dtype, fields))
+    for f in fields:
+        out[f] = a[f]
+    return out
+
+
+def _apply_post(a, post):
+    if post is None:
+        return a
+    kind, arg = post
+    if kind == "newaxis":
+        return a.reshape(arg)
+    if kind == "transpose":
+        return a.transpose(arg)
+    return a[arg]
+
+
+class _Indexer:
+    __slots__ = ("_array", "_get", "_set")
+
+    def __init__(self, array, get, set_):
+        self._array, self._get, self._set = array, get, set_
+
+    def __getitem__(self, selection):
+        fields, selection = ix.split_fields(selection)
+        return self._get(selection, fields=fields)
+
+    def __setitem__(self, selection, value):
+        fields, selection = ix.split_fields(selection)
+        self._set(selection, value, fields=fields)
+
+
+class Info:
+    """The `.info` report: a table of name/value rows (text, and HTML in Jupyter)."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __repr__(self):
+        w = max(len(k) for k, _ in self.items)
+        return "\n".join(f"{k:<{w}} : {v}" for k, v in self.items)
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in self.items)
+        return f"<table class='chunkstore-info'><tbody>{rows}</tbody></table>"

@@ -1,0 +1,77 @@
+"""User attributes persisted as JSON (`.zattrs` in Zarr v2)."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+from chunkstore.errors import ReadOnlyError
+from chunkstore.metadata.v2 import encode_attrs, parse_attrs
+
+
+class Attributes(MutableMapping):
+    """A dict-like view of the JSON document at `key` in `store`.
+
+    Every read goes to the store (other writers' updates are seen); every update rewrites the
+    document once. `update()` applies many changes in one write. With a synchronizer the
+    read-modify-write runs under the document's lock.
+    """
+
+    def __init__(self, store, key, read_only=False, synchronizer=None):
+        self.store = store
+        self.key = key
+        self.read_only = read_only
+        self.synchronizer = synchronizer
+
+    def asdict(self) -> dict:
+        try:
+            raw = self.store[self.key]
+        except KeyError:
+            return {}
+        return parse_attrs(raw, self.key)
+
+    def _write(self, d: dict) -> None:
+        self.store[self.key] = encode_attrs(d)
+
+    def _modify(self, fn) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"attributes at {self.key!r} are read-only")
+        lock = self.synchronizer[self.key] if self.synchronizer is not None else None
+        if lock is None:
+            d = self.asdict()
+            fn(d)
+            self._write(d)
+        else:
+            with lock:
+                d = self.asdict()
+                fn(d)
+                self._write(d)
+
+    def __getitem__(self, k):
+        return self.asdict()[k]
+
+    def __setitem__(self, k, v):
+        self._modify(lambda d: d.__setitem__(k, v))
+
+    def __delitem__(self, k):
+        def rm(d):
+            del d[k]
+        self._modify(rm)
+
+    def update(self, *args, **kwargs):
+        self._modify(lambda d: d.update(*args, **kwargs))
+
+    def put(self, d: dict) -> None:
+        """Replace all attributes with d."""
+        self._modify(lambda cur: (cur.clear(), cur.update(d)))
+
+    def __iter__(self):
+        return iter(self.asdict())
+
+    def __len__(self):
+        return len(self.asdict())
+
+    def __contains__(self, k):
+        return k in self.asdict()
+
+    def __repr__(self):
+        return f"Attributes({self.asdict()!r})"

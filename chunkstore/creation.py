@@ -1,0 +1,334 @@
+"""Creating and opening arrays: create, zeros/ones/full/empty, array, *_like, open_array, open,
+save and load, with zarr-python 2's names and arguments."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from chunkstore.array import Array
+from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
+                               PathNotFoundError, ReadOnlyError)
+from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
+                                    encode_group_metadata, normalize_chunks)
+from chunkstore.storage.base import normalize_store, rmdir
+
+_MODES = ("r", "r+", "a", "w", "w-", "x")
+
+
+def normalize_path(path) -> str:
+    """'a/b' form of a path inside a store; rejects '.', '..', backslashes and NULs."""
+    if path is None:
+        return ""
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a string, got {type(path).__name__}")
+    if "\\" in path or "\x00" in path:
+        raise ValueError(f"invalid path {path!r}: backslashes and NUL are not allowed")
+    parts = [p for p in path.strip("/").split("/") if p]
+    for p in parts:
+        if p in (".", ".."):
+            raise ValueError(f"invalid path {path!r}: '.' and '..' segments are not allowed")
+    return "/".join(parts)
+
+
+def _prefix(path):
+    return path + "/" if path else ""
+
+
+def contains_array(store, path="") -> bool:
+    return _prefix(path) + ".zarray" in store
+
+
+def contains_group(store, path="") -> bool:
+    return _prefix(path) + ".zgroup" in store
+
+
+def _check_mode(mode):
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+
+
+def _normalize_shape(shape):
+    if shape is None:
+        raise TypeError("shape is required to create an array")
+    if isinstance(shape, (numbers.Integral, np.integer)):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape {shape} has a negative dimension")
+    return shape
+
+
+def _default_fill(fill_value, dtype, object_codec):
+    """zarr-python's conventions for fill values that don't fit the dtype as given."""
+    if dtype.hasobject:
+        if fill_value == 0 and not isinstance(fill_value, str):
+            codec_id = getattr(object_codec, "codec_id", None)
+            return {"vlen-utf8": "", "vlen-bytes": b""}.get(codec_id)
+        return fill_value
+    if isinstance(fill_value, (int, float)) and fill_value == 0:
+        if dtype.kind == "S":
+            return b""
+        if dtype.kind == "U":
+            return ""
+        if dtype.kind == "V":
+            return bytes(dtype.itemsize) if dtype.names is None else np.zeros((), dtype)[()]
+    return fill_value
+
+
+def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill_value=0,
+               order="C", overwrite=False, path=None, filters=None, object_codec=None,
+               dimension_separator=None):
+    """Write the metadata of a new array (and parent groups) into store."""
+    path = normalize_path(path)
+    shape = _normalize_shape(shape)
+    dtype = np.dtype("f8" if dtype is None else dtype)
+    if overwrite:
+        if path:
+            rmdir(store, path)
+        else:
+            for k in list(store.keys()):
+                del store[k]
+    else:
+        if contains_array(store, path):
+            raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
+        if contains_group(store, path):
+            raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+    _require_parent_groups(store, path)
+    chunks = normalize_chunks(chunks, shape, dtype.itemsize)
+    if compressor == "default":
+        compressor = default_compressor()
+    filters = list(filters) if filters else []
+    if dtype.hasobject:
+        if object_codec is None and not filters:
+            raise ValueError("an object array needs an object_codec, e.g. "
+                             "numcodecs.VLenUTF8() for strings")
+        if object_codec is not None:
+            filters = [object_codec] + filters
+    if dimension_separator is None:
+        dimension_separator = getattr(store, "dimension_separator", None) or "."
+    fill_value = _default_fill(fill_value, dtype, object_codec)
+    try:
+        meta = ArrayMetadataV2(shape=shape, chunks=chunks, dtype=dtype, compressor=compressor,
+                               fill_value=fill_value, order=order, filters=filters or None,
+                               dimension_separator=dimension_separator)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+    store[_prefix(path) + ".zarray"] = encode_array_metadata(meta)
+    return meta
+
+
+def _require_parent_groups(store, path):
+    parts = path.split("/") if path else []
+    for i in range(len(parts)):
+        parent = "/".join(parts[:i])
+        if contains_array(store, parent):
+            raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
+                                     f"{store!r}")
+        if not contains_group(store, parent):
+            store[_prefix(parent) + ".zgroup"] = encode_group_metadata()
+
+
+def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
+           store=None, synchronizer=None, overwrite=False, path=None, filters=None,
+           cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
+           write_empty_chunks=False, storage_options=None, missing_chunks="fill",
+           zarr_format=2, **kwargs):
+    """Create an array. Arguments follow zarr-python 2's `zarr.create`."""
+    _check_unknown(kwargs)
+    _check_format(zarr_format)
+    store = normalize_store(store, mode="a", storage_options=storage_options)
+    init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
+               fill_value=fill_value, order=order, overwrite=overwrite, path=path,
+               filters=filters, object_codec=object_codec,
+               dimension_separator=dimension_separator)
+    return Array(store, path=normalize_path(path), read_only=read_only,
+                 synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
+                 missing_chunks=missing_chunks, cache_metadata=cache_metadata)
+
+
+def _check_unknown(kwargs):
+    # zarr-python accepts a few arguments chunkstore has no use for; anything else is a typo.
+    ignored = {"chunk_store", "zarr_version", "meta_array"}
+    unknown = set(kwargs) - ignored
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+
+
+def _check_format(zarr_format):
+    if zarr_format not in (2, None):
+        raise ValueError(f"zarr_format={zarr_format!r} is not supported yet; use 2")
+
+
+def zeros(shape, **kwargs):
+    """An array whose unwritten elements read as 0."""
+    return create(shape=shape, fill_value=0, **kwargs)
+
+
+def ones(shape, **kwargs):
+    """An array whose unwritten elements read as 1."""
+    return create(shape=shape, fill_value=1, **kwargs)
+
+
+def full(shape, fill_value, **kwargs):
+    """An array whose unwritten elements read as fill_value."""
+    return create(shape=shape, fill_value=fill_value, **kwargs)
+
+
+def empty(shape, **kwargs):
+    """An array with no fill value (null); unwritten elements read as zero bytes."""
+    return create(shape=shape, fill_value=None, **kwargs)
+
+
+def array(data, **kwargs):
+    """An array holding a copy of data (any array-like, or another Array)."""
+    if isinstance(data, Array):
+        kwargs.setdefault("chunks", data.chunks)
+        data = data[...]
+    data = np.asanyarray(data)
+    kwargs.setdefault("dtype", data.dtype)
+    z = create(shape=data.shape, **kwargs)
+    z[...] = data
+    return z
+
+
+def _like_kwargs(a, kwargs):
+    for name in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
+        if name not in kwargs and hasattr(a, name):
+            v = getattr(a, name)
+            if name == "chunks" and not isinstance(a, Array):
+                continue
+            if name == "fill_value" and not isinstance(a, Array):
+                continue
+            if name in ("compressor", "filters") and not isinstance(a, Array):
+                continue
+            if name == "order" and not isinstance(a, Array):
+                v = "F" if (a.flags.f_contiguous and not a.flags.c_contiguous) else "C"
+            kwargs[name] = v
+    if isinstance(a, Array) and a.filters and a.dtype.hasobject:
+        kwargs.setdefault("object_codec", None)
+    return kwargs
+
+
+def zeros_like(a, **kwargs):
+    kwargs = _like_kwargs(a, kwargs)
+    kwargs.pop("fill_value", None)
+    return zeros(**kwargs)
+
+
+def ones_like(a, **kwargs):
+    kwargs = _like_kwargs(a, kwargs)
+    kwargs.pop("fill_value", None)
+    return ones(**kwargs)
+
+
+def full_like(a, **kwargs):
+    kwargs = _like_kwargs(a, kwargs)
+    if "fill_value" not in kwargs:
+        raise TypeError("full_like needs fill_value when a has none")
+    return full(**kwargs)
+
+
+def empty_like(a, **kwargs):
+    kwargs = _like_kwargs(a, kwargs)
+    kwargs.pop("fill_value", None)
+    return empty(**kwargs)
+
+
+def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
+               compressor="default", fill_value=0, order="C", synchronizer=None,
+               filters=None, cache_metadata=True, path=None, object_codec=None,
+               dimension_separator=None, write_empty_chunks=False, storage_options=None,
+               missing_chunks="fill", zarr_format=None, **kwargs):
+    """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
+
+    missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
+    returning the fill value.
+    """
+    _check_unknown(kwargs)
+    _check_mode(mode)
+    _check_format(zarr_format)
+    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    exists = contains_array(store, path)
+    create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
+                         fill_value=fill_value, order=order, path=path, filters=filters,
+                         object_codec=object_codec, dimension_separator=dimension_separator)
+    if mode in ("r", "r+"):
+        if not exists:
+            if contains_group(store, path):
+                raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not an "
+                                         f"array")
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}")
+    elif mode == "a":
+        if not exists:
+            if contains_group(store, path):
+                raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+            init_array(store, shape, **create_kwargs)
+    elif mode == "w":
+        init_array(store, shape, overwrite=True, **create_kwargs)
+    else:  # w-, x
+        if exists:
+            raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
+        init_array(store, shape, **create_kwargs)
+    return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
+                 write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
+                 cache_metadata=cache_metadata)
+
+
+def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # noqa: A001
+    """Open an array or a group, whichever the path holds."""
+    _check_mode(mode)
+    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    if contains_array(store, path):
+        return open_array(store, mode=mode, path=path, **kwargs)
+    group_mod = _group_module()
+    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
+        if group_mod is None:
+            raise PathNotFoundError(f"groups are not available; nothing opened at {path!r}")
+        return group_mod.open_group(store, mode=mode, path=path, **kwargs)
+    if mode in ("r", "r+"):
+        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
+    return open_array(store, mode=mode, path=path, **kwargs)
+
+
+def _group_module():
+    try:
+        from chunkstore import group
+    except ImportError:
+        return None
+    return group
+
+
+def save_array(store, arr, path=None, storage_options=None, **kwargs):
+    """Save one NumPy array to store (overwriting what is at path)."""
+    array(arr, store=normalize_store(store, mode="w", storage_options=storage_options),
+          path=path, overwrite=True, **kwargs)
+
+
+def save(store, *args, path=None, **kwargs):
+    """save(store, arr) saves one array; save(store, name=arr, ...) saves a group."""
+    if len(args) == 1 and not kwargs:
+        return save_array(store, args[0], path=path)
+    group_mod = _group_module()
+    if group_mod is None or not hasattr(group_mod, "save_group"):
+        if len(args) != 1:
+            raise TypeError("save takes one array (saving groups comes with chunkstore.group)")
+        return save_array(store, args[0], path=path, **kwargs)
+    return group_mod.save_group(store, *args, path=path, **kwargs)
+
+
+def load(store, path=None, storage_options=None):
+    """Load an array into memory as NumPy; for a group, a lazy mapping of name to array."""
+    obj = open(store, mode="r", path=path, storage_options=storage_options)
+    if isinstance(obj, Array):
+        return obj[...]
+    group_mod = _group_module()
+    return group_mod.LazyLoader(obj)
+
+
+__all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
+           "full_like", "empty_like", "open_array", "open", "save", "save_array", "load",
+           "init_array", "normalize_path", "ReadOnlyError"]

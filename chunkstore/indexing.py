@@ -1,0 +1,324 @@
+"""User selections -> normalized per-dimension specs for the Cython projection.
+
+Every selection kind is checked here once (types, bounds, broadcast shapes) and turned into
+either an orthogonal plan (one spec per dimension) or a points plan (coordinates). The result
+also says how to shape the output: which dimensions integer indices drop, and the final shape.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from chunkstore._core.projection import ARRAY, SLICE, OrthoPlan, PointsPlan
+from chunkstore.errors import BoundsCheckError
+
+
+@dataclass
+class Selection:
+    """A normalized selection: the plan plus how its output maps to the user's shape.
+
+    kind is "ortho" or "points". For ortho, plan.sel_shape has one axis per array
+    dimension; `shape` is the user-visible result shape (integer-indexed axes dropped,
+    or for points the broadcast shape of the coordinate arrays).
+    """
+
+    kind: str
+    plan: object
+    shape: tuple
+    drop: tuple = ()          # axes of plan.sel_shape removed in the result (ortho only)
+    post: object = None       # a NumPy index applied to the ortho result (mixed fancy indexing)
+
+
+def _where(name):
+    return f" of array {name!r}" if name else ""
+
+
+def _check_int(i, dim, length, name):
+    i = int(i)
+    if i < -length or i >= length:
+        raise BoundsCheckError(
+            f"index {i} is out of bounds for dimension {dim} with length {length}{_where(name)}")
+    return i + length if i < 0 else i
+
+
+def _slice_spec(s: slice, length: int):
+    start, stop, step = s.indices(length)
+    n = len(range(start, stop, step))
+    return (SLICE, start if n else 0, step if n else 1, n)
+
+
+def _is_int(x):
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _int_array(x, dim, length, name):
+    arr = np.asarray(x)
+    if arr.dtype == bool:
+        if arr.ndim != 1 or arr.shape[0] != length:
+            raise IndexError(
+                f"boolean index of shape {arr.shape} does not match dimension {dim} "
+                f"with length {length}{_where(name)}")
+        return np.flatnonzero(arr).astype(np.int64)
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise IndexError(f"index array for dimension {dim} must be integers or booleans, "
+                         f"got dtype {arr.dtype}{_where(name)}")
+    if arr.ndim != 1:
+        raise IndexError(f"orthogonal index array for dimension {dim} must be 1-d, got "
+                         f"shape {arr.shape}{_where(name)}")
+    return _wrap_bounds(arr.astype(np.int64), dim, length, name)
+
+
+def _wrap_bounds(arr, dim, length, name):
+    """Bounds-check and wrap negatives, returning a new array (the caller's is untouched)."""
+    if arr.size:
+        lo, hi = arr.min(), arr.max()
+        if lo < -length or hi >= length:
+            bad = lo if lo < -length else hi
+            raise BoundsCheckError(
+                f"index {bad} is out of bounds for dimension {dim} with length {length}"
+                f"{_where(name)}")
+        if lo < 0:
+            arr = np.where(arr < 0, arr + length, arr)
+    return arr
+
+
+def _expand_ellipsis(sel, ndim, name, allow_none=False):
+    if not isinstance(sel, tuple):
+        sel = (sel,)
+    n_ell = sum(1 for s in sel if s is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n_real = sum(1 for s in sel if s is not Ellipsis and not (allow_none and s is None))
+    if n_real > ndim:
+        raise IndexError(f"too many indices for array{_where(name)}: array is {ndim}-dimensional, "
+                         f"but {n_real} were indexed")
+    out = []
+    for s in sel:
+        if s is Ellipsis:
+            out.extend([slice(None)] * (ndim - n_real))
+        else:
+            out.append(s)
+    if not n_ell:
+        out.extend([slice(None)] * (ndim - n_real))
+    return tuple(out)
+
+
+def _is_fancy(s):
+    return not (_is_int(s) or isinstance(s, slice) or s is None or s is Ellipsis)
+
+
+def basic_or_fancy(selection, shape, chunks, name=""):
+    """z[selection] with NumPy's semantics: basic indexing, or NumPy's fancy-index rules."""
+    sel = selection if isinstance(selection, tuple) else (selection,)
+    if any(_is_fancy(s) for s in sel):
+        return _fancy(sel, shape, chunks, name)
+    sel = _expand_ellipsis(sel, len(shape), name, allow_none=True)
+    specs, drop, dim, newaxes, out_i = [], [], 0, [], 0
+    for s in sel:
+        if s is None:
+            newaxes.append(out_i)
+            out_i += 1
+            continue
+        if _is_int(s):
+            i = _check_int(s, dim, shape[dim], name)
+            specs.append((SLICE, i, 1, 1))
+            drop.append(dim)
+        elif isinstance(s, slice):
+            specs.append(_slice_spec(s, shape[dim]))
+            out_i += 1
+        else:
+            raise IndexError(f"unsupported index {s!r}{_where(name)}")
+        dim += 1
+    plan = OrthoPlan(shape, chunks, specs)
+    rshape = [n for d, n in enumerate(plan.sel_shape) if d not in drop]
+    post = None
+    if newaxes:
+        for a in newaxes:
+            rshape.insert(a, 1)
+        post = ("newaxis", tuple(rshape))
+    return Selection("ortho", plan, tuple(rshape), tuple(drop), post)
+
+
+def _fancy(sel, shape, chunks, name):
+    """NumPy advanced indexing through orthogonal or point plans.
+
+    A single advanced index (or several with no slice among them) has an exact equivalent:
+    orthogonal for one index array, coordinates for several. Mixed cases (several arrays and
+    slices) read the orthogonal box of the arrays' distinct values and index it in memory.
+    """
+    if any(s is None for s in sel):
+        raise IndexError(f"newaxis cannot be combined with advanced indexing{_where(name)}")
+    sel = _expand_ellipsis(sel, len(shape), name)
+    # A boolean array spanning several dims: nonzero() turns it into that many int arrays.
+    expanded = []
+    for s in sel:
+        if _is_fancy(s) and np.asarray(s).dtype == bool and np.asarray(s).ndim != 1:
+            expanded.extend(np.nonzero(np.asarray(s)))
+        else:
+            expanded.append(s)
+    if len(expanded) > len(shape):
+        raise IndexError(f"too many indices for array{_where(name)}")
+    sel = tuple(expanded) + (slice(None),) * (len(shape) - len(expanded))
+    adv = [d for d, s in enumerate(sel) if not isinstance(s, slice)]
+    arrays = [d for d in adv if _is_fancy(sel[d])]
+    if len(arrays) == 1 and len(adv) >= 1:
+        # One index array, maybe ints too: NumPy broadcasts ints with it; orthogonal
+        # indexing gives the same values if ints drop their axes. If ints and the array
+        # are not adjacent, NumPy moves the advanced axes to the front.
+        d = arrays[0]
+        arr = np.asarray(sel[d])
+        if arr.dtype == bool:
+            arr = np.flatnonzero(arr) if arr.shape == (shape[d],) else _bad_mask(arr, d, shape, name)
+        if arr.ndim == 1:
+            s = orthogonal(sel, shape, chunks, name)
+            if _adjacent(adv):
+                return s
+            lead = sorted(adv).index(d)
+            order = [i for i in range(len(s.shape))]
+            # advanced axis position in s.shape, counting only non-dropped axes
+            pos = [i for i in range(len(shape)) if i not in s.drop].index(d)
+            order.remove(pos)
+            order.insert(0, pos)
+            del lead
+            return Selection("ortho", s.plan, tuple(s.shape[i] for i in order), s.drop,
+                             ("transpose", tuple(order)))
+    if all(not isinstance(s, slice) for s in sel):
+        return coordinate(sel, shape, chunks, name)
+    # General mixed case: orthogonal box over distinct values, then NumPy in memory.
+    box, remap = [], []
+    for d, s in enumerate(sel):
+        if isinstance(s, slice):
+            box.append(s)
+            remap.append(slice(None))
+        else:
+            a = np.asarray(s)
+            if a.dtype == bool:
+                a = np.flatnonzero(a)
+            a = _wrap_bounds(a.astype(np.int64), d, shape[d], name)
+            u, inv = np.unique(a, return_inverse=True)
+            box.append(u)
+            remap.append(inv.reshape(a.shape))
+    s = orthogonal(tuple(box), shape, chunks, name)
+    dummy = np.empty(s.shape, dtype=np.uint8)[tuple(remap)]
+    return Selection("ortho", s.plan, dummy.shape, s.drop, ("index", tuple(remap)))
+
+
+def _bad_mask(arr, d, shape, name):
+    raise IndexError(f"boolean index of shape {arr.shape} does not match dimension {d} with "
+                     f"length {shape[d]}{_where(name)}")
+
+
+def _adjacent(dims):
+    return all(b - a == 1 for a, b in zip(dims, dims[1:]))
+
+
+def orthogonal(selection, shape, chunks, name=""):
+    """z.oindex[...]: per dimension an int, a slice, an int array or a boolean array."""
+    sel = _expand_ellipsis(selection, len(shape), name)
+    specs, drop = [], []
+    for dim, s in enumerate(sel):
+        if _is_int(s):
+            specs.append((SLICE, _check_int(s, dim, shape[dim], name), 1, 1))
+            drop.append(dim)
+        elif isinstance(s, slice):
+            specs.append(_slice_spec(s, shape[dim]))
+        elif s is None:
+            raise IndexError(f"newaxis is not supported in orthogonal selections{_where(name)}")
+        else:
+            specs.append((ARRAY, _int_array(s, dim, shape[dim], name)))
+    plan = OrthoPlan(shape, chunks, specs)
+    rshape = tuple(n for d, n in enumerate(plan.sel_shape) if d not in drop)
+    return Selection("ortho", plan, rshape, tuple(drop))
+
+
+def coordinate(selection, shape, chunks, name=""):
+    """z.vindex[...] with integer arrays: NumPy-broadcast coordinates, one per dimension."""
+    sel = selection if isinstance(selection, tuple) else (selection,)
+    if len(sel) != len(shape):
+        raise IndexError(f"coordinate selection needs one index array per dimension "
+                         f"({len(shape)}), got {len(sel)}{_where(name)}")
+    arrs = []
+    for dim, s in enumerate(sel):
+        a = np.asarray(s)
+        if a.dtype == bool or (a.dtype.kind not in "iu" and a.size):
+            raise IndexError(f"coordinate index for dimension {dim} must be integers, got "
+                             f"{a.dtype}{_where(name)}")
+        arrs.append(a.astype(np.int64))
+    try:
+        b = np.broadcast_arrays(*arrs)
+    except ValueError:
+        raise IndexError("coordinate index arrays could not be broadcast together with shapes "
+                         + " ".join(str(a.shape) for a in arrs)) from None
+    out_shape = b[0].shape if b else ()
+    coords = np.empty((len(shape), int(np.prod(out_shape, dtype=np.int64))), dtype=np.int64)
+    for dim, a in enumerate(b):
+        coords[dim] = _wrap_bounds(a.reshape(-1), dim, shape[dim], name)
+    return Selection("points", PointsPlan(shape, chunks, coords), tuple(out_shape))
+
+
+def mask(selection, shape, chunks, name=""):
+    """z.vindex[bool_mask] / get_mask_selection: a boolean array of the array's shape."""
+    if isinstance(selection, tuple) and len(selection) == 1:
+        selection = selection[0]
+    m = np.asarray(selection)
+    if m.dtype != bool or m.shape != tuple(shape):
+        raise IndexError(f"mask selection must be a boolean array of shape {tuple(shape)}, got "
+                         f"{m.dtype} array of shape {m.shape}{_where(name)}")
+    coords = np.array(np.nonzero(m), dtype=np.int64).reshape(len(shape), -1)
+    return Selection("points", PointsPlan(shape, chunks, coords), (coords.shape[1],))
+
+
+def vectorized(selection, shape, chunks, name=""):
+    """z.vindex[...]: a boolean mask, or integer coordinate arrays."""
+    sel = selection if isinstance(selection, tuple) else (selection,)
+    if len(sel) == 1 and np.asarray(sel[0]).dtype == bool:
+        return mask(sel[0], shape, chunks, name)
+    return coordinate(sel, shape, chunks, name)
+
+
+def block(selection, shape, chunks, name=""):
+    """z.blocks[...]: ints and step-1 slices in units of chunks."""
+    sel = _expand_ellipsis(selection, len(shape), name)
+    out = []
+    for dim, s in enumerate(sel):
+        nblocks = -(-shape[dim] // chunks[dim]) if chunks[dim] else 0
+        c = chunks[dim]
+        if _is_int(s):
+            b = int(s)
+            if b < -nblocks or b >= nblocks:
+                raise BoundsCheckError(f"block index {b} is out of bounds for dimension {dim} "
+                                       f"with {nblocks} blocks{_where(name)}")
+            b = b + nblocks if b < 0 else b
+            out.append(slice(b * c, min((b + 1) * c, shape[dim])))
+        elif isinstance(s, slice):
+            start, stop, step = s.indices(nblocks)
+            if step != 1:
+                raise IndexError(f"block selection slices must have step 1, got {step} for "
+                                 f"dimension {dim}{_where(name)}")
+            out.append(slice(start * c, min(max(stop, start) * c, shape[dim])))
+        else:
+            raise IndexError(f"block selection takes ints and slices, got {type(s).__name__} "
+                             f"for dimension {dim}{_where(name)}")
+    return orthogonal(tuple(out), shape, chunks, name)
+
+
+def split_fields(selection):
+    """Split structured-dtype field names out of a selection: returns (fields, selection)."""
+    if isinstance(selection, str):
+        return [selection], ()
+    if isinstance(selection, list) and selection and all(isinstance(x, str) for x in selection):
+        return list(selection), ()
+    if isinstance(selection, tuple):
+        fields = [s for s in selection if isinstance(s, str)]
+        lists = [s for s in selection if isinstance(s, list) and s
+                 and all(isinstance(x, str) for x in s)]
+        if fields or lists:
+            names = fields + [x for l in lists for x in l]
+            rest = tuple(s for s in selection if not (isinstance(s, str) or any(s is l for l in lists)))
+            return names, rest
+    return None, selection
