@@ -50,3 +50,7 @@ class BoundsCheckError(ChunkstoreError, IndexError):
 
 class StoreError(ChunkstoreError, OSError):
     """A store is unusable: unclosed zip, broken database, etc."""
+
+
+class ConsolidatedMetadataNotFoundError(PathNotFoundError):
+    """A store has no consolidated metadata document (``.zmetadata``) where one was expected."""

@@ -1,10 +1,329 @@
-"""Stub: real implementation coming shortly."""
+"""A bounded least-recently-used cache in front of another store."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['LRUStoreCache']
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from . import base as _base
+from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
+
+__all__ = ["LRUStoreCache"]
+
+_MAX_CONTAINS = 100_000  # cached membership answers kept at most
+
 
 class LRUStoreCache(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("LRUStoreCache is not implemented yet")
+    """Cache values (and key listings) of another store in memory.
 
+    ``LRUStoreCache(store, max_size)`` (``max_size_bytes=`` is accepted as an alias)
+
+    - Values are kept in least-recently-used order; the total size of cached values never
+      exceeds *max_size* bytes (``None`` = unbounded). A value larger than *max_size* is
+      passed through without being cached.
+    - The list of keys, ``listdir`` results and membership answers are cached too.
+    - Writes and deletes through the cache go to the underlying store first, then
+      invalidate the affected cached value and every cached listing. Changes made to the
+      underlying store by others are not seen until :meth:`invalidate`.
+    - ``hits`` and ``misses`` count value lookups served from / not from the cache.
+    - Thread-safe. Read-only when the underlying store is.
+    - Pickling pickles the underlying store and the bound; the copy starts empty.
+    """
+
+    def __init__(
+        self,
+        store: MutableMapping[str, bytes] | Any,
+        max_size: int | None = None,
+        *,
+        max_size_bytes: int | None = None,
+    ):
+        if max_size is not None and max_size_bytes is not None:
+            raise TypeError("give max_size or max_size_bytes, not both")
+        if max_size is None:
+            max_size = max_size_bytes
+        if max_size is not None:
+            max_size = int(max_size)
+            if max_size < 0:
+                raise ValueError(f"max_size must be >= 0, not {max_size}")
+        if not isinstance(store, Mapping):
+            store = _base.normalize_store(store)
+        ro = bool(getattr(store, "read_only", False))
+        super().__init__("r" if ro else "a")
+        self._store = store
+        self._max_size = max_size
+        self._init_cache()
+
+    def _init_cache(self) -> None:
+        self._lock = threading.RLock()
+        self._values: OrderedDict[str, bytes] = OrderedDict()
+        self._current_size = 0
+        self._keys_cache: list[str] | None = None
+        self._keys_set: set[str] = set()
+        self._listdir_cache: dict[str, list[str]] = {}
+        self._contains_cache: dict[str, bool] = {}
+        self._gen = 0  # bumped by every write: results read before a write are not cached
+        self.hits = 0
+        self.misses = 0
+
+    # -- introspection ---------------------------------------------------------------------
+
+    @property
+    def store(self):
+        """The underlying store."""
+        return self._store
+
+    @property
+    def max_size(self) -> int | None:
+        return self._max_size
+
+    @property
+    def current_size(self) -> int:
+        """Total bytes of the cached values."""
+        return self._current_size
+
+    @property
+    def read_only(self) -> bool:
+        return bool(getattr(self._store, "read_only", False))
+
+    def __repr__(self) -> str:
+        return f"LRUStoreCache({self._store!r}, max_size={self._max_size!r})"
+
+    def __getstate__(self):
+        return {"store": self._store, "max_size": self._max_size, "mode": self._mode}
+
+    def __setstate__(self, state):
+        self._store = state["store"]
+        self._max_size = state["max_size"]
+        self._mode = state["mode"]
+        self._init_cache()
+
+    # -- invalidation ----------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Forget every cached value and listing."""
+        with self._lock:
+            self._gen += 1
+            self._values.clear()
+            self._current_size = 0
+            self._invalidate_listings()
+
+    def invalidate_values(self) -> None:
+        with self._lock:
+            self._gen += 1
+            self._values.clear()
+            self._current_size = 0
+
+    def invalidate_keys(self) -> None:
+        with self._lock:
+            self._gen += 1
+            self._invalidate_listings()
+
+    def _invalidate_listings(self) -> None:
+        self._keys_cache = None
+        self._listdir_cache.clear()
+        self._contains_cache.clear()
+
+    def _forget(self, key: str) -> None:
+        v = self._values.pop(key, None)
+        if v is not None:
+            self._current_size -= len(v)
+
+    def _after_write(self, keys: Iterable[str] | None) -> None:
+        with self._lock:
+            self._gen += 1
+            if keys is None:
+                self._values.clear()
+                self._current_size = 0
+            else:
+                for k in keys:
+                    self._forget(k)
+            self._invalidate_listings()
+
+    def _cache_value(self, key: str, value: bytes, gen: int) -> None:
+        n = len(value)
+        with self._lock:
+            if gen != self._gen:
+                return  # a write happened while we were reading: the value may be stale
+            if self._max_size is not None and n > self._max_size:
+                return
+            self._forget(key)
+            if self._max_size is not None:
+                while self._values and self._current_size + n > self._max_size:
+                    _, old = self._values.popitem(last=False)
+                    self._current_size -= len(old)
+            self._values[key] = value
+            self._current_size += n
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        validate_key(key)
+        with self._lock:
+            v = self._values.get(key)
+            if v is not None:
+                self._values.move_to_end(key)
+                self.hits += 1
+                return v
+            self.misses += 1
+            gen = self._gen
+        v = self._store[key]
+        if type(v) is not bytes:
+            v = ensure_bytes(v)
+        self._cache_value(key, v, gen)
+        return v
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = [validate_key(k) for k in keys]
+        out: dict[str, bytes] = {}
+        missing = []
+        with self._lock:
+            for k in keys:
+                v = self._values.get(k)
+                if v is not None:
+                    self._values.move_to_end(k)
+                    self.hits += 1
+                    out[k] = v
+                else:
+                    self.misses += 1
+                    missing.append(k)
+            gen = self._gen
+        if missing:
+            got = _base.getitems(self._store, missing)
+            for k, v in got.items():
+                if type(v) is not bytes:
+                    v = ensure_bytes(v)
+                out[k] = v
+                self._cache_value(k, v, gen)
+        return out
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        validate_key(key)
+        ranges = list(ranges)
+        with self._lock:
+            v = self._values.get(key)
+            if v is not None:
+                self._values.move_to_end(key)
+                self.hits += 1
+        if v is None:
+            fn = getattr(self._store, "get_partial", None)
+            if fn is not None:
+                return fn(key, ranges)
+            v = self[key]
+        return [_slice(v, o, n) for o, n in ranges]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        validate_key(key)
+        with self._lock:
+            if key in self._values:
+                return True
+            if self._keys_cache is not None:
+                return key in self._keys_set
+            c = self._contains_cache.get(key)
+            if c is not None:
+                return c
+            gen = self._gen
+        result = key in self._store
+        with self._lock:
+            if gen == self._gen:
+                if len(self._contains_cache) >= _MAX_CONTAINS:
+                    self._contains_cache.clear()
+                self._contains_cache[key] = result
+        return result
+
+    def _keys(self) -> list[str]:
+        with self._lock:
+            if self._keys_cache is not None:
+                return self._keys_cache
+            gen = self._gen
+        keys = list(self._store)
+        with self._lock:
+            if gen == self._gen:
+                self._keys_cache = keys
+                self._keys_set = set(keys)
+        return keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._keys()))
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        prefix = normalize_prefix(prefix)
+        return iter([k for k in self._keys() if _base._under(k, prefix)])
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            c = self._listdir_cache.get(prefix)
+            if c is not None:
+                return list(c)
+            gen = self._gen
+        names = _base.listdir(self._store, prefix)
+        with self._lock:
+            if gen == self._gen:
+                self._listdir_cache[prefix] = list(names)
+        return names
+
+    def getsize(self, prefix: str = "") -> int:
+        return _base.getsize(self._store, prefix)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        try:
+            self._store[key] = value
+        finally:
+            self._after_write([key])
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        keys = [validate_key(k) for k in mapping]
+        try:
+            _base.setitems(self._store, mapping)
+        finally:
+            self._after_write(keys)
+
+    def __delitem__(self, key: str) -> None:
+        validate_key(key)
+        self._check_writable(key)
+        try:
+            del self._store[key]
+        finally:
+            self._after_write([key])
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        keys = [validate_key(k) for k in keys]
+        try:
+            _base.delitems(self._store, keys)
+        finally:
+            self._after_write(keys)
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        try:
+            _base.rmdir(self._store, prefix)
+        finally:
+            self._after_write(None)
+
+    def clear(self) -> None:
+        self.rmdir("")
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        fn = getattr(self._store, "flush", None)
+        if fn is not None:
+            fn()
+
+    def close(self) -> None:
+        fn = getattr(self._store, "close", None)
+        if fn is not None:
+            fn()

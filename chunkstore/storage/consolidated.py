@@ -1,13 +1,263 @@
-"""Stub: real implementation coming shortly."""
+"""Consolidated metadata (Zarr v2 ``.zmetadata``): every metadata document of a hierarchy in
+one key, so that opening a hierarchy on a slow store costs one read."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['ConsolidatedMetadataStore']
+import json
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+from ..errors import ConsolidatedMetadataNotFoundError, MetadataError
+from . import base as _base
+from .base import BaseStore, _slice, normalize_prefix, validate_key
+
+__all__ = [
+    "consolidate_metadata",
+    "ConsolidatedMetadataStore",
+    "METADATA_NAMES",
+    "is_metadata_key",
+]
+
+#: names of the v2 metadata documents gathered in ``.zmetadata``
+METADATA_NAMES = (".zarray", ".zgroup", ".zattrs")
+
+
+def is_metadata_key(key: str) -> bool:
+    """True if the last segment of *key* is ``.zarray``, ``.zgroup`` or ``.zattrs``."""
+    return key.rsplit("/", 1)[-1] in METADATA_NAMES
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(
+        obj, indent=4, sort_keys=True, ensure_ascii=True, separators=(",", ": ")
+    ).encode("ascii")
+
+
+def _keys_under(store: Mapping[str, bytes], prefix: str) -> list[str]:
+    fn = getattr(store, "keys_under", None)
+    if fn is not None:
+        return list(fn(prefix))
+    return [k for k in list(store) if _base._under(k, prefix)]
+
+
+def consolidate_metadata(
+    store: MutableMapping[str, bytes], path: str = "", metadata_key: str = ".zmetadata"
+) -> "ConsolidatedMetadataStore":
+    """Gather every ``.zarray``/``.zgroup``/``.zattrs`` at or under *path* into one document.
+
+    Writes ``<path>/<metadata_key>`` (``.zmetadata`` at the root for ``path=""``) in the
+    zarr-python 2 format: ``{"metadata": {key: parsed JSON}, "zarr_consolidated_format": 1}``,
+    JSON with indent 4 and sorted keys. The keys in ``"metadata"`` are relative to *path*,
+    so the document at the root holds plain store keys (``"a/.zarray"``) exactly as
+    zarr-python 2 writes them, and a document written for a sub-group is self-contained.
+
+    Returns a :class:`ConsolidatedMetadataStore` over *store* using the new document.
+    Raises :class:`~chunkstore.errors.MetadataError` naming the key if a metadata document
+    is not valid JSON.
+    """
+    prefix = normalize_prefix(path)
+    mkey = _join(prefix, validate_key(metadata_key))
+    keys = sorted(k for k in _keys_under(store, prefix) if is_metadata_key(k))
+    values = _base.getitems(store, keys)
+    meta: dict[str, Any] = {}
+    for k in keys:
+        if k not in values:  # deleted concurrently
+            continue
+        try:
+            doc = json.loads(values[k])
+        except (ValueError, UnicodeDecodeError) as e:
+            raise MetadataError(f"metadata document {k!r} in {store!r} is not valid JSON: {e}")
+        rel = k[len(prefix) + 1 :] if prefix else k
+        meta[rel] = doc
+    store[mkey] = _dumps({"metadata": meta, "zarr_consolidated_format": 1})
+    return ConsolidatedMetadataStore(store, metadata_key=mkey)
+
 
 class ConsolidatedMetadataStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("ConsolidatedMetadataStore is not implemented yet")
+    """A read-only view of a store that serves metadata from its consolidated document.
 
+    ``ConsolidatedMetadataStore(store, metadata_key=".zmetadata")``
 
-def consolidate_metadata(store, path=""):
-    raise NotImplementedError("consolidate_metadata is not implemented yet")
+    The document at *metadata_key* is read once, at construction. Its directory (``""`` for
+    ``.zmetadata`` at the root) is the *base* of the consolidated hierarchy: a metadata key
+    (``.zarray``/``.zgroup``/``.zattrs``) at or under the base is answered from the document
+    only (absent from the document => ``KeyError``, no read of the store). Every other key
+    (chunks, metadata outside the base) is read from the underlying store.
+
+    Listing: ``listdir`` of a group (or any path that is not an array in the document) lists
+    the nodes in the document only; ``listdir`` of an array merges in the underlying store's
+    listing, so its chunk keys appear. ``__iter__`` yields the document's keys plus the
+    underlying store's non-metadata keys. ``getsize`` measures the underlying store.
+
+    Writes raise :class:`~chunkstore.errors.ReadOnlyError`. A missing document raises
+    :class:`~chunkstore.errors.ConsolidatedMetadataNotFoundError`; an invalid one
+    :class:`~chunkstore.errors.MetadataError`.
+    """
+
+    def __init__(self, store: Mapping[str, bytes], metadata_key: str = ".zmetadata"):
+        super().__init__("r")
+        if not isinstance(store, Mapping):
+            store = _base.normalize_store(store, mode="r")
+        validate_key(metadata_key)
+        self._store = store
+        self.metadata_key = metadata_key
+        self._base = metadata_key.rsplit("/", 1)[0] if "/" in metadata_key else ""
+        self._load()
+
+    def _load(self) -> None:
+        store, mkey = self._store, self.metadata_key
+        try:
+            raw = store[mkey]
+        except KeyError:
+            raise ConsolidatedMetadataNotFoundError(
+                f"no consolidated metadata {mkey!r} in {store!r}"
+            ) from None
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise MetadataError(
+                f"consolidated metadata {mkey!r} in {store!r} is not valid JSON: {e}"
+            ) from None
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("metadata"), dict)
+            or doc.get("zarr_consolidated_format") != 1
+        ):
+            raise MetadataError(
+                f"consolidated metadata {mkey!r} in {store!r} is not a zarr_consolidated_format "
+                f"1 document"
+            )
+        meta: dict[str, bytes] = {}
+        for k, v in doc["metadata"].items():
+            if not isinstance(k, str):
+                continue
+            try:
+                validate_key(k)
+            except ValueError:
+                raise MetadataError(
+                    f"consolidated metadata {mkey!r} in {store!r} has an invalid key {k!r}"
+                ) from None
+            meta[_join(self._base, k)] = _dumps(v)
+        self._raw = bytes(raw)
+        self._meta = meta
+        self.consolidated = doc
+
+    @property
+    def store(self):
+        """The underlying store."""
+        return self._store
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The ``"metadata"`` mapping of the consolidated document (keys relative to base)."""
+        return self.consolidated["metadata"]
+
+    def __repr__(self) -> str:
+        return f"ConsolidatedMetadataStore({self._store!r}, metadata_key={self.metadata_key!r})"
+
+    def _served(self, key: str) -> bool:
+        """True if *key* is answered from the consolidated document."""
+        return is_metadata_key(key) and _base._under(key, self._base)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        validate_key(key)
+        if key == self.metadata_key:
+            return self._raw
+        if self._served(key):
+            return self._meta[key]
+        return self._store[key]
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        rest = []
+        for k in keys:
+            validate_key(k)
+            if k == self.metadata_key:
+                out[k] = self._raw
+            elif self._served(k):
+                v = self._meta.get(k)
+                if v is not None:
+                    out[k] = v
+            else:
+                rest.append(k)
+        if rest:
+            out.update(_base.getitems(self._store, rest))
+        return out
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        validate_key(key)
+        if key == self.metadata_key or self._served(key):
+            v = self[key]
+            return [_slice(v, o, n) for o, n in ranges]
+        fn = getattr(self._store, "get_partial", None)
+        if fn is not None:
+            return fn(key, ranges)
+        v = self._store[key]
+        return [_slice(v, o, n) for o, n in ranges]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        validate_key(key)
+        if key == self.metadata_key:
+            return True
+        if self._served(key):
+            return key in self._meta
+        return key in self._store
+
+    def __iter__(self) -> Iterator[str]:
+        keys = set(self._meta)
+        keys.add(self.metadata_key)
+        for k in list(self._store):
+            if not self._served(k):
+                keys.add(k)
+        return iter(sorted(keys))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        prefix = normalize_prefix(prefix)
+        if not _base._under(prefix, self._base) and not _base._under(self._base, prefix):
+            return _base.listdir(self._store, prefix)  # outside the consolidated hierarchy
+        names = set(_base._listdir_keys(self._meta, prefix))
+        if not _base._under(prefix, self._base):
+            # a parent of the base: its own entries come from the store
+            names.update(_base.listdir(self._store, prefix))
+        elif _join(prefix, ".zarray") in self._meta:
+            # an array: its chunks live in the store, its metadata in the document
+            names.update(n for n in _base.listdir(self._store, prefix) if n not in METADATA_NAMES)
+        if prefix == self._base or (not prefix and not self._base):
+            names.add(self.metadata_key.rsplit("/", 1)[-1])
+        return sorted(names)
+
+    def getsize(self, prefix: str = "") -> int:
+        return _base.getsize(self._store, prefix)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_writable(key)
+
+    def __delitem__(self, key: str) -> None:
+        self._check_writable(key)
+
+    def setitems(self, mapping) -> None:
+        self._check_writable()
+
+    def delitems(self, keys) -> None:
+        self._check_writable()
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+
+    def close(self) -> None:
+        fn = getattr(self._store, "close", None)
+        if fn is not None:
+            fn()

@@ -1,10 +1,458 @@
-"""Stub: real implementation coming shortly."""
+"""A store over any fsspec filesystem (local, memory, S3, GCS, chained URLs...)."""
 
-from .base import BaseStore
+from __future__ import annotations
 
-__all__ = ['FSStore']
+import errno
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .directory import is_temp_name
+
+__all__ = ["FSStore"]
+
+#: exceptions meaning "no such key"; anything else propagates
+DEFAULT_MISSING_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+
 
 class FSStore(BaseStore):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("FSStore is not implemented yet")
+    """A store over an fsspec filesystem.
 
+    ``FSStore(url, mode="a", storage_options=None, dimension_separator=None,
+    missing_exceptions=None)``
+
+    - *url* is anything ``fsspec.core.url_to_fs`` understands: ``file:///data/x.zarr``,
+      ``memory://x``, ``s3://bucket/x.zarr``, ``gcs://...``, chained URLs such as
+      ``zip::file:///data/x.zip``. *storage_options* are passed to the filesystem (e.g.
+      ``{"anon": True}`` or ``{"client_kwargs": {"endpoint_url": ...}}`` for S3).
+    - Key ``"a/.zarray"`` is the path ``<root>/a/.zarray``; keys are validated first.
+    - Missing versus broken: only *missing_exceptions* (default ``FileNotFoundError``,
+      ``IsADirectoryError``, ``NotADirectoryError``) mean "absent" (``KeyError`` from
+      ``__getitem__``, omitted by ``getitems``). Every other error (``PermissionError`` for an
+      S3 403, I/O and network errors) propagates. Note that S3 answers 403 rather than 404
+      for a missing object when the credentials may not list the bucket; that is reported
+      as ``PermissionError``, as the store cannot tell.
+    - ``getitems`` fetches all keys concurrently through ``fs.cat_ranges`` (one batch of
+      coroutines on async filesystems such as S3); ``setitems`` uses ``fs.pipe``;
+      ``get_partial`` uses ``fs.cat_ranges`` with byte ranges.
+    - On the local filesystem, writes are atomic (temporary file + ``os.replace``, like
+      :class:`DirectoryStore`) and deleting the last key of a directory removes the empty
+      directories up to the root. Object stores (S3/GCS) replace objects atomically anyway.
+    - Listings invalidate fsspec's listing cache first, so keys written by others are seen.
+    - Pickling records the URL and options; the copy opens a new filesystem instance (for
+      ``memory://`` it only sees the same data within the same process).
+    - *dimension_separator* is only recorded for the array layer.
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike,
+        mode: str = "a",
+        storage_options: dict | None = None,
+        dimension_separator: str | None = None,
+        missing_exceptions: tuple[type[BaseException], ...] | None = None,
+    ):
+        super().__init__(mode)
+        import fsspec.core
+
+        if dimension_separator not in (None, ".", "/"):
+            raise ValueError(
+                f"dimension_separator must be '.', '/' or None, not {dimension_separator!r}"
+            )
+        self.url = os.fspath(url)
+        self.storage_options = dict(storage_options or {})
+        self._dimension_separator = dimension_separator
+        self.missing_exceptions = (
+            tuple(missing_exceptions) if missing_exceptions else DEFAULT_MISSING_EXCEPTIONS
+        )
+        self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        if isinstance(root, list):  # pragma: no cover - globs are not store roots
+            raise ValueError(f"FSStore URL must name one location, not a pattern: {self.url!r}")
+        self.root = root.rstrip("/") if root not in ("/", "") else root
+        from fsspec.implementations.local import LocalFileSystem
+
+        self._local = isinstance(self.fs, LocalFileSystem)
+        if self._local:
+            self.root = os.path.abspath(self.root)
+            if mode in ("r", "r+") and not os.path.isdir(self.root):
+                raise FileNotFoundError(
+                    errno.ENOENT, f"cannot open FSStore in mode {mode!r}: no such directory",
+                    self.root,
+                )
+
+    @property
+    def dimension_separator(self) -> str | None:
+        return self._dimension_separator
+
+    # -- identity / pickling ---------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        ro = ", mode='r'" if self.read_only else ""
+        return f"FSStore({self.url!r}{ro})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FSStore)
+            and other.fs == self.fs
+            and other.root == self.root
+        )
+
+    def __hash__(self) -> int:
+        return hash(("FSStore", self.root))
+
+    def __getstate__(self):
+        return {
+            "url": self.url,
+            "mode": "r" if self._mode == "r" else "a",
+            "storage_options": self.storage_options,
+            "dimension_separator": self._dimension_separator,
+            "missing_exceptions": self.missing_exceptions,
+        }
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        validate_key(key)
+        if not self.root:
+            return key
+        if self.root.endswith("/"):
+            return self.root + key
+        return f"{self.root}/{key}"
+
+    def _dirpath(self, prefix: str) -> str:
+        prefix = normalize_prefix(prefix)
+        if not prefix:
+            return self.root
+        return self._path(prefix)
+
+    def _rel(self, path: str) -> str | None:
+        path = path.rstrip("/")
+        base = self.root.rstrip("/")
+        if self._local:
+            path = os.path.abspath(path) if os.path.isabs(path) else path
+        if base and not path.startswith(base + "/"):
+            # fsspec may strip a leading "/" (memory fs) or add one; compare loosely
+            p2, b2 = path.lstrip("/"), base.lstrip("/")
+            if b2 and not p2.startswith(b2 + "/"):
+                return None
+            rel = p2[len(b2) + 1 :] if b2 else p2
+        else:
+            rel = path[len(base) + 1 :] if base else path.lstrip("/")
+        if not rel or is_temp_name(rel.rsplit("/", 1)[-1]):
+            return None
+        try:
+            validate_key(rel)
+        except ValueError:
+            return None
+        return rel
+
+    def _invalidate(self, path: str | None = None) -> None:
+        try:
+            self.fs.invalidate_cache(path)
+        except Exception:  # pragma: no cover - filesystems without a cache
+            pass
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            v = self.fs.cat_file(path)
+        except self.missing_exceptions:
+            raise KeyError(key) from None
+        return v if type(v) is bytes else ensure_bytes(v)
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(keys)
+        paths = [self._path(k) for k in keys]
+        if not paths:
+            return {}
+        if len(paths) == 1:
+            try:
+                return {keys[0]: self[keys[0]]}
+            except KeyError:
+                return {}
+        results = self.fs.cat_ranges(paths, None, None, on_error="return")
+        out: dict[str, bytes] = {}
+        error = None
+        for k, r in zip(keys, results):
+            if isinstance(r, BaseException):
+                if isinstance(r, self.missing_exceptions):
+                    continue
+                if error is None:
+                    error = r
+                continue
+            out[k] = r if type(r) is bytes else ensure_bytes(r)
+        if error is not None:
+            raise error
+        return out
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        path = self._path(key)
+        ranges = list(ranges)
+        if not ranges:
+            if key not in self:
+                raise KeyError(key)
+            return []
+        size = None
+        if any(off < 0 and n is not None for off, n in ranges) or any(
+            off > 0 for off, n in ranges
+        ):
+            try:
+                size = self.fs.size(path)
+            except self.missing_exceptions:
+                raise KeyError(key) from None
+            if size is None:  # pragma: no cover
+                size = len(self[key])
+        starts, ends, empty = [], [], []
+        for off, n in ranges:
+            if n is not None and n < 0:
+                raise ValueError(f"negative length {n} in byte range")
+            if size is not None:
+                start = max(size + off, 0) if off < 0 else min(off, size)
+                end = size if n is None else min(size, start + n)
+                empty.append(start >= end)
+            else:  # only (0, None) / (negative offset, None) ranges: no size needed
+                start, end = off, None
+                empty.append(False)
+            starts.append(start)
+            ends.append(end)
+        want = [i for i, e in enumerate(empty) if not e]
+        out = [b""] * len(ranges)
+        if want:
+            res = self.fs.cat_ranges(
+                [path] * len(want), [starts[i] for i in want], [ends[i] for i in want],
+                on_error="return",
+            )
+            for i, r in zip(want, res):
+                if isinstance(r, BaseException):
+                    if isinstance(r, self.missing_exceptions):
+                        raise KeyError(key) from None
+                    raise r
+                out[i] = bytes(r)
+        return out
+
+    def _isfile(self, path: str) -> bool:
+        try:
+            info = self.fs.info(path)
+        except self.missing_exceptions:
+            return False
+        return info.get("type") == "file"
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        return self._isfile(self._path(key))
+
+    def _find(self, path: str, detail: bool = False):
+        self._invalidate(path)
+        try:
+            return self.fs.find(path, withdirs=False, detail=detail)
+        except self.missing_exceptions:
+            return {} if detail else []
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        prefix = normalize_prefix(prefix)
+        out = []
+        for p in self._find(self._dirpath(prefix)):
+            rel = self._rel(p)
+            if rel is not None and (not prefix or rel == prefix or rel.startswith(prefix + "/")):
+                out.append(rel)
+        return iter(sorted(out))
+
+    def __iter__(self) -> Iterator[str]:
+        return self.keys_under("")
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        path = self._dirpath(prefix)
+        self._invalidate(path)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except self.missing_exceptions:
+            return []
+        me = path.rstrip("/").lstrip("/")
+        names = set()
+        for e in entries:
+            name = e["name"].rstrip("/")
+            if name.lstrip("/") == me:
+                continue  # ls of a file lists the file itself
+            base = name.rsplit("/", 1)[-1]
+            if base and not is_temp_name(base):
+                names.add(base)
+        return sorted(names)
+
+    def getsize(self, prefix: str = "") -> int:
+        prefix = normalize_prefix(prefix)
+        path = self._dirpath(prefix)
+        if prefix:
+            try:
+                info = self.fs.info(path)
+            except self.missing_exceptions:
+                return 0
+            if info.get("type") == "file":
+                return int(info.get("size") or 0)
+        total = 0
+        for p, info in self._find(path, detail=True).items():
+            if self._rel(p) is not None:
+                total += int(info.get("size") or 0)
+        return total
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _write_local(self, path: str, data: bytes) -> None:
+        dirname, name = os.path.split(path)
+        if is_temp_name(name):
+            raise ValueError(f"invalid store key: {name!r} is reserved for temporary files")
+        tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}.partial")
+        for attempt in range(10):
+            try:
+                f = open(tmp, "xb")
+                break
+            except FileNotFoundError:
+                if attempt == 9:
+                    raise
+                os.makedirs(dirname, exist_ok=True)
+        try:
+            with f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        path = self._path(key)
+        self._check_writable(key)
+        value = ensure_bytes(value)
+        if self._local:
+            self._write_local(path, value)
+        else:
+            self.fs.pipe_file(path, value)
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        self._check_writable()
+        items = {self._path(k): ensure_bytes(v) for k, v in mapping.items()}
+        if not items:
+            return
+        if self._local:
+            for p, v in items.items():
+                self._write_local(p, v)
+        else:
+            self.fs.pipe(items)
+
+    def _prune_local(self, dirname: str) -> None:
+        root = self.root
+        d = dirname
+        while len(d) > len(root) and d.startswith(root + os.sep):
+            try:
+                os.rmdir(d)
+            except OSError:
+                return
+            d = os.path.dirname(d)
+
+    def __delitem__(self, key: str) -> None:
+        path = self._path(key)
+        self._check_writable(key)
+        if self._local:
+            try:
+                os.unlink(path)
+            except self.missing_exceptions:
+                raise KeyError(key) from None
+            except PermissionError:
+                if os.path.isdir(path):
+                    raise KeyError(key) from None
+                raise
+            self._prune_local(os.path.dirname(path))
+            return
+        if not self._isfile(path):
+            raise KeyError(key)
+        try:
+            self.fs.rm_file(path)
+        except self.missing_exceptions:
+            raise KeyError(key) from None
+        self._invalidate(path)
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        self._check_writable()
+        paths = [self._path(k) for k in keys]
+        if not paths:
+            return
+        if self._local:
+            dirs = set()
+            for p in paths:
+                try:
+                    os.unlink(p)
+                except self.missing_exceptions:
+                    continue
+                except PermissionError:
+                    if os.path.isdir(p):
+                        continue
+                    raise
+                dirs.add(os.path.dirname(p))
+            for d in sorted(dirs, key=len, reverse=True):
+                self._prune_local(d)
+            return
+        if getattr(self.fs, "async_impl", False):
+            # one bulk request (S3 DeleteObjects ignores absent keys)
+            try:
+                self.fs.rm(paths)
+                self._invalidate()
+                return
+            except self.missing_exceptions:
+                pass
+        for p in paths:
+            try:
+                self.fs.rm_file(p)
+            except self.missing_exceptions:
+                pass
+        self._invalidate()
+
+    def rmdir(self, prefix: str = "") -> None:
+        self._check_writable()
+        prefix = normalize_prefix(prefix)
+        path = self._dirpath(prefix)
+        if self._local:
+            import shutil
+
+            if not prefix:
+                try:
+                    names = os.listdir(path)
+                except FileNotFoundError:
+                    return
+                for n in names:
+                    p = os.path.join(path, n)
+                    if os.path.isdir(p) and not os.path.islink(p):
+                        shutil.rmtree(p)
+                    else:
+                        os.unlink(p)
+            elif os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+                self._prune_local(os.path.dirname(path))
+            return
+        base = path.rstrip("/")
+        files = [p for p in self._find(path) if p.rstrip("/").lstrip("/").startswith(
+            base.lstrip("/") + "/") or not base]
+        if files:
+            try:
+                self.fs.rm(files)
+            except self.missing_exceptions:
+                pass
+        self._invalidate()
+
+    def clear(self) -> None:
+        self.rmdir("")
