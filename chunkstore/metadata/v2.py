@@ -1,0 +1,740 @@
+"""Zarr format 2 metadata: ``.zarray``, ``.zgroup`` and ``.zattrs`` documents.
+
+Everything here follows the Zarr v2 storage specification and the way zarr-python 2.x writes
+documents, so that stores written by chunkstore are byte-for-byte what zarr-python 2 would write
+(given the same codecs) and every store zarr-python 2 writes can be read.
+
+Public API
+----------
+- :class:`ArrayMetadataV2` -- parsed, validated ``.zarray`` contents.
+- :func:`parse_array_metadata` / :func:`encode_array_metadata`
+- :func:`parse_group_metadata` / :func:`encode_group_metadata`
+- :func:`parse_attrs` / :func:`encode_attrs`
+- :func:`encode_dtype` / :func:`decode_dtype`
+- :func:`encode_fill_value` / :func:`decode_fill_value`
+- :func:`normalize_chunks`, :func:`default_compressor`
+
+Every ``parse_*`` function raises :class:`~chunkstore.errors.MetadataError` on any problem, with a
+message naming the key the document was read from.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec
+
+from chunkstore.errors import MetadataError
+
+__all__ = [
+    "ArrayMetadataV2",
+    "ZARR_FORMAT",
+    "decode_dtype",
+    "decode_fill_value",
+    "default_compressor",
+    "encode_array_metadata",
+    "encode_attrs",
+    "encode_dtype",
+    "encode_fill_value",
+    "encode_group_metadata",
+    "normalize_chunks",
+    "parse_array_metadata",
+    "parse_attrs",
+    "parse_group_metadata",
+]
+
+ZARR_FORMAT = 2
+
+_INT64_MIN = int(np.iinfo(np.int64).min)
+
+
+# --------------------------------------------------------------------------------------------
+# JSON helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _json_default(obj: Any) -> Any:
+    """Make NumPy values JSON-serialisable (zarr-python 2 does the same for attributes)."""
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _json_dumps(obj: Any) -> bytes:
+    """Serialise exactly as zarr-python 2 does (4-space indent, sorted keys, ASCII only)."""
+    return json.dumps(
+        obj,
+        indent=4,
+        sort_keys=True,
+        ensure_ascii=True,
+        separators=(",", ": "),
+        default=_json_default,
+    ).encode("ascii")
+
+
+def _load_json_object(raw: bytes | bytearray | memoryview | str | Mapping, what: str) -> dict:
+    """Decode ``raw`` into a JSON object (dict); raise ValueError describing the problem."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, (bytearray, memoryview)):
+        raw = bytes(raw)
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{what} is not valid UTF-8: {e}") from None
+    if not isinstance(raw, str):
+        raise ValueError(f"expected bytes, str or dict, got {type(raw).__name__}")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# dtype
+# --------------------------------------------------------------------------------------------
+
+
+def encode_dtype(dtype: Any) -> str | list:
+    """Return the ``.zarray`` ``dtype`` value for ``dtype``.
+
+    Simple dtypes become their ``dtype.str`` (``"<f8"``, ``"|b1"``, ``"|S5"``, ``"<U4"``,
+    ``"<M8[ns]"``, ``"|O"``...); structured dtypes become the list-of-lists form of
+    ``dtype.descr`` (``[["x", "<i4"], ["y", "<f8", [2]], ["inner", [["a", "|u1"]]]]``).
+    """
+    dtype = np.dtype(dtype)
+    if dtype.fields is not None:
+        return _descr_to_json(dtype.descr)
+    if dtype.subdtype is not None:
+        raise ValueError(f"sub-array dtype {dtype} cannot be an array dtype; use a larger shape")
+    return dtype.str
+
+
+def _descr_to_json(descr: list) -> list:
+    out = []
+    for entry in descr:
+        name, fmt = entry[0], entry[1]
+        if isinstance(name, tuple):  # (title, name) pairs
+            raise ValueError("structured dtypes with field titles are not supported")
+        item: list = [name, _descr_to_json(fmt) if isinstance(fmt, list) else fmt]
+        if len(entry) > 2:
+            item.append(list(entry[2]))
+        out.append(item)
+    return out
+
+
+def decode_dtype(obj: Any) -> np.dtype:
+    """Inverse of :func:`encode_dtype`; raises ValueError/TypeError for invalid input."""
+    if isinstance(obj, str):
+        return np.dtype(obj)
+    if isinstance(obj, (list, tuple)):
+        return np.dtype(_json_to_descr(obj))
+    raise TypeError(f"dtype must be a string or a list of fields, got {type(obj).__name__}")
+
+
+def _json_to_descr(fields: Sequence) -> list:
+    if len(fields) == 0:
+        raise ValueError("a structured dtype needs at least one field")
+    out = []
+    for f in fields:
+        if not isinstance(f, (list, tuple)) or len(f) not in (2, 3):
+            raise ValueError(f"invalid structured dtype field {f!r}")
+        name, fmt = f[0], f[1]
+        if not isinstance(name, str):
+            raise ValueError(f"invalid structured dtype field name {name!r}")
+        if isinstance(fmt, (list, tuple)):
+            fmt = _json_to_descr(fmt)
+        elif not isinstance(fmt, str):
+            raise ValueError(f"invalid structured dtype field type {fmt!r}")
+        if len(f) == 3:
+            shape = f[2]
+            if isinstance(shape, bool) or not isinstance(shape, (list, tuple, int)):
+                raise ValueError(f"invalid structured dtype field shape {shape!r}")
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+                raise ValueError(f"invalid structured dtype field shape {f[2]!r}")
+            out.append((name, fmt, shape))
+        else:
+            out.append((name, fmt))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# fill value
+# --------------------------------------------------------------------------------------------
+
+
+def _encode_float(v: Any) -> Any:
+    v = float(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return v
+
+
+def _decode_float(v: Any) -> float:
+    if isinstance(v, str):
+        if v == "NaN":
+            return math.nan
+        if v == "Infinity":
+            return math.inf
+        if v == "-Infinity":
+            return -math.inf
+        return float(v)  # zarr-python 2 tolerates numeric strings; so do we
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"expected a number or 'NaN'/'Infinity'/'-Infinity', got {v!r}")
+    return float(v)
+
+
+def encode_fill_value(value: Any, dtype: Any) -> Any:
+    """Return the JSON value for ``value`` as the ``fill_value`` of an array of ``dtype``.
+
+    ``None`` stays ``None`` (JSON null). Floats use ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+    for non-finite values; complex values are ``[re, im]``; ``S`` values and structured/void
+    values are base64 of their raw bytes; ``U`` values are the string; datetime64/timedelta64
+    are their int64 count (NaT = int64 minimum); bools and ints are themselves. For object
+    dtype the value must already be JSON-serialisable and is returned unchanged.
+    """
+    dtype = np.dtype(dtype)
+    if value is None:
+        return None
+    kind = dtype.kind
+    if kind == "O":
+        if isinstance(value, np.generic):
+            value = value.item()
+        # Validate that it serialises.
+        json.dumps(value, allow_nan=True)
+        return value
+    v = _coerce_fill(value, dtype)
+    if kind == "f":
+        return _encode_float(v)
+    if kind == "c":
+        return [_encode_float(v.real), _encode_float(v.imag)]
+    if kind in "iu":
+        return int(v)
+    if kind == "b":
+        return bool(v)
+    if kind == "S":
+        return base64.standard_b64encode(bytes(v)).decode("ascii")
+    if kind == "V":
+        return base64.standard_b64encode(np.array(v, dtype=dtype).tobytes()).decode("ascii")
+    if kind == "U":
+        return str(v)
+    if kind in "mM":
+        return int(np.array(v, dtype=dtype.newbyteorder("=")).view(np.int64)[()])
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+def decode_fill_value(obj: Any, dtype: Any) -> Any:
+    """Inverse of :func:`encode_fill_value`.
+
+    Returns ``None`` for JSON null; otherwise a NumPy scalar of ``dtype`` (``np.void`` for
+    structured/void dtypes). For object dtype, the JSON value is returned unchanged (e.g. ``""``
+    for a vlen-utf8 array, or ``0``, which zarr-python 2 writes by default).
+    Raises ValueError/TypeError for values that do not fit the dtype.
+    """
+    dtype = np.dtype(dtype)
+    if obj is None:
+        return None
+    kind = dtype.kind
+    if kind == "O":
+        return obj
+    if kind == "f":
+        return np.array(_decode_float(obj), dtype=dtype)[()]
+    if kind == "c":
+        if isinstance(obj, (list, tuple)):
+            if len(obj) != 2:
+                raise ValueError(f"complex fill_value must be [real, imag], got {obj!r}")
+            re, im = _decode_float(obj[0]), _decode_float(obj[1])
+        else:
+            re, im = _decode_float(obj), 0.0
+        return np.array(complex(re, im), dtype=dtype)[()]
+    if kind in "iu":
+        if isinstance(obj, float) and obj.is_integer():
+            obj = int(obj)
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise ValueError(f"integer fill_value expected, got {obj!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= obj <= info.max:
+            raise ValueError(f"fill_value {obj} out of range for {dtype}")
+        return np.array(obj, dtype=dtype)[()]
+    if kind == "b":
+        if isinstance(obj, bool) or (isinstance(obj, int) and obj in (0, 1)):
+            return np.bool_(bool(obj))
+        raise ValueError(f"boolean fill_value expected, got {obj!r}")
+    if kind == "S":
+        if not isinstance(obj, str):
+            raise ValueError(f"base64 string fill_value expected for {dtype}, got {obj!r}")
+        raw = base64.b64decode(obj.encode("ascii"), validate=True)
+        if len(raw) > dtype.itemsize:
+            raise ValueError(f"fill_value has {len(raw)} bytes, more than {dtype} holds")
+        return np.array(raw, dtype=dtype)[()]
+    if kind == "V":
+        if isinstance(obj, str):
+            raw = base64.b64decode(obj.encode("ascii"), validate=True)
+            if len(raw) != dtype.itemsize:
+                raise ValueError(
+                    f"fill_value has {len(raw)} bytes, expected {dtype.itemsize} for {dtype}"
+                )
+            return np.frombuffer(bytearray(raw), dtype=dtype)[0]
+        if isinstance(obj, (list, tuple)) and dtype.fields is not None:
+            # Not written by zarr-python 2, but unambiguous: one value per field.
+            return np.array(_to_tuples(obj), dtype=dtype)[()]
+        raise ValueError(f"base64 string fill_value expected for {dtype}, got {obj!r}")
+    if kind == "U":
+        if not isinstance(obj, str):
+            raise ValueError(f"string fill_value expected for {dtype}, got {obj!r}")
+        if len(obj) > dtype.itemsize // 4:
+            raise ValueError(f"fill_value {obj!r} is longer than {dtype} holds")
+        return np.array(obj, dtype=dtype)[()]
+    if kind in "mM":
+        if isinstance(obj, float) and obj.is_integer():
+            obj = int(obj)
+        if isinstance(obj, bool):
+            raise ValueError(f"integer fill_value expected for {dtype}, got {obj!r}")
+        if isinstance(obj, int):
+            if not _INT64_MIN <= obj <= np.iinfo(np.int64).max:
+                raise ValueError(f"fill_value {obj} out of int64 range")
+            return np.array(obj, dtype=np.int64).view(dtype.newbyteorder("="))[()]
+        if isinstance(obj, str):  # e.g. "NaT" or an ISO date; lenient
+            return np.array(obj, dtype=dtype)[()]
+        raise ValueError(f"integer fill_value expected for {dtype}, got {obj!r}")
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+def _to_tuples(obj: Any) -> Any:
+    if isinstance(obj, list):
+        return tuple(_to_tuples(o) for o in obj)
+    return obj
+
+
+def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
+    """Turn a user-supplied fill value into a NumPy scalar of ``dtype`` (None stays None)."""
+    if value is None:
+        return None
+    if dtype.kind == "O":
+        return value
+    try:
+        result = _coerce_fill_scalar(value, dtype)
+    except (TypeError, OverflowError) as e:
+        raise ValueError(f"invalid fill_value {value!r} for {dtype}: {e}") from e
+    if not isinstance(result, np.generic) or result.dtype.kind != dtype.kind:
+        raise ValueError(f"fill_value {value!r} is not a single {dtype} value")
+    return result
+
+
+def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
+    kind = dtype.kind
+    if kind in "SUV" and type(value) is int and value == 0:
+        # zarr-python 2's default fill_value=0 means "empty" for string and void dtypes.
+        return np.zeros((), dtype=dtype)[()]
+    if kind == "V":
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            raw = bytes(value)
+            if len(raw) != dtype.itemsize:
+                raise ValueError(f"fill_value has {len(raw)} bytes, expected {dtype.itemsize}")
+            return np.frombuffer(bytearray(raw), dtype=dtype)[0]
+        if isinstance(value, np.ndarray) and value.dtype == dtype and value.size == 1:
+            return value.reshape(()).copy()[()]
+        if isinstance(value, np.void) and value.dtype == dtype:
+            return np.array(value, dtype=dtype)[()]
+        if isinstance(value, list):
+            value = _to_tuples(value)
+        return np.array(value, dtype=dtype)[()]
+    if kind == "S":
+        if isinstance(value, str):
+            value = value.encode("ascii")
+        if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+            raw = bytes(value)
+            if len(raw.rstrip(b"\x00")) > dtype.itemsize:
+                raise ValueError(f"fill_value {raw!r} is longer than {dtype} holds")
+            return np.array(raw, dtype=dtype)[()]
+        raise ValueError(f"bytes fill_value expected for {dtype}, got {value!r}")
+    if kind == "U":
+        if not isinstance(value, str):
+            raise ValueError(f"str fill_value expected for {dtype}, got {value!r}")
+        if len(value.rstrip("\x00")) > dtype.itemsize // 4:
+            raise ValueError(f"fill_value {value!r} is longer than {dtype} holds")
+        return np.array(value, dtype=dtype)[()]
+    if kind in "iu":
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise ValueError(f"fill_value {value!r} is not an integer")
+        if isinstance(value, (float, np.floating)):
+            value = int(value)
+        ivalue = int(value)
+        info = np.iinfo(dtype)
+        if not info.min <= ivalue <= info.max:
+            raise ValueError(f"fill_value {value!r} out of range for {dtype}")
+        return np.array(ivalue, dtype=dtype)[()]
+    if kind in "mM":
+        if isinstance(value, (np.datetime64, np.timedelta64)):  # timedelta64 is an np.integer
+            return np.array(value, dtype=dtype)[()]
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return decode_fill_value(int(value), dtype)
+        return np.array(value, dtype=dtype)[()]
+    if kind == "c" and isinstance(value, (list, tuple)):
+        return decode_fill_value(list(value), dtype)
+    if kind in "fcb":
+        if isinstance(value, str):
+            if kind == "f":
+                value = _decode_float(value)
+            else:
+                raise ValueError(f"invalid fill_value {value!r} for {dtype}")
+        return np.array(value, dtype=dtype)[()]
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+# --------------------------------------------------------------------------------------------
+# codecs
+# --------------------------------------------------------------------------------------------
+
+
+def default_compressor() -> Codec:
+    """The compressor chunkstore uses when none is given: Blosc/LZ4, level 5, byte shuffle."""
+    return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+
+
+def _to_codec(obj: Any, what: str) -> Codec:
+    if isinstance(obj, Codec):
+        return obj
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{what} must be a codec configuration object, got {obj!r}")
+    if "id" not in obj or not isinstance(obj["id"], str):
+        raise ValueError(f"{what} configuration has no string 'id': {dict(obj)!r}")
+    try:
+        return numcodecs.get_codec(dict(obj))
+    except Exception as e:  # unknown id, bad parameters
+        raise ValueError(f"cannot create {what} {dict(obj)!r}: {e}") from e
+
+
+# --------------------------------------------------------------------------------------------
+# array metadata
+# --------------------------------------------------------------------------------------------
+
+
+def _as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
+        if v < minimum:
+            raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
+        out.append(int(v))
+    return tuple(out)
+
+
+@dataclass(eq=False)
+class ArrayMetadataV2:
+    """Parsed and validated contents of a Zarr v2 ``.zarray`` document.
+
+    The constructor validates and normalises its arguments (``shape``/``chunks`` to int tuples,
+    ``dtype`` to ``np.dtype``, codec configuration dicts to codec objects, ``fill_value`` to a
+    NumPy scalar of ``dtype``) and raises ``ValueError`` on invalid input.
+
+    ``fill_value`` is ``None`` (JSON null), a NumPy scalar of ``dtype`` (``np.void`` for
+    structured dtypes; note that scalars are always native-endian, use :meth:`fill_bytes` for the
+    stored byte order), or, for object dtype, the raw JSON value.
+
+    Equality compares the encoded JSON documents, so NaN fill values compare equal.
+    """
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    compressor: Codec | None = field(default_factory=default_compressor)
+    fill_value: Any = 0
+    order: str = "C"
+    filters: list[Codec] | None = None
+    dimension_separator: str = "."
+    zarr_format: int = ZARR_FORMAT
+
+    def __post_init__(self) -> None:
+        if self.zarr_format != ZARR_FORMAT or isinstance(self.zarr_format, bool):
+            raise ValueError(f"zarr_format must be 2, got {self.zarr_format!r}")
+        self.shape = _as_int_tuple(self.shape, "shape", 0)
+        self.chunks = _as_int_tuple(self.chunks, "chunks", 1)
+        if len(self.shape) != len(self.chunks):
+            raise ValueError(
+                f"shape {list(self.shape)} and chunks {list(self.chunks)} have different lengths"
+            )
+        self.dtype = np.dtype(self.dtype)
+        if self.dtype.subdtype is not None:
+            raise ValueError(f"sub-array dtype {self.dtype} is not a valid array dtype")
+        if self.order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', got {self.order!r}")
+        if self.dimension_separator not in (".", "/"):
+            raise ValueError(
+                f"dimension_separator must be '.' or '/', got {self.dimension_separator!r}"
+            )
+        if self.compressor is not None:
+            self.compressor = _to_codec(self.compressor, "compressor")
+        if self.filters is not None:
+            if isinstance(self.filters, (str, bytes, Mapping)) or not isinstance(
+                self.filters, Sequence
+            ):
+                raise ValueError(f"filters must be a list or null, got {self.filters!r}")
+            self.filters = [_to_codec(f, f"filters[{i}]") for i, f in enumerate(self.filters)]
+        self.fill_value = _coerce_fill(self.fill_value, self.dtype)
+
+    # -- derived properties ------------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def chunk_grid_shape(self) -> tuple[int, ...]:
+        """Number of chunks along each dimension (``ceil(shape / chunks)``)."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks))
+
+    def chunk_key(self, coords: Sequence[int]) -> str:
+        """Key of the chunk at grid coordinates ``coords``, relative to the array.
+
+        Coordinates are joined by ``dimension_separator``; a 0-d array's single chunk is ``"0"``
+        (as zarr-python 2 writes it).
+        """
+        if len(coords) != len(self.shape):
+            raise ValueError(f"expected {len(self.shape)} chunk coordinates, got {len(coords)}")
+        if not coords:
+            return "0"
+        return self.dimension_separator.join(str(int(c)) for c in coords)
+
+    def fill_bytes(self) -> bytes | None:
+        """The fill value as exactly ``dtype.itemsize`` raw bytes in the array's byte order.
+
+        A ``None`` fill value gives all-zero bytes. For object dtype there is no fixed-size
+        representation and ``None`` is returned; the caller must fill object arrays itself
+        (with :attr:`fill_value`, or ``None`` if that is null).
+        """
+        if self.dtype.hasobject:
+            return None
+        if self.fill_value is None:
+            return bytes(self.dtype.itemsize)
+        return np.array(self.fill_value, dtype=self.dtype).tobytes()
+
+    def to_dict(self) -> dict:
+        """The JSON-ready ``.zarray`` document."""
+        return {
+            "chunks": list(self.chunks),
+            "compressor": None if self.compressor is None else self.compressor.get_config(),
+            "dimension_separator": self.dimension_separator,
+            "dtype": encode_dtype(self.dtype),
+            "fill_value": encode_fill_value(self.fill_value, self.dtype),
+            "filters": None if self.filters is None else [f.get_config() for f in self.filters],
+            "order": self.order,
+            "shape": list(self.shape),
+            "zarr_format": self.zarr_format,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArrayMetadataV2):
+            return NotImplemented
+        return encode_array_metadata(self) == encode_array_metadata(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+_REQUIRED_ARRAY_KEYS = ("zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value",
+                        "order", "filters")
+
+
+def parse_array_metadata(
+    raw: bytes | bytearray | memoryview | str | Mapping, key: str = ".zarray"
+) -> ArrayMetadataV2:
+    """Parse and validate a ``.zarray`` document read from ``key``.
+
+    ``raw`` may be the stored bytes, a str or an already-decoded dict. A missing
+    ``dimension_separator`` (or null) means ``"."``. Unknown extra keys are ignored, as
+    zarr-python 2 does. Raises :class:`MetadataError` naming ``key`` on any problem.
+    """
+    try:
+        doc = _load_json_object(raw, "document")
+        missing = [k for k in _REQUIRED_ARRAY_KEYS if k not in doc]
+        if missing:
+            raise ValueError(f"missing required field(s): {', '.join(missing)}")
+        zf = doc["zarr_format"]
+        if isinstance(zf, bool) or zf != ZARR_FORMAT:
+            raise ValueError(f"zarr_format must be 2, got {zf!r}")
+        try:
+            dtype = decode_dtype(doc["dtype"])
+        except Exception as e:
+            raise ValueError(f"invalid dtype {doc['dtype']!r}: {e}") from e
+        try:
+            fill_value = decode_fill_value(doc["fill_value"], dtype)
+        except Exception as e:
+            raise ValueError(f"invalid fill_value {doc['fill_value']!r} for dtype {dtype}: {e}") from e
+        sep = doc.get("dimension_separator")
+        if sep is None:
+            sep = "."
+        shape = doc["shape"]
+        chunks = doc["chunks"]
+        if not isinstance(shape, list):
+            raise ValueError(f"shape must be a list of integers, got {shape!r}")
+        if not isinstance(chunks, list):
+            raise ValueError(f"chunks must be a list of integers, got {chunks!r}")
+        return ArrayMetadataV2(
+            shape=shape,
+            chunks=chunks,
+            dtype=dtype,
+            compressor=doc["compressor"],
+            fill_value=fill_value,
+            order=doc["order"],
+            filters=doc["filters"],
+            dimension_separator=sep,
+            zarr_format=zf,
+        )
+    except Exception as e:
+        raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
+
+
+def encode_array_metadata(meta: ArrayMetadataV2) -> bytes:
+    """Serialise ``meta`` as zarr-python 2 writes ``.zarray`` (always with dimension_separator)."""
+    return _json_dumps(meta.to_dict())
+
+
+# --------------------------------------------------------------------------------------------
+# groups and attributes
+# --------------------------------------------------------------------------------------------
+
+
+def parse_group_metadata(
+    raw: bytes | bytearray | memoryview | str | Mapping, key: str = ".zgroup"
+) -> dict:
+    """Parse and validate a ``.zgroup`` document; returns ``{"zarr_format": 2}``."""
+    try:
+        doc = _load_json_object(raw, "document")
+        if "zarr_format" not in doc:
+            raise ValueError("missing required field: zarr_format")
+        zf = doc["zarr_format"]
+        if isinstance(zf, bool) or zf != ZARR_FORMAT:
+            raise ValueError(f"zarr_format must be 2, got {zf!r}")
+        return {"zarr_format": ZARR_FORMAT}
+    except Exception as e:
+        raise MetadataError(f"invalid group metadata at {key!r}: {e}") from e
+
+
+def encode_group_metadata() -> bytes:
+    """The ``.zgroup`` document: ``{"zarr_format": 2}`` in zarr-python 2's layout."""
+    return _json_dumps({"zarr_format": ZARR_FORMAT})
+
+
+def parse_attrs(raw: bytes | bytearray | memoryview | str | Mapping, key: str = ".zattrs") -> dict:
+    """Parse a ``.zattrs`` document (a JSON object; ``NaN``/``Infinity`` tokens are accepted)."""
+    try:
+        return _load_json_object(raw, "document")
+    except Exception as e:
+        raise MetadataError(f"invalid attributes at {key!r}: {e}") from e
+
+
+def encode_attrs(attrs: Mapping) -> bytes:
+    """Serialise attributes as zarr-python 2 does.
+
+    NumPy scalars/arrays are converted to Python values; non-finite floats are written as the
+    ``NaN``/``Infinity``/``-Infinity`` tokens (as ``json.dumps`` and zarr-python 2 do), which
+    ``json.loads`` and :func:`parse_attrs` read back.
+    """
+    if not isinstance(attrs, Mapping):
+        raise TypeError(f"attributes must be a mapping, got {type(attrs).__name__}")
+    for k in attrs:
+        if not isinstance(k, str):
+            raise TypeError(f"attribute names must be str, got {k!r}")
+    return _json_dumps(dict(attrs))
+
+
+# --------------------------------------------------------------------------------------------
+# chunk shape normalisation
+# --------------------------------------------------------------------------------------------
+
+_TARGET_CHUNK_BYTES = 1 << 20  # 1 MiB
+
+
+def _guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Chunk shape of at most ~1 MiB, obtained by repeatedly halving the longest dimension.
+
+    Starting from the whole array (0-length dims count as 1), the largest chunk dimension is
+    halved (rounding up) until the chunk is at most 1 MiB. Since one halving at most halves
+    the size, the result lies in (512 KiB, 1 MiB] unless the whole array is smaller, or every
+    dimension is already 1. This keeps dimensions balanced and never exceeds the shape.
+    """
+    chunks = [max(int(s), 1) for s in shape]
+    itemsize = max(int(itemsize), 1)
+    nbytes = itemsize * math.prod(chunks)
+    while nbytes > _TARGET_CHUNK_BYTES:
+        i = max(range(len(chunks)), key=lambda d: chunks[d])
+        if chunks[i] == 1:
+            break
+        chunks[i] = -(-chunks[i] // 2)
+        nbytes = itemsize * math.prod(chunks)
+    return tuple(chunks)
+
+
+def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """Resolve a user ``chunks`` argument against the array ``shape``.
+
+    - ``True``, ``"auto"`` or ``None``: a guess of about 1 MiB per chunk (see ``_guess_chunks``).
+    - ``False``: the whole array as one chunk.
+    - an int: that size along every dimension (``-1`` = the whole dimension).
+    - a tuple/list: one entry per dimension; ``None`` or ``-1`` = the whole dimension; a shorter
+      sequence is completed with whole dimensions.
+
+    "Whole dimension" of a 0-length dimension is 1. A 0-d shape gives ``()``. Raises
+    ``ValueError`` (naming the dimension) for non-integer or non-positive sizes.
+    """
+    shape = tuple(int(s) for s in shape)
+    ndim = len(shape)
+    full = tuple(max(s, 1) for s in shape)
+    if ndim == 0:
+        if isinstance(chunks, (list, tuple)) and len(chunks) > 0:
+            raise ValueError(f"chunks {chunks!r} has {len(chunks)} dimensions, shape has 0")
+        return ()
+    if chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto"):
+        return _guess_chunks(shape, itemsize)
+    if chunks is False:
+        return full
+    if isinstance(chunks, str):
+        raise ValueError(f"invalid chunks {chunks!r}: the only accepted string is 'auto'")
+    if isinstance(chunks, (numbers.Integral,)) and not isinstance(chunks, (bool, np.bool_)):
+        chunks = (int(chunks),) * ndim
+    elif isinstance(chunks, (list, tuple)):
+        if len(chunks) > ndim:
+            raise ValueError(
+                f"chunks {tuple(chunks)!r} has {len(chunks)} dimensions, shape has {ndim}"
+            )
+        chunks = tuple(chunks) + (None,) * (ndim - len(chunks))
+    else:
+        raise ValueError(f"invalid chunks {chunks!r}")
+    out = []
+    for dim, (c, f) in enumerate(zip(chunks, full)):
+        if c is None or (
+            isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)) and c == -1
+        ):
+            out.append(f)
+            continue
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
+            raise ValueError(f"chunk size for dimension {dim} must be an integer, got {c!r}")
+        if c <= 0:
+            raise ValueError(f"chunk size for dimension {dim} must be positive, got {c}")
+        out.append(int(c))
+    return tuple(out)
