@@ -1,0 +1,381 @@
+"""Zarr format 2 chunk encoding and decoding.
+
+A v2 chunk is the chunk's elements laid out in the array's ``order`` (C or F) as raw bytes in
+the array's dtype (byte order as stored), passed through the ``filters`` in order and then the
+``compressor``. Object arrays need an object codec (VLenUTF8, VLenBytes, VLenArray, JSON,
+Pickle, MsgPack...) as their first filter; it receives the object array itself.
+
+:class:`ChunkCodecV2` implements both directions. Decoding failures of any kind (codec error,
+wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecodeError`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from numcodecs.abc import Codec
+
+from chunkstore.errors import ChunkDecodeError
+
+__all__ = ["ChunkCodecV2"]
+
+try:  # the codecs whose decode(buf, out=...) writes straight into ``out``
+    from numcodecs.blosc import Blosc as _Blosc
+except ImportError:  # pragma: no cover - numcodecs without Blosc
+    _Blosc = None
+try:
+    from numcodecs.zstd import Zstd as _Zstd
+except ImportError:  # pragma: no cover
+    _Zstd = None
+try:
+    from numcodecs.lz4 import LZ4 as _LZ4
+except ImportError:  # pragma: no cover
+    _LZ4 = None
+
+
+# --------------------------------------------------------------------------------------------
+# Decoded-size checks for the codecs that decode straight into ``out``.
+#
+# numcodecs' Blosc, Zstd and LZ4 accept an ``out`` buffer *larger* than the decoded data and
+# leave the rest untouched, so before decoding into the caller's buffer we read the decoded
+# size from the frame header and insist it is exactly the chunk's size. Each function returns
+# the decoded size, or None if the header does not say (the caller then decodes into a fresh
+# buffer and checks the size afterwards). Raise ValueError for a malformed header.
+# --------------------------------------------------------------------------------------------
+
+
+def _blosc_decoded_size(data: memoryview) -> int | None:
+    # Blosc 1 header: version, versionlz, flags, typesize, nbytes (u32 LE), blocksize, cbytes.
+    if len(data) < 16:
+        raise ValueError(f"blosc data too short for a header ({len(data)} bytes)")
+    nbytes = int.from_bytes(data[4:8], "little")
+    cbytes = int.from_bytes(data[12:16], "little")
+    if cbytes > len(data):
+        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(data)} present")
+    return nbytes
+
+
+def _zstd_decoded_size(data: memoryview) -> int | None:
+    # Zstandard frame: magic (4 bytes LE 0xFD2FB528), frame header descriptor, optional window
+    # descriptor, optional dictionary id, optional frame content size.
+    if len(data) < 5:
+        raise ValueError(f"zstd data too short for a frame header ({len(data)} bytes)")
+    if int.from_bytes(data[0:4], "little") != 0xFD2FB528:
+        return None  # skippable frame or something unusual: let the slow path check
+    fhd = data[4]
+    fcs_flag = fhd >> 6
+    single_segment = (fhd >> 5) & 1
+    dict_id_size = (0, 1, 2, 4)[fhd & 3]
+    fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if fcs_size == 0:
+        return None
+    pos = 5 + (0 if single_segment else 1) + dict_id_size
+    if len(data) < pos + fcs_size:
+        raise ValueError("zstd frame header truncated")
+    size = int.from_bytes(data[pos : pos + fcs_size], "little")
+    if fcs_size == 2:
+        size += 256
+    return size
+
+
+def _lz4_decoded_size(data: memoryview) -> int | None:
+    # numcodecs' LZ4 prefixes the block with the decoded size as a little-endian int32.
+    if len(data) < 4:
+        raise ValueError(f"lz4 data too short for a header ({len(data)} bytes)")
+    return int.from_bytes(data[0:4], "little")
+
+
+_SIZE_READERS: list[tuple[type, Any]] = [
+    (cls, fn)
+    for cls, fn in ((_Blosc, _blosc_decoded_size), (_Zstd, _zstd_decoded_size),
+                    (_LZ4, _lz4_decoded_size))
+    if cls is not None
+]
+
+
+def _size_reader(compressor: Codec | None):
+    if compressor is None:
+        return None
+    for cls, fn in _SIZE_READERS:
+        if type(compressor) is cls:  # exact type: subclasses may change the format
+            return fn
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# buffer helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _as_bytes_array(buf: Any) -> np.ndarray:
+    """A flat uint8 view of the bytes of ``buf`` (any contiguous buffer or ndarray)."""
+    if isinstance(buf, np.ndarray):
+        if buf.dtype.hasobject:
+            raise TypeError("decoded data is an object array, expected raw bytes")
+        if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
+            buf = np.ascontiguousarray(buf)
+        flat = buf.reshape(-1, order="A")
+        return flat.view(np.uint8) if flat.dtype != np.uint8 else flat
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _to_bytes(buf: Any) -> bytes:
+    if isinstance(buf, bytes):
+        return buf
+    if isinstance(buf, np.ndarray):
+        if buf.dtype.hasobject:
+            raise TypeError("encoding produced an object array; is an object codec missing?")
+        return buf.tobytes(order="A")
+    return bytes(memoryview(buf))
+
+
+class ChunkCodecV2:
+    """Encode and decode the chunks of one Zarr v2 array.
+
+    Parameters
+    ----------
+    dtype : the array's dtype (byte order as stored; it is kept, never normalised).
+    chunk_shape : the chunk shape (``meta.chunks``).
+    order : ``"C"`` or ``"F"``, the memory layout of a chunk's elements.
+    compressor : a numcodecs codec or None.
+    filters : a list of numcodecs codecs or None. For object dtype the first filter must be an
+        object codec.
+
+    ``ChunkCodecV2.from_metadata(meta)`` builds one from an
+    :class:`~chunkstore.metadata.v2.ArrayMetadataV2`.
+    """
+
+    __slots__ = (
+        "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
+        "_is_object", "_size_reader",
+    )
+
+    def __init__(
+        self,
+        dtype: Any,
+        chunk_shape: Sequence[int],
+        order: str = "C",
+        compressor: Codec | None = None,
+        filters: Sequence[Codec] | None = None,
+    ) -> None:
+        self.dtype = np.dtype(dtype)
+        self.chunk_shape = tuple(int(c) for c in chunk_shape)
+        if order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+        self.order = order
+        self.compressor = compressor
+        self.filters = tuple(filters) if filters else ()
+        self.nitems = math.prod(self.chunk_shape)
+        self.nbytes = self.nitems * self.dtype.itemsize
+        self._is_object = self.dtype.hasobject
+        if self._is_object and not self.filters:
+            raise ValueError(
+                f"dtype {self.dtype} needs an object codec (e.g. VLenUTF8) as its first filter"
+            )
+        self._size_reader = None if self.filters else _size_reader(compressor)
+
+    @classmethod
+    def from_metadata(cls, meta: Any) -> "ChunkCodecV2":
+        """Build the codec for an ``ArrayMetadataV2`` (anything with the same attributes)."""
+        return cls(meta.dtype, meta.chunks, meta.order, meta.compressor, meta.filters)
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkCodecV2(dtype={self.dtype.str!r}, chunk_shape={self.chunk_shape}, "
+            f"order={self.order!r}, compressor={self.compressor!r}, "
+            f"filters={list(self.filters) or None!r})"
+        )
+
+    # ---------------------------------------------------------------------------- encoding
+
+    def encode(self, chunk: np.ndarray) -> bytes:
+        """Encode a full chunk (shape ``chunk_shape``) to the bytes to store.
+
+        ``chunk`` must have the chunk shape; if its dtype differs from the array dtype it is
+        cast (``same_kind`` casting, so e.g. native-endian data for a big-endian array is fine).
+        """
+        chunk = np.asarray(chunk)
+        if chunk.shape != self.chunk_shape:
+            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
+        if chunk.dtype != self.dtype:
+            if self._is_object:
+                chunk = chunk.astype(object)
+            else:
+                chunk = chunk.astype(self.dtype, casting="same_kind")
+        # Flat view of the elements in storage order (copies only if not already laid out so).
+        if self.order == "C":
+            flat = np.ascontiguousarray(chunk).reshape(-1)
+        else:
+            flat = np.asfortranarray(chunk).ravel(order="F")
+        buf: Any = flat
+        for f in self.filters:
+            buf = f.encode(buf)
+        if self.compressor is not None:
+            if isinstance(buf, np.ndarray) and buf.dtype.hasobject:
+                raise TypeError("cannot compress an object array; is an object codec missing?")
+            buf = self.compressor.encode(buf)
+        return _to_bytes(buf)
+
+    # ---------------------------------------------------------------------------- decoding
+
+    def decode(
+        self,
+        data: Any,
+        out: np.ndarray | None = None,
+        *,
+        key: str | None = None,
+        store: Any = None,
+        writable: bool = True,
+    ) -> np.ndarray:
+        """Decode stored chunk bytes to an array of shape ``chunk_shape`` and the array dtype.
+
+        Parameters
+        ----------
+        data : the stored bytes (bytes, bytearray, memoryview, or a uint8/any ndarray).
+        out : optional destination, a writable C- or F-contiguous ndarray with the array dtype
+            and ``nitems`` elements. If ``out.shape == chunk_shape`` it receives the chunk
+            values (``out[...] == chunk``) and is returned. Any other shape with the same number
+            of elements is treated as raw memory: it receives the chunk's bytes in ``order``
+            layout and a view of it shaped ``chunk_shape`` (in ``order``) is returned. With no
+            filters and a Blosc/Zstd/LZ4 compressor (or none) the data is decompressed straight
+            into ``out`` when its layout matches ``order``; otherwise it is decoded and copied.
+            If decoding fails, the contents of ``out`` are unspecified.
+        key, store : used only in error messages:
+            ``failed to decode chunk 'foo/0.1' in DirectoryStore('/x/y'): <cause>``.
+            ``store`` may be a str (used as is) or any object (its ``repr`` is used).
+        writable : without ``out``, the result is always writable when True (the default);
+            with False a read-only view of ``data`` (or of the decompressor's bytes) may be
+            returned, saving a copy for uncompressed chunks and compressors that return bytes.
+
+        Raises
+        ------
+        ChunkDecodeError : on any decoding failure, including a decoded size that is not
+            exactly the chunk's size; the original exception is chained.
+        ValueError, TypeError : if ``out`` is unsuitable (a caller error, not a decode error).
+        """
+        if out is not None:
+            self._check_out(out)
+        try:
+            if self._is_object:
+                return self._decode_object(data, out)
+            return self._decode_raw(data, out, writable)
+        except Exception as e:
+            raise ChunkDecodeError(self._error_message(e, key, store)) from e
+
+    def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
+        where = "failed to decode chunk"
+        if key is not None:
+            where += f" {key!r}"
+        if store is not None:
+            where += f" in {store if isinstance(store, str) else repr(store)}"
+        cause = str(e) or type(e).__name__
+        return f"{where}: {cause}"
+
+    def _check_out(self, out: Any) -> None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+        if out.dtype != self.dtype:
+            raise ValueError(f"out has dtype {out.dtype}, expected {self.dtype}")
+        if out.size != self.nitems:
+            raise ValueError(f"out has {out.size} elements, expected {self.nitems}")
+        if not out.flags.writeable:
+            raise ValueError("out is read-only")
+        if not (out.flags.c_contiguous or out.flags.f_contiguous):
+            raise ValueError("out must be C- or F-contiguous")
+
+    def _shaped(self, flat_bytes: np.ndarray) -> np.ndarray:
+        return flat_bytes.view(self.dtype).reshape(self.chunk_shape, order=self.order)
+
+    def _out_target(self, out: np.ndarray) -> np.ndarray | None:
+        """Flat uint8 view of ``out``'s memory if raw bytes in ``order`` can go straight in."""
+        if out.shape == self.chunk_shape and out.ndim > 1:
+            contiguous = out.flags.c_contiguous if self.order == "C" else out.flags.f_contiguous
+            if not contiguous:
+                return None  # value semantics need a transposing copy
+        flat = out.reshape(-1, order="A")
+        return flat.view(np.uint8) if self.dtype.itemsize else flat
+
+    def _finish_out(self, out: np.ndarray, decoded_bytes: np.ndarray) -> np.ndarray:
+        """Copy fully decoded bytes into ``out``; return the result as documented."""
+        target = self._out_target(out)
+        if target is not None:
+            np.copyto(target, decoded_bytes)
+            return out if out.shape == self.chunk_shape else self._shaped(target)
+        out[...] = self._shaped(decoded_bytes)
+        return out
+
+    def _check_size(self, n: int, stage: str) -> None:
+        if n != self.nbytes:
+            raise ValueError(f"{stage} has {n} bytes, expected {self.nbytes}")
+
+    def _decode_raw(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
+        comp = self.compressor
+        if not self.filters:
+            if comp is None:
+                src = _as_bytes_array(data)
+                self._check_size(src.size, "chunk data")
+                if out is not None:
+                    return self._finish_out(out, src)
+                if writable and not src.flags.writeable:
+                    src = src.copy()
+                return self._shaped(src)
+            reader = self._size_reader
+            if reader is not None:
+                size = reader(memoryview(_as_bytes_array(data)))
+                if size is not None:
+                    # Header says the size: decompress straight into the destination.
+                    self._check_size(size, "decompressed chunk")
+                    target = self._out_target(out) if out is not None else None
+                    if out is None:
+                        dest = np.empty(self.nbytes, dtype=np.uint8)
+                        self._decompress_into(data, dest)
+                        return self._shaped(dest)
+                    if target is not None:
+                        self._decompress_into(data, target)
+                        return out if out.shape == self.chunk_shape else self._shaped(target)
+                    dest = np.empty(self.nbytes, dtype=np.uint8)
+                    self._decompress_into(data, dest)
+                    out[...] = self._shaped(dest)
+                    return out
+            decoded = _as_bytes_array(comp.decode(data))
+            self._check_size(decoded.size, "decompressed chunk")
+        else:
+            buf = comp.decode(data) if comp is not None else data
+            for f in reversed(self.filters):
+                buf = f.decode(buf)
+            decoded = _as_bytes_array(buf)
+            self._check_size(decoded.size, "decoded chunk")
+        if out is not None:
+            return self._finish_out(out, decoded)
+        if writable and not decoded.flags.writeable:
+            decoded = decoded.copy()
+        return self._shaped(decoded)
+
+    def _decompress_into(self, data: Any, dest: np.ndarray) -> None:
+        if self.nbytes == 0:
+            return
+        self.compressor.decode(data, out=dest)
+
+    def _decode_object(self, data: Any, out: np.ndarray | None) -> np.ndarray:
+        buf = self.compressor.decode(data) if self.compressor is not None else data
+        for f in reversed(self.filters):
+            buf = f.decode(buf)
+        if not isinstance(buf, np.ndarray):
+            buf = np.asarray(buf, dtype=object)
+        if buf.size != self.nitems:
+            raise ValueError(f"decoded chunk has {buf.size} items, expected {self.nitems}")
+        if buf.dtype != self.dtype:
+            buf = buf.astype(self.dtype)
+        arr = buf.reshape(-1, order="A").reshape(self.chunk_shape, order=self.order)
+        if out is not None:
+            if out.shape == self.chunk_shape:
+                out[...] = arr
+                return out
+            target = out.reshape(-1, order="A")
+            target[...] = arr.reshape(-1, order=self.order)
+            return target.reshape(self.chunk_shape, order=self.order)
+        if not arr.flags.writeable:
+            arr = arr.copy(order=self.order)
+        return arr
