@@ -416,8 +416,9 @@ class Array:
             else:
                 buf = np.empty(sel.plan.sel_shape, dtype=dtype)
             self._read_ortho(sel.plan, buf)
+            # (Ellipsis keeps a 0-d array, not a scalar, when every axis is dropped.)
             result = buf[tuple(0 if d in sel.drop else slice(None)
-                               for d in range(self.ndim))] if sel.drop else buf
+                               for d in range(self.ndim)) + (Ellipsis,)] if sel.drop else buf
             result = _apply_post(result, sel.post)
         else:
             if direct_out and out.flags.c_contiguous:
@@ -433,8 +434,7 @@ class Array:
             if not direct_out:
                 out[...] = result
             return out
-        if result.ndim == 0 and (self.ndim == 0 or sel.drop) and sel.post is None \
-                and len(sel.drop) == self.ndim:
+        if sel.scalar:
             return result[()]
         return result
 

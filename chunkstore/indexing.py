@@ -30,6 +30,7 @@ class Selection:
     shape: tuple
     drop: tuple = ()          # axes of plan.sel_shape removed in the result (ortho only)
     post: object = None       # a NumPy index applied to the ortho result (mixed fancy indexing)
+    scalar: bool = False      # every dimension indexed by an int (no Ellipsis): return a scalar
 
 
 def _where(name):
@@ -117,6 +118,8 @@ def basic_or_fancy(selection, shape, chunks, name=""):
     sel = selection if isinstance(selection, tuple) else (selection,)
     if any(_is_fancy(s) for s in sel):
         return _fancy(sel, shape, chunks, name)
+    scalar = not any(s is Ellipsis or s is None for s in sel) and len(sel) == len(shape) \
+        and all(_is_int(s) for s in sel)
     sel = _expand_ellipsis(sel, len(shape), name, allow_none=True)
     specs, drop, dim, newaxes, out_i = [], [], 0, [], 0
     for s in sel:
@@ -141,7 +144,7 @@ def basic_or_fancy(selection, shape, chunks, name=""):
         for a in newaxes:
             rshape.insert(a, 1)
         post = ("newaxis", tuple(rshape))
-    return Selection("ortho", plan, tuple(rshape), tuple(drop), post)
+    return Selection("ortho", plan, tuple(rshape), tuple(drop), post, scalar)
 
 
 def _fancy(sel, shape, chunks, name):

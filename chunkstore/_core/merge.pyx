@@ -162,7 +162,7 @@ def out_block(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, chunk_shape, str or
             index.append(slice(p.ostart[jj], p.ostart[jj] + p.cnt[jj]))
     finally:
         free(j)
-    view = out[tuple(index)]
+    view = out[tuple(index) + (Ellipsis,)]
     if (view.flags.c_contiguous if order == "C" else view.flags.f_contiguous):
         return view
     return None
