@@ -105,7 +105,8 @@ def ensure_bytes(value: Any) -> bytes:
     """Convert a value to ``bytes``.
 
     Accepts ``bytes``, ``bytearray``, ``memoryview`` and any other object exposing a
-    C-contiguous buffer (NumPy arrays included; the raw memory is taken as is). Raises
+    contiguous buffer (NumPy arrays included, C- or Fortran-ordered: the raw memory is taken
+    as laid out). Raises
     ``TypeError`` for ``str`` and for objects without the buffer protocol and ``ValueError``
     for non-contiguous buffers.
     """
@@ -122,12 +123,13 @@ def ensure_bytes(value: Any) -> bytes:
             f"store values must be bytes-like (bytes, bytearray, memoryview, numpy array), "
             f"not {type(value).__name__}"
         ) from None
-    if not mv.c_contiguous:
+    if not mv.contiguous:
         raise ValueError(
-            f"store values must be C-contiguous buffers; got a non-contiguous "
+            f"store values must be contiguous buffers; got a non-contiguous "
             f"{type(value).__name__} (copy it first, e.g. numpy.ascontiguousarray)"
         )
-    return mv.tobytes()
+    # the raw memory, as laid out (a Fortran-ordered array gives its Fortran-order bytes)
+    return mv.tobytes(order="A")
 
 
 def _under(key: str, prefix: str) -> bool:

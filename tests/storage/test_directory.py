@@ -1,0 +1,246 @@
+"""DirectoryStore / NestedDirectoryStore specifics: atomic writes, temp files, empty
+directories, and "missing versus broken"."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import pickle
+
+import pytest
+
+from chunkstore.errors import ReadOnlyError
+from chunkstore.storage import DirectoryStore, NestedDirectoryStore, getitems
+from chunkstore.storage.directory import is_temp_name
+
+LEFTOVER = ".0.0.0123456789abcdef0123456789abcdef.partial"
+
+
+def test_layout_and_repr(tmp_path):
+    s = DirectoryStore(tmp_path / "d")
+    assert not (tmp_path / "d").exists()  # created on first write only
+    s["a/b/.zarray"] = b"{}"
+    assert (tmp_path / "d" / "a" / "b" / ".zarray").read_bytes() == b"{}"
+    assert repr(s) == f"DirectoryStore({str(tmp_path / 'd')!r})"
+    assert repr(DirectoryStore(tmp_path / "d", mode="r")).endswith("mode='r')")
+    assert s == DirectoryStore(str(tmp_path / "d"))
+    assert s.path == str(tmp_path / "d")
+
+
+def test_relative_path_is_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = DirectoryStore("rel")
+    s["k"] = b"v"
+    assert s.path == str(tmp_path / "rel")
+    monkeypatch.chdir("/")
+    assert pickle.loads(pickle.dumps(s))["k"] == b"v"
+
+
+def test_temp_files_are_invisible(tmp_path):
+    s = DirectoryStore(tmp_path)
+    s["0.0"] = b"abc"
+    s["sub/x"] = b"12"
+    # leftovers of a killed writer
+    (tmp_path / LEFTOVER).write_bytes(b"torn")
+    (tmp_path / "sub" / ".x.fedcba9876543210fedcba9876543210.partial").write_bytes(b"t")
+    assert sorted(s) == ["0.0", "sub/x"]
+    assert len(s) == 2
+    assert s.listdir() == ["0.0", "sub"]
+    assert s.listdir("sub") == ["x"]
+    assert s.getsize() == 5
+    assert s.getsize("sub") == 2
+    assert s["0.0"] == b"abc"
+    assert is_temp_name(LEFTOVER) and not is_temp_name(".zarray") and not is_temp_name("a.partial")
+    # such names cannot be used as keys
+    with pytest.raises(ValueError):
+        s[LEFTOVER] = b"x"
+    with pytest.raises(ValueError):
+        s.setitems({f"sub/{LEFTOVER}": b"x"})
+    # rmdir removes them with the directory
+    s.rmdir("sub")
+    assert not (tmp_path / "sub").exists()
+
+
+def test_writes_leave_no_temp_files(tmp_path):
+    s = DirectoryStore(tmp_path, fsync=True)
+    for i in range(5):
+        s[f"a/{i}"] = bytes([i]) * 1000
+        s[f"a/{i}"] = bytes([i + 1]) * 10
+    s.setitems({"b/1": b"1", "b/2": b"2"})
+    names = [n for _, _, fs in os.walk(tmp_path) for n in fs]
+    assert not [n for n in names if n.endswith(".partial")]
+    assert s["a/3"] == bytes([4]) * 10
+
+
+def test_failed_write_leaves_old_value_and_no_temp(tmp_path, monkeypatch):
+    s = DirectoryStore(tmp_path)
+    s["k"] = b"old"
+
+    def boom(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError) as ei:
+        s["k"] = b"new"
+    assert ei.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert s["k"] == b"old"
+    assert os.listdir(tmp_path) == ["k"]
+
+
+def test_delete_removes_empty_parents(tmp_path):
+    root = tmp_path / "root"
+    s = DirectoryStore(root)
+    s["a/b/c/d"] = b"1"
+    s["a/x"] = b"2"
+    del s["a/b/c/d"]
+    assert sorted(os.listdir(root / "a")) == ["x"]  # b/ and b/c/ are gone
+    del s["a/x"]
+    assert os.listdir(root) == []  # a/ is gone, the root stays
+    assert root.is_dir()
+    s.setitems({"p/q/1": b"1", "p/q/2": b"2", "p/r": b"3"})
+    s.delitems(["p/q/1", "p/q/2", "p/r"])
+    assert os.listdir(root) == []
+    s["m/n/o"] = b"1"
+    s.rmdir("m/n")
+    assert os.listdir(root) == []
+
+
+def test_key_that_is_a_directory(tmp_path):
+    s = DirectoryStore(tmp_path)
+    s["a/b"] = b"1"
+    with pytest.raises(KeyError):
+        s["a"]
+    assert "a" not in s
+    with pytest.raises(KeyError):
+        del s["a"]
+    assert getitems(s, ["a", "a/b"]) == {"a/b": b"1"}
+    s["f"] = b"file"
+    with pytest.raises(KeyError):
+        s["f/below"]  # NotADirectoryError means: no such key
+    assert "f/below" not in s
+
+
+def test_no_io_for_bad_keys(tmp_path):
+    s = DirectoryStore(tmp_path / "never")
+    for bad in ["../x", "a/../../x", "/etc/passwd", "a\\b"]:
+        with pytest.raises(ValueError):
+            s[bad] = b"1"
+    assert not (tmp_path / "never").exists()
+    assert not (tmp_path / "x").exists()
+
+
+def test_modes(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        DirectoryStore(tmp_path / "missing", mode="r")
+    with pytest.raises(FileNotFoundError):
+        DirectoryStore(tmp_path / "missing", mode="r+")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        DirectoryStore(tmp_path / "file")
+    s = DirectoryStore(tmp_path / "w", mode="w")
+    s["k"] = b"1"
+    r = DirectoryStore(tmp_path / "w", mode="r")
+    assert r["k"] == b"1"
+    with pytest.raises(ReadOnlyError) as ei:
+        r["k"] = b"2"
+    assert str(tmp_path / "w") in str(ei.value)
+    with pytest.raises(ValueError):
+        DirectoryStore(tmp_path, dimension_separator="-")
+
+
+def test_nested_store(tmp_path):
+    s = NestedDirectoryStore(tmp_path)
+    assert s.dimension_separator == "/"
+    assert DirectoryStore(tmp_path).dimension_separator is None
+    s["arr/0/1/2"] = b"c"
+    assert (tmp_path / "arr" / "0" / "1" / "2").read_bytes() == b"c"
+    assert s.listdir("arr/0") == ["1"]
+    assert isinstance(s, DirectoryStore)
+    assert repr(s).startswith("NestedDirectoryStore(")
+    s2 = pickle.loads(pickle.dumps(s))
+    assert type(s2) is NestedDirectoryStore and s2.dimension_separator == "/"
+    with pytest.raises(ValueError):
+        NestedDirectoryStore(tmp_path, dimension_separator=".")
+
+
+# -- missing versus broken ---------------------------------------------------------------
+
+
+def test_real_eio_propagates(tmp_path):
+    """A chunk file whose read fails with a real EIO (a symlink to /proc/self/mem, which
+    cannot be read at offset 0) must raise that OSError, not KeyError, and getitems must not
+    treat it as missing."""
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("needs /proc/self/mem")
+    s = DirectoryStore(tmp_path)
+    s["ok"] = b"1"
+    os.symlink("/proc/self/mem", tmp_path / "broken")
+    with pytest.raises(OSError) as ei:
+        s["broken"]
+    assert ei.value.errno == errno.EIO
+    assert not isinstance(ei.value, KeyError)
+    with pytest.raises(OSError) as ei:
+        s.getitems(["ok", "broken", "missing"])
+    assert ei.value.errno == errno.EIO
+    with pytest.raises(OSError):
+        getitems(s, ["broken"])
+
+
+@pytest.mark.parametrize(
+    "err", [errno.EIO, errno.EACCES, errno.EPERM, errno.ESTALE, errno.ENOMEM]
+)
+def test_open_errors_propagate(tmp_path, monkeypatch, err):
+    s = DirectoryStore(tmp_path)
+    s["a/chunk"] = b"1"
+    s["a/good"] = b"2"
+    real_open = builtins.open
+    bad = str(tmp_path / "a" / "chunk")
+
+    def fake_open(file, *args, **kwargs):
+        if str(file) == bad:
+            raise OSError(err, os.strerror(err), file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    with pytest.raises(OSError) as ei:
+        s["a/chunk"]
+    assert ei.value.errno == err and not isinstance(ei.value, KeyError)
+    with pytest.raises(OSError) as ei:
+        s.getitems(["a/good", "a/chunk"])
+    assert ei.value.errno == err
+    with pytest.raises(OSError) as ei:
+        s.get_partial("a/chunk", [(0, 1)])
+    assert ei.value.errno == err
+    # missing keys are still just missing
+    assert s.getitems(["a/good", "a/nope"]) == {"a/good": b"2"}
+    with pytest.raises(KeyError):
+        s["a/nope"]
+
+
+def test_stat_errors_propagate_from_contains(tmp_path, monkeypatch):
+    s = DirectoryStore(tmp_path)
+    s["k"] = b"1"
+    real_stat = os.stat
+
+    def fake_stat(p, *a, **kw):
+        if str(p).endswith(os.sep + "k"):
+            raise OSError(errno.EIO, "Input/output error", p)
+        return real_stat(p, *a, **kw)
+
+    monkeypatch.setattr(os, "stat", fake_stat)
+    with pytest.raises(OSError):
+        "k" in s
+
+
+def test_list_errors_propagate(tmp_path, monkeypatch):
+    s = DirectoryStore(tmp_path)
+    s["a/b"] = b"1"
+
+    def fake_listdir(p):
+        raise OSError(errno.EIO, "Input/output error", p)
+
+    monkeypatch.setattr(os, "listdir", fake_listdir)
+    with pytest.raises(OSError):
+        s.listdir("a")
