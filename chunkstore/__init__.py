@@ -3,11 +3,15 @@
 __version__ = "0.1.0"
 
 from chunkstore import config
+from chunkstore.storage import *  # noqa: F401,F403 - the store classes and helpers
 from chunkstore.array import Array
-from chunkstore.creation import (array, create, empty, empty_like, full, full_like, load, ones,
-                                 ones_like, open, open_array, save, save_array, zeros, zeros_like)
+from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,
+                                    copy_all, copy_store, load, save, save_group, tree)
+from chunkstore.creation import (array, create, create_array, empty, empty_like, full,
+                                 full_like, ones, ones_like, open, open_array, save_array,
+                                 zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
                                ChunkNotFoundError, ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, MetadataError, PathNotFoundError,
                                ReadOnlyError)
-from chunkstore.storage import *  # noqa: F401,F403 - the store classes
+from chunkstore.group import Group, group, open_consolidated, open_group

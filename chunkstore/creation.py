@@ -161,6 +161,60 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format={zarr_format!r} is not supported yet; use 2")
 
 
+def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
+                 shards=None, filters="auto", compressors="auto", serializer="auto",
+                 fill_value=None, order=None, zarr_format=2, attributes=None,
+                 chunk_key_encoding=None, dimension_names=None, storage_options=None,
+                 overwrite=False, write_data=True, synchronizer=None, **kwargs):
+    """zarr-python 3's `create_array` signature.
+
+    Zarr v2 output: `compressors` is one codec (or a one-element list, "auto" for the
+    default Blosc, None for none); `filters` a list of numcodecs codecs ("auto" = none);
+    `dimension_names` are stored as the `_ARRAY_DIMENSIONS` attribute (xarray's convention).
+    """
+    _check_format(zarr_format)
+    if shards is not None:
+        raise ValueError("sharding needs zarr_format=3, which is not supported yet")
+    if serializer not in ("auto", None):
+        raise ValueError("a serializer needs zarr_format=3; Zarr v2 has none")
+    if compressors == "auto":
+        compressor = "default"
+    elif compressors is None or compressors == ():
+        compressor = None
+    elif isinstance(compressors, (list, tuple)):
+        if len(compressors) > 1:
+            raise ValueError(f"Zarr v2 takes one compressor, got {len(compressors)}")
+        compressor = compressors[0] if compressors else None
+    else:
+        compressor = compressors
+    if filters == "auto":
+        filters = None
+    if data is not None:
+        data = np.asanyarray(data)
+        shape = data.shape if shape is None else shape
+        dtype = data.dtype if dtype is None else dtype
+    if chunk_key_encoding is not None:
+        sep = chunk_key_encoding.get("separator", ".") if isinstance(chunk_key_encoding, dict) \
+            else chunk_key_encoding
+        kwargs.setdefault("dimension_separator", sep)
+    z = create(shape=shape, chunks=True if chunks == "auto" else chunks, dtype=dtype,
+               compressor=compressor, filters=filters,
+               fill_value=0 if fill_value is None else fill_value, order=order or "C",
+               store=store, path=name, overwrite=overwrite, storage_options=storage_options,
+               synchronizer=synchronizer, **kwargs)
+    attrs = dict(attributes or {})
+    if dimension_names is not None:
+        if len(dimension_names) != z.ndim:
+            raise ValueError(f"dimension_names has {len(dimension_names)} names for "
+                             f"{z.ndim} dimensions")
+        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+    if attrs:
+        z.attrs.update(attrs)
+    if data is not None and write_data:
+        z[...] = data
+    return z
+
+
 def zeros(shape, **kwargs):
     """An array whose unwritten elements read as 0."""
     return create(shape=shape, fill_value=0, **kwargs)
@@ -286,8 +340,6 @@ def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # no
         return open_array(store, mode=mode, path=path, **kwargs)
     group_mod = _group_module()
     if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
-        if group_mod is None:
-            raise PathNotFoundError(f"groups are not available; nothing opened at {path!r}")
         return group_mod.open_group(store, mode=mode, path=path, **kwargs)
     if mode in ("r", "r+"):
         raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
@@ -295,11 +347,9 @@ def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # no
 
 
 def _group_module():
-    try:
-        from chunkstore import group
-    except ImportError:
-        return None
-    return group
+    # importlib, not "from chunkstore import group": the package exports a function of that name.
+    import importlib
+    return importlib.import_module("chunkstore.group")
 
 
 def save_array(store, arr, path=None, storage_options=None, **kwargs):
@@ -308,27 +358,6 @@ def save_array(store, arr, path=None, storage_options=None, **kwargs):
           path=path, overwrite=True, **kwargs)
 
 
-def save(store, *args, path=None, **kwargs):
-    """save(store, arr) saves one array; save(store, name=arr, ...) saves a group."""
-    if len(args) == 1 and not kwargs:
-        return save_array(store, args[0], path=path)
-    group_mod = _group_module()
-    if group_mod is None or not hasattr(group_mod, "save_group"):
-        if len(args) != 1:
-            raise TypeError("save takes one array (saving groups comes with chunkstore.group)")
-        return save_array(store, args[0], path=path, **kwargs)
-    return group_mod.save_group(store, *args, path=path, **kwargs)
-
-
-def load(store, path=None, storage_options=None):
-    """Load an array into memory as NumPy; for a group, a lazy mapping of name to array."""
-    obj = open(store, mode="r", path=path, storage_options=storage_options)
-    if isinstance(obj, Array):
-        return obj[...]
-    group_mod = _group_module()
-    return group_mod.LazyLoader(obj)
-
-
-__all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_array", "open", "save", "save_array", "load",
+__all__ = ["create", "create_array", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
+           "full_like", "empty_like", "open_array", "open", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

@@ -1,0 +1,297 @@
+"""Convenience functions: save/load, copy between stores and hierarchies, tree."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from chunkstore.array import Array
+from chunkstore.creation import array as _array_fn
+from chunkstore.creation import create, normalize_path, open as _open, save_array
+from chunkstore.errors import ChunkstoreError
+from chunkstore.group import Group, group
+from chunkstore.storage.base import getitems, normalize_store, setitems
+
+# Bytes of decoded data one copy step holds at most (bounded memory for any array size).
+COPY_BLOCK_BYTES = 256 * 2**20
+
+
+class CopyError(ChunkstoreError, ValueError):
+    """A copy could not proceed (the destination exists and if_exists="raise", ...)."""
+
+
+def save_group(store, *args, path=None, storage_options=None, **kwargs):
+    """Save arrays as a group: positional ones as arr_0, arr_1, ..., keywords by name."""
+    if not args and not kwargs:
+        raise ValueError("save_group needs at least one array")
+    g = group(normalize_store(store, mode="w", storage_options=storage_options),
+              overwrite=True, path=path)
+    for i, a in enumerate(args):
+        g.array(f"arr_{i}", np.asanyarray(a))
+    for name, a in kwargs.items():
+        g.array(name, np.asanyarray(a))
+
+
+def save(store, *args, path=None, storage_options=None, **kwargs):
+    """save(store, arr) saves one array; save(store, a, b, name=c, ...) saves a group."""
+    if len(args) == 1 and not kwargs:
+        return save_array(store, args[0], path=path, storage_options=storage_options)
+    return save_group(store, *args, path=path, storage_options=storage_options, **kwargs)
+
+
+class LazyLoader(Mapping):
+    """A group's arrays by name, each loaded into memory on first access."""
+
+    def __init__(self, grp):
+        self._group = grp
+        self._cache = {}
+
+    def __getitem__(self, name):
+        if name not in self._cache:
+            self._cache[name] = self._group[name][...]
+        return self._cache[name]
+
+    def __iter__(self):
+        return iter(self._group.array_keys())
+
+    def __len__(self):
+        return len(self._group.array_keys())
+
+    def __contains__(self, name):
+        return name in self._group.array_keys()
+
+    def __repr__(self):
+        return f"<LazyLoader: {', '.join(self)}>"
+
+
+def load(store, path=None, storage_options=None):
+    """An array's data as NumPy, or for a group a lazy mapping of name to NumPy array."""
+    obj = _open(store, mode="r", path=path, storage_options=storage_options)
+    if isinstance(obj, Array):
+        return obj[...]
+    return LazyLoader(obj)
+
+
+def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None):
+    """Write every metadata document of the hierarchy at path into one key (.zmetadata).
+
+    store may be a path string or URL, like everywhere else; returns the opened
+    ConsolidatedMetadataStore."""
+    from chunkstore.storage.consolidated import consolidate_metadata as _consolidate
+    if isinstance(store, Group):
+        store, path = store.store, store.path
+    store = normalize_store(store, mode="a", storage_options=storage_options)
+    return _consolidate(store, path=normalize_path(path), metadata_key=metadata_key)
+
+
+def tree(grp, expand=False, level=None):
+    """The hierarchy below grp as text (box-drawing characters), HTML in Jupyter."""
+    return grp.tree(expand=expand, level=level)
+
+
+# ------------------------------------------------------------------------------ copy_store
+def _compile(patterns):
+    if patterns is None:
+        return []
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return [re.compile(p) for p in patterns]
+
+
+def copy_store(source, dest, source_path="", dest_path="", excludes=None, includes=None,
+               if_exists="raise", log=None, dry_run=False, batch=256):
+    """Copy raw keys from one store to another, as they are (fast: no decoding).
+
+    excludes/includes are regular expressions matched against the key relative to
+    source_path (an include overrides an exclude). Returns (n_copied, n_skipped, n_bytes).
+    """
+    if if_exists not in ("raise", "replace", "skip"):
+        raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
+    source = normalize_store(source, mode="r")
+    dest = normalize_store(dest, mode="a")
+    sp, dp = normalize_path(source_path), normalize_path(dest_path)
+    ex, inc = _compile(excludes), _compile(includes)
+    keys = sorted(k for k in source.keys() if not sp or k == sp or k.startswith(sp + "/"))
+    plan = []
+    n_skipped = 0
+    for k in keys:
+        rel = k[len(sp) + 1:] if sp else k
+        if any(p.search(rel) for p in ex) and not any(p.search(rel) for p in inc):
+            n_skipped += 1
+            continue
+        dk = f"{dp}/{rel}" if dp else rel
+        if dk in dest:
+            if if_exists == "raise":
+                raise CopyError(f"key {dk!r} already exists in {dest!r}")
+            if if_exists == "skip":
+                n_skipped += 1
+                continue
+        plan.append((k, dk))
+    n_bytes = 0
+    for lo in range(0, len(plan), batch):
+        part = plan[lo:lo + batch]
+        data = getitems(source, [k for k, _ in part])
+        out = {dk: data[k] for k, dk in part if k in data}
+        n_bytes += sum(len(v) for v in out.values())
+        if log is not None:
+            for k, dk in part:
+                log(f"copy {k} -> {dk}")
+        if not dry_run:
+            setitems(dest, out)
+    return len(plan), n_skipped, n_bytes
+
+
+# ------------------------------------------------------------------------------ copy
+def _same_layout(src, kwargs):
+    return not kwargs
+
+
+def copy_array_data(src, dst, progress=None):
+    """Copy all data of src into dst (same shape), in chunk-aligned blocks of bounded size.
+
+    Blocks follow dst's chunk grid, so every write covers whole destination chunks (no
+    read-modify-write); each block holds at most about COPY_BLOCK_BYTES of decoded data.
+    """
+    if src.shape != dst.shape:
+        raise CopyError(f"cannot copy data of shape {src.shape} into shape {dst.shape}")
+    if src.size == 0:
+        return 0
+    shape, chunks = dst.shape, dst.chunks
+    itemsize = max(src.dtype.itemsize, dst.dtype.itemsize)
+    # Grow the block from one chunk, dimension by dimension from the last, while it fits.
+    block = list(chunks)
+    for d in range(len(shape) - 1, -1, -1):
+        per = math.prod(block) * itemsize // block[d]
+        fit = max(chunks[d], (COPY_BLOCK_BYTES // max(per, 1)) // chunks[d] * chunks[d])
+        block[d] = min(shape[d], fit) if fit >= shape[d] else fit
+        if block[d] < shape[d]:
+            break
+    grid = [range(0, s, b) for s, b in zip(shape, block)]
+    n = 0
+    for origin in _product(grid):
+        region = tuple(slice(o, min(o + b, s)) for o, b, s in zip(origin, block, shape))
+        dst[region] = src[region]
+        n += 1
+        if progress is not None:
+            progress(math.prod(r.stop - r.start for r in region))
+    return n
+
+
+def _product(ranges):
+    if not ranges:
+        yield ()
+        return
+    import itertools
+    yield from itertools.product(*ranges)
+
+
+def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
+         if_exists="raise", dry_run=False, **create_kws):
+    """Copy an Array or Group (source) into a Group (dest) as `name`.
+
+    if_exists: "raise", "replace" or "skip". create_kws (chunks, compressor, dtype, ...)
+    change the copy's layout; without them arrays are copied chunk for chunk, raw.
+    Returns (n_copied, n_skipped, n_bytes_copied).
+    """
+    if if_exists not in ("raise", "replace", "skip"):
+        raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
+    if not isinstance(dest, Group):
+        raise TypeError(f"dest must be a chunkstore Group, got {type(dest).__name__}")
+    if name is None:
+        name = source.basename if isinstance(source, (Array, Group)) else None
+        if not name:
+            raise CopyError("name is required when the source is at the root of its store")
+    return _copy(log, source, dest, name, not shallow, without_attrs, if_exists, dry_run,
+                 create_kws)
+
+
+def _copy(log, source, dest, name, recurse, without_attrs, if_exists, dry_run, create_kws):
+    n_copied = n_skipped = n_bytes = 0
+    exists = name in dest
+    if exists and if_exists == "raise":
+        raise CopyError(f"an object named {name!r} already exists in {dest.name!r}")
+    if exists and if_exists == "skip":
+        if log:
+            log(f"skip {source.name} -> {dest.name}/{name}")
+        return 0, 1, 0
+    if log:
+        log(f"copy {source.name} -> {dest.name}/{name}")
+    if isinstance(source, Array):
+        if dry_run:
+            return 1, 0, 0
+        if exists:
+            del dest[name]
+        if not create_kws and _plain_store(source) and _plain_store(dest):
+            path = normalize_path(f"{dest.path}/{name}")
+            c, _, b = copy_store(source.store, dest.store, source_path=source.path,
+                                 dest_path=path, if_exists="replace",
+                                 excludes=None if not without_attrs else [r"(^|/)\.zattrs$"])
+            return 1, 0, b
+        kw = dict(shape=source.shape, chunks=source.chunks, dtype=source.dtype,
+                  compressor=source.compressor, fill_value=source.fill_value,
+                  order=source.order, filters=source.filters,
+                  dimension_separator=source.dimension_separator)
+        if source.dtype.hasobject and source.filters:
+            kw["filters"] = source.filters[1:] or None
+            kw["object_codec"] = source.filters[0]
+        kw.update(create_kws)
+        dst = create(store=dest.store, path=f"{dest.path}/{name}", **kw)
+        if not without_attrs:
+            dst.attrs.put(source.attrs.asdict())
+        copy_array_data(source, dst)
+        return 1, 0, dst.nbytes_stored
+    if isinstance(source, Group):
+        if not dry_run:
+            if exists and if_exists == "replace" and not isinstance(dest[name], Group):
+                del dest[name]
+            g = dest.require_group(name)
+            if not without_attrs:
+                g.attrs.put(source.attrs.asdict())
+        else:
+            g = None
+        n_copied += 1
+        for child_name, child in source.items():
+            if isinstance(child, Group) and not recurse:
+                continue
+            if dry_run:
+                n_copied += 1
+                continue
+            c, s, b = _copy(log, child, g, child_name, recurse, without_attrs, if_exists,
+                            dry_run, create_kws)
+            n_copied += c
+            n_skipped += s
+            n_bytes += b
+        return n_copied, n_skipped, n_bytes
+    # A NumPy array or anything array-like.
+    if dry_run:
+        return 1, 0, 0
+    if exists:
+        del dest[name]
+    z = _array_fn(np.asanyarray(source), store=dest.store,
+                  path=f"{dest.path}/{name}", **create_kws)
+    return 1, 0, z.nbytes_stored
+
+
+def _plain_store(node):
+    # Raw key copies are only safe when keys map one-to-one (no consolidated overlay).
+    return not type(node.store).__name__.startswith("Consolidated")
+
+
+def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exists="raise",
+             dry_run=False, **create_kws):
+    """Copy every member of the source group into the dest group (and its attributes)."""
+    n_copied = n_skipped = n_bytes = 0
+    if not without_attrs and not dry_run:
+        dest.attrs.update(source.attrs.asdict())
+    for name, child in source.items():
+        if isinstance(child, Group) and shallow:
+            continue
+        c, s, b = copy(child, dest, name=name, shallow=shallow, without_attrs=without_attrs,
+                       log=log, if_exists=if_exists, dry_run=dry_run, **create_kws)
+        n_copied += c
+        n_skipped += s
+        n_bytes += b
+    return n_copied, n_skipped, n_bytes

@@ -1,0 +1,466 @@
+"""Group: a node of the hierarchy holding arrays and other groups, with attributes.
+
+The Zarr v2 layout: a group is a `.zgroup` document (plus `.zattrs`) at its path; members are
+the child paths holding `.zarray` or `.zgroup`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import MutableMapping
+
+from chunkstore import creation
+from chunkstore.array import Array, Info
+from chunkstore.attrs import Attributes
+from chunkstore.creation import contains_array, contains_group, normalize_path
+from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               ReadOnlyError)
+from chunkstore.metadata.v2 import encode_group_metadata, parse_group_metadata
+from chunkstore.storage.base import listdir, normalize_store, rmdir
+
+
+def _join(a, b):
+    return f"{a}/{b}" if a else b
+
+
+class Group(MutableMapping):
+    """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
+
+    def __init__(self, store, path="", read_only=False, synchronizer=None):
+        self._store = store
+        self._path = normalize_path(path)
+        self._read_only = bool(read_only)
+        self._synchronizer = synchronizer
+        key = _join(self._path, ".zgroup")
+        try:
+            raw = store[key]
+        except KeyError:
+            raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}") from None
+        parse_group_metadata(raw, key)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def store(self):
+        return self._store
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def name(self):
+        return "/" + self._path if self._path else "/"
+
+    @property
+    def basename(self):
+        return self._path.rsplit("/", 1)[-1] if self._path else ""
+
+    @property
+    def read_only(self):
+        return self._read_only
+
+    @property
+    def synchronizer(self):
+        return self._synchronizer
+
+    @property
+    def attrs(self):
+        return Attributes(self._store, _join(self._path, ".zattrs"), read_only=self._read_only,
+                          synchronizer=self._synchronizer)
+
+    @property
+    def info(self):
+        items = [("Name", self.name), ("Type", "chunkstore.Group"),
+                 ("Read-only", str(self._read_only)),
+                 ("Store type", type(self._store).__name__),
+                 ("No. members", str(len(self))),
+                 ("No. arrays", str(len(self.array_keys()))),
+                 ("No. groups", str(len(self.group_keys())))]
+        if self.array_keys():
+            items.append(("Arrays", ", ".join(self.array_keys())))
+        if self.group_keys():
+            items.append(("Groups", ", ".join(self.group_keys())))
+        return Info(items)
+
+    def __repr__(self):
+        return f"<chunkstore.Group {self.name!r}{' read-only' if self._read_only else ''}>"
+
+    def __eq__(self, other):
+        return isinstance(other, Group) and self._store is other._store and \
+            self._path == other._path
+
+    def __hash__(self):
+        return hash((id(self._store), self._path))
+
+    def __getstate__(self):
+        return {"store": self._store, "path": self._path, "read_only": self._read_only,
+                "synchronizer": self._synchronizer}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
+    # ------------------------------------------------------------------ members
+    def _child(self, item):
+        item = normalize_path(item)
+        if not item:
+            raise KeyError("an empty path names no member")
+        return _join(self._path, item)
+
+    def _open_node(self, path):
+        if contains_array(self._store, path):
+            return Array(self._store, path=path, read_only=self._read_only,
+                         synchronizer=self._synchronizer)
+        if contains_group(self._store, path):
+            return Group(self._store, path=path, read_only=self._read_only,
+                         synchronizer=self._synchronizer)
+        raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
+
+    def __getitem__(self, item):
+        return self._open_node(self._child(item))
+
+    def __getattr__(self, item):
+        # Attribute access to members (root.foo), as zarr-python allows.
+        if item.startswith("_"):
+            raise AttributeError(item)
+        try:
+            return self[item]
+        except (KeyError, ValueError):
+            raise AttributeError(f"{type(self).__name__} {self.name!r} has no attribute or "
+                                 f"member {item!r}") from None
+
+    def __contains__(self, item):
+        try:
+            path = self._child(item)
+        except (KeyError, ValueError, TypeError):
+            return False
+        return contains_array(self._store, path) or contains_group(self._store, path)
+
+    def __setitem__(self, item, value):
+        self.array(item, value, overwrite=True)
+
+    def __delitem__(self, item):
+        self._check_writable()
+        path = self._child(item)
+        if item not in self:
+            raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
+        rmdir(self._store, path)
+
+    def _member_names(self):
+        out = []
+        for name in listdir(self._store, self._path):
+            p = _join(self._path, name)
+            if contains_array(self._store, p) or contains_group(self._store, p):
+                out.append(name)
+        return sorted(out)
+
+    def __iter__(self):
+        return iter(self._member_names())
+
+    def __len__(self):
+        return len(self._member_names())
+
+    def keys(self):
+        return self._member_names()
+
+    def values(self):
+        return [self[k] for k in self._member_names()]
+
+    def items(self):
+        return [(k, self[k]) for k in self._member_names()]
+
+    @property
+    def members(self):
+        """Mapping of name to Array/Group of the direct members."""
+        return dict(self.items())
+
+    def array_keys(self, recurse=False):
+        if recurse:
+            return [p for p, v in self._walk() if isinstance(v, Array)]
+        return [k for k in self._member_names()
+                if contains_array(self._store, _join(self._path, k))]
+
+    def group_keys(self):
+        return [k for k in self._member_names()
+                if contains_group(self._store, _join(self._path, k))]
+
+    def arrays(self, recurse=False):
+        if recurse:
+            return [(p, v) for p, v in self._walk() if isinstance(v, Array)]
+        return [(k, self[k]) for k in self.array_keys()]
+
+    def groups(self):
+        return [(k, self[k]) for k in self.group_keys()]
+
+    def _walk(self, prefix=""):
+        """(relative path, node) for every node below this group, depth first, sorted."""
+        for name in self._member_names():
+            node = self[name]
+            rel = _join(prefix, name)
+            yield rel, node
+            if isinstance(node, Group):
+                yield from node._walk(rel)
+
+    def visit(self, func):
+        """Call func(relative path) for every node below; stop at the first non-None result."""
+        for rel, _ in self._walk():
+            r = func(rel)
+            if r is not None:
+                return r
+
+    def visitkeys(self, func):
+        return self.visit(func)
+
+    def visitvalues(self, func):
+        for _, node in self._walk():
+            r = func(node)
+            if r is not None:
+                return r
+
+    def visititems(self, func):
+        for rel, node in self._walk():
+            r = func(rel, node)
+            if r is not None:
+                return r
+
+    def tree(self, expand=False, level=None):
+        """The hierarchy as text with box-drawing characters (HTML in Jupyter)."""
+        return TreeView(self, level=level)
+
+    # ------------------------------------------------------------------ creating
+    def _check_writable(self):
+        if self._read_only:
+            raise ReadOnlyError(f"group {self.name!r} in {self._store!r} is read-only")
+
+    def _lock(self, key):
+        import contextlib
+        if self._synchronizer is None:
+            return contextlib.nullcontext()
+        return self._synchronizer[key]
+
+    def create_group(self, name, overwrite=False):
+        """Create a subgroup (and the groups on the way); raises if something is there."""
+        self._check_writable()
+        path = self._child(name)
+        with self._lock(_join(path, ".zgroup")):
+            _init_group(self._store, path, overwrite=overwrite)
+        return Group(self._store, path, read_only=self._read_only,
+                     synchronizer=self._synchronizer)
+
+    def require_group(self, name, overwrite=False):
+        """The subgroup at name, created if absent."""
+        path = self._child(name)
+        if contains_group(self._store, path) and not overwrite:
+            return Group(self._store, path, read_only=self._read_only,
+                         synchronizer=self._synchronizer)
+        return self.create_group(name, overwrite=overwrite)
+
+    def create_groups(self, *names, **kwargs):
+        return tuple(self.create_group(n, **kwargs) for n in names)
+
+    def require_groups(self, *names):
+        return tuple(self.require_group(n) for n in names)
+
+    def _create_array(self, name, fn, *args, **kwargs):
+        self._check_writable()
+        path = self._child(name)
+        kwargs.setdefault("synchronizer", self._synchronizer)
+        with self._lock(_join(path, ".zarray")):
+            return fn(*args, store=self._store, path=path, **kwargs)
+
+    def create_dataset(self, name, data=None, **kwargs):
+        """Create an array at name (groups on the way are created); `data` fills it."""
+        if data is not None:
+            return self._create_array(name, creation.array, data, **kwargs)
+        return self._create_array(name, creation.create, **kwargs)
+
+    def require_dataset(self, name, shape, dtype=None, exact=False, **kwargs):
+        """The array at name, created if absent; an existing one must match shape and dtype."""
+        path = self._child(name)
+        if contains_array(self._store, path):
+            a = self[name]
+            shape = creation._normalize_shape(shape)
+            if a.shape != shape:
+                raise TypeError(f"array {a.name!r} has shape {a.shape}, not {shape}")
+            if dtype is not None:
+                import numpy as np
+                dt = np.dtype(dtype)
+                if (exact and a.dtype != dt) or (not exact and not np.can_cast(dt, a.dtype)):
+                    raise TypeError(f"array {a.name!r} has dtype {a.dtype}, incompatible with "
+                                    f"{dt}")
+            return a
+        return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+
+    def create(self, name, **kwargs):
+        return self._create_array(name, creation.create, **kwargs)
+
+    def create_array(self, name, *, shape=None, dtype="float64", chunks="auto", data=None,
+                     compressors="auto", filters=None, fill_value=None, order="C",
+                     attributes=None, overwrite=False, zarr_format=2, **kwargs):
+        """zarr-python 3's Group.create_array (Zarr v2 output for now)."""
+        from chunkstore.creation import create_array
+        return create_array(self._store, name=self._child(name), shape=shape, dtype=dtype,
+                            chunks=chunks, data=data, compressors=compressors,
+                            filters=filters, fill_value=fill_value, order=order,
+                            attributes=attributes, overwrite=overwrite,
+                            zarr_format=zarr_format, synchronizer=self._synchronizer, **kwargs)
+
+    def zeros(self, name, **kwargs):
+        return self._create_array(name, creation.zeros, **kwargs)
+
+    def ones(self, name, **kwargs):
+        return self._create_array(name, creation.ones, **kwargs)
+
+    def full(self, name, fill_value, **kwargs):
+        return self._create_array(name, creation.full, fill_value=fill_value, **kwargs)
+
+    def empty(self, name, **kwargs):
+        return self._create_array(name, creation.empty, **kwargs)
+
+    def array(self, name, data, **kwargs):
+        return self._create_array(name, creation.array, data, **kwargs)
+
+    def zeros_like(self, name, data, **kwargs):
+        return self._create_array(name, creation.zeros_like, data, **kwargs)
+
+    def ones_like(self, name, data, **kwargs):
+        return self._create_array(name, creation.ones_like, data, **kwargs)
+
+    def full_like(self, name, data, **kwargs):
+        return self._create_array(name, creation.full_like, data, **kwargs)
+
+    def empty_like(self, name, data, **kwargs):
+        return self._create_array(name, creation.empty_like, data, **kwargs)
+
+    def move(self, source, dest):
+        """Move the member at source to dest (paths relative to this group)."""
+        self._check_writable()
+        src, dst = self._child(source), self._child(dest)
+        if source not in self:
+            raise KeyError(f"no array or group at {src!r} in group {self.name!r}")
+        if contains_array(self._store, dst) or contains_group(self._store, dst):
+            raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
+        creation._require_parent_groups(self._store, dst)
+        rename = getattr(self._store, "rename", None)
+        if rename is not None:
+            rename(src, dst)
+            return
+        keys = [k for k in list(self._store.keys()) if k == src or k.startswith(src + "/")]
+        for k in keys:
+            self._store[dst + k[len(src):]] = self._store[k]
+        for k in keys:
+            del self._store[k]
+
+
+def _init_group(store, path, overwrite=False):
+    if overwrite:
+        if path:
+            rmdir(store, path)
+        else:
+            for k in list(store.keys()):
+                del store[k]
+    elif contains_array(store, path):
+        raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
+    elif contains_group(store, path):
+        raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+    creation._require_parent_groups(store, path)
+    store[_join(path, ".zgroup")] = encode_group_metadata()
+
+
+def group(store=None, overwrite=False, synchronizer=None, path=None, storage_options=None,
+          **kwargs):
+    """Create a group, or open the one already there (overwrite=True replaces it)."""
+    store = normalize_store(store, mode="a", storage_options=storage_options)
+    path = normalize_path(path)
+    if overwrite or not contains_group(store, path):
+        _init_group(store, path, overwrite=overwrite)
+    return Group(store, path=path, synchronizer=synchronizer)
+
+
+def open_group(store=None, mode="a", path=None, synchronizer=None, storage_options=None,
+               **kwargs):
+    """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
+    creation._check_mode(mode)
+    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    exists = contains_group(store, path)
+    if mode in ("r", "r+"):
+        if not exists:
+            if contains_array(store, path):
+                raise GroupNotFoundError(f"path {path!r} in {store!r} holds an array, not a "
+                                         f"group")
+            raise GroupNotFoundError(f"no group at path {path!r} in {store!r}")
+    elif mode == "a":
+        if not exists:
+            _init_group(store, path)
+    elif mode == "w":
+        _init_group(store, path, overwrite=True)
+    else:
+        if exists or contains_array(store, path):
+            raise ContainsGroupError(f"something already exists at path {path!r} in {store!r}")
+        _init_group(store, path)
+    return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
+
+
+def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
+                      storage_options=None, **kwargs):
+    """Open a hierarchy whose metadata was consolidated, reading all metadata in one read.
+
+    Metadata is served from the consolidated document; chunks come from the store. Writes
+    to chunks pass through with mode "r+"; metadata changes are refused.
+    """
+    from chunkstore.storage.consolidated import ConsolidatedMetadataStore
+    store = normalize_store(store, mode="r" if mode == "r" else "a",
+                            storage_options=storage_options)
+    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key)
+    return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
+
+
+class TreeView:
+    """Text (box-drawing) and HTML rendering of a hierarchy."""
+
+    def __init__(self, grp, level=None):
+        self.group = grp
+        self.level = level
+
+    def _lines(self, grp, prefix, depth):
+        names = grp.keys()
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            node = grp[name]
+            branch = "└── " if last else "├── "
+            if isinstance(node, Array):
+                yield f"{prefix}{branch}{name} {node.shape} {node.dtype}"
+            else:
+                yield f"{prefix}{branch}{name}"
+                if self.level is None or depth + 1 < self.level:
+                    yield from self._lines(node, prefix + ("    " if last else "│   "),
+                                           depth + 1)
+
+    def __repr__(self):
+        return "\n".join([self.group.name] + list(self._lines(self.group, "", 0)))
+
+    __str__ = __repr__
+
+    def _repr_html_(self):
+        def render(grp, depth):
+            items = []
+            for name in grp.keys():
+                node = grp[name]
+                if isinstance(node, Array):
+                    items.append(f"<li>{html.escape(name)} <code>{node.shape} "
+                                 f"{html.escape(str(node.dtype))}</code></li>")
+                elif self.level is None or depth + 1 < self.level:
+                    items.append(f"<li><b>{html.escape(name)}</b>{render(node, depth + 1)}</li>")
+                else:
+                    items.append(f"<li><b>{html.escape(name)}</b></li>")
+            return f"<ul>{''.join(items)}</ul>"
+        return (f"<div class='chunkstore-tree'><b>{html.escape(self.group.name)}</b>"
+                f"{render(self.group, 0)}</div>")
