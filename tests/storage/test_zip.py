@@ -1,0 +1,236 @@
+"""ZipStore specifics: no duplicate members, truncated archives, modes, atomic flush."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import shutil
+import threading
+import zipfile
+
+import pytest
+
+from chunkstore.errors import ReadOnlyError, StoreError
+from chunkstore.storage import ZipStore
+
+
+def names(path):
+    with zipfile.ZipFile(path) as zf:
+        return zf.namelist()
+
+
+def test_rewrite_never_duplicates(tmp_path):
+    p = tmp_path / "s.zip"
+    with ZipStore(p, mode="w") as s:
+        s["a"] = b"1"
+        s["a"] = b"2"  # rewritten before the flush
+        s["b/c"] = b"x"
+    assert sorted(names(p)) == ["a", "b/c"]
+    with ZipStore(p) as s:
+        s["a"] = b"3"  # rewrite a key already in the archive
+        s["d"] = b"new"
+        del s["b/c"]
+        assert s["a"] == b"3" and "b/c" not in s  # pending changes are visible at once
+    assert sorted(names(p)) == ["a", "d"]
+    with zipfile.ZipFile(p) as zf:
+        assert zf.read("a") == b"3"
+    with ZipStore(p, mode="r") as s:
+        assert dict(s.items()) == {"a": b"3", "d": b"new"}
+    assert os.listdir(tmp_path) == ["s.zip"]  # no temporary files left
+
+
+def test_changes_reach_disk_on_flush_only(tmp_path):
+    p = tmp_path / "s.zip"
+    s = ZipStore(p, mode="w")
+    s["a"] = b"1"
+    assert s.dirty
+    assert names(p) == []  # the empty archive written by mode "w"
+    s.flush()
+    assert not s.dirty
+    assert names(p) == ["a"]
+    s["b"] = b"2"
+    assert names(p) == ["a"]
+    s.close()
+    assert sorted(names(p)) == ["a", "b"]
+    with pytest.raises(StoreError):
+        s["a"]
+    s.close()  # idempotent
+
+
+def test_failed_flush_keeps_old_archive(tmp_path, monkeypatch):
+    p = tmp_path / "s.zip"
+    with ZipStore(p, mode="w") as s:
+        s["a"] = b"old"
+    s = ZipStore(p)
+    s["a"] = b"new"
+
+    def boom(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        s.flush()
+    monkeypatch.undo()
+    with zipfile.ZipFile(p) as zf:
+        assert zf.read("a") == b"old"
+    assert os.listdir(tmp_path) == ["s.zip"]
+    s.flush()  # the pending change was kept and can be retried
+    with zipfile.ZipFile(p) as zf:
+        assert zf.read("a") == b"new"
+    s.close()
+
+
+def test_truncated_archive_is_a_clear_error(tmp_path):
+    good = tmp_path / "good.zip"
+    with ZipStore(good, mode="w") as s:
+        s["a/.zarray"] = b"{}" * 100
+        s["a/0"] = b"x" * 1000
+    data = good.read_bytes()
+    bad = tmp_path / "truncated.zip"
+    bad.write_bytes(data[: len(data) - 30])  # central directory cut off
+    for mode in ("r", "a", "r+"):
+        with pytest.raises(StoreError) as ei:
+            ZipStore(bad, mode=mode)
+        assert str(bad) in str(ei.value)
+    assert isinstance(ei.value, OSError)
+
+
+def test_never_closed_archive_is_a_clear_error(tmp_path):
+    # an archive whose writer died before close(): members written, no central directory
+    src = tmp_path / "writing.zip"
+    f = open(src, "wb")
+    zf = zipfile.ZipFile(f, "w")
+    zf.writestr("a/.zarray", b"{}")
+    zf.writestr("a/0", b"x" * 100)
+    f.flush()
+    unclosed = tmp_path / "unclosed.zip"
+    shutil.copyfile(src, unclosed)
+    zf.close()
+    f.close()
+    with pytest.raises(StoreError) as ei:
+        ZipStore(unclosed, mode="r")
+    assert str(unclosed) in str(ei.value)
+    # not a zip at all
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"this is not a zip file" * 10)
+    with pytest.raises(StoreError):
+        ZipStore(junk, mode="r")
+
+
+def test_modes(tmp_path):
+    p = tmp_path / "s.zip"
+    with pytest.raises(FileNotFoundError):
+        ZipStore(p, mode="r")
+    with pytest.raises(FileNotFoundError):
+        ZipStore(p, mode="r+")
+    with ZipStore(p, mode="x") as s:
+        s["a"] = b"1"
+    with pytest.raises(FileExistsError):
+        ZipStore(p, mode="x")
+    with pytest.raises(FileExistsError):
+        ZipStore(p, mode="w-")
+    with ZipStore(p, mode="r+") as s:
+        s["b"] = b"2"
+    with ZipStore(p, mode="a") as s:
+        assert sorted(s) == ["a", "b"]
+    with ZipStore(p, mode="w") as s:  # truncates
+        assert list(s) == []
+        s["c"] = b"3"
+    assert names(p) == ["c"]
+    r = ZipStore(p, mode="r")
+    with pytest.raises(ReadOnlyError) as ei:
+        r["c"] = b"x"
+    assert str(p) in str(ei.value)
+    r.close()
+    assert names(p) == ["c"]
+    # an empty file (e.g. from tempfile) is an empty archive in the writable modes
+    e = tmp_path / "empty.zip"
+    e.write_bytes(b"")
+    with ZipStore(e) as s:
+        assert len(s) == 0
+        s["k"] = b"v"
+    assert names(e) == ["k"]
+
+
+def test_compression_and_partial_reads(tmp_path):
+    p = tmp_path / "c.zip"
+    payload = bytes(range(256)) * 40
+    with ZipStore(p, mode="w", compression=zipfile.ZIP_DEFLATED) as s:
+        s["k"] = payload
+    with zipfile.ZipFile(p) as zf:
+        assert zf.getinfo("k").compress_type == zipfile.ZIP_DEFLATED
+    with ZipStore(p) as s:
+        assert s["k"] == payload
+        assert s.get_partial("k", [(10, 5), (-3, None)]) == [payload[10:15], payload[-3:]]
+        s["other"] = b"1"  # forces a rewrite: the deflated member is kept deflated
+    with zipfile.ZipFile(p) as zf:
+        assert zf.getinfo("k").compress_type == zipfile.ZIP_DEFLATED
+        assert zf.read("k") == payload
+    p2 = tmp_path / "s.zip"
+    with ZipStore(p2, mode="w") as s:
+        s["k"] = payload
+    with ZipStore(p2, mode="r") as s:
+        assert s.get_partial("k", [(1000, 24), (0, 2), (len(payload), 4)]) == [
+            payload[1000:1024],
+            payload[:2],
+            b"",
+        ]
+        assert s.getsize() == len(payload)
+
+
+def test_foreign_archive_with_duplicates_last_wins(tmp_path):
+    p = tmp_path / "dup.zip"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("a", b"first")
+        with pytest.warns(UserWarning):
+            zf.writestr("a", b"second")
+        zf.writestr("dir/", b"")  # directory entries are not keys
+        zf.writestr("dir/k", b"k")
+    with ZipStore(p, mode="r") as s:
+        assert s["a"] == b"second"
+        assert sorted(s) == ["a", "dir/k"]
+    with ZipStore(p) as s:
+        s["b"] = b"1"
+    assert sorted(names(p)) == ["a", "b", "dir/k"]
+
+
+def test_threads(tmp_path):
+    p = tmp_path / "t.zip"
+    s = ZipStore(p, mode="w")
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(50):
+                s[f"{t}/{i}"] = bytes([t]) * i
+                assert s[f"{t}/{i}"] == bytes([t]) * i
+                if i % 10 == 0:
+                    s.flush()
+                    s.listdir(str(t))
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    ths = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    s.close()
+    assert not errors
+    with ZipStore(p, mode="r") as r:
+        assert len(r) == 200
+        assert r["3/49"] == bytes([3]) * 49
+    assert len(names(p)) == 200
+
+
+def test_pickle_flushes_and_reopens(tmp_path):
+    p = tmp_path / "p.zip"
+    s = ZipStore(p, mode="w")
+    s["a"] = b"1"
+    s2 = pickle.loads(pickle.dumps(s))  # pending writes are flushed first
+    assert s2.mode == "a"  # never reopened with "w" (which would truncate)
+    assert s2["a"] == b"1"
+    s2.close()
+    s.close()
+    assert names(p) == ["a"]
