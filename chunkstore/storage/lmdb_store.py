@@ -20,9 +20,11 @@ __all__ = ["LMDBStore"]
 DEFAULT_MAP_SIZE = 64 * 2**20  # 64 MiB; grows by doubling when full
 MAX_MAP_SIZE = 2**44  # 16 TiB: give up growing beyond this
 
-# environments abandoned in forked children: never closed there (closing would release the
-# parent's reader slots in the shared lock table), just kept alive
-_ABANDONED: list = []
+# environments inherited by a forked child from its parent, by registry key. They must not
+# be used in the child. They are not closed either (with old py-lmdb releases that would
+# release the parent's reader slots), unless reopening the path fails because py-lmdb (>= 3,
+# which handles closing inherited environments safely) still counts them as open.
+_INHERITED: dict[str, list] = {}
 
 
 class _SharedEnv:
@@ -43,8 +45,9 @@ _REGISTRY_PID = [os.getpid()]
 
 def _registry() -> dict[str, _SharedEnv]:
     if _REGISTRY_PID[0] != os.getpid():
-        # forked: the parent's environments must not be used (nor closed) here
-        _ABANDONED.extend(_REGISTRY.values())
+        # forked: the parent's environments must not be used here
+        for key, shared in _REGISTRY.items():
+            _INHERITED.setdefault(key, []).append(shared)
         _REGISTRY.clear()
         _REGISTRY_PID[0] = os.getpid()
     return _REGISTRY
@@ -167,12 +170,28 @@ class LMDBStore(BaseStore):
                     f"read-only in this process (close the other store first)"
                 )
             if shared is None:
-                shared = _SharedEnv(self._open_env(), readonly=self._mode == "r")
+                shared = _SharedEnv(self._open_env_after_fork(regkey), readonly=self._mode == "r")
                 reg[regkey] = shared
             shared.refs += 1
         self._shared = shared
         self._regkey = regkey
         self._pid = os.getpid()
+
+    def _open_env_after_fork(self, regkey: str):
+        inherited = _INHERITED.get(regkey)
+        if not inherited:
+            return self._open_env()
+        try:
+            return self._open_env()
+        except StoreError as e:
+            if "already open" not in str(e):
+                raise
+        # py-lmdb refuses to open files it still counts as open (inherited from the parent):
+        # it closes inherited environments without touching the parent's state, so do that
+        for shared in inherited:
+            shared.env.close()
+        del _INHERITED[regkey]
+        return self._open_env()
 
     def _open_env(self):
         lmdb = self._lmdb

@@ -1,0 +1,172 @@
+"""LMDBStore specifics: growing map, read-only fixture, processes, shared environments."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("lmdb")
+
+from chunkstore.errors import ReadOnlyError, StoreError
+from chunkstore.storage import LMDBStore
+from chunkstore.storage.lmdb_store import DEFAULT_MAP_SIZE
+
+from ._subproc import spawn, wait_ok
+from .conftest import FIXTURES
+
+MiB = 2**20
+
+
+def test_default_map_is_small(tmp_path):
+    with LMDBStore(tmp_path / "d.lmdb") as s:
+        assert DEFAULT_MAP_SIZE == 64 * MiB
+        assert s.env.info()["map_size"] == 64 * MiB
+
+
+def test_map_grows(tmp_path):
+    s = LMDBStore(tmp_path / "g.lmdb", map_size=MiB)
+    assert s.env.info()["map_size"] == MiB
+    block = os.urandom(256 * 1024)
+    for i in range(24):  # 6 MiB one by one
+        s[f"a/{i}"] = block
+    s.setitems({f"b/{i}": block for i in range(16)})  # 4 MiB in one transaction
+    s["huge"] = os.urandom(9 * MiB)  # one value larger than twice the map
+    assert s.env.info()["map_size"] >= 16 * MiB
+    assert s["a/23"] == block and s["b/15"] == block and len(s["huge"]) == 9 * MiB
+    assert len(s) == 41
+    s.close()
+    with LMDBStore(tmp_path / "g.lmdb", mode="r") as r:  # reopened at the grown size
+        assert r["a/0"] == block
+
+
+def test_map_grown_by_another_process(tmp_path):
+    path = tmp_path / "p.lmdb"
+    s = LMDBStore(path, map_size=MiB)
+    s["first"] = b"1"
+    code = r"""
+import sys, os
+from chunkstore.storage import LMDBStore
+s = LMDBStore(sys.argv[1], map_size=2**20)
+for i in range(32):
+    s[f"child/{i}"] = bytes([i]) * (256 * 1024)
+s.close()
+"""
+    wait_ok([spawn(code, path)])
+    # this process's map is still 1 MiB: reading and writing must adopt the new size
+    assert s["child/31"] == bytes([31]) * (256 * 1024)
+    assert len(s) == 33
+    s["after"] = os.urandom(2 * MiB)
+    assert len(s["after"]) == 2 * MiB
+    s.close()
+
+
+def test_one_writer_many_readers_across_processes(tmp_path):
+    path = tmp_path / "mp.lmdb"
+    LMDBStore(path).close()
+    writer = r"""
+import sys
+from chunkstore.storage import LMDBStore
+s = LMDBStore(sys.argv[1], map_size=2**20)
+w = int(sys.argv[2])
+for i in range(200):
+    s[f"w{w}/{i}"] = bytes([w]) * (1000 + i)
+s.close()
+"""
+    reader = r"""
+import sys
+from chunkstore.storage import LMDBStore
+s = LMDBStore(sys.argv[1], mode="r")
+for it in range(200):
+    got = s.getitems([f"w{w}/{i}" for w in range(2) for i in range(0, 200, 13)])
+    for k, v in got.items():
+        w, i = int(k[1]), int(k.split("/")[1])
+        assert v == bytes([w]) * (1000 + i), k
+    s.listdir("w0")
+s.close()
+"""
+    procs = [spawn(writer, path, w) for w in range(2)] + [spawn(reader, path) for _ in range(2)]
+    wait_ok(procs, timeout=120)
+    with LMDBStore(path, mode="r") as s:
+        assert len(s) == 400
+        assert s["w1/199"] == bytes([1]) * 1199
+
+
+def test_read_only_fixture_without_lock():
+    d = FIXTURES / "v2" / "group_lmdb" / "data.lmdb"
+    before = sorted(os.listdir(d))
+    with LMDBStore(d, mode="r") as s:
+        assert s.read_only
+        assert s[".zgroup"]
+        assert s.listdir() == [".zattrs", ".zgroup", "a", "empty", "g1"]
+        with pytest.raises(ReadOnlyError):
+            s["x"] = b"1"
+    assert sorted(os.listdir(d)) == before  # no lock.mdb created in the fixture
+    with LMDBStore(d, mode="r", lock=False) as s:
+        assert "g1/g2/.zattrs" in s
+
+
+def test_same_path_twice_in_one_process(tmp_path):
+    path = tmp_path / "two.lmdb"
+    a = LMDBStore(path)
+    b = LMDBStore(path)  # LMDB forbids opening one environment twice: it is shared
+    a["k"] = b"1"
+    assert b["k"] == b"1"
+    r = LMDBStore(path, mode="r")
+    assert r["k"] == b"1"
+    with pytest.raises(ReadOnlyError):
+        r["k"] = b"2"
+    a.close()
+    b["k2"] = b"2"  # still open for b
+    b.close()
+    assert r["k2"] == b"2"
+    r.close()
+    ro = LMDBStore(path, mode="r")
+    with pytest.raises(StoreError):
+        LMDBStore(path)  # cannot upgrade an environment already open read-only
+    ro.close()
+    with LMDBStore(path) as w:
+        assert w["k2"] == b"2"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_usable_after_fork(tmp_path):
+    s = LMDBStore(tmp_path / "f.lmdb")
+    s["parent"] = b"1"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            s["child"] = b"2"
+            code = 0 if s["parent"] == b"1" else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert s["child"] == b"2"
+    s.close()
+
+
+def test_long_keys_and_closed(tmp_path):
+    s = LMDBStore(tmp_path / "k.lmdb")
+    with pytest.raises(ValueError) as ei:
+        s["k" * 600] = b"1"
+    assert "key" in str(ei.value)
+    s.close()
+    with pytest.raises(StoreError):
+        s["a"]
+    s.close()
+
+
+def test_missing_environment(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        LMDBStore(tmp_path / "missing.lmdb", mode="r")
+    assert not (tmp_path / "missing.lmdb").exists()
+
+
+def test_clear_import_error_without_lmdb(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "lmdb", None)
+    with pytest.raises(ImportError) as ei:
+        LMDBStore(tmp_path / "x.lmdb")
+    assert "chunkstore[lmdb]" in str(ei.value)
