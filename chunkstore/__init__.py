@@ -14,4 +14,5 @@ from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecode
                                ChunkNotFoundError, ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, MetadataError, PathNotFoundError,
                                ReadOnlyError)
+from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.group import Group, group, open_consolidated, open_group

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import threading
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.sync import check_synchronizer_path
 
 # Chunks fetched per task: small enough to bound memory (encoded bytes held at once are
 # threads * batch chunks), large enough that stores with batch reads (fsspec) batch well.
@@ -55,7 +55,8 @@ class Array:
         self._write_empty_chunks = bool(write_empty_chunks)
         self._missing_chunks = missing_chunks
         self._cache_metadata = cache_metadata
-        self._meta_lock = threading.Lock()
+        if synchronizer is not None:
+            check_synchronizer_path(synchronizer, store)
         self._load_metadata()
 
     # ------------------------------------------------------------------ metadata
@@ -306,16 +307,24 @@ class Array:
         if error is not None:
             raise error
 
-    @contextlib.contextmanager
     def _locked(self, keys):
-        """Hold the synchronizer's locks of all keys, taken in sorted order (no deadlock)."""
-        if self._synchronizer is None:
-            yield
-            return
-        with contextlib.ExitStack() as stack:
-            for k in sorted(set(keys)):
-                stack.enter_context(self._synchronizer[k])
-            yield
+        """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all
+        keys, taken in sorted order so no two writers deadlock."""
+        sync = self._synchronizer
+        if sync is None:
+            return contextlib.nullcontext()
+        if hasattr(sync, "write_locks"):
+            return sync.write_locks(self._path, keys)
+        return _generic_locks(sync, keys)
+
+    def _exclusive(self):
+        """The array-wide lock: resize, append and metadata changes."""
+        sync = self._synchronizer
+        if sync is None:
+            return contextlib.nullcontext()
+        if hasattr(sync, "exclusive"):
+            return sync.exclusive(self._path)
+        return sync[self._prefix + ".zarray"]
 
     def _check_writable(self):
         if self._read_only:
@@ -688,7 +697,7 @@ class Array:
                              f"has {self.ndim}")
         if any(s < 0 for s in new):
             raise ValueError(f"new shape {new} has a negative dimension")
-        with self._locked([self._prefix + ".zarray"]):
+        with self._exclusive():
             self._load_metadata()
             old = self.shape
             chunks = self.chunks
@@ -706,23 +715,22 @@ class Array:
             elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
                 cut.append(c)
         delitems(self._store, stale)
-        for c in cut:
+        for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
-            with self._locked([k]):
-                try:
-                    data = self._store[k]
-                except KeyError:
-                    continue
-                chunk = self._decode(data, k, writable=True)
-                for d, (ci, L, n) in enumerate(zip(c, chunks, new)):
-                    if ci * L + L > n:
-                        idx = [slice(None)] * self.ndim
-                        idx[d] = slice(n - ci * L, None)
-                        chunk[tuple(idx)] = (self.fill_value if self._is_object
-                                             else self._fill_item.reshape(()))
-                to_set, to_del = {}, []
-                self._finish_chunk(k, chunk, to_set, to_del)
-                self._store_chunks(to_set, to_del)
+            try:
+                data = self._store[k]
+            except KeyError:
+                continue
+            chunk = self._decode(data, k, writable=True)
+            for d, (ci, L, n) in enumerate(zip(c, chunks, new)):
+                if ci * L + L > n:
+                    idx = [slice(None)] * self.ndim
+                    idx[d] = slice(n - ci * L, None)
+                    chunk[tuple(idx)] = (self.fill_value if self._is_object
+                                         else self._fill_item.reshape(()))
+            to_set, to_del = {}, []
+            self._finish_chunk(k, chunk, to_set, to_del)
+            self._store_chunks(to_set, to_del)
 
     def append(self, data, axis=0):
         """Append data along axis; returns the new shape."""
@@ -740,22 +748,28 @@ class Array:
             if d != axis and data.shape[d] != shape[d]:
                 raise ValueError(f"cannot append data of shape {data.shape} to array of shape "
                                  f"{shape} along axis {axis}: dimension {d} differs")
-        # Hold the metadata lock across resize and write so parallel appends never overlap.
-        with self._locked([self._prefix + ".zarray"]):
+        data = np.asarray(data, dtype=self.dtype) if not self._is_object else data
+        # Hold the array's exclusive lock across resize and write: parallel appends never
+        # interleave, and each sees the shape the previous one left.
+        with self._exclusive():
             self._load_metadata()
             shape = self.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
-            sync, self._synchronizer = self._synchronizer, None
-            try:
-                meta = _replace_meta(self._meta, shape=new)
-                self._write_metadata(meta)
-                region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
-                               for d in range(self.ndim))
-                self._synchronizer = sync
-                self[region] = data
-            finally:
-                self._synchronizer = sync
+            self._write_metadata(_replace_meta(self._meta, shape=new))
+            region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
+                           for d in range(self.ndim))
+            sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
+            self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
         return new
+
+
+@contextlib.contextmanager
+def _generic_locks(sync, keys):
+    # Any zarr-style synchronizer: sync[key] is a lock.
+    with contextlib.ExitStack() as stack:
+        for k in sorted(set(keys)):
+            stack.enter_context(sync[k])
+        yield
 
 
 def _replace_meta(meta, **changes):

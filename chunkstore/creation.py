@@ -130,6 +130,15 @@ def _require_parent_groups(store, path):
             store[_prefix(parent) + ".zgroup"] = encode_group_metadata()
 
 
+def creation_lock(synchronizer, key):
+    """The lock held while creating the node whose metadata key is key (nullcontext if none).
+
+    Two processes creating the same node at once then either both succeed (the second opens
+    what the first made) or one gets a clear Contains*Error; neither sees a half-made node."""
+    import contextlib
+    return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
+
+
 def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
            store=None, synchronizer=None, overwrite=False, path=None, filters=None,
            cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
@@ -139,10 +148,11 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
     _check_unknown(kwargs)
     _check_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
-    init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
-               fill_value=fill_value, order=order, overwrite=overwrite, path=path,
-               filters=filters, object_codec=object_codec,
-               dimension_separator=dimension_separator)
+    with creation_lock(synchronizer, _prefix(normalize_path(path)) + ".zarray"):
+        init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
+                   fill_value=fill_value, order=order, overwrite=overwrite, path=path,
+                   filters=filters, object_codec=object_codec,
+                   dimension_separator=dimension_separator)
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata)
@@ -305,27 +315,30 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     _check_format(zarr_format)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
-    exists = contains_array(store, path)
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator)
-    if mode in ("r", "r+"):
-        if not exists:
-            if contains_group(store, path):
-                raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not an "
-                                         f"array")
-            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}")
-    elif mode == "a":
-        if not exists:
-            if contains_group(store, path):
-                raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+    with creation_lock(synchronizer if mode != "r" else None, _prefix(path) + ".zarray"):
+        exists = contains_array(store, path)
+        if mode in ("r", "r+"):
+            if not exists:
+                if contains_group(store, path):
+                    raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
+                                             f"an array")
+                raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}")
+        elif mode == "a":
+            if not exists:
+                if contains_group(store, path):
+                    raise ContainsGroupError(f"a group already exists at path {path!r} in "
+                                             f"{store!r}")
+                init_array(store, shape, **create_kwargs)
+        elif mode == "w":
+            init_array(store, shape, overwrite=True, **create_kwargs)
+        else:  # w-, x
+            if exists:
+                raise ContainsArrayError(f"an array already exists at path {path!r} in "
+                                         f"{store!r}")
             init_array(store, shape, **create_kwargs)
-    elif mode == "w":
-        init_array(store, shape, overwrite=True, **create_kwargs)
-    else:  # w-, x
-        if exists:
-            raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
-        init_array(store, shape, **create_kwargs)
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
                  cache_metadata=cache_metadata)

@@ -240,10 +240,7 @@ class Group(MutableMapping):
             raise ReadOnlyError(f"group {self.name!r} in {self._store!r} is read-only")
 
     def _lock(self, key):
-        import contextlib
-        if self._synchronizer is None:
-            return contextlib.nullcontext()
-        return self._synchronizer[key]
+        return creation.creation_lock(self._synchronizer, key)
 
     def create_group(self, name, overwrite=False):
         """Create a subgroup (and the groups on the way); raises if something is there."""
@@ -257,10 +254,13 @@ class Group(MutableMapping):
     def require_group(self, name, overwrite=False):
         """The subgroup at name, created if absent."""
         path = self._child(name)
-        if contains_group(self._store, path) and not overwrite:
-            return Group(self._store, path, read_only=self._read_only,
-                         synchronizer=self._synchronizer)
-        return self.create_group(name, overwrite=overwrite)
+        if overwrite or not contains_group(self._store, path):
+            self._check_writable()
+        with self._lock(_join(path, ".zgroup")):
+            if overwrite or not contains_group(self._store, path):
+                _init_group(self._store, path, overwrite=overwrite)
+        return Group(self._store, path, read_only=self._read_only,
+                     synchronizer=self._synchronizer)
 
     def create_groups(self, *names, **kwargs):
         return tuple(self.create_group(n, **kwargs) for n in names)
@@ -379,8 +379,9 @@ def group(store=None, overwrite=False, synchronizer=None, path=None, storage_opt
     """Create a group, or open the one already there (overwrite=True replaces it)."""
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    if overwrite or not contains_group(store, path):
-        _init_group(store, path, overwrite=overwrite)
+    with creation.creation_lock(synchronizer, _join(path, ".zgroup")):
+        if overwrite or not contains_group(store, path):
+            _init_group(store, path, overwrite=overwrite)
     return Group(store, path=path, synchronizer=synchronizer)
 
 
@@ -390,22 +391,24 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
-    exists = contains_group(store, path)
-    if mode in ("r", "r+"):
-        if not exists:
-            if contains_array(store, path):
-                raise GroupNotFoundError(f"path {path!r} in {store!r} holds an array, not a "
-                                         f"group")
-            raise GroupNotFoundError(f"no group at path {path!r} in {store!r}")
-    elif mode == "a":
-        if not exists:
+    with creation.creation_lock(synchronizer if mode != "r" else None, _join(path, ".zgroup")):
+        exists = contains_group(store, path)
+        if mode in ("r", "r+"):
+            if not exists:
+                if contains_array(store, path):
+                    raise GroupNotFoundError(f"path {path!r} in {store!r} holds an array, not "
+                                             f"a group")
+                raise GroupNotFoundError(f"no group at path {path!r} in {store!r}")
+        elif mode == "a":
+            if not exists:
+                _init_group(store, path)
+        elif mode == "w":
+            _init_group(store, path, overwrite=True)
+        else:
+            if exists or contains_array(store, path):
+                raise ContainsGroupError(f"something already exists at path {path!r} in "
+                                         f"{store!r}")
             _init_group(store, path)
-    elif mode == "w":
-        _init_group(store, path, overwrite=True)
-    else:
-        if exists or contains_array(store, path):
-            raise ContainsGroupError(f"something already exists at path {path!r} in {store!r}")
-        _init_group(store, path)
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
 
 
