@@ -57,6 +57,7 @@ class S3Server:
             f"{self.endpoint}/moto-api/reset-auth",
             data=b"0" if enabled else b"inf",
             method="POST",
+            headers={"Content-Type": "text/plain"},  # a form type would hide the body
         )
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.status == 200
