@@ -1,0 +1,214 @@
+"""LRUStoreCache: bounded by bytes, counters, listing cache, invalidation, threads."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import pytest
+
+from chunkstore.errors import ReadOnlyError
+from chunkstore.storage import DirectoryStore, LRUStoreCache, MemoryStore
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore counting the calls that reach it."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.calls = {"get": 0, "getitems": 0, "iter": 0, "listdir": 0, "contains": 0}
+
+    def __getitem__(self, k):
+        self.calls["get"] += 1
+        return super().__getitem__(k)
+
+    def getitems(self, keys):
+        self.calls["getitems"] += 1
+        return super().getitems(keys)
+
+    def __iter__(self):
+        self.calls["iter"] += 1
+        return super().__iter__()
+
+    def listdir(self, prefix=""):
+        self.calls["listdir"] += 1
+        return super().listdir(prefix)
+
+    def __contains__(self, k):
+        self.calls["contains"] += 1
+        return super().__contains__(k)
+
+
+def test_hits_misses_and_bound():
+    under = CountingStore({f"k{i}": bytes([i]) * 100 for i in range(10)})
+    c = LRUStoreCache(under, max_size=350)
+    assert c["k0"] == bytes(100)
+    assert (c.hits, c.misses) == (0, 1)
+    assert c["k0"] == bytes(100)
+    assert (c.hits, c.misses) == (1, 1)
+    assert under.calls["get"] == 1
+    for i in range(1, 4):
+        c[f"k{i}"]
+    # 4 values of 100 bytes do not fit in 350: the least recently used (k0) was evicted
+    assert c.current_size <= 350
+    assert c.current_size == 300
+    c["k0"]
+    assert under.calls["get"] == 5
+    # k0 was used last, so k1 is the next victim
+    c["k4"]
+    c["k0"]
+    assert under.calls["get"] == 6
+
+
+def test_values_larger_than_the_bound_are_not_cached():
+    under = CountingStore({"big": b"x" * 1000, "small": b"y"})
+    c = LRUStoreCache(under, max_size=100)
+    assert c["big"] == b"x" * 1000
+    assert c["big"] == b"x" * 1000
+    assert under.calls["get"] == 2
+    assert c.current_size == 0
+    c["small"]
+    assert c.current_size == 1
+
+
+def test_unbounded_and_alias():
+    c = LRUStoreCache(MemoryStore({"a": b"1" * 10_000}), max_size=None)
+    c["a"]
+    assert c.current_size == 10_000
+    c2 = LRUStoreCache(MemoryStore(), max_size_bytes=123)
+    assert c2.max_size == 123
+    with pytest.raises(TypeError):
+        LRUStoreCache(MemoryStore(), 1, max_size_bytes=2)
+    with pytest.raises(ValueError):
+        LRUStoreCache(MemoryStore(), -1)
+
+
+def test_getitems_uses_cache_and_batches_misses():
+    under = CountingStore({f"k{i}": bytes([i]) for i in range(5)})
+    c = LRUStoreCache(under, max_size=1000)
+    assert c.getitems(["k0", "k1", "nope"]) == {"k0": b"\x00", "k1": b"\x01"}
+    assert under.calls["getitems"] == 1
+    assert c.getitems(["k0", "k1"]) == {"k0": b"\x00", "k1": b"\x01"}
+    assert under.calls["getitems"] == 1  # all hits
+    assert c.hits == 2 and c.misses == 3
+    c.getitems(["k0", "k2"])
+    assert under.calls["getitems"] == 2
+
+
+def test_listings_are_cached_and_invalidated_by_writes():
+    under = CountingStore({"a/0": b"0", "a/1": b"1", "b": b"b"})
+    c = LRUStoreCache(under, max_size=1000)
+    assert sorted(c) == ["a/0", "a/1", "b"]
+    assert sorted(c) == ["a/0", "a/1", "b"]
+    assert len(c) == 3
+    assert under.calls["iter"] == 1
+    assert c.listdir("a") == ["0", "1"]
+    assert c.listdir("a") == ["0", "1"]
+    assert under.calls["listdir"] == 1
+    assert "a/0" in c and "zz" not in c
+    assert under.calls["contains"] == 0  # answered from the cached key list
+
+    c["a/2"] = b"2"  # a write through the cache invalidates every listing
+    assert c.listdir("a") == ["0", "1", "2"]
+    assert sorted(c) == ["a/0", "a/1", "a/2", "b"]
+    assert under.calls["listdir"] == 2 and under.calls["iter"] == 2
+    del c["a/0"]
+    assert c.listdir("a") == ["1", "2"]
+    assert "a/0" not in c
+    c.delitems(["a/1"])
+    c.setitems({"c": b"c"})
+    assert sorted(c) == ["a/2", "b", "c"]
+    c.rmdir("a")
+    assert sorted(c) == ["b", "c"]
+    assert c.listdir() == ["b", "c"]
+
+
+def test_values_invalidated_by_writes_and_explicitly():
+    under = MemoryStore({"k": b"old"})
+    c = LRUStoreCache(under, max_size=1000)
+    assert c["k"] == b"old"
+    c["k"] = b"new"
+    assert c["k"] == b"new"
+    under["k"] = b"changed behind the cache's back"
+    assert c["k"] == b"new"  # not seen until invalidated
+    c.invalidate_values()
+    assert c["k"] == b"changed behind the cache's back"
+    assert set(c) == {"k"}  # the key list is now cached
+    under["other"] = b"1"
+    assert "other" not in set(c)
+    c.invalidate_keys()
+    assert "other" in set(c)
+    c.invalidate()
+    assert c.current_size == 0
+    del c["k"]
+    with pytest.raises(KeyError):
+        c["k"]
+
+
+def test_read_only_and_pickle(tmp_path):
+    d = DirectoryStore(tmp_path)
+    d["a"] = b"1"
+    c = LRUStoreCache(DirectoryStore(tmp_path, mode="r"), max_size=100)
+    assert c.read_only
+    assert c["a"] == b"1"
+    with pytest.raises(ReadOnlyError):
+        c["a"] = b"2"
+    with pytest.raises(ReadOnlyError):
+        c.rmdir()
+    c2 = pickle.loads(pickle.dumps(c))
+    assert c2.current_size == 0 and c2.hits == 0
+    assert c2["a"] == b"1" and c2.read_only
+    assert "DirectoryStore" in repr(c2) and "max_size=100" in repr(c2)
+
+
+def test_errors_are_not_cached_as_missing():
+    class Broken(MemoryStore):
+        fail = True
+
+        def __getitem__(self, k):
+            if self.fail:
+                raise OSError(5, "I/O error")
+            return super().__getitem__(k)
+
+    under = Broken({"k": b"1"})
+    c = LRUStoreCache(under, max_size=100)
+    with pytest.raises(OSError):
+        c["k"]
+    under.fail = False
+    assert c["k"] == b"1"
+
+
+def test_plain_dict_underneath():
+    d = {"a/b": b"1"}
+    c = LRUStoreCache(d, max_size=10)
+    assert c["a/b"] == b"1"
+    assert c.listdir("a") == ["b"]
+    c["a/c"] = b"2"
+    assert d["a/c"] == b"2"
+    assert c.getsize("a") == 2
+
+
+def test_threads_keep_the_bound():
+    under = MemoryStore({f"k{i}": bytes([i % 256]) * 64 for i in range(200)})
+    c = LRUStoreCache(under, max_size=64 * 20)
+    errors = []
+
+    def work(t):
+        try:
+            for r in range(5):
+                for i in range(t, 200, 3):
+                    assert c[f"k{i}"] == bytes([i % 256]) * 64
+                    if i % 17 == 0:
+                        c[f"k{i}"] = bytes([i % 256]) * 64
+                    assert c.current_size <= 64 * 20
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    ths = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert not errors, errors
+    assert c.current_size <= 64 * 20
+    assert c.hits + c.misses == 5 * sum(len(range(t, 200, 3)) for t in range(4))
