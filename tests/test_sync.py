@@ -1,0 +1,258 @@
+"""Synchronizers under real concurrency: processes and threads writing one array."""
+
+import multiprocessing as mp
+import os
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.storage.base import getitems as _getitems
+
+CTX = mp.get_context("spawn")  # children start clean: pickling and re-import are exercised
+
+
+# ----------------------------------------------------------------------------- workers
+def _disjoint_points_worker(store_path, sync_path, wid, nworkers, barrier):
+    z = cs.open_array(store_path, mode="r+",
+                      synchronizer=cs.ProcessSynchronizer(sync_path) if sync_path else None)
+    n = z.shape[0]
+    mine = np.arange(wid, n * n, nworkers)  # element ids owned by this worker
+    rng = np.random.default_rng(wid)
+    rng.shuffle(mine)
+    barrier.wait()
+    for lo in range(0, len(mine), 3):  # a few points at a time, all over the array
+        ids = mine[lo:lo + 3]
+        z.vindex[ids // n, ids % n] = wid + 1
+
+
+def _region_worker(store_path, sync_path, wid, barrier, rounds, region):
+    z = cs.open_array(store_path, mode="r+", synchronizer=cs.ProcessSynchronizer(sync_path))
+    for r in range(rounds):
+        barrier.wait()
+        z[region] = wid + 1 + 10 * r
+        barrier.wait()
+
+
+def _append_worker(store_path, sync_path, wid, nrows, barrier):
+    z = cs.open_array(store_path, mode="r+", synchronizer=cs.ProcessSynchronizer(sync_path))
+    barrier.wait()
+    for i in range(nrows):
+        z.append(np.array([[wid, i, wid * 1000 + i]], dtype="i4"))
+
+
+def _run(target, args_list):
+    procs = [CTX.Process(target=target, args=a) for a in args_list]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+
+
+# ----------------------------------------------------------------------------- processes
+def test_interleaved_disjoint_point_writes_lose_nothing(tmp_path):
+    n, nw = 24, 4
+    store = str(tmp_path / "a.zarr")
+    cs.zeros((n, n), chunks=(8, 8), dtype="i2", store=store)
+    barrier = CTX.Barrier(nw)
+    _run(_disjoint_points_worker,
+         [(store, str(tmp_path / "locks"), w, nw, barrier) for w in range(nw)])
+    got = cs.open_array(store, mode="r")[...]
+    expected = (np.arange(n * n) % nw + 1).reshape(n, n)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_overlapping_region_writes_leave_one_writers_value(tmp_path):
+    store = str(tmp_path / "a.zarr")
+    cs.zeros((60, 60), chunks=(7, 7), dtype="i4", store=store)
+    region = (slice(3, 57), slice(5, 50))  # spans many chunks, partial at the edges
+    nw, rounds = 4, 4
+    barrier = CTX.Barrier(nw)
+    _run(_region_worker, [(store, str(tmp_path / "locks"), w, barrier, rounds, region)
+                          for w in range(nw)])
+    z = cs.open_array(store, mode="r")
+    values = np.unique(z[region])
+    assert len(values) == 1, values
+    assert values[0] in {w + 1 + 10 * (rounds - 1) for w in range(nw)}
+    # Outside the region nothing was touched.
+    outside = z[...].copy()
+    outside[region] = 0
+    assert not outside.any()
+
+
+def test_parallel_append_every_row_exactly_once(tmp_path):
+    store = str(tmp_path / "a.zarr")
+    cs.zeros((0, 3), chunks=(4, 3), dtype="i4", store=store)
+    nw, nrows = 3, 15
+    barrier = CTX.Barrier(nw)
+    _run(_append_worker, [(store, str(tmp_path / "locks"), w, nrows, barrier)
+                          for w in range(nw)])
+    rows = cs.open_array(store, mode="r")[...]
+    assert rows.shape == (nw * nrows, 3)
+    got = sorted(map(tuple, rows.tolist()))
+    assert got == sorted((w, i, w * 1000 + i) for w in range(nw) for i in range(nrows))
+
+
+# ----------------------------------------------------------------------------- threads
+class _ReadBarrierStore(dict):
+    """A dict store whose first chunk read by each writer waits until both have read.
+
+    Without locks this forces the classic lost update: both writers read the old chunk,
+    then both write their version. With a synchronizer, the second writer cannot read
+    until the first has finished, so the barrier times out and is ignored.
+    """
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.barrier = threading.Barrier(2, timeout=1.0)
+        self.armed = False
+
+    def getitems(self, keys):
+        got = _getitems(dict(self), keys)
+        if self.armed and any(not k.endswith((".zarray", ".zattrs")) for k in keys):
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                pass
+        return got
+
+
+def _two_writers_same_chunk(sync):
+    store = _ReadBarrierStore()
+    z = cs.zeros((4,), chunks=(4,), dtype="i4", store=store, synchronizer=sync)
+    z[...] = 0
+    store.armed = True
+    cs.config.set(threads=1)
+    try:
+        ts = [threading.Thread(target=z.__setitem__, args=(i, i + 1)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        cs.config.set(threads=None)
+        store.armed = False
+    return z[:2]
+
+
+def test_control_without_synchronizer_updates_are_lost():
+    # Documented control: two writers of disjoint elements of one chunk, forced to
+    # interleave; without locks one update is lost, every time.
+    got = _two_writers_same_chunk(None)
+    assert got.tolist() in ([1, 0], [0, 2])
+
+
+def test_thread_synchronizer_keeps_both_updates():
+    np.testing.assert_array_equal(_two_writers_same_chunk(cs.ThreadSynchronizer()), [1, 2])
+
+
+def test_process_synchronizer_keeps_both_updates_between_threads(tmp_path):
+    got = _two_writers_same_chunk(cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    np.testing.assert_array_equal(got, [1, 2])
+
+
+def test_eight_threads_disjoint_points_and_overlapping_regions():
+    z = cs.zeros((40, 40), chunks=(6, 6), dtype="i4", store={},
+                 synchronizer=cs.ThreadSynchronizer())
+    n, nt = 40, 8
+
+    def points(wid):
+        ids = np.arange(wid, n * n, nt)
+        for lo in range(0, len(ids), 5):
+            part = ids[lo:lo + 5]
+            z.vindex[part // n, part % n] = wid + 1
+
+    ts = [threading.Thread(target=points, args=(w,)) for w in range(nt)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    np.testing.assert_array_equal(z[...], (np.arange(n * n) % nt + 1).reshape(n, n))
+
+    region = (slice(2, 37), slice(1, 33))
+    barrier = threading.Barrier(nt)
+
+    def regions(wid):
+        for r in range(5):
+            barrier.wait()
+            z[region] = 100 * r + wid
+
+    ts = [threading.Thread(target=regions, args=(w,)) for w in range(nt)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert len(np.unique(z[region])) == 1
+
+
+def test_eight_threads_append():
+    z = cs.zeros((0, 2), chunks=(3, 2), dtype="i4", store={},
+                 synchronizer=cs.ThreadSynchronizer())
+
+    def app(wid):
+        for i in range(10):
+            z.append(np.array([[wid, i]], dtype="i4"))
+
+    ts = [threading.Thread(target=app, args=(w,)) for w in range(8)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert sorted(map(tuple, z[...].tolist())) == [(w, i) for w in range(8) for i in range(10)]
+
+
+# ----------------------------------------------------------------------------- lock files
+def test_lock_files_live_outside_the_store_and_are_reused(tmp_path):
+    sync = cs.ProcessSynchronizer(str(tmp_path / "locks"))
+    z = cs.zeros((20,), chunks=(5,), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=sync)
+    z[:] = 1
+    before = sorted(os.listdir(tmp_path / "locks"))
+    z[:] = 2
+    z[3:7] = 3
+    assert sorted(os.listdir(tmp_path / "locks")) == before
+    assert not [f for f in os.listdir(tmp_path / "a.zarr") if f.endswith(".lock")]
+    sync.clear()
+    assert not [f for f in os.listdir(tmp_path / "locks") if f.endswith(".lock")]
+
+
+def test_store_path_as_lock_path_is_refused(tmp_path):
+    store = str(tmp_path / "a.zarr")
+    cs.zeros((4,), store=store)
+    with pytest.raises(ValueError, match="inside the store"):
+        cs.open_array(store, mode="r+", synchronizer=cs.ProcessSynchronizer(store))
+
+
+def test_synchronizers_pickle(tmp_path):
+    p = pickle.loads(pickle.dumps(cs.ProcessSynchronizer(str(tmp_path / "l"))))
+    assert p.path == str(tmp_path / "l")
+    t = pickle.loads(pickle.dumps(cs.ThreadSynchronizer()))
+    with t["k"]:
+        pass
+
+
+def test_large_write_takes_array_lock_exclusively(tmp_path):
+    # Beyond max_chunk_locks a write holds one array-wide lock instead of N chunk locks.
+    sync = cs.ProcessSynchronizer(str(tmp_path / "locks"), max_chunk_locks=4)
+    z = cs.zeros((100,), chunks=(5,), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=sync)
+    z[:] = 7
+    names = os.listdir(tmp_path / "locks")
+    assert not [n for n in names if n[0].isdigit()]  # no per-chunk lock files
+    np.testing.assert_array_equal(z[...], 7)
+
+
+def test_concurrent_group_creation_both_succeed(tmp_path):
+    store = str(tmp_path / "g.zarr")
+    sync = cs.ProcessSynchronizer(str(tmp_path / "locks"))
+    root = cs.group(store, synchronizer=sync)
+    results, errors = [], []
+
+    def make():
+        try:
+            results.append(root.require_group("a/b").path)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=make) for _ in range(8)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not errors and results == ["a/b"] * 8
+    assert cs.open_group(store, mode="r")["a/b"].path == "a/b"
