@@ -1,0 +1,191 @@
+"""Consolidated metadata: consolidate_metadata and ConsolidatedMetadataStore."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import MutableMapping
+
+import pytest
+
+from chunkstore.errors import (
+    ConsolidatedMetadataNotFoundError,
+    MetadataError,
+    ReadOnlyError,
+)
+from chunkstore.storage import (
+    ConsolidatedMetadataStore,
+    DirectoryStore,
+    MemoryStore,
+    consolidate_metadata,
+    getitems,
+    listdir,
+    normalize_store,
+)
+
+from .conftest import FIXTURES, copy_fixture
+
+FIX = FIXTURES / "v2" / "group_consolidated" / "data.zarr"
+MANIFEST = json.loads((FIXTURES / "v2" / "manifest.json").read_text())
+CASE = next(c for c in MANIFEST["cases"] if c.get("name") == "group_consolidated")
+
+
+class Recording(MutableMapping):
+    """A plain mapping recording every key read from it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.reads = []
+
+    def __getitem__(self, k):
+        self.reads.append(k)
+        return self.inner[k]
+
+    def __setitem__(self, k, v):
+        self.inner[k] = v
+
+    def __delitem__(self, k):
+        del self.inner[k]
+
+    def __iter__(self):
+        return iter(self.inner)
+
+    def __len__(self):
+        return len(self.inner)
+
+
+def metadata_keys(case):
+    keys = []
+    for g in case["groups"]:
+        keys.append(f"{g}/.zgroup" if g else ".zgroup")
+    for a in case["arrays"]:
+        keys.append(f"{a}/.zarray")
+    for p in case["attrs"]:
+        keys.append(f"{p}/.zattrs" if p else ".zattrs")
+    return keys
+
+
+def test_fixture_served_from_one_read():
+    under = Recording(DirectoryStore(FIX, mode="r"))
+    c = ConsolidatedMetadataStore(under)
+    assert under.reads == [".zmetadata"]
+    for k in metadata_keys(CASE):
+        json.loads(c[k])
+    assert json.loads(c[".zattrs"]) == CASE["attrs"][""]
+    assert json.loads(c["g1/g2/.zattrs"]) == CASE["attrs"]["g1/g2"]
+    assert json.loads(c["a/.zarray"])["chunks"] == [3, 4]
+    got = c.getitems(metadata_keys(CASE) + ["a/.zattrs", "nope/.zarray"])
+    assert set(got) == set(metadata_keys(CASE)) | {"a/.zattrs"}
+    assert under.reads == [".zmetadata"]  # still one read
+    # a metadata key absent from the document is absent, without asking the store
+    with pytest.raises(KeyError):
+        c["empty/.zattrs"]
+    assert "empty/.zattrs" not in c
+    assert "empty/.zgroup" in c
+    assert under.reads == [".zmetadata"]
+    # chunks pass through to the store
+    assert c["a/0.0"] == (FIX / "a" / "0.0").read_bytes()
+    assert c.getitems(["a/0.0", "a/9.9"]) == {"a/0.0": (FIX / "a" / "0.0").read_bytes()}
+    assert "a/0.0" in c
+    assert set(under.reads[1:]) == {"a/0.0", "a/9.9"}  # only chunk keys reached the store
+
+
+def test_listing():
+    c = ConsolidatedMetadataStore(DirectoryStore(FIX, mode="r"))
+    assert c.listdir() == [".zattrs", ".zgroup", ".zmetadata", "a", "empty", "g1"]
+    assert c.listdir("g1") == [".zgroup", "g2"]
+    assert c.listdir("g1/g2") == [".zattrs", ".zgroup", "b"]
+    assert c.listdir("empty") == [".zgroup"]
+    # an array: metadata from the document plus the chunk keys from the store
+    assert c.listdir("a") == sorted([".zarray", ".zattrs"] + [p.name for p in (FIX / "a").iterdir() if not p.name.startswith(".")])
+    assert c.listdir("g1/g2/b")[:2] == [".zarray", "0"]
+    assert listdir(c, "g1") == [".zgroup", "g2"]
+    keys = set(c)
+    assert "a/0.0" in keys and "g1/g2/.zattrs" in keys and ".zmetadata" in keys
+    assert c.getsize("a") == DirectoryStore(FIX, mode="r").getsize("a")
+
+
+def test_read_only_and_pickle():
+    c = ConsolidatedMetadataStore(DirectoryStore(FIX, mode="r"))
+    assert c.read_only
+    with pytest.raises(ReadOnlyError):
+        c["a/0.0"] = b"x"
+    with pytest.raises(ReadOnlyError):
+        del c[".zgroup"]
+    with pytest.raises(ReadOnlyError):
+        c.setitems({})
+    with pytest.raises(ReadOnlyError):
+        c.rmdir("a")
+    c2 = pickle.loads(pickle.dumps(c))
+    assert c2[".zgroup"] == c[".zgroup"]
+    assert "ConsolidatedMetadataStore(DirectoryStore(" in repr(c)
+
+
+def test_consolidate_matches_zarr_python_byte_for_byte(tmp_path):
+    """Re-consolidating the fixture's hierarchy gives exactly the .zmetadata zarr-python 2
+    wrote."""
+    src = DirectoryStore(FIX, mode="r")
+    m = MemoryStore({k: src[k] for k in src if k != ".zmetadata"})
+    c = consolidate_metadata(m)
+    assert isinstance(c, ConsolidatedMetadataStore)
+    assert m[".zmetadata"] == (FIX / ".zmetadata").read_bytes()
+    assert c["a/.zarray"] == m["a/.zarray"] or json.loads(c["a/.zarray"]) == json.loads(
+        m["a/.zarray"]
+    )
+    # also on a writable copy on disk, and through normalize_store
+    d = copy_fixture("group_directory", tmp_path)
+    store = normalize_store(str(d / "data.zarr"))
+    consolidate_metadata(store)
+    doc = json.loads(store[".zmetadata"])
+    assert doc["zarr_consolidated_format"] == 1
+    assert set(doc["metadata"]) == set(metadata_keys(CASE))
+
+
+def test_consolidate_sub_hierarchy():
+    src = DirectoryStore(FIX, mode="r")
+    m = MemoryStore({k: src[k] for k in src if k != ".zmetadata"})
+    c = consolidate_metadata(m, path="g1")
+    assert c.metadata_key == "g1/.zmetadata"
+    doc = json.loads(m["g1/.zmetadata"])
+    assert sorted(doc["metadata"]) == [".zgroup", "g2/.zattrs", "g2/.zgroup", "g2/b/.zarray"]
+    assert c["g1/g2/.zattrs"] == m["g1/g2/.zattrs"] or json.loads(c["g1/g2/.zattrs"]) == {
+        "nested": {"k": [1, 2.5, None]}
+    }
+    # outside the consolidated sub-hierarchy, metadata comes from the store
+    assert c[".zgroup"] == m[".zgroup"]
+    assert c.listdir("g1") == [".zgroup", ".zmetadata", "g2"]
+    assert c.listdir() == sorted(m.listdir())
+
+
+def test_document_is_authoritative():
+    m = MemoryStore({".zgroup": b'{"zarr_format": 2}', "x/.zarray": b"{}"})
+    c = consolidate_metadata(m)
+    m["y/.zgroup"] = b'{"zarr_format": 2}'  # added after consolidation
+    assert "y/.zgroup" not in c
+    assert ConsolidatedMetadataStore(m).listdir() == [".zgroup", ".zmetadata", "x"]
+
+
+def test_errors():
+    with pytest.raises(ConsolidatedMetadataNotFoundError) as ei:
+        ConsolidatedMetadataStore(MemoryStore({".zgroup": b"{}"}))
+    assert isinstance(ei.value, FileNotFoundError)
+    assert ".zmetadata" in str(ei.value)
+    with pytest.raises(MetadataError):
+        ConsolidatedMetadataStore({".zmetadata": b"{not json"})
+    with pytest.raises(MetadataError):
+        ConsolidatedMetadataStore({".zmetadata": b'{"metadata": {}}'})
+    with pytest.raises(MetadataError):
+        ConsolidatedMetadataStore(
+            {".zmetadata": b'{"metadata": {"../x/.zarray": {}}, "zarr_consolidated_format": 1}'}
+        )
+    with pytest.raises(MetadataError) as ei:
+        consolidate_metadata({"a/.zarray": b"{broken", ".zgroup": b"{}"})
+    assert "a/.zarray" in str(ei.value)
+
+
+def test_plain_dict():
+    d = {".zgroup": b'{"zarr_format": 2}', "a/.zarray": b'{"x": 1}', "a/0": b"chunk"}
+    c = consolidate_metadata(d)
+    assert ".zmetadata" in d
+    assert json.loads(c["a/.zarray"]) == {"x": 1}
+    assert getitems(c, ["a/0", "a/1"]) == {"a/0": b"chunk"}
