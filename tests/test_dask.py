@@ -1,0 +1,66 @@
+"""dask and dask.distributed with chunkstore arrays."""
+
+import dask.array as da
+import numpy as np
+
+import chunkstore as cs
+from chunkstore.dask import aligned, from_chunkstore, to_chunkstore
+
+
+def test_dask_from_array_reads_a_chunkstore_array():
+    a = np.arange(600, dtype="f4").reshape(20, 30)
+    z = cs.array(a, chunks=(7, 11), store={})
+    d = da.from_array(z, chunks=z.chunks)
+    np.testing.assert_array_equal(d.compute(), a)
+    np.testing.assert_array_equal((d[::2, 3:] * 2).compute(), a[::2, 3:] * 2)
+
+
+def test_from_chunkstore_matches_store_chunks(tmp_path):
+    a = np.random.default_rng(0).integers(0, 100, (50, 40))
+    cs.save(str(tmp_path / "a.zarr"), a)
+    d = from_chunkstore(str(tmp_path / "a.zarr"))
+    z = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert d.chunksize == z.chunks
+    np.testing.assert_array_equal(d.compute(), a)
+
+
+def test_aligned():
+    assert aligned(((4, 4, 2),), (4,), (10,))
+    assert aligned(((8, 2),), (4,), (10,))
+    assert not aligned(((3, 3, 4),), (4,), (10,))
+
+
+def test_to_chunkstore_rechunks_unaligned_without_synchronizer(tmp_path):
+    a = np.arange(1000, dtype="i4").reshape(40, 25)
+    d = da.from_array(a, chunks=(7, 9))          # does not line up with (10, 10)
+    z = to_chunkstore(d, str(tmp_path / "a.zarr"), chunks=(10, 10))
+    assert z.chunks == (10, 10)
+    np.testing.assert_array_equal(z[...], a)
+
+
+def test_to_chunkstore_unaligned_with_synchronizer(tmp_path):
+    a = np.arange(1000, dtype="i4").reshape(40, 25)
+    d = da.from_array(a, chunks=(7, 9))
+    z = to_chunkstore(d, str(tmp_path / "a.zarr"), chunks=(10, 10),
+                      synchronizer=cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    np.testing.assert_array_equal(z[...], a)
+
+
+def test_distributed_local_cluster_write_and_read(tmp_path):
+    """A real LocalCluster with two worker processes writes through a ProcessSynchronizer
+    with deliberately unaligned chunks, then reads back; the result must match exactly."""
+    from distributed import Client, LocalCluster
+
+    a = np.random.default_rng(3).normal(size=(120, 90)).astype("f8")
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                      dashboard_address=None, host="127.0.0.1") as cluster, \
+            Client(cluster) as client:
+        d = da.from_array(a, chunks=(17, 23))
+        sync = cs.ProcessSynchronizer(str(tmp_path / "locks"))
+        z = to_chunkstore(d, str(tmp_path / "a.zarr"), chunks=(20, 20), synchronizer=sync)
+        back = from_chunkstore(str(tmp_path / "a.zarr")).compute()
+        # Also a reduction computed on the workers.
+        total = from_chunkstore(z).sum().compute()
+        assert len(client.scheduler_info()["workers"]) == 2
+    np.testing.assert_array_equal(back, a)
+    np.testing.assert_allclose(total, a.sum())
