@@ -1,0 +1,1113 @@
+"""The ``chunkstore`` command line: inspect, copy, convert, remove and verify Zarr v2 stores.
+
+    chunkstore info PATH [--path P]
+    chunkstore tree PATH [--path P] [--level N]
+    chunkstore ls PATH [--path P] [-r]
+    chunkstore cp SRC DST [--src-path P] [--dst-path P] [--chunks 100,100]
+                  [--compressor zstd:5|blosc:lz4:5:shuffle|gzip:6|none] [--dtype f4]
+                  [--if-exists raise|replace|skip]
+    chunkstore convert IN OUT [--path P] [--chunks ...] [--compressor ...]
+    chunkstore rm PATH [--path P]
+    chunkstore consolidate PATH [--path P]
+    chunkstore verify PATH [--path P]
+
+A store is a path or URL, dispatched like everywhere else in chunkstore (``*.zip``,
+``*.sqlite``/``*.db``, ``*.lmdb``, ``scheme://...``, else a directory). Errors print one line,
+``chunkstore: error: ...``, and exit with status 2 (usage) or 1 (anything else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import os
+import re
+import sys
+
+import numpy as np
+
+__all__ = ["main"]
+
+PROG = "chunkstore"
+
+
+# ------------------------------------------------------------------------------ errors
+class CLIError(Exception):
+    """An error reported to the user as one line, exit status 1."""
+
+
+class UsageError(CLIError):
+    """A bad command line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message, no SystemExit here
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _one_line(text):
+    text = re.sub(r"^\[Errno \d+\] ", "", str(text))
+    return " ".join(text.split())
+
+
+def _message(e):
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return e.args[0]
+    msg = str(e)
+    return msg if msg else type(e).__name__
+
+
+def _err(text):
+    print(f"{PROG}: error: {_one_line(text)}", file=sys.stderr)
+
+
+def _note(text):
+    print(f"{PROG}: {_one_line(text)}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ parsing
+_SHUFFLES = {"noshuffle": 0, "0": 0, "none": 0, "shuffle": 1, "1": 1, "byte": 1,
+             "bitshuffle": 2, "2": 2, "bit": 2}
+
+
+def _int_arg(text, what, lo, hi):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"{what} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def parse_compressor(spec):
+    """A numcodecs codec (or None) from 'zstd:5', 'blosc:lz4:5:shuffle', 'gzip:6', 'none'..."""
+    import numcodecs
+    parts = spec.strip().split(":")
+    name, args = parts[0].lower(), parts[1:]
+    maxargs = {"none": 0, "zstd": 1, "blosc": 3, "gzip": 1, "zlib": 1, "bz2": 1, "lzma": 1,
+               "lz4": 1}
+    if name not in maxargs:
+        raise argparse.ArgumentTypeError(
+            f"unknown compressor {parts[0]!r} in {spec!r}; choose from "
+            f"{', '.join(maxargs)} (e.g. zstd:5, blosc:lz4:5:shuffle, gzip:6, none)")
+    if len(args) > maxargs[name]:
+        raise argparse.ArgumentTypeError(
+            f"too many fields in compressor {spec!r}: {name} takes at most {maxargs[name]}")
+    if any(a == "" for a in args):
+        raise argparse.ArgumentTypeError(f"empty field in compressor {spec!r}")
+    if name == "none":
+        return None
+    if name == "zstd":
+        return numcodecs.Zstd(level=_int_arg(args[0], "zstd level", -131072, 22) if args else 3)
+    if name == "blosc":
+        cnames = numcodecs.blosc.list_compressors()
+        cname = args[0].lower() if args else "lz4"
+        if cname not in cnames:
+            raise argparse.ArgumentTypeError(
+                f"unknown blosc compressor {cname!r} in {spec!r}; choose from "
+                f"{', '.join(cnames)}")
+        clevel = _int_arg(args[1], "blosc level", 0, 9) if len(args) > 1 else 5
+        shuffle = args[2].lower() if len(args) > 2 else "shuffle"
+        if shuffle not in _SHUFFLES:
+            raise argparse.ArgumentTypeError(
+                f"unknown blosc shuffle {args[2]!r} in {spec!r}; choose from noshuffle, "
+                f"shuffle, bitshuffle")
+        return numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=_SHUFFLES[shuffle])
+    if name == "gzip":
+        return numcodecs.GZip(level=_int_arg(args[0], "gzip level", 0, 9) if args else 5)
+    if name == "zlib":
+        return numcodecs.Zlib(level=_int_arg(args[0], "zlib level", 0, 9) if args else 5)
+    if name == "bz2":
+        return numcodecs.BZ2(level=_int_arg(args[0], "bz2 level", 1, 9) if args else 9)
+    if name == "lzma":
+        return numcodecs.LZMA(preset=_int_arg(args[0], "lzma preset", 0, 9) if args else None)
+    return numcodecs.LZ4(acceleration=_int_arg(args[0], "lz4 acceleration", 1, 2**16)
+                         if args else 1)
+
+
+def parse_chunks(spec):
+    """'100,100' -> (100, 100); '100' -> 100 (every dimension); 'auto' -> True; -1 = whole."""
+    text = spec.strip().lower()
+    if text == "auto":
+        return True
+    out = []
+    for part in text.strip("()").split(","):
+        part = part.strip()
+        if part in ("-1", "none", "full"):
+            out.append(None)
+            continue
+        try:
+            v = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"invalid chunks {spec!r}: expected comma-separated positive integers "
+                f"(-1 for a whole dimension), e.g. 100,100") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(
+                f"invalid chunks {spec!r}: chunk sizes must be positive (-1 for a whole "
+                f"dimension)")
+        out.append(v)
+    if len(out) == 1 and out[0] is not None:
+        return out[0]
+    return tuple(out)
+
+
+def parse_dtype(spec):
+    try:
+        dt = np.dtype(spec)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"invalid dtype {spec!r}") from None
+    if dt.hasobject:
+        raise argparse.ArgumentTypeError(f"dtype {spec!r}: object dtypes are not supported")
+    return dt
+
+
+# ------------------------------------------------------------------------------ helpers
+def _is_url(spec):
+    return "://" in spec or "::" in spec
+
+
+def _open_store(spec, mode):
+    """The store at spec; for reading, a local path must exist."""
+    from chunkstore.storage.base import normalize_store
+    if not _is_url(spec) and mode in ("r", "r+") and not os.path.exists(spec):
+        raise CLIError(f"no such file or directory: {spec}")
+    return normalize_store(spec, mode=mode)
+
+
+def _close(store):
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+
+
+def _norm(path):
+    from chunkstore.creation import normalize_path
+    try:
+        return normalize_path(path)
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _join(a, b):
+    return f"{a}/{b}" if a else b
+
+
+def _kind(store, path):
+    from chunkstore.creation import contains_array, contains_group
+    if contains_array(store, path):
+        return "array"
+    if contains_group(store, path):
+        return "group"
+    return None
+
+
+def _where(spec, path):
+    return f"{spec} (path {path!r})" if path else spec
+
+
+def _open_node(store, spec, path, read_only=True):
+    from chunkstore.array import Array
+    from chunkstore.group import Group
+    kind = _kind(store, path)
+    if kind == "array":
+        return Array(store, path=path, read_only=read_only)
+    if kind == "group":
+        return Group(store, path=path, read_only=read_only)
+    if path:
+        raise CLIError(f"no array or group at path {path!r} in {spec}")
+    raise CLIError(f"no array or group at the root of {spec} (not a Zarr store?)")
+
+
+def _keys_under(store, prefix):
+    fn = getattr(store, "keys_under", None)
+    if fn is not None:
+        return list(fn(prefix))
+    if not prefix:
+        return list(store)
+    return [k for k in list(store) if k == prefix or k.startswith(prefix + "/")]
+
+
+def _human(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _a(word):
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@contextlib.contextmanager
+def _stores(*specs_modes):
+    opened = []
+    try:
+        for spec, mode in specs_modes:
+            opened.append(_open_store(spec, mode))
+        yield opened
+    finally:
+        error = None
+        for s in reversed(opened):
+            try:
+                _close(s)
+            except Exception as e:  # report the first close failure (e.g. zip rewrite)
+                error = error or e
+        if error is not None and sys.exc_info()[0] is None:
+            raise error
+
+
+class Progress:
+    """A tqdm bar on stderr when enabled and tqdm is importable, else nothing."""
+
+    def __init__(self, enabled, total=None, desc=None, unit="it"):
+        self._bar = None
+        if not enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
+                         dynamic_ncols=True)
+
+    def update(self, n=1):
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _progress_enabled(args):
+    if getattr(args, "progress", None) is not None:
+        return args.progress
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _refresh_consolidated(store, path, include_self=True):
+    """Rewrite the .zmetadata of path and of each ancestor that has one (keeps them true)."""
+    from chunkstore.storage.consolidated import consolidate_metadata
+    parts = path.split("/") if path else []
+    n = len(parts) + (1 if include_self else 0)
+    for i in range(n):
+        p = "/".join(parts[:i])
+        if _join(p, ".zmetadata") in store:
+            consolidate_metadata(store, path=p)
+
+
+# ------------------------------------------------------------------------------ info / tree / ls
+def cmd_info(args):
+    path = _norm(args.path)
+    with _stores((args.store, "r")) as (store,):
+        print(repr(_open_node(store, args.store, path).info))
+    return 0
+
+
+def cmd_tree(args):
+    from chunkstore.array import Array
+    path = _norm(args.path)
+    with _stores((args.store, "r")) as (store,):
+        node = _open_node(store, args.store, path)
+        if isinstance(node, Array):
+            print(f"{node.name} {node.shape} {node.dtype}")
+        else:
+            print(repr(node.tree(level=args.level)))
+    return 0
+
+
+def _ls_rows(grp, recursive, prefix=""):
+    from chunkstore.array import Array
+    for name, node in grp.items():
+        rel = _join(prefix, name)
+        if isinstance(node, Array):
+            yield rel, "array", str(node.shape), str(node.dtype)
+        else:
+            yield rel, "group", "", ""
+            if recursive:
+                yield from _ls_rows(node, recursive, rel)
+
+
+def cmd_ls(args):
+    from chunkstore.array import Array
+    path = _norm(args.path)
+    with _stores((args.store, "r")) as (store,):
+        node = _open_node(store, args.store, path)
+        if isinstance(node, Array):
+            rows = [(node.basename or "/", "array", str(node.shape), str(node.dtype))]
+        else:
+            rows = list(_ls_rows(node, args.recursive))
+        if not rows:
+            return 0
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+# ------------------------------------------------------------------------------ rm / consolidate
+def cmd_rm(args):
+    from chunkstore.storage.base import rmdir
+    path = _norm(args.path)
+    with _stores((args.store, "r+")) as (store,):
+        kind = _kind(store, path)
+        if kind is None:
+            _open_node(store, args.store, path)  # raises the "nothing there" error
+        if path:
+            rmdir(store, path)
+            _refresh_consolidated(store, path.rsplit("/", 1)[0] if "/" in path else "")
+            print(f"removed {kind} {path!r} from {args.store}")
+        else:
+            rmdir(store, "")
+            print(f"removed everything from {args.store}")
+    return 0
+
+
+def cmd_consolidate(args):
+    from chunkstore.storage.consolidated import consolidate_metadata
+    path = _norm(args.path)
+    with _stores((args.store, "r+")) as (store,):
+        if _kind(store, path) != "group":
+            _open_node(store, args.store, path)
+            raise CLIError(f"{_where(args.store, path)} holds an array; consolidate a group")
+        consolidate_metadata(store, path=path)
+        n = sum(1 for k in _keys_under(store, path)
+                if k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs"))
+        print(f"consolidated {_plural(n, 'metadata document')} into "
+              f"{_join(path, '.zmetadata')} in {args.store}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ cp
+class _Cast:
+    """Array-like view of src whose reads are cast to dtype (for copy_array_data)."""
+
+    def __init__(self, src, dtype):
+        self._src, self.dtype = src, np.dtype(dtype)
+        self.shape, self.size = src.shape, src.size
+
+    def __getitem__(self, sel):
+        a = np.asarray(self._src[sel])
+        return a if a.dtype == self.dtype else a.astype(self.dtype)
+
+
+def _cast_fill(fill, old, new):
+    """fill converted to the new dtype, or 0 when it has no exact equivalent there."""
+    if fill is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            v = np.asarray(fill, dtype=old).astype(new)
+            back = v.astype(old)
+        same = back == np.asarray(fill, dtype=old)
+        if old.kind in "fc" and new.kind in "fc":
+            same = same or bool(np.isnan(back) and np.isnan(np.asarray(fill, dtype=old)))
+        if bool(same):
+            return v[()]
+    except (TypeError, ValueError):
+        pass
+    return 0
+
+
+class Copier:
+    """Copies nodes between stores: raw (copy_store) or recoded (create + copy_array_data)."""
+
+    def __init__(self, src, dst, src_spec, dst_spec, recode, if_exists, progress):
+        self.src, self.dst = src, dst
+        self.src_spec, self.dst_spec = src_spec, dst_spec
+        self.recode = recode
+        self.if_exists = if_exists
+        self.progress = progress
+        self.arrays = self.groups = self.skipped = self.keys = self.bytes = 0
+
+    def copy(self, sp, dp):
+        from chunkstore.creation import _require_parent_groups
+        from chunkstore.storage.base import rmdir
+        src_kind = _kind(self.src, sp)
+        dst_kind = _kind(self.dst, dp)
+        if dst_kind is not None:
+            if self.if_exists == "raise":
+                raise CLIError(f"{_where(self.dst_spec, dp)} already holds {_a(dst_kind)}; "
+                               f"use --if-exists replace or --if-exists skip")
+            if src_kind == "group" and dst_kind == "group":
+                self._merge_group(sp, dp)
+                return
+            if self.if_exists == "skip":
+                self.skipped += 1
+                return
+            if dp:
+                rmdir(self.dst, dp)
+            else:
+                rmdir(self.dst, "")
+        _require_parent_groups(self.dst, dp)
+        if self.recode is None:
+            self._raw(sp, dp)
+        elif src_kind == "array":
+            self._recode_array(sp, dp)
+        else:
+            self._recode_group(sp, dp)
+
+    def _members(self, path):
+        from chunkstore.storage.base import listdir
+        out = []
+        for name in listdir(self.src, path):
+            if _kind(self.src, _join(path, name)) is not None:
+                out.append(name)
+        return sorted(out)
+
+    def _copy_attrs(self, sp, dp):
+        key = _join(sp, ".zattrs")
+        dkey = _join(dp, ".zattrs")
+        if key in self.src:
+            self.dst[dkey] = self.src[key]
+        elif dkey in self.dst:
+            del self.dst[dkey]
+
+    def _merge_group(self, sp, dp):
+        if self.if_exists == "replace":
+            self._copy_attrs(sp, dp)
+        for name in self._members(sp):
+            self.copy(_join(sp, name), _join(dp, name))
+
+    def _raw(self, sp, dp):
+        from chunkstore.convenience import copy_store
+        keys = _keys_under(self.src, sp)
+        self.arrays += sum(1 for k in keys if k.rsplit("/", 1)[-1] == ".zarray")
+        self.groups += sum(1 for k in keys if k.rsplit("/", 1)[-1] == ".zgroup")
+        n, _, nbytes = copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
+                                  if_exists="replace",
+                                  log=lambda _msg: self.progress.update(1))
+        self.keys += n
+        self.bytes += nbytes
+
+    def _recode_group(self, sp, dp):
+        from chunkstore.group import open_group
+        open_group(self.dst, mode="a", path=dp)
+        self._copy_attrs(sp, dp)
+        self.groups += 1
+        for name in self._members(sp):
+            self.copy(_join(sp, name), _join(dp, name))
+
+    def _recode_array(self, sp, dp):
+        from chunkstore.array import Array
+        from chunkstore.convenience import copy_array_data
+        from chunkstore.creation import create
+        a = Array(self.src, path=sp, read_only=True)
+        filters = list(a.filters) if a.filters else []
+        kw = dict(shape=a.shape, chunks=a.chunks, dtype=a.dtype, compressor=a.compressor,
+                  fill_value=a.fill_value, order=a.order,
+                  dimension_separator=a.dimension_separator)
+        if a.dtype.hasobject and filters:
+            kw["object_codec"] = filters.pop(0)
+        chunks = self.recode.get("chunks")
+        if chunks is not None:
+            if isinstance(chunks, tuple) and len(chunks) != a.ndim:
+                raise CLIError(f"--chunks has {_plural(len(chunks), 'value')} but array "
+                               f"{a.name!r} has {_plural(a.ndim, 'dimension')}")
+            kw["chunks"] = chunks
+        if "compressor" in self.recode:
+            kw["compressor"] = self.recode["compressor"]
+        source = a
+        dtype = self.recode.get("dtype")
+        if dtype is not None and dtype != a.dtype:
+            if a.dtype.hasobject:
+                raise CLIError(f"cannot change the dtype of object array {a.name!r}")
+            kw["dtype"] = dtype
+            kw["fill_value"] = _cast_fill(a.fill_value, a.dtype, dtype)
+            if filters:
+                _note(f"dropping the filters of {a.name!r}: they are specific to its dtype "
+                      f"{a.dtype}")
+                filters = []
+            source = _Cast(a, dtype)
+        kw["filters"] = filters or None
+        dst = create(store=self.dst, path=dp, **kw)
+        self._copy_attrs(sp, dp)
+        copy_array_data(source, dst, progress=self.progress.update)
+        self.arrays += 1
+        self.bytes += dst.nbytes_stored
+
+
+def _recode_total(store, sp):
+    from chunkstore.array import Array
+    total = 0
+    for k in _keys_under(store, sp):
+        if k.rsplit("/", 1)[-1] == ".zarray":
+            p = k[: -len(".zarray")].rstrip("/")
+            try:
+                total += Array(store, path=p, read_only=True).size
+            except Exception:  # noqa: BLE001 - only a progress estimate
+                pass
+    return total
+
+
+def _same_location(a, b):
+    if _is_url(a) or _is_url(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def cmd_cp(args):
+    sp, dp = _norm(args.src_path), _norm(args.dst_path)
+    recode = {}
+    if args.chunks is not None:
+        recode["chunks"] = args.chunks
+    if args.compressor is not None:
+        recode["compressor"] = args.compressor[0]
+    if args.dtype is not None:
+        recode["dtype"] = args.dtype
+    same = _same_location(args.src, args.dst)
+    if same and (sp == dp or not sp or dp.startswith(sp + "/")):
+        raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
+                       f"({_where(args.dst, dp)})")
+    specs = [(args.src, "r+" if same else "r")] if same else [(args.src, "r"), (args.dst, "a")]
+    with _stores(*specs) as opened:
+        src = opened[0]
+        dst = opened[0] if same else opened[1]
+        src_kind = _kind(src, sp)
+        if src_kind is None:
+            _open_node(src, args.src, sp)
+        show = _progress_enabled(args)
+        if show:
+            total = _recode_total(src, sp) if recode else len(_keys_under(src, sp))
+        else:
+            total = None
+        with Progress(show, total=total, desc="cp",
+                      unit="elem" if recode else "key") as bar:
+            copier = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists, bar)
+            copier.copy(sp, dp)
+            if recode and _join(sp, ".zmetadata") in src:
+                from chunkstore.storage.consolidated import consolidate_metadata
+                consolidate_metadata(dst, path=dp)
+            _refresh_consolidated(dst, dp)
+    what = []
+    if copier.arrays:
+        what.append(_plural(copier.arrays, "array"))
+    if copier.groups:
+        what.append(_plural(copier.groups, "group"))
+    msg = f"copied {' and '.join(what) or 'nothing'}"
+    if not recode and copier.keys:
+        msg += f" ({_plural(copier.keys, 'key')}, {_human(copier.bytes)})"
+    elif copier.bytes:
+        msg += f" ({_human(copier.bytes)} stored)"
+    if copier.skipped:
+        msg += f"; skipped {copier.skipped} existing"
+    print(f"{msg}: {_where(args.src, sp)} -> {_where(args.dst, dp)}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ convert
+_H5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def _input_kind(path):
+    if not os.path.exists(path):
+        raise CLIError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CLIError(f"{path} is a directory; convert reads .npy, .npz and HDF5 files "
+                       f"(use 'cp' to copy a store)")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith(b"PK"):
+        return "npz"
+    if head == _H5_MAGIC:
+        return "hdf5"
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4"):
+        return "hdf5"  # HDF5 allows a user block before the signature
+    raise CLIError(f"cannot tell the format of {path}: expected a .npy, .npz or HDF5 file")
+
+
+class Converter:
+    def __init__(self, store, args, progress):
+        self.store, self.args, self.progress = store, args, progress
+        self.arrays = self.groups = 0
+
+    def _kw(self, shape, chunks):
+        kw = {"chunks": self.args.chunks if self.args.chunks is not None else chunks}
+        if isinstance(kw["chunks"], tuple) and len(kw["chunks"]) != len(shape):
+            raise CLIError(f"--chunks has {_plural(len(kw['chunks']), 'value')} for an array "
+                           f"of {_plural(len(shape), 'dimension')} {tuple(shape)}")
+        if self.args.compressor is not None:
+            kw["compressor"] = self.args.compressor[0]
+        return kw
+
+    def array(self, path, source, dtype=None, chunks=True, **extra):
+        """Create an array at path and fill it from source in bounded blocks."""
+        from chunkstore.convenience import copy_array_data
+        from chunkstore.creation import create
+        dtype = np.dtype(dtype if dtype is not None else source.dtype)
+        kw = self._kw(source.shape, chunks)
+        kw.update(extra)
+        z = create(shape=source.shape, dtype=dtype, store=self.store, path=path, **kw)
+        copy_array_data(source, z, progress=self.progress.update)
+        self.arrays += 1
+        return z
+
+    def group(self, path):
+        from chunkstore.group import open_group
+        self.groups += 1
+        return open_group(self.store, mode="a", path=path)
+
+
+def _h5_json(v):
+    """A JSON-able value of an HDF5 attribute (TypeError if there is none)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        if v.dtype.names is not None:
+            raise TypeError(f"compound attribute of dtype {v.dtype}")
+        return [_h5_json(x) for x in v.tolist()] if v.ndim else _h5_json(v[()])
+    if isinstance(v, np.generic):
+        if isinstance(v, np.void):
+            raise TypeError(f"attribute of dtype {v.dtype}")
+        return _h5_json(v.item())
+    if isinstance(v, (list, tuple)):
+        return [_h5_json(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"attribute of type {type(v).__name__}")
+
+
+_H5_SCALE_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST"}
+
+
+def _h5_attrs(obj, is_scale):
+    out = {}
+    for k in obj.attrs.keys():
+        if k in _H5_SCALE_ATTRS or (is_scale and k in ("CLASS", "NAME")):
+            continue
+        try:
+            out[k] = _h5_json(obj.attrs[k])
+        except Exception as e:  # noqa: BLE001 - skip what JSON cannot hold, say so
+            _note(f"skipping attribute {k!r} of {obj.name}: {_message(e)}")
+    return out
+
+
+def _h5_dims(ds):
+    """xarray's _ARRAY_DIMENSIONS from HDF5 dimension scales in the same group, or None."""
+    try:
+        parent = ds.parent.name
+        if ds.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
+            return [ds.name.rsplit("/", 1)[-1]] if ds.ndim == 1 else None
+        names = []
+        for dim in ds.dims:
+            scales = list(dim.values())
+            if not scales or scales[0].parent.name != parent:
+                return None
+            names.append(scales[0].name.rsplit("/", 1)[-1])
+        return names if names else None
+    except Exception:  # noqa: BLE001 - dimension scales are optional sugar
+        return None
+
+
+class _H5Str:
+    """Array-like over a variable-length string dataset, reading Python str."""
+
+    def __init__(self, ds):
+        self._ds = ds.asstr()
+        self.shape, self.size, self.dtype = ds.shape, ds.size, np.dtype(object)
+
+    def __getitem__(self, sel):
+        return np.asarray(self._ds[sel], dtype=object)
+
+
+def _convert_hdf5(conv, path, root):
+    try:
+        import h5py
+    except ImportError:
+        raise CLIError("reading HDF5 needs h5py (pip install h5py)") from None
+    import numcodecs
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise CLIError(f"cannot open {path} as HDF5: {_message(e)}") from None
+    with f:
+        g = conv.group(root)
+        g.attrs.put(_h5_attrs(f, False))
+        items = []
+        f.visititems(lambda name, obj: items.append((name, obj)))
+        for name, obj in items:
+            dest = _join(root, name)
+            if isinstance(obj, h5py.Group):
+                conv.group(dest).attrs.put(_h5_attrs(obj, False))
+                continue
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            if obj.shape is None:
+                _note(f"skipping empty dataset {obj.name} (no shape)")
+                continue
+            dt = obj.dtype
+            chunks = obj.chunks if obj.chunks else True
+            extra = {}
+            source = obj
+            if dt.hasobject:
+                info = h5py.check_string_dtype(dt)
+                if info is None:
+                    _note(f"skipping dataset {obj.name}: unsupported dtype {dt}")
+                    continue
+                source = _H5Str(obj)
+                extra = {"object_codec": numcodecs.VLenUTF8(), "fill_value": ""}
+                dt = np.dtype(object)
+            else:
+                fv = obj.fillvalue
+                if fv is not None and dt.names is None:
+                    extra["fill_value"] = fv
+            is_scale = obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
+            z = conv.array(dest, source, dtype=dt, chunks=chunks, **extra)
+            attrs = _h5_attrs(obj, is_scale)
+            dims = _h5_dims(obj)
+            if dims is not None and "_ARRAY_DIMENSIONS" not in attrs:
+                attrs["_ARRAY_DIMENSIONS"] = dims
+            if attrs:
+                z.attrs.put(attrs)
+
+
+def _convert_npz(conv, path, root):
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - np.load raises many types for bad files
+        raise CLIError(f"cannot read {path} as .npz: {_message(e)}") from None
+    with npz:
+        conv.group(root)
+        for name in npz.files:
+            arr = npz[name]  # one member in memory at a time (npz members cannot be mapped)
+            conv.array(_join(root, _norm(name)), arr)
+
+
+def _convert_npy(conv, path, root):
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # noqa: BLE001
+        raise CLIError(f"cannot read {path} as .npy: {_message(e)}") from None
+    conv.array(root, arr)
+
+
+def cmd_convert(args):
+    from chunkstore.storage.base import rmdir
+    kind = _input_kind(args.input)
+    root = _norm(args.path)
+    with _stores((args.output, "a")) as (store,):
+        existing = _kind(store, root)
+        if existing is not None:
+            if args.if_exists == "raise":
+                raise CLIError(f"{_where(args.output, root)} already holds {_a(existing)}; use "
+                               f"--if-exists replace or --if-exists skip")
+            if args.if_exists == "skip":
+                print(f"skipped: {_where(args.output, root)} already holds {_a(existing)}")
+                return 0
+            rmdir(store, root)
+        show = _progress_enabled(args)
+        total = None
+        if show and kind == "npy":
+            total = int(np.prod(np.load(args.input, mmap_mode="r").shape))
+        with Progress(show, total=total, desc="convert", unit="elem") as bar:
+            conv = Converter(store, args, bar)
+            {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind](
+                conv, args.input, root)
+            _refresh_consolidated(store, root)
+    what = [_plural(conv.arrays, "array")]
+    if conv.groups:
+        what.append(_plural(conv.groups, "group"))
+    print(f"converted {args.input} ({kind}) into {' and '.join(what)}: "
+          f"{_where(args.output, root)}")
+    return 0
+
+
+# ------------------------------------------------------------------------------ verify
+_CHUNKLIKE = re.compile(r"^\d+([./]\d+)*$")
+_SIZE_PROBLEM = re.compile(r"has \d+ (bytes|items), expected \d+")
+_METADATA = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
+
+
+class Verifier:
+    def __init__(self, store, progress, batch=64):
+        self.store, self.progress, self.batch = store, progress, batch
+        self.problems = {"corrupt": 0, "wrong size": 0, "outside the grid": 0, "metadata": 0,
+                         "unreadable": 0}
+        self.chunks = self.arrays = 0
+
+    def report(self, kind, key, text):
+        self.problems[kind] += 1
+        label = {"corrupt": "corrupt chunk", "wrong size": "wrong-size chunk",
+                 "outside the grid": "chunk key outside the grid",
+                 "metadata": "invalid metadata", "unreadable": "unreadable chunk"}[kind]
+        print(f"{label} {key!r}: {_one_line(text)}", flush=True)
+
+    def classify(self, arr, keys_by_array, path):
+        """(decodable chunk keys, ...) of one array; reports keys outside the grid."""
+        meta = arr.metadata
+        nd, sep, grid = arr.ndim, meta.dimension_separator, arr.cdata_shape
+        prefix = path + "/" if path else ""
+        chunks = []
+        for key in keys_by_array:
+            rel = key[len(prefix):]
+            if rel in _METADATA:
+                continue
+            if not _CHUNKLIKE.match(rel):
+                continue  # not a chunk key (ignored, like every Zarr reader ignores it)
+            if nd == 0:
+                if rel == "0":
+                    chunks.append(key)
+                else:
+                    self.report("outside the grid", key,
+                                "a 0-d array has a single chunk '0'")
+                continue
+            other = "/" if sep == "." else "."
+            if other in rel:
+                self.report("outside the grid", key,
+                            f"uses separator {other!r} but the array's dimension separator "
+                            f"is {sep!r}")
+                continue
+            coords = [int(p) for p in rel.split(sep)]
+            if len(coords) != nd:
+                self.report("outside the grid", key,
+                            f"{_plural(len(coords), 'coordinate')} for an array of "
+                            f"{_plural(nd, 'dimension')}")
+            elif any(c >= g for c, g in zip(coords, grid)):
+                self.report("outside the grid", key, f"the chunk grid of {arr.name!r} is "
+                            f"{grid} (shape {arr.shape}, chunks {arr.chunks})")
+            else:
+                chunks.append(key)
+        return chunks
+
+    def check_chunks(self, codec, keys):
+        from chunkstore import config
+        from chunkstore.errors import ChunkDecodeError
+        from chunkstore.storage.base import getitems
+
+        def decode(item):
+            key, data = item
+            try:
+                codec.decode(data, key=key, writable=False)
+            except ChunkDecodeError as e:
+                cause = e.__cause__
+                text = _message(cause) if cause is not None else _message(e)
+                kind = "wrong size" if _SIZE_PROBLEM.search(text) else "corrupt"
+                return key, kind, text
+            except Exception as e:  # noqa: BLE001 - anything else is corruption too
+                return key, "corrupt", _message(e)
+            return key, None, None
+
+        pool = config.executor()
+        for lo in range(0, len(keys), self.batch):
+            part = keys[lo:lo + self.batch]
+            try:
+                data = getitems(self.store, part)
+            except Exception:  # noqa: BLE001 - read one by one to name the bad key
+                data = {}
+                for k in part:
+                    try:
+                        data[k] = self.store[k]
+                    except KeyError:
+                        pass
+                    except Exception as e:  # noqa: BLE001
+                        self.report("unreadable", k, _message(e))
+            items = [(k, data[k]) for k in part if k in data]
+            parallel = pool is not None and not codec.dtype.hasobject and len(items) > 1
+            results = pool.map(decode, items) if parallel else map(decode, items)
+            for key, kind, text in results:
+                self.chunks += 1
+                if kind is not None:
+                    self.report(kind, key, text)
+            self.progress.update(len(part))
+
+    def run(self, arrays, keys):
+        from chunkstore.array import Array
+        from chunkstore.codecs.v2 import ChunkCodecV2
+        plans = []
+        array_set = set(arrays)
+        for path in arrays:
+            prefix = path + "/" if path else ""
+            lo = bisect.bisect_left(keys, prefix)
+            hi = bisect.bisect_left(keys, prefix + "\U0010ffff") if prefix else len(keys)
+            try:
+                arr = Array(self.store, path=path, read_only=True)
+                codec = ChunkCodecV2.from_metadata(arr.metadata)
+            except Exception as e:  # noqa: BLE001 - bad .zarray: reported, not verified
+                self.report("metadata", _join(path, ".zarray"), _message(e))
+                continue
+            own = [k for k in keys[lo:hi] if not _inside_other(k, prefix, array_set)]
+            plans.append((codec, self.classify(arr, own, path)))
+            self.arrays += 1
+        self.progress.total(sum(len(c) for _, c in plans))
+        for codec, chunks in plans:
+            self.check_chunks(codec, chunks)
+
+
+def _inside_other(key, prefix, arrays):
+    # A key under a deeper array belongs to that array (only in unusual hierarchies).
+    rest = key[len(prefix):]
+    parts = rest.split("/")
+    for i in range(1, len(parts)):
+        if _join(prefix.rstrip("/"), "/".join(parts[:i])) in arrays:
+            return True
+    return False
+
+
+class _VerifyProgress(Progress):
+    def __init__(self, enabled):
+        super().__init__(enabled, total=None, desc="verify", unit="chunk")
+
+    def total(self, n):
+        if self._bar is not None:
+            self._bar.total = n
+            self._bar.refresh()
+
+
+def cmd_verify(args):
+    from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
+    path = _norm(args.path)
+    with _stores((args.store, "r")) as (store,):
+        kind = _kind(store, path)
+        if kind is None:
+            _open_node(store, args.store, path)
+        keys = sorted(_keys_under(store, path))
+        if kind == "array":
+            arrays = [path]
+        else:
+            arrays = sorted(k[: -len(".zarray")].rstrip("/") for k in keys
+                            if k.rsplit("/", 1)[-1] == ".zarray")
+        with _VerifyProgress(_progress_enabled(args)) as bar:
+            v = Verifier(store, bar)
+            for k in keys:
+                name = k.rsplit("/", 1)[-1]
+                try:
+                    if name == ".zgroup":
+                        parse_group_metadata(store[k], k)
+                    elif name == ".zattrs":
+                        parse_attrs(store[k], k)
+                except Exception as e:  # noqa: BLE001
+                    v.report("metadata", k, _message(e))
+            v.run(arrays, keys)
+    found = {k: n for k, n in v.problems.items() if n}
+    head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
+            f"{_where(args.store, path)}")
+    if found:
+        print(f"{head}: FAILED, " + ", ".join(f"{n} {k}" for k, n in found.items()))
+        return 1
+    print(f"{head}: OK")
+    return 0
+
+
+# ------------------------------------------------------------------------------ main
+def _version():
+    from chunkstore import __version__
+    return f"{PROG} {__version__}"
+
+
+def build_parser():
+    p = _Parser(prog=PROG, description="Inspect, copy, convert and verify Zarr v2 stores "
+                "(directories, .zip, .sqlite, .lmdb, URLs).")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name, func, help_, store=True):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        if store:
+            sp.add_argument("store", metavar="PATH", help="the store (path or URL)")
+            sp.add_argument("--path", default="", help="location inside the store")
+        sp.set_defaults(func=func)
+        return sp
+
+    def progress(sp):
+        g = sp.add_mutually_exclusive_group()
+        g.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="show a progress bar (default: when stderr is a terminal)")
+        g.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="never show a progress bar")
+
+    add("info", cmd_info, "what .info shows for the array or group")
+    sp = add("tree", cmd_tree, "the hierarchy as a tree")
+    sp.add_argument("--level", type=lambda s: _int_arg(s, "--level", 1, 10**6), default=None,
+                    help="depth to show")
+    sp = add("ls", cmd_ls, "members: name, kind, shape, dtype")
+    sp.add_argument("-r", "--recursive", action="store_true", help="list all descendants")
+    add("rm", cmd_rm, "remove the array or group at --path (everything without --path)")
+    add("consolidate", cmd_consolidate, "write consolidated metadata (.zmetadata)")
+    sp = add("verify", cmd_verify, "decode every stored chunk; exit 1 if any is bad")
+    progress(sp)
+
+    codec_help = "zstd[:LEVEL], blosc[:CNAME[:LEVEL[:SHUFFLE]]], gzip[:LEVEL], zlib, bz2, " \
+                 "lzma, lz4, or none"
+    sp = add("cp", cmd_cp, "copy an array or group from any store to any store", store=False)
+    sp.add_argument("src", metavar="SRC")
+    sp.add_argument("dst", metavar="DST")
+    sp.add_argument("--src-path", default="", help="location inside SRC")
+    sp.add_argument("--dst-path", default="", help="location inside DST")
+    sp.add_argument("--chunks", type=parse_chunks, default=None,
+                    help="new chunk shape, e.g. 100,100 (rechunks while copying)")
+    # a one-element list so that "none" (None) differs from "not given"
+    sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
+                    help=codec_help)
+    sp.add_argument("--dtype", type=parse_dtype, default=None, help="new data type, e.g. f4")
+    sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
+    progress(sp)
+
+    sp = add("convert", cmd_convert, "convert .npy, .npz or HDF5 into a store", store=False)
+    sp.add_argument("input", metavar="IN", help=".npy, .npz, or HDF5 (.h5/.hdf5) file")
+    sp.add_argument("output", metavar="OUT", help="the store to write")
+    sp.add_argument("--path", default="", help="location inside OUT")
+    sp.add_argument("--chunks", type=parse_chunks, default=None, help="chunk shape")
+    sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
+                    help=codec_help)
+    sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
+    progress(sp)
+    return p
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status or 0
+    except UsageError as e:
+        _err(e)
+        return 2
+    except CLIError as e:
+        _err(e)
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. piped into head): stop quietly.
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        if os.environ.get("CHUNKSTORE_TRACEBACK"):
+            raise
+        from chunkstore.errors import ChunkstoreError
+        known = (ChunkstoreError, OSError, ValueError, TypeError, KeyError, ImportError)
+        text = _message(e)
+        if not isinstance(e, known):
+            text = f"{type(e).__name__}: {text}"
+        _err(text)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
