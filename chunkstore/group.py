@@ -301,7 +301,7 @@ class Group(MutableMapping):
     def create(self, name, **kwargs):
         return self._create_array(name, creation.create, **kwargs)
 
-    def create_array(self, name, *, shape=None, dtype="float64", chunks="auto", data=None,
+    def create_array(self, name, *, shape=None, dtype=None, chunks="auto", data=None,
                      compressors="auto", filters=None, fill_value=None, order="C",
                      attributes=None, overwrite=False, zarr_format=2, **kwargs):
         """zarr-python 3's Group.create_array (Zarr v2 output for now)."""

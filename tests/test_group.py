@@ -1,0 +1,650 @@
+"""The hierarchy API: Group and group/open_group/open_consolidated, against zarr-python 2's
+semantics, the golden group fixtures written by zarr-python 2.18 (every store kind), and
+zarr-python 3 reading hierarchies chunkstore writes."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               ReadOnlyError)
+from conftest import FIXTURES_V2, assert_same, group_cases_v2
+
+GROUP_CASES = group_cases_v2()
+
+STORE_KINDS = ["dict", "memory", "directory", "nested", "zip", "sqlite", "lmdb"]
+
+
+def make_store(kind, tmp_path):
+    if kind == "dict":
+        return {}
+    if kind == "memory":
+        return cs.MemoryStore()
+    if kind == "directory":
+        return cs.DirectoryStore(str(tmp_path / "data.zarr"))
+    if kind == "nested":
+        return cs.NestedDirectoryStore(str(tmp_path / "nested.zarr"))
+    if kind == "zip":
+        return cs.ZipStore(str(tmp_path / "data.zip"), mode="w")
+    if kind == "sqlite":
+        return cs.SQLiteStore(str(tmp_path / "data.sqlite"))
+    if kind == "lmdb":
+        pytest.importorskip("lmdb")
+        return cs.LMDBStore(str(tmp_path / "data.lmdb"))
+    raise AssertionError(kind)
+
+
+@pytest.fixture
+def root():
+    return cs.group({})
+
+
+def all_paths(grp):
+    out = []
+    grp.visit(out.append)
+    return out
+
+
+# ------------------------------------------------------------------------------ creation / modes
+class TestOpenModes:
+    def test_group_creates_then_reopens(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        g = cs.group(p)
+        g.attrs["k"] = 1
+        g.create_group("sub")
+        again = cs.group(p)  # no overwrite: the existing group, untouched
+        assert again.keys() == ["sub"]
+        assert again.attrs["k"] == 1
+        wiped = cs.group(p, overwrite=True)
+        assert wiped.keys() == []
+        assert dict(wiped.attrs) == {}
+
+    def test_group_at_path_creates_parents(self):
+        store = {}
+        g = cs.group(store, path="x/y")
+        assert g.path == "x/y" and g.name == "/x/y" and g.basename == "y"
+        assert cs.open_group(store, mode="r")["x"]["y"] == g
+
+    def test_mode_r_missing_raises(self, tmp_path):
+        with pytest.raises(FileNotFoundError):
+            cs.open_group(str(tmp_path / "nope.zarr"), mode="r")
+        with pytest.raises(FileNotFoundError):
+            cs.open_group(str(tmp_path / "nope.zarr"), mode="r+")
+        assert not (tmp_path / "nope.zarr").exists()
+
+    def test_mode_r_on_empty_mapping_raises_group_not_found(self):
+        with pytest.raises(GroupNotFoundError, match="no group"):
+            cs.open_group({}, mode="r")
+
+    def test_mode_r_is_read_only_everywhere(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        g = cs.open_group(p, mode="w")
+        g.create_group("sub").zeros("z", shape=3)
+        r = cs.open_group(p, mode="r")
+        assert r.read_only and r["sub"].read_only and r["sub/z"].read_only
+        with pytest.raises(ReadOnlyError):
+            r.create_group("x")
+        with pytest.raises(ReadOnlyError):
+            r.zeros("y", shape=2)
+        with pytest.raises(ReadOnlyError):
+            del r["sub"]
+        with pytest.raises(ReadOnlyError):
+            r.attrs["a"] = 1
+        with pytest.raises(ReadOnlyError):
+            r.move("sub", "other")
+        with pytest.raises(ReadOnlyError):
+            r["sub/z"][0] = 1
+        assert cs.open_group(p, mode="r").keys() == ["sub"]
+
+    def test_mode_r_plus_writes(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        cs.open_group(p, mode="w")
+        g = cs.open_group(p, mode="r+")
+        g.create_group("new")
+        assert "new" in cs.open_group(p, mode="r")
+
+    def test_mode_a_creates_or_keeps(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        g = cs.open_group(p, mode="a")
+        g.create_group("kept")
+        assert cs.open_group(p, mode="a").keys() == ["kept"]
+
+    def test_mode_w_replaces(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        cs.open_group(p, mode="w").create_group("gone")
+        assert cs.open_group(p, mode="w").keys() == []
+        assert cs.open_group(p, mode="r").keys() == []
+
+    @pytest.mark.parametrize("mode", ["w-", "x"])
+    def test_mode_exclusive(self, tmp_path, mode):
+        p = str(tmp_path / "g.zarr")
+        cs.open_group(p, mode=mode)
+        with pytest.raises(ContainsGroupError):
+            cs.open_group(p, mode=mode)
+
+    def test_bad_mode(self):
+        with pytest.raises(ValueError, match="mode"):
+            cs.open_group({}, mode="rw")
+
+    def test_open_group_on_an_array(self, tmp_path):
+        p = str(tmp_path / "a.zarr")
+        cs.save_array(p, np.arange(3))
+        with pytest.raises(GroupNotFoundError, match="array"):
+            cs.open_group(p, mode="r")
+        with pytest.raises(ContainsArrayError):
+            cs.open_group(p, mode="a")
+        with pytest.raises(ContainsArrayError):
+            cs.group(p)
+
+    def test_open_returns_array_or_group(self, tmp_path):
+        p = str(tmp_path / "g.zarr")
+        g = cs.group(p)
+        g.array("a", np.arange(4))
+        g.create_group("sub")
+        assert isinstance(cs.open(p, mode="r"), cs.Group)
+        a = cs.open(p, mode="r", path="a")
+        assert isinstance(a, cs.Array) and a.read_only
+        np.testing.assert_array_equal(a[:], np.arange(4))
+        assert isinstance(cs.open(p, mode="r", path="sub"), cs.Group)
+        with pytest.raises(FileNotFoundError):
+            cs.open(p, mode="r", path="missing")
+
+    def test_context_manager_closes_zip(self, tmp_path):
+        p = str(tmp_path / "g.zip")
+        with cs.open_group(p, mode="w") as g:
+            g.array("a", np.arange(10), chunks=3)
+            g.attrs["k"] = "v"
+        r = cs.open_group(p, mode="r")
+        np.testing.assert_array_equal(r["a"][:], np.arange(10))
+        assert r.attrs["k"] == "v"
+
+    def test_pickle_roundtrip(self, tmp_path):
+        g = cs.group(str(tmp_path / "g.zarr"))
+        g.array("a", np.arange(5))
+        h = pickle.loads(pickle.dumps(g))
+        assert h.keys() == ["a"]
+        np.testing.assert_array_equal(h["a"][:], np.arange(5))
+
+
+# ------------------------------------------------------------------------------ creating members
+class TestCreate:
+    def test_create_group_and_nested(self, root):
+        a = root.create_group("a")
+        assert isinstance(a, cs.Group) and a.path == "a" and a.name == "/a"
+        c = root.create_group("x/y/z")
+        assert c.name == "/x/y/z"
+        assert root.group_keys() == ["a", "x"]
+        assert root["x"].group_keys() == ["y"]
+        with pytest.raises(ContainsGroupError):
+            root.create_group("a")
+        assert root.create_group("a", overwrite=True).keys() == []
+
+    def test_create_groups_require_groups(self, root):
+        a, b = root.create_groups("a", "b")
+        assert (a.name, b.name) == ("/a", "/b")
+        a.create_group("inner")
+        a2, c = root.require_groups("a", "c")
+        assert a2 == a and a2.keys() == ["inner"] and c.name == "/c"
+
+    def test_require_group(self, root):
+        g = root.require_group("g")
+        g.attrs["x"] = 1
+        again = root.require_group("g")
+        assert again == g and again.attrs["x"] == 1
+        assert root.require_group("a/b/c").name == "/a/b/c"
+        root.zeros("arr", shape=2)
+        with pytest.raises(ContainsArrayError):
+            root.require_group("arr")
+
+    def test_create_dataset_intermediate_groups(self, root):
+        z = root.create_dataset("a/b/c", shape=(10, 4), chunks=(5, 2), dtype="i2")
+        assert isinstance(z, cs.Array)
+        assert (z.name, z.shape, z.chunks, z.dtype) == ("/a/b/c", (10, 4), (5, 2), np.int16)
+        assert isinstance(root["a"], cs.Group) and isinstance(root["a/b"], cs.Group)
+        assert root["a/b"].array_keys() == ["c"]
+        assert all_paths(root) == ["a", "a/b", "a/b/c"]
+
+    def test_create_dataset_with_data(self, root):
+        data = np.arange(30, dtype="u2").reshape(5, 6)
+        z = root.create_dataset("d", data=data, chunks=(2, 4))
+        assert z.dtype == np.uint16 and z.chunks == (2, 4)
+        np.testing.assert_array_equal(root["d"][:], data)
+
+    def test_create_dataset_existing(self, root):
+        root.create_dataset("d", shape=3)
+        with pytest.raises(ContainsArrayError):
+            root.create_dataset("d", shape=3)
+        assert root.create_dataset("d", shape=4, overwrite=True).shape == (4,)
+        root.create_group("g")
+        with pytest.raises(ContainsGroupError):
+            root.create_dataset("g", shape=3)
+        with pytest.raises(ContainsArrayError):
+            root.create_dataset("d/under", shape=3)
+
+    def test_require_dataset(self, root):
+        z = root.require_dataset("r", shape=(4, 4), dtype="i4", chunks=2)
+        z[:] = 7
+        same = root.require_dataset("r", shape=(4, 4), dtype="i4")
+        assert same == z and same[0, 0] == 7
+        assert root.require_dataset("r", shape=(4, 4), dtype="i2").dtype == np.int32
+        with pytest.raises(TypeError, match="dtype"):
+            root.require_dataset("r", shape=(4, 4), dtype="i2", exact=True)
+        with pytest.raises(TypeError, match="dtype"):
+            root.require_dataset("r", shape=(4, 4), dtype="f8")
+        with pytest.raises(TypeError, match="shape"):
+            root.require_dataset("r", shape=(5, 4), dtype="i4")
+        new = root.require_dataset("n/e/w", shape=3, dtype="f4")
+        assert new.name == "/n/e/w" and new.shape == (3,)
+
+    def test_create_array_zarr3_style(self, root):
+        z = root.create_array("ca", shape=(6, 4), dtype="i8", chunks=(3, 2),
+                              attributes={"u": "m"}, dimension_names=["y", "x"])
+        assert (z.shape, z.dtype, z.chunks) == ((6, 4), np.int64, (3, 2))
+        assert z.attrs["u"] == "m" and z.attrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
+        data = np.arange(6, dtype="i2").reshape(2, 3)
+        d = root.create_array("sub/cad", data=data)
+        assert d.name == "/sub/cad"
+        assert_same(d[...], data)  # dtype taken from data
+        assert root.create_array("dflt", shape=3).dtype == np.float64
+
+    def test_zeros_ones_full_empty(self, root):
+        np.testing.assert_array_equal(root.zeros("z", shape=4, chunks=2)[:], np.zeros(4))
+        np.testing.assert_array_equal(root.ones("o", shape=(2, 2), dtype="i4")[:],
+                                      np.ones((2, 2), "i4"))
+        f = root.full("f", fill_value=3.5, shape=5)
+        assert f.fill_value == 3.5
+        np.testing.assert_array_equal(f[:], np.full(5, 3.5))
+        e = root.empty("e", shape=5, dtype="i4")
+        assert e.fill_value is None and e.shape == (5,)
+        assert root.array_keys() == ["e", "f", "o", "z"]
+
+    def test_array_and_setitem(self, root):
+        data = np.linspace(0, 1, 12).reshape(3, 4)
+        z = root.array("sub/a", data, chunks=(2, 2))
+        assert z.chunks == (2, 2)
+        np.testing.assert_array_equal(root["sub/a"][:], data)
+        root["sub/b"] = np.arange(3)
+        np.testing.assert_array_equal(root["sub"]["b"][:], np.arange(3))
+        root["sub/b"] = np.arange(5)  # __setitem__ replaces
+        np.testing.assert_array_equal(root["sub/b"][:], np.arange(5))
+
+    def test_like(self, root):
+        src = root.array("src", np.arange(12, dtype="i2").reshape(3, 4), chunks=(2, 3))
+        zl = root.zeros_like("zl", src)
+        assert (zl.shape, zl.dtype, zl.chunks) == ((3, 4), np.int16, (2, 3))
+        assert not zl[:].any()
+        ol = root.ones_like("ol", src)
+        assert (ol[:] == 1).all() and ol.dtype == np.int16
+        fl = root.full_like("fl", src, fill_value=9)
+        assert (fl[:] == 9).all()
+        el = root.empty_like("el", src)
+        assert el.shape == (3, 4) and el.dtype == np.int16
+        npl = root.ones_like("npl", np.zeros((2, 5), "f4"))
+        assert npl.shape == (2, 5) and npl.dtype == np.float32 and (npl[:] == 1).all()
+
+
+# ------------------------------------------------------------------------------ reading members
+@pytest.fixture
+def tree_group():
+    g = cs.group({})
+    g.attrs["title"] = "root"
+    g.array("a", np.arange(10), chunks=5)
+    b = g.create_group("b")
+    b.array("c", np.ones((2, 2)), chunks=1)
+    b.create_group("d").array("e", np.arange(3, dtype="i1"))
+    g.create_group("f")
+    return g
+
+
+class TestAccess:
+    def test_getitem_paths(self, tree_group):
+        g = tree_group
+        assert isinstance(g["a"], cs.Array) and g["a"].name == "/a"
+        assert isinstance(g["b"], cs.Group)
+        assert g["b/d/e"].name == "/b/d/e"
+        assert g["b"]["d"]["e"] == g["b/d/e"]
+        assert g["/b/d/"].path == "b/d"  # leading/trailing slashes are ignored
+        np.testing.assert_array_equal(g["b/d/e"][:], np.arange(3))
+        assert g.a == g["a"]  # attribute access, as zarr-python allows
+
+    def test_missing_member_keyerror_names_path(self, tree_group):
+        with pytest.raises(KeyError, match="b/zz"):
+            tree_group["b/zz"]
+        with pytest.raises(KeyError, match="nope"):
+            tree_group["nope"]
+        with pytest.raises(KeyError):
+            tree_group["b"]["missing"]
+        with pytest.raises(AttributeError):
+            tree_group.nope
+
+    @pytest.mark.parametrize("bad", ["..", ".", "a/../b", "./a", "b/./d", "a\\b"])
+    def test_bad_paths_raise_valueerror(self, tree_group, bad):
+        g = tree_group
+        with pytest.raises(ValueError):
+            g[bad]
+        with pytest.raises(ValueError):
+            g.create_group(bad)
+        with pytest.raises(ValueError):
+            g.create_dataset(bad, shape=3)
+        with pytest.raises(ValueError):
+            g.require_group(bad)
+        with pytest.raises(ValueError):
+            del g[bad]
+        assert bad not in g
+        with pytest.raises(ValueError):
+            cs.group({}, path=bad)
+        assert sorted(g.keys()) == ["a", "b", "f"]
+
+    def test_contains(self, tree_group):
+        g = tree_group
+        for p in ["a", "b", "b/c", "b/d", "b/d/e", "f", "/b/c"]:
+            assert p in g, p
+        for p in ["x", "b/x", "a/0", "", ".zgroup", "b/c/0.0", 3, None]:
+            assert p not in g, p
+
+    def test_iteration_and_lengths(self, tree_group):
+        g = tree_group
+        assert list(g) == ["a", "b", "f"]
+        assert len(g) == 3 and len(g["b"]) == 2 and len(g["f"]) == 0
+        assert g.keys() == ["a", "b", "f"]
+        assert [v.name for v in g.values()] == ["/a", "/b", "/f"]
+        assert [(k, v.name) for k, v in g.items()] == [("a", "/a"), ("b", "/b"), ("f", "/f")]
+        assert set(g.members) == {"a", "b", "f"} and g.members["a"] == g["a"]
+
+    def test_arrays_groups_keys(self, tree_group):
+        g = tree_group
+        assert g.array_keys() == ["a"]
+        assert g.group_keys() == ["b", "f"]
+        assert [(k, v.name) for k, v in g.arrays()] == [("a", "/a")]
+        assert [(k, v.name) for k, v in g.groups()] == [("b", "/b"), ("f", "/f")]
+        assert g["b"].array_keys() == ["c"] and g["b"].group_keys() == ["d"]
+        assert g.array_keys(recurse=True) == ["a", "b/c", "b/d/e"]
+        assert [p for p, _ in g.arrays(recurse=True)] == ["a", "b/c", "b/d/e"]
+
+    def test_visit(self, tree_group):
+        g = tree_group
+        expected = ["a", "b", "b/c", "b/d", "b/d/e", "f"]
+        assert all_paths(g) == expected
+        seen = []
+        assert g.visitkeys(seen.append) is None and seen == expected
+        names = []
+        g.visitvalues(lambda v: names.append(v.name))
+        assert names == ["/" + p for p in expected]
+        pairs = []
+        g.visititems(lambda p, v: pairs.append((p, type(v).__name__)))
+        assert pairs == [("a", "Array"), ("b", "Group"), ("b/c", "Array"), ("b/d", "Group"),
+                         ("b/d/e", "Array"), ("f", "Group")]
+        # Relative to the group visited.
+        assert all_paths(g["b"]) == ["c", "d", "d/e"]
+
+    def test_visit_stops_at_first_result(self, tree_group):
+        g = tree_group
+        seen = []
+
+        def find(p):
+            seen.append(p)
+            return p if p.endswith("d") else None
+        assert g.visit(find) == "b/d"
+        assert seen == ["a", "b", "b/c", "b/d"]
+        assert g.visitvalues(lambda v: v.shape if isinstance(v, cs.Array) and v.ndim == 2
+                             else None) == (2, 2)
+        assert g.visititems(lambda p, v: p if isinstance(v, cs.Group) and not len(v)
+                            else None) == "f"
+
+    def test_delitem(self, tree_group):
+        g = tree_group
+        del g["b/d"]
+        assert "b/d" not in g and "b/d/e" not in g and g["b"].keys() == ["c"]
+        del g["a"]
+        assert g.keys() == ["b", "f"]
+        assert not [k for k in g.store if k.startswith("a/") or k.startswith("b/d")]
+        with pytest.raises(KeyError, match="a"):
+            del g["a"]
+
+    def test_attrs(self, tree_group):
+        g = tree_group
+        assert dict(g.attrs) == {"title": "root"}
+        g["b"].attrs.update({"n": [1, 2.5, None], "s": "☃"})
+        g["b/c"].attrs["units"] = "m"
+        again = cs.open_group(g.store, mode="r")
+        assert again["b"].attrs.asdict() == {"n": [1, 2.5, None], "s": "☃"}
+        assert again["b/c"].attrs["units"] == "m"
+        assert dict(again["f"].attrs) == {}
+        del g["b"].attrs["n"]
+        assert dict(cs.open_group(g.store, mode="r")["b"].attrs) == {"s": "☃"}
+
+    def test_info(self, tree_group):
+        text = repr(tree_group.info)
+        rows = dict(line.split(" : ", 1) for line in text.splitlines())
+        rows = {k.strip(): v.strip() for k, v in rows.items()}
+        assert rows["Name"] == "/"
+        assert rows["No. members"] == "3"
+        assert rows["No. arrays"] == "1" and rows["No. groups"] == "2"
+        assert rows["Arrays"] == "a" and rows["Groups"] == "b, f"
+        html = tree_group["b"].info._repr_html_()
+        assert "<table" in html and "/b" in html
+
+    def test_equality(self, tree_group):
+        g = tree_group
+        assert g["b"] == g["b"] and hash(g["b"]) == hash(g["b"])
+        assert g["b"] != g["f"]
+        assert cs.group({}) != cs.group({})
+
+
+class TestTree:
+    def test_text(self, tree_group):
+        expected = "\n".join([
+            "/",
+            "├── a (10,) int64",
+            "├── b",
+            "│   ├── c (2, 2) float64",
+            "│   └── d",
+            "│       └── e (3,) int8",
+            "└── f",
+        ])
+        assert repr(tree_group.tree()) == expected
+        assert str(tree_group.tree()) == expected
+        assert str(cs.tree(tree_group)) == expected
+
+    def test_subgroup_and_level(self, tree_group):
+        assert repr(tree_group["b"].tree()) == "\n".join([
+            "/b",
+            "├── c (2, 2) float64",
+            "└── d",
+            "    └── e (3,) int8",
+        ])
+        assert repr(tree_group.tree(level=1)) == "\n".join(
+            ["/", "├── a (10,) int64", "├── b", "└── f"])
+        assert repr(cs.group({}).tree()) == "/"
+
+    def test_html(self, tree_group):
+        tree_group.create_group("<x&y>")
+        html = tree_group.tree()._repr_html_()
+        assert html.count("<li>") == 7
+        for name in ("a", "b", "c", "d", "e", "f"):
+            assert f">{name}" in html or f"<li>{name} " in html
+        assert "&lt;x&amp;y&gt;" in html and "<x&y>" not in html
+        assert "(10,) int64" in html
+
+
+class TestMove:
+    @pytest.mark.parametrize("kind", STORE_KINDS)
+    def test_move_array_and_group(self, tmp_path, kind):
+        store = make_store(kind, tmp_path)
+        g = cs.group(store)
+        data = np.arange(20).reshape(4, 5)
+        a = g.create_dataset("x/y", data=data, chunks=(2, 2))
+        a.attrs["u"] = 1
+        g.move("x/y", "p/q/r")
+        assert "x/y" not in g and isinstance(g["p/q"], cs.Group)
+        np.testing.assert_array_equal(g["p/q/r"][:], data)
+        assert g["p/q/r"].attrs["u"] == 1
+        g.move("p", "pp")
+        assert "p" not in g
+        np.testing.assert_array_equal(g["pp/q/r"][:], data)
+        assert sorted(g.keys()) == ["pp", "x"]
+        # Relative to a subgroup.
+        g["pp"].move("q", "moved")
+        assert g["pp"].keys() == ["moved"]
+        np.testing.assert_array_equal(g["pp/moved/r"][:], data)
+        store.close() if hasattr(store, "close") else None
+
+    def test_move_errors(self, tree_group):
+        g = tree_group
+        with pytest.raises(KeyError, match="nope"):
+            g.move("nope", "x")
+        with pytest.raises(FileExistsError):
+            g.move("a", "f")
+        with pytest.raises(ValueError):
+            g.move("a", "../x")
+        assert all_paths(g) == ["a", "b", "b/c", "b/d", "b/d/e", "f"]
+
+
+# ------------------------------------------------------------------------------ every store kind
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_hierarchy_roundtrip_every_store(tmp_path, kind):
+    store = make_store(kind, tmp_path)
+    g = cs.group(store)
+    g.attrs["root"] = True
+    g.array("a", np.arange(12).reshape(3, 4), chunks=(2, 2))
+    sub = g.create_group("s/t")
+    sub.attrs["n"] = [1, 2]
+    sub.array("b", np.linspace(0, 1, 7), chunks=3)
+    assert all_paths(g) == ["a", "s", "s/t", "s/t/b"]
+    if hasattr(store, "close"):
+        store.close()
+    if kind in ("dict", "memory"):
+        reopened = cs.open_group(store, mode="r")
+    else:
+        path = {"directory": "data.zarr", "nested": "nested.zarr", "zip": "data.zip",
+                "sqlite": "data.sqlite", "lmdb": "data.lmdb"}[kind]
+        reopened = cs.open_group(str(tmp_path / path), mode="r")
+    assert all_paths(reopened) == ["a", "s", "s/t", "s/t/b"]
+    assert reopened.attrs["root"] is True and reopened["s/t"].attrs["n"] == [1, 2]
+    np.testing.assert_array_equal(reopened["a"][:], np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(reopened["s/t/b"][:], np.linspace(0, 1, 7))
+
+
+# ------------------------------------------------------------------------------ golden fixtures
+def _fixture_ids(cases):
+    return [c["name"] for c in cases]
+
+
+def _check_fixture(g, case):
+    expected = np.load(FIXTURES_V2 / case["expected"])
+    arrays, groups = [], [""]
+    g.visititems(lambda p, v: (arrays if isinstance(v, cs.Array) else groups).append(p))
+    assert sorted(arrays) == sorted(case["arrays"])
+    assert sorted(groups) == sorted(case["groups"])
+    for path, attrs in case["attrs"].items():
+        node = g[path] if path else g
+        assert node.attrs.asdict() == attrs, path
+    for path in case["arrays"]:
+        assert_same(g[path][...], expected[path.replace("/", "__")])
+    assert g.read_only
+    return arrays
+
+
+@pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
+@pytest.mark.parametrize("case", GROUP_CASES, ids=_fixture_ids(GROUP_CASES))
+def test_fixture_hierarchy(case):
+    g = cs.open_group(str(FIXTURES_V2 / case["path"]), mode="r")
+    _check_fixture(g, case)
+    text = repr(g.tree())
+    assert text.startswith("/\n") and "── a (10, 10) int32" in text
+    assert all(("── " + p.rsplit("/", 1)[-1]) in text for p in case["groups"] if p)
+    assert isinstance(cs.open(str(FIXTURES_V2 / case["path"]), mode="r"), cs.Group)
+    if hasattr(g.store, "close"):
+        g.store.close()
+
+
+CONSOLIDATED = [c for c in GROUP_CASES if c["consolidated"]]
+
+
+@pytest.mark.skipif(not CONSOLIDATED, reason="no consolidated group fixture")
+@pytest.mark.parametrize("case", CONSOLIDATED, ids=_fixture_ids(CONSOLIDATED))
+def test_fixture_open_consolidated(case, tmp_path):
+    g = cs.open_consolidated(str(FIXTURES_V2 / case["path"]), mode="r")
+    _check_fixture(g, case)
+    # The metadata really comes from .zmetadata: delete the per-node documents of a copy.
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(FIXTURES_V2 / case["path"], copy)
+    for p in list(copy.rglob(".zattrs")) + list(copy.rglob(".zgroup")) + \
+            list(copy.rglob(".zarray")):
+        p.unlink()
+    with pytest.raises(FileNotFoundError):
+        cs.open_group(str(copy), mode="r")
+    _check_fixture(cs.open_consolidated(str(copy), mode="r"), case)
+
+
+@pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
+def test_fixture_copy_is_writable(tmp_path):
+    case = next(c for c in GROUP_CASES if c["store"] == "zarr" and not c["consolidated"])
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(FIXTURES_V2 / case["path"], copy)
+    g = cs.open_group(str(copy), mode="r+")
+    g["empty"].array("new", np.arange(3))
+    g["a"][0, 0] = -1
+    r = cs.open_group(str(copy), mode="r")
+    assert r["a"][0, 0] == -1 and r["empty"].array_keys() == ["new"]
+    assert r.attrs.asdict() == case["attrs"][""]
+
+
+# ------------------------------------------------------------------------------ zarr-python 3
+def _zarr():
+    zarr = pytest.importorskip("zarr")
+    return zarr
+
+
+def _write_hierarchy(store):
+    g = cs.group(store)
+    g.attrs.update({"title": "root ☃", "n": 3})
+    a = g.array("a", np.arange(100, dtype="i4").reshape(10, 10), chunks=(3, 4))
+    a.attrs["units"] = "m"
+    g.create_group("g1/g2").attrs["nested"] = {"k": [1, 2.5, None]}
+    g["g1/g2"].array("b", np.linspace(0, 1, 50), chunks=7, fill_value=np.nan)
+    g.create_group("empty")
+    return g
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("layout", ["directory", "nested", "zip", "consolidated"])
+def test_zarr3_reads_chunkstore_hierarchy(tmp_path, layout):
+    zarr = _zarr()
+    if layout == "zip":
+        path = str(tmp_path / "h.zip")
+        with cs.ZipStore(path, mode="w") as store:
+            _write_hierarchy(store)
+        zstore = zarr.storage.ZipStore(path, mode="r")
+    else:
+        path = str(tmp_path / "h.zarr")
+        store = cs.NestedDirectoryStore(path) if layout == "nested" else cs.DirectoryStore(path)
+        _write_hierarchy(store)
+        if layout == "consolidated":
+            cs.consolidate_metadata(path)
+        zstore = path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if layout == "consolidated":
+            zg = zarr.open_consolidated(zstore, zarr_format=2)
+        else:
+            zg = zarr.open_group(zstore, mode="r", zarr_format=2)
+        found = {}
+        for p, v in zg.members(max_depth=None):
+            found[p] = "array" if isinstance(v, zarr.Array) else "group"
+        assert found == {"a": "array", "empty": "group", "g1": "group", "g1/g2": "group",
+                         "g1/g2/b": "array"}
+        assert dict(zg.attrs) == {"title": "root ☃", "n": 3}
+        assert dict(zg["a"].attrs) == {"units": "m"}
+        assert dict(zg["g1/g2"].attrs) == {"nested": {"k": [1, 2.5, None]}}
+        np.testing.assert_array_equal(zg["a"][...], np.arange(100, dtype="i4").reshape(10, 10))
+        np.testing.assert_array_equal(zg["g1/g2/b"][...], np.linspace(0, 1, 50))
+        assert zg["a"].chunks == (3, 4) and zg["g1/g2/b"].chunks == (7,)
+    if layout == "zip":
+        zstore.close()
