@@ -3,6 +3,7 @@
 from .base import (
     BaseStore,
     delitems,
+    ensure_bytes,
     getitems,
     getsize,
     listdir,
@@ -40,4 +41,5 @@ __all__ = [
     "getsize",
     "validate_key",
     "normalize_store",
+    "ensure_bytes",
 ]

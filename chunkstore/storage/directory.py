@@ -210,7 +210,9 @@ class DirectoryStore(BaseStore):
                 continue
             key = f"{rel}/{name}" if rel else name
             try:
-                is_dir = e.is_dir()
+                is_dir = e.is_dir(follow_symlinks=False)
+                if not is_dir and e.is_symlink() and e.is_dir():
+                    continue  # a symlink to a directory: not followed (no cycles), not a key
             except FileNotFoundError:  # pragma: no cover - vanished concurrently
                 continue
             if is_dir:
@@ -305,7 +307,10 @@ class DirectoryStore(BaseStore):
                 # its last key: (re)create it and retry
                 if attempt == 9:
                     raise
-                self._makedirs(dirname)
+                try:
+                    self._makedirs(dirname)
+                except FileNotFoundError:  # a parent vanished concurrently: retry
+                    pass
         try:
             with open(fd, "wb", closefd=True) as f:
                 f.write(data)

@@ -77,7 +77,10 @@ class FSStore(BaseStore):
         self.root = root.rstrip("/") if root not in ("/", "") else root
         from fsspec.implementations.local import LocalFileSystem
 
+        from fsspec.implementations.memory import MemoryFileSystem
+
         self._local = isinstance(self.fs, LocalFileSystem)
+        self._memory = type(self.fs) is MemoryFileSystem
         if self._local:
             self.root = os.path.abspath(self.root)
             if mode in ("r", "r+") and not os.path.isdir(self.root):
@@ -242,6 +245,9 @@ class FSStore(BaseStore):
         return out
 
     def _isfile(self, path: str) -> bool:
+        if self._memory:
+            # MemoryFileSystem.info scans every path first; its store is a dict of files
+            return self.fs._strip_protocol(path) in self.fs.store
         try:
             info = self.fs.info(path)
         except self.missing_exceptions:

@@ -50,7 +50,9 @@ class SQLiteStore(BaseStore):
     - ``getitems``/``setitems``/``delitems`` run in one transaction; ``listdir``, ``getsize``
       and ``rmdir`` are single SQL statements over a key range.
     - A file that is not an SQLite database, or has no ``zarr`` table in mode ``"r"``, raises
-      :class:`~chunkstore.errors.StoreError` naming the path.
+      :class:`~chunkstore.errors.StoreError` naming the path; so does any SQLite error during
+      an operation (corrupt pages, I/O error, still locked after *timeout*), chained to the
+      original ``sqlite3`` exception.
     """
 
     def __init__(
@@ -151,9 +153,11 @@ class SQLiteStore(BaseStore):
         while True:
             try:
                 return fn()
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e) or time.monotonic() > deadline:
-                    raise
+            except sqlite3.Error as e:
+                retry = isinstance(e, sqlite3.OperationalError) and _is_busy(e)
+                if not retry or time.monotonic() > deadline:
+                    # a broken, locked or unreadable database: never "missing"
+                    raise StoreError(f"SQLite store {self.path!r}: {e}") from e
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.1)
 

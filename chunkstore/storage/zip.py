@@ -7,6 +7,7 @@ import os
 import threading
 import uuid
 import zipfile
+from zlib import error as zlib_error
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -171,7 +172,10 @@ class ZipStore(BaseStore):
         info = self._members.get(key)
         if info is None or self._zf is None:
             raise KeyError(key)
-        return self._zf.read(info)
+        try:
+            return self._zf.read(info)
+        except (zipfile.BadZipFile, EOFError, zlib_error) as e:
+            raise StoreError(f"member {key!r} of {self.path!r} is corrupt: {e}") from e
 
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)

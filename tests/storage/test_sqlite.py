@@ -189,3 +189,23 @@ def test_closed_store(tmp_path):
     s.close()
     with pytest.raises(StoreError):
         s["a"]
+
+
+def test_corrupt_database_is_an_error_not_missing(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with SQLiteStore(path) as s:
+        s.setitems({f"k{i}": os.urandom(3000) for i in range(50)})
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # scribble over every page after the first
+        f.seek(4096)
+        f.write(b"\xde\xad\xbe\xef" * ((size - 4096) // 4))
+    s = SQLiteStore(path, mode="r")
+    try:
+        with pytest.raises(StoreError) as ei:
+            s.getitems([f"k{i}" for i in range(50)])
+        assert isinstance(ei.value.__cause__, sqlite3.DatabaseError)
+        assert str(path) in str(ei.value)
+        with pytest.raises(StoreError):
+            s["k7"]
+    finally:
+        s.close()

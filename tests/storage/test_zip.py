@@ -234,3 +234,21 @@ def test_pickle_flushes_and_reopens(tmp_path):
     s2.close()
     s.close()
     assert names(p) == ["a"]
+
+
+def test_corrupt_member_is_an_error_not_missing(tmp_path):
+    p = tmp_path / "c.zip"
+    with ZipStore(p, mode="w") as s:
+        s["a/0"] = b"A" * 1000
+        s["a/1"] = b"B" * 1000
+    data = bytearray(p.read_bytes())
+    i = data.index(b"A" * 1000)
+    data[i + 500] ^= 0xFF  # flip a byte of the stored member: CRC mismatch
+    p.write_bytes(bytes(data))
+    with ZipStore(p, mode="r") as s:
+        with pytest.raises(StoreError) as ei:
+            s["a/0"]
+        assert "a/0" in str(ei.value) and str(p) in str(ei.value)
+        with pytest.raises(StoreError):
+            s.getitems(["a/1", "a/0"])
+        assert s.getitems(["a/1", "a/2"]) == {"a/1": b"B" * 1000}
