@@ -1,0 +1,131 @@
+"""xarray reads what chunkstore writes: a group whose arrays carry `_ARRAY_DIMENSIONS`
+(xarray's Zarr v2 convention), with and without consolidated metadata; and chunkstore reads
+what xarray writes."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+
+xr = pytest.importorskip("xarray")
+pytest.importorskip("zarr")
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
+                                        "ignore::DeprecationWarning", "ignore::RuntimeWarning")
+
+TIME = np.arange(6, dtype="i8") + 10
+X = np.linspace(0.5, 2.0, 4)
+TEMP = np.arange(24, dtype="f4").reshape(6, 4) / 3
+TEMP[2, 1] = np.nan
+COUNT = np.array([3, 0, 7, 1], dtype="i4")
+
+
+def write_dataset(path, nested=False):
+    store = cs.NestedDirectoryStore(path) if nested else cs.DirectoryStore(path)
+    g = cs.group(store)
+    g.attrs.update({"title": "chunkstore ☃", "version": 2})
+    t = g.array("time", TIME, chunks=4, fill_value=None)
+    t.attrs.update({"_ARRAY_DIMENSIONS": ["time"], "units": "days since 2000-01-01",
+                    "calendar": "standard"})
+    x = g.array("x", X, chunks=4, fill_value=None)
+    x.attrs.update({"_ARRAY_DIMENSIONS": ["x"], "long_name": "distance"})
+    g.create_array("temp", data=TEMP, chunks=(4, 3), fill_value=np.nan,
+                   dimension_names=["time", "x"], attributes={"units": "K"})
+    c = g.array("count", COUNT, chunks=2, fill_value=None)
+    c.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    return g
+
+
+def open_zarr(path, consolidated, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return xr.open_zarr(path, zarr_format=2, consolidated=consolidated, **kw)
+
+
+def check_dataset(ds):
+    assert dict(ds.sizes) == {"time": 6, "x": 4}
+    assert set(ds.coords) == {"time", "x"}
+    assert set(ds.data_vars) == {"temp", "count"}
+    assert ds.attrs == {"title": "chunkstore ☃", "version": 2}
+    assert ds["temp"].dims == ("time", "x") and ds["count"].dims == ("x",)
+    np.testing.assert_array_equal(ds["temp"].values, TEMP)  # NaN == NaN here
+    assert ds["temp"].dtype == np.float32
+    np.testing.assert_array_equal(ds["count"].values, COUNT)
+    np.testing.assert_array_equal(ds["x"].values, X)
+    expected_time = np.datetime64("2000-01-01") + TIME.astype("timedelta64[D]")
+    np.testing.assert_array_equal(ds["time"].values, expected_time.astype("datetime64[ns]"))
+    assert ds["temp"].attrs["units"] == "K"
+    assert ds["x"].attrs["long_name"] == "distance"
+    assert ds["temp"].encoding["chunks"] == (4, 3)
+    # Selections go through the chunked (dask) arrays.
+    np.testing.assert_array_equal(ds["temp"].isel(time=slice(3, 6), x=[0, 3]).values,
+                                  TEMP[3:6][:, [0, 3]])
+    assert float(ds["temp"].sum()) == pytest.approx(float(np.nansum(TEMP)))
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+def test_open_zarr_unconsolidated(tmp_path, nested):
+    path = str(tmp_path / "ds.zarr")
+    write_dataset(path, nested=nested)
+    assert not (tmp_path / "ds.zarr" / ".zmetadata").exists()
+    check_dataset(open_zarr(path, consolidated=False))
+
+
+def test_open_zarr_consolidated(tmp_path):
+    path = str(tmp_path / "ds.zarr")
+    write_dataset(path)
+    cs.consolidate_metadata(path)
+    check_dataset(open_zarr(path, consolidated=True))
+    check_dataset(open_zarr(path, consolidated=None))  # autodetect
+    # The arrays' metadata really comes from .zmetadata: remove their attributes in a copy.
+    # (zarr-python 3 reads the root group's own .zattrs from the store, not .zmetadata.)
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(tmp_path / "ds.zarr", copy)
+    for p in copy.glob("*/.zattrs"):
+        p.unlink()
+    check_dataset(open_zarr(str(copy), consolidated=True))
+    with pytest.raises(KeyError, match="_ARRAY_DIMENSIONS"):  # the files alone lack them
+        open_zarr(str(copy), consolidated=False).load()
+
+
+def test_open_zarr_without_dask(tmp_path):
+    path = str(tmp_path / "ds.zarr")
+    write_dataset(path)
+    ds = open_zarr(path, consolidated=False, chunks=None)
+    np.testing.assert_array_equal(ds["temp"].values, TEMP)
+    np.testing.assert_array_equal(ds["count"].values, COUNT)
+
+
+def test_missing_chunks_read_as_fill(tmp_path):
+    path = str(tmp_path / "ds.zarr")
+    g = write_dataset(path)
+    g["temp"][0:4, 0:3] = np.nan  # one whole chunk of fill value: not stored
+    assert not (tmp_path / "ds.zarr" / "temp" / "0.0").exists()
+    expected = TEMP.copy()
+    expected[0:4, 0:3] = np.nan
+    ds = open_zarr(path, consolidated=False)
+    np.testing.assert_array_equal(ds["temp"].values, expected)
+
+
+def test_chunkstore_reads_what_xarray_writes(tmp_path):
+    path = str(tmp_path / "ds.zarr")
+    write_dataset(path)
+    ds = open_zarr(path, consolidated=False)
+    out = str(tmp_path / "xr.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(out, zarr_format=2, consolidated=True)
+    g = cs.open_consolidated(out, mode="r")
+    assert sorted(g.array_keys()) == ["count", "temp", "time", "x"]
+    assert g["temp"].attrs["_ARRAY_DIMENSIONS"] == ["time", "x"]
+    assert g.attrs["title"] == "chunkstore ☃"
+    np.testing.assert_array_equal(g["temp"][...], TEMP)
+    np.testing.assert_array_equal(g["count"][...], COUNT)
+    # xarray re-encodes the datetime coordinate; decoded through xarray it is the same.
+    again = open_zarr(out, consolidated=True)
+    np.testing.assert_array_equal(again["time"].values, ds["time"].values)
