@@ -37,10 +37,12 @@ __all__ = [
 ]
 
 #: Modes accepted by every store constructor.
-#: ``"r"`` read-only; ``"r+"`` read-write, the store must already exist; ``"a"`` read-write,
-#: created if needed; ``"w"`` read-write, created if needed (only ``ZipStore`` truncates: the
-#: other stores leave clearing of paths to the array layer); ``"w-"``/``"x"`` read-write,
-#: created if needed (``ZipStore`` fails if the file exists).
+#: ``"r"`` read-only; every other mode is read-write. Opening never fails because the
+#: location does not exist yet, and mode ``"r"`` never creates anything: a missing location is
+#: an empty store, so that the array and group layer can report "not found" for the path.
+#: Whether a node must exist (``"r+"``), is cleared (``"w"``) or must not exist (``"w-"``,
+#: ``"x"``) is decided per path by the array and group layer, except that ``ZipStore``
+#: truncates the archive in mode ``"w"`` and refuses an existing file in ``"x"``/``"w-"``.
 MODES = ("r", "r+", "a", "w", "w-", "x")
 
 

@@ -61,10 +61,11 @@ class DirectoryStore(BaseStore):
       to (not including) the root.
     - A missing key raises ``KeyError``; every other ``OSError`` (permission denied, EIO...)
       propagates unchanged.
-    - The root directory is created on the first write. Modes ``"r"`` and ``"r+"`` require it
-      to exist (``FileNotFoundError`` otherwise); ``"w"``, ``"w-"`` and ``"x"`` behave like
-      ``"a"`` at the store level (clearing or refusing existing nodes is done by the array and
-      group layer, per path).
+    - The root directory is created on the first write, never by opening: a missing root is
+      an empty store (so the array/group layer reports "array not found" itself). Mode ``"r"``
+      refuses writes; ``"r+"``, ``"w"``, ``"w-"`` and ``"x"`` behave like ``"a"`` at the store
+      level (requiring, clearing or refusing existing nodes is done by the array and group
+      layer, per path).
     - *dimension_separator* (``"."``, ``"/"`` or ``None``) is only recorded for the array
       layer; keys are used as given.
     """
@@ -84,16 +85,9 @@ class DirectoryStore(BaseStore):
         self.path = os.path.abspath(os.fspath(path))
         self.fsync = bool(fsync)
         self._dimension_separator = dimension_separator
-        if os.path.exists(self.path):
-            if not os.path.isdir(self.path):
-                raise NotADirectoryError(
-                    errno.ENOTDIR, f"{type(self).__name__} root is not a directory", self.path
-                )
-        elif mode in ("r", "r+"):
-            raise FileNotFoundError(
-                errno.ENOENT,
-                f"cannot open {type(self).__name__} in mode {mode!r}: no such directory",
-                self.path,
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise NotADirectoryError(
+                errno.ENOTDIR, f"{type(self).__name__} root is not a directory", self.path
             )
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -83,11 +82,6 @@ class FSStore(BaseStore):
         self._memory = type(self.fs) is MemoryFileSystem
         if self._local:
             self.root = os.path.abspath(self.root)
-            if mode in ("r", "r+") and not os.path.isdir(self.root):
-                raise FileNotFoundError(
-                    errno.ENOENT, f"cannot open FSStore in mode {mode!r}: no such directory",
-                    self.root,
-                )
 
     @property
     def dimension_separator(self) -> str | None:

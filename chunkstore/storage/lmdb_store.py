@@ -102,6 +102,40 @@ class _Gate:
                 self._cond.notify_all()
 
 
+class _Absent(Exception):
+    """Internal: a read-only store whose environment does not exist (yet)."""
+
+
+class _EmptyCursor:
+    def first(self):
+        return False
+
+    def set_range(self, key):
+        return False
+
+    def set_key(self, key):
+        return False
+
+    def iternext(self, keys=True, values=True):
+        return iter(())
+
+    def __iter__(self):
+        return iter(())
+
+
+class _EmptyTxn:
+    """Stands in for a read transaction on an environment that does not exist."""
+
+    def get(self, key):
+        return None
+
+    def cursor(self):
+        return _EmptyCursor()
+
+    def stat(self, db=None):
+        return {"entries": 0}
+
+
 class LMDBStore(BaseStore):
     """A store in an LMDB environment (memory-mapped B-tree, ACID transactions).
 
@@ -118,7 +152,8 @@ class LMDBStore(BaseStore):
       uses LMDB's lock file. In mode ``"r"``, ``lock=None`` means: use the lock file if it
       exists, else open without locking (``lock=False``) so that a read-only directory (or a
       fixture) is opened without creating anything in it; if opening with the lock fails
-      for lack of permission, it falls back to ``lock=False``.
+      for lack of permission, it falls back to ``lock=False``. In mode ``"r"`` a missing
+      environment is an empty store (nothing is created).
     - Every write is a transaction: a killed writer leaves each value wholly old or new.
       ``setitems``/``delitems``/``rmdir`` are one transaction each; ``getitems`` one read
       transaction. *sync*=False trades durability against power loss for speed.
@@ -150,14 +185,10 @@ class LMDBStore(BaseStore):
         self._closed = False
         self._shared: _SharedEnv | None = None
         self._pid = os.getpid()
-        exists = os.path.exists(self.path)
-        if mode in ("r", "r+") and not exists:
-            raise FileNotFoundError(
-                errno.ENOENT, f"cannot open LMDBStore in mode {mode!r}: no such environment",
-                self.path,
-            )
         self.subdir = (not os.path.isfile(self.path)) if subdir is None else bool(subdir)
-        self._acquire()
+        self._absent = mode == "r" and not os.path.exists(self.path)
+        if not self._absent:
+            self._acquire()
 
     def _acquire(self) -> None:
         regkey = os.path.realpath(self.path)
@@ -239,6 +270,11 @@ class LMDBStore(BaseStore):
     def _sh(self) -> _SharedEnv:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
+        if self._absent:
+            if not os.path.exists(self.path):
+                raise _Absent()
+            self._absent = False  # the environment was created since: open it
+            self._acquire()
         if self._pid != os.getpid():
             # forked child: reopen (the parent's environment is abandoned, never closed)
             self._acquire()
@@ -247,7 +283,13 @@ class LMDBStore(BaseStore):
     @property
     def env(self):
         """The underlying ``lmdb.Environment``."""
-        return self._sh().env
+        try:
+            return self._sh().env
+        except _Absent:
+            raise FileNotFoundError(
+                errno.ENOENT, "no LMDB environment (read-only store on a missing path)",
+                self.path,
+            ) from None
 
     # -- identity / pickling ---------------------------------------------------------------
 
@@ -300,7 +342,7 @@ class LMDBStore(BaseStore):
             pass
 
     def flush(self) -> None:
-        if not self._closed and self._mode != "r":
+        if not self._closed and self._mode != "r" and not self._absent:
             self.env.sync(True)
 
     # -- transactions ----------------------------------------------------------------------
@@ -326,7 +368,10 @@ class LMDBStore(BaseStore):
     def _run(self, body, write: bool, buffers: bool = False):
         lmdb = self._lmdb
         while True:
-            sh = self._sh()
+            try:
+                sh = self._sh()
+            except _Absent:
+                return body(_EmptyTxn())
             env = sh.env
             seen = None
             try:
@@ -342,11 +387,16 @@ class LMDBStore(BaseStore):
     def _k(self, key: str) -> bytes:
         validate_key(key)
         b = key.encode("utf-8")
-        if len(b) > 511 and len(b) > self.env.max_key_size():
-            raise ValueError(
-                f"invalid store key {key!r}: longer than LMDB's maximum key size "
-                f"({self.env.max_key_size()} bytes)"
-            )
+        if len(b) > 511:
+            try:
+                limit = self._sh().env.max_key_size()
+            except _Absent:
+                limit = 511
+            if len(b) > limit:
+                raise ValueError(
+                    f"invalid store key {key!r}: longer than LMDB's maximum key size "
+                    f"({limit} bytes)"
+                )
         return b
 
     # -- reads -----------------------------------------------------------------------------

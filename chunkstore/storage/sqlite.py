@@ -27,6 +27,10 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+class _Placeholder(sqlite3.Connection):
+    """An empty in-memory stand-in for a database file that does not exist (yet)."""
+
+
 def _upper(prefix: str) -> str:
     # every key starting with "prefix/" sorts in [prefix + "/", prefix + "0")
     return prefix + "0"
@@ -37,9 +41,10 @@ class SQLiteStore(BaseStore):
 
     ``SQLiteStore(path, mode="a", timeout=60.0, synchronous="NORMAL")``
 
-    - Writable modes put the database in WAL mode (many readers alongside one writer) and
-      create the table if missing; mode ``"r"`` opens the file read-only (``?mode=ro``)
-      without changing anything in it, so it can read databases in any journal mode.
+    - Writable modes create the file and table if missing and put the database in WAL mode
+      (many readers alongside one writer); mode ``"r"`` opens the file read-only
+      (``?mode=ro``) without changing anything in it, so it can read databases in any journal
+      mode. In mode ``"r"`` a missing file is an empty store (nothing is created).
     - Thread-safe: each thread uses its own connection. Process-safe: many processes can read
       and write the same file at once; write transactions are ``BEGIN IMMEDIATE`` with a busy
       timeout, and ``SQLITE_BUSY``/``SQLITE_LOCKED`` are retried with back-off until *timeout*
@@ -68,11 +73,6 @@ class SQLiteStore(BaseStore):
         if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"invalid synchronous setting {synchronous!r}")
         self.synchronous = str(synchronous).upper()
-        if mode in ("r", "r+") and not os.path.exists(self.path):
-            raise FileNotFoundError(
-                errno.ENOENT, f"cannot open SQLiteStore in mode {mode!r}: no such file",
-                self.path,
-            )
         if os.path.isdir(self.path):
             raise IsADirectoryError(errno.EISDIR, "SQLiteStore path is a directory", self.path)
         self._init_state()
@@ -90,6 +90,14 @@ class SQLiteStore(BaseStore):
     # -- connections -----------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if self._mode == "r" and not os.path.exists(self.path):
+            # a read-only store on a missing file is empty (and creates nothing): serve it
+            # from an empty in-memory table until the file appears
+            conn = sqlite3.connect(
+                ":memory:", isolation_level=None, check_same_thread=False, factory=_Placeholder
+            )
+            conn.execute("CREATE TABLE zarr (k TEXT PRIMARY KEY, v BLOB)")
+            return conn
         try:
             if self._mode == "r":
                 uri = "file:" + _quote_path(self.path) + "?mode=ro"
@@ -139,6 +147,10 @@ class SQLiteStore(BaseStore):
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         conn = getattr(self._local, "conn", None)
+        if conn is not None and isinstance(conn, _Placeholder):
+            if os.path.exists(self.path):  # the database was created since: use it
+                conn.close()
+                conn = None
         if conn is None:
             conn = self._connect()
             self._local.conn = conn

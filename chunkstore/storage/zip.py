@@ -24,10 +24,10 @@ class ZipStore(BaseStore):
 
     ``ZipStore(path, mode="a", compression=zipfile.ZIP_STORED, allowZip64=True)``
 
-    Modes: ``"r"`` read-only (the archive must exist); ``"r+"`` read-write, the archive must
-    exist; ``"a"`` read-write, created if missing; ``"w"`` truncate: start from an empty
-    archive (the file is replaced immediately); ``"x"``/``"w-"`` create a new archive,
-    ``FileExistsError`` if the file exists.
+    Modes: ``"r"`` read-only; ``"r+"`` and ``"a"`` read-write; ``"w"`` truncate: start from an
+    empty archive (the file is replaced immediately); ``"x"``/``"w-"`` create a new archive,
+    ``FileExistsError`` if the file exists. A missing file is an empty store (created by the
+    first flush with writes; never by mode ``"r"``).
 
     **Rewrites and durability (the design choice).** A zip archive cannot update a member in
     place and appending a second member with the same name would leave a duplicate that
@@ -40,7 +40,9 @@ class ZipStore(BaseStore):
 
     Guarantee: the file at *path* is always a complete, valid archive: either the content as
     of the previous flush or the content as of the new one, never a torn mix, even if the
-    process is killed mid-flush. Writes not yet flushed are lost if the process dies. Memory
+    process is killed mid-flush. Writes not yet flushed are lost if the process dies (a
+    store that is garbage-collected without ``close()`` is closed, and so flushed, like
+    ``zipfile.ZipFile``). Memory
     use grows with the unflushed data and each flush rewrites the whole archive, so zip
     stores suit write-once (or write-rarely) data; use a directory store for incremental
     writes and convert at the end.
@@ -70,16 +72,13 @@ class ZipStore(BaseStore):
         self._members: dict[str, zipfile.ZipInfo] = {}
         self._pending: dict[str, Any] = {}  # key -> bytes, or _DELETED
         self._closed = False
+        self._absent = False
         self._open_archive(mode)
 
     # -- opening ---------------------------------------------------------------------------
 
     def _open_archive(self, mode: str) -> None:
         exists = os.path.exists(self.path)
-        if mode in ("r", "r+") and not exists:
-            raise FileNotFoundError(
-                errno.ENOENT, f"cannot open ZipStore in mode {mode!r}: no such file", self.path
-            )
         if mode in ("x", "w-"):
             if exists:
                 raise FileExistsError(
@@ -97,6 +96,8 @@ class ZipStore(BaseStore):
             return self._load()
         if exists:
             self._load()
+        else:
+            self._absent = True  # loaded when it appears (read-only) or by the first flush
 
     def _load(self) -> None:
         """(Re)open the archive on disk for reading and index its members."""
@@ -104,6 +105,7 @@ class ZipStore(BaseStore):
             self._zf.close()
             self._zf = None
         self._members = {}
+        self._absent = False
         if os.path.isdir(self.path):
             raise IsADirectoryError(errno.EISDIR, "ZipStore path is a directory", self.path)
         if os.path.getsize(self.path) == 0:
@@ -130,6 +132,8 @@ class ZipStore(BaseStore):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
+        if self._absent and not self._pending and os.path.exists(self.path):
+            self._load()  # the archive was created (by someone else) since we opened
 
     # -- identity / pickling ---------------------------------------------------------------
 
@@ -403,17 +407,11 @@ class ZipStore(BaseStore):
                     self._zf = None
                 self._closed = True
 
-    def __del__(self):  # pragma: no cover - best effort
+    def __del__(self):  # pragma: no cover - best effort, like zipfile.ZipFile
+        # a store dropped without close() (e.g. opened from a path by a convenience
+        # function) still gets its pending writes written, atomically as always
         try:
-            if not self._closed and self._pending:
-                import warnings
-
-                warnings.warn(
-                    f"{self!r} was garbage-collected with unflushed writes; call close()",
-                    ResourceWarning,
-                    stacklevel=2,
-                )
-            if self._zf is not None:
-                self._zf.close()
+            if not self._closed:
+                self.close()
         except Exception:
             pass

@@ -287,13 +287,45 @@ def test_normalize_store_urls(tmp_path):
 
 
 def test_normalize_store_read_only_missing(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        normalize_store(str(tmp_path / "missing.zarr"), mode="r")
-    with pytest.raises(FileNotFoundError):
-        normalize_store(str(tmp_path / "missing.zip"), mode="r")
-    with pytest.raises(FileNotFoundError):
-        normalize_store(str(tmp_path / "missing.sqlite"), mode="r")
-    with pytest.raises(FileNotFoundError):
-        normalize_store(str(tmp_path / "missing.lmdb"), mode="r")
+    """A read-only open of a missing location is an empty store and creates nothing (the
+    array/group layer then reports the missing node itself)."""
+    for name in ["missing.zarr", "missing.zip", "missing.sqlite", "missing.lmdb"]:
+        s = normalize_store(str(tmp_path / name), mode="r")
+        try:
+            assert s.read_only
+            assert list(s) == [] and len(s) == 0
+            assert ".zarray" not in s
+            with pytest.raises(KeyError):
+                s[".zarray"]
+            assert s.getitems([".zarray", "a/0"]) == {}
+            assert s.listdir() == [] and s.listdir("a") == []
+            assert s.getsize() == 0
+            with pytest.raises(ReadOnlyError):
+                s["k"] = b"v"
+        finally:
+            s.close()
+    s = normalize_store(f"file://{tmp_path}/missing-fs", mode="r")
+    assert list(s) == [] and s.listdir() == []
     assert not any(Path(tmp_path).iterdir())
-    assert not os.path.exists(tmp_path / "missing.zarr")
+
+
+@pytest.mark.parametrize("name", ["late.zarr", "late.zip", "late.sqlite", "late.lmdb"])
+def test_read_only_store_sees_location_created_later(tmp_path, name):
+    r = normalize_store(str(tmp_path / name), mode="r")
+    try:
+        assert r.getitems(["k"]) == {}
+        with normalize_store(str(tmp_path / name), mode="a") as w:
+            w["k"] = b"v"
+        assert r["k"] == b"v"
+        assert list(r) == ["k"]
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("name", ["rp.zarr", "rp.zip", "rp.sqlite", "rp.lmdb"])
+def test_r_plus_on_missing_location_is_writable(tmp_path, name):
+    with normalize_store(str(tmp_path / name), mode="r+") as s:
+        assert not s.read_only and len(s) == 0
+        s["a/b"] = b"1"
+    with normalize_store(str(tmp_path / name), mode="r") as s:
+        assert s["a/b"] == b"1"

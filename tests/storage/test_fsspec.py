@@ -169,5 +169,5 @@ def test_local_writes_are_atomic_and_prune(tmp_path):
     os.unlink(tmp_path / "r" / "a" / ".c.0123456789abcdef0123456789abcdef.partial")
     del s["a/b/c"]
     assert os.listdir(tmp_path / "r") == []
-    with pytest.raises(FileNotFoundError):
-        FSStore(str(tmp_path / "missing"), mode="r")
+    assert list(FSStore(str(tmp_path / "missing"), mode="r")) == []
+    assert not (tmp_path / "missing").exists()

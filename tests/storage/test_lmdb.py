@@ -160,8 +160,13 @@ def test_long_keys_and_closed(tmp_path):
 
 
 def test_missing_environment(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        LMDBStore(tmp_path / "missing.lmdb", mode="r")
+    with LMDBStore(tmp_path / "missing.lmdb", mode="r") as s:
+        assert len(s) == 0 and list(s) == [] and s.listdir() == []
+        assert s.getitems(["a"]) == {} and "a" not in s and s.getsize() == 0
+        with pytest.raises(KeyError):
+            s.get_partial("a", [(0, 1)])
+        with pytest.raises(FileNotFoundError):
+            s.env
     assert not (tmp_path / "missing.lmdb").exists()
 
 
