@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from ..errors import ConsolidatedMetadataNotFoundError, MetadataError
+from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
 from .base import BaseStore, _slice, normalize_prefix, validate_key
 
@@ -93,13 +93,21 @@ class ConsolidatedMetadataStore(BaseStore):
     listing, so its chunk keys appear. ``__iter__`` yields the document's keys plus the
     underlying store's non-metadata keys. ``getsize`` measures the underlying store.
 
-    Writes raise :class:`~chunkstore.errors.ReadOnlyError`. A missing document raises
+    Mode ``"r"`` (the default): every write raises :class:`~chunkstore.errors.ReadOnlyError`.
+    Mode ``"r+"``: writes and deletes of non-metadata keys (chunks) pass through to the
+    underlying store; writing or deleting a metadata key served from the document, and
+    ``rmdir``, still raise ``ReadOnlyError`` (change metadata in the underlying store and
+    consolidate again). A missing document raises
     :class:`~chunkstore.errors.ConsolidatedMetadataNotFoundError`; an invalid one
     :class:`~chunkstore.errors.MetadataError`.
     """
 
-    def __init__(self, store: Mapping[str, bytes], metadata_key: str = ".zmetadata"):
-        super().__init__("r")
+    def __init__(
+        self, store: Mapping[str, bytes], metadata_key: str = ".zmetadata", mode: str = "r"
+    ):
+        if mode not in ("r", "r+"):
+            raise ValueError(f"ConsolidatedMetadataStore mode must be 'r' or 'r+', not {mode!r}")
+        super().__init__(mode)
         if not isinstance(store, Mapping):
             store = _base.normalize_store(store, mode="r")
         validate_key(metadata_key)
@@ -242,20 +250,43 @@ class ConsolidatedMetadataStore(BaseStore):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def _check_key_writable(self, key: str) -> None:
+        validate_key(key)
         self._check_writable(key)
+        if key == self.metadata_key or self._served(key):
+            raise ReadOnlyError(
+                f"{self!r}: metadata key {key!r} is served from the consolidated document and "
+                f"cannot be changed here; change it in the underlying store and consolidate "
+                f"again"
+            )
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_key_writable(key)
+        self._store[key] = value
 
     def __delitem__(self, key: str) -> None:
-        self._check_writable(key)
+        self._check_key_writable(key)
+        del self._store[key]
 
     def setitems(self, mapping) -> None:
         self._check_writable()
+        for k in mapping:
+            self._check_key_writable(k)
+        _base.setitems(self._store, mapping)
 
     def delitems(self, keys) -> None:
         self._check_writable()
+        keys = list(keys)
+        for k in keys:
+            self._check_key_writable(k)
+        _base.delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:
         self._check_writable()
+        raise ReadOnlyError(
+            f"{self!r}: rmdir would change the consolidated hierarchy; remove nodes in the "
+            f"underlying store and consolidate again"
+        )
 
     def close(self) -> None:
         fn = getattr(self._store, "close", None)

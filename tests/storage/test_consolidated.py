@@ -189,3 +189,29 @@ def test_plain_dict():
     assert ".zmetadata" in d
     assert json.loads(c["a/.zarray"]) == {"x": 1}
     assert getitems(c, ["a/0", "a/1"]) == {"a/0": b"chunk"}
+
+
+def test_r_plus_passes_chunk_writes_through():
+    m = MemoryStore({".zgroup": b'{"zarr_format": 2}', "a/.zarray": b'{"x": 1}', "a/0": b"old"})
+    consolidate_metadata(m)
+    c = ConsolidatedMetadataStore(m, mode="r+")
+    assert not c.read_only
+    c["a/0"] = b"new"
+    c.setitems({"a/1": b"1", "a/2": b"2"})
+    assert m["a/0"] == b"new" and c["a/1"] == b"1"
+    del c["a/2"]
+    c.delitems(["a/1", "a/missing"])
+    assert "a/1" not in m and "a/2" not in m
+    for op in (
+        lambda: c.__setitem__("a/.zarray", b"{}"),
+        lambda: c.__setitem__("b/.zgroup", b"{}"),
+        lambda: c.__delitem__(".zgroup"),
+        lambda: c.__setitem__(".zmetadata", b"{}"),
+        lambda: c.setitems({"a/3": b"3", "a/.zattrs": b"{}"}),
+        lambda: c.rmdir("a"),
+    ):
+        with pytest.raises(ReadOnlyError):
+            op()
+    assert "a/3" not in m  # a refused batch writes nothing
+    with pytest.raises(ValueError):
+        ConsolidatedMetadataStore(m, mode="w")
