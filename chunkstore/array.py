@@ -75,6 +75,7 @@ class Array:
         self._is_object = meta.dtype.hasobject
         fb = meta.fill_bytes()
         self._fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
+        self._object_fill = _object_fill(meta) if self._is_object else None
 
     def _refresh(self):
         if not self._cache_metadata:
@@ -119,7 +120,7 @@ class Array:
 
     @property
     def fill_value(self):
-        return self._meta.fill_value
+        return self._object_fill if self._is_object else self._meta.fill_value
 
     @property
     def compressor(self):
@@ -453,6 +454,11 @@ class Array:
         dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
         if isinstance(value, Array):
             value = value[...]
+        shape = tuple(shape)
+        if dtype.subdtype is not None:
+            # A sub-array field: values carry the field's own trailing dimensions.
+            dtype, sub = dtype.subdtype
+            shape = shape + sub
         try:
             v = np.asarray(value, dtype=dtype)
         except (ValueError, TypeError) as e:
@@ -462,12 +468,12 @@ class Array:
             v = v[0]
         if v.ndim:
             try:
-                np.broadcast_shapes(v.shape, shape)
-                if np.broadcast_shapes(v.shape, shape) != tuple(shape):
-                    raise ValueError
+                ok = np.broadcast_shapes(v.shape, shape) == shape
             except ValueError:
+                ok = False
+            if not ok:
                 raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
-                                 f"of shape {tuple(shape)} in array {self.name!r}") from None
+                                 f"of shape {shape} in array {self.name!r}")
         return v
 
     def _set(self, sel, value, fields=None):
@@ -761,6 +767,21 @@ class Array:
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
             self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
         return new
+
+
+def _object_fill(meta):
+    """The fill value of an object array as its elements are: for vlen-bytes the JSON
+    string is base64 (zarr-python 3 writes it so); anything else is the JSON value."""
+    fill = meta.fill_value
+    codec_id = getattr(meta.filters[0], "codec_id", None) if meta.filters else None
+    if codec_id == "vlen-bytes" and isinstance(fill, str):
+        import base64
+        import binascii
+        try:
+            return base64.standard_b64decode(fill.encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError):
+            return fill.encode("utf-8")
+    return fill
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import numpy as np
 
 from chunkstore.array import Array
 from chunkstore.creation import array as _array_fn
-from chunkstore.creation import create, normalize_path, open as _open, save_array
+from chunkstore.creation import create, normalize_path, open as _open, owned_store, save_array
 from chunkstore.errors import ChunkstoreError
 from chunkstore.group import Group, group
 from chunkstore.storage.base import getitems, normalize_store, setitems
@@ -27,12 +27,12 @@ def save_group(store, *args, path=None, storage_options=None, **kwargs):
     """Save arrays as a group: positional ones as arr_0, arr_1, ..., keywords by name."""
     if not args and not kwargs:
         raise ValueError("save_group needs at least one array")
-    g = group(normalize_store(store, mode="w", storage_options=storage_options),
-              overwrite=True, path=path)
-    for i, a in enumerate(args):
-        g.array(f"arr_{i}", np.asanyarray(a))
-    for name, a in kwargs.items():
-        g.array(name, np.asanyarray(a))
+    with owned_store(store, mode="w", storage_options=storage_options) as s:
+        g = group(s, overwrite=True, path=path)
+        for i, a in enumerate(args):
+            g.array(f"arr_{i}", np.asanyarray(a))
+        for name, a in kwargs.items():
+            g.array(name, np.asanyarray(a))
 
 
 def save(store, *args, path=None, storage_options=None, **kwargs):
@@ -69,10 +69,14 @@ class LazyLoader(Mapping):
 
 def load(store, path=None, storage_options=None):
     """An array's data as NumPy, or for a group a lazy mapping of name to NumPy array."""
-    obj = _open(store, mode="r", path=path, storage_options=storage_options)
+    s = normalize_store(store, mode="r", storage_options=storage_options)
+    obj = _open(s, mode="r", path=path)
     if isinstance(obj, Array):
-        return obj[...]
-    return LazyLoader(obj)
+        data = obj[...]
+        if s is not store and hasattr(s, "close"):
+            s.close()
+        return data
+    return LazyLoader(obj)  # keeps the store open: arrays load on access
 
 
 def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None):

@@ -3,6 +3,7 @@ save and load, with zarr-python 2's names and arguments."""
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -365,10 +366,22 @@ def _group_module():
     return importlib.import_module("chunkstore.group")
 
 
+@contextlib.contextmanager
+def owned_store(store_like, mode="a", storage_options=None):
+    """The store for store_like; closed on exit if it was opened here from a path or URL
+    (a ZipStore, for one, is only complete once closed). Stores passed in stay open."""
+    store = normalize_store(store_like, mode=mode, storage_options=storage_options)
+    try:
+        yield store
+    finally:
+        if store is not store_like and hasattr(store, "close"):
+            store.close()
+
+
 def save_array(store, arr, path=None, storage_options=None, **kwargs):
     """Save one NumPy array to store (overwriting what is at path)."""
-    array(arr, store=normalize_store(store, mode="w", storage_options=storage_options),
-          path=path, overwrite=True, **kwargs)
+    with owned_store(store, mode="w", storage_options=storage_options) as s:
+        array(arr, store=s, path=path, overwrite=True, **kwargs)
 
 
 __all__ = ["create", "create_array", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",

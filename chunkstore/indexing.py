@@ -34,7 +34,7 @@ class Selection:
 
 
 def _where(name):
-    return f" of array {name!r}" if name else ""
+    return f" in array {name!r}" if name else ""
 
 
 def _check_int(i, dim, length, name):
@@ -96,7 +96,7 @@ def _expand_ellipsis(sel, ndim, name, allow_none=False):
         raise IndexError("an index can only have a single ellipsis ('...')")
     n_real = sum(1 for s in sel if s is not Ellipsis and not (allow_none and s is None))
     if n_real > ndim:
-        raise IndexError(f"too many indices for array{_where(name)}: array is {ndim}-dimensional, "
+        raise IndexError(f"too many indices{_where(name)}: the array is {ndim}-dimensional, "
                          f"but {n_real} were indexed")
     out = []
     for s in sel:
@@ -156,17 +156,8 @@ def _fancy(sel, shape, chunks, name):
     """
     if any(s is None for s in sel):
         raise IndexError(f"newaxis cannot be combined with advanced indexing{_where(name)}")
+    sel = _expand_nd_masks(sel, shape, name)
     sel = _expand_ellipsis(sel, len(shape), name)
-    # A boolean array spanning several dims: nonzero() turns it into that many int arrays.
-    expanded = []
-    for s in sel:
-        if _is_fancy(s) and np.asarray(s).dtype == bool and np.asarray(s).ndim != 1:
-            expanded.extend(np.nonzero(np.asarray(s)))
-        else:
-            expanded.append(s)
-    if len(expanded) > len(shape):
-        raise IndexError(f"too many indices for array{_where(name)}")
-    sel = tuple(expanded) + (slice(None),) * (len(shape) - len(expanded))
     adv = [d for d, s in enumerate(sel) if not isinstance(s, slice)]
     arrays = [d for d in adv if _is_fancy(sel[d])]
     if len(arrays) == 1 and len(adv) >= 1:
@@ -209,6 +200,41 @@ def _fancy(sel, shape, chunks, name):
     s = orthogonal(tuple(box), shape, chunks, name)
     dummy = np.empty(s.shape, dtype=np.uint8)[tuple(remap)]
     return Selection("ortho", s.plan, dummy.shape, s.drop, ("index", tuple(remap)))
+
+
+def _expand_nd_masks(sel, shape, name):
+    """Replace each k-d boolean mask (k != 1) by its k nonzero() index arrays.
+
+    A k-d mask stands for k dimensions, so this happens before Ellipsis expansion; each
+    mask's shape must equal the shape of the dimensions it covers, as in NumPy."""
+    sizes = []
+    for s in sel:
+        if s is Ellipsis:
+            sizes.append(0)
+        elif _is_fancy(s) and np.asarray(s).dtype == bool:
+            sizes.append(max(np.asarray(s).ndim, 1))
+        else:
+            sizes.append(1)
+    if sum(sizes) > len(shape):
+        raise IndexError(f"too many indices{_where(name)}: the array is {len(shape)}-dimensional,"
+                         f" but {sum(sizes)} were indexed")
+    out, d = [], 0
+    for s, k in zip(sel, sizes):
+        if s is Ellipsis:
+            d += len(shape) - sum(sizes)
+            out.append(s)
+            continue
+        if k and _is_fancy(s) and np.asarray(s).dtype == bool and np.asarray(s).ndim != 1:
+            m = np.asarray(s)
+            if m.shape != tuple(shape[d:d + k]):
+                raise IndexError(f"boolean index of shape {m.shape} does not match dimensions "
+                                 f"{d}..{d + k - 1} with shape {tuple(shape[d:d + k])}"
+                                 f"{_where(name)}")
+            out.extend(np.nonzero(m))
+        else:
+            out.append(s)
+        d += k
+    return tuple(out)
 
 
 def _bad_mask(arr, d, shape, name):

@@ -271,7 +271,11 @@ def test_getitem_with_nd_boolean_mask_matches_numpy():
         m = e % 3 == 0
         assert_same(z[m], e[m])        # NumPy: a boolean array spanning all dimensions
         if e.ndim == 3:
-            assert_same(z[m[0]], e[m[0]])          # spanning the first two dimensions
+            assert_same(z[m[..., 0]], e[m[..., 0]])  # spanning the first two dimensions
+            with pytest.raises(IndexError):          # NumPy refuses a mask of the wrong shape
+                e[m[0]]
+            with pytest.raises(IndexError, match="does not match"):
+                z[m[0]]
             assert_same(z[1, m[0, :, 0]], e[1, m[0, :, 0]])
 
 

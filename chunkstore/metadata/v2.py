@@ -222,6 +222,9 @@ def encode_fill_value(value: Any, dtype: Any) -> Any:
     if kind == "O":
         if isinstance(value, np.generic):
             value = value.item()
+        if isinstance(value, (bytes, bytearray)):
+            # vlen-bytes fill values are base64 in JSON, as zarr-python 3 writes them.
+            return base64.standard_b64encode(bytes(value)).decode("ascii")
         # Validate that it serialises.
         json.dumps(value, allow_nan=True)
         return value
