@@ -1,0 +1,521 @@
+"""The `chunkstore` command line, run as `python -m chunkstore ...` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from conftest import FIXTURES_V2, assert_same, group_cases_v2
+
+REPO = Path(__file__).resolve().parents[1]
+GROUP_CASES = {c["name"]: c for c in group_cases_v2()}
+needs_fixtures = pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
+
+
+def run(*args, ok=True, code=None, env=None, python_args=()):
+    """Run `python -m chunkstore args...`; check the exit status; return the result."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    e.pop("CHUNKSTORE_TRACEBACK", None)
+    e.update(env or {})
+    r = subprocess.run([sys.executable, *python_args, "-m", "chunkstore", *map(str, args)],
+                       capture_output=True, text=True, env=e, timeout=120)
+    if code is not None:
+        assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    elif ok:
+        assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def run_error(*args, code=1):
+    """A failing command: the given status, one `chunkstore: error:` line on stderr."""
+    r = run(*args, code=code)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("chunkstore: error: "), r.stderr
+    return lines[0]
+
+
+def fixture_path(name):
+    return FIXTURES_V2 / GROUP_CASES[name]["path"]
+
+
+def all_paths(grp):
+    out = []
+    grp.visit(out.append)
+    return out
+
+
+@pytest.fixture
+def src(tmp_path):
+    """A directory store holding a hierarchy with attributes."""
+    path = tmp_path / "src.zarr"
+    g = cs.group(str(path))
+    g.attrs["title"] = "t"
+    a = g.array("a", np.arange(10000, dtype="i4").reshape(100, 100), chunks=(10, 10),
+                compressor=numcodecs.Blosc("lz4", 5))
+    a.attrs["units"] = "m"
+    g.create_group("g1/g2").array("b", np.linspace(0, 1, 50), chunks=7, fill_value=np.nan)
+    g.create_group("empty")
+    return path
+
+
+# ------------------------------------------------------------------------------ basics
+def test_version_and_help():
+    r = run("--version")
+    assert r.stdout.strip() == f"chunkstore {cs.__version__}"
+    r = run("--help")
+    for cmd in ["info", "tree", "ls", "cp", "convert", "rm", "consolidate", "verify"]:
+        assert cmd in r.stdout
+    assert "--compressor" in run("cp", "--help").stdout
+
+
+@needs_fixtures
+def test_info_group_and_array():
+    out = run("info", fixture_path("group_zip")).stdout
+    rows = {k.strip(): v.strip() for k, v in (ln.split(" : ", 1) for ln in out.splitlines())}
+    assert rows["Type"] == "chunkstore.Group" and rows["Name"] == "/"
+    assert rows["No. arrays"] == "1" and rows["Groups"] == "empty, g1"
+    out = run("info", fixture_path("group_zip"), "--path", "g1/g2/b").stdout
+    rows = {k.strip(): v.strip() for k, v in (ln.split(" : ", 1) for ln in out.splitlines())}
+    assert rows["Type"] == "chunkstore.Array" and rows["Name"] == "/g1/g2/b"
+    assert rows["Shape"] == "(50,)" and rows["Data type"] == "float64"
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["group_lmdb", "group_sqlite", "group_nested"])
+def test_tree(name):
+    out = run("tree", fixture_path(name)).stdout
+    assert out.splitlines() == [
+        "/",
+        "├── a (10, 10) int32",
+        "├── empty",
+        "└── g1",
+        "    └── g2",
+        "        └── b (50,) float64",
+    ]
+
+
+def test_tree_subpath_level_and_array(src):
+    assert run("tree", src, "--path", "g1").stdout.splitlines() == [
+        "/g1", "└── g2", "    └── b (50,) float64"]
+    assert run("tree", src, "--level", "1").stdout.splitlines() == [
+        "/", "├── a (100, 100) int32", "├── empty", "└── g1"]
+    assert run("tree", src, "--path", "a").stdout.strip() == "/a (100, 100) int32"
+
+
+@needs_fixtures
+def test_ls():
+    lines = run("ls", fixture_path("group_sqlite")).stdout.splitlines()
+    rows = [ln.split(None, 2) for ln in lines]
+    assert rows == [["a", "array", "(10, 10)  int32"], ["empty", "group"], ["g1", "group"]]
+    lines = run("ls", "-r", fixture_path("group_directory")).stdout.splitlines()
+    assert [ln.split()[:2] for ln in lines] == [
+        ["a", "array"], ["empty", "group"], ["g1", "group"], ["g1/g2", "group"],
+        ["g1/g2/b", "array"]]
+    assert lines[-1].split()[-1] == "float64"
+    assert run("ls", fixture_path("group_directory"), "--path", "g1/g2").stdout.split() == [
+        "b", "array", "(50,)", "float64"]
+
+
+# ------------------------------------------------------------------------------ cp
+def test_cp_raw_copies_bytes(src, tmp_path):
+    dst = tmp_path / "dst.zip"
+    r = run("cp", src, dst)
+    assert "2 arrays" in r.stdout and "4 groups" in r.stdout
+    s = cs.DirectoryStore(str(src), mode="r")
+    with cs.ZipStore(str(dst), mode="r") as d:
+        assert sorted(d.keys()) == sorted(s.keys())
+        for k in s.keys():
+            assert bytes(d[k]) == bytes(s[k]), k
+    g = cs.open_group(str(dst), mode="r")
+    assert all_paths(g) == ["a", "empty", "g1", "g1/g2", "g1/g2/b"]
+    assert g.attrs["title"] == "t" and g["a"].attrs["units"] == "m"
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name,dst_name", [("group_lmdb", "out.sqlite"),
+                                           ("group_zip", "out.lmdb"),
+                                           ("group_sqlite", "out.zarr")])
+def test_cp_any_store_to_any_store(tmp_path, name, dst_name):
+    if "lmdb" in name + dst_name:
+        pytest.importorskip("lmdb")
+    case = GROUP_CASES[name]
+    dst = tmp_path / dst_name
+    run("cp", fixture_path(name), dst)
+    g = cs.open_group(str(dst), mode="r")
+    expected = np.load(FIXTURES_V2 / case["expected"])
+    for p in case["arrays"]:
+        assert_same(g[p][...], expected[p.replace("/", "__")])
+    for p, attrs in case["attrs"].items():
+        assert (g[p] if p else g).attrs.asdict() == attrs
+
+
+def test_cp_rechunk_recompress_array(src, tmp_path):
+    dst = tmp_path / "rc.zarr"
+    run("cp", src, dst, "--src-path", "a", "--chunks", "30,25", "--compressor", "zstd:5")
+    z = cs.open_array(str(dst), mode="r")
+    assert z.chunks == (30, 25)
+    assert z.compressor == numcodecs.Zstd(level=5)
+    assert z.dtype == np.int32 and z.attrs["units"] == "m"
+    np.testing.assert_array_equal(z[...], np.arange(10000, dtype="i4").reshape(100, 100))
+    assert z.nchunks_initialized == 16
+    keys = sorted(k for k in os.listdir(dst) if not k.startswith("."))
+    assert keys == sorted(f"{i}.{j}" for i in range(4) for j in range(4))
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("blosc:zstd:3:bitshuffle", numcodecs.Blosc("zstd", 3, shuffle=numcodecs.Blosc.BITSHUFFLE)),
+    ("gzip:6", numcodecs.GZip(6)),
+    ("none", None),
+])
+def test_cp_compressor_specs(src, tmp_path, spec, expected):
+    dst = tmp_path / "c.zarr"
+    run("cp", src, dst, "--src-path", "g1/g2/b", "--compressor", spec)
+    z = cs.open_array(str(dst), mode="r")
+    assert z.compressor == expected and z.chunks == (7,)
+    np.testing.assert_array_equal(z[...], np.linspace(0, 1, 50))
+
+
+def test_cp_group_recode_with_dtype(src, tmp_path):
+    dst = tmp_path / "g.sqlite"
+    run("cp", src, dst, "--chunks", "20", "--dtype", "f4", "--compressor", "blosc:lz4:5:shuffle")
+    g = cs.open_group(str(dst), mode="r")
+    assert all_paths(g) == ["a", "empty", "g1", "g1/g2", "g1/g2/b"]
+    assert g["a"].chunks == (20, 20) and g["g1/g2/b"].chunks == (20,)
+    assert g["a"].dtype == np.float32 and g["g1/g2/b"].dtype == np.float32
+    assert g["a"].compressor == numcodecs.Blosc("lz4", 5, shuffle=numcodecs.Blosc.SHUFFLE)
+    np.testing.assert_array_equal(g["a"][...], np.arange(10000).reshape(100, 100).astype("f4"))
+    np.testing.assert_array_equal(g["g1/g2/b"][...], np.linspace(0, 1, 50).astype("f4"))
+    assert np.isnan(g["g1/g2/b"].fill_value)
+    assert g.attrs["title"] == "t" and g["a"].attrs["units"] == "m"
+
+
+def test_cp_paths_and_if_exists(src, tmp_path):
+    dst = tmp_path / "d.zarr"
+    run("cp", src, dst, "--src-path", "g1", "--dst-path", "x/y")
+    g = cs.open_group(str(dst), mode="r")
+    assert all_paths(g) == ["x", "x/y", "x/y/g2", "x/y/g2/b"]
+    line = run_error("cp", src, dst, "--src-path", "g1", "--dst-path", "x/y")
+    assert "already" in line and "x/y" in line
+    # skip: nothing changes
+    cs.open_group(str(dst))["x/y/g2/b"][0] = -5.0
+    run("cp", src, dst, "--src-path", "g1", "--dst-path", "x/y", "--if-exists", "skip")
+    assert cs.open_array(str(dst), mode="r", path="x/y/g2/b")[0] == -5.0
+    # replace: the source's data, and members only in the destination stay
+    cs.open_group(str(dst))["x/y"].array("own", np.arange(2))
+    run("cp", src, dst, "--src-path", "g1", "--dst-path", "x/y", "--if-exists", "replace")
+    g = cs.open_group(str(dst), mode="r")
+    assert g["x/y/g2/b"][0] == 0.0 and "x/y/own" in g
+    # replace an array by a group: the array is gone
+    run("cp", src, dst, "--src-path", "a", "--dst-path", "arr")
+    run("cp", src, dst, "--src-path", "g1", "--dst-path", "arr", "--if-exists", "replace")
+    g = cs.open_group(str(dst), mode="r")
+    assert isinstance(g["arr"], cs.Group) and "arr/g2/b" in g
+    assert not (dst / "arr" / ".zarray").exists() and not (dst / "arr" / "0.0").exists()
+
+
+def test_cp_consolidated_source_stays_consolidated(src, tmp_path):
+    cs.consolidate_metadata(str(src))
+    for args in ([], ["--chunks", "50"]):
+        dst = tmp_path / f"c{len(args)}.zip"
+        run("cp", src, dst, *args)
+        g = cs.open_consolidated(str(dst), mode="r")
+        assert all_paths(g) == ["a", "empty", "g1", "g1/g2", "g1/g2/b"]
+        np.testing.assert_array_equal(g["a"][...], np.arange(10000).reshape(100, 100))
+        if args:
+            assert g["a"].chunks == (50, 50)
+
+
+def test_cp_within_one_store(src):
+    run("cp", src, src, "--src-path", "g1", "--dst-path", "copy")
+    g = cs.open_group(str(src), mode="r")
+    np.testing.assert_array_equal(g["copy/g2/b"][...], np.linspace(0, 1, 50))
+    assert "into itself" in run_error("cp", src, src, "--src-path", "g1", "--dst-path",
+                                      "g1/inner")
+
+
+def test_cp_chunks_must_match_ndim(src, tmp_path):
+    line = run_error("cp", src, tmp_path / "x.zarr", "--chunks", "5,5")
+    assert "--chunks" in line and "/g1/g2/b" in line
+
+
+def test_cp_progress_bar(src, tmp_path):
+    r = run("cp", src, tmp_path / "p.zarr", "--chunks", "50", "--progress")
+    assert "cp" in r.stderr and "100%" in r.stderr
+    r = run("cp", src, tmp_path / "q.zarr")  # stderr is not a terminal: no bar
+    assert r.stderr == ""
+
+
+# ------------------------------------------------------------------------------ convert
+def test_convert_npy(tmp_path):
+    data = np.arange(120000, dtype="f8").reshape(300, 400)
+    np.save(tmp_path / "a.npy", data)
+    run("convert", tmp_path / "a.npy", tmp_path / "a.zarr", "--chunks", "100,150",
+        "--compressor", "zstd:3")
+    z = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert z.chunks == (100, 150) and z.compressor == numcodecs.Zstd(3)
+    assert_same(z[...], data)
+    # Fortran order, into a path of a zip store
+    f = np.asfortranarray(np.arange(60, dtype=">i2").reshape(6, 10))
+    np.save(tmp_path / "f.npy", f)
+    run("convert", tmp_path / "f.npy", tmp_path / "f.zip", "--path", "in/here")
+    assert_same(cs.open_array(str(tmp_path / "f.zip"), mode="r", path="in/here")[...], f)
+
+
+def test_convert_npy_memory_is_bounded(tmp_path, monkeypatch):
+    # In-process: a 32 MB .npy converted with 1 MiB blocks never holds much more than a block.
+    import tracemalloc
+
+    import chunkstore.cli as cli
+    import chunkstore.convenience as conv
+    data = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype="f8",
+                                     shape=(2000, 2000))
+    data[:] = 1.5
+    data[7, 11] = -1
+    data.flush()
+    del data
+    monkeypatch.setattr(conv, "COPY_BLOCK_BYTES", 2**20)
+    tracemalloc.start()
+    try:
+        status = cli.main(["convert", str(tmp_path / "big.npy"), str(tmp_path / "big.zarr"),
+                           "--chunks", "250,250", "--no-progress"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert status == 0
+    assert peak < 12 * 2**20, peak  # the whole array is 32 MB
+    z = cs.open_array(str(tmp_path / "big.zarr"), mode="r")
+    assert z[7, 11] == -1 and z[1999, 1999] == 1.5 and z.nchunks_initialized == 64
+
+
+def test_convert_npz(tmp_path):
+    arrays = {"x": np.arange(10), "y": np.ones((3, 4), "f4"), "s": np.array([b"ab", b"c"])}
+    np.savez_compressed(tmp_path / "b.npz", **arrays)
+    run("convert", tmp_path / "b.npz", tmp_path / "b.sqlite", "--path", "grp")
+    g = cs.open_group(str(tmp_path / "b.sqlite"), mode="r")
+    assert all_paths(g) == ["grp", "grp/s", "grp/x", "grp/y"]
+    for k, v in arrays.items():
+        assert_same(g["grp"][k][...], v)
+
+
+def test_convert_hdf5(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "c.h5"
+    data = np.arange(100, dtype="i4").reshape(10, 10)
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "hello"
+        f.attrs["arr"] = np.arange(3)
+        f.attrs["raw"] = b"bytes"
+        g = f.create_group("grp/sub")
+        g.attrs["x"] = 1.5
+        d = g.create_dataset("data", data=data, chunks=(5, 5), compression="gzip",
+                             fillvalue=7)
+        d.attrs["units"] = "m"
+        f.create_dataset("strings", data=["a", "bc", "déf"], dtype=h5py.string_dtype())
+        f.create_dataset("scalar", data=3.5)
+        f.create_dataset("fixed", data=np.array([b"ab", b"cd"]))
+        f.create_dataset("x", data=np.arange(4.0))
+        f["x"].make_scale("x")
+        f.create_dataset("t", data=np.arange(3.0))
+        f["t"].make_scale("t")
+        v = f.create_dataset("v", data=np.ones((3, 4)))
+        v.dims[0].attach_scale(f["t"])
+        v.dims[1].attach_scale(f["x"])
+    run("convert", path, tmp_path / "c.zarr", "--compressor", "zstd:1")
+    g = cs.open_group(str(tmp_path / "c.zarr"), mode="r")
+    assert all_paths(g) == ["fixed", "grp", "grp/sub", "grp/sub/data", "scalar", "strings",
+                            "t", "v", "x"]
+    assert g.attrs.asdict() == {"title": "hello", "arr": [0, 1, 2], "raw": "bytes"}
+    assert g["grp/sub"].attrs.asdict() == {"x": 1.5}
+    d = g["grp/sub/data"]
+    assert_same(d[...], data)
+    assert d.chunks == (5, 5) and d.fill_value == 7 and d.compressor == numcodecs.Zstd(1)
+    assert d.attrs.asdict() == {"units": "m"}
+    assert list(g["strings"][...]) == ["a", "bc", "déf"]
+    assert g["scalar"][...] == 3.5 and g["scalar"].shape == ()
+    assert_same(g["fixed"][...], np.array([b"ab", b"cd"]))
+    # HDF5 dimension scales become xarray's _ARRAY_DIMENSIONS.
+    assert g["v"].attrs["_ARRAY_DIMENSIONS"] == ["t", "x"]
+    assert g["x"].attrs["_ARRAY_DIMENSIONS"] == ["x"]
+    assert "DIMENSION_LIST" not in g["v"].attrs and "CLASS" not in g["x"].attrs
+
+
+def test_convert_existing_output(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(5))
+    np.save(tmp_path / "b.npy", np.arange(7))
+    out = tmp_path / "o.zarr"
+    run("convert", tmp_path / "a.npy", out)
+    assert "already" in run_error("convert", tmp_path / "b.npy", out)
+    run("convert", tmp_path / "b.npy", out, "--if-exists", "skip")
+    assert cs.open_array(str(out), mode="r").shape == (5,)
+    run("convert", tmp_path / "b.npy", out, "--if-exists", "replace")
+    np.testing.assert_array_equal(cs.open_array(str(out), mode="r")[...], np.arange(7))
+
+
+def test_convert_bad_inputs(tmp_path):
+    assert "no such file" in run_error("convert", tmp_path / "nope.npy", tmp_path / "o.zarr")
+    (tmp_path / "junk.txt").write_text("not an array")
+    assert "format" in run_error("convert", tmp_path / "junk.txt", tmp_path / "o.zarr")
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
+    assert "bad.npy" in run_error("convert", tmp_path / "bad.npy", tmp_path / "o.zarr")
+
+
+# ------------------------------------------------------------------------------ rm / consolidate
+def test_rm(src):
+    r = run("rm", src, "--path", "g1/g2")
+    assert "g1/g2" in r.stdout
+    g = cs.open_group(str(src), mode="r")
+    assert all_paths(g) == ["a", "empty", "g1"]
+    assert not (src / "g1" / "g2").exists()
+    assert "g1/g2" in run_error("rm", src, "--path", "g1/g2")
+    run("rm", src)
+    assert list(cs.DirectoryStore(str(src), mode="r").keys()) == []
+
+
+def test_rm_keeps_consolidated_metadata_true(src):
+    cs.consolidate_metadata(str(src))
+    run("rm", src, "--path", "a")
+    meta = json.loads((src / ".zmetadata").read_text())["metadata"]
+    assert "a/.zarray" not in meta and "g1/g2/b/.zarray" in meta
+    assert "a" not in cs.open_consolidated(str(src), mode="r")
+
+
+def test_consolidate(src):
+    r = run("consolidate", src)
+    assert ".zmetadata" in r.stdout
+    meta = json.loads((src / ".zmetadata").read_text())
+    assert meta["zarr_consolidated_format"] == 1
+    assert {"a/.zarray", "a/.zattrs", "g1/g2/b/.zarray", ".zgroup", ".zattrs"} <= \
+        set(meta["metadata"])
+    g = cs.open_consolidated(str(src), mode="r")
+    assert all_paths(g) == ["a", "empty", "g1", "g1/g2", "g1/g2/b"]
+    run("consolidate", src, "--path", "g1")
+    assert (src / "g1" / ".zmetadata").exists()
+    assert "array" in run_error("consolidate", src, "--path", "a")
+
+
+# ------------------------------------------------------------------------------ verify
+@needs_fixtures
+@pytest.mark.parametrize("name", ["group_directory", "group_nested", "group_zip"])
+def test_verify_ok(name):
+    r = run("verify", fixture_path(name))
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(": OK"), r.stdout
+    assert "2 arrays" in lines[0] and "19 chunks" in lines[0]
+
+
+def test_verify_finds_corrupt_chunk(src, tmp_path):
+    (src / "a" / "3.4").write_bytes(b"this is not a blosc frame at all")
+    r = run("verify", src, code=1)
+    bad = [ln for ln in r.stdout.splitlines() if "a/3.4" in ln]
+    assert len(bad) == 1 and "corrupt" in bad[0]
+    assert "FAILED" in r.stdout.splitlines()[-1] and "1 corrupt" in r.stdout
+    # Only the array holding it fails.
+    run("verify", src, "--path", "g1")
+    run("verify", src, "--path", "a", code=1)
+
+
+@needs_fixtures
+def test_verify_corrupt_chunk_in_a_nested_copy(tmp_path):
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(fixture_path("group_nested"), copy)
+    chunk = copy / "g1" / "g2" / "b" / "1"
+    chunk.write_bytes(os.urandom(len(chunk.read_bytes())))
+    r = run("verify", copy, code=1)
+    assert "'g1/g2/b/1'" in r.stdout
+    assert r.stdout.strip().splitlines()[-1].count("FAILED") == 1
+
+
+def test_verify_wrong_size_and_outside_grid(tmp_path):
+    path = tmp_path / "v.zarr"
+    z = cs.create((100,), chunks=10, dtype="i4", store=str(path), compressor=numcodecs.Zstd())
+    z[:] = np.arange(100)
+    # A validly compressed chunk of the wrong size, and chunk keys beyond the grid.
+    (path / "3").write_bytes(numcodecs.Zstd().encode(np.arange(5, dtype="i4").tobytes()))
+    (path / "10").write_bytes((path / "0").read_bytes())
+    (path / "0.0").write_bytes((path / "0").read_bytes())
+    r = run("verify", path, code=1)
+    out = r.stdout
+    assert "wrong-size chunk '3'" in out and "expected 40" in out
+    assert "outside the grid '10'" in out and "outside the grid '0.0'" in out
+    assert out.strip().splitlines()[-1].endswith("1 wrong size, 2 outside the grid")
+
+
+def test_verify_progress_and_no_tqdm(src):
+    r = run("verify", src, "--progress")
+    assert "verify" in r.stderr and "chunk" in r.stderr
+    # Without tqdm, --progress is silently ignored.
+    code = ("import sys; sys.modules['tqdm'] = None; from chunkstore.cli import main; "
+            f"sys.exit(main(['verify', {str(src)!r}, '--progress']))")
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e)
+    assert r.returncode == 0 and r.stderr == "" and r.stdout.strip().endswith("OK")
+
+
+# ------------------------------------------------------------------------------ errors
+def main_error(capsys, *args, code=1):
+    """In-process (fast) twin of run_error: the exit status and one stderr line."""
+    from chunkstore.cli import main
+    assert main([str(a) for a in args]) == code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("chunkstore: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_errors_are_one_line(src, tmp_path):
+    missing = tmp_path / "missing.zarr"
+    for cmd in ("info", "verify", "rm"):
+        assert "missing.zarr" in run_error(cmd, missing)
+    assert "'..'" in run_error("ls", src, "--path", "../x", code=2)
+    assert "unknown compressor" in run_error("cp", src, tmp_path / "o", "--compressor",
+                                             "snappy9", code=2)
+    assert not missing.exists() and not (tmp_path / "o").exists()
+
+
+def test_missing_things(src, tmp_path, capsys):
+    missing = tmp_path / "missing.zarr"
+    for cmd in ("tree", "ls", "consolidate"):
+        assert "missing.zarr" in main_error(capsys, cmd, missing)
+    assert not missing.exists()
+    assert "nope" in main_error(capsys, "info", src, "--path", "nope")
+    assert "not a Zarr" in main_error(capsys, "info", tmp_path)
+    assert "missing.zarr" in main_error(capsys, "cp", missing, tmp_path / "o.zarr")
+
+
+def test_usage_errors_exit_2(src, tmp_path, capsys):
+    def err(*args):
+        return main_error(capsys, *args, code=2)
+    line = err("cp", src, tmp_path / "o", "--compressor", "zstd:fast")
+    assert "--compressor" in line and "zstd" in line
+    assert "blosc" in err("cp", src, tmp_path / "o", "--compressor", "blosc:nope")
+    assert "gzip" in err("cp", src, tmp_path / "o", "--compressor", "gzip:1:2")
+    assert "--chunks" in err("cp", src, tmp_path / "o", "--chunks", "10,x")
+    assert "--chunks" in err("cp", src, tmp_path / "o", "--chunks", "0")
+    assert "--dtype" in err("cp", src, tmp_path / "o", "--dtype", "float99")
+    assert "--if-exists" in err("cp", src, tmp_path / "o", "--if-exists", "maybe")
+    assert "--bogus" in err("info", src, "--bogus")
+    assert "frobnicate" in err("frobnicate")
+    assert "required" in err()
+    assert "'.'" in err("info", src, "--path", "a/./b")
+    assert not (tmp_path / "o").exists()
+
+
+def test_corrupt_metadata_is_an_error_line(src):
+    (src / "a" / ".zarray").write_text("{ not json")
+    line = run_error("info", src, "--path", "a")
+    assert ".zarray" in line
+    r = run("verify", src, code=1)
+    assert "invalid metadata 'a/.zarray'" in r.stdout
