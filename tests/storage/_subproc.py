@@ -33,6 +33,9 @@ def wait_ok(procs, timeout: float = 60) -> list[str]:
     """Wait for every process; fail with its stderr if one exits non-zero."""
     outs = []
     for p in procs:
+        if p.stdin is not None and not p.stdin.closed:
+            p.stdin.close()
+        p.stdin = None
         out, err = p.communicate(timeout=timeout)
         assert p.returncode == 0, f"worker failed ({p.returncode}):\n{err.decode()}"
         outs.append(out.decode())

@@ -344,3 +344,32 @@ def test_threads(store):
     assert len(store) == 100
     for t in range(4):
         assert len(store.listdir(f"t{t}")) == 25
+
+
+def test_pickle_to_another_process(kind):
+    """A pickled store reopens in a fresh interpreter and sees the same data."""
+    if not kind.persistent or kind.name == "fs_memory":
+        pytest.skip("in-process store")
+    from ._subproc import spawn, wait_ok
+
+    s = kind.make()
+    s.setitems({"a": b"1", "b/c": bytes(range(256))})
+    payload = pickle.dumps(s)
+    s.close()
+    code = (
+        "import pickle, sys\n"
+        "s = pickle.loads(sys.stdin.buffer.read())\n"
+        "assert s['b/c'] == bytes(range(256)), s['b/c']\n"
+        "assert sorted(s) == ['a', 'b/c'], sorted(s)\n"
+        "if not s.read_only:\n"
+        "    s['from-child'] = b'x'\n"
+        "s.close()\n"
+    )
+    import subprocess
+
+    p = spawn(code, stdin=subprocess.PIPE)
+    p.stdin.write(payload)
+    p.stdin.close()
+    wait_ok([p])
+    with kind.make() as s2:
+        assert s2["from-child"] == b"x"
