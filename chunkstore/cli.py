@@ -842,14 +842,15 @@ class Verifier:
     def __init__(self, store, progress, batch=64):
         self.store, self.progress, self.batch = store, progress, batch
         self.problems = {"corrupt": 0, "wrong size": 0, "outside the grid": 0, "metadata": 0,
-                         "unreadable": 0}
+                         "consolidated": 0, "unreadable": 0}
         self.chunks = self.arrays = 0
 
     def report(self, kind, key, text):
         self.problems[kind] += 1
         label = {"corrupt": "corrupt chunk", "wrong size": "wrong-size chunk",
                  "outside the grid": "chunk key outside the grid",
-                 "metadata": "invalid metadata", "unreadable": "unreadable chunk"}[kind]
+                 "metadata": "invalid metadata", "unreadable": "unreadable chunk",
+                 "consolidated": "stale consolidated metadata"}[kind]
         print(f"{label} {key!r}: {_one_line(text)}", flush=True)
 
     def classify(self, arr, keys_by_array, path):
@@ -973,6 +974,42 @@ class _VerifyProgress(Progress):
             self._bar.refresh()
 
 
+def _check_consolidated(v, store, mkey, keys):
+    """Report a .zmetadata whose documents differ from the ones in the store (stale)."""
+    import json
+    base = mkey[: -len(".zmetadata")].rstrip("/")
+    prefix = base + "/" if base else ""
+    try:
+        meta = json.loads(store[mkey])["metadata"]
+        if not isinstance(meta, dict):
+            raise ValueError("'metadata' is not an object")
+    except Exception as e:  # noqa: BLE001
+        v.report("metadata", mkey, f"not a consolidated metadata document: {_message(e)}")
+        return
+
+    def canon(doc):
+        return json.dumps(doc, sort_keys=True)
+    actual = {k[len(prefix):]: k for k in keys if k.startswith(prefix)
+              and k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs")}
+    diffs = []
+    for rel in sorted(set(actual) | set(meta)):
+        if rel not in meta:
+            diffs.append(f"{rel!r} is missing")
+        elif rel not in actual:
+            diffs.append(f"{rel!r} is not in the store")
+        else:
+            try:
+                same = canon(json.loads(store[actual[rel]])) == canon(meta[rel])
+            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+                same = True
+            if not same:
+                diffs.append(f"{rel!r} differs")
+    if diffs:
+        more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        v.report("consolidated", mkey, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
+                 f"consolidate' to rewrite it")
+
+
 def cmd_verify(args):
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
     path = _norm(args.path)
@@ -997,12 +1034,16 @@ def cmd_verify(args):
                         parse_attrs(store[k], k)
                 except Exception as e:  # noqa: BLE001
                     v.report("metadata", k, _message(e))
+                if name == ".zmetadata":
+                    _check_consolidated(v, store, k, keys)
             v.run(arrays, keys)
     found = {k: n for k, n in v.problems.items() if n}
     head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
             f"{_where(args.store, path)}")
     if found:
-        print(f"{head}: FAILED, " + ", ".join(f"{n} {k}" for k, n in found.items()))
+        names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata"}
+        print(f"{head}: FAILED, " + ", ".join(f"{n} {names.get(k, k)}"
+                                              for k, n in found.items()))
         return 1
     print(f"{head}: OK")
     return 0

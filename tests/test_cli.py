@@ -519,3 +519,50 @@ def test_corrupt_metadata_is_an_error_line(src):
     assert ".zarray" in line
     r = run("verify", src, code=1)
     assert "invalid metadata 'a/.zarray'" in r.stdout
+
+
+@needs_fixtures
+def test_verify_stale_consolidated_metadata(tmp_path):
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(fixture_path("group_consolidated"), copy)
+    run("verify", copy)
+    (copy / "a" / ".zattrs").write_text('{"units": "km"}')
+    shutil.rmtree(copy / "empty")
+    r = run("verify", copy, code=1)
+    line = next(ln for ln in r.stdout.splitlines() if "stale" in ln)
+    assert "'.zmetadata'" in line and "a/.zattrs" in line and "empty/.zgroup" in line
+    assert r.stdout.strip().splitlines()[-1].endswith("FAILED, 1 stale .zmetadata")
+    run("consolidate", copy)
+    run("verify", copy)
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_progress_bar_when_stderr_is_a_terminal(src):
+    pytest.importorskip("tqdm")
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        e = dict(os.environ, PYTHONPATH=str(REPO))
+        p = subprocess.run([sys.executable, "-m", "chunkstore", "verify", str(src)],
+                           stdout=subprocess.PIPE, stderr=slave, env=e, timeout=120)
+        os.close(slave)
+        slave = None
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    err = b"".join(chunks).decode("utf-8", "replace")
+    assert p.returncode == 0 and b"OK" in p.stdout
+    assert "verify" in err and "100%" in err
