@@ -218,9 +218,10 @@ class FSStore(BaseStore):
                 start = max(size + off, 0) if off < 0 else min(off, size)
                 end = size if n is None else min(size, start + n)
                 empty.append(start >= end)
-            else:  # only (0, None) / (negative offset, None) ranges: no size needed
-                start, end = off, None
-                empty.append(False)
+            else:  # only (0, n) / (negative offset, None) ranges: no size needed
+                start = off
+                end = None if n is None else off + n
+                empty.append(n == 0)
             starts.append(start)
             ends.append(end)
         want = [i for i, e in enumerate(empty) if not e]

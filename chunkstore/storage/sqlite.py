@@ -45,7 +45,8 @@ class SQLiteStore(BaseStore):
       (many readers alongside one writer); mode ``"r"`` opens the file read-only
       (``?mode=ro``) without changing anything in it, so it can read databases in any journal
       mode. In mode ``"r"`` a missing file is an empty store (nothing is created).
-    - Thread-safe: each thread uses its own connection. Process-safe: many processes can read
+    - Thread-safe: each thread uses its own connection (closed when a later connection is
+      opened after its thread has finished, or by :meth:`close`). Process-safe: many processes can read
       and write the same file at once; write transactions are ``BEGIN IMMEDIATE`` with a busy
       timeout, and ``SQLITE_BUSY``/``SQLITE_LOCKED`` are retried with back-off until *timeout*
       seconds have passed. A store used after ``fork`` opens fresh connections in the child.
@@ -81,7 +82,8 @@ class SQLiteStore(BaseStore):
 
     def _init_state(self) -> None:
         self._local = threading.local()
-        self._all_conns: list[sqlite3.Connection] = []
+        # (owning thread, connection); connections of finished threads are closed lazily
+        self._all_conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._conns_lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
@@ -155,7 +157,14 @@ class SQLiteStore(BaseStore):
             conn = self._connect()
             self._local.conn = conn
             with self._conns_lock:
-                self._all_conns.append(conn)
+                dead = [c for t, c in self._all_conns if not t.is_alive()]
+                self._all_conns = [(t, c) for t, c in self._all_conns if t.is_alive()]
+                self._all_conns.append((threading.current_thread(), conn))
+            for c in dead:  # their threads are gone: nobody else uses them
+                try:
+                    c.close()
+                except sqlite3.Error:  # pragma: no cover
+                    pass
         return conn
 
     def _retry(self, fn):
@@ -220,7 +229,7 @@ class SQLiteStore(BaseStore):
             self._init_state()
         with self._conns_lock:
             conns, self._all_conns = self._all_conns, []
-        for c in conns:
+        for _, c in conns:
             try:
                 c.close()
             except sqlite3.Error:  # pragma: no cover
@@ -231,7 +240,7 @@ class SQLiteStore(BaseStore):
     def __del__(self):  # pragma: no cover
         try:
             if self._pid == os.getpid():
-                for c in self._all_conns:
+                for _, c in self._all_conns:
                     c.close()
         except Exception:
             pass

@@ -214,6 +214,14 @@ def test_get_partial(store):
         b"",
     ]
     assert store.get_partial("k", [(10, 0)]) == [b""]
+    # prefixes and suffixes alone (no size lookup needed on object stores)
+    assert store.get_partial("k", [(0, 10)]) == [bytes(range(10))]
+    assert store.get_partial("k", [(0, 1000)]) == [bytes(range(100))]
+    assert store.get_partial("k", [(-3, None), (0, None), (0, 0)]) == [
+        bytes(range(97, 100)),
+        bytes(range(100)),
+        b"",
+    ]
     with pytest.raises(KeyError):
         store.get_partial("missing", [(0, 1)])
 

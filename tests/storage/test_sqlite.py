@@ -209,3 +209,15 @@ def test_corrupt_database_is_an_error_not_missing(tmp_path):
             s["k7"]
     finally:
         s.close()
+
+
+def test_connections_of_finished_threads_are_released(tmp_path):
+    s = SQLiteStore(tmp_path / "t.sqlite")
+    s["a"] = b"1"
+    for _ in range(20):
+        th = threading.Thread(target=lambda: s["a"])
+        th.start()
+        th.join()
+    s["b"] = b"2"
+    assert len(s._all_conns) <= 3  # not one per thread ever started
+    s.close()
