@@ -15,7 +15,6 @@ own exception and is never turned into "missing".
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
@@ -458,7 +457,3 @@ def normalize_store(store_like: Any = None, mode: str = "a", storage_options: di
 
     return DirectoryStore(path, mode=mode)
 
-
-# a lock helper used by several stores
-def _new_lock() -> threading.RLock:
-    return threading.RLock()

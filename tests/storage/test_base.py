@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import pickle
 from collections.abc import MutableMapping
 from pathlib import Path
