@@ -343,6 +343,8 @@ class Group(MutableMapping):
         """Move the member at source to dest (paths relative to this group)."""
         self._check_writable()
         src, dst = self._child(source), self._child(dest)
+        if dst == src or dst.startswith(src + "/"):
+            raise ValueError(f"cannot move {src!r} into itself ({dst!r})")
         if source not in self:
             raise KeyError(f"no array or group at {src!r} in group {self.name!r}")
         if contains_array(self._store, dst) or contains_group(self._store, dst):
@@ -422,7 +424,8 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     from chunkstore.storage.consolidated import ConsolidatedMetadataStore
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
-    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key)
+    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key,
+                                       mode="r" if mode == "r" else "r+")
     return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
 

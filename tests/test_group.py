@@ -495,6 +495,18 @@ class TestMove:
         np.testing.assert_array_equal(g["pp/moved/r"][:], data)
         store.close() if hasattr(store, "close") else None
 
+    @pytest.mark.parametrize("kind", ["dict", "directory", "sqlite"])
+    def test_move_into_own_subtree_is_refused(self, tmp_path, kind):
+        # Moving a node below itself must fail and keep the data, not delete it.
+        g = cs.group(make_store(kind, tmp_path))
+        g.create_group("a").array("x", np.arange(4), chunks=2)
+        with pytest.raises(ValueError):
+            g.move("a", "a/b")
+        with pytest.raises((ValueError, FileExistsError)):
+            g.move("a", "a")
+        assert all_paths(g) == ["a", "a/x"]
+        np.testing.assert_array_equal(g["a/x"][:], np.arange(4))
+
     def test_move_errors(self, tree_group):
         g = tree_group
         with pytest.raises(KeyError, match="nope"):
@@ -581,6 +593,25 @@ def test_fixture_open_consolidated(case, tmp_path):
     with pytest.raises(FileNotFoundError):
         cs.open_group(str(copy), mode="r")
     _check_fixture(cs.open_consolidated(str(copy), mode="r"), case)
+
+
+def test_open_consolidated_r_plus_writes_chunks_not_metadata(tmp_path):
+    p = str(tmp_path / "c.zarr")
+    g = cs.group(p)
+    g.create_group("sub").array("y", np.arange(5), chunks=2)
+    cs.consolidate_metadata(p)
+    c = cs.open_consolidated(p, mode="r+")
+    assert not c.read_only and "sub/y" in c
+    c["sub/y"][0] = 9  # chunks pass through to the store
+    np.testing.assert_array_equal(cs.open(p, mode="r", path="sub/y")[:], [9, 1, 2, 3, 4])
+    with pytest.raises(ReadOnlyError):
+        c.create_group("new")  # metadata changes are refused
+    with pytest.raises(ReadOnlyError):
+        c.attrs["k"] = 1
+    r = cs.open_consolidated(p, mode="r")
+    with pytest.raises(ReadOnlyError):
+        r["sub/y"][0] = 1
+    assert r["sub/y"][0] == 9
 
 
 @pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
