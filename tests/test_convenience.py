@@ -163,6 +163,16 @@ class TestCopy:
         for name in ["/sub", "/sub/deeper", "/sub/deeper/z", "/sub/y"]:
             assert any(name in line for line in lines), name
 
+    def test_copy_log_to_file_like_and_path(self, source, tmp_path):
+        # zarr-python 2: log may be a callable, a file path or a file-like object.
+        import io
+        buf = io.StringIO()
+        cs.copy(source["sub"], cs.group({}), log=buf)
+        assert "/sub/deeper/z" in buf.getvalue()
+        logfile = tmp_path / "copy.log"
+        cs.copy(source["x"], cs.group({}), log=str(logfile))
+        assert "/x" in logfile.read_text()
+
     def test_if_exists_raise(self, source):
         dest = cs.group({})
         cs.copy(source["x"], dest)
@@ -289,6 +299,19 @@ class TestCopy:
         with pytest.raises(CopyError):
             cs.copy_all(source, dest)
         assert cs.copy_all(source, dest, if_exists="skip")[0] == 0
+
+    def test_consolidate_metadata(self, source, tmp_path):
+        path = source.store.path
+        cstore = cs.consolidate_metadata(path)
+        assert isinstance(cstore, cs.ConsolidatedMetadataStore)
+        assert "sub/deeper/z/.zarray" in cstore.metadata
+        assert all_paths(cs.open_consolidated(path, mode="r")) == all_paths(source)
+        # A Group works too, and a sub-hierarchy gets its own document.
+        sub = cs.open_group(path)["sub"]
+        cs.consolidate_metadata(sub)
+        assert (tmp_path / "src.zarr" / "sub" / ".zmetadata").exists()
+        c = cs.open_consolidated(path, metadata_key="sub/.zmetadata", mode="r", path="sub")
+        assert all_paths(c) == ["deeper", "deeper/z", "y"]
 
     def test_copy_array_data_blocks_are_bounded_and_aligned(self, monkeypatch):
         src = cs.array(np.arange(240, dtype="f8").reshape(12, 20), chunks=(5, 5), store={})
