@@ -11,7 +11,8 @@ from chunkstore.creation import (array, create, create_array, empty, empty_like,
                                  full_like, ones, ones_like, open, open_array, save_array,
                                  zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
-                               ChunkNotFoundError, ContainsArrayError, ContainsGroupError,
+                               ChunkNotFoundError, ConsolidatedMetadataNotFoundError,
+                               ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, MetadataError, PathNotFoundError,
                                ReadOnlyError)
 from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer

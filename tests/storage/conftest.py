@@ -117,6 +117,10 @@ ALL_KINDS = [
     "fs_s3",
     "lru_memory",
 ]
+# Kinds whose data outlives the store object; "pickled to another process" also needs the
+# data outside this process (memory:// is per-process).
+PERSISTENT_KINDS = [k for k in ALL_KINDS if k not in ("memory", "lru_memory")]
+CROSS_PROCESS_KINDS = [k for k in PERSISTENT_KINDS if k != "fs_memory"]
 
 
 def make_kind(name: str, tmp_path: Path, request) -> Kind:
@@ -196,3 +200,13 @@ def copy_fixture(name: str, tmp_path: Path) -> Path:
     for p in [dst, *dst.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+@pytest.fixture(params=PERSISTENT_KINDS)
+def persistent_kind(request, tmp_path) -> Kind:
+    return make_kind(request.param, tmp_path, request)
+
+
+@pytest.fixture(params=CROSS_PROCESS_KINDS)
+def cross_process_kind(request, tmp_path) -> Kind:
+    return make_kind(request.param, tmp_path, request)

@@ -266,9 +266,9 @@ def test_read_only(kind):
         s.close()
 
 
-def test_close_reopen_persistence(kind):
-    if not kind.persistent:
-        pytest.skip("not a persistent store")
+def test_close_reopen_persistence(persistent_kind):
+    kind = persistent_kind
+    assert kind.persistent
     s = kind.make()
     s.setitems({"a": b"1", "b/c": b"22", "e": b""})
     s["b/c"] = b"333"
@@ -355,10 +355,9 @@ def test_threads(kind, store):
         assert len(store.listdir(f"t{t}")) == n
 
 
-def test_pickle_to_another_process(kind):
+def test_pickle_to_another_process(cross_process_kind):
     """A pickled store reopens in a fresh interpreter and sees the same data."""
-    if not kind.persistent or kind.name == "fs_memory":
-        pytest.skip("in-process store")
+    kind = cross_process_kind
     from ._subproc import spawn, wait_ok
 
     s = kind.make()
