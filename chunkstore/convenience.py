@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import math
+import os
 import re
 from collections.abc import Mapping
 
@@ -196,9 +199,12 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
          if_exists="raise", dry_run=False, **create_kws):
     """Copy an Array or Group (source) into a Group (dest) as `name`.
 
-    if_exists: "raise", "replace" or "skip". create_kws (chunks, compressor, dtype, ...)
-    change the copy's layout; without them arrays are copied chunk for chunk, raw.
-    Returns (n_copied, n_skipped, n_bytes_copied).
+    Groups are merged into an existing group of the same name; if_exists ("raise",
+    "replace" or "skip") decides what happens to an existing array (or a non-group in a
+    group's way). create_kws (chunks, compressor, dtype, ...) change the copies' layout;
+    without them arrays are copied chunk for chunk, raw. dry_run walks exactly as a real copy
+    would, logging and counting, but writes nothing. log is a callable, a file path or a
+    file-like object. Returns (n_copied, n_skipped, n_bytes_copied).
     """
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
@@ -208,31 +214,80 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
         name = source.basename if isinstance(source, (Array, Group)) else None
         if not name:
             raise CopyError("name is required when the source is at the root of its store")
-    return _copy(log, source, dest, name, not shallow, without_attrs, if_exists, dry_run,
-                 create_kws)
+    with _logger(log) as emit:
+        return _copy(emit, source, dest, dest.path, name, not shallow, without_attrs,
+                     if_exists, dry_run, create_kws)
 
 
-def _copy(log, source, dest, name, recurse, without_attrs, if_exists, dry_run, create_kws):
-    n_copied = n_skipped = n_bytes = 0
-    exists = name in dest
-    if exists and if_exists == "raise":
-        raise CopyError(f"an object named {name!r} already exists in {dest.name!r}")
-    if exists and if_exists == "skip":
-        if log:
-            log(f"skip {source.name} -> {dest.name}/{name}")
-        return 0, 1, 0
+@contextlib.contextmanager
+def _logger(log):
+    """A callable for log: a callable as is, a path opened for append, or a file-like."""
+    if log is None or callable(log):
+        yield log
+    elif isinstance(log, (str, os.PathLike)):
+        with builtins.open(log, "a", encoding="utf-8") as f:
+            yield lambda msg: print(msg, file=f)
+    elif hasattr(log, "write"):
+        yield lambda msg: print(msg, file=log)
+    else:
+        raise TypeError(f"log must be a callable, a file path or a file-like object, got "
+                        f"{type(log).__name__}")
+
+
+def _name(path, name):
+    return "/" + (f"{path}/{name}" if path else name)
+
+
+def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists, dry_run,
+          create_kws):
+    """Copy source to dest_path/name. dest is the Group there, or None in a dry run where
+    the destination group does not exist yet (so nothing below it exists either)."""
+    existing = dest[name] if dest is not None and name in dest else None
+    target = _name(dest_path, name)
+    if isinstance(source, Group) and isinstance(existing, Group):
+        existing_blocks = False        # groups merge
+    else:
+        existing_blocks = existing is not None
+    if existing_blocks:
+        if if_exists == "raise":
+            raise CopyError(f"an object named {name!r} already exists at {target!r}")
+        if if_exists == "skip":
+            if log:
+                log(f"skip {source.name} -> {target}")
+            return 0, 1, 0
     if log:
-        log(f"copy {source.name} -> {dest.name}/{name}")
+        log(f"copy {source.name if hasattr(source, 'name') else name} -> {target}")
+    child_path = f"{dest_path}/{name}" if dest_path else name
+    if isinstance(source, Group):
+        g = None
+        if not dry_run:
+            if existing_blocks:
+                del dest[name]
+            g = dest.require_group(name)
+            if not without_attrs:
+                g.attrs.update(source.attrs.asdict())
+        elif isinstance(existing, Group):
+            g = existing
+        # A group counts as copied when it is created, not when merged into.
+        n_copied, n_skipped, n_bytes = int(not isinstance(existing, Group)), 0, 0
+        for child_name, child in source.items():
+            if isinstance(child, Group) and not recurse:
+                continue
+            c, sk, b = _copy(log, child, g, child_path, child_name, recurse, without_attrs,
+                             if_exists, dry_run, create_kws)
+            n_copied += c
+            n_skipped += sk
+            n_bytes += b
+        return n_copied, n_skipped, n_bytes
+    if dry_run:
+        return 1, 0, 0
+    if existing_blocks:
+        del dest[name]
     if isinstance(source, Array):
-        if dry_run:
-            return 1, 0, 0
-        if exists:
-            del dest[name]
         if not create_kws and _plain_store(source) and _plain_store(dest):
-            path = normalize_path(f"{dest.path}/{name}")
-            c, _, b = copy_store(source.store, dest.store, source_path=source.path,
-                                 dest_path=path, if_exists="replace",
-                                 excludes=None if not without_attrs else [r"(^|/)\.zattrs$"])
+            _, _, b = copy_store(source.store, dest.store, source_path=source.path,
+                                 dest_path=child_path, if_exists="replace",
+                                 excludes=[r"(^|/)\.zattrs$"] if without_attrs else None)
             return 1, 0, b
         kw = dict(shape=source.shape, chunks=source.chunks, dtype=source.dtype,
                   compressor=source.compressor, fill_value=source.fill_value,
@@ -242,40 +297,13 @@ def _copy(log, source, dest, name, recurse, without_attrs, if_exists, dry_run, c
             kw["filters"] = source.filters[1:] or None
             kw["object_codec"] = source.filters[0]
         kw.update(create_kws)
-        dst = create(store=dest.store, path=f"{dest.path}/{name}", **kw)
+        dst = create(store=dest.store, path=child_path, **kw)
         if not without_attrs:
             dst.attrs.put(source.attrs.asdict())
         copy_array_data(source, dst)
         return 1, 0, dst.nbytes_stored
-    if isinstance(source, Group):
-        if not dry_run:
-            if exists and if_exists == "replace" and not isinstance(dest[name], Group):
-                del dest[name]
-            g = dest.require_group(name)
-            if not without_attrs:
-                g.attrs.put(source.attrs.asdict())
-        else:
-            g = None
-        n_copied += 1
-        for child_name, child in source.items():
-            if isinstance(child, Group) and not recurse:
-                continue
-            if dry_run:
-                n_copied += 1
-                continue
-            c, s, b = _copy(log, child, g, child_name, recurse, without_attrs, if_exists,
-                            dry_run, create_kws)
-            n_copied += c
-            n_skipped += s
-            n_bytes += b
-        return n_copied, n_skipped, n_bytes
     # A NumPy array or anything array-like.
-    if dry_run:
-        return 1, 0, 0
-    if exists:
-        del dest[name]
-    z = _array_fn(np.asanyarray(source), store=dest.store,
-                  path=f"{dest.path}/{name}", **create_kws)
+    z = _array_fn(np.asanyarray(source), store=dest.store, path=child_path, **create_kws)
     return 1, 0, z.nbytes_stored
 
 
