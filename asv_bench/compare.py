@@ -392,8 +392,7 @@ def run_compare(args, libs, data, sel, root):
     for w in WORKLOADS:
         for chunk in args.chunks:
             t = {lib: results.get((chunk, lib), {}).get(w) for lib in ALL_LIBS}
-            rows.append([DESCRIPTIONS[w] if not args.markdown else f"{DESCRIPTIONS[w]}",
-                         str(chunk), fmt_s(t["chunkstore"]), fmt_s(t["zarr"]),
+            rows.append([DESCRIPTIONS[w], str(chunk), fmt_s(t["chunkstore"]), fmt_s(t["zarr"]),
                          fmt_s(t["tensorstore"]), fmt_ratio(t["zarr"], t["chunkstore"]),
                          fmt_ratio(t["tensorstore"], t["chunkstore"])])
     print_table(header, rows, args.markdown)
