@@ -28,6 +28,7 @@ from chunkstore.sync import check_synchronizer_path
 # Chunks fetched per task: small enough to bound memory (encoded bytes held at once are
 # threads * batch chunks), large enough that stores with batch reads (fsspec) batch well.
 _MAX_BATCH = 32
+_MAX_BATCH_BYTES = 8 * 2**20
 
 
 def _human(n):
@@ -290,7 +291,10 @@ class Array:
             return
         pool = config.executor()
         threads = config.get("threads")
-        batch = max(1, min(_MAX_BATCH, -(-n // (threads * 4))))
+        # Chunks per task: enough tasks to balance the pool, at most _MAX_BATCH, and at most
+        # _MAX_BATCH_BYTES of decoded data (bounds the encoded bytes a task holds at once).
+        by_bytes = max(1, _MAX_BATCH_BYTES // max(1, self._codec.nbytes))
+        batch = max(1, min(_MAX_BATCH, by_bytes, -(-n // (threads * 4))))
         if pool is None or n <= batch or self._is_object:
             for lo in range(0, n, batch):
                 work(lo, min(n, lo + batch))
@@ -357,15 +361,17 @@ class Array:
         keys = [self._chunk_key(c) for c in plan.chunk_coords().tolist()]
         chunks, order, codec = self._meta.chunks, self.order, self._codec
         direct = not self._is_object and not codec.filters
+        obj = self._is_object
 
         def work(lo, hi):
             got = getitems(self._store, keys[lo:hi])
+            buf = None  # one decode buffer per batch, reused chunk after chunk
             for i in range(lo, hi):
                 k = keys[i]
-                data = got.get(k)
+                data = got.pop(k, None)  # drop encoded bytes as soon as they are used
                 if data is None:
                     self._missing(k)
-                    if self._is_object:
+                    if obj:
                         dest[plan.selections(i)[1]] = self.fill_value
                     else:
                         merge.fill(plan, i, dest, self._fill_item)
@@ -374,12 +380,15 @@ class Array:
                 if view is not None:
                     self._decode(data, k, out=view)
                     continue
-                chunk = self._decode(data, k)
-                if self._is_object:
+                if obj:
+                    chunk = self._decode(data, k)
                     csel, osel = plan.selections(i)
                     dest[osel] = chunk[csel]
-                else:
-                    merge.gather(plan, i, chunk, dest)
+                    continue
+                if buf is None:
+                    buf = np.empty(chunks, dtype=self.dtype, order=order)
+                chunk = self._decode(data, k, out=buf)
+                merge.gather(plan, i, chunk, dest)
         self._run(n, work)
 
     def _read_points(self, plan, flat):

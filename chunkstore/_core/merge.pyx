@@ -145,27 +145,32 @@ def out_block(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, chunk_shape, str or
 
     That needs the selection to take the chunk whole (step 1, full chunk shape in bounds)
     and the output region to be one contiguous block laid out in the chunk's order.
-    Returns None otherwise.
+    Returns None otherwise. The checks run on strides first, so the common "no" is cheap.
     """
     cdef int nd = plan.ndim, d
-    cdef Py_ssize_t* j = <Py_ssize_t*>malloc((nd + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t j[64]
     cdef DimPlan* p
-    cdef Py_ssize_t expect, jj
-    index = []
-    try:
-        plan.unravel(i, j)
-        for d in range(nd):
-            p = &plan.dims[d]
-            jj = j[d]
-            if p.indexed or p.step != 1 or p.lstart[jj] != 0 or p.cnt[jj] != chunk_shape[d]:
-                return None
-            index.append(slice(p.ostart[jj], p.ostart[jj] + p.cnt[jj]))
-    finally:
-        free(j)
-    view = out[tuple(index) + (Ellipsis,)]
-    if (view.flags.c_contiguous if order == "C" else view.flags.f_contiguous):
-        return view
-    return None
+    cdef Py_ssize_t jj, expect, n
+    cdef Py_ssize_t* ostr = <Py_ssize_t*>out.strides
+    if nd > 64:
+        return None
+    plan.unravel(i, j)
+    for d in range(nd):
+        p = &plan.dims[d]
+        jj = j[d]
+        if p.indexed or p.step != 1 or p.lstart[jj] != 0 or p.cnt[jj] != chunk_shape[d]:
+            return None
+    # Contiguous in the chunk's order: each dim's stride is the product of the faster dims.
+    expect = out.dtype.itemsize
+    for k in range(nd):
+        d = nd - 1 - k if order == "C" else k
+        n = plan.dims[d].cnt[j[d]]
+        if n > 1 and ostr[d] != expect:
+            return None
+        expect *= n
+    index = tuple(slice(plan.dims[d].ostart[j[d]], plan.dims[d].ostart[j[d]]
+                        + plan.dims[d].cnt[j[d]]) for d in range(nd))
+    return out[index + (Ellipsis,)]
 
 
 cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray flat,

@@ -323,7 +323,9 @@ class ChunkCodecV2:
                 return self._shaped(src)
             reader = self._size_reader
             if reader is not None:
-                size = reader(memoryview(_as_bytes_array(data)))
+                # bytes slice directly (the common case); other buffers via a uint8 view
+                size = reader(data if isinstance(data, bytes)
+                              else memoryview(_as_bytes_array(data)))
                 if size is not None:
                     # Header says the size: decompress straight into the destination.
                     self._check_size(size, "decompressed chunk")

@@ -194,7 +194,7 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
     s = DirectoryStore(tmp_path)
     s["a/chunk"] = b"1"
     s["a/good"] = b"2"
-    real_open = builtins.open
+    real_open, real_os_open = builtins.open, os.open
     bad = str(tmp_path / "a" / "chunk")
 
     def fake_open(file, *args, **kwargs):
@@ -202,7 +202,14 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
             raise OSError(err, os.strerror(err), file)
         return real_open(file, *args, **kwargs)
 
+    def fake_os_open(file, *args, **kwargs):
+        if str(file) == bad:
+            raise OSError(err, os.strerror(err), file)
+        return real_os_open(file, *args, **kwargs)
+
+    # Inject at both layers a read may use (buffered open, or raw os.open).
     monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(os, "open", fake_os_open)
     with pytest.raises(OSError) as ei:
         s["a/chunk"]
     assert ei.value.errno == err and not isinstance(ei.value, KeyError)
