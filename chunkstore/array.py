@@ -363,9 +363,12 @@ class Array:
         direct = not self._is_object and not codec.filters
         obj = self._is_object
 
+        fast = codec.fast_blosc
+
         def work(lo, hi):
             got = getitems(self._store, keys[lo:hi])
             buf = None  # one decode buffer per batch, reused chunk after chunk
+            todo_i, todo_d = [], []
             for i in range(lo, hi):
                 k = keys[i]
                 data = got.pop(k, None)  # drop encoded bytes as soon as they are used
@@ -375,6 +378,10 @@ class Array:
                         dest[plan.selections(i)[1]] = self.fill_value
                     else:
                         merge.fill(plan, i, dest, self._fill_item)
+                    continue
+                if fast is not None:
+                    todo_i.append(i)
+                    todo_d.append(data)
                     continue
                 view = merge.out_block(plan, i, dest, chunks, order) if direct else None
                 if view is not None:
@@ -389,7 +396,24 @@ class Array:
                     buf = np.empty(chunks, dtype=self.dtype, order=order)
                 chunk = self._decode(data, k, out=buf)
                 merge.gather(plan, i, chunk, dest)
+            if todo_i:
+                self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work)
+
+    def _fast_decode(self, plan, idx, datas, dest, keys):
+        """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
+        kernel cannot take goes through the codec, which raises the proper error for it."""
+        scratch = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+        v, d = self._codec.fast_blosc
+        pos = 0
+        while pos < len(idx):
+            failed = merge.blosc_decode_gather(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
+            if failed < 0:
+                return
+            k = pos + failed
+            chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
+            merge.gather(plan, idx[k], chunk, dest)
+            pos = k + 1
 
     def _read_points(self, plan, flat):
         n = plan.nchunks

@@ -9,6 +9,7 @@ reference counts; the array layer uses NumPy indexing for them.
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcmp
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.stddef cimport size_t
 
 import numpy as np
 cimport numpy as cnp
@@ -33,11 +34,72 @@ cdef int _check(cnp.ndarray a, int ndim, Py_ssize_t itemsize, str what) except -
     return 0
 
 
+cdef int _ortho_copy_ptr(OrthoPlan plan, Py_ssize_t i, char* cdata, Py_ssize_t* cstr,
+                         char* odata, Py_ssize_t* ostr, Py_ssize_t itemsize,
+                         int mode) except -1 nogil:
+    """The copy behind gather (mode 0: chunk -> output), scatter (1: output-shaped value ->
+    chunk) and fill (2: a one-item chunk, all strides 0 -> output) for touched chunk i."""
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t j[64]
+    cdef DimCopy dims[64]
+    cdef Py_ssize_t* tabs[64]
+    cdef DimPlan* p
+    cdef Py_ssize_t jj, k, n, lo, cs, os_
+    if nd > 64:
+        with gil:
+            raise ValueError("at most 64 dimensions")
+    for d in range(nd):
+        tabs[d] = NULL
+    plan.unravel(i, j)
+    try:
+        for d in range(nd):
+            p = &plan.dims[d]
+            jj = j[d]
+            n = p.cnt[jj]
+            cs = cstr[d] if mode != 2 else 0
+            os_ = ostr[d]
+            dims[d].count = n
+            dims[d].indexed = p.indexed
+            if p.indexed:
+                tabs[d] = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
+                if tabs[d] == NULL:
+                    with gil:
+                        raise MemoryError()
+                lo = p.ptr[jj]
+                for k in range(n):          # chunk side first, output side second
+                    tabs[d][k] = p.lidx[lo + k] * cs
+                    tabs[d][n + k] = p.oidx[lo + k] * os_
+                if mode == 1:
+                    dims[d].soff = tabs[d] + n
+                    dims[d].doff = tabs[d]
+                else:
+                    dims[d].soff = tabs[d]
+                    dims[d].doff = tabs[d] + n
+            elif mode == 1:
+                dims[d].sstart = p.ostart[jj] * os_
+                dims[d].sstep = os_
+                dims[d].dstart = p.lstart[jj] * cs
+                dims[d].dstep = p.step * cs
+            else:
+                dims[d].sstart = p.lstart[jj] * cs
+                dims[d].sstep = p.step * cs
+                dims[d].dstart = p.ostart[jj] * os_
+                dims[d].dstep = os_
+        if mode == 1:
+            copy_nd(odata, cdata, dims, nd, itemsize)
+        else:
+            copy_nd(cdata, odata, dims, nd, itemsize)
+    finally:
+        for d in range(nd):
+            free(tabs[d])
+    return 0
+
+
 cdef int _ortho_copy(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarray other,
                      int mode) except -1:
     """mode 0: gather chunk -> other(out); 1: scatter other(value) -> chunk; 2: fill other(out)
     from chunk, a 1-element array."""
-    cdef int nd = plan.ndim, d
+    cdef int nd = plan.ndim
     cdef Py_ssize_t itemsize = other.dtype.itemsize
     if mode != 2:
         _check(chunk, nd, itemsize, "chunk")
@@ -48,71 +110,12 @@ cdef int _ortho_copy(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarra
         raise ValueError("chunk buffer is read-only")
     if i < 0 or i >= plan.nchunks:
         raise IndexError(f"touched-chunk index {i} out of range [0, {plan.nchunks})")
-    cdef Py_ssize_t* j = <Py_ssize_t*>malloc((nd + 1) * sizeof(Py_ssize_t))
-    cdef DimCopy* dims = <DimCopy*>malloc((nd + 1) * sizeof(DimCopy))
-    # Per-dim offset tables for indexed dims: two arrays of cnt entries each.
-    cdef Py_ssize_t** tabs = <Py_ssize_t**>malloc((nd + 1) * sizeof(Py_ssize_t*))
-    cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides if mode != 2 else NULL
+    cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t* ostr = <Py_ssize_t*>other.strides
-    cdef const char* csrc = _data(chunk)
+    cdef char* cdata = _data(chunk)
     cdef char* odata = _data(other)
-    cdef DimPlan* p
-    cdef Py_ssize_t jj, k, n, lo, cs, os_
-    cdef const char* src
-    cdef char* dst
-    for d in range(nd):
-        tabs[d] = NULL
-    try:
-        with nogil:
-            plan.unravel(i, j)
-            for d in range(nd):
-                p = &plan.dims[d]
-                jj = j[d]
-                n = p.cnt[jj]
-                cs = cstr[d] if mode != 2 else 0
-                os_ = ostr[d]
-                dims[d].count = n
-                dims[d].indexed = p.indexed
-                if p.indexed:
-                    tabs[d] = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
-                    if tabs[d] == NULL:
-                        with gil:
-                            raise MemoryError()
-                    lo = p.ptr[jj]
-                    # chunk side first, output side second
-                    for k in range(n):
-                        tabs[d][k] = p.lidx[lo + k] * cs
-                        tabs[d][n + k] = p.oidx[lo + k] * os_
-                    if mode == 1:       # value -> chunk: source is the output-shaped value
-                        dims[d].soff = tabs[d] + n
-                        dims[d].doff = tabs[d]
-                    else:
-                        dims[d].soff = tabs[d]
-                        dims[d].doff = tabs[d] + n
-                else:
-                    if mode == 1:
-                        dims[d].sstart = p.ostart[jj] * os_
-                        dims[d].sstep = os_
-                        dims[d].dstart = p.lstart[jj] * cs
-                        dims[d].dstep = p.step * cs
-                    else:
-                        dims[d].sstart = p.lstart[jj] * cs
-                        dims[d].sstep = p.step * cs
-                        dims[d].dstart = p.ostart[jj] * os_
-                        dims[d].dstep = os_
-            if mode == 1:
-                src = odata
-                dst = <char*>csrc
-            else:
-                src = csrc
-                dst = odata
-            copy_nd(src, dst, dims, nd, itemsize)
-    finally:
-        for d in range(nd):
-            free(tabs[d])
-        free(tabs)
-        free(dims)
-        free(j)
+    with nogil:
+        _ortho_copy_ptr(plan, i, cdata, cstr, odata, ostr, itemsize, mode)
     return 0
 
 
@@ -322,3 +325,109 @@ def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
                 if not result:
                     break
     return result
+
+
+# ---------------------------------------------------------------- batch decode + merge
+
+ctypedef int (*blosc_validate_fn)(const void*, size_t, size_t*) noexcept nogil
+ctypedef int (*blosc_decompress_fn)(const void*, void*, size_t, int) noexcept nogil
+
+
+cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
+                             Py_ssize_t* chunk_shape, Py_ssize_t itemsize,
+                             bint c_order) noexcept nogil:
+    """Byte offset in the output where chunk i lands whole and contiguous, or -1."""
+    cdef int nd = plan.ndim, d, k
+    cdef Py_ssize_t j[64]
+    cdef Py_ssize_t expect = itemsize, n, off = 0
+    cdef DimPlan* p
+    plan.unravel(i, j)
+    for d in range(nd):
+        p = &plan.dims[d]
+        if p.indexed or p.step != 1 or p.lstart[j[d]] != 0 or p.cnt[j[d]] != chunk_shape[d]:
+            return -1
+        off += p.ostart[j[d]] * ostr[d]
+    for k in range(nd):
+        d = nd - 1 - k if c_order else k
+        n = chunk_shape[d]
+        if n > 1 and ostr[d] != expect:
+            return -1
+        expect *= n
+    return off
+
+
+def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
+                        cnp.ndarray scratch, size_t validate_addr, size_t decompress_addr):
+    """Decompress Blosc chunks and merge them into out, for a whole batch without the GIL.
+
+    idx[k] is the touched-chunk index of the encoded bytes datas[k]. scratch is a chunk-shaped
+    buffer in the chunk's order; a chunk that lands whole and contiguous in out is
+    decompressed straight into it. validate_addr/decompress_addr are the addresses of c-blosc's
+    blosc_cbuffer_validate and blosc_decompress_ctx. Returns -1 when every chunk was merged,
+    else the position k of the first chunk that failed to validate or decompress (the caller
+    decodes that one the slow way, for a proper error, and continues after it).
+    """
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t n = len(datas), k, ii
+    if nd > 64 or scratch.ndim != nd or out.ndim != nd:
+        raise ValueError("dimension mismatch")
+    if out.dtype.itemsize != scratch.dtype.itemsize or out.dtype.hasobject:
+        raise ValueError("out and scratch must share a fixed itemsize")
+    if not out.flags.writeable or not scratch.flags.writeable:
+        raise ValueError("out and scratch must be writable")
+    cdef bint c_order = scratch.flags.c_contiguous
+    if not c_order and not scratch.flags.f_contiguous:
+        raise ValueError("scratch must be contiguous")
+    cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
+    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
+    cdef Py_ssize_t itemsize = out.dtype.itemsize
+    cdef size_t expected = scratch.nbytes, nbytes
+    cdef Py_ssize_t cshape[64]
+    for d in range(nd):
+        cshape[d] = scratch.shape[d]
+    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
+    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+    if src == NULL or srclen == NULL or ids == NULL:
+        free(src); free(srclen); free(ids)
+        raise MemoryError()
+    cdef const unsigned char[::1] view
+    for k in range(n):
+        b = datas[k]
+        if not isinstance(b, bytes):
+            b = bytes(b)
+            datas[k] = b          # keep it alive for the nogil loop
+        src[k] = <const char*>(<bytes>b)
+        srclen[k] = len(<bytes>b)
+        ii = idx[k]
+        if ii < 0 or ii >= plan.nchunks:
+            free(src); free(srclen); free(ids)
+            raise IndexError(f"touched-chunk index {ii} out of range")
+        ids[k] = ii
+    cdef char* odata = _data(out)
+    cdef char* sdata = _data(scratch)
+    cdef Py_ssize_t* ostr = <Py_ssize_t*>out.strides
+    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
+    cdef Py_ssize_t failed = -1, off
+    try:
+        with nogil:
+            for k in range(n):
+                if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
+                        or nbytes != expected:
+                    failed = k
+                    break
+                off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
+                if off >= 0:
+                    if decompress(src[k], odata + off, expected, 1) != <int>expected:
+                        failed = k
+                        break
+                else:
+                    if decompress(src[k], sdata, expected, 1) != <int>expected:
+                        failed = k
+                        break
+                    _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
+    finally:
+        free(src)
+        free(srclen)
+        free(ids)
+    return failed

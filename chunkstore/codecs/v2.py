@@ -11,6 +11,7 @@ wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecode
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -95,6 +96,26 @@ _SIZE_READERS: list[tuple[type, Any]] = [
 ]
 
 
+@functools.lru_cache(maxsize=1)
+def blosc_symbols() -> tuple[int, int] | None:
+    """Addresses of c-blosc's blosc_cbuffer_validate and blosc_decompress_ctx inside
+    numcodecs' own Blosc extension (the same library numcodecs.Blosc uses), or None.
+
+    The batch kernel in chunkstore._core.merge calls them without the GIL for a whole batch
+    of chunks; numcodecs' Python wrapper costs ~2 us per call holding the GIL, which is what
+    limits thread scaling on small chunks. Anything unexpected means: use the wrapper."""
+    try:
+        import ctypes
+
+        from numcodecs import blosc as _nb
+
+        lib = ctypes.CDLL(_nb.__file__)
+        return (ctypes.cast(lib.blosc_cbuffer_validate, ctypes.c_void_p).value,
+                ctypes.cast(lib.blosc_decompress_ctx, ctypes.c_void_p).value)
+    except Exception:
+        return None
+
+
 def _size_reader(compressor: Codec | None):
     if compressor is None:
         return None
@@ -149,7 +170,7 @@ class ChunkCodecV2:
 
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
-        "_is_object", "_size_reader",
+        "_is_object", "_size_reader", "fast_blosc",
     )
 
     def __init__(
@@ -175,6 +196,10 @@ class ChunkCodecV2:
                 f"dtype {self.dtype} needs an object codec (e.g. VLenUTF8) as its first filter"
             )
         self._size_reader = None if self.filters else _size_reader(compressor)
+        # The GIL-free batch decode applies to plain Blosc with no filters.
+        self.fast_blosc = (blosc_symbols() if (_Blosc is not None and type(compressor) is _Blosc
+                                               and not self.filters and not self._is_object
+                                               and self.nbytes > 0) else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV2":
