@@ -16,7 +16,7 @@ import pytest
 import chunkstore as cs
 from conftest import FIXTURES_V2, assert_same, group_cases_v2
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(cs.__file__).resolve().parents[1]  # where chunkstore is imported from (installed in CI)
 GROUP_CASES = {c["name"]: c for c in group_cases_v2()}
 needs_fixtures = pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
 
