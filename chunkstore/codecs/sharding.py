@@ -1,0 +1,827 @@
+"""The Zarr v3 ``sharding_indexed`` codec, and a store view that exposes inner chunks.
+
+A *shard* is one stored object holding a grid of *inner chunks* (``chunk_shape`` in the codec
+configuration; the shard shape must be a multiple of it), each encoded with the inner
+``codecs``, plus an *index*: a uint64 array of shape ``chunks_per_shard + [2]`` holding
+``(offset, nbytes)`` per inner chunk in C order of the grid, encoded with ``index_codecs``
+(``bytes`` + ``crc32c`` normally; they must give a fixed size), at the ``start`` or ``end``
+(default) of the shard. An inner chunk whose offset and nbytes are both 2**64-1 is absent
+(reads as the fill value). Shards at the array edge still have the full shard shape.
+
+Two ways to use it:
+
+- :class:`ShardingCodec` is the array -> bytes codec inside a
+  :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain: it encodes or decodes a whole shard
+  (this is also what makes nested sharding decode).
+- :class:`ShardedStoreView` maps *inner chunk keys* onto byte ranges of the stored shards,
+  so the array layer can treat inner chunks as ordinary chunks (inner chunk grid, inner
+  codec) and read only the bytes it needs.
+
+Key scheme of the view: ``<prefix>/<shard key>|<i>.<j>...`` where ``<shard key>`` is the
+array's chunk key of the shard (``meta.chunk_key(shard_coords)``) and ``i.j...`` are the
+inner chunk's coordinates *within* the shard (``"0"`` for a 0-d array), e.g. ``"a/c/1/0|3.1"``.
+Inner keys are therefore never equal to shard keys, so chunk locks (taken by the array on
+inner keys) and shard locks (taken by the view on shard keys) never collide.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any, Sequence
+
+import numpy as np
+
+from chunkstore.errors import ChunkDecodeError
+from chunkstore.storage.base import getitems as _getitems
+from chunkstore.storage.base import getsize as _getsize
+from chunkstore.storage.base import listdir as _listdir
+
+from . import v3 as _v3
+
+__all__ = ["ShardingCodec", "ShardedStoreView", "MISSING"]
+
+#: offset and nbytes of an absent inner chunk
+MISSING = 2**64 - 1
+
+_INDEX_CODECS_FIXED = ("bytes", "crc32c", "transpose")
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return tuple(_v3._int(v, f"{what} entry", 1) for v in value)
+
+
+def _all_fill(a: np.ndarray, fill: Any) -> bool:
+    """True if every element of ``a`` is the fill value (bytewise; any NaN matches NaN)."""
+    if a.dtype.hasobject:
+        return bool(np.all(a == fill)) if fill is not None else False
+    f = np.asarray(fill if fill is not None else 0, dtype=a.dtype)
+    if a.dtype.kind in "fc":
+        parts_a = [a.real, a.imag] if a.dtype.kind == "c" else [a]
+        parts_f = [f.real, f.imag] if a.dtype.kind == "c" else [f]
+        for pa, pf in zip(parts_a, parts_f):
+            if np.isnan(pf):
+                if not np.isnan(pa).all():
+                    return False
+            else:
+                ui = np.dtype(f"u{pa.dtype.itemsize}")
+                pa_c = np.ascontiguousarray(pa)
+                if not (pa_c.view(ui) == np.ascontiguousarray(pf).view(ui)).all():
+                    return False
+        return True
+    ui = np.dtype(f"V{a.dtype.itemsize}") if a.dtype.kind not in "biu" else a.dtype
+    return bool((np.ascontiguousarray(a).view(ui) == f.reshape(1).view(ui)[0]).all())
+
+
+class ShardingCodec(_v3._Codec):
+    """``sharding_indexed``: an array -> bytes codec storing a grid of inner chunks.
+
+    Parameters: the codec ``configuration`` dict, the array dtype, the shard shape as the
+    codec sees it (after any transpose codecs before it) and the fill value.
+    """
+
+    name = "sharding_indexed"
+    kind = "ab"
+
+    def __init__(self, conf: Mapping, dtype: Any, shard_shape: Sequence[int],
+                 fill_value: Any = None) -> None:
+        _v3._check_keys(conf, ("chunk_shape", "codecs", "index_codecs", "index_location"),
+                        "sharding_indexed")
+        if "chunk_shape" not in conf:
+            raise ValueError("codec 'sharding_indexed': missing configuration field "
+                             "'chunk_shape'")
+        self.dtype = _v3._native(dtype)
+        self.shard_shape = tuple(int(s) for s in shard_shape)
+        self.chunk_shape = _ints(conf["chunk_shape"], "codec 'sharding_indexed' chunk_shape")
+        if len(self.chunk_shape) != len(self.shard_shape):
+            raise ValueError(
+                f"codec 'sharding_indexed': chunk_shape {list(self.chunk_shape)} has "
+                f"{len(self.chunk_shape)} dimensions, the shard {list(self.shard_shape)} has "
+                f"{len(self.shard_shape)}")
+        for s, c in zip(self.shard_shape, self.chunk_shape):
+            if s % c:
+                raise ValueError(
+                    f"codec 'sharding_indexed': the shard shape {list(self.shard_shape)} is "
+                    f"not a multiple of the inner chunk_shape {list(self.chunk_shape)}")
+        self.chunks_per_shard = tuple(s // c for s, c in zip(self.shard_shape, self.chunk_shape))
+        self.nchunks = math.prod(self.chunks_per_shard)
+        loc = conf.get("index_location", "end")
+        if loc not in ("start", "end"):
+            raise ValueError(f"codec 'sharding_indexed': index_location must be 'start' or "
+                             f"'end', got {loc!r}")
+        self.index_location = loc
+        self.fill_value = fill_value
+        codecs = conf.get("codecs")
+        if codecs is None:
+            codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
+        self.inner = _v3.ChunkCodecV3(self.dtype, self.chunk_shape, codecs, fill_value)
+        index_codecs = conf.get("index_codecs")
+        if index_codecs is None:
+            index_codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
+                            {"name": "crc32c"}]
+        for i, c in enumerate(index_codecs if isinstance(index_codecs, list) else []):
+            name = c.get("name") if isinstance(c, Mapping) else c
+            if name not in _INDEX_CODECS_FIXED:
+                raise ValueError(
+                    f"codec 'sharding_indexed': index_codecs[{i}] {name!r} is not allowed "
+                    f"(the index must have a fixed size: only bytes, crc32c, transpose)")
+        self.index_codec = _v3.ChunkCodecV3(
+            np.uint64, self.chunks_per_shard + (2,), index_codecs)
+        self.index_nbytes = 16 * self.nchunks + 4 * sum(
+            1 for c in self.index_codec._bb if c.name == "crc32c")
+
+    def to_dict(self) -> dict:
+        return {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": list(self.chunk_shape),
+                "codecs": self.inner.codecs,
+                "index_codecs": self.index_codec.codecs,
+                "index_location": self.index_location,
+            },
+        }
+
+    # ------------------------------------------------------------------------ the index
+
+    def empty_index(self) -> np.ndarray:
+        """An index (``(nchunks, 2)`` uint64, C order of the grid) with every chunk absent."""
+        return np.full((self.nchunks, 2), MISSING, dtype=np.uint64)
+
+    def decode_index(self, index_bytes: Any, shard_nbytes: int | None = None) -> np.ndarray:
+        """Decode the index bytes to ``(nchunks, 2)`` uint64 (offset, nbytes) rows.
+
+        Raises ValueError for a wrong length, a checksum mismatch, an entry with only one of
+        offset/nbytes missing, or (when ``shard_nbytes`` is known) a range outside the shard.
+        """
+        n = len(index_bytes)
+        if n != self.index_nbytes:
+            raise ValueError(f"shard index has {n} bytes, expected {self.index_nbytes} "
+                             f"(truncated or corrupt shard)")
+        try:
+            idx = self.index_codec.decode(index_bytes, writable=True)
+        except ChunkDecodeError as e:
+            raise ValueError(str(e.__cause__ or e)) from e
+        idx = np.ascontiguousarray(idx).reshape(self.nchunks, 2)
+        off, nb = idx[:, 0], idx[:, 1]
+        miss_o, miss_n = off == MISSING, nb == MISSING
+        if (miss_o != miss_n).any():
+            raise ValueError("corrupt shard index: an entry has only one of offset/nbytes "
+                             "set to the missing marker")
+        if shard_nbytes is not None:
+            present = ~miss_o
+            if present.any():
+                end = off[present].astype(object) + nb[present].astype(object)
+                if max(end) > shard_nbytes:
+                    raise ValueError(
+                        f"corrupt shard index: a chunk ends at byte {max(end)}, the shard has "
+                        f"{shard_nbytes} bytes")
+        return idx
+
+    def encode_index(self, index: np.ndarray) -> bytes:
+        return self.index_codec.encode(
+            np.asarray(index, dtype=np.uint64).reshape(self.chunks_per_shard + (2,)))
+
+    def split(self, shard: Any) -> tuple[np.ndarray, memoryview]:
+        """(index, shard bytes as a memoryview) of a whole stored shard."""
+        mv = memoryview(shard).cast("B") if not isinstance(shard, memoryview) else shard.cast("B")
+        if len(mv) < self.index_nbytes:
+            raise ValueError(f"shard has {len(mv)} bytes, less than its index "
+                             f"({self.index_nbytes} bytes)")
+        if self.index_location == "end":
+            raw = mv[len(mv) - self.index_nbytes:]
+        else:
+            raw = mv[: self.index_nbytes]
+        return self.decode_index(raw, len(mv)), mv
+
+    def assemble(self, chunks: Sequence[Any]) -> bytes:
+        """A shard from encoded inner chunks (C order of the grid; None = absent).
+
+        Returns ``b""`` if every chunk is absent (the caller deletes the shard).
+        """
+        index = self.empty_index()
+        parts = []
+        pos = self.index_nbytes if self.index_location == "start" else 0
+        for i, c in enumerate(chunks):
+            if c is None:
+                continue
+            n = len(c)
+            index[i] = (pos, n)
+            parts.append(c)
+            pos += n
+        if not parts:
+            return b""
+        ib = self.encode_index(index)
+        if self.index_location == "start":
+            return b"".join([ib, *parts])
+        return b"".join([*parts, ib])
+
+    # ------------------------------------------------------------------------ as a codec
+
+    def _slices(self, i: int) -> tuple[slice, ...]:
+        pos = np.unravel_index(i, self.chunks_per_shard) if self.chunks_per_shard else ()
+        return tuple(slice(int(p) * c, (int(p) + 1) * c) for p, c in zip(pos, self.chunk_shape))
+
+    def encode(self, arr: np.ndarray) -> bytes:
+        """Encode a whole shard; inner chunks all equal to the fill value are not stored."""
+        chunks: list = []
+        for i in range(self.nchunks):
+            sub = arr[self._slices(i)]
+            if _all_fill(sub, self.fill_value):
+                chunks.append(None)
+            else:
+                chunks.append(self.inner.encode(sub))
+        out = self.assemble(chunks)
+        if not out:  # every inner chunk is fill: a shard with only an index
+            ib = self.encode_index(self.empty_index())
+            return ib
+        return out
+
+    def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Decode a whole shard to an array of the shard shape (absent chunks = fill)."""
+        index, mv = self.split(_v3._as_u8(buf).data if not isinstance(buf, bytes) else buf)
+        out = np.empty(self.shard_shape, dtype=self.dtype)
+        fill = self.fill_value
+        for i in range(self.nchunks):
+            off, nb = (int(x) for x in index[i])
+            sl = self._slices(i)
+            if off == MISSING:
+                out[sl] = fill if fill is not None else 0
+                continue
+            try:
+                out[sl] = self.inner.decode(mv[off: off + nb], writable=False)
+            except ChunkDecodeError as e:
+                raise ValueError(f"inner chunk {i} of the shard: {e.__cause__ or e}") from e
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# ShardedStoreView
+# --------------------------------------------------------------------------------------------
+
+_STRIPES = [threading.Lock() for _ in range(256)]
+
+
+def _stripe(store: Any, key: str) -> threading.Lock:
+    """In-process lock for a shard's read-modify-write (shared by every view of a store)."""
+    return _STRIPES[hash((id(store), key)) % len(_STRIPES)]
+
+
+def _get_partial(store: Any, key: str, ranges: list) -> list[bytes] | None:
+    fn = getattr(store, "get_partial", None)
+    if fn is None:
+        return None
+    return fn(key, ranges)
+
+
+def _coalesce(ranges: list[tuple[int, int]], max_gap: int) -> list[tuple[int, int, list[int]]]:
+    """Merge sorted ``(offset, nbytes)`` ranges whose gap is at most ``max_gap`` bytes.
+
+    Returns ``[(offset, nbytes, [indices of the input ranges it covers])]``.
+    """
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    merged: list[list] = []
+    for i in order:
+        off, n = ranges[i]
+        if merged and off - (merged[-1][0] + merged[-1][1]) <= max_gap:
+            m = merged[-1]
+            m[1] = max(m[1], off + n - m[0])
+            m[2].append(i)
+        else:
+            merged.append([off, n, [i]])
+    return [(m[0], m[1], m[2]) for m in merged]
+
+
+class ShardedStoreView(MutableMapping):
+    """A mapping from inner chunk keys to encoded inner chunks, over a store of shards.
+
+    Parameters
+    ----------
+    store : the store holding the shards (any ``MutableMapping[str, bytes]``; byte-range
+        reads are used when it has ``get_partial``).
+    meta : the array's ``ArrayMetadataV3`` (its codecs must contain ``sharding_indexed``).
+    prefix : the array's path in the store ("" for the root).
+    synchronizer : optional; every shard read-modify-write holds ``synchronizer[shard_key]``.
+    cache_index : keep decoded shard indexes across calls (invalidated by writes through this
+        view). Writers in other processes are then not seen until :meth:`invalidate`; pass
+        False when others write concurrently (indexes are then cached per call only).
+    max_gap : byte ranges of one shard closer than this are read as one range.
+
+    Keys are ``<prefix>/<shard key>|<i>.<j>...`` (see the module docstring). Build them with
+    :meth:`inner_key` from inner-grid coordinates, parse them with :meth:`inner_coords`.
+    Values are inner chunks encoded by :attr:`codec` (the inner ``ChunkCodecV3``).
+
+    Array -> array codecs before ``sharding_indexed`` (transpose) are folded into the inner
+    codec, and bytes -> bytes codecs after it are applied to whole shards (then byte-range
+    reads are not possible and whole shards are read).
+    """
+
+    def __init__(self, store: MutableMapping, meta: Any, prefix: str = "",
+                 synchronizer: Any = None, *, cache_index: bool = True,
+                 max_gap: int = 1 << 16, max_cached_shards: int = 65536) -> None:
+        self._store = store
+        self._synchronizer = synchronizer
+        self._cache_enabled = bool(cache_index)
+        self._max_gap = int(max_gap)
+        self._max_cached = int(max_cached_shards)
+        p = (prefix or "").strip("/")
+        self._prefix = p + "/" if p else ""
+        self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self.set_metadata(meta)
+
+    # ------------------------------------------------------------------ configuration
+
+    def set_metadata(self, meta: Any) -> None:
+        """Use new array metadata (call after a resize); drops the index cache."""
+        info = _v3.codec_chain_info(meta.codecs, meta.dtype, meta.chunks, meta.fill_value)
+        sh = info["sharding"]
+        if sh is None:
+            raise ValueError("the array's codecs have no sharding_indexed codec")
+        self.meta = meta
+        self.sharding: ShardingCodec = sh
+        self._post = info["bytes_to_bytes"]  # applied to whole shards
+        perm = info["permutation"]  # encoded axis k = array axis perm[k]
+        ndim = len(meta.shape)
+        self._perm = perm
+        inner_enc = sh.chunk_shape
+        inner = [0] * ndim
+        for k, p in enumerate(perm):
+            inner[p] = inner_enc[k]
+        self.inner_chunks = tuple(inner)
+        self.shard_shape = tuple(int(c) for c in meta.chunks)
+        self.chunks_per_shard = tuple(s // c for s, c in zip(self.shard_shape, self.inner_chunks))
+        self.inner_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.inner_chunks))
+        self.shard_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.shard_shape))
+        inner_codecs = [c.to_dict() for c in info["array_to_array"]] + sh.inner.codecs
+        self.codec = _v3.ChunkCodecV3(meta.dtype, self.inner_chunks, inner_codecs,
+                                      meta.fill_value)
+        self._partial_ok = not self._post
+        self._chunk_key = meta.chunk_key
+        self.invalidate()
+
+    def invalidate(self, shard_key: str | None = None) -> None:
+        """Forget cached shard indexes (all, or one shard's, given its store key)."""
+        with self._cache_lock:
+            if shard_key is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(shard_key, None)
+
+    @property
+    def store(self) -> MutableMapping:
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"ShardedStoreView({self._store!r}, prefix={self._prefix.rstrip('/')!r})"
+
+    # ------------------------------------------------------------------ keys
+
+    def inner_key(self, coords: Sequence[int]) -> str:
+        """The key of the inner chunk at inner-grid coordinates ``coords``."""
+        coords = tuple(int(c) for c in coords)
+        if len(coords) != len(self.inner_chunks):
+            raise ValueError(f"expected {len(self.inner_chunks)} inner chunk coordinates, "
+                             f"got {len(coords)}")
+        shard = tuple(c // n for c, n in zip(coords, self.chunks_per_shard))
+        within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard))
+        tail = ".".join(map(str, within)) if within else "0"
+        return f"{self._prefix}{self._chunk_key(shard)}|{tail}"
+
+    def shard_key(self, shard_coords: Sequence[int]) -> str:
+        """The store key of the shard at shard-grid coordinates."""
+        return self._prefix + self._chunk_key(tuple(int(c) for c in shard_coords))
+
+    def _parse(self, key: str) -> tuple[str, tuple[int, ...]]:
+        """(shard store key, coordinates within the shard) of an inner key."""
+        if not isinstance(key, str):
+            raise TypeError(f"keys must be str, got {type(key).__name__}")
+        skey, bar, tail = key.rpartition("|")
+        if not bar or not skey.startswith(self._prefix):
+            raise KeyError(key)
+        nd = len(self.inner_chunks)
+        try:
+            within = tuple(int(t) for t in tail.split(".")) if nd else ()
+        except ValueError:
+            raise KeyError(key) from None
+        if nd == 0 and tail != "0":
+            raise KeyError(key)
+        if len(within) != nd or any(not 0 <= w < n for w, n in
+                                    zip(within, self.chunks_per_shard)):
+            raise KeyError(key)
+        return skey, within
+
+    def _slot(self, within: tuple[int, ...]) -> int:
+        """Row of the shard index for in-shard coordinates (array axes)."""
+        if not within:
+            return 0
+        enc = tuple(within[p] for p in self._perm)
+        return int(np.ravel_multi_index(enc, self.sharding.chunks_per_shard))
+
+    def _within_of_slot(self, slot: int) -> tuple[int, ...]:
+        if not self.inner_chunks:
+            return ()
+        enc = np.unravel_index(slot, self.sharding.chunks_per_shard)
+        within = [0] * len(enc)
+        for k, p in enumerate(self._perm):
+            within[p] = int(enc[k])
+        return tuple(within)
+
+    def _shard_coords(self, skey: str) -> tuple[int, ...]:
+        """Shard-grid coordinates of a shard store key (ValueError if not one)."""
+        rel = skey[len(self._prefix):]
+        nd = len(self.shard_shape)
+        enc = self.meta.chunk_key_encoding
+        sep = enc["configuration"]["separator"]
+        if enc["name"] == "default":
+            if nd == 0:
+                if rel != "c":
+                    raise ValueError(rel)
+                return ()
+            if not rel.startswith("c" + sep):
+                raise ValueError(rel)
+            rel = rel[2:]
+        elif nd == 0:
+            if rel != "0":
+                raise ValueError(rel)
+            return ()
+        parts = rel.split(sep)
+        if len(parts) != nd or not all(p.isdigit() for p in parts):
+            raise ValueError(rel)
+        return tuple(int(p) for p in parts)
+
+    def inner_coords(self, key: str) -> tuple[int, ...]:
+        """Inverse of :meth:`inner_key` (KeyError if ``key`` is not an inner key)."""
+        skey, within = self._parse(key)
+        try:
+            shard = self._shard_coords(skey)
+        except ValueError:
+            raise KeyError(key) from None
+        return tuple(s * n + w for s, n, w in zip(shard, self.chunks_per_shard, within))
+
+    def shard_key_of(self, key: str) -> str:
+        """The store key of the shard holding inner key ``key``."""
+        return self._parse(key)[0]
+
+    def _group(self, keys: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+        groups: dict[str, list[tuple[str, int]]] = {}
+        for k in keys:
+            skey, within = self._parse(k)
+            groups.setdefault(skey, []).append((k, self._slot(within)))
+        return groups
+
+    def _error(self, skey: str, e: Exception) -> ChunkDecodeError:
+        cause = str(e) or type(e).__name__
+        return ChunkDecodeError(
+            f"failed to decode the index of shard {skey!r} in {self._store!r}: {cause}")
+
+    # ------------------------------------------------------------------ index cache
+
+    def _cached(self, skey: str) -> tuple[bool, np.ndarray | None]:
+        if not self._cache_enabled:
+            return False, None
+        with self._cache_lock:
+            if skey in self._cache:
+                self._cache.move_to_end(skey)
+                return True, self._cache[skey]
+        return False, None
+
+    def _remember(self, skey: str, index: np.ndarray | None) -> None:
+        if not self._cache_enabled:
+            return
+        with self._cache_lock:
+            self._cache[skey] = index
+            self._cache.move_to_end(skey)
+            while len(self._cache) > self._max_cached:
+                self._cache.popitem(last=False)
+
+    def _decode_post(self, data: Any) -> Any:
+        for c in reversed(self._post):
+            data = c.decode(data)
+        return _v3._to_bytes(data)
+
+    def _encode_post(self, data: bytes) -> bytes:
+        for c in self._post:
+            data = c.encode(data)
+        return _v3._to_bytes(data)
+
+    def _read_shard(self, skey: str) -> bytes | None:
+        """The whole shard (after the post codecs), or None if absent."""
+        try:
+            data = self._store[skey]
+        except KeyError:
+            return None
+        if self._post:
+            try:
+                data = self._decode_post(data)
+            except Exception as e:
+                raise self._error(skey, e) from e
+        return data
+
+    def _split(self, skey: str, data: Any) -> tuple[np.ndarray, memoryview]:
+        try:
+            return self.sharding.split(data)
+        except Exception as e:
+            raise self._error(skey, e) from e
+
+    def _read_index(self, skey: str) -> tuple[np.ndarray | None, memoryview | None]:
+        """(index, whole shard if it had to be read) for one shard; (None, None) if absent."""
+        hit, index = self._cached(skey)
+        if hit:
+            return index, None
+        sh = self.sharding
+        if self._partial_ok and hasattr(self._store, "get_partial"):
+            rng = (-sh.index_nbytes, None) if sh.index_location == "end" else (0, sh.index_nbytes)
+            try:
+                raw = _get_partial(self._store, skey, [rng])[0]
+            except KeyError:
+                self._remember(skey, None)
+                return None, None
+            try:
+                index = sh.decode_index(raw)
+            except Exception as e:
+                raise self._error(skey, e) from e
+            self._remember(skey, index)
+            return index, None
+        data = self._read_shard(skey)
+        if data is None:
+            self._remember(skey, None)
+            return None, None
+        index, mv = self._split(skey, data)
+        self._remember(skey, index)
+        return index, mv
+
+    # ------------------------------------------------------------------ reads
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """``{key: encoded inner chunk}`` for the keys present (absent ones are omitted).
+
+        Per shard: the index is read once (a byte-range read of the index when the store has
+        ``get_partial``, or taken from the cache), then the wanted chunks are read with one
+        ``get_partial`` call of coalesced ranges. Without ``get_partial`` (or with bytes ->
+        bytes codecs after the sharding codec) each shard is read whole, once; the shards of
+        one call are fetched with one ``getitems``.
+        """
+        keys = list(keys)
+        groups = self._group(keys)
+        out: dict[str, bytes] = {}
+        partial = self._partial_ok and hasattr(self._store, "get_partial")
+        if not partial:
+            # one batch read of every shard this call needs (cached index or not)
+            got = _getitems(self._store, list(groups))
+            for skey, items in groups.items():
+                data = got.get(skey)
+                if data is None:
+                    self._remember(skey, None)
+                    continue
+                if self._post:
+                    try:
+                        data = self._decode_post(data)
+                    except Exception as e:
+                        raise self._error(skey, e) from e
+                index, mv = self._split(skey, data)
+                self._remember(skey, index)
+                for k, slot in items:
+                    off, nb = int(index[slot, 0]), int(index[slot, 1])
+                    if off != MISSING:
+                        out[k] = bytes(mv[off: off + nb])
+            return out
+        for skey, items in groups.items():
+            self._read_chunks(skey, items, out, retry=True)
+        return out
+
+    def _read_chunks(self, skey: str, items: list[tuple[str, int]], out: dict,
+                     retry: bool) -> None:
+        hit, _ = self._cached(skey)
+        index, _ = self._read_index(skey)
+        if index is None:
+            return
+        wanted = []
+        for k, slot in items:
+            off, nb = int(index[slot, 0]), int(index[slot, 1])
+            if off != MISSING:
+                wanted.append((k, off, nb))
+        if not wanted:
+            return
+        merged = _coalesce([(o, n) for _, o, n in wanted], self._max_gap)
+        try:
+            parts = _get_partial(self._store, skey, [(o, n) for o, n, _ in merged])
+        except KeyError:
+            parts = None
+        short = parts is None or any(len(p) != n for p, (_, n, _) in zip(parts, merged))
+        if short:
+            # the shard changed under a cached index (or is truncated): re-read the index once
+            if retry and hit:
+                self.invalidate(skey)
+                self._read_chunks(skey, items, out, retry=False)
+                return
+            if parts is None:
+                return  # deleted meanwhile
+            bad = next(i for i, (p, (_, n, _)) in enumerate(zip(parts, merged)) if len(p) != n)
+            raise self._error(skey, ValueError(
+                f"the index points at bytes {merged[bad][0]}..{merged[bad][0] + merged[bad][1]} "
+                f"past the end of the shard (truncated or corrupt shard)"))
+        for (moff, _, members), part in zip(merged, parts):
+            mv = memoryview(part)
+            for i in members:
+                k, off, nb = wanted[i]
+                out[k] = bytes(mv[off - moff: off - moff + nb])
+
+    def __getitem__(self, key: str) -> bytes:
+        got = self.getitems([key])
+        try:
+            return got[key]
+        except KeyError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            skey, within = self._parse(key)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        index, _ = self._read_index(skey)
+        return index is not None and int(index[self._slot(within), 0]) != MISSING
+
+    # ------------------------------------------------------------------ writes
+
+    def _lock(self, skey: str):
+        import contextlib
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(_stripe(self._store, skey))
+        if self._synchronizer is not None:
+            stack.enter_context(self._synchronizer[skey])
+        return stack
+
+    def _live_slots(self, skey: str) -> set[int] | None:
+        """Index rows of this shard's inner chunks that intersect the array (None: all)."""
+        try:
+            shard = self._shard_coords(skey)
+        except ValueError:
+            return None
+        ranges = []
+        for s, n, g in zip(shard, self.chunks_per_shard, self.inner_grid_shape):
+            lo = s * n
+            ranges.append(range(0, max(0, min(n, g - lo))))
+        if not ranges:
+            return {0}
+        slots = set()
+        for within in np.ndindex(*[len(r) for r in ranges]):
+            slots.add(self._slot(tuple(int(w) for w in within)))
+        return slots
+
+    def _store_shard(self, skey: str, chunks: list) -> None:
+        data = self.sharding.assemble(chunks)
+        if not data:
+            try:
+                del self._store[skey]
+            except KeyError:
+                pass
+            self._remember(skey, None)
+            return
+        if self._post:
+            self._store[skey] = self._encode_post(data)
+        else:
+            self._store[skey] = data
+        index = self.sharding.empty_index()
+        pos = self.sharding.index_nbytes if self.sharding.index_location == "start" else 0
+        for i, c in enumerate(chunks):
+            if c is not None:
+                index[i] = (pos, len(c))
+                pos += len(c)
+        self._remember(skey, index)
+
+    def _current_chunks(self, skey: str) -> list:
+        """The shard's encoded inner chunks (None = absent), read whole."""
+        data = self._read_shard(skey)
+        chunks: list = [None] * self.sharding.nchunks
+        if data is None:
+            return chunks
+        index, mv = self._split(skey, data)
+        for i in range(self.sharding.nchunks):
+            off, nb = int(index[i, 0]), int(index[i, 1])
+            if off != MISSING:
+                chunks[i] = mv[off: off + nb]
+        return chunks
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Store encoded inner chunks. Per shard, under its lock: a write covering every
+        inner chunk of the shard that lies inside the array is assembled and stored with one
+        store write (no read; chunks outside the array are dropped); any other write reads
+        the shard, replaces its chunks and rewrites it."""
+        groups = self._group(mapping)
+        for skey in sorted(groups):
+            items = groups[skey]
+            new = {slot: _v3._to_bytes(mapping[k]) if not isinstance(mapping[k], bytes)
+                   else mapping[k] for k, slot in items}
+            with self._lock(skey):
+                live = self._live_slots(skey)
+                whole = live is not None and live <= set(new)
+                if whole:
+                    chunks: list = [None] * self.sharding.nchunks
+                else:
+                    chunks = self._current_chunks(skey)
+                for slot, v in new.items():
+                    chunks[slot] = v
+                self._store_shard(skey, chunks)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.setitems({key: value})
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        """Mark inner chunks absent (absent keys are ignored); a shard left with no chunk is
+        deleted (directly, without reading it, when every chunk inside the array goes)."""
+        groups = self._group(keys)
+        for skey in sorted(groups):
+            slots = {slot for _, slot in groups[skey]}
+            with self._lock(skey):
+                live = self._live_slots(skey)
+                if live is not None and live <= slots:
+                    try:
+                        del self._store[skey]
+                    except KeyError:
+                        pass
+                    self._remember(skey, None)
+                    continue
+                chunks = self._current_chunks(skey)
+                if all(chunks[s] is None for s in slots):
+                    continue  # nothing to delete
+                for s in slots:
+                    chunks[s] = None
+                self._store_shard(skey, chunks)
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self.delitems([key])
+
+    # ------------------------------------------------------------------ listing
+
+    def stored_shards(self) -> Iterator[tuple[int, ...]]:
+        """Shard-grid coordinates of the shards present in the store (inside the grid)."""
+        nd = len(self.shard_shape)
+        grid = self.shard_grid_shape
+        enc = self.meta.chunk_key_encoding
+        sep = enc["configuration"]["separator"]
+        if nd == 0:
+            if self.shard_key(()) in self._store:
+                yield ()
+            return
+        base = self._prefix.rstrip("/")
+        pat = re.compile(r"^\d+$")
+        default = enc["name"] == "default"
+        if sep == ".":
+            for name in _listdir(self._store, base):
+                parts = name.split(".")
+                if default:
+                    if parts[0] != "c":
+                        continue
+                    parts = parts[1:]
+                if len(parts) == nd and all(pat.match(p) for p in parts):
+                    c = tuple(map(int, parts))
+                    if all(x < g for x, g in zip(c, grid)):
+                        yield c
+            return
+        top = (base + "/c" if base else "c") if default else base
+
+        def walk(prefix: str, depth: int, acc: tuple) -> Iterator[tuple[int, ...]]:
+            for name in _listdir(self._store, prefix):
+                if not pat.match(name) or int(name) >= grid[depth]:
+                    continue
+                path = prefix + "/" + name if prefix else name
+                if depth == nd - 1:
+                    if path in self._store:
+                        yield acc + (int(name),)
+                else:
+                    yield from walk(path, depth + 1, acc + (int(name),))
+
+        yield from walk(top, 0, ())
+
+    def stored_inner_chunks(self) -> Iterator[tuple[int, ...]]:
+        """Inner-grid coordinates of the inner chunks present (inside the array's grid)."""
+        for shard in self.stored_shards():
+            skey = self.shard_key(shard)
+            index, _ = self._read_index(skey)
+            if index is None:
+                continue
+            base = tuple(s * n for s, n in zip(shard, self.chunks_per_shard))
+            for slot in np.flatnonzero(index[:, 0] != MISSING).tolist():
+                within = self._within_of_slot(slot)
+                coords = tuple(b + w for b, w in zip(base, within))
+                if all(c < g for c, g in zip(coords, self.inner_grid_shape)):
+                    yield coords
+
+    def __iter__(self) -> Iterator[str]:
+        for coords in self.stored_inner_chunks():
+            yield self.inner_key(coords)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.stored_inner_chunks())
+
+    def getsize(self, prefix: str = "") -> int:
+        """Stored bytes under ``prefix`` of the underlying store (shards, not inner chunks)."""
+        return _getsize(self._store, prefix)

@@ -1,0 +1,811 @@
+"""Zarr format 3 metadata: ``zarr.json`` documents of arrays and groups.
+
+Follows the Zarr v3 core specification, and writes documents the way zarr-python 3 does
+(2-space indent, keys in zarr-python's order, ASCII only, no trailing newline), so that
+zarr-python 3 and tensorstore read what chunkstore writes and vice versa.
+
+Public API
+----------
+- :class:`ArrayMetadataV3` -- parsed, validated array ``zarr.json``; mirrors
+  :class:`~chunkstore.metadata.v2.ArrayMetadataV2` (``shape``, ``chunks``, ``dtype``,
+  ``fill_value``, ``order``, ``compressor``, ``filters``, ``dimension_separator``,
+  ``chunk_key``, ``fill_bytes``...).
+- :func:`parse_array_metadata_v3` / :func:`encode_array_metadata_v3`
+- :func:`parse_group_metadata_v3` / :func:`encode_group_metadata_v3`
+- :func:`parse_node_metadata_v3` (either kind, by ``node_type``)
+- :func:`consolidate_v3` (consolidated metadata inside the group's ``zarr.json``)
+- :func:`default_codecs_v3`, :func:`decode_data_type_v3` / :func:`encode_data_type_v3`,
+  :func:`decode_fill_value_v3` / :func:`encode_fill_value_v3`
+
+Data types: ``bool``, ``int8``..``int64``, ``uint8``..``uint64``, ``float16/32/64``,
+``complex64/128`` (NumPy dtypes, always native byte order: the ``bytes`` codec decides the
+stored byte order), and ``string`` (variable-length UTF-8: ``np.dtype(object)`` holding
+``str``). Anything else raises :class:`~chunkstore.errors.MetadataError` naming the data type
+and the key.
+
+Every ``parse_*`` function raises ``MetadataError`` naming the key on any problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Mapping, MutableMapping, Sequence
+
+import numpy as np
+
+from chunkstore.codecs import v3 as _codecs
+from chunkstore.errors import MetadataError
+
+__all__ = [
+    "ArrayMetadataV3",
+    "ZARR_FORMAT_V3",
+    "consolidate_v3",
+    "decode_data_type_v3",
+    "decode_fill_value_v3",
+    "default_codecs_v3",
+    "encode_array_metadata_v3",
+    "encode_data_type_v3",
+    "encode_fill_value_v3",
+    "encode_group_metadata_v3",
+    "parse_array_metadata_v3",
+    "parse_group_metadata_v3",
+    "parse_node_metadata_v3",
+]
+
+ZARR_FORMAT_V3 = 3
+METADATA_KEY = "zarr.json"
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, ArrayMetadataV3):
+        return obj.to_dict()
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _json_dumps(obj: Any) -> bytes:
+    """As zarr-python 3 writes zarr.json: indent 2, insertion order, ASCII, no newline."""
+    return json.dumps(obj, indent=2, ensure_ascii=True, allow_nan=True,
+                      default=_json_default).encode("ascii")
+
+
+def _load_json_object(raw: Any, what: str = "document") -> dict:
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, (bytearray, memoryview)):
+        raw = bytes(raw)
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{what} is not valid UTF-8: {e}") from None
+    if not isinstance(raw, str):
+        raise ValueError(f"expected bytes, str or dict, got {type(raw).__name__}")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{what} is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# data types
+# --------------------------------------------------------------------------------------------
+
+_NUMERIC = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64", "complex64", "complex128")
+_DATA_TYPES = {name: np.dtype(name) for name in _NUMERIC}
+_DATA_TYPES["string"] = np.dtype(object)
+
+
+def decode_data_type_v3(obj: Any) -> np.dtype:
+    """NumPy dtype of a v3 ``data_type`` (a name, or ``{"name": ...}`` without configuration).
+
+    Raises ValueError ``unsupported data type '<name>'`` for anything else.
+    """
+    name = obj
+    if isinstance(obj, Mapping):
+        name = obj.get("name")
+        conf = obj.get("configuration")
+        if conf not in (None, {}):
+            raise ValueError(f"unsupported data type {obj!r}")
+    if not isinstance(name, str) or name not in _DATA_TYPES:
+        shown = name if isinstance(name, str) else obj
+        raise ValueError(f"unsupported data type {shown!r}")
+    return _DATA_TYPES[name]
+
+
+def encode_data_type_v3(dtype: Any) -> str:
+    """The v3 ``data_type`` name of a NumPy dtype (or of a v3 name: returned as is).
+
+    Byte order is ignored (the ``bytes`` codec records it); ``object`` means ``string``.
+    """
+    if isinstance(dtype, str) and dtype in _DATA_TYPES:
+        return dtype
+    if dtype is str:
+        return "string"
+    d = np.dtype(dtype)
+    if d.hasobject:
+        if d != np.dtype(object):
+            raise ValueError(f"unsupported data type {d} for Zarr v3")
+        return "string"
+    if d.fields is not None or d.subdtype is not None:
+        raise ValueError(f"unsupported data type {d} for Zarr v3")
+    name = d.newbyteorder("=").name
+    if name not in _DATA_TYPES:
+        raise ValueError(f"unsupported data type {d} for Zarr v3")
+    return name
+
+
+def _to_dtype(dtype: Any) -> np.dtype:
+    """Normalise a dtype-like (NumPy dtype, v3 name, ``str``) to the native NumPy dtype."""
+    return _DATA_TYPES[encode_data_type_v3(dtype)]
+
+
+# --------------------------------------------------------------------------------------------
+# fill values
+# --------------------------------------------------------------------------------------------
+
+_CANONICAL_NAN = {2: 0x7E00, 4: 0x7FC00000, 8: 0x7FF8000000000000}
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _decode_float(v: Any, dtype: np.dtype) -> Any:
+    """A float fill component: a number, "NaN", "Infinity", "-Infinity" or "0x<hex bits>"."""
+    if isinstance(v, str):
+        if v == "NaN":
+            return np.array(np.nan, dtype=dtype)[()]
+        if v == "Infinity":
+            return np.array(np.inf, dtype=dtype)[()]
+        if v == "-Infinity":
+            return np.array(-np.inf, dtype=dtype)[()]
+        if v.startswith("0x"):
+            size = dtype.itemsize
+            digits = v[2:]
+            if len(digits) != 2 * size:
+                raise ValueError(f"hex fill value {v!r} must have {2 * size} hex digits for "
+                                 f"{dtype}")
+            bits = int(digits, 16)
+            return np.array(bits, dtype=_UINT[size]).view(dtype)[()]
+        raise ValueError(f"invalid float fill value {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"expected a number, 'NaN', 'Infinity', '-Infinity' or a hex string, "
+                         f"got {v!r}")
+    return np.array(v, dtype=dtype)[()]
+
+
+def _encode_float(v: Any) -> Any:
+    """A float fill component as JSON: number, special string, or hex for unusual NaNs."""
+    v = np.asarray(v)
+    f = float(v)
+    if math.isnan(f):
+        size = v.dtype.itemsize
+        bits = int(v.view(_UINT[size]))
+        if bits == _CANONICAL_NAN[size]:
+            return "NaN"
+        return "0x" + format(bits, f"0{2 * size}x")
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    return f
+
+
+def decode_fill_value_v3(obj: Any, dtype: Any) -> Any:
+    """The fill value for ``dtype`` (native) from its JSON: a NumPy scalar, or a ``str`` for
+    ``string``. Raises ValueError if it does not fit the type."""
+    dtype = _to_dtype(dtype)
+    kind = dtype.kind
+    if obj is None:
+        raise ValueError("fill_value must not be null in Zarr v3")
+    if kind == "O":
+        if not isinstance(obj, str):
+            raise ValueError(f"string fill_value expected, got {obj!r}")
+        return obj
+    if kind == "b":
+        if not isinstance(obj, bool):
+            raise ValueError(f"boolean fill_value expected (true/false), got {obj!r}")
+        return np.bool_(obj)
+    if kind in "iu":
+        if isinstance(obj, float) and obj.is_integer():
+            obj = int(obj)
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise ValueError(f"integer fill_value expected, got {obj!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= obj <= info.max:
+            raise ValueError(f"fill_value {obj} out of range for {dtype.name}")
+        return np.array(obj, dtype=dtype)[()]
+    if kind == "f":
+        return _decode_float(obj, dtype)
+    if kind == "c":
+        if not isinstance(obj, (list, tuple)) or len(obj) != 2:
+            raise ValueError(f"complex fill_value must be [real, imag], got {obj!r}")
+        part = np.dtype(f"f{dtype.itemsize // 2}")
+        re_, im_ = _decode_float(obj[0], part), _decode_float(obj[1], part)
+        out = np.zeros((), dtype=dtype)
+        out.real, out.imag = re_, im_
+        return out[()]
+    raise ValueError(f"unsupported data type {dtype}")  # pragma: no cover
+
+
+def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
+    """The JSON ``fill_value`` of ``value`` for ``dtype`` (as zarr-python 3 writes it)."""
+    dtype = _to_dtype(dtype)
+    v = _coerce_fill(value, dtype)
+    kind = dtype.kind
+    if kind == "O":
+        return v
+    if kind == "b":
+        return bool(v)
+    if kind in "iu":
+        return int(v)
+    if kind == "f":
+        return _encode_float(v)
+    arr = np.asarray(v)
+    return [_encode_float(arr.real), _encode_float(arr.imag)]
+
+
+def _default_fill(dtype: np.dtype) -> Any:
+    if dtype.hasobject:
+        return ""
+    return np.zeros((), dtype=dtype)[()]
+
+
+def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
+    """A user or parsed fill value as a NumPy scalar of ``dtype`` (``str`` for ``string``)."""
+    if value is None:
+        return _default_fill(dtype)
+    kind = dtype.kind
+    if kind == "O":
+        if isinstance(value, np.str_):
+            value = str(value)
+        if not isinstance(value, str):
+            raise ValueError(f"string fill_value expected for the string data type, "
+                             f"got {value!r}")
+        return value
+    if isinstance(value, (str, list)) and not isinstance(value, np.str_):
+        return decode_fill_value_v3(value, dtype)  # JSON forms: "NaN", "0x...", [re, im]
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            raise ValueError(f"fill_value must be a single value, got an array of {value.size}")
+        value = value.reshape(()).item() if value.dtype.kind != dtype.kind else value.reshape(())[()]
+    if kind == "b":
+        if not isinstance(value, (bool, np.bool_)) and not (
+                isinstance(value, numbers.Integral) and value in (0, 1)):
+            raise ValueError(f"boolean fill_value expected, got {value!r}")
+        return np.bool_(bool(value))
+    if kind in "iu":
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"integer fill_value expected, got {value!r}")
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+            if not float(value).is_integer():
+                raise ValueError(f"fill_value {value!r} is not an integer")
+            value = int(value)
+        if not isinstance(value, numbers.Integral):
+            raise ValueError(f"integer fill_value expected, got {value!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise ValueError(f"fill_value {value} out of range for {dtype.name}")
+        return np.array(int(value), dtype=dtype)[()]
+    if kind == "f":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ValueError(f"float fill_value expected, got {value!r}")
+        return np.array(value, dtype=dtype)[()]
+    if kind == "c":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number):
+            raise ValueError(f"complex fill_value expected, got {value!r}")
+        return np.array(value, dtype=dtype)[()]
+    raise ValueError(f"unsupported data type {dtype}")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------------
+# chunk key encoding, codecs
+# --------------------------------------------------------------------------------------------
+
+
+def _normalize_chunk_key_encoding(obj: Any) -> dict:
+    if obj is None:
+        obj = {"name": "default"}
+    if isinstance(obj, str):
+        if obj in (".", "/"):
+            obj = {"name": "default", "configuration": {"separator": obj}}
+        else:
+            obj = {"name": obj}
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"chunk_key_encoding must be an object, got {obj!r}")
+    name = obj.get("name")
+    if name not in ("default", "v2"):
+        raise ValueError(f"unsupported chunk_key_encoding {name!r}")
+    conf = obj.get("configuration") or {}
+    if not isinstance(conf, Mapping):
+        raise ValueError(f"chunk_key_encoding configuration must be an object, got {conf!r}")
+    extra = sorted(set(conf) - {"separator"})
+    if extra:
+        raise ValueError(f"chunk_key_encoding {name!r}: unknown configuration field(s) "
+                         f"{', '.join(map(repr, extra))}")
+    sep = conf.get("separator", "/" if name == "default" else ".")
+    if sep not in (".", "/"):
+        raise ValueError(f"chunk_key_encoding separator must be '.' or '/', got {sep!r}")
+    return {"name": name, "configuration": {"separator": sep}}
+
+
+def default_codecs_v3(dtype: Any) -> list[dict]:
+    """What zarr-python 3 uses by default: ``bytes`` (little-endian) + ``zstd`` level 0
+    without checksum; ``vlen-utf8`` + ``zstd`` for ``string``."""
+    d = _to_dtype(dtype)
+    zstd = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
+    if d.hasobject:
+        return [{"name": "vlen-utf8", "configuration": {}}, zstd]
+    if d.itemsize == 1:
+        return [{"name": "bytes"}, zstd]
+    return [{"name": "bytes", "configuration": {"endian": "little"}}, zstd]
+
+
+def _as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
+        if v < minimum:
+            raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
+        out.append(int(v))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# array metadata
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class ArrayMetadataV3:
+    """Parsed and validated contents of an array's ``zarr.json`` (Zarr v3).
+
+    The constructor validates and normalises: ``shape``/``chunks`` to int tuples (``chunks``
+    is the regular chunk grid's ``chunk_shape``: the SHARD shape of a sharded array),
+    ``dtype`` to a native NumPy dtype (v3 names accepted; ``"string"``/``str``/``object`` ->
+    ``np.dtype(object)``), ``fill_value`` to a NumPy scalar (``str`` for string; None -> the
+    type's zero), ``codecs`` (None -> :func:`default_codecs_v3`) to the canonical JSON dicts,
+    ``chunk_key_encoding`` (None, ``"/"``, ``"."`` or a dict) to the full dict. Raises
+    ValueError on invalid input (unknown codec, bad configuration...).
+
+    Equality compares the encoded documents.
+    """
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    fill_value: Any = None
+    codecs: list | None = None
+    chunk_key_encoding: Any = None
+    dimension_names: list | None = None
+    attributes: dict = field(default_factory=dict)
+    storage_transformers: list = field(default_factory=list)
+    zarr_format: int = ZARR_FORMAT_V3
+    node_type: str = "array"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.zarr_format, bool) or self.zarr_format != ZARR_FORMAT_V3:
+            raise ValueError(f"zarr_format must be 3, got {self.zarr_format!r}")
+        if self.node_type != "array":
+            raise ValueError(f"node_type must be 'array', got {self.node_type!r}")
+        self.shape = _as_int_tuple(self.shape, "shape", 0)
+        self.chunks = _as_int_tuple(self.chunks, "chunk_shape", 1)
+        if len(self.shape) != len(self.chunks):
+            raise ValueError(f"shape {list(self.shape)} and chunk_shape {list(self.chunks)} "
+                             f"have different lengths")
+        self.dtype = _to_dtype(self.dtype)
+        self.fill_value = _coerce_fill(self.fill_value, self.dtype)
+        self.chunk_key_encoding = _normalize_chunk_key_encoding(self.chunk_key_encoding)
+        if self.codecs is None:
+            self.codecs = default_codecs_v3(self.dtype)
+        self.codecs = _codecs.normalize_codecs(self.codecs, self.dtype, self.chunks,
+                                               self.fill_value)
+        if self.dimension_names is not None:
+            dn = self.dimension_names
+            if isinstance(dn, (str, bytes)) or not isinstance(dn, Sequence):
+                raise ValueError(f"dimension_names must be a list, got {dn!r}")
+            dn = list(dn)
+            if len(dn) != len(self.shape):
+                raise ValueError(f"dimension_names has {len(dn)} entries, the array has "
+                                 f"{len(self.shape)} dimensions")
+            if not all(d is None or isinstance(d, str) for d in dn):
+                raise ValueError(f"dimension_names entries must be strings or null, got {dn!r}")
+            self.dimension_names = dn
+        if self.attributes is None:
+            self.attributes = {}
+        if not isinstance(self.attributes, Mapping):
+            raise ValueError(f"attributes must be an object, got {self.attributes!r}")
+        self.attributes = dict(self.attributes)
+        st = self.storage_transformers
+        if st is None:
+            st = []
+        if not isinstance(st, (list, tuple)):
+            raise ValueError(f"storage_transformers must be a list, got {st!r}")
+        if len(st) > 0:
+            names = [t.get("name") if isinstance(t, Mapping) else t for t in st]
+            raise ValueError(f"unsupported storage_transformers {names!r} (must be empty)")
+        self.storage_transformers = []
+        self._info = _codecs.codec_chain_info(self.codecs, self.dtype, self.chunks,
+                                              self.fill_value)
+
+    # -- derived -------------------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def data_type(self) -> str:
+        """The v3 ``data_type`` name."""
+        return encode_data_type_v3(self.dtype)
+
+    @property
+    def chunk_grid_shape(self) -> tuple[int, ...]:
+        """Number of chunks (shards, if sharded) along each dimension."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks))
+
+    @property
+    def dimension_separator(self) -> str:
+        """The chunk key separator (``"/"`` or ``"."``)."""
+        return self.chunk_key_encoding["configuration"]["separator"]
+
+    def chunk_key(self, coords: Sequence[int]) -> str:
+        """Key of the chunk (shard) at grid ``coords``, relative to the array.
+
+        ``default`` encoding: ``"c" + sep + sep.join(coords)`` (0-d: ``"c"``); ``v2``
+        encoding: ``sep.join(coords)`` (0-d: ``"0"``).
+        """
+        if len(coords) != len(self.shape):
+            raise ValueError(f"expected {len(self.shape)} chunk coordinates, got {len(coords)}")
+        sep = self.dimension_separator
+        if self.chunk_key_encoding["name"] == "v2":
+            return sep.join(str(int(c)) for c in coords) if coords else "0"
+        if not coords:
+            return "c"
+        return "c" + sep + sep.join(str(int(c)) for c in coords)
+
+    @property
+    def sharding(self) -> dict | None:
+        """The ``sharding_indexed`` codec's configuration (None if not sharded)."""
+        sh = self._info["sharding"]
+        return None if sh is None else sh.to_dict()["configuration"]
+
+    @property
+    def inner_chunks(self) -> tuple[int, ...] | None:
+        """The inner chunk shape (array axes) of a sharded array, else None."""
+        sh = self._info["sharding"]
+        if sh is None:
+            return None
+        inner = [0] * self.ndim
+        for k, p in enumerate(self._info["permutation"]):
+            inner[p] = sh.chunk_shape[k]
+        return tuple(inner)
+
+    @property
+    def inner_codecs(self) -> list[dict] | None:
+        """Codecs of one inner chunk of a sharded array, in array axes (transposes before the
+        sharding codec, then its ``codecs``), else None."""
+        sh = self._info["sharding"]
+        if sh is None:
+            return None
+        return [c.to_dict() for c in self._info["array_to_array"]] + sh.inner.codecs
+
+    def inner_metadata(self) -> "ArrayMetadataV3":
+        """For a sharded array: a copy describing inner chunks as the chunks (``chunks`` =
+        :attr:`inner_chunks`, ``codecs`` = :attr:`inner_codecs`), for building the inner
+        ``ChunkCodecV3`` and the inner grid. Its ``chunk_key`` is NOT where inner chunks
+        live: use ``ShardedStoreView.inner_key``. Unsharded: ``self``."""
+        if self._info["sharding"] is None:
+            return self
+        return ArrayMetadataV3(
+            shape=self.shape, chunks=self.inner_chunks, dtype=self.dtype,
+            fill_value=self.fill_value, codecs=self.inner_codecs,
+            chunk_key_encoding=self.chunk_key_encoding,
+            dimension_names=self.dimension_names, attributes=self.attributes)
+
+    @property
+    def order(self) -> str:
+        """Memory layout of a decoded chunk (an inner chunk, if sharded): ``"F"`` when the
+        transposes reverse the axes, else ``"C"``."""
+        if self._info["sharding"] is not None:
+            return _codecs.codec_chain_info(self.inner_codecs, self.dtype, self.inner_chunks,
+                                            self.fill_value)["order"]
+        return self._info["order"]
+
+    @property
+    def compressor(self) -> Any:
+        """For ``.info``: the first compressing bytes -> bytes codec (blosc, gzip, zstd) as a
+        numcodecs codec; for a sharded array, of the inner chunks if the shard has none."""
+        comp = self._info["compressor"]
+        sh = self._info["sharding"]
+        if comp is None and sh is not None:
+            comp = sh.inner.compressor
+        return comp
+
+    @property
+    def filters(self) -> None:
+        """Always None (v3 has no numcodecs filters; the codecs are in :attr:`codecs`)."""
+        return None
+
+    def fill_bytes(self) -> bytes | None:
+        """The fill value as ``dtype.itemsize`` raw bytes, native byte order (what decoded
+        chunks hold); None for ``string``."""
+        if self.dtype.hasobject:
+            return None
+        return np.array(self.fill_value, dtype=self.dtype).tobytes()
+
+    def to_dict(self) -> dict:
+        """The JSON-ready document, keys in zarr-python 3's order."""
+        d: dict = {
+            "shape": list(self.shape),
+            "data_type": self.data_type,
+            "chunk_grid": {"name": "regular",
+                           "configuration": {"chunk_shape": list(self.chunks)}},
+            "chunk_key_encoding": {
+                "name": self.chunk_key_encoding["name"],
+                "configuration": dict(self.chunk_key_encoding["configuration"]),
+            },
+            "fill_value": encode_fill_value_v3(self.fill_value, self.dtype),
+            "codecs": [dict(c) for c in self.codecs],
+            "attributes": self.attributes,
+        }
+        if self.dimension_names is not None:
+            d["dimension_names"] = list(self.dimension_names)
+        d["zarr_format"] = ZARR_FORMAT_V3
+        d["node_type"] = "array"
+        d["storage_transformers"] = []
+        return d
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArrayMetadataV3):
+            return NotImplemented
+        return encode_array_metadata_v3(self) == encode_array_metadata_v3(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_ARRAY_KEYS = ("zarr_format", "node_type", "shape", "data_type", "chunk_grid",
+               "chunk_key_encoding", "fill_value", "codecs")
+_ARRAY_OPTIONAL = ("attributes", "storage_transformers", "dimension_names")
+
+
+def _check_extensions(doc: Mapping, known: Sequence[str]) -> None:
+    """Unknown top-level fields are extensions: fine only with ``must_understand: false``."""
+    for k, v in doc.items():
+        if k in known:
+            continue
+        if isinstance(v, Mapping) and v.get("must_understand") is False:
+            continue
+        raise ValueError(f"unknown field {k!r} (an extension this reader does not support)")
+
+
+def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
+    missing = [k for k in _ARRAY_KEYS if k not in doc]
+    if missing:
+        raise ValueError(f"missing required field(s): {', '.join(missing)}")
+    zf = doc["zarr_format"]
+    if isinstance(zf, bool) or zf != ZARR_FORMAT_V3:
+        raise ValueError(f"zarr_format must be 3, got {zf!r}")
+    if doc["node_type"] != "array":
+        raise ValueError(f"node_type must be 'array', got {doc['node_type']!r}")
+    _check_extensions(doc, _ARRAY_KEYS + _ARRAY_OPTIONAL)
+    dtype = decode_data_type_v3(doc["data_type"])
+    grid = doc["chunk_grid"]
+    if not isinstance(grid, Mapping) or grid.get("name") != "regular":
+        name = grid.get("name") if isinstance(grid, Mapping) else grid
+        raise ValueError(f"unsupported chunk_grid {name!r} (only 'regular')")
+    gconf = grid.get("configuration")
+    if not isinstance(gconf, Mapping) or "chunk_shape" not in gconf:
+        raise ValueError("chunk_grid configuration has no chunk_shape")
+    shape, chunks = doc["shape"], gconf["chunk_shape"]
+    if not isinstance(shape, list):
+        raise ValueError(f"shape must be a list of integers, got {shape!r}")
+    if not isinstance(chunks, list):
+        raise ValueError(f"chunk_shape must be a list of integers, got {chunks!r}")
+    try:
+        fill = decode_fill_value_v3(doc["fill_value"], dtype)
+    except ValueError as e:
+        raise ValueError(f"invalid fill_value {doc['fill_value']!r} for data type "
+                         f"{encode_data_type_v3(dtype)!r}: {e}") from None
+    return ArrayMetadataV3(
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
+        fill_value=fill,
+        codecs=doc["codecs"],
+        chunk_key_encoding=doc["chunk_key_encoding"],
+        dimension_names=doc.get("dimension_names"),
+        attributes=doc.get("attributes", {}),
+        storage_transformers=doc.get("storage_transformers", []),
+    )
+
+
+def parse_array_metadata_v3(raw: Any, key: str = METADATA_KEY) -> ArrayMetadataV3:
+    """Parse and validate an array ``zarr.json`` read from ``key`` (bytes, str or dict).
+
+    Raises MetadataError naming ``key`` on any problem, e.g. ``invalid array metadata at
+    'a/zarr.json': unknown codec 'foo'`` or ``...: unsupported data type 'float8'``.
+    """
+    try:
+        return _parse_array_doc(_load_json_object(raw))
+    except Exception as e:
+        raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
+
+
+def encode_array_metadata_v3(meta: ArrayMetadataV3) -> bytes:
+    """Serialise ``meta`` as zarr-python 3 writes an array's ``zarr.json``."""
+    return _json_dumps(meta.to_dict())
+
+
+# --------------------------------------------------------------------------------------------
+# groups, consolidated metadata
+# --------------------------------------------------------------------------------------------
+
+_GROUP_KEYS = ("zarr_format", "node_type", "attributes", "consolidated_metadata")
+
+
+def _parse_group_doc(doc: dict, nested: bool = False) -> dict:
+    if "zarr_format" not in doc:
+        raise ValueError("missing required field: zarr_format")
+    zf = doc["zarr_format"]
+    if isinstance(zf, bool) or zf != ZARR_FORMAT_V3:
+        raise ValueError(f"zarr_format must be 3, got {zf!r}")
+    if doc.get("node_type") != "group":
+        raise ValueError(f"node_type must be 'group', got {doc.get('node_type')!r}")
+    _check_extensions(doc, _GROUP_KEYS)
+    attrs = doc.get("attributes", {})
+    if attrs is None:
+        attrs = {}
+    if not isinstance(attrs, Mapping):
+        raise ValueError(f"attributes must be an object, got {attrs!r}")
+    out = {"zarr_format": ZARR_FORMAT_V3, "node_type": "group", "attributes": dict(attrs),
+           "consolidated_metadata": None}
+    cm = doc.get("consolidated_metadata")
+    if cm is not None and not nested:
+        if not isinstance(cm, Mapping):
+            raise ValueError(f"consolidated_metadata must be an object, got {cm!r}")
+        if cm.get("kind", "inline") != "inline":
+            raise ValueError(f"unsupported consolidated_metadata kind {cm.get('kind')!r}")
+        members = cm.get("metadata", {})
+        if not isinstance(members, Mapping):
+            raise ValueError("consolidated_metadata.metadata must be an object")
+        parsed = {}
+        for path, mdoc in members.items():
+            try:
+                parsed[path] = _parse_node_doc(_load_json_object(mdoc), nested=True)
+            except Exception as e:
+                raise ValueError(f"consolidated_metadata member {path!r}: {e}") from e
+        out["consolidated_metadata"] = parsed
+    return out
+
+
+def _parse_node_doc(doc: dict, nested: bool = False) -> Any:
+    nt = doc.get("node_type")
+    if nt == "array":
+        return _parse_array_doc(doc)
+    if nt == "group":
+        return _parse_group_doc(doc, nested=nested)
+    raise ValueError(f"node_type must be 'array' or 'group', got {nt!r}")
+
+
+def parse_group_metadata_v3(raw: Any, key: str = METADATA_KEY) -> dict:
+    """Parse a group ``zarr.json``. Returns ``{"zarr_format": 3, "node_type": "group",
+    "attributes": {...}, "consolidated_metadata": None or {relative path: ArrayMetadataV3 or
+    group dict}}``. MetadataError naming ``key`` on any problem (also for an array)."""
+    try:
+        return _parse_group_doc(_load_json_object(raw))
+    except Exception as e:
+        raise MetadataError(f"invalid group metadata at {key!r}: {e}") from e
+
+
+def parse_node_metadata_v3(raw: Any, key: str = METADATA_KEY) -> Any:
+    """An array's :class:`ArrayMetadataV3` or a group's dict, by ``node_type``."""
+    try:
+        return _parse_node_doc(_load_json_object(raw))
+    except Exception as e:
+        raise MetadataError(f"invalid metadata at {key!r}: {e}") from e
+
+
+def _group_doc(attributes: Mapping | None, consolidated: Mapping | None,
+               nested_consolidated: bool = False) -> dict:
+    attrs = {} if attributes is None else attributes
+    if not isinstance(attrs, Mapping):
+        raise TypeError(f"attributes must be a mapping, got {type(attrs).__name__}")
+    for k in attrs:
+        if not isinstance(k, str):
+            raise TypeError(f"attribute names must be str, got {k!r}")
+    d: dict = {"attributes": dict(attrs), "zarr_format": ZARR_FORMAT_V3}
+    if consolidated is not None:
+        members = {}
+        for path in sorted(consolidated):
+            members[path] = _member_doc(consolidated[path])
+        d["consolidated_metadata"] = {"kind": "inline", "must_understand": False,
+                                      "metadata": members}
+    elif nested_consolidated:
+        d["consolidated_metadata"] = {"kind": "inline", "must_understand": False,
+                                      "metadata": {}}
+    d["node_type"] = "group"
+    return d
+
+
+def _member_doc(node: Any) -> dict:
+    if isinstance(node, ArrayMetadataV3):
+        return node.to_dict()
+    if isinstance(node, Mapping):
+        if node.get("node_type") == "group":
+            # nested groups carry an empty consolidated_metadata, as zarr-python 3 writes
+            return _group_doc(node.get("attributes"), None, nested_consolidated=True)
+        if node.get("node_type") == "array":
+            return _parse_array_doc(dict(node)).to_dict()
+    raise TypeError(f"consolidated member must be ArrayMetadataV3 or a node dict, got {node!r}")
+
+
+def encode_group_metadata_v3(attributes: Mapping | None = None,
+                             consolidated_metadata: Mapping | None = None) -> bytes:
+    """A group's ``zarr.json`` as zarr-python 3 writes it: ``{"attributes": ...,
+    "zarr_format": 3, ["consolidated_metadata": ...,] "node_type": "group"}``.
+
+    ``consolidated_metadata``: None, or ``{relative path: ArrayMetadataV3 | node dict}``
+    (node dicts as :func:`parse_group_metadata_v3` returns, or raw ``zarr.json`` dicts).
+    """
+    return _json_dumps(_group_doc(attributes, consolidated_metadata))
+
+
+def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
+    """Gather the metadata of every node below the group at ``path`` into its ``zarr.json``
+    (``consolidated_metadata``, as zarr-python 3's ``consolidate_metadata`` writes it).
+
+    Returns the parsed group metadata (as :func:`parse_group_metadata_v3`). Raises
+    MetadataError if ``path`` is not a group or a member's ``zarr.json`` is invalid.
+    """
+    from chunkstore.storage.base import listdir
+
+    path = (path or "").strip("/")
+    prefix = path + "/" if path else ""
+    key = prefix + METADATA_KEY
+    try:
+        raw = store[key]
+    except KeyError:
+        raise MetadataError(f"no group metadata at {key!r} in {store!r}") from None
+    root = parse_group_metadata_v3(raw, key)
+    members: dict[str, Any] = {}
+
+    def walk(rel: str) -> None:
+        base = prefix + rel
+        for name in listdir(store, base.rstrip("/")):
+            child = rel + name
+            ckey = prefix + child + "/" + METADATA_KEY
+            try:
+                craw = store[ckey]
+            except KeyError:
+                continue
+            node = parse_node_metadata_v3(craw, ckey)
+            members[child] = node
+            if isinstance(node, dict):
+                walk(child + "/")
+
+    walk("")
+    store[key] = encode_group_metadata_v3(root["attributes"], members)
+    root["consolidated_metadata"] = members
+    return root
+
