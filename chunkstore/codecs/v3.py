@@ -579,6 +579,9 @@ def codec_chain_info(
 
 
 def _native(dtype: Any) -> np.dtype:
+    """Native-endian NumPy dtype; the v3 name ``"string"`` (or ``str``) means object."""
+    if (isinstance(dtype, str) and dtype == "string") or dtype is str:
+        return np.dtype(object)
     dtype = np.dtype(dtype)
     if dtype.hasobject:
         return np.dtype(object)
