@@ -737,7 +737,8 @@ def _group_doc(attributes: Mapping | None, consolidated: Mapping | None,
     d: dict = {"attributes": dict(attrs), "zarr_format": ZARR_FORMAT_V3}
     if consolidated is not None:
         members = {}
-        for path in sorted(consolidated):
+        # zarr-python's order: by depth, then by name
+        for path in sorted(consolidated, key=lambda p: (p.count("/"), p)):
             members[path] = _member_doc(consolidated[path])
         d["consolidated_metadata"] = {"kind": "inline", "must_understand": False,
                                       "metadata": members}
