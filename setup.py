@@ -13,6 +13,9 @@ extensions = [
         extra_compile_args=["-O3"],
     )
     for name in ext_names
+] + [
+    Extension("chunkstore.storage._fileio", ["chunkstore/storage/_fileio.pyx"],
+              extra_compile_args=["-O2"]),
 ]
 
 setup(

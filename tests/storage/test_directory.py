@@ -207,9 +207,19 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
             raise OSError(err, os.strerror(err), file)
         return real_os_open(file, *args, **kwargs)
 
-    # Inject at both layers a read may use (buffered open, or raw os.open).
+    # Inject at every layer a read may use: buffered open, raw os.open, and the batch reader
+    # behind getitems (C system calls, so it is wrapped at the Python boundary).
+    import chunkstore.storage.directory as directory_mod
+    real_read_files = directory_mod.read_files
+
+    def fake_read_files(paths):
+        if bad in map(str, paths):
+            raise OSError(err, os.strerror(err), bad)
+        return real_read_files(paths)
+
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
+    monkeypatch.setattr(directory_mod, "read_files", fake_read_files)
     with pytest.raises(OSError) as ei:
         s["a/chunk"]
     assert ei.value.errno == err and not isinstance(ei.value, KeyError)
