@@ -306,9 +306,12 @@ class ShardedStoreView(MutableMapping):
     meta : the array's ``ArrayMetadataV3`` (its codecs must contain ``sharding_indexed``).
     prefix : the array's path in the store ("" for the root).
     synchronizer : optional; every shard read-modify-write holds ``synchronizer[shard_key]``.
-    cache_index : keep decoded shard indexes across calls (invalidated by writes through this
-        view). Writers in other processes are then not seen until :meth:`invalidate`; pass
-        False when others write concurrently (indexes are then cached per call only).
+    cache_index : keep decoded shard indexes across calls (updated by writes through this
+        view; least recently used ones dropped beyond ``max_cache_bytes``). Writers elsewhere
+        are then not seen until :meth:`invalidate` (a cached range that runs past the end of
+        a shard is noticed and the index re-read, but a shard rewritten to the same or a
+        larger size is not); pass False when others write concurrently (indexes are then read
+        once per call).
     max_gap : byte ranges of one shard closer than this are read as one range.
 
     Keys are ``<prefix>/<shard key>|<i>.<j>...`` (see the module docstring). Build them with
@@ -322,15 +325,16 @@ class ShardedStoreView(MutableMapping):
 
     def __init__(self, store: MutableMapping, meta: Any, prefix: str = "",
                  synchronizer: Any = None, *, cache_index: bool = True,
-                 max_gap: int = 1 << 16, max_cached_shards: int = 65536) -> None:
+                 max_gap: int = 1 << 16, max_cache_bytes: int = 64 << 20) -> None:
         self._store = store
         self._synchronizer = synchronizer
         self._cache_enabled = bool(cache_index)
         self._max_gap = int(max_gap)
-        self._max_cached = int(max_cached_shards)
+        self._max_cache_bytes = int(max_cache_bytes)
         p = (prefix or "").strip("/")
         self._prefix = p + "/" if p else ""
         self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self.set_metadata(meta)
 
@@ -360,6 +364,15 @@ class ShardedStoreView(MutableMapping):
         inner_codecs = [c.to_dict() for c in info["array_to_array"]] + sh.inner.codecs
         self.codec = _v3.ChunkCodecV3(meta.dtype, self.inner_chunks, inner_codecs,
                                       meta.fill_value)
+        # index row = sum(within[axis] * stride[axis]): C order over the encoded (transposed)
+        # grid, expressed per array axis
+        enc_strides = [1] * ndim
+        for k in range(ndim - 2, -1, -1):
+            enc_strides[k] = enc_strides[k + 1] * sh.chunks_per_shard[k + 1]
+        strides = [0] * ndim
+        for k, p in enumerate(perm):
+            strides[p] = enc_strides[k]
+        self._axis_strides = tuple(strides)
         self._partial_ok = not self._post
         self._chunk_key = meta.chunk_key
         self.invalidate()
@@ -369,8 +382,11 @@ class ShardedStoreView(MutableMapping):
         with self._cache_lock:
             if shard_key is None:
                 self._cache.clear()
+                self._cache_bytes = 0
             else:
-                self._cache.pop(shard_key, None)
+                old = self._cache.pop(shard_key, None)
+                if old is not None:
+                    self._cache_bytes -= old.nbytes
 
     @property
     def store(self) -> MutableMapping:
@@ -417,10 +433,7 @@ class ShardedStoreView(MutableMapping):
 
     def _slot(self, within: tuple[int, ...]) -> int:
         """Row of the shard index for in-shard coordinates (array axes)."""
-        if not within:
-            return 0
-        enc = tuple(within[p] for p in self._perm)
-        return int(np.ravel_multi_index(enc, self.sharding.chunks_per_shard))
+        return sum(w * s for w, s in zip(within, self._axis_strides))
 
     def _within_of_slot(self, slot: int) -> tuple[int, ...]:
         if not self.inner_chunks:
@@ -494,10 +507,16 @@ class ShardedStoreView(MutableMapping):
         if not self._cache_enabled:
             return
         with self._cache_lock:
+            old = self._cache.pop(skey, None)
+            if old is not None:
+                self._cache_bytes -= old.nbytes
             self._cache[skey] = index
-            self._cache.move_to_end(skey)
-            while len(self._cache) > self._max_cached:
-                self._cache.popitem(last=False)
+            if index is not None:
+                self._cache_bytes += index.nbytes
+            while self._cache_bytes > self._max_cache_bytes and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                if dropped is not None:
+                    self._cache_bytes -= dropped.nbytes
 
     def _decode_post(self, data: Any) -> Any:
         for c in reversed(self._post):
@@ -663,16 +682,16 @@ class ShardedStoreView(MutableMapping):
             shard = self._shard_coords(skey)
         except ValueError:
             return None
-        ranges = []
-        for s, n, g in zip(shard, self.chunks_per_shard, self.inner_grid_shape):
-            lo = s * n
-            ranges.append(range(0, max(0, min(n, g - lo))))
-        if not ranges:
+        if not shard:
             return {0}
-        slots = set()
-        for within in np.ndindex(*[len(r) for r in ranges]):
-            slots.add(self._slot(tuple(int(w) for w in within)))
-        return slots
+        counts = [max(0, min(n, g - s * n)) for s, n, g in
+                  zip(shard, self.chunks_per_shard, self.inner_grid_shape)]
+        slots = np.zeros(counts, dtype=np.int64)
+        for axis, (c, st) in enumerate(zip(counts, self._axis_strides)):
+            shape = [1] * len(counts)
+            shape[axis] = c
+            slots = slots + (np.arange(c, dtype=np.int64) * st).reshape(shape)
+        return set(slots.ravel().tolist())
 
     def _store_shard(self, skey: str, chunks: list) -> None:
         data = self.sharding.assemble(chunks)
@@ -808,12 +827,19 @@ class ShardedStoreView(MutableMapping):
             index, _ = self._read_index(skey)
             if index is None:
                 continue
-            base = tuple(s * n for s, n in zip(shard, self.chunks_per_shard))
-            for slot in np.flatnonzero(index[:, 0] != MISSING).tolist():
-                within = self._within_of_slot(slot)
-                coords = tuple(b + w for b, w in zip(base, within))
-                if all(c < g for c, g in zip(coords, self.inner_grid_shape)):
-                    yield coords
+            slots = np.flatnonzero(index[:, 0] != MISSING)
+            if not self.inner_chunks:
+                if slots.size:
+                    yield ()
+                continue
+            enc = np.unravel_index(slots, self.sharding.chunks_per_shard)
+            cols = [None] * len(enc)
+            for k, p in enumerate(self._perm):
+                cols[p] = enc[k] + shard[p] * self.chunks_per_shard[p]
+            coords = np.stack(cols, axis=1)
+            inside = (coords < np.asarray(self.inner_grid_shape)).all(axis=1)
+            for c in coords[inside].tolist():
+                yield tuple(c)
 
     def __iter__(self) -> Iterator[str]:
         for coords in self.stored_inner_chunks():
