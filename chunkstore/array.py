@@ -28,7 +28,7 @@ from chunkstore.sync import check_synchronizer_path
 # Chunks fetched per task: small enough to bound memory (encoded bytes held at once are
 # threads * batch chunks), large enough that stores with batch reads (fsspec) batch well.
 _MAX_BATCH = 32
-_MAX_BATCH_BYTES = 8 * 2**20
+_MAX_BATCH_BYTES = 4 * 2**20
 
 
 def _human(n):
