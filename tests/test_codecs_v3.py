@@ -586,8 +586,13 @@ def test_garbage_and_wrong_size_raise_chunk_decode_error(chain):
 
 def test_garbage_string_chunk():
     c = ChunkCodecV3("string", (3,), STRING_CHAINS["vlen"])
-    with pytest.raises(ChunkDecodeError, match="'s/c/0'"):
+    # a huge item count is refused from the header (no 2**31-item allocation)
+    with pytest.raises(ChunkDecodeError, match="'s/c/0'.*2147483647 items"):
         c.decode(b"\xff\xff\xff\x7f", key="s/c/0")
+    good = c.encode(np.array(["a", "bb", "ccc"], dtype=object))
+    for bad in (b"", good[:3], good[:10], good[:-1], b"\x03\x00\x00\x00" + b"\xff" * 20):
+        with pytest.raises(ChunkDecodeError, match="'s/c/0'"):
+            c.decode(bad, key="s/c/0")
 
 
 @pytest.mark.parametrize("codecs,match", [

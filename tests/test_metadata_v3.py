@@ -203,7 +203,9 @@ def test_fill_value_decoding():
     assert decode_fill_value_v3("Infinity", "float32") == np.inf
     assert decode_fill_value_v3([1, "-Infinity"], "complex128") == complex(1, -np.inf)
     assert decode_fill_value_v3("", "string") == ""
-    for bad, dt in [(128, "int8"), (-1, "uint8"), (1, "bool"), (1.5, "int32"), ("x", "float32"),
+    assert decode_fill_value_v3(1, "bool") is np.True_  # lenient: 0/1 for booleans
+    for bad, dt in [(128, "int8"), (-1, "uint8"), (2, "bool"), ("true", "bool"), (1.5, "int32"),
+                    ("x", "float32"),
                     ([1], "complex64"), (None, "int32"), (0, "string"), ("0", "int32")]:
         with pytest.raises(ValueError):
             decode_fill_value_v3(bad, dt)

@@ -490,6 +490,11 @@ def test_index_pointing_outside_the_shard():
     whole = Counting(store.inner, partial=False)
     with pytest.raises(ChunkDecodeError, match="'c/0/0'.*ends at byte"):
         ShardedStoreView(whole, meta).getitems([ShardedStoreView(whole, meta).inner_key((0, 2))])
+    for bad in [(10, 2**40), (2**63, 10)]:  # refused before any read of that size
+        index[2] = bad
+        store.inner["c/0/0"] = raw[:-sh.index_nbytes] + sh.encode_index(index)
+        with pytest.raises(ChunkDecodeError, match="'c/0/0'.*corrupt shard index"):
+            ShardedStoreView(store, meta).getitems([ShardedStoreView(store, meta).inner_key((0, 2))])
     index[2] = (MISSING, 5)
     store.inner["c/0/0"] = raw[:-sh.index_nbytes] + sh.encode_index(index)
     with pytest.raises(ChunkDecodeError, match="missing marker"):
@@ -705,3 +710,14 @@ def test_index_cache_is_bounded_by_bytes():
     assert store.count("get_partial") == 1
     view.getitems([view.inner_key((0, 0))])  # evicted: index read again
     assert store.count("get_partial") == 3
+
+
+def test_view_pickles():
+    import pickle
+
+    meta = sharded()
+    store, data = filled(meta)
+    view = ShardedStoreView(store.inner, meta, "", cache_index=False, max_gap=7)
+    again = pickle.loads(pickle.dumps(view))
+    k = view.inner_key((3, 5))
+    assert again[k] == view[k] and again._max_gap == 7 and not again._cache_enabled

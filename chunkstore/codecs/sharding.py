@@ -134,6 +134,14 @@ class ShardingCodec(_v3._Codec):
             np.uint64, self.chunks_per_shard + (2,), index_codecs)
         self.index_nbytes = 16 * self.nchunks + 4 * sum(
             1 for c in self.index_codec._bb if c.name == "crc32c")
+        # The largest plausible encoded inner chunk (a corrupt index without a checksum must
+        # not make a reader request terabytes): raw size doubled plus generous per-codec
+        # overhead. Unbounded for strings and nested shards.
+        inner = self.inner
+        if inner.dtype.hasobject or inner.sharding is not None:
+            self.max_chunk_nbytes = None
+        else:
+            self.max_chunk_nbytes = 2 * inner.nbytes + (1 << 16) * (1 + len(inner._bb))
 
     def to_dict(self) -> dict:
         return {
@@ -172,14 +180,20 @@ class ShardingCodec(_v3._Codec):
         if (miss_o != miss_n).any():
             raise ValueError("corrupt shard index: an entry has only one of offset/nbytes "
                              "set to the missing marker")
-        if shard_nbytes is not None:
-            present = ~miss_o
-            if present.any():
-                end = off[present].astype(object) + nb[present].astype(object)
-                if max(end) > shard_nbytes:
-                    raise ValueError(
-                        f"corrupt shard index: a chunk ends at byte {max(end)}, the shard has "
-                        f"{shard_nbytes} bytes")
+        present = ~miss_o
+        if present.any():
+            big = int(nb[present].max())
+            if big >= 2**62 or int(off[present].max()) >= 2**62:
+                raise ValueError("corrupt shard index: offsets or sizes beyond 2**62")
+            if self.max_chunk_nbytes is not None and big > self.max_chunk_nbytes:
+                raise ValueError(
+                    f"corrupt shard index: an inner chunk of {big} bytes, at most "
+                    f"{self.max_chunk_nbytes} are possible")
+        if shard_nbytes is not None and present.any():
+            end = int((off[present] + nb[present]).max())  # both < 2**62: no overflow
+            if end > shard_nbytes:
+                raise ValueError(f"corrupt shard index: a chunk ends at byte {end}, the shard "
+                                 f"has {shard_nbytes} bytes")
         return idx
 
     def encode_index(self, index: np.ndarray) -> bytes:
@@ -337,6 +351,16 @@ class ShardedStoreView(MutableMapping):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self.set_metadata(meta)
+
+    def __getstate__(self) -> dict:
+        return {"store": self._store, "meta": self.meta,
+                "prefix": self._prefix.rstrip("/"), "synchronizer": self._synchronizer,
+                "cache_index": self._cache_enabled, "max_gap": self._max_gap,
+                "max_cache_bytes": self._max_cache_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state.pop("store"), state.pop("meta"), state.pop("prefix"),
+                      state.pop("synchronizer"), **state)
 
     # ------------------------------------------------------------------ configuration
 

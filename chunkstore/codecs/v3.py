@@ -284,9 +284,18 @@ class VLenUTF8Codec(_Codec):
         return self._codec.encode(flat)
 
     def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        out = self._codec.decode(_as_buffer(buf))
-        out = np.asarray(out, dtype=object)
         n = math.prod(shape)
+        raw = _as_u8(buf)
+        # check the header first: a corrupt count would make numcodecs allocate that many items
+        if raw.size < 4:
+            raise ValueError(f"vlen-utf8 data too short for a header ({raw.size} bytes)")
+        count = int.from_bytes(raw[:4].tobytes(), "little")
+        if count != n:
+            raise ValueError(f"vlen-utf8 header says {count} items, expected {n}")
+        if raw.size < 4 + 4 * n:
+            raise ValueError(f"vlen-utf8 data has {raw.size} bytes, too short for {n} items")
+        out = self._codec.decode(raw)
+        out = np.asarray(out, dtype=object)
         if out.size != n:
             raise ValueError(f"decoded chunk has {out.size} items, expected {n}")
         return out.reshape(shape)

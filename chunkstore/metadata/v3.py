@@ -220,9 +220,10 @@ def decode_fill_value_v3(obj: Any, dtype: Any) -> Any:
             raise ValueError(f"string fill_value expected, got {obj!r}")
         return obj
     if kind == "b":
-        if not isinstance(obj, bool):
+        # the spec says true/false; 0 and 1 are accepted from lenient writers
+        if not isinstance(obj, bool) and not (isinstance(obj, int) and obj in (0, 1)):
             raise ValueError(f"boolean fill_value expected (true/false), got {obj!r}")
-        return np.bool_(obj)
+        return np.bool_(bool(obj))
     if kind in "iu":
         if isinstance(obj, float) and obj.is_integer():
             obj = int(obj)
