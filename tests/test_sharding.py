@@ -721,3 +721,46 @@ def test_view_pickles():
     again = pickle.loads(pickle.dumps(view))
     k = view.inner_key((3, 5))
     assert again[k] == view[k] and again._max_gap == 7 and not again._cache_enabled
+
+
+# ------------------------------------------------------------------------------ model test
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get"]),
+                          st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5)),
+                                   min_size=1, max_size=12),
+                          st.binary(min_size=0, max_size=40)),
+                max_size=25)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS, location=st.sampled_from(["start", "end"]), partial=st.booleans(),
+       cache=st.booleans())
+def test_view_behaves_like_a_dict(ops, location, partial, cache):
+    """Random writes, deletes and reads through the view match a plain dict of inner chunks;
+    a second, independent view over the same store always agrees."""
+    meta = sharded(shape=(33, 28), shard=(15, 10), inner=(5, 5), index_location=location)
+    store = Counting(partial=partial)
+    view = ShardedStoreView(store, meta, cache_index=cache)
+    model: dict = {}
+    for op, coords, payload in ops:
+        keys = [view.inner_key(c) for c in coords]
+        if op == "set":
+            items = {k: payload + k.encode() for k in keys}
+            view.setitems(items)
+            model.update(items)
+        elif op == "del":
+            view.delitems(keys)
+            for k in keys:
+                model.pop(k, None)
+        else:
+            assert view.getitems(keys) == {k: model[k] for k in keys if k in model}
+    fresh = ShardedStoreView(store, meta)
+    assert dict(fresh.items()) == model
+    assert set(fresh) == set(model)
+    # no empty shard is left behind
+    for skey in [fresh.shard_key(c) for c in fresh.stored_shards()]:
+        index, _ = fresh.sharding.split(store.inner[skey])
+        assert (index[:, 0] != MISSING).any()
