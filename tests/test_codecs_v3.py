@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from chunkstore.codecs.sharding import ShardedStoreView
 from chunkstore.codecs.v3 import ChunkCodecV3, normalize_codecs
 from chunkstore.errors import ChunkDecodeError
-from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3, parse_array_metadata_v3
+from chunkstore.metadata.v3 import (ArrayMetadataV3, encode_array_metadata_v3,
+                                    parse_array_metadata_v3)
 from chunkstore.storage.directory import DirectoryStore
 from conftest import FIXTURES
 
@@ -425,7 +426,8 @@ def test_blosc_typesize_defaults_to_itemsize_and_is_used():
 
 def test_big_endian_bytes_on_disk():
     c = ChunkCodecV3("int32", (3,), [BYTES_BE])
-    assert c.encode(np.array([1, 2, 258], dtype="i4")) == bytes.fromhex("00000001 00000002 00000102")
+    be = bytes.fromhex("00000001 00000002 00000102")
+    assert c.encode(np.array([1, 2, 258], dtype="i4")) == be
     out = c.decode(bytes.fromhex("00000001 00000002 00000102"))
     assert out.dtype == np.dtype("=i4") and out.tolist() == [1, 2, 258]
 

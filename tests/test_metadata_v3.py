@@ -112,7 +112,7 @@ def test_fixture_details():
     assert ts.sharding["index_location"] == "end"
 
 
-# ------------------------------------------------------------------------------ writing like zarr-python
+# ------------------------------------------------------------------- as zarr-python writes
 
 
 @pytest.mark.parametrize("dt", NUMERIC + ["string"])
@@ -353,7 +353,8 @@ def test_order_and_inner_with_transposes():
     assert meta([T([0, 1, 2]), {"name": "bytes"}]).order == "C"
     assert meta([T([2, 1, 0]), {"name": "bytes"}]).order == "F"
     assert meta([T([1, 0, 2]), T([0, 2, 1]), {"name": "bytes"}]).order == "C"  # general
-    assert meta([T([1, 0, 2]), T([2, 0, 1]), {"name": "bytes"}]).order == "F"  # composes to [2, 1, 0]
+    # composes to [2, 1, 0]
+    assert meta([T([1, 0, 2]), T([2, 0, 1]), {"name": "bytes"}]).order == "F"
     assert meta([{"name": "bytes"}]).inner_chunks is None
     # transpose before sharding: inner chunk_shape is in transposed axes
     m = meta([T([2, 0, 1]), {"name": "sharding_indexed", "configuration": {

@@ -494,7 +494,8 @@ def test_index_pointing_outside_the_shard():
         index[2] = bad
         store.inner["c/0/0"] = raw[:-sh.index_nbytes] + sh.encode_index(index)
         with pytest.raises(ChunkDecodeError, match="'c/0/0'.*corrupt shard index"):
-            ShardedStoreView(store, meta).getitems([ShardedStoreView(store, meta).inner_key((0, 2))])
+            v = ShardedStoreView(store, meta)
+            v.getitems([v.inner_key((0, 2))])
     index[2] = (MISSING, 5)
     store.inner["c/0/0"] = raw[:-sh.index_nbytes] + sh.encode_index(index)
     with pytest.raises(ChunkDecodeError, match="missing marker"):

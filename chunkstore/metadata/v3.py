@@ -286,7 +286,8 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
     if isinstance(value, np.ndarray):
         if value.size != 1:
             raise ValueError(f"fill_value must be a single value, got an array of {value.size}")
-        value = value.reshape(()).item() if value.dtype.kind != dtype.kind else value.reshape(())[()]
+        value = value.reshape(())
+        value = value.item() if value.dtype.kind != dtype.kind else value[()]
     if kind == "b":
         if not isinstance(value, (bool, np.bool_)) and not (
                 isinstance(value, numbers.Integral) and value in (0, 1)):
