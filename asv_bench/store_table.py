@@ -11,7 +11,12 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmarks"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "benchmarks"))
+try:
+    import chunkstore  # noqa: F401 - the installed package
+except ImportError:  # a source checkout with the core built in place
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_stores as b  # noqa: E402
 
