@@ -19,6 +19,7 @@ from chunkstore import config
 from chunkstore import indexing as ix
 from chunkstore._core import merge
 from chunkstore.attrs import Attributes
+from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
@@ -62,17 +63,52 @@ class Array:
 
     # ------------------------------------------------------------------ metadata
     def _load_metadata(self):
-        key = self._prefix + ".zarray"
+        key = self._prefix + nodes.V2_ARRAY
+        try:
+            raw = self._store[key]
+        except KeyError:
+            raw = None
+        if raw is not None:
+            self._set_meta(parse_array_metadata(raw, key))
+            return
+        from chunkstore.metadata.v3 import parse_node_metadata_v3
+        key = self._prefix + nodes.V3_META
         try:
             raw = self._store[key]
         except KeyError:
             raise ArrayNotFoundError(
                 f"no array at path {self._path!r} in {self._store!r}") from None
-        self._set_meta(parse_array_metadata(raw, key))
+        meta = parse_node_metadata_v3(raw, key)
+        if getattr(meta, "node_type", None) != "array":
+            raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
+                                     f"not an array")
+        self._set_meta(meta)
 
     def _set_meta(self, meta):
+        """Adopt metadata: the codec, the chunk grid, and where chunks are read and written.
+
+        For a sharded (v3) array the Array works on the inner chunks: they are its chunk grid,
+        and chunk I/O goes through a ShardedStoreView that maps them into their shards."""
         self._meta = meta
-        self._codec = ChunkCodecV2.from_metadata(meta)
+        self._format = meta.zarr_format
+        self._shards = None
+        self._chunk_store = self._store
+        if self._format == 2:
+            self._codec = ChunkCodecV2.from_metadata(meta)
+            self._chunks = meta.chunks
+        elif meta.inner_chunks is None:
+            from chunkstore.codecs.v3 import ChunkCodecV3
+            self._codec = ChunkCodecV3.from_metadata(meta)
+            self._chunks = meta.chunks
+        else:
+            from chunkstore.codecs.sharding import ShardedStoreView
+            view = ShardedStoreView(self._store, meta, prefix=self._path,
+                                    synchronizer=self._synchronizer,
+                                    cache_index=self._cache_metadata)
+            self._chunk_store = view
+            self._codec = view.codec
+            self._chunks = tuple(meta.inner_chunks)
+            self._shards = tuple(meta.chunks)
         self._is_object = meta.dtype.hasobject
         fb = meta.fill_bytes()
         self._fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
@@ -83,7 +119,11 @@ class Array:
             self._load_metadata()
 
     def _write_metadata(self, meta):
-        self._store[self._prefix + ".zarray"] = encode_array_metadata(meta)
+        if meta.zarr_format == 3:
+            from chunkstore.metadata.v3 import encode_array_metadata_v3
+            self._store[self._prefix + nodes.V3_META] = encode_array_metadata_v3(meta)
+        else:
+            self._store[self._prefix + nodes.V2_ARRAY] = encode_array_metadata(meta)
         self._set_meta(meta)
 
     @property
@@ -97,7 +137,17 @@ class Array:
 
     @property
     def chunks(self):
-        return self._meta.chunks
+        """The chunk shape reads and writes work in (the inner chunks of a sharded array)."""
+        return self._chunks
+
+    @property
+    def shards(self):
+        """The shard shape of a sharded (Zarr v3) array, else None."""
+        return self._shards
+
+    @property
+    def zarr_format(self):
+        return self._format
 
     @property
     def dtype(self):
@@ -189,8 +239,9 @@ class Array:
 
     @property
     def attrs(self):
-        return Attributes(self._store, self._prefix + ".zattrs", read_only=self._read_only,
-                          synchronizer=self._synchronizer)
+        return Attributes(self._store, nodes.attrs_key(self._path, self._format),
+                          read_only=self._read_only, synchronizer=self._synchronizer,
+                          zarr_format=self._format)
 
     @property
     def metadata(self):
@@ -235,7 +286,9 @@ class Array:
             ("Name", self.name),
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
+            ("Zarr format", str(self._format)),
             ("Chunk shape", str(self.chunks)),
+        ] + ([("Shard shape", str(self._shards))] if self._shards else []) + [
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
             ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
@@ -252,12 +305,24 @@ class Array:
 
     # ------------------------------------------------------------------ chunk keys
     def _chunk_key(self, coords):
+        if self._shards is not None:
+            return self._chunk_store.inner_key(coords)
+        if self._format == 3:
+            return self._prefix + self._meta.chunk_key(coords)
         return self._prefix + (self._meta.dimension_separator.join(map(str, coords))
                                if coords else "0")
 
     def _stored_chunks(self):
         """Grid coordinates of the chunks present in the store (within the current grid)."""
         nd, sep, grid = self.ndim, self._meta.dimension_separator, self.cdata_shape
+        if self._shards is not None:
+            for c in self._chunk_store.stored_inner_chunks():
+                if all(x < g for x, g in zip(c, grid)):
+                    yield tuple(c)
+            return
+        # v3 "default" key encoding puts every chunk key under a "c" prefix.
+        v3_default = self._format == 3 and self._meta.chunk_key_encoding["name"] == "default"
+        base = self._path if not v3_default else nodes.prefix(self._path) + "c"
         if nd == 0:
             if self._chunk_key(()) in self._store:
                 yield ()
@@ -265,6 +330,10 @@ class Array:
         pat = re.compile(r"^\d+$")
         if sep == ".":
             for name in listdir(self._store, self._path):
+                if v3_default:
+                    if not name.startswith("c."):
+                        continue
+                    name = name[2:]
                 parts = name.split(".")
                 if len(parts) == nd and all(pat.match(p) for p in parts):
                     c = tuple(map(int, parts))
@@ -282,11 +351,29 @@ class Array:
                 else:
                     yield from walk(prefix + "/" + name if prefix else name, depth + 1,
                                     acc + (int(name),))
-        yield from walk(self._path, 0, ())
+        yield from walk(base, 0, ())
 
     # ------------------------------------------------------------------ task running
-    def _run(self, n, work):
-        """Run work(lo, hi) over [0, n) in batches, on the pool when it helps."""
+    def _schedule(self, plan):
+        """(keys, order, groups): the touched chunks' keys, the order to process them in, and
+        where shard groups start in that order (None when unsharded).
+
+        Inner chunks of one shard are processed together, so that a write covering a whole
+        shard stores it in one go and a read fetches its byte ranges in one batch."""
+        coords = plan.chunk_coords()
+        keys = [self._chunk_key(c) for c in coords.tolist()]
+        if self._shards is None or len(keys) < 2:
+            return keys, range(len(keys)), None
+        per = np.array([s // c for s, c in zip(self._shards, self._chunks)], dtype=np.int64)
+        sid = coords // per
+        order = np.lexsort(sid.T[::-1]) if sid.shape[1] else np.arange(len(keys))
+        sorted_sid = sid[order]
+        starts = np.flatnonzero(np.any(np.diff(sorted_sid, axis=0) != 0, axis=1)) + 1
+        return keys, order.tolist(), [0] + starts.tolist()
+
+    def _run(self, n, work, groups=None):
+        """Run work(lo, hi) over [0, n) in batches, on the pool when it helps. With groups
+        (sorted start positions), batch ends are moved to group boundaries."""
         if n == 0:
             return
         pool = config.executor()
@@ -295,11 +382,34 @@ class Array:
         # _MAX_BATCH_BYTES of decoded data (bounds the encoded bytes a task holds at once).
         by_bytes = max(1, _MAX_BATCH_BYTES // max(1, self._codec.nbytes))
         batch = max(1, min(_MAX_BATCH, by_bytes, -(-n // (threads * 4))))
+        if groups is not None:
+            bounds, lo = [], 0
+            gi = 0
+            while lo < n:
+                target = lo + batch
+                while gi < len(groups) and groups[gi] <= lo:
+                    gi += 1
+                hi = n
+                for g in groups[gi:]:
+                    if g >= target:
+                        hi = g
+                        break
+                bounds.append((lo, hi))
+                lo = hi
+            if pool is None or len(bounds) == 1 or self._is_object:
+                for lo, hi in bounds:
+                    work(lo, hi)
+                return
+            self._wait([pool.submit(work, lo, hi) for lo, hi in bounds])
+            return
         if pool is None or n <= batch or self._is_object:
             for lo in range(0, n, batch):
                 work(lo, min(n, lo + batch))
             return
-        futures = [pool.submit(work, lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        self._wait([pool.submit(work, lo, min(n, lo + batch)) for lo in range(0, n, batch)])
+
+    @staticmethod
+    def _wait(futures):
         error = None
         for f in futures:
             try:
@@ -345,7 +455,7 @@ class Array:
 
     def _new_chunk(self):
         """A chunk buffer filled with the fill value (in the chunk's order)."""
-        chunk = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+        chunk = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         if self._is_object:
             chunk.fill(self.fill_value)
         else:
@@ -358,18 +468,19 @@ class Array:
         n = plan.nchunks
         if n == 0:
             return
-        keys = [self._chunk_key(c) for c in plan.chunk_coords().tolist()]
-        chunks, order, codec = self._meta.chunks, self.order, self._codec
+        keys, seq, groups = self._schedule(plan)
+        chunks, order, codec = self._chunks, self.order, self._codec
         direct = not self._is_object and not codec.filters
         obj = self._is_object
 
-        fast = codec.fast_blosc
+        fast = getattr(codec, "fast_blosc", None)
 
         def work(lo, hi):
-            got = getitems(self._store, keys[lo:hi])
+            idx = seq[lo:hi]
+            got = getitems(self._chunk_store, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
-            for i in range(lo, hi):
+            for i in idx:
                 k = keys[i]
                 data = got.pop(k, None)  # drop encoded bytes as soon as they are used
                 if data is None:
@@ -398,12 +509,12 @@ class Array:
                 merge.gather(plan, i, chunk, dest)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
-        self._run(n, work)
+        self._run(n, work, groups)
 
     def _fast_decode(self, plan, idx, datas, dest, keys):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
         kernel cannot take goes through the codec, which raises the proper error for it."""
-        scratch = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         v, d = self._codec.fast_blosc
         pos = 0
         while pos < len(idx):
@@ -417,12 +528,13 @@ class Array:
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
-        keys = [self._chunk_key(c) for c in plan.chunk_coords().tolist()]
+        keys, seq, groups = self._schedule(plan)
 
         def work(lo, hi):
-            got = getitems(self._store, keys[lo:hi])
-            for g in range(lo, hi):
-                data = got.get(keys[g])
+            idx = seq[lo:hi]
+            got = getitems(self._chunk_store, [keys[g] for g in idx])
+            for g in idx:
+                data = got.pop(keys[g], None)
                 if data is None:
                     self._missing(keys[g])
                     if self._is_object:
@@ -436,7 +548,7 @@ class Array:
                     flat[pts] = chunk[csel]
                 else:
                     merge.gather_points(plan, g, chunk, flat)
-        self._run(n, work)
+        self._run(n, work, groups)
 
     def _get(self, sel, out=None, fields=None):
         self._refresh()
@@ -554,9 +666,9 @@ class Array:
 
     def _store_chunks(self, to_set, to_del):
         if to_set:
-            setitems(self._store, to_set)
+            setitems(self._chunk_store, to_set)
         if to_del:
-            delitems(self._store, to_del)
+            delitems(self._chunk_store, to_del)
 
     def _finish_chunk(self, key, chunk, to_set, to_del):
         if (not self._write_empty_chunks and not self._is_object
@@ -566,7 +678,7 @@ class Array:
             to_set[key] = self._codec.encode(chunk)
 
     def _is_edge(self, coords):
-        return any((c + 1) * L > s for c, L, s in zip(coords, self._meta.chunks, self.shape))
+        return any((c + 1) * L > s for c, L, s in zip(coords, self._chunks, self.shape))
 
     def _write_ortho(self, plan, keys, v, drop):
         n = plan.nchunks
@@ -583,17 +695,20 @@ class Array:
             if not self._write_empty_chunks and merge.is_all_fill(v.reshape(1), self._fill_item):
                 shared = None
             else:
-                c = np.empty(self._meta.chunks, dtype=self.dtype, order=self.order)
+                c = np.empty(self._chunks, dtype=self.dtype, order=self.order)
                 c[...] = v
                 shared = self._codec.encode(c)
         scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
         errors_first = self._is_object  # object encoders may fail on values: encode all first
 
+        _, seq, groups = self._schedule(plan)
+
         def work(lo, hi):
-            need = [keys[i] for i in range(lo, hi) if not full[i]]
-            existing = getitems(self._store, need) if need else {}
+            idx = seq[lo:hi]
+            need = [keys[i] for i in idx if not full[i]]
+            existing = getitems(self._chunk_store, need) if need else {}
             to_set, to_del = {}, []
-            for i in range(lo, hi):
+            for i in idx:
                 k = keys[i]
                 edge = self._is_edge(coords[i])
                 if full[i] and scalar and not edge and not self._is_object:
@@ -604,7 +719,7 @@ class Array:
                     continue
                 if full[i]:
                     chunk = self._new_chunk() if edge else np.empty(
-                        self._meta.chunks, dtype=self.dtype, order=self.order)
+                        self._chunks, dtype=self.dtype, order=self.order)
                 else:
                     data = existing.get(k)
                     chunk = (self._new_chunk() if data is None
@@ -624,17 +739,20 @@ class Array:
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
         else:
-            self._run(n, work)
+            self._run(n, work, groups)
 
     def _write_points(self, plan, keys, v, shape):
         flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)
         n = plan.nchunks
         results = []
 
+        _, seq, groups = self._schedule(plan)
+
         def work(lo, hi):
-            existing = getitems(self._store, keys[lo:hi])
+            idx = seq[lo:hi]
+            existing = getitems(self._chunk_store, [keys[g] for g in idx])
             to_set, to_del = {}, []
-            for g in range(lo, hi):
+            for g in idx:
                 k = keys[g]
                 data = existing.get(k)
                 chunk = self._new_chunk() if data is None else self._decode(data, k, writable=True)
@@ -648,7 +766,7 @@ class Array:
                 results.append((to_set, to_del))
             else:
                 self._store_chunks(to_set, to_del)
-        self._run(n, work)
+        self._run(n, work, groups)
         for to_set, to_del in results:
             self._store_chunks(to_set, to_del)
 
@@ -753,11 +871,11 @@ class Array:
                 stale.append(self._chunk_key(c))
             elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
                 cut.append(c)
-        delitems(self._store, stale)
+        delitems(self._chunk_store, stale)
         for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
             try:
-                data = self._store[k]
+                data = self._chunk_store[k]
             except KeyError:
                 continue
             chunk = self._decode(data, k, writable=True)

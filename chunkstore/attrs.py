@@ -8,6 +8,19 @@ from chunkstore.errors import ReadOnlyError
 from chunkstore.metadata.v2 import encode_attrs, parse_attrs
 
 
+def _v3_doc(raw, key):
+    import json
+
+    from chunkstore.errors import MetadataError
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise MetadataError(f"invalid metadata at {key!r}: {e}") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"invalid metadata at {key!r}: not a JSON object")
+    return doc
+
+
 class Attributes(MutableMapping):
     """A dict-like view of the JSON document at `key` in `store`.
 
@@ -16,20 +29,29 @@ class Attributes(MutableMapping):
     read-modify-write runs under the document's lock.
     """
 
-    def __init__(self, store, key, read_only=False, synchronizer=None):
+    def __init__(self, store, key, read_only=False, synchronizer=None, zarr_format=2):
         self.store = store
         self.key = key
         self.read_only = read_only
         self.synchronizer = synchronizer
+        self.zarr_format = zarr_format
 
     def asdict(self) -> dict:
         try:
             raw = self.store[self.key]
         except KeyError:
             return {}
+        if self.zarr_format == 3:  # the "attributes" member of the node's zarr.json
+            return dict(_v3_doc(raw, self.key).get("attributes") or {})
         return parse_attrs(raw, self.key)
 
     def _write(self, d: dict) -> None:
+        if self.zarr_format == 3:
+            from chunkstore.metadata.v3 import _json_dumps
+            doc = _v3_doc(self.store[self.key], self.key)
+            doc["attributes"] = d
+            self.store[self.key] = _json_dumps(doc)
+            return
         self.store[self.key] = encode_attrs(d)
 
     def _modify(self, fn) -> None:

@@ -91,7 +91,14 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     if isinstance(store, Group):
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
-    return _consolidate(store, path=normalize_path(path), metadata_key=metadata_key)
+    path = normalize_path(path)
+    from chunkstore import nodes
+    if nodes.node_kind(store, path)[1] == 3:  # v3: inside the group's own zarr.json
+        from chunkstore.metadata.v3 import consolidate_v3
+        from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
+        consolidate_v3(store, path)
+        return ConsolidatedV3Store(store, path)
+    return _consolidate(store, path=path, metadata_key=metadata_key)
 
 
 def tree(grp, expand=False, level=None):

@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from chunkstore import nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                PathNotFoundError, ReadOnlyError)
@@ -38,11 +39,13 @@ def _prefix(path):
 
 
 def contains_array(store, path="") -> bool:
-    return _prefix(path) + ".zarray" in store
+    """An array (Zarr v2 or v3) is at path."""
+    return nodes.node_kind(store, path)[0] == "array"
 
 
 def contains_group(store, path="") -> bool:
-    return _prefix(path) + ".zgroup" in store
+    """A group (Zarr v2 or v3) is at path."""
+    return nodes.node_kind(store, path)[0] == "group"
 
 
 def _check_mode(mode):
@@ -80,11 +83,13 @@ def _default_fill(fill_value, dtype, object_codec):
 
 def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill_value=0,
                order="C", overwrite=False, path=None, filters=None, object_codec=None,
-               dimension_separator=None):
+               dimension_separator=None, zarr_format=2, shards=None, dimension_names=None,
+               attributes=None, codecs=None):
     """Write the metadata of a new array (and parent groups) into store."""
     path = normalize_path(path)
     shape = _normalize_shape(shape)
     dtype = np.dtype("f8" if dtype is None else dtype)
+    _check_format(zarr_format)
     if overwrite:
         if path:
             rmdir(store, path)
@@ -96,8 +101,14 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
         if contains_group(store, path):
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
-    _require_parent_groups(store, path)
+    _require_parent_groups(store, path, zarr_format)
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
+    if zarr_format == 3:
+        return _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
+                              filters, dimension_separator, shards, dimension_names,
+                              attributes, codecs)
+    if shards is not None:
+        raise ValueError("sharding needs zarr_format=3")
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
@@ -120,15 +131,114 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
     return meta
 
 
-def _require_parent_groups(store, path):
+def _require_parent_groups(store, path, zarr_format=2):
+    """Create the missing groups above path, in zarr_format; refuse if an array is there."""
     parts = path.split("/") if path else []
     for i in range(len(parts)):
         parent = "/".join(parts[:i])
-        if contains_array(store, parent):
+        kind, _ = nodes.node_kind(store, parent)
+        if kind == "array":
             raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
                                      f"{store!r}")
-        if not contains_group(store, parent):
-            store[_prefix(parent) + ".zgroup"] = encode_group_metadata()
+        if kind is None:
+            write_group_metadata(store, parent, zarr_format)
+
+
+def write_group_metadata(store, path, zarr_format=2, attributes=None):
+    if zarr_format == 3:
+        from chunkstore.metadata.v3 import encode_group_metadata_v3
+        store[_prefix(path) + nodes.V3_META] = encode_group_metadata_v3(attributes or {})
+    else:
+        store[_prefix(path) + nodes.V2_GROUP] = encode_group_metadata()
+        if attributes:
+            from chunkstore.metadata.v2 import encode_attrs
+            store[_prefix(path) + nodes.V2_ATTRS] = encode_attrs(attributes)
+
+
+# ------------------------------------------------------------------------------ Zarr v3
+_BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def v3_codec(codec, itemsize):
+    """The Zarr v3 codec config for a numcodecs compressor (Blosc, Zstd, GZip, CRC32C), or
+    the config itself if a dict is given. Anything else has no v3 codec: ValueError."""
+    if isinstance(codec, dict):
+        return codec
+    cid = getattr(codec, "codec_id", None)
+    if cid == "blosc":
+        shuffle = codec.shuffle if codec.shuffle in _BLOSC_SHUFFLE else 1
+        return {"name": "blosc", "configuration": {
+            "cname": codec.cname.decode() if isinstance(codec.cname, bytes) else codec.cname,
+            "clevel": int(codec.clevel), "shuffle": _BLOSC_SHUFFLE[shuffle],
+            "typesize": int(itemsize), "blocksize": int(codec.blocksize)}}
+    if cid == "zstd":
+        return {"name": "zstd", "configuration": {"level": int(codec.level),
+                                                  "checksum": bool(getattr(codec, "checksum",
+                                                                           False))}}
+    if cid == "gzip":
+        return {"name": "gzip", "configuration": {"level": int(codec.level)}}
+    if cid == "crc32c":
+        return {"name": "crc32c"}
+    raise ValueError(f"{codec!r} has no Zarr v3 codec; use Blosc, Zstd, GZip or CRC32C")
+
+
+def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
+    """The v3 codec chain for chunkstore's arguments: [transpose for order "F"], bytes (or
+    vlen-utf8 for strings), the compressor, then crc32c if given among filters."""
+    chain = []
+    if order == "F" and ndim > 1:
+        chain.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
+    if dtype.hasobject:
+        chain.append({"name": "vlen-utf8", "configuration": {}})
+    elif dtype.itemsize == 1:
+        chain.append({"name": "bytes"})
+    else:
+        chain.append({"name": "bytes", "configuration": {"endian": "little"}})
+    if compressor == "default":
+        compressor = default_compressor()
+    if compressor is not None:
+        chain.append(v3_codec(compressor, dtype.itemsize if not dtype.hasobject else 1))
+    for f in filters or []:
+        c = v3_codec(f, dtype.itemsize)
+        if c["name"] != "crc32c":
+            raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only CRC32C does")
+        chain.append(c)
+    return chain
+
+
+def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
+                   dimension_separator, shards, dimension_names, attributes, codecs):
+    from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+    if dtype.hasobject or dtype.kind == "U":
+        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
+    if dtype.kind in "SUVMmO" and not dtype.hasobject or dtype.names:
+        raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
+                         f"supported by Zarr v3 here (bool, ints, floats, complex, string)")
+    chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
+                                                              compressor, filters)
+    grid = chunks
+    if shards is not None:
+        shards = _normalize_shape(shards)
+        if len(shards) != len(shape) or any(s % c for s, c in zip(shards, chunks)):
+            raise ValueError(f"cannot create array at path {path!r}: shards {shards} must be "
+                             f"a multiple of chunks {chunks} in every dimension")
+        chain = [{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": list(chunks), "codecs": chain,
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}],
+            "index_location": "end"}}]
+        grid = shards
+    if fill_value is not None and dtype.hasobject and fill_value == 0:
+        fill_value = ""
+    try:
+        meta = ArrayMetadataV3(shape=shape, chunks=grid, dtype=dtype, fill_value=fill_value,
+                               codecs=chain, chunk_key_encoding=dimension_separator or "/",
+                               dimension_names=list(dimension_names) if dimension_names
+                               else None, attributes=dict(attributes or {}))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+    store[_prefix(path) + nodes.V3_META] = encode_array_metadata_v3(meta)
+    return meta
 
 
 def creation_lock(synchronizer, key):
@@ -144,8 +254,11 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
            store=None, synchronizer=None, overwrite=False, path=None, filters=None,
            cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
            write_empty_chunks=False, storage_options=None, missing_chunks="fill",
-           zarr_format=2, **kwargs):
-    """Create an array. Arguments follow zarr-python 2's `zarr.create`."""
+           zarr_format=2, shards=None, dimension_names=None, attributes=None, codecs=None,
+           **kwargs):
+    """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
+    (2, the default, or 3) and for Zarr v3: shards (the shard shape; chunks are then the
+    inner chunks), dimension_names, attributes, and codecs (a raw v3 codec chain)."""
     _check_unknown(kwargs)
     _check_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
@@ -153,7 +266,9 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
                    filters=filters, object_codec=object_codec,
-                   dimension_separator=dimension_separator)
+                   dimension_separator=dimension_separator, zarr_format=zarr_format or 2,
+                   shards=shards, dimension_names=dimension_names, attributes=attributes,
+                   codecs=codecs)
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata)
@@ -168,57 +283,60 @@ def _check_unknown(kwargs):
 
 
 def _check_format(zarr_format):
-    if zarr_format not in (2, None):
-        raise ValueError(f"zarr_format={zarr_format!r} is not supported yet; use 2")
+    if zarr_format not in (2, 3, None):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
 def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
                  shards=None, filters="auto", compressors="auto", serializer="auto",
-                 fill_value=None, order=None, zarr_format=2, attributes=None,
+                 fill_value=None, order=None, zarr_format=3, attributes=None,
                  chunk_key_encoding=None, dimension_names=None, storage_options=None,
                  overwrite=False, write_data=True, synchronizer=None, **kwargs):
-    """zarr-python 3's `create_array` signature.
+    """zarr-python 3's `create_array`; like zarr-python 3 it writes Zarr v3 by default.
 
-    Zarr v2 output: `compressors` is one codec (or a one-element list, "auto" for the
-    default Blosc, None for none); `filters` a list of numcodecs codecs ("auto" = none);
-    `dimension_names` are stored as the `_ARRAY_DIMENSIONS` attribute (xarray's convention).
+    compressors: "auto" (chunkstore's default Blosc lz4), None, one numcodecs codec or a
+    list (v2 takes one; v3 takes Blosc/Zstd/GZip, and CRC32C for a checksum). shards (v3):
+    the shard shape, a multiple of chunks. dimension_names: stored in zarr.json for v3, and as
+    the `_ARRAY_DIMENSIONS` attribute (xarray's convention) for v2.
     """
     _check_format(zarr_format)
-    if shards is not None:
-        raise ValueError("sharding needs zarr_format=3, which is not supported yet")
     if serializer not in ("auto", None):
-        raise ValueError("a serializer needs zarr_format=3; Zarr v2 has none")
+        raise ValueError("serializer is not configurable here; the bytes codec is used")
+    comps = [] if compressors is None else (
+        list(compressors) if isinstance(compressors, (list, tuple)) else [compressors])
     if compressors == "auto":
-        compressor = "default"
-    elif compressors is None or compressors == ():
-        compressor = None
-    elif isinstance(compressors, (list, tuple)):
-        if len(compressors) > 1:
-            raise ValueError(f"Zarr v2 takes one compressor, got {len(compressors)}")
-        compressor = compressors[0] if compressors else None
+        compressor, extra = "default", []
     else:
-        compressor = compressors
+        compressor = comps[0] if comps else None
+        extra = comps[1:]
+    if zarr_format == 2 and extra:
+        raise ValueError(f"Zarr v2 takes one compressor, got {len(comps)}")
     if filters == "auto":
         filters = None
+    if zarr_format == 3:
+        filters = list(filters or []) + extra
     if data is not None:
         data = np.asanyarray(data)
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
     if chunk_key_encoding is not None:
-        sep = chunk_key_encoding.get("separator", ".") if isinstance(chunk_key_encoding, dict) \
-            else chunk_key_encoding
+        sep = chunk_key_encoding.get("separator", chunk_key_encoding.get(
+            "configuration", {}).get("separator", ".")) \
+            if isinstance(chunk_key_encoding, dict) else chunk_key_encoding
         kwargs.setdefault("dimension_separator", sep)
+    attrs = dict(attributes or {})
+    if dimension_names is not None and zarr_format == 2:
+        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+        dimension_names = None
     z = create(shape=shape, chunks=True if chunks == "auto" else chunks, dtype=dtype,
                compressor=compressor, filters=filters,
                fill_value=0 if fill_value is None else fill_value, order=order or "C",
                store=store, path=name, overwrite=overwrite, storage_options=storage_options,
-               synchronizer=synchronizer, **kwargs)
-    attrs = dict(attributes or {})
-    if dimension_names is not None:
-        if len(dimension_names) != z.ndim:
-            raise ValueError(f"dimension_names has {len(dimension_names)} names for "
-                             f"{z.ndim} dimensions")
-        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+               synchronizer=synchronizer, zarr_format=zarr_format, shards=shards,
+               dimension_names=dimension_names, **kwargs)
+    if dimension_names is not None and len(dimension_names) != z.ndim:
+        raise ValueError(f"dimension_names has {len(dimension_names)} names for {z.ndim} "
+                         f"dimensions")
     if attrs:
         z.attrs.update(attrs)
     if data is not None and write_data:
@@ -318,7 +436,9 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     path = normalize_path(path)
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
-                         object_codec=object_codec, dimension_separator=dimension_separator)
+                         object_codec=object_codec, dimension_separator=dimension_separator,
+                         zarr_format=zarr_format or 2, shards=kwargs.pop("shards", None),
+                         dimension_names=kwargs.pop("dimension_names", None))
     with creation_lock(synchronizer if mode != "r" else None, _prefix(path) + ".zarray"):
         exists = contains_array(store, path)
         if mode in ("r", "r+"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import MutableMapping
 
-from chunkstore import creation
+from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
 from chunkstore.attrs import Attributes
 from chunkstore.creation import contains_array, contains_group, normalize_path
@@ -31,12 +31,16 @@ class Group(MutableMapping):
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
         self._synchronizer = synchronizer
-        key = _join(self._path, ".zgroup")
-        try:
-            raw = store[key]
-        except KeyError:
-            raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}") from None
-        parse_group_metadata(raw, key)
+        kind, fmt = nodes.node_kind(store, self._path)
+        if kind != "group":
+            raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}")
+        self._format = fmt
+        key = nodes.metadata_key(self._path, fmt, "group")
+        if fmt == 2:
+            parse_group_metadata(store[key], key)
+        else:
+            from chunkstore.metadata.v3 import parse_group_metadata_v3
+            parse_group_metadata_v3(store[key], key)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -64,13 +68,19 @@ class Group(MutableMapping):
         return self._synchronizer
 
     @property
+    def zarr_format(self):
+        return self._format
+
+    @property
     def attrs(self):
-        return Attributes(self._store, _join(self._path, ".zattrs"), read_only=self._read_only,
-                          synchronizer=self._synchronizer)
+        return Attributes(self._store, nodes.attrs_key(self._path, self._format),
+                          read_only=self._read_only, synchronizer=self._synchronizer,
+                          zarr_format=self._format)
 
     @property
     def info(self):
         items = [("Name", self.name), ("Type", "chunkstore.Group"),
+                 ("Zarr format", str(self._format)),
                  ("Read-only", str(self._read_only)),
                  ("Store type", type(self._store).__name__),
                  ("No. members", str(len(self))),
@@ -247,7 +257,7 @@ class Group(MutableMapping):
         self._check_writable()
         path = self._child(name)
         with self._lock(_join(path, ".zgroup")):
-            _init_group(self._store, path, overwrite=overwrite)
+            _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer)
 
@@ -258,7 +268,7 @@ class Group(MutableMapping):
             self._check_writable()
         with self._lock(_join(path, ".zgroup")):
             if overwrite or not contains_group(self._store, path):
-                _init_group(self._store, path, overwrite=overwrite)
+                _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer)
 
@@ -272,6 +282,7 @@ class Group(MutableMapping):
         self._check_writable()
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
+        kwargs.setdefault("zarr_format", self._format)  # members share the group's format
         with self._lock(_join(path, ".zarray")):
             return fn(*args, store=self._store, path=path, **kwargs)
 
@@ -303,8 +314,9 @@ class Group(MutableMapping):
 
     def create_array(self, name, *, shape=None, dtype=None, chunks="auto", data=None,
                      compressors="auto", filters=None, fill_value=None, order="C",
-                     attributes=None, overwrite=False, zarr_format=2, **kwargs):
-        """zarr-python 3's Group.create_array (Zarr v2 output for now)."""
+                     attributes=None, overwrite=False, zarr_format=None, **kwargs):
+        """zarr-python 3's Group.create_array; the array gets the group's Zarr format."""
+        zarr_format = zarr_format or self._format
         from chunkstore.creation import create_array
         return create_array(self._store, name=self._child(name), shape=shape, dtype=dtype,
                             chunks=chunks, data=data, compressors=compressors,
@@ -361,7 +373,7 @@ class Group(MutableMapping):
             del self._store[k]
 
 
-def _init_group(store, path, overwrite=False):
+def _init_group(store, path, overwrite=False, zarr_format=2):
     if overwrite:
         if path:
             rmdir(store, path)
@@ -372,23 +384,25 @@ def _init_group(store, path, overwrite=False):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
     elif contains_group(store, path):
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
-    creation._require_parent_groups(store, path)
-    store[_join(path, ".zgroup")] = encode_group_metadata()
+    creation._require_parent_groups(store, path, zarr_format)
+    creation.write_group_metadata(store, path, zarr_format)
 
 
 def group(store=None, overwrite=False, synchronizer=None, path=None, storage_options=None,
-          **kwargs):
-    """Create a group, or open the one already there (overwrite=True replaces it)."""
+          zarr_format=2, **kwargs):
+    """Create a group, or open the one already there (overwrite=True replaces it).
+    zarr_format (2 or 3) applies to a new group."""
+    creation._check_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, _join(path, ".zgroup")):
         if overwrite or not contains_group(store, path):
-            _init_group(store, path, overwrite=overwrite)
+            _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
 
 
 def open_group(store=None, mode="a", path=None, synchronizer=None, storage_options=None,
-               **kwargs):
+               zarr_format=None, **kwargs):
     """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
@@ -403,14 +417,14 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
                 raise GroupNotFoundError(f"no group at path {path!r} in {store!r}")
         elif mode == "a":
             if not exists:
-                _init_group(store, path)
+                _init_group(store, path, zarr_format=zarr_format or 2)
         elif mode == "w":
-            _init_group(store, path, overwrite=True)
+            _init_group(store, path, overwrite=True, zarr_format=zarr_format or 2)
         else:
             if exists or contains_array(store, path):
                 raise ContainsGroupError(f"something already exists at path {path!r} in "
                                          f"{store!r}")
-            _init_group(store, path)
+            _init_group(store, path, zarr_format=zarr_format or 2)
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
 
 
@@ -424,8 +438,12 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     from chunkstore.storage.consolidated import ConsolidatedMetadataStore
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
-    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key,
-                                       mode="r" if mode == "r" else "r+")
+    smode = "r" if mode == "r" else "r+"
+    if nodes.node_kind(store, normalize_path(path))[1] == 3:
+        from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
+        cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
+        return creation.open(cstore, mode=smode, path=path, **kwargs)
+    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
     return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
 

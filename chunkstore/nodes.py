@@ -1,0 +1,50 @@
+"""Which node (array or group) is at a path, in which Zarr format, and its metadata keys.
+
+Zarr v2 keeps `.zarray` / `.zgroup` / `.zattrs` documents; Zarr v3 keeps one `zarr.json` per
+node (attributes inside). Everything above the metadata modules asks here, so that arrays,
+groups and creation work the same for both formats.
+"""
+
+from __future__ import annotations
+
+import json
+
+from chunkstore.errors import MetadataError
+
+V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
+
+
+def prefix(path: str) -> str:
+    return path + "/" if path else ""
+
+
+def node_kind(store, path: str):
+    """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none."""
+    p = prefix(path)
+    if p + V2_ARRAY in store:
+        return "array", 2
+    if p + V2_GROUP in store:
+        return "group", 2
+    key = p + V3_META
+    try:
+        raw = store[key]
+    except KeyError:
+        return None, None
+    try:
+        kind = json.loads(raw).get("node_type")
+    except (ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
+    if kind not in ("array", "group"):
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
+                            f"'array' or 'group', got {kind!r}")
+    return kind, 3
+
+
+def metadata_key(path: str, zarr_format: int, kind: str) -> str:
+    if zarr_format == 3:
+        return prefix(path) + V3_META
+    return prefix(path) + (V2_ARRAY if kind == "array" else V2_GROUP)
+
+
+def attrs_key(path: str, zarr_format: int) -> str:
+    return prefix(path) + (V3_META if zarr_format == 3 else V2_ATTRS)

@@ -1,0 +1,127 @@
+"""Consolidated metadata for Zarr v3 hierarchies: member zarr.json documents served from the
+root group's `consolidated_metadata`, so opening a hierarchy costs one metadata read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
+from .base import BaseStore, getitems, listdir
+
+META = "zarr.json"
+
+
+class ConsolidatedV3Store(BaseStore):
+    """A view of store whose `zarr.json` keys at or below `path` come from the consolidated
+    metadata in `path/zarr.json`; chunk keys go to the store (writes too, with mode "r+").
+    Metadata writes are refused: change the store and consolidate again."""
+
+    def __init__(self, store, path: str = "", mode: str = "r"):
+        if mode not in ("r", "r+"):
+            raise ValueError(f"ConsolidatedV3Store mode must be 'r' or 'r+', not {mode!r}")
+        super().__init__(mode)
+        self._store = store
+        self._base = path.strip("/")
+        root_key = (self._base + "/" if self._base else "") + META
+        try:
+            raw = store[root_key]
+        except KeyError:
+            raise ConsolidatedMetadataNotFoundError(
+                f"no group metadata {root_key!r} in {store!r}") from None
+        try:
+            doc = json.loads(raw)
+        except ValueError as e:
+            raise MetadataError(f"invalid metadata at {root_key!r} in {store!r}: {e}") from None
+        cm = doc.get("consolidated_metadata") if isinstance(doc, dict) else None
+        if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
+            raise ConsolidatedMetadataNotFoundError(
+                f"{root_key!r} in {store!r} has no consolidated metadata")
+        pre = self._base + "/" if self._base else ""
+        self._docs = {root_key: raw}
+        for rel, member in cm["metadata"].items():
+            self._docs[pre + rel + "/" + META] = json.dumps(member, indent=2).encode()
+
+    def __repr__(self):
+        return f"ConsolidatedV3Store({self._store!r})"
+
+    def _served(self, key: str) -> bool:
+        if not key.endswith(META):
+            return False
+        return not self._base or key == self._base + "/" + META or \
+            key.startswith(self._base + "/")
+
+    def __getitem__(self, key):
+        if self._served(key):
+            return self._docs[key]
+        return self._store[key]
+
+    def getitems(self, keys: Iterable[str]) -> dict:
+        keys = list(keys)
+        out = {k: self._docs[k] for k in keys if self._served(k) and k in self._docs}
+        out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
+        return out
+
+    def get_partial(self, key, ranges):
+        from .base import _slice
+        get = getattr(self._store, "get_partial", None)
+        if get is not None:
+            return get(key, ranges)
+        value = self._store[key]
+        return [_slice(value, off, n) for off, n in ranges]
+
+    def __contains__(self, key):
+        return key in self._docs if self._served(key) else key in self._store
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._docs
+        for k in self._store:
+            if not self._served(k):
+                yield k
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    def listdir(self, prefix: str = "") -> list:
+        pre = prefix.strip("/")
+        pre = pre + "/" if pre else ""
+        names = {k[len(pre):].split("/", 1)[0] for k in self._docs if k.startswith(pre)}
+        names.discard(META)
+        names.update(n for n in listdir(self._store, prefix) if n != META and
+                     not (pre + n + "/" + META) in self._store)  # chunk dirs, not nodes
+        return sorted(names)
+
+    def getsize(self, prefix: str = "") -> int:
+        from .base import getsize
+        return getsize(self._store, prefix)
+
+    def _refuse_meta(self, key):
+        if self._served(key):
+            raise ReadOnlyError(f"{self!r}: metadata key {key!r} is served from the "
+                                f"consolidated metadata; change it in the store and "
+                                f"consolidate again")
+        self._check_writable(key)
+
+    def __setitem__(self, key, value):
+        self._refuse_meta(key)
+        self._store[key] = value
+
+    def __delitem__(self, key):
+        self._refuse_meta(key)
+        del self._store[key]
+
+    def setitems(self, mapping) -> None:
+        for k in mapping:
+            self._refuse_meta(k)
+        from .base import setitems
+        setitems(self._store, mapping)
+
+    def delitems(self, keys) -> None:
+        keys = list(keys)
+        for k in keys:
+            self._refuse_meta(k)
+        from .base import delitems
+        delitems(self._store, keys)
+
+    def rmdir(self, prefix: str = "") -> None:
+        raise ReadOnlyError(f"{self!r}: cannot remove {prefix!r} through consolidated metadata")
