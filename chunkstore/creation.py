@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import sys
 
 import numpy as np
 
@@ -193,7 +194,10 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     elif dtype.itemsize == 1:
         chain.append({"name": "bytes"})
     else:
-        chain.append({"name": "bytes", "configuration": {"endian": "little"}})
+        # v3 data types have no byte order: the bytes codec stores the one asked for.
+        endian = "big" if dtype.byteorder == ">" or (dtype.byteorder == "=" and
+                                                     sys.byteorder == "big") else "little"
+        chain.append({"name": "bytes", "configuration": {"endian": endian}})
     if compressor == "default":
         compressor = default_compressor()
     if compressor is not None:

@@ -88,7 +88,15 @@ def arrays(draw):
     order = draw(st.sampled_from("CF"))
     seed = draw(st.integers(0, 2**32 - 1))
     threads = draw(st.sampled_from([1, 2]))
-    return shape, chunks, dtype, fill, order, seed, threads
+    # Zarr v2, Zarr v3, or Zarr v3 with shards of 1-3 chunks per dimension (v3 takes the
+    # bool/int/float/complex types here).
+    layout = draw(st.sampled_from(["v2", "v3", "v3-sharded"]))
+    if layout != "v2" and dt.kind not in "biufc":
+        layout = "v2"
+    shards = None
+    if layout == "v3-sharded":
+        shards = tuple(c * draw(st.integers(1, 3)) for c in chunks)
+    return shape, chunks, dtype, fill, order, seed, threads, layout, shards
 
 
 def reference_fill(dtype, fill, shape):
@@ -100,10 +108,14 @@ def reference_fill(dtype, fill, shape):
 
 
 def make(setup, write_fraction_region=True):
-    shape, chunks, dtype, fill, order, seed, threads = setup
+    shape, chunks, dtype, fill, order, seed, threads, layout, shards = setup
     cs.config.set(threads=threads)
     rng = np.random.default_rng(seed)
-    z = cs.full(shape, fill_value=fill, chunks=chunks, dtype=dtype, order=order, store={})
+    z = cs.full(shape, fill_value=fill, chunks=chunks, dtype=dtype, order=order, store={},
+                zarr_format=2 if layout == "v2" else 3, shards=shards)
+    if layout != "v2":  # v3 data types are native; the bytes codec keeps the byte order
+        dtype = np.dtype(dtype).newbyteorder("=")
+    assert z.zarr_format == (2 if layout == "v2" else 3) and z.shards == shards
     ref = reference_fill(dtype, fill, shape)
     data = random_values(rng, dtype, shape)
     # Write a random box so some chunks stay missing (and read as fill).
