@@ -620,7 +620,7 @@ class ChunkCodecV3:
     __slots__ = (
         "dtype", "chunk_shape", "order", "filters", "nitems", "nbytes", "fill_value", "codecs",
         "_aa", "_ab", "_bb", "_perm", "_inv", "_enc_shape", "_general", "_is_object",
-        "_bytes", "_direct_reader",
+        "_bytes", "_direct_reader", "fast_blosc",
     )
 
     def __init__(
@@ -663,6 +663,14 @@ class ChunkCodecV3:
             self._bb[0] if self._bytes is not None and self._bb
             and self._bb[0].size_reader is not None else None
         )
+        # bytes (native endian) + blosc and nothing else: the stored bytes are a plain Blosc
+        # frame of the chunk in order, which the Array's GIL-free batch kernel decodes.
+        from chunkstore.codecs.v2 import blosc_symbols
+        self.fast_blosc = (
+            blosc_symbols() if (self._bytes is not None and not self._bytes.swap
+                                and not self._general and not self._is_object
+                                and len(self._bb) == 1 and self._bb[0].name == "blosc"
+                                and self.nbytes > 0) else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV3":
