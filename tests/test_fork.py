@@ -1,0 +1,62 @@
+"""After fork, and in multiprocessing workers, chunk I/O must not deadlock: the parent's thread
+pool does not survive fork (the child makes its own), and Blosc's global thread pool, a known
+fork trap, is switched off."""
+
+import multiprocessing as mp
+
+import numcodecs
+import numpy as np
+
+import chunkstore as cs
+
+
+def _child_reads(path, i, q):
+    z = cs.open_array(path, mode="r")
+    cs.config.set(threads=2)
+    untouched = float(z[128:, :].sum())   # rows no child writes
+    z2 = cs.open_array(path, mode="r+")
+    z2[64 * i:64 * i + 64, :] = 1.0       # a multi-chunk write on the child's own pool
+    q.put((i, untouched, float(z2[64 * i:64 * i + 64, :].sum())))
+
+
+def test_fork_after_parent_used_the_pool(tmp_path):
+    path = str(tmp_path / "a.zarr")
+    a = np.arange(256 * 256, dtype="f4").reshape(256, 256)
+    cs.config.set(threads=2)
+    try:
+        z = cs.array(a, chunks=(32, 32), store=path,
+                     compressor=numcodecs.Blosc(cname="lz4", clevel=5))
+        assert float(z[...].sum()) == float(a.sum())   # the parent's pool is now running
+        assert numcodecs.blosc.use_threads is False
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_child_reads, args=(path, i, q)) for i in range(2)]
+        for p in procs:
+            p.start()
+        results = sorted(q.get(timeout=60) for _ in range(2))
+        for p in procs:
+            p.join(60)
+            assert p.exitcode == 0
+        expected_untouched = float(a[128:, :].sum())
+        assert results == [(0, expected_untouched, 64 * 256.0),
+                           (1, expected_untouched, 64 * 256.0)]
+    finally:
+        cs.config.set(threads=None)
+
+
+def _pool_worker(args):
+    path, lo = args
+    z = cs.open_array(path, mode="r+")
+    z[lo:lo + 32, :] = lo
+    return float(z[lo:lo + 32, :].mean())
+
+
+def test_multiprocessing_pool_workers(tmp_path):
+    path = str(tmp_path / "a.zarr")
+    cs.zeros((128, 128), chunks=(32, 32), dtype="f4", store=path)
+    cs.open_array(path, mode="r")[...]  # use the pool in the parent first
+    with mp.get_context("fork").Pool(2) as pool:
+        means = pool.map(_pool_worker, [(path, lo) for lo in range(0, 128, 32)], chunksize=1)
+    assert means == [0.0, 32.0, 64.0, 96.0]
+    got = cs.open_array(path, mode="r")[...]
+    np.testing.assert_array_equal(got[:, 0], np.repeat(np.arange(0, 128, 32), 32))
