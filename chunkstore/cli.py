@@ -1,12 +1,14 @@
-"""The ``chunkstore`` command line: inspect, copy, convert, remove and verify Zarr v2 stores.
+"""The ``chunkstore`` command line: inspect, copy, convert, remove and verify Zarr v2 and v3
+stores.
 
     chunkstore info PATH [--path P]
     chunkstore tree PATH [--path P] [--level N]
     chunkstore ls PATH [--path P] [-r]
     chunkstore cp SRC DST [--src-path P] [--dst-path P] [--chunks 100,100]
                   [--compressor zstd:5|blosc:lz4:5:shuffle|gzip:6|none] [--dtype f4]
+                  [--zarr-format 2|3] [--shards 1000,1000|none]
                   [--if-exists raise|replace|skip]
-    chunkstore convert IN OUT [--path P] [--chunks ...] [--compressor ...]
+    chunkstore convert IN OUT [--path P] [--chunks ...] [--compressor ...] [--zarr-format 2|3]
     chunkstore rm PATH [--path P]
     chunkstore consolidate PATH [--path P]
     chunkstore verify PATH [--path P]
@@ -14,6 +16,12 @@
 A store is a path or URL, dispatched like everywhere else in chunkstore (``*.zip``,
 ``*.sqlite``/``*.db``, ``*.lmdb``, ``scheme://...``, else a directory). Errors print one line,
 ``chunkstore: error: ...``, and exit with status 2 (usage) or 1 (anything else).
+
+Zarr v3: every command reads v3 nodes (``zarr.json``) and sharded arrays. ``cp`` copies v3
+raw (shards as they are) or recodes; ``--zarr-format`` converts between v2 and v3 and
+``--shards`` sets the shard shape of v3 copies. ``consolidate`` writes v3 consolidated
+metadata into the group's ``zarr.json``. ``verify`` decodes every inner chunk of every shard,
+and reports a corrupt shard index by its shard key.
 """
 
 from __future__ import annotations
@@ -154,6 +162,19 @@ def parse_chunks(spec):
     return tuple(out)
 
 
+def parse_shards(spec):
+    """'1000,1000' -> (1000, 1000); '1000' -> 1000 (every dimension); 'none' -> no sharding."""
+    if spec.strip().lower() in ("none", "no", "0"):
+        return "none"
+    if spec.strip().lower() == "auto":
+        raise argparse.ArgumentTypeError(f"invalid shards {spec!r}: give a shape, e.g. "
+                                         f"1000,1000, or none")
+    try:
+        return parse_chunks(spec)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("chunks", "shards", 1)) from None
+
+
 def parse_dtype(spec):
     try:
         dt = np.dtype(spec)
@@ -196,11 +217,58 @@ def _join(a, b):
 
 
 def _kind(store, path):
-    from chunkstore.creation import contains_array, contains_group
-    if contains_array(store, path):
-        return "array"
-    if contains_group(store, path):
-        return "group"
+    from chunkstore import nodes
+    return nodes.node_kind(store, path)[0]
+
+
+def _format(store, path):
+    """2 or 3 for the node at path (None if there is none)."""
+    from chunkstore import nodes
+    return nodes.node_kind(store, path)[1]
+
+
+def _is_meta_key(key):
+    return key.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs", "zarr.json")
+
+
+def _count_nodes(store, keys):
+    """(arrays, groups) among the metadata documents in keys (v2 and v3)."""
+    arrays = groups = 0
+    for k in keys:
+        name = k.rsplit("/", 1)[-1]
+        if name == ".zarray":
+            arrays += 1
+        elif name == ".zgroup":
+            groups += 1
+        elif name == "zarr.json":
+            kind = _kind(store, k[: -len("zarr.json")].rstrip("/"))
+            arrays += kind == "array"
+            groups += kind == "group"
+    return arrays, groups
+
+
+def _v3_consolidated(store, path):
+    """The v3 group at path keeps consolidated metadata in its zarr.json."""
+    import json
+    try:
+        doc = json.loads(store[_join(path, "zarr.json")])
+    except Exception:  # noqa: BLE001 - absent or unreadable: not consolidated
+        return False
+    return (isinstance(doc, dict) and doc.get("node_type") == "group"
+            and isinstance(doc.get("consolidated_metadata"), dict))
+
+
+def _consolidated(store, path):
+    return _join(path, ".zmetadata") in store or _v3_consolidated(store, path)
+
+
+def _consolidate(store, path):
+    """Consolidate the group at path in its own format (v2 .zmetadata, v3 zarr.json)."""
+    if _format(store, path) == 3:
+        from chunkstore.metadata.v3 import consolidate_v3
+        return len(consolidate_v3(store, path)["consolidated_metadata"])
+    from chunkstore.storage.consolidated import consolidate_metadata
+    consolidate_metadata(store, path=path)
     return None
 
 
@@ -303,14 +371,14 @@ def _progress_enabled(args):
 
 
 def _refresh_consolidated(store, path, include_self=True):
-    """Rewrite the .zmetadata of path and of each ancestor that has one (keeps them true)."""
-    from chunkstore.storage.consolidated import consolidate_metadata
+    """Rewrite the consolidated metadata of path and of each ancestor that has some (v2
+    .zmetadata, or v3 consolidated_metadata in the group's zarr.json): keeps them true."""
     parts = path.split("/") if path else []
     n = len(parts) + (1 if include_self else 0)
     for i in range(n):
         p = "/".join(parts[:i])
-        if _join(p, ".zmetadata") in store:
-            consolidate_metadata(store, path=p)
+        if _consolidated(store, p):
+            _consolidate(store, p)
 
 
 # ------------------------------------------------------------------------------ info / tree / ls
@@ -381,13 +449,16 @@ def cmd_rm(args):
 
 
 def cmd_consolidate(args):
-    from chunkstore.storage.consolidated import consolidate_metadata
     path = _norm(args.path)
     with _stores((args.store, "r+")) as (store,):
         if _kind(store, path) != "group":
             _open_node(store, args.store, path)
             raise CLIError(f"{_where(args.store, path)} holds an array; consolidate a group")
-        consolidate_metadata(store, path=path)
+        members = _consolidate(store, path)
+        if members is not None:  # v3: inside the group's own zarr.json
+            print(f"consolidated the metadata of {_plural(members, 'member')} into "
+                  f"{_join(path, 'zarr.json')} in {args.store}")
+            return 0
         n = sum(1 for k in _keys_under(store, path)
                 if k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs"))
         print(f"consolidated {_plural(n, 'metadata document')} into "
@@ -426,8 +497,19 @@ def _cast_fill(fill, old, new):
     return 0
 
 
+def _dims_attr(names, ndim):
+    """A valid list of dimension names (xarray's _ARRAY_DIMENSIONS), else None."""
+    if isinstance(names, (list, tuple)) and len(names) == ndim and \
+            all(isinstance(n, str) for n in names):
+        return list(names)
+    return None
+
+
 class Copier:
-    """Copies nodes between stores: raw (copy_store) or recoded (create + copy_array_data)."""
+    """Copies nodes between stores: raw (copy_store) or recoded (create + copy_array_data).
+
+    recode: None (raw copies) or a dict of chunks / compressor / dtype / zarr_format / shards.
+    An array is copied raw when nothing about it changes (same format, no other option)."""
 
     def __init__(self, src, dst, src_spec, dst_spec, recode, if_exists, progress):
         self.src, self.dst = src, dst
@@ -436,6 +518,17 @@ class Copier:
         self.if_exists = if_exists
         self.progress = progress
         self.arrays = self.groups = self.skipped = self.keys = self.bytes = 0
+
+    def _target_format(self, sp):
+        fmt = (self.recode or {}).get("zarr_format")
+        return fmt or _format(self.src, sp) or 2
+
+    def _changes_array(self, sp):
+        if self.recode is None:
+            return False
+        if set(self.recode) - {"zarr_format"}:
+            return True
+        return self._target_format(sp) != _format(self.src, sp)
 
     def copy(self, sp, dp):
         from chunkstore.creation import _require_parent_groups
@@ -456,8 +549,9 @@ class Copier:
                 rmdir(self.dst, dp)
             else:
                 rmdir(self.dst, "")
-        _require_parent_groups(self.dst, dp)
-        if self.recode is None:
+        # groups created on the way get the format of what is copied there
+        _require_parent_groups(self.dst, dp, self._target_format(sp))
+        if self.recode is None or (src_kind == "array" and not self._changes_array(sp)):
             self._raw(sp, dp)
         elif src_kind == "array":
             self._recode_array(sp, dp)
@@ -472,13 +566,24 @@ class Copier:
                 out.append(name)
         return sorted(out)
 
-    def _copy_attrs(self, sp, dp):
-        key = _join(sp, ".zattrs")
-        dkey = _join(dp, ".zattrs")
-        if key in self.src:
-            self.dst[dkey] = self.src[key]
-        elif dkey in self.dst:
-            del self.dst[dkey]
+    def _copy_attrs(self, sp, dp, attrs=None):
+        """dp's attributes become sp's (or attrs, if given), in each node's own format."""
+        from chunkstore import nodes
+        from chunkstore.attrs import Attributes
+        sf, df = _format(self.src, sp), _format(self.dst, dp)
+        if attrs is None and sf == 2 and df == 2:  # the document as it is
+            key = _join(sp, ".zattrs")
+            dkey = _join(dp, ".zattrs")
+            if key in self.src:
+                self.dst[dkey] = self.src[key]
+            elif dkey in self.dst:
+                del self.dst[dkey]
+            return
+        if attrs is None:
+            attrs = Attributes(self.src, nodes.attrs_key(sp, sf), zarr_format=sf).asdict()
+        dst_attrs = Attributes(self.dst, nodes.attrs_key(dp, df), zarr_format=df)
+        if attrs or df == 3 or nodes.attrs_key(dp, df) in self.dst:
+            dst_attrs.put(attrs)
 
     def _merge_group(self, sp, dp):
         if self.if_exists == "replace":
@@ -489,8 +594,9 @@ class Copier:
     def _raw(self, sp, dp):
         from chunkstore.convenience import copy_store
         keys = _keys_under(self.src, sp)
-        self.arrays += sum(1 for k in keys if k.rsplit("/", 1)[-1] == ".zarray")
-        self.groups += sum(1 for k in keys if k.rsplit("/", 1)[-1] == ".zgroup")
+        arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])
+        self.arrays += arrays
+        self.groups += groups
         n, _, nbytes = copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
                                   if_exists="replace",
                                   log=lambda _msg: self.progress.update(1))
@@ -499,7 +605,7 @@ class Copier:
 
     def _recode_group(self, sp, dp):
         from chunkstore.group import open_group
-        open_group(self.dst, mode="a", path=dp)
+        open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
         self._copy_attrs(sp, dp)
         self.groups += 1
         for name in self._members(sp):
@@ -510,10 +616,13 @@ class Copier:
         from chunkstore.convenience import copy_array_data
         from chunkstore.creation import create
         a = Array(self.src, path=sp, read_only=True)
+        src_fmt, fmt = a.zarr_format, self._target_format(sp)
+        attrs = a.attrs.asdict()
         filters = list(a.filters) if a.filters else []
         kw = dict(shape=a.shape, chunks=a.chunks, dtype=a.dtype, compressor=a.compressor,
-                  fill_value=a.fill_value, order=a.order,
-                  dimension_separator=a.dimension_separator)
+                  fill_value=a.fill_value, order=a.order)
+        if src_fmt == fmt == 2:
+            kw["dimension_separator"] = a.dimension_separator
         if a.dtype.hasobject and filters:
             kw["object_codec"] = filters.pop(0)
         chunks = self.recode.get("chunks")
@@ -536,20 +645,116 @@ class Copier:
                       f"{a.dtype}")
                 filters = []
             source = _Cast(a, dtype)
-        kw["filters"] = filters or None
-        dst = create(store=self.dst, path=dp, **kw)
-        self._copy_attrs(sp, dp)
+        if fmt == 3:
+            attrs = self._v3_layout(a, kw, filters, attrs, dtype is not None
+                                    and dtype != a.dtype)
+        else:
+            if a.shards is not None or self.recode.get("shards") not in (None, "none"):
+                if self.recode.get("shards") not in (None, "none"):
+                    raise CLIError(f"--shards needs Zarr v3 (add --zarr-format 3); array "
+                                   f"{a.name!r} would be Zarr v2")
+            if src_fmt == 3:
+                if _has_crc32c(a):
+                    _note(f"dropping the crc32c checksum of {a.name!r}: Zarr v2 has no "
+                          f"checksum codec")
+                dims = _dims_attr(a.metadata.dimension_names, a.ndim)
+                if dims is not None:
+                    attrs.setdefault("_ARRAY_DIMENSIONS", dims)
+            if a.dtype.hasobject and "object_codec" not in kw:
+                import numcodecs  # a v3 string array: variable-length UTF-8 in v2
+                kw["object_codec"] = numcodecs.VLenUTF8()
+            kw["filters"] = filters or None
+        dst = create(store=self.dst, path=dp, zarr_format=fmt, **kw)
+        self._copy_attrs(sp, dp, attrs)
         copy_array_data(source, dst, progress=self.progress.update)
         self.arrays += 1
         self.bytes += dst.nbytes_stored
+
+    def _v3_layout(self, a, kw, filters, attrs, dtype_changed):
+        """Fill kw (in place) with the Zarr v3 layout of the copy of a; returns its attrs.
+
+        Kept from a v3 source unless changed: the codec chain (checksum, blosc settings,
+        transposes), the shards, the chunk key encoding and dimension_names. From a v2
+        source: the compressor (Blosc, Zstd, GZip or none), and dimension_names from
+        _ARRAY_DIMENSIONS. v2 filters are dropped (the data is decoded and encoded again)."""
+        from chunkstore.creation import v3_codec
+        from chunkstore.metadata.v2 import normalize_chunks
+        name = a.name
+        if a.dtype.hasobject:
+            oc = kw.pop("object_codec", None)
+            if oc is not None and getattr(oc, "codec_id", None) != "vlen-utf8":
+                raise CLIError(f"array {name!r} holds {oc.codec_id} objects; Zarr v3 stores "
+                               f"strings only (vlen-utf8)")
+        if filters:
+            _note(f"dropping the filters of {name!r}: Zarr v3 has no place for them (the "
+                  f"data is re-encoded without)")
+        comp = kw["compressor"]
+        if comp is not None and comp != "default":
+            try:
+                v3_codec(comp, np.dtype(kw["dtype"]).itemsize)
+            except ValueError:
+                raise CLIError(f"the compressor of {name!r} ({comp!r}) has no Zarr v3 codec; "
+                               f"choose one with --compressor (blosc, zstd, gzip or none)") \
+                    from None
+        chunks = normalize_chunks(kw["chunks"], a.shape, np.dtype(kw["dtype"]).itemsize)
+        kw["chunks"] = chunks
+        changed = {"chunks", "compressor", "dtype"} & set(self.recode)
+        if a.zarr_format == 3:
+            meta = a.metadata
+            chain = meta.inner_codecs if a.shards is not None else meta.codecs
+            if "compressor" not in self.recode and not dtype_changed:
+                kw["codecs"] = chain  # as it is: checksum, blosc settings, transposes
+            elif _has_crc32c(a):
+                import numcodecs
+                kw["filters"] = [numcodecs.CRC32C()]
+            kw["dimension_separator"] = meta.chunk_key_encoding
+            if meta.dimension_names is not None:
+                kw["dimension_names"] = meta.dimension_names
+            shards = a.shards
+        else:
+            dims = _dims_attr(attrs.get("_ARRAY_DIMENSIONS"), a.ndim)
+            if dims is not None:
+                kw["dimension_names"] = dims
+                attrs = {k: v for k, v in attrs.items() if k != "_ARRAY_DIMENSIONS"}
+            shards = None
+        if "shards" in self.recode:
+            shards = self.recode["shards"]
+            if shards == "none":
+                shards = None
+            elif isinstance(shards, int):
+                shards = (shards,) * a.ndim
+            elif len(shards) != a.ndim:
+                raise CLIError(f"--shards has {_plural(len(shards), 'value')} but array "
+                               f"{name!r} has {_plural(a.ndim, 'dimension')}")
+            if shards is not None:  # None entries: the whole dimension, in whole chunks
+                shards = tuple(-(-n // c) * c if s is None else s
+                               for s, n, c in zip(shards, a.shape, chunks))
+        elif shards is not None and "chunks" in changed:
+            if any(s % c for s, c in zip(shards, chunks)):
+                raise CLIError(f"the shards {shards} of {name!r} are not a multiple of the new "
+                               f"chunks {chunks}; give --shards too (or --shards none)")
+        if shards is not None and any(s % c for s, c in zip(shards, chunks)):
+            raise CLIError(f"--shards {shards} must be a multiple of the chunks {chunks} of "
+                           f"{name!r} in every dimension")
+        kw["shards"] = shards
+        return attrs
+
+
+def _has_crc32c(a):
+    if a.zarr_format != 3:
+        return False
+    meta = a.metadata
+    chain = meta.inner_codecs if a.shards is not None else meta.codecs
+    return any(c.get("name") == "crc32c" for c in chain)
 
 
 def _recode_total(store, sp):
     from chunkstore.array import Array
     total = 0
     for k in _keys_under(store, sp):
-        if k.rsplit("/", 1)[-1] == ".zarray":
-            p = k[: -len(".zarray")].rstrip("/")
+        name = k.rsplit("/", 1)[-1]
+        if name in (".zarray", "zarr.json"):
+            p = k[: -len(name)].rstrip("/")
             try:
                 total += Array(store, path=p, read_only=True).size
             except Exception:  # noqa: BLE001 - only a progress estimate
@@ -572,6 +777,12 @@ def cmd_cp(args):
         recode["compressor"] = args.compressor[0]
     if args.dtype is not None:
         recode["dtype"] = args.dtype
+    if args.zarr_format is not None:
+        recode["zarr_format"] = args.zarr_format
+    if args.shards is not None:
+        if args.zarr_format == 2 and args.shards != "none":
+            raise UsageError("--shards needs Zarr v3; it cannot go with --zarr-format 2")
+        recode["shards"] = args.shards
     same = _same_location(args.src, args.dst)
     if same and (sp == dp or not sp or dp.startswith(sp + "/")):
         raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
@@ -592,9 +803,8 @@ def cmd_cp(args):
                       unit="elem" if recode else "key") as bar:
             copier = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists, bar)
             copier.copy(sp, dp)
-            if recode and _join(sp, ".zmetadata") in src:
-                from chunkstore.storage.consolidated import consolidate_metadata
-                consolidate_metadata(dst, path=dp)
+            if recode and _consolidated(src, sp) and _kind(dst, dp) == "group":
+                _consolidate(dst, dp)
             _refresh_consolidated(dst, dp)
     what = []
     if copier.arrays:
@@ -657,7 +867,9 @@ class Converter:
         dtype = np.dtype(dtype if dtype is not None else source.dtype)
         kw = self._kw(source.shape, chunks)
         kw.update(extra)
-        z = create(shape=source.shape, dtype=dtype, store=self.store, path=path, **kw)
+        fmt = getattr(self.args, "zarr_format", None) or 2
+        z = create(shape=source.shape, dtype=dtype, store=self.store, path=path,
+                   zarr_format=fmt, **kw)
         copy_array_data(source, z, progress=self.progress.update)
         self.arrays += 1
         return z
@@ -665,7 +877,8 @@ class Converter:
     def group(self, path):
         from chunkstore.group import open_group
         self.groups += 1
-        return open_group(self.store, mode="a", path=path)
+        return open_group(self.store, mode="a", path=path,
+                          zarr_format=getattr(self.args, "zarr_format", None) or 2)
 
 
 def _h5_json(v):
@@ -842,32 +1055,58 @@ class Verifier:
     def __init__(self, store, progress, batch=64):
         self.store, self.progress, self.batch = store, progress, batch
         self.problems = {"corrupt": 0, "wrong size": 0, "outside the grid": 0, "metadata": 0,
-                         "consolidated": 0, "unreadable": 0}
+                         "consolidated": 0, "consolidated v3": 0, "unreadable": 0,
+                         "corrupt shard": 0}
         self.chunks = self.arrays = 0
+        self.bad_metadata = set()  # array paths whose metadata was already reported
 
     def report(self, kind, key, text):
         self.problems[kind] += 1
         label = {"corrupt": "corrupt chunk", "wrong size": "wrong-size chunk",
                  "outside the grid": "chunk key outside the grid",
                  "metadata": "invalid metadata", "unreadable": "unreadable chunk",
-                 "consolidated": "stale consolidated metadata"}[kind]
+                 "consolidated": "stale consolidated metadata",
+                 "consolidated v3": "stale consolidated metadata",
+                 "corrupt shard": "corrupt shard"}[kind]
         print(f"{label} {key!r}: {_one_line(text)}", flush=True)
 
     def classify(self, arr, keys_by_array, path):
-        """(decodable chunk keys, ...) of one array; reports keys outside the grid."""
+        """[(key, grid coordinates)] of the stored chunks (shards, for a sharded array) of
+        one array; reports keys outside the grid. Other keys are ignored."""
         meta = arr.metadata
-        nd, sep, grid = arr.ndim, meta.dimension_separator, arr.cdata_shape
+        nd, sep = arr.ndim, meta.dimension_separator
+        v3 = arr.zarr_format == 3
+        default = v3 and meta.chunk_key_encoding["name"] == "default"
+        grid = meta.chunk_grid_shape if v3 else arr.cdata_shape
+        what = "shard" if arr.shards is not None else "chunk"
+        shape_of = arr.shards if arr.shards is not None else arr.chunks
         prefix = path + "/" if path else ""
         chunks = []
         for key in keys_by_array:
             rel = key[len(prefix):]
-            if rel in _METADATA:
+            if rel in _METADATA or rel == "zarr.json":
                 continue
-            if not _CHUNKLIKE.match(rel):
-                continue  # not a chunk key (ignored, like every Zarr reader ignores it)
+            if default:  # "c" + sep + coordinates ("c" for 0-d)
+                if nd == 0 and rel == "c":
+                    chunks.append((key, ()))
+                    continue
+                if len(rel) < 2 or rel[0] != "c" or rel[1] not in "./" or \
+                        not _CHUNKLIKE.match(rel[2:]):
+                    continue  # not a chunk key (ignored, like every Zarr reader ignores it)
+                if rel[1] != sep:
+                    self.report("outside the grid", key,
+                                f"uses separator {rel[1]!r} but the array's chunk key "
+                                f"separator is {sep!r}")
+                    continue
+                rel = rel[2:]
+                if nd == 0:
+                    self.report("outside the grid", key, "a 0-d array has a single chunk 'c'")
+                    continue
+            elif not _CHUNKLIKE.match(rel):
+                continue
             if nd == 0:
                 if rel == "0":
-                    chunks.append(key)
+                    chunks.append((key, ()))
                 else:
                     self.report("outside the grid", key,
                                 "a 0-d array has a single chunk '0'")
@@ -878,22 +1117,22 @@ class Verifier:
                             f"uses separator {other!r} but the array's dimension separator "
                             f"is {sep!r}")
                 continue
-            coords = [int(p) for p in rel.split(sep)]
+            coords = tuple(int(p) for p in rel.split(sep))
             if len(coords) != nd:
                 self.report("outside the grid", key,
                             f"{_plural(len(coords), 'coordinate')} for an array of "
                             f"{_plural(nd, 'dimension')}")
             elif any(c >= g for c, g in zip(coords, grid)):
-                self.report("outside the grid", key, f"the chunk grid of {arr.name!r} is "
-                            f"{grid} (shape {arr.shape}, chunks {arr.chunks})")
+                self.report("outside the grid", key, f"the {what} grid of {arr.name!r} is "
+                            f"{grid} (shape {arr.shape}, {what}s {shape_of})")
             else:
-                chunks.append(key)
+                chunks.append((key, coords))
         return chunks
 
-    def check_chunks(self, codec, keys):
+    def _decode_all(self, codec, items):
+        """Decode (key, bytes) items on the pool; report the ones that fail."""
         from chunkstore import config
         from chunkstore.errors import ChunkDecodeError
-        from chunkstore.storage.base import getitems
 
         def decode(item):
             key, data = item
@@ -909,6 +1148,15 @@ class Verifier:
             return key, None, None
 
         pool = config.executor()
+        parallel = pool is not None and not codec.dtype.hasobject and len(items) > 1
+        results = pool.map(decode, items) if parallel else map(decode, items)
+        for key, kind, text in results:
+            self.chunks += 1
+            if kind is not None:
+                self.report(kind, key, text)
+
+    def check_chunks(self, codec, keys):
+        from chunkstore.storage.base import getitems
         for lo in range(0, len(keys), self.batch):
             part = keys[lo:lo + self.batch]
             try:
@@ -922,36 +1170,72 @@ class Verifier:
                         pass
                     except Exception as e:  # noqa: BLE001
                         self.report("unreadable", k, _message(e))
-            items = [(k, data[k]) for k in part if k in data]
-            parallel = pool is not None and not codec.dtype.hasobject and len(items) > 1
-            results = pool.map(decode, items) if parallel else map(decode, items)
-            for key, kind, text in results:
-                self.chunks += 1
-                if kind is not None:
-                    self.report(kind, key, text)
+            self._decode_all(codec, [(k, data[k]) for k in part if k in data])
             self.progress.update(len(part))
 
+    def check_shards(self, view, shards):
+        """Each stored shard: its index, then every inner chunk inside the array, decoded
+        with the inner codec. A bad index is reported by the shard key; a bad inner chunk
+        by its inner key ``<shard key>|<i>.<j>`` (coordinates within the shard)."""
+        import itertools
+
+        from chunkstore.errors import ChunkDecodeError
+        per, inner_grid = view.chunks_per_shard, view.inner_grid_shape
+        for skey, scoords in shards:
+            keys = []
+            for within in itertools.product(*[range(n) for n in per]):
+                g = tuple(s * n + w for s, n, w in zip(scoords, per, within))
+                if all(x < n for x, n in zip(g, inner_grid)):
+                    keys.append(view.inner_key(g))
+            try:
+                data = view.getitems(keys)
+            except ChunkDecodeError as e:
+                cause = e.__cause__
+                self.report("corrupt shard", skey,
+                            _message(cause) if cause is not None else _message(e))
+                self.progress.update(1)
+                continue
+            except Exception as e:  # noqa: BLE001
+                self.report("unreadable", skey, _message(e))
+                self.progress.update(1)
+                continue
+            self._decode_all(view.codec, [(k, data[k]) for k in keys if k in data])
+            self.progress.update(1)
+
     def run(self, arrays, keys):
+        from chunkstore import nodes
         from chunkstore.array import Array
         from chunkstore.codecs.v2 import ChunkCodecV2
+        from chunkstore.codecs.v3 import ChunkCodecV3
         plans = []
         array_set = set(arrays)
         for path in arrays:
+            if path in self.bad_metadata:
+                continue
             prefix = path + "/" if path else ""
             lo = bisect.bisect_left(keys, prefix)
             hi = bisect.bisect_left(keys, prefix + "\U0010ffff") if prefix else len(keys)
+            fmt = _format(self.store, path) or 2
             try:
                 arr = Array(self.store, path=path, read_only=True)
-                codec = ChunkCodecV2.from_metadata(arr.metadata)
-            except Exception as e:  # noqa: BLE001 - bad .zarray: reported, not verified
-                self.report("metadata", _join(path, ".zarray"), _message(e))
+                if arr.shards is not None:
+                    codec = arr._chunk_store  # the ShardedStoreView: inner keys and codec
+                elif fmt == 3:
+                    codec = ChunkCodecV3.from_metadata(arr.metadata)
+                else:
+                    codec = ChunkCodecV2.from_metadata(arr.metadata)
+            except Exception as e:  # noqa: BLE001 - bad metadata: reported, not verified
+                self.report("metadata", nodes.metadata_key(path, fmt, "array"), _message(e))
                 continue
             own = [k for k in keys[lo:hi] if not _inside_other(k, prefix, array_set)]
-            plans.append((codec, self.classify(arr, own, path)))
+            plans.append((arr, codec, self.classify(arr, own, path)))
             self.arrays += 1
-        self.progress.total(sum(len(c) for _, c in plans))
-        for codec, chunks in plans:
-            self.check_chunks(codec, chunks)
+        self.progress.total(sum(len(c) for _, _, c in plans))
+        for arr, codec, chunks in plans:
+            if arr.shards is not None:
+                self.check_shards(codec, chunks)
+            else:
+                self.check_chunks(codec, [k for k, _ in chunks])
 
 
 def _inside_other(key, prefix, arrays):
@@ -1010,8 +1294,43 @@ def _check_consolidated(v, store, mkey, keys):
                  f"consolidate' to rewrite it")
 
 
+def _check_consolidated_v3(v, store, key, keys, members):
+    """Report a v3 group's consolidated_metadata that differs from its members' zarr.json."""
+    from chunkstore.metadata.v3 import parse_node_metadata_v3
+    base = key[: -len("zarr.json")].rstrip("/")
+    prefix = base + "/" if base else ""
+    actual = {k[len(prefix): -len("/zarr.json")]: k for k in keys
+              if k.startswith(prefix) and k != key and k.rsplit("/", 1)[-1] == "zarr.json"}
+
+    def same(a, b):
+        if isinstance(a, dict) != isinstance(b, dict):
+            return False
+        if isinstance(a, dict):
+            return a.get("attributes") == b.get("attributes")
+        return a == b  # ArrayMetadataV3: the encoded documents
+
+    diffs = []
+    for rel in sorted(set(actual) | set(members)):
+        if rel not in members:
+            diffs.append(f"{rel!r} is missing")
+        elif rel not in actual:
+            diffs.append(f"{rel!r} is not in the store")
+        else:
+            try:
+                node = parse_node_metadata_v3(store[actual[rel]], actual[rel])
+            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+                continue
+            if not same(node, members[rel]):
+                diffs.append(f"{rel!r} differs")
+    if diffs:
+        more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        v.report("consolidated v3", key, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
+                 f"consolidate' to rewrite it")
+
+
 def cmd_verify(args):
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
+    from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
     path = _norm(args.path)
     with _stores((args.store, "r")) as (store,):
         kind = _kind(store, path)
@@ -1019,29 +1338,42 @@ def cmd_verify(args):
             _open_node(store, args.store, path)
         keys = sorted(_keys_under(store, path))
         if kind == "array":
-            arrays = [path]
+            arrays = {path}
         else:
-            arrays = sorted(k[: -len(".zarray")].rstrip("/") for k in keys
-                            if k.rsplit("/", 1)[-1] == ".zarray")
+            arrays = {k[: -len(".zarray")].rstrip("/") for k in keys
+                      if k.rsplit("/", 1)[-1] == ".zarray"}
         with _VerifyProgress(_progress_enabled(args)) as bar:
             v = Verifier(store, bar)
             for k in keys:
                 name = k.rsplit("/", 1)[-1]
+                node_path = k[: -len(name)].rstrip("/")
                 try:
                     if name == ".zgroup":
                         parse_group_metadata(store[k], k)
                     elif name == ".zattrs":
                         parse_attrs(store[k], k)
+                    elif name == "zarr.json":
+                        node = parse_node_metadata_v3(store[k], k)
+                        if isinstance(node, ArrayMetadataV3):
+                            if kind != "array":
+                                arrays.add(node_path)
+                        elif node.get("consolidated_metadata") is not None:
+                            _check_consolidated_v3(v, store, k, keys,
+                                                   node["consolidated_metadata"])
                 except Exception as e:  # noqa: BLE001
                     v.report("metadata", k, _message(e))
+                    if name == "zarr.json":
+                        v.bad_metadata.add(node_path)
                 if name == ".zmetadata":
                     _check_consolidated(v, store, k, keys)
-            v.run(arrays, keys)
+            v.run(sorted(arrays), keys)
     found = {k: n for k, n in v.problems.items() if n}
     head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
             f"{_where(args.store, path)}")
     if found:
-        names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata"}
+        names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata",
+                 "consolidated v3": "stale consolidated metadata",
+                 "corrupt shard": "corrupt shard index"}
         print(f"{head}: FAILED, " + ", ".join(f"{n} {names.get(k, k)}"
                                               for k, n in found.items()))
         return 1
@@ -1056,8 +1388,8 @@ def _version():
 
 
 def build_parser():
-    p = _Parser(prog=PROG, description="Inspect, copy, convert and verify Zarr v2 stores "
-                "(directories, .zip, .sqlite, .lmdb, URLs).")
+    p = _Parser(prog=PROG, description="Inspect, copy, convert and verify Zarr v2 and v3 "
+                "stores (directories, .zip, .sqlite, .lmdb, URLs).")
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -1101,6 +1433,11 @@ def build_parser():
     sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
                     help=codec_help)
     sp.add_argument("--dtype", type=parse_dtype, default=None, help="new data type, e.g. f4")
+    sp.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
+                    help="write the copy in this Zarr format (default: as the source)")
+    sp.add_argument("--shards", type=parse_shards, default=None,
+                    help="shard shape of Zarr v3 copies, a multiple of the chunks, e.g. "
+                         "1000,1000 (none: unsharded; default: as the source)")
     sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
     progress(sp)
 
@@ -1111,6 +1448,8 @@ def build_parser():
     sp.add_argument("--chunks", type=parse_chunks, default=None, help="chunk shape")
     sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
                     help=codec_help)
+    sp.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
+                    help="Zarr format of the new arrays and groups (default 2)")
     sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
     progress(sp)
     return p
