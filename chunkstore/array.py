@@ -39,7 +39,7 @@ def _human(n):
         n /= 1024
 
 
-class Array:
+class Array(nodes.Node):
     """A Zarr v2 array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
@@ -146,10 +146,6 @@ class Array:
         return self._shards
 
     @property
-    def zarr_format(self):
-        return self._format
-
-    @property
     def dtype(self):
         return self._meta.dtype
 
@@ -206,42 +202,16 @@ class Array:
         return sum(1 for _ in self._stored_chunks())
 
     @property
-    def store(self):
-        return self._store
-
-    @property
-    def path(self):
-        return self._path
-
-    @property
-    def name(self):
-        return "/" + self._path if self._path else "/"
-
-    @property
-    def basename(self):
-        return self._path.split("/")[-1] if self._path else ""
-
-    @property
     def read_only(self):
         return self._read_only
 
-    @read_only.setter
+    @nodes.Node.read_only.setter
     def read_only(self, value):
         self._read_only = bool(value)
 
     @property
     def write_empty_chunks(self):
         return self._write_empty_chunks
-
-    @property
-    def synchronizer(self):
-        return self._synchronizer
-
-    @property
-    def attrs(self):
-        return Attributes(self._store, nodes.attrs_key(self._path, self._format),
-                          read_only=self._read_only, synchronizer=self._synchronizer,
-                          zarr_format=self._format)
 
     @property
     def metadata(self):

@@ -427,7 +427,8 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                compressor="default", fill_value=0, order="C", synchronizer=None,
                filters=None, cache_metadata=True, path=None, object_codec=None,
                dimension_separator=None, write_empty_chunks=False, storage_options=None,
-               missing_chunks="fill", zarr_format=None, **kwargs):
+               missing_chunks="fill", zarr_format=None, shards=None, dimension_names=None,
+               **kwargs):
     """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
@@ -441,8 +442,8 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
-                         zarr_format=zarr_format or 2, shards=kwargs.pop("shards", None),
-                         dimension_names=kwargs.pop("dimension_names", None))
+                         zarr_format=zarr_format or 2, shards=shards,
+                         dimension_names=dimension_names)
     with creation_lock(synchronizer if mode != "r" else None, _prefix(path) + ".zarray"):
         exists = contains_array(store, path)
         if mode in ("r", "r+"):

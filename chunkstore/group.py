@@ -23,7 +23,7 @@ def _join(a, b):
     return f"{a}/{b}" if a else b
 
 
-class Group(MutableMapping):
+class Group(nodes.Node, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
     def __init__(self, store, path="", read_only=False, synchronizer=None):
@@ -43,40 +43,6 @@ class Group(MutableMapping):
             parse_group_metadata_v3(store[key], key)
 
     # ------------------------------------------------------------------ properties
-    @property
-    def store(self):
-        return self._store
-
-    @property
-    def path(self):
-        return self._path
-
-    @property
-    def name(self):
-        return "/" + self._path if self._path else "/"
-
-    @property
-    def basename(self):
-        return self._path.rsplit("/", 1)[-1] if self._path else ""
-
-    @property
-    def read_only(self):
-        return self._read_only
-
-    @property
-    def synchronizer(self):
-        return self._synchronizer
-
-    @property
-    def zarr_format(self):
-        return self._format
-
-    @property
-    def attrs(self):
-        return Attributes(self._store, nodes.attrs_key(self._path, self._format),
-                          read_only=self._read_only, synchronizer=self._synchronizer,
-                          zarr_format=self._format)
-
     @property
     def info(self):
         items = [("Name", self.name), ("Type", "chunkstore.Group"),

@@ -48,3 +48,43 @@ def metadata_key(path: str, zarr_format: int, kind: str) -> str:
 
 def attrs_key(path: str, zarr_format: int) -> str:
     return prefix(path) + (V3_META if zarr_format == 3 else V2_ATTRS)
+
+
+class Node:
+    """What arrays and groups share: where they are, how they are opened, their attributes.
+    Subclasses set _store, _path, _read_only, _synchronizer and _format."""
+
+    @property
+    def store(self):
+        return self._store
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def name(self):
+        return "/" + self._path if self._path else "/"
+
+    @property
+    def basename(self):
+        return self._path.rsplit("/", 1)[-1] if self._path else ""
+
+    @property
+    def read_only(self):
+        return self._read_only
+
+    @property
+    def synchronizer(self):
+        return self._synchronizer
+
+    @property
+    def zarr_format(self):
+        return self._format
+
+    @property
+    def attrs(self):
+        from chunkstore.attrs import Attributes
+        return Attributes(self._store, attrs_key(self._path, self._format),
+                          read_only=self._read_only, synchronizer=self._synchronizer,
+                          zarr_format=self._format)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 from numcodecs.abc import Codec
 
+from chunkstore.codecs.common import ChunkCodecBase
 from chunkstore.errors import ChunkDecodeError
 
 __all__ = ["ChunkCodecV2"]
@@ -152,7 +153,7 @@ def _to_bytes(buf: Any) -> bytes:
     return bytes(memoryview(buf))
 
 
-class ChunkCodecV2:
+class ChunkCodecV2(ChunkCodecBase):
     """Encode and decode the chunks of one Zarr v2 array.
 
     Parameters
@@ -289,26 +290,6 @@ class ChunkCodecV2:
         except Exception as e:
             raise ChunkDecodeError(self._error_message(e, key, store)) from e
 
-    def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
-        where = "failed to decode chunk"
-        if key is not None:
-            where += f" {key!r}"
-        if store is not None:
-            where += f" in {store if isinstance(store, str) else repr(store)}"
-        cause = str(e) or type(e).__name__
-        return f"{where}: {cause}"
-
-    def _check_out(self, out: Any) -> None:
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-        if out.dtype != self.dtype:
-            raise ValueError(f"out has dtype {out.dtype}, expected {self.dtype}")
-        if out.size != self.nitems:
-            raise ValueError(f"out has {out.size} elements, expected {self.nitems}")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
-        if not (out.flags.c_contiguous or out.flags.f_contiguous):
-            raise ValueError("out must be C- or F-contiguous")
 
     def _shaped(self, flat_bytes: np.ndarray) -> np.ndarray:
         return flat_bytes.view(self.dtype).reshape(self.chunk_shape, order=self.order)

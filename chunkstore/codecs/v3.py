@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 import numcodecs
 import numpy as np
 
+from chunkstore.codecs.common import ChunkCodecBase
 from chunkstore.errors import ChunkDecodeError
 
 __all__ = [
@@ -599,7 +600,7 @@ def _native(dtype: Any) -> np.dtype:
     return dtype
 
 
-class ChunkCodecV3:
+class ChunkCodecV3(ChunkCodecBase):
     """Encode and decode the chunks of one Zarr v3 array.
 
     ``ChunkCodecV3(meta)`` with an :class:`~chunkstore.metadata.v3.ArrayMetadataV3` (anything
@@ -743,26 +744,6 @@ class ChunkCodecV3:
         except Exception as e:
             raise ChunkDecodeError(self._error_message(e, key, store)) from e
 
-    def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
-        where = "failed to decode chunk"
-        if key is not None:
-            where += f" {key!r}"
-        if store is not None:
-            where += f" in {store if isinstance(store, str) else repr(store)}"
-        cause = str(e) or type(e).__name__
-        return f"{where}: {cause}"
-
-    def _check_out(self, out: Any) -> None:
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-        if out.dtype != self.dtype:
-            raise ValueError(f"out has dtype {out.dtype}, expected {self.dtype}")
-        if out.size != self.nitems:
-            raise ValueError(f"out has {out.size} elements, expected {self.nitems}")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
-        if not (out.flags.c_contiguous or out.flags.f_contiguous):
-            raise ValueError("out must be C- or F-contiguous")
 
     def _shaped(self, flat: np.ndarray) -> np.ndarray:
         """Chunk-shaped view of decoded elements (flat, native dtype, stored order)."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numcodecs
+from chunkstore.metadata._json import load_json_object
 import numpy as np
 from numcodecs.abc import Codec
 
@@ -87,26 +88,7 @@ def _json_dumps(obj: Any) -> bytes:
     ).encode("ascii")
 
 
-def _load_json_object(raw: bytes | bytearray | memoryview | str | Mapping, what: str) -> dict:
-    """Decode ``raw`` into a JSON object (dict); raise ValueError describing the problem."""
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, (bytearray, memoryview)):
-        raw = bytes(raw)
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{what} is not valid UTF-8: {e}") from None
-    if not isinstance(raw, str):
-        raise ValueError(f"expected bytes, str or dict, got {type(raw).__name__}")
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} is not valid JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"{what} must be a JSON object, got {type(obj).__name__}")
-    return obj
+_load_json_object = load_json_object  # shared with the other format
 
 
 # --------------------------------------------------------------------------------------------
