@@ -291,18 +291,28 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if existing_blocks:
         del dest[name]
     if isinstance(source, Array):
-        if not create_kws and _plain_store(source) and _plain_store(dest):
+        fmt = dest.zarr_format  # members take the destination group's format
+        if (not create_kws and fmt == source.zarr_format and _plain_store(source)
+                and _plain_store(dest)):
             _, _, b = copy_store(source.store, dest.store, source_path=source.path,
                                  dest_path=child_path, if_exists="replace",
                                  excludes=[r"(^|/)\.zattrs$"] if without_attrs else None)
+            if without_attrs and fmt == 3:  # v3 attributes live inside zarr.json
+                dest[name].attrs.put({})
             return 1, 0, b
         kw = dict(shape=source.shape, chunks=source.chunks, dtype=source.dtype,
                   compressor=source.compressor, fill_value=source.fill_value,
-                  order=source.order, filters=source.filters,
-                  dimension_separator=source.dimension_separator)
-        if source.dtype.hasobject and source.filters:
-            kw["filters"] = source.filters[1:] or None
-            kw["object_codec"] = source.filters[0]
+                  order=source.order, zarr_format=fmt)
+        if fmt == source.zarr_format == 2:
+            kw.update(filters=source.filters, dimension_separator=source.dimension_separator)
+            if source.dtype.hasobject and source.filters:
+                kw["filters"] = source.filters[1:] or None
+                kw["object_codec"] = source.filters[0]
+        elif fmt == 3:
+            kw["shards"] = source.shards if source.zarr_format == 3 else None
+        if fmt == 2 and source.dtype.hasobject:
+            import numcodecs
+            kw["object_codec"] = numcodecs.VLenUTF8()
         kw.update(create_kws)
         dst = create(store=dest.store, path=child_path, **kw)
         if not without_attrs:

@@ -327,7 +327,7 @@ class Group(nodes.Node, MutableMapping):
             raise KeyError(f"no array or group at {src!r} in group {self.name!r}")
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
-        creation._require_parent_groups(self._store, dst)
+        creation._require_parent_groups(self._store, dst, self._format)
         rename = getattr(self._store, "rename", None)
         if rename is not None:
             rename(src, dst)
