@@ -339,6 +339,19 @@ def test_open_consolidated_reads_metadata_once(hierarchy):
     assert meta_reads and set(meta_reads) == {"zarr.json"}, meta_reads
 
 
+def test_open_consolidated_reads_root_document_once(hierarchy):
+    """"opening a hierarchy costs one metadata read" (storage/consolidated_v3.py): the root
+    zarr.json holds everything, so it is read once, not once to find the format and again
+    for the consolidated metadata (a round trip more on remote stores)."""
+    p, _ = hierarchy
+    cs.consolidate_metadata(str(p))
+    files = {str(f.relative_to(p)).replace("\\", "/"): f.read_bytes()
+             for f in p.rglob("*") if f.is_file()}
+    store = CountingStore(files)
+    cs.open_consolidated(store, mode="r")
+    assert [k for k in store.gets if k.endswith("zarr.json")] == ["zarr.json"]
+
+
 def test_open_consolidated_writes(hierarchy):
     p, data = hierarchy
     cs.consolidate_metadata(str(p))
