@@ -405,7 +405,9 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
     smode = "r" if mode == "r" else "r+"
-    if nodes.node_kind(store, normalize_path(path))[1] == 3:
+    # A v2 hierarchy has its .zmetadata document (a key check, no read); otherwise the v3
+    # store reads the root zarr.json, once, and serves every member's metadata from it.
+    if metadata_key not in store:
         from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
         return creation.open(cstore, mode=smode, path=path, **kwargs)
