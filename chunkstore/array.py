@@ -264,6 +264,7 @@ class Array(nodes.Node):
             ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
             ("Compressor", repr(self.compressor)),
             ("Filters", ", ".join(repr(f) for f in self.filters) if self.filters else "None"),
+        ] + ([("Codecs", _codec_names(self._meta.codecs))] if self._format == 3 else []) + [
             ("Store type", type(self._store).__module__.split(".")[0] + "."
              + type(self._store).__name__),
             ("No. bytes", f"{nbytes} ({_human(nbytes)})"),
@@ -888,6 +889,18 @@ class Array(nodes.Node):
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
             self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
         return new
+
+
+def _codec_names(codecs):
+    """A v3 codec chain as text: names, with a sharding codec's inner chain in brackets."""
+    out = []
+    for c in codecs:
+        conf = c.get("configuration") or {}
+        if c["name"] == "sharding_indexed":
+            out.append(f"sharding_indexed[{_codec_names(conf.get('codecs', []))}]")
+        else:
+            out.append(c["name"])
+    return ", ".join(out)
 
 
 def _object_fill(meta):
