@@ -30,6 +30,7 @@ from chunkstore.sync import check_synchronizer_path
 # threads * batch chunks), large enough that stores with batch reads (fsspec) batch well.
 _MAX_BATCH = 32
 _MAX_BATCH_BYTES = 4 * 2**20
+_INLINE_BYTES = 2**20
 
 
 def _human(n):
@@ -347,7 +348,8 @@ class Array(nodes.Node):
         (sorted start positions), batch ends are moved to group boundaries."""
         if n == 0:
             return
-        pool = config.executor()
+        # Under _INLINE_BYTES of chunks in all, the pool's hand-offs cost more than they save.
+        pool = config.executor() if n * self._codec.nbytes >= _INLINE_BYTES else None
         threads = config.get("threads")
         # Chunks per task: enough tasks to balance the pool, at most _MAX_BATCH, and at most
         # _MAX_BATCH_BYTES of decoded data (bounds the encoded bytes a task holds at once).
