@@ -484,28 +484,33 @@ class Array(nodes.Node):
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work, groups)
 
-    def _fast_decode(self, plan, idx, datas, dest, keys):
+    def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
         kernel cannot take goes through the codec, which raises the proper error for it."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         v, d = self._codec.fast_blosc
+        kernel = merge.blosc_decode_gather_points if points else merge.blosc_decode_gather
+        gather = merge.gather_points if points else merge.gather
         pos = 0
         while pos < len(idx):
-            failed = merge.blosc_decode_gather(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
+            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
             if failed < 0:
                 return
             k = pos + failed
             chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
-            merge.gather(plan, idx[k], chunk, dest)
+            gather(plan, idx[k], chunk, dest)
             pos = k + 1
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan)
 
+        fast = getattr(self._codec, "fast_blosc", None)
+
         def work(lo, hi):
             idx = seq[lo:hi]
             got = getitems(self._chunk_store, [keys[g] for g in idx])
+            todo_i, todo_d = [], []
             for g in idx:
                 data = got.pop(keys[g], None)
                 if data is None:
@@ -515,12 +520,18 @@ class Array(nodes.Node):
                     else:
                         merge.fill_points(plan, g, flat, self._fill_item)
                     continue
+                if fast is not None:
+                    todo_i.append(g)
+                    todo_d.append(data)
+                    continue
                 chunk = self._decode(data, keys[g])
                 if self._is_object:
                     csel, pts = plan.selections(g)
                     flat[pts] = chunk[csel]
                 else:
                     merge.gather_points(plan, g, chunk, flat)
+            if todo_i:
+                self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
         self._run(n, work, groups)
 
     def _get(self, sel, out=None, fields=None):

@@ -176,10 +176,46 @@ def out_block(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, chunk_shape, str or
     return out[index + (Ellipsis,)]
 
 
-cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray flat,
-                      int mode) except -1:
+cdef int _points_copy_ptr(PointsPlan plan, Py_ssize_t g, char* cdata, Py_ssize_t* cstr,
+                          char* fdata, Py_ssize_t fstr, Py_ssize_t itemsize,
+                          int mode) except -1 nogil:
     """mode 0: gather chunk -> flat; 1: scatter flat -> chunk; 2: fill flat from chunk[0]."""
     cdef int nd = plan.ndim, d
+    cdef Py_ssize_t lo = plan.ptr[g], n = plan.ptr[g + 1] - lo, k, pt, off
+    cdef Py_ssize_t K = plan.npoints
+    cdef Py_ssize_t* tab = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
+    cdef DimCopy dim
+    if tab == NULL:
+        with gil:
+            raise MemoryError()
+    try:
+        for k in range(n):
+            pt = plan.perm[lo + k]
+            off = 0
+            if mode != 2:
+                for d in range(nd):
+                    off += (plan.coords[d * K + pt]
+                            - plan.gcoords[g * nd + d] * plan.chunk_lens[d]) * cstr[d]
+            tab[k] = off
+            tab[n + k] = pt * fstr
+        dim.count = n
+        dim.indexed = True
+        if mode == 1:
+            dim.soff = tab + n
+            dim.doff = tab
+            copy_nd(fdata, cdata, &dim, 1, itemsize)
+        else:
+            dim.soff = tab
+            dim.doff = tab + n
+            copy_nd(cdata, fdata, &dim, 1, itemsize)
+    finally:
+        free(tab)
+    return 0
+
+
+cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray flat,
+                      int mode) except -1:
+    cdef int nd = plan.ndim
     cdef Py_ssize_t itemsize = flat.dtype.itemsize
     if mode != 2:
         _check(chunk, nd, itemsize, "chunk")
@@ -188,39 +224,12 @@ cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndar
         raise IndexError(f"touched-chunk index {g} out of range [0, {plan.nchunks})")
     if mode == 1 and not chunk.flags.writeable or mode != 1 and not flat.flags.writeable:
         raise ValueError("destination array is read-only")
-    cdef Py_ssize_t lo = plan.ptr[g], n = plan.ptr[g + 1] - lo, k, pt, off
-    cdef Py_ssize_t K = plan.npoints
     cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t fstr = flat.strides[0]
     cdef char* cdata = _data(chunk)
     cdef char* fdata = _data(flat)
-    cdef Py_ssize_t* tab = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t) + 1)
-    cdef DimCopy dim
-    if tab == NULL:
-        raise MemoryError()
-    try:
-        with nogil:
-            for k in range(n):
-                pt = plan.perm[lo + k]
-                off = 0
-                if mode != 2:
-                    for d in range(nd):
-                        off += (plan.coords[d * K + pt]
-                                - plan.gcoords[g * nd + d] * plan.chunk_lens[d]) * cstr[d]
-                tab[k] = off
-                tab[n + k] = pt * fstr
-            dim.count = n
-            dim.indexed = True
-            if mode == 1:
-                dim.soff = tab + n
-                dim.doff = tab
-                copy_nd(fdata, cdata, &dim, 1, itemsize)
-            else:
-                dim.soff = tab
-                dim.doff = tab + n
-                copy_nd(cdata, fdata, &dim, 1, itemsize)
-    finally:
-        free(tab)
+    with nogil:
+        _points_copy_ptr(plan, g, cdata, cstr, fdata, fstr, itemsize, mode)
     return 0
 
 
@@ -426,6 +435,65 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
                         failed = k
                         break
                     _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
+    finally:
+        free(src)
+        free(srclen)
+        free(ids)
+    return failed
+
+
+def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out_flat,
+                               cnp.ndarray scratch, size_t validate_addr,
+                               size_t decompress_addr):
+    """blosc_decode_gather for a coordinate selection: decompress each chunk of the batch into
+    scratch and copy its points into out_flat, all without the GIL. Returns -1, or the
+    position of the first chunk that failed (decode it the slow way for a proper error)."""
+    cdef int nd = plan.ndim
+    cdef Py_ssize_t n = len(datas), k, ii
+    if scratch.ndim != nd or out_flat.ndim != 1:
+        raise ValueError("dimension mismatch")
+    if out_flat.dtype.itemsize != scratch.dtype.itemsize or out_flat.dtype.hasobject:
+        raise ValueError("out and scratch must share a fixed itemsize")
+    if not out_flat.flags.writeable or not scratch.flags.writeable:
+        raise ValueError("out and scratch must be writable")
+    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
+        raise ValueError("scratch must be contiguous")
+    cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
+    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
+    cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
+    cdef size_t expected = scratch.nbytes, nbytes
+    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
+    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+    if src == NULL or srclen == NULL or ids == NULL:
+        free(src); free(srclen); free(ids)
+        raise MemoryError()
+    for k in range(n):
+        b = datas[k]
+        if not isinstance(b, bytes):
+            b = bytes(b)
+            datas[k] = b
+        src[k] = <const char*>(<bytes>b)
+        srclen[k] = len(<bytes>b)
+        ii = idx[k]
+        if ii < 0 or ii >= plan.nchunks:
+            free(src); free(srclen); free(ids)
+            raise IndexError(f"touched-chunk index {ii} out of range")
+        ids[k] = ii
+    cdef char* fdata = _data(out_flat)
+    cdef char* sdata = _data(scratch)
+    cdef Py_ssize_t fstr = out_flat.strides[0]
+    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
+    cdef Py_ssize_t failed = -1
+    try:
+        with nogil:
+            for k in range(n):
+                if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
+                        or nbytes != expected \
+                        or decompress(src[k], sdata, expected, 1) != <int>expected:
+                    failed = k
+                    break
+                _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
     finally:
         free(src)
         free(srclen)
