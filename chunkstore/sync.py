@@ -128,6 +128,24 @@ class _SharedExclusive:
             self.release_exclusive()
 
 
+# Lock objects of ProcessSynchronizers, per lock file, shared by every instance in this process.
+# Unpickling makes a new instance per task (dask, multiprocessing); if each had its own thread
+# locks, two threads of one process could both "hold" a file lock (POSIX locks belong to the
+# process) and updates would be lost. Reset after fork: locks held at fork time by the
+# parent's other threads would otherwise stay locked forever in the child.
+_registry_guard = threading.Lock()
+_registry: dict = {}
+
+
+def _reset_registry():
+    global _registry_guard, _registry
+    _registry_guard = threading.Lock()
+    _registry = {}
+
+
+os.register_at_fork(after_in_child=_reset_registry)
+
+
 class _Base:
     max_chunk_locks = 256
 
@@ -143,21 +161,27 @@ class _Base:
     def _lock_path(self, name):
         return None
 
+    def _lock(self, table, name, make):
+        path = self._lock_path(name)
+        if path is None:  # thread locks: this instance's own table
+            with self._guard:
+                lock = table.get(name)
+                if lock is None:
+                    lock = table[name] = make(None)
+                return lock
+        with _registry_guard:  # file locks: one object per lock file in the process
+            lock = _registry.get(path)
+            if lock is None:
+                lock = _registry[path] = make(path)
+            return lock
+
     def __getitem__(self, key):
         """The exclusive lock of key (zarr-python's synchronizer interface)."""
-        with self._guard:
-            m = self._mutexes.get(key)
-            if m is None:
-                m = self._mutexes[key] = _Mutex(self._lock_path(key))
-            return m
+        return self._lock(self._mutexes, key, _Mutex)
 
     def _array_lock(self, array_path):
-        with self._guard:
-            rw = self._rw.get(array_path)
-            if rw is None:
-                rw = self._rw[array_path] = _SharedExclusive(
-                    self._lock_path((array_path + "/" if array_path else "") + ".array-rw"))
-            return rw
+        return self._lock(self._rw, (array_path + "/" if array_path else "") + ".array-rw",
+                          _SharedExclusive)
 
     @contextlib.contextmanager
     def write_locks(self, array_path, keys):
@@ -213,9 +237,9 @@ class ProcessSynchronizer(_Base):
 
     def clear(self):
         """Remove all lock files. Only while no process is using this synchronizer."""
-        with self._guard:
-            self._mutexes.clear()
-            self._rw.clear()
+        with _registry_guard:
+            for p in [p for p in _registry if os.path.dirname(p) == self.path]:
+                del _registry[p]
         for name in os.listdir(self.path):
             p = os.path.join(self.path, name)
             if name.endswith(".lock"):

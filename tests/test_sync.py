@@ -256,3 +256,25 @@ def test_concurrent_group_creation_both_succeed(tmp_path):
     [t.join() for t in ts]
     assert not errors and results == ["a/b"] * 8
     assert cs.open_group(store, mode="r")["a/b"].path == "a/b"
+
+
+def test_separate_process_synchronizer_instances_exclude_each_other(tmp_path):
+    """dask and multiprocessing unpickle a synchronizer per task, so one process can hold
+    several instances for the same lock directory; their locks must still exclude each
+    other between threads (POSIX file locks alone do not: they belong to the process)."""
+    store = _ReadBarrierStore()
+    locks = str(tmp_path / "locks")
+    z = cs.zeros((4,), chunks=(4,), dtype="i4", store=store)
+    writers = [cs.Array(store, synchronizer=pickle.loads(pickle.dumps(
+        cs.ProcessSynchronizer(locks)))) for _ in range(2)]
+    store.armed = True
+    cs.config.set(threads=1)
+    try:
+        ts = [threading.Thread(target=w.__setitem__, args=(i, i + 1))
+              for i, w in enumerate(writers)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+    finally:
+        cs.config.set(threads=None)
+        store.armed = False
+    np.testing.assert_array_equal(z[:2], [1, 2])
