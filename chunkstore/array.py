@@ -333,7 +333,10 @@ class Array(nodes.Node):
         Inner chunks of one shard are processed together, so that a write covering a whole
         shard stores it in one go and a read fetches its byte ranges in one batch."""
         coords = plan.chunk_coords()
-        keys = [self._chunk_key(c) for c in coords.tolist()]
+        if self._shards is not None:
+            keys = self._chunk_store.inner_keys(coords)
+        else:
+            keys = [self._chunk_key(c) for c in coords.tolist()]
         if self._shards is None or len(keys) < 2:
             return keys, range(len(keys)), None
         per = np.array([s // c for s, c in zip(self._shards, self._chunks)], dtype=np.int64)

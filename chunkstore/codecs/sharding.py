@@ -432,6 +432,24 @@ class ShardedStoreView(MutableMapping):
         tail = ".".join(map(str, within)) if within else "0"
         return f"{self._prefix}{self._chunk_key(shard)}|{tail}"
 
+    def inner_keys(self, coords: Any) -> list[str]:
+        """inner_key for each row of an (n, ndim) coordinate array; each shard's key string
+        is built once (a whole-array read touches thousands of inner chunks per shard)."""
+        nd = len(self.inner_chunks)
+        if nd == 0:  # a 0-d array has one chunk
+            return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
+        c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
+        per = np.asarray(self.chunks_per_shard, dtype=np.int64)
+        shard_part: dict = {}
+        out = []
+        for s, w in zip((c // per).tolist(), (c % per).tolist()):
+            ts = tuple(s)
+            head = shard_part.get(ts)
+            if head is None:
+                head = shard_part[ts] = f"{self._prefix}{self._chunk_key(ts)}|"
+            out.append(head + ".".join(map(str, w)))
+        return out
+
     def shard_key(self, shard_coords: Sequence[int]) -> str:
         """The store key of the shard at shard-grid coordinates."""
         return self._prefix + self._chunk_key(tuple(int(c) for c in shard_coords))
