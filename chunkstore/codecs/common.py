@@ -32,3 +32,38 @@ class ChunkCodecBase:
             raise ValueError("out is read-only")
         if not (out.flags.c_contiguous or out.flags.f_contiguous):
             raise ValueError("out must be C- or F-contiguous")
+
+
+# Frame-header readers: the decoded size a compressed frame declares (None if it does not),
+# so data can be decompressed straight into a caller's buffer of exactly that size.
+def blosc_decoded_size(data: Any) -> int | None:
+    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    if len(mv) < 16:
+        raise ValueError(f"blosc data too short for a header ({len(mv)} bytes)")
+    nbytes = int.from_bytes(mv[4:8], "little")
+    cbytes = int.from_bytes(mv[12:16], "little")
+    if cbytes > len(mv):
+        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(mv)} present")
+    return nbytes
+
+
+def zstd_decoded_size(data: Any) -> int | None:
+    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    if len(mv) < 5:
+        raise ValueError(f"zstd data too short for a frame header ({len(mv)} bytes)")
+    if int.from_bytes(mv[0:4], "little") != 0xFD2FB528:
+        return None
+    fhd = mv[4]
+    fcs_flag = fhd >> 6
+    single = (fhd >> 5) & 1
+    did = (0, 1, 2, 4)[fhd & 3]
+    fcs = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if fcs == 0:
+        return None
+    pos = 5 + (0 if single else 1) + did
+    if len(mv) < pos + fcs:
+        raise ValueError("zstd frame header truncated")
+    size = int.from_bytes(mv[pos : pos + fcs], "little")
+    if fcs == 2:
+        size += 256
+    return size

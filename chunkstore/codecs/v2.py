@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 from numcodecs.abc import Codec
 
-from chunkstore.codecs.common import ChunkCodecBase
+from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
 from chunkstore.errors import ChunkDecodeError
 
 __all__ = ["ChunkCodecV2"]
@@ -48,38 +48,8 @@ except ImportError:  # pragma: no cover
 # --------------------------------------------------------------------------------------------
 
 
-def _blosc_decoded_size(data: memoryview) -> int | None:
-    # Blosc 1 header: version, versionlz, flags, typesize, nbytes (u32 LE), blocksize, cbytes.
-    if len(data) < 16:
-        raise ValueError(f"blosc data too short for a header ({len(data)} bytes)")
-    nbytes = int.from_bytes(data[4:8], "little")
-    cbytes = int.from_bytes(data[12:16], "little")
-    if cbytes > len(data):
-        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(data)} present")
-    return nbytes
-
-
-def _zstd_decoded_size(data: memoryview) -> int | None:
-    # Zstandard frame: magic (4 bytes LE 0xFD2FB528), frame header descriptor, optional window
-    # descriptor, optional dictionary id, optional frame content size.
-    if len(data) < 5:
-        raise ValueError(f"zstd data too short for a frame header ({len(data)} bytes)")
-    if int.from_bytes(data[0:4], "little") != 0xFD2FB528:
-        return None  # skippable frame or something unusual: let the slow path check
-    fhd = data[4]
-    fcs_flag = fhd >> 6
-    single_segment = (fhd >> 5) & 1
-    dict_id_size = (0, 1, 2, 4)[fhd & 3]
-    fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if fcs_size == 0:
-        return None
-    pos = 5 + (0 if single_segment else 1) + dict_id_size
-    if len(data) < pos + fcs_size:
-        raise ValueError("zstd frame header truncated")
-    size = int.from_bytes(data[pos : pos + fcs_size], "little")
-    if fcs_size == 2:
-        size += 256
-    return size
+_blosc_decoded_size = blosc_decoded_size
+_zstd_decoded_size = zstd_decoded_size
 
 
 def _lz4_decoded_size(data: memoryview) -> int | None:

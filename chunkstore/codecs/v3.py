@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 import numcodecs
 import numpy as np
 
-from chunkstore.codecs.common import ChunkCodecBase
+from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
 from chunkstore.errors import ChunkDecodeError
 
 __all__ = [
@@ -140,37 +140,8 @@ def _int(v: Any, what: str, lo: int | None = None, hi: int | None = None) -> int
 # --------------------------------------------------------------------------------------------
 
 
-def _blosc_size(data: Any) -> int | None:
-    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    if len(mv) < 16:
-        raise ValueError(f"blosc data too short for a header ({len(mv)} bytes)")
-    nbytes = int.from_bytes(mv[4:8], "little")
-    cbytes = int.from_bytes(mv[12:16], "little")
-    if cbytes > len(mv):
-        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(mv)} present")
-    return nbytes
-
-
-def _zstd_size(data: Any) -> int | None:
-    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    if len(mv) < 5:
-        raise ValueError(f"zstd data too short for a frame header ({len(mv)} bytes)")
-    if int.from_bytes(mv[0:4], "little") != 0xFD2FB528:
-        return None
-    fhd = mv[4]
-    fcs_flag = fhd >> 6
-    single = (fhd >> 5) & 1
-    did = (0, 1, 2, 4)[fhd & 3]
-    fcs = (1 if single else 0, 2, 4, 8)[fcs_flag]
-    if fcs == 0:
-        return None
-    pos = 5 + (0 if single else 1) + did
-    if len(mv) < pos + fcs:
-        raise ValueError("zstd frame header truncated")
-    size = int.from_bytes(mv[pos : pos + fcs], "little")
-    if fcs == 2:
-        size += 256
-    return size
+_blosc_size = blosc_decoded_size  # frame-header readers shared with the v2 chain
+_zstd_size = zstd_decoded_size
 
 
 # --------------------------------------------------------------------------------------------
