@@ -18,7 +18,6 @@ import numpy as np
 from chunkstore import config
 from chunkstore import indexing as ix
 from chunkstore._core import merge
-from chunkstore.attrs import Attributes
 from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
@@ -201,10 +200,6 @@ class Array(nodes.Node):
     @property
     def nchunks_initialized(self):
         return sum(1 for _ in self._stored_chunks())
-
-    @property
-    def read_only(self):
-        return self._read_only
 
     @nodes.Node.read_only.setter
     def read_only(self, value):

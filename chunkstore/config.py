@@ -42,7 +42,7 @@ def get(name: str):
 
 def set(threads: int | None = None) -> None:  # noqa: A001 - mirrors dask.config.set
     """Set the number of threads used for chunk I/O (None: the default, the core count)."""
-    global _pool, _pool_size
+    global _pool
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     with _lock:

@@ -122,7 +122,7 @@ def run(size_mb: float, workdir: str, chunk: int, seed: int, repeat: int = 3) ->
         t_np, got_np = _timed(lambda: np.array(mm[sel]), repeat)
         ok = bool(np.array_equal(got, expected)) and bool(np.array_equal(got_np, expected))
         results.append((name, _sel_str(sel), t_cs, t_np, expected.nbytes, ok))
-    del mm
+    mm = None  # release the memory map
 
     print(repr(z.info))
     stored = z.nbytes_stored

@@ -11,11 +11,10 @@ from collections.abc import MutableMapping
 
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
-from chunkstore.attrs import Attributes
 from chunkstore.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                ReadOnlyError)
-from chunkstore.metadata.v2 import encode_group_metadata, parse_group_metadata
+from chunkstore.metadata.v2 import parse_group_metadata
 from chunkstore.storage.base import listdir, normalize_store, rmdir
 
 

@@ -172,13 +172,11 @@ def _fancy(sel, shape, chunks, name):
             s = orthogonal(sel, shape, chunks, name)
             if _adjacent(adv):
                 return s
-            lead = sorted(adv).index(d)
             order = [i for i in range(len(s.shape))]
             # advanced axis position in s.shape, counting only non-dropped axes
             pos = [i for i in range(len(shape)) if i not in s.drop].index(d)
             order.remove(pos)
             order.insert(0, pos)
-            del lead
             return Selection("ortho", s.plan, tuple(s.shape[i] for i in order), s.drop,
                              ("transpose", tuple(order)))
     if all(not isinstance(s, slice) for s in sel):

@@ -365,6 +365,39 @@ cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
     return off
 
 
+cdef class _Batch:
+    """A batch's encoded chunks as C arrays for a nogil loop: pointers and lengths of the
+    bytes (converted to bytes where needed, and pinned in datas), and the touched-chunk
+    index of each. Freed with the object."""
+    cdef const char** src
+    cdef size_t* srclen
+    cdef int64_t* ids
+
+    def __cinit__(self, idx, list datas, Py_ssize_t nchunks):
+        cdef Py_ssize_t n = len(datas), k, ii
+        self.src = <const char**>malloc((n + 1) * sizeof(char*))
+        self.srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
+        self.ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+        if self.src == NULL or self.srclen == NULL or self.ids == NULL:
+            raise MemoryError()
+        for k in range(n):
+            b = datas[k]
+            if not isinstance(b, bytes):
+                b = bytes(b)
+                datas[k] = b          # the caller's list keeps it alive for the nogil loop
+            self.src[k] = <const char*>(<bytes>b)
+            self.srclen[k] = len(<bytes>b)
+            ii = idx[k]
+            if ii < 0 or ii >= nchunks:
+                raise IndexError(f"touched-chunk index {ii} out of range")
+            self.ids[k] = ii
+
+    def __dealloc__(self):
+        free(self.src)
+        free(self.srclen)
+        free(self.ids)
+
+
 def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
                         cnp.ndarray scratch, size_t validate_addr, size_t decompress_addr):
     """Decompress Blosc chunks and merge them into out, for a whole batch without the GIL.
@@ -394,51 +427,31 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     cdef Py_ssize_t cshape[64]
     for d in range(nd):
         cshape[d] = scratch.shape[d]
-    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
-    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
-    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-    if src == NULL or srclen == NULL or ids == NULL:
-        free(src); free(srclen); free(ids)
-        raise MemoryError()
-    cdef const unsigned char[::1] view
-    for k in range(n):
-        b = datas[k]
-        if not isinstance(b, bytes):
-            b = bytes(b)
-            datas[k] = b          # keep it alive for the nogil loop
-        src[k] = <const char*>(<bytes>b)
-        srclen[k] = len(<bytes>b)
-        ii = idx[k]
-        if ii < 0 or ii >= plan.nchunks:
-            free(src); free(srclen); free(ids)
-            raise IndexError(f"touched-chunk index {ii} out of range")
-        ids[k] = ii
+    cdef _Batch batch = _Batch(idx, datas, plan.nchunks)
+    cdef const char** src = batch.src
+    cdef size_t* srclen = batch.srclen
+    cdef int64_t* ids = batch.ids
     cdef char* odata = _data(out)
     cdef char* sdata = _data(scratch)
     cdef Py_ssize_t* ostr = <Py_ssize_t*>out.strides
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t failed = -1, off
-    try:
-        with nogil:
-            for k in range(n):
-                if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
-                        or nbytes != expected:
+    with nogil:
+        for k in range(n):
+            if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
+                    or nbytes != expected:
+                failed = k
+                break
+            off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
+            if off >= 0:
+                if decompress(src[k], odata + off, expected, 1) != <int>expected:
                     failed = k
                     break
-                off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-                if off >= 0:
-                    if decompress(src[k], odata + off, expected, 1) != <int>expected:
-                        failed = k
-                        break
-                else:
-                    if decompress(src[k], sdata, expected, 1) != <int>expected:
-                        failed = k
-                        break
-                    _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
-    finally:
-        free(src)
-        free(srclen)
-        free(ids)
+            else:
+                if decompress(src[k], sdata, expected, 1) != <int>expected:
+                    failed = k
+                    break
+                _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
     return failed
 
 
@@ -462,40 +475,21 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
     cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
     cdef size_t expected = scratch.nbytes, nbytes
-    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
-    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
-    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-    if src == NULL or srclen == NULL or ids == NULL:
-        free(src); free(srclen); free(ids)
-        raise MemoryError()
-    for k in range(n):
-        b = datas[k]
-        if not isinstance(b, bytes):
-            b = bytes(b)
-            datas[k] = b
-        src[k] = <const char*>(<bytes>b)
-        srclen[k] = len(<bytes>b)
-        ii = idx[k]
-        if ii < 0 or ii >= plan.nchunks:
-            free(src); free(srclen); free(ids)
-            raise IndexError(f"touched-chunk index {ii} out of range")
-        ids[k] = ii
+    cdef _Batch batch = _Batch(idx, datas, plan.nchunks)
+    cdef const char** src = batch.src
+    cdef size_t* srclen = batch.srclen
+    cdef int64_t* ids = batch.ids
     cdef char* fdata = _data(out_flat)
     cdef char* sdata = _data(scratch)
     cdef Py_ssize_t fstr = out_flat.strides[0]
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t failed = -1
-    try:
-        with nogil:
-            for k in range(n):
-                if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
-                        or nbytes != expected \
-                        or decompress(src[k], sdata, expected, 1) != <int>expected:
-                    failed = k
-                    break
-                _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
-    finally:
-        free(src)
-        free(srclen)
-        free(ids)
+    with nogil:
+        for k in range(n):
+            if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
+                    or nbytes != expected \
+                    or decompress(src[k], sdata, expected, 1) != <int>expected:
+                failed = k
+                break
+            _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
     return failed

@@ -45,3 +45,4 @@ cdef class PointsPlan:
     cdef list _keep
     cdef object _coords_arr
     cdef object _gcoords_arr
+    cdef bint _same_chunk(self, Py_ssize_t k) noexcept nogil

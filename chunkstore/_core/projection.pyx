@@ -336,13 +336,7 @@ cdef class PointsPlan:
         cdef bint newgroup
         with nogil:
             for k in range(K):
-                newgroup = k == 0
-                if not newgroup:
-                    for d in range(nd):
-                        if (self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
-                                != self.coords[d * K + self.perm[k - 1]] // self.chunk_lens[d]):
-                            newgroup = True
-                            break
+                newgroup = k == 0 or not self._same_chunk(k)
                 if newgroup:
                     m += 1
         self.nchunks = m
@@ -355,19 +349,23 @@ cdef class PointsPlan:
         cdef Py_ssize_t g = -1
         with nogil:
             for k in range(K):
-                newgroup = k == 0
-                if not newgroup:
-                    for d in range(nd):
-                        if (self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
-                                != self.coords[d * K + self.perm[k - 1]] // self.chunk_lens[d]):
-                            newgroup = True
-                            break
+                newgroup = k == 0 or not self._same_chunk(k)
                 if newgroup:
                     g += 1
                     self.ptr[g] = k
                     for d in range(nd):
                         self.gcoords[g * nd + d] = self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
             self.ptr[m] = K
+
+    cdef bint _same_chunk(self, Py_ssize_t k) noexcept nogil:
+        """Points perm[k-1] and perm[k] lie in the same chunk."""
+        cdef int d
+        cdef Py_ssize_t K = self.npoints
+        for d in range(self.ndim):
+            if (self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
+                    != self.coords[d * K + self.perm[k - 1]] // self.chunk_lens[d]):
+                return False
+        return True
 
     def chunk_coords(self):
         """(nchunks, ndim) int64 array of touched chunks' grid coordinates."""

@@ -1,4 +1,5 @@
-"""What the chunk codecs of both formats share: error messages and `out` checks."""
+"""What the chunk codecs of both formats share: decode with error translation, `out` checks
+and frame-header readers."""
 
 from __future__ import annotations
 
@@ -6,11 +7,49 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.errors import ChunkDecodeError
+
 
 class ChunkCodecBase:
     """Base of ChunkCodecV2 and ChunkCodecV3 (which set dtype and nitems)."""
 
     __slots__ = ()
+
+    def decode(self, data: Any, out: np.ndarray | None = None, *, key: str | None = None,
+               store: Any = None, writable: bool = True) -> np.ndarray:
+        """Decode stored chunk bytes to an array of shape ``chunk_shape`` and the array dtype.
+
+        Parameters
+        ----------
+        data : the stored bytes (bytes, bytearray, memoryview, or a uint8/any ndarray).
+        out : optional destination, a writable C- or F-contiguous ndarray with the array dtype
+            and ``nitems`` elements. If ``out.shape == chunk_shape`` it receives the chunk
+            values (``out[...] == chunk``) and is returned. Any other shape with the same number
+            of elements is treated as raw memory: it receives the chunk's bytes in ``order``
+            layout and a view of it shaped ``chunk_shape`` (in ``order``) is returned. With no
+            filters and a Blosc/Zstd/LZ4 compressor (or none) the data is decompressed straight
+            into ``out`` when its layout matches ``order``; otherwise it is decoded and copied.
+            If decoding fails, the contents of ``out`` are unspecified.
+        key, store : used only in error messages:
+            ``failed to decode chunk 'foo/0.1' in DirectoryStore('/x/y'): <cause>``.
+            ``store`` may be a str (used as is) or any object (its ``repr`` is used).
+        writable : without ``out``, the result is always writable when True (the default);
+            with False a read-only view of ``data`` (or of the decompressor's bytes) may be
+            returned, saving a copy for uncompressed chunks and compressors that return bytes.
+
+        Raises
+        ------
+        ChunkDecodeError : on any decoding failure, including a decoded size that is not
+            exactly the chunk's size; the original exception is chained.
+        ValueError, TypeError : if ``out`` is unsuitable (a caller error, not a decode error).
+        """
+
+        if out is not None:
+            self._check_out(out)
+        try:
+            return self._decode(data, out, writable)
+        except Exception as e:
+            raise ChunkDecodeError(self._error_message(e, key, store)) from e
 
     def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
         where = "failed to decode chunk"

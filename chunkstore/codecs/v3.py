@@ -37,7 +37,6 @@ import numcodecs
 import numpy as np
 
 from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
-from chunkstore.errors import ChunkDecodeError
 
 __all__ = [
     "ChunkCodecV3",
@@ -685,36 +684,6 @@ class ChunkCodecV3(ChunkCodecBase):
         return _to_bytes(buf)
 
     # ---------------------------------------------------------------------------- decoding
-
-    def decode(
-        self,
-        data: Any,
-        out: np.ndarray | None = None,
-        *,
-        key: str | None = None,
-        store: Any = None,
-        writable: bool = True,
-    ) -> np.ndarray:
-        """Decode stored chunk bytes to an array of shape ``chunk_shape`` and ``dtype``.
-
-        Same contract as :meth:`ChunkCodecV2.decode`: ``out`` (optional) is a writable C- or
-        F-contiguous array of ``dtype`` with ``nitems`` elements; with ``out.shape ==
-        chunk_shape`` it receives the values and is returned; any other shape is raw memory
-        that receives the chunk in ``order`` layout, and a view of it shaped ``chunk_shape``
-        is returned. With empty :attr:`filters` and a blosc/zstd (or no) compressor the data
-        is decompressed straight into ``out`` (big-endian data is then swapped in place).
-        ``key``/``store`` only feed the error message. ``writable=False`` allows returning a
-        read-only view of ``data``.
-
-        Raises ChunkDecodeError (cause chained) on any decoding failure.
-        """
-        if out is not None:
-            self._check_out(out)
-        try:
-            return self._decode(data, out, writable)
-        except Exception as e:
-            raise ChunkDecodeError(self._error_message(e, key, store)) from e
-
 
     def _shaped(self, flat: np.ndarray) -> np.ndarray:
         """Chunk-shaped view of decoded elements (flat, native dtype, stored order)."""

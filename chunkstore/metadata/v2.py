@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numcodecs
-from chunkstore.metadata._json import load_json_object
+from chunkstore.metadata._common import as_int_tuple, load_json_object
 import numpy as np
 from numcodecs.abc import Codec
 
@@ -417,17 +417,7 @@ def _to_codec(obj: Any, what: str) -> Codec:
 # --------------------------------------------------------------------------------------------
 
 
-def _as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise ValueError(f"{what} must be a list of integers, got {value!r}")
-    out = []
-    for i, v in enumerate(value):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-            raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
-        if v < minimum:
-            raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
-        out.append(int(v))
-    return tuple(out)
+_as_int_tuple = as_int_tuple
 
 
 @dataclass(eq=False)

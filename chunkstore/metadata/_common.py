@@ -1,10 +1,13 @@
-"""JSON helpers shared by the v2 and v3 metadata modules."""
+"""Helpers shared by the v2 and v3 metadata modules: JSON objects and integer tuples."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 
 def load_json_object(raw: Any, what: str = "document") -> dict:
@@ -28,3 +31,17 @@ def load_json_object(raw: Any, what: str = "document") -> dict:
     if not isinstance(obj, dict):
         raise ValueError(f"{what} must be a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
+    """value as a tuple of ints >= minimum; ValueError naming what (and the index) if not."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
+        if v < minimum:
+            raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
+        out.append(int(v))
+    return tuple(out)
