@@ -1,11 +1,19 @@
-"""The Cython core on its own: radix grouping, projection tables and the all-fill test."""
+"""The Cython core on its own: radix grouping, projection tables, the all-fill test, chunk
+keys and the batch scatter + Blosc encode kernel."""
 
+import os
+
+import numcodecs
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkstore import indexing as ix
 from chunkstore._core import merge
+from chunkstore._core.keys import format_keys
+from chunkstore.codecs.v2 import ChunkCodecV2
+from chunkstore.codecs.v3 import ChunkCodecV3
 from chunkstore._core.kernels import argsort_uint64
 from chunkstore._core.projection import ARRAY, SLICE, OrthoPlan, PointsPlan
 
@@ -101,3 +109,117 @@ def test_merge_refuses_object_arrays_and_readonly_outputs():
     out.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         merge.gather(plan, 0, np.zeros(2), out)
+
+
+# ------------------------------------------------------------------ chunk keys
+
+@given(st.lists(st.lists(st.integers(-2**63, 2**63 - 1), min_size=3, max_size=3), max_size=40),
+       st.sampled_from([".", "/", "::"]), st.sampled_from(["", "a/b/", "c/", "é/"]))
+@settings(max_examples=200, deadline=None)
+def test_format_keys_matches_python_join(rows, sep, head):
+    coords = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    expected = [head + sep.join(map(str, r)) for r in coords.tolist()]
+    assert format_keys(coords, sep, [head]) == expected
+
+
+def test_format_keys_per_row_heads_and_errors():
+    coords = np.array([[0, 1], [2, 3], [4, 5]])
+    assert format_keys(coords, ".", ["s0|", "sé|"], np.array([1, 0, 1])) == [
+        "sé|0.1", "s0|2.3", "sé|4.5"]
+    assert format_keys(np.zeros((2, 0), dtype=np.int64), ".", ["c"]) == ["c", "c"]
+    with pytest.raises(IndexError):
+        format_keys(coords, ".", ["a"], np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match="one entry per row"):
+        format_keys(coords, ".", ["a"], np.array([0]))
+    with pytest.raises(ValueError, match="not ASCII"):
+        format_keys(coords, "é", ["a"])
+
+
+# ------------------------------------------------------------------ batch scatter + encode
+
+def _encode_all(value, chunk_shape, params, fill, drop_fill=False, order="C"):
+    """Whole-array plan over value; every touched chunk built and compressed by the kernel."""
+    sel = ix.basic_or_fancy(Ellipsis, value.shape, chunk_shape, "t")
+    plan = sel.plan
+    coords = plan.chunk_coords()
+    edge = np.any((coords + 1) * np.array(chunk_shape) > np.array(value.shape),
+                  axis=1).astype(np.uint8)
+    scratch = np.empty(chunk_shape, value.dtype, order=order)
+    out = []
+    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value, scratch, edge,
+                                        np.array([fill], value.dtype), drop_fill, params, out)
+    return failed, coords.tolist(), out
+
+
+def _reference_chunk(value, c, chunk_shape, fill, order="C"):
+    ref = np.full(chunk_shape, fill, value.dtype, order=order)
+    block = value[tuple(slice(i * n, (i + 1) * n) for i, n in zip(c, chunk_shape))]
+    ref[tuple(slice(0, s) for s in block.shape)] = block
+    return ref
+
+
+@pytest.mark.parametrize("dtype", ["|u1", "<f4", ">i8", "<c16", "|S3", "<M8[s]", "|b1"])
+@pytest.mark.parametrize("cname", ["lz4", "zstd", "blosclz", "zlib"])
+@pytest.mark.parametrize("shuffle", [-1, 0, 1, 2])
+def test_blosc_scatter_encode_writes_numcodecs_frames(dtype, cname, shuffle):
+    rng = np.random.default_rng(1)
+    value = rng.integers(0, 60, (21, 30)).astype(dtype)
+    comp = numcodecs.Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=0)
+    for order in "CF":
+        codec = ChunkCodecV2(np.dtype(dtype), (8, 16), order, comp, None)
+        failed, coords, out = _encode_all(value, (8, 16), codec.fast_blosc_encode,
+                                          np.zeros((), dtype)[()], order=order)
+        assert failed == -1 and len(out) == len(coords) == 6
+        for c, got in zip(coords, out):
+            ref = _reference_chunk(value, c, (8, 16), np.zeros((), dtype)[()], order)
+            assert got == codec.encode(ref)          # byte for byte what numcodecs writes
+
+
+def test_blosc_scatter_encode_v3_params_match_the_v3_codec():
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "blosc", "configuration": {"typesize": 4, "cname": "zstd", "clevel": 3,
+                                                  "shuffle": "bitshuffle", "blocksize": 0}}]
+    codec = ChunkCodecV3(np.dtype("<f4"), (5, 7), codecs)
+    value = np.arange(13 * 9, dtype="<f4").reshape(13, 9)
+    failed, coords, out = _encode_all(value, (5, 7), codec.fast_blosc_encode, 0.0)
+    assert failed == -1
+    for c, got in zip(coords, out):
+        assert got == codec.encode(_reference_chunk(value, c, (5, 7), 0.0))
+
+
+def test_blosc_scatter_encode_fill_handling():
+    comp = numcodecs.Blosc()
+    params = ChunkCodecV2(np.dtype("<f8"), (4, 4), "C", comp, None).fast_blosc_encode
+    value = np.full((6, 8), np.nan)
+    value[0, 0] = 1.0                   # chunk (0, 0) has data; the rest is all NaN fill
+    failed, coords, out = _encode_all(value, (4, 4), params, np.nan, drop_fill=True)
+    assert failed == -1
+    assert [o is None for o in out] == [c != [0, 0] for c in coords]
+    # Edge chunks are padded with the fill value, not with leftovers of earlier chunks.
+    failed, coords, out = _encode_all(np.arange(48.0).reshape(6, 8), (4, 4), params, -7.0)
+    for c, got in zip(coords, out):
+        chunk = np.frombuffer(comp.decode(got), "<f8").reshape(4, 4)
+        np.testing.assert_array_equal(
+            chunk, _reference_chunk(np.arange(48.0).reshape(6, 8), c, (4, 4), -7.0))
+
+
+def test_blosc_scatter_encode_reports_the_first_failure():
+    comp = numcodecs.Blosc()
+    addr, clevel, shuffle, typesize, _, blocksize = ChunkCodecV2(
+        np.dtype("<f4"), (4,), "C", comp, None).fast_blosc_encode
+    bad = (addr, clevel, shuffle, typesize, b"no-such-codec", blocksize)
+    failed, _, out = _encode_all(np.arange(10, dtype="<f4"), (4,), bad, 0.0)
+    assert failed == 0 and out == []
+
+
+def test_array_whole_write_skips_fill_chunks_and_pads_edges(tmp_path):
+    import chunkstore as cs
+    z = cs.open_array(str(tmp_path / "a"), mode="w", shape=(10, 10), chunks=(4, 4),
+                      dtype="<i4", fill_value=5, write_empty_chunks=False)
+    data = np.full((10, 10), 5, dtype="<i4")
+    data[9, 9] = 1
+    z[...] = data
+    assert sorted(k for k in os.listdir(tmp_path / "a") if not k.startswith(".")) == ["2.2"]
+    np.testing.assert_array_equal(z[...], data)
+    raw = np.frombuffer(z.compressor.decode((tmp_path / "a" / "2.2").read_bytes()), "<i4")
+    assert (raw.reshape(4, 4)[2:, :] == 5).all() and raw.reshape(4, 4)[1, 1] == 1

@@ -7,7 +7,7 @@ reference counts; the array layer uses NumPy indexing for them.
 """
 
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stddef cimport size_t
 
@@ -276,6 +276,62 @@ cdef inline bint _is_nan_bits(const char* p, int size, bint swap) noexcept nogil
     return (q & 0x7ff0000000000000ull) == 0x7ff0000000000000ull and (q & 0x000fffffffffffffull) != 0
 
 
+cdef struct FillTest:
+    # How to compare items with the fill value: bytewise, except the float components
+    # (nan_comp[:ncomp], comp_size bytes each) whose fill is NaN, which match any NaN.
+    const char* fill
+    Py_ssize_t itemsize
+    int ncomp
+    int comp_size
+    int nan_comp[2]
+    bint swap
+
+
+cdef int _fill_test_init(FillTest* t, dt, const char* fp) except -1:
+    """Set up t for dtype dt and the fill item's bytes fp (kept alive by the caller)."""
+    cdef int c
+    t.fill = fp
+    t.itemsize = dt.itemsize
+    t.ncomp = 0
+    t.comp_size = 0
+    t.swap = False
+    if dt.kind in "fc":
+        t.comp_size = dt.itemsize if dt.kind == "f" else dt.itemsize // 2
+        t.swap = not dt.isnative
+        for c in range(1 if dt.kind == "f" else 2):
+            if t.comp_size in (2, 4, 8) and _is_nan_bits(fp + c * t.comp_size, t.comp_size,
+                                                         t.swap):
+                t.nan_comp[t.ncomp] = c
+                t.ncomp += 1
+    return 0
+
+
+cdef bint _all_fill(const FillTest* t, const char* buf, Py_ssize_t n) noexcept nogil:
+    """True when all n items at buf equal the fill (see FillTest)."""
+    cdef Py_ssize_t itemsize = t.itemsize, i
+    cdef int c, k, cs = t.comp_size
+    cdef bint plain
+    if n == 0:
+        return True
+    if t.ncomp == 0:
+        # a[0] == fill and a[i] == a[i+1] for all i  <=>  all equal to fill; memcmp on
+        # the buffer against itself shifted by one item is vectorised by libc.
+        return memcmp(buf, t.fill, itemsize) == 0 and (
+            n == 1 or memcmp(buf, buf + itemsize, (n - 1) * itemsize) == 0)
+    for i in range(n):
+        for c in range(itemsize // cs):
+            plain = True
+            for k in range(t.ncomp):
+                if t.nan_comp[k] == c:
+                    plain = False
+            if plain:
+                if memcmp(buf + i * itemsize + c * cs, t.fill + c * cs, cs) != 0:
+                    return False
+            elif not _is_nan_bits(buf + i * itemsize + c * cs, cs, t.swap):
+                return False
+    return True
+
+
 def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
     """True when every item of chunk equals fill_item.
 
@@ -290,49 +346,14 @@ def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
         raise ValueError("fill_item must be one element of the chunk's itemsize")
     if not (chunk.flags.c_contiguous or chunk.flags.f_contiguous):
         chunk = np.ascontiguousarray(chunk)
-    cdef Py_ssize_t itemsize = dt.itemsize, n = chunk.size, i, c
-    if n == 0:
-        return True
     fb = np.ascontiguousarray(fill_item).tobytes()
-    cdef const char* fp = fb
+    cdef FillTest t
+    _fill_test_init(&t, dt, fb)
     cdef const char* buf = _data(chunk)
-    cdef bint result = True
-    # Components to compare NaN-aware: (offset, size) of each float part whose fill is NaN.
-    cdef int ncomp = 0, comp_size = 0
-    cdef int nan_comp[2]
-    cdef bint swap = False
-    if dt.kind in "fc":
-        comp_size = itemsize if dt.kind == "f" else itemsize // 2
-        swap = not dt.isnative
-        for c in range(1 if dt.kind == "f" else 2):
-            if comp_size in (2, 4, 8) and _is_nan_bits(fp + c * comp_size, comp_size, swap):
-                nan_comp[ncomp] = c
-                ncomp += 1
-    cdef int k
-    cdef bint plain
+    cdef Py_ssize_t n = chunk.size
+    cdef bint result
     with nogil:
-        if ncomp == 0:
-            # a[0] == fill and a[i] == a[i+1] for all i  <=>  all equal to fill; memcmp on
-            # the buffer against itself shifted by one item is vectorised by libc.
-            result = memcmp(buf, fp, itemsize) == 0 and (
-                n == 1 or memcmp(buf, buf + itemsize, (n - 1) * itemsize) == 0)
-        else:
-            for i in range(n):
-                for c in range(itemsize // comp_size):
-                    plain = True
-                    for k in range(ncomp):
-                        if nan_comp[k] == c:
-                            plain = False
-                    if plain:
-                        if memcmp(buf + i * itemsize + c * comp_size,
-                                  fp + c * comp_size, comp_size) != 0:
-                            result = False
-                            break
-                    elif not _is_nan_bits(buf + i * itemsize + c * comp_size, comp_size, swap):
-                        result = False
-                        break
-                if not result:
-                    break
+        result = _all_fill(&t, buf, n)
     return result
 
 
@@ -492,4 +513,133 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
                 failed = k
                 break
             _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
+    return failed
+
+
+# ---------------------------------------------------------------- batch merge + encode
+
+ctypedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void*, void*, size_t,
+                                  const char*, size_t, int) noexcept nogil
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    int _PyBytes_Resize(PyObject** b, Py_ssize_t n) except -1
+    void Py_XDECREF(PyObject* o)
+    void Py_INCREF(object o)
+
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+
+
+cdef void _repeat_item(char* dst, const char* item, Py_ssize_t itemsize,
+                       Py_ssize_t n) noexcept nogil:
+    """dst[0:n] = item: one copy, then doubling copies of what is already there."""
+    cdef Py_ssize_t done = itemsize, total = itemsize * n, step
+    if n == 0:
+        return
+    memcpy(dst, item, itemsize)
+    while done < total:
+        step = done if done < total - done else total - done
+        memcpy(dst + done, dst, step)
+        done += step
+
+
+# c-blosc adds at most this many bytes to incompressible data (BLOSC_MAX_OVERHEAD).
+cdef enum:
+    _BLOSC_OVERHEAD = 16
+
+
+def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scratch,
+                         edge, cnp.ndarray fill_item, bint drop_fill, tuple params,
+                         list out):
+    """Build whole chunks from value and Blosc-compress them, a batch without the GIL.
+
+    Each idx[k] is a touched chunk that the selection covers entirely (within the array). Its
+    chunk is built in scratch (chunk-shaped, contiguous, in the chunk's order): pre-filled
+    with fill_item when edge[idx[k]] is true (the chunk reaches past the array's end), then
+    value's block scattered in. out gets the compressed bytes, or None when drop_fill is set
+    and the chunk is all fill (the caller deletes it). params is (compress_addr, clevel,
+    shuffle, typesize, cname bytes, blocksize): c-blosc's blosc_compress_ctx and its
+    arguments, resolved as numcodecs would. Returns -1 when every chunk was done, else the
+    position k of the first chunk that failed to compress; out then holds the results before
+    k (the caller encodes that chunk the slow way, for a proper error, and continues).
+    """
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t n = len(idx), k, ii
+    if nd > 64 or scratch.ndim != nd or value.ndim != nd:
+        raise ValueError("dimension mismatch")
+    if value.dtype.itemsize != scratch.dtype.itemsize or scratch.dtype.hasobject:
+        raise ValueError("value and scratch must share a fixed itemsize")
+    if not scratch.flags.writeable:
+        raise ValueError("scratch must be writable")
+    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
+        raise ValueError("scratch must be contiguous")
+    if fill_item.size != 1 or fill_item.dtype.itemsize != scratch.dtype.itemsize:
+        raise ValueError("fill_item must be one element of the chunk's itemsize")
+    cdef const unsigned char[:] edges = edge if edge is not None else None
+    if edge is not None and edges.shape[0] != plan.nchunks:
+        raise ValueError("edge needs one flag per touched chunk")
+    compress_addr, clevel, shuffle, typesize, cname, blocksize = params
+    cdef blosc_compress_fn compress = <blosc_compress_fn><void*><size_t>compress_addr
+    cdef int c_clevel = clevel, c_shuffle = shuffle
+    cdef size_t c_typesize = typesize, c_blocksize = blocksize
+    cdef bytes cname_b = cname
+    cdef const char* c_cname = cname_b
+    fb = np.ascontiguousarray(fill_item).tobytes()
+    cdef const char* fp = fb
+    cdef FillTest ft
+    _fill_test_init(&ft, scratch.dtype, fp)
+    cdef Py_ssize_t itemsize = scratch.dtype.itemsize, nitems = scratch.size
+    cdef size_t nbytes = scratch.nbytes, cap = nbytes + _BLOSC_OVERHEAD
+    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+    cdef PyObject** dests = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
+    cdef char** dptr = <char**>malloc((n + 1) * sizeof(char*))
+    cdef int* sizes = <int*>malloc((n + 1) * sizeof(int))
+    if ids == NULL or dests == NULL or dptr == NULL or sizes == NULL:
+        free(ids); free(dests); free(dptr); free(sizes)
+        raise MemoryError()
+    for k in range(n):
+        dests[k] = NULL
+    cdef char* sdata = _data(scratch)
+    cdef char* vdata = _data(value)
+    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
+    cdef Py_ssize_t* vstr = <Py_ssize_t*>value.strides
+    cdef Py_ssize_t failed = -1
+    cdef bint has_edges = edge is not None
+    try:
+        for k in range(n):
+            ii = idx[k]
+            if ii < 0 or ii >= plan.nchunks:
+                raise IndexError(f"touched-chunk index {ii} out of range")
+            ids[k] = ii
+            # The destination bytes, owned only by dests[k] (refcount 1), so that it can be
+            # shrunk in place to the compressed size afterwards.
+            b = PyBytes_FromStringAndSize(NULL, cap)
+            Py_INCREF(b)
+            dests[k] = <PyObject*>b
+            dptr[k] = PyBytes_AS_STRING(b)
+            sizes[k] = 0
+        b = None
+        with nogil:
+            for k in range(n):
+                if has_edges and edges[ids[k]]:
+                    _repeat_item(sdata, fp, itemsize, nitems)
+                _ortho_copy_ptr(plan, ids[k], sdata, sstr, vdata, vstr, itemsize, 1)
+                if drop_fill and _all_fill(&ft, sdata, nitems):
+                    sizes[k] = -1
+                    continue
+                sizes[k] = compress(c_clevel, c_shuffle, c_typesize, nbytes, sdata, dptr[k],
+                                    cap, c_cname, c_blocksize, 1)
+                if sizes[k] <= 0:
+                    failed = k
+                    break
+        for k in range(n if failed < 0 else failed):
+            if sizes[k] < 0:
+                out.append(None)
+                continue
+            _PyBytes_Resize(&dests[k], sizes[k])
+            out.append(<object>dests[k])
+    finally:
+        for k in range(n):
+            Py_XDECREF(dests[k])
+        free(ids); free(dests); free(dptr); free(sizes)
     return failed

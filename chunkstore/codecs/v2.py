@@ -67,23 +67,47 @@ _SIZE_READERS: list[tuple[type, Any]] = [
 
 
 @functools.lru_cache(maxsize=1)
-def blosc_symbols() -> tuple[int, int] | None:
-    """Addresses of c-blosc's blosc_cbuffer_validate and blosc_decompress_ctx inside
-    numcodecs' own Blosc extension (the same library numcodecs.Blosc uses), or None.
-
-    The batch kernel in chunkstore._core.merge calls them without the GIL for a whole batch
-    of chunks; numcodecs' Python wrapper costs ~2 us per call holding the GIL, which is what
-    limits thread scaling on small chunks. Anything unexpected means: use the wrapper."""
+@functools.lru_cache(maxsize=None)
+def _blosc_functions() -> dict | None:
+    """Addresses of c-blosc functions inside numcodecs' own Blosc extension (the same
+    library numcodecs.Blosc uses), or None if they cannot be found."""
     try:
         import ctypes
 
         from numcodecs import blosc as _nb
 
         lib = ctypes.CDLL(_nb.__file__)
-        return (ctypes.cast(lib.blosc_cbuffer_validate, ctypes.c_void_p).value,
-                ctypes.cast(lib.blosc_decompress_ctx, ctypes.c_void_p).value)
+        return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                for name in ("blosc_cbuffer_validate", "blosc_decompress_ctx",
+                             "blosc_compress_ctx")}
     except Exception:
         return None
+
+
+def blosc_symbols() -> tuple[int, int] | None:
+    """Addresses of c-blosc's blosc_cbuffer_validate and blosc_decompress_ctx, or None.
+
+    The batch kernel in chunkstore._core.merge calls them without the GIL for a whole batch
+    of chunks; numcodecs' Python wrapper costs ~2 us per call holding the GIL, which is what
+    limits thread scaling on small chunks. Anything unexpected means: use the wrapper."""
+    f = _blosc_functions()
+    return None if f is None else (f["blosc_cbuffer_validate"], f["blosc_decompress_ctx"])
+
+
+def blosc_encode_params(cname: str, clevel: int, shuffle: int, typesize: int,
+                        blocksize: int) -> tuple | None:
+    """Arguments for the GIL-free batch encoder (chunkstore._core.merge.blosc_scatter_encode):
+    the address of c-blosc's blosc_compress_ctx, then clevel, shuffle, typesize, cname and
+    blocksize as that function takes them. The frames are the ones numcodecs.Blosc writes
+    (the tests compare them byte for byte). None if the symbol cannot be found: then chunks
+    are encoded through numcodecs."""
+    f = _blosc_functions()
+    if f is None:
+        return None
+    if shuffle == -1:  # numcodecs' AUTOSHUFFLE: bit shuffle for 1-byte items, else byte
+        shuffle = 2 if typesize == 1 else 1
+    return (f["blosc_compress_ctx"], int(clevel), int(shuffle), int(typesize),
+            cname.encode("ascii"), int(blocksize))
 
 
 def _size_reader(compressor: Codec | None):
@@ -140,7 +164,7 @@ class ChunkCodecV2(ChunkCodecBase):
 
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
-        "_is_object", "_size_reader", "fast_blosc",
+        "_is_object", "_size_reader", "fast_blosc", "fast_blosc_encode",
     )
 
     def __init__(
@@ -170,6 +194,11 @@ class ChunkCodecV2(ChunkCodecBase):
         self.fast_blosc = (blosc_symbols() if (_Blosc is not None and type(compressor) is _Blosc
                                                and not self.filters and not self._is_object
                                                and self.nbytes > 0) else None)
+        self.fast_blosc_encode = (
+            blosc_encode_params(compressor.cname, compressor.clevel, compressor.shuffle,
+                                self.dtype.itemsize, compressor.blocksize)
+            if self.fast_blosc is not None and compressor.get_config().get("typesize") is None
+            else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV2":

@@ -591,7 +591,7 @@ class ChunkCodecV3(ChunkCodecBase):
     __slots__ = (
         "dtype", "chunk_shape", "order", "filters", "nitems", "nbytes", "fill_value", "codecs",
         "_aa", "_ab", "_bb", "_perm", "_inv", "_enc_shape", "_general", "_is_object",
-        "_bytes", "_direct_reader", "fast_blosc",
+        "_bytes", "_direct_reader", "fast_blosc", "fast_blosc_encode",
     )
 
     def __init__(
@@ -636,12 +636,16 @@ class ChunkCodecV3(ChunkCodecBase):
         )
         # bytes (native endian) + blosc and nothing else: the stored bytes are a plain Blosc
         # frame of the chunk in order, which the Array's GIL-free batch kernel decodes.
-        from chunkstore.codecs.v2 import blosc_symbols
+        from chunkstore.codecs.v2 import blosc_encode_params, blosc_symbols
         self.fast_blosc = (
             blosc_symbols() if (self._bytes is not None and not self._bytes.swap
                                 and not self._general and not self._is_object
                                 and len(self._bb) == 1 and self._bb[0].name == "blosc"
                                 and self.nbytes > 0) else None)
+        blosc = self._bb[0] if self.fast_blosc is not None else None
+        self.fast_blosc_encode = (
+            blosc_encode_params(blosc.cname, blosc.clevel, _BLOSC_SHUFFLE[blosc.shuffle],
+                                blosc.typesize, blosc.blocksize) if blosc is not None else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV3":

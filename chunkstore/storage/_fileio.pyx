@@ -1,26 +1,46 @@
 # cython: language_level=3
-"""Read many small files with three GIL transitions in all, not four per file.
+"""Batches of small-file reads and atomic writes, and the paths of store keys, with the GIL
+released for all the system calls of a batch.
 
-DirectoryStore.getitems reads whole batches of chunk files. From Python, each file costs four
-short GIL-releasing system calls (open, fstat, read, close); with several threads the GIL then
-ping-pongs between them, and small-chunk reads stop scaling. Here the system calls of a whole
-batch run without the GIL: open+fstat all, allocate the bytes objects, read+close all.
+DirectoryStore reads and writes whole batches of chunk files. From Python, each file costs
+four short GIL-releasing system calls (open, fstat, read, close; or open, write, close,
+rename) and a few microseconds of path handling holding the GIL; with several threads the
+GIL then ping-pongs between them, and small-chunk I/O stops scaling. Here a batch's paths are
+built in C and its system calls run without the GIL.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.errno cimport ENOENT, ENOTDIR, EINTR, errno
 from libc.stdlib cimport free, malloc
-from libc.string cimport strerror
+from libc.string cimport memcpy, strerror
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    bint PyUnicode_IS_ASCII(object o)
+    int _PyBytes_Resize(PyObject** b, Py_ssize_t n) except -1
+    void Py_XDECREF(PyObject* o)
+    void Py_INCREF(object o)
 
 
 cdef extern from "<fcntl.h>" nogil:
-    int open(const char* path, int flags)
+    int open(const char* path, int flags, ...)
     int O_RDONLY
+    int O_WRONLY
+    int O_CREAT
+    int O_EXCL
     int O_CLOEXEC
 
 cdef extern from "<unistd.h>" nogil:
     ssize_t read(int fd, void* buf, size_t n)
+    ssize_t write(int fd, const void* buf, size_t n)
+    int fsync(int fd)
     int close(int fd)
+    int unlink(const char* path)
+
+cdef extern from "<stdio.h>" nogil:
+    int rename(const char* old, const char* new)
 
 cdef extern from "<sys/stat.h>" nogil:
     struct stat:
@@ -32,22 +52,37 @@ cdef extern from "<sys/stat.h>" nogil:
 
 import os
 
+from chunkstore.storage.base import validate_key
+
+
+# Files a read_files call holds open at once: bounds its file descriptors (threads x this in
+# all) while keeping the GIL hand-offs few (three per group of files).
+cdef enum:
+    _OPEN_GROUP = 64
+
 
 def read_files(list paths):
-    """Contents of each path as bytes, or None where there is no file (ENOENT, ENOTDIR, or
-    a directory: a key prefix, not a key). Any other error raises OSError naming the path. Non-regular files (or files
-    that change size while being read) are read with Python's own I/O instead."""
-    cdef Py_ssize_t n = len(paths), i
-    cdef list encoded = [os.fsencode(p) for p in paths]
+    """Contents of each path (str or bytes) as bytes, or None where there is no file (ENOENT,
+    ENOTDIR, or a directory: a key prefix, not a key). Any other error raises OSError naming
+    the path. Non-regular files (or files that change size while being read) are read with
+    Python's own I/O instead.
+
+    Per group of files: open and fstat them all without the GIL, allocate the bytes objects
+    (one byte longer than fstat said), then read and close them all without the GIL. A read
+    that fills the extra byte means the file grew; one that ends early means it shrank."""
+    cdef Py_ssize_t n = len(paths), i, g0, g1
+    cdef list encoded = [p if type(p) is bytes else os.fsencode(p) for p in paths]
     cdef const char** cpaths = <const char**>malloc((n + 1) * sizeof(char*))
     cdef int* fds = <int*>malloc((n + 1) * sizeof(int))
     cdef long* sizes = <long*>malloc((n + 1) * sizeof(long))
     cdef int* errs = <int*>malloc((n + 1) * sizeof(int))
     cdef char** bufs = <char**>malloc((n + 1) * sizeof(char*))
+    # the bytes objects, owned here alone (refcount 1) until they are shrunk to size
+    cdef PyObject** objs = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
     cdef stat st
-    cdef ssize_t got, r
-    if not (cpaths and fds and sizes and errs and bufs):
-        free(cpaths); free(fds); free(sizes); free(errs); free(bufs)
+    cdef ssize_t got, r, want
+    if not (cpaths and fds and sizes and errs and bufs and objs):
+        free(cpaths); free(fds); free(sizes); free(errs); free(bufs); free(objs)
         raise MemoryError()
     out = [None] * n
     try:
@@ -56,71 +91,216 @@ def read_files(list paths):
             fds[i] = -1
             sizes[i] = -1
             errs[i] = 0
-        with nogil:
-            for i in range(n):
-                fds[i] = open(cpaths[i], O_RDONLY | O_CLOEXEC)
-                if fds[i] < 0:
-                    errs[i] = errno
-                elif fstat(fds[i], &st) != 0:
-                    errs[i] = errno
-                elif S_ISREG(st.st_mode):
-                    sizes[i] = st.st_size
-                elif S_ISDIR(st.st_mode):
-                    errs[i] = ENOENT
-        for i in range(n):
-            if sizes[i] >= 0:
-                b = PyBytes_FromStringAndSize(NULL, sizes[i])
-                out[i] = b
-                bufs[i] = PyBytes_AS_STRING(b)
-            else:
+            objs[i] = NULL
+        for g0 in range(0, n, _OPEN_GROUP):
+            g1 = min(n, g0 + _OPEN_GROUP)
+            with nogil:
+                for i in range(g0, g1):
+                    fds[i] = open(cpaths[i], O_RDONLY | O_CLOEXEC)
+                    if fds[i] < 0:
+                        errs[i] = errno
+                    elif fstat(fds[i], &st) != 0:
+                        errs[i] = errno
+                    elif S_ISREG(st.st_mode):
+                        sizes[i] = st.st_size
+                    elif S_ISDIR(st.st_mode):
+                        errs[i] = ENOENT
+            for i in range(g0, g1):
                 bufs[i] = NULL
-        with nogil:
-            for i in range(n):
-                if bufs[i] == NULL:
-                    continue
-                got = 0
-                while got < sizes[i]:
-                    r = read(fds[i], bufs[i] + got, sizes[i] - got)
-                    if r < 0:
-                        if errno == EINTR:
-                            continue
-                        errs[i] = errno
-                        break
-                    if r == 0:
-                        break
-                    got += r
-                if errs[i] == 0 and got != sizes[i]:
-                    errs[i] = -1          # shrank while reading: redo in Python
-                elif errs[i] == 0:
-                    # One byte more than fstat said means the file grew: redo in Python.
-                    r = read(fds[i], &st, 1)
-                    if r < 0:
-                        errs[i] = errno
-                    elif r > 0:
-                        errs[i] = -1
+                if sizes[i] >= 0:
+                    b = PyBytes_FromStringAndSize(NULL, sizes[i] + 1)
+                    Py_INCREF(b)
+                    objs[i] = <PyObject*>b
+                    bufs[i] = PyBytes_AS_STRING(b)
+            b = None
+            with nogil:
+                for i in range(g0, g1):
+                    if bufs[i] != NULL:
+                        got = 0
+                        want = sizes[i] + 1
+                        while got < want:
+                            r = read(fds[i], bufs[i] + got, want - got)
+                            if r < 0:
+                                if errno == EINTR:
+                                    continue
+                                errs[i] = errno
+                                break
+                            got += r
+                            # A short read of a regular file is its end; at fstat's size
+                            # (the common case) that needs no further read call.
+                            if r == 0 or got == sizes[i]:
+                                break
+                        if errs[i] == 0 and got != sizes[i]:
+                            errs[i] = -1      # grew or shrank while reading: redo in Python
+                    if fds[i] >= 0:
+                        close(fds[i])
+                        fds[i] = -1
         for i in range(n):
             e = errs[i]
             if e == ENOENT or e == ENOTDIR:
                 out[i] = None
-            elif e == -1 or (e == 0 and sizes[i] < 0 and fds[i] >= 0):
+            elif e == -1 or (e == 0 and sizes[i] < 0):
                 try:                               # growing, shrinking or not a regular file
                     with open_py(paths[i]) as f:
                         out[i] = f.read()
                 except OSError as err:
                     if err.filename is None:
-                        raise OSError(err.errno, err.strerror, paths[i]) from err
+                        raise OSError(err.errno, err.strerror, os.fsdecode(paths[i])) from err
                     raise
             elif e != 0:
                 out[i] = None
-                raise OSError(e, strerror(e).decode(errors="replace"), paths[i])
+                raise OSError(e, strerror(e).decode(errors="replace"), os.fsdecode(paths[i]))
+            else:
+                _PyBytes_Resize(&objs[i], sizes[i])
+                out[i] = <object>objs[i]
     finally:
         for i in range(n):
             if fds[i] >= 0:
                 close(fds[i])
-        free(cpaths); free(fds); free(sizes); free(errs); free(bufs)
+            Py_XDECREF(objs[i])
+        free(cpaths); free(fds); free(sizes); free(errs); free(bufs); free(objs)
     return out
 
 
 def open_py(path):
     import builtins
     return builtins.open(path, "rb")
+
+
+cdef bint _valid_key(const char* k, Py_ssize_t n) noexcept nogil:
+    """The rules of chunkstore.storage.base.validate_key, for an ASCII key: not empty, no
+    leading '/', no backslash or NUL, and no empty, '.' or '..' path segment."""
+    cdef Py_ssize_t i, seg = 0
+    cdef char ch
+    if n == 0 or k[0] == 47:                        # '/'
+        return False
+    for i in range(n + 1):
+        ch = k[i] if i < n else 47
+        if ch == 92 or ch == 0:                     # backslash, NUL
+            return False
+        if ch == 47:
+            # segment k[seg:i] must not be "", "." or ".."
+            if i == seg or (i - seg == 1 and k[seg] == 46) or (
+                    i - seg == 2 and k[seg] == 46 and k[seg + 1] == 46):
+                return False
+            seg = i + 1
+    return True
+
+
+def key_paths(str root, list keys):
+    """The file path (bytes) of each store key under the directory root: root/key, with the
+    key's '/' separators as directory separators. Every key is validated first, as
+    chunkstore.storage.base.validate_key does (which raises the error for a bad one)."""
+    cdef bytes rootb = os.fsencode(root)
+    if not rootb.endswith(b"/"):
+        rootb += b"/"
+    cdef Py_ssize_t rlen = len(rootb), n = len(keys), i, klen
+    cdef const char* kp
+    cdef list out = [None] * n
+    cdef bytes b
+    for i in range(n):
+        k = keys[i]
+        if type(k) is str and PyUnicode_IS_ASCII(k):
+            kp = PyUnicode_AsUTF8AndSize(k, &klen)   # an ASCII str's own buffer: no copy
+            if _valid_key(kp, klen):
+                b = PyBytes_FromStringAndSize(NULL, rlen + klen)
+                memcpy(PyBytes_AS_STRING(b), <const char*>rootb, rlen)
+                memcpy(PyBytes_AS_STRING(b) + rlen, kp, klen)
+                out[i] = b
+                continue
+        validate_key(k)                              # raises for a bad key
+        out[i] = os.fsencode(os.path.join(root, *k.split("/")))
+    return out
+
+
+def write_files(list paths, list datas, bytes token_prefix, unsigned long long counter,
+                bint sync):
+    """Write datas[k] (bytes) to paths[k] (bytes) atomically, for each k in turn, without
+    the GIL: a new temporary file ``.<name>.<token_prefix><counter + k as 16 hex
+    digits>.partial`` beside the target (O_EXCL), the data, fsync when sync, close, and a
+    rename over the target. Returns (-1, 0) when all were written, else (k, errno) for the
+    first that failed (its temporary file removed; the ones before it are written)."""
+    cdef Py_ssize_t n = len(paths), k, i, plen, cut, tlen
+    if len(datas) != n:
+        raise ValueError("paths and datas differ in length")
+    if len(token_prefix) != 16:
+        raise ValueError("token_prefix must be 16 bytes")
+    cdef const char** cpaths = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef Py_ssize_t* plens = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef Py_ssize_t* srclen = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t maxlen = 0
+    cdef char* tmp = NULL
+    cdef const char* tp = token_prefix
+    cdef const char* hexd = b"0123456789abcdef"
+    cdef unsigned long long c
+    cdef int fd, err = 0
+    cdef Py_ssize_t failed = -1, done
+    cdef ssize_t r
+    if cpaths == NULL or plens == NULL or src == NULL or srclen == NULL:
+        free(cpaths); free(plens); free(src); free(srclen)
+        raise MemoryError()
+    try:
+        for k in range(n):
+            p = paths[k]
+            d = datas[k]
+            if type(p) is not bytes or type(d) is not bytes:
+                raise TypeError("write_files takes bytes paths and bytes data")
+            cpaths[k] = <bytes>p
+            plens[k] = len(<bytes>p)
+            src[k] = <bytes>d
+            srclen[k] = len(<bytes>d)
+            if plens[k] > maxlen:
+                maxlen = plens[k]
+        # ".<name>.<32 hex>.partial" beside the target: at most 1 + 1 + 32 + 8 more bytes
+        tmp = <char*>malloc(maxlen + 64)
+        if tmp == NULL:
+            raise MemoryError()
+        with nogil:
+            for k in range(n):
+                plen = plens[k]
+                cut = plen
+                while cut > 0 and cpaths[k][cut - 1] != 47:   # after the last '/'
+                    cut -= 1
+                memcpy(tmp, cpaths[k], cut)
+                tlen = cut
+                tmp[tlen] = 46                                 # '.'
+                memcpy(tmp + tlen + 1, cpaths[k] + cut, plen - cut)
+                tlen += 1 + plen - cut
+                tmp[tlen] = 46
+                memcpy(tmp + tlen + 1, tp, 16)
+                tlen += 17
+                c = counter + <unsigned long long>k
+                for i in range(16):
+                    tmp[tlen + 15 - i] = hexd[c & 15]
+                    c >>= 4
+                tlen += 16
+                memcpy(tmp + tlen, b".partial", 8)
+                tmp[tlen + 8] = 0
+                fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+                if fd < 0:
+                    err = errno
+                    failed = k
+                    break
+                done = 0
+                while done < srclen[k]:
+                    r = write(fd, src[k] + done, srclen[k] - done)
+                    if r < 0:
+                        if errno == EINTR:
+                            continue
+                        err = errno
+                        break
+                    done += r
+                if err == 0 and sync and fsync(fd) != 0:
+                    err = errno
+                if close(fd) != 0 and err == 0 and errno != EINTR:
+                    err = errno
+                if err == 0 and rename(tmp, cpaths[k]) != 0:
+                    err = errno
+                if err != 0:
+                    unlink(tmp)
+                    failed = k
+                    break
+    finally:
+        free(cpaths); free(plens); free(src); free(srclen); free(tmp)
+    return failed, err

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._fileio import read_files
+from ._fileio import key_paths, read_files, write_files
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
@@ -52,15 +52,23 @@ _token_state = {"pid": None, "prefix": "", "n": 0}
 _token_lock = threading.Lock()
 
 
-def _temp_token() -> str:
-    """A unique-enough temp-file tag without a syscall per write: a random prefix drawn
-    once per process (redrawn after fork) plus a counter. O_EXCL catches any clash."""
+def _reserve_tokens(n: int) -> tuple[bytes, int]:
+    """Temp-file tags for n writes without a syscall per write: a random 16-hex-digit prefix
+    drawn once per process (redrawn after fork) and the first of n counter values, each
+    written as 16 more hex digits. O_EXCL catches any clash."""
     with _token_lock:
         st = _token_state
         if st["pid"] != os.getpid():
             st["pid"], st["prefix"], st["n"] = os.getpid(), uuid.uuid4().hex[:16], 0
-        st["n"] += 1
-        return f"{st['prefix']}{st['n']:016x}"  # 32 hex digits, as _TEMP_RE expects
+        first = st["n"] + 1
+        st["n"] += n
+        return st["prefix"].encode("ascii"), first
+
+
+def _temp_token() -> str:
+    """One temp-file tag: 32 hex digits, as _TEMP_RE expects."""
+    prefix, n = _reserve_tokens(1)
+    return f"{prefix.decode('ascii')}{n:016x}"
 
 
 def _fsync_dir(path: str) -> None:
@@ -184,7 +192,7 @@ class DirectoryStore(BaseStore):
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(keys)
-        paths = [self._path(k) for k in keys]  # validate every key before any I/O
+        paths = key_paths(self.path, keys)  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
 
@@ -304,16 +312,33 @@ class DirectoryStore(BaseStore):
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         self._check_writable()
-        items = []
-        for k, v in mapping.items():
-            p = self._path(k)
-            if is_temp_name(os.path.basename(p)):
+        keys = list(mapping)
+        paths = key_paths(self.path, keys)  # validate every key (and value) before any I/O
+        for k in keys:
+            if k.endswith(_TEMP_SUFFIX) and is_temp_name(k.rsplit("/", 1)[-1]):
                 raise ValueError(
                     f"invalid store key {k!r}: the name is reserved for temporary files"
                 )
-            items.append((p, v))
-        for p, v in items:
-            self._write(p, ensure_bytes(v))
+        values = [v if type(v) is bytes else ensure_bytes(v) for v in mapping.values()]
+        # One batch of system calls without the GIL (see _fileio); an item the batch cannot
+        # write (a missing directory, a temp-name clash) is retried by _write, which creates
+        # directories and raises the proper error, and the batch goes on after it.
+        pos, dirs = 0, set()
+        while pos < len(paths):
+            prefix, first = _reserve_tokens(len(paths) - pos)
+            failed, err = write_files(paths[pos:], values[pos:], prefix, first, self.fsync)
+            if self.fsync:
+                dirs.update(os.path.dirname(p) for p in paths[pos:pos + failed if failed >= 0
+                                                               else len(paths)])
+            if failed < 0:
+                break
+            k = pos + failed
+            if err not in (errno.ENOENT, errno.EEXIST):
+                raise OSError(err, os.strerror(err), os.fsdecode(paths[k]))
+            self._write(os.fsdecode(paths[k]), values[k])
+            pos = k + 1
+        for d in dirs:
+            _fsync_dir(os.fsdecode(d))
 
     def _write(self, path: str, data: bytes) -> None:
         dirname, name = os.path.split(path)
@@ -385,7 +410,7 @@ class DirectoryStore(BaseStore):
 
     def delitems(self, keys: Iterable[str]) -> None:
         self._check_writable()
-        paths = [self._path(k) for k in keys]
+        paths = [os.fsdecode(p) for p in key_paths(self.path, list(keys))]
         dirs = set()
         for p in paths:
             try:

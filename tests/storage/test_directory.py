@@ -213,7 +213,7 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
     real_read_files = directory_mod.read_files
 
     def fake_read_files(paths):
-        if bad in map(str, paths):
+        if bad in map(os.fsdecode, paths):
             raise OSError(err, os.strerror(err), bad)
         return real_read_files(paths)
 
@@ -260,3 +260,66 @@ def test_list_errors_propagate(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "listdir", fake_listdir)
     with pytest.raises(OSError):
         s.listdir("a")
+
+
+# ------------------------------------------------------------------ batch writes (setitems)
+
+def test_setitems_creates_directories_and_takes_any_buffer(tmp_path):
+    import numpy as np
+    s = DirectoryStore(tmp_path / "root")
+    values = {"a/b/c/0.0": b"1", "a/b/c/0.1": bytearray(b"22"), "x": memoryview(b"333"),
+              "a/d": np.arange(3, dtype="<u2"), "a/b/c/0.2": b"4"}
+    s.setitems(values)
+    assert s["a/b/c/0.1"] == b"22" and s["x"] == b"333" and s["a/b/c/0.2"] == b"4"
+    assert s["a/d"] == np.arange(3, dtype="<u2").tobytes()
+    names = [n for _, _, fs in os.walk(tmp_path) for n in fs]
+    assert not [n for n in names if n.endswith(".partial")]
+
+
+def test_setitems_checks_every_key_and_value_before_writing(tmp_path):
+    s = DirectoryStore(tmp_path)
+    tmpname = f".k.{'a' * 32}.partial"
+    for bad in ({"ok": b"1", "../x": b"2"}, {"ok": b"1", tmpname: b"2"},
+                {"ok": b"1", "v": "a str"}):
+        with pytest.raises((ValueError, TypeError)):
+            s.setitems(bad)
+        assert os.listdir(tmp_path) == []
+
+
+def test_setitems_error_names_the_path_and_keeps_old_values(tmp_path):
+    s = DirectoryStore(tmp_path)
+    s["a"] = b"old"
+    (tmp_path / "blocker").mkdir()
+    (tmp_path / "blocker" / "f").write_bytes(b"")
+    with pytest.raises(IsADirectoryError) as ei:
+        s.setitems({"a": b"new", "blocker": b"x", "c": b"never"})
+    assert str(tmp_path / "blocker") in str(ei.value)
+    assert s["a"] == b"new" and "c" not in s            # written in order up to the failure
+    names = [n for _, _, fs in os.walk(tmp_path) for n in fs]
+    assert not [n for n in names if n.endswith(".partial")]
+
+
+def test_setitems_retries_a_temp_name_clash(tmp_path, monkeypatch):
+    import chunkstore.storage.directory as directory_mod
+    s = DirectoryStore(tmp_path)
+    prefix = b"feedfacefeedface"
+    # Another writer's temp file sits exactly where this writer's next temp file would go.
+    clash = tmp_path / f".k.{prefix.decode()}{1:016x}.partial"
+    clash.write_bytes(b"theirs")
+    real = directory_mod._reserve_tokens
+    calls = []
+
+    def tokens(n):
+        calls.append(n)
+        return (prefix, 1) if len(calls) == 1 else real(n)
+
+    monkeypatch.setattr(directory_mod, "_reserve_tokens", tokens)
+    s.setitems({"k": b"mine", "k2": b"two"})
+    assert s["k"] == b"mine" and s["k2"] == b"two" and clash.read_bytes() == b"theirs"
+
+
+def test_fsync_store_batch_writes(tmp_path):
+    s = DirectoryStore(tmp_path, fsync=True)
+    s.setitems({f"d{i % 3}/k{i}": bytes([i]) for i in range(10)})
+    assert s.getitems([f"d{i % 3}/k{i}" for i in range(10)]) == {
+        f"d{i % 3}/k{i}": bytes([i]) for i in range(10)}

@@ -1,11 +1,14 @@
-"""The batch file reader behind DirectoryStore.getitems."""
+"""The batch file I/O behind DirectoryStore: reads, atomic writes and key paths."""
 
 import errno
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chunkstore.storage._fileio import read_files
+from chunkstore.storage._fileio import key_paths, read_files, write_files
+from chunkstore.storage.base import validate_key
 
 
 def test_reads_files_and_reports_missing(tmp_path):
@@ -29,3 +32,108 @@ def test_real_io_error_propagates_naming_the_path(tmp_path):
 
 def test_empty_batch():
     assert read_files([]) == []
+
+
+# ------------------------------------------------------------------ reads in groups, /proc
+
+def test_more_files_than_one_open_group(tmp_path):
+    # read_files opens files in groups (bounding its descriptors); results keep their order.
+    names = [f"f{i}" for i in range(200)]
+    for i, n in enumerate(names):
+        if i % 7:
+            (tmp_path / n).write_bytes(str(i).encode() * (i % 50))
+    got = read_files([str(tmp_path / n) for n in names])
+    assert got == [None if i % 7 == 0 else str(i).encode() * (i % 50) for i in range(200)]
+    # no descriptor is left open
+    assert len(os.listdir("/proc/self/fd")) < 50
+
+
+def test_file_longer_than_fstat_says_is_read_whole():
+    # /proc files report size 0 but have content: the reader sees the extra byte and
+    # re-reads the file whole instead of returning a truncated value.
+    got = read_files([b"/proc/self/status"])[0]
+    assert got.startswith(b"Name:") and len(got) > 100
+
+
+# ------------------------------------------------------------------ key paths
+
+KEY_CHARS = st.sampled_from(list("ab0./\\\x00é-_"))
+
+
+@given(st.lists(st.text(KEY_CHARS, max_size=8), max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_key_paths_validate_like_validate_key(keys):
+    root = "/some/root"
+    for k in keys:
+        try:
+            validate_key(k)
+            ok = True
+        except ValueError:
+            ok = False
+        if ok:
+            assert key_paths(root, [k]) == [os.fsencode(os.path.join(root, *k.split("/")))]
+        else:
+            with pytest.raises(ValueError, match="invalid store key"):
+                key_paths(root, [k])
+
+
+def test_key_paths_batch_and_types():
+    assert key_paths("/r/", ["a/b", "0.0"]) == [b"/r/a/b", b"/r/0.0"]
+    with pytest.raises(ValueError, match="'ok/../x'"):
+        key_paths("/r", ["fine", "ok/../x"])
+    with pytest.raises(TypeError, match="must be str"):
+        key_paths("/r", [b"bytes"])
+
+
+# ------------------------------------------------------------------ batch writes
+
+TOKEN = b"0123456789abcdef"
+
+
+def temp_files(root):
+    return [n for _, _, fs in os.walk(root) for n in fs if n.endswith(".partial")]
+
+
+def test_write_files_replaces_atomically_and_leaves_no_temp(tmp_path):
+    paths = [os.fsencode(tmp_path / f"k{i}") for i in range(70)]
+    (tmp_path / "k3").write_bytes(b"old")
+    datas = [bytes([i]) * (i * 1000) for i in range(70)]
+    assert write_files(paths, datas, TOKEN, 1, False) == (-1, 0)
+    assert read_files(paths) == datas
+    assert temp_files(tmp_path) == []
+    assert write_files(paths[:2], [b"x", b"y"], TOKEN, 1000, True) == (-1, 0)  # with fsync
+    assert read_files(paths[:2]) == [b"x", b"y"]
+
+
+def test_write_files_stops_at_a_failure_and_cleans_up(tmp_path):
+    (tmp_path / "isdir").mkdir()
+    (tmp_path / "isdir" / "inner").write_bytes(b"keep")
+    paths = [os.fsencode(tmp_path / n) for n in ("a", "missing/b", "c", "isdir", "d")]
+    datas = [b"1", b"2", b"3", b"4", b"5"]
+    k, err = write_files(paths, datas, TOKEN, 1, False)
+    assert (k, err) == (1, errno.ENOENT)          # the missing directory: nothing after it
+    assert (tmp_path / "a").read_bytes() == b"1" and not (tmp_path / "c").exists()
+    k, err = write_files(paths[2:], datas[2:], TOKEN, 10, False)
+    assert (k, err) == (1, errno.EISDIR)          # rename over a directory fails
+    assert (tmp_path / "c").read_bytes() == b"3" and not (tmp_path / "d").exists()
+    assert (tmp_path / "isdir" / "inner").read_bytes() == b"keep"
+    assert temp_files(tmp_path) == []
+
+
+def test_write_files_temp_name_clash_is_reported(tmp_path):
+    # The temp name is .<name>.<prefix><counter as 16 hex digits>.partial; O_EXCL refuses a
+    # name that exists, and the caller retries that item under a fresh token.
+    clash = tmp_path / f".x.{TOKEN.decode()}{5:016x}.partial"
+    clash.write_bytes(b"someone else's")
+    assert write_files([os.fsencode(tmp_path / "x")], [b"v"], TOKEN, 5, False) == (
+        0, errno.EEXIST)
+    assert clash.read_bytes() == b"someone else's" and not (tmp_path / "x").exists()
+
+
+def test_write_files_argument_checks(tmp_path):
+    with pytest.raises(ValueError, match="differ in length"):
+        write_files([b"/a"], [], TOKEN, 0, False)
+    with pytest.raises(ValueError, match="16 bytes"):
+        write_files([], [], b"short", 0, False)
+    with pytest.raises(TypeError, match="bytes"):
+        write_files([str(tmp_path / "a")], [b"1"], TOKEN, 0, False)
