@@ -9,7 +9,8 @@ reported; ratios are other/chunkstore, so a ratio > 1 means chunkstore is faster
     python asv_bench/compare.py                    # 4096 x 4096, chunks 512 and 64
     python asv_bench/compare.py --size 512 --repeat 1    # smoke check, a few seconds
     python asv_bench/compare.py --markdown         # table for the README
-    python asv_bench/compare.py --threads-scaling  # chunkstore threads=1 vs 2
+    python asv_bench/compare.py --threads-scaling  # threads=1 vs 2, tensorstore as the peer
+    python asv_bench/compare.py --threads-scaling --dir /dev/shm   # the same in memory
 
 Fairness notes: tensorstore gets file_io_sync=false (chunkstore's DirectoryStore and zarr's
 LocalStore don't fsync either) and no chunk cache (its default, cache_pool 0). zarr and
@@ -188,6 +189,7 @@ def best_of(repeat, fn, before=None):
     for _ in range(repeat):
         if before is not None:
             before()
+        result = None  # free the last result before the clock starts, not inside the run
         gc.collect()
         t0 = time.perf_counter()
         result = fn()
@@ -421,37 +423,79 @@ def _cs_threads(threads):
     return chunkstore.config.get("threads")
 
 
+def _set_threads(adapter, n):
+    """Run the adapter's library with n threads (tensorstore: n-wide I/O and copy pools)."""
+    if adapter.name == "chunkstore":
+        adapter.cs.config.set(threads=n)
+    else:
+        adapter.context = adapter.ts.Context({
+            "file_io_sync": False, "cache_pool": {"total_bytes_limit": 0},
+            "data_copy_concurrency": {"limit": n}, "file_io_concurrency": {"limit": n}})
+
+
+def _settle():
+    """Between the write and the read phase: let the kernel write back what the writes left
+    dirty, so that its flusher threads don't compete with the timed reads for the cores.
+    (Not before every run: right after a sync the kernel still has work in flight, which
+    costs a 2-thread run more than a 1-thread one.)"""
+    os.sync()
+    time.sleep(1.0)
+
+
 def run_threads_scaling(args, data, root):
-    import chunkstore
-    adapter = ChunkstoreAdapter()
-    header = ["workload", "chunk", "threads=1 s", "threads=2 s", "speedup"]
+    """Whole-array write and read at 1 and 2 threads, for chunkstore and (as the peer
+    measured in the same run) tensorstore.
+
+    The runs alternate 1, 2, 1, 2, ... so that a slow spell of the machine hits both counts
+    alike, and the minimum of each is reported. Every timed write goes into a new array under
+    a new path; nothing is deleted until all runs of a chunk size are done, because deleting
+    thousands of files right before a timed write makes that write pay for the deletion (see
+    the README on ext4 without a journal)."""
+    libs = [lib for lib in available_libs(["chunkstore", "tensorstore"])]
+    header = ["workload", "chunk", "library", "threads=1 s", "threads=2 s", "speedup"]
     rows = []
     for chunk in args.chunks:
-        path = os.path.join(root, f"scaling_c{chunk}.zarr")
-        res = {}
-        for n in (1, 2):
-            chunkstore.config.set(threads=n)
-            holder = {}
-
-            def fresh():
-                holder.clear()
-                if os.path.exists(path):
-                    shutil.rmtree(path)
-                holder["a"] = adapter.create(path, data.shape, chunk)
-
-            res[("write", n)], _ = best_of(args.repeat,
-                                           lambda: adapter.write_whole(holder["a"], data),
-                                           before=fresh)
-            a = adapter.open(path)
-            res[("read", n)], got = best_of(args.repeat, lambda: adapter.read_whole(a))
-            check_equal(f"chunkstore threads={n} chunk={chunk} read_whole", got, data)
-        for op in ("write", "read"):
-            t1, t2 = res[(op, 1)], res[(op, 2)]
-            rows.append([f"{op} whole array", str(chunk), fmt_s(t1), fmt_s(t2),
-                         f"{t1 / t2:.2f}x"])
-    chunkstore.config.set(threads=None)
-    print(f"\nchunkstore thread scaling ({data.shape[0]}x{data.shape[1]} float32, min of "
-          f"{args.repeat}; {os.cpu_count()} cores):\n")
+        for lib in libs:
+            adapter = ADAPTERS[lib]()
+            times = {("write", 1): [], ("write", 2): [], ("read", 1): [], ("read", 2): []}
+            paths = []
+            for rep in range(args.repeat):
+                for n in (1, 2):
+                    _set_threads(adapter, n)
+                    path = os.path.join(root, f"scaling_{lib}_c{chunk}_{rep}_{n}.zarr")
+                    paths.append(path)
+                    a = adapter.create(path, data.shape, chunk)
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    adapter.write_whole(a, data)
+                    times[("write", n)].append(time.perf_counter() - t0)
+                    del a
+            _settle()
+            a = adapter.open(paths[0])
+            for rep in range(args.repeat):
+                for n in (1, 2):
+                    _set_threads(adapter, n)
+                    if lib == "tensorstore":
+                        a = adapter.open(paths[0])  # the context (pool sizes) is per open
+                    got = None  # free the last result before the clock starts
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    got = adapter.read_whole(a)
+                    times[("read", n)].append(time.perf_counter() - t0)
+                    check_equal(f"{lib} threads={n} chunk={chunk} read_whole", got, data)
+            del a, got
+            for path in paths:
+                shutil.rmtree(path)
+            for op in ("write", "read"):
+                t1, t2 = min(times[(op, 1)]), min(times[(op, 2)])
+                rows.append([f"{op} whole array", str(chunk), lib, fmt_s(t1), fmt_s(t2),
+                             f"{t1 / t2:.2f}x"])
+            print(f"[compare] {lib} chunk={chunk} done", file=sys.stderr)
+    if "chunkstore" in libs:
+        import chunkstore
+        chunkstore.config.set(threads=None)
+    print(f"\nThread scaling, whole array ({data.shape[0]}x{data.shape[1]} float32), min of "
+          f"{args.repeat} alternating runs; {os.cpu_count()} cores; arrays under {root}:\n")
     print_table(header, rows, args.markdown)
 
 
@@ -470,7 +514,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=None,
                    help="chunkstore.config.set(threads=N) (default: the core count)")
     p.add_argument("--threads-scaling", action="store_true",
-                   help="only time chunkstore whole-array read/write at threads=1 and 2")
+                   help="only time whole-array read/write at threads=1 and 2 (chunkstore, "
+                   "and tensorstore as the peer)")
     p.add_argument("--dir", default=None, help="where to write the arrays (default: a temp "
                    "dir, removed at the end)")
     p.add_argument("--_mem-child", nargs=2, metavar=("LIB", "PATH"), help=argparse.SUPPRESS)

@@ -47,7 +47,10 @@ def set(threads: int | None = None) -> None:  # noqa: A001 - mirrors dask.config
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     with _lock:
         _settings["threads"] = threads
-        if _pool is not None and _pool_size != get("threads"):
+        n = get("threads")
+        # A pool of another size is replaced; going single-threaded keeps it (idle threads
+        # cost nothing), so that switching back needs no new threads.
+        if _pool is not None and n > 1 and _pool_size != n:
             _pool.shutdown(wait=False)
             _pool = None
 

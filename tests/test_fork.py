@@ -5,9 +5,11 @@ fork trap, is switched off."""
 import multiprocessing as mp
 
 import numcodecs
+import pytest
 import numpy as np
 
 import chunkstore as cs
+from chunkstore import config
 
 
 def _child_reads(path, i, q):
@@ -60,3 +62,22 @@ def test_multiprocessing_pool_workers(tmp_path):
     assert means == [0.0, 32.0, 64.0, 96.0]
     got = cs.open_array(path, mode="r")[...]
     np.testing.assert_array_equal(got[:, 0], np.repeat(np.arange(0, 128, 32), 32))
+
+
+def test_pool_kept_across_single_threaded_spells():
+    # Switching to one thread keeps the pool (idle); switching back reuses it, and only a
+    # different size replaces it.
+    cs.config.set(threads=2)
+    try:
+        pool = config.executor()
+        assert pool is not None
+        cs.config.set(threads=1)
+        assert config.executor() is None
+        cs.config.set(threads=2)
+        assert config.executor() is pool
+        cs.config.set(threads=3)
+        assert config.executor() is not pool
+        with pytest.raises(ValueError, match="positive integer"):
+            cs.config.set(threads=0)
+    finally:
+        cs.config.set(threads=None)
