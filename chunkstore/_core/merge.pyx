@@ -16,6 +16,7 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport DimCopy, copy_nd
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
+# (blosc_validate_fn and blosc_decompress_fn come from merge.pxd)
 
 cnp.import_array()
 
@@ -358,10 +359,6 @@ def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
 
 
 # ---------------------------------------------------------------- batch decode + merge
-
-ctypedef int (*blosc_validate_fn)(const void*, size_t, size_t*) noexcept nogil
-ctypedef int (*blosc_decompress_fn)(const void*, void*, size_t, int) noexcept nogil
-
 
 cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
                              Py_ssize_t* chunk_shape, Py_ssize_t itemsize,
