@@ -735,6 +735,8 @@ class Array(nodes.Node):
             return
         full = plan.full_mask()
         edge = self._edges(plan.chunk_coords())
+        # chunks that start as fill when nothing is stored: partly covered or at the edge
+        prefill = (edge.astype(bool) | ~full).view(np.uint8)
         scalar = v.ndim == 0
         value = np.broadcast_to(np.expand_dims(v, drop) if drop and v.ndim else v,
                                 plan.sel_shape)
@@ -749,7 +751,8 @@ class Array(nodes.Node):
                 shared = self._codec.encode(c)
         scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
         errors_first = self._is_object  # object encoders may fail on values: encode all first
-        # Whole chunks of a Blosc array are built and compressed in one GIL-free call a batch.
+        # The chunks of a Blosc array are decompressed (if partly covered and stored), merged
+        # with the value and compressed in one GIL-free call a batch.
         fast = None if self._is_object else getattr(self._codec, "fast_blosc_encode", None)
 
         _, seq, groups = self._schedule(plan, keys)
@@ -759,7 +762,7 @@ class Array(nodes.Node):
             need = [keys[i] for i in idx if not full[i]]
             existing = getitems(self._chunk_store, need) if need else {}
             to_set, to_del = {}, []
-            whole = []
+            todo, olds = [], []
             for i in idx:
                 k = keys[i]
                 if full[i] and scalar and not edge[i] and not self._is_object:
@@ -768,10 +771,11 @@ class Array(nodes.Node):
                     else:
                         to_set[k] = shared
                     continue
+                if fast is not None:
+                    todo.append(i)
+                    olds.append(None if full[i] else existing.get(k))
+                    continue
                 if full[i]:
-                    if fast is not None:
-                        whole.append(i)
-                        continue
                     chunk = self._new_chunk() if edge[i] else np.empty(
                         self._chunks, dtype=self.dtype, order=self.order)
                 else:
@@ -784,8 +788,8 @@ class Array(nodes.Node):
                 else:
                     merge.scatter(plan, i, value, chunk)
                 self._finish_chunk(k, chunk, to_set, to_del)
-            if whole:
-                self._fast_encode(plan, whole, value, keys, edge, to_set, to_del)
+            if todo:
+                self._fast_encode(plan, todo, olds, value, keys, prefill, to_set, to_del)
             if errors_first:
                 return to_set, to_del
             self._store_chunks(to_set, to_del)
@@ -797,18 +801,20 @@ class Array(nodes.Node):
         else:
             self._run(n, work, groups)
 
-    def _fast_encode(self, plan, idx, value, keys, edge, to_set, to_del):
-        """Chunks idx, each covered whole by value: built and Blosc-compressed in one GIL-free
-        call (see merge.blosc_scatter_encode). A chunk the kernel cannot compress goes
-        through the codec, which raises the proper error for it."""
+    def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
+        """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
+        value and Blosc-compressed in one GIL-free call (merge.blosc_scatter_encode). A
+        chunk the kernel cannot decompress or compress goes through the codec, which raises
+        the proper error for it."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         drop = not self._write_empty_chunks
-        params = self._codec.fast_blosc_encode
+        params, decode = self._codec.fast_blosc_encode, self._codec.fast_blosc
         pos = 0
         while pos < len(idx):
             out = []
-            failed = merge.blosc_scatter_encode(plan, idx[pos:], value, scratch, edge,
-                                                self._fill_item, drop, params, out)
+            failed = merge.blosc_scatter_encode(plan, idx[pos:], value, scratch, prefill,
+                                                olds[pos:], self._fill_item, drop, params,
+                                                decode, out)
             for i, data in zip(idx[pos:], out):
                 if data is None:
                     to_del.append(keys[i])
@@ -816,8 +822,9 @@ class Array(nodes.Node):
                     to_set[keys[i]] = data
             if failed < 0:
                 return
-            i = idx[pos + failed]
-            chunk = self._new_chunk()
+            i, old = idx[pos + failed], olds[pos + failed]
+            chunk = (self._new_chunk() if old is None
+                     else self._decode(old, keys[i], writable=True))
             merge.scatter(plan, i, value, chunk)
             self._finish_chunk(keys[i], chunk, to_set, to_del)
             pos += failed + 1

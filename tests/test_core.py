@@ -137,6 +137,9 @@ def test_format_keys_per_row_heads_and_errors():
 
 # ------------------------------------------------------------------ batch scatter + encode
 
+_DECODE = ChunkCodecV2(np.dtype("<f4"), (4,), "C", numcodecs.Blosc(), None).fast_blosc
+
+
 def _encode_all(value, chunk_shape, params, fill, drop_fill=False, order="C"):
     """Whole-array plan over value; every touched chunk built and compressed by the kernel."""
     sel = ix.basic_or_fancy(Ellipsis, value.shape, chunk_shape, "t")
@@ -147,7 +150,8 @@ def _encode_all(value, chunk_shape, params, fill, drop_fill=False, order="C"):
     scratch = np.empty(chunk_shape, value.dtype, order=order)
     out = []
     failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value, scratch, edge,
-                                        np.array([fill], value.dtype), drop_fill, params, out)
+                                        [None] * plan.nchunks, np.array([fill], value.dtype),
+                                        drop_fill, params, _DECODE, out)
     return failed, coords.tolist(), out
 
 
@@ -305,3 +309,54 @@ def test_array_reads_from_files_fall_back_for_errors(tmp_path):
     z2 = cs.open_array(str(tmp_path / "a"), mode="r", missing_chunks="error")
     with pytest.raises(ChunkNotFoundError, match="'3'"):
         z2[9:]
+
+
+def test_blosc_scatter_encode_merges_into_stored_chunks():
+    # A window over partly covered chunks: stored ones are decompressed and updated, missing
+    # ones start as fill; a stored frame that does not decompress is reported by position.
+    comp = numcodecs.Blosc(cname="zstd")
+    codec = ChunkCodecV2(np.dtype("<i4"), (4, 4), "C", comp, None)
+    stored = np.arange(64, dtype="<i4").reshape(8, 8)
+    sel = ix.basic_or_fancy((slice(2, 7), slice(1, 6)), (8, 8), (4, 4), "t")
+    plan = sel.plan
+    coords = plan.chunk_coords().tolist()
+    value = np.full((5, 5), -1, dtype="<i4")
+    olds = [comp.encode(np.ascontiguousarray(stored[r * 4:r * 4 + 4, c * 4:c * 4 + 4]))
+            if (r, c) != (1, 1) else None for r, c in coords]
+    prefill = np.ones(plan.nchunks, dtype=np.uint8)
+    out = []
+    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value,
+                                        np.empty((4, 4), "<i4"), prefill, olds,
+                                        np.array([7], "<i4"), False, codec.fast_blosc_encode,
+                                        codec.fast_blosc, out)
+    assert failed == -1
+    expected = stored.copy()
+    expected[4:8, 4:8] = 7                      # the missing chunk starts as fill
+    expected[2:7, 1:6] = -1
+    for (r, c), got in zip(coords, out):
+        np.testing.assert_array_equal(
+            codec.decode(got), expected[r * 4:r * 4 + 4, c * 4:c * 4 + 4])
+    olds[2] = b"\x02\x01" + bytes(30)            # not a valid frame
+    out = []
+    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value,
+                                        np.empty((4, 4), "<i4"), prefill, olds,
+                                        np.array([7], "<i4"), False, codec.fast_blosc_encode,
+                                        codec.fast_blosc, out)
+    assert failed == 2 and len(out) == 2
+
+
+def test_array_partial_write_over_a_corrupt_chunk_names_it(tmp_path):
+    import chunkstore as cs
+    from chunkstore.errors import ChunkDecodeError
+    z = cs.open_array(str(tmp_path / "a"), mode="w", shape=(8, 8), chunks=(4, 4), dtype="<i4")
+    z[...] = 1
+    (tmp_path / "a" / "0.1").write_bytes(b"garbage")
+    with pytest.raises(ChunkDecodeError, match="'0.1'"):
+        z[1:3, 1:7] = 5
+    assert (tmp_path / "a" / "0.1").read_bytes() == b"garbage"   # left as it was
+    # every other chunk still decodes, holding either its old or its new values
+    block = z[0:4, 0:4]
+    assert set(np.unique(block)) <= {1, 5} and (block[[0, 3], :] == 1).all()
+    np.testing.assert_array_equal(z[4:, :], 1)
+    z[1:3, 1:3] = 5                             # chunks that decode are still writable
+    assert (z[1:3, 1:3] == 5).all()

@@ -546,19 +546,22 @@ cdef enum:
 
 
 def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scratch,
-                         edge, cnp.ndarray fill_item, bint drop_fill, tuple params,
-                         list out):
-    """Build whole chunks from value and Blosc-compress them, a batch without the GIL.
+                         prefill, list olds, cnp.ndarray fill_item, bint drop_fill,
+                         tuple params, tuple decode, list out):
+    """Build chunks from value and Blosc-compress them, a batch without the GIL.
 
-    Each idx[k] is a touched chunk that the selection covers entirely (within the array). Its
-    chunk is built in scratch (chunk-shaped, contiguous, in the chunk's order): pre-filled
-    with fill_item when edge[idx[k]] is true (the chunk reaches past the array's end), then
-    value's block scattered in. out gets the compressed bytes, or None when drop_fill is set
-    and the chunk is all fill (the caller deletes it). params is (compress_addr, clevel,
+    Each idx[k] is a touched chunk. Its chunk is built in scratch (chunk-shaped, contiguous,
+    in the chunk's order): decompressed from olds[k], its stored Blosc frame, when that is
+    not None; else pre-filled with fill_item when prefill[idx[k]] is true (the selection
+    does not cover the chunk whole, or the chunk reaches past the array's end); then value's
+    block is scattered in. out gets the compressed bytes, or None when drop_fill is set and
+    the chunk is all fill (the caller deletes it). params is (compress_addr, clevel,
     shuffle, typesize, cname bytes, blocksize): c-blosc's blosc_compress_ctx and its
-    arguments, resolved as numcodecs would. Returns -1 when every chunk was done, else the
-    position k of the first chunk that failed to compress; out then holds the results before
-    k (the caller encodes that chunk the slow way, for a proper error, and continues).
+    arguments, resolved as numcodecs would; decode is (validate_addr, decompress_addr) of
+    blosc_cbuffer_validate and blosc_decompress_ctx. Returns -1 when every chunk was done,
+    else the position k of the first chunk whose stored frame did not decompress or which
+    failed to compress; out then holds the results before k (the caller builds that chunk
+    the slow way, for a proper error, and continues).
     """
     cdef int nd = plan.ndim, d
     cdef Py_ssize_t n = len(idx), k, ii
@@ -572,10 +575,16 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
         raise ValueError("scratch must be contiguous")
     if fill_item.size != 1 or fill_item.dtype.itemsize != scratch.dtype.itemsize:
         raise ValueError("fill_item must be one element of the chunk's itemsize")
-    cdef const unsigned char[:] edges = edge if edge is not None else None
-    if edge is not None and edges.shape[0] != plan.nchunks:
-        raise ValueError("edge needs one flag per touched chunk")
+    cdef const unsigned char[:] pre = prefill
+    if pre.shape[0] != plan.nchunks:
+        raise ValueError("prefill needs one flag per touched chunk")
+    if len(olds) != len(idx):
+        raise ValueError("olds needs one entry per chunk")
     compress_addr, clevel, shuffle, typesize, cname, blocksize = params
+    validate_addr, decompress_addr = decode
+    cdef blosc_validate_fn validate = <blosc_validate_fn><void*><size_t>validate_addr
+    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*><size_t>decompress_addr
+    cdef size_t got_nbytes
     cdef blosc_compress_fn compress = <blosc_compress_fn><void*><size_t>compress_addr
     cdef int c_clevel = clevel, c_shuffle = shuffle
     cdef size_t c_typesize = typesize, c_blocksize = blocksize
@@ -591,8 +600,11 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     cdef PyObject** dests = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
     cdef char** dptr = <char**>malloc((n + 1) * sizeof(char*))
     cdef int* sizes = <int*>malloc((n + 1) * sizeof(int))
-    if ids == NULL or dests == NULL or dptr == NULL or sizes == NULL:
-        free(ids); free(dests); free(dptr); free(sizes)
+    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
+    if ids == NULL or dests == NULL or dptr == NULL or sizes == NULL or src == NULL \
+            or srclen == NULL:
+        free(ids); free(dests); free(dptr); free(sizes); free(src); free(srclen)
         raise MemoryError()
     for k in range(n):
         dests[k] = NULL
@@ -601,13 +613,22 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t* vstr = <Py_ssize_t*>value.strides
     cdef Py_ssize_t failed = -1
-    cdef bint has_edges = edge is not None
     try:
         for k in range(n):
             ii = idx[k]
             if ii < 0 or ii >= plan.nchunks:
                 raise IndexError(f"touched-chunk index {ii} out of range")
             ids[k] = ii
+            o = olds[k]
+            if o is None:
+                src[k] = NULL
+                srclen[k] = 0
+            else:
+                if type(o) is not bytes:
+                    o = bytes(o)
+                    olds[k] = o           # the caller's list keeps it alive for the loop
+                src[k] = <const char*>(<bytes>o)
+                srclen[k] = len(<bytes>o)
             # The destination bytes, owned only by dests[k] (refcount 1), so that it can be
             # shrunk in place to the compressed size afterwards.
             b = PyBytes_FromStringAndSize(NULL, cap)
@@ -616,9 +637,16 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
             dptr[k] = PyBytes_AS_STRING(b)
             sizes[k] = 0
         b = None
+        o = None
         with nogil:
             for k in range(n):
-                if has_edges and edges[ids[k]]:
+                if src[k] != NULL:
+                    if srclen[k] < 16 or validate(src[k], srclen[k], &got_nbytes) != 0 \
+                            or got_nbytes != nbytes \
+                            or decompress(src[k], sdata, nbytes, 1) != <int>nbytes:
+                        failed = k
+                        break
+                elif pre[ids[k]]:
                     _repeat_item(sdata, fp, itemsize, nitems)
                 _ortho_copy_ptr(plan, ids[k], sdata, sstr, vdata, vstr, itemsize, 1)
                 if drop_fill and _all_fill(&ft, sdata, nitems):
@@ -638,5 +666,5 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     finally:
         for k in range(n):
             Py_XDECREF(dests[k])
-        free(ids); free(dests); free(dptr); free(sizes)
+        free(ids); free(dests); free(dptr); free(sizes); free(src); free(srclen)
     return failed
