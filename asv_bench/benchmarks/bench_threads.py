@@ -4,12 +4,17 @@ Blosc lz4, in a DirectoryStore), at chunkstore.config.set(threads=1) and threads
 time_* track each count's time; track_speedup tracks threads=1 time / threads=2 time
 directly (the issue's target is >= 1.7 on a 2-core machine). The speedup is measured in
 alternating runs (1, 2, 1, 2, ...) so that a slow spell of the machine hits both counts
-alike, and the minimum of each count is used. Writes overwrite the array in place, so no
-run pays for another run's file deletions. `python asv_bench/compare.py --threads-scaling`
-measures the same with fresh arrays and tensorstore as the peer.
+alike, and the minimum of each count is used. Every timed write goes into a new array, and
+nothing is deleted until the process ends: overwriting or deleting thousands of chunk files
+makes later file creation slow on some filesystems (ext4 without a journal skips recently
+freed inodes), which would be charged to whichever run came next.
+`python asv_bench/compare.py --threads-scaling` measures the same with tensorstore as the
+peer.
 """
 
+import atexit
 import gc
+import itertools
 import os
 import shutil
 import tempfile
@@ -22,6 +27,8 @@ import chunkstore as cs
 from .bench_core import compressor, make_data
 
 _DATA = None
+_DIR = None
+_COUNT = itertools.count()
 
 
 def _data():
@@ -31,26 +38,36 @@ def _data():
     return _DATA
 
 
+def _new_array(chunk):
+    """A new, empty array under this process's scratch directory (removed at exit)."""
+    global _DIR
+    if _DIR is None:
+        _DIR = tempfile.mkdtemp(prefix="chunkstore-asv-threads-")
+        atexit.register(shutil.rmtree, _DIR, True)
+    return cs.open_array(os.path.join(_DIR, f"a{next(_COUNT)}.zarr"), mode="w",
+                         shape=_data().shape, chunks=(chunk, chunk), dtype="f4",
+                         compressor=compressor(), fill_value=0)
+
+
 class WholeArrayThreads:
     params = ([512, 64], [1, 2])
     param_names = ["chunk", "threads"]
     timeout = 300
+    number = 1          # setup (a new array to write into) before every timed call
+    repeat = (3, 10, 60.0)
 
     def setup(self, chunk, threads):
-        self.dir = tempfile.mkdtemp(prefix="chunkstore-asv-threads-")
         self.data = _data()
-        self.z = cs.open_array(os.path.join(self.dir, "a.zarr"), mode="w",
-                               shape=self.data.shape, chunks=(chunk, chunk), dtype="f4",
-                               compressor=compressor(), fill_value=0)
-        self.z[...] = self.data
+        self.z = _new_array(chunk)
+        self.full = _new_array(chunk) if not hasattr(self, "full") else self.full
+        self.full[...] = self.data
         cs.config.set(threads=threads)
 
     def teardown(self, chunk, threads):
         cs.config.set(threads=None)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def time_read_whole(self, chunk, threads):
-        self.z[...]
+        self.full[...]
 
     def time_write_whole(self, chunk, threads):
         self.z[...] = self.data
@@ -65,16 +82,13 @@ class ThreadSpeedup:
     number = 1
 
     def setup(self, chunk, op):
-        self.dir = tempfile.mkdtemp(prefix="chunkstore-asv-speedup-")
         self.data = _data()
-        self.z = cs.open_array(os.path.join(self.dir, "a.zarr"), mode="w",
-                               shape=self.data.shape, chunks=(chunk, chunk), dtype="f4",
-                               compressor=compressor(), fill_value=0)
+        self.chunk = chunk
+        self.z = _new_array(chunk)
         self.z[...] = self.data
 
     def teardown(self, chunk, op):
         cs.config.set(threads=None)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def track_speedup(self, chunk, op):
         best = {1: float("inf"), 2: float("inf")}
@@ -83,12 +97,13 @@ class ThreadSpeedup:
             for n in (1, 2):
                 cs.config.set(threads=n)
                 result = None
+                target = self.z if op == "read" else _new_array(self.chunk)
                 gc.collect()
                 t0 = time.perf_counter()
                 if op == "read":
-                    result = self.z[...]
+                    result = target[...]
                 else:
-                    self.z[...] = self.data
+                    target[...] = self.data
                 best[n] = min(best[n], time.perf_counter() - t0)
         if op == "read":
             assert np.array_equal(result, self.data)
