@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from chunkstore._core.keys import format_keys
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.storage.base import getitems as _getitems
 from chunkstore.storage.base import getsize as _getsize
@@ -397,6 +398,10 @@ class ShardedStoreView(MutableMapping):
         for k, p in enumerate(perm):
             strides[p] = enc_strides[k]
         self._axis_strides = tuple(strides)
+        # in-shard key tail ("i.j") -> index row, filled as keys are seen (at most one
+        # entry per inner chunk of a shard): parsing every key again is what made a
+        # sharded whole-array read slower than an unsharded one
+        self._tail_slots: dict[str, int] = {}
         self._partial_ok = not self._post
         self._chunk_key = meta.chunk_key
         self.invalidate()
@@ -439,16 +444,12 @@ class ShardedStoreView(MutableMapping):
         if nd == 0:  # a 0-d array has one chunk
             return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
         c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
+        if not len(c):
+            return []
         per = np.asarray(self.chunks_per_shard, dtype=np.int64)
-        shard_part: dict = {}
-        out = []
-        for s, w in zip((c // per).tolist(), (c % per).tolist()):
-            ts = tuple(s)
-            head = shard_part.get(ts)
-            if head is None:
-                head = shard_part[ts] = f"{self._prefix}{self._chunk_key(ts)}|"
-            out.append(head + ".".join(map(str, w)))
-        return out
+        shards, which = np.unique(c // per, axis=0, return_inverse=True)
+        heads = [f"{self._prefix}{self._chunk_key(tuple(s))}|" for s in shards.tolist()]
+        return format_keys(c % per, ".", heads, which.reshape(-1))
 
     def shard_key(self, shard_coords: Sequence[int]) -> str:
         """The store key of the shard at shard-grid coordinates."""
@@ -524,9 +525,17 @@ class ShardedStoreView(MutableMapping):
 
     def _group(self, keys: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
         groups: dict[str, list[tuple[str, int]]] = {}
+        tails, prefix = self._tail_slots, self._prefix
         for k in keys:
-            skey, within = self._parse(k)
-            groups.setdefault(skey, []).append((k, self._slot(within)))
+            slot = None
+            if type(k) is str:
+                skey, bar, tail = k.rpartition("|")
+                if bar and skey.startswith(prefix):
+                    slot = tails.get(tail)
+            if slot is None:
+                skey, within = self._parse(k)  # validates (KeyError / TypeError)
+                slot = tails[k.rpartition("|")[2]] = self._slot(within)
+            groups.setdefault(skey, []).append((k, slot))
         return groups
 
     def _error(self, skey: str, e: Exception) -> ChunkDecodeError:
