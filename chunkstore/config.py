@@ -18,10 +18,13 @@ _lock = threading.Lock()
 _settings = {"threads": None}
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_CORES = os.cpu_count() or 1
 
 
 def _default_threads() -> int:
     env = os.environ.get("CHUNKSTORE_THREADS")
+    if env is None:
+        return _CORES
     if env:
         try:
             n = int(env)

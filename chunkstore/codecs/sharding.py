@@ -444,9 +444,10 @@ class ShardedStoreView(MutableMapping):
         if nd == 0:  # a 0-d array has one chunk
             return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
         c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
-        if not len(c):
-            return []
         per = np.asarray(self.chunks_per_shard, dtype=np.int64)
+        if len(c) <= 16:  # a few keys: cheaper in Python than a numpy unique
+            return [f"{self._prefix}{self._chunk_key(tuple(s))}|{'.'.join(map(str, w))}"
+                    for s, w in zip((c // per).tolist(), (c % per).tolist())]
         shards, which = np.unique(c // per, axis=0, return_inverse=True)
         heads = [f"{self._prefix}{self._chunk_key(tuple(s))}|" for s in shards.tolist()]
         return format_keys(c % per, ".", heads, which.reshape(-1))

@@ -503,8 +503,10 @@ class ArrayMetadataV3:
         """Memory layout of a decoded chunk (an inner chunk, if sharded): ``"F"`` when the
         transposes reverse the axes, else ``"C"``."""
         if self._info["sharding"] is not None:
-            return _codecs.codec_chain_info(self.inner_codecs, self.dtype, self.inner_chunks,
-                                            self.fill_value)["order"]
+            if "inner_order" not in self._info:  # worked out once: reads ask for it often
+                self._info["inner_order"] = _codecs.codec_chain_info(
+                    self.inner_codecs, self.dtype, self.inner_chunks, self.fill_value)["order"]
+            return self._info["inner_order"]
         return self._info["order"]
 
     @property
