@@ -433,6 +433,33 @@ def _set_threads(adapter, n):
             "data_copy_concurrency": {"limit": n}, "file_io_concurrency": {"limit": n}})
 
 
+def _memcpy_scaling(data, repeat):
+    """The machine's own ceiling, as a reference row: copying the array's worth of memory
+    (numpy copies release the GIL) with 1 and with 2 threads, each on its own buffers. Where
+    one core nearly saturates memory bandwidth, memory-bound work cannot scale either."""
+    from concurrent.futures import ThreadPoolExecutor
+    half = data.size // 2
+    srcs = [np.ones(half, data.dtype) for _ in range(2)]
+    dsts = [np.zeros(half, data.dtype) for _ in range(2)]
+
+    def job(k):
+        np.copyto(dsts[k], srcs[k])
+
+    best = {1: float("inf"), 2: float("inf")}
+    with ThreadPoolExecutor(2) as ex:
+        for _ in range(repeat):
+            for n in (1, 2):
+                t0 = time.perf_counter()
+                if n == 1:
+                    job(0)
+                    job(1)
+                else:
+                    list(ex.map(job, (0, 1)))
+                best[n] = min(best[n], time.perf_counter() - t0)
+    return [f"memcpy {data.nbytes >> 20} MiB (reference)", "-", "numpy", fmt_s(best[1]),
+            fmt_s(best[2]), f"{best[1] / best[2]:.2f}x"]
+
+
 def _settle():
     """Between the write and the read phase: let the kernel write back what the writes left
     dirty, so that its flusher threads don't compete with the timed reads for the cores.
@@ -507,6 +534,7 @@ def run_threads_scaling(args, data, root):
                 rows.append([name, str(chunk), lib, fmt_s(t1), fmt_s(t2),
                              f"{t1 / t2:.2f}x"])
             print(f"[compare] {lib} chunk={chunk} done", file=sys.stderr)
+    rows.append(_memcpy_scaling(data, args.repeat))
     if "chunkstore" in libs:
         import chunkstore
         chunkstore.config.set(threads=None)
