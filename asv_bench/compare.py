@@ -215,14 +215,19 @@ def run_lib(adapter, data, sel, chunk, root, repeat):
     times = {}
     holder = {}
 
-    def fresh():  # every timed whole write goes into a new, empty array
+    def fresh():
+        # Every timed whole write goes into a new, empty array under a new path. Nothing is
+        # deleted until the end of the whole comparison: deleting thousands of chunk files
+        # right before a timed write makes that write pay for it on some filesystems (ext4
+        # without a journal skips recently freed inodes when it allocates new ones).
         holder.pop("a", None)
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        holder["a"] = adapter.create(path, data.shape, chunk)
+        holder["n"] = holder.get("n", 0) + 1
+        holder["path"] = f"{path}.{holder['n']}"
+        holder["a"] = adapter.create(holder["path"], data.shape, chunk)
 
     times["write_whole"], _ = best_of(repeat, lambda: adapter.write_whole(holder["a"], data),
                                       before=fresh)
+    path = holder["path"]
     holder.clear()
     a = adapter.open(path, mode="r")
 
@@ -375,12 +380,14 @@ def print_table(header, rows, markdown):
 # ---------------------------------------------------------------------------- modes
 def run_compare(args, libs, data, sel, root):
     results = {}  # (chunk, lib) -> {workload: s}
+    paths = {}  # (chunk, lib) -> the array the reads used
     for chunk in args.chunks:
         for lib in libs:
             adapter = ADAPTERS[lib](threads=args.threads)
             t0 = time.perf_counter()
             times, path = run_lib(adapter, data, sel, chunk, root, args.repeat)
             results[(chunk, lib)] = times
+            paths[(chunk, lib)] = path
             print(f"[compare] {lib:<11} chunk={chunk:<4} done in "
                   f"{time.perf_counter() - t0:5.1f}s, all results verified", file=sys.stderr)
     print(f"\nAll libraries read back data identical to the source "
@@ -406,8 +413,7 @@ def run_compare(args, libs, data, sel, root):
     rows = []
     for chunk in args.chunks:
         for lib in libs:
-            path = os.path.join(root, f"{lib}_c{chunk}.zarr")
-            m = measure_memory(lib, path, args.threads)
+            m = measure_memory(lib, paths[(chunk, lib)], args.threads)
             extra = m["peak"] - m["baseline"]
             rows.append([lib, str(chunk), f"{m['nbytes'] / 2**20:.1f}",
                          f"{m['baseline'] / 2**20:.1f}", f"{extra / 2**20:.1f}",
