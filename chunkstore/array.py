@@ -397,20 +397,33 @@ class Array(nodes.Node):
 
     @staticmethod
     def _wait(futures):
-        # One wake-up when all are done (or the first fails), not one per task: every
-        # wake-up of this thread takes the GIL from the workers.
-        done, pending = futures_wait(futures, return_when=FIRST_EXCEPTION)
-        if not pending:
-            for f in futures:
-                if f.exception() is not None:
-                    raise f.exception()
-            return
-        for g in pending:
-            g.cancel()
-        futures_wait(pending)  # no task may outlive the call
+        """Wait for the tasks; raise the first task error. No task outlives the call, even
+        when the wait itself is interrupted (KeyboardInterrupt): a task still writing after
+        the call returned could overwrite a later write, once the locks are released."""
+        try:
+            # One wake-up when all are done (or the first fails), not one per task: every
+            # wake-up of this thread takes the GIL from the workers.
+            done, pending = futures_wait(futures, return_when=FIRST_EXCEPTION)
+        except BaseException:
+            Array._finish(futures)
+            raise
+        if pending:
+            Array._finish(futures)
         for f in futures:
             if f.done() and not f.cancelled() and f.exception() is not None:
                 raise f.exception()
+
+    @staticmethod
+    def _finish(futures):
+        """Cancel the tasks not started and wait for the running ones, whatever happens."""
+        for f in futures:
+            f.cancel()
+        while True:
+            try:
+                futures_wait(futures)
+                return
+            except BaseException:  # interrupted again: keep waiting, the first one is raised
+                continue
 
     def _locked(self, keys):
         """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all

@@ -81,3 +81,41 @@ def test_pool_kept_across_single_threaded_spells():
             cs.config.set(threads=0)
     finally:
         cs.config.set(threads=None)
+
+
+def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
+    # A KeyboardInterrupt while the caller waits for the pool: the call must not return (and
+    # release the array's locks) while tasks are still writing.
+    import time
+
+    array_mod = __import__("sys").modules["chunkstore.array"]
+    # 64 chunks of 128 KiB: enough bytes to go to the pool
+    z = cs.zeros((1024, 1024), chunks=(128, 128), dtype="f8", store=str(tmp_path / "a"))
+    real_wait = array_mod.futures_wait
+    calls = []
+
+    def interrupted(fs, *args, **kwargs):
+        if not calls:
+            calls.append(1)
+            time.sleep(0.01)
+            raise KeyboardInterrupt
+        return real_wait(fs, *args, **kwargs)
+
+    monkeypatch.setattr(array_mod, "futures_wait", interrupted)
+    cs.config.set(threads=2)
+    running = []
+    real_encode = array_mod.Array._fast_encode
+
+    def slow_encode(self, *args):
+        running.append(1)
+        time.sleep(0.005)
+        real_encode(self, *args)
+        running.pop()
+
+    monkeypatch.setattr(array_mod.Array, "_fast_encode", slow_encode)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            z[...] = np.full((1024, 1024), 3.5)
+    finally:
+        cs.config.set(threads=None)
+    assert running == []  # every task had finished (or never started) when the call raised

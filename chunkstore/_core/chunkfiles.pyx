@@ -60,12 +60,16 @@ cdef struct FileBuf:
 
 cdef int _read_file(const char* path, FileBuf* buf, size_t* length) noexcept nogil:
     """The whole file at path into buf (grown as needed). Returns _DONE, _MISSING or _REDO."""
-    cdef int fd = open(path, O_RDONLY | O_CLOEXEC)
+    cdef int fd
     cdef stat st
     cdef size_t want, got = 0
     cdef ssize_t r
     cdef char* grown
     cdef int status = _DONE
+    while True:                                # EINTR is retried, as Python's os.open does
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd >= 0 or errno != EINTR:
+            break
     if fd < 0:
         return _MISSING if errno == ENOENT or errno == ENOTDIR else _REDO
     if fstat(fd, &st) != 0:
@@ -91,7 +95,9 @@ cdef int _read_file(const char* path, FileBuf* buf, size_t* length) noexcept nog
                 status = _REDO
                 break
             got += r
-            if r == 0 or got == want - 1:      # a short read of a regular file is its end
+            # A read that returns fewer bytes than asked has reached the file's end (regular
+            # files); one that fills the extra byte means the file grew since fstat.
+            if r == 0 or got == want - 1:
                 break
         if status == _DONE and got != want - 1:
             status = _REDO                      # grew or shrank while being read
@@ -107,9 +113,11 @@ cdef int _prepare(list paths, const char*** cpaths) except -1:
         raise MemoryError()
     for k in range(n):
         p = paths[k]
-        if type(p) is not bytes:
+        if type(p) is not bytes or b"\0" in <bytes>p:
             free(cpaths[0])
-            raise TypeError("paths must be bytes")
+            if type(p) is not bytes:
+                raise TypeError("paths must be bytes")
+            raise ValueError(f"embedded null byte in path {p!r}")
         cpaths[0][k] = <bytes>p
     return 0
 

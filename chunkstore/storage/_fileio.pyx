@@ -39,9 +39,6 @@ cdef extern from "<unistd.h>" nogil:
     int close(int fd)
     int unlink(const char* path)
 
-cdef extern from "<stdio.h>" nogil:
-    int rename(const char* old, const char* new)
-
 cdef extern from "<sys/stat.h>" nogil:
     struct stat:
         long st_size
@@ -49,6 +46,50 @@ cdef extern from "<sys/stat.h>" nogil:
     int fstat(int fd, stat* st)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
+
+cdef extern from "<stdio.h>" nogil:
+    int rename(const char* old, const char* new)
+
+
+# The system calls below retried on EINTR, as Python's own os functions do (PEP 475): a
+# signal during an open on a FUSE or NFS mount must not fail the read or write.
+cdef inline int _open_retry(const char* path, int flags, int mode) noexcept nogil:
+    cdef int fd
+    while True:
+        fd = open(path, flags, mode)
+        if fd >= 0 or errno != EINTR:
+            return fd
+
+
+cdef inline int _fstat_retry(int fd, stat* st) noexcept nogil:
+    cdef int r
+    while True:
+        r = fstat(fd, st)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef inline int _fsync_retry(int fd) noexcept nogil:
+    cdef int r
+    while True:
+        r = fsync(fd)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef inline int _rename_retry(const char* old, const char* new) noexcept nogil:
+    cdef int r
+    while True:
+        r = rename(old, new)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef int _no_nul(bytes path) except -1:
+    """A path with a NUL byte would be cut short by the C calls: refuse it, as Python does."""
+    if b"\0" in path:
+        raise ValueError(f"embedded null byte in path {path!r}")
+    return 0
 
 import os
 
@@ -72,6 +113,8 @@ def read_files(list paths):
     that fills the extra byte means the file grew; one that ends early means it shrank."""
     cdef Py_ssize_t n = len(paths), i, g0, g1
     cdef list encoded = [p if type(p) is bytes else os.fsencode(p) for p in paths]
+    for p in encoded:
+        _no_nul(p)
     cdef const char** cpaths = <const char**>malloc((n + 1) * sizeof(char*))
     cdef int* fds = <int*>malloc((n + 1) * sizeof(int))
     cdef long* sizes = <long*>malloc((n + 1) * sizeof(long))
@@ -96,10 +139,10 @@ def read_files(list paths):
             g1 = min(n, g0 + _OPEN_GROUP)
             with nogil:
                 for i in range(g0, g1):
-                    fds[i] = open(cpaths[i], O_RDONLY | O_CLOEXEC)
+                    fds[i] = _open_retry(cpaths[i], O_RDONLY | O_CLOEXEC, 0)
                     if fds[i] < 0:
                         errs[i] = errno
-                    elif fstat(fds[i], &st) != 0:
+                    elif _fstat_retry(fds[i], &st) != 0:
                         errs[i] = errno
                     elif S_ISREG(st.st_mode):
                         sizes[i] = st.st_size
@@ -192,6 +235,7 @@ def key_paths(str root, list keys):
     key's '/' separators as directory separators. Every key is validated first, as
     chunkstore.storage.base.validate_key does (which raises the error for a bad one)."""
     cdef bytes rootb = os.fsencode(root)
+    _no_nul(rootb)
     if not rootb.endswith(b"/"):
         rootb += b"/"
     cdef Py_ssize_t rlen = len(rootb), n = len(keys), i, klen
@@ -246,6 +290,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
             d = datas[k]
             if type(p) is not bytes or type(d) is not bytes:
                 raise TypeError("write_files takes bytes paths and bytes data")
+            _no_nul(p)
             cpaths[k] = <bytes>p
             plens[k] = len(<bytes>p)
             src[k] = <bytes>d
@@ -277,7 +322,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                 tlen += 16
                 memcpy(tmp + tlen, b".partial", 8)
                 tmp[tlen + 8] = 0
-                fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+                fd = _open_retry(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
                 if fd < 0:
                     err = errno
                     failed = k
@@ -291,11 +336,11 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                         err = errno
                         break
                     done += r
-                if err == 0 and sync and fsync(fd) != 0:
+                if err == 0 and sync and _fsync_retry(fd) != 0:
                     err = errno
                 if close(fd) != 0 and err == 0 and errno != EINTR:
                     err = errno
-                if err == 0 and rename(tmp, cpaths[k]) != 0:
+                if err == 0 and _rename_retry(tmp, cpaths[k]) != 0:
                     err = errno
                 if err != 0:
                     unlink(tmp)

@@ -126,6 +126,8 @@ class DirectoryStore(BaseStore):
                 f"dimension_separator must be '.', '/' or None, not {dimension_separator!r}"
             )
         self.path = os.path.abspath(os.fspath(path))
+        if "\0" in self.path:
+            raise ValueError(f"embedded null byte in store path {self.path!r}")
         self.fsync = bool(fsync)
         self._dimension_separator = dimension_separator
         if os.path.exists(self.path) and not os.path.isdir(self.path):
@@ -199,8 +201,17 @@ class DirectoryStore(BaseStore):
     def file_paths(self, keys: list[str]) -> list[bytes]:
         """The file path of each key, as bytes; every key is validated first. For readers
         that do their own file I/O: the Array reads Blosc chunk files, decompresses and
-        merges them in one GIL-free pass (chunkstore._core.chunkfiles)."""
+        merges them in one GIL-free pass (chunkstore._core.chunkfiles). A subclass that
+        overrides ``__getitem__`` or ``getitems`` does not offer it (it is None there), so
+        its reads keep going through those methods."""
         return key_paths(self.path, keys)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        custom_reads = (cls.__getitem__ is not DirectoryStore.__getitem__
+                        or cls.getitems is not DirectoryStore.getitems)
+        if custom_reads and "file_paths" not in cls.__dict__:
+            cls.file_paths = None
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)

@@ -323,3 +323,36 @@ def test_fsync_store_batch_writes(tmp_path):
     s.setitems({f"d{i % 3}/k{i}": bytes([i]) for i in range(10)})
     assert s.getitems([f"d{i % 3}/k{i}" for i in range(10)]) == {
         f"d{i % 3}/k{i}": bytes([i]) for i in range(10)}
+
+
+def test_store_path_with_nul_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="null byte"):
+        DirectoryStore(str(tmp_path / "a") + "\0b")
+
+
+def test_subclass_with_custom_reads_keeps_them(tmp_path):
+    # A subclass overriding reads (auditing, decryption, ...) must see every chunk read:
+    # the array's direct file pass is only offered by stores whose reads are plain files.
+    import numpy as np
+
+    import chunkstore as cs
+
+    class Audited(DirectoryStore):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.seen = []
+
+        def getitems(self, keys):
+            keys = list(keys)
+            self.seen.extend(keys)
+            return super().getitems(keys)
+
+    assert Audited(tmp_path / "x").file_paths is None
+    assert DirectoryStore(tmp_path / "y").file_paths is not None
+    assert NestedDirectoryStore(tmp_path / "z").file_paths is not None
+    store = Audited(tmp_path / "a")
+    z = cs.zeros((40,), chunks=(4,), dtype="f8", store=store)
+    z[...] = np.arange(40.0)
+    store.seen.clear()
+    np.testing.assert_array_equal(z[...], np.arange(40.0))
+    assert sorted(store.seen, key=int) == [str(i) for i in range(10)]

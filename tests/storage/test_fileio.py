@@ -137,3 +137,13 @@ def test_write_files_argument_checks(tmp_path):
         write_files([], [], b"short", 0, False)
     with pytest.raises(TypeError, match="bytes"):
         write_files([str(tmp_path / "a")], [b"1"], TOKEN, 0, False)
+
+
+def test_paths_with_nul_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="null byte"):
+        read_files([os.fsencode(tmp_path) + b"/a\0b"])
+    with pytest.raises(ValueError, match="null byte"):
+        key_paths(str(tmp_path) + "\0x", ["k"])
+    with pytest.raises(ValueError, match="null byte"):
+        write_files([os.fsencode(tmp_path) + b"/a\0b"], [b"1"], TOKEN, 0, False)
+    assert os.listdir(tmp_path) == []
