@@ -19,7 +19,7 @@ import numpy as np
 
 from chunkstore import config
 from chunkstore import indexing as ix
-from chunkstore._core import chunkfiles, merge
+from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
@@ -403,7 +403,7 @@ class Array(nodes.Node):
         try:
             # One wake-up when all are done (or the first fails), not one per task: every
             # wake-up of this thread takes the GIL from the workers.
-            done, pending = futures_wait(futures, return_when=FIRST_EXCEPTION)
+            pending = futures_wait(futures, return_when=FIRST_EXCEPTION).not_done
         except BaseException:
             Array._finish(futures)
             raise
@@ -477,14 +477,9 @@ class Array(nodes.Node):
         obj = self._is_object
 
         fast = getattr(codec, "fast_blosc", None)
-        files = self._chunk_files(fast)
 
         def work(lo, hi):
             idx = seq[lo:hi]
-            if files is not None:
-                idx = self._read_chunk_files(plan, idx, keys, dest, files)
-                if not idx:
-                    return
             got = getitems(self._chunk_store, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
@@ -519,38 +514,6 @@ class Array(nodes.Node):
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work, groups)
 
-    def _chunk_files(self, fast):
-        """The store's key -> file path function when chunks can be read, decompressed and
-        merged straight from files in one GIL-free pass (Blosc chunks in a local directory),
-        else None."""
-        if fast is None:
-            return None
-        return getattr(self._chunk_store, "file_paths", None)
-
-    def _read_chunk_files(self, plan, idx, keys, dest, files, points=False):
-        """Chunks idx read from their files and merged into dest in one GIL-free pass (see
-        chunkstore._core.chunkfiles); missing ones are filled. Returns the chunks the pass
-        could not take, for the usual store + codec path (which raises the proper error)."""
-        status = np.empty(len(idx), dtype=np.int32)
-        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
-        v, d = self._codec.fast_blosc
-        kernel = chunkfiles.read_blosc_gather_points if points else chunkfiles.read_blosc_gather
-        kernel(files([keys[i] for i in idx]), idx, plan, dest, scratch, v, d, status)
-        if not status.any():
-            return ()
-        redo = []
-        for k in np.flatnonzero(status).tolist():
-            i = idx[k]
-            if status[k] == chunkfiles.MISSING:
-                self._missing(keys[i])
-                if points:
-                    merge.fill_points(plan, i, dest, self._fill_item)
-                else:
-                    merge.fill(plan, i, dest, self._fill_item)
-            else:
-                redo.append(i)
-        return redo
-
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
         kernel cannot take goes through the codec, which raises the proper error for it."""
@@ -573,14 +536,9 @@ class Array(nodes.Node):
         keys, seq, groups = self._schedule(plan)
 
         fast = getattr(self._codec, "fast_blosc", None)
-        files = self._chunk_files(fast)
 
         def work(lo, hi):
             idx = seq[lo:hi]
-            if files is not None:
-                idx = self._read_chunk_files(plan, idx, keys, flat, files, points=True)
-                if not idx:
-                    return
             got = getitems(self._chunk_store, [keys[g] for g in idx])
             todo_i, todo_d = [], []
             for g in idx:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkstore import indexing as ix
-from chunkstore._core import chunkfiles, merge
+from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.codecs.v3 import ChunkCodecV3
@@ -127,6 +127,7 @@ def test_format_keys_per_row_heads_and_errors():
     assert format_keys(coords, ".", ["s0|", "sé|"], np.array([1, 0, 1])) == [
         "sé|0.1", "s0|2.3", "sé|4.5"]
     assert format_keys(np.zeros((2, 0), dtype=np.int64), ".", ["c"]) == ["c", "c"]
+    assert format_keys(np.zeros((0, 2), dtype=np.int64), ".", []) == []  # no chunks touched
     with pytest.raises(IndexError):
         format_keys(coords, ".", ["a"], np.array([0, 1, 0]))
     with pytest.raises(ValueError, match="one entry per row"):
@@ -229,71 +230,9 @@ def test_array_whole_write_skips_fill_chunks_and_pads_edges(tmp_path):
     assert (raw.reshape(4, 4)[2:, :] == 5).all() and raw.reshape(4, 4)[1, 1] == 1
 
 
-# ------------------------------------------------------------------ read + decode from files
+# ------------------------------------------------------------------ read errors
 
-def _file_plan(tmp_path, chunk_values, missing=(), corrupt=(), directory=()):
-    """A 1-d array of 4 chunks of 3 float64 items in files c0..c3 (Blosc frames)."""
-    comp = numcodecs.Blosc()
-    codec = ChunkCodecV2(np.dtype("<f8"), (3,), "C", comp, None)
-    paths = []
-    for k, v in enumerate(chunk_values):
-        p = tmp_path / f"c{k}"
-        if k in directory:
-            p.mkdir()
-        elif k in corrupt:
-            p.write_bytes(b"not a blosc frame at all")
-        elif k not in missing:
-            p.write_bytes(comp.encode(np.asarray(v, "<f8")))
-        paths.append(os.fsencode(p))
-    plan = ix.basic_or_fancy(Ellipsis, (12,), (3,), "t").plan
-    return codec, paths, plan
-
-
-def test_read_blosc_gather_merges_and_reports_status(tmp_path):
-    values = [np.arange(3.0) + 10 * k for k in range(4)]
-    codec, paths, plan = _file_plan(tmp_path, values, missing=(1,), corrupt=(2,),
-                                    directory=(3,))
-    out = np.full(12, -1.0)
-    status = np.empty(4, dtype=np.int32)
-    v, d = codec.fast_blosc
-    chunkfiles.read_blosc_gather(paths, [0, 1, 2, 3], plan, out, np.empty(3), v, d, status)
-    assert status.tolist() == [chunkfiles.DONE, chunkfiles.MISSING, chunkfiles.REDO,
-                               chunkfiles.MISSING]
-    np.testing.assert_array_equal(out[:3], values[0])
-    assert (out[3:] == -1.0).all()              # only DONE chunks are written
-
-
-def test_read_blosc_gather_points(tmp_path):
-    values = [np.arange(3.0) + 10 * k for k in range(4)]
-    codec, paths, _ = _file_plan(tmp_path, values)
-    pts = np.array([[11, 0, 4, 5, 9]], dtype=np.int64)
-    plan = PointsPlan((12,), (3,), pts)
-    chunks = plan.chunk_coords()[:, 0].tolist()
-    out = np.zeros(5)
-    status = np.empty(len(chunks), dtype=np.int32)
-    v, d = codec.fast_blosc
-    chunkfiles.read_blosc_gather_points([paths[c] for c in chunks], list(range(len(chunks))),
-                                        plan, out, np.empty(3), v, d, status)
-    assert (status == chunkfiles.DONE).all()
-    np.testing.assert_array_equal(out, np.concatenate(values)[[11, 0, 4, 5, 9]])
-
-
-def test_read_blosc_gather_argument_checks(tmp_path):
-    codec, paths, plan = _file_plan(tmp_path, [np.zeros(3)] * 4)
-    v, d = codec.fast_blosc
-    status = np.empty(4, dtype=np.int32)
-    with pytest.raises(ValueError, match="differ in length"):
-        chunkfiles.read_blosc_gather(paths, [0, 1], plan, np.zeros(12), np.empty(3), v, d,
-                                     status)
-    with pytest.raises(IndexError):
-        chunkfiles.read_blosc_gather(paths, [0, 1, 2, 9], plan, np.zeros(12), np.empty(3), v,
-                                     d, status)
-    with pytest.raises(TypeError, match="bytes"):
-        chunkfiles.read_blosc_gather([os.fsdecode(p) for p in paths], [0, 1, 2, 3], plan,
-                                     np.zeros(12), np.empty(3), v, d, status)
-
-
-def test_array_reads_from_files_fall_back_for_errors(tmp_path):
+def test_array_reads_report_corrupt_and_missing_chunks(tmp_path):
     import chunkstore as cs
     from chunkstore.errors import ChunkDecodeError, ChunkNotFoundError
     z = cs.open_array(str(tmp_path / "a"), mode="w", shape=(12,), chunks=(3,), dtype="<f8",

@@ -38,6 +38,18 @@ def _data():
     return _DATA
 
 
+_WRITTEN = {}
+
+
+def _written(chunk):
+    """The benchmark array, written once per process and chunk size (the arrays reads use)."""
+    if chunk not in _WRITTEN:
+        z = _new_array(chunk)
+        z[...] = _data()
+        _WRITTEN[chunk] = z
+    return _WRITTEN[chunk]
+
+
 def _new_array(chunk):
     """A new, empty array under this process's scratch directory (removed at exit)."""
     global _DIR
@@ -59,15 +71,13 @@ class WholeArrayThreads:
     def setup(self, chunk, threads):
         self.data = _data()
         self.z = _new_array(chunk)
-        self.full = _new_array(chunk) if not hasattr(self, "full") else self.full
-        self.full[...] = self.data
         cs.config.set(threads=threads)
 
     def teardown(self, chunk, threads):
         cs.config.set(threads=None)
 
     def time_read_whole(self, chunk, threads):
-        self.full[...]
+        _written(chunk)[...]
 
     def time_write_whole(self, chunk, threads):
         self.z[...] = self.data
@@ -84,8 +94,7 @@ class ThreadSpeedup:
     def setup(self, chunk, op):
         self.data = _data()
         self.chunk = chunk
-        self.z = _new_array(chunk)
-        self.z[...] = self.data
+        self.z = _written(chunk)
 
     def teardown(self, chunk, op):
         cs.config.set(threads=None)

@@ -50,7 +50,7 @@ def format_keys(coords, str sep, list heads, head_of=None):
         hof = np.ascontiguousarray(head_of, dtype=np.int64)
         if hof.shape[0] != n:
             raise ValueError("head_of needs one entry per row of coords")
-    if not heads:
+    if n and not heads:
         raise ValueError("heads must not be empty")
     if not sep.isascii():
         raise ValueError(f"separator {sep!r} is not ASCII")

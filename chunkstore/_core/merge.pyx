@@ -16,7 +16,6 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport DimCopy, copy_nd
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
-# (blosc_validate_fn and blosc_decompress_fn come from merge.pxd)
 
 cnp.import_array()
 
@@ -360,6 +359,20 @@ def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
 
 # ---------------------------------------------------------------- batch decode + merge
 
+ctypedef int (*blosc_validate_fn)(const void*, size_t, size_t*) noexcept nogil
+ctypedef int (*blosc_decompress_fn)(const void*, void*, size_t, int) noexcept nogil
+
+
+cdef inline bint _blosc_decode(blosc_validate_fn validate, blosc_decompress_fn decompress,
+                               const char* src, size_t srclen, char* dest,
+                               size_t expected) noexcept nogil:
+    """Decompress one Blosc frame of exactly expected bytes into dest; False if the frame
+    is not one (too short, invalid header, another size, or a decompression error)."""
+    cdef size_t nbytes
+    return (srclen >= 16 and validate(src, srclen, &nbytes) == 0 and nbytes == expected
+            and decompress(src, dest, expected, 1) == <int>expected)
+
+
 cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
                              Py_ssize_t* chunk_shape, Py_ssize_t itemsize,
                              bint c_order) noexcept nogil:
@@ -385,14 +398,16 @@ cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
 
 cdef class _Batch:
     """A batch's encoded chunks as C arrays for a nogil loop: pointers and lengths of the
-    bytes (converted to bytes where needed, and pinned in datas), and the touched-chunk
-    index of each. Freed with the object."""
+    bytes (converted to bytes where needed, and pinned in datas; a None entry, where
+    allowed, gives NULL), and the touched-chunk index of each. Freed with the object."""
     cdef const char** src
     cdef size_t* srclen
     cdef int64_t* ids
 
-    def __cinit__(self, idx, list datas, Py_ssize_t nchunks):
+    def __cinit__(self, idx, list datas, Py_ssize_t nchunks, bint allow_none=False):
         cdef Py_ssize_t n = len(datas), k, ii
+        if len(idx) != n:
+            raise ValueError("one touched-chunk index per chunk is needed")
         self.src = <const char**>malloc((n + 1) * sizeof(char*))
         self.srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
         self.ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
@@ -400,11 +415,15 @@ cdef class _Batch:
             raise MemoryError()
         for k in range(n):
             b = datas[k]
-            if not isinstance(b, bytes):
+            if b is None and allow_none:
+                self.src[k] = NULL
+                self.srclen[k] = 0
+            elif not isinstance(b, bytes):
                 b = bytes(b)
                 datas[k] = b          # the caller's list keeps it alive for the nogil loop
-            self.src[k] = <const char*>(<bytes>b)
-            self.srclen[k] = len(<bytes>b)
+            if b is not None or not allow_none:
+                self.src[k] = <const char*>(<bytes>b)
+                self.srclen[k] = len(<bytes>b)
             ii = idx[k]
             if ii < 0 or ii >= nchunks:
                 raise IndexError(f"touched-chunk index {ii} out of range")
@@ -428,7 +447,7 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     decodes that one the slow way, for a proper error, and continues after it).
     """
     cdef int nd = plan.ndim, d
-    cdef Py_ssize_t n = len(datas), k, ii
+    cdef Py_ssize_t n = len(datas), k
     if nd > 64 or scratch.ndim != nd or out.ndim != nd:
         raise ValueError("dimension mismatch")
     if out.dtype.itemsize != scratch.dtype.itemsize or out.dtype.hasobject:
@@ -441,7 +460,7 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
     cdef Py_ssize_t itemsize = out.dtype.itemsize
-    cdef size_t expected = scratch.nbytes, nbytes
+    cdef size_t expected = scratch.nbytes
     cdef Py_ssize_t cshape[64]
     for d in range(nd):
         cshape[d] = scratch.shape[d]
@@ -456,19 +475,12 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     cdef Py_ssize_t failed = -1, off
     with nogil:
         for k in range(n):
-            if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
-                    or nbytes != expected:
+            off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
+            if not _blosc_decode(validate, decompress, src[k], srclen[k],
+                                 odata + off if off >= 0 else sdata, expected):
                 failed = k
                 break
-            off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-            if off >= 0:
-                if decompress(src[k], odata + off, expected, 1) != <int>expected:
-                    failed = k
-                    break
-            else:
-                if decompress(src[k], sdata, expected, 1) != <int>expected:
-                    failed = k
-                    break
+            if off < 0:
                 _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
     return failed
 
@@ -480,7 +492,7 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     scratch and copy its points into out_flat, all without the GIL. Returns -1, or the
     position of the first chunk that failed (decode it the slow way for a proper error)."""
     cdef int nd = plan.ndim
-    cdef Py_ssize_t n = len(datas), k, ii
+    cdef Py_ssize_t n = len(datas), k
     if scratch.ndim != nd or out_flat.ndim != 1:
         raise ValueError("dimension mismatch")
     if out_flat.dtype.itemsize != scratch.dtype.itemsize or out_flat.dtype.hasobject:
@@ -492,7 +504,7 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
     cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
-    cdef size_t expected = scratch.nbytes, nbytes
+    cdef size_t expected = scratch.nbytes
     cdef _Batch batch = _Batch(idx, datas, plan.nchunks)
     cdef const char** src = batch.src
     cdef size_t* srclen = batch.srclen
@@ -504,9 +516,7 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     cdef Py_ssize_t failed = -1
     with nogil:
         for k in range(n):
-            if srclen[k] < 16 or validate(src[k], srclen[k], &nbytes) != 0 \
-                    or nbytes != expected \
-                    or decompress(src[k], sdata, expected, 1) != <int>expected:
+            if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata, expected):
                 failed = k
                 break
             _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
@@ -564,7 +574,7 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     the slow way, for a proper error, and continues).
     """
     cdef int nd = plan.ndim, d
-    cdef Py_ssize_t n = len(idx), k, ii
+    cdef Py_ssize_t n = len(idx), k
     if nd > 64 or scratch.ndim != nd or value.ndim != nd:
         raise ValueError("dimension mismatch")
     if value.dtype.itemsize != scratch.dtype.itemsize or scratch.dtype.hasobject:
@@ -584,7 +594,6 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     validate_addr, decompress_addr = decode
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*><size_t>validate_addr
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*><size_t>decompress_addr
-    cdef size_t got_nbytes
     cdef blosc_compress_fn compress = <blosc_compress_fn><void*><size_t>compress_addr
     cdef int c_clevel = clevel, c_shuffle = shuffle
     cdef size_t c_typesize = typesize, c_blocksize = blocksize
@@ -596,15 +605,15 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     _fill_test_init(&ft, scratch.dtype, fp)
     cdef Py_ssize_t itemsize = scratch.dtype.itemsize, nitems = scratch.size
     cdef size_t nbytes = scratch.nbytes, cap = nbytes + _BLOSC_OVERHEAD
-    cdef int64_t* ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+    cdef _Batch batch = _Batch(idx, olds, plan.nchunks, True)
+    cdef const char** src = batch.src
+    cdef size_t* srclen = batch.srclen
+    cdef int64_t* ids = batch.ids
     cdef PyObject** dests = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
     cdef char** dptr = <char**>malloc((n + 1) * sizeof(char*))
     cdef int* sizes = <int*>malloc((n + 1) * sizeof(int))
-    cdef const char** src = <const char**>malloc((n + 1) * sizeof(char*))
-    cdef size_t* srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
-    if ids == NULL or dests == NULL or dptr == NULL or sizes == NULL or src == NULL \
-            or srclen == NULL:
-        free(ids); free(dests); free(dptr); free(sizes); free(src); free(srclen)
+    if dests == NULL or dptr == NULL or sizes == NULL:
+        free(dests); free(dptr); free(sizes)
         raise MemoryError()
     for k in range(n):
         dests[k] = NULL
@@ -615,20 +624,6 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     cdef Py_ssize_t failed = -1
     try:
         for k in range(n):
-            ii = idx[k]
-            if ii < 0 or ii >= plan.nchunks:
-                raise IndexError(f"touched-chunk index {ii} out of range")
-            ids[k] = ii
-            o = olds[k]
-            if o is None:
-                src[k] = NULL
-                srclen[k] = 0
-            else:
-                if type(o) is not bytes:
-                    o = bytes(o)
-                    olds[k] = o           # the caller's list keeps it alive for the loop
-                src[k] = <const char*>(<bytes>o)
-                srclen[k] = len(<bytes>o)
             # The destination bytes, owned only by dests[k] (refcount 1), so that it can be
             # shrunk in place to the compressed size afterwards.
             b = PyBytes_FromStringAndSize(NULL, cap)
@@ -637,13 +632,11 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
             dptr[k] = PyBytes_AS_STRING(b)
             sizes[k] = 0
         b = None
-        o = None
         with nogil:
             for k in range(n):
                 if src[k] != NULL:
-                    if srclen[k] < 16 or validate(src[k], srclen[k], &got_nbytes) != 0 \
-                            or got_nbytes != nbytes \
-                            or decompress(src[k], sdata, nbytes, 1) != <int>nbytes:
+                    if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata,
+                                         nbytes):
                         failed = k
                         break
                 elif pre[ids[k]]:
@@ -666,5 +659,5 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     finally:
         for k in range(n):
             Py_XDECREF(dests[k])
-        free(ids); free(dests); free(dptr); free(sizes); free(src); free(srclen)
+        free(dests); free(dptr); free(sizes)
     return failed

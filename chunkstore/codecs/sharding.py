@@ -445,12 +445,10 @@ class ShardedStoreView(MutableMapping):
             return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
         c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
         per = np.asarray(self.chunks_per_shard, dtype=np.int64)
-        if len(c) <= 16:  # a few keys: cheaper in Python than a numpy unique
-            return [f"{self._prefix}{self._chunk_key(tuple(s))}|{'.'.join(map(str, w))}"
-                    for s, w in zip((c // per).tolist(), (c % per).tolist())]
-        shards, which = np.unique(c // per, axis=0, return_inverse=True)
-        heads = [f"{self._prefix}{self._chunk_key(tuple(s))}|" for s in shards.tolist()]
-        return format_keys(c % per, ".", heads, which.reshape(-1))
+        shard_of: dict = {}  # shard coordinates -> position of its key head
+        which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per).tolist()]
+        heads = [f"{self._prefix}{self._chunk_key(s)}|" for s in shard_of]
+        return format_keys(c % per, ".", heads, which)
 
     def shard_key(self, shard_coords: Sequence[int]) -> str:
         """The store key of the shard at shard-grid coordinates."""

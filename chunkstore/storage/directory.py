@@ -198,21 +198,6 @@ class DirectoryStore(BaseStore):
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
 
-    def file_paths(self, keys: list[str]) -> list[bytes]:
-        """The file path of each key, as bytes; every key is validated first. For readers
-        that do their own file I/O: the Array reads Blosc chunk files, decompresses and
-        merges them in one GIL-free pass (chunkstore._core.chunkfiles). A subclass that
-        overrides ``__getitem__`` or ``getitems`` does not offer it (it is None there), so
-        its reads keep going through those methods."""
-        return key_paths(self.path, keys)
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        custom_reads = (cls.__getitem__ is not DirectoryStore.__getitem__
-                        or cls.getitems is not DirectoryStore.getitems)
-        if custom_reads and "file_paths" not in cls.__dict__:
-            cls.file_paths = None
-
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)
         ranges = list(ranges)
