@@ -38,8 +38,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks.bench_core import make_data, make_selections  # noqa: E402
 from benchmarks.bench_sharding import INNER, SHARD  # noqa: E402
-from compare import (VerificationError, available_libs, best_of, check_equal,  # noqa: E402
-                     fmt_ratio, fmt_s, print_table)
+from compare import (ChunkstoreAdapter, TensorstoreAdapter, VerificationError,  # noqa: E402
+                     available_libs, best_of, check_equal, fmt_ratio, fmt_s, print_table)
 
 ALL_LIBS = ("chunkstore", "zarr", "tensorstore")
 LAYOUTS = ("sharded", "unsharded")
@@ -53,14 +53,8 @@ DESCRIPTIONS = {
 
 
 # ---------------------------------------------------------------------------- adapters
-class ChunkstoreV3:
-    name = "chunkstore"
-
-    def __init__(self, threads=None):
-        import chunkstore
-        self.cs = chunkstore
-        if threads:
-            chunkstore.config.set(threads=threads)
+class ChunkstoreV3(ChunkstoreAdapter):
+    """compare.py's chunkstore adapter (same reads and writes), creating Zarr v3 arrays."""
 
     def create(self, path, shape, layout):
         from benchmarks.bench_core import compressor
@@ -68,21 +62,6 @@ class ChunkstoreV3:
                                     shards=(SHARD, SHARD) if layout == "sharded" else None,
                                     compressors=compressor(), fill_value=0, zarr_format=3,
                                     overwrite=True)
-
-    def open(self, path, mode="r"):
-        return self.cs.open_array(path, mode=mode)
-
-    def read_whole(self, a):
-        return a[...]
-
-    def write_whole(self, a, data):
-        a[...] = data
-
-    def read_point(self, a, i, j):
-        return a[i, j]
-
-    def read_window(self, a, r0, r1, c0, c1):
-        return a[r0:r1, c0:c1]
 
 
 class ZarrV3(ChunkstoreV3):
@@ -104,14 +83,9 @@ class ZarrV3(ChunkstoreV3):
         return self.zarr.open_array(path, mode=mode, zarr_format=3)
 
 
-class TensorstoreV3:
-    name = "tensorstore"
-
-    def __init__(self, threads=None):
-        import tensorstore
-        self.ts = tensorstore
-        self.context = tensorstore.Context({"file_io_sync": False,
-                                            "cache_pool": {"total_bytes_limit": 0}})
+class TensorstoreV3(TensorstoreAdapter):
+    """compare.py's tensorstore adapter (same context, reads and writes) on the zarr3
+    driver."""
 
     def _spec(self, path):
         return {"driver": "zarr3", "kvstore": {"driver": "file", "path": os.path.abspath(path)}}
@@ -138,22 +112,6 @@ class TensorstoreV3:
                             "codecs": codecs, "fill_value": 0}
         return self.ts.open(spec, create=True, delete_existing=True,
                             context=self.context).result()
-
-    def open(self, path, mode="r"):
-        return self.ts.open(self._spec(path), open=True, read=True, write=(mode != "r"),
-                            context=self.context).result()
-
-    def read_whole(self, a):
-        return a.read().result()
-
-    def write_whole(self, a, data):
-        a.write(data).result()
-
-    def read_point(self, a, i, j):
-        return a[i, j].read().result()
-
-    def read_window(self, a, r0, r1, c0, c1):
-        return a[r0:r1, c0:c1].read().result()
 
 
 ADAPTERS = {"chunkstore": ChunkstoreV3, "zarr": ZarrV3, "tensorstore": TensorstoreV3}
