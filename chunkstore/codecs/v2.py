@@ -67,7 +67,6 @@ _SIZE_READERS: list[tuple[type, Any]] = [
 
 
 @functools.lru_cache(maxsize=1)
-@functools.lru_cache(maxsize=None)
 def _blosc_functions() -> dict | None:
     """Addresses of c-blosc functions inside numcodecs' own Blosc extension (the same
     library numcodecs.Blosc uses), or None if they cannot be found."""

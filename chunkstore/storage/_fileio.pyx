@@ -13,7 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.errno cimport ENOENT, ENOTDIR, EINTR, errno
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, strerror
+from libc.string cimport memcpy, strerror, strlen
 
 
 cdef extern from "Python.h":
@@ -85,11 +85,13 @@ cdef inline int _rename_retry(const char* old, const char* new) noexcept nogil:
             return r
 
 
-cdef int _no_nul(bytes path) except -1:
-    """A path with a NUL byte would be cut short by the C calls: refuse it, as Python does."""
-    if b"\0" in path:
+cdef const char* _c_path(bytes path) except NULL:
+    """The path for the C calls. One with a NUL byte would be cut short there: refuse it,
+    as Python's os functions do (strlen of a short path costs less than a search)."""
+    cdef const char* c = path
+    if strlen(c) != <size_t>len(path):
         raise ValueError(f"embedded null byte in path {path!r}")
-    return 0
+    return c
 
 import os
 
@@ -113,8 +115,6 @@ def read_files(list paths):
     that fills the extra byte means the file grew; one that ends early means it shrank."""
     cdef Py_ssize_t n = len(paths), i, g0, g1
     cdef list encoded = [p if type(p) is bytes else os.fsencode(p) for p in paths]
-    for p in encoded:
-        _no_nul(p)
     cdef const char** cpaths = <const char**>malloc((n + 1) * sizeof(char*))
     cdef int* fds = <int*>malloc((n + 1) * sizeof(int))
     cdef long* sizes = <long*>malloc((n + 1) * sizeof(long))
@@ -130,11 +130,12 @@ def read_files(list paths):
     out = [None] * n
     try:
         for i in range(n):
-            cpaths[i] = encoded[i]
             fds[i] = -1
             sizes[i] = -1
             errs[i] = 0
             objs[i] = NULL
+        for i in range(n):  # after the above: the cleanup below reads them if this raises
+            cpaths[i] = _c_path(encoded[i])
         for g0 in range(0, n, _OPEN_GROUP):
             g1 = min(n, g0 + _OPEN_GROUP)
             with nogil:
@@ -235,7 +236,7 @@ def key_paths(str root, list keys):
     key's '/' separators as directory separators. Every key is validated first, as
     chunkstore.storage.base.validate_key does (which raises the error for a bad one)."""
     cdef bytes rootb = os.fsencode(root)
-    _no_nul(rootb)
+    _c_path(rootb)
     if not rootb.endswith(b"/"):
         rootb += b"/"
     cdef Py_ssize_t rlen = len(rootb), n = len(keys), i, klen
@@ -290,8 +291,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
             d = datas[k]
             if type(p) is not bytes or type(d) is not bytes:
                 raise TypeError("write_files takes bytes paths and bytes data")
-            _no_nul(p)
-            cpaths[k] = <bytes>p
+            cpaths[k] = _c_path(p)
             plens[k] = len(<bytes>p)
             src[k] = <bytes>d
             srclen[k] = len(<bytes>d)

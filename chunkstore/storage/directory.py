@@ -329,9 +329,9 @@ class DirectoryStore(BaseStore):
         while pos < len(paths):
             prefix, first = _reserve_tokens(len(paths) - pos)
             failed, err = write_files(paths[pos:], values[pos:], prefix, first, self.fsync)
-            if self.fsync:
-                dirs.update(os.path.dirname(p) for p in paths[pos:pos + failed if failed >= 0
-                                                               else len(paths)])
+            if self.fsync:  # the directories of the files this call wrote
+                end = len(paths) if failed < 0 else pos + failed
+                dirs.update(os.path.dirname(p) for p in paths[pos:end])
             if failed < 0:
                 break
             k = pos + failed
