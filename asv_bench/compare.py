@@ -253,7 +253,7 @@ def run_lib(adapter, data, sel, chunk, root, repeat):
     vr, vc = sel["vrows"], sel["vcols"]
     times["vindex"], got = best_of(repeat, lambda: adapter.vindex(a, vr, vc))
     check_equal(f"{name} chunk={chunk} vindex", got, data[vr, vc])
-    del a
+    a = None  # close the read-only handle before reopening for writes
 
     a = adapter.open(path, mode="r+")
     values = window_write_values(data, sel)
@@ -264,7 +264,7 @@ def run_lib(adapter, data, sel, chunk, root, repeat):
             adapter.write_window(a, r, r + w, c, c + w, v)
 
     times["write_windows"], _ = best_of(repeat, write_windows)
-    del a
+    a = None
     final = adapter.read_whole(adapter.open(path, mode="r"))
     check_equal(f"{name} chunk={chunk} whole array after window writes", final,
                 expected_after_writes(data, sel))
