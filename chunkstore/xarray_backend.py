@@ -1,0 +1,274 @@
+"""The xarray backend engine "chunkstore" (the reading half of chunkstore.xarray).
+
+Reading follows xarray's own Zarr encoding conventions (dimension names from v3
+`dimension_names` or the v2 `_ARRAY_DIMENSIONS` attribute; CF decoding of times,
+scale/offset and `_FillValue` by xarray itself), so a store reads the same as through
+`xr.open_zarr`, with one deliberate difference: in Zarr v2, xarray takes an array's
+`fill_value` as its missing-value marker, and 0 is the default fill_value of zarr-python 2
+and chunkstore; a dimension coordinate holding 0.0 would then read as NaN. Here a v2
+dimension coordinate ignores a fill_value of 0 (pass use_zarr_fill_value_as_mask=True for
+xarray's exact rule). Every other fill value masks as xarray does.
+
+Variables are lazy: xarray's basic, outer and vectorised indexing map to the Array's
+basic indexing, `oindex` and `vindex`, and only the chunks a selection touches are read.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from xarray import coding
+from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends.store import StoreBackendEntrypoint
+from xarray.backends.zarr import FillValueCoder
+from xarray.core import indexing
+from xarray.core.utils import FrozenDict
+from xarray.core.variable import Variable
+
+from chunkstore.array import Array
+from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
+from chunkstore.group import Group, open_consolidated, open_group
+from chunkstore.storage.base import normalize_store
+
+__all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray"]
+
+DIMENSION_KEY = "_ARRAY_DIMENSIONS"
+
+
+class ChunkstoreBackendArray(BackendArray):
+    """One chunkstore Array as xarray's lazy backend array."""
+
+    __slots__ = ("_array", "shape", "dtype")
+
+    def __init__(self, array):
+        self._array = array
+        self.shape = array.shape
+        self.dtype = _xarray_dtype(array)
+
+    def get_array(self):
+        return self._array
+
+    def __getitem__(self, key):
+        if isinstance(key, indexing.VectorizedIndexer):
+            if any(isinstance(k, slice) for k in key.tuple):
+                # vindex takes integer arrays only: a slice becomes its broadcast arange.
+                key = indexing._arrayize_vectorized_indexer(key, self.shape)
+            method = self._vindex
+        elif isinstance(key, indexing.OuterIndexer):
+            method = self._oindex
+        else:
+            method = self._getitem
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.VECTORIZED, method)
+
+    def _getitem(self, key):
+        return self._array[key]
+
+    def _oindex(self, key):
+        return self._array.oindex[key]
+
+    def _vindex(self, key):
+        return self._array.vindex[key]
+
+
+def _xarray_dtype(array):
+    # Object arrays hold variable-length strings; xarray marks them with a vlen dtype.
+    if array.dtype.hasobject:
+        ids = {getattr(f, "codec_id", None) for f in (array.filters or [])}
+        return coding.strings.create_vlen_dtype(bytes if "vlen-bytes" in ids else str)
+    return array.dtype
+
+
+def _zarr_format(node):
+    return node.metadata.zarr_format if isinstance(node, Array) else node._format
+
+
+class ChunkstoreDataStore(AbstractDataStore):
+    """The arrays of one chunkstore Group as xarray variables (read-only)."""
+
+    __slots__ = ("group", "_close_store", "_mask")
+
+    def __init__(self, group, close_store=False, use_zarr_fill_value_as_mask=None):
+        self.group = group
+        self._close_store = close_store
+        self._mask = use_zarr_fill_value_as_mask
+
+    @classmethod
+    def open(cls, store, group=None, consolidated=None, storage_options=None,
+             use_zarr_fill_value_as_mask=None):
+        """Open the group at path `group` in store (a path, URL, store or Group)."""
+        if isinstance(store, Group):
+            if group:
+                store = store[group]
+            return cls(store, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        s = normalize_store(store, mode="r", storage_options=storage_options)
+        owned = s is not store
+        try:
+            g = _open_group(s, group or "", consolidated)
+        except BaseException:
+            if owned and hasattr(s, "close"):
+                s.close()
+            raise
+        return cls(g, close_store=owned, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+
+    def get_child_store(self, name):
+        return type(self)(self.group[name], use_zarr_fill_value_as_mask=self._mask)
+
+    def _arrays(self):
+        return [(name, self.group[name]) for name in self.group.array_keys()]
+
+    def open_store_variable(self, name, array):
+        dims, attrs = _dims_and_attrs(array)
+        data = indexing.LazilyIndexedArray(ChunkstoreBackendArray(array))
+        chunks = tuple(array.chunks)
+        encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks)),
+                    "shards": array.shards}  # None when unsharded, as in xarray's backend
+        fmt = _zarr_format(array)
+        mask = self._mask if self._mask is not None else fmt == 2
+        if mask:
+            fv = array.fill_value
+            default_zero = (self._mask is None and fv is not None and
+                            not array.dtype.hasobject and fv == 0)
+            if fv is not None and not (default_zero and tuple(dims) == (name,)):
+                attrs["_FillValue"] = fv
+        else:
+            if fmt == 3:
+                encoding["fill_value"] = array.fill_value
+            if "_FillValue" in attrs:
+                dt = "string" if array.dtype.hasobject else array.dtype
+                attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], dt)
+        return Variable(dims, data, attrs, encoding)
+
+    def get_variables(self):
+        return FrozenDict((name, self.open_store_variable(name, a)) for name, a in self._arrays())
+
+    def get_attrs(self):
+        return {k: v for k, v in dict(self.group.attrs).items()
+                if not k.lower().startswith("_nc")}
+
+    def get_dimensions(self):
+        dims, owner = {}, {}
+        for name, a in self._arrays():
+            for d, n in zip(_dims_and_attrs(a)[0], a.shape):
+                if d in dims and dims[d] != n:
+                    raise ValueError(f"dimension {d!r} has length {dims[d]} in array "
+                                     f"{owner[d]!r} but {n} in array {name!r} of group "
+                                     f"{self.group.name!r}")
+                dims[d], owner[d] = n, name
+        return dims
+
+    def close(self):
+        if self._close_store:
+            close = getattr(self.group.store, "close", None)
+            if close is not None:
+                close()
+
+
+def _open_group(store, path, consolidated):
+    if consolidated is False:
+        return open_group(store, mode="r", path=path)
+    # A group's consolidated metadata is its own: path/.zmetadata (v2) or path/zarr.json (v3).
+    key = f"{path}/.zmetadata" if path else ".zmetadata"
+    try:
+        return open_consolidated(store, metadata_key=key, mode="r", path=path)
+    except ConsolidatedMetadataNotFoundError:
+        if consolidated:
+            raise
+    return open_group(store, mode="r", path=path)
+
+
+def _dims_and_attrs(array):
+    attrs = dict(array.attrs)
+    if _zarr_format(array) == 3:
+        dims = array.metadata.dimension_names
+        if dims is None or any(d is None for d in dims):
+            raise MetadataError(f"array {array.path!r} has no dimension_names in its metadata; "
+                                f"xarray needs a name for every dimension")
+        attrs.pop(DIMENSION_KEY, None)
+        return tuple(dims), attrs
+    try:
+        dims = attrs.pop(DIMENSION_KEY)
+    except KeyError:
+        raise MetadataError(f"array {array.path!r} has no {DIMENSION_KEY!r} attribute, which "
+                            f"xarray needs to name its dimensions") from None
+    if len(dims) != array.ndim:
+        raise MetadataError(f"array {array.path!r} has {array.ndim} dimensions but "
+                            f"{DIMENSION_KEY} names {len(dims)}: {dims!r}")
+    for k in [k for k in attrs if k.lower().startswith("_nc")]:
+        del attrs[k]
+    return tuple(dims), attrs
+
+
+def _normalize_path(obj):
+    return os.fspath(obj) if isinstance(obj, os.PathLike) else obj
+
+
+class ChunkstoreBackendEntrypoint(BackendEntrypoint):
+    """xarray engine "chunkstore": Zarr v2 and v3 groups read through chunkstore."""
+
+    description = "Open Zarr v2/v3 stores (.zarr, zip, sqlite, lmdb, fsspec URLs) with chunkstore"
+    url = "https://github.com/chunkstore/chunkstore#xarray"
+    supports_groups = True
+    open_dataset_parameters = ("filename_or_obj", "mask_and_scale", "decode_times",
+                               "concat_characters", "decode_coords", "drop_variables",
+                               "use_cftime", "decode_timedelta", "group", "consolidated",
+                               "storage_options", "use_zarr_fill_value_as_mask")
+
+    def guess_can_open(self, filename_or_obj):
+        # Never claim a file on a guess: installing chunkstore must not change what
+        # xr.open_dataset does for users who did not ask for engine="chunkstore".
+        return False
+
+    def _decode(self, store, mask_and_scale, decode_times, concat_characters, decode_coords,
+                drop_variables, use_cftime, decode_timedelta):
+        try:
+            return StoreBackendEntrypoint().open_dataset(
+                store, mask_and_scale=mask_and_scale, decode_times=decode_times,
+                concat_characters=concat_characters, decode_coords=decode_coords,
+                drop_variables=drop_variables, use_cftime=use_cftime,
+                decode_timedelta=decode_timedelta)
+        except BaseException:
+            store.close()
+            raise
+
+    def open_dataset(self, filename_or_obj, *, mask_and_scale=True, decode_times=True,
+                     concat_characters=True, decode_coords=True, drop_variables=None,
+                     use_cftime=None, decode_timedelta=None, group=None, consolidated=None,
+                     storage_options=None, use_zarr_fill_value_as_mask=None):
+        store = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
+                                         consolidated=consolidated,
+                                         storage_options=storage_options,
+                                         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        return self._decode(store, mask_and_scale, decode_times, concat_characters,
+                            decode_coords, drop_variables, use_cftime, decode_timedelta)
+
+    def open_groups_as_dict(self, filename_or_obj, *, group=None, consolidated=None,
+                            storage_options=None, use_zarr_fill_value_as_mask=None,
+                            **decode):
+        root = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
+                                        consolidated=consolidated,
+                                        storage_options=storage_options,
+                                        use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        args = [decode.get(k, d) for k, d in (
+            ("mask_and_scale", True), ("decode_times", True), ("concat_characters", True),
+            ("decode_coords", True), ("drop_variables", None), ("use_cftime", None),
+            ("decode_timedelta", None))]
+        out = {}
+
+        def walk(store, path):
+            out[path] = self._decode(store, *args)
+            for name in store.group.group_keys():
+                walk(store.get_child_store(name), f"{path.rstrip('/')}/{name}")
+
+        try:
+            walk(root, "/")
+        except BaseException:
+            root.close()
+            raise
+        return out
+
+    def open_datatree(self, filename_or_obj, **kwargs):
+        from xarray.backends.common import datatree_from_dict_with_io_cleanup
+        return datatree_from_dict_with_io_cleanup(
+            self.open_groups_as_dict(filename_or_obj, **kwargs))
