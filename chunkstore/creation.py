@@ -395,7 +395,37 @@ def _like_kwargs(a, kwargs):
             kwargs[name] = v
     if isinstance(a, Array) and a.filters and a.dtype.hasobject:
         kwargs.setdefault("object_codec", None)
+    if isinstance(a, Array):
+        _like_format(a, kwargs)
     return kwargs
+
+
+def _like_format(a, kwargs):
+    """A Zarr v3 source gives a v3 array with its shards, chunk key separator and, unless
+    the call changes the encoding (compressor, filters, dtype, order), its codec chain."""
+    meta = a.metadata
+    if kwargs.setdefault("zarr_format", meta.zarr_format) != 3 or meta.zarr_format != 3:
+        return
+    if a.shards is not None:
+        kwargs.setdefault("shards", a.shards)
+    kwargs.setdefault("dimension_separator",
+                      meta.chunk_key_encoding["configuration"].get("separator", "/"))
+    own = ("compressor", "filters", "dtype", "order")
+    if "codecs" in kwargs or any(not _same(kwargs.get(k), getattr(a, k)) for k in own):
+        return
+    chain = meta.codecs
+    if a.shards is not None:
+        chain = chain[0]["configuration"]["codecs"]
+        if kwargs["shards"] != a.shards or kwargs.get("chunks") != a.chunks:
+            return  # new sharding: the inner chain is rebuilt from compressor/filters
+    kwargs["codecs"] = [dict(c) for c in chain]
+
+
+def _same(x, y):
+    try:
+        return x is y or bool(x == y)
+    except (TypeError, ValueError):
+        return False
 
 
 def zeros_like(a, **kwargs):
