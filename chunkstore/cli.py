@@ -55,7 +55,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _one_line(text):
-    text = re.sub(r"^\[Errno \d+\] ", "", str(text))
+    from chunkstore.cli_safety import scrub_temp_names
+    text = re.sub(r"^\[Errno \d+\] ", "", scrub_temp_names(str(text)))
     return " ".join(text.split())
 
 
@@ -71,6 +72,9 @@ def _err(text):
 
 
 def _note(text):
+    from chunkstore.cli_safety import is_quiet
+    if is_quiet():
+        return
     print(f"{PROG}: {_one_line(text)}", file=sys.stderr)
 
 
@@ -331,6 +335,11 @@ def _stores(*specs_modes):
             raise error
 
 
+# With a progress bar, data is copied in blocks of about this many decoded bytes (a batch of
+# chunks, at least one), so the bar moves per batch instead of per 256 MiB block.
+PROGRESS_BLOCK_BYTES = 16 * 2**20
+
+
 class Progress:
     """A tqdm bar on stderr when enabled and tqdm is importable, else nothing."""
 
@@ -342,8 +351,13 @@ class Progress:
             from tqdm import tqdm
         except ImportError:
             return
+        # unit "B": bytes, shown with binary prefixes and a throughput (e.g. 45.2MB/s).
         self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
-                         dynamic_ncols=True)
+                         dynamic_ncols=True, unit_divisor=1024 if unit == "B" else 1000)
+
+    @property
+    def shown(self):
+        return self._bar is not None
 
     def update(self, n=1):
         if self._bar is not None:
@@ -509,15 +523,23 @@ class Copier:
     """Copies nodes between stores: raw (copy_store) or recoded (create + copy_array_data).
 
     recode: None (raw copies) or a dict of chunks / compressor / dtype / zarr_format / shards.
-    An array is copied raw when nothing about it changes (same format, no other option)."""
+    An array is copied raw when nothing about it changes (same format, no other option).
 
-    def __init__(self, src, dst, src_spec, dst_spec, recode, if_exists, progress):
+    dry=True checks everything a copy would do without writing (see cli_safety): the
+    destination's state, every option against every array, each new array's metadata built
+    in a scratch store; it counts what would be copied (keys, and decoded bytes to recode)
+    for the progress bar's total."""
+
+    def __init__(self, src, dst, src_spec, dst_spec, recode, if_exists, progress, dry=False):
         self.src, self.dst = src, dst
         self.src_spec, self.dst_spec = src_spec, dst_spec
         self.recode = recode
         self.if_exists = if_exists
         self.progress = progress
+        self.dry = dry
         self.arrays = self.groups = self.skipped = self.keys = self.bytes = 0
+        self.raw_keys = self.recode_bytes = 0  # what a dry run found to copy
+        self.count_keys = False
 
     def _target_format(self, sp):
         fmt = (self.recode or {}).get("zarr_format")
@@ -545,12 +567,11 @@ class Copier:
             if self.if_exists == "skip":
                 self.skipped += 1
                 return
-            if dp:
+            if not self.dry:
                 rmdir(self.dst, dp)
-            else:
-                rmdir(self.dst, "")
         # groups created on the way get the format of what is copied there
-        _require_parent_groups(self.dst, dp, self._target_format(sp))
+        if not self.dry:
+            _require_parent_groups(self.dst, dp, self._target_format(sp))
         if self.recode is None or (src_kind == "array" and not self._changes_array(sp)):
             self._raw(sp, dp)
         elif src_kind == "array":
@@ -586,28 +607,34 @@ class Copier:
             dst_attrs.put(attrs)
 
     def _merge_group(self, sp, dp):
-        if self.if_exists == "replace":
+        if self.if_exists == "replace" and not self.dry:
             self._copy_attrs(sp, dp)
         for name in self._members(sp):
             self.copy(_join(sp, name), _join(dp, name))
 
     def _raw(self, sp, dp):
         from chunkstore.convenience import copy_store
+        if self.dry:
+            if self.count_keys:  # listing a big remote store costs: only for a bar
+                self.raw_keys += len(_keys_under(self.src, sp))
+            return
         keys = _keys_under(self.src, sp)
         arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])
         self.arrays += arrays
         self.groups += groups
+        per_key = 1 if self.recode is None else 0  # a recoding copy's bar counts bytes
         n, _, nbytes = copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
                                   if_exists="replace",
-                                  log=lambda _msg: self.progress.update(1))
+                                  log=lambda _msg: self.progress.update(per_key))
         self.keys += n
         self.bytes += nbytes
 
     def _recode_group(self, sp, dp):
         from chunkstore.group import open_group
-        open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
-        self._copy_attrs(sp, dp)
-        self.groups += 1
+        if not self.dry:
+            open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
+            self._copy_attrs(sp, dp)
+            self.groups += 1
         for name in self._members(sp):
             self.copy(_join(sp, name), _join(dp, name))
 
@@ -664,9 +691,20 @@ class Copier:
                 import numcodecs  # a v3 string array: variable-length UTF-8 in v2
                 kw["object_codec"] = numcodecs.VLenUTF8()
             kw["filters"] = filters or None
+        if self.dry:  # the metadata alone, in a scratch store: checks every argument
+            from chunkstore.storage.memory import MemoryStore
+            try:
+                create(store=MemoryStore(), path=dp, zarr_format=fmt, **kw)
+            except (TypeError, ValueError) as e:
+                raise CLIError(f"cannot copy array {a.name!r} of {self.src_spec}: "
+                               f"{_message(e)}") from None
+            self.recode_bytes += a.size * np.dtype(kw["dtype"]).itemsize
+            return
         dst = create(store=self.dst, path=dp, zarr_format=fmt, **kw)
         self._copy_attrs(sp, dp, attrs)
-        copy_array_data(source, dst, progress=self.progress.update)
+        itemsize = dst.dtype.itemsize
+        copy_array_data(source, dst, progress=lambda n: self.progress.update(n * itemsize),
+                        block_bytes=PROGRESS_BLOCK_BYTES if self.progress.shown else None)
         self.arrays += 1
         self.bytes += dst.nbytes_stored
 
@@ -748,20 +786,6 @@ def _has_crc32c(a):
     return any(c.get("name") == "crc32c" for c in chain)
 
 
-def _recode_total(store, sp):
-    from chunkstore.array import Array
-    total = 0
-    for k in _keys_under(store, sp):
-        name = k.rsplit("/", 1)[-1]
-        if name in (".zarray", "zarr.json"):
-            p = k[: -len(name)].rstrip("/")
-            try:
-                total += Array(store, path=p, read_only=True).size
-            except Exception:  # noqa: BLE001 - only a progress estimate
-                pass
-    return total
-
-
 def _same_location(a, b):
     if _is_url(a) or _is_url(b):
         return a.rstrip("/") == b.rstrip("/")
@@ -788,19 +812,25 @@ def cmd_cp(args):
         raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
                        f"({_where(args.dst, dp)})")
     specs = [(args.src, "r+" if same else "r")] if same else [(args.src, "r"), (args.dst, "a")]
-    with _stores(*specs) as opened:
+    from chunkstore.cli_safety import quiet, remove_node_if_new, remove_store_if_new
+    with contextlib.nullcontext() if same else remove_store_if_new(args.dst), \
+            _stores(*specs) as opened:
         src = opened[0]
         dst = opened[0] if same else opened[1]
         src_kind = _kind(src, sp)
         if src_kind is None:
             _open_node(src, args.src, sp)
         show = _progress_enabled(args)
-        if show:
-            total = _recode_total(src, sp) if recode else len(_keys_under(src, sp))
-        else:
-            total = None
-        with Progress(show, total=total, desc="cp",
-                      unit="elem" if recode else "key") as bar:
+        # Everything is checked before the first write: a bad option, or an existing
+        # destination, fails here with the store untouched.
+        plan = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists,
+                      Progress(False), dry=True)
+        plan.count_keys = show
+        with quiet():
+            plan.copy(sp, dp)
+        total = (plan.recode_bytes if recode else plan.raw_keys) if show else None
+        with remove_node_if_new(dst, dp), \
+                Progress(show, total=total, desc="cp", unit="B" if recode else "key") as bar:
             copier = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists, bar)
             copier.copy(sp, dp)
             if recode and _consolidated(src, sp) and _kind(dst, dp) == "group":
@@ -847,31 +877,54 @@ def _input_kind(path):
 
 
 class Converter:
-    def __init__(self, store, args, progress):
+    """Writes the arrays and groups of one input file into a store.
+
+    dry=True: the same walk into a scratch MemoryStore with no data copied, which checks
+    every option against every dataset before the real store is touched (see cli_safety)
+    and sums the bytes to convert for the progress bar."""
+
+    def __init__(self, store, args, progress, dry=False):
+        self.dry = dry
+        if dry:
+            from chunkstore.storage.memory import MemoryStore
+            store = MemoryStore()
         self.store, self.args, self.progress = store, args, progress
         self.arrays = self.groups = 0
+        self.nbytes = 0
 
-    def _kw(self, shape, chunks):
+    def _kw(self, shape, chunks, what):
         kw = {"chunks": self.args.chunks if self.args.chunks is not None else chunks}
         if isinstance(kw["chunks"], tuple) and len(kw["chunks"]) != len(shape):
-            raise CLIError(f"--chunks has {_plural(len(kw['chunks']), 'value')} for an array "
-                           f"of {_plural(len(shape), 'dimension')} {tuple(shape)}")
+            raise CLIError(f"--chunks has {_plural(len(kw['chunks']), 'value')} but {what} "
+                           f"has {_plural(len(shape), 'dimension')} (shape {tuple(shape)})")
         if self.args.compressor is not None:
             kw["compressor"] = self.args.compressor[0]
         return kw
 
-    def array(self, path, source, dtype=None, chunks=True, **extra):
-        """Create an array at path and fill it from source in bounded blocks."""
+    def array(self, path, source, dtype=None, chunks=True, what=None, **extra):
+        """Create an array at path and fill it from source in bounded blocks. what names
+        the source in errors (e.g. "dataset /a/b of in.h5")."""
         from chunkstore.convenience import copy_array_data
         from chunkstore.creation import create
+        what = what or f"array {path!r}"
         dtype = np.dtype(dtype if dtype is not None else source.dtype)
-        kw = self._kw(source.shape, chunks)
+        kw = self._kw(source.shape, chunks, what)
         kw.update(extra)
         fmt = getattr(self.args, "zarr_format", None) or 2
-        z = create(shape=source.shape, dtype=dtype, store=self.store, path=path,
-                   zarr_format=fmt, **kw)
-        copy_array_data(source, z, progress=self.progress.update)
+        try:
+            z = create(shape=source.shape, dtype=dtype, store=self.store, path=path,
+                       zarr_format=fmt, **kw)
+        except (TypeError, ValueError) as e:
+            if not self.dry:
+                raise
+            raise CLIError(f"cannot convert {what}: {_message(e)}") from None
         self.arrays += 1
+        if self.dry:
+            self.nbytes += int(np.prod(source.shape)) * dtype.itemsize
+            return z
+        itemsize = dtype.itemsize
+        copy_array_data(source, z, progress=lambda n: self.progress.update(n * itemsize),
+                        block_bytes=PROGRESS_BLOCK_BYTES if self.progress.shown else None)
         return z
 
     def group(self, path):
@@ -985,7 +1038,8 @@ def _convert_hdf5(conv, path, root):
                 if fv is not None and dt.names is None:
                     extra["fill_value"] = fv
             is_scale = obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
-            z = conv.array(dest, source, dtype=dt, chunks=chunks, **extra)
+            z = conv.array(dest, source, dtype=dt, chunks=chunks,
+                           what=f"dataset {obj.name} of {path}", **extra)
             attrs = _h5_attrs(obj, is_scale)
             dims = _h5_dims(obj)
             if dims is not None and "_ARRAY_DIMENSIONS" not in attrs:
@@ -1002,8 +1056,28 @@ def _convert_npz(conv, path, root):
     with npz:
         conv.group(root)
         for name in npz.files:
-            arr = npz[name]  # one member in memory at a time (npz members cannot be mapped)
-            conv.array(_join(root, _norm(name)), arr)
+            # one member in memory at a time (npz members cannot be mapped); a dry run
+            # reads only each member's header
+            arr = _npz_header(npz, name) if conv.dry else npz[name]
+            conv.array(_join(root, _norm(name)), arr, what=f"member {name!r} of {path}")
+
+
+class _Header:
+    """Shape and dtype of an array not read (a dry run's stand-in)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.size = int(np.prod(self.shape))
+
+
+def _npz_header(npz, name):
+    key = name if name in npz.zip.namelist() else name + ".npy"
+    with npz.zip.open(key) as f:
+        fmt = np.lib.format
+        version = fmt.read_magic(f)
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return _Header(shape, dtype)
 
 
 def _convert_npy(conv, path, root):
@@ -1011,14 +1085,16 @@ def _convert_npy(conv, path, root):
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as e:  # noqa: BLE001
         raise CLIError(f"cannot read {path} as .npy: {_message(e)}") from None
-    conv.array(root, arr)
+    conv.array(root, arr, what=path)
 
 
 def cmd_convert(args):
+    from chunkstore.cli_safety import quiet, remove_node_if_new, remove_store_if_new
     from chunkstore.storage.base import rmdir
     kind = _input_kind(args.input)
     root = _norm(args.path)
-    with _stores((args.output, "a")) as (store,):
+    convert = {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind]
+    with remove_store_if_new(args.output), _stores((args.output, "a")) as (store,):
         existing = _kind(store, root)
         if existing is not None:
             if args.if_exists == "raise":
@@ -1027,15 +1103,18 @@ def cmd_convert(args):
             if args.if_exists == "skip":
                 print(f"skipped: {_where(args.output, root)} already holds {_a(existing)}")
                 return 0
+        # A dry run first: every dataset checked against the options, nothing written yet.
+        plan = Converter(store, args, Progress(False), dry=True)
+        with quiet():
+            convert(plan, args.input, root)
+        if existing is not None:
             rmdir(store, root)
         show = _progress_enabled(args)
-        total = None
-        if show and kind == "npy":
-            total = int(np.prod(np.load(args.input, mmap_mode="r").shape))
-        with Progress(show, total=total, desc="convert", unit="elem") as bar:
+        with remove_node_if_new(store, root), \
+                Progress(show, total=plan.nbytes if show else None, desc="convert",
+                         unit="B") as bar:
             conv = Converter(store, args, bar)
-            {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind](
-                conv, args.input, root)
+            convert(conv, args.input, root)
             _refresh_consolidated(store, root)
     what = [_plural(conv.arrays, "array")]
     if conv.groups:

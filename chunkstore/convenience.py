@@ -163,12 +163,15 @@ def _same_layout(src, kwargs):
     return not kwargs
 
 
-def copy_array_data(src, dst, progress=None):
+def copy_array_data(src, dst, progress=None, block_bytes=None):
     """Copy all data of src into dst (same shape), in chunk-aligned blocks of bounded size.
 
     Blocks follow dst's chunk grid, so every write covers whole destination chunks (no
-    read-modify-write); each block holds at most about COPY_BLOCK_BYTES of decoded data.
+    read-modify-write); each block holds at most about block_bytes (default
+    COPY_BLOCK_BYTES) of decoded data, and at least one chunk. progress(n) is called with
+    the number of elements after each block.
     """
+    limit = COPY_BLOCK_BYTES if block_bytes is None else max(1, int(block_bytes))
     if src.shape != dst.shape:
         raise CopyError(f"cannot copy data of shape {src.shape} into shape {dst.shape}")
     if src.size == 0:
@@ -179,7 +182,7 @@ def copy_array_data(src, dst, progress=None):
     block = list(chunks)
     for d in range(len(shape) - 1, -1, -1):
         per = math.prod(block) * itemsize // block[d]
-        fit = max(chunks[d], (COPY_BLOCK_BYTES // max(per, 1)) // chunks[d] * chunks[d])
+        fit = max(chunks[d], (limit // max(per, 1)) // chunks[d] * chunks[d])
         block[d] = min(shape[d], fit) if fit >= shape[d] else fit
         if block[d] < shape[d]:
             break

@@ -1,0 +1,177 @@
+"""The CLI's writing commands never leave half a store: options are checked against every
+array before the first write (errors name the array or dataset at fault), what a failed
+command created is removed, and errors never show temporary file names. Progress bars
+count bytes and move per batch of chunks. (In-process: main() returns the exit status.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+import chunkstore.cli as cli
+
+
+def fail(capsys, *args, code=1):
+    assert cli.main([str(a) for a in args]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("chunkstore: error: "), err
+    return err[0]
+
+
+def ok(capsys, *args):
+    assert cli.main([str(a) for a in args]) == 0, capsys.readouterr().err
+    return capsys.readouterr()
+
+
+def snapshot(path):
+    return {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def src(tmp_path):
+    """A v2 group: g/a (2-d, chunks 10,10), g/b (1-d) and a root attribute."""
+    path = tmp_path / "src.zarr"
+    root = cs.group(str(path))
+    root.attrs["title"] = "source"
+    g = root.create_group("g")
+    g.array("a", np.arange(400, dtype="f4").reshape(20, 20), chunks=(10, 10))
+    g.array("b", np.arange(30, dtype="i2"), chunks=(10,))
+    return path
+
+
+@pytest.mark.parametrize("opts,words", [
+    (["--shards", "20,20"], ["--shards needs Zarr v3", "/g/a"]),
+    (["--zarr-format", "3", "--shards", "15,15"], ["multiple", "/g/a"]),
+    (["--chunks", "5,5"], ["--chunks", "/g/b"]),  # a is 2-d and fine; b is 1-d
+    (["--zarr-format", "3", "--chunks", "5,5", "--shards", "10,10"], ["/g/b"]),
+])
+def test_cp_bad_options_leave_no_destination(src, tmp_path, capsys, opts, words):
+    dst = tmp_path / "dst.zarr"
+    line = fail(capsys, "cp", src, dst, *opts)
+    for w in words:
+        assert w in line, line
+    assert not dst.exists()
+    # Nothing was left behind to trip a corrected rerun ("already holds a group").
+    if "--shards" in opts:
+        ok(capsys, "cp", src, dst, "--src-path", "g/a", "--zarr-format", "3", "--shards", "20,20")
+    else:
+        ok(capsys, "cp", src, dst, "--src-path", "g/b", "--chunks", "5")
+
+
+def test_cp_bad_options_leave_existing_store_as_it_was(src, tmp_path, capsys):
+    dst = tmp_path / "dst.zarr"
+    ok(capsys, "cp", src, dst)
+    before = snapshot(dst)
+    fail(capsys, "cp", src, dst, "--dst-path", "copy/deeper", "--chunks", "5,5")
+    assert snapshot(dst) == before
+    fail(capsys, "cp", src, dst)  # already holds a group: nothing changes either
+    assert snapshot(dst) == before
+    zdst = tmp_path / "dst.zip"
+    fail(capsys, "cp", src, zdst, "--shards", "4,4")
+    assert not zdst.exists()
+
+
+def test_failure_while_writing_removes_what_was_made(src, tmp_path, capsys, monkeypatch):
+    import chunkstore.convenience as conv
+    real = conv.copy_array_data
+    calls = []
+
+    def flaky(source, dst, **kw):
+        calls.append(dst.path)
+        if len(calls) == 2:
+            raise OSError("disk full (simulated)")
+        return real(source, dst, **kw)
+
+    monkeypatch.setattr(conv, "copy_array_data", flaky)
+    dst = tmp_path / "dst.zarr"
+    assert "disk full" in fail(capsys, "cp", src, dst, "--chunks", "5")
+    assert len(calls) == 2 and not dst.exists()
+    # Into an existing store: only the new node (and the parent groups made for it) goes.
+    other = cs.group(str(tmp_path / "other.zarr"))
+    other.array("keep", np.arange(5), chunks=5)
+    before = snapshot(tmp_path / "other.zarr")
+    calls.clear()
+    fail(capsys, "cp", src, tmp_path / "other.zarr", "--dst-path", "new/copy", "--chunks", "5")
+    assert snapshot(tmp_path / "other.zarr") == before
+
+
+def test_convert_hdf5_scalar_with_chunks_names_dataset(tmp_path, capsys):
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "in.h5"
+    with h5py.File(path, "w") as f:
+        f.create_group("grp").create_dataset("img", data=np.ones((10, 10)))
+        f["grp"].create_dataset("scalar", data=3.5)
+    out = tmp_path / "out.zarr"
+    line = fail(capsys, "convert", path, out, "--chunks", "5,5")
+    assert "dataset /grp/scalar" in line and "0 dimensions" in line, line
+    assert not out.exists()
+    # The same into an existing store at a path: the store stays as it was.
+    cs.group(str(out)).array("keep", np.arange(3), chunks=3)
+    before = snapshot(out)
+    fail(capsys, "convert", path, out, "--path", "h5/here", "--chunks", "5,5")
+    assert snapshot(out) == before
+
+
+def test_convert_npz_bad_member_reads_headers_only(tmp_path, capsys, monkeypatch):
+    np.savez(tmp_path / "in.npz", one=np.ones((4, 4)), two=np.arange(10))
+    out = tmp_path / "out.zarr"
+    loaded = []
+    real_getitem = np.lib.npyio.NpzFile.__getitem__
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__",
+                        lambda self, k: (loaded.append(k), real_getitem(self, k))[1])
+    line = fail(capsys, "convert", tmp_path / "in.npz", out, "--chunks", "5,5")
+    assert "member 'two'" in line, line
+    assert loaded == [] and not out.exists()
+    ok(capsys, "convert", tmp_path / "in.npz", out, "--chunks", "5", "--no-progress")
+    assert sorted(loaded) == ["one", "two"]
+
+
+def test_error_lines_never_show_temporary_names(src, tmp_path, capsys, monkeypatch):
+    tmp = f"{tmp_path}/dst.zarr/g/..zattrs.{'9d02' * 8}.partial"
+    assert cli._one_line(f"[Errno 28] No space left on device: '{tmp}'") == \
+        f"No space left on device: '{tmp_path}/dst.zarr/g/.zattrs'"
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device", tmp)
+
+    monkeypatch.setattr("chunkstore.storage.directory.DirectoryStore.__setitem__", boom)
+    line = fail(capsys, "cp", src, tmp_path / "dst.zarr", "--chunks", "5")
+    assert ".partial" not in line and "9d02" not in line and "g/.zattrs" in line, line
+
+
+class Bar:
+    """Records what a tqdm bar is given."""
+    made = []
+
+    def __init__(self, total=None, unit=None, **kw):
+        self.total, self.unit, self.updates = total, unit, []
+        Bar.made.append(self)
+
+    def update(self, n):
+        self.updates.append(n)
+
+    def close(self):
+        pass
+
+
+def test_progress_counts_bytes_per_batch(tmp_path, capsys, monkeypatch):
+    tqdm = pytest.importorskip("tqdm")
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    Bar.made.clear()
+    monkeypatch.setattr(cli, "PROGRESS_BLOCK_BYTES", 2 * 2**20)
+    data = np.arange(2000 * 1000, dtype="f8").reshape(2000, 1000)  # 16 MB
+    np.save(tmp_path / "a.npy", data)
+    ok(capsys, "convert", tmp_path / "a.npy", tmp_path / "a.zarr", "--chunks", "100,1000",
+       "--progress")
+    bar = Bar.made[-1]
+    assert bar.unit == "B" and bar.total == data.nbytes
+    assert sum(bar.updates) == data.nbytes
+    # 16 MB in 800 kB chunks: updated per batch of chunks, not once per 256 MiB block.
+    assert len(bar.updates) >= 8 and max(bar.updates) <= cli.PROGRESS_BLOCK_BYTES
+    ok(capsys, "cp", tmp_path / "a.zarr", tmp_path / "b.zarr", "--dtype", "f4", "--progress")
+    bar = Bar.made[-1]
+    assert bar.unit == "B" and bar.total == data.size * 4 == sum(bar.updates)
+    assert len(bar.updates) >= 4
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "b.zarr"), mode="r")[...],
+                                  data.astype("f4"))
