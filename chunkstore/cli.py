@@ -194,12 +194,16 @@ def _is_url(spec):
     return "://" in spec or "::" in spec
 
 
-def _open_store(spec, mode):
-    """The store at spec; for reading, a local path must exist."""
+def _open_store(spec, mode, options=None):
+    """The store at spec; for reading, a local path must exist. options: fsspec storage
+    options (--storage-option), for URLs only."""
     from chunkstore.storage.base import normalize_store
+    if options and not _is_url(spec):
+        raise UsageError(f"--storage-option applies to URL stores (s3://..., gcs://...), "
+                         f"not to {spec}")
     if not _is_url(spec) and mode in ("r", "r+") and not os.path.exists(spec):
         raise CLIError(f"no such file or directory: {spec}")
-    return normalize_store(spec, mode=mode)
+    return normalize_store(spec, mode=mode, storage_options=options)
 
 
 def _close(store):
@@ -321,8 +325,8 @@ def _plural(n, word):
 def _stores(*specs_modes):
     opened = []
     try:
-        for spec, mode in specs_modes:
-            opened.append(_open_store(spec, mode))
+        for spec, mode, *options in specs_modes:
+            opened.append(_open_store(spec, mode, *options))
         yield opened
     finally:
         error = None
@@ -398,7 +402,7 @@ def _refresh_consolidated(store, path, include_self=True):
 # ------------------------------------------------------------------------------ info / tree / ls
 def cmd_info(args):
     path = _norm(args.path)
-    with _stores((args.store, "r")) as (store,):
+    with _stores((args.store, "r", _options(args))) as (store,):
         print(repr(_open_node(store, args.store, path).info))
     return 0
 
@@ -406,7 +410,7 @@ def cmd_info(args):
 def cmd_tree(args):
     from chunkstore.array import Array
     path = _norm(args.path)
-    with _stores((args.store, "r")) as (store,):
+    with _stores((args.store, "r", _options(args))) as (store,):
         node = _open_node(store, args.store, path)
         if isinstance(node, Array):
             print(f"{node.name} {node.shape} {node.dtype}")
@@ -430,7 +434,7 @@ def _ls_rows(grp, recursive, prefix=""):
 def cmd_ls(args):
     from chunkstore.array import Array
     path = _norm(args.path)
-    with _stores((args.store, "r")) as (store,):
+    with _stores((args.store, "r", _options(args))) as (store,):
         node = _open_node(store, args.store, path)
         if isinstance(node, Array):
             rows = [(node.basename or "/", "array", str(node.shape), str(node.dtype))]
@@ -446,12 +450,21 @@ def cmd_ls(args):
 
 # ------------------------------------------------------------------------------ rm / consolidate
 def cmd_rm(args):
+    from chunkstore.cli_options import confirm
     from chunkstore.storage.base import rmdir
     path = _norm(args.path)
-    with _stores((args.store, "r+")) as (store,):
+    with _stores((args.store, "r+", _options(args))) as (store,):
         kind = _kind(store, path)
         if kind is None:
             _open_node(store, args.store, path)  # raises the "nothing there" error
+        what = f"{kind} {path!r} from {args.store}" if path else f"everything in {args.store}"
+        answer = confirm(f"remove {what}?", args.yes)
+        if answer is None:
+            raise UsageError(f"rm removes {what}: confirm with -f/--yes (stdin is not a "
+                             f"terminal to ask on)")
+        if not answer:
+            print("nothing removed")
+            return 1
         if path:
             rmdir(store, path)
             _refresh_consolidated(store, path.rsplit("/", 1)[0] if "/" in path else "")
@@ -464,7 +477,7 @@ def cmd_rm(args):
 
 def cmd_consolidate(args):
     path = _norm(args.path)
-    with _stores((args.store, "r+")) as (store,):
+    with _stores((args.store, "r+", _options(args))) as (store,):
         if _kind(store, path) != "group":
             _open_node(store, args.store, path)
             raise CLIError(f"{_where(args.store, path)} holds an array; consolidate a group")
@@ -676,6 +689,9 @@ class Copier:
             attrs = self._v3_layout(a, kw, filters, attrs, dtype is not None
                                     and dtype != a.dtype)
         else:
+            if self.recode.get("checksum"):
+                raise CLIError(f"--checksum needs Zarr v3 (add --zarr-format 3); array "
+                               f"{a.name!r} would be Zarr v2, which has no checksum codec")
             if a.shards is not None or self.recode.get("shards") not in (None, "none"):
                 if self.recode.get("shards") not in (None, "none"):
                     raise CLIError(f"--shards needs Zarr v3 (add --zarr-format 3); array "
@@ -742,7 +758,9 @@ class Copier:
             chain = meta.inner_codecs if a.shards is not None else meta.codecs
             if "compressor" not in self.recode and not dtype_changed:
                 kw["codecs"] = chain  # as it is: checksum, blosc settings, transposes
-            elif _has_crc32c(a):
+                if self.recode.get("checksum") and not _has_crc32c(a):
+                    kw["codecs"] = list(chain) + [{"name": "crc32c"}]
+            elif _has_crc32c(a) or self.recode.get("checksum"):
                 import numcodecs
                 kw["filters"] = [numcodecs.CRC32C()]
             kw["dimension_separator"] = meta.chunk_key_encoding
@@ -755,6 +773,9 @@ class Copier:
                 kw["dimension_names"] = dims
                 attrs = {k: v for k, v in attrs.items() if k != "_ARRAY_DIMENSIONS"}
             shards = None
+            if self.recode.get("checksum"):
+                import numcodecs
+                kw["filters"] = [numcodecs.CRC32C()]
         if "shards" in self.recode:
             shards = self.recode["shards"]
             if shards == "none":
@@ -807,11 +828,22 @@ def cmd_cp(args):
         if args.zarr_format == 2 and args.shards != "none":
             raise UsageError("--shards needs Zarr v3; it cannot go with --zarr-format 2")
         recode["shards"] = args.shards
+    if args.checksum:
+        if args.zarr_format == 2:
+            raise UsageError("--checksum needs Zarr v3; it cannot go with --zarr-format 2")
+        recode["checksum"] = True
     same = _same_location(args.src, args.dst)
     if same and (sp == dp or not sp or dp.startswith(sp + "/")):
         raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
                        f"({_where(args.dst, dp)})")
-    specs = [(args.src, "r+" if same else "r")] if same else [(args.src, "r"), (args.dst, "a")]
+    # --storage-option goes to whichever of SRC and DST are URLs; the specific ones must
+    # name a URL store.
+    src_opts = _options(args, "src_storage_options") \
+        if _is_url(args.src) or args.src_storage_options else None
+    dst_opts = _options(args, "dst_storage_options") \
+        if _is_url(args.dst) or args.dst_storage_options else None
+    specs = [(args.src, "r+", src_opts)] if same else \
+        [(args.src, "r", src_opts), (args.dst, "a", dst_opts)]
     from chunkstore.cli_safety import quiet, remove_node_if_new, remove_store_if_new
     with contextlib.nullcontext() if same else remove_store_if_new(args.dst), \
             _stores(*specs) as opened:
@@ -1094,7 +1126,8 @@ def cmd_convert(args):
     kind = _input_kind(args.input)
     root = _norm(args.path)
     convert = {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind]
-    with remove_store_if_new(args.output), _stores((args.output, "a")) as (store,):
+    with remove_store_if_new(args.output), \
+            _stores((args.output, "a", _options(args))) as (store,):
         existing = _kind(store, root)
         if existing is not None:
             if args.if_exists == "raise":
@@ -1125,6 +1158,32 @@ def cmd_convert(args):
 
 
 # ------------------------------------------------------------------------------ verify
+VERIFY_DESCRIPTION = """\
+Read every metadata document and decode every stored chunk (every inner chunk of every
+shard); print each problem with its key; exit 1 if there is any.
+
+Detected:
+  - invalid metadata (.zarray, .zgroup, .zattrs, zarr.json) and stale consolidated metadata
+  - chunk keys outside the array's chunk grid
+  - chunks that fail to decode, or decode to the wrong size
+  - corruption of a chunk that carries a checksum: any changed byte of a Zarr v3 chunk
+    with the crc32c codec and of every shard index (it carries crc32c); a damaged
+    compressed stream of gzip (CRC-32), zlib (Adler-32), bz2 (CRC) or lzma (xz check)
+  - unreadable keys (the store raises on reading them)
+
+Not detected:
+  - changed bytes in a chunk without a checksum that still decodes to the right size:
+    uncompressed chunks, Blosc chunks that Blosc stored uncompressed (data that did not
+    compress), and often Blosc, LZ4 or Zstd chunks (a damaged stream usually fails to
+    decode, but nothing guarantees it); in a sharded array without crc32c on its inner
+    chunks, the same for the inner chunks behind an intact index
+  - missing chunks: an absent chunk reads as the fill value, like one never written
+  - data that was already wrong when it was written
+
+To make data fully verifiable, copy it with a checksum on every chunk:
+  chunkstore cp SRC DST --zarr-format 3 --checksum
+"""
+
 _CHUNKLIKE = re.compile(r"^\d+([./]\d+)*$")
 _SIZE_PROBLEM = re.compile(r"has \d+ (bytes|items), expected \d+")
 _METADATA = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
@@ -1411,7 +1470,7 @@ def cmd_verify(args):
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
     from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
     path = _norm(args.path)
-    with _stores((args.store, "r")) as (store,):
+    with _stores((args.store, "r", _options(args))) as (store,):
         kind = _kind(store, path)
         if kind is None:
             _open_node(store, args.store, path)
@@ -1461,51 +1520,94 @@ def cmd_verify(args):
 
 
 # ------------------------------------------------------------------------------ main
+def _options(args, specific=None):
+    """The fsspec storage options for one store of the command: --storage-option, then the
+    store's own (--src-storage-option / --dst-storage-option) on top."""
+    from chunkstore.cli_options import storage_options
+    try:
+        return storage_options(getattr(args, "storage_options", None),
+                               getattr(args, specific, None) if specific else None)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(str(e)) from None
+
+
 def _version():
     from chunkstore import __version__
     return f"{PROG} {__version__}"
 
 
 def build_parser():
+    from chunkstore.cli_options import STORAGE_OPTION_HELP, parse_storage_option
     p = _Parser(prog=PROG, description="Inspect, copy, convert and verify Zarr v2 and v3 "
                 "stores (directories, .zip, .sqlite, .lmdb, URLs).")
-    p.add_argument("--version", action="version", version=_version())
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.add_argument("--version", action="version", version=_version(),
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND",
+                           help="what to do (each command has its own --help)")
     sub.required = True
 
-    def add(name, func, help_, store=True):
-        sp = sub.add_parser(name, help=help_, description=help_)
+    def storage_option(sp, flag="--storage-option", dest="storage_options", extra=""):
+        sp.add_argument(flag, dest=dest, metavar="KEY=VALUE", action="append",
+                        type=parse_storage_option, default=None,
+                        help=STORAGE_OPTION_HELP + extra)
+
+    def add(name, func, help_, store=True, description=None):
+        sp = sub.add_parser(name, help=help_, description=description or help_,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if store:
-            sp.add_argument("store", metavar="PATH", help="the store (path or URL)")
-            sp.add_argument("--path", default="", help="location inside the store")
+            sp.add_argument("store", metavar="PATH",
+                            help="the store: a directory, .zip, .sqlite/.db, .lmdb, or a URL "
+                                 "(s3://bucket/key, gcs://..., memory://...)")
+            sp.add_argument("--path", default="",
+                            help="the array or group inside the store (default: its root)")
+            storage_option(sp)
         sp.set_defaults(func=func)
         return sp
 
     def progress(sp):
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_true", default=None,
-                       help="show a progress bar (default: when stderr is a terminal)")
+                       help="show a progress bar, in bytes with throughput (default: when "
+                            "stderr is a terminal; needs tqdm, the [cli] extra)")
         g.add_argument("--no-progress", dest="progress", action="store_false",
                        help="never show a progress bar")
+
+    def if_exists(sp, what):
+        sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise",
+                        help=f"when {what} already holds an array or group: raise (the "
+                             f"default: an error, nothing written), replace it, or skip it")
 
     add("info", cmd_info, "what .info shows for the array or group")
     sp = add("tree", cmd_tree, "the hierarchy as a tree")
     sp.add_argument("--level", type=lambda s: _int_arg(s, "--level", 1, 10**6), default=None,
-                    help="depth to show")
+                    help="depth to show (default: all)")
     sp = add("ls", cmd_ls, "members: name, kind, shape, dtype")
     sp.add_argument("-r", "--recursive", action="store_true", help="list all descendants")
-    add("rm", cmd_rm, "remove the array or group at --path (everything without --path)")
-    add("consolidate", cmd_consolidate, "write consolidated metadata (.zmetadata)")
-    sp = add("verify", cmd_verify, "decode every stored chunk; exit 1 if any is bad")
+    sp = add("rm", cmd_rm, "remove the array or group at --path (everything without --path)",
+             description="Remove the array or group at --path (everything without --path). "
+                         "Asks for confirmation when stdin is a terminal; otherwise needs "
+                         "-f/--yes.")
+    sp.add_argument("-f", "--yes", "--force", dest="yes", action="store_true",
+                    help="remove without asking (needed when stdin is not a terminal)")
+    add("consolidate", cmd_consolidate,
+        "write consolidated metadata (v2: .zmetadata; v3: into the group's zarr.json)")
+    sp = add("verify", cmd_verify, "decode every stored chunk; exit 1 if any is bad",
+             description=VERIFY_DESCRIPTION)
     progress(sp)
 
     codec_help = "zstd[:LEVEL], blosc[:CNAME[:LEVEL[:SHUFFLE]]], gzip[:LEVEL], zlib, bz2, " \
-                 "lzma, lz4, or none"
-    sp = add("cp", cmd_cp, "copy an array or group from any store to any store", store=False)
-    sp.add_argument("src", metavar="SRC")
-    sp.add_argument("dst", metavar="DST")
-    sp.add_argument("--src-path", default="", help="location inside SRC")
-    sp.add_argument("--dst-path", default="", help="location inside DST")
+                 "lzma, lz4, or none (default: as the source)"
+    sp = add("cp", cmd_cp, "copy an array or group from any store to any store", store=False,
+             description="Copy an array or group from any store to any store. Without "
+                         "recoding options the keys are copied as they are; with them the "
+                         "data is decoded and encoded again. Every option is checked against "
+                         "every array before anything is written, and a failed copy removes "
+                         "what it wrote.")
+    sp.add_argument("src", metavar="SRC", help="the source store (path or URL)")
+    sp.add_argument("dst", metavar="DST", help="the destination store (path or URL); "
+                                               "created if absent")
+    sp.add_argument("--src-path", default="", help="location inside SRC (default: its root)")
+    sp.add_argument("--dst-path", default="", help="location inside DST (default: its root)")
     sp.add_argument("--chunks", type=parse_chunks, default=None,
                     help="new chunk shape, e.g. 100,100 (rechunks while copying)")
     # a one-element list so that "none" (None) differs from "not given"
@@ -1517,19 +1619,34 @@ def build_parser():
     sp.add_argument("--shards", type=parse_shards, default=None,
                     help="shard shape of Zarr v3 copies, a multiple of the chunks, e.g. "
                          "1000,1000 (none: unsharded; default: as the source)")
-    sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
+    sp.add_argument("--checksum", action="store_true",
+                    help="add a crc32c checksum to every chunk of the copy (Zarr v3; needs "
+                         "--zarr-format 3 for a v2 source), so that verify detects any "
+                         "corruption of the copy's data")
+    if_exists(sp, "DST at --dst-path")
+    storage_option(sp, extra="; for both SRC and DST")
+    for which in ("src", "dst"):
+        sp.add_argument(f"--{which}-storage-option", dest=f"{which}_storage_options",
+                        metavar="KEY=VALUE", action="append", type=parse_storage_option,
+                        default=None, help=f"as --storage-option, for {which.upper()} only "
+                                           f"(wins over --storage-option)")
     progress(sp)
 
-    sp = add("convert", cmd_convert, "convert .npy, .npz or HDF5 into a store", store=False)
+    sp = add("convert", cmd_convert, "convert .npy, .npz or HDF5 into a store", store=False,
+             description="Convert a .npy, .npz or HDF5 file into a store. Every dataset is "
+                         "checked against the options before anything is written, and a "
+                         "failed conversion removes what it wrote.")
     sp.add_argument("input", metavar="IN", help=".npy, .npz, or HDF5 (.h5/.hdf5) file")
-    sp.add_argument("output", metavar="OUT", help="the store to write")
-    sp.add_argument("--path", default="", help="location inside OUT")
-    sp.add_argument("--chunks", type=parse_chunks, default=None, help="chunk shape")
+    sp.add_argument("output", metavar="OUT", help="the store to write (path or URL)")
+    sp.add_argument("--path", default="", help="location inside OUT (default: its root)")
+    sp.add_argument("--chunks", type=parse_chunks, default=None,
+                    help="chunk shape, e.g. 100,100 (default: HDF5's chunks, else automatic)")
     sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
-                    help=codec_help)
+                    help=codec_help.replace("as the source", "Blosc lz4"))
     sp.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
                     help="Zarr format of the new arrays and groups (default 2)")
-    sp.add_argument("--if-exists", choices=("raise", "replace", "skip"), default="raise")
+    if_exists(sp, "OUT at --path")
+    storage_option(sp, extra="; for OUT")
     progress(sp)
     return p
 

@@ -373,19 +373,19 @@ def test_convert_bad_inputs(tmp_path):
 
 # ------------------------------------------------------------------------------ rm / consolidate
 def test_rm(src):
-    r = run("rm", src, "--path", "g1/g2")
+    r = run("rm", src, "--path", "g1/g2", "-f")
     assert "g1/g2" in r.stdout
     g = cs.open_group(str(src), mode="r")
     assert all_paths(g) == ["a", "empty", "g1"]
     assert not (src / "g1" / "g2").exists()
-    assert "g1/g2" in run_error("rm", src, "--path", "g1/g2")
-    run("rm", src)
+    assert "g1/g2" in run_error("rm", src, "--path", "g1/g2", "-f")
+    run("rm", src, "--yes")
     assert list(cs.DirectoryStore(str(src), mode="r").keys()) == []
 
 
 def test_rm_keeps_consolidated_metadata_true(src):
     cs.consolidate_metadata(str(src))
-    run("rm", src, "--path", "a")
+    run("rm", src, "--path", "a", "-f")
     meta = json.loads((src / ".zmetadata").read_text())["metadata"]
     assert "a/.zarray" not in meta and "g1/g2/b/.zarray" in meta
     assert "a" not in cs.open_consolidated(str(src), mode="r")

@@ -175,3 +175,120 @@ def test_progress_counts_bytes_per_batch(tmp_path, capsys, monkeypatch):
     assert len(bar.updates) >= 4
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "b.zarr"), mode="r")[...],
                                   data.astype("f4"))
+
+
+# ------------------------------------------------------------------------------ verify, --checksum
+def flip_byte(path, offset):
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_verify_help_says_what_it_cannot_detect(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["verify", "--help"])
+    out = capsys.readouterr().out
+    assert "Not detected" in out and "stored uncompressed" in out and "--checksum" in out
+
+
+def test_checksum_copy_makes_silent_corruption_detectable(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=4096, dtype="u1")  # incompressible: Blosc memcpys it
+    src = tmp_path / "src.zarr"
+    cs.array(data, store=str(src), chunks=4096)
+    chunk = src / "0"
+    assert len(chunk.read_bytes()) == 4096 + 16  # header + the bytes as they are
+    # The limit verify documents: a changed byte in an uncompressed Blosc chunk decodes.
+    flip_byte(chunk, 2000)
+    assert "OK" in ok(capsys, "verify", src).out
+    corrupted = cs.open_array(str(src), mode="r")[...]
+    assert (corrupted != data).sum() == 1
+    # A copy with --checksum: the same damage is reported, by key.
+    cs.array(data, store=str(src), chunks=4096, overwrite=True)
+    dst = tmp_path / "dst.zarr"
+    ok(capsys, "cp", src, dst, "--zarr-format", "3", "--checksum")
+    z = cs.open_array(str(dst), mode="r")
+    assert [c["name"] for c in z.metadata.codecs][-1] == "crc32c"
+    np.testing.assert_array_equal(z[...], data)
+    zarr = pytest.importorskip("zarr")
+    np.testing.assert_array_equal(zarr.open_array(str(dst), mode="r")[...], data)
+    flip_byte(dst / "c" / "0", 2000)
+    assert cli.main(["verify", str(dst)]) == 1
+    out = capsys.readouterr().out
+    assert "corrupt chunk 'c/0'" in out and "FAILED" in out
+
+
+def test_checksum_on_sharded_copy_and_v2_refused(tmp_path, capsys):
+    src = tmp_path / "src.zarr"
+    cs.array(np.arange(64, dtype="i4").reshape(8, 8), store=str(src), chunks=(2, 2))
+    dst = tmp_path / "dst.zarr"
+    ok(capsys, "cp", src, dst, "--zarr-format", "3", "--shards", "4,4", "--checksum")
+    z = cs.open_array(str(dst), mode="r")
+    inner = z.metadata.codecs[0]["configuration"]["codecs"]
+    assert inner[-1]["name"] == "crc32c"
+    np.testing.assert_array_equal(z[...], np.arange(64).reshape(8, 8))
+    assert "--checksum needs Zarr v3" in fail(capsys, "cp", src, tmp_path / "x.zarr",
+                                              "--checksum")
+    assert not (tmp_path / "x.zarr").exists()
+    fail(capsys, "cp", src, tmp_path / "y.zarr", "--checksum", "--zarr-format", "2", code=2)
+
+
+# ------------------------------------------------------------------------------ rm, options
+class Terminal:
+    """stdin as a terminal that answers `answer`."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def isatty(self):
+        return True
+
+    def readline(self):
+        return self.answer + "\n"
+
+
+def test_rm_confirmation(src, capsys, monkeypatch):
+    before = snapshot(src)
+    # No terminal to ask on (stdin is pytest's): refused without -f/--yes.
+    line = fail(capsys, "rm", src, "--path", "g/a", code=2)
+    assert "-f/--yes" in line and "'g/a'" in line
+    assert snapshot(src) == before
+    monkeypatch.setattr("sys.stdin", Terminal("n"))
+    assert cli.main(["rm", str(src), "--path", "g/a"]) == 1
+    captured = capsys.readouterr()
+    assert "remove array 'g/a'" in captured.err and "[y/N]" in captured.err
+    assert "nothing removed" in captured.out and snapshot(src) == before
+    monkeypatch.setattr("sys.stdin", Terminal("y"))
+    assert cli.main(["rm", str(src), "--path", "g/a"]) == 0
+    assert not (src / "g" / "a").exists() and (src / "g" / "b").exists()
+    monkeypatch.setattr("sys.stdin", Terminal(""))  # just Enter: the default is no
+    assert cli.main(["rm", str(src)]) == 1 and (src / "g" / "b").exists()
+    capsys.readouterr()
+    ok(capsys, "rm", src, "-f")
+    assert list(cs.DirectoryStore(str(src), mode="r").keys()) == []
+
+
+def test_every_option_has_help():
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = []
+    for name, sp in subs.choices.items():
+        for action in sp._actions:
+            if not action.help:
+                missing.append(f"{name} {action.option_strings or action.dest}")
+    assert missing == []
+    assert all(a.help for a in parser._actions)
+
+
+def test_storage_option_parsing(capsys):
+    from chunkstore.cli_options import parse_storage_option, storage_options
+    pairs = [parse_storage_option(t) for t in
+             ["anon=true", "client_kwargs.endpoint_url=http://h:9000", "n=3", "s=abc",
+              "client_kwargs.region_name=eu"]]
+    assert storage_options(pairs, [("n", 4)]) == {
+        "anon": True, "n": 4, "s": "abc",
+        "client_kwargs": {"endpoint_url": "http://h:9000", "region_name": "eu"}}
+    assert storage_options([], None) is None
+    assert "KEY=VALUE" in fail(capsys, "info", "s3://b/x", "--storage-option", "novalue",
+                               code=2)
+    assert "URL stores" in fail(capsys, "info", ".", "--storage-option", "anon=true", code=2)

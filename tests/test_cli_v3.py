@@ -328,7 +328,7 @@ def test_consolidate_v3(cli, v3src):
 
 def test_rm_and_cp_keep_v3_consolidated_metadata_true(cli, v3src, tmp_path):
     cli("consolidate", v3src)
-    out, _ = cli("rm", v3src, "--path", "sub/u")
+    out, _ = cli("rm", v3src, "--path", "sub/u", "-f")
     assert "removed array 'sub/u'" in out
     members = json.loads((v3src / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
     assert set(members) == {"sh", "sub"}
