@@ -9,6 +9,11 @@ measure the working copy.
 import os
 import sys
 
+# ci/bench.sh benchmarks each commit's source tree (built in place) with the current suite.
+_SRC = os.environ.get("CHUNKSTORE_BENCH_SRC")
+if _SRC:
+    sys.path.insert(0, _SRC)
+
 try:
     import chunkstore  # noqa: F401
 except ImportError:  # pragma: no cover - depends on how the venv was set up
