@@ -83,7 +83,7 @@ def _check_encoding(ds, encoding):
 
 def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, consolidated):
     exists = contains_group(store, path)
-    if contains_array(store, path):
+    if contains_array(store, path) and mode != "w":
         raise ContainsArrayError(f"path {path!r} in {store!r} holds an array, not a group")
     if mode == "w-" and exists:
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}; "
@@ -147,7 +147,9 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
     for name, var in variables.items():
         var = var.copy(deep=False)
         var.encoding = {**var.encoding, **encoding.get(name, {})}
-        if name in existing:
+        into = name in existing and (region is not None or
+                                     (append_dim is not None and append_dim in var.dims))
+        if into:  # written into the stored array
             raw, decoded = existing[name]
             if decoded.dims != var.dims:
                 raise ValueError(f"variable {name!r} has dimensions {var.dims} but the stored "
@@ -159,15 +161,18 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
         if name not in existing:
             plan[name] = (enc, "create", None)
             continue
+        if append_dim is not None and append_dim not in var.dims:
+            plan[name] = (enc, "skip", None)  # already there, and not along append_dim
+            continue
+        if not into:
+            plan[name] = (enc, "create", None)  # mode "a": replace the variable
+            continue
         raw, _ = existing[name]
         if enc.dtype != raw.dtype and not (enc.dtype.kind in "OUS" and raw.dtype.kind in "OUS"):
             raise ValueError(f"variable {name!r} encodes to dtype {enc.dtype}, the stored "
                              f"array has {raw.dtype}")
         shape = raw.shape
         if append_dim is not None:
-            if append_dim not in var.dims:
-                plan[name] = (enc, "skip", None)
-                continue
             axis = var.dims.index(append_dim)
             for d, (a, b) in enumerate(zip(enc.shape, shape)):
                 if d != axis and a != b:
@@ -182,8 +187,6 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
                     raise ValueError(f"region {d}={s} of variable {name!r} (stored length "
                                      f"{n}) does not hold the {m} values given")
             plan[name] = (enc, "region", sel)
-        else:
-            plan[name] = (enc, "create", None)  # mode "a": replace the variable
     return plan
 
 

@@ -236,6 +236,9 @@ def test_append_and_region_match_xarray(tmp_path, fmt):
     expected[1:5] += 100
     np.testing.assert_array_equal(got["temp"].values, expected)
     xr.testing.assert_identical(got.drop_vars("temp"), ds.drop_vars("temp"))
+    # mode "a" without append_dim/region replaces a variable, whatever its old dtype/dims.
+    to_chunkstore(xr.Dataset({"count": ("time", np.arange(6.0))}), ours, mode="a")
+    np.testing.assert_array_equal(xr_open_zarr(ours)["count"].values, np.arange(6.0))
 
 
 def test_dask_write_unaligned(tmp_path):
@@ -257,7 +260,7 @@ def test_rejected_writes_leave_store_as_it_was(tmp_path):
         (ValueError, dict(region={"time": slice(0, 3)})),  # 6 values into 3
         (ValueError, dict(region={"nope": slice(0, 6)})),
         (ValueError, dict(append_dim="nope")),
-        (ValueError, dict(mode="a", ds=ds.assign(count=("time", np.ones(6, "i4"))))),
+        (ValueError, dict(append_dim="time", ds=ds.assign(count=("time", np.ones(6, "i4"))))),
         (ValueError, dict(mode="a", append_dim="time", ds=ds.isel(x=slice(0, 2)))),
         (ValueError, dict(mode="w", encoding={"temp": {"bogus": 1}})),
         (ValueError, dict(mode="w", encoding={"missing": {"chunks": 2}})),
