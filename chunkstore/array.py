@@ -345,8 +345,17 @@ class Array(nodes.Node, ArrayExtras):
                         yield c
             return
 
+        dotted = re.compile(r"^\d+(\.\d+)+$")
+
         def walk(prefix, depth, acc):
             for name in listdir(self._store, prefix):
+                if depth == 0 and nd > 1 and dotted.match(name):
+                    # A store that lists nested chunks as dotted keys (zarr-python 2's
+                    # NestedDirectoryStore does): "1.2" is the chunk 1/2.
+                    c = tuple(map(int, name.split(".")))
+                    if len(c) == nd and all(x < g for x, g in zip(c, grid)):
+                        yield c
+                    continue
                 if not pat.match(name) or int(name) >= grid[depth]:
                     continue
                 if depth == nd - 1:
