@@ -82,6 +82,9 @@ def _overridden(meta, overrides, name):
     if "filters" in changes and "filters" not in known:
         raise TypeError(f"array {name!r} has a codec chain, not filters (Zarr v3): "
                         f"astype() and view(filters=) need a Zarr v2 array")
+    if "chunks" in changes and getattr(meta, "inner_chunks", None) is not None:
+        raise TypeError(f"array {name!r} is sharded: view(chunks=) cannot change its chunk "
+                        f"and shard layout")
     if "dtype" in changes and "fill_value" not in changes and meta.fill_value is not None:
         # The base's fill value, taken into the view's dtype where it fits (as a value,
         # not as bytes); one that does not fit needs an explicit fill_value.

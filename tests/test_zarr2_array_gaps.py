@@ -99,6 +99,32 @@ class TestDigest:
         h.update(nested.store[".zarray"])
         assert nested.hexdigest() == h.hexdigest()
 
+    def test_zarr2_expected_digests(self):
+        # zarr-python 2.18's own test_hexdigest: arrays it created (its .zarray documents,
+        # byte for byte: no dimension_separator, fill_value null, Zlib level 1), and its
+        # expected digests.
+        def zarr2(shape, chunks, dtype):
+            meta = dict(zarr_format=2, shape=list(shape), chunks=list(chunks), dtype=dtype,
+                        compressor={"id": "zlib", "level": 1}, fill_value=None, order="C",
+                        filters=None)
+            doc = json.dumps(meta, indent=4, sort_keys=True, ensure_ascii=True,
+                             separators=(",", ": ")).encode("ascii")
+            return cs.open_array({".zarray": doc})
+        found = [zarr2((1050,), (100,), "<i4").hexdigest(),
+                 zarr2((1050,), (100,), "<f4").hexdigest(),
+                 zarr2((20, 35), (10, 10), "<i4").hexdigest()]
+        z = zarr2((1050,), (100,), "<i4")
+        z[200:400] = np.arange(200, 400, dtype="i4")
+        found.append(z.hexdigest())
+        z = zarr2((1050,), (100,), "<i4")
+        z.attrs["foo"] = "bar"
+        found.append(z.hexdigest())
+        assert found == ["063b02ff8d9d3bab6da932ad5828b506ef0a6578",
+                         "f97b84dc9ffac807415f750100108764e837bb82",
+                         "c7190ad2bea1e9d2e73eaa2d3ca9187be1ead261",
+                         "14470724dca6c1837edddedc490571b6a7f270bc",
+                         "2a1046dd99b914459b3e86be9dde05027a07d209"]
+
     def test_v3(self):
         a = cs.create_array({}, shape=(10,), chunks=(5,), shards=(10,), dtype="u1")
         a[:] = 1
@@ -122,6 +148,16 @@ class TestViews:
         a = cs.create_array({}, shape=(4,), chunks=(2,), dtype="i4")
         with pytest.raises(TypeError, match="Zarr v2"):
             a.astype("f8")
+
+    def test_v3_views(self):
+        a = cs.create_array({}, shape=(8,), chunks=(2,), shards=(4,), dtype="i4")
+        a[:] = np.arange(8) - 4
+        np.testing.assert_array_equal(a.view(dtype="u4")[:],
+                                      (np.arange(8, dtype="i4") - 4).view("u4"))
+        np.testing.assert_array_equal(a.view(shape=12, fill_value=5)[:],
+                                      np.r_[np.arange(8) - 4, [5] * 4])
+        with pytest.raises(TypeError, match="sharded"):
+            a.view(chunks=4)
 
     def test_dtype_view_reinterprets_bytes(self, z):
         v = z.view(dtype="u4")
