@@ -90,6 +90,9 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
     path = normalize_path(path)
     shape = _normalize_shape(shape)
     dtype = np.dtype("f8" if dtype is None else dtype)
+    if dtype.subdtype is not None:
+        # As NumPy and zarr-python 2: a sub-array dtype's shape extends the array's shape.
+        shape, dtype = shape + dtype.shape, dtype.base
     _check_format(zarr_format)
     if overwrite:
         if path:

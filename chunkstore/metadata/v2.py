@@ -335,7 +335,9 @@ def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
         return np.zeros((), dtype=dtype)[()]
     if kind == "V":
         if isinstance(value, (bytes, bytearray, memoryview)):
-            raw = bytes(value)
+            # Fewer bytes are zero-padded, as NumPy and zarr-python 2 take them (b"" is
+            # the all-zero value).
+            raw = bytes(value).ljust(dtype.itemsize, b"\x00")
             if len(raw) != dtype.itemsize:
                 raise ValueError(f"fill_value has {len(raw)} bytes, expected {dtype.itemsize}")
             return np.frombuffer(bytearray(raw), dtype=dtype)[0]

@@ -16,6 +16,7 @@ from .cache import LRUStoreCache
 from .consolidated import ConsolidatedMetadataStore, consolidate_metadata
 from .directory import DirectoryStore, NestedDirectoryStore
 from .fsspec_store import FSStore
+from .kvstore import KVStore
 from .lmdb_store import LMDBStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
@@ -30,6 +31,7 @@ __all__ = [
     "SQLiteStore",
     "LMDBStore",
     "FSStore",
+    "KVStore",
     "LRUStoreCache",
     "ConsolidatedMetadataStore",
     "consolidate_metadata",

@@ -67,8 +67,10 @@ class SQLiteStore(BaseStore):
         mode: str = "a",
         timeout: float = 60.0,
         synchronous: str = "NORMAL",
+        dimension_separator: str | None = None,
     ):
         super().__init__(mode)
+        self._set_dimension_separator(dimension_separator)
         self.path = os.path.abspath(os.fspath(path))
         self.timeout = float(timeout)
         if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -263,6 +265,7 @@ class SQLiteStore(BaseStore):
             "mode": "r" if self._mode == "r" else "a",
             "timeout": self.timeout,
             "synchronous": self.synchronous,
+            "dimension_separator": self._dimension_separator,
         }
 
     def __setstate__(self, state):
