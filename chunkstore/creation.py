@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import sys
+import threading
 
 import numpy as np
 
@@ -245,13 +246,37 @@ def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, or
     return meta
 
 
+_held = threading.local()  # creation locks this thread holds: markers of (lock, key)
+
+
+@contextlib.contextmanager
 def creation_lock(synchronizer, key):
-    """The lock held while creating the node whose metadata key is key (nullcontext if none).
+    """The lock held while creating the node whose metadata key is key (no-op if none).
 
     Two processes creating the same node at once then either both succeed (the second opens
-    what the first made) or one gets a clear Contains*Error; neither sees a half-made node."""
-    import contextlib
-    return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
+    what the first made) or one gets a clear Contains*Error; neither sees a half-made node.
+    Re-entrant per thread: a Group method holds it across its check and then calls create(),
+    which asks for it again; synchronizer locks are not re-entrant, so the inner request must
+    not take it a second time (it would wait for itself forever)."""
+    if synchronizer is None:
+        yield
+        return
+    lock = synchronizer[key]
+    # The lock object, and (lock directory or synchronizer, key): two ProcessSynchronizer
+    # instances on one directory share lock files.
+    markers = (("obj", id(lock)), ("key", getattr(synchronizer, "path", None)
+                                   or id(synchronizer), key))
+    held = _held.__dict__.setdefault("markers", set())
+    if any(m in held for m in markers):
+        yield
+        return
+    with lock:
+        added = [m for m in markers if m not in held]
+        held.update(added)
+        try:
+            yield
+        finally:
+            held.difference_update(added)
 
 
 def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
