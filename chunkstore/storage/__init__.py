@@ -19,6 +19,7 @@ from .fsspec_store import FSStore
 from .lmdb_store import LMDBStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
+from .temp import TempStore
 from .zip import ZipStore
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NestedDirectoryStore",
     "ZipStore",
     "SQLiteStore",
+    "TempStore",
     "LMDBStore",
     "FSStore",
     "LRUStoreCache",
