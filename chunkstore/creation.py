@@ -248,6 +248,9 @@ def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order
                        dimension_separator, shards, dimension_names, attributes, codecs,
                        object_codec=None):
     from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+    if order not in ("C", "F"):
+        raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
+                         f"got {order!r}")
     if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
         raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")

@@ -60,6 +60,11 @@ INVALID = {
     "v3 non-string object codec": dict(zarr_format=3, dtype=object,
                                        object_codec=numcodecs.MsgPack()),
     "v3 fill out of range": dict(zarr_format=3, dtype="u1", fill_value=-1),
+    "v3 dimension names count": dict(zarr_format=3, dimension_names=["x", "y"]),
+    "v3 unknown codec": dict(zarr_format=3, codecs=[{"name": "no-such-codec"}]),
+    "v3 order": dict(zarr_format=3, order="X", chunks=(2, 2)),
+    "fill NaN for ints": dict(dtype="i4", fill_value=float("nan")),
+    "zarr_format": dict(zarr_format=4),
 }
 
 
@@ -70,7 +75,7 @@ def test_failed_creation_leaves_store_as_it_was(case, path, overwrite):
     s = _existing_store()
     before = _snapshot(s)
     with pytest.raises((ValueError, TypeError)):
-        cs.create((4, 4) if "chunks" in INVALID[case] or "shards" in INVALID[case] else 4,
+        cs.create((4, 4) if {"chunks", "shards"} & set(INVALID[case]) else 4,
                   store=s, path=path, overwrite=overwrite, **INVALID[case])
     assert _snapshot(s) == before
     # The path is not blocked: a valid creation works there now.
@@ -245,7 +250,7 @@ def test_sqlite_memory_store_is_private_and_makes_no_file(tmp_path, monkeypatch)
     a, b = cs.SQLiteStore(":memory:"), cs.SQLiteStore(":memory:")
     a["x"] = b"1"
     assert "x" not in b and a["x"] == b"1" and a != b
-    z = cs.zeros((6, 6), chunks=(2, 2), store=a, path="arr", dtype="i4")
+    z = cs.zeros((6, 6), chunks=(1, 3), store=a, path="arr", dtype="i4")  # a row per thread
 
     def write(i):
         z[i, :] = i
