@@ -46,8 +46,8 @@ def normalize_dtype(dtype, object_codec=None):
             return np.dtype(object), object_codec
     try:
         dt = np.dtype(dtype)
-    except TypeError as e:
-        raise ValueError(f"invalid dtype {dtype!r}: {e}") from e
+    except TypeError as e:  # NumPy's error type, as zarr-python 2 lets it through
+        raise TypeError(f"invalid dtype {dtype!r}: {e}") from e
     _check_storable(dt, dt)
     return dt, object_codec
 
