@@ -239,6 +239,14 @@ class Array(nodes.Node, ArrayExtras):
             raise TypeError("len() of unsized object")
         return self.shape[0]
 
+    def __iter__(self):
+        # One chunk row at a time, not one read per element.
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        step = self.chunks[0]
+        for start in range(0, self.shape[0], step):
+            yield from self[start:start + step]
+
     def __array__(self, dtype=None, copy=None):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
@@ -647,9 +655,18 @@ class Array(nodes.Node, ArrayExtras):
             # A sub-array field: values carry the field's own trailing dimensions.
             dtype, sub = dtype.subdtype
             shape = shape + sub
+        if dtype.kind == "O" and not shape and not (isinstance(value, np.ndarray) and
+                                                   value.ndim == 0):
+            # One element of an object array: the value itself (a list, an ndarray) is the
+            # element, as in NumPy.
+            v = np.empty((), dtype=object)
+            v[()] = value
+            return v
         try:
             v = np.asarray(value, dtype=dtype)
         except (ValueError, TypeError) as e:
+            if dtype.kind == "O":
+                return self._object_elements(value, shape)
             raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
                 from e
         while v.ndim > len(shape) and v.shape[0] == 1:
@@ -660,8 +677,21 @@ class Array(nodes.Node, ArrayExtras):
             except ValueError:
                 ok = False
             if not ok:
+                if dtype.kind == "O":
+                    return self._object_elements(value, shape)
                 raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
                                  f"of shape {shape} in array {self.name!r}")
+        return v
+
+    def _object_elements(self, value, shape):
+        """value as an object array of the selection's shape by NumPy's own assignment rule
+        (sequences that do not broadcast become elements, e.g. one list per element)."""
+        v = np.empty(shape, dtype=object)
+        try:
+            v[...] = value
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"could not store value in selection of shape {shape} in array "
+                             f"{self.name!r}: {e}") from e
         return v
 
     def _set(self, sel, value, fields=None):

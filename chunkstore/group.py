@@ -260,6 +260,8 @@ class Group(nodes.Node, MutableMapping):
         return tuple(self.require_group(n) for n in names)
 
     def _create_array(self, name, fn, *args, **kwargs):
+        # The creation lock is re-entrant per thread, so fn (create, array, ...) taking it
+        # again inside is fine: see creation.creation_lock.
         self._check_writable()
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
@@ -276,6 +278,11 @@ class Group(nodes.Node, MutableMapping):
     def require_dataset(self, name, shape, dtype=None, exact=False, **kwargs):
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
+        # Check and create under one lock: two processes requiring the same array both get it.
+        with self._lock(_join(path, ".zarray")):
+            return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
+
+    def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
         if contains_array(self._store, path):
             a = self[name]
             shape = creation._normalize_shape(shape)

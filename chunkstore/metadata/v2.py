@@ -319,6 +319,10 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
         return None
     if dtype.kind == "O":
         return value
+    if dtype.hasobject:
+        # Its bytes would hold this process's object addresses: never written, never read.
+        raise ValueError(f"a fill value for {dtype} (object fields) cannot be stored; use "
+                         f"fill_value=None")
     try:
         result = _coerce_fill_scalar(value, dtype)
     except (TypeError, OverflowError) as e:

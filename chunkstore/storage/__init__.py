@@ -20,6 +20,7 @@ from .kvstore import KVStore
 from .lmdb_store import LMDBStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
+from .temp import TempStore
 from .zip import ZipStore
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "NestedDirectoryStore",
     "ZipStore",
     "SQLiteStore",
+    "TempStore",
     "LMDBStore",
     "FSStore",
     "KVStore",
