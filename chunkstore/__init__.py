@@ -8,8 +8,8 @@ from chunkstore.array import Array
 from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,
                                     copy_all, copy_store, load, save, save_group, tree)
 from chunkstore.creation import (array, create, create_array, empty, empty_like, full,
-                                 full_like, ones, ones_like, open, open_array, save_array,
-                                 zeros, zeros_like)
+                                 full_like, ones, ones_like, open, open_array, open_like,
+                                 save_array, zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
                                ChunkNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError,

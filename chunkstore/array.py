@@ -27,6 +27,7 @@ from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyE
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
+from chunkstore.views import ArrayExtras
 
 # Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
 # at once), and up to _MAX_BATCH small chunks. Each task hands the GIL back and forth a few
@@ -45,7 +46,7 @@ def _human(n):
         n /= 1024
 
 
-class Array(nodes.Node):
+class Array(nodes.Node, ArrayExtras):
     """A Zarr v2 array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
@@ -175,6 +176,20 @@ class Array(nodes.Node):
     def fill_value(self):
         return self._object_fill if self._is_object else self._meta.fill_value
 
+    @fill_value.setter
+    def fill_value(self, value):
+        """Change the fill value and store it in the metadata (as zarr-python 2 does).
+        Stored chunks keep their values; missing chunks read as the new fill value."""
+        self._check_writable()
+        with self._exclusive():
+            self._load_metadata()
+            try:
+                meta = _replace_meta(self._meta, fill_value=value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
+                                 f"{e}") from e
+            self._write_metadata(meta)
+
     @property
     def compressor(self):
         return self._meta.compressor
@@ -224,6 +239,14 @@ class Array(nodes.Node):
             raise TypeError("len() of unsized object")
         return self.shape[0]
 
+    def __iter__(self):
+        # One chunk row at a time, not one read per element.
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        step = self.chunks[0]
+        for start in range(0, self.shape[0], step):
+            yield from self[start:start + step]
+
     def __array__(self, dtype=None, copy=None):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
@@ -250,6 +273,10 @@ class Array(nodes.Node):
     @property
     def info(self):
         return Info(self._info_items())
+
+    def info_items(self):
+        """The rows of `.info` as (name, value) pairs."""
+        return self._info_items()
 
     def _info_items(self):
         nbytes, stored = self.nbytes, self.nbytes_stored
@@ -326,8 +353,17 @@ class Array(nodes.Node):
                         yield c
             return
 
+        dotted = re.compile(r"^\d+(\.\d+)+$")
+
         def walk(prefix, depth, acc):
             for name in listdir(self._store, prefix):
+                if depth == 0 and nd > 1 and dotted.match(name):
+                    # A store that lists nested chunks as dotted keys (zarr-python 2's
+                    # NestedDirectoryStore does): "1.2" is the chunk 1/2.
+                    c = tuple(map(int, name.split(".")))
+                    if len(c) == nd and all(x < g for x, g in zip(c, grid)):
+                        yield c
+                    continue
                 if not pat.match(name) or int(name) >= grid[depth]:
                     continue
                 if depth == nd - 1:
@@ -583,7 +619,8 @@ class Array(nodes.Node):
             if direct_out:
                 buf = np.expand_dims(out, sel.drop) if sel.drop else out
             else:
-                buf = np.empty(sel.plan.sel_shape, dtype=dtype)
+                # F-ordered arrays read back F-ordered, as in zarr-python 2.
+                buf = np.empty(sel.plan.sel_shape, dtype=dtype, order=self.order)
             self._read_ortho(sel.plan, buf)
             # (Ellipsis keeps a 0-d array, not a scalar, when every axis is dropped.)
             result = buf[tuple(0 if d in sel.drop else slice(None)
@@ -618,9 +655,18 @@ class Array(nodes.Node):
             # A sub-array field: values carry the field's own trailing dimensions.
             dtype, sub = dtype.subdtype
             shape = shape + sub
+        if dtype.kind == "O" and not shape and not (isinstance(value, np.ndarray) and
+                                                   value.ndim == 0):
+            # One element of an object array: the value itself (a list, an ndarray) is the
+            # element, as in NumPy.
+            v = np.empty((), dtype=object)
+            v[()] = value
+            return v
         try:
             v = np.asarray(value, dtype=dtype)
         except (ValueError, TypeError) as e:
+            if dtype.kind == "O":
+                return self._object_elements(value, shape)
             raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
                 from e
         while v.ndim > len(shape) and v.shape[0] == 1:
@@ -631,8 +677,21 @@ class Array(nodes.Node):
             except ValueError:
                 ok = False
             if not ok:
+                if dtype.kind == "O":
+                    return self._object_elements(value, shape)
                 raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
                                  f"of shape {shape} in array {self.name!r}")
+        return v
+
+    def _object_elements(self, value, shape):
+        """value as an object array of the selection's shape by NumPy's own assignment rule
+        (sequences that do not broadcast become elements, e.g. one list per element)."""
+        v = np.empty(shape, dtype=object)
+        try:
+            v[...] = value
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"could not store value in selection of shape {shape} in array "
+                             f"{self.name!r}: {e}") from e
         return v
 
     def _set(self, sel, value, fields=None):

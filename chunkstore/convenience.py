@@ -85,9 +85,10 @@ def load(store, path=None, storage_options=None):
 def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None):
     """Write every metadata document of the hierarchy at path into one key (.zmetadata).
 
-    store may be a path string or URL, like everywhere else; returns the opened
-    ConsolidatedMetadataStore."""
+    store may be a path string or URL, like everywhere else; returns the hierarchy opened
+    through its consolidated metadata (a Group, as zarr-python 2 returns)."""
     from chunkstore.storage.consolidated import consolidate_metadata as _consolidate
+    from chunkstore.group import open_consolidated
     if isinstance(store, Group):
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
@@ -95,10 +96,10 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     from chunkstore import nodes
     if nodes.node_kind(store, path)[1] == 3:  # v3: inside the group's own zarr.json
         from chunkstore.metadata.v3 import consolidate_v3
-        from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         consolidate_v3(store, path)
-        return ConsolidatedV3Store(store, path)
-    return _consolidate(store, path=path, metadata_key=metadata_key)
+        return open_consolidated(store, path=path)
+    cstore = _consolidate(store, path=path, metadata_key=metadata_key)
+    return open_consolidated(store, metadata_key=cstore.metadata_key, path=path)
 
 
 def tree(grp, expand=False, level=None):
@@ -205,19 +206,31 @@ def _product(ranges):
     yield from itertools.product(*ranges)
 
 
+_IF_EXISTS = ("raise", "replace", "skip", "skip_initialized")
+
+
+def _check_if_exists(if_exists):
+    if if_exists not in _IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}, got "
+                         f"{if_exists!r}")
+
+
 def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
-         if_exists="raise", dry_run=False, **create_kws):
+         if_exists="raise", dry_run=False, return_stats=True, **create_kws):
     """Copy an Array or Group (source) into a Group (dest) as `name`.
 
     Groups are merged into an existing group of the same name; if_exists ("raise",
-    "replace" or "skip") decides what happens to an existing array (or a non-group in a
-    group's way). create_kws (chunks, compressor, dtype, ...) change the copies' layout;
+    "replace", "skip", or "skip_initialized": skip an existing array only when all its chunks
+    are stored) decides what happens to an existing array (or a non-group in a group's way). create_kws (chunks, compressor, dtype, ...) change the copies' layout;
     without them arrays are copied chunk for chunk, raw. dry_run walks exactly as a real copy
     would, logging and counting, but writes nothing. log is a callable, a file path or a
-    file-like object. Returns (n_copied, n_skipped, n_bytes_copied).
+    file-like object. Returns (n_copied, n_skipped, n_bytes_copied) as zarr-python 2 counts
+    them: every group and array walked counts as copied or skipped (a group merged into an
+    existing one too, dry runs too), and n_bytes_copied is the uncompressed size of the
+    arrays written (0 in a dry run). return_stats is accepted for zarr-python 2 code; the
+    counts are always returned.
     """
-    if if_exists not in ("raise", "replace", "skip"):
-        raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
+    _check_if_exists(if_exists)
     if not isinstance(dest, Group):
         raise TypeError(f"dest must be a chunkstore Group, got {type(dest).__name__}")
     if name is None:
@@ -258,6 +271,9 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         existing_blocks = False        # groups merge
     else:
         existing_blocks = existing is not None
+    if (existing_blocks and if_exists == "skip_initialized" and isinstance(existing, Array)
+            and existing.nchunks_initialized == existing.nchunks):
+        if_exists = "skip"             # complete: skip it; anything else is replaced
     if existing_blocks:
         if if_exists == "raise":
             raise CopyError(f"an object named {name!r} already exists at {target!r}")
@@ -278,8 +294,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
                 g.attrs.update(source.attrs.asdict())
         elif isinstance(existing, Group):
             g = existing
-        # A group counts as copied when it is created, not when merged into.
-        n_copied, n_skipped, n_bytes = int(not isinstance(existing, Group)), 0, 0
+        # A group counts as copied, created or merged into (as zarr-python 2 counts).
+        n_copied, n_skipped, n_bytes = 1, 0, 0
         for child_name, child in source.items():
             if isinstance(child, Group) and not recurse:
                 continue
@@ -297,12 +313,12 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         fmt = dest.zarr_format  # members take the destination group's format
         if (not create_kws and fmt == source.zarr_format and _plain_store(source)
                 and _plain_store(dest)):
-            _, _, b = copy_store(source.store, dest.store, source_path=source.path,
-                                 dest_path=child_path, if_exists="replace",
-                                 excludes=[r"(^|/)\.zattrs$"] if without_attrs else None)
+            copy_store(source.store, dest.store, source_path=source.path,
+                       dest_path=child_path, if_exists="replace",
+                       excludes=[r"(^|/)\.zattrs$"] if without_attrs else None)
             if without_attrs and fmt == 3:  # v3 attributes live inside zarr.json
                 dest[name].attrs.put({})
-            return 1, 0, b
+            return 1, 0, source.nbytes
         kw = dict(shape=source.shape, chunks=source.chunks, dtype=source.dtype,
                   compressor=source.compressor, fill_value=source.fill_value,
                   order=source.order, zarr_format=fmt)
@@ -321,10 +337,10 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         if not without_attrs:
             dst.attrs.put(source.attrs.asdict())
         copy_array_data(source, dst)
-        return 1, 0, dst.nbytes_stored
+        return 1, 0, source.nbytes
     # A NumPy array or anything array-like.
     z = _array_fn(np.asanyarray(source), store=dest.store, path=child_path, **create_kws)
-    return 1, 0, z.nbytes_stored
+    return 1, 0, z.nbytes
 
 
 def _plain_store(node):
@@ -333,8 +349,10 @@ def _plain_store(node):
 
 
 def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exists="raise",
-             dry_run=False, **create_kws):
-    """Copy every member of the source group into the dest group (and its attributes)."""
+             dry_run=False, return_stats=True, **create_kws):
+    """Copy every member of the source group into the dest group (and its attributes).
+    Returns (n_copied, n_skipped, n_bytes_copied), counted as `copy` counts them."""
+    _check_if_exists(if_exists)
     n_copied = n_skipped = n_bytes = 0
     if not without_attrs and not dry_run:
         dest.attrs.update(source.attrs.asdict())

@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import numbers
 import sys
+import threading
 
 import numpy as np
 
-from chunkstore import nodes
+from chunkstore import creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                PathNotFoundError, ReadOnlyError)
@@ -86,11 +87,35 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
                order="C", overwrite=False, path=None, filters=None, object_codec=None,
                dimension_separator=None, zarr_format=2, shards=None, dimension_names=None,
                attributes=None, codecs=None):
-    """Write the metadata of a new array (and parent groups) into store."""
+    """Write the metadata of a new array (and parent groups) into store.
+
+    Everything (dtype, fill value, codecs, chunks, what is at path) is checked, and the new
+    metadata is opened as an array would open it, before the first key is written or
+    deleted: a creation that fails leaves the store as it was."""
     path = normalize_path(path)
     shape = _normalize_shape(shape)
-    dtype = np.dtype("f8" if dtype is None else dtype)
+    dtype, object_codec = creation_args.normalize_dtype(dtype, object_codec)
+    if dtype.subdtype is not None:
+        # As NumPy and zarr-python 2: a sub-array dtype's shape extends the array's shape.
+        shape, dtype = shape + dtype.shape, dtype.base
     _check_format(zarr_format)
+    if creation_args.is_no_compressor(compressor):
+        compressor = None
+    chunks = normalize_chunks(chunks, shape, dtype.itemsize)
+    if zarr_format == 3:
+        key = _prefix(path) + nodes.V3_META
+        meta, raw = _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value,
+                                       order, filters, dimension_separator, shards,
+                                       dimension_names, attributes, codecs, object_codec)
+    else:
+        if shards is not None:
+            raise ValueError("sharding needs zarr_format=3")
+        key = _prefix(path) + nodes.V2_ARRAY
+        meta, raw = _array_metadata_v2(store, path, shape, chunks, dtype, compressor,
+                                       fill_value, order, filters, object_codec,
+                                       dimension_separator)
+    _check_opens(path, key, raw)
+    _check_parents(store, path)
     if overwrite:
         if path:
             rmdir(store, path)
@@ -103,13 +128,12 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
         if contains_group(store, path):
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
     _require_parent_groups(store, path, zarr_format)
-    chunks = normalize_chunks(chunks, shape, dtype.itemsize)
-    if zarr_format == 3:
-        return _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
-                              filters, dimension_separator, shards, dimension_names,
-                              attributes, codecs)
-    if shards is not None:
-        raise ValueError("sharding needs zarr_format=3")
+    store[key] = raw
+    return meta
+
+
+def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
+                       filters, object_codec, dimension_separator):
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
@@ -126,22 +150,35 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
         meta = ArrayMetadataV2(shape=shape, chunks=chunks, dtype=dtype, compressor=compressor,
                                fill_value=fill_value, order=order, filters=filters or None,
                                dimension_separator=dimension_separator)
+        return meta, encode_array_metadata(meta)
     except (TypeError, ValueError) as e:
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
-    store[_prefix(path) + ".zarray"] = encode_array_metadata(meta)
-    return meta
+
+
+def _check_opens(path, key, raw):
+    """Open the new metadata as Array does (codec pipeline, fill value), in a scratch store."""
+    try:
+        Array({key: raw}, path=path)
+    except Exception as e:
+        raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+
+
+def _check_parents(store, path):
+    parts = path.split("/") if path else []
+    for i in range(len(parts)):
+        parent = "/".join(parts[:i])
+        if nodes.node_kind(store, parent)[0] == "array":
+            raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
+                                     f"{store!r}")
 
 
 def _require_parent_groups(store, path, zarr_format=2):
     """Create the missing groups above path, in zarr_format; refuse if an array is there."""
+    _check_parents(store, path)  # before writing any group
     parts = path.split("/") if path else []
     for i in range(len(parts)):
         parent = "/".join(parts[:i])
-        kind, _ = nodes.node_kind(store, parent)
-        if kind == "array":
-            raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
-                                     f"{store!r}")
-        if kind is None:
+        if nodes.node_kind(store, parent)[0] is None:
             write_group_metadata(store, parent, zarr_format)
 
 
@@ -210,9 +247,16 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     return chain
 
 
-def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
-                   dimension_separator, shards, dimension_names, attributes, codecs):
+def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order, filters,
+                       dimension_separator, shards, dimension_names, attributes, codecs,
+                       object_codec=None):
     from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+    if order not in ("C", "F"):
+        raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
+                         f"got {order!r}")
+    if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
+        raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
+                         f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
     if dtype.hasobject or dtype.kind == "U":
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
     if dtype.kind in "SUVMmO" and not dtype.hasobject or dtype.names:
@@ -239,19 +283,42 @@ def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, or
                                codecs=chain, chunk_key_encoding=dimension_separator or "/",
                                dimension_names=list(dimension_names) if dimension_names
                                else None, attributes=dict(attributes or {}))
+        return meta, encode_array_metadata_v3(meta)
     except (TypeError, ValueError) as e:
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
-    store[_prefix(path) + nodes.V3_META] = encode_array_metadata_v3(meta)
-    return meta
 
 
+_held = threading.local()  # creation locks this thread holds: markers of (lock, key)
+
+
+@contextlib.contextmanager
 def creation_lock(synchronizer, key):
-    """The lock held while creating the node whose metadata key is key (nullcontext if none).
+    """The lock held while creating the node whose metadata key is key (no-op if none).
 
     Two processes creating the same node at once then either both succeed (the second opens
-    what the first made) or one gets a clear Contains*Error; neither sees a half-made node."""
-    import contextlib
-    return contextlib.nullcontext() if synchronizer is None else synchronizer[key]
+    what the first made) or one gets a clear Contains*Error; neither sees a half-made node.
+    Re-entrant per thread: a Group method holds it across its check and then calls create(),
+    which asks for it again; synchronizer locks are not re-entrant, so the inner request must
+    not take it a second time (it would wait for itself forever)."""
+    if synchronizer is None:
+        yield
+        return
+    lock = synchronizer[key]
+    # The lock object, and (lock directory or synchronizer, key): two ProcessSynchronizer
+    # instances on one directory share lock files.
+    markers = (("obj", id(lock)), ("key", getattr(synchronizer, "path", None)
+                                   or id(synchronizer), key))
+    held = _held.__dict__.setdefault("markers", set())
+    if any(m in held for m in markers):
+        yield
+        return
+    with lock:
+        added = [m for m in markers if m not in held]
+        held.update(added)
+        try:
+            yield
+        finally:
+            held.difference_update(added)
 
 
 def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
@@ -262,7 +329,10 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
            **kwargs):
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
     (2, the default, or 3) and for Zarr v3: shards (the shard shape; chunks are then the
-    inner chunks), dimension_names, attributes, and codecs (a raw v3 codec chain)."""
+    inner chunks), dimension_names, attributes, and codecs (a raw v3 codec chain).
+    h5py's compression=, compression_opts= and fillvalue= are accepted, as zarr-python 2
+    accepts them."""
+    compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
     _check_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
@@ -368,19 +438,49 @@ def empty(shape, **kwargs):
     return create(shape=shape, fill_value=None, **kwargs)
 
 
-def array(data, **kwargs):
-    """An array holding a copy of data (any array-like, or another Array)."""
+def array(data, read_only=False, **kwargs):
+    """An array holding a copy of data (any array-like, or another Array). Chunks default to
+    those of data when it has them (an Array, an h5py dataset). read_only=True returns the
+    array read-only once the data is written. If the data cannot be written, the new array
+    is removed again."""
+    kwargs.setdefault("chunks", creation_args.chunks_of(data) or True)
     if isinstance(data, Array):
-        kwargs.setdefault("chunks", data.chunks)
         data = data[...]
     data = np.asanyarray(data)
     kwargs.setdefault("dtype", data.dtype)
+    kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
+                                      storage_options=kwargs.pop("storage_options", None))
+    path = normalize_path(kwargs.get("path"))
+    parts = path.split("/") if path else []
+    new_groups = [p for p in ("/".join(parts[:i]) for i in range(len(parts)))
+                  if nodes.node_kind(kwargs["store"], p)[0] is None]
     z = create(shape=data.shape, **kwargs)
-    z[...] = data
+    try:
+        z[...] = data
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _remove_created(z.store, path, new_groups)
+        raise
+    z.read_only = read_only
     return z
 
 
+def _remove_created(store, path, new_groups):
+    """Undo a creation: the node at path, then the groups made for it (deepest first)."""
+    if path:
+        rmdir(store, path)
+    else:
+        for k in list(store.keys()):
+            del store[k]
+    for g in reversed(new_groups):
+        for name in (nodes.V2_GROUP, nodes.V2_ATTRS, nodes.V3_META):
+            with contextlib.suppress(KeyError):
+                del store[_prefix(g) + name]
+
+
 def _like_kwargs(a, kwargs):
+    if "chunks" not in kwargs and not isinstance(a, Array) and creation_args.chunks_of(a):
+        kwargs["chunks"] = creation_args.chunks_of(a)  # h5py datasets, bcolz
     for name in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
         if name not in kwargs and hasattr(a, name):
             v = getattr(a, name)
@@ -453,6 +553,13 @@ def empty_like(a, **kwargs):
     return empty(**kwargs)
 
 
+def open_like(a, path, **kwargs):
+    """Open (creating as open_array does) an array at path shaped like a: its shape, chunks,
+    dtype, and for an Array its compressor, filters, order and fill value."""
+    kwargs = _like_kwargs(a, kwargs)
+    return open_array(path, **kwargs)
+
+
 def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                compressor="default", fill_value=0, order="C", synchronizer=None,
                filters=None, cache_metadata=True, path=None, object_codec=None,
@@ -464,6 +571,7 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
     returning the fill value.
     """
+    compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
     _check_mode(mode)
     _check_format(zarr_format)
@@ -540,5 +648,5 @@ def save_array(store, arr, path=None, storage_options=None, **kwargs):
 
 
 __all__ = ["create", "create_array", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_array", "open", "save_array",
+           "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

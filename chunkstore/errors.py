@@ -1,27 +1,30 @@
-"""Exception types users catch. Each subclasses the builtin it resembles and names what is at fault."""
+"""Exception types users catch. Each subclasses the builtin it resembles and names what is at fault.
+
+The not-found and contains errors are also ValueErrors: zarr-python 2 raised them as such, and
+its users' `except ValueError` must keep catching them."""
 
 
 class ChunkstoreError(Exception):
     """Base class of every chunkstore-specific error."""
 
 
-class ArrayNotFoundError(ChunkstoreError, FileNotFoundError):
+class ArrayNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
     """No array at the given path in the store."""
 
 
-class GroupNotFoundError(ChunkstoreError, FileNotFoundError):
+class GroupNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
     """No group at the given path in the store."""
 
 
-class PathNotFoundError(ChunkstoreError, FileNotFoundError):
+class PathNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
     """Nothing (neither array nor group) at the given path."""
 
 
-class ContainsArrayError(ChunkstoreError, FileExistsError):
+class ContainsArrayError(ChunkstoreError, FileExistsError, ValueError):
     """An array already exists where something new was to be created."""
 
 
-class ContainsGroupError(ChunkstoreError, FileExistsError):
+class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     """A group already exists where something new was to be created."""
 
 

@@ -84,10 +84,12 @@ class Group(nodes.Node, MutableMapping):
 
     # ------------------------------------------------------------------ members
     def _child(self, item):
+        # A name starting with "/" is absolute: from the store's root, as in zarr-python 2.
+        absolute = isinstance(item, str) and item.startswith("/")
         item = normalize_path(item)
         if not item:
             raise KeyError("an empty path names no member")
-        return _join(self._path, item)
+        return item if absolute else _join(self._path, item)
 
     def _open_node(self, path):
         if contains_array(self._store, path):
@@ -157,22 +159,36 @@ class Group(nodes.Node, MutableMapping):
         return dict(self.items())
 
     def array_keys(self, recurse=False):
-        if recurse:
-            return [p for p, v in self._walk() if isinstance(v, Array)]
-        return [k for k in self._member_names()
-                if contains_array(self._store, _join(self._path, k))]
+        """Names of the member arrays. With recurse, also those of every subgroup, each by
+        its own name (not its path), in sorted order per group, as zarr-python 2 lists them."""
+        return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
+
+    def _array_iter(self, recurse, with_nodes=True):
+        for k in self._member_names():
+            p = _join(self._path, k)
+            if contains_array(self._store, p):
+                yield k, (self[k] if with_nodes else None)
+            elif recurse and contains_group(self._store, p):
+                yield from self[k]._array_iter(recurse, with_nodes)
 
     def group_keys(self):
         return [k for k in self._member_names()
                 if contains_group(self._store, _join(self._path, k))]
 
     def arrays(self, recurse=False):
-        if recurse:
-            return [(p, v) for p, v in self._walk() if isinstance(v, Array)]
-        return [(k, self[k]) for k in self.array_keys()]
+        """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
+        return list(self._array_iter(recurse))
 
     def groups(self):
         return [(k, self[k]) for k in self.group_keys()]
+
+    def _ipython_key_completions_(self):
+        return self._member_names()
+
+    def __dir__(self):
+        # Members usable as attributes (root.foo) show up in tab completion.
+        return sorted(set(super().__dir__()) | {k for k in self._member_names()
+                                                if k.isidentifier()})
 
     def _walk(self, prefix=""):
         """(relative path, node) for every node below this group, depth first, sorted."""
@@ -244,6 +260,8 @@ class Group(nodes.Node, MutableMapping):
         return tuple(self.require_group(n) for n in names)
 
     def _create_array(self, name, fn, *args, **kwargs):
+        # The creation lock is re-entrant per thread, so fn (create, array, ...) taking it
+        # again inside is fine: see creation.creation_lock.
         self._check_writable()
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
@@ -260,6 +278,11 @@ class Group(nodes.Node, MutableMapping):
     def require_dataset(self, name, shape, dtype=None, exact=False, **kwargs):
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
+        # Check and create under one lock: two processes requiring the same array both get it.
+        with self._lock(_join(path, ".zarray")):
+            return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
+
+    def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
         if contains_array(self._store, path):
             a = self[name]
             shape = creation._normalize_shape(shape)
@@ -421,24 +444,32 @@ class TreeView:
         self.group = grp
         self.level = level
 
-    def _lines(self, grp, prefix, depth):
+    _BOX = ("├── ", "└── ", "│   ")
+    _ASCII = ("+-- ", "+-- ", "|   ")  # zarr-python 2's bytes(tree) drawing
+
+    def _lines(self, grp, prefix, depth, gfx=_BOX):
         names = grp.keys()
         for i, name in enumerate(names):
             last = i == len(names) - 1
             node = grp[name]
-            branch = "└── " if last else "├── "
+            branch = gfx[1] if last else gfx[0]
             if isinstance(node, Array):
                 yield f"{prefix}{branch}{name} {node.shape} {node.dtype}"
             else:
                 yield f"{prefix}{branch}{name}"
                 if self.level is None or depth + 1 < self.level:
-                    yield from self._lines(node, prefix + ("    " if last else "│   "),
-                                           depth + 1)
+                    pad = " " * len(gfx[2]) if last else gfx[2]
+                    yield from self._lines(node, prefix + pad, depth + 1, gfx)
 
     def __repr__(self):
         return "\n".join([self.group.name] + list(self._lines(self.group, "", 0)))
 
     __str__ = __repr__
+
+    def __bytes__(self):
+        """The tree drawn in ASCII (+--, |), as zarr-python 2's bytes(g.tree())."""
+        lines = [self.group.name] + list(self._lines(self.group, " ", 0, self._ASCII))
+        return "\n".join(lines).encode("ascii", "backslashreplace")
 
     def _repr_html_(self):
         def render(grp, depth):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up a local venv and run the whole test suite.
+# Set up a local venv and run the whole test suite, then smoke-test a base install (no extras).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" test
 # Tests run against the installed package, as users get it. They start from a scratch
@@ -9,3 +9,15 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 python -P -m pytest -q -p no:cacheprovider --rootdir "$root" -c "$root/pyproject.toml" "$root/tests" "$@"
+deactivate
+
+# A plain `pip install .` must do everything that needs no extra (Zarr v3 and crc32c once
+# needed a package only the [test] extra brought). A fresh venv each time, so that nothing
+# left over from an earlier run can hide a missing runtime dependency.
+base="${CHUNKSTORE_BASE_VENV:-$root/.venv-base}"
+rm -rf "$base"
+echo "[base] installing chunkstore with no extras into $base"
+"${PYTHON:-python3}" -m venv "$base"
+"$base/bin/python" -m pip install -q --upgrade pip
+"$base/bin/python" -m pip install -q "$root"
+"$base/bin/python" -P "$root/ci/smoke_base.py"

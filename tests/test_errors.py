@@ -525,3 +525,28 @@ def test_missing_chunks_invalid_option(tmp_path):
     _make(tmp_path)
     with pytest.raises(ValueError):
         cs.open_array(str(tmp_path / "a.zarr"), mode="r", missing_chunks="ignore")
+
+
+@pytest.mark.parametrize("name, builtin", [
+    ("ContainsArrayError", FileExistsError), ("ContainsGroupError", FileExistsError),
+    ("ArrayNotFoundError", FileNotFoundError), ("GroupNotFoundError", FileNotFoundError),
+    ("PathNotFoundError", FileNotFoundError)])
+def test_zarr2_error_types_are_also_value_errors(name, builtin):
+    # zarr-python 2 raised these as ValueError; `except ValueError` code must keep working.
+    cls = getattr(cs, name)
+    assert issubclass(cls, ValueError) and issubclass(cls, builtin)
+
+
+def test_zarr2_style_except_value_error_catches_real_failures(tmp_path):
+    store = str(tmp_path / "a.zarr")
+    cs.zeros(3, store=store)
+    with pytest.raises(ValueError):
+        cs.zeros(3, store=store)  # ContainsArrayError
+    with pytest.raises(ValueError):
+        cs.open_group(store, mode="r")  # GroupNotFoundError
+    with pytest.raises(ValueError):
+        cs.open_array(str(tmp_path / "none.zarr"), mode="r")  # ArrayNotFoundError
+    with pytest.raises(ValueError):
+        cs.open(str(tmp_path / "none.zarr"), mode="r")  # PathNotFoundError
+    with pytest.raises(FileExistsError):
+        cs.open_group(store, mode="w-")  # ContainsGroupError, still a FileExistsError

@@ -55,21 +55,27 @@ __all__ = [
 
 _NATIVE_ENDIAN = sys.byteorder  # "little" or "big"
 
+# crc32c: google-crc32c is a runtime dependency (numcodecs >= 0.16.4 prefers it and deprecates
+# the older `crc32c` package, which is only a fallback here).
 try:
-    import crc32c as _crc32c_mod
+    import google_crc32c as _google_crc32c
 
     def _crc32c(data: Any) -> int:
-        return _crc32c_mod.crc32c(data)
+        # google_crc32c wants a contiguous read-only buffer; a u1 view accepts every bytes-like.
+        return _google_crc32c.value(np.frombuffer(data, dtype=np.uint8))
 
-except ImportError:  # pragma: no cover - fall back on numcodecs' implementation
-    from numcodecs.checksum32 import CRC32C as _NumcodecsCRC32C
+except ImportError:  # pragma: no cover - only when the declared dependency is missing
+    try:
+        import crc32c as _crc32c_mod
 
-    _NC_CRC = _NumcodecsCRC32C()
+        def _crc32c(data: Any) -> int:
+            return _crc32c_mod.crc32c(data)
 
-    def _crc32c(data: Any) -> int:
-        enc = _NC_CRC.encode(bytes(data))
-        # numcodecs' CRC32C appends the little-endian checksum at the end
-        return int.from_bytes(bytes(enc[-4:]), "little")
+    except ImportError:
+
+        def _crc32c(data: Any) -> int:
+            raise ImportError("the crc32c codec needs the google-crc32c package "
+                              "(pip install google-crc32c)")
 
 
 # --------------------------------------------------------------------------------------------

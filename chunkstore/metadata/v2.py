@@ -319,6 +319,10 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
         return None
     if dtype.kind == "O":
         return value
+    if dtype.hasobject:
+        # Its bytes would hold this process's object addresses: never written, never read.
+        raise ValueError(f"a fill value for {dtype} (object fields) cannot be stored; use "
+                         f"fill_value=None")
     try:
         result = _coerce_fill_scalar(value, dtype)
     except (TypeError, OverflowError) as e:
@@ -335,7 +339,9 @@ def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
         return np.zeros((), dtype=dtype)[()]
     if kind == "V":
         if isinstance(value, (bytes, bytearray, memoryview)):
-            raw = bytes(value)
+            # Fewer bytes are zero-padded, as NumPy and zarr-python 2 take them (b"" is
+            # the all-zero value).
+            raw = bytes(value).ljust(dtype.itemsize, b"\x00")
             if len(raw) != dtype.itemsize:
                 raise ValueError(f"fill_value has {len(raw)} bytes, expected {dtype.itemsize}")
             return np.frombuffer(bytearray(raw), dtype=dtype)[0]

@@ -16,9 +16,11 @@ from .cache import LRUStoreCache
 from .consolidated import ConsolidatedMetadataStore, consolidate_metadata
 from .directory import DirectoryStore, NestedDirectoryStore
 from .fsspec_store import FSStore
+from .kvstore import KVStore
 from .lmdb_store import LMDBStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
+from .temp import TempStore
 from .zip import ZipStore
 
 __all__ = [
@@ -28,8 +30,10 @@ __all__ = [
     "NestedDirectoryStore",
     "ZipStore",
     "SQLiteStore",
+    "TempStore",
     "LMDBStore",
     "FSStore",
+    "KVStore",
     "LRUStoreCache",
     "ConsolidatedMetadataStore",
     "consolidate_metadata",

@@ -154,9 +154,21 @@ class BaseStore(MutableMapping):
     """
 
     _mode: str = "a"
+    _dimension_separator: str | None = None
 
     def __init__(self, mode: str = "a"):
         self._mode = check_mode(mode)
+
+    @property
+    def dimension_separator(self) -> str | None:
+        """The chunk key separator new v2 arrays in this store get by default (None: ".").
+        Only recorded for the array layer; keys are stored as given."""
+        return self._dimension_separator
+
+    def _set_dimension_separator(self, sep: str | None) -> None:
+        if sep not in (None, ".", "/"):
+            raise ValueError(f"dimension_separator must be '.', '/' or None, not {sep!r}")
+        self._dimension_separator = sep
 
     # -- mode ------------------------------------------------------------------------------
 
@@ -408,6 +420,9 @@ def normalize_store(store_like: Any = None, mode: str = "a", storage_options: di
 
     - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
     - a ``MutableMapping`` (or any ``Mapping``) -> itself, unchanged;
+    - any other object with the mapping methods (``__getitem__``, ``__setitem__``,
+      ``__delitem__``, ``__contains__`` and ``__iter__`` or ``keys``) -> a :class:`KVStore`
+      over it;
     - a ``str`` / ``os.PathLike``: ``scheme://...`` or containing ``::`` -> :class:`FSStore`;
       ``*.zip`` -> :class:`ZipStore`; ``*.sqlite``/``*.db`` -> :class:`SQLiteStore`;
       ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
@@ -422,6 +437,10 @@ def normalize_store(store_like: Any = None, mode: str = "a", storage_options: di
         return MemoryStore(mode=mode)
     if isinstance(store_like, Mapping):
         return store_like
+    from .kvstore import KVStore, is_mapping_like
+
+    if is_mapping_like(store_like) and not isinstance(store_like, (str, bytes)):
+        return KVStore(store_like)  # duck-typed mapping, as zarr-python 2 accepts
     if isinstance(store_like, os.PathLike):
         store_like = os.fspath(store_like)
     if isinstance(store_like, bytes):
@@ -429,7 +448,7 @@ def normalize_store(store_like: Any = None, mode: str = "a", storage_options: di
     if not isinstance(store_like, str):
         raise TypeError(
             f"cannot make a store from {type(store_like).__name__} {store_like!r}; expected "
-            f"None, a MutableMapping, a path or a URL"
+            f"None, a MutableMapping (or an object with its methods), a path or a URL"
         )
     path = store_like
     if "://" in path or "::" in path:

@@ -110,7 +110,8 @@ class DirectoryStore(BaseStore):
       level (requiring, clearing or refusing existing nodes is done by the array and group
       layer, per path).
     - *dimension_separator* (``"."``, ``"/"`` or ``None``) is only recorded for the array
-      layer; keys are used as given.
+      layer; keys are used as given, unless *normalize_keys* is true: then every key is
+      lower-cased before use (as zarr-python 2's ``normalize_keys=True``).
     """
 
     def __init__(
@@ -119,8 +120,10 @@ class DirectoryStore(BaseStore):
         fsync: bool = False,
         dimension_separator: str | None = None,
         mode: str = "a",
+        normalize_keys: bool = False,
     ):
         super().__init__(mode)
+        self.normalize_keys = bool(normalize_keys)
         if dimension_separator not in (None, ".", "/"):
             raise ValueError(
                 f"dimension_separator must be '.', '/' or None, not {dimension_separator!r}"
@@ -161,9 +164,11 @@ class DirectoryStore(BaseStore):
             "fsync": self.fsync,
             "dimension_separator": self._dimension_separator,
             "mode": "r" if self._mode == "r" else "a",
+            "normalize_keys": self.normalize_keys,
         }
 
     def __setstate__(self, state):
+        self.normalize_keys = state.get("normalize_keys", False)
         self.path = state["path"]
         self.fsync = state["fsync"]
         self._dimension_separator = state["dimension_separator"]
@@ -171,8 +176,13 @@ class DirectoryStore(BaseStore):
 
     # -- paths -----------------------------------------------------------------------------
 
+    def _norm(self, keys: list[str]) -> list[str]:
+        return [k.lower() for k in keys] if self.normalize_keys else keys
+
     def _path(self, key: str) -> str:
         validate_key(key)
+        if self.normalize_keys:
+            key = key.lower()
         return os.path.join(self.path, *key.split("/")) if "/" in key else os.path.join(
             self.path, key
         )
@@ -181,6 +191,8 @@ class DirectoryStore(BaseStore):
         prefix = normalize_prefix(prefix)
         if not prefix:
             return self.path
+        if self.normalize_keys:
+            prefix = prefix.lower()
         return os.path.join(self.path, *prefix.split("/"))
 
     # -- reads -----------------------------------------------------------------------------
@@ -194,7 +206,7 @@ class DirectoryStore(BaseStore):
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(keys)
-        paths = key_paths(self.path, keys)  # validate every key before any I/O
+        paths = key_paths(self.path, self._norm(keys))  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
 
@@ -261,6 +273,8 @@ class DirectoryStore(BaseStore):
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         prefix = normalize_prefix(prefix)
+        if self.normalize_keys:
+            prefix = prefix.lower()
         if not prefix:
             yield from self._walk(self.path, "")
             return
@@ -315,7 +329,8 @@ class DirectoryStore(BaseStore):
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         self._check_writable()
         keys = list(mapping)
-        paths = key_paths(self.path, keys)  # validate every key (and value) before any I/O
+        # validate every key (and value) before any I/O
+        paths = key_paths(self.path, self._norm(keys))
         for k in keys:
             if k.endswith(_TEMP_SUFFIX) and is_temp_name(k.rsplit("/", 1)[-1]):
                 raise ValueError(
@@ -412,7 +427,7 @@ class DirectoryStore(BaseStore):
 
     def delitems(self, keys: Iterable[str]) -> None:
         self._check_writable()
-        paths = [os.fsdecode(p) for p in key_paths(self.path, list(keys))]
+        paths = [os.fsdecode(p) for p in key_paths(self.path, self._norm(list(keys)))]
         dirs = set()
         for p in paths:
             try:
@@ -476,10 +491,31 @@ class NestedDirectoryStore(DirectoryStore):
         fsync: bool = False,
         dimension_separator: str | None = "/",
         mode: str = "a",
+        normalize_keys: bool = False,
     ):
         if dimension_separator not in (None, "/"):
             raise ValueError(
                 f"NestedDirectoryStore only supports dimension_separator='/', "
                 f"not {dimension_separator!r}"
             )
-        super().__init__(path, fsync=fsync, dimension_separator="/", mode=mode)
+        super().__init__(path, fsync=fsync, dimension_separator="/", mode=mode,
+                         normalize_keys=normalize_keys)
+
+    def listdir(self, prefix: str = "") -> list[str]:
+        """As DirectoryStore.listdir, except in an array's directory (one holding .zarray):
+        there the nested chunk files are listed as dotted chunk keys ("0.1" for 0/1), as
+        zarr-python 2 lists them, so code counting chunk names finds them."""
+        children = super().listdir(prefix)
+        if ".zarray" not in children:
+            return children
+        root = self._dir(prefix)
+        out = []
+        for name in children:
+            top = os.path.join(root, name)
+            if not (name.isdigit() and os.path.isdir(top)):
+                out.append(name)
+                continue
+            for dirpath, _, files in os.walk(top):
+                rel = os.path.relpath(dirpath, root).split(os.sep)
+                out.extend(".".join(rel + [f]) for f in files if not is_temp_name(f))
+        return sorted(out)

@@ -47,6 +47,9 @@ class FSStore(BaseStore):
     - Pickling records the URL and options; the copy opens a new filesystem instance (for
       ``memory://`` it only sees the same data within the same process).
     - *dimension_separator* is only recorded for the array layer.
+    - *fs*: an fsspec filesystem instance to use (then *url* is a path on it and
+      *storage_options* must be empty), as zarr-python 2's ``FSStore(url, fs=...)``.
+    - *normalize_keys*: lower-case every key before use, as zarr-python 2 does.
     """
 
     def __init__(
@@ -56,6 +59,8 @@ class FSStore(BaseStore):
         storage_options: dict | None = None,
         dimension_separator: str | None = None,
         missing_exceptions: tuple[type[BaseException], ...] | None = None,
+        fs=None,
+        normalize_keys: bool = False,
     ):
         super().__init__(mode)
         import fsspec.core
@@ -70,7 +75,14 @@ class FSStore(BaseStore):
         self.missing_exceptions = (
             tuple(missing_exceptions) if missing_exceptions else DEFAULT_MISSING_EXCEPTIONS
         )
-        self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self.normalize_keys = bool(normalize_keys)
+        self._given_fs = fs
+        if fs is None:
+            self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        elif self.storage_options:
+            raise ValueError("FSStore: pass either fs or storage_options, not both")
+        else:
+            self.fs, root = fs, fs._strip_protocol(self.url)
         if isinstance(root, list):  # pragma: no cover - globs are not store roots
             raise ValueError(f"FSStore URL must name one location, not a pattern: {self.url!r}")
         self.root = root.rstrip("/") if root not in ("/", "") else root
@@ -110,6 +122,8 @@ class FSStore(BaseStore):
             "storage_options": self.storage_options,
             "dimension_separator": self._dimension_separator,
             "missing_exceptions": self.missing_exceptions,
+            "fs": self._given_fs,
+            "normalize_keys": self.normalize_keys,
         }
 
     def __setstate__(self, state):
@@ -119,6 +133,8 @@ class FSStore(BaseStore):
 
     def _path(self, key: str) -> str:
         validate_key(key)
+        if self.normalize_keys:
+            key = key.lower()
         if not self.root:
             return key
         if self.root.endswith("/"):

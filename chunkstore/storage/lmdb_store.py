@@ -172,9 +172,11 @@ class LMDBStore(BaseStore):
         lock: bool | None = None,
         sync: bool = True,
         subdir: bool | None = None,
+        dimension_separator: str | None = None,
         **kwargs,
     ):
         super().__init__(mode)
+        self._set_dimension_separator(dimension_separator)
         self._lmdb = _import_lmdb()
         self.path = os.path.abspath(os.fspath(path))
         self.map_size = int(map_size) if map_size else DEFAULT_MAP_SIZE
@@ -311,6 +313,7 @@ class LMDBStore(BaseStore):
             "lock": self._lock_opt,
             "sync": self.sync,
             "subdir": self.subdir,
+            "dimension_separator": self._dimension_separator,
             "kwargs": self._kwargs,
         }
 

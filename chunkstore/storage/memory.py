@@ -19,8 +19,10 @@ class MemoryStore(BaseStore):
     equal when they hold the same items.
     """
 
-    def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a"):
+    def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a",
+                 dimension_separator: str | None = None):
         super().__init__(mode)
+        self._set_dimension_separator(dimension_separator)
         self._data: dict[str, bytes] = {}
         self._lock = threading.RLock()
         if data:
@@ -44,10 +46,12 @@ class MemoryStore(BaseStore):
 
     def __getstate__(self):
         with self._lock:
-            return {"data": dict(self._data), "mode": self._mode}
+            return {"data": dict(self._data), "mode": self._mode,
+                    "dimension_separator": self._dimension_separator}
 
     def __setstate__(self, state):
         self._mode = state["mode"]
+        self._dimension_separator = state.get("dimension_separator")
         self._data = state["data"]
         self._lock = threading.RLock()
 

@@ -8,6 +8,7 @@ import random
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -55,6 +56,9 @@ class SQLiteStore(BaseStore):
       loss for speed; with WAL, ``"NORMAL"`` never corrupts the database.
     - ``getitems``/``setitems``/``delitems`` run in one transaction; ``listdir``, ``getsize``
       and ``rmdir`` are single SQL statements over a key range.
+    - ``SQLiteStore(":memory:")`` is a private in-memory database: not a file, not shared
+      with any other store, gone when the store is closed or garbage-collected. It cannot be
+      pickled or used in a forked child (TypeError / StoreError say so).
     - A file that is not an SQLite database, or has no ``zarr`` table in mode ``"r"``, raises
       :class:`~chunkstore.errors.StoreError` naming the path; so does any SQLite error during
       an operation (corrupt pages, I/O error, still locked after *timeout*), chained to the
@@ -67,18 +71,30 @@ class SQLiteStore(BaseStore):
         mode: str = "a",
         timeout: float = 60.0,
         synchronous: str = "NORMAL",
+        dimension_separator: str | None = None,
     ):
         super().__init__(mode)
-        self.path = os.path.abspath(os.fspath(path))
+        self._set_dimension_separator(dimension_separator)
+        # ":memory:" would otherwise name a file in the working directory, shared by every
+        # such store: a uniquely named shared-cache database is private to this store and
+        # reachable from each of its per-thread connections.
+        self._memory_uri = None
+        if isinstance(path, str) and path == ":memory:":
+            self._memory_uri = f"file:chunkstore-{uuid.uuid4().hex}?mode=memory&cache=shared"
+            self.path = path
+        else:
+            self.path = os.path.abspath(os.fspath(path))
         self.timeout = float(timeout)
         if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"invalid synchronous setting {synchronous!r}")
         self.synchronous = str(synchronous).upper()
-        if os.path.isdir(self.path):
+        if self._memory_uri is None and os.path.isdir(self.path):
             raise IsADirectoryError(errno.EISDIR, "SQLiteStore path is a directory", self.path)
         self._init_state()
         # open once now so that a bad file is reported at construction
         self._conn()
+        if self._memory_uri is not None:  # the database lives while one connection is open
+            self._keeper = self._connect()
 
     def _init_state(self) -> None:
         self._local = threading.local()
@@ -92,6 +108,12 @@ class SQLiteStore(BaseStore):
     # -- connections -----------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if self._memory_uri is not None:
+            conn = sqlite3.connect(self._memory_uri, uri=True, timeout=self.timeout,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("CREATE TABLE IF NOT EXISTS zarr (k TEXT PRIMARY KEY, v BLOB)")
+            return conn
         if self._mode == "r" and not os.path.exists(self.path):
             # a read-only store on a missing file is empty (and creates nothing): serve it
             # from an empty in-memory table until the file appears
@@ -144,6 +166,9 @@ class SQLiteStore(BaseStore):
 
     def _conn(self) -> sqlite3.Connection:
         if self._pid != os.getpid():
+            if self._memory_uri is not None:
+                raise StoreError("an in-memory SQLiteStore(':memory:') belongs to the process "
+                                 "that made it; a forked child cannot use it")
             # forked: never touch the parent's connections (not even to close them)
             self._init_state()
         if self._closed:
@@ -236,6 +261,10 @@ class SQLiteStore(BaseStore):
                 pass
         self._local = threading.local()
         self._closed = True
+        keeper = getattr(self, "_keeper", None)
+        if keeper is not None and self._pid == os.getpid():
+            self._keeper = None
+            keeper.close()
 
     def __del__(self):  # pragma: no cover
         try:
@@ -252,17 +281,22 @@ class SQLiteStore(BaseStore):
         return f"SQLiteStore({self.path!r}{ro})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SQLiteStore) and other.path == self.path
+        return isinstance(other, SQLiteStore) and other.path == self.path and \
+            other._memory_uri == self._memory_uri
 
     def __hash__(self) -> int:
-        return hash(("SQLiteStore", self.path))
+        return hash(("SQLiteStore", self.path, self._memory_uri))
 
     def __getstate__(self):
+        if self._memory_uri is not None:
+            raise TypeError("SQLiteStore(':memory:') is private to this process and cannot be "
+                            "pickled; give a file path to share a store between processes")
         return {
             "path": self.path,
             "mode": "r" if self._mode == "r" else "a",
             "timeout": self.timeout,
             "synchronous": self.synchronous,
+            "dimension_separator": self._dimension_separator,
         }
 
     def __setstate__(self, state):

@@ -62,8 +62,10 @@ class ZipStore(BaseStore):
         mode: str = "a",
         compression: int = zipfile.ZIP_STORED,
         allowZip64: bool = True,
+        dimension_separator: str | None = None,
     ):
         super().__init__(mode)
+        self._set_dimension_separator(dimension_separator)
         self.path = os.path.abspath(os.fspath(path))
         self.compression = compression
         self.allowZip64 = allowZip64
@@ -155,6 +157,7 @@ class ZipStore(BaseStore):
             "mode": "r" if self._mode == "r" else "a",
             "compression": self.compression,
             "allowZip64": self.allowZip64,
+            "dimension_separator": self._dimension_separator,
         }
 
     def __setstate__(self, state):
@@ -163,6 +166,7 @@ class ZipStore(BaseStore):
             mode=state["mode"],
             compression=state["compression"],
             allowZip64=state["allowZip64"],
+            dimension_separator=state.get("dimension_separator"),
         )
 
     # -- reads -----------------------------------------------------------------------------

@@ -177,7 +177,9 @@ def test_listdir_rmdir_getsize(store):
     assert store.listdir("a") == [".zarray", "0.0", "0.1"]
     assert store.listdir("a/") == [".zarray", "0.0", "0.1"]
     assert store.listdir("g") == [".zgroup", "b"]
-    assert store.listdir("g/b") == [".zarray", "0"]
+    # zarr-python 2's NestedDirectoryStore lists an array's nested chunks as dotted keys.
+    nested = type(store).__name__ == "NestedDirectoryStore"
+    assert store.listdir("g/b") == [".zarray", "0.0" if nested else "0"]
     assert store.listdir("g/b/0") == ["0"]
     assert store.listdir("nothing") == []
     assert store.listdir("a/0.0") == []  # a key is not a directory

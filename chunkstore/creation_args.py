@@ -1,0 +1,133 @@
+"""Creation arguments as zarr-python 2 (and h5py) users spell them, turned into chunkstore's.
+
+- dtype: ``str``/``bytes`` (the types or names) are object arrays with VLenUTF8/VLenBytes,
+  ``"array:<dtype>"`` is an object array with VLenArray, as in zarr-python 2; data types
+  that cannot be stored faithfully (zero-size strings, unit-less datetimes) are refused.
+- compressor: ``None``, ``False``, ``""`` and ``"none"`` all mean no compressor.
+- h5py keywords: ``compression=`` / ``compression_opts=`` and ``fillvalue=``.
+- chunks taken from an input that has them (``.chunks`` of an h5py dataset, bcolz
+  ``.chunklen``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numcodecs
+import numpy as np
+
+# zarr-python 2's object-array shortcuts: dtype name -> numcodecs codec id.
+_OBJECT_SHORTCUTS = {"str": "vlen-utf8", "bytes": "vlen-bytes", "array": "vlen-array"}
+_OBJECT_CODECS = {"vlen-utf8": numcodecs.VLenUTF8, "vlen-bytes": numcodecs.VLenBytes,
+                  "vlen-array": numcodecs.VLenArray}
+
+
+def normalize_dtype(dtype, object_codec=None):
+    """(np.dtype, object_codec) for a user's dtype argument; ValueError if unusable."""
+    if dtype is None:
+        return np.dtype("f8"), object_codec
+    if isinstance(dtype, type) and dtype in (str, bytes):
+        dtype = dtype.__name__
+    if isinstance(dtype, str):
+        key, _, arg = dtype.partition(":")
+        codec_id = _OBJECT_SHORTCUTS.get(key)
+        if codec_id is not None:
+            if object_codec is None:
+                cls = _OBJECT_CODECS[codec_id]
+                try:
+                    object_codec = cls(arg) if arg else cls()
+                except TypeError as e:
+                    raise ValueError(f"dtype {dtype!r}: {codec_id} needs an element dtype, "
+                                     f"e.g. 'array:i4'") from e
+            elif getattr(object_codec, "codec_id", None) != codec_id:
+                raise ValueError(f"dtype {dtype!r} means an object array with the {codec_id} "
+                                 f"codec, but object_codec={object_codec!r} was given")
+            return np.dtype(object), object_codec
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:  # NumPy's error type, as zarr-python 2 lets it through
+        raise TypeError(f"invalid dtype {dtype!r}: {e}") from e
+    _check_storable(dt, dt)
+    return dt, object_codec
+
+
+def _check_storable(dt, whole):
+    if dt.names:
+        for name in dt.names:
+            _check_storable(dt.fields[name][0], whole)
+        return
+    if dt.subdtype is not None:
+        _check_storable(dt.subdtype[0], whole)
+        return
+    if dt.kind in "SUV" and dt.itemsize == 0:
+        raise ValueError(f"data type {whole} has a zero-size {dt}: give a length (e.g. 'S10', "
+                         f"'U10') or use dtype=str / dtype=bytes for variable-length values")
+    if dt.kind in "mM" and np.datetime_data(dt)[0] == "generic":
+        raise ValueError(f"data type {whole} has no time unit ({dt.str}): each write would "
+                         f"store values in its own unit; give one, e.g. 'M8[ns]' or 'm8[s]'")
+
+
+def is_no_compressor(compressor):
+    """None, False, "" and "none" (any case) ask for no compressor, as zarr-python 2 allows."""
+    if compressor is None or compressor is False:
+        return True
+    return isinstance(compressor, str) and compressor.strip().lower() in ("", "none")
+
+
+def h5py_compat(compressor, fill_value, kwargs):
+    """Apply zarr-python 2's h5py-compatible keywords, removing them from kwargs.
+
+    compression (a numcodecs codec id, "none"/None, "default", or a codec) with
+    compression_opts (one argument, a tuple of arguments or a dict), and fillvalue.
+    An explicit compressor wins over compression (with a warning, as in zarr-python 2)."""
+    if "compression" in kwargs or "compression_opts" in kwargs:
+        compression = kwargs.pop("compression", "default")
+        opts = kwargs.pop("compression_opts", None)
+        if compressor != "default":
+            warnings.warn("'compression' and 'compression_opts' are overridden by "
+                          "'compressor'", stacklevel=3)
+        else:
+            compressor = _compressor_from_h5py(compression, opts)
+    if "fillvalue" in kwargs:
+        fill_value = kwargs.pop("fillvalue")  # h5py's spelling wins, as in zarr-python 2
+    return compressor, fill_value
+
+
+def _compressor_from_h5py(compression, opts):
+    if compression is None or (isinstance(compression, str) and is_no_compressor(compression)):
+        return None
+    if compression == "default":
+        return "default"
+    if hasattr(compression, "get_config"):
+        return compression
+    if not isinstance(compression, str):
+        raise ValueError(f"bad value for compression: {compression!r}")
+    try:
+        cls = type(numcodecs.get_codec({"id": compression}))
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"unknown compression {compression!r}: not a numcodecs codec id "
+                         f"(e.g. 'gzip', 'zstd', 'blosc', 'lz4')") from e
+    try:
+        if isinstance(opts, dict):
+            return cls(**opts)
+        if isinstance(opts, (list, tuple)):
+            return cls(*opts)
+        return cls() if opts is None else cls(opts)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"invalid compression_opts {opts!r} for {compression!r}: {e}") from e
+
+
+def chunks_of(data):
+    """The chunk shape an input carries (h5py's .chunks, bcolz's .chunklen), or None."""
+    shape = getattr(data, "shape", None)
+    if not isinstance(shape, tuple):
+        return None
+    chunks = getattr(data, "chunks", None)
+    if isinstance(chunks, tuple) and len(chunks) == len(shape) and \
+            all(isinstance(c, numbers.Integral) for c in chunks):
+        return tuple(int(c) for c in chunks)
+    chunklen = getattr(data, "chunklen", None)
+    if isinstance(chunklen, numbers.Integral) and shape:
+        return (int(chunklen),) + shape[1:]
+    return None

@@ -1,0 +1,122 @@
+"""Group creation methods with a synchronizer: every one returns (no self-deadlock on the
+creation lock), with thread and process locks, Zarr v2 and v3, and across processes."""
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+
+CTX = mp.get_context("spawn")
+TIMEOUT = 20  # seconds; a creation takes milliseconds, a deadlock never returns
+
+# name -> call on a group: every Group method that creates an array.
+METHODS = {
+    "zeros": lambda g: g.zeros("bar", shape=10, chunks=5),
+    "ones": lambda g: g.ones("bar", shape=10, chunks=5),
+    "full": lambda g: g.full("bar", 7, shape=10, chunks=5),
+    "empty": lambda g: g.empty("bar", shape=10, chunks=5),
+    "array": lambda g: g.array("bar", np.arange(10), chunks=5),
+    "create": lambda g: g.create("bar", shape=10, chunks=5),
+    "create_dataset": lambda g: g.create_dataset("bar", shape=10, chunks=5),
+    "create_dataset_data": lambda g: g.create_dataset("bar", data=np.arange(10), chunks=5),
+    "require_dataset": lambda g: g.require_dataset("bar", shape=10, dtype="i8", chunks=5),
+    "require_dataset_existing": lambda g: (g.zeros("bar", shape=10, dtype="i8"),
+                                           g.require_dataset("bar", shape=10, dtype="i8"))[1],
+    "create_array": lambda g: g.create_array("bar", shape=(10,), dtype="i8", chunks=(5,)),
+    "setitem": lambda g: (g.__setitem__("bar", np.arange(10)), g["bar"])[1],
+    "zeros_like": lambda g: g.zeros_like("bar", np.arange(10)),
+    "ones_like": lambda g: g.ones_like("bar", np.arange(10)),
+    "full_like": lambda g: g.full_like("bar", np.arange(10), fill_value=3),
+    "empty_like": lambda g: g.empty_like("bar", np.arange(10)),
+    "nested_path": lambda g: g.zeros("sub/bar", shape=10),
+}
+
+
+def _sync(kind, tmp_path):
+    return cs.ThreadSynchronizer() if kind == "thread" else \
+        cs.ProcessSynchronizer(str(tmp_path / "locks"))
+
+
+def _call_with_timeout(fn):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # reported in the test thread
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(TIMEOUT)
+    assert not t.is_alive(), f"did not return within {TIMEOUT} s (deadlock)"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("kind", ["thread", "process"])
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_group_creation_method_returns(tmp_path, method, kind, zarr_format):
+    sync = _sync(kind, tmp_path)
+    g = cs.group(str(tmp_path / "g.zarr"), synchronizer=sync, zarr_format=zarr_format)
+    a = _call_with_timeout(lambda: METHODS[method](g))
+    assert a.shape == (10,)
+    # The array works with the synchronizer afterwards: a locked write, then a read.
+    _call_with_timeout(lambda: a.__setitem__(slice(2, 7), 1))
+    assert (a[2:7] == 1).all()
+    reopened = cs.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert reopened[a.path].shape == (10,)
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_module_level_creation_and_group_under_a_held_creation_lock(tmp_path, kind):
+    # Creating through group(), open_group() and create() with the same synchronizer, and an
+    # explicit synchronizer passed to a Group method, all return.
+    sync = _sync(kind, tmp_path)
+    store = str(tmp_path / "g.zarr")
+    g = _call_with_timeout(lambda: cs.open_group(store, mode="a", synchronizer=sync))
+    other = _sync(kind, tmp_path)  # a second instance on the same lock directory
+    a = _call_with_timeout(lambda: g.zeros("x", shape=4, synchronizer=other))
+    assert a.shape == (4,)
+    b = _call_with_timeout(lambda: cs.zeros(4, store=store, path="y", synchronizer=sync))
+    assert sorted(cs.open_group(store, mode="r").array_keys()) == ["x", "y"]
+    assert b[:].tolist() == [0] * 4
+
+
+def _create_and_write_worker(store_path, sync_path, wid, barrier):
+    g = cs.open_group(store_path, mode="a", synchronizer=cs.ProcessSynchronizer(sync_path))
+    barrier.wait()  # all four create at once
+    a = g.zeros(f"arr{wid}", shape=(40, 40), chunks=(8, 8), dtype="i4")
+    barrier.wait()  # and write at once
+    for i in range(0, 40, 8):
+        a[i:i + 8, :] = wid * 1000 + i
+    b = g.require_dataset("shared", shape=(4, 40), chunks=(1, 8), dtype="i4")
+    b[wid, :] = wid + 1
+
+
+def test_four_processes_create_and_write_arrays_in_one_group(tmp_path):
+    store = str(tmp_path / "g.zarr")
+    locks = str(tmp_path / "locks")
+    cs.group(store)
+    barrier = CTX.Barrier(4)
+    procs = [CTX.Process(target=_create_and_write_worker, args=(store, locks, w, barrier))
+             for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a worker did not finish (deadlock)"
+    assert [p.exitcode for p in procs] == [0] * 4
+    g = cs.open_group(store, mode="r")
+    for w in range(4):
+        expected = np.repeat(w * 1000 + np.arange(0, 40, 8), 8)[:, None] * np.ones(40, "i4")
+        np.testing.assert_array_equal(g[f"arr{w}"][:], expected)
+    np.testing.assert_array_equal(g["shared"][:], np.arange(1, 5)[:, None] * np.ones(40, "i4"))

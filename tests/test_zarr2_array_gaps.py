@@ -1,0 +1,269 @@
+"""zarr-python 2 Array APIs its users rely on (issue 11): islice, digest, views, astype,
+info_items, the fill_value setter, F-order reads, sub-array dtypes, b"" structured fills."""
+
+import hashlib
+import json
+import pickle
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+
+
+class CountingStore(dict):
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.reads = []
+
+    def __getitem__(self, k):
+        self.reads.append(k)
+        return super().__getitem__(k)
+
+
+@pytest.fixture
+def z():
+    a = cs.zeros(100, chunks=10, dtype="i4", store=CountingStore())
+    a[:90] = np.arange(90, dtype="i4") - 50
+    return a
+
+
+def _expected(n=100):
+    d = np.zeros(n, dtype="i4")
+    d[:90] = np.arange(90) - 50
+    return d
+
+
+class TestIslice:
+    @pytest.mark.parametrize("start,end", [(None, None), (0, 100), (5, 37), (10, 20),
+                                           (95, 200), (50, 50), (60, 40)])
+    def test_matches_numpy(self, z, start, end):
+        got = list(z.islice(start, end))
+        want = list(_expected()[start:end])
+        assert got == want and all(isinstance(v, np.int32) for v in got)
+
+    def test_2d_rows_and_one_read_per_chunk(self):
+        d = np.arange(60).reshape(12, 5)
+        a = cs.array(d, chunks=(4, 5), store=CountingStore())
+        a.store.reads.clear()
+        rows = list(a.islice(1, 11))
+        np.testing.assert_array_equal(np.array(rows), d[1:11])
+        assert sorted(a.store.reads) == ["0.0", "1.0", "2.0"]
+
+    @pytest.mark.parametrize("bad", [-1, 1.5, "3"])
+    def test_bad_bounds(self, z, bad):
+        with pytest.raises(ValueError, match="nonnegative integer"):
+            list(z.islice(bad))
+        with pytest.raises(ValueError, match="nonnegative integer"):
+            list(z.islice(0, bad))
+
+    def test_0d(self):
+        with pytest.raises(TypeError, match="0-d"):
+            list(cs.zeros(()).islice())
+
+
+class TestDigest:
+    def _by_hand(self, a, name="sha1"):
+        h = hashlib.new(name)
+        for i in range(a.nchunks):
+            h.update(dict(a.store).get(str(i), b""))
+        h.update(a.store[".zarray"])
+        h.update(dict(a.store).get(".zattrs", b""))
+        return h
+
+    def test_definition(self, z):
+        assert z.digest() == self._by_hand(z).digest()
+        assert z.hexdigest() == self._by_hand(z).hexdigest()
+        assert z.hexdigest("md5") == self._by_hand(z, "md5").hexdigest()
+        assert len(z.hexdigest()) == 40 and isinstance(z.hexdigest(), str)
+
+    def test_changes_with_content_and_attrs(self, z):
+        before = z.hexdigest()
+        z.attrs["foo"] = "bar"
+        with_attrs = z.hexdigest()
+        assert with_attrs != before and with_attrs == self._by_hand(z).hexdigest()
+        z[95] = 1
+        assert z.hexdigest() not in (before, with_attrs)
+
+    def test_same_content_same_digest(self, z, tmp_path):
+        other = cs.open_array(str(tmp_path / "o.zarr"), mode="w", shape=100, chunks=10,
+                              dtype="i4")
+        other[:90] = np.arange(90, dtype="i4") - 50
+        assert other.hexdigest() == z.hexdigest()
+        nested = cs.zeros((4, 4), chunks=(2, 2), dimension_separator="/", store={})
+        nested[0, 0] = 1
+        h = hashlib.sha1()
+        for k in ["0/0", "0/1", "1/0", "1/1"]:
+            h.update(nested.store.get(k, b""))
+        h.update(nested.store[".zarray"])
+        assert nested.hexdigest() == h.hexdigest()
+
+    def test_zarr2_expected_digests(self):
+        # zarr-python 2.18's own test_hexdigest: arrays it created (its .zarray documents,
+        # byte for byte: no dimension_separator, fill_value null, Zlib level 1), and its
+        # expected digests.
+        def zarr2(shape, chunks, dtype):
+            meta = dict(zarr_format=2, shape=list(shape), chunks=list(chunks), dtype=dtype,
+                        compressor={"id": "zlib", "level": 1}, fill_value=None, order="C",
+                        filters=None)
+            doc = json.dumps(meta, indent=4, sort_keys=True, ensure_ascii=True,
+                             separators=(",", ": ")).encode("ascii")
+            return cs.open_array({".zarray": doc})
+        found = [zarr2((1050,), (100,), "<i4").hexdigest(),
+                 zarr2((1050,), (100,), "<f4").hexdigest(),
+                 zarr2((20, 35), (10, 10), "<i4").hexdigest()]
+        z = zarr2((1050,), (100,), "<i4")
+        z[200:400] = np.arange(200, 400, dtype="i4")
+        found.append(z.hexdigest())
+        z = zarr2((1050,), (100,), "<i4")
+        z.attrs["foo"] = "bar"
+        found.append(z.hexdigest())
+        assert found == ["063b02ff8d9d3bab6da932ad5828b506ef0a6578",
+                         "f97b84dc9ffac807415f750100108764e837bb82",
+                         "c7190ad2bea1e9d2e73eaa2d3ca9187be1ead261",
+                         "14470724dca6c1837edddedc490571b6a7f270bc",
+                         "2a1046dd99b914459b3e86be9dde05027a07d209"]
+
+    def test_v3(self):
+        a = cs.create_array({}, shape=(10,), chunks=(5,), shards=(10,), dtype="u1")
+        a[:] = 1
+        h = hashlib.sha1(a.store["c/0"] + a.store["zarr.json"])
+        assert a.hexdigest() == h.hexdigest()
+
+
+class TestViews:
+    def test_astype(self, z):
+        a = z.astype("f8")
+        assert a.dtype == np.float64 and a.read_only and not z.read_only
+        np.testing.assert_array_equal(a[:], _expected().astype("f8"))
+        assert a[:].dtype == np.float64
+        assert isinstance(a.filters[0], numcodecs.AsType)
+        with pytest.raises(cs.ReadOnlyError):
+            a[0] = 1
+        assert z.dtype == np.int32 and z.filters is None  # the base is untouched
+        assert json.loads(z.store[".zarray"])["dtype"] == "<i4"
+
+    def test_astype_v3_refused(self):
+        a = cs.create_array({}, shape=(4,), chunks=(2,), dtype="i4")
+        with pytest.raises(TypeError, match="Zarr v2"):
+            a.astype("f8")
+
+    def test_v3_views(self):
+        a = cs.create_array({}, shape=(8,), chunks=(2,), shards=(4,), dtype="i4")
+        a[:] = np.arange(8) - 4
+        np.testing.assert_array_equal(a.view(dtype="u4")[:],
+                                      (np.arange(8, dtype="i4") - 4).view("u4"))
+        np.testing.assert_array_equal(a.view(shape=12, fill_value=5)[:],
+                                      np.r_[np.arange(8) - 4, [5] * 4])
+        with pytest.raises(TypeError, match="sharded"):
+            a.view(chunks=4)
+
+    def test_dtype_view_reinterprets_bytes(self, z):
+        v = z.view(dtype="u4")
+        np.testing.assert_array_equal(v[:], _expected().view("u4"))
+        b = z.view(dtype="u1", shape=400, chunks=40)
+        np.testing.assert_array_equal(b[:], _expected().view("u1"))
+
+    def test_fill_value_and_filters(self, z):
+        np.testing.assert_array_equal(z.view(fill_value=-1)[85:],
+                                      np.r_[_expected()[85:90], [-1] * 10])
+        np.testing.assert_array_equal(z.view(shape=120)[:], np.r_[_expected(), [0] * 20])
+        d = z.view(filters=[numcodecs.Delta("i4")])
+        np.testing.assert_array_equal(d[:10], np.cumsum(_expected()[:10]))
+        f = cs.full(10, np.nan, chunks=5)
+        with pytest.raises(ValueError, match="pass fill_value"):
+            f.view(dtype="i8")
+        np.testing.assert_array_equal(f.view(dtype="i8", fill_value=3)[:], [3] * 10)
+
+    def test_writes_go_through_unless_read_only(self, z):
+        v = z.view()
+        v[95:] = 7
+        np.testing.assert_array_equal(z[95:], [7] * 5)
+        r = z.view(read_only=True)
+        with pytest.raises(cs.ReadOnlyError):
+            r[0] = 1
+        assert z.view(read_only=True).view()._read_only  # a view of a view inherits
+
+    def test_metadata_changes_refused(self, z):
+        v = z.view(shape=50)
+        before = dict(z.store)
+        for change in (lambda: v.resize(20), lambda: v.append(np.zeros(3, "i4")),
+                       lambda: setattr(v, "fill_value", 3)):
+            with pytest.raises(PermissionError, match="views"):
+                change()
+        assert dict(z.store) == before and z.shape == (100,)
+
+    def test_pickle(self, z):
+        v = z.view(dtype="u4", fill_value=9, shape=110)
+        p = pickle.loads(pickle.dumps(v))
+        assert isinstance(p, cs.Array) and p.shape == (110,) and p.dtype == np.uint32
+        np.testing.assert_array_equal(p[:], v[:])
+
+
+class TestMetadataExtras:
+    def test_info_items(self, z):
+        items = z.info_items()
+        assert items == z.info.items
+        assert dict(items)["Data type"] == "int32" and dict(items)["Shape"] == "(100,)"
+
+    def test_fill_value_setter_persists(self, z):
+        z.fill_value = -7
+        assert z.fill_value == -7
+        np.testing.assert_array_equal(z[90:], [-7] * 10)   # missing chunk: new fill
+        np.testing.assert_array_equal(z[:90], _expected()[:90])
+        reopened = cs.open_array(z.store, mode="r")
+        assert reopened.fill_value == -7 and json.loads(z.store[".zarray"])["fill_value"] == -7
+        before = z.store[".zarray"]
+        with pytest.raises(ValueError, match="fill_value"):
+            z.fill_value = "not a number"
+        assert z.store[".zarray"] == before and z.fill_value == -7
+        with pytest.raises(cs.ReadOnlyError):
+            reopened.fill_value = 1
+
+    def test_fill_value_setter_v3(self):
+        a = cs.create_array({}, shape=(4,), chunks=(2,), dtype="f4", fill_value=0)
+        a.fill_value = 1.5
+        assert cs.open_array(a.store).fill_value == 1.5
+        np.testing.assert_array_equal(a[:], [1.5] * 4)
+
+    @pytest.mark.parametrize("compressor", [None, "default"])
+    def test_order_f_reads_back_f_ordered(self, compressor):
+        d = np.arange(40 * 30 * 3, dtype="i4").reshape(40, 30, 3)
+        kw = {} if compressor else {"compressor": None}
+        a = cs.array(d, chunks=(7, 8, 2), order="F", **kw)
+        for sel in [Ellipsis, np.s_[3:20], np.s_[:, 5:9, 1:]]:
+            got = a[sel]
+            np.testing.assert_array_equal(got, d[sel])
+            assert got.flags.f_contiguous  # as zarr-python 2's F-ordered output
+        assert cs.array(d, chunks=(7, 8, 2))[:].flags.c_contiguous
+
+
+class TestDtypes:
+    def test_subarray_dtype_extends_shape(self):
+        dt = np.dtype(("<f4", (2, 2)))
+        a = cs.zeros(3, dtype=dt, chunks=2)
+        assert a.shape == np.zeros(3, dtype=dt).shape == (3, 2, 2)
+        assert a.dtype == np.float32 and a.chunks == (2, 2, 2)
+        assert json.loads(a.store[".zarray"])["dtype"] == "<f4"
+        a[:] = np.arange(12).reshape(3, 2, 2)
+        np.testing.assert_array_equal(cs.open_array(a.store)[:], np.arange(12).reshape(3, 2, 2))
+
+    def test_subarray_field(self, tmp_path):
+        dt = np.dtype([("a", "<f4", (2, 2)), ("b", "<i4")])
+        a = cs.create(3, dtype=dt, chunks=2, store=str(tmp_path / "s.zarr"), fill_value=b"")
+        a[1] = (np.ones((2, 2)), 5)
+        a["a"] = np.arange(12).reshape(3, 2, 2)
+        want = np.zeros(3, dtype=dt)
+        want[1] = (np.ones((2, 2)), 5)
+        want["a"] = np.arange(12).reshape(3, 2, 2)
+        np.testing.assert_array_equal(cs.open_array(str(tmp_path / "s.zarr"), mode="r")[:], want)
+
+    def test_empty_bytes_fill_for_structured(self):
+        dt = np.dtype([("x", "<f8"), ("y", "S3")])
+        a = cs.create(4, dtype=dt, chunks=2, fill_value=b"")
+        assert a.fill_value == np.zeros((), dt)[()]
+        np.testing.assert_array_equal(a[:], np.zeros(4, dt))
+        assert cs.open_array(a.store).fill_value == np.zeros((), dt)[()]
+        with pytest.raises(ValueError, match="bytes"):
+            cs.create(4, dtype=dt, fill_value=b"x" * 12, store={})

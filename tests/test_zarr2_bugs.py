@@ -1,0 +1,281 @@
+"""Regression tests of issue 11's bugs met by zarr-python 2 users (Group + synchronizer
+deadlock: test_group_sync_creation.py): failed creations leave the store as it was,
+dtype=str/bytes, object fields with fill values, unit-less datetimes, 0-d iteration, object
+element assignment, array(read_only=True), SQLiteStore(":memory:")."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import threading
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+
+
+def _snapshot(store):
+    return {k: bytes(store[k]) for k in store}
+
+
+def _existing_store():
+    """A store holding a group and an array, to see that a failed creation touches neither."""
+    s = cs.MemoryStore()
+    g = cs.group(store=s)
+    g.zeros("old", shape=4, chunks=2, dtype="i4")[:] = [1, 2, 3, 4]
+    return s
+
+
+# ------------------------------------------------------------------ 2. failed creation
+INVALID = {
+    "zero-size bytes": dict(dtype="S0"),
+    "zero-size str": dict(dtype="U"),
+    "zero-size field": dict(dtype=[("a", "i4"), ("b", "S0")]),
+    "unit-less datetime": dict(dtype="M8"),
+    "unit-less timedelta": dict(dtype="m8"),
+    "unit-less datetime field": dict(dtype=[("t", "M8")]),
+    "not a dtype": dict(dtype="no-such-dtype"),
+    "fill not an int": dict(dtype="i4", fill_value="abc"),
+    "fill out of range": dict(dtype="i1", fill_value=1000),
+    "fill of object field": dict(dtype=[("a", "i4"), ("b", object)], fill_value=(0, "x"),
+                                 object_codec=numcodecs.Pickle()),
+    "compressor not a codec": dict(compressor="bogus"),
+    "compressor object": dict(compressor=object()),
+    "filter not a codec": dict(filters=[object()]),
+    "chunks of wrong rank": dict(chunks=(2, 2, 2)),
+    "chunks negative": dict(chunks=(-3, 2)),
+    "order": dict(order="X"),
+    "dimension separator": dict(dimension_separator="x"),
+    "object without codec": dict(dtype=object),
+    "str with another codec": dict(dtype=str, object_codec=numcodecs.VLenBytes()),
+    "array without element dtype": dict(dtype="array"),
+    "shards in v2": dict(shards=(4, 4)),
+    "unknown compression": dict(compression="no-such-codec"),
+    "bad compression_opts": dict(compression="gzip", compression_opts={"nope": 1}),
+    "v3 shards not a multiple": dict(zarr_format=3, chunks=(3, 3), shards=(4, 4)),
+    "v3 bytes dtype": dict(zarr_format=3, dtype="S4"),
+    "v3 non-string object codec": dict(zarr_format=3, dtype=object,
+                                       object_codec=numcodecs.MsgPack()),
+    "v3 fill out of range": dict(zarr_format=3, dtype="u1", fill_value=-1),
+    "v3 dimension names count": dict(zarr_format=3, dimension_names=["x", "y"]),
+    "v3 unknown codec": dict(zarr_format=3, codecs=[{"name": "no-such-codec"}]),
+    "v3 order": dict(zarr_format=3, order="X", chunks=(2, 2)),
+    "fill NaN for ints": dict(dtype="i4", fill_value=float("nan")),
+    "zarr_format": dict(zarr_format=4),
+}
+
+
+@pytest.mark.parametrize("path, overwrite", [("new", False), ("new", True),
+                                             ("deep/er/new", False), ("old", True)])
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_failed_creation_leaves_store_as_it_was(case, path, overwrite):
+    s = _existing_store()
+    before = _snapshot(s)
+    with pytest.raises((ValueError, TypeError)):
+        cs.create((4, 4) if {"chunks", "shards"} & set(INVALID[case]) else 4,
+                  store=s, path=path, overwrite=overwrite, **INVALID[case])
+    assert _snapshot(s) == before
+    # The path is not blocked: a valid creation works there now.
+    assert cs.create(4, store=s, path=path, overwrite=overwrite, dtype="i2").shape == (4,)
+
+
+def test_failed_creation_under_an_array_writes_no_groups():
+    s = cs.MemoryStore()
+    cs.zeros(3, store=s, path="a")  # no root group
+    before = _snapshot(s)
+    with pytest.raises(cs.ContainsArrayError):
+        cs.zeros(3, store=s, path="a/b/c")
+    assert _snapshot(s) == before
+
+
+def test_array_whose_data_cannot_be_written_is_removed_again():
+    s = _existing_store()
+    before = _snapshot(s)
+    with pytest.raises(ValueError):
+        cs.array(np.array(["x", "y"]), dtype="i4", store=s, path="p/q/r")
+    assert _snapshot(s) == before
+
+
+@pytest.mark.parametrize("spelling", [str, "str"])
+def test_dtype_str_is_an_object_array_with_vlen_utf8(spelling):
+    s = cs.MemoryStore()
+    z = cs.zeros(3, dtype=spelling, store=s)
+    assert z.dtype == object and z.filters == [numcodecs.VLenUTF8()]
+    assert z[:].tolist() == ["", "", ""]  # zarr-python 2's fill for dtype=str
+    z[1] = "héllo"
+    meta = json.loads(s[".zarray"])
+    assert meta["dtype"] == "|O" and meta["filters"] == [{"id": "vlen-utf8"}]
+    assert cs.open_array(s, mode="r")[:].tolist() == ["", "héllo", ""]
+
+
+@pytest.mark.parametrize("spelling", [bytes, "bytes"])
+def test_dtype_bytes_is_an_object_array_with_vlen_bytes(spelling):
+    s = cs.MemoryStore()
+    z = cs.zeros(3, dtype=spelling, store=s)
+    assert z.dtype == object and z.filters == [numcodecs.VLenBytes()]
+    z[0] = b"\x00ab"
+    assert cs.open_array(s, mode="r")[:].tolist() == [b"\x00ab", b"", b""]
+
+
+def test_dtype_array_shortcut_is_vlen_array():
+    z = cs.empty(2, dtype="array:i4")
+    assert z.filters == [numcodecs.VLenArray("i4")]
+    z[0] = np.array([1, 2, 3])
+    np.testing.assert_array_equal(z[0], [1, 2, 3])
+
+
+def test_dtype_str_in_a_v3_array_is_a_string_array():
+    s = cs.MemoryStore()
+    z = cs.create(2, dtype=str, store=s, zarr_format=3, fill_value="")
+    z[:] = ["a", "bc"]
+    assert cs.open_array(s, mode="r")[:].tolist() == ["a", "bc"]
+
+
+# ------------------------------------------------------------------ 3. object fields
+def test_object_field_fill_value_is_refused_before_writing():
+    s = cs.MemoryStore()
+    with pytest.raises(ValueError, match="object fields"):
+        cs.full(3, fill_value=(0, "x"), dtype=[("a", "i4"), ("b", object)], store=s,
+                object_codec=numcodecs.Pickle())
+    assert len(s) == 0
+
+
+def test_object_field_default_fill_is_null():
+    s = cs.MemoryStore()
+    cs.zeros(3, dtype=[("a", "i4"), ("b", object)], store=s, object_codec=numcodecs.Pickle())
+    assert json.loads(s[".zarray"])["fill_value"] is None
+
+
+def test_stored_fill_bytes_of_object_field_are_never_turned_into_objects():
+    # A document another writer made with object addresses in its fill value.
+    s = cs.MemoryStore()
+    cs.zeros(3, dtype=[("a", "i4"), ("b", object)], store=s, object_codec=numcodecs.Pickle())
+    meta = json.loads(s[".zarray"])
+    meta["fill_value"] = base64.b64encode(bytes(range(16))).decode()
+    s[".zarray"] = json.dumps(meta).encode()
+    with pytest.raises(cs.MetadataError):
+        cs.open_array(s, mode="r")
+
+
+# ------------------------------------------------------------------ 4. unit-less datetimes
+@pytest.mark.parametrize("dtype", ["M8", "m8", "<M8", np.datetime64, np.timedelta64])
+def test_unit_less_datetime_is_refused(dtype):
+    s = cs.MemoryStore()
+    with pytest.raises(ValueError, match="no time unit"):
+        cs.zeros(3, dtype=dtype, store=s)
+    assert len(s) == 0
+
+
+def test_datetime_with_unit_round_trips():
+    z = cs.zeros(2, dtype="M8[D]")
+    z[:] = np.array(["2020-01-01", "2021-06-30"], dtype="M8[D]")
+    assert z.dtype == np.dtype("M8[D]")
+    assert z[1] == np.datetime64("2021-06-30")
+
+
+# ------------------------------------------------------------------ 5. 0-d iteration
+def test_iterating_a_0d_array_raises_like_numpy():
+    z = cs.zeros((), dtype="i4")
+    with pytest.raises(TypeError, match="iteration over a 0-d array"):
+        iter(np.zeros((), "i4")).__next__()  # the oracle's own message
+    with pytest.raises(TypeError, match="iteration over a 0-d array"):
+        list(z)
+
+
+@pytest.mark.parametrize("shape, chunks", [((7,), (3,)), ((5, 4), (2, 3)), ((0, 3), (2, 2))])
+def test_iteration_matches_numpy(shape, chunks):
+    a = np.arange(int(np.prod(shape)), dtype="i4").reshape(shape)
+    z = cs.array(a, chunks=chunks)
+    got = list(z)
+    assert len(got) == len(a)
+    for g, e in zip(got, a):
+        np.testing.assert_array_equal(g, e)
+
+
+# ------------------------------------------------------------------ 6. object elements
+@pytest.mark.parametrize("codec", [numcodecs.MsgPack(), numcodecs.JSON(), numcodecs.Pickle()])
+def test_object_element_assignment_of_lists_as_numpy(codec, monkeypatch):
+    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True, raising=False)
+    z = cs.empty(4, dtype=object, object_codec=codec, chunks=2)
+    a = np.empty(4, dtype=object)
+    for sel, value in [(0, [2, 4, 6, "baz"]), (1, "x"), (slice(2, 4), [[1, 2], [3, 4]]),
+                       (3, [5]), (slice(1, 3), np.array([[7], "y"], dtype=object))]:
+        z[sel] = value
+        a[sel] = value
+    assert z[0] == [2, 4, 6, "baz"]
+    assert z[:].tolist() == a.tolist()
+
+
+def test_object_element_assignment_of_ndarrays_in_a_ragged_array():
+    z = cs.empty(3, dtype=object, object_codec=numcodecs.VLenArray(int))
+    z[0] = np.array([4, 7])
+    z[1:] = np.array([np.array([1]), np.array([2, 3, 4])], dtype=object)
+    np.testing.assert_array_equal(z[0], [4, 7])
+    assert [x.tolist() for x in z[:]] == [[4, 7], [1], [2, 3, 4]]
+
+
+def test_object_element_assignment_in_2d():
+    z = cs.empty((2, 2), dtype=object, object_codec=numcodecs.JSON())
+    a = np.empty((2, 2), dtype=object)
+    for arr in (z, a):
+        arr[0] = [[1], [2, 3]]
+        arr[1, 1] = [9]
+        arr[1, 0] = None
+    assert z[:].tolist() == a.tolist()
+
+
+def test_non_object_arrays_still_refuse_shape_mismatches():
+    z = cs.zeros(4, dtype="i4")
+    with pytest.raises(ValueError, match="broadcast"):
+        z[0] = [1, 2]
+
+
+# ------------------------------------------------------------------ 7. array(read_only=True)
+def test_array_read_only_writes_the_data_then_is_read_only():
+    s = cs.MemoryStore()
+    z = cs.array(np.arange(5), read_only=True, store=s, chunks=2)
+    assert z.read_only
+    np.testing.assert_array_equal(z[:], np.arange(5))
+    with pytest.raises(cs.ReadOnlyError):
+        z[0] = 1
+    np.testing.assert_array_equal(cs.open_array(s, mode="r")[:], np.arange(5))
+
+
+# ------------------------------------------------------------------ 8. SQLiteStore(":memory:")
+def test_sqlite_memory_store_is_private_and_makes_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a, b = cs.SQLiteStore(":memory:"), cs.SQLiteStore(":memory:")
+    a["x"] = b"1"
+    assert "x" not in b and a["x"] == b"1" and a != b
+    z = cs.zeros((6, 6), chunks=(1, 3), store=a, path="arr", dtype="i4")  # a row per thread
+
+    def write(i):
+        z[i, :] = i
+
+    ts = [threading.Thread(target=write, args=(i,)) for i in range(6)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    np.testing.assert_array_equal(cs.open_array(a, path="arr", mode="r")[:],
+                                  np.repeat(np.arange(6), 6).reshape(6, 6))
+    assert list(tmp_path.iterdir()) == []
+    a.close()
+    b.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sqlite_memory_store_refuses_to_pickle():
+    s = cs.SQLiteStore(":memory:")
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(s)
+    s.close()
+
+
+@pytest.mark.parametrize("dtype, values", [(str, ["a", "bé", ""]), (bytes, [b"a", b"b\0", b""])])
+def test_dtype_str_and_bytes_arrays_read_by_zarr_python(tmp_path, dtype, values):
+    import zarr  # zarr-python, the oracle
+    p = str(tmp_path / "s.zarr")
+    cs.zeros(3, dtype=dtype, store=p, chunks=2)[:] = values
+    assert zarr.open_array(p, mode="r")[:].tolist() == values
