@@ -9,6 +9,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 python -P -m pytest -q -p no:cacheprovider --rootdir "$root" -c "$root/pyproject.toml" "$root/tests" "$@"
+
+# The sdist carries what the tests need, the wheel no generated C (build deps as pyproject's).
+python -m pip install -q "setuptools>=77" wheel "Cython>=3.0"
+bash "$root/ci/check_dist.sh" python
 deactivate
 
 # A plain `pip install .` must do everything that needs no extra (Zarr v3 and crc32c once
