@@ -476,7 +476,7 @@ class Array(nodes.Node):
         direct = not self._is_object and not codec.filters
         obj = self._is_object
 
-        fast = getattr(codec, "fast_blosc", None)
+        fast = getattr(codec, "fast", None)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -515,15 +515,16 @@ class Array(nodes.Node):
         self._run(n, work, groups)
 
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
-        """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
-        kernel cannot take goes through the codec, which raises the proper error for it."""
+        """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
+        path, chunkstore.codecs.fastpath). A chunk the kernel does not take goes through the
+        codec, which decodes it or raises the proper error for it."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
-        v, d = self._codec.fast_blosc
-        kernel = merge.blosc_decode_gather_points if points else merge.blosc_decode_gather
+        fast = self._codec.fast
+        kernel = fast.decode_points if points else fast.decode
         gather = merge.gather_points if points else merge.gather
         pos = 0
         while pos < len(idx):
-            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
+            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch)
             if failed < 0:
                 return
             k = pos + failed
@@ -535,7 +536,7 @@ class Array(nodes.Node):
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan)
 
-        fast = getattr(self._codec, "fast_blosc", None)
+        fast = getattr(self._codec, "fast", None)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -722,9 +723,12 @@ class Array(nodes.Node):
                 shared = self._codec.encode(c)
         scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
         errors_first = self._is_object  # object encoders may fail on values: encode all first
-        # The chunks of a Blosc array are decompressed (if partly covered and stored), merged
-        # with the value and compressed in one GIL-free call a batch.
-        fast = None if self._is_object else getattr(self._codec, "fast_blosc_encode", None)
+        # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
+        # (if partly covered and stored), merged with the value and encoded in one GIL-free
+        # call a batch.
+        fast = None if self._is_object else getattr(self._codec, "fast", None)
+        if fast is not None and not fast.can_encode:
+            fast = None
 
         _, seq, groups = self._schedule(plan, keys)
 
@@ -774,18 +778,17 @@ class Array(nodes.Node):
 
     def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
         """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
-        value and Blosc-compressed in one GIL-free call (merge.blosc_scatter_encode). A
-        chunk the kernel cannot decompress or compress goes through the codec, which raises
-        the proper error for it."""
+        value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
+        cannot decode or encode goes through the codec, which raises the proper error for
+        it (or takes data the kernel does not)."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         drop = not self._write_empty_chunks
-        params, decode = self._codec.fast_blosc_encode, self._codec.fast_blosc
+        fast = self._codec.fast
         pos = 0
         while pos < len(idx):
             out = []
-            failed = merge.blosc_scatter_encode(plan, idx[pos:], value, scratch, prefill,
-                                                olds[pos:], self._fill_item, drop, params,
-                                                decode, out)
+            failed = fast.encode(plan, idx[pos:], value, scratch, prefill, olds[pos:],
+                                 self._fill_item, drop, out)
             for i, data in zip(idx[pos:], out):
                 if data is None:
                     to_del.append(keys[i])
