@@ -839,15 +839,31 @@ class Array(nodes.Node):
         return self._get(sel, fields=fields)
 
     def __setitem__(self, selection, value):
+        if isinstance(value, Array) and self._stream_from(selection, value):
+            return
         fields, selection = ix.split_fields(selection)
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         self._set(sel, value, fields=fields)
+
+    def _stream_from(self, selection, src):
+        """self[selection] = src (an Array) block by block, in bounded memory, when the
+        selection is a box of step-1 slices of src's shape (chunkstore.streaming). False
+        when it is not: the caller then reads src whole."""
+        from chunkstore import streaming
+        self._check_writable()
+        box = streaming.slice_box(selection, self.shape)
+        if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
+            return False
+        streaming.assign(self, box, src)
+        return True
 
     def get_basic_selection(self, selection=Ellipsis, out=None, fields=None):
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         return self._get(sel, out=out, fields=_fields(fields))
 
     def set_basic_selection(self, selection, value, fields=None):
+        if isinstance(value, Array) and fields is None and self._stream_from(selection, value):
+            return
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         self._set(sel, value, fields=_fields(fields))
 
