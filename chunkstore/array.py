@@ -477,9 +477,14 @@ class Array(nodes.Node):
         obj = self._is_object
 
         fast = getattr(codec, "fast", None)
+        # Uncompressed chunks that land whole in dest go from the file straight into it.
+        read_into = (getattr(self._chunk_store, "read_into", None)
+                     if fast is not None and fast.raw else None)
 
         def work(lo, hi):
             idx = seq[lo:hi]
+            if read_into is not None:
+                idx = self._read_into(plan, idx, keys, dest, read_into)
             got = getitems(self._chunk_store, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
@@ -513,6 +518,27 @@ class Array(nodes.Node):
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work, groups)
+
+    def _read_into(self, plan, idx, keys, dest, read_into):
+        """Read the chunks of idx that the selection takes whole straight from their files
+        into dest (store.read_into: preadv into the strided region); the rest, and any the
+        store did not take, are returned for the ordinary path."""
+        from chunkstore._core.zcodecs import whole_block
+        rest, views, took = [], [], []
+        for i in idx:
+            v = whole_block(plan, i, dest, self._chunks)
+            if v is not None and self.order == "F":
+                v = v.T         # the file holds the chunk in F order: C order of the transpose
+            if v is None:
+                rest.append(i)
+            else:
+                views.append(v)
+                took.append(i)
+        if took:
+            for i, status in zip(took, read_into([keys[i] for i in took], views)):
+                if status != 0:
+                    rest.append(i)
+        return rest
 
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch

@@ -340,3 +340,71 @@ def test_sharded_corrupt_inner_chunk_names_the_shard(inner, tmp_path):
     with pytest.raises(cs.ChunkDecodeError, match=re.escape("c/1/0")):
         z[...]
     np.testing.assert_array_equal(z[:8], data[:8])
+
+
+# ------------------------------------------------------------------ raw chunks read in place
+
+
+class _CountingDir(cs.DirectoryStore):
+    """Counts the keys read through read_into and through getitems."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.into, self.items = [], []
+
+    def read_into(self, keys, buffers):
+        st = super().read_into(keys, buffers)
+        self.into += [k for k, s in zip(keys, st) if s == 0]
+        return st
+
+    def getitems(self, keys):
+        self.items += list(keys)
+        return super().getitems(keys)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_raw_chunks_read_straight_into_the_output(tmp_path, order):
+    store = _CountingDir(str(tmp_path / "r.zarr"))
+    data = _data((20, 18), "<f8")
+    z = cs.create((20, 18), chunks=(5, 6), dtype="<f8", store=store, compressor=None,
+                  order=order, fill_value=np.nan)
+    z[...] = data
+    store.into, store.items = [], []
+    np.testing.assert_array_equal(z[...], data)
+    # every chunk is taken whole: each is read in place (preadv into the strided region)
+    assert sorted(store.into) == [f"{i}.{j}" for i in range(4) for j in range(3)]
+    assert store.items == []
+    np.testing.assert_array_equal(z[2:17, 3:11], data[2:17, 3:11])
+    out = np.empty((20, 18), order=order)
+    z.get_basic_selection(Ellipsis, out=out)
+    np.testing.assert_array_equal(out, data)
+    # a missing chunk reads as fill, a chunk of the wrong size raises naming its key
+    del store["1.1"]
+    os = __import__("os")
+    with open(os.path.join(store.path, "2.2"), "wb") as f:
+        f.write(b"\0" * 7)
+    expected = data.copy()
+    expected[5:10, 6:12] = np.nan
+    with pytest.raises(cs.ChunkDecodeError, match=re.escape("2.2")):
+        z[...]
+    np.testing.assert_array_equal(z[0:10], expected[0:10])
+    # a file one byte longer is not taken in place either
+    with open(os.path.join(store.path, "2.2"), "wb") as f:
+        f.write(np.zeros(30, "<f8").tobytes() + b"\0")
+    with pytest.raises(cs.ChunkDecodeError, match=re.escape("2.2")):
+        z[10:15, 12:18]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_raw_in_place_reads_of_many_runs_and_edges(tmp_path, order):
+    # 8 x 80 runs a chunk: more than one preadv call of iovecs; the edge chunks reach past
+    # the array's end and take the ordinary path
+    store = _CountingDir(str(tmp_path / "r.zarr"))
+    data = _data((19, 160, 13), "<u2")
+    z = cs.create(data.shape, chunks=(8, 80, 5), dtype="<u2", store=store, compressor=None,
+                  order=order, fill_value=0)
+    z[...] = data
+    store.into, store.items = [], []
+    np.testing.assert_array_equal(z[...], data)
+    assert len(store.into) == 2 * 2 * 2 and len(store.items) == 3 * 2 * 3 - 8
+    np.testing.assert_array_equal(z[8:16, :, 5:10], data[8:16, :, 5:10])

@@ -21,7 +21,7 @@ from libc.stdint cimport int64_t, uint32_t
 import numpy as np
 cimport numpy as cnp
 
-from chunkstore._core.projection cimport OrthoPlan, PointsPlan
+from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
 from chunkstore._core.merge cimport (FillTest, _ortho_copy_ptr, _points_copy_ptr,
                                      _block_offset, _fill_test_init, _all_fill, _repeat_item)
 
@@ -670,3 +670,22 @@ def decode_bytes(tuple spec, data, Py_ssize_t expected):
         ok = _decode_one(&c, &x, sp, n, dp if dp != NULL else dummy, expected)
     _ctx_free(&x)
     return bytes(out) if ok else None
+
+
+def whole_block(OrthoPlan plan, Py_ssize_t i, cnp.ndarray out, chunk_shape):
+    """The view of out that touched chunk i fills, when the selection takes that chunk whole
+    (step 1, the full chunk shape), whatever out's strides; else None."""
+    cdef int nd = plan.ndim, d
+    cdef Py_ssize_t j[64]
+    cdef DimPlan* p
+    if nd > 64 or i < 0 or i >= plan.nchunks:
+        return None
+    plan.unravel(i, j)
+    for d in range(nd):
+        p = &plan.dims[d]
+        if (p.indexed or p.step != 1 or p.lstart[j[d]] != 0
+                or p.cnt[j[d]] != chunk_shape[d]):
+            return None
+    return out[tuple(slice(plan.dims[d].ostart[j[d]],
+                           plan.dims[d].ostart[j[d]] + plan.dims[d].cnt[j[d]])
+                     for d in range(nd)) + (Ellipsis,)]

@@ -99,6 +99,7 @@ class BloscPath:
     """Blosc through c-blosc's functions in numcodecs' extension (merge.blosc_*)."""
 
     __slots__ = ("_dec", "_enc")
+    raw = False
 
     def __init__(self, decode_syms: tuple, encode_params: tuple | None) -> None:
         self._dec = decode_syms
@@ -127,6 +128,11 @@ class ZPath:
 
     def __init__(self, kind: int, level: int = 0, checksum: bool = False) -> None:
         self.kind, self.level, self.checksum = kind, int(level), bool(checksum)
+
+    @property
+    def raw(self) -> bool:
+        """Stored bytes are the chunk's bytes: a file can be read straight into the output."""
+        return self.kind == zcodecs.RAW
 
     def _spec(self) -> tuple:
         # gzip's header holds the time of writing, as numcodecs' GZip (Python's GzipFile)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._fileio import key_paths, read_files, write_files
+from ._fileio import key_paths, read_files, read_files_into, write_files
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
@@ -197,6 +197,14 @@ class DirectoryStore(BaseStore):
         paths = key_paths(self.path, keys)  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
+
+    def read_into(self, keys: list[str], buffers: list) -> list[int]:
+        """Read each key's file straight into buffers[k] (a writable buffer of any strides,
+        filled in C order of its shape) when it holds exactly that many bytes. Per key: 0
+        read, 1 absent, 2 not taken (another size, not a regular file: read it with
+        getitems). Used for uncompressed chunks a read takes whole: no bytes object and no
+        copy between the file and the output."""
+        return read_files_into(key_paths(self.path, list(keys)), list(buffers))
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)
