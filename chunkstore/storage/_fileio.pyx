@@ -11,7 +11,7 @@ built in C and its system calls run without the GIL.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.errno cimport ENOENT, ENOTDIR, EINTR, errno
+from libc.errno cimport ENOENT, ENOTDIR, EINTR, EISDIR, errno
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strerror, strlen
 
@@ -44,6 +44,7 @@ cdef extern from "<sys/stat.h>" nogil:
         long st_size
         unsigned int st_mode
     int fstat(int fd, stat* st)
+    int lstat(const char* path, stat* st)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
 
@@ -83,6 +84,52 @@ cdef inline int _rename_retry(const char* old, const char* new) noexcept nogil:
         r = rename(old, new)
         if r == 0 or errno != EINTR:
             return r
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #endif
+    #include <errno.h>
+    /* Swap two existing paths atomically (renameat2 RENAME_EXCHANGE), or fail with
+       errno ENOSYS where the system has no such call. */
+    static int chunkstore_exchange(const char* a, const char* b) {
+    #if defined(__linux__) && defined(SYS_renameat2)
+        return (int)syscall(SYS_renameat2, -100 /* AT_FDCWD */, a, -100, b, 2 /* EXCHANGE */);
+    #else
+        errno = ENOSYS;
+        return -1;
+    #endif
+    }
+    """
+    int chunkstore_exchange(const char* a, const char* b) nogil
+
+
+cdef inline int _replace(const char* tmp, const char* target) noexcept nogil:
+    """Move tmp over target atomically. Where target exists, swap the two (RENAME_EXCHANGE)
+    and unlink tmp, which then holds the old value: on ext4 a rename over an existing file
+    forces the new file's blocks to be allocated and written out at once (the auto_da_alloc
+    heuristic) and frees the old inode inside the rename; the swap measured 2-3x faster a
+    64^2 chunk on this project's disk (README, "What atomic writes cost"). Readers see the
+    old or the new value either way. Anything else (no target yet, a filesystem without
+    the call) takes a plain rename."""
+    cdef int r
+    cdef stat st
+    if lstat(target, &st) != 0 or not S_ISREG(st.st_mode):
+        return _rename_retry(tmp, target)      # no file there yet (or not a plain file)
+    while True:
+        r = chunkstore_exchange(tmp, target)
+        if r == 0 or errno != EINTR:
+            break
+    if r != 0:
+        return _rename_retry(tmp, target)
+    if unlink(tmp) != 0 and errno == EISDIR:
+        # target became a directory after the lstat: swap back, let rename report it
+        chunkstore_exchange(tmp, target)
+        return _rename_retry(tmp, target)
+    return 0                # (a tmp unlink that failed otherwise leaves an ignored temp)
 
 
 cdef const char* _c_path(bytes path) except NULL:
@@ -263,7 +310,8 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
     """Write datas[k] (bytes) to paths[k] (bytes) atomically, for each k in turn, without
     the GIL: a new temporary file ``.<name>.<token_prefix><counter + k as 16 hex
     digits>.partial`` beside the target (O_EXCL), the data, fsync when sync, close, and a
-    rename over the target. Returns (-1, 0) when all were written, else (k, errno) for the
+    rename over the target (an exchange with it and an unlink, where it is a file: see
+    _replace). Returns (-1, 0) when all were written, else (k, errno) for the
     first that failed (its temporary file removed; the ones before it are written)."""
     cdef Py_ssize_t n = len(paths), k, i, plen, cut, tlen
     if len(datas) != n:
@@ -340,7 +388,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                     err = errno
                 if close(fd) != 0 and err == 0 and errno != EINTR:
                     err = errno
-                if err == 0 and _rename_retry(tmp, cpaths[k]) != 0:
+                if err == 0 and _replace(tmp, cpaths[k]) != 0:
                     err = errno
                 if err != 0:
                     unlink(tmp)
