@@ -152,6 +152,11 @@ class Array(nodes.Node):
         return self._shards
 
     @property
+    def write_chunks(self):
+        """The blocks a write stores whole: the shards of a sharded array, else the chunks."""
+        return self._shards or self._chunks
+
+    @property
     def dtype(self):
         return self._meta.dtype
 

@@ -74,8 +74,7 @@ def assign(dst, box, src):
     if not box:   # 0-d
         dst[...] = src[...]
         return
-    # whole shards, not inner chunks, are what a write stores
-    chunks = dst.shards or dst.chunks
+    chunks = dst.write_chunks    # whole shards, not inner chunks, are what a write stores
     threads = max(1, config.get("threads") or 1)
     itemsize = max(1, dst.dtype.itemsize)
     chunk_bytes = math.prod(chunks) * itemsize
