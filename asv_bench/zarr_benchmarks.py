@@ -219,6 +219,8 @@ def worker(lib, bench, path, out, verify):
 
 def available(lib):
     mod = {"chunkstore": None, "tensorstore": "tensorstore", "zarr": "zarr", "zarrs": "zarrs"}
+    if lib.startswith("chunkstore="):
+        return os.path.isdir(lib.split("=", 1)[1])
     if mod[lib] is None:
         return True
     try:
@@ -244,7 +246,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2, help="runs per cell; the best is kept")
     ap.add_argument("--dir", default=None, help="where the datasets go (default: a temporary "
                     "directory on local disk, removed afterwards)")
-    ap.add_argument("--libs", default=",".join(ALL_LIBS))
+    ap.add_argument("--libs", default=",".join(ALL_LIBS),
+                    help="comma-separated; chunkstore=DIR adds the chunkstore checked out in "
+                         "DIR (e.g. an older commit, built in place) to the same run")
     ap.add_argument("--benches", default=",".join(BENCHES))
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--cold", action="store_true", help="drop the page cache before each run")
@@ -278,10 +282,16 @@ def main(argv=None):
                         if cold and not drop_caches():
                             print("cannot drop the page cache: warm runs", file=sys.stderr)
                             cold = False
+                        # "chunkstore=DIR": the chunkstore checked out in DIR (before/after)
+                        env = dict(os.environ)
+                        run_lib = lib
+                        if lib.startswith("chunkstore="):
+                            env["CHUNKSTORE_ROOT"] = lib.split("=", 1)[1]
+                            run_lib = "chunkstore"
                         p = subprocess.run(
-                            [sys.executable, os.path.abspath(__file__), "--worker", lib,
+                            [sys.executable, os.path.abspath(__file__), "--worker", run_lib,
                              bench, path, out, "1" if rep == 0 else "0"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=env)
                         shutil.rmtree(out, ignore_errors=True)
                         if p.returncode != 0:
                             print(f"{lib} {ds} {bench} failed:\n{p.stderr[-2000:]}",
@@ -305,10 +315,10 @@ def main(argv=None):
 
 
 def print_table(results, libs, args, cold):
-    peers = [x for x in libs if x != "chunkstore"]
+    peers = [x for x in libs if not x.startswith("chunkstore")]
+    ours = [x for x in libs if x.startswith("chunkstore")] if peers else []
     head = ["dataset", "benchmark"] + [f"{x} (s)" for x in libs]
-    if "chunkstore" in libs and peers:
-        head.append("chunkstore / best peer")
+    head += [f"{x} / best peer" for x in ours]
     rows = []
     for ds in DATASETS:
         for bench in BENCHES:
@@ -316,10 +326,9 @@ def print_table(results, libs, args, cold):
             if all(v is None for v in vals.values()):
                 continue
             row = [ds, bench] + [("%.3f" % v) if v is not None else "-" for v in vals.values()]
-            if "chunkstore" in libs and peers:
-                best = min((vals[p] for p in peers if vals[p] is not None), default=None)
-                cs_t = vals["chunkstore"]
-                row.append("%.2f" % (cs_t / best) if best and cs_t else "-")
+            best = min((vals[p] for p in peers if vals[p] is not None), default=None)
+            for x in ours:
+                row.append("%.2f" % (vals[x] / best) if best and vals[x] else "-")
             rows.append(row)
     cache = "cold" if cold else "warm"
     print(f"\n{args.size}^3 uint16, {cache} page cache, best of {args.repeat}\n")

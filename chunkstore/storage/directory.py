@@ -94,7 +94,8 @@ class DirectoryStore(BaseStore):
       owner are followed).
     - Writes are atomic: the value is written to a temporary file
       ``.<name>.<random hex>.partial`` in the target directory, then moved over the target
-      with ``os.replace``. Readers see either the old or the new value, never a torn one,
+      with ``os.replace`` (``setitems``: exchanged with the old file, which is then
+      unlinked; on ext4 that costs less than a rename over it, see the README). Readers see either the old or the new value, never a torn one,
       even if the writer is killed. With ``fsync=True`` the file and its directory are
       fsynced before the write returns (durable across power loss).
     - Temporary files are never listed, iterated, counted or sized; leftovers of a killed
