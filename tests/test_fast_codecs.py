@@ -408,3 +408,25 @@ def test_raw_in_place_reads_of_many_runs_and_edges(tmp_path, order):
     np.testing.assert_array_equal(z[...], data)
     assert len(store.into) == 2 * 2 * 2 and len(store.items) == 3 * 2 * 3 - 8
     np.testing.assert_array_equal(z[8:16, :, 5:10], data[8:16, :, 5:10])
+
+
+def test_pooled_contexts_follow_each_codec(fixed_clock):
+    """Library contexts are reused between calls: switching codec, level and checksum
+    between calls still writes numcodecs' bytes, and decodes of each kind still work."""
+    import zlib
+
+    assert fastpath.zstd_ready() and fastpath.zlib_ready()
+    raw = np.arange(30000, dtype="<u2").tobytes()
+    comps = [numcodecs.Zstd(level=1), numcodecs.Zstd(level=19, checksum=True),
+             numcodecs.GZip(level=9), numcodecs.Zlib(level=1), numcodecs.GZip(level=1),
+             numcodecs.Zlib(level=9), numcodecs.Zstd(level=-2)]
+    specs = {numcodecs.Zstd: zcodecs.ZSTD, numcodecs.GZip: zcodecs.GZIP,
+             numcodecs.Zlib: zcodecs.ZLIB}
+    for _ in range(3):
+        for comp in comps:
+            spec = (specs[type(comp)], comp.level, getattr(comp, "checksum", False),
+                    int(time.time()))
+            enc = zcodecs.encode_bytes(spec, raw)
+            assert enc == comp.encode(raw), comp
+            assert zcodecs.decode_bytes(spec, enc, len(raw)) == raw
+    assert zlib.decompress(zcodecs.encode_bytes((zcodecs.ZLIB, 6, False, 0), raw)) == raw

@@ -82,8 +82,14 @@ cdef struct Codec:
 
 
 cdef struct Ctx:
-    # Per-kernel-call state, made on first use and freed by _ctx_free.
+    # A kernel call's library state, made on first use and kept in a small pool between
+    # calls (creating a zstd context costs ~100 us, more than decoding a small chunk).
     void* dctx
     void* cctx
-    z_stream zs
-    int zmode               # 0: none, 1: inflate ready, 2: deflate ready
+    int clevel              # the level and checksum flag cctx is set to
+    int cchecksum           # (-1: not set yet)
+    z_stream zi             # inflate state, zi_wbits 0 until initialised
+    int zi_wbits
+    z_stream zd             # deflate state for zd_level / zd_wbits (zd_wbits 0: none)
+    int zd_wbits
+    int zd_level

@@ -122,19 +122,52 @@ cdef void _ctx_free(Ctx* x) noexcept nogil:
         _zstd.freeDCtx(x.dctx)
     if x.cctx != NULL:
         _zstd.freeCCtx(x.cctx)
-    if x.zmode == 1:
-        _zlib.inflateEnd(&x.zs)
-    elif x.zmode == 2:
-        _zlib.deflateEnd(&x.zs)
-    x.dctx = NULL
-    x.cctx = NULL
-    x.zmode = 0
+    if x.zi_wbits != 0:
+        _zlib.inflateEnd(&x.zi)
+    if x.zd_wbits != 0:
+        _zlib.deflateEnd(&x.zd)
+    _ctx_init(x)
 
 
 cdef void _ctx_init(Ctx* x) noexcept nogil:
     x.dctx = NULL
     x.cctx = NULL
-    x.zmode = 0
+    x.clevel = 0
+    x.cchecksum = -1
+    x.zi_wbits = 0
+    x.zd_wbits = 0
+    x.zd_level = 0
+
+
+# Idle contexts, taken and given back with the GIL held (so no lock is needed).
+cdef enum:
+    _POOL_MAX = 16
+
+cdef Ctx* _pool[16]
+cdef int _npool = 0
+
+
+cdef Ctx* _ctx_take() except NULL:
+    global _npool
+    cdef Ctx* x
+    if _npool > 0:
+        _npool -= 1
+        return _pool[_npool]
+    x = <Ctx*>malloc(sizeof(Ctx))
+    if x == NULL:
+        raise MemoryError()
+    _ctx_init(x)
+    return x
+
+
+cdef void _ctx_give(Ctx* x) noexcept:
+    global _npool
+    if _npool < _POOL_MAX:
+        _pool[_npool] = x
+        _npool += 1
+    else:
+        _ctx_free(x)
+        free(x)
 
 
 cdef inline uint32_t _le32(const char* p) noexcept nogil:
@@ -154,46 +187,53 @@ cdef bint _inflate(Ctx* x, int wbits, const char* src, size_t srclen, char* dest
     """One whole zlib (wbits 15) or gzip (31) stream of exactly expected bytes, nothing after
     it. zlib checks the adler32 / crc32 and ISIZE trailers itself."""
     cdef int r
-    if x.zmode == 0:
-        x.zs.zalloc = NULL
-        x.zs.zfree = NULL
-        x.zs.opaque = NULL
-        x.zs.next_in = NULL
-        x.zs.avail_in = 0
-        if _zlib.inflateInit2_(&x.zs, wbits, _zlib.version, sizeof(z_stream)) != _Z_OK:
+    if x.zi_wbits != 0 and x.zi_wbits != wbits:
+        _zlib.inflateEnd(&x.zi)
+        x.zi_wbits = 0
+    if x.zi_wbits == 0:
+        x.zi.zalloc = NULL
+        x.zi.zfree = NULL
+        x.zi.opaque = NULL
+        x.zi.next_in = NULL
+        x.zi.avail_in = 0
+        if _zlib.inflateInit2_(&x.zi, wbits, _zlib.version, sizeof(z_stream)) != _Z_OK:
             return False
-        x.zmode = 1
-    elif _zlib.inflateReset(&x.zs) != _Z_OK:
+        x.zi_wbits = wbits
+    elif _zlib.inflateReset(&x.zi) != _Z_OK:
         return False
-    x.zs.next_in = <const unsigned char*>src
-    x.zs.avail_in = <unsigned>srclen
-    x.zs.next_out = <unsigned char*>dest
-    x.zs.avail_out = <unsigned>expected
-    r = _zlib.inflate(&x.zs, _Z_FINISH)
-    return r == _Z_STREAM_END and x.zs.total_out == expected and x.zs.avail_in == 0
+    x.zi.next_in = <const unsigned char*>src
+    x.zi.avail_in = <unsigned>srclen
+    x.zi.next_out = <unsigned char*>dest
+    x.zi.avail_out = <unsigned>expected
+    r = _zlib.inflate(&x.zi, _Z_FINISH)
+    return r == _Z_STREAM_END and x.zi.total_out == expected and x.zi.avail_in == 0
 
 
 cdef Py_ssize_t _deflate(Ctx* x, int level, int wbits, const char* src, size_t n, char* dest,
                          size_t cap) noexcept nogil:
     """Deflate src in one call (as zlib.compress and GzipFile do, with zlib's defaults for
     memLevel and strategy); the size written, or -1."""
-    if x.zmode == 0:
-        x.zs.zalloc = NULL
-        x.zs.zfree = NULL
-        x.zs.opaque = NULL
-        if _zlib.deflateInit2_(&x.zs, level, _Z_DEFLATED, wbits, 8, 0, _zlib.version,
+    if x.zd_wbits != 0 and (x.zd_wbits != wbits or x.zd_level != level):
+        _zlib.deflateEnd(&x.zd)
+        x.zd_wbits = 0
+    if x.zd_wbits == 0:
+        x.zd.zalloc = NULL
+        x.zd.zfree = NULL
+        x.zd.opaque = NULL
+        if _zlib.deflateInit2_(&x.zd, level, _Z_DEFLATED, wbits, 8, 0, _zlib.version,
                                sizeof(z_stream)) != _Z_OK:
             return -1
-        x.zmode = 2
-    elif _zlib.deflateReset(&x.zs) != _Z_OK:
+        x.zd_wbits = wbits
+        x.zd_level = level
+    elif _zlib.deflateReset(&x.zd) != _Z_OK:
         return -1
-    x.zs.next_in = <const unsigned char*>src
-    x.zs.avail_in = <unsigned>n
-    x.zs.next_out = <unsigned char*>dest
-    x.zs.avail_out = <unsigned>cap
-    if _zlib.deflate(&x.zs, _Z_FINISH) != _Z_STREAM_END:
+    x.zd.next_in = <const unsigned char*>src
+    x.zd.avail_in = <unsigned>n
+    x.zd.next_out = <unsigned char*>dest
+    x.zd.avail_out = <unsigned>cap
+    if _zlib.deflate(&x.zd, _Z_FINISH) != _Z_STREAM_END:
         return -1
-    return <Py_ssize_t>x.zs.total_out
+    return <Py_ssize_t>x.zd.total_out
 
 
 cdef bint _decode_one(const Codec* c, Ctx* x, const char* src, size_t srclen, char* dest,
@@ -264,10 +304,15 @@ cdef Py_ssize_t _encode_one(const Codec* c, Ctx* x, const char* src, size_t n, c
             x.cctx = _zstd.createCCtx()
             if x.cctx == NULL:
                 return -1
+            x.cchecksum = -1
+        if x.cchecksum != <int>c.checksum or x.clevel != c.level:
             if (_zstd.isError(_zstd.setParameter(x.cctx, _ZSTD_C_LEVEL, c.level))
                     or _zstd.isError(_zstd.setParameter(x.cctx, _ZSTD_C_CHECKSUM,
                                                         1 if c.checksum else 0))):
+                x.cchecksum = -1
                 return -1
+            x.clevel = c.level
+            x.cchecksum = <int>c.checksum
         r = _zstd.compress2(x.cctx, dest, cap, src, n)
         if _zstd.isError(r):
             return -1
@@ -395,20 +440,19 @@ def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
     cdef Py_ssize_t* ostr = <Py_ssize_t*>out.strides
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t failed = -1, off
-    cdef Ctx x
-    _ctx_init(&x)
+    cdef Ctx* x = _ctx_take()
     try:
         with nogil:
             for k in range(n):
                 off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-                if not _decode_one(&c, &x, src[k], srclen[k],
+                if not _decode_one(&c, x, src[k], srclen[k],
                                    odata + off if off >= 0 else sdata, expected):
                     failed = k
                     break
                 if off < 0:
                     _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
     finally:
-        _ctx_free(&x)
+        _ctx_give(x)
     return failed
 
 
@@ -439,17 +483,16 @@ def decode_gather_points(tuple spec, PointsPlan plan, idx, list datas, cnp.ndarr
     cdef Py_ssize_t fstr = out_flat.strides[0]
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t failed = -1
-    cdef Ctx x
-    _ctx_init(&x)
+    cdef Ctx* x = _ctx_take()
     try:
         with nogil:
             for k in range(n):
-                if not _decode_one(&c, &x, src[k], srclen[k], sdata, expected):
+                if not _decode_one(&c, x, src[k], srclen[k], sdata, expected):
                     failed = k
                     break
                 _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
     finally:
-        _ctx_free(&x)
+        _ctx_give(x)
     return failed
 
 
@@ -507,8 +550,7 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t* vstr = <Py_ssize_t*>value.strides
     cdef Py_ssize_t failed = -1
-    cdef Ctx x
-    _ctx_init(&x)
+    cdef Ctx* x = _ctx_take()
     try:
         for k in range(n):
             # owned only by dests[k] (refcount 1), so it can be shrunk in place afterwards
@@ -521,7 +563,7 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
         with nogil:
             for k in range(n):
                 if src[k] != NULL:
-                    if not _decode_one(&c, &x, src[k], srclen[k], sdata, nbytes):
+                    if not _decode_one(&c, x, src[k], srclen[k], sdata, nbytes):
                         failed = k
                         break
                 elif pre[ids[k]]:
@@ -530,7 +572,7 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
                 if drop_fill and _all_fill(&ft, sdata, nitems):
                     sizes[k] = -1
                     continue
-                sizes[k] = _encode_one(&c, &x, sdata, nbytes, dptr[k], cap)
+                sizes[k] = _encode_one(&c, x, sdata, nbytes, dptr[k], cap)
                 if sizes[k] < 0:
                     failed = k
                     break
@@ -541,7 +583,7 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
             _PyBytes_Resize(&dests[k], sizes[k])
             out.append(<object>dests[k])
     finally:
-        _ctx_free(&x)
+        _ctx_give(x)
         for k in range(n):
             Py_XDECREF(dests[k])
         free(dests); free(dptr); free(sizes)
@@ -559,11 +601,10 @@ def encode_bytes(tuple spec, data):
     cdef char* dp = PyBytes_AS_STRING(b)
     cdef const char* sp = <const char*>&mv[0] if n else <const char*>dp
     cdef Py_ssize_t m
-    cdef Ctx x
-    _ctx_init(&x)
+    cdef Ctx* x = _ctx_take()
     with nogil:
-        m = _encode_one(&c, &x, sp, n, dp, cap)
-    _ctx_free(&x)
+        m = _encode_one(&c, x, sp, n, dp, cap)
+    _ctx_give(x)
     if m < 0:
         return None
     return b[:m]
@@ -581,11 +622,10 @@ def decode_bytes(tuple spec, data, Py_ssize_t expected):
     cdef char dummy[1]
     cdef const char* sp = <const char*>&mv[0] if n else <const char*>dummy
     cdef bint ok
-    cdef Ctx x
-    _ctx_init(&x)
+    cdef Ctx* x = _ctx_take()
     with nogil:
-        ok = _decode_one(&c, &x, sp, n, dp if dp != NULL else dummy, expected)
-    _ctx_free(&x)
+        ok = _decode_one(&c, x, sp, n, dp if dp != NULL else dummy, expected)
+    _ctx_give(x)
     return bytes(out) if ok else None
 
 
