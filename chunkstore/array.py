@@ -153,6 +153,11 @@ class Array(nodes.Node, ArrayExtras):
         return self._shards
 
     @property
+    def write_chunks(self):
+        """The blocks a write stores whole: the shards of a sharded array, else the chunks."""
+        return self._shards or self._chunks
+
+    @property
     def dtype(self):
         return self._meta.dtype
 
@@ -512,10 +517,15 @@ class Array(nodes.Node, ArrayExtras):
         direct = not self._is_object and not codec.filters
         obj = self._is_object
 
-        fast = getattr(codec, "fast_blosc", None)
+        fast = getattr(codec, "fast", None)
+        # Uncompressed chunks that land whole in dest go from the file straight into it.
+        read_into = (getattr(self._chunk_store, "read_into", None)
+                     if fast is not None and fast.raw else None)
 
         def work(lo, hi):
             idx = seq[lo:hi]
+            if read_into is not None:
+                idx = self._read_into(plan, idx, keys, dest, read_into)
             got = getitems(self._chunk_store, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
@@ -550,16 +560,38 @@ class Array(nodes.Node, ArrayExtras):
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work, groups)
 
+    def _read_into(self, plan, idx, keys, dest, read_into):
+        """Read the chunks of idx that the selection takes whole straight from their files
+        into dest (store.read_into: preadv into the strided region); the rest, and any the
+        store did not take, are returned for the ordinary path."""
+        from chunkstore._core.zcodecs import whole_block
+        rest, views, took = [], [], []
+        for i in idx:
+            v = whole_block(plan, i, dest, self._chunks)
+            if v is not None and self.order == "F":
+                v = v.T         # the file holds the chunk in F order: C order of the transpose
+            if v is None:
+                rest.append(i)
+            else:
+                views.append(v)
+                took.append(i)
+        if took:
+            for i, status in zip(took, read_into([keys[i] for i in took], views)):
+                if status != 0:
+                    rest.append(i)
+        return rest
+
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
-        """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
-        kernel cannot take goes through the codec, which raises the proper error for it."""
+        """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
+        path, chunkstore.codecs.fastpath). A chunk the kernel does not take goes through the
+        codec, which decodes it or raises the proper error for it."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
-        v, d = self._codec.fast_blosc
-        kernel = merge.blosc_decode_gather_points if points else merge.blosc_decode_gather
+        fast = self._codec.fast
+        kernel = fast.decode_points if points else fast.decode
         gather = merge.gather_points if points else merge.gather
         pos = 0
         while pos < len(idx):
-            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
+            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch)
             if failed < 0:
                 return
             k = pos + failed
@@ -571,7 +603,7 @@ class Array(nodes.Node, ArrayExtras):
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan)
 
-        fast = getattr(self._codec, "fast_blosc", None)
+        fast = getattr(self._codec, "fast", None)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -781,9 +813,12 @@ class Array(nodes.Node, ArrayExtras):
                 shared = self._codec.encode(c)
         scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
         errors_first = self._is_object  # object encoders may fail on values: encode all first
-        # The chunks of a Blosc array are decompressed (if partly covered and stored), merged
-        # with the value and compressed in one GIL-free call a batch.
-        fast = None if self._is_object else getattr(self._codec, "fast_blosc_encode", None)
+        # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
+        # (if partly covered and stored), merged with the value and encoded in one GIL-free
+        # call a batch.
+        fast = None if self._is_object else getattr(self._codec, "fast", None)
+        if fast is not None and not fast.can_encode:
+            fast = None
 
         _, seq, groups = self._schedule(plan, keys)
 
@@ -833,18 +868,17 @@ class Array(nodes.Node, ArrayExtras):
 
     def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
         """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
-        value and Blosc-compressed in one GIL-free call (merge.blosc_scatter_encode). A
-        chunk the kernel cannot decompress or compress goes through the codec, which raises
-        the proper error for it."""
+        value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
+        cannot decode or encode goes through the codec, which raises the proper error for
+        it (or takes data the kernel does not)."""
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         drop = not self._write_empty_chunks
-        params, decode = self._codec.fast_blosc_encode, self._codec.fast_blosc
+        fast = self._codec.fast
         pos = 0
         while pos < len(idx):
             out = []
-            failed = merge.blosc_scatter_encode(plan, idx[pos:], value, scratch, prefill,
-                                                olds[pos:], self._fill_item, drop, params,
-                                                decode, out)
+            failed = fast.encode(plan, idx[pos:], value, scratch, prefill, olds[pos:],
+                                 self._fill_item, drop, out)
             for i, data in zip(idx[pos:], out):
                 if data is None:
                     to_del.append(keys[i])
@@ -895,15 +929,31 @@ class Array(nodes.Node, ArrayExtras):
         return self._get(sel, fields=fields)
 
     def __setitem__(self, selection, value):
+        if isinstance(value, Array) and self._stream_from(selection, value):
+            return
         fields, selection = ix.split_fields(selection)
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         self._set(sel, value, fields=fields)
+
+    def _stream_from(self, selection, src):
+        """self[selection] = src (an Array) block by block, in bounded memory, when the
+        selection is a box of step-1 slices of src's shape (chunkstore.streaming). False
+        when it is not: the caller then reads src whole."""
+        from chunkstore import streaming
+        self._check_writable()
+        box = streaming.slice_box(selection, self.shape)
+        if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
+            return False
+        streaming.assign(self, box, src)
+        return True
 
     def get_basic_selection(self, selection=Ellipsis, out=None, fields=None):
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         return self._get(sel, out=out, fields=_fields(fields))
 
     def set_basic_selection(self, selection, value, fields=None):
+        if isinstance(value, Array) and fields is None and self._stream_from(selection, value):
+            return
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
         self._set(sel, value, fields=_fields(fields))
 

@@ -276,15 +276,7 @@ cdef inline bint _is_nan_bits(const char* p, int size, bint swap) noexcept nogil
     return (q & 0x7ff0000000000000ull) == 0x7ff0000000000000ull and (q & 0x000fffffffffffffull) != 0
 
 
-cdef struct FillTest:
-    # How to compare items with the fill value: bytewise, except the float components
-    # (nan_comp[:ncomp], comp_size bytes each) whose fill is NaN, which match any NaN.
-    const char* fill
-    Py_ssize_t itemsize
-    int ncomp
-    int comp_size
-    int nan_comp[2]
-    bint swap
+# FillTest (how items are compared with the fill value) is declared in merge.pxd.
 
 
 cdef int _fill_test_init(FillTest* t, dt, const char* fp) except -1:

@@ -163,7 +163,7 @@ class ChunkCodecV2(ChunkCodecBase):
 
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
-        "_is_object", "_size_reader", "fast_blosc", "fast_blosc_encode",
+        "_is_object", "_size_reader", "fast_blosc", "fast_blosc_encode", "fast",
     )
 
     def __init__(
@@ -198,6 +198,12 @@ class ChunkCodecV2(ChunkCodecBase):
                                 self.dtype.itemsize, compressor.blocksize)
             if self.fast_blosc is not None and compressor.get_config().get("typesize") is None
             else None)
+        # The GIL-free batch path (chunkstore.codecs.fastpath): Blosc, zstd, gzip, zlib or
+        # raw chunks with no filters.
+        from chunkstore.codecs import fastpath
+        self.fast = (fastpath.for_v2(compressor, self.nbytes, self.fast_blosc,
+                                     self.fast_blosc_encode)
+                     if not self.filters and not self._is_object else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV2":

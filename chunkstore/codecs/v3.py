@@ -597,7 +597,7 @@ class ChunkCodecV3(ChunkCodecBase):
     __slots__ = (
         "dtype", "chunk_shape", "order", "filters", "nitems", "nbytes", "fill_value", "codecs",
         "_aa", "_ab", "_bb", "_perm", "_inv", "_enc_shape", "_general", "_is_object",
-        "_bytes", "_direct_reader", "fast_blosc", "fast_blosc_encode",
+        "_bytes", "_direct_reader", "fast_blosc", "fast_blosc_encode", "fast",
     )
 
     def __init__(
@@ -652,6 +652,13 @@ class ChunkCodecV3(ChunkCodecBase):
         self.fast_blosc_encode = (
             blosc_encode_params(blosc.cname, blosc.clevel, _BLOSC_SHUFFLE[blosc.shuffle],
                                 blosc.typesize, blosc.blocksize) if blosc is not None else None)
+        # The GIL-free batch path (chunkstore.codecs.fastpath): bytes (native order), then
+        # one of blosc, zstd or gzip, or nothing.
+        from chunkstore.codecs import fastpath
+        self.fast = (fastpath.for_v3(tuple(self._bb), self.nbytes, self.fast_blosc,
+                                     self.fast_blosc_encode)
+                     if (self._bytes is not None and not self._bytes.swap and not self._general
+                         and not self._is_object) else None)
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV3":

@@ -11,7 +11,7 @@ built in C and its system calls run without the GIL.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.errno cimport ENOENT, ENOTDIR, EINTR, errno
+from libc.errno cimport ENOENT, ENOTDIR, EINTR, EISDIR, errno
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strerror, strlen
 
@@ -44,6 +44,7 @@ cdef extern from "<sys/stat.h>" nogil:
         long st_size
         unsigned int st_mode
     int fstat(int fd, stat* st)
+    int lstat(const char* path, stat* st)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
 
@@ -83,6 +84,52 @@ cdef inline int _rename_retry(const char* old, const char* new) noexcept nogil:
         r = rename(old, new)
         if r == 0 or errno != EINTR:
             return r
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #endif
+    #include <errno.h>
+    /* Swap two existing paths atomically (renameat2 RENAME_EXCHANGE), or fail with
+       errno ENOSYS where the system has no such call. */
+    static int chunkstore_exchange(const char* a, const char* b) {
+    #if defined(__linux__) && defined(SYS_renameat2)
+        return (int)syscall(SYS_renameat2, -100 /* AT_FDCWD */, a, -100, b, 2 /* EXCHANGE */);
+    #else
+        errno = ENOSYS;
+        return -1;
+    #endif
+    }
+    """
+    int chunkstore_exchange(const char* a, const char* b) nogil
+
+
+cdef inline int _replace(const char* tmp, const char* target) noexcept nogil:
+    """Move tmp over target atomically. Where target exists, swap the two (RENAME_EXCHANGE)
+    and unlink tmp, which then holds the old value: on ext4 a rename over an existing file
+    forces the new file's blocks to be allocated and written out at once (the auto_da_alloc
+    heuristic) and frees the old inode inside the rename; the swap measured 2-3x faster a
+    64^2 chunk on this project's disk (README, "What atomic writes cost"). Readers see the
+    old or the new value either way. Anything else (no target yet, a filesystem without
+    the call) takes a plain rename."""
+    cdef int r
+    cdef stat st
+    if lstat(target, &st) != 0 or not S_ISREG(st.st_mode):
+        return _rename_retry(tmp, target)      # no file there yet (or not a plain file)
+    while True:
+        r = chunkstore_exchange(tmp, target)
+        if r == 0 or errno != EINTR:
+            break
+    if r != 0:
+        return _rename_retry(tmp, target)
+    if unlink(tmp) != 0 and errno == EISDIR:
+        # target became a directory after the lstat: swap back, let rename report it
+        chunkstore_exchange(tmp, target)
+        return _rename_retry(tmp, target)
+    return 0                # (a tmp unlink that failed otherwise leaves an ignored temp)
 
 
 cdef const char* _c_path(bytes path) except NULL:
@@ -263,7 +310,8 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
     """Write datas[k] (bytes) to paths[k] (bytes) atomically, for each k in turn, without
     the GIL: a new temporary file ``.<name>.<token_prefix><counter + k as 16 hex
     digits>.partial`` beside the target (O_EXCL), the data, fsync when sync, close, and a
-    rename over the target. Returns (-1, 0) when all were written, else (k, errno) for the
+    rename over the target (an exchange with it and an unlink, where it is a file: see
+    _replace). Returns (-1, 0) when all were written, else (k, errno) for the
     first that failed (its temporary file removed; the ones before it are written)."""
     cdef Py_ssize_t n = len(paths), k, i, plen, cut, tlen
     if len(datas) != n:
@@ -340,7 +388,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                     err = errno
                 if close(fd) != 0 and err == 0 and errno != EINTR:
                     err = errno
-                if err == 0 and _rename_retry(tmp, cpaths[k]) != 0:
+                if err == 0 and _replace(tmp, cpaths[k]) != 0:
                     err = errno
                 if err != 0:
                     unlink(tmp)
@@ -349,3 +397,146 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
     finally:
         free(cpaths); free(plens); free(src); free(srclen); free(tmp)
     return failed, err
+
+
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
+                             PyBUF_STRIDES)
+
+
+cdef extern from "<sys/uio.h>" nogil:
+    struct iovec:
+        void* iov_base
+        size_t iov_len
+    ssize_t preadv(int fd, const iovec* iov, int iovcnt, long offset)
+
+
+cdef enum:
+    _IOV_BATCH = 512          # iovecs per preadv call (IOV_MAX is 1024 on Linux)
+
+
+cdef int _read_strided(int fd, Py_buffer* v, iovec* iov) noexcept nogil:
+    """Read the file (v.len bytes, the buffer's items in C order of its shape) into the
+    possibly strided buffer v with preadv, a run of contiguous bytes per iovec. 0 when
+    done, 2 when the file ended early, or an errno (negated)."""
+    cdef int nd = v.ndim, d, m = 0
+    cdef Py_ssize_t run = v.itemsize, nruns = 1, k, j, off
+    cdef Py_ssize_t idx[64]
+    cdef long fpos = 0
+    cdef ssize_t r
+    cdef size_t want, left
+    cdef int inner = nd      # dims [inner, nd) form one contiguous run
+    while inner > 0 and v.strides[inner - 1] == run:
+        inner -= 1
+        run *= v.shape[inner]
+    for d in range(inner):
+        nruns *= v.shape[d]
+        idx[d] = 0
+    k = 0
+    while k < nruns:
+        m = 0
+        want = 0
+        while m < _IOV_BATCH and k < nruns:
+            off = 0
+            for d in range(inner):
+                off += idx[d] * v.strides[d]
+            iov[m].iov_base = <char*>v.buf + off
+            iov[m].iov_len = run
+            want += run
+            m += 1
+            k += 1
+            d = inner - 1
+            while d >= 0:                       # odometer over the outer dims
+                idx[d] += 1
+                if idx[d] < v.shape[d]:
+                    break
+                idx[d] = 0
+                d -= 1
+        j = 0
+        left = want
+        while left > 0:
+            r = preadv(fd, iov + j, m - j, fpos)
+            if r < 0:
+                if errno == EINTR:
+                    continue
+                return -errno
+            if r == 0:
+                return 2
+            fpos += r
+            left -= r
+            while j < m and <size_t>r >= iov[j].iov_len:    # skip what was filled
+                r -= iov[j].iov_len
+                j += 1
+            if r > 0:
+                iov[j].iov_base = <char*>iov[j].iov_base + r
+                iov[j].iov_len -= r
+    return 0
+
+
+def read_files_into(list paths, list buffers):
+    """Read each file (bytes path) whole into buffers[k], a writable buffer of any strides
+    whose items, in C order of its shape, are the file's bytes, when the file is a regular
+    file of exactly that many bytes: the bytes go from the file straight into the caller's
+    memory (preadv, one iovec per contiguous run), with no bytes object between. Returns
+    one status per path: 0 read, 1 no such file (ENOENT, ENOTDIR, a directory), 2 anything
+    else the caller should read the ordinary way (another size, not a regular file, a short
+    read). Any other error raises OSError naming the path. No GIL for the system calls."""
+    cdef Py_ssize_t n = len(paths), k
+    if len(buffers) != n:
+        raise ValueError("paths and buffers differ in length")
+    cdef const char** cpaths = <const char**>malloc((n + 1) * sizeof(char*))
+    cdef Py_buffer* views = <Py_buffer*>malloc((n + 1) * sizeof(Py_buffer))
+    cdef int* errs = <int*>malloc((n + 1) * sizeof(int))
+    cdef int* status = <int*>malloc((n + 1) * sizeof(int))
+    cdef iovec* iov = <iovec*>malloc(_IOV_BATCH * sizeof(iovec))
+    cdef Py_ssize_t nviews = 0
+    cdef stat st
+    cdef int fd, rc
+    if not (cpaths and views and errs and status and iov):
+        free(cpaths); free(views); free(errs); free(status); free(iov)
+        raise MemoryError()
+    try:
+        for k in range(n):
+            p = paths[k]
+            if type(p) is not bytes:
+                raise TypeError("read_files_into takes bytes paths")
+            cpaths[k] = _c_path(p)
+        for k in range(n):
+            PyObject_GetBuffer(buffers[k], &views[k], PyBUF_WRITABLE | PyBUF_STRIDES)
+            nviews += 1
+            if views[k].ndim > 64:
+                raise ValueError("at most 64 dimensions")
+        with nogil:
+            for k in range(n):
+                errs[k] = 0
+                status[k] = 0
+                fd = _open_retry(cpaths[k], O_RDONLY | O_CLOEXEC, 0)
+                if fd < 0:
+                    errs[k] = errno
+                    continue
+                if _fstat_retry(fd, &st) != 0:
+                    errs[k] = errno
+                elif S_ISDIR(st.st_mode):
+                    errs[k] = ENOENT
+                elif not S_ISREG(st.st_mode) or st.st_size != views[k].len:
+                    status[k] = 2
+                else:
+                    rc = _read_strided(fd, &views[k], iov)
+                    if rc < 0:
+                        errs[k] = -rc
+                    else:
+                        status[k] = rc
+                close(fd)
+        out = [0] * n
+        for k in range(n):
+            e = errs[k]
+            if e == ENOENT or e == ENOTDIR:
+                out[k] = 1
+            elif e != 0:
+                raise OSError(e, strerror(e).decode(errors="replace"), os.fsdecode(paths[k]))
+            else:
+                out[k] = status[k]
+        return out
+    finally:
+        for k in range(nviews):
+            PyBuffer_Release(&views[k])
+        free(cpaths); free(views); free(errs); free(status); free(iov)

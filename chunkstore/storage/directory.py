@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._fileio import key_paths, read_files, write_files
+from ._fileio import key_paths, read_files, read_files_into, write_files
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
@@ -94,7 +94,8 @@ class DirectoryStore(BaseStore):
       owner are followed).
     - Writes are atomic: the value is written to a temporary file
       ``.<name>.<random hex>.partial`` in the target directory, then moved over the target
-      with ``os.replace``. Readers see either the old or the new value, never a torn one,
+      with ``os.replace`` (``setitems``: exchanged with the old file, which is then
+      unlinked; on ext4 that costs less than a rename over it, see the README). Readers see either the old or the new value, never a torn one,
       even if the writer is killed. With ``fsync=True`` the file and its directory are
       fsynced before the write returns (durable across power loss).
     - Temporary files are never listed, iterated, counted or sized; leftovers of a killed
@@ -209,6 +210,14 @@ class DirectoryStore(BaseStore):
         paths = key_paths(self.path, self._norm(keys))  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
+
+    def read_into(self, keys: list[str], buffers: list) -> list[int]:
+        """Read each key's file straight into buffers[k] (a writable buffer of any strides,
+        filled in C order of its shape) when it holds exactly that many bytes. Per key: 0
+        read, 1 absent, 2 not taken (another size, not a regular file: read it with
+        getitems). Used for uncompressed chunks a read takes whole: no bytes object and no
+        copy between the file and the output."""
+        return read_files_into(key_paths(self.path, list(keys)), list(buffers))
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)

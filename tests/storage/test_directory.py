@@ -352,3 +352,24 @@ def test_subclass_with_custom_reads_keeps_them(tmp_path):
     store.seen.clear()
     np.testing.assert_array_equal(z[...], np.arange(40.0))
     assert sorted(store.seen, key=int) == [str(i) for i in range(10)]
+
+
+def test_setitems_overwrite_swaps_in_a_new_file(tmp_path):
+    """An overwrite (exchange with the old file, then unlink of it) is atomic: a reader
+    holding the old file still reads the whole old value, the key holds the new one, the
+    old inode is gone from the directory and no temporary file is left."""
+    s = DirectoryStore(tmp_path)
+    s.setitems({"k": b"old value", "d/k2": b"x" * 5000})
+    old_ino = os.stat(tmp_path / "k").st_ino
+    with open(tmp_path / "k", "rb") as reader:
+        s.setitems({"k": b"new", "d/k2": b"y" * 10})
+        assert reader.read() == b"old value"
+    assert s["k"] == b"new" and s["d/k2"] == b"y" * 10
+    assert os.stat(tmp_path / "k").st_ino != old_ino
+    assert sorted(n for _, _, fs in os.walk(tmp_path) for n in fs) == ["k", "k2"]
+    # a symbolic link at the key is replaced by the file, as a rename replaces it
+    (tmp_path / "target").write_bytes(b"kept")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    s.setitems({"link": b"file now"})
+    assert not os.path.islink(tmp_path / "link") and s["link"] == b"file now"
+    assert (tmp_path / "target").read_bytes() == b"kept"

@@ -1,0 +1,213 @@
+"""The GIL-free batch paths of the chunk codecs: one small object per codec kind.
+
+A codec chain that is one plain compressor over the chunk's raw bytes (or no compressor at
+all) gets a ``fast`` object from :func:`for_v2` / :func:`for_v3`; the Array hands it whole
+batches of chunks:
+
+- ``decode(plan, idx, datas, out, scratch)`` / ``decode_points(...)``: decode and merge,
+  returning -1 or the position of the first chunk it did not take;
+- ``encode(plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out)``: merge and
+  encode (None when the codec cannot encode on this path).
+
+A chunk the kernel does not take (an unusual frame, corrupt data) goes through the codec
+itself, which decodes it or raises the error naming the chunk key, so numcodecs stays the
+reference for everything. Kinds: Blosc (chunkstore._core.merge), and raw, zstd, gzip and zlib
+(chunkstore._core.zcodecs). The libraries are the ones numcodecs and Python use, found with
+ctypes; each is checked once against numcodecs (same bytes out, same bytes back) before it
+is used, and a library that cannot be found or disagrees leaves that codec on numcodecs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import time
+from typing import Any
+
+import numpy as np
+
+from chunkstore._core import merge, zcodecs
+
+__all__ = ["for_v2", "for_v3", "zstd_ready", "zlib_ready"]
+
+# A buffer for the one-time agreement checks: a few kinds of runs and noise.
+_PROBE = (np.arange(20000, dtype="<u4") % 251).tobytes() + bytes(range(256)) * 40 + b"\0" * 999
+
+
+@functools.lru_cache(maxsize=1)
+def zstd_ready() -> bool:
+    """libzstd's functions from numcodecs' own zstd extension are installed in the kernels."""
+    try:
+        from numcodecs import zstd as nz
+
+        lib = ctypes.CDLL(nz.__file__)
+        zcodecs.set_zstd({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                          for name in zcodecs._ZSTD_NAMES})
+        for level, checksum in ((0, False), (5, True), (-3, False)):
+            ours = zcodecs.encode_bytes((zcodecs.ZSTD, level, checksum, 0), _PROBE)
+            if ours != nz.Zstd(level=level, checksum=checksum).encode(_PROBE):
+                return False
+            if zcodecs.decode_bytes((zcodecs.ZSTD, 0, False, 0), ours, len(_PROBE)) != _PROBE:
+                return False
+        return True
+    except Exception:
+        return False
+
+
+def _zlib_library():
+    """The zlib Python's zlib module runs on: its symbols resolve through the module's own
+    handle when it links libz dynamically (the usual build)."""
+    import zlib
+
+    lib = ctypes.CDLL(zlib.__file__)
+    version = ctypes.cast(lib.zlibVersion, ctypes.CFUNCTYPE(ctypes.c_char_p))()
+    if version.decode() != zlib.ZLIB_RUNTIME_VERSION:
+        raise RuntimeError("a different zlib")
+    return lib, version
+
+
+@functools.lru_cache(maxsize=1)
+def zlib_ready() -> bool:
+    """zlib's functions (the library Python's zlib module uses) are installed in the
+    kernels and write what numcodecs' Zlib and GZip write."""
+    try:
+        import gzip
+        import io
+        import zlib
+
+        lib, version = _zlib_library()
+        zcodecs.set_zlib({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                          for name in zcodecs._ZLIB_NAMES}, version)
+        for level in (1, 6, 9):
+            ours = zcodecs.encode_bytes((zcodecs.ZLIB, level, False, 0), _PROBE)
+            if ours != zlib.compress(_PROBE, level):
+                return False
+            ours = zcodecs.encode_bytes((zcodecs.GZIP, level, False, 0), _PROBE)
+            f = io.BytesIO()
+            with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=level, mtime=0) as g:
+                g.write(_PROBE)
+            if ours != f.getvalue():
+                return False
+            if zcodecs.decode_bytes((zcodecs.GZIP, 0, False, 0), ours, len(_PROBE)) != _PROBE:
+                return False
+        return True
+    except Exception:
+        return False
+
+
+class BloscPath:
+    """Blosc through c-blosc's functions in numcodecs' extension (merge.blosc_*)."""
+
+    __slots__ = ("_dec", "_enc")
+    raw = False
+
+    def __init__(self, decode_syms: tuple, encode_params: tuple | None) -> None:
+        self._dec = decode_syms
+        self._enc = encode_params
+
+    def decode(self, plan, idx, datas, out, scratch):
+        return merge.blosc_decode_gather(plan, idx, datas, out, scratch, *self._dec)
+
+    def decode_points(self, plan, idx, datas, out, scratch):
+        return merge.blosc_decode_gather_points(plan, idx, datas, out, scratch, *self._dec)
+
+    @property
+    def can_encode(self) -> bool:
+        return self._enc is not None
+
+    def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+        return merge.blosc_scatter_encode(plan, idx, value, scratch, prefill, olds, fill_item,
+                                          drop_fill, self._enc, self._dec, out)
+
+
+class ZPath:
+    """Raw, zstd, gzip or zlib chunks through chunkstore._core.zcodecs."""
+
+    __slots__ = ("kind", "level", "checksum")
+    can_encode = True
+
+    def __init__(self, kind: int, level: int = 0, checksum: bool = False) -> None:
+        self.kind, self.level, self.checksum = kind, int(level), bool(checksum)
+
+    @property
+    def raw(self) -> bool:
+        """Stored bytes are the chunk's bytes: a file can be read straight into the output."""
+        return self.kind == zcodecs.RAW
+
+    def _spec(self) -> tuple:
+        # gzip's header holds the time of writing, as numcodecs' GZip (Python's GzipFile)
+        return (self.kind, self.level, self.checksum,
+                int(time.time()) if self.kind == zcodecs.GZIP else 0)
+
+    def decode(self, plan, idx, datas, out, scratch):
+        return zcodecs.decode_gather(self._spec(), plan, idx, datas, out, scratch)
+
+    def decode_points(self, plan, idx, datas, out, scratch):
+        return zcodecs.decode_gather_points(self._spec(), plan, idx, datas, out, scratch)
+
+    def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+        return zcodecs.scatter_encode(self._spec(), plan, idx, value, scratch, prefill, olds,
+                                      fill_item, drop_fill, out)
+
+    def __repr__(self) -> str:
+        return f"ZPath(kind={self.kind}, level={self.level}, checksum={self.checksum})"
+
+
+def _deflate_path(kind: int, level: Any) -> ZPath | None:
+    # Level 0 (stored blocks) splits its blocks by the output buffer's size, which Python
+    # grows in steps: its bytes are left to numcodecs. Out-of-range levels raise there too.
+    if not isinstance(level, int) or isinstance(level, bool) or not (
+            level == -1 or 1 <= level <= 9) or not zlib_ready():
+        return None
+    return ZPath(kind, level)
+
+
+def _zstd_path(level: Any, checksum: Any) -> ZPath | None:
+    if not isinstance(level, int) or isinstance(level, bool) or not zstd_ready():
+        return None
+    from numcodecs import zstd as nz
+
+    return ZPath(zcodecs.ZSTD, min(level, nz.MAX_CLEVEL), bool(checksum))
+
+
+def for_v2(compressor: Any, nbytes: int, blosc: tuple | None,
+           blosc_encode: tuple | None) -> Any:
+    """The batch path of a v2 chunk of nbytes bytes with no filters and this compressor (an
+    exact numcodecs type), or None. blosc / blosc_encode: the Blosc symbols and encode
+    parameters the codec resolved (None where Blosc does not apply)."""
+    if nbytes <= 0 or nbytes >= 2**31:
+        return None
+    if blosc is not None:
+        return BloscPath(blosc, blosc_encode)
+    if compressor is None:
+        return ZPath(zcodecs.RAW)
+    import numcodecs
+
+    t = type(compressor)
+    if t is numcodecs.Zstd:
+        return _zstd_path(compressor.level, getattr(compressor, "checksum", False))
+    if t is numcodecs.GZip:
+        return _deflate_path(zcodecs.GZIP, compressor.level)
+    if t is numcodecs.Zlib:
+        return _deflate_path(zcodecs.ZLIB, compressor.level)
+    return None
+
+
+def for_v3(bb: tuple, nbytes: int, blosc: tuple | None, blosc_encode: tuple | None) -> Any:
+    """The batch path of a v3 chunk whose array -> bytes codec is ``bytes`` in native order
+    with no transpose it cannot follow (checked by the caller), and whose bytes -> bytes
+    codecs are bb, or None."""
+    if nbytes <= 0 or nbytes >= 2**31:
+        return None
+    if blosc is not None:
+        return BloscPath(blosc, blosc_encode)
+    if not bb:
+        return ZPath(zcodecs.RAW)
+    if len(bb) != 1:
+        return None
+    c = bb[0]
+    if c.name == "zstd":
+        return _zstd_path(c.level, c.checksum)
+    if c.name == "gzip":
+        return _deflate_path(zcodecs.GZIP, c.level)
+    return None

@@ -1,0 +1,93 @@
+"""Array-to-array assignment (chunkstore.streaming): ``out[box] = z`` with z an Array copies
+block by block, with the result NumPy gives and in bounded memory (measured with
+tracemalloc, which sees NumPy's buffers)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore import streaming
+
+
+def _src(shape=(40, 30, 20), chunks=(7, 8, 9), dtype="<i4", **kw):
+    z = cs.create(shape, chunks=chunks, dtype=dtype, store=cs.MemoryStore(), fill_value=0,
+                  compressor=numcodecs.Zstd(level=1), **kw)
+    data = np.arange(np.prod(shape), dtype=dtype).reshape(shape)
+    z[...] = data
+    return z, data
+
+
+@pytest.mark.parametrize("budget", [1, 500, 10**9])
+@pytest.mark.parametrize("out_shape,sel", [
+    ((40, 30, 20), Ellipsis), ((40, 30, 20), (slice(None),)),
+    ((45, 30, 25), (slice(3, 43), slice(None), slice(5, 25))),
+    ((45, 30, 25), (slice(0, 40), Ellipsis, slice(0, 20))),
+    ((45, 31, 25), (slice(-40, None), slice(1, 40), slice(-20, None)))])
+def test_assign_matches_numpy(monkeypatch, out_shape, sel, budget):
+    monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", budget)
+    z, data = _src()
+    out = cs.create(out_shape, chunks=(6, 5, 10), dtype="<i8", store=cs.MemoryStore(),
+                    fill_value=-1)
+    expected = np.full(out.shape, -1, dtype="<i8")
+    expected[sel] = data
+    out[sel] = z
+    np.testing.assert_array_equal(out[...], expected)
+
+
+def test_other_selections_and_shapes_take_the_ordinary_path():
+    z, data = _src(shape=(10, 6), chunks=(3, 4))
+    out = cs.zeros((10, 6), chunks=(5, 5), dtype="<i4")
+    out[::-1] = z                      # not a step-1 box: read whole, then written
+    np.testing.assert_array_equal(out[...], data[::-1])
+    out2 = cs.zeros((3, 10, 6), chunks=(1, 5, 5), dtype="<i4")
+    out2[...] = z                      # broadcast
+    np.testing.assert_array_equal(out2[...], np.broadcast_to(data, (3, 10, 6)))
+    with pytest.raises(ValueError, match="broadcast"):
+        out[0:5] = z
+    out.set_basic_selection(Ellipsis, z)
+    np.testing.assert_array_equal(out[...], data)
+
+
+def test_sharded_destination_and_read_only():
+    z, data = _src(shape=(32, 24), chunks=(5, 7))
+    out = cs.create_array(cs.MemoryStore(), shape=(32, 24), chunks=(4, 4), shards=(8, 12),
+                          dtype="<i4", fill_value=0)
+    out[...] = z
+    np.testing.assert_array_equal(out[...], data)
+    ro = cs.Array(out.store, read_only=True)
+    with pytest.raises(cs.ReadOnlyError):
+        ro[...] = z
+
+
+def test_round_trip_memory_is_bounded(monkeypatch):
+    """out[:] = z holds about one block, not the whole 8 MiB source."""
+    cs.config.set(threads=1)
+    try:
+        monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", 2**18)
+        shape, chunks = (128, 128, 64), (32, 32, 32)
+        z = cs.create(shape, chunks=chunks, dtype="<u8", store=cs.MemoryStore(),
+                      compressor=numcodecs.Zstd(level=1), fill_value=0)
+        z[...] = np.arange(np.prod(shape), dtype="<u8").reshape(shape)
+        out = cs.create(shape, chunks=chunks, dtype="<u8", store=cs.MemoryStore(),
+                        compressor=numcodecs.Zstd(level=1), fill_value=0)
+        whole = np.prod(shape) * 8
+        chunk = np.prod(chunks) * 8
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        out[...] = z
+        peak = tracemalloc.get_traced_memory()[1] - base
+        stored = sum(len(v) for v in out.store.values())
+        tracemalloc.stop()
+        # the stored (compressed) output itself is kept by the store; beyond it, at most
+        # two chunk batches (here a batch is one 256 KiB chunk) plus small overheads
+        assert peak - stored <= 2 * max(chunk, streaming.BLOCK_BYTES_PER_THREAD) + 2**18, (
+            peak, stored, whole)
+        assert peak < whole / 4
+        np.testing.assert_array_equal(out[60:70, 100:110, 3:60], z[60:70, 100:110, 3:60])
+    finally:
+        cs.config.set(threads=None)
