@@ -907,6 +907,10 @@ class Array(nodes.Node):
         self._check_writable()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        bad = [s for s in shape if not ix._is_int(s)]
+        if bad:  # int(5.5) would truncate and delete the chunks past it
+            raise TypeError(f"new shape {tuple(shape)} of array {self.name!r} must be "
+                            f"integers, got {bad[0]!r} ({type(bad[0]).__name__})")
         new = tuple(int(s) for s in shape)
         if len(new) != self.ndim:
             raise ValueError(f"new shape {new} has {len(new)} dimensions; array {self.name!r} "
@@ -971,12 +975,35 @@ class Array(nodes.Node):
             self._load_metadata()
             shape = self.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
-            self._write_metadata(_replace_meta(self._meta, shape=new))
+            old_meta = self._meta
+            self._write_metadata(_replace_meta(old_meta, shape=new))
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(self.ndim))
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
-            self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
+            # An append lands whole or not at all: keep the chunks it shares with the old
+            # shape (the boundary layer) as stored, to put back if the write fails.
+            coords = sel.plan.chunk_coords()
+            touched = self._chunk_keys(coords)
+            saved = getitems(self._chunk_store, self._chunk_keys(
+                coords[coords[:, axis] * self.chunks[axis] < shape[axis]]))
+            try:
+                self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
+            except BaseException as e:
+                self._roll_back_append(old_meta, touched, saved, e)
+                raise
         return new
+
+    def _roll_back_append(self, old_meta, touched, saved, error):
+        """Undo a failed append: delete the chunks it created (first, as that frees space on
+        a full disk), restore the old shape, then the boundary chunks' old bytes."""
+        try:
+            delitems(self._chunk_store, [k for k in touched if k not in saved])
+            self._write_metadata(old_meta)
+            if saved:
+                setitems(self._chunk_store, saved)
+        except Exception as e2:
+            error.add_note(f"rolling back the append of array {self.name!r} to shape "
+                           f"{old_meta.shape} also failed: {e2!r}")
 
 
 def _codec_names(codecs):
