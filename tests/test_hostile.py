@@ -102,3 +102,49 @@ def test_failed_append_rolls_back_to_old_shape(zarr_format, fault):
     z.resize(10, 12)
     z.append(np.full((9, 12), 5, dtype="i4"))
     np.testing.assert_array_equal(z[10:], 5)
+
+
+# ---------------------------------------------------------------- 1. truncated Blosc frames
+def _blosc_cases():
+    import numcodecs
+    yield "delta", dict(dtype="i4", filters=[numcodecs.Delta("i4")],
+                        compressor=numcodecs.Blosc(cname="lz4", shuffle=0)), np.arange(40) * 3
+    yield "vlen-utf8", dict(dtype=object, object_codec=numcodecs.VLenUTF8(),
+                            compressor=numcodecs.Blosc()), \
+        np.array([f"string number {i}" for i in range(40)], dtype=object)
+    yield "vlen-bytes", dict(dtype=object, object_codec=numcodecs.VLenBytes(),
+                             compressor=numcodecs.Blosc(cname="blosclz")), \
+        np.array([b"bytes %d" % i for i in range(40)], dtype=object)
+    yield "plain", dict(dtype="i4", compressor=numcodecs.Blosc(cname="lz4", shuffle=0)), \
+        np.arange(40)
+    yield "v3-string", dict(dtype=str, zarr_format=3,
+                            compressors=[numcodecs.Blosc(cname="lz4", shuffle=0)]), \
+        np.array([f"s{i}" for i in range(40)])
+    yield "v3-int", dict(dtype="i4", zarr_format=3,
+                         compressors=[numcodecs.Blosc(cname="blosclz", shuffle=0)]), \
+        np.arange(40)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 4, 8, -1, -4])
+@pytest.mark.parametrize("case", list(_blosc_cases()), ids=lambda c: c[0])
+def test_truncated_or_padded_blosc_frame_raises_naming_the_key(tmp_path, case, cut):
+    name, kw, values = case
+    path = str(tmp_path / "a.zarr")
+    if kw.get("zarr_format") == 3:
+        z = cs.create_array(path, shape=values.shape, chunks=(40,), **{
+            k: v for k, v in kw.items() if k != "zarr_format"})
+    else:
+        z = cs.open(path, mode="w", shape=values.shape, chunks=(40,), **kw)
+    z[:] = values
+    key = "c/0" if kw.get("zarr_format") == 3 else "0"
+    f = tmp_path / "a.zarr" / key
+    raw = f.read_bytes()
+    f.write_bytes(raw[:-cut] if cut > 0 else raw + b"\0" * -cut)
+    z = cs.open(path, mode="r")
+    with pytest.raises(cs.errors.ChunkDecodeError, match=repr(key)):
+        z[:]
+    for i in (0, 39):
+        with pytest.raises(cs.errors.ChunkDecodeError):
+            z[i]
+    from chunkstore.cli import main
+    assert main(["verify", path]) != 0

@@ -81,9 +81,37 @@ def blosc_decoded_size(data: Any) -> int | None:
         raise ValueError(f"blosc data too short for a header ({len(mv)} bytes)")
     nbytes = int.from_bytes(mv[4:8], "little")
     cbytes = int.from_bytes(mv[12:16], "little")
-    if cbytes > len(mv):
-        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(mv)} present")
+    if cbytes != len(mv):
+        # c-blosc trusts the header and reads past a short buffer: wrong values, no error
+        raise ValueError(f"blosc frame truncated or padded: its header says {cbytes} "
+                         f"compressed bytes, {len(mv)} present")
     return nbytes
+
+
+def check_frame(codec: Any, data: Any) -> None:
+    """Raise ValueError if ``data`` is not a whole frame of a numcodecs ``codec`` whose frames
+    carry their length (Blosc: header cbytes == buffer length). Call before every decode."""
+    if getattr(codec, "codec_id", None) == "blosc":
+        blosc_decoded_size(data if isinstance(data, bytes) else _flat_bytes(data))
+
+
+def decode_checked(codec: Any, data: Any, out: Any = None) -> Any:
+    """``codec.decode(data[, out])`` after :func:`check_frame`; for zstd, the decoded size
+    is checked against the frame's declared content size."""
+    check_frame(codec, data)
+    res = codec.decode(data) if out is None else codec.decode(data, out=out)
+    if getattr(codec, "codec_id", None) == "zstd" and out is None:
+        size = zstd_decoded_size(data if isinstance(data, bytes) else _flat_bytes(data))
+        n = memoryview(res).nbytes
+        if size is not None and size != n:
+            raise ValueError(f"zstd frame declares {size} bytes, decoded {n}")
+    return res
+
+
+def _flat_bytes(data: Any) -> memoryview:
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    return memoryview(data).cast("B")
 
 
 def zstd_decoded_size(data: Any) -> int | None:

@@ -36,7 +36,8 @@ from typing import Any, Mapping, Sequence
 import numcodecs
 import numpy as np
 
-from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
+from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size, decode_checked,
+                                      zstd_decoded_size)
 
 __all__ = [
     "ChunkCodecV3",
@@ -282,11 +283,11 @@ class _BytesBytes(_Codec):
         return self.numcodec.encode(_as_buffer(buf))
 
     def decode(self, buf: Any) -> Any:
-        return self.numcodec.decode(_as_buffer(buf))
+        return decode_checked(self.numcodec, _as_buffer(buf))
 
     def decode_into(self, buf: Any, dest: np.ndarray) -> None:
         if dest.size:
-            self.numcodec.decode(_as_buffer(buf), out=dest)
+            decode_checked(self.numcodec, _as_buffer(buf), dest)
 
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
