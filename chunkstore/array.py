@@ -506,9 +506,12 @@ class Array(nodes.Node):
                     csel, osel = plan.selections(i)
                     dest[osel] = chunk[csel]
                     continue
-                if buf is None:
-                    buf = np.empty(chunks, dtype=self.dtype, order=order)
-                chunk = self._decode(data, k, out=buf)
+                if buf is None and not codec.check_stored(data, k, self._store):
+                    chunk = self._decode(data, k)  # size unknown until decoded: no buffer
+                else:
+                    if buf is None:
+                        buf = np.empty(chunks, dtype=self.dtype, order=order)
+                    chunk = self._decode(data, k, out=buf)
                 merge.gather(plan, i, chunk, dest)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
@@ -517,6 +520,8 @@ class Array(nodes.Node):
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
         kernel cannot take goes through the codec, which raises the proper error for it."""
+        for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
+            self._codec.check_stored(data, keys[i], self._store)
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         v, d = self._codec.fast_blosc
         kernel = merge.blosc_decode_gather_points if points else merge.blosc_decode_gather

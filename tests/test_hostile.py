@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import json
+import re
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.errors import ChunkstoreError
+from chunkstore.errors import ChunkstoreError, MetadataError
 from chunkstore.storage.memory import MemoryStore
 from faults import FaultyStore, is_chunk
 
@@ -148,3 +150,163 @@ def test_truncated_or_padded_blosc_frame_raises_naming_the_key(tmp_path, case, c
             z[i]
     from chunkstore.cli import main
     assert main(["verify", path]) != 0
+
+
+# ---------------------------------------------------------------- 4-8. hostile metadata
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def _v2_array(store, **kw):
+    z = cs.zeros((10, 10), chunks=(5, 5), dtype="i1", store=store, **kw)
+    z[:] = 1
+    return z
+
+
+def _v3_array(store, **kw):
+    z = cs.create_array(store, shape=(10, 10), chunks=(5, 5), dtype="i1", **kw)
+    z[:] = 1
+    return z
+
+
+def _edit(store, key, fn):
+    doc = json.loads(store[key])
+    fn(doc)
+    store[key] = json.dumps(doc).encode()
+
+
+def test_deeply_nested_zarr_json_is_metadata_error_naming_the_key():
+    s = MemoryStore()
+    s["zarr.json"] = DEEP
+    with pytest.raises(MetadataError, match="zarr.json"):
+        cs.open(s, mode="r")
+    s = MemoryStore()
+    g = cs.group(store=s, zarr_format=3)
+    g.zeros("a", shape=(3,))
+    s["a/zarr.json"] = DEEP
+    with pytest.raises(MetadataError, match="a/zarr.json"):
+        cs.open_array(s, path="a", mode="r")
+    with pytest.raises(MetadataError, match="a/zarr.json"):
+        g["a"]
+
+
+def test_deeply_nested_attributes_in_zarr_json():
+    s = MemoryStore()
+    _v3_array(s)
+    raw = s["zarr.json"].replace(b'"attributes": {}', b'"attributes": {"x": ' + DEEP + b"}")
+    assert raw != s["zarr.json"]
+    s["zarr.json"] = raw
+    with pytest.raises(MetadataError, match="zarr.json"):
+        cs.open(s, mode="r").attrs.asdict()
+
+
+def test_deeply_nested_zmetadata_is_metadata_error_naming_the_key():
+    s = MemoryStore()
+    cs.group(store=s).zeros("a", shape=(3,))
+    cs.consolidate_metadata(s)
+    s[".zmetadata"] = DEEP
+    with pytest.raises(MetadataError, match=".zmetadata"):
+        cs.open_consolidated(s)
+
+
+def test_deeply_nested_v3_consolidated_is_metadata_error():
+    s = MemoryStore()
+    cs.group(store=s, zarr_format=3).zeros("a", shape=(3,))
+    cs.consolidate_metadata(s)
+    raw = s["zarr.json"].decode()
+    i = raw.index('"consolidated_metadata"')
+    s["zarr.json"] = (raw[:i] + '"consolidated_metadata": ' + DEEP.decode() + ", "
+                      + raw[i:]).encode()
+    with pytest.raises(MetadataError, match="zarr.json"):
+        cs.open_consolidated(s)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("compressor", ["none", "blosc", "zstd", "gzip"])
+def test_hostile_chunk_shape_does_not_allocate(fmt, compressor):
+    import numcodecs
+    comp = {"none": None, "blosc": numcodecs.Blosc(), "zstd": numcodecs.Zstd(),
+            "gzip": numcodecs.GZip()}[compressor]
+    s = MemoryStore()
+    if fmt == 2:
+        _v2_array(s, compressor=comp)
+        _edit(s, ".zarray", lambda d: d.update(chunks=[10**18 // 8, 8]))
+        key = "0.0"
+    else:
+        _v3_array(s, compressors=comp)
+        _edit(s, "zarr.json", lambda d: d["chunk_grid"]["configuration"].update(
+            chunk_shape=[10**18 // 8, 8]))
+        key = "c/0/0"
+    z = cs.open(s, mode="r")
+    for sel in [(0, 0), (slice(None), 0), (slice(None), slice(None))]:
+        with pytest.raises(cs.errors.ChunkDecodeError, match=repr(key)):
+            z[sel]
+    with pytest.raises(cs.errors.ChunkDecodeError, match=repr(key)):
+        z.vindex[[0, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_unaddressable_chunk_refused_at_open(fmt):
+    s = MemoryStore()
+    if fmt == 2:
+        _v2_array(s)
+        _edit(s, ".zarray", lambda d: d.update(chunks=[2**40, 2**40]))
+        key = ".zarray"
+    else:
+        _v3_array(s)
+        _edit(s, "zarr.json", lambda d: d["chunk_grid"]["configuration"].update(
+            chunk_shape=[2**40, 2**40]))
+        key = "zarr.json"
+    with pytest.raises(MetadataError, match=key):
+        cs.open(s, mode="r")
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_shape_beyond_int64_is_metadata_error(fmt):
+    s = MemoryStore()
+    if fmt == 2:
+        _v2_array(s)
+        _edit(s, ".zarray", lambda d: d.update(shape=[10**30, 10]))
+        key = ".zarray"
+    else:
+        _v3_array(s)
+        _edit(s, "zarr.json", lambda d: d.update(shape=[10**30, 10]))
+        key = "zarr.json"
+    with pytest.raises(MetadataError, match=key):
+        cs.open(s, mode="r")[0, 0]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_huge_but_valid_shape_reads_fill(fmt):
+    s = MemoryStore()
+    big = 2**62
+    if fmt == 2:
+        z = cs.create(shape=(big, 10), chunks=(5, 5), dtype="i1", store=s, fill_value=3)
+    else:
+        z = cs.create_array(s, shape=(big, 10), chunks=(5, 5), dtype="i1", fill_value=3)
+    z[0, 0] = 7
+    z = cs.open(s, mode="r")
+    assert z[0, 0] == 7
+    assert z[big - 1, 9] == 3
+    np.testing.assert_array_equal(z[big - 2:, 8:], 3)
+
+
+def test_object_dtype_without_object_codec_is_metadata_error():
+    s = MemoryStore()
+    _v2_array(s)
+    _edit(s, ".zarray", lambda d: d.update(dtype="|O"))
+    with pytest.raises(MetadataError, match=".zarray"):
+        cs.open(s, mode="r")
+
+
+@pytest.mark.parametrize("member", ["../../evil", "a/../../evil", "/abs", "a//b", "."])
+def test_v3_consolidated_member_escaping_the_hierarchy_refused(member):
+    s = MemoryStore()
+    cs.group(store=s, zarr_format=3).zeros("a", shape=(3,))
+    cs.consolidate_metadata(s)
+
+    def rename(d):
+        cm = d["consolidated_metadata"]["metadata"]
+        cm[member] = cm.pop("a")
+    _edit(s, "zarr.json", rename)
+    with pytest.raises(MetadataError, match=re.escape(repr(member))):
+        cs.open_consolidated(s)

@@ -51,6 +51,31 @@ class ChunkCodecBase:
         except Exception as e:
             raise ChunkDecodeError(self._error_message(e, key, store)) from e
 
+    #: chunks up to this many bytes get a decode buffer without a look at the stored bytes
+    SMALL_CHUNK = 1 << 26
+
+    def check_stored(self, data: Any, key: str | None = None, store: Any = None) -> bool:
+        """Whether a buffer of the chunk's size may be allocated to decode ``data`` into.
+
+        A hostile chunk shape (10**18 elements) with a small stored chunk must not make a
+        read allocate exabytes: for a large chunk, the size the stored bytes declare
+        (uncompressed length, Blosc/Zstd/LZ4 header) must be the chunk's, else
+        ChunkDecodeError naming the key. False: the size is unknown before decoding, so
+        decode without a preallocated buffer (the decoder checks the size it produced)."""
+        if self.nbytes <= self.SMALL_CHUNK:
+            return True
+        try:
+            size = self._declared_size(data)
+            if size is not None and size != self.nbytes:
+                raise ValueError(f"stored bytes declare {size} decoded bytes, the chunk "
+                                 f"has {self.nbytes}")
+        except Exception as e:
+            raise ChunkDecodeError(self._error_message(e, key, store)) from e
+        return size is not None
+
+    def _declared_size(self, data: Any) -> int | None:  # overridden per format
+        return None
+
     def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
         where = "failed to decode chunk"
         if key is not None:

@@ -244,6 +244,16 @@ class ChunkCodecV2(ChunkCodecBase):
 
     # ---------------------------------------------------------------------------- decoding
 
+    def _declared_size(self, data: Any) -> int | None:
+        if self._is_object or self.filters:
+            return None
+        if self.compressor is None:
+            return _as_bytes_array(data).size
+        if self._size_reader is None:
+            return None
+        return self._size_reader(data if isinstance(data, bytes)
+                                 else memoryview(_as_bytes_array(data)))
+
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
         if self._is_object:
             return self._decode_object(data, out)

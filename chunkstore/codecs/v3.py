@@ -723,6 +723,14 @@ class ChunkCodecV3(ChunkCodecBase):
         view[...] = chunk
         return view
 
+    def _declared_size(self, data: Any) -> int | None:
+        if self._bytes is None or len(self._bb) > 1:
+            return None
+        if not self._bb:
+            return _as_u8(_as_buffer(data)).size
+        reader = self._bb[0].size_reader
+        return None if reader is None else reader(_as_buffer(data))
+
     def _bb_decode_outer(self, data: Any) -> Any:
         buf = data
         for c in reversed(self._bb[1:]):
