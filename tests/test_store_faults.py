@@ -228,3 +228,54 @@ def test_verify_reports_stray_temporaries_in_directory_store(tmp_path):
     assert rc == 0
     assert str(stray) in buf.getvalue()
     assert "OK" in buf.getvalue()
+
+
+# ---------------------------------------------------------------- EIO through a faulty store
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_eio_on_read_raises_naming_the_key_never_fill(fmt):
+    store = FaultyStore(MemoryStore())
+    z = cs.zeros((12, 12), chunks=(4, 4), dtype="i4", store=store, zarr_format=fmt)
+    z[:] = np.arange(144).reshape(12, 12)
+    bad = "1.2" if fmt == 2 else "c/1/2"
+    store.fail_read(lambda k: k == bad, errno.EIO)
+    for read in (lambda: z[:], lambda: z[5, 9], lambda: z.oindex[[5], [9]],
+                 lambda: z.vindex[[5, 0], [9, 0]], lambda: z[4:8, 8:12]):
+        with pytest.raises(OSError) as info:
+            read()
+        assert info.value.errno == errno.EIO
+        assert bad in str(info.value)
+    # other chunks still read
+    np.testing.assert_array_equal(z[:4], np.arange(48).reshape(4, 12))
+    # a read-modify-write that meets the failing chunk changes nothing
+    before = dict(store.inner)
+    with pytest.raises(OSError):
+        z[5, 9] = -1
+    assert dict(store.inner) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_eio_on_write_leaves_earlier_chunks_intact(fmt):
+    store = FaultyStore(MemoryStore())
+    z = cs.zeros((12, 12), chunks=(4, 4), dtype="i4", store=store, zarr_format=fmt)
+    z[:] = 1
+    before = {k: v for k, v in store.inner.items() if is_chunk(k)}
+    store.fail_write(is_chunk, errno.EIO)
+    with pytest.raises(OSError) as info:
+        z[:] = 2
+    assert info.value.errno == errno.EIO
+    # nothing torn: every chunk holds either its old bytes or a whole new chunk
+    store.heal()
+    after = {k: v for k, v in store.inner.items() if is_chunk(k)}
+    assert after == before
+    np.testing.assert_array_equal(z[:], 1)
+    # a partial failure: what landed is whole, the rest is the old data
+    store.fail_write(is_chunk, errno.EIO, after=3)
+    with pytest.raises(OSError):
+        z[:] = 3
+    store.heal()
+    v = z[:]
+    for i in range(3):
+        for j in range(3):
+            block = v[4 * i:4 * i + 4, 4 * j:4 * j + 4]
+            assert (block == 1).all() or (block == 3).all()
+    assert (v == 3).sum() == 3 * 16
