@@ -23,7 +23,8 @@ from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
-from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
+from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
+                               MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
@@ -75,7 +76,7 @@ class Array(nodes.Node):
         except KeyError:
             raw = None
         if raw is not None:
-            self._set_meta(parse_array_metadata(raw, key))
+            self._adopt_meta(parse_array_metadata(raw, key), key)
             return
         from chunkstore.metadata.v3 import parse_node_metadata_v3
         key = self._prefix + nodes.V3_META
@@ -88,7 +89,17 @@ class Array(nodes.Node):
         if getattr(meta, "node_type", None) != "array":
             raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
                                      f"not an array")
-        self._set_meta(meta)
+        self._adopt_meta(meta, key)
+
+    def _adopt_meta(self, meta, key):
+        """_set_meta for metadata read from ``key``: a codec that parses but cannot be built
+        (say Blosc with blocksize null) is a MetadataError naming the key."""
+        try:
+            self._set_meta(meta)
+        except ChunkstoreError:
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
+            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 
     def _set_meta(self, meta):
         """Adopt metadata: the codec, the chunk grid, and where chunks are read and written.

@@ -120,6 +120,22 @@ def check_frame(codec: Any, data: Any) -> None:
         blosc_decoded_size(data if isinstance(data, bytes) else _flat_bytes(data))
 
 
+def check_vlen_header(codec: Any, data: Any, nitems: int) -> None:
+    """ValueError unless a vlen-* frame declares ``nitems`` items and has room for their
+    lengths: numcodecs allocates as many items as the header says before checking."""
+    name = getattr(codec, "codec_id", None)
+    if name not in ("vlen-utf8", "vlen-bytes", "vlen-array"):
+        return
+    mv = data if isinstance(data, bytes) else _flat_bytes(data)
+    if len(mv) < 4:
+        raise ValueError(f"{name} data too short for a header ({len(mv)} bytes)")
+    count = int.from_bytes(mv[0:4], "little")
+    if count != nitems:
+        raise ValueError(f"{name} header says {count} items, expected {nitems}")
+    if len(mv) < 4 + 4 * nitems:
+        raise ValueError(f"{name} data has {len(mv)} bytes, too short for {nitems} items")
+
+
 def decode_checked(codec: Any, data: Any, out: Any = None) -> Any:
     """``codec.decode(data[, out])`` after :func:`check_frame`; for zstd, the decoded size
     is checked against the frame's declared content size."""

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 from numcodecs.abc import Codec
 
-from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size, decode_checked,
-                                      zstd_decoded_size)
+from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size,
+                                      check_vlen_header, decode_checked, zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 
@@ -338,6 +338,8 @@ class ChunkCodecV2(ChunkCodecBase):
         buf = (decode_checked(self.compressor, data) if self.compressor is not None
                else data)
         for f in reversed(self.filters):
+            if f is self.filters[0]:
+                check_vlen_header(f, buf, self.nitems)
             buf = decode_checked(f, buf)
         if not isinstance(buf, np.ndarray):
             buf = np.asarray(buf, dtype=object)
