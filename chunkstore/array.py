@@ -98,7 +98,7 @@ class Array(nodes.Node):
             self._set_meta(meta)
         except ChunkstoreError:
             raise
-        except (TypeError, ValueError, OverflowError) as e:
+        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
             raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 
     def _set_meta(self, meta):
