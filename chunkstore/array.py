@@ -937,10 +937,16 @@ class Array(nodes.Node):
             self._load_metadata()
             old = self.shape
             chunks = self.chunks
+            # The new shape first: a trim that fails halfway then leaves stale chunks past
+            # the end (invisible), never an old shape whose chunks are partly deleted.
+            self._write_metadata(_replace_meta(self._meta, shape=new))
             if any(n < o for n, o in zip(new, old)):
-                self._trim_chunks(old, new, chunks)
-            meta = _replace_meta(self._meta, shape=new)
-            self._write_metadata(meta)
+                try:
+                    self._trim_chunks(old, new, chunks)
+                except BaseException as e:
+                    e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
+                               f"it may remain: growing it again could show their old values")
+                    raise
 
     def _trim_chunks(self, old, new, chunks):
         stale, cut = [], []

@@ -310,3 +310,18 @@ def test_v3_consolidated_member_escaping_the_hierarchy_refused(member):
     _edit(s, "zarr.json", rename)
     with pytest.raises(MetadataError, match=re.escape(repr(member))):
         cs.open_consolidated(s)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_failed_shrink_loses_no_data_inside_the_new_shape(zarr_format):
+    store = FaultyStore(MemoryStore())
+    z = _array(store=store, zarr_format=zarr_format)
+    before = z[:]
+    store.fail_write(is_chunk, errno.EIO)  # the boundary chunks cannot be rewritten
+    with pytest.raises(OSError):
+        z.resize(5, 12)
+    store.heal()
+    z2 = cs.open_array(store.inner, mode="r")
+    # the shrink is committed: the new shape, with every value inside it
+    assert z2.shape == (5, 12)
+    np.testing.assert_array_equal(z2[:], before[:5])
