@@ -96,7 +96,10 @@ def _build(name, root):
 
 # The worker: reads one store per request and says what happened. A crash ends it.
 _WORKER = r"""
-import json, sys, traceback
+import json, resource, sys, traceback
+# a safety net for the machine: a read trying to allocate gigabytes fails fast (and the test
+# then fails on the MemoryError, a foreign exception)
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 import numpy as np
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
@@ -106,6 +109,11 @@ for line in sys.stdin:
     try:
         z = cs.open(req["path"], mode="r")
         expect = np.load(req["expect"], allow_pickle=True)
+        if z.size > 10 * expect.size:  # edited metadata: a huge shape; read its corners
+            z[(0,) * z.ndim], z[(-1,) * z.ndim]
+            sys.stdout.write(json.dumps({"same": False}) + "\n")
+            sys.stdout.flush()
+            continue
         got = z[...]
         out["same"] = bool(got.shape == expect.shape
                            and all(a == b for a, b in zip(got.tolist(), expect.tolist())))
