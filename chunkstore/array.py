@@ -938,17 +938,21 @@ class Array(nodes.Node):
             old = self.shape
             chunks = self.chunks
             # The new shape first: a trim that fails halfway then leaves stale chunks past
-            # the end (invisible), never an old shape whose chunks are partly deleted.
+            # the end (invisible), never an old shape whose chunks are partly deleted. The
+            # stored chunks are listed before, while the grid still covers them.
+            shrink = any(n < o for n, o in zip(new, old))
+            plan = self._trim_plan(old, new, chunks) if shrink else None
             self._write_metadata(_replace_meta(self._meta, shape=new))
-            if any(n < o for n, o in zip(new, old)):
+            if shrink:
                 try:
-                    self._trim_chunks(old, new, chunks)
+                    self._trim_chunks(old, new, chunks, plan)
                 except BaseException as e:
                     e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
                                f"it may remain: growing it again could show their old values")
                     raise
 
-    def _trim_chunks(self, old, new, chunks):
+    def _trim_plan(self, old, new, chunks):
+        """(keys of the stored chunks wholly past ``new``, coords of those it cuts)."""
         stale, cut = [], []
         for c in self._stored_chunks():
             starts = [ci * L for ci, L in zip(c, chunks)]
@@ -956,6 +960,10 @@ class Array(nodes.Node):
                 stale.append(self._chunk_key(c))
             elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
                 cut.append(c)
+        return stale, cut
+
+    def _trim_chunks(self, old, new, chunks, plan=None):
+        stale, cut = plan if plan is not None else self._trim_plan(old, new, chunks)
         delitems(self._chunk_store, stale)
         for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
