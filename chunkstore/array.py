@@ -23,7 +23,8 @@ from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
-from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
+from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
+                               MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
@@ -76,7 +77,7 @@ class Array(nodes.Node, ArrayExtras):
         except KeyError:
             raw = None
         if raw is not None:
-            self._set_meta(parse_array_metadata(raw, key))
+            self._adopt_meta(parse_array_metadata(raw, key), key)
             return
         from chunkstore.metadata.v3 import parse_node_metadata_v3
         key = self._prefix + nodes.V3_META
@@ -89,7 +90,17 @@ class Array(nodes.Node, ArrayExtras):
         if getattr(meta, "node_type", None) != "array":
             raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
                                      f"not an array")
-        self._set_meta(meta)
+        self._adopt_meta(meta, key)
+
+    def _adopt_meta(self, meta, key):
+        """_set_meta for metadata read from ``key``: a codec that parses but cannot be built
+        (say Blosc with blocksize null) is a MetadataError naming the key."""
+        try:
+            self._set_meta(meta)
+        except ChunkstoreError:
+            raise
+        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
+            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 
     def _set_meta(self, meta):
         """Adopt metadata: the codec, the chunk grid, and where chunks are read and written.
@@ -552,9 +563,12 @@ class Array(nodes.Node, ArrayExtras):
                     csel, osel = plan.selections(i)
                     dest[osel] = chunk[csel]
                     continue
-                if buf is None:
-                    buf = np.empty(chunks, dtype=self.dtype, order=order)
-                chunk = self._decode(data, k, out=buf)
+                if buf is None and not codec.check_stored(data, k, self._store):
+                    chunk = self._decode(data, k)  # size unknown until decoded: no buffer
+                else:
+                    if buf is None:
+                        buf = np.empty(chunks, dtype=self.dtype, order=order)
+                    chunk = self._decode(data, k, out=buf)
                 merge.gather(plan, i, chunk, dest)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
@@ -585,6 +599,8 @@ class Array(nodes.Node, ArrayExtras):
         """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
         path, chunkstore.codecs.fastpath). A chunk the kernel does not take goes through the
         codec, which decodes it or raises the proper error for it."""
+        for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
+            self._codec.check_stored(data, keys[i], self._store)
         scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
         fast = self._codec.fast
         kernel = fast.decode_points if points else fast.decode
@@ -1016,6 +1032,10 @@ class Array(nodes.Node, ArrayExtras):
         self._check_writable()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        bad = [s for s in shape if not ix._is_int(s)]
+        if bad:  # int(5.5) would truncate and delete the chunks past it
+            raise TypeError(f"new shape {tuple(shape)} of array {self.name!r} must be "
+                            f"integers, got {bad[0]!r} ({type(bad[0]).__name__})")
         new = tuple(int(s) for s in shape)
         if len(new) != self.ndim:
             raise ValueError(f"new shape {new} has {len(new)} dimensions; array {self.name!r} "
@@ -1026,12 +1046,22 @@ class Array(nodes.Node, ArrayExtras):
             self._load_metadata()
             old = self.shape
             chunks = self.chunks
-            if any(n < o for n, o in zip(new, old)):
-                self._trim_chunks(old, new, chunks)
-            meta = _replace_meta(self._meta, shape=new)
-            self._write_metadata(meta)
+            # The new shape first: a trim that fails halfway then leaves stale chunks past
+            # the end (invisible), never an old shape whose chunks are partly deleted. The
+            # stored chunks are listed before, while the grid still covers them.
+            shrink = any(n < o for n, o in zip(new, old))
+            plan = self._trim_plan(old, new, chunks) if shrink else None
+            self._write_metadata(_replace_meta(self._meta, shape=new))
+            if shrink:
+                try:
+                    self._trim_chunks(old, new, chunks, plan)
+                except BaseException as e:
+                    e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
+                               f"it may remain: growing it again could show their old values")
+                    raise
 
-    def _trim_chunks(self, old, new, chunks):
+    def _trim_plan(self, old, new, chunks):
+        """(keys of the stored chunks wholly past ``new``, coords of those it cuts)."""
         stale, cut = [], []
         for c in self._stored_chunks():
             starts = [ci * L for ci, L in zip(c, chunks)]
@@ -1039,6 +1069,10 @@ class Array(nodes.Node, ArrayExtras):
                 stale.append(self._chunk_key(c))
             elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
                 cut.append(c)
+        return stale, cut
+
+    def _trim_chunks(self, old, new, chunks, plan=None):
+        stale, cut = plan if plan is not None else self._trim_plan(old, new, chunks)
         delitems(self._chunk_store, stale)
         for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
@@ -1080,12 +1114,35 @@ class Array(nodes.Node, ArrayExtras):
             self._load_metadata()
             shape = self.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
-            self._write_metadata(_replace_meta(self._meta, shape=new))
+            old_meta = self._meta
+            self._write_metadata(_replace_meta(old_meta, shape=new))
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(self.ndim))
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
-            self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
+            # An append lands whole or not at all: keep the chunks it shares with the old
+            # shape (the boundary layer) as stored, to put back if the write fails.
+            coords = sel.plan.chunk_coords()
+            touched = self._chunk_keys(coords)
+            saved = getitems(self._chunk_store, self._chunk_keys(
+                coords[coords[:, axis] * self.chunks[axis] < shape[axis]]))
+            try:
+                self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
+            except BaseException as e:
+                self._roll_back_append(old_meta, touched, saved, e)
+                raise
         return new
+
+    def _roll_back_append(self, old_meta, touched, saved, error):
+        """Undo a failed append: delete the chunks it created (first, as that frees space on
+        a full disk), restore the old shape, then the boundary chunks' old bytes."""
+        try:
+            delitems(self._chunk_store, [k for k in touched if k not in saved])
+            self._write_metadata(old_meta)
+            if saved:
+                setitems(self._chunk_store, saved)
+        except Exception as e2:
+            error.add_note(f"rolling back the append of array {self.name!r} to shape "
+                           f"{old_meta.shape} also failed: {e2!r}")
 
 
 def _codec_names(codecs):

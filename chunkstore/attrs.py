@@ -14,7 +14,7 @@ def _v3_doc(raw, key):
     from chunkstore.errors import MetadataError
     try:
         doc = json.loads(raw)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise MetadataError(f"invalid metadata at {key!r}: {e}") from None
     if not isinstance(doc, dict):
         raise MetadataError(f"invalid metadata at {key!r}: not a JSON object")

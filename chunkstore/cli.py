@@ -1466,6 +1466,14 @@ def _check_consolidated_v3(v, store, key, keys, members):
                  f"consolidate' to rewrite it")
 
 
+def _stray_temporaries(store, path):
+    """Temporary files that killed writers left in a directory or next to a zip store."""
+    fn = getattr(store, "stray_temporaries", None)
+    if fn is None:
+        return []
+    return fn(path)
+
+
 def cmd_verify(args):
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
     from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
@@ -1505,9 +1513,12 @@ def cmd_verify(args):
                 if name == ".zmetadata":
                     _check_consolidated(v, store, k, keys)
             v.run(sorted(arrays), keys)
+        strays = _stray_temporaries(store, path)
     found = {k: n for k, n in v.problems.items() if n}
     head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
             f"{_where(args.store, path)}")
+    for p in strays:  # harmless to readers, so not a failure; but worth deleting
+        print(f"stray temporary file of an interrupted write: {p}")
     if found:
         names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata",
                  "consolidated v3": "stale consolidated metadata",

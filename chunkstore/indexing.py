@@ -158,6 +158,7 @@ def _fancy(sel, shape, chunks, name):
         raise IndexError(f"newaxis cannot be combined with advanced indexing{_where(name)}")
     sel = _expand_nd_masks(sel, shape, name)
     sel = _expand_ellipsis(sel, len(shape), name)
+    _refuse_non_integer(sel, name)
     adv = [d for d, s in enumerate(sel) if not isinstance(s, slice)]
     arrays = [d for d in adv if _is_fancy(sel[d])]
     if len(arrays) == 1 and len(adv) >= 1:
@@ -233,6 +234,21 @@ def _expand_nd_masks(sel, shape, name):
             out.append(s)
         d += k
     return tuple(out)
+
+
+def _refuse_non_integer(sel, name):
+    """IndexError for a float (or other non-integer) index, as NumPy: never truncate 1.5 to 1.
+    Runs on the expanded selection, so the dimension number is right."""
+    for dim, s in enumerate(sel):
+        if isinstance(s, slice) or s is Ellipsis or s is None or _is_int(s):
+            continue
+        a = np.asarray(s)
+        if a.dtype == bool or a.dtype.kind in "iu" or (a.size == 0 and a.dtype.kind == "f"
+                                                          and not np.isscalar(s)):
+            continue
+        raise IndexError(f"only integers, slices, ellipsis, newaxis and integer or boolean "
+                         f"arrays are valid indices; got {s!r} ({a.dtype}) for dimension "
+                         f"{dim}{_where(name)}")
 
 
 def _bad_mask(arr, d, shape, name):

@@ -32,7 +32,7 @@ def node_kind(store, path: str):
         return None, None
     try:
         kind = json.loads(raw).get("node_type")
-    except (ValueError, AttributeError, UnicodeDecodeError) as e:
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
         raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
     if kind not in ("array", "group"):
         raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "

@@ -51,6 +51,31 @@ class ChunkCodecBase:
         except Exception as e:
             raise ChunkDecodeError(self._error_message(e, key, store)) from e
 
+    #: chunks up to this many bytes get a decode buffer without a look at the stored bytes
+    SMALL_CHUNK = 1 << 26
+
+    def check_stored(self, data: Any, key: str | None = None, store: Any = None) -> bool:
+        """Whether a buffer of the chunk's size may be allocated to decode ``data`` into.
+
+        A hostile chunk shape (10**18 elements) with a small stored chunk must not make a
+        read allocate exabytes: for a large chunk, the size the stored bytes declare
+        (uncompressed length, Blosc/Zstd/LZ4 header) must be the chunk's, else
+        ChunkDecodeError naming the key. False: the size is unknown before decoding, so
+        decode without a preallocated buffer (the decoder checks the size it produced)."""
+        if self.nbytes <= self.SMALL_CHUNK:
+            return True
+        try:
+            size = self._declared_size(data)
+            if size is not None and size != self.nbytes:
+                raise ValueError(f"stored bytes declare {size} decoded bytes, the chunk "
+                                 f"has {self.nbytes}")
+        except Exception as e:
+            raise ChunkDecodeError(self._error_message(e, key, store)) from e
+        return size is not None
+
+    def _declared_size(self, data: Any) -> int | None:  # overridden per format
+        return None
+
     def _error_message(self, e: Exception, key: str | None, store: Any) -> str:
         where = "failed to decode chunk"
         if key is not None:
@@ -81,9 +106,53 @@ def blosc_decoded_size(data: Any) -> int | None:
         raise ValueError(f"blosc data too short for a header ({len(mv)} bytes)")
     nbytes = int.from_bytes(mv[4:8], "little")
     cbytes = int.from_bytes(mv[12:16], "little")
-    if cbytes > len(mv):
-        raise ValueError(f"blosc header says {cbytes} compressed bytes, only {len(mv)} present")
+    if cbytes != len(mv):
+        # c-blosc trusts the header and reads past a short buffer: wrong values, no error
+        raise ValueError(f"blosc frame truncated or padded: its header says {cbytes} "
+                         f"compressed bytes, {len(mv)} present")
     return nbytes
+
+
+def check_frame(codec: Any, data: Any) -> None:
+    """Raise ValueError if ``data`` is not a whole frame of a numcodecs ``codec`` whose frames
+    carry their length (Blosc: header cbytes == buffer length). Call before every decode."""
+    if getattr(codec, "codec_id", None) == "blosc":
+        blosc_decoded_size(data if isinstance(data, bytes) else _flat_bytes(data))
+
+
+def check_vlen_header(codec: Any, data: Any, nitems: int) -> None:
+    """ValueError unless a vlen-* frame declares ``nitems`` items and has room for their
+    lengths: numcodecs allocates as many items as the header says before checking."""
+    name = getattr(codec, "codec_id", None)
+    if name not in ("vlen-utf8", "vlen-bytes", "vlen-array"):
+        return
+    mv = data if isinstance(data, bytes) else _flat_bytes(data)
+    if len(mv) < 4:
+        raise ValueError(f"{name} data too short for a header ({len(mv)} bytes)")
+    count = int.from_bytes(mv[0:4], "little")
+    if count != nitems:
+        raise ValueError(f"{name} header says {count} items, expected {nitems}")
+    if len(mv) < 4 + 4 * nitems:
+        raise ValueError(f"{name} data has {len(mv)} bytes, too short for {nitems} items")
+
+
+def decode_checked(codec: Any, data: Any, out: Any = None) -> Any:
+    """``codec.decode(data[, out])`` after :func:`check_frame`; for zstd, the decoded size
+    is checked against the frame's declared content size."""
+    check_frame(codec, data)
+    res = codec.decode(data) if out is None else codec.decode(data, out=out)
+    if getattr(codec, "codec_id", None) == "zstd" and out is None:
+        size = zstd_decoded_size(data if isinstance(data, bytes) else _flat_bytes(data))
+        n = memoryview(res).nbytes
+        if size is not None and size != n:
+            raise ValueError(f"zstd frame declares {size} bytes, decoded {n}")
+    return res
+
+
+def _flat_bytes(data: Any) -> memoryview:
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    return memoryview(data).cast("B")
 
 
 def zstd_decoded_size(data: Any) -> int | None:

@@ -191,10 +191,16 @@ class ShardingCodec(_v3._Codec):
                     f"corrupt shard index: an inner chunk of {big} bytes, at most "
                     f"{self.max_chunk_nbytes} are possible")
         if shard_nbytes is not None and present.any():
+            # chunks lie in the data region, never over the index (a shard that lost or
+            # gained bytes in the middle shifts the index's chunks into it)
+            lo, hi = ((0, shard_nbytes - self.index_nbytes) if self.index_location == "end"
+                      else (self.index_nbytes, shard_nbytes))
             end = int((off[present] + nb[present]).max())  # both < 2**62: no overflow
-            if end > shard_nbytes:
-                raise ValueError(f"corrupt shard index: a chunk ends at byte {end}, the shard "
-                                 f"has {shard_nbytes} bytes")
+            start = int(off[present].min())
+            if end > hi or start < lo:
+                raise ValueError(f"corrupt shard index: a chunk ends at byte {end} or starts "
+                                 f"at byte {start}, outside the data (bytes {lo}..{hi}) of "
+                                 f"the {shard_nbytes}-byte shard")
         return idx
 
     def encode_index(self, index: np.ndarray) -> bytes:

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 from numcodecs.abc import Codec
 
-from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
+from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size,
+                                      check_vlen_header, decode_checked, zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 
@@ -249,6 +250,16 @@ class ChunkCodecV2(ChunkCodecBase):
 
     # ---------------------------------------------------------------------------- decoding
 
+    def _declared_size(self, data: Any) -> int | None:
+        if self._is_object or self.filters:
+            return None
+        if self.compressor is None:
+            return _as_bytes_array(data).size
+        if self._size_reader is None:
+            return None
+        return self._size_reader(data if isinstance(data, bytes)
+                                 else memoryview(_as_bytes_array(data)))
+
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
         if self._is_object:
             return self._decode_object(data, out)
@@ -310,12 +321,12 @@ class ChunkCodecV2(ChunkCodecBase):
                     self._decompress_into(data, dest)
                     out[...] = self._shaped(dest)
                     return out
-            decoded = _as_bytes_array(comp.decode(data))
+            decoded = _as_bytes_array(decode_checked(comp, data))
             self._check_size(decoded.size, "decompressed chunk")
         else:
-            buf = comp.decode(data) if comp is not None else data
+            buf = decode_checked(comp, data) if comp is not None else data
             for f in reversed(self.filters):
-                buf = f.decode(buf)
+                buf = decode_checked(f, buf)
             decoded = _as_bytes_array(buf)
             self._check_size(decoded.size, "decoded chunk")
         if out is not None:
@@ -327,12 +338,15 @@ class ChunkCodecV2(ChunkCodecBase):
     def _decompress_into(self, data: Any, dest: np.ndarray) -> None:
         if self.nbytes == 0:
             return
-        self.compressor.decode(data, out=dest)
+        decode_checked(self.compressor, data, dest)
 
     def _decode_object(self, data: Any, out: np.ndarray | None) -> np.ndarray:
-        buf = self.compressor.decode(data) if self.compressor is not None else data
+        buf = (decode_checked(self.compressor, data) if self.compressor is not None
+               else data)
         for f in reversed(self.filters):
-            buf = f.decode(buf)
+            if f is self.filters[0]:
+                check_vlen_header(f, buf, self.nitems)
+            buf = decode_checked(f, buf)
         if not isinstance(buf, np.ndarray):
             buf = np.asarray(buf, dtype=object)
         if buf.size != self.nitems:

@@ -36,7 +36,8 @@ from typing import Any, Mapping, Sequence
 import numcodecs
 import numpy as np
 
-from chunkstore.codecs.common import ChunkCodecBase, blosc_decoded_size, zstd_decoded_size
+from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size, decode_checked,
+                                      zstd_decoded_size)
 
 __all__ = [
     "ChunkCodecV3",
@@ -288,11 +289,11 @@ class _BytesBytes(_Codec):
         return self.numcodec.encode(_as_buffer(buf))
 
     def decode(self, buf: Any) -> Any:
-        return self.numcodec.decode(_as_buffer(buf))
+        return decode_checked(self.numcodec, _as_buffer(buf))
 
     def decode_into(self, buf: Any, dest: np.ndarray) -> None:
         if dest.size:
-            self.numcodec.decode(_as_buffer(buf), out=dest)
+            decode_checked(self.numcodec, _as_buffer(buf), dest)
 
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -734,6 +735,14 @@ class ChunkCodecV3(ChunkCodecBase):
         view = flat.reshape(self.chunk_shape, order=self.order)
         view[...] = chunk
         return view
+
+    def _declared_size(self, data: Any) -> int | None:
+        if self._bytes is None or len(self._bb) > 1:
+            return None
+        if not self._bb:
+            return _as_u8(_as_buffer(data)).size
+        reader = self._bb[0].size_reader
+        return None if reader is None else reader(_as_buffer(data))
 
     def _bb_decode_outer(self, data: Any) -> Any:
         buf = data

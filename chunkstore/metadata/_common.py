@@ -28,9 +28,25 @@ def load_json_object(raw: Any, what: str = "document") -> dict:
         obj = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ValueError(f"{what} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{what} is nested too deeply to parse") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{what} must be a JSON object, got {type(obj).__name__}")
     return obj
+
+
+#: the largest extent (and chunk size in bytes) an array can have: indices are int64
+MAX_INDEX = 2**63 - 1
+
+
+def check_chunk_addressable(chunks: Sequence[int], dtype: np.dtype, what: str) -> None:
+    """ValueError if one chunk of this shape and dtype has more bytes than can be addressed."""
+    nbytes = max(np.dtype(dtype).itemsize, 1)
+    for c in chunks:
+        nbytes *= c
+    if nbytes > MAX_INDEX:
+        raise ValueError(f"a single chunk of {what} {list(chunks)} and dtype {dtype} would "
+                         f"hold {nbytes} bytes, more than can be addressed (2**63 - 1)")
 
 
 def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
@@ -43,5 +59,8 @@ def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
             raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
         if v < minimum:
             raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
+        if v > MAX_INDEX:
+            raise ValueError(f"{what}[{i}] = {v} is larger than the largest supported "
+                             f"extent 2**63 - 1")
         out.append(int(v))
     return tuple(out)

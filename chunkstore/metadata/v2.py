@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numcodecs
-from chunkstore.metadata._common import as_int_tuple, load_json_object
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable,
+                                         load_json_object)
 import numpy as np
 from numcodecs.abc import Codec
 
@@ -463,6 +464,7 @@ class ArrayMetadataV2:
         self.dtype = np.dtype(self.dtype)
         if self.dtype.subdtype is not None:
             raise ValueError(f"sub-array dtype {self.dtype} is not a valid array dtype")
+        check_chunk_addressable(self.chunks, self.dtype, "chunks")
         if self.order not in ("C", "F"):
             raise ValueError(f"order must be 'C' or 'F', got {self.order!r}")
         if self.dimension_separator not in (".", "/"):
@@ -575,7 +577,7 @@ def parse_array_metadata(
             raise ValueError(f"shape must be a list of integers, got {shape!r}")
         if not isinstance(chunks, list):
             raise ValueError(f"chunks must be a list of integers, got {chunks!r}")
-        return ArrayMetadataV2(
+        meta = ArrayMetadataV2(
             shape=shape,
             chunks=chunks,
             dtype=dtype,
@@ -586,6 +588,10 @@ def parse_array_metadata(
             dimension_separator=sep,
             zarr_format=zf,
         )
+        if meta.dtype.hasobject and not meta.filters:
+            raise ValueError(f"dtype {meta.dtype} needs an object codec (e.g. VLenUTF8) as "
+                             f"its first filter; filters is {doc['filters']!r}")
+        return meta
     except Exception as e:
         raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 

@@ -34,7 +34,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, MutableMapping, Sequence
 
-from chunkstore.metadata._common import as_int_tuple, load_json_object
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable,
+                                         load_json_object)
 import numpy as np
 
 from chunkstore.codecs import v3 as _codecs
@@ -389,6 +390,7 @@ class ArrayMetadataV3:
             raise ValueError(f"shape {list(self.shape)} and chunk_shape {list(self.chunks)} "
                              f"have different lengths")
         self.dtype = _to_dtype(self.dtype)
+        check_chunk_addressable(self.chunks, self.dtype, "chunk_shape")
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
         self.chunk_key_encoding = _normalize_chunk_key_encoding(self.chunk_key_encoding)
         if self.codecs is None:

@@ -14,11 +14,12 @@ own exception and is never turned into "missing".
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from ..errors import ReadOnlyError
+from ..errors import ReadOnlyError, StoreError
 
 __all__ = [
     "BaseStore",
@@ -476,3 +477,24 @@ def normalize_store(store_like: Any = None, mode: str = "a", storage_options: di
 
     return DirectoryStore(path, mode=mode)
 
+
+
+# strerror text -> errno, for libraries (py-lmdb) that report a system error only as text
+# (longest text first: "No such device or address" before "No such device")
+_STRERROR = dict(sorted(((os.strerror(c), c) for c in errno.errorcode),
+                        key=lambda sc: -len(sc[0])))
+# SQLite primary result codes -> errno
+_SQLITE_ERRNO = {3: errno.EACCES, 8: errno.EROFS, 10: errno.EIO, 13: errno.ENOSPC,
+                 14: errno.ENOENT}
+
+
+def store_error(message: str, cause: BaseException) -> StoreError:
+    """A StoreError (an OSError) for a database library's failure, keeping the errno: from
+    the cause's ``errno``, SQLite's result code, or the system error its message names."""
+    code = getattr(cause, "errno", None)
+    if not isinstance(code, int):
+        code = _SQLITE_ERRNO.get((getattr(cause, "sqlite_errorcode", None) or 0) & 0xFF)
+    if code is None:
+        text = str(cause)
+        code = next((c for s, c in _STRERROR.items() if s in text), None)
+    return StoreError(code, message) if code is not None else StoreError(message)

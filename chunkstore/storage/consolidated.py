@@ -69,7 +69,7 @@ def consolidate_metadata(
             continue
         try:
             doc = json.loads(values[k])
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise MetadataError(f"metadata document {k!r} in {store!r} is not valid JSON: {e}")
         rel = k[len(prefix) + 1 :] if prefix else k
         meta[rel] = doc
@@ -126,7 +126,7 @@ class ConsolidatedMetadataStore(BaseStore):
             ) from None
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise MetadataError(
                 f"consolidated metadata {mkey!r} in {store!r} is not valid JSON: {e}"
             ) from None

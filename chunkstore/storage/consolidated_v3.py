@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
-from .base import BaseStore, getitems, listdir
+from .base import BaseStore, getitems, listdir, validate_key
 
 META = "zarr.json"
 
@@ -31,7 +31,7 @@ class ConsolidatedV3Store(BaseStore):
                 f"no group metadata {root_key!r} in {store!r}") from None
         try:
             doc = json.loads(raw)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise MetadataError(f"invalid metadata at {root_key!r} in {store!r}: {e}") from None
         cm = doc.get("consolidated_metadata") if isinstance(doc, dict) else None
         if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
@@ -40,7 +40,12 @@ class ConsolidatedV3Store(BaseStore):
         pre = self._base + "/" if self._base else ""
         self._docs = {root_key: raw}
         for rel, member in cm["metadata"].items():
-            self._docs[pre + rel + "/" + META] = json.dumps(member, indent=2).encode()
+            try:  # a member named "../../evil" must not reach outside the hierarchy
+                validate_key(rel)
+                self._docs[pre + rel + "/" + META] = json.dumps(member, indent=2).encode()
+            except (TypeError, ValueError, RecursionError) as e:
+                raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
+                                    f"{store!r}: member {rel!r}: {e}") from None
 
     def __repr__(self):
         return f"ConsolidatedV3Store({self._store!r})"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ._fileio import key_paths, read_files, read_files_into, write_files
+from ..errors import StoreError
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
@@ -196,6 +197,22 @@ class DirectoryStore(BaseStore):
             prefix = prefix.lower()
         return os.path.join(self.path, *prefix.split("/"))
 
+    def _check_inside(self, paths: Iterable[str], keys: Iterable[str]) -> None:
+        """Refuse a write or delete whose directory leads outside the root through a
+        symlink (reads may follow such links). ``paths``: the keys' absolute file paths."""
+        root = None
+        for d, key in dict(zip((os.path.dirname(p) for p in paths), keys)).items():
+            if d == self.path:
+                continue
+            if root is None:
+                root = os.path.realpath(self.path)
+            real = os.path.realpath(d)
+            if real != root and not real.startswith(root + os.sep):
+                link = next((p for p in _ancestors(d, self.path) if os.path.islink(p)), d)
+                raise StoreError(errno.EPERM, f"refusing to write {key!r} through the "
+                                 f"symlink {link!r}, which leads outside the store root "
+                                 f"{self.path!r} (to {real!r})")
+
     # -- reads -----------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> bytes:
@@ -217,7 +234,7 @@ class DirectoryStore(BaseStore):
         read, 1 absent, 2 not taken (another size, not a regular file: read it with
         getitems). Used for uncompressed chunks a read takes whole: no bytes object and no
         copy between the file and the output."""
-        return read_files_into(key_paths(self.path, list(keys)), list(buffers))
+        return read_files_into(key_paths(self.path, self._norm(list(keys))), list(buffers))
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)
@@ -249,6 +266,14 @@ class DirectoryStore(BaseStore):
         except (FileNotFoundError, NotADirectoryError):
             return False
         return stat.S_ISREG(st.st_mode)
+
+    def stray_temporaries(self, prefix: str = "") -> list[str]:
+        """Paths of the temporary files of interrupted writes under ``prefix``: reads and
+        listings ignore them; ``chunkstore verify`` reports them."""
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self._dir(prefix)):
+            out.extend(os.path.join(dirpath, n) for n in filenames if is_temp_name(n))
+        return sorted(out)
 
     def _walk(self, top: str, rel: str) -> Iterator[str]:
         try:
@@ -333,6 +358,8 @@ class DirectoryStore(BaseStore):
             raise ValueError(
                 f"invalid store key {key!r}: the name is reserved for temporary files"
             )
+        if "/" in key:
+            self._check_inside((path,), (key,))
         self._write(path, ensure_bytes(value))
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
@@ -345,6 +372,7 @@ class DirectoryStore(BaseStore):
                 raise ValueError(
                     f"invalid store key {k!r}: the name is reserved for temporary files"
                 )
+        self._check_inside(map(os.fsdecode, paths), keys)
         values = [v if type(v) is bytes else ensure_bytes(v) for v in mapping.values()]
         # One batch of system calls without the GIL (see _fileio); an item the batch cannot
         # write (a missing directory, a temp-name clash) is retried by _write, which creates
@@ -423,6 +451,8 @@ class DirectoryStore(BaseStore):
     def __delitem__(self, key: str) -> None:
         path = self._path(key)
         self._check_writable(key)
+        if "/" in key:
+            self._check_inside((path,), (key,))
         try:
             os.unlink(path)
         except _MISSING:
@@ -436,7 +466,9 @@ class DirectoryStore(BaseStore):
 
     def delitems(self, keys: Iterable[str]) -> None:
         self._check_writable()
-        paths = [os.fsdecode(p) for p in key_paths(self.path, self._norm(list(keys)))]
+        keys = self._norm(list(keys))
+        paths = [os.fsdecode(p) for p in key_paths(self.path, keys)]
+        self._check_inside(paths, keys)
         dirs = set()
         for p in paths:
             try:
@@ -481,12 +513,22 @@ class DirectoryStore(BaseStore):
                 else:
                     os.unlink(p)
             return
+        self._check_inside((d,), (prefix,))
         if os.path.isdir(d) and not os.path.islink(d):
             shutil.rmtree(d)
             self._prune(os.path.dirname(d))
 
     def clear(self) -> None:
         self.rmdir("")
+
+
+def _ancestors(d: str, root: str) -> list[str]:
+    """The directories from just below ``root`` down to ``d``."""
+    out = []
+    while len(d) > len(root):
+        out.append(d)
+        d = os.path.dirname(d)
+    return out[::-1]
 
 
 class NestedDirectoryStore(DirectoryStore):

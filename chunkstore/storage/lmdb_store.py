@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import StoreError
-from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .base import BaseStore, ensure_bytes, normalize_prefix, store_error, validate_key
 
 __all__ = ["LMDBStore"]
 
@@ -267,7 +267,7 @@ class LMDBStore(BaseStore):
     def _wrap_open_error(self, e: Exception) -> Exception:
         if isinstance(e, OSError):
             return e
-        return StoreError(f"cannot open LMDB environment {self.path!r}: {e}")
+        return store_error(f"cannot open LMDB environment {self.path!r}: {e}", e)
 
     def _sh(self) -> _SharedEnv:
         if self._closed:
@@ -386,6 +386,8 @@ class LMDBStore(BaseStore):
                 self._grow(seen)
             except lmdb.MapResizedError:
                 self._adopt_size()
+            except lmdb.Error as e:  # a full disk, an I/O error: an OSError keeping errno
+                raise store_error(f"LMDB store {self.path!r}: {e}", e) from e
 
     def _k(self, key: str) -> bytes:
         validate_key(key)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import StoreError
-from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .base import BaseStore, ensure_bytes, normalize_prefix, store_error, validate_key
 
 __all__ = ["SQLiteStore"]
 
@@ -153,7 +153,7 @@ class SQLiteStore(BaseStore):
         except sqlite3.DatabaseError as e:
             if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
                 raise
-            raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+            raise store_error(f"cannot open SQLite store {self.path!r}: {e}", e) from e
         return conn
 
     def _setup(self, conn: sqlite3.Connection) -> None:
@@ -203,7 +203,7 @@ class SQLiteStore(BaseStore):
                 retry = isinstance(e, sqlite3.OperationalError) and _is_busy(e)
                 if not retry or time.monotonic() > deadline:
                     # a broken, locked or unreadable database: never "missing"
-                    raise StoreError(f"SQLite store {self.path!r}: {e}") from e
+                    raise store_error(f"SQLite store {self.path!r}: {e}", e) from e
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.1)
 

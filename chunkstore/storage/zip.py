@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
+import time
 import uuid
 import zipfile
 from zlib import error as zlib_error
@@ -13,6 +15,14 @@ from typing import Any
 
 from ..errors import StoreError
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: leftovers are then never removed
+    fcntl = None
+
+# A temporary archive older than this whose writer holds no lock on it is a leftover.
+_STALE_SECONDS = 10.0
 
 __all__ = ["ZipStore"]
 
@@ -79,7 +89,30 @@ class ZipStore(BaseStore):
 
     # -- opening ---------------------------------------------------------------------------
 
+    def stray_temporaries(self, prefix: str = "") -> list[str]:
+        """Paths of temporary archives next to this one that a killed flush left behind
+        (not locked by a live writer); they hold the whole archive, whatever ``prefix``."""
+        dirname, name = os.path.split(self.path)
+        pat = re.compile(r"\." + re.escape(name) + r"\.[0-9a-f]{32}\.partial\Z")
+        try:
+            names = os.listdir(dirname)
+        except OSError:
+            return []
+        return sorted(os.path.join(dirname, n) for n in names
+                      if pat.match(n) and not _in_use(os.path.join(dirname, n)))
+
+    def _remove_leftovers(self) -> None:
+        """The next open for writing removes what a killed flush of this archive left."""
+        for p in self.stray_temporaries():
+            try:
+                if time.time() - os.path.getmtime(p) > _STALE_SECONDS:
+                    os.unlink(p)
+            except OSError:
+                pass
+
     def _open_archive(self, mode: str) -> None:
+        if mode != "r":
+            self._remove_leftovers()
         exists = os.path.exists(self.path)
         if mode in ("x", "w-"):
             if exists:
@@ -352,6 +385,8 @@ class ZipStore(BaseStore):
         tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}.partial")
         try:
             with open(tmp, "xb") as f:
+                if fcntl is not None:  # held while writing: the file is not a leftover
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 with zipfile.ZipFile(
                     f, "w", compression=self.compression, allowZip64=self.allowZip64
                 ) as out:
@@ -419,3 +454,20 @@ class ZipStore(BaseStore):
                 self.close()
         except Exception:
             pass
+
+
+def _in_use(path: str) -> bool:
+    """Whether a live flush holds the lock on this temporary archive."""
+    if fcntl is None:  # pragma: no cover
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)

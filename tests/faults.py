@@ -1,0 +1,176 @@
+"""A fault-injecting store wrapper for tests: raise chosen OSErrors on chosen reads/writes."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import MutableMapping
+
+
+class FaultyStore(MutableMapping):
+    """Wraps a store; ``fail_read(pred, err)`` / ``fail_write(pred, err, after=n)`` make the
+    matching keys raise ``OSError(err)`` (after ``n`` successful matching writes)."""
+
+    def __init__(self, inner, capacity=None):
+        self.inner = inner
+        self.capacity = capacity  # a full disk: writes past this many stored bytes fail
+        self._read = None
+        self._write = None
+        self.writes_ok = 0
+
+    def fail_read(self, pred, err=errno.EIO):
+        self._read = (pred, err)
+
+    def fail_write(self, pred, err=errno.EIO, after=0, times=None):
+        """Fail matching writes after ``after`` successes, ``times`` times (None: always)."""
+        self._write = [pred, err, after, times]
+
+    def used(self):
+        return sum(len(self.inner[k]) for k in self.inner)
+
+    def heal(self):
+        self._read = self._write = None
+
+    @staticmethod
+    def _raise(err, key):
+        raise OSError(err, os.strerror(err), key)
+
+    def __getitem__(self, key):
+        if self._read and self._read[0](key):
+            self._raise(self._read[1], key)
+        return self.inner[key]
+
+    def __setitem__(self, key, value):
+        w = self._write
+        if w and w[0](key):
+            if w[2] <= 0 and (w[3] is None or w[3] > 0):
+                if w[3] is not None:
+                    w[3] -= 1
+                self._raise(w[1], key)
+            w[2] -= 1
+        if self.capacity is not None:
+            old = len(self.inner[key]) if key in self.inner else 0
+            if self.used() - old + len(value) > self.capacity:
+                self._raise(errno.ENOSPC, key)
+        self.inner[key] = value
+        self.writes_ok += 1
+
+    def __delitem__(self, key):
+        del self.inner[key]
+
+    def __iter__(self):
+        return iter(self.inner)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __contains__(self, key):
+        return key in self.inner
+
+
+def is_chunk(key):
+    """A chunk key of v2 or v3 (not a metadata document)."""
+    name = key.rsplit("/", 1)[-1]
+    return not name.startswith(".") and name != "zarr.json"
+
+
+class FaultProxy:
+    """An HTTP proxy on loopback in front of an S3 server (moto) that injects faults into
+    the responses for matching requests: a status code (500, 503, 403), a connection dropped
+    halfway through the body, or a delay (to trip the client's read timeout).
+
+    ``add(match, action, times=None)``: ``match(method, path)`` selects requests; ``action``
+    is ``("status", code)``, ``("drop",)`` or ``("delay", seconds)``; ``times`` faults then
+    pass-through (None: always). ``hits`` counts the faults injected."""
+
+    def __init__(self, upstream: str):
+        import http.client
+        import http.server
+        import threading
+        import time
+        from urllib.parse import urlsplit
+
+        up = urlsplit(upstream)
+        proxy = self
+        self.rules: list[list] = []
+        self.hits = 0
+        self._lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _rule(self):
+                with proxy._lock:
+                    for r in proxy.rules:
+                        if r[0](self.command, self.path) and (r[2] is None or r[2] > 0):
+                            if r[2] is not None:
+                                r[2] -= 1
+                            proxy.hits += 1
+                            return r[1]
+                return None
+
+            def _forward(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                action = self._rule()
+                if action and action[0] == "status":
+                    msg = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
+                           + {403: b"AccessDenied", 500: b"InternalError",
+                              503: b"SlowDown"}.get(action[1], b"Error")
+                           + b"</Code><Message>injected</Message></Error>")
+                    self.send_response(action[1])
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(msg)
+                    return
+                if action and action[0] == "delay":
+                    time.sleep(action[1])
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+                headers = {k: v for k, v in self.headers.items()}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length",
+                                         "date", "server"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                if action and action[0] == "drop" and self.command == "GET" and data:
+                    # the full length announced, half the body sent, then the socket closed
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def add(self, match, action, times=None):
+        with self._lock:
+            self.rules.append([match, action, times])
+
+    def clear(self):
+        with self._lock:
+            self.rules.clear()
+            self.hits = 0
+
+    def close(self):
+        self._server.shutdown()
+        self._server.server_close()
