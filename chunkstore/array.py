@@ -25,7 +25,8 @@ from chunkstore import nodes
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
-from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.storage.base import delitems, getitems, getsize, listdir
+from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 
 # Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
@@ -477,10 +478,11 @@ class Array(nodes.Node):
         obj = self._is_object
 
         fast = getattr(codec, "fast_blosc", None)
+        src = prefetch(self._chunk_store, [keys[i] for i in seq], codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
-            got = getitems(self._chunk_store, [keys[i] for i in idx])
+            got = getitems(src, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
             for i in idx:
@@ -512,7 +514,23 @@ class Array(nodes.Node):
                 merge.gather(plan, i, chunk, dest)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
+
+    def _run_io(self, n, work, groups, src, sink=None):
+        """_run, then the requests a prefetching src or write-behind sink still holds are
+        dropped (after an error) or waited for (writes)."""
+        try:
+            self._run(n, work, groups)
+        except BaseException:
+            if sink is not None:  # no write may land after the call returned
+                with contextlib.suppress(Exception):
+                    sink.flush()
+            raise
+        finally:
+            if src is not self._chunk_store:
+                src.close()
+        if sink is not None:
+            sink.flush()
 
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
@@ -536,10 +554,11 @@ class Array(nodes.Node):
         keys, seq, groups = self._schedule(plan)
 
         fast = getattr(self._codec, "fast_blosc", None)
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
-            got = getitems(self._chunk_store, [keys[g] for g in idx])
+            got = getitems(src, [keys[g] for g in idx])
             todo_i, todo_d = [], []
             for g in idx:
                 data = got.pop(keys[g], None)
@@ -562,7 +581,7 @@ class Array(nodes.Node):
                     merge.gather_points(plan, g, chunk, flat)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
 
     def _get(self, sel, out=None, fields=None):
         self._refresh()
@@ -678,9 +697,9 @@ class Array(nodes.Node):
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 
-    def _store_chunks(self, to_set, to_del):
+    def _store_chunks(self, to_set, to_del, sink=None):
         if to_set:
-            setitems(self._chunk_store, to_set)
+            store_items(self._chunk_store, sink, to_set)
         if to_del:
             delitems(self._chunk_store, to_del)
 
@@ -727,11 +746,14 @@ class Array(nodes.Node):
         fast = None if self._is_object else getattr(self._codec, "fast_blosc_encode", None)
 
         _, seq, groups = self._schedule(plan, keys)
+        src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
+                       self._codec.nbytes)
+        sink = None if errors_first else write_behind(self._chunk_store)
 
         def work(lo, hi):
             idx = seq[lo:hi]
             need = [keys[i] for i in idx if not full[i]]
-            existing = getitems(self._chunk_store, need) if need else {}
+            existing = getitems(src, need) if need else {}
             to_set, to_del = {}, []
             todo, olds = [], []
             for i in idx:
@@ -763,14 +785,18 @@ class Array(nodes.Node):
                 self._fast_encode(plan, todo, olds, value, keys, prefill, to_set, to_del)
             if errors_first:
                 return to_set, to_del
-            self._store_chunks(to_set, to_del)
+            self._store_chunks(to_set, to_del, sink)
 
         if errors_first:
-            results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            try:
+                results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            finally:
+                if src is not self._chunk_store:
+                    src.close()
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
         else:
-            self._run(n, work, groups)
+            self._run_io(n, work, groups, src, sink)
 
     def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
         """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
@@ -807,9 +833,11 @@ class Array(nodes.Node):
 
         _, seq, groups = self._schedule(plan)
 
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+
         def work(lo, hi):
             idx = seq[lo:hi]
-            existing = getitems(self._chunk_store, [keys[g] for g in idx])
+            existing = getitems(src, [keys[g] for g in idx])
             to_set, to_del = {}, []
             for g in idx:
                 k = keys[g]
@@ -825,7 +853,7 @@ class Array(nodes.Node):
                 results.append((to_set, to_del))
             else:
                 self._store_chunks(to_set, to_del)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
         for to_set, to_del in results:
             self._store_chunks(to_set, to_del)
 
