@@ -53,7 +53,8 @@ class Array(nodes.Node):
     """
 
     def __init__(self, store, path="", read_only=False, synchronizer=None,
-                 write_empty_chunks=False, missing_chunks="fill", cache_metadata=True):
+                 write_empty_chunks=False, missing_chunks="fill", cache_metadata=True,
+                 zarr_format=None):
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         self._store = store
@@ -66,26 +67,38 @@ class Array(nodes.Node):
         self._cache_metadata = cache_metadata
         if synchronizer is not None:
             check_synchronizer_path(synchronizer, store)
+        # which metadata key to read first (one request on a remote store when right)
+        self._format_hint = zarr_format
         self._load_metadata()
 
     # ------------------------------------------------------------------ metadata
     def _load_metadata(self):
-        key = self._prefix + nodes.V2_ARRAY
-        try:
-            raw = self._store[key]
-        except KeyError:
-            raw = None
+        v2_key, key = self._prefix + nodes.V2_ARRAY, self._prefix + nodes.V3_META
+        raw = v3_raw = None
+        tried_v3 = self._format_hint == 3
+        if tried_v3:
+            try:
+                v3_raw = self._store[key]
+            except KeyError:
+                pass
+        if v3_raw is None:
+            try:
+                raw = self._store[v2_key]
+            except KeyError:
+                raw = None
         if raw is not None:
-            self._set_meta(parse_array_metadata(raw, key))
+            self._set_meta(parse_array_metadata(raw, v2_key))
             return
         from chunkstore.metadata.v3 import parse_node_metadata_v3
-        key = self._prefix + nodes.V3_META
-        try:
-            raw = self._store[key]
-        except KeyError:
-            raise ArrayNotFoundError(
-                f"no array at path {self._path!r} in {self._store!r}") from None
-        meta = parse_node_metadata_v3(raw, key)
+        if v3_raw is None:
+            try:
+                if tried_v3:
+                    raise KeyError(key)
+                v3_raw = self._store[key]
+            except KeyError:
+                raise ArrayNotFoundError(
+                    f"no array at path {self._path!r} in {self._store!r}") from None
+        meta = parse_node_metadata_v3(v3_raw, key)
         if getattr(meta, "node_type", None) != "array":
             raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
                                      f"not an array")

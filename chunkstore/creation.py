@@ -449,7 +449,7 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
         try:
             return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                          write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
-                         cache_metadata=cache_metadata)
+                         cache_metadata=cache_metadata, zarr_format=zarr_format)
         except ArrayNotFoundError:
             if contains_group(store, path):
                 raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "

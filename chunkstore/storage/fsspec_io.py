@@ -59,16 +59,21 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def with_key(exc: BaseException, key: str, store: object) -> BaseException:
-    """exc, of the same type, with a message naming the key and the store."""
+    """exc, of the same type, with a message naming the key and the store; an error whose
+    type cannot be rebuilt that way (a client library's own) becomes an OSError (a
+    TimeoutError for timeouts) caused by it."""
     msg = f"{key!r} in {store!r}: {exc}"
     try:
         if isinstance(exc, OSError) and exc.errno is not None:
             new = type(exc)(exc.errno, msg)
-        else:
+        elif isinstance(exc, (OSError, ValueError, TypeError, RuntimeError)):
             new = type(exc)(msg)
+        else:
+            raise TypeError
     except Exception:
-        exc.add_note(f"while accessing key {key!r} in {store!r}")
-        return exc
+        timeout = "Timeout" in type(exc).__name__ or isinstance(exc, asyncio.TimeoutError)
+        new = (TimeoutError if timeout else OSError)(
+            f"{key!r} in {store!r}: {type(exc).__name__}: {exc}")
     new.__cause__ = exc
     return new
 
