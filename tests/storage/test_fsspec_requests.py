@@ -18,6 +18,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore import config
+from chunkstore.convenience import CopyError
 from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import DirectoryStore, FSStore
 
@@ -363,3 +364,23 @@ def test_http_read_only_store(http_store):
     assert len(log) == 17 and log.count("/a.zarr/1.3") == 2  # 16 chunks + one retry
     with pytest.raises(ReadOnlyError):
         st["x"] = b"1"
+
+
+def test_copy_store_to_and_from_s3_without_per_key_checks(s3, url, tmp_path):
+    src = DirectoryStore(tmp_path / "src")
+    z = cs.open_array(src, mode="w", shape=(64, 64), chunks=(8, 8), dtype="i4")
+    z[...] = np.arange(64 * 64).reshape(64, 64)
+    s3.reset()
+    n, skipped, _ = cs.copy_store(src, store(s3, url))
+    assert n == 65 and skipped == 0
+    methods = [m for m, _ in s3.requests()]
+    # one PUT per key, plus the destination's listing (s3fs: up to 3 requests when empty)
+    assert methods.count("PUT") == 65 and len(methods) <= 68
+    s3.reset()
+    back = DirectoryStore(tmp_path / "back")
+    assert cs.copy_store(store(s3, url), back)[0] == 65
+    methods = [m for m, _ in s3.requests()]
+    assert methods.count("GET") >= 65 and len(methods) <= 68  # the listing, then 65 GETs
+    np.testing.assert_array_equal(cs.open_array(back, mode="r")[...], z[...])
+    with pytest.raises(CopyError):
+        cs.copy_store(src, store(s3, url))  # every key exists: raise, found by the listing
