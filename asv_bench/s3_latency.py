@@ -12,8 +12,10 @@ counted around every workload, and the requests per run are printed beside the t
     python asv_bench/s3_latency.py                       # 0 and 20 ms RTT, all libraries
     python asv_bench/s3_latency.py --rtt 20 --repeat 3
     python asv_bench/s3_latency.py --before /path/to/old/checkout   # adds "chunkstore before"
+    python asv_bench/s3_latency.py --rtt 20 --io-concurrency 8 16 32 128  # the default's basis
 
-Times are the median of --repeat runs, in milliseconds. Every library reuses one client
+Times are the median of --repeat runs, in milliseconds (with --rounds, the median over the
+rounds of those medians, the libraries' processes interleaved). Every library reuses one client
 (connection pool) across the runs, as a long-lived program does; "fresh open" means a new
 array object (and for chunkstore a new FSStore), not a new process.
 """
@@ -250,11 +252,23 @@ LIBS = {"chunkstore": lib_chunkstore, "chunkstore before": lib_chunkstore,
         "zarr": lib_zarr, "tensorstore": lib_tensorstore}
 
 
+def lib_factory(lib):
+    if lib.startswith("chunkstore io="):  # chunkstore with another io_concurrency
+        n = int(lib.split("=", 1)[1])
+
+        def make(endpoint):
+            import chunkstore as cs
+            cs.config.set(io_concurrency=n)
+            return lib_chunkstore(endpoint)
+        return make
+    return LIBS[lib]
+
+
 def worker(lib, endpoint, log_path, repeat):
     import numpy as np
 
     data = make_data()
-    opened, consolidated, writer, write, read_all = LIBS[lib](endpoint)
+    opened, consolidated, writer, write, read_all = lib_factory(lib)(endpoint)
     log = Log(log_path)
     w = (slice(300, 812), slice(300, 812))  # 512² across 3x3 chunks
     results = {}
@@ -341,6 +355,10 @@ def main():
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--libs", nargs="*", default=["chunkstore", "zarr", "tensorstore"])
     p.add_argument("--before", help="an older chunkstore checkout (built in place)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every library this many times, interleaved; report the median")
+    p.add_argument("--io-concurrency", type=int, nargs="*", default=[],
+                   help="also run chunkstore with these io_concurrency settings")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--endpoint", help=argparse.SUPPRESS)
     p.add_argument("--log", help=argparse.SUPPRESS)
@@ -349,7 +367,7 @@ def main():
         worker(args.worker, args.endpoint, args.log, args.repeat)
         return
 
-    libs = list(args.libs)
+    libs = list(args.libs) + [f"chunkstore io={n}" for n in args.io_concurrency]
     paths = {lib: ROOT for lib in libs}
     if args.before:
         libs.insert(0, "chunkstore before")
@@ -373,10 +391,17 @@ def main():
                  f"import sys; sys.path.insert(0, {HERE!r}); import s3_latency as m; "
                  f"m.run_proxy({port}, {s3_port}, {rtt})"]))
             wait_port(port)
+            runs = {lib: [] for lib in libs}
+            for r in range(args.rounds):  # interleaved, so that load changes hit all alike
+                for lib in libs:
+                    runs[lib].append(run_worker(lib, f"http://127.0.0.1:{port}", log_path,
+                                                args.repeat, paths[lib]))
+                    print(f"# done: {lib} at {rtt:g} ms, round {r + 1}", file=sys.stderr)
             for lib in libs:
-                table[(rtt, lib)] = run_worker(lib, f"http://127.0.0.1:{port}", log_path,
-                                               args.repeat, paths[lib])
-                print(f"# done: {lib} at {rtt:g} ms", file=sys.stderr)
+                table[(rtt, lib)] = {
+                    name: dict(runs[lib][0][name], ms=statistics.median(
+                        x[name]["ms"] for x in runs[lib]))
+                    for name in runs[lib][0]}
         print_table(table, args.rtt, libs)
     finally:
         for pr in procs:
