@@ -26,6 +26,7 @@ class Prefetch:
     def __init__(self, store, keys: list[str], ahead: int):
         self.store = store
         self._keys = keys
+        self._index = {k: i for i, k in enumerate(keys)}
         self._ahead = max(1, ahead)
         self._futures: dict[str, concurrent.futures.Future] = {}
         self._batches = []
@@ -34,13 +35,13 @@ class Prefetch:
         self._lock = threading.Lock()
         self._top_up()
 
-    def _top_up(self) -> None:
+    def _top_up(self, upto: int = 0) -> None:
         with self._lock:
             # in steps of at least ahead/2 keys, not one small batch per consumed chunk
-            if self._started >= len(self._keys) or \
-                    self._started - self._consumed > self._ahead // 2:
+            if self._started >= len(self._keys) or (
+                    self._started - self._consumed > self._ahead // 2 and upto <= self._started):
                 return
-            end = min(len(self._keys), self._consumed + self._ahead)
+            end = min(len(self._keys), max(upto, self._consumed + self._ahead))
             new = self._keys[self._started:end]
             self._started = end
             batch = self.store.start_fetch(new)
@@ -49,6 +50,10 @@ class Prefetch:
 
     def getitems(self, keys) -> dict[str, bytes]:
         out, other = {}, []
+        # a batch ahead of the window (the pool took it early): start up to its last key
+        last = max((self._index.get(k, -1) for k in keys), default=-1)
+        if last >= self._started:
+            self._top_up(last + 1)
         for k in keys:
             f = self._futures.pop(k, None)
             if f is None:
@@ -87,24 +92,45 @@ class WriteBehind:
 
     def __init__(self, store):
         self.store = store
-        self._pending: list[tuple[list[str], object]] = []
+        self._pending: list[tuple[list[str], object, int]] = []
+        self._bytes = 0
+        self._error = None
         self._lock = threading.Lock()
 
     def setitems(self, mapping) -> None:
         keys = list(mapping)
-        batch = self.store.start_put(keys, [mapping[k] for k in keys])
+        values = [mapping[k] for k in keys]
+        nbytes = sum(len(v) for v in values)
+        batch = self.store.start_put(keys, values)
         with self._lock:
-            self._pending.append((keys, batch))
+            self._pending.append((keys, batch, nbytes))
+            self._bytes += nbytes
+        # Bounded memory: past _AHEAD_BYTES in flight, the encoding threads wait for the
+        # oldest uploads instead of queueing the whole array.
+        while True:
+            with self._lock:
+                if self._bytes <= _AHEAD_BYTES or len(self._pending) < 2:
+                    return
+                oldest = self._pending.pop(0)
+                self._bytes -= oldest[2]
+            self._settle(oldest)
+
+    def _settle(self, entry) -> None:
+        keys, batch, _ = entry
+        concurrent.futures.wait(batch.futures)
+        for k, f in zip(keys, batch.futures):
+            if not f.cancelled() and f.exception() is not None:
+                with self._lock:
+                    if self._error is None:
+                        self._error = self.store.put_error(k, f.exception())
 
     def flush(self) -> None:
         with self._lock:
-            pending, self._pending = self._pending, []
-        error = None
-        for keys, batch in pending:
-            concurrent.futures.wait(batch.futures)
-            for k, f in zip(keys, batch.futures):
-                if error is None and not f.cancelled() and f.exception() is not None:
-                    error = self.store.put_error(k, f.exception())
+            pending, self._pending, self._bytes = self._pending, [], 0
+        for entry in pending:
+            self._settle(entry)
+        with self._lock:
+            error, self._error = self._error, None
         if error is not None:
             raise error
 

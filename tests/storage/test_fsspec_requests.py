@@ -384,3 +384,25 @@ def test_copy_store_to_and_from_s3_without_per_key_checks(s3, url, tmp_path):
     np.testing.assert_array_equal(cs.open_array(back, mode="r")[...], z[...])
     with pytest.raises(CopyError):
         cs.copy_store(src, store(s3, url))  # every key exists: raise, found by the listing
+
+
+def test_bounded_read_ahead_and_write_behind(s3, url, monkeypatch):
+    """With a small window (a few chunks ahead, a few KiB of uploads in flight) every chunk
+    is still requested exactly once and the data round-trips."""
+    from chunkstore.storage import pipelining
+
+    monkeypatch.setattr(pipelining, "_AHEAD_BYTES", 1000)
+    data = make_array(s3, url)
+    z = cs.open_array(store(s3, url), mode="r+")
+    config.set(io_concurrency=2)  # 4 chunks ahead
+    s3.reset()
+    try:
+        np.testing.assert_array_equal(z[...], data)
+        paths = [p for _, p in s3.requests()]
+        assert len(paths) == 64 and len(set(paths)) == 64
+        s3.reset()
+        z[...] = data + 1
+        assert len(s3.requests("PUT")) == 64 and len(s3.requests()) == 64
+    finally:
+        config.set(io_concurrency=None)
+    np.testing.assert_array_equal(z[...], data + 1)
