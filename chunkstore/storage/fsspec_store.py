@@ -59,9 +59,13 @@ class FSStore(BaseStore):
       S3 403, I/O and network errors) propagates. Note that S3 answers 403 rather than 404
       for a missing object when the credentials may not list the bucket; that is reported
       as ``PermissionError``, as the store cannot tell.
-    - ``getitems`` fetches all keys concurrently through ``fs.cat_ranges`` (one batch of
-      coroutines on async filesystems such as S3); ``setitems`` uses ``fs.pipe``;
-      ``get_partial`` uses ``fs.cat_ranges`` with byte ranges.
+    - On async filesystems (S3, GCS, Azure, HTTP) every key is one request (a GET without
+      the HEAD s3fs would send first), all of a batch in flight at once on fsspec's event
+      loop up to ``config.get("io_concurrency")``, transient errors (throttling, 5xx,
+      timeouts) retried ``config.get("io_retries")`` times with backoff (see fsspec_io);
+      ``start_fetch``/``start_put`` hand out the per-key futures, for the array layer to
+      decode chunks as they arrive (see pipelining). Other filesystems use ``fs.cat_ranges``
+      and ``fs.pipe``. Errors other than a missing key are raised naming the key.
     - On the local filesystem, writes are atomic (temporary file + ``os.replace``, like
       :class:`DirectoryStore`) and deleting the last key of a directory removes the empty
       directories up to the root. Object stores (S3/GCS) replace objects atomically anyway.
