@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
 from .base import BaseStore, _slice, normalize_prefix, validate_key
+from .pipelining import FetchThrough
 
 __all__ = [
     "consolidate_metadata",
@@ -77,7 +78,7 @@ def consolidate_metadata(
     return ConsolidatedMetadataStore(store, metadata_key=mkey)
 
 
-class ConsolidatedMetadataStore(BaseStore):
+class ConsolidatedMetadataStore(FetchThrough, BaseStore):
     """A read-only view of a store that serves metadata from its consolidated document.
 
     ``ConsolidatedMetadataStore(store, metadata_key=".zmetadata")``

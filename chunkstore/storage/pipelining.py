@@ -137,7 +137,8 @@ class WriteBehind:
 
 def write_behind(store):
     """A WriteBehind over store, or None where the store writes synchronously."""
-    if not getattr(store, "concurrent_io", False):
+    if not getattr(store, "concurrent_io", False) or not callable(
+            getattr(store, "start_put", None)):
         return None
     return WriteBehind(store)
 
@@ -148,3 +149,19 @@ def store_items(store, sink, mapping) -> None:
         sink.setitems(mapping)
     else:
         setitems(store, mapping)
+
+
+class FetchThrough:
+    """For stores in front of another (consolidated metadata): chunk reads are fetched ahead
+    by the store behind. Metadata keys are never prefetched (the array layer only asks
+    for chunks), so those served by the front store are not concerned."""
+
+    @property
+    def concurrent_io(self) -> bool:
+        return bool(getattr(self._store, "concurrent_io", False))
+
+    def start_fetch(self, keys):
+        return self._store.start_fetch(keys)
+
+    def fetched(self, key, future):
+        return self._store.fetched(key, future)

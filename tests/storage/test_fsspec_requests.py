@@ -168,11 +168,16 @@ def test_open_autodetect_and_consolidated_are_one_request(s3, url):
         g.zeros(f"a{i}", shape=(10,), chunks=(5,), dtype="f8")
     cs.consolidate_metadata(store(s3, url + "g"))
     s3.reset()
-    g = cs.open_consolidated(store(s3, url + "g"), mode="r")
+    g = cs.open_consolidated(store(s3, url + "g"), mode="r+")
     names = sorted(n for n, _ in g.arrays())
     assert names == [f"a{i}" for i in range(5)]
     assert [a.shape for _, a in g.arrays()] == [(10,)] * 5
     assert s3.requests() == [("GET", url[4:] + "g/.zmetadata")]
+    s3.reset()
+    a = g["a1"]
+    a[...] = np.arange(10.0)  # chunk writes and reads pass through to the store
+    np.testing.assert_array_equal(a[...], np.arange(10.0))
+    assert sorted(m for m, _ in s3.requests()) == ["GET", "GET", "PUT", "PUT"]
 
 
 def test_writes_are_one_put_per_chunk(s3, url):
