@@ -372,6 +372,14 @@ def main():
     if args.before:
         libs.insert(0, "chunkstore before")
         paths["chunkstore before"] = os.path.abspath(args.before)
+    table = run_all(libs, args.rtt, args.repeat, args.rounds, paths)
+    print_table(table, args.rtt, libs)
+
+
+def run_all(libs, rtts, repeat=5, rounds=1, paths=None):
+    """{(rtt, lib): {workload: {"ms", "requests", "by"}}}: the server, one proxy per RTT,
+    and every library's worker process, *rounds* times interleaved."""
+    paths = paths or {}
     tmp = tempfile.mkdtemp(prefix="s3lat-")
     log_path = os.path.join(tmp, "server.log")
     s3_port = free_port()
@@ -384,7 +392,7 @@ def main():
         wait_port(s3_port)
         setup_data(f"http://127.0.0.1:{s3_port}")
         table = {}
-        for rtt in args.rtt:
+        for rtt in rtts:
             port = free_port()
             procs.append(subprocess.Popen(
                 [sys.executable, "-c",
@@ -392,17 +400,17 @@ def main():
                  f"m.run_proxy({port}, {s3_port}, {rtt})"]))
             wait_port(port)
             runs = {lib: [] for lib in libs}
-            for r in range(args.rounds):  # interleaved, so that load changes hit all alike
+            for r in range(rounds):  # interleaved, so that load changes hit all alike
                 for lib in libs:
                     runs[lib].append(run_worker(lib, f"http://127.0.0.1:{port}", log_path,
-                                                args.repeat, paths[lib]))
+                                                repeat, paths.get(lib, ROOT)))
                     print(f"# done: {lib} at {rtt:g} ms, round {r + 1}", file=sys.stderr)
             for lib in libs:
                 table[(rtt, lib)] = {
                     name: dict(runs[lib][0][name], ms=statistics.median(
                         x[name]["ms"] for x in runs[lib]))
                     for name in runs[lib][0]}
-        print_table(table, args.rtt, libs)
+        return table
     finally:
         for pr in procs:
             pr.terminate()
