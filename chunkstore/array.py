@@ -26,7 +26,8 @@ from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
                                MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
-from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.storage.base import delitems, getitems, getsize, listdir
+from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
 
@@ -54,7 +55,8 @@ class Array(nodes.Node, ArrayExtras):
     """
 
     def __init__(self, store, path="", read_only=False, synchronizer=None,
-                 write_empty_chunks=False, missing_chunks="fill", cache_metadata=True):
+                 write_empty_chunks=False, missing_chunks="fill", cache_metadata=True,
+                 zarr_format=None):
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         self._store = store
@@ -67,26 +69,38 @@ class Array(nodes.Node, ArrayExtras):
         self._cache_metadata = cache_metadata
         if synchronizer is not None:
             check_synchronizer_path(synchronizer, store)
+        # which metadata key to read first (one request on a remote store when right)
+        self._format_hint = zarr_format
         self._load_metadata()
 
     # ------------------------------------------------------------------ metadata
     def _load_metadata(self):
-        key = self._prefix + nodes.V2_ARRAY
-        try:
-            raw = self._store[key]
-        except KeyError:
-            raw = None
+        v2_key, key = self._prefix + nodes.V2_ARRAY, self._prefix + nodes.V3_META
+        raw = v3_raw = None
+        tried_v3 = self._format_hint == 3
+        if tried_v3:
+            try:
+                v3_raw = self._store[key]
+            except KeyError:
+                pass
+        if v3_raw is None:
+            try:
+                raw = self._store[v2_key]
+            except KeyError:
+                raw = None
         if raw is not None:
-            self._adopt_meta(parse_array_metadata(raw, key), key)
+            self._adopt_meta(parse_array_metadata(raw, v2_key), v2_key)
             return
         from chunkstore.metadata.v3 import parse_node_metadata_v3
-        key = self._prefix + nodes.V3_META
-        try:
-            raw = self._store[key]
-        except KeyError:
-            raise ArrayNotFoundError(
-                f"no array at path {self._path!r} in {self._store!r}") from None
-        meta = parse_node_metadata_v3(raw, key)
+        if v3_raw is None:
+            try:
+                if tried_v3:
+                    raise KeyError(key)
+                v3_raw = self._store[key]
+            except KeyError:
+                raise ArrayNotFoundError(
+                    f"no array at path {self._path!r} in {self._store!r}") from None
+        meta = parse_node_metadata_v3(v3_raw, key)
         if getattr(meta, "node_type", None) != "array":
             raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
                                      f"not an array")
@@ -532,12 +546,13 @@ class Array(nodes.Node, ArrayExtras):
         # Uncompressed chunks that land whole in dest go from the file straight into it.
         read_into = (getattr(self._chunk_store, "read_into", None)
                      if fast is not None and fast.raw else None)
+        src = prefetch(self._chunk_store, [keys[i] for i in seq], codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
             if read_into is not None:
                 idx = self._read_into(plan, idx, keys, dest, read_into)
-            got = getitems(self._chunk_store, [keys[i] for i in idx])
+            got = getitems(src, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
             for i in idx:
@@ -572,7 +587,23 @@ class Array(nodes.Node, ArrayExtras):
                 merge.gather(plan, i, chunk, dest)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
+
+    def _run_io(self, n, work, groups, src, sink=None):
+        """_run, then the requests a prefetching src or write-behind sink still holds are
+        dropped (after an error) or waited for (writes)."""
+        try:
+            self._run(n, work, groups)
+        except BaseException:
+            if sink is not None:  # no write may land after the call returned
+                with contextlib.suppress(Exception):
+                    sink.flush()
+            raise
+        finally:
+            if src is not self._chunk_store:
+                src.close()
+        if sink is not None:
+            sink.flush()
 
     def _read_into(self, plan, idx, keys, dest, read_into):
         """Read the chunks of idx that the selection takes whole straight from their files
@@ -620,10 +651,11 @@ class Array(nodes.Node, ArrayExtras):
         keys, seq, groups = self._schedule(plan)
 
         fast = getattr(self._codec, "fast", None)
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
-            got = getitems(self._chunk_store, [keys[g] for g in idx])
+            got = getitems(src, [keys[g] for g in idx])
             todo_i, todo_d = [], []
             for g in idx:
                 data = got.pop(keys[g], None)
@@ -646,7 +678,7 @@ class Array(nodes.Node, ArrayExtras):
                     merge.gather_points(plan, g, chunk, flat)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
 
     def _get(self, sel, out=None, fields=None):
         self._refresh()
@@ -785,9 +817,9 @@ class Array(nodes.Node, ArrayExtras):
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 
-    def _store_chunks(self, to_set, to_del):
+    def _store_chunks(self, to_set, to_del, sink=None):
         if to_set:
-            setitems(self._chunk_store, to_set)
+            store_items(self._chunk_store, sink, to_set)
         if to_del:
             delitems(self._chunk_store, to_del)
 
@@ -837,11 +869,14 @@ class Array(nodes.Node, ArrayExtras):
             fast = None
 
         _, seq, groups = self._schedule(plan, keys)
+        src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
+                       self._codec.nbytes)
+        sink = None if errors_first else write_behind(self._chunk_store)
 
         def work(lo, hi):
             idx = seq[lo:hi]
             need = [keys[i] for i in idx if not full[i]]
-            existing = getitems(self._chunk_store, need) if need else {}
+            existing = getitems(src, need) if need else {}
             to_set, to_del = {}, []
             todo, olds = [], []
             for i in idx:
@@ -873,14 +908,18 @@ class Array(nodes.Node, ArrayExtras):
                 self._fast_encode(plan, todo, olds, value, keys, prefill, to_set, to_del)
             if errors_first:
                 return to_set, to_del
-            self._store_chunks(to_set, to_del)
+            self._store_chunks(to_set, to_del, sink)
 
         if errors_first:
-            results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            try:
+                results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            finally:
+                if src is not self._chunk_store:
+                    src.close()
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
         else:
-            self._run(n, work, groups)
+            self._run_io(n, work, groups, src, sink)
 
     def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
         """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
@@ -916,9 +955,11 @@ class Array(nodes.Node, ArrayExtras):
 
         _, seq, groups = self._schedule(plan)
 
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+
         def work(lo, hi):
             idx = seq[lo:hi]
-            existing = getitems(self._chunk_store, [keys[g] for g in idx])
+            existing = getitems(src, [keys[g] for g in idx])
             to_set, to_del = {}, []
             for g in idx:
                 k = keys[g]
@@ -934,7 +975,7 @@ class Array(nodes.Node, ArrayExtras):
                 results.append((to_set, to_del))
             else:
                 self._store_chunks(to_set, to_del)
-        self._run(n, work, groups)
+        self._run_io(n, work, groups, src)
         for to_set, to_del in results:
             self._store_chunks(to_set, to_del)
 

@@ -132,13 +132,16 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
     keys = sorted(k for k in source.keys() if not sp or k == sp or k.startswith(sp + "/"))
     plan = []
     n_skipped = 0
+    # The destination's keys in one listing, not one existence check (a request on a
+    # remote store) per key; "replace" needs none.
+    existing = None if if_exists == "replace" else _keys_at(dest, dp)
     for k in keys:
         rel = k[len(sp) + 1:] if sp else k
         if any(p.search(rel) for p in ex) and not any(p.search(rel) for p in inc):
             n_skipped += 1
             continue
         dk = f"{dp}/{rel}" if dp else rel
-        if dk in dest:
+        if existing is not None and dk in existing:
             if if_exists == "raise":
                 raise CopyError(f"key {dk!r} already exists in {dest!r}")
             if if_exists == "skip":
@@ -157,6 +160,14 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
         if not dry_run:
             setitems(dest, out)
     return len(plan), n_skipped, n_bytes
+
+
+def _keys_at(store, path):
+    """The set of keys at or under path in store."""
+    fn = getattr(store, "keys_under", None)
+    if fn is not None:
+        return set(fn(path))
+    return {k for k in store.keys() if not path or k == path or k.startswith(path + "/")}
 
 
 # ------------------------------------------------------------------------------ copy

@@ -13,7 +13,7 @@ import numpy as np
 from chunkstore import creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               PathNotFoundError, ReadOnlyError)
+                               GroupNotFoundError, PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     encode_group_metadata, normalize_chunks)
 from chunkstore.storage.base import normalize_store, rmdir
@@ -582,15 +582,20 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                          object_codec=object_codec, dimension_separator=dimension_separator,
                          zarr_format=zarr_format or 2, shards=shards,
                          dimension_names=dimension_names)
-    with creation_lock(synchronizer if mode != "r" else None, _prefix(path) + ".zarray"):
+    if mode in ("r", "r+"):
+        # Reading the metadata is the existence check: one request on a remote store.
+        try:
+            return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
+                         write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
+                         cache_metadata=cache_metadata, zarr_format=zarr_format)
+        except ArrayNotFoundError:
+            if contains_group(store, path):
+                raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
+                                         f"an array") from None
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
+    with creation_lock(synchronizer, _prefix(path) + ".zarray"):
         exists = contains_array(store, path)
-        if mode in ("r", "r+"):
-            if not exists:
-                if contains_group(store, path):
-                    raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
-                                             f"an array")
-                raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}")
-        elif mode == "a":
+        if mode == "a":
             if not exists:
                 if contains_group(store, path):
                     raise ContainsGroupError(f"a group already exists at path {path!r} in "
@@ -613,9 +618,20 @@ def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # no
     _check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
+    group_mod = _group_module()
+    if mode in ("r", "r+"):
+        # The likely node first, its metadata read once: an array is one request (v2).
+        try:
+            return open_array(store, mode=mode, path=path, **kwargs)
+        except ArrayNotFoundError:
+            pass
+        try:
+            return group_mod.open_group(store, mode=mode, path=path, **kwargs)
+        except GroupNotFoundError:
+            raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
+                                    f"{store!r}") from None
     if contains_array(store, path):
         return open_array(store, mode=mode, path=path, **kwargs)
-    group_mod = _group_module()
     if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
         return group_mod.open_group(store, mode=mode, path=path, **kwargs)
     if mode in ("r", "r+"):

@@ -12,8 +12,8 @@ from collections.abc import MutableMapping
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
 from chunkstore.creation import contains_array, contains_group, normalize_path
-from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
-                               ReadOnlyError)
+from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
+                               ContainsGroupError, GroupNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import parse_group_metadata
 from chunkstore.storage.base import listdir, normalize_store, rmdir
 
@@ -427,13 +427,15 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
     smode = "r" if mode == "r" else "r+"
-    # A v2 hierarchy has its .zmetadata document (a key check, no read); otherwise the v3
-    # store reads the root zarr.json, once, and serves every member's metadata from it.
-    if metadata_key not in store:
+    # A v2 hierarchy has its .zmetadata document (one read, no existence check first);
+    # otherwise the v3 store reads the root zarr.json, once, and serves every member's
+    # metadata from it.
+    try:
+        cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
+    except ConsolidatedMetadataNotFoundError:
         from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
         return creation.open(cstore, mode=smode, path=path, **kwargs)
-    cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
     return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
 from .base import BaseStore, _slice, normalize_prefix, validate_key
+from .pipelining import FetchThrough
 
 __all__ = [
     "consolidate_metadata",
@@ -77,7 +78,7 @@ def consolidate_metadata(
     return ConsolidatedMetadataStore(store, metadata_key=mkey)
 
 
-class ConsolidatedMetadataStore(BaseStore):
+class ConsolidatedMetadataStore(FetchThrough, BaseStore):
     """A read-only view of a store that serves metadata from its consolidated document.
 
     ``ConsolidatedMetadataStore(store, metadata_key=".zmetadata")``
@@ -168,8 +169,11 @@ class ConsolidatedMetadataStore(BaseStore):
         return f"ConsolidatedMetadataStore({self._store!r}, metadata_key={self.metadata_key!r})"
 
     def _served(self, key: str) -> bool:
-        """True if *key* is answered from the consolidated document."""
-        return is_metadata_key(key) and _base._under(key, self._base)
+        """True if *key* is answered from the consolidated document. That includes v3
+        ``zarr.json`` keys: a v2 hierarchy has none, and asking the store for each one (as
+        format detection does) would cost a request per node."""
+        return (is_metadata_key(key) or key.rsplit("/", 1)[-1] == "zarr.json") and \
+            _base._under(key, self._base)
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -8,11 +8,12 @@ from collections.abc import Iterable, Iterator
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from .base import BaseStore, getitems, listdir, validate_key
+from .pipelining import FetchThrough
 
 META = "zarr.json"
 
 
-class ConsolidatedV3Store(BaseStore):
+class ConsolidatedV3Store(FetchThrough, BaseStore):
     """A view of store whose `zarr.json` keys at or below `path` come from the consolidated
     metadata in `path/zarr.json`; chunk keys go to the store (writes too, with mode "r+").
     Metadata writes are refused: change the store and consolidate again."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from . import fsspec_io
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 from .directory import is_temp_name
 
@@ -18,6 +20,26 @@ DEFAULT_MISSING_EXCEPTIONS: tuple[type[BaseException], ...] = (
     IsADirectoryError,
     NotADirectoryError,
 )
+
+
+#: connections an S3 client may hold open: enough for io_concurrency's default (botocore's
+#: own default, 10, would queue the requests of a 64-chunk read behind each other)
+_S3_POOL = 64
+
+
+def _fs_options(url: str, options: dict) -> dict:
+    """The filesystem's options: the user's, plus a connection pool as large as the
+    requests we put in flight (for S3, unless the user chose one)."""
+    import fsspec.core
+
+    protocol = fsspec.core.split_protocol(url)[0]
+    if protocol not in ("s3", "s3a"):
+        return options
+    cfg = dict(options.get("config_kwargs") or {})
+    if "max_pool_connections" in cfg:
+        return options
+    cfg["max_pool_connections"] = _S3_POOL
+    return {**options, "config_kwargs": cfg}
 
 
 class FSStore(BaseStore):
@@ -37,9 +59,13 @@ class FSStore(BaseStore):
       S3 403, I/O and network errors) propagates. Note that S3 answers 403 rather than 404
       for a missing object when the credentials may not list the bucket; that is reported
       as ``PermissionError``, as the store cannot tell.
-    - ``getitems`` fetches all keys concurrently through ``fs.cat_ranges`` (one batch of
-      coroutines on async filesystems such as S3); ``setitems`` uses ``fs.pipe``;
-      ``get_partial`` uses ``fs.cat_ranges`` with byte ranges.
+    - On async filesystems (S3, GCS, Azure, HTTP) every key is one request (a GET without
+      the HEAD s3fs would send first), all of a batch in flight at once on fsspec's event
+      loop up to ``config.get("io_concurrency")``, transient errors (throttling, 5xx,
+      timeouts) retried ``config.get("io_retries")`` times with backoff (see fsspec_io);
+      ``start_fetch``/``start_put`` hand out the per-key futures, for the array layer to
+      decode chunks as they arrive (see pipelining). Other filesystems use ``fs.cat_ranges``
+      and ``fs.pipe``. Errors other than a missing key are raised naming the key.
     - On the local filesystem, writes are atomic (temporary file + ``os.replace``, like
       :class:`DirectoryStore`) and deleting the last key of a directory removes the empty
       directories up to the root. Object stores (S3/GCS) replace objects atomically anyway.
@@ -78,7 +104,8 @@ class FSStore(BaseStore):
         self.normalize_keys = bool(normalize_keys)
         self._given_fs = fs
         if fs is None:
-            self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+            self.fs, root = fsspec.core.url_to_fs(self.url, **_fs_options(self.url,
+                                                                          self.storage_options))
         elif self.storage_options:
             raise ValueError("FSStore: pass either fs or storage_options, not both")
         else:
@@ -94,6 +121,11 @@ class FSStore(BaseStore):
         self._memory = type(self.fs) is MemoryFileSystem
         if self._local:
             self.root = os.path.abspath(self.root)
+        # Async filesystems (S3, GCS, Azure, HTTP) get every request of a batch in flight at
+        # once on their event loop (see fsspec_io); the others are called one by one.
+        self._async = bool(getattr(self.fs, "async_impl", False)) and not (
+            self._local or self._memory)
+        self._cat_kw = fsspec_io.cat_kwargs(self.fs) if self._async else {}
 
     @property
     def dimension_separator(self) -> str | None:
@@ -178,17 +210,76 @@ class FSStore(BaseStore):
 
     def __getitem__(self, key: str) -> bytes:
         path = self._path(key)
+        if self._async:
+            v = self._fetch([key], [path])[0]
+            if v is None:
+                raise KeyError(key)
+            return v
         try:
             v = self.fs.cat_file(path)
         except self.missing_exceptions:
             raise KeyError(key) from None
         return v if type(v) is bytes else ensure_bytes(v)
 
+    def _get_call(self, path: str):
+        fs, kw = self.fs, self._cat_kw
+        return lambda: fs._cat_file(path, **kw)
+
+    @property
+    def concurrent_io(self) -> bool:
+        """True where start_fetch/start_put put requests in flight concurrently (an async
+        filesystem: S3, GCS, Azure, HTTP); see chunkstore.storage.pipelining."""
+        return self._async
+
+    def start_put(self, keys: list[str], values: list) -> fsspec_io.Batch:
+        """Start one PUT per key, all on the filesystem's event loop; errors are in the
+        futures (turn one into the raised error with put_error)."""
+        self._check_writable()
+        fs = self.fs
+
+        def call(p, v):
+            return lambda: fs._pipe_file(p, v)
+
+        return fsspec_io.Batch(fs, [call(self._path(k), ensure_bytes(v))
+                                    for k, v in zip(keys, values)], ())
+
+    def put_error(self, key: str, exc: BaseException) -> BaseException:
+        return fsspec_io.with_key(exc, key, self)
+
+    def start_fetch(self, keys: list[str]) -> fsspec_io.Batch | None:
+        """Start one GET per key, all on the filesystem's event loop (at most
+        ``config.get("io_concurrency")`` at once); ``batch.futures[i]`` answers ``keys[i]``
+        with its bytes, None for a missing key, or the error. None where the filesystem
+        has no event loop (local, memory): read those with getitems."""
+        if not self._async or not keys:
+            return None
+        calls = [self._get_call(self._path(k)) for k in keys]
+        return fsspec_io.Batch(self.fs, calls, self.missing_exceptions)
+
+    def fetched(self, key: str, future) -> bytes | None:
+        """The answer of start_fetch's future for key: bytes, None if missing; an error is
+        raised naming the key."""
+        try:
+            v = future.result()
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self) from None
+        return v if v is None or type(v) is bytes else ensure_bytes(v)
+
+    def _fetch(self, keys: list[str], paths: list[str]) -> list[bytes | None]:
+        batch = fsspec_io.Batch(self.fs, [self._get_call(p) for p in paths],
+                                self.missing_exceptions)
+        try:
+            return [self.fetched(k, f) for k, f in zip(keys, batch.futures)]
+        finally:
+            batch.cancel()
+
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(keys)
         paths = [self._path(k) for k in keys]
         if not paths:
             return {}
+        if self._async:
+            return {k: v for k, v in zip(keys, self._fetch(keys, paths)) if v is not None}
         if len(paths) == 1:
             try:
                 return {keys[0]: self[keys[0]]}
@@ -202,7 +293,7 @@ class FSStore(BaseStore):
                 if isinstance(r, self.missing_exceptions):
                     continue
                 if error is None:
-                    error = r
+                    error = fsspec_io.with_key(r, k, self)
                 continue
             out[k] = r if type(r) is bytes else ensure_bytes(r)
         if error is not None:
@@ -217,8 +308,11 @@ class FSStore(BaseStore):
                 raise KeyError(key)
             return []
         size = None
-        if any(off < 0 and n is not None for off, n in ranges) or any(
-            off > 0 for off, n in ranges
+        # A size (one more request) is only needed to place a range counted from the end
+        # with a length; others go straight out as ranged GETs. An object store refuses a
+        # range starting past the end; those are retried below with the size known.
+        if any(off < 0 and n is not None for off, n in ranges) or (
+            not self._async and any(off > 0 for off, n in ranges)
         ):
             try:
                 size = self.fs.size(path)
@@ -242,6 +336,30 @@ class FSStore(BaseStore):
             ends.append(end)
         want = [i for i, e in enumerate(empty) if not e]
         out = [b""] * len(ranges)
+        if want and self._async:
+            fs = self.fs
+
+            def call(start, end):
+                return lambda: fs._cat_file(path, start=start, end=end)
+
+            batch = fsspec_io.Batch(fs, [call(starts[i], ends[i]) for i in want],
+                                    self.missing_exceptions)
+            try:
+                res = []
+                for f in batch.futures:
+                    try:
+                        res.append(f.result())
+                    except Exception as e:
+                        if size is None and any(starts[i] > 0 for i in want):
+                            return self._get_partial_sized(key, path, ranges)
+                        raise fsspec_io.with_key(e, key, self) from None
+            finally:
+                batch.cancel()
+            if any(r is None for r in res):
+                raise KeyError(key)
+            for i, r in zip(want, res):
+                out[i] = bytes(r)
+            return out
         if want:
             res = self.fs.cat_ranges(
                 [path] * len(want), [starts[i] for i in want], [ends[i] for i in want],
@@ -251,7 +369,35 @@ class FSStore(BaseStore):
                 if isinstance(r, BaseException):
                     if isinstance(r, self.missing_exceptions):
                         raise KeyError(key) from None
-                    raise r
+                    raise fsspec_io.with_key(r, key, self)
+                out[i] = bytes(r)
+        return out
+
+    def _get_partial_sized(self, key, path, ranges):
+        """get_partial with the object's size looked up first (ranges past the end)."""
+        try:
+            size = self.fs.size(path)
+        except self.missing_exceptions:
+            raise KeyError(key) from None
+        fixed = []
+        for off, n in ranges:
+            start = max(size + off, 0) if off < 0 else min(off, size)
+            end = size if n is None else min(size, start + n)
+            fixed.append((start, max(0, end - start)))
+        return self._read_fixed(key, path, fixed)
+
+    def _read_fixed(self, key, path, fixed):
+        out = [b""] * len(fixed)
+        want = [i for i, (o, n) in enumerate(fixed) if n]
+        if want:
+            res = self.fs.cat_ranges([path] * len(want), [fixed[i][0] for i in want],
+                                     [fixed[i][0] + fixed[i][1] for i in want],
+                                     on_error="return")
+            for i, r in zip(want, res):
+                if isinstance(r, BaseException):
+                    if isinstance(r, self.missing_exceptions):
+                        raise KeyError(key) from None
+                    raise fsspec_io.with_key(r, key, self)
                 out[i] = bytes(r)
         return out
 
@@ -358,8 +504,19 @@ class FSStore(BaseStore):
         value = ensure_bytes(value)
         if self._local:
             self._write_local(path, value)
+        elif self._async:
+            self._put([key], [value])
         else:
             self.fs.pipe_file(path, value)
+
+    def _put(self, keys, values) -> None:
+        """One PUT per key, all in flight at once; the first error is raised naming its key,
+        after every request has finished (none is left writing behind the caller's back)."""
+        batch = self.start_put(keys, values)
+        concurrent.futures.wait(batch.futures)
+        for k, f in zip(keys, batch.futures):
+            if f.exception() is not None:
+                raise self.put_error(k, f.exception())
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         self._check_writable()
@@ -369,6 +526,8 @@ class FSStore(BaseStore):
         if self._local:
             for p, v in items.items():
                 self._write_local(p, v)
+        elif self._async:
+            self._put(list(mapping), list(items.values()))
         else:
             self.fs.pipe(items)
 

@@ -1,0 +1,165 @@
+"""Concurrent requests on an async fsspec filesystem's event loop, for FSStore.
+
+Every key is one request (a GET is ``_cat_file`` without a size lookup, a PUT ``_pipe_file``),
+all of a batch in flight at once up to ``config.get("io_concurrency")``; each key has its
+own ``concurrent.futures.Future``, so a caller can start decoding the first chunks while the
+last are still on the wire. Throttling, 5xx answers, timeouts and dropped connections are
+retried with exponential backoff (``config.get("io_retries")`` times) on top of whatever the
+filesystem retries itself; they are never reported as a missing key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import random
+from collections.abc import Callable, Sequence
+
+from chunkstore import config
+
+#: HTTP statuses and S3 error codes that mean "try again later"
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_TRANSIENT_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "InternalError",
+    "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "503", "500",
+})
+#: first backoff pause, seconds; doubled each attempt (with jitter), at most _BACKOFF_MAX
+_BACKOFF_FIRST = 0.05
+_BACKOFF_MAX = 5.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether exc (or an error it was raised from) is worth retrying."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 8:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError,
+                          NotADirectoryError, ValueError, KeyError)):
+            return False
+        if isinstance(e, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
+            return True
+        status = getattr(e, "status", None) or getattr(e, "status_code", None)
+        if isinstance(status, int) and status in _TRANSIENT_STATUS:
+            return True
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):  # botocore ClientError
+            meta = response.get("ResponseMetadata") or {}
+            code = (response.get("Error") or {}).get("Code")
+            if meta.get("HTTPStatusCode") in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
+                return True
+        name = type(e).__name__
+        if name in ("ServerDisconnectedError", "ClientConnectionError", "ClientOSError",
+                    "ClientPayloadError", "ServerTimeoutError", "ConnectTimeoutError",
+                    "ReadTimeoutError", "EndpointConnectionError", "IncompleteRead"):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
+def with_key(exc: BaseException, key: str, store: object) -> BaseException:
+    """exc, of the same type, with a message naming the key and the store; an error whose
+    type cannot be rebuilt that way (a client library's own) becomes an OSError (a
+    TimeoutError for timeouts) caused by it."""
+    msg = f"{key!r} in {store!r}: {exc}"
+    try:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            new = type(exc)(exc.errno, msg)
+        elif isinstance(exc, (OSError, ValueError, TypeError, RuntimeError)):
+            new = type(exc)(msg)
+        else:
+            raise TypeError
+    except Exception:
+        timeout = "Timeout" in type(exc).__name__ or isinstance(exc, asyncio.TimeoutError)
+        new = (TimeoutError if timeout else OSError)(
+            f"{key!r} in {store!r}: {type(exc).__name__}: {exc}")
+    new.__cause__ = exc
+    return new
+
+
+def cat_kwargs(fs) -> dict:
+    """Keyword arguments that make ``fs._cat_file(path)`` one GET: s3fs otherwise sends a
+    HEAD first, to split large objects into concurrent ranged reads."""
+    try:
+        params = inspect.signature(fs._cat_file).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return {}
+    return {"max_concurrency": 1} if "max_concurrency" in params else {}
+
+
+async def _retrying(make: Callable, retries: int):
+    attempt = 0
+    while True:
+        try:
+            return await make()
+        except Exception as e:
+            if attempt >= retries or not is_transient(e):
+                raise
+        pause = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt)
+        await asyncio.sleep(pause * (0.5 + random.random()))
+        attempt += 1
+
+
+def _settle(fut, value=None, exc=None):
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+    except concurrent.futures.InvalidStateError:  # cancelled by the waiting thread
+        pass
+
+
+class Batch:
+    """Requests of one batch in flight on the loop; ``futures[i]`` answers ``calls[i]``.
+
+    A call returning ``missing`` (when its error is one of *missing*) resolves to None."""
+
+    def __init__(self, fs, calls: Sequence[Callable], missing: tuple[type[BaseException], ...]):
+        self.futures = [concurrent.futures.Future() for _ in calls]
+        self._task = asyncio.run_coroutine_threadsafe(
+            self._run(list(calls), missing, config.get("io_concurrency"),
+                      config.get("io_retries")), fs.loop)
+
+    async def _run(self, calls, missing, limit, retries):
+        sem = asyncio.Semaphore(limit)
+        futures = self.futures
+
+        async def one(i):
+            fut = futures[i]
+            try:
+                async with sem:
+                    if fut.cancelled():
+                        return
+                    value = await _retrying(calls[i], retries)
+            except missing:
+                value = None
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+                _settle(fut, exc=e)
+                return
+            _settle(fut, value)
+
+        try:
+            await asyncio.gather(*(one(i) for i in range(len(calls))))
+        finally:
+            for f in futures:
+                f.cancel()  # no-op on finished ones: nobody waits forever
+
+    def cancel(self) -> None:
+        """Stop the requests not yet answered (their futures are cancelled)."""
+        self._task.cancel()
+        for f in self.futures:
+            f.cancel()
+
+    def results(self) -> list:
+        """All answers, in order; the first error is raised once all are done."""
+        try:
+            concurrent.futures.wait(self.futures)
+        except BaseException:
+            self.cancel()
+            raise
+        return [f.result() for f in self.futures]

@@ -1,0 +1,167 @@
+"""Chunk requests ahead of (reads) and behind (writes) the threads that decode and encode.
+
+On a remote store a request costs a round trip, so the chunks of a selection are all asked
+for at once, and the batches decoding them only wait for their own chunks; writes are sent
+as soon as a batch is encoded and waited for once, at the end. A store takes part by having
+``start_fetch(keys)`` / ``start_put(keys, values)`` returning a batch of futures (see
+FSStore); a store that does says so with a true ``concurrent_io`` attribute. For any other store these
+helpers hand the store back unchanged.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+from .base import getitems, setitems
+
+#: encoded bytes a read may have requested ahead of the batches consuming them
+_AHEAD_BYTES = 256 << 20
+
+
+class Prefetch:
+    """A read view of *store* whose chunks (*keys*, in the order they will be consumed) are
+    requested ahead, at most *ahead* not yet consumed at any time."""
+
+    def __init__(self, store, keys: list[str], ahead: int):
+        self.store = store
+        self._keys = keys
+        self._index = {k: i for i, k in enumerate(keys)}
+        self._ahead = max(1, ahead)
+        self._futures: dict[str, concurrent.futures.Future] = {}
+        self._batches = []
+        self._started = 0
+        self._consumed = 0
+        self._lock = threading.Lock()
+        self._top_up()
+
+    def _top_up(self, upto: int = 0) -> None:
+        with self._lock:
+            # in steps of at least ahead/2 keys, not one small batch per consumed chunk
+            if self._started >= len(self._keys) or (
+                    self._started - self._consumed > self._ahead // 2 and upto <= self._started):
+                return
+            end = min(len(self._keys), max(upto, self._consumed + self._ahead))
+            new = self._keys[self._started:end]
+            self._started = end
+            batch = self.store.start_fetch(new)
+            self._batches.append(batch)
+            self._futures.update(zip(new, batch.futures))
+
+    def getitems(self, keys) -> dict[str, bytes]:
+        out, other = {}, []
+        # a batch ahead of the window (the pool took it early): start up to its last key
+        last = max((self._index.get(k, -1) for k in keys), default=-1)
+        if last >= self._started:
+            self._top_up(last + 1)
+        for k in keys:
+            f = self._futures.pop(k, None)
+            if f is None:
+                other.append(k)
+                continue
+            v = self.store.fetched(k, f)
+            if v is not None:
+                out[k] = v
+        with self._lock:
+            self._consumed += len(keys) - len(other)
+        if self._started < len(self._keys):
+            self._top_up()
+        if other:
+            out.update(getitems(self.store, other))
+        return out
+
+    def close(self) -> None:
+        """Drop the requests nobody consumed (after an error in a batch)."""
+        for b in self._batches:
+            b.cancel()
+
+
+def prefetch(store, keys: list[str], chunk_nbytes: int):
+    """A Prefetch over store, or store itself where it cannot fetch ahead (or for one key)."""
+    if len(keys) < 2 or not getattr(store, "concurrent_io", False):
+        return store
+    from chunkstore import config
+
+    ahead = max(2 * config.get("io_concurrency"), _AHEAD_BYTES // max(1, chunk_nbytes))
+    return Prefetch(store, keys, ahead)
+
+
+class WriteBehind:
+    """A write view of *store*: ``setitems`` sends the values and returns; ``flush`` waits for
+    all and raises the first error (naming its key) once every request has finished."""
+
+    def __init__(self, store):
+        self.store = store
+        self._pending: list[tuple[list[str], object, int]] = []
+        self._bytes = 0
+        self._error = None
+        self._lock = threading.Lock()
+
+    def setitems(self, mapping) -> None:
+        keys = list(mapping)
+        values = [mapping[k] for k in keys]
+        nbytes = sum(len(v) for v in values)
+        batch = self.store.start_put(keys, values)
+        with self._lock:
+            self._pending.append((keys, batch, nbytes))
+            self._bytes += nbytes
+        # Bounded memory: past _AHEAD_BYTES in flight, the encoding threads wait for the
+        # oldest uploads instead of queueing the whole array.
+        while True:
+            with self._lock:
+                if self._bytes <= _AHEAD_BYTES or len(self._pending) < 2:
+                    return
+                oldest = self._pending.pop(0)
+                self._bytes -= oldest[2]
+            self._settle(oldest)
+
+    def _settle(self, entry) -> None:
+        keys, batch, _ = entry
+        concurrent.futures.wait(batch.futures)
+        for k, f in zip(keys, batch.futures):
+            if not f.cancelled() and f.exception() is not None:
+                with self._lock:
+                    if self._error is None:
+                        self._error = self.store.put_error(k, f.exception())
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending, self._bytes = self._pending, [], 0
+        for entry in pending:
+            self._settle(entry)
+        with self._lock:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+def write_behind(store):
+    """A WriteBehind over store, or None where the store writes synchronously."""
+    if not getattr(store, "concurrent_io", False) or not callable(
+            getattr(store, "start_put", None)):
+        return None
+    return WriteBehind(store)
+
+
+def store_items(store, sink, mapping) -> None:
+    """setitems through the write-behind sink when there is one."""
+    if sink is not None:
+        sink.setitems(mapping)
+    else:
+        setitems(store, mapping)
+
+
+class FetchThrough:
+    """For stores in front of another (consolidated metadata): chunk reads are fetched ahead
+    by the store behind. Metadata keys are never prefetched (the array layer only asks
+    for chunks), so those served by the front store are not concerned."""
+
+    @property
+    def concurrent_io(self) -> bool:
+        return bool(getattr(self._store, "concurrent_io", False))
+
+    def start_fetch(self, keys):
+        return self._store.start_fetch(keys)
+
+    def fetched(self, key, future):
+        return self._store.fetched(key, future)

@@ -1,0 +1,413 @@
+"""FSStore on remote filesystems: requests per operation (counted by the server), requests in
+flight at once, retries of transient errors, and errors that must never read as missing.
+
+S3 is moto's server app on loopback behind a small WSGI wrapper that records every request
+and can answer some with an error or hold them; HTTP is a local read-only file server over a
+directory store."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore import config
+from chunkstore.convenience import CopyError
+from chunkstore.errors import ReadOnlyError
+from chunkstore.storage import DirectoryStore, FSStore
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+BUCKET = "requests-test"
+
+
+class Recorder:
+    """WSGI middleware: logs (method, path) of every request, injects faults, and tracks
+    how many requests are being answered at once."""
+
+    def __init__(self, app):
+        self.app = app
+        self.log: list[tuple[str, str]] = []
+        self.faults: list[dict] = []
+        self.hold = 0.0  # seconds every GET of a chunk key is held (to see concurrency)
+        self.active = self.max_active = 0
+        self.lock = threading.Lock()
+
+    def reset(self):
+        with self.lock:
+            self.log.clear()
+            self.faults.clear()
+            self.hold = 0.0
+            self.active = self.max_active = 0
+
+    def requests(self, method=None):
+        with self.lock:
+            return [(m, p) for m, p in self.log if method is None or m == method]
+
+    def fail(self, method, suffix, status=500, times=1, code="InternalError", sleep=0.0):
+        self.faults.append(dict(method=method, suffix=suffix, status=status, left=times,
+                                code=code, sleep=sleep))
+
+    def __call__(self, environ, start_response):
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        with self.lock:
+            if not path.startswith("/moto-api"):
+                self.log.append((method, path))
+            fault = next((f for f in self.faults if f["left"] > 0 and f["method"] == method
+                          and path.endswith(f["suffix"])), None)
+            if fault is not None:
+                fault["left"] -= 1
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            if fault is not None:
+                if fault["sleep"]:
+                    time.sleep(fault["sleep"])
+                if fault["status"]:
+                    body = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault['code']}"
+                            f"</Code><Message>injected</Message></Error>").encode()
+                    start_response(f"{fault['status']} Injected", [
+                        ("Content-Type", "application/xml"),
+                        ("Content-Length", str(len(body)))])
+                    return [body]
+            if self.hold and method == "GET" and not path.rsplit("/", 1)[-1].startswith("."):
+                time.sleep(self.hold)  # a chunk, not metadata
+            return self.app(environ, start_response)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from moto.moto_server.werkzeug_app import (DomainDispatcherApplication,
+                                                MotoRequestHandler, create_backend_app)
+    from werkzeug.serving import make_server
+
+    rec = Recorder(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, rec, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="k", aws_secret_access_key="s",
+                 region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    rec.endpoint = endpoint
+    yield rec
+    server.shutdown()
+    thread.join()
+
+
+def options(endpoint, **config_kwargs):
+    return {"key": "k", "secret": "s", "skip_instance_cache": True,
+            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+            # one attempt per call in botocore, so that the requests counted are ours
+            "config_kwargs": {"retries": {"max_attempts": 1, "mode": "standard"},
+                              **config_kwargs}}
+
+
+@pytest.fixture
+def url(s3):
+    s3.reset()
+    return f"s3://{BUCKET}/{uuid.uuid4().hex}"
+
+
+def store(s3, url, mode="a", **kw):
+    return FSStore(url, mode=mode, storage_options=options(s3.endpoint, **kw))
+
+
+def make_array(s3, url, shape=(64, 64), chunks=(8, 8), missing=()):
+    data = np.arange(np.prod(shape), dtype="i4").reshape(shape)
+    z = cs.open_array(store(s3, url), mode="w", shape=shape, chunks=chunks, dtype="i4")
+    z[...] = data
+    st = store(s3, url)
+    for k in missing:
+        del st[k]
+        data[tuple(slice(int(i) * c, (int(i) + 1) * c)
+                   for i, c in zip(k.split("."), chunks))] = 0
+    s3.reset()
+    return data
+
+
+# ---------------------------------------------------------------------- requests per operation
+def test_array_open_and_chunk_reads_are_one_request_each(s3, url):
+    data = make_array(s3, url, missing=["3.4"])
+    z = cs.open_array(store(s3, url), mode="r")
+    assert s3.requests() == [("GET", url[4:] + "/.zarray")]
+    s3.reset()
+    assert z[9, 9] == data[9, 9]
+    assert s3.requests() == [("GET", url[4:] + "/1.1")]
+    s3.reset()
+    np.testing.assert_array_equal(z[...], data)
+    reqs = s3.requests()
+    # 64 chunks: one GET each (the missing one is a single 404, read as the fill value)
+    assert len(reqs) == 64 and {m for m, _ in reqs} == {"GET"}
+    assert len({p for _, p in reqs}) == 64
+    s3.reset()
+    np.testing.assert_array_equal(z[8:24, 8:24], data[8:24, 8:24])
+    assert len(s3.requests("GET")) == 4 and len(s3.requests()) == 4
+    s3.reset()
+    z.attrs.asdict()  # attributes are read when asked for, not at open
+    assert s3.requests() == [("GET", url[4:] + "/.zattrs")]
+
+
+def test_open_autodetect_and_consolidated_are_one_request(s3, url):
+    make_array(s3, url)
+    assert isinstance(cs.open(store(s3, url), mode="r"), cs.Array)
+    assert len(s3.requests()) == 1
+    g = cs.open_group(store(s3, url + "g"), mode="w")
+    for i in range(5):
+        g.zeros(f"a{i}", shape=(10,), chunks=(5,), dtype="f8")
+    cs.consolidate_metadata(store(s3, url + "g"))
+    s3.reset()
+    g = cs.open_consolidated(store(s3, url + "g"), mode="r+")
+    names = sorted(n for n, _ in g.arrays())
+    assert names == [f"a{i}" for i in range(5)]
+    assert [a.shape for _, a in g.arrays()] == [(10,)] * 5
+    assert s3.requests() == [("GET", url[4:] + "g/.zmetadata")]
+    s3.reset()
+    a = g["a1"]
+    a[...] = np.arange(10.0)  # chunk writes and reads pass through to the store
+    np.testing.assert_array_equal(a[...], np.arange(10.0))
+    assert sorted(m for m, _ in s3.requests()) == ["GET", "GET", "PUT", "PUT"]
+
+
+def test_writes_are_one_put_per_chunk(s3, url):
+    z = cs.open_array(store(s3, url), mode="w", shape=(64, 64), chunks=(8, 8), dtype="i4")
+    s3.reset()
+    z[...] = 1
+    reqs = s3.requests()
+    assert len(reqs) == 64 and {m for m, _ in reqs} == {"PUT"}
+    s3.reset()
+    z[0:8, 0:8] = 2  # a whole chunk: no read first
+    assert [m for m, _ in s3.requests()] == ["PUT"]
+    np.testing.assert_array_equal(z[0:9, 0:9], np.pad(np.full((8, 8), 2), ((0, 1), (0, 1)),
+                                                      constant_values=1))
+
+
+def test_sharded_read_has_no_head_or_listing(s3, url):
+    st = store(s3, url)
+    z = cs.create_array(st, shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i4")
+    data = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+    z[...] = data
+    s3.reset()
+    z2 = cs.open_array(store(s3, url), mode="r", zarr_format=3)
+    assert s3.requests() == [("GET", url[4:] + "/zarr.json")]
+    s3.reset()
+    cs.open_array(store(s3, url), mode="r")  # v2's key is tried first
+    assert [p for _, p in s3.requests()] == [url[4:] + "/.zarray", url[4:] + "/zarr.json"]
+    s3.reset()
+    assert z2[40, 40] == data[40, 40]
+    reqs = s3.requests()
+    assert {m for m, _ in reqs} == {"GET"} and len(reqs) == 2  # the index, then the chunk
+
+
+# ---------------------------------------------------------------------- concurrency
+def test_chunk_requests_are_in_flight_at_once_up_to_the_limit(s3, url):
+    data = make_array(s3, url, shape=(32, 32), chunks=(8, 8))
+    z = cs.open_array(store(s3, url), mode="r")
+    s3.reset()
+    s3.hold = 0.2
+    np.testing.assert_array_equal(z[...], data)
+    assert s3.max_active >= 12  # 16 chunks; the pool has 2 threads
+    try:
+        config.set(io_concurrency=3)
+        s3.reset()
+        s3.hold = 0.05
+        np.testing.assert_array_equal(z[...], data)
+        assert 2 <= s3.max_active <= 3
+    finally:
+        config.set(io_concurrency=None)
+    assert config.get("io_concurrency") == 64
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="io_concurrency"):
+        config.set(io_concurrency=0)
+    with pytest.raises(ValueError, match="io_retries"):
+        config.set(io_retries=-1)
+    threads = config.get("threads")
+    config.set(io_retries=2)
+    try:
+        assert config.get("io_retries") == 2 and config.get("threads") == threads
+    finally:
+        config.set(io_retries=None)
+    assert config.get("io_retries") == 5
+
+
+# ---------------------------------------------------------------------- errors
+def test_500_then_success_is_retried(s3, url):
+    data = make_array(s3, url)
+    z = cs.open_array(store(s3, url), mode="r")
+    s3.reset()
+    s3.fail("GET", "/2.3", status=500, times=2)
+    s3.fail("GET", "/5.5", status=503, times=1, code="SlowDown")
+    np.testing.assert_array_equal(z[...], data)
+    gets = [p for _, p in s3.requests("GET")]
+    assert gets.count(url[4:] + "/2.3") == 3 and gets.count(url[4:] + "/5.5") == 2
+    s3.reset()
+    s3.fail("PUT", "/1.1", status=500, times=1)
+    w = cs.open_array(store(s3, url), mode="r+")
+    w[8:16, 8:16] = 7
+    assert [m for m, _ in s3.requests()].count("PUT") == 2
+    assert (z[8:16, 8:16] == 7).all()
+
+
+def test_persistent_500_raises_naming_the_key(s3, url):
+    make_array(s3, url)
+    z = cs.open_array(store(s3, url), mode="r")
+    try:
+        # the S3 client's own attempts per call (botocore may retry a 500 itself)
+        config.set(io_retries=0)
+        s3.reset()
+        s3.fail("GET", "/4.4", status=500, times=100)
+        with pytest.raises(OSError, match="4.4"):
+            store(s3, url)["4.4"]
+        per_call = len(s3.requests())
+        config.set(io_retries=2)
+        s3.reset()
+        s3.fail("GET", "/4.4", status=500, times=100)
+        with pytest.raises(OSError, match="4.4") as info:
+            z[...]
+        assert not isinstance(info.value, (FileNotFoundError, KeyError))
+        assert [p for _, p in s3.requests("GET")].count(url[4:] + "/4.4") == 3 * per_call
+        s3.reset()
+        s3.fail("PUT", "/0.0", status=500, times=100)
+        w = cs.open_array(store(s3, url), mode="r+")
+        with pytest.raises(OSError, match="0.0"):
+            w[0:8, 0:8] = 3
+    finally:
+        config.set(io_retries=None)
+        s3.faults.clear()
+
+
+def test_403_raises_naming_the_key(s3, url):
+    make_array(s3, url)
+    z = cs.open_array(store(s3, url), mode="r")
+    s3.reset()
+    s3.fail("GET", "/6.6", status=403, times=100, code="AccessDenied")
+    with pytest.raises(PermissionError, match="6.6"):
+        z[...]
+    assert [p for _, p in s3.requests("GET")].count(url[4:] + "/6.6") == 1  # no retries
+    with pytest.raises(PermissionError, match="6.6"):
+        store(s3, url)["6.6"]
+
+
+def test_timeout_is_retried_then_raises(s3, url):
+    data = make_array(s3, url)
+    st = FSStore(url, mode="r", storage_options=options(s3.endpoint, read_timeout=0.2))
+    st.fs.retries = 1  # s3fs's own retries of timeouts (5 by default): ours are counted
+    z = cs.open_array(st, mode="r")
+    s3.reset()
+    s3.fail("GET", "/7.7", status=0, times=2, sleep=0.5)  # slow answers, then a quick one
+    np.testing.assert_array_equal(z[56:, 56:], data[56:, 56:])
+    assert len(s3.requests()) == 3
+    config.set(io_retries=1)
+    try:
+        s3.reset()
+        s3.fail("GET", "/7.0", status=0, times=100, sleep=0.5)
+        with pytest.raises(TimeoutError, match="7.0"):
+            z[56:, :8]
+        assert len(s3.requests()) == 4  # two calls of two botocore attempts
+    finally:
+        config.set(io_retries=None)
+        s3.faults.clear()
+
+
+# ---------------------------------------------------------------------- http://
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    log = None
+    fail_once: set = set()
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.log.append(self.path)
+        if self.path in self.fail_once:
+            self.fail_once.discard(self.path)
+            self.send_error(500)
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def http_store(tmp_path):
+    log = []
+    handler = type("H", (_Handler,), {"log": log, "fail_once": set()})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", tmp_path, log, handler
+    server.shutdown()
+    thread.join()
+
+
+def test_http_read_only_store(http_store):
+    base, root, log, handler = http_store
+    data = np.arange(40 * 40, dtype="f8").reshape(40, 40)
+    z = cs.open_array(DirectoryStore(root / "a.zarr"), mode="w", shape=data.shape,
+                      chunks=(10, 10), dtype="f8", fill_value=-1)
+    z[...] = data
+    del DirectoryStore(root / "a.zarr")["2.2"]
+    data[20:30, 20:30] = -1
+    st = FSStore(f"{base}/a.zarr", mode="r")
+    r = cs.open_array(st, mode="r")
+    assert log == ["/a.zarr/.zarray"]
+    log.clear()
+    handler.fail_once.add("/a.zarr/1.3")
+    np.testing.assert_array_equal(r[...], data)
+    assert len(log) == 17 and log.count("/a.zarr/1.3") == 2  # 16 chunks + one retry
+    with pytest.raises(ReadOnlyError):
+        st["x"] = b"1"
+
+
+def test_copy_store_to_and_from_s3_without_per_key_checks(s3, url, tmp_path):
+    src = DirectoryStore(tmp_path / "src")
+    z = cs.open_array(src, mode="w", shape=(64, 64), chunks=(8, 8), dtype="i4")
+    z[...] = np.arange(64 * 64).reshape(64, 64)
+    s3.reset()
+    n, skipped, _ = cs.copy_store(src, store(s3, url))
+    assert n == 65 and skipped == 0
+    methods = [m for m, _ in s3.requests()]
+    # one PUT per key, plus the destination's listing (s3fs: up to 3 requests when empty)
+    assert methods.count("PUT") == 65 and len(methods) <= 68
+    s3.reset()
+    back = DirectoryStore(tmp_path / "back")
+    assert cs.copy_store(store(s3, url), back)[0] == 65
+    methods = [m for m, _ in s3.requests()]
+    assert methods.count("GET") >= 65 and len(methods) <= 68  # the listing, then 65 GETs
+    np.testing.assert_array_equal(cs.open_array(back, mode="r")[...], z[...])
+    with pytest.raises(CopyError):
+        cs.copy_store(src, store(s3, url))  # every key exists: raise, found by the listing
+
+
+def test_bounded_read_ahead_and_write_behind(s3, url, monkeypatch):
+    """With a small window (a few chunks ahead, a few KiB of uploads in flight) every chunk
+    is still requested exactly once and the data round-trips."""
+    from chunkstore.storage import pipelining
+
+    monkeypatch.setattr(pipelining, "_AHEAD_BYTES", 1000)
+    data = make_array(s3, url)
+    z = cs.open_array(store(s3, url), mode="r+")
+    config.set(io_concurrency=2)  # 4 chunks ahead
+    s3.reset()
+    try:
+        np.testing.assert_array_equal(z[...], data)
+        paths = [p for _, p in s3.requests()]
+        assert len(paths) == 64 and len(set(paths)) == 64
+        s3.reset()
+        z[...] = data + 1
+        assert len(s3.requests("PUT")) == 64 and len(s3.requests()) == 64
+    finally:
+        config.set(io_concurrency=None)
+    np.testing.assert_array_equal(z[...], data + 1)
