@@ -26,7 +26,7 @@ from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
                                MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
-from chunkstore.storage.base import delitems, getitems, getsize, listdir
+from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
