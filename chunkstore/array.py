@@ -11,31 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import math
-from concurrent.futures import FIRST_EXCEPTION
-from concurrent.futures import wait as futures_wait
 import re
 
 import numpy as np
 
-from chunkstore import config
 from chunkstore import indexing as ix
 from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore import nodes
+from chunkstore import scheduling
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
-
-# Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
-# at once), and up to _MAX_BATCH small chunks. Each task hands the GIL back and forth a few
-# times (store batch read, decode kernel); with 128 rather than 32 small chunks a task, a
-# 4096-chunk read on 2 threads went from 1.64x to 1.77x its 1-thread speed. Stores with
-# batch reads (fsspec) also batch better.
-_MAX_BATCH = 128
-_MAX_BATCH_BYTES = 4 * 2**20
-_INLINE_BYTES = 2**20
 
 
 def _human(n):
@@ -358,72 +347,9 @@ class Array(nodes.Node):
         return keys, order.tolist(), [0] + starts.tolist()
 
     def _run(self, n, work, groups=None):
-        """Run work(lo, hi) over [0, n) in batches, on the pool when it helps. With groups
+        """Run work(lo, hi) over [0, n) in batches (see chunkstore.scheduling). With groups
         (sorted start positions), batch ends are moved to group boundaries."""
-        if n == 0:
-            return
-        # Under _INLINE_BYTES of chunks in all, the pool's hand-offs cost more than they save.
-        pool = config.executor() if n * self._codec.nbytes >= _INLINE_BYTES else None
-        threads = config.get("threads")
-        # Chunks per task: enough tasks to balance the pool, at most _MAX_BATCH, and at most
-        # _MAX_BATCH_BYTES of decoded data (bounds the encoded bytes a task holds at once).
-        by_bytes = max(1, _MAX_BATCH_BYTES // max(1, self._codec.nbytes))
-        batch = max(1, min(_MAX_BATCH, by_bytes, -(-n // (threads * 4))))
-        if groups is not None:
-            bounds, lo = [], 0
-            gi = 0
-            while lo < n:
-                target = lo + batch
-                while gi < len(groups) and groups[gi] <= lo:
-                    gi += 1
-                hi = n
-                for g in groups[gi:]:
-                    if g >= target:
-                        hi = g
-                        break
-                bounds.append((lo, hi))
-                lo = hi
-            if pool is None or len(bounds) == 1 or self._is_object:
-                for lo, hi in bounds:
-                    work(lo, hi)
-                return
-            self._wait([pool.submit(work, lo, hi) for lo, hi in bounds])
-            return
-        if pool is None or n <= batch or self._is_object:
-            for lo in range(0, n, batch):
-                work(lo, min(n, lo + batch))
-            return
-        self._wait([pool.submit(work, lo, min(n, lo + batch)) for lo in range(0, n, batch)])
-
-    @staticmethod
-    def _wait(futures):
-        """Wait for the tasks; raise the first task error. No task outlives the call, even
-        when the wait itself is interrupted (KeyboardInterrupt): a task still writing after
-        the call returned could overwrite a later write, once the locks are released."""
-        try:
-            # One wake-up when all are done (or the first fails), not one per task: every
-            # wake-up of this thread takes the GIL from the workers.
-            pending = futures_wait(futures, return_when=FIRST_EXCEPTION).not_done
-        except BaseException:
-            Array._finish(futures)
-            raise
-        if pending:
-            Array._finish(futures)
-        for f in futures:
-            if f.done() and not f.cancelled() and f.exception() is not None:
-                raise f.exception()
-
-    @staticmethod
-    def _finish(futures):
-        """Cancel the tasks not started and wait for the running ones, whatever happens."""
-        for f in futures:
-            f.cancel()
-        while True:
-            try:
-                futures_wait(futures)
-                return
-            except BaseException:  # interrupted again: keep waiting, the first one is raised
-                continue
+        scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object)
 
     def _locked(self, keys):
         """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all
@@ -507,9 +433,11 @@ class Array(nodes.Node):
                     dest[osel] = chunk[csel]
                     continue
                 if buf is None:
-                    buf = np.empty(chunks, dtype=self.dtype, order=order)
+                    buf = scheduling.take_scratch(chunks, self.dtype, order)
                 chunk = self._decode(data, k, out=buf)
                 merge.gather(plan, i, chunk, dest)
+            if buf is not None:
+                scheduling.give_scratch(buf)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run(n, work, groups)
@@ -517,7 +445,7 @@ class Array(nodes.Node):
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """Blosc chunks of a batch: decompressed and merged in one GIL-free call. A chunk the
         kernel cannot take goes through the codec, which raises the proper error for it."""
-        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
         v, d = self._codec.fast_blosc
         kernel = merge.blosc_decode_gather_points if points else merge.blosc_decode_gather
         gather = merge.gather_points if points else merge.gather
@@ -525,11 +453,12 @@ class Array(nodes.Node):
         while pos < len(idx):
             failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch, v, d)
             if failed < 0:
-                return
+                break
             k = pos + failed
             chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
             gather(plan, idx[k], chunk, dest)
             pos = k + 1
+        scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
@@ -766,7 +695,8 @@ class Array(nodes.Node):
             self._store_chunks(to_set, to_del)
 
         if errors_first:
-            results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+            results = [work(lo, min(n, lo + scheduling.MAX_BATCH))
+                       for lo in range(0, n, scheduling.MAX_BATCH)]
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
         else:
@@ -777,7 +707,7 @@ class Array(nodes.Node):
         value and Blosc-compressed in one GIL-free call (merge.blosc_scatter_encode). A
         chunk the kernel cannot decompress or compress goes through the codec, which raises
         the proper error for it."""
-        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
         drop = not self._write_empty_chunks
         params, decode = self._codec.fast_blosc_encode, self._codec.fast_blosc
         pos = 0
@@ -792,13 +722,14 @@ class Array(nodes.Node):
                 else:
                     to_set[keys[i]] = data
             if failed < 0:
-                return
+                break
             i, old = idx[pos + failed], olds[pos + failed]
             chunk = (self._new_chunk() if old is None
                      else self._decode(old, keys[i], writable=True))
             merge.scatter(plan, i, value, chunk)
             self._finish_chunk(keys[i], chunk, to_set, to_del)
             pos += failed + 1
+        scheduling.give_scratch(scratch)
 
     def _write_points(self, plan, keys, v, shape):
         flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)
