@@ -337,8 +337,9 @@ class Array(nodes.Node):
         coords = plan.chunk_coords()
         if keys is None:
             keys = self._chunk_keys(coords)
-        if self._shards is None or len(keys) < 2:
-            return keys, range(len(keys)), None
+        if (self._shards is None or len(keys) < 2
+                or scheduling.one_batch(len(keys), self._codec.nbytes)):
+            return keys, range(len(keys)), None  # (in one batch the order does not matter)
         per = np.array([s // c for s, c in zip(self._shards, self._chunks)], dtype=np.int64)
         sid = coords // per
         order = np.lexsort(sid.T[::-1]) if sid.shape[1] else np.arange(len(keys))

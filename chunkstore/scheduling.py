@@ -79,6 +79,13 @@ def run(n, work, item_nbytes, groups=None, serial=False):
         _release(helpers)
 
 
+def one_batch(n, item_nbytes):
+    """Does run() do n chunks of item_nbytes each in one call of work?"""
+    single = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // max(1, item_nbytes)))
+    return n <= single and (n < 2 or n * item_nbytes < INLINE_BYTES
+                            or config.get("threads") <= 1)
+
+
 def _bounds(n, batch, groups):
     if groups is None:
         return [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]

@@ -60,15 +60,13 @@ def write_case(root, case, vol):
     from numcodecs import Blosc
     _, chunks, shards = CASES[case]
     path = os.path.join(root, case + ".zarr")
+    blosc = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)
     if shards is None:
         a = cs.open_array(path, mode="w", shape=vol.shape, chunks=chunks, dtype=vol.dtype,
-                          compressor=Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE),
-                          fill_value=0)
+                          compressor=blosc, fill_value=0)
     else:
         a = cs.create_array(path, shape=vol.shape, chunks=chunks, shards=shards, dtype=vol.dtype,
-                            compressors=[cs.codecs.BloscCodec(cname="lz4", clevel=5,
-                                                              shuffle="shuffle")],
-                            fill_value=0, zarr_format=3, overwrite=True)
+                            compressors=blosc, fill_value=0, zarr_format=3, overwrite=True)
     a[...] = vol
     return path
 

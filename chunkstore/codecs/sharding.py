@@ -694,7 +694,12 @@ class ShardedStoreView(MutableMapping):
             raise self._error(skey, ValueError(
                 f"the index points at bytes {merged[bad][0]}..{merged[bad][0] + merged[bad][1]} "
                 f"past the end of the shard (truncated or corrupt shard)"))
-        for (moff, _, members), part in zip(merged, parts):
+        for (moff, mlen, members), part in zip(merged, parts):
+            if len(members) == 1 and type(part) is bytes:  # the chunk alone: no copy
+                k, off, nb = wanted[members[0]]
+                if off == moff and nb == mlen:
+                    out[k] = part
+                    continue
             mv = memoryview(part)
             for i in members:
                 k, off, nb = wanted[i]
