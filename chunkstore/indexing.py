@@ -52,6 +52,8 @@ def _slice_spec(s: slice, length: int):
 
 
 def _is_int(x):
+    if type(x) is int:  # the common case, without the slower ABC check
+        return True
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -110,6 +112,8 @@ def _expand_ellipsis(sel, ndim, name, allow_none=False):
 
 
 def _is_fancy(s):
+    if type(s) is int or type(s) is slice:
+        return False
     return not (_is_int(s) or isinstance(s, slice) or s is None or s is Ellipsis)
 
 

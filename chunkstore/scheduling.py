@@ -167,28 +167,19 @@ def _join(job, futures):
 
 # ---------------------------------------------------------------------------- scratch buffers
 def take_scratch(shape, dtype, order="C"):
-    """An uninitialised array of this shape, dtype and order, on this thread's kept buffer when
-    that is large enough and not in use. Hand it back with give_scratch when done."""
-    dtype = np.dtype(dtype)
-    nbytes = dtype.itemsize
-    for s in shape:
-        nbytes *= s
-    raw = getattr(_local, "raw", None)
-    if raw is None or raw.nbytes < nbytes:
-        if nbytes > SCRATCH_KEEP_BYTES or dtype.hasobject:
-            return np.empty(shape, dtype=dtype, order=order)  # too large to keep
-        raw = np.empty(nbytes, dtype=np.uint8)
-    else:
-        _local.raw = None  # in use: a nested take gets a buffer of its own
-    return raw[:nbytes].view(dtype).reshape(shape, order=order)
+    """An uninitialised array of this shape, dtype and order: the one this thread kept (when
+    it matches and is not in use), else a new one. Hand it back with give_scratch when done."""
+    key = (tuple(shape), dtype, order)
+    kept = getattr(_local, "kept", None)
+    if kept is not None and kept[0] == key:
+        _local.kept = None  # in use: a nested take gets an array of its own
+        return kept[1]
+    return np.empty(shape, dtype=dtype, order=order)
 
 
 def give_scratch(arr):
-    """Keep the buffer of an array from take_scratch for this thread's next take (the larger
-    one, if this thread already keeps one)."""
-    raw = arr.base
-    if raw is None or raw.ndim != 1 or raw.dtype != np.uint8:
-        return
-    kept = getattr(_local, "raw", None)
-    if kept is None or kept.nbytes < raw.nbytes:
-        _local.raw = raw
+    """Keep an array from take_scratch for this thread's next take (one a thread, and none
+    over SCRATCH_KEEP_BYTES: bounded memory)."""
+    if arr.nbytes <= SCRATCH_KEEP_BYTES and not arr.dtype.hasobject:
+        order = "C" if arr.flags.c_contiguous else "F"
+        _local.kept = ((arr.shape, arr.dtype, order), arr)

@@ -198,6 +198,10 @@ class DirectoryStore(BaseStore):
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
 
+    # Byte ranges of a file are read one pread each in one GIL-free call, so callers need not
+    # merge neighbouring ranges (ShardedStoreView reads each inner chunk on its own).
+    coalesce_ranges = False
+
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)
         ranges = list(ranges)

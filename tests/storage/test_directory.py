@@ -217,6 +217,14 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
             raise OSError(err, os.strerror(err), bad)
         return real_read_files(paths)
 
+    real_read_ranges = directory_mod.read_ranges
+
+    def fake_read_ranges(path, ranges):  # the GIL-free byte-range reader behind get_partial
+        if os.fsdecode(path) == bad:
+            raise OSError(err, os.strerror(err), bad)
+        return real_read_ranges(path, ranges)
+
+    monkeypatch.setattr(directory_mod, "read_ranges", fake_read_ranges)
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
     monkeypatch.setattr(directory_mod, "read_files", fake_read_files)
