@@ -50,23 +50,17 @@ def run(n, work, item_nbytes, groups=None, serial=False):
     single = max(1, min(MAX_BATCH, by_bytes))
     threads = 1 if serial else config.get("threads")
     if threads <= 1 or n < 2 or n * item_nbytes < INLINE_BYTES:
-        # Inline: the fewest, largest batches; no pool, no synchronisation objects.
-        if n <= single:
-            work(0, n)
-            return
-        for lo, hi in _bounds(n, single, groups):
-            work(lo, hi)
+        _inline(n, work, single, groups)
         return
     helpers = _claim(min(threads - 1, n - 1), threads)
     try:
+        pool = config.executor() if helpers else None
+        if pool is None:  # no idle helper: as inline, with the fewest, largest batches
+            _inline(n, work, single, groups)
+            return
         # Enough batches to balance the threads at work (4 each), at most `single` chunks.
         batch = max(1, min(single, -(-n // ((helpers + 1) * 4))))
         bounds = _bounds(n, batch, groups)
-        pool = config.executor() if helpers else None
-        if pool is None or len(bounds) < 2:
-            for lo, hi in bounds:
-                work(lo, hi)
-            return
         job = _Job(work, bounds)
         futures = [pool.submit(job.help) for _ in range(min(helpers, len(bounds) - 1))]
         try:
@@ -77,6 +71,15 @@ def run(n, work, item_nbytes, groups=None, serial=False):
             raise job.errors[0]
     finally:
         _release(helpers)
+
+
+def _inline(n, work, single, groups):
+    """All batches in this thread: no pool, no synchronisation objects."""
+    if n <= single:
+        work(0, n)
+        return
+    for lo, hi in _bounds(n, single, groups):
+        work(lo, hi)
 
 
 def one_batch(n, item_nbytes):
