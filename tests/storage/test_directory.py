@@ -360,3 +360,16 @@ def test_subclass_with_custom_reads_keeps_them(tmp_path):
     store.seen.clear()
     np.testing.assert_array_equal(z[...], np.arange(40.0))
     assert sorted(store.seen, key=int) == [str(i) for i in range(10)]
+
+
+def test_get_partial_plain_ranges_in_one_call(tmp_path):
+    # Plain (offset >= 0, length) ranges go through the GIL-free reader: same answers as the
+    # general path, a key prefix (a directory) is missing, ranges past the end come back short.
+    s = DirectoryStore(tmp_path)
+    s["a/k"] = bytes(range(100))
+    assert s.get_partial("a/k", [(90, 20), (0, 3), (100, 5), (5, 0)]) == [
+        bytes(range(90, 100)), b"\x00\x01\x02", b"", b""]
+    with pytest.raises(KeyError):
+        s.get_partial("a", [(0, 1)])
+    with pytest.raises(KeyError):
+        s.get_partial("a/nope", [(0, 1)])
