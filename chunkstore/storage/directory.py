@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._fileio import key_paths, read_files, read_ranges, write_files
+from ._fileio import key_paths, read_files, write_files
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from ._fileio import read_ranges  # (GIL-free byte ranges of one file)
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
 
@@ -113,6 +114,10 @@ class DirectoryStore(BaseStore):
       layer; keys are used as given.
     """
 
+    # Byte ranges of a file are read one pread each in one GIL-free call, so callers need not
+    # merge neighbouring ranges (ShardedStoreView reads each inner chunk on its own).
+    coalesce_ranges = False
+
     def __init__(
         self,
         path: str | os.PathLike,
@@ -197,10 +202,6 @@ class DirectoryStore(BaseStore):
         paths = key_paths(self.path, keys)  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
-
-    # Byte ranges of a file are read one pread each in one GIL-free call, so callers need not
-    # merge neighbouring ranges (ShardedStoreView reads each inner chunk on its own).
-    coalesce_ranges = False
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)
