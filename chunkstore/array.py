@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import math
-from concurrent.futures import FIRST_EXCEPTION
-from concurrent.futures import wait as futures_wait
 import re
 
 import numpy as np
 
-from chunkstore import config
 from chunkstore import indexing as ix
 from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore import nodes
+from chunkstore import scheduling
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
                                MetadataError, ReadOnlyError)
@@ -30,15 +28,6 @@ from chunkstore.storage.base import delitems, getitems, getsize, listdir, setite
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
-
-# Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
-# at once), and up to _MAX_BATCH small chunks. Each task hands the GIL back and forth a few
-# times (store batch read, decode kernel); with 128 rather than 32 small chunks a task, a
-# 4096-chunk read on 2 threads went from 1.64x to 1.77x its 1-thread speed. Stores with
-# batch reads (fsspec) also batch better.
-_MAX_BATCH = 128
-_MAX_BATCH_BYTES = 4 * 2**20
-_INLINE_BYTES = 2**20
 
 
 def _human(n):
@@ -414,8 +403,9 @@ class Array(nodes.Node, ArrayExtras):
         coords = plan.chunk_coords()
         if keys is None:
             keys = self._chunk_keys(coords)
-        if self._shards is None or len(keys) < 2:
-            return keys, range(len(keys)), None
+        if (self._shards is None or len(keys) < 2
+                or scheduling.one_batch(len(keys), self._codec.nbytes)):
+            return keys, range(len(keys)), None  # (in one batch the order does not matter)
         per = np.array([s // c for s, c in zip(self._shards, self._chunks)], dtype=np.int64)
         sid = coords // per
         order = np.lexsort(sid.T[::-1]) if sid.shape[1] else np.arange(len(keys))
@@ -424,72 +414,9 @@ class Array(nodes.Node, ArrayExtras):
         return keys, order.tolist(), [0] + starts.tolist()
 
     def _run(self, n, work, groups=None):
-        """Run work(lo, hi) over [0, n) in batches, on the pool when it helps. With groups
+        """Run work(lo, hi) over [0, n) in batches (see chunkstore.scheduling). With groups
         (sorted start positions), batch ends are moved to group boundaries."""
-        if n == 0:
-            return
-        # Under _INLINE_BYTES of chunks in all, the pool's hand-offs cost more than they save.
-        pool = config.executor() if n * self._codec.nbytes >= _INLINE_BYTES else None
-        threads = config.get("threads")
-        # Chunks per task: enough tasks to balance the pool, at most _MAX_BATCH, and at most
-        # _MAX_BATCH_BYTES of decoded data (bounds the encoded bytes a task holds at once).
-        by_bytes = max(1, _MAX_BATCH_BYTES // max(1, self._codec.nbytes))
-        batch = max(1, min(_MAX_BATCH, by_bytes, -(-n // (threads * 4))))
-        if groups is not None:
-            bounds, lo = [], 0
-            gi = 0
-            while lo < n:
-                target = lo + batch
-                while gi < len(groups) and groups[gi] <= lo:
-                    gi += 1
-                hi = n
-                for g in groups[gi:]:
-                    if g >= target:
-                        hi = g
-                        break
-                bounds.append((lo, hi))
-                lo = hi
-            if pool is None or len(bounds) == 1 or self._is_object:
-                for lo, hi in bounds:
-                    work(lo, hi)
-                return
-            self._wait([pool.submit(work, lo, hi) for lo, hi in bounds])
-            return
-        if pool is None or n <= batch or self._is_object:
-            for lo in range(0, n, batch):
-                work(lo, min(n, lo + batch))
-            return
-        self._wait([pool.submit(work, lo, min(n, lo + batch)) for lo in range(0, n, batch)])
-
-    @staticmethod
-    def _wait(futures):
-        """Wait for the tasks; raise the first task error. No task outlives the call, even
-        when the wait itself is interrupted (KeyboardInterrupt): a task still writing after
-        the call returned could overwrite a later write, once the locks are released."""
-        try:
-            # One wake-up when all are done (or the first fails), not one per task: every
-            # wake-up of this thread takes the GIL from the workers.
-            pending = futures_wait(futures, return_when=FIRST_EXCEPTION).not_done
-        except BaseException:
-            Array._finish(futures)
-            raise
-        if pending:
-            Array._finish(futures)
-        for f in futures:
-            if f.done() and not f.cancelled() and f.exception() is not None:
-                raise f.exception()
-
-    @staticmethod
-    def _finish(futures):
-        """Cancel the tasks not started and wait for the running ones, whatever happens."""
-        for f in futures:
-            f.cancel()
-        while True:
-            try:
-                futures_wait(futures)
-                return
-            except BaseException:  # interrupted again: keep waiting, the first one is raised
-                continue
+        scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object)
 
     def _locked(self, keys):
         """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all
@@ -582,9 +509,11 @@ class Array(nodes.Node, ArrayExtras):
                     chunk = self._decode(data, k)  # size unknown until decoded: no buffer
                 else:
                     if buf is None:
-                        buf = np.empty(chunks, dtype=self.dtype, order=order)
+                        buf = scheduling.take_scratch(chunks, self.dtype, order)
                     chunk = self._decode(data, k, out=buf)
                 merge.gather(plan, i, chunk, dest)
+            if buf is not None:
+                scheduling.give_scratch(buf)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run_io(n, work, groups, src)
@@ -632,7 +561,7 @@ class Array(nodes.Node, ArrayExtras):
         codec, which decodes it or raises the proper error for it."""
         for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
             self._codec.check_stored(data, keys[i], self._store)
-        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
         fast = self._codec.fast
         kernel = fast.decode_points if points else fast.decode
         gather = merge.gather_points if points else merge.gather
@@ -640,11 +569,12 @@ class Array(nodes.Node, ArrayExtras):
         while pos < len(idx):
             failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch)
             if failed < 0:
-                return
+                break
             k = pos + failed
             chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
             gather(plan, idx[k], chunk, dest)
             pos = k + 1
+        scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
@@ -912,7 +842,8 @@ class Array(nodes.Node, ArrayExtras):
 
         if errors_first:
             try:
-                results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
+                results = [work(lo, min(n, lo + scheduling.MAX_BATCH))
+                           for lo in range(0, n, scheduling.MAX_BATCH)]
             finally:
                 if src is not self._chunk_store:
                     src.close()
@@ -926,7 +857,7 @@ class Array(nodes.Node, ArrayExtras):
         value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
         cannot decode or encode goes through the codec, which raises the proper error for
         it (or takes data the kernel does not)."""
-        scratch = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
         drop = not self._write_empty_chunks
         fast = self._codec.fast
         pos = 0
@@ -940,13 +871,14 @@ class Array(nodes.Node, ArrayExtras):
                 else:
                     to_set[keys[i]] = data
             if failed < 0:
-                return
+                break
             i, old = idx[pos + failed], olds[pos + failed]
             chunk = (self._new_chunk() if old is None
                      else self._decode(old, keys[i], writable=True))
             merge.scatter(plan, i, value, chunk)
             self._finish_chunk(keys[i], chunk, to_set, to_del)
             pos += failed + 1
+        scheduling.give_scratch(scratch)
 
     def _write_points(self, plan, keys, v, shape):
         flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)

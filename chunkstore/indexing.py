@@ -52,6 +52,8 @@ def _slice_spec(s: slice, length: int):
 
 
 def _is_int(x):
+    if type(x) is int:  # the common case, without the slower ABC check
+        return True
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -110,11 +112,35 @@ def _expand_ellipsis(sel, ndim, name, allow_none=False):
 
 
 def _is_fancy(s):
+    if type(s) is int or type(s) is slice:
+        return False
     return not (_is_int(s) or isinstance(s, slice) or s is None or s is Ellipsis)
+
+
+def _ints_and_slices(sel, shape, chunks, name):
+    """basic_or_fancy for a tuple of one int or slice per dimension (a tile, a plane: the
+    common read), in one pass; None for anything else."""
+    specs, drop = [], []
+    for dim, s in enumerate(sel):
+        t = type(s)
+        if t is int:
+            specs.append((SLICE, _check_int(s, dim, shape[dim], name), 1, 1))
+            drop.append(dim)
+        elif t is slice:
+            specs.append(_slice_spec(s, shape[dim]))
+        else:
+            return None
+    plan = OrthoPlan(shape, chunks, specs)
+    rshape = tuple(n for d, n in enumerate(plan.sel_shape) if d not in drop)
+    return Selection("ortho", plan, rshape, tuple(drop), None, len(drop) == len(shape))
 
 
 def basic_or_fancy(selection, shape, chunks, name=""):
     """z[selection] with NumPy's semantics: basic indexing, or NumPy's fancy-index rules."""
+    if type(selection) is tuple and len(selection) == len(shape):
+        fast = _ints_and_slices(selection, shape, chunks, name)
+        if fast is not None:
+            return fast
     sel = selection if isinstance(selection, tuple) else (selection,)
     if any(_is_fancy(s) for s in sel):
         return _fancy(sel, shape, chunks, name)

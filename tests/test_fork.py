@@ -89,9 +89,10 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
     import time
 
     array_mod = __import__("sys").modules["chunkstore.array"]
+    sched_mod = __import__("sys").modules["chunkstore.scheduling"]
     # 64 chunks of 128 KiB: enough bytes to go to the pool
     z = cs.zeros((1024, 1024), chunks=(128, 128), dtype="f8", store=str(tmp_path / "a"))
-    real_wait = array_mod.futures_wait
+    real_wait = sched_mod.futures_wait
     calls = []
 
     def interrupted(fs, *args, **kwargs):
@@ -101,7 +102,7 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_wait(fs, *args, **kwargs)
 
-    monkeypatch.setattr(array_mod, "futures_wait", interrupted)
+    monkeypatch.setattr(sched_mod, "futures_wait", interrupted)
     cs.config.set(threads=2)
     running = []
     real_encode = array_mod.Array._fast_encode

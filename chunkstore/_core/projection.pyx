@@ -20,6 +20,26 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport radix_argsort
 
+# Loops over fewer items than this keep the GIL: releasing it costs a hand-off to a waiting
+# thread (and back), which with many user threads costs more than the loop.
+cdef enum:
+    _NOGIL_MIN = 4096
+
+cdef extern from "Python.h":
+    ctypedef struct PyThreadState
+    PyThreadState* PyEval_SaveThread()
+    void PyEval_RestoreThread(PyThreadState* ts)
+
+
+cdef inline PyThreadState* _release_if(bint big):
+    # The loops between _release_if and _restore use C data only and cannot raise.
+    return PyEval_SaveThread() if big else NULL
+
+
+cdef inline void _restore(PyThreadState* ts):
+    if ts != NULL:
+        PyEval_RestoreThread(ts)
+
 cnp.import_array()
 
 # Selection kinds as given by chunkstore.indexing.
@@ -106,28 +126,29 @@ cdef class OrthoPlan:
         p.full = <unsigned char*>cnp.PyArray_DATA(fullarr)
         cdef int64_t i = 0, idx, c, last_i, extent
         cdef Py_ssize_t m = 0
-        with nogil:
-            while i < n:
-                idx = start + i * step
-                c = idx // L
-                if step > 0:
-                    # last i' with start + i'*step < (c+1)*L
-                    last_i = _floordiv((c + 1) * L - 1 - start, step)
-                else:
-                    # last i' with start + i'*step >= c*L
-                    last_i = _floordiv(start - c * L, -step)
-                if last_i > n - 1:
-                    last_i = n - 1
-                p.cid[m] = c
-                p.cnt[m] = last_i - i + 1
-                p.lstart[m] = idx - c * L
-                p.ostart[m] = i
-                extent = dimlen - c * L
-                if extent > L:
-                    extent = L
-                p.full[m] = (step == 1 or step == -1) and p.cnt[m] == extent
-                m += 1
-                i = last_i + 1
+        _ts = _release_if(cap > _NOGIL_MIN)
+        while i < n:
+            idx = start + i * step
+            c = idx // L
+            if step > 0:
+                # last i' with start + i'*step < (c+1)*L
+                last_i = _floordiv((c + 1) * L - 1 - start, step)
+            else:
+                # last i' with start + i'*step >= c*L
+                last_i = _floordiv(start - c * L, -step)
+            if last_i > n - 1:
+                last_i = n - 1
+            p.cid[m] = c
+            p.cnt[m] = last_i - i + 1
+            p.lstart[m] = idx - c * L
+            p.ostart[m] = i
+            extent = dimlen - c * L
+            if extent > L:
+                extent = L
+            p.full[m] = (step == 1 or step == -1) and p.cnt[m] == extent
+            m += 1
+            i = last_i + 1
+        _restore(_ts)
         p.m = m
         return n
 
@@ -154,14 +175,15 @@ cdef class OrthoPlan:
         for k in range(n):
             if idx[k] < 0 or idx[k] >= dimlen:
                 raise IndexError(f"index {idx[k]} out of bounds for dimension {d} of length {dimlen}")
-        with nogil:
-            if n:
-                radix_argsort(kp, n, pp)
-            for k in range(n):
-                c = idx[pp[k]] // L
-                if c != prevc:
-                    m += 1
-                    prevc = c
+        _ts = _release_if(n > _NOGIL_MIN)
+        if n:
+            radix_argsort(kp, n, pp)
+        for k in range(n):
+            c = idx[pp[k]] // L
+            if c != prevc:
+                m += 1
+                prevc = c
+        _restore(_ts)
         cid = self._alloc(m); cnt = self._alloc(m); ptr = self._alloc(m + 1)
         fullarr = np.zeros(m, dtype=np.uint8)
         self._keep.append(fullarr)
@@ -170,30 +192,31 @@ cdef class OrthoPlan:
         p.full = <unsigned char*>cnp.PyArray_DATA(fullarr)
         cdef Py_ssize_t j = -1
         prevc = -1
-        with nogil:
-            for k in range(n):
-                v = idx[pp[k]]
-                c = v // L
-                if c != prevc:
-                    if j >= 0:
-                        p.cnt[j] = k - p.ptr[j]
-                        extent = min(L, dimlen - prevc * L)
-                        p.full[j] = distinct == extent
-                    j += 1
-                    p.cid[j] = c
-                    p.ptr[j] = k
-                    prevc = c
-                    distinct = 0
-                    prevv = -1
-                if v != prevv:
-                    distinct += 1
-                    prevv = v
-                lp[k] = v - c * L
-            if j >= 0:
-                p.cnt[j] = n - p.ptr[j]
-                extent = min(L, dimlen - prevc * L)
-                p.full[j] = distinct == extent
-            p.ptr[m] = n
+        _ts = _release_if(n > _NOGIL_MIN)
+        for k in range(n):
+            v = idx[pp[k]]
+            c = v // L
+            if c != prevc:
+                if j >= 0:
+                    p.cnt[j] = k - p.ptr[j]
+                    extent = min(L, dimlen - prevc * L)
+                    p.full[j] = distinct == extent
+                j += 1
+                p.cid[j] = c
+                p.ptr[j] = k
+                prevc = c
+                distinct = 0
+                prevv = -1
+            if v != prevv:
+                distinct += 1
+                prevv = v
+            lp[k] = v - c * L
+        if j >= 0:
+            p.cnt[j] = n - p.ptr[j]
+            extent = min(L, dimlen - prevc * L)
+            p.full[j] = distinct == extent
+        p.ptr[m] = n
+        _restore(_ts)
         p.m = m
         return n
 
@@ -211,11 +234,12 @@ cdef class OrthoPlan:
         cdef int d
         cdef Py_ssize_t* j = <Py_ssize_t*>malloc(max(self.ndim, 1) * sizeof(Py_ssize_t))
         try:
-            with nogil:
-                for i in range(self.nchunks):
-                    self.unravel(i, j)
-                    for d in range(self.ndim):
-                        o[i, d] = self.dims[d].cid[j[d]]
+            _ts = _release_if(self.nchunks > _NOGIL_MIN)
+            for i in range(self.nchunks):
+                self.unravel(i, j)
+                for d in range(self.ndim):
+                    o[i, d] = self.dims[d].cid[j[d]]
+            _restore(_ts)
         finally:
             free(j)
         return out
@@ -229,13 +253,14 @@ cdef class OrthoPlan:
         cdef unsigned char f
         cdef Py_ssize_t* j = <Py_ssize_t*>malloc(max(self.ndim, 1) * sizeof(Py_ssize_t))
         try:
-            with nogil:
-                for i in range(self.nchunks):
-                    self.unravel(i, j)
-                    f = 1
-                    for d in range(self.ndim):
-                        f = f and self.dims[d].full[j[d]]
-                    o[i] = f
+            _ts = _release_if(self.nchunks > _NOGIL_MIN)
+            for i in range(self.nchunks):
+                self.unravel(i, j)
+                f = 1
+                for d in range(self.ndim):
+                    f = f and self.dims[d].full[j[d]]
+                o[i] = f
+            _restore(_ts)
         finally:
             free(j)
         return out
@@ -320,13 +345,14 @@ cdef class PointsPlan:
             self._keep.append(gstride)
             kp = <uint64_t*>cnp.PyArray_DATA(keys)
             strides = _ptr(gstride)
-            with nogil:
-                for d in range(nd):
-                    for k in range(K):
-                        kp[k] += <uint64_t>((self.coords[d * K + k] // self.chunk_lens[d])
-                                            * strides[d])
-                if K:
-                    radix_argsort(kp, K, self.perm)
+            _ts = _release_if(K > _NOGIL_MIN)
+            for d in range(nd):
+                for k in range(K):
+                    kp[k] += <uint64_t>((self.coords[d * K + k] // self.chunk_lens[d])
+                                        * strides[d])
+            if K:
+                radix_argsort(kp, K, self.perm)
+            _restore(_ts)
         else:
             # Grids too large for a 64-bit linear index: stable lexicographic sort.
             gc = coords_arr // lens[:, None]
@@ -334,11 +360,12 @@ cdef class PointsPlan:
         # Group boundaries and each group's chunk coordinates.
         cdef Py_ssize_t m = 0
         cdef bint newgroup
-        with nogil:
-            for k in range(K):
-                newgroup = k == 0 or not self._same_chunk(k)
-                if newgroup:
-                    m += 1
+        _ts = _release_if(K > _NOGIL_MIN)
+        for k in range(K):
+            newgroup = k == 0 or not self._same_chunk(k)
+            if newgroup:
+                m += 1
+        _restore(_ts)
         self.nchunks = m
         ptr = np.empty(m + 1, dtype=np.int64)
         gco = np.empty((m, max(nd, 1)), dtype=np.int64)
@@ -347,15 +374,16 @@ cdef class PointsPlan:
         self.ptr = _ptr(ptr)
         self.gcoords = _ptr(gco)
         cdef Py_ssize_t g = -1
-        with nogil:
-            for k in range(K):
-                newgroup = k == 0 or not self._same_chunk(k)
-                if newgroup:
-                    g += 1
-                    self.ptr[g] = k
-                    for d in range(nd):
-                        self.gcoords[g * nd + d] = self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
-            self.ptr[m] = K
+        _ts = _release_if(K > _NOGIL_MIN)
+        for k in range(K):
+            newgroup = k == 0 or not self._same_chunk(k)
+            if newgroup:
+                g += 1
+                self.ptr[g] = k
+                for d in range(nd):
+                    self.gcoords[g * nd + d] = self.coords[d * K + self.perm[k]] // self.chunk_lens[d]
+        self.ptr[m] = K
+        _restore(_ts)
 
     cdef bint _same_chunk(self, Py_ssize_t k) noexcept nogil:
         """Points perm[k-1] and perm[k] lie in the same chunk."""

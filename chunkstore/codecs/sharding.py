@@ -351,6 +351,7 @@ class ShardedStoreView(MutableMapping):
         self._synchronizer = synchronizer
         self._cache_enabled = bool(cache_index)
         self._max_gap = int(max_gap)
+        self._heads: dict = {}  # shard coordinates -> its inner keys' head (bounded)
         self._max_cache_bytes = int(max_cache_bytes)
         p = (prefix or "").strip("/")
         self._prefix = p + "/" if p else ""
@@ -450,6 +451,17 @@ class ShardedStoreView(MutableMapping):
         if nd == 0:  # a 0-d array has one chunk
             return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
         c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
+        if len(c) <= 16:  # a few chunks (a tile): plain Python beats numpy's per-call costs
+            per, heads, out = self.chunks_per_shard, self._heads, []
+            for row in c.tolist():
+                shard = tuple([x // p for x, p in zip(row, per)])
+                head = heads.get(shard)
+                if head is None:
+                    if len(heads) >= 4096:
+                        heads.clear()
+                    head = heads[shard] = f"{self._prefix}{self._chunk_key(shard)}|"
+                out.append(head + ".".join([str(x % p) for x, p in zip(row, per)]))
+            return out
         per = np.asarray(self.chunks_per_shard, dtype=np.int64)
         shard_of: dict = {}  # shard coordinates -> position of its key head
         which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per).tolist()]
@@ -682,7 +694,10 @@ class ShardedStoreView(MutableMapping):
                 wanted.append((k, off, nb))
         if not wanted:
             return
-        merged = _coalesce([(o, n) for _, o, n in wanted], self._max_gap)
+        # A store whose range reads cost no more apart (local files) gets them unmerged:
+        # merging would only add a copy of every chunk out of the merged range.
+        gap = self._max_gap if getattr(self._store, "coalesce_ranges", True) else -1
+        merged = _coalesce([(o, n) for _, o, n in wanted], gap)
         try:
             parts = _get_partial(self._store, skey, [(o, n) for o, n, _ in merged])
         except KeyError:
@@ -700,7 +715,12 @@ class ShardedStoreView(MutableMapping):
             raise self._error(skey, ValueError(
                 f"the index points at bytes {merged[bad][0]}..{merged[bad][0] + merged[bad][1]} "
                 f"past the end of the shard (truncated or corrupt shard)"))
-        for (moff, _, members), part in zip(merged, parts):
+        for (moff, mlen, members), part in zip(merged, parts):
+            if len(members) == 1 and type(part) is bytes:  # the chunk alone: no copy
+                k, off, nb = wanted[members[0]]
+                if off == moff and nb == mlen:
+                    out[k] = part
+                    continue
             mv = memoryview(part)
             for i in members:
                 k, off, nb = wanted[i]

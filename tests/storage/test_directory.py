@@ -217,6 +217,14 @@ def test_open_errors_propagate(tmp_path, monkeypatch, err):
             raise OSError(err, os.strerror(err), bad)
         return real_read_files(paths)
 
+    real_read_ranges = directory_mod.read_ranges
+
+    def fake_read_ranges(path, ranges):  # the GIL-free byte-range reader behind get_partial
+        if os.fsdecode(path) == bad:
+            raise OSError(err, os.strerror(err), bad)
+        return real_read_ranges(path, ranges)
+
+    monkeypatch.setattr(directory_mod, "read_ranges", fake_read_ranges)
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
     monkeypatch.setattr(directory_mod, "read_files", fake_read_files)
@@ -373,3 +381,16 @@ def test_setitems_overwrite_swaps_in_a_new_file(tmp_path):
     s.setitems({"link": b"file now"})
     assert not os.path.islink(tmp_path / "link") and s["link"] == b"file now"
     assert (tmp_path / "target").read_bytes() == b"kept"
+
+
+def test_get_partial_plain_ranges_in_one_call(tmp_path):
+    # Plain (offset >= 0, length) ranges go through the GIL-free reader: same answers as the
+    # general path, a key prefix (a directory) is missing, ranges past the end come back short.
+    s = DirectoryStore(tmp_path)
+    s["a/k"] = bytes(range(100))
+    assert s.get_partial("a/k", [(90, 20), (0, 3), (100, 5), (5, 0)]) == [
+        bytes(range(90, 100)), b"\x00\x01\x02", b"", b""]
+    with pytest.raises(KeyError):
+        s.get_partial("a", [(0, 1)])
+    with pytest.raises(KeyError):
+        s.get_partial("a/nope", [(0, 1)])

@@ -1,0 +1,188 @@
+"""Scheduling of chunk work: batches, the shared thread pool, waiting, cancellation.
+
+An operation's touched chunks are cut into batches, and `run` calls work(lo, hi) for each.
+The calling thread always works on its own batches; the pool's workers help only while the
+chunk threads busy in the process (callers plus helpers) number fewer than
+`config.get("threads")`. So N user threads reading at once use all cores instead of queueing
+behind a pool sized for one caller, and a caller that is itself a pool thread (dask, nested
+reads) never waits for a queued task: helpers that have not started when the caller runs out
+of batches are cancelled, and only running ones (which need nothing from the caller) are
+waited for. threads=1 runs everything in the calling thread.
+
+Per-thread scratch buffers (`take_scratch`/`give_scratch`) spare every read a fresh
+chunk-sized allocation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import wait as futures_wait
+
+import numpy as np
+
+from chunkstore import config
+
+# Chunks per batch: at most MAX_BATCH_BYTES of decoded data (bounds the bytes a batch holds at
+# once), and up to MAX_BATCH small chunks. Each batch hands the GIL back and forth a few times
+# (store batch read, decode kernel); with 128 rather than 32 small chunks a batch, a
+# 4096-chunk read on 2 threads went from 1.64x to 1.77x its 1-thread speed.
+MAX_BATCH = 128
+MAX_BATCH_BYTES = 4 * 2**20
+# Under this many bytes of chunks in all, handing batches to helpers costs more than it saves.
+INLINE_BYTES = 2**20
+# A thread keeps a scratch buffer of at most this size between operations.
+SCRATCH_KEEP_BYTES = 8 * 2**20
+
+_lock = threading.Lock()
+_busy = 0  # threads now working on multi-batch operations: callers and their helpers
+_local = threading.local()
+
+
+def run(n, work, item_nbytes, groups=None, serial=False):
+    """Call work(lo, hi) over [0, n) in batches, in this thread and, when they are idle, on
+    the pool's threads. groups: sorted start positions of groups that a batch must not split
+    (its end moves to a group boundary). serial: this thread only. Raises the first error of
+    any batch, after every batch that started has finished."""
+    if n == 0:
+        return
+    by_bytes = max(1, MAX_BATCH_BYTES // max(1, item_nbytes))
+    single = max(1, min(MAX_BATCH, by_bytes))
+    threads = 1 if serial else config.get("threads")
+    if threads <= 1 or n < 2 or n * item_nbytes < INLINE_BYTES:
+        _inline(n, work, single, groups)
+        return
+    helpers = _claim(min(threads - 1, n - 1), threads)
+    try:
+        pool = config.executor() if helpers else None
+        if pool is None:  # no idle helper: as inline, with the fewest, largest batches
+            _inline(n, work, single, groups)
+            return
+        # Enough batches to balance the threads at work (4 each), at most `single` chunks.
+        batch = max(1, min(single, -(-n // ((helpers + 1) * 4))))
+        bounds = _bounds(n, batch, groups)
+        job = _Job(work, bounds)
+        futures = [pool.submit(job.help) for _ in range(min(helpers, len(bounds) - 1))]
+        try:
+            job.help()
+        finally:
+            _join(job, futures)
+        if job.errors:
+            raise job.errors[0]
+    finally:
+        _release(helpers)
+
+
+def _inline(n, work, single, groups):
+    """All batches in this thread: no pool, no synchronisation objects."""
+    if n <= single:
+        work(0, n)
+        return
+    for lo, hi in _bounds(n, single, groups):
+        work(lo, hi)
+
+
+def one_batch(n, item_nbytes):
+    """Does run() do n chunks of item_nbytes each in one call of work?"""
+    single = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // max(1, item_nbytes)))
+    return n <= single and (n < 2 or n * item_nbytes < INLINE_BYTES
+                            or config.get("threads") <= 1)
+
+
+def _bounds(n, batch, groups):
+    if groups is None:
+        return [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+    bounds, lo, gi = [], 0, 0
+    while lo < n:
+        target = lo + batch
+        while gi < len(groups) and groups[gi] <= lo:
+            gi += 1
+        hi = n
+        for g in groups[gi:]:
+            if g >= target:
+                hi = g
+                break
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def _claim(want, threads):
+    """Count this caller as busy and claim up to `want` helpers, as many as leave the busy
+    threads at most `threads`. Returns the number claimed."""
+    global _busy
+    with _lock:
+        _busy += 1
+        got = max(0, min(want, threads - _busy))
+        _busy += got
+    return got
+
+
+def _release(helpers):
+    global _busy
+    with _lock:
+        _busy -= 1 + helpers
+
+
+class _Job:
+    """Batches shared by a caller and its helpers: each takes the next one until none is left
+    or one has failed."""
+
+    __slots__ = ("work", "bounds", "next", "stop", "errors")
+
+    def __init__(self, work, bounds):
+        self.work, self.bounds = work, bounds
+        self.next = itertools.count()  # next() on it is atomic under the GIL
+        self.stop = False
+        self.errors = []
+
+    def help(self):
+        bounds, n = self.bounds, len(self.bounds)
+        while not self.stop:
+            i = next(self.next)
+            if i >= n:
+                return
+            try:
+                self.work(*bounds[i])
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
+                self.stop = True
+                self.errors.append(e)
+                return
+
+
+def _join(job, futures):
+    """Cancel the helpers that have not started; wait for the running ones, whatever happens
+    (an interrupt while waiting is raised after they finish). No batch outlives the call: one
+    still writing after the call returned could overwrite a later write, once the locks are
+    released."""
+    pending = [f for f in futures if not f.cancel()]
+    interrupted = None
+    while pending:
+        try:
+            futures_wait(pending)
+            break
+        except BaseException as e:  # noqa: BLE001 - interrupted: keep waiting, raise it after
+            job.stop = True
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+
+
+# ---------------------------------------------------------------------------- scratch buffers
+def take_scratch(shape, dtype, order="C"):
+    """An uninitialised array of this shape, dtype and order: the one this thread kept (when
+    it matches and is not in use), else a new one. Hand it back with give_scratch when done."""
+    key = (tuple(shape), dtype, order)
+    kept = getattr(_local, "kept", None)
+    if kept is not None and kept[0] == key:
+        _local.kept = None  # in use: a nested take gets an array of its own
+        return kept[1]
+    return np.empty(shape, dtype=dtype, order=order)
+
+
+def give_scratch(arr):
+    """Keep an array from take_scratch for this thread's next take (one a thread, and none
+    over SCRATCH_KEEP_BYTES: bounded memory)."""
+    if arr.nbytes <= SCRATCH_KEEP_BYTES and not arr.dtype.hasobject:
+        order = "C" if arr.flags.c_contiguous else "F"
+        _local.kept = ((arr.shape, arr.dtype, order), arr)
