@@ -17,3 +17,4 @@ from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecode
                                ReadOnlyError)
 from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.group import Group, group, open_consolidated, open_group
+from chunkstore.api_v3 import create_group, create_hierarchy, from_array

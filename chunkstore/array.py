@@ -28,6 +28,7 @@ from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
+from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
 
 # Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
 # at once), and up to _MAX_BATCH small chunks. Each task hands the GIL back and forth a few
@@ -46,7 +47,7 @@ def _human(n):
         n /= 1024
 
 
-class Array(nodes.Node, ArrayExtras):
+class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
     """A Zarr v2 array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
@@ -196,6 +197,11 @@ class Array(nodes.Node, ArrayExtras):
 
     @property
     def filters(self):
+        # Zarr v2: zarr-python 2's list of numcodecs filters (or None); Zarr v3: zarr-python
+        # 3's tuple of array -> array codecs.
+        if self._format == 3:
+            return tuple(self.codecs[:len(self._v3_parts()["array_array"])]) \
+                if not self._meta.sharding else ()
         return self._meta.filters
 
     @property
@@ -216,7 +222,8 @@ class Array(nodes.Node, ArrayExtras):
 
     @property
     def nbytes_stored(self):
-        return getsize(self._store, self._path)
+        # an int (zarr-python 2's property) that can be called (zarr-python 3's method)
+        return CallableInt(getsize(self._store, self._path))
 
     @property
     def nchunks_initialized(self):
@@ -247,11 +254,12 @@ class Array(nodes.Node, ArrayExtras):
         return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}>"
 
     def __eq__(self, other):
-        return (isinstance(other, Array) and self._store is other._store
-                and self._path == other._path)
+        # two handles on the same path of equal stores (a pickled copy too), as zarr-python 3
+        return (isinstance(other, Array) and self._path == other._path
+                and (self._store is other._store or self._store == other._store))
 
     def __hash__(self):
-        return hash((id(self._store), self._path))
+        return hash((type(self._store).__name__, self._path))
 
     def __getstate__(self):
         return {"store": self._store, "path": self._path, "read_only": self._read_only,

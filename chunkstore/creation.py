@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from chunkstore import nodes
+from chunkstore import config, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                PathNotFoundError, ReadOnlyError)
@@ -169,6 +169,9 @@ def v3_codec(codec, itemsize):
     if isinstance(codec, dict):
         return codec
     cid = getattr(codec, "codec_id", None)
+    if cid is None:  # zarr-python 3's codec objects (ours or its own), names
+        from chunkstore.codecs.normalize import codec_json
+        return codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
     if cid == "blosc":
         shuffle = codec.shuffle if codec.shuffle in _BLOSC_SHUFFLE else 1
         return {"name": "blosc", "configuration": {
@@ -221,6 +224,9 @@ def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, or
     if dtype.kind in "SUVMmO" and not dtype.hasobject or dtype.names:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
                          f"supported by Zarr v3 here (bool, ints, floats, complex, string)")
+    if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
+        from chunkstore.codecs.normalize import chunk_encoding_v3
+        codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)
     grid = chunks
@@ -261,13 +267,14 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
            store=None, synchronizer=None, overwrite=False, path=None, filters=None,
            cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
            write_empty_chunks=False, storage_options=None, missing_chunks="fill",
-           zarr_format=2, shards=None, dimension_names=None, attributes=None, codecs=None,
+           zarr_format=None, shards=None, dimension_names=None, attributes=None, codecs=None,
            **kwargs):
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
-    (2, the default, or 3) and for Zarr v3: shards (the shard shape; chunks are then the
+    (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards (the shard shape; chunks are then the
     inner chunks), dimension_names, attributes, and codecs (a raw v3 codec chain)."""
     _check_unknown(kwargs)
     _check_format(zarr_format)
+    zarr_format = config.default_zarr_format(zarr_format, 2)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     with creation_lock(synchronizer, _prefix(normalize_path(path)) + ".zarray"):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
@@ -294,61 +301,10 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
-                 shards=None, filters="auto", compressors="auto", serializer="auto",
-                 fill_value=None, order=None, zarr_format=3, attributes=None,
-                 chunk_key_encoding=None, dimension_names=None, storage_options=None,
-                 overwrite=False, write_data=True, synchronizer=None, **kwargs):
-    """zarr-python 3's `create_array`; like zarr-python 3 it writes Zarr v3 by default.
-
-    compressors: "auto" (chunkstore's default Blosc lz4), None, one numcodecs codec or a
-    list (v2 takes one; v3 takes Blosc/Zstd/GZip, and CRC32C for a checksum). shards (v3):
-    the shard shape, a multiple of chunks. dimension_names: stored in zarr.json for v3, and as
-    the `_ARRAY_DIMENSIONS` attribute (xarray's convention) for v2.
-    """
-    _check_format(zarr_format)
-    if serializer not in ("auto", None):
-        raise ValueError("serializer is not configurable here; the bytes codec is used")
-    comps = [] if compressors is None else (
-        list(compressors) if isinstance(compressors, (list, tuple)) else [compressors])
-    if compressors == "auto":
-        compressor, extra = "default", []
-    else:
-        compressor = comps[0] if comps else None
-        extra = comps[1:]
-    if zarr_format == 2 and extra:
-        raise ValueError(f"Zarr v2 takes one compressor, got {len(comps)}")
-    if filters == "auto":
-        filters = None
-    if zarr_format == 3:
-        filters = list(filters or []) + extra
-    if data is not None:
-        data = np.asanyarray(data)
-        shape = data.shape if shape is None else shape
-        dtype = data.dtype if dtype is None else dtype
-    if chunk_key_encoding is not None:
-        sep = chunk_key_encoding.get("separator", chunk_key_encoding.get(
-            "configuration", {}).get("separator", ".")) \
-            if isinstance(chunk_key_encoding, dict) else chunk_key_encoding
-        kwargs.setdefault("dimension_separator", sep)
-    attrs = dict(attributes or {})
-    if dimension_names is not None and zarr_format == 2:
-        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
-        dimension_names = None
-    z = create(shape=shape, chunks=True if chunks == "auto" else chunks, dtype=dtype,
-               compressor=compressor, filters=filters,
-               fill_value=0 if fill_value is None else fill_value, order=order or "C",
-               store=store, path=name, overwrite=overwrite, storage_options=storage_options,
-               synchronizer=synchronizer, zarr_format=zarr_format, shards=shards,
-               dimension_names=dimension_names, **kwargs)
-    if dimension_names is not None and len(dimension_names) != z.ndim:
-        raise ValueError(f"dimension_names has {len(dimension_names)} names for {z.ndim} "
-                         f"dimensions")
-    if attrs:
-        z.attrs.update(attrs)
-    if data is not None and write_data:
-        z[...] = data
-    return z
+def create_array(store, **kwargs):
+    """zarr-python 3's `create_array` (see chunkstore.api_v3.create_array)."""
+    from chunkstore.api_v3 import create_array as _create_array
+    return _create_array(store, **kwargs)
 
 
 def zeros(shape, **kwargs):
@@ -445,8 +401,8 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
-                         zarr_format=zarr_format or 2, shards=shards,
-                         dimension_names=dimension_names)
+                         zarr_format=config.default_zarr_format(zarr_format, 2),
+                         shards=shards, dimension_names=dimension_names)
     with creation_lock(synchronizer if mode != "r" else None, _prefix(path) + ".zarray"):
         exists = contains_array(store, path)
         if mode in ("r", "r+"):

@@ -20,7 +20,8 @@ class ZstdCodec(Codec):
 
     def to_numcodecs(self):
         import numcodecs
-        return numcodecs.Zstd(level=self.level, checksum=self.checksum)
+        return numcodecs.Zstd(level=self.level, checksum=True) if self.checksum else \
+            numcodecs.Zstd(level=self.level)
 
 
 __all__ = ["ZstdCodec"]
