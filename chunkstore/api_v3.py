@@ -80,9 +80,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         data = data if isinstance(data, Array) else np.asanyarray(data)
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
-    if dtype is None:
-        raise TypeError("create_array needs dtype= (or data=)")
-    dt = np.dtype(dtype)
+    dt = np.dtype("f8" if dtype is None else dtype)
     cfg_order, wec = _array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
@@ -102,8 +100,16 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     else:
         if compressor not in ("auto", None):
             raise ValueError("compressor= is for zarr_format=2; use compressors= for Zarr v3")
-        enc = dict(codecs=chunk_encoding_v3(dt, codecs=codecs, filters=filters,
-                                            serializer=serializer, compressors=compressors))
+        if dt.kind == "U" or dt.hasobject:
+            dt = np.dtype(object)  # v3 "string": variable-length UTF-8
+        chain = chunk_encoding_v3(dt, codecs=codecs, filters=filters, serializer=serializer,
+                                  compressors=compressors)
+        if order == "F" and len(shape) > 1 and codecs is None and filters in ("auto", None):
+            # chunks kept in F order: a transpose codec records it (zarr-python 3 keeps
+            # order only in memory, so it reads such chunks back as C)
+            chain.insert(0, {"name": "transpose",
+                             "configuration": {"order": list(range(len(shape)))[::-1]}})
+        enc = dict(codecs=chain)
     sep = _separator(chunk_key_encoding)
     if sep is not None:
         kwargs.setdefault("dimension_separator", sep)
