@@ -21,6 +21,7 @@ from .lmdb_store import LMDBStore
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .zip import ZipStore
+from .zarr3_names import FsspecStore, LocalStore
 
 __all__ = [
     "BaseStore",
@@ -31,6 +32,8 @@ __all__ = [
     "SQLiteStore",
     "LMDBStore",
     "FSStore",
+    "FsspecStore",
+    "LocalStore",
     "KVStore",
     "LRUStoreCache",
     "ConsolidatedMetadataStore",
