@@ -81,6 +81,8 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
     dt = np.dtype("f8" if dtype is None else dtype)
+    if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
+        dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings
     cfg_order, wec = _array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
@@ -112,6 +114,10 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         enc = dict(codecs=chain)
     sep = _separator(chunk_key_encoding)
     if sep is not None:
+        if zarr_format == 3 and isinstance(chunk_key_encoding, dict):
+            # the whole encoding ("default" or "v2"): the v3 metadata takes it as it is
+            sep = {"name": chunk_key_encoding.get("name", "default"),
+                   "configuration": {"separator": sep}}
         kwargs.setdefault("dimension_separator", sep)
     attrs = dict(attributes or {})
     if dimension_names is not None and zarr_format == 2:

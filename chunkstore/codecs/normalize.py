@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+import numcodecs
 import numpy as np
 
 from chunkstore.codecs import _public
@@ -146,6 +147,22 @@ def numcodecs_codec(obj: Any, argument: str) -> Any:
         raise ValueError(f"{argument}: {e}") from None
 
 
+class _ZstdV2(numcodecs.Zstd):
+    """numcodecs Zstd whose Zarr v2 document is zarr-python 3's (no ``"checksum": false``)."""
+
+    codec_id = "zstd"
+
+    def get_config(self):
+        conf = super().get_config()
+        if not conf.get("checksum", False):
+            conf.pop("checksum", None)
+        return conf
+
+
+def zstd_v2(level: int = 0, checksum: bool = False) -> Any:
+    return _ZstdV2(level=level, checksum=checksum)
+
+
 def _as_list(value: Any, argument: str) -> list:
     if value is None:
         return []
@@ -225,8 +242,7 @@ def chunk_encoding_v2(dtype: Any, *, filters: Any = "auto", compressors: Any = "
     arg, value = ("compressor", compressor) if compressor != "auto" else \
         ("compressors", compressors)
     if isinstance(value, str) and value == "auto":
-        import numcodecs
-        comp = numcodecs.Zstd(level=0)
+        comp = zstd_v2(level=0)
     else:
         items = _as_list(value, arg)
         if len(items) > 1:

@@ -19,9 +19,8 @@ class ZstdCodec(Codec):
         self._set(level=level, checksum=checksum)
 
     def to_numcodecs(self):
-        import numcodecs
-        return numcodecs.Zstd(level=self.level, checksum=True) if self.checksum else \
-            numcodecs.Zstd(level=self.level)
+        from chunkstore.codecs.normalize import zstd_v2
+        return zstd_v2(self.level, self.checksum)
 
 
 __all__ = ["ZstdCodec"]
