@@ -7,7 +7,7 @@ from chunkstore.storage import *  # noqa: F401,F403 - the store classes and help
 from chunkstore.array import Array
 from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,
                                     copy_all, copy_store, load, save, save_group, tree)
-from chunkstore.creation import (array, create, create_array, empty, empty_like, full,
+from chunkstore.creation import (array, create, empty, empty_like, full,
                                  full_like, ones, ones_like, open, open_array, save_array,
                                  zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
@@ -17,4 +17,5 @@ from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecode
                                ReadOnlyError)
 from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.group import Group, group, open_consolidated, open_group
-from chunkstore.api_v3 import create_group, create_hierarchy, from_array
+from chunkstore.creation_v3 import create_array, from_array
+from chunkstore.hierarchy_v3 import create_group, create_hierarchy

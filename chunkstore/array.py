@@ -28,6 +28,7 @@ from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
+from chunkstore.metadata import zarr3_view
 from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
 
 # Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
@@ -199,10 +200,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
     def filters(self):
         # Zarr v2: zarr-python 2's list of numcodecs filters (or None); Zarr v3: zarr-python
         # 3's tuple of array -> array codecs.
-        if self._format == 3:
-            return tuple(self.codecs[:len(self._v3_parts()["array_array"])]) \
-                if not self._meta.sharding else ()
-        return self._meta.filters
+        return zarr3_view.filters(self._meta)
 
     @property
     def dimension_separator(self):

@@ -301,12 +301,6 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def create_array(store, **kwargs):
-    """zarr-python 3's `create_array` (see chunkstore.api_v3.create_array)."""
-    from chunkstore.api_v3 import create_array as _create_array
-    return _create_array(store, **kwargs)
-
-
 def zeros(shape, **kwargs):
     """An array whose unwritten elements read as 0."""
     return create(shape=shape, fill_value=0, **kwargs)
@@ -468,6 +462,6 @@ def save_array(store, arr, path=None, storage_options=None, **kwargs):
         array(arr, store=s, path=path, overwrite=True, **kwargs)
 
 
-__all__ = ["create", "create_array", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
+__all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
            "full_like", "empty_like", "open_array", "open", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

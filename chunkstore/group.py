@@ -15,7 +15,8 @@ from chunkstore.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                ReadOnlyError)
 from chunkstore.metadata.v2 import parse_group_metadata
-from chunkstore.node_api_v3 import GroupAPIv3, Members, family_format
+from chunkstore.group_api_v3 import GroupAPIv3
+from chunkstore.node_api_v3 import Members, family_format
 from chunkstore.storage.base import listdir, normalize_store, rmdir
 
 

@@ -7,6 +7,7 @@ called (``members(max_depth=)``, zarr-python 3's method)."""
 from __future__ import annotations
 
 from chunkstore import config as _config
+from chunkstore.metadata import zarr3_view
 
 
 class CallableInt(int):
@@ -74,47 +75,24 @@ class GroupMetadata:
         return f"GroupMetadata(attributes={self.attributes!r}, zarr_format={self.zarr_format})"
 
 
-def _public(doc):
-    from chunkstore.codecs.normalize import as_public
-    return as_public(doc, "codec")
-
-
 class ArrayAPIv3:
     """Mixin: zarr-python 3's Array attributes (the metadata comes from ``_meta``)."""
 
-    def _v3_parts(self):
-        """(array->array, array->bytes, bytes->bytes) JSON codecs; the inner chunk's codecs
-        for a sharded array, as zarr-python 3 reports them."""
-        from chunkstore.codecs.normalize import codec_kind
-        meta = self._meta
-        codecs = meta.inner_codecs if getattr(meta, "sharding", None) else meta.codecs
-        parts = {"array_array": [], "array_bytes": [], "bytes_bytes": []}
-        for c in codecs:
-            parts[codec_kind(c) or "bytes_bytes"].append(c)
-        return parts
-
     @property
     def compressors(self):
-        """zarr-python 3's ``compressors``: a tuple of the bytes -> bytes codecs (Zarr v3) or
-        of the numcodecs compressor (Zarr v2)."""
-        if self.zarr_format == 2:
-            c = self._meta.compressor
-            return () if c is None else (c,)
-        return tuple(_public(c) for c in self._v3_parts()["bytes_bytes"])
+        """zarr-python 3's ``compressors``: a tuple of the bytes -> bytes codecs (Zarr v3; of
+        the inner chunks if sharded) or of the numcodecs compressor (Zarr v2)."""
+        return zarr3_view.compressors(self._meta)
 
     @property
     def serializer(self):
         """zarr-python 3's ``serializer``: the array -> bytes codec (None for Zarr v2)."""
-        if self.zarr_format == 2:
-            return None
-        return _public(self._v3_parts()["array_bytes"][0])
+        return zarr3_view.serializer(self._meta)
 
     @property
     def codecs(self):
         """The whole Zarr v3 codec chain as codec objects (None for Zarr v2)."""
-        if self.zarr_format == 2:
-            return None
-        return tuple(_public(c) for c in self._meta.codecs)
+        return zarr3_view.codecs(self._meta)
 
     @property
     def config(self):
@@ -131,29 +109,6 @@ class ArrayAPIv3:
         return self
 
 
-class GroupAPIv3:
-    """Mixin: zarr-python 3's Group attributes."""
-
-    @property
-    def metadata(self):
-        return GroupMetadata(self.attrs.asdict(), self.zarr_format)
-
-    def info_complete(self):
-        return self.info
-
-    def update_attributes(self, new_attributes):
-        self.attrs.update(new_attributes)
-        return self
-
-    def create_array(self, name, **kwargs):
-        """zarr-python 3's ``Group.create_array``; the array gets the group's Zarr format
-        unless zarr_format= says otherwise."""
-        from chunkstore.api_v3 import create_array
-        self._check_writable()
-        kwargs.setdefault("zarr_format", self.zarr_format)
-        kwargs.setdefault("synchronizer", self._synchronizer)
-        return create_array(self._store, name=self._child(name), **kwargs)
-
-
 def family_format(zarr_format, family_default=2):
+    """zarr_format, else the config's default_zarr_format, else the family's default."""
     return _config.default_zarr_format(zarr_format, family_default)

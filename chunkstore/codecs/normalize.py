@@ -13,10 +13,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import numcodecs
 import numpy as np
 
 from chunkstore.codecs import _public
+from chunkstore.codecs.sharding_indexed import ShardingCodec
+from chunkstore.codecs.zstd import zstd_v2
 
 _KIND_OF_NAME = {"transpose": "array_array", "bytes": "array_bytes",
                  "vlen-utf8": "array_bytes", "vlen-bytes": "array_bytes",
@@ -126,6 +127,14 @@ def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
         return c
     if _is_numcodec(c):
         return _numcodec_json(c, argument, dtype)
+    if isinstance(c, ShardingCodec):  # inner codecs in any spelling, for the inner chunks
+        d = c.to_dict()
+        conf = d["configuration"]
+        conf["codecs"] = [codec_json(x, f"{argument} codecs[{i}]", dtype)
+                          for i, x in enumerate(c.codecs)]
+        conf["index_codecs"] = [codec_json(x, f"{argument} index_codecs[{i}]", "<u8")
+                                for i, x in enumerate(c.index_codecs)]
+        return d
     return c.spec(dtype)
 
 
@@ -145,22 +154,6 @@ def numcodecs_codec(obj: Any, argument: str) -> Any:
         return c.to_numcodecs()
     except ValueError as e:
         raise ValueError(f"{argument}: {e}") from None
-
-
-class _ZstdV2(numcodecs.Zstd):
-    """numcodecs Zstd whose Zarr v2 document is zarr-python 3's (no ``"checksum": false``)."""
-
-    codec_id = "zstd"
-
-    def get_config(self):
-        conf = super().get_config()
-        if not conf.get("checksum", False):
-            conf.pop("checksum", None)
-        return conf
-
-
-def zstd_v2(level: int = 0, checksum: bool = False) -> Any:
-    return _ZstdV2(level=level, checksum=checksum)
 
 
 def _as_list(value: Any, argument: str) -> list:

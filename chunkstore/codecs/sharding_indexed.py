@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-import numpy as np
-
 from chunkstore.codecs._public import Codec, named_configuration, register
 
 
@@ -55,24 +53,14 @@ class ShardingCodec(Codec):
     def from_dict(cls, data):
         return cls(**named_configuration(data, "sharding_indexed"))
 
-    def _conf(self, codecs, index_codecs):
-        return {"name": "sharding_indexed", "configuration": {
-            "chunk_shape": list(self.chunk_shape), "codecs": codecs,
-            "index_codecs": index_codecs, "index_location": self.index_location}}
-
     def to_dict(self):
-        from chunkstore.codecs.normalize import codec_json
-        return self._conf([codec_json(c, "ShardingCodec codecs") for c in self.codecs],
-                          [codec_json(c, "ShardingCodec index_codecs")
-                           for c in self.index_codecs])
-
-    def spec(self, dtype=None):
-        from chunkstore.codecs.normalize import codec_json
-        return self._conf(
-            [codec_json(c, f"ShardingCodec codecs[{i}]", dtype)
-             for i, c in enumerate(self.codecs)],
-            [codec_json(c, f"ShardingCodec index_codecs[{i}]", np.dtype("<u8"))
-             for i, c in enumerate(self.index_codecs)])
+        # inner codecs that are not codec objects (JSON dicts) are written as given
+        def doc(c):
+            return c.to_dict() if hasattr(c, "to_dict") else dict(c)
+        return {"name": "sharding_indexed", "configuration": {
+            "chunk_shape": list(self.chunk_shape), "codecs": [doc(c) for c in self.codecs],
+            "index_codecs": [doc(c) for c in self.index_codecs],
+            "index_location": self.index_location}}
 
 
 __all__ = ["ShardingCodec", "ShardingCodecIndexLocation"]

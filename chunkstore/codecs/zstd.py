@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numcodecs
+
 from chunkstore.codecs._public import Codec, register
 
 
@@ -19,8 +21,24 @@ class ZstdCodec(Codec):
         self._set(level=level, checksum=checksum)
 
     def to_numcodecs(self):
-        from chunkstore.codecs.normalize import zstd_v2
         return zstd_v2(self.level, self.checksum)
+
+
+class _ZstdV2(numcodecs.Zstd):
+    """numcodecs Zstd whose Zarr v2 document is zarr-python 3's (no ``"checksum": false``)."""
+
+    codec_id = "zstd"
+
+    def get_config(self):
+        conf = super().get_config()
+        if not conf.get("checksum", False):
+            conf.pop("checksum", None)
+        return conf
+
+
+def zstd_v2(level: int = 0, checksum: bool = False):
+    """A numcodecs Zstd for a Zarr v2 compressor, written as zarr-python 3 writes it."""
+    return _ZstdV2(level=level, checksum=checksum)
 
 
 __all__ = ["ZstdCodec"]
