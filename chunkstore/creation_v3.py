@@ -71,6 +71,9 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         data = data if isinstance(data, Array) else np.asanyarray(data)
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
+    native = getattr(dtype, "to_native_dtype", None)
+    if callable(native):  # a data type object (chunkstore.dtype's, or zarr-python 3's)
+        dtype = str if type(dtype).__name__ == "VariableLengthUTF8" else native()
     dt = np.dtype("f8" if dtype is None else dtype)
     if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
         dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings

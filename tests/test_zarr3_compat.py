@@ -341,3 +341,25 @@ def test_default_zarr_format_switches_v2_family():
                   cs.group(cs.MemoryStore())):
             assert z.zarr_format == 3
     assert cs.zeros((4,), store=cs.MemoryStore(), zarr_format=3).zarr_format == 3
+
+
+# ------------------------------------------------------------------------- data types
+@pytest.mark.parametrize("spec", ["int32", ">f8", "u1", "bool", "c16", "U5", "S3", "M8[ns]",
+                                  "m8[s]", [("a", "<i4"), ("b", "<f8")]])
+def test_parse_dtype_matches_zarr(spec):
+    from chunkstore.dtype import parse_dtype
+    ours, theirs = parse_dtype(spec), zarr.dtype.parse_dtype(spec, zarr_format=2)
+    assert type(ours).__name__ == type(theirs).__name__
+    assert ours.to_native_dtype() == theirs.to_native_dtype()
+    assert json.dumps(ours.to_json(2)) == json.dumps(theirs.to_json(zarr_format=2))
+
+
+@pytest.mark.parametrize("name", ["Int16", "Float32", "UInt64", "Complex64"])
+def test_named_data_types_in_create_array(tmp_path, name):
+    import chunkstore.dtype as cd
+    ours = cs.create_array(str(tmp_path / "o"), shape=(4,), dtype=getattr(cd, name)())
+    zarr.create_array(str(tmp_path / "t"), shape=(4,), dtype=getattr(zarr.dtype, name)())
+    assert doc(tmp_path / "o") == doc(tmp_path / "t")
+    assert ours.dtype == np.dtype(getattr(cd, name)())
+    cs.create_array(str(tmp_path / "z"), shape=(4,), dtype=getattr(zarr.dtype, name)())
+    assert doc(tmp_path / "z") == doc(tmp_path / "t")
