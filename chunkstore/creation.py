@@ -221,9 +221,10 @@ def _init_array_v3(store, path, shape, chunks, dtype, compressor, fill_value, or
     from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
     if dtype.hasobject or dtype.kind == "U":
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
-    if dtype.kind in "SUVMmO" and not dtype.hasobject or dtype.names:
+    if dtype.kind in "SUVMmO" and not dtype.hasobject and not dtype.names:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
-                         f"supported by Zarr v3 here (bool, ints, floats, complex, string)")
+                         f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
+                         f"structured)")
     if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
         from chunkstore.codecs.normalize import chunk_encoding_v3
         codecs = chunk_encoding_v3(dtype, codecs=codecs)

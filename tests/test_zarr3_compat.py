@@ -363,3 +363,26 @@ def test_named_data_types_in_create_array(tmp_path, name):
     assert ours.dtype == np.dtype(getattr(cd, name)())
     cs.create_array(str(tmp_path / "z"), shape=(4,), dtype=getattr(zarr.dtype, name)())
     assert doc(tmp_path / "z") == doc(tmp_path / "t")
+
+
+@pytest.mark.parametrize("fill_value", [None, (1, 2.5)])
+def test_structured_v3_as_zarr_writes_it(tmp_path, fill_value):
+    import warnings
+    # zarr-python 3.1 fills a bytes field with b"0" by default: only with a fill value given
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")] + ([("c", "S3")] if fill_value else []))
+    data = np.array([(1, 1.5, b"x"), (2, 2.5, b"yy"), (3, 3.5, b"zzz")], dtype=dt) \
+        if fill_value else np.array([(1, 1.5), (2, 2.5), (3, 3.5)], dtype=dt)
+    if fill_value is not None:
+        fill_value = fill_value + (b"q",)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python 3 warns that the type is unstable
+        ours, theirs, d1, d2 = both(tmp_path, shape=(3,), chunks=(2,), dtype=dt,
+                                    fill_value=fill_value)
+        assert d1 == d2
+        ours[:2] = data[:2]
+        theirs[:] = data
+        np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "ours"))[:2], data[:2])
+        assert zarr.open_array(str(tmp_path / "ours"))[2] == cs.open_array(
+            str(tmp_path / "theirs")).fill_value
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "theirs"))[:], data)
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "theirs"))["a"], [1, 2, 3])

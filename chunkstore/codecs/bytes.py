@@ -45,7 +45,8 @@ class BytesCodec(Codec):
         return {"name": "bytes", "configuration": {"endian": self.endian}}
 
     def spec(self, dtype=None):
-        if dtype is not None and np.dtype(dtype).itemsize == 1:
+        if dtype is not None and (np.dtype(dtype).itemsize == 1 or
+                                  np.dtype(dtype).fields is not None):
             return {"name": "bytes"}
         if self.endian is None and dtype is not None:
             raise ValueError(f"BytesCodec needs endian= for the multi-byte data type "

@@ -167,7 +167,7 @@ def _as_list(value: Any, argument: str) -> list:
 def _default_serializer(dtype: np.dtype) -> dict:
     if dtype.hasobject:
         return {"name": "vlen-utf8", "configuration": {}}
-    if dtype.itemsize == 1:
+    if dtype.itemsize == 1 or dtype.fields is not None:
         return {"name": "bytes"}
     # v3 data types have no byte order: the bytes codec keeps the one asked for
     big = dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big")

@@ -218,10 +218,12 @@ class BytesCodec(_Codec):
             raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
         self.endian = endian
         self.itemsize = dtype.itemsize
-        self.swap = dtype.itemsize > 1 and endian != _NATIVE_ENDIAN
+        # structured types: fields in their own (little-endian) order, no endian written
+        self.structured = dtype.fields is not None
+        self.swap = dtype.itemsize > 1 and endian != _NATIVE_ENDIAN and not self.structured
 
     def to_dict(self) -> dict:
-        if self.itemsize == 1:
+        if self.itemsize == 1 or self.structured:
             return {"name": "bytes"}
         return {"name": "bytes", "configuration": {"endian": self.endian}}
 
