@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.codecs import _public
+from chunkstore.codecs.numcodecs import kind_of as numcodecs_kind_of
 from chunkstore.codecs.sharding_indexed import ShardingCodec
 from chunkstore.codecs.zstd import zstd_v2
 
@@ -37,6 +38,7 @@ def _registry() -> dict:
     import chunkstore.codecs.crc32c_, chunkstore.codecs.gzip  # noqa: E401,F401
     import chunkstore.codecs.sharding_indexed, chunkstore.codecs.transpose  # noqa: E401,F401
     import chunkstore.codecs.vlen_utf8, chunkstore.codecs.zstd  # noqa: E401,F401
+    import chunkstore.codecs.numcodecs  # noqa: F401
     return _public.REGISTRY
 
 
@@ -113,9 +115,17 @@ def _numcodec_json(codec: Any, argument: str, dtype: np.dtype | None) -> dict:
         return {"name": "crc32c"}
     if cid in ("vlen-utf8", "vlen-bytes"):
         return {"name": cid, "configuration": {}}
-    raise ValueError(f"{argument}: the numcodecs codec {codec!r} has no Zarr v3 codec here; "
-                     f"Zarr v3 arrays take Blosc, Zstd, GZip, CRC32C (or v2 arrays, which take "
-                     f"any numcodecs codec)")
+    conf = {k: v for k, v in codec.get_config().items() if k != "id"}
+    return {"name": f"numcodecs.{cid}", "configuration": conf}  # zarr-python 3's wrapper
+
+
+def _checked_numcodec(doc: dict, argument: str) -> dict:
+    kind = codec_kind(doc)
+    if doc["name"].startswith("numcodecs.") and kind != "bytes_bytes":
+        raise ValueError(f"{argument}: {doc['name']!r} is an {_KIND_WORDS.get(kind, 'unknown')} "
+                         f"numcodecs codec; only numcodecs compressors and checksums work in "
+                         f"a Zarr v3 chain here (use zarr_format=2 for it)")
+    return doc
 
 
 def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
@@ -126,7 +136,9 @@ def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
     if isinstance(c, dict):
         return c
     if _is_numcodec(c):
-        return _numcodec_json(c, argument, dtype)
+        return _checked_numcodec(_numcodec_json(c, argument, dtype), argument)
+    if getattr(c, "codec_name", "").startswith("numcodecs."):
+        return _checked_numcodec(c.to_dict(), argument)
     if isinstance(c, ShardingCodec):  # inner codecs in any spelling, for the inner chunks
         d = c.to_dict()
         conf = d["configuration"]
@@ -139,7 +151,9 @@ def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
 
 
 def codec_kind(doc: Mapping) -> str | None:
-    return _KIND_OF_NAME.get(doc.get("name"))
+    name = doc.get("name")
+    return _KIND_OF_NAME.get(name) or (numcodecs_kind_of(name) if isinstance(name, str)
+                                       else None)
 
 
 def numcodecs_codec(obj: Any, argument: str) -> Any:
@@ -220,7 +234,7 @@ def chunk_encoding_v3(dtype: Any, *, codecs: Any = None, filters: Any = "auto",
     else:
         bb = [_checked(c, f"compressors[{i}]", dtype, ("bytes_bytes",),
                        "compressors takes bytes -> bytes codecs (BloscCodec, ZstdCodec, "
-                       "GzipCodec, Crc32cCodec, or numcodecs Blosc/Zstd/GZip/CRC32C)")
+                       "GzipCodec, Crc32cCodec, numcodecs compressors and checksums)")
               for i, c in enumerate(_as_list(compressors, "compressors"))]
     return aa + [ab] + bb
 
