@@ -236,14 +236,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _lock(self, key):
         return creation.creation_lock(self._synchronizer, key)
 
-    def create_group(self, name, overwrite=False):
-        """Create a subgroup (and the groups on the way); raises if something is there."""
+    def create_group(self, name, overwrite=False, attributes=None):
+        """Create a subgroup (and the groups on the way); raises if something is there.
+        attributes: zarr-python 3's initial attributes."""
         self._check_writable()
         path = self._child(name)
         with self._lock(_join(path, ".zgroup")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
-        return Group(self._store, path, read_only=self._read_only,
-                     synchronizer=self._synchronizer)
+        g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
+        if attributes:
+            g.attrs.update(attributes)
+        return g
 
     def require_group(self, name, overwrite=False):
         """The subgroup at name, created if absent."""

@@ -21,6 +21,13 @@ class GroupAPIv3:
         self.attrs.update(new_attributes)
         return self
 
+    def require_array(self, name, *, shape, dtype=None, **kwargs):
+        """zarr-python 3's ``require_array``: the array at name (its shape must match and
+        dtype be castable), else a new one made by create_array."""
+        if name in self.array_keys():
+            return self.require_dataset(name, shape=shape, dtype=dtype)
+        return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+
     def create_array(self, name, **kwargs):
         """zarr-python 3's ``Group.create_array``; the array gets the group's Zarr format
         unless zarr_format= says otherwise."""

@@ -413,3 +413,38 @@ def test_numcodecs_wrappers_in_v3_chains(tmp_path):
                         filters=[Delta(dtype="<i4")], compressors=LZMA(preset=1))
     z[:] = [1, 5, 2, 9]
     assert z.filters == [numcodecs.Delta(dtype="<i4")] and list(z[:]) == [1, 5, 2, 9]
+
+
+# ------------------------------------------------------------- consolidated metadata
+def test_consolidated_metadata_as_zarr(tmp_path):
+    for lib, p in ((cs, tmp_path / "ours"), (zarr, tmp_path / "theirs")):
+        g = lib.create_group(str(p))
+        g.create_array(name="a", shape=(10,), dtype="i4", chunks=(5,))
+        g.create_group("sub", attributes={"k": "v"}).create_array(name="b", shape=(3,),
+                                                                   dtype="f8", chunks=(3,))
+        lib.consolidate_metadata(str(p))
+    assert doc(tmp_path / "ours") == doc(tmp_path / "theirs")
+    ours = cs.open_consolidated(str(tmp_path / "theirs"))
+    theirs = zarr.open_consolidated(str(tmp_path / "ours"))
+    assert sorted(n for n, _ in ours.members(max_depth=None)) == \
+        sorted(n for n, _ in theirs.members(max_depth=None)) == ["a", "sub", "sub/b"]
+    assert ours["sub"].attrs["k"] == "v"
+
+
+def test_array_metadata_to_dict_as_zarr(tmp_path):
+    cs.create_array(str(tmp_path / "o"), shape=(10,), dtype="i4", chunks=(5,),
+                    attributes={"x": 1})
+    zarr.create_array(str(tmp_path / "t"), shape=(10,), dtype="i4", chunks=(5,),
+                      attributes={"x": 1})
+    ours = cs.open_array(str(tmp_path / "o")).metadata.to_dict()
+    theirs = zarr.open_array(str(tmp_path / "t")).metadata.to_dict()
+    assert json.loads(json.dumps(ours)) == json.loads(json.dumps(theirs))
+
+
+def test_require_array_and_group_attributes():
+    g = cs.create_group(cs.MemoryStore())
+    a = g.require_array("a", shape=(3,), dtype="i2")
+    assert g.require_array("a", shape=(3,), dtype="i2") == a
+    with pytest.raises(TypeError, match="shape"):
+        g.require_array("a", shape=(4,), dtype="i2")
+    assert g.create_group("s", attributes={"u": 1}).attrs.asdict() == {"u": 1}
