@@ -77,6 +77,9 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     dt = np.dtype("f8" if dtype is None else dtype)
     if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
         dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings
+    if isinstance(shards, str):
+        raise ValueError(f"shards must be a shard shape (a multiple of chunks) or None; "
+                         f"{shards!r} is not supported here")
     cfg_order, wec = _array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
