@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from chunkstore import config
+from chunkstore import dtype  # zarr-python 3's data types (chunkstore.dtype.parse_dtype)
 from chunkstore.storage import *  # noqa: F401,F403 - the store classes and helpers
 from chunkstore.array import Array
 from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,

@@ -449,3 +449,10 @@ def test_require_array_and_group_attributes():
     with pytest.raises(TypeError, match="shape"):
         g.require_array("a", shape=(4,), dtype="i2")
     assert g.create_group("s", attributes={"u": 1}).attrs.asdict() == {"u": 1}
+
+
+def test_zarr3_modules_reachable_as_attributes():
+    assert cs.dtype.parse_dtype("int8") == cs.dtype.Int8()
+    assert cs.codecs.numcodecs.LZMA(preset=2).to_dict() == zarr.codecs.numcodecs.LZMA(
+        preset=2).to_dict()
+    assert cs.storage.LocalStore is LocalStore and cs.LocalStore is LocalStore

@@ -10,6 +10,7 @@ from chunkstore.codecs.sharding_indexed import ShardingCodec, ShardingCodecIndex
 from chunkstore.codecs.transpose import TransposeCodec
 from chunkstore.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from chunkstore.codecs.zstd import ZstdCodec
+from chunkstore.codecs import numcodecs  # noqa: E402 - zarr-python 3's codecs.numcodecs
 
 __all__ = [
     "BloscCname",
