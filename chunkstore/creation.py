@@ -116,6 +116,12 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
+    # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
+    from chunkstore.codecs.normalize import numcodecs_codec
+    if compressor is not None and not hasattr(compressor, "codec_id"):
+        compressor = numcodecs_codec(compressor, "compressor")
+    filters = [f if hasattr(f, "codec_id") else numcodecs_codec(f, f"filters[{i}]")
+               for i, f in enumerate(filters)]
     if dtype.hasobject:
         if object_codec is None and not filters:
             raise ValueError("an object array needs an object_codec, e.g. "

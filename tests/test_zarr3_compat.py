@@ -456,3 +456,27 @@ def test_zarr3_modules_reachable_as_attributes():
     assert cs.codecs.numcodecs.LZMA(preset=2).to_dict() == zarr.codecs.numcodecs.LZMA(
         preset=2).to_dict()
     assert cs.storage.LocalStore is LocalStore and cs.LocalStore is LocalStore
+
+
+def test_v2_family_takes_zarr3_codec_objects():
+    z = cs.zeros((10,), chunks=3, dtype="i4", store=cs.MemoryStore(),
+                 compressor=cc.ZstdCodec(level=4), filters=[{"id": "delta", "dtype": "<i4"}])
+    assert z.compressor == numcodecs.Zstd(level=4)
+    assert z.filters == [numcodecs.Delta(dtype="<i4")]
+    z[:] = np.arange(10)
+    assert list(z[:]) == list(range(10))
+    z3 = cs.zeros((10,), chunks=3, dtype="i4", store=cs.MemoryStore(), zarr_format=3,
+                  compressor=zc.GzipCodec(level=2))
+    assert z3.compressors == (cc.GzipCodec(level=2),)
+    with pytest.raises(ValueError, match="compressor"):
+        cs.zeros((10,), store=cs.MemoryStore(), compressor=cc.TransposeCodec(order=(0,)))
+
+
+def test_from_array_keeps_sharded_encoding():
+    src = cs.create_array(cs.MemoryStore(), shape=(40, 30), chunks=(5, 5), shards=(10, 10),
+                          dtype="f4", compressors=cc.GzipCodec(level=2))
+    src[:] = np.arange(1200, dtype="f4").reshape(40, 30)
+    z = cs.from_array(cs.MemoryStore(), data=src)
+    assert (z.chunks, z.shards, z.compressors) == ((5, 5), (10, 10), (cc.GzipCodec(level=2),))
+    np.testing.assert_array_equal(z[:], src[:])
+    assert z.metadata.to_dict()["codecs"] == src.metadata.to_dict()["codecs"]
