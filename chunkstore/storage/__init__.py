@@ -22,6 +22,7 @@ from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .zip import ZipStore
 from .zarr3_names import FsspecStore, LocalStore
+from .object_store import ObjectStore
 
 __all__ = [
     "BaseStore",
@@ -34,6 +35,7 @@ __all__ = [
     "FSStore",
     "FsspecStore",
     "LocalStore",
+    "ObjectStore",
     "KVStore",
     "LRUStoreCache",
     "ConsolidatedMetadataStore",
