@@ -41,6 +41,19 @@ class ZDType:
     def from_native_dtype(cls, dtype: Any) -> "ZDType":
         return parse_dtype(dtype)
 
+    @classmethod
+    def from_json(cls, data: Any, zarr_format: int) -> "ZDType":
+        """The data type of a metadata spelling (what ``to_json`` gives)."""
+        if zarr_format == 2:
+            name = data.get("name") if isinstance(data, dict) else data
+            codec = data.get("object_codec_id") if isinstance(data, dict) else None
+            if codec == "vlen-bytes":
+                return VariableLengthBytes()
+            return parse_dtype(np.dtype([tuple(f) for f in name]) if isinstance(name, list)
+                               else name)
+        from chunkstore.metadata.v3 import decode_data_type_v3
+        return parse_dtype(decode_data_type_v3(data))
+
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)
 
