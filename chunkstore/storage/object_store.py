@@ -85,8 +85,16 @@ class ObjectStore(BaseStore):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def setitems(self, mapping) -> None:
+        self._check_writable()
+        items = {validate_key(k): bytes(ensure_bytes(v)) for k, v in mapping.items()}
+        for k, v in items.items():  # every key checked before anything is written
+            self._obs.put(self.store, k, v)
+
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         prefix = normalize_prefix(prefix)
+        if prefix and prefix.rstrip("/") in self:  # a value at the prefix itself
+            yield prefix.rstrip("/")
         for batch in self._obs.list(self.store, prefix=prefix.rstrip("/") or None):
             for meta in batch:
                 yield meta["path"]
@@ -95,7 +103,12 @@ class ObjectStore(BaseStore):
         prefix = normalize_prefix(prefix).rstrip("/")
         res = self._obs.list_with_delimiter(self.store, prefix or None)
         cut = len(prefix) + 1 if prefix else 0
-        names = {p.rstrip("/")[cut:] for p in res["common_prefixes"]}
+        prefixes = res["common_prefixes"]
+        if type(self.store).__name__ == "LocalStore":
+            # a local directory emptied by deletes is still listed: keep non-empty ones only
+            prefixes = [p for p in prefixes if any(
+                batch for batch in self._obs.list(self.store, prefix=p.rstrip("/")))]
+        names = {p.rstrip("/")[cut:] for p in prefixes}
         names |= {m["path"][cut:] for m in res["objects"]}
         return sorted(n for n in names if n)
 
