@@ -3,11 +3,12 @@
 __version__ = "0.1.0"
 
 from chunkstore import config
+from chunkstore import dtype  # zarr-python 3's data types (chunkstore.dtype.parse_dtype)
 from chunkstore.storage import *  # noqa: F401,F403 - the store classes and helpers
 from chunkstore.array import Array
 from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,
                                     copy_all, copy_store, load, save, save_group, tree)
-from chunkstore.creation import (array, create, create_array, empty, empty_like, full,
+from chunkstore.creation import (array, create, empty, empty_like, full,
                                  full_like, ones, ones_like, open, open_array, open_like,
                                  save_array, zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
@@ -17,3 +18,5 @@ from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecode
                                ReadOnlyError)
 from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer
 from chunkstore.group import Group, group, open_consolidated, open_group
+from chunkstore.creation_v3 import create_array, from_array
+from chunkstore.hierarchy_v3 import create_group, create_hierarchy

@@ -28,6 +28,8 @@ from chunkstore.storage.base import delitems, getitems, getsize, listdir, setite
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
+from chunkstore.metadata import zarr3_view
+from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
 
 
 def _human(n):
@@ -37,7 +39,7 @@ def _human(n):
         n /= 1024
 
 
-class Array(nodes.Node, ArrayExtras):
+class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
     """A Zarr v2 array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
@@ -215,7 +217,9 @@ class Array(nodes.Node, ArrayExtras):
 
     @property
     def filters(self):
-        return self._meta.filters
+        # Zarr v2: zarr-python 2's list of numcodecs filters (or None); Zarr v3: zarr-python
+        # 3's tuple of array -> array codecs.
+        return zarr3_view.filters(self._meta)
 
     @property
     def dimension_separator(self):
@@ -235,7 +239,8 @@ class Array(nodes.Node, ArrayExtras):
 
     @property
     def nbytes_stored(self):
-        return getsize(self._store, self._path)
+        # an int (zarr-python 2's property) that can be called (zarr-python 3's method)
+        return CallableInt(getsize(self._store, self._path))
 
     @property
     def nchunks_initialized(self):
@@ -274,11 +279,12 @@ class Array(nodes.Node, ArrayExtras):
         return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}>"
 
     def __eq__(self, other):
-        return (isinstance(other, Array) and self._store is other._store
-                and self._path == other._path)
+        # two handles on the same path of equal stores (a pickled copy too), as zarr-python 3
+        return (isinstance(other, Array) and self._path == other._path
+                and (self._store is other._store or self._store == other._store))
 
     def __hash__(self):
-        return hash((id(self._store), self._path))
+        return hash((type(self._store).__name__, self._path))
 
     def __getstate__(self):
         return {"store": self._store, "path": self._path, "read_only": self._read_only,

@@ -107,3 +107,93 @@ try:  # chunk-level threads replace Blosc's internal pool (and its fork hazards)
     _blosc.use_threads = False
 except Exception:  # pragma: no cover - numcodecs without blosc
     pass
+
+
+# --------------------------------------------------------------------------------------------
+# zarr-python 3's configuration keys: config.set({"array.order": "F"}) or as a context manager
+# (with config.set({...}): ...). Keys with no meaning here are refused by name.
+
+_set_base, _get_base = set, get
+_ZARR3 = {"array.order": "C", "array.write_empty_chunks": False, "default_zarr_format": None}
+if "io_concurrency" not in _settings:  # kept here until the I/O layer has its own setting
+    _ZARR3["io_concurrency"] = None
+_ALIASES = {"threading.max_workers": "threads", "async.concurrency": "io_concurrency"}
+
+
+def _base_keys():
+    import inspect
+    return [p for p in inspect.signature(_set_base).parameters]
+
+
+def _check_zarr3(key, value):
+    if key == "array.order" and value not in ("C", "F"):
+        raise ValueError(f"array.order must be 'C' or 'F', got {value!r}")
+    if key == "array.write_empty_chunks" and not isinstance(value, bool):
+        raise ValueError(f"array.write_empty_chunks must be True or False, got {value!r}")
+    if key == "io_concurrency" and value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"async.concurrency must be a positive integer, got {value!r}")
+    if key == "default_zarr_format" and value not in (2, 3, None):
+        raise ValueError(f"default_zarr_format must be 2 or 3, got {value!r}")
+
+
+class _Restore:
+    """What config.set returns: a context manager that restores the previous values."""
+
+    def __init__(self, old):
+        self._old = old
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        set(self._old)
+
+
+def set(options=None, **kwargs):  # noqa: A001,F811 - extends the set above
+    """Set options: keyword arguments (``threads=4``) or zarr-python 3's dict of dotted keys
+    (``{"array.order": "F", "async.concurrency": 8, "threading.max_workers": 4,
+    "array.write_empty_chunks": True, "default_zarr_format": 3}``). Unknown keys raise
+    KeyError naming them; nothing is set then. Usable as a context manager."""
+    items = dict(options or {})
+    items.update(kwargs)
+    base_keys = _base_keys()
+    zarr3, base = {}, {}
+    for key, value in items.items():
+        name = _ALIASES.get(key, key)
+        if name in base_keys:
+            base[name] = value
+        elif name in _ZARR3:
+            _check_zarr3(name, value)
+            zarr3[name] = value
+        else:
+            known = sorted({*_ZARR3, *_ALIASES, *base_keys})
+            raise KeyError(f"unknown configuration key {key!r}; known: {', '.join(known)}")
+    old = {k: _ZARR3[k] for k in zarr3}
+    old.update({k: _settings.get(k) for k in base})
+    if base:
+        _set_base(**{**{k: _settings.get(k) for k in base_keys if k in _settings}, **base})
+    _ZARR3.update(zarr3)
+    return _Restore(old)
+
+
+def get(name, default=None):  # noqa: F811 - extends the get above
+    """Current value of a setting: "threads", or a zarr-python 3 key ("array.order", ...)."""
+    key = _ALIASES.get(name, name)
+    if key in _ZARR3:
+        return _ZARR3[key]
+    try:
+        return _get_base(key)
+    except KeyError:
+        if default is not None:
+            return default
+        known = sorted({*_ZARR3, *_ALIASES, *_base_keys()})
+        raise KeyError(f"unknown setting {name!r}; known: {', '.join(known)}") from None
+
+
+def default_zarr_format(zarr_format=None, family_default=2):
+    """zarr_format if given, else ``default_zarr_format`` if set, else the function family's
+    default (2 for zarr-python 2's functions, 3 for zarr-python 3's)."""
+    if zarr_format is not None:
+        return zarr_format
+    return _ZARR3["default_zarr_format"] or family_default

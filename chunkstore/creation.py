@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from chunkstore import creation_args, nodes
+from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, PathNotFoundError, ReadOnlyError)
@@ -137,6 +137,12 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
+    # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
+    from chunkstore.codecs.normalize import numcodecs_codec
+    if compressor is not None and not hasattr(compressor, "codec_id"):
+        compressor = numcodecs_codec(compressor, "compressor")
+    filters = [f if hasattr(f, "codec_id") else numcodecs_codec(f, f"filters[{i}]")
+               for i, f in enumerate(filters)]
     if dtype.hasobject:
         if object_codec is None and not filters:
             raise ValueError("an object array needs an object_codec, e.g. "
@@ -203,6 +209,9 @@ def v3_codec(codec, itemsize):
     if isinstance(codec, dict):
         return codec
     cid = getattr(codec, "codec_id", None)
+    if cid is None:  # zarr-python 3's codec objects (ours or its own), names
+        from chunkstore.codecs.normalize import codec_json
+        return codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
     if cid == "blosc":
         shuffle = codec.shuffle if codec.shuffle in _BLOSC_SHUFFLE else 1
         return {"name": "blosc", "configuration": {
@@ -259,9 +268,13 @@ def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
     if dtype.hasobject or dtype.kind == "U":
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
-    if dtype.kind in "SUVMmO" and not dtype.hasobject or dtype.names:
+    if dtype.kind in "SUVMmO" and not dtype.hasobject and not dtype.names:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
-                         f"supported by Zarr v3 here (bool, ints, floats, complex, string)")
+                         f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
+                         f"structured)")
+    if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
+        from chunkstore.codecs.normalize import chunk_encoding_v3
+        codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)
     grid = chunks
@@ -325,16 +338,17 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
            store=None, synchronizer=None, overwrite=False, path=None, filters=None,
            cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
            write_empty_chunks=False, storage_options=None, missing_chunks="fill",
-           zarr_format=2, shards=None, dimension_names=None, attributes=None, codecs=None,
+           zarr_format=None, shards=None, dimension_names=None, attributes=None, codecs=None,
            **kwargs):
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
-    (2, the default, or 3) and for Zarr v3: shards (the shard shape; chunks are then the
-    inner chunks), dimension_names, attributes, and codecs (a raw v3 codec chain).
-    h5py's compression=, compression_opts= and fillvalue= are accepted, as zarr-python 2
-    accepts them."""
+    (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards
+    (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
+    codecs (a raw v3 codec chain). h5py's compression=, compression_opts= and fillvalue= are
+    accepted, as zarr-python 2 accepts them."""
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
     _check_format(zarr_format)
+    zarr_format = config.default_zarr_format(zarr_format, 2)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     with creation_lock(synchronizer, _prefix(normalize_path(path)) + ".zarray"):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
@@ -359,63 +373,6 @@ def _check_unknown(kwargs):
 def _check_format(zarr_format):
     if zarr_format not in (2, 3, None):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-
-
-def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
-                 shards=None, filters="auto", compressors="auto", serializer="auto",
-                 fill_value=None, order=None, zarr_format=3, attributes=None,
-                 chunk_key_encoding=None, dimension_names=None, storage_options=None,
-                 overwrite=False, write_data=True, synchronizer=None, **kwargs):
-    """zarr-python 3's `create_array`; like zarr-python 3 it writes Zarr v3 by default.
-
-    compressors: "auto" (chunkstore's default Blosc lz4), None, one numcodecs codec or a
-    list (v2 takes one; v3 takes Blosc/Zstd/GZip, and CRC32C for a checksum). shards (v3):
-    the shard shape, a multiple of chunks. dimension_names: stored in zarr.json for v3, and as
-    the `_ARRAY_DIMENSIONS` attribute (xarray's convention) for v2.
-    """
-    _check_format(zarr_format)
-    if serializer not in ("auto", None):
-        raise ValueError("serializer is not configurable here; the bytes codec is used")
-    comps = [] if compressors is None else (
-        list(compressors) if isinstance(compressors, (list, tuple)) else [compressors])
-    if compressors == "auto":
-        compressor, extra = "default", []
-    else:
-        compressor = comps[0] if comps else None
-        extra = comps[1:]
-    if zarr_format == 2 and extra:
-        raise ValueError(f"Zarr v2 takes one compressor, got {len(comps)}")
-    if filters == "auto":
-        filters = None
-    if zarr_format == 3:
-        filters = list(filters or []) + extra
-    if data is not None:
-        data = np.asanyarray(data)
-        shape = data.shape if shape is None else shape
-        dtype = data.dtype if dtype is None else dtype
-    if chunk_key_encoding is not None:
-        sep = chunk_key_encoding.get("separator", chunk_key_encoding.get(
-            "configuration", {}).get("separator", ".")) \
-            if isinstance(chunk_key_encoding, dict) else chunk_key_encoding
-        kwargs.setdefault("dimension_separator", sep)
-    attrs = dict(attributes or {})
-    if dimension_names is not None and zarr_format == 2:
-        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
-        dimension_names = None
-    z = create(shape=shape, chunks=True if chunks == "auto" else chunks, dtype=dtype,
-               compressor=compressor, filters=filters,
-               fill_value=0 if fill_value is None else fill_value, order=order or "C",
-               store=store, path=name, overwrite=overwrite, storage_options=storage_options,
-               synchronizer=synchronizer, zarr_format=zarr_format, shards=shards,
-               dimension_names=dimension_names, **kwargs)
-    if dimension_names is not None and len(dimension_names) != z.ndim:
-        raise ValueError(f"dimension_names has {len(dimension_names)} names for {z.ndim} "
-                         f"dimensions")
-    if attrs:
-        z.attrs.update(attrs)
-    if data is not None and write_data:
-        z[...] = data
-    return z
 
 
 def zeros(shape, **kwargs):
@@ -580,8 +537,8 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
-                         zarr_format=zarr_format or 2, shards=shards,
-                         dimension_names=dimension_names)
+                         zarr_format=config.default_zarr_format(zarr_format, 2),
+                         shards=shards, dimension_names=dimension_names)
     if mode in ("r", "r+"):
         # Reading the metadata is the existence check: one request on a remote store.
         try:
@@ -663,6 +620,6 @@ def save_array(store, arr, path=None, storage_options=None, **kwargs):
         array(arr, store=s, path=path, overwrite=True, **kwargs)
 
 
-__all__ = ["create", "create_array", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
+__all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
            "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

@@ -15,6 +15,8 @@ from chunkstore.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
                                ContainsGroupError, GroupNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import parse_group_metadata
+from chunkstore.group_api_v3 import GroupAPIv3
+from chunkstore.node_api_v3 import Members, family_format
 from chunkstore.storage.base import listdir, normalize_store, rmdir
 
 
@@ -22,7 +24,7 @@ def _join(a, b):
     return f"{a}/{b}" if a else b
 
 
-class Group(nodes.Node, MutableMapping):
+class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
     def __init__(self, store, path="", read_only=False, synchronizer=None):
@@ -155,8 +157,9 @@ class Group(nodes.Node, MutableMapping):
 
     @property
     def members(self):
-        """Mapping of name to Array/Group of the direct members."""
-        return dict(self.items())
+        """Mapping of name to Array/Group of the direct members; callable as zarr-python 3's
+        members(max_depth=) (see chunkstore.node_api_v3.Members)."""
+        return Members(self, self.items())
 
     def array_keys(self, recurse=False):
         """Names of the member arrays. With recurse, also those of every subgroup, each by
@@ -233,14 +236,17 @@ class Group(nodes.Node, MutableMapping):
     def _lock(self, key):
         return creation.creation_lock(self._synchronizer, key)
 
-    def create_group(self, name, overwrite=False):
-        """Create a subgroup (and the groups on the way); raises if something is there."""
+    def create_group(self, name, overwrite=False, attributes=None):
+        """Create a subgroup (and the groups on the way); raises if something is there.
+        attributes: zarr-python 3's initial attributes."""
         self._check_writable()
         path = self._child(name)
         with self._lock(_join(path, ".zgroup")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
-        return Group(self._store, path, read_only=self._read_only,
-                     synchronizer=self._synchronizer)
+        g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
+        if attributes:
+            g.attrs.update(attributes)
+        return g
 
     def require_group(self, name, overwrite=False):
         """The subgroup at name, created if absent."""
@@ -299,18 +305,6 @@ class Group(nodes.Node, MutableMapping):
 
     def create(self, name, **kwargs):
         return self._create_array(name, creation.create, **kwargs)
-
-    def create_array(self, name, *, shape=None, dtype=None, chunks="auto", data=None,
-                     compressors="auto", filters=None, fill_value=None, order="C",
-                     attributes=None, overwrite=False, zarr_format=None, **kwargs):
-        """zarr-python 3's Group.create_array; the array gets the group's Zarr format."""
-        zarr_format = zarr_format or self._format
-        from chunkstore.creation import create_array
-        return create_array(self._store, name=self._child(name), shape=shape, dtype=dtype,
-                            chunks=chunks, data=data, compressors=compressors,
-                            filters=filters, fill_value=fill_value, order=order,
-                            attributes=attributes, overwrite=overwrite,
-                            zarr_format=zarr_format, synchronizer=self._synchronizer, **kwargs)
 
     def zeros(self, name, **kwargs):
         return self._create_array(name, creation.zeros, **kwargs)
@@ -377,10 +371,11 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
 
 
 def group(store=None, overwrite=False, synchronizer=None, path=None, storage_options=None,
-          zarr_format=2, **kwargs):
+          zarr_format=None, **kwargs):
     """Create a group, or open the one already there (overwrite=True replaces it).
-    zarr_format (2 or 3) applies to a new group."""
+    zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
     creation._check_format(zarr_format)
+    zarr_format = family_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, _join(path, ".zgroup")):
@@ -393,8 +388,10 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
                zarr_format=None, **kwargs):
     """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
     creation._check_mode(mode)
+    creation._check_format(zarr_format)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
+    zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None, _join(path, ".zgroup")):
         exists = contains_group(store, path)
         if mode in ("r", "r+"):

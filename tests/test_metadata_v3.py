@@ -251,7 +251,7 @@ def test_unsupported_data_type_names_type_and_key(dt):
     assert repr(shown) in msg
 
 
-@pytest.mark.parametrize("dt", ["U5", "M8[s]", [("a", "i4")], "S3", "V4"])
+@pytest.mark.parametrize("dt", ["U5", "M8[s]", [("a", "M8[s]")], "S3", "V4"])
 def test_unsupported_numpy_dtypes(dt):
     with pytest.raises(ValueError, match="unsupported data type"):
         ArrayMetadataV3(shape=(2,), chunks=(2,), dtype=dt)

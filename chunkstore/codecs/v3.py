@@ -219,10 +219,12 @@ class BytesCodec(_Codec):
             raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
         self.endian = endian
         self.itemsize = dtype.itemsize
-        self.swap = dtype.itemsize > 1 and endian != _NATIVE_ENDIAN
+        # structured types: fields in their own (little-endian) order, no endian written
+        self.structured = dtype.fields is not None
+        self.swap = dtype.itemsize > 1 and endian != _NATIVE_ENDIAN and not self.structured
 
     def to_dict(self) -> dict:
-        if self.itemsize == 1:
+        if self.itemsize == 1 or self.structured:
             return {"name": "bytes"}
         return {"name": "bytes", "configuration": {"endian": self.endian}}
 
@@ -409,6 +411,30 @@ class Crc32cCodec(_BytesBytes):
         np.copyto(dest, self.decode(buf))
 
 
+class NumcodecsBytesCodec(_BytesBytes):
+    """A numcodecs compressor or checksum named ``numcodecs.<id>`` (zarr-python 3's
+    wrappers), run as a bytes -> bytes codec."""
+
+    def __init__(self, name: str, conf: Mapping) -> None:
+        from chunkstore.codecs.numcodecs import BYTES_BYTES
+        cid = name[len("numcodecs."):]
+        if cid not in BYTES_BYTES:
+            raise ValueError(f"codec {name!r} is not a bytes -> bytes codec; only numcodecs "
+                             f"compressors and checksums work in a Zarr v3 chain here")
+        try:
+            self.numcodec = numcodecs.get_codec({"id": cid, **dict(conf)})
+        except Exception as e:
+            raise ValueError(f"codec {name!r}: invalid configuration {dict(conf)!r}: {e}") \
+                from None
+        self.name, self.conf = name, dict(conf)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "configuration": dict(self.conf)}
+
+    def decode_into(self, buf: Any, dest: np.ndarray) -> None:
+        np.copyto(dest.reshape(-1).view(np.uint8), _as_u8(self.decode(buf)))
+
+
 CODEC_NAMES = ("transpose", "bytes", "vlen-utf8", "sharding_indexed",
                "blosc", "gzip", "zstd", "crc32c")
 
@@ -508,6 +534,9 @@ def parse_codecs(
                 bb.append(ZstdCodec(conf))
             else:
                 bb.append(Crc32cCodec(conf))
+            continue
+        if name.startswith("numcodecs.") and ab is not None:
+            bb.append(NumcodecsBytesCodec(name, conf))  # zarr-python 3's numcodecs wrappers
             continue
         raise ValueError(f"unknown codec {name!r}")
     if ab is None:

@@ -39,6 +39,7 @@ from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable,
 import numpy as np
 
 from chunkstore.codecs import v3 as _codecs
+from chunkstore.metadata import structured_v3 as _structured
 from chunkstore.errors import MetadataError
 
 __all__ = [
@@ -107,6 +108,8 @@ def decode_data_type_v3(obj: Any) -> np.dtype:
     Raises ValueError ``unsupported data type '<name>'`` for anything else.
     """
     name = obj
+    if _structured.is_structured(obj):
+        return _structured.decode(obj)
     if isinstance(obj, Mapping):
         name = obj.get("name")
         conf = obj.get("configuration")
@@ -132,6 +135,8 @@ def encode_data_type_v3(dtype: Any) -> str:
         if d != np.dtype(object):
             raise ValueError(f"unsupported data type {d} for Zarr v3")
         return "string"
+    if d.fields is not None and d.subdtype is None:
+        return _structured.encode(d)
     if d.fields is not None or d.subdtype is not None:
         raise ValueError(f"unsupported data type {d} for Zarr v3")
     name = d.newbyteorder("=").name
@@ -142,7 +147,10 @@ def encode_data_type_v3(dtype: Any) -> str:
 
 def _to_dtype(dtype: Any) -> np.dtype:
     """Normalise a dtype-like (NumPy dtype, v3 name, ``str``) to the native NumPy dtype."""
-    return _DATA_TYPES[encode_data_type_v3(dtype)]
+    name = encode_data_type_v3(dtype)
+    if isinstance(name, dict):  # structured
+        return _structured.native(np.dtype(dtype))
+    return _DATA_TYPES[name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,6 +207,8 @@ def decode_fill_value_v3(obj: Any, dtype: Any) -> Any:
     kind = dtype.kind
     if obj is None:
         raise ValueError("fill_value must not be null in Zarr v3")
+    if dtype.fields is not None:
+        return _structured.decode_fill(obj, dtype)
     if kind == "O":
         if not isinstance(obj, str):
             raise ValueError(f"string fill_value expected, got {obj!r}")
@@ -235,6 +245,8 @@ def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
     dtype = _to_dtype(dtype)
     v = _coerce_fill(value, dtype)
     kind = dtype.kind
+    if dtype.fields is not None:
+        return _structured.encode_fill(v, dtype)
     if kind == "O":
         return v
     if kind == "b":
@@ -258,6 +270,8 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
     if value is None:
         return _default_fill(dtype)
     kind = dtype.kind
+    if dtype.fields is not None:
+        return _structured.coerce_fill(value, dtype)
     if kind == "O":
         if isinstance(value, np.str_):
             value = str(value)

@@ -22,6 +22,8 @@ from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .temp import TempStore
 from .zip import ZipStore
+from .zarr3_names import FsspecStore, LocalStore
+from .object_store import ObjectStore
 
 __all__ = [
     "BaseStore",
@@ -33,6 +35,9 @@ __all__ = [
     "TempStore",
     "LMDBStore",
     "FSStore",
+    "FsspecStore",
+    "LocalStore",
+    "ObjectStore",
     "KVStore",
     "LRUStoreCache",
     "ConsolidatedMetadataStore",

@@ -87,6 +87,7 @@ class FSStore(BaseStore):
         missing_exceptions: tuple[type[BaseException], ...] | None = None,
         fs=None,
         normalize_keys: bool = False,
+        **storage_kwargs,
     ):
         super().__init__(mode)
         import fsspec.core
@@ -96,7 +97,8 @@ class FSStore(BaseStore):
                 f"dimension_separator must be '.', '/' or None, not {dimension_separator!r}"
             )
         self.url = os.fspath(url)
-        self.storage_options = dict(storage_options or {})
+        # zarr-python 2's FSStore(url, key=..., secret=...): extra keywords go to fsspec
+        self.storage_options = {**dict(storage_options or {}), **storage_kwargs}
         self._dimension_separator = dimension_separator
         self.missing_exceptions = (
             tuple(missing_exceptions) if missing_exceptions else DEFAULT_MISSING_EXCEPTIONS

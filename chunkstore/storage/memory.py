@@ -20,8 +20,9 @@ class MemoryStore(BaseStore):
     """
 
     def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a",
-                 dimension_separator: str | None = None):
-        super().__init__(mode)
+                 dimension_separator: str | None = None, *, read_only: bool = False):
+        # read_only: zarr-python 3's MemoryStore(store_dict, read_only=)
+        super().__init__("r" if read_only else mode)
         self._set_dimension_separator(dimension_separator)
         self._data: dict[str, bytes] = {}
         self._lock = threading.RLock()

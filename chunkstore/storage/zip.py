@@ -73,7 +73,11 @@ class ZipStore(BaseStore):
         compression: int = zipfile.ZIP_STORED,
         allowZip64: bool = True,
         dimension_separator: str | None = None,
+        *,
+        read_only: bool | None = None,
     ):
+        if read_only:  # zarr-python 3's ZipStore(path, mode=, read_only=)
+            mode = "r"
         super().__init__(mode)
         self._set_dimension_separator(dimension_separator)
         self.path = os.path.abspath(os.fspath(path))

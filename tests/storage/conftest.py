@@ -116,6 +116,7 @@ ALL_KINDS = [
     "fs_memory",
     "fs_s3",
     "lru_memory",
+    "obstore_local",
 ]
 # Kinds whose data outlives the store object; "pickled to another process" also needs the
 # data outside this process (memory:// is per-process).
@@ -175,6 +176,13 @@ def make_kind(name: str, tmp_path: Path, request) -> Kind:
             False,
             None,
         )
+    if name == "obstore_local":
+        obstore = pytest.importorskip("obstore.store")
+        from chunkstore.storage import ObjectStore
+        root = base / "o"
+        root.mkdir(exist_ok=True)
+        return Kind(name, lambda mode="a": ObjectStore(obstore.LocalStore(str(root)),
+                                                       read_only=mode == "r"), True, base)
     raise ValueError(name)
 
 

@@ -1,0 +1,143 @@
+"""zarr-python 3's array creation: create_array, from_array, and the chunk shape zarr-python 3
+picks for chunks="auto".
+
+Codec arguments in any spelling go through chunkstore.codecs.normalize (via
+chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.creation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from chunkstore import config as _config
+from chunkstore import creation
+from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
+
+
+def guess_chunks(shape, itemsize):
+    """zarr-python 3's chunks="auto": halve the axes in turn, starting with the first, until a
+    chunk is near a target size that grows with the array (h5py's rule: 128 KiB .. 64 MiB)."""
+    shape = tuple(int(s) for s in shape)
+    if itemsize == 0:
+        return shape
+    chunks = [float(max(s, 1)) for s in shape]
+    total = math.prod(chunks) * itemsize
+    target = 256 * 1024 * 2 ** math.log10(total / 2 ** 20)
+    target = min(max(target, 128 * 1024), 64 * 2 ** 20)
+    axis = 0
+    while True:
+        nbytes = math.prod(chunks) * itemsize
+        near = nbytes < target or abs(nbytes - target) / target < 0.5
+        if (near and nbytes < 64 * 2 ** 20) or math.prod(chunks) == 1:
+            break
+        chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
+        axis += 1
+    return tuple(int(c) for c in chunks)
+
+
+_ARRAY_CONFIG = {"order", "write_empty_chunks"}
+
+
+def _array_config(config):
+    """(order, write_empty_chunks) from create_array(config=...) over the global config."""
+    config = dict(config or {})
+    unknown = set(config) - _ARRAY_CONFIG
+    if unknown:
+        raise ValueError(f"config: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                         f"{', '.join(sorted(_ARRAY_CONFIG))}")
+    order = config.get("order", _config.get("array.order"))
+    wec = config.get("write_empty_chunks", _config.get("array.write_empty_chunks"))
+    return order, wec
+
+
+def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
+                 shards=None, filters="auto", compressors="auto", serializer="auto",
+                 compressor="auto", codecs=None, fill_value=None, order=None, zarr_format=3,
+                 attributes=None, chunk_key_encoding=None, dimension_names=None,
+                 storage_options=None, overwrite=False, config=None, write_data=True,
+                 synchronizer=None, **kwargs):
+    """zarr-python 3's ``create_array``: writes Zarr v3 by default, with zarr-python 3's
+    defaults (chunks="auto" as it guesses them, Zstd level 0, bytes little-endian).
+
+    Codecs may be given as a whole chain (``codecs=``) or as ``filters``, ``serializer`` and
+    ``compressors`` (``compressor=`` for v2), each in any spelling chunkstore.codecs.normalize
+    accepts. ``config={"order": ..., "write_empty_chunks": ...}`` overrides the global config.
+    """
+    creation._check_format(zarr_format)
+    zarr_format = _config.default_zarr_format(zarr_format, 3)
+    if data is not None:
+        from chunkstore.array import Array
+        data = data if isinstance(data, Array) else np.asanyarray(data)
+        shape = data.shape if shape is None else shape
+        dtype = data.dtype if dtype is None else dtype
+    native = getattr(dtype, "to_native_dtype", None)
+    if callable(native):  # a data type object (chunkstore.dtype's, or zarr-python 3's)
+        dtype = str if type(dtype).__name__ == "VariableLengthUTF8" else native()
+    dt = np.dtype("f8" if dtype is None else dtype)
+    if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
+        dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings
+    if isinstance(shards, str):
+        raise ValueError(f"shards must be a shard shape (a multiple of chunks) or None; "
+                         f"{shards!r} is not supported here")
+    cfg_order, wec = _array_config(config)
+    order = order or cfg_order
+    shape = creation._normalize_shape(shape)
+    if isinstance(chunks, str) and chunks == "auto":
+        chunks = guess_chunks(shape if shards is None else shards,
+                              1 if dt.hasobject else dt.itemsize)
+    dt, enc = creation_kwargs(zarr_format, dt, len(shape), codecs=codecs, filters=filters,
+                              serializer=serializer, compressors=compressors,
+                              compressor=compressor, order=order, shards=shards,
+                              chunk_key_encoding=chunk_key_encoding)
+    kwargs.update(enc)
+    attrs = dict(attributes or {})
+    if dimension_names is not None and "codecs" not in enc:  # v2: xarray's convention
+        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+        dimension_names = None
+    if fill_value is None and not dt.hasobject:
+        fill_value = 0  # zarr-python 3 writes the type's zero
+    z = creation.create(shape=shape, chunks=chunks, dtype=dt,
+                        fill_value="" if fill_value is None else fill_value,
+                        order=order, store=store, path=name, overwrite=overwrite,
+                        storage_options=storage_options, synchronizer=synchronizer,
+                        zarr_format=zarr_format, write_empty_chunks=wec,
+                        dimension_names=dimension_names, **kwargs)
+    if attrs:
+        z.attrs.update(attrs)
+    if data is not None and write_data:
+        z[...] = data[...] if not isinstance(data, np.ndarray) else data
+    return z
+
+
+def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards="keep",
+               filters="keep", compressors="keep", serializer="keep", fill_value=None,
+               order=None, zarr_format=None, attributes=None, chunk_key_encoding=None,
+               dimension_names=None, storage_options=None, overwrite=False, config=None):
+    """zarr-python 3's ``from_array``: a new array holding data (a NumPy array or an Array).
+    "keep" takes the setting from a source Array (and the default for a NumPy array)."""
+    from chunkstore.array import Array
+    src = data if isinstance(data, Array) else None
+    if src is not None:
+        zarr_format = zarr_format or src.zarr_format
+        keep = kept_encoding(src, zarr_format)
+        keep.setdefault("chunks", src.chunks)
+        chunks, shards, filters, compressors, serializer = (
+            keep.get(key, "auto") if value == "keep" else value
+            for key, value in (("chunks", chunks), ("shards", shards), ("filters", filters),
+                                ("compressors", compressors), ("serializer", serializer)))
+        if fill_value is None:
+            fill_value = src.fill_value
+        if attributes is None:
+            attributes = src.attrs.asdict()
+    kept = {k: "auto" if v == "keep" else v for k, v in
+            (("chunks", chunks), ("filters", filters), ("compressors", compressors),
+             ("serializer", serializer))}
+    if shards in ("keep", "auto"):
+        shards = None
+    return create_array(store, name=name, data=data, write_data=write_data, shards=shards,
+                        fill_value=fill_value, order=order,
+                        zarr_format=zarr_format if zarr_format is not None else 3,
+                        attributes=attributes, chunk_key_encoding=chunk_key_encoding,
+                        dimension_names=dimension_names, storage_options=storage_options,
+                        overwrite=overwrite, config=config, **kept)

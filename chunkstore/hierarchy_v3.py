@@ -1,0 +1,60 @@
+"""zarr-python 3's group creation: create_group and create_hierarchy."""
+
+from __future__ import annotations
+
+from chunkstore import config as _config
+from chunkstore import creation
+from chunkstore.creation_v3 import create_array
+from chunkstore.group import Group, _init_group
+from chunkstore.storage.base import normalize_store
+
+
+def create_group(store, *, path=None, zarr_format=None, overwrite=False, attributes=None,
+                 storage_options=None):
+    """zarr-python 3's ``create_group``: a new group (Zarr v3 unless zarr_format=2 or the
+    config's default_zarr_format), with attributes; raises if something is there unless
+    overwrite=True."""
+    creation._check_format(zarr_format)
+    zarr_format = _config.default_zarr_format(zarr_format, 3)
+    store = normalize_store(store, mode="a", storage_options=storage_options)
+    path = creation.normalize_path(path)
+    _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format)
+    g = Group(store, path)
+    if attributes:
+        g.attrs.update(attributes)
+    return g
+
+
+def create_hierarchy(*, store, nodes, overwrite=False):
+    """zarr-python 3's ``create_hierarchy``: create the groups and arrays described by nodes
+    (path -> the metadata objects ``.metadata`` returns, or their ``to_dict()`` documents),
+    parents first; yields (path, node) as each is made."""
+    store = normalize_store(store, mode="a")
+    for path in sorted(nodes, key=lambda p: (p.strip("/").count("/") if p.strip("/") else -1,
+                                             p)):
+        meta = nodes[path]
+        doc = meta.to_dict() if hasattr(meta, "to_dict") else dict(meta)
+        fmt = doc.get("zarr_format", 3)
+        kind = doc.get("node_type") or ("array" if "shape" in doc else "group")
+        if kind == "group":
+            yield path, create_group(store, path=path, zarr_format=fmt, overwrite=overwrite,
+                                     attributes=doc.get("attributes"))
+        else:
+            yield path, _array_from_doc(store, path, doc, overwrite)
+
+
+def _array_from_doc(store, path, doc, overwrite):
+    if "data_type" in doc:  # a Zarr v3 document
+        from chunkstore.metadata.v3 import decode_data_type_v3, decode_fill_value_v3
+        dtype = decode_data_type_v3(doc["data_type"])
+        return create_array(
+            store, name=path, shape=doc["shape"], dtype=dtype,
+            chunks=doc["chunk_grid"]["configuration"]["chunk_shape"], codecs=doc["codecs"],
+            fill_value=decode_fill_value_v3(doc.get("fill_value"), dtype),
+            attributes=doc.get("attributes"), dimension_names=doc.get("dimension_names"),
+            chunk_key_encoding=doc.get("chunk_key_encoding"), overwrite=overwrite)
+    return create_array(store, name=path, shape=doc["shape"], dtype=doc["dtype"],
+                        chunks=doc["chunks"], compressors=doc.get("compressor"),
+                        filters=doc.get("filters"), fill_value=doc.get("fill_value"),
+                        order=doc.get("order"), zarr_format=2,
+                        attributes=doc.get("attributes"), overwrite=overwrite)

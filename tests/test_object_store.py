@@ -1,0 +1,66 @@
+"""ObjectStore over obstore (an optional extra): the store contract, arrays through it, and
+zarr-python 3 reading what it writes."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import ReadOnlyError
+from chunkstore.storage import ObjectStore
+
+obstore = pytest.importorskip("obstore")
+from obstore.store import LocalStore as ObsLocal  # noqa: E402
+from obstore.store import MemoryStore as ObsMemory  # noqa: E402
+
+
+@pytest.fixture(params=["memory", "local"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        return ObjectStore(ObsMemory())
+    return ObjectStore(ObsLocal(str(tmp_path), mkdir=True))
+
+
+def test_mapping_contract(store):
+    store["a/b"] = b"123"
+    store["a/c/d"] = b"4"
+    store["e"] = b""
+    assert store["a/b"] == b"123" and "a/b" in store and "zz" not in store
+    with pytest.raises(KeyError):
+        store["zz"]
+    with pytest.raises(KeyError):
+        del store["zz"]
+    assert sorted(store) == ["a/b", "a/c/d", "e"] and len(store) == 3
+    assert store.listdir("") == ["a", "e"] and store.listdir("a") == ["b", "c"]
+    assert store.getitems(["a/b", "zz", "a/c/d"]) == {"a/b": b"123", "a/c/d": b"4"}
+    assert store.get_partial("a/b", [(0, 1), (1, 5), (2, 0), (-1, None)]) == \
+        [b"1", b"23", b"", b"3"]
+    assert store.getsize("a") == 4
+    del store["a/b"]
+    assert "a/b" not in store
+    store.rmdir("a")
+    assert sorted(store) == ["e"]
+    with pytest.raises(ValueError):
+        store["../x"] = b"1"
+
+
+def test_read_only_refuses_writes():
+    s = ObjectStore(ObsMemory(), read_only=True)
+    with pytest.raises(ReadOnlyError):
+        s["a"] = b"1"
+
+
+def test_arrays_through_object_store(tmp_path):
+    zarr = pytest.importorskip("zarr", minversion="3")
+    s = ObjectStore(ObsLocal(str(tmp_path), mkdir=True))
+    data = np.arange(1000, dtype="i4").reshape(20, 50)
+    z = cs.create_array(s, name="a", shape=data.shape, chunks=(7, 9), dtype="i4")
+    z[...] = data
+    np.testing.assert_array_equal(cs.open_array(s, path="a", mode="r")[...], data)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[...], data)
+    z2 = pickle.loads(pickle.dumps(z))
+    np.testing.assert_array_equal(z2[3:9, 4:40], data[3:9, 4:40])
+    sh = cs.create_array(s, name="sh", shape=(40,), chunks=(5,), shards=(20,), dtype="u2")
+    sh[:] = np.arange(40)
+    np.testing.assert_array_equal(cs.open_array(s, path="sh")[7:33], np.arange(7, 33))
