@@ -115,8 +115,6 @@ except Exception:  # pragma: no cover - numcodecs without blosc
 
 _set_base, _get_base = set, get
 _ZARR3 = {"array.order": "C", "array.write_empty_chunks": False, "default_zarr_format": None}
-if "io_concurrency" not in _settings:  # kept here until the I/O layer has its own setting
-    _ZARR3["io_concurrency"] = None
 _ALIASES = {"threading.max_workers": "threads", "async.concurrency": "io_concurrency"}
 
 
@@ -130,9 +128,6 @@ def _check_zarr3(key, value):
         raise ValueError(f"array.order must be 'C' or 'F', got {value!r}")
     if key == "array.write_empty_chunks" and not isinstance(value, bool):
         raise ValueError(f"array.write_empty_chunks must be True or False, got {value!r}")
-    if key == "io_concurrency" and value is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"async.concurrency must be a positive integer, got {value!r}")
     if key == "default_zarr_format" and value not in (2, 3, None):
         raise ValueError(f"default_zarr_format must be 2 or 3, got {value!r}")
 
@@ -170,9 +165,9 @@ def set(options=None, **kwargs):  # noqa: A001,F811 - extends the set above
             known = sorted({*_ZARR3, *_ALIASES, *base_keys})
             raise KeyError(f"unknown configuration key {key!r}; known: {', '.join(known)}")
     old = {k: _ZARR3[k] for k in zarr3}
-    old.update({k: _settings.get(k) for k in base})
+    old.update({k: _settings["threads"] if k == "threads" else _io[k] for k in base})
     if base:
-        _set_base(**{**{k: _settings.get(k) for k in base_keys if k in _settings}, **base})
+        _set_base(**base)  # checks the values; settings not named are left as they are
     _ZARR3.update(zarr3)
     return _Restore(old)
 

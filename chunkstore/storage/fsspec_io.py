@@ -123,8 +123,13 @@ class Batch:
                       config.get("io_retries")), fs.loop)
 
     async def _run(self, calls, missing, limit, retries):
-        sem = asyncio.Semaphore(limit)
         futures = self.futures
+        try:
+            sem = asyncio.Semaphore(limit)
+        except BaseException as e:  # noqa: BLE001 - every waiter gets the error, none hangs
+            for f in futures:
+                _settle(f, exc=e)
+            raise
 
         async def one(i):
             fut = futures[i]
