@@ -425,15 +425,18 @@ class Array(nodes.Node):
             except BaseException:  # interrupted again: keep waiting, the first one is raised
                 continue
 
-    def _locked(self, keys):
-        """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all
-        keys, taken in sorted order so no two writers deadlock."""
+    def _locked(self, sel, keys=None):
+        """What a write of the chunks sel touches must hold (see chunkstore.sync and
+        chunkstore.locking): the region locks of those chunks, or for a zarr-style
+        synchronizer the locks of all their keys, taken in sorted order so no two writers
+        deadlock."""
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        if hasattr(sync, "write_locks"):
-            return sync.write_locks(self._path, keys)
-        return _generic_locks(sync, keys)
+        if hasattr(sync, "region_locks"):
+            grid = tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
+            return sync.region_locks(self._path, sel.plan.chunk_coords(), grid)
+        return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
 
     def _exclusive(self):
         """The array-wide lock: resize, append and metadata changes."""
@@ -641,7 +644,7 @@ class Array(nodes.Node):
         v = self._prepare_value(value, sel.shape, fields)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
-            with self._locked(self._touched_keys(sel)):
+            with self._locked(sel):
                 cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
@@ -661,7 +664,7 @@ class Array(nodes.Node):
             # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
             box = ix.Selection("ortho", sel.plan, tuple(
                 n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
-            with (contextlib.nullcontext() if locked else self._locked(self._touched_keys(sel))):
+            with (contextlib.nullcontext() if locked else self._locked(sel)):
                 cur = np.array(self._get(box), copy=True)
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
@@ -672,7 +675,7 @@ class Array(nodes.Node):
             v = np.broadcast_to(v, sel.shape).reshape(
                 tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
         keys = self._touched_keys(sel)
-        with (contextlib.nullcontext() if locked else self._locked(keys)):
+        with (contextlib.nullcontext() if locked else self._locked(sel, keys)):
             if sel.kind == "ortho":
                 self._write_ortho(sel.plan, keys, v, sel.drop)
             else:

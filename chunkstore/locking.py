@@ -1,0 +1,203 @@
+"""Region locks: the locking protocol behind the synchronizers' array writes.
+
+Every array has one lock space of byte offsets. Offset 0 up to CHUNK_BASE - 1 is unused;
+the chunk at grid coordinates c holds one byte, at CHUNK_BASE + its fixed-stride linear
+index (each dimension gets BITS // ndim bits; a coordinate past that wraps, so two chunks
+may share a byte: a harmless extra conflict). The stride does not depend on the array's
+shape, so writers whose views of the shape differ still agree on every chunk's byte.
+
+- A write locks, exclusively, the bytes of every chunk it touches: the touched chunks,
+  sorted, coalesced into ranges (chunks consecutive in the C-order grid become one range;
+  the bytes between them belong to no chunk), at most `max_ranges` of them (beyond that
+  the closest ranges are merged: more is locked, never less). A slab is a handful of ranges.
+- resize, append and metadata updates lock the whole space (FULL) exclusively, so they
+  exclude every write and every write excludes them.
+- Ranges are taken in ascending order, each waiting until it is free. A holder waits only
+  for ranges above everything it holds, so the start of the range waited for rises along
+  any chain of waiters: no cycle, no deadlock.
+
+Threads of one process coordinate in an in-process table (RegionLock). Processes
+additionally take the same ranges as POSIX byte-range locks (fcntl F_SETLKW) on one lock
+file per array. Those locks belong to the process (not the thread) and closing any
+descriptor of the file drops them all; so a process opens each lock file once and keeps it
+open, and a thread only asks the kernel for ranges after the in-process table gave them to
+it (all of them, so no thread holds kernel locks while it waits in-process), which makes
+the kernel ranges of a process's threads disjoint. The kernel's deadlock detector sees
+processes, not threads, and may report a cycle that the threads will resolve (EDEADLK):
+then the request is retried after a short sleep. Locks of a process that dies (even by
+kill -9) are released by the kernel.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+import time
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+__all__ = ["RegionLock", "chunk_ranges", "FULL", "open_region_file"]
+
+BITS = 62          # lock-space offsets stay below 2**63 (off_t) with room to spare
+CHUNK_BASE = 1
+FULL = ((0, (1 << BITS) + CHUNK_BASE),)   # inclusive (start, end): the whole space
+
+
+def chunk_ranges(coords, grid, max_ranges=256):
+    """Sorted, disjoint inclusive (start, end) byte ranges covering the chunks at coords.
+
+    coords: (n, ndim) int64 grid coordinates; grid: the chunk grid shape as the caller
+    knows it (only used to coalesce; a stale grid locks more, never less)."""
+    coords = np.asarray(coords, dtype=np.int64)
+    n, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
+    if n == 0:
+        return []
+    if ndim == 0:
+        return [(CHUNK_BASE, CHUNK_BASE)]
+    b = BITS // ndim
+    mask = (1 << b) - 1
+    wrapped = bool((coords > mask).any()) or bool((coords < 0).any())
+    shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
+    off = ((coords & mask) << shifts).sum(axis=1) + CHUNK_BASE
+    if wrapped:
+        off = np.unique(off)
+        breaks = np.flatnonzero(np.diff(off) != 1)
+    else:
+        # Order and runs in the C-order grid (clipped to the stride, so it fits int64).
+        g = np.minimum(np.maximum(np.asarray(grid, dtype=np.int64), coords.max(axis=0) + 1),
+                       1 << b)
+        strides = np.ones(ndim, dtype=np.int64)
+        for d in range(ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * g[d + 1]
+        lin = coords @ strides
+        order = np.argsort(lin, kind="stable")
+        lin, off = lin[order], off[order]
+        keep = np.ones(len(lin), dtype=bool)
+        keep[1:] = lin[1:] != lin[:-1]
+        lin, off = lin[keep], off[keep]
+        breaks = np.flatnonzero(np.diff(lin) != 1)
+    starts = off[np.concatenate(([0], breaks + 1))]
+    ends = off[np.concatenate((breaks, [len(off) - 1]))]
+    if len(starts) > max_ranges:
+        # Keep the max_ranges - 1 widest gaps; merge across the others.
+        gaps = starts[1:] - ends[:-1]
+        keep = np.sort(np.argpartition(gaps, len(gaps) - (max_ranges - 1))[
+            len(gaps) - (max_ranges - 1):]) if max_ranges > 1 else np.empty(0, np.int64)
+        starts = starts[np.concatenate(([0], keep + 1))]
+        ends = ends[np.concatenate((keep, [len(ends) - 1]))]
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+class LockingUnsupportedError(OSError):
+    pass
+
+
+def _kernel_lock(fd, start, end, path):
+    length = end - start + 1
+    delay = 0.001
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX, length, start, os.SEEK_SET)
+            return
+        except OSError as e:
+            if e.errno == errno.EDEADLK:
+                # The kernel's cycle check counts a process's threads as one owner; the
+                # protocol has no real cycle, so the holders finish and this succeeds.
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise LockingUnsupportedError(
+                    e.errno, f"byte-range fcntl locks are not available on the filesystem of "
+                             f"lock file {path!r} ({e.strerror}); put the synchronizer's "
+                             f"directory where POSIX locks work (NFS with lockd or v4, "
+                             f"Lustre mounted with -o flock, GPFS)") from e
+            raise
+
+
+def _kernel_unlock(fd, start, end):
+    fcntl.lockf(fd, fcntl.LOCK_UN, end - start + 1, start, os.SEEK_SET)
+
+
+class RegionLock:
+    """Exclusive locks on byte ranges of one array's lock space, for the threads of this
+    process, and (with fd) for other processes through fcntl locks on that file."""
+
+    def __init__(self, fd=None, path=None):
+        self._cond = threading.Condition(threading.Lock())
+        self._starts: list = []   # ranges held in this process: sorted, disjoint
+        self._ends: list = []
+        self._fd = fd
+        self._path = path
+
+    def _free(self, s, e):
+        i = bisect_right(self._starts, e) - 1
+        return i < 0 or self._ends[i] < s
+
+    def _mark(self, s, e):
+        i = bisect_left(self._starts, s)
+        self._starts.insert(i, s)
+        self._ends.insert(i, e)
+
+    def _unmark(self, ranges):
+        with self._cond:
+            for s, _ in ranges:
+                i = bisect_left(self._starts, s)
+                del self._starts[i], self._ends[i]
+            self._cond.notify_all()
+
+    def acquire(self, ranges):
+        """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held."""
+        marked = []
+        try:
+            with self._cond:
+                if all(self._free(s, e) for s, e in ranges):
+                    for s, e in ranges:
+                        self._mark(s, e)
+                        marked.append((s, e))
+                else:
+                    for s, e in ranges:   # ascending: in-process waits cannot cycle
+                        while not self._free(s, e):
+                            self._cond.wait()
+                        self._mark(s, e)
+                        marked.append((s, e))
+        except BaseException:
+            if marked:
+                self._unmark(marked)
+            raise
+        if self._fd is None:
+            return
+        got = []
+        try:
+            for s, e in ranges:
+                _kernel_lock(self._fd, s, e, self._path)
+                got.append((s, e))
+        except BaseException:
+            self._release_kernel(got)
+            self._unmark(marked)
+            raise
+
+    def _release_kernel(self, ranges):
+        for s, e in ranges:
+            try:
+                _kernel_unlock(self._fd, s, e)
+            except OSError:
+                pass  # nothing better to do; the lock goes with the process at the latest
+
+    def release(self, ranges):
+        if self._fd is not None:
+            self._release_kernel(ranges)
+        self._unmark(ranges)
+
+    def held(self):
+        """Ranges held by threads of this process (for tests and diagnostics)."""
+        with self._cond:
+            return list(zip(self._starts, self._ends))
+
+
+def open_region_file(path):
+    """A descriptor of the lock file at path, created if absent, kept open by the caller."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
