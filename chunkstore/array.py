@@ -26,6 +26,7 @@ from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.locking import selection_box
 from chunkstore.sync import check_synchronizer_path
 
 # Chunks per task: at most _MAX_BATCH_BYTES of decoded data (bounds the bytes a task holds
@@ -425,18 +426,31 @@ class Array(nodes.Node):
             except BaseException:  # interrupted again: keep waiting, the first one is raised
                 continue
 
-    def _locked(self, sel, keys=None):
-        """What a write of the chunks sel touches must hold (see chunkstore.sync and
-        chunkstore.locking): the region locks of those chunks, or for a zarr-style
-        synchronizer the locks of all their keys, taken in sorted order so no two writers
-        deadlock."""
+    def _locked(self, sel, keys=None, chunks=True):
+        """What a write of the selection sel must hold (see chunkstore.sync and
+        chunkstore.locking): its region, plus (chunks=True) the chunks it touches; or, for
+        a zarr-style synchronizer, the locks of all their keys in sorted order."""
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        if hasattr(sync, "region_locks"):
-            grid = tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
-            return sync.region_locks(self._path, sel.plan.chunk_coords(), grid)
+        if hasattr(sync, "hold"):
+            coords = sel.plan.chunk_coords()
+            if not len(coords):
+                return contextlib.nullcontext()
+            ranges = sync.box_ranges(*selection_box(sel.plan, self._chunks, coords),
+                                     self._meta.shape)
+            if chunks:
+                ranges = ranges + sync.chunk_ranges(coords, self._grid())
+            return sync.hold(self._path, ranges)
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
+
+    def _grid(self):
+        return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
+
+    def _partial_locks(self, coords):
+        """The chunk locks for the read-modify-write of the chunks at coords."""
+        return self._synchronizer.hold(
+            self._path, self._synchronizer.chunk_ranges(coords, self._grid()))
 
     def _exclusive(self):
         """The array-wide lock: resize, append and metadata changes."""
@@ -675,9 +689,14 @@ class Array(nodes.Node):
             v = np.broadcast_to(v, sel.shape).reshape(
                 tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
         keys = self._touched_keys(sel)
-        with (contextlib.nullcontext() if locked else self._locked(sel, keys)):
+        # Plain chunk layout: the region is held for the whole write, the chunks it covers
+        # in part only around their read-modify-write (neighbouring slabs share those).
+        split = (not locked and sel.kind == "ortho" and self._shards is None
+                 and not self._is_object and hasattr(self._synchronizer, "hold"))
+        with (contextlib.nullcontext() if locked else self._locked(sel, keys, not split)):
             if sel.kind == "ortho":
-                self._write_ortho(sel.plan, keys, v, sel.drop)
+                self._write_ortho(sel.plan, keys, v, sel.drop,
+                                  self._partial_locks if split else None)
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 
@@ -703,7 +722,7 @@ class Array(nodes.Node):
             self.shape, dtype=np.int64)
         return over.any(axis=1).view(np.uint8)
 
-    def _write_ortho(self, plan, keys, v, drop):
+    def _write_ortho(self, plan, keys, v, drop, partial_locks=None):
         n = plan.nchunks
         if n == 0:
             return
@@ -768,6 +787,15 @@ class Array(nodes.Node):
                 return to_set, to_del
             self._store_chunks(to_set, to_del)
 
+        if partial_locks is not None and groups is None and not errors_first:
+            # Whole chunks first, then the partly covered ones under their chunk locks.
+            seq = np.flatnonzero(full).tolist()
+            self._run(len(seq), work)
+            seq = np.flatnonzero(~full).tolist()
+            if seq:
+                with partial_locks(plan.chunk_coords()[seq]):
+                    self._run(len(seq), work)
+            return
         if errors_first:
             results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]
             for to_set, to_del in results:

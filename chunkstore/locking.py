@@ -39,34 +39,52 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-__all__ = ["RegionLock", "chunk_ranges", "FULL", "open_region_file"]
+__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
 
-BITS = 62          # lock-space offsets stay below 2**63 (off_t) with room to spare
-CHUNK_BASE = 1
-FULL = ((0, (1 << BITS) + CHUNK_BASE),)   # inclusive (start, end): the whole space
+BITS = 61                   # bits of each lock space
+E_BASE = 1                  # element space: [E_BASE, E_BASE + 2**BITS)
+C_BASE = E_BASE + (1 << BITS)   # chunk space, above the element space: [C_BASE, 2**62 + 1)
+FULL = ((0, C_BASE + (1 << BITS)),)   # inclusive (start, end): everything
+
+
+def _offsets(coords, base):
+    ndim = coords.shape[1]
+    b = BITS // ndim
+    mask = (1 << b) - 1
+    shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
+    return ((coords & mask) << shifts).sum(axis=1) + base
+
+
+def _merge_closest(starts, ends, max_ranges):
+    """At most max_ranges ranges: keep the widest gaps, merge across the others."""
+    if len(starts) <= max_ranges:
+        return starts, ends
+    gaps = starts[1:] - ends[:-1]
+    k = max_ranges - 1
+    keep = np.sort(np.argpartition(gaps, len(gaps) - k)[len(gaps) - k:]) if k else \
+        np.empty(0, np.int64)
+    return (starts[np.concatenate(([0], keep + 1))],
+            ends[np.concatenate((keep, [len(ends) - 1]))])
 
 
 def chunk_ranges(coords, grid, max_ranges=256):
-    """Sorted, disjoint inclusive (start, end) byte ranges covering the chunks at coords.
-
-    coords: (n, ndim) int64 grid coordinates; grid: the chunk grid shape as the caller
-    knows it (only used to coalesce; a stale grid locks more, never less)."""
+    """Sorted, disjoint inclusive (start, end) ranges of the chunk space covering the chunks
+    at coords ((n, ndim) int64 grid coordinates). grid: the chunk grid's shape as the caller
+    knows it, only used to coalesce (a stale grid locks more, never less)."""
     coords = np.asarray(coords, dtype=np.int64)
     n, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
     if n == 0:
         return []
     if ndim == 0:
-        return [(CHUNK_BASE, CHUNK_BASE)]
+        return [(C_BASE, C_BASE)]
     b = BITS // ndim
-    mask = (1 << b) - 1
-    wrapped = bool((coords > mask).any()) or bool((coords < 0).any())
-    shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
-    off = ((coords & mask) << shifts).sum(axis=1) + CHUNK_BASE
-    if wrapped:
-        off = np.unique(off)
+    off = _offsets(coords, C_BASE)
+    if bool((coords >> b).any()) or bool((coords < 0).any()):
+        off = np.unique(off)    # wrapped coordinates: runs of the offsets alone
         breaks = np.flatnonzero(np.diff(off) != 1)
     else:
-        # Order and runs in the C-order grid (clipped to the stride, so it fits int64).
+        # Order and runs in the C-order grid (clipped to the stride, so it fits int64):
+        # between two chunks consecutive there, every offset belongs to no chunk.
         g = np.minimum(np.maximum(np.asarray(grid, dtype=np.int64), coords.max(axis=0) + 1),
                        1 << b)
         strides = np.ones(ndim, dtype=np.int64)
@@ -81,13 +99,45 @@ def chunk_ranges(coords, grid, max_ranges=256):
         breaks = np.flatnonzero(np.diff(lin) != 1)
     starts = off[np.concatenate(([0], breaks + 1))]
     ends = off[np.concatenate((breaks, [len(off) - 1]))]
-    if len(starts) > max_ranges:
-        # Keep the max_ranges - 1 widest gaps; merge across the others.
-        gaps = starts[1:] - ends[:-1]
-        keep = np.sort(np.argpartition(gaps, len(gaps) - (max_ranges - 1))[
-            len(gaps) - (max_ranges - 1):]) if max_ranges > 1 else np.empty(0, np.int64)
-        starts = starts[np.concatenate(([0], keep + 1))]
-        ends = ends[np.concatenate((keep, [len(ends) - 1]))]
+    starts, ends = _merge_closest(starts, ends, max_ranges)
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def box_ranges(lo, hi, shape, max_ranges=256):
+    """Sorted, disjoint inclusive ranges of the element space covering the box of elements
+    lo[d] <= i[d] <= hi[d] of an array of the given shape (shape only coalesces)."""
+    ndim = len(shape)
+    if ndim == 0:
+        return [(E_BASE, E_BASE)]
+    b = BITS // ndim
+    top = (1 << b) - 1
+    ext = [min(int(s), 1 << b) for s in shape]
+    ls, hs = [], []
+    for lo_d, hi_d, e in zip(lo, hi, ext):
+        lo_d, hi_d = int(lo_d), int(hi_d)
+        if hi_d > top:   # wraps around the stride: take every residue (locks more)
+            lo_d, hi_d = 0, top
+        ls.append(lo_d)
+        hs.append(max(hi_d, lo_d))
+    full = [lo_d == 0 and hi_d >= e - 1 for lo_d, hi_d, e in zip(ls, hs, ext)]
+    k = ndim - 1
+    while k > 0 and full[k]:
+        k -= 1
+    # Dims after k are whole: one run per index of dims < k. Fewer dims enumerated when
+    # that is too many runs: each range then spans its sub-box's row-major extent.
+    count, kk = 1, 0
+    while kk < k and count * (hs[kk] - ls[kk] + 1) <= max_ranges:
+        count *= hs[kk] - ls[kk] + 1
+        kk += 1
+    tail_lo = [ls[d] if d >= kk else 0 for d in range(ndim)]
+    tail_hi = [hs[d] if d >= kk else 0 for d in range(ndim)]
+    heads = np.array(list(np.ndindex(*[hs[d] - ls[d] + 1 for d in range(kk)])),
+                     dtype=np.int64).reshape(count, kk) + np.array(ls[:kk], dtype=np.int64)
+    first = np.concatenate([heads, np.tile(np.array(tail_lo[kk:], np.int64),
+                                           (len(heads), 1))], axis=1)
+    last = np.concatenate([heads, np.tile(np.array(tail_hi[kk:], np.int64),
+                                          (len(heads), 1))], axis=1)
+    starts, ends = _offsets(first, E_BASE), _offsets(last, E_BASE)
     return list(zip(starts.tolist(), ends.tolist()))
 
 
@@ -201,3 +251,28 @@ class RegionLock:
 def open_region_file(path):
     """A descriptor of the lock file at path, created if absent, kept open by the caller."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+
+def selection_box(plan, chunks, coords=None):
+    """(lo, hi): inclusive per-dimension element bounds of what a write plan touches (an
+    orthogonal plan: its selection's bounding box; a points plan: its chunks' box)."""
+    coords = plan.chunk_coords() if coords is None else coords
+    cmin, cmax = coords.min(axis=0), coords.max(axis=0)
+    chunks = np.asarray(chunks, dtype=np.int64)
+    lo, hi = cmin * chunks, (cmax + 1) * chunks - 1
+    if not hasattr(plan, "full_mask"):
+        return lo.tolist(), hi.tolist()
+    # The touched chunks form a product over dimensions: the chunk at all-minimum
+    # coordinates holds the lowest selected index of every dimension, and likewise above.
+    i_lo = int(np.flatnonzero((coords == cmin).all(axis=1))[0])
+    i_hi = int(np.flatnonzero((coords == cmax).all(axis=1))[0])
+    lo, hi = lo.tolist(), hi.tolist()
+    for i, out, pick in ((i_lo, lo, min), (i_hi, hi, max)):
+        for d, s in enumerate(plan.selections(i)[0]):
+            if isinstance(s, slice):
+                r = range(*s.indices(int(chunks[d])))
+                v = pick(r[0], r[-1])
+            else:
+                v = int(pick(np.ravel(s)))
+            out[d] = int(coords[i, d]) * int(chunks[d]) + v
+    return lo, hi

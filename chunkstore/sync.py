@@ -1,10 +1,11 @@
 """Synchronizers: locks that make concurrent writes to one array safe.
 
-The protocol is in chunkstore.locking: a write holds, for its whole read-modify-write,
-exclusive locks on the byte ranges of its array's lock space that stand for the chunks it
-touches (a slab is a handful of ranges, however many chunks it spans), taken in ascending
-order so two writers can never deadlock. Writes of disjoint regions run in parallel; two
-writers of overlapping regions are serialized (each region ends up wholly one writer's
+The protocol is in chunkstore.locking: a write holds, for all of it, the element-space ranges
+of its region (a slab is a handful of ranges, however many chunks it spans), and around the
+read-modify-write of chunks it covers only in part, their chunk-space ranges; all taken in
+ascending order so two writers can never deadlock. Writes of disjoint regions run in
+parallel, even when they share chunks (only those chunks' read-modify-writes take turns);
+two writers of overlapping regions are serialized (each region ends up wholly one writer's
 value), and updates to disjoint elements of one chunk are never lost. resize, append and
 metadata updates lock the whole lock space, so they exclude every write.
 
@@ -29,7 +30,7 @@ from urllib.parse import quote
 
 import fasteners
 
-from chunkstore.locking import FULL, RegionLock, chunk_ranges, open_region_file
+from chunkstore.locking import FULL, RegionLock, box_ranges, chunk_ranges, open_region_file
 
 __all__ = ["ThreadSynchronizer", "ProcessSynchronizer"]
 
@@ -138,7 +139,8 @@ class _Base:
             return lock
 
     @contextlib.contextmanager
-    def _holding(self, array_path, ranges):
+    def hold(self, array_path, ranges):
+        """Hold ranges (sorted, disjoint, inclusive) of the array's lock space."""
         lock = self._region_lock(array_path)
         lock.acquire(ranges)
         try:
@@ -146,14 +148,17 @@ class _Base:
         finally:
             lock.release(ranges)
 
-    def region_locks(self, array_path, coords, grid):
-        """Hold what a write of the chunks at coords ((n, ndim) grid coordinates) of the
-        array needs; grid is the chunk grid's shape."""
-        return self._holding(array_path, chunk_ranges(coords, grid, self.max_chunk_locks))
+    def box_ranges(self, lo, hi, shape):
+        """The element-space ranges of a box of elements (inclusive bounds)."""
+        return box_ranges(lo, hi, shape, self.max_chunk_locks)
+
+    def chunk_ranges(self, coords, grid):
+        """The chunk-space ranges of the chunks at coords ((n, ndim) grid coordinates)."""
+        return chunk_ranges(coords, grid, self.max_chunk_locks)
 
     def exclusive(self, array_path):
         """The array's whole lock space: no other write of it runs meanwhile."""
-        return self._holding(array_path, FULL)
+        return self.hold(array_path, FULL)
 
 
 class ThreadSynchronizer(_Base):

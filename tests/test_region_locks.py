@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.locking import CHUNK_BASE, FULL, RegionLock, chunk_ranges
+from chunkstore.locking import BITS, C_BASE, E_BASE, FULL, RegionLock, box_ranges, chunk_ranges
 
 CTX = mp.get_context("spawn")
 
@@ -29,9 +29,9 @@ def _covers(ranges, off):
     return any(s <= off <= e for s, e in ranges)
 
 
-def _offset(c, ndim):
-    b = 62 // ndim
-    return CHUNK_BASE + sum((int(x) & ((1 << b) - 1)) << (b * (ndim - 1 - d))
+def _offset(c, ndim, base=C_BASE):
+    b = BITS // ndim
+    return base + sum((int(x) & ((1 << b) - 1)) << (b * (ndim - 1 - d))
                             for d, x in enumerate(c))
 
 
@@ -79,7 +79,40 @@ def test_stale_grid_and_wrapped_coordinates_still_cover():
     big = np.array([[2 ** 40, 1], [0, 1]], dtype=np.int64)     # past 31 bits: wraps
     r = chunk_ranges(big, (2 ** 41, 2))
     assert all(_covers(r, _offset(c, 2)) for c in big)
-    assert chunk_ranges(np.zeros((1, 0), np.int64), ()) == [(CHUNK_BASE, CHUNK_BASE)]
+    assert chunk_ranges(np.zeros((1, 0), np.int64), ()) == [(C_BASE, C_BASE)]
+
+
+def test_box_ranges_cover_exactly_the_box():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(x) for x in rng.integers(1, 7, ndim))
+        lo = [int(rng.integers(0, s)) for s in shape]
+        hi = [int(rng.integers(a, s)) for a, s in zip(lo, shape)]
+        for cap in (256, 2, 1):
+            r = box_ranges(lo, hi, shape, cap)
+            assert len(r) <= max(cap, 1) and r == sorted(r)
+            for e in itertools.product(*[range(s) for s in shape]):
+                inside = all(a <= x <= b for a, x, b in zip(lo, e, hi))
+                got = _covers(r, _offset(e, ndim, E_BASE))
+                if cap == 256:
+                    assert got == inside, (shape, lo, hi, e)   # exact when not capped
+                elif inside:
+                    assert got
+    # Slabs of rows: one range each; neighbours sharing a chunk still do not overlap.
+    top = box_ranges((0, 0), (2079, 4095), (4096, 4096))
+    bottom = box_ranges((2080, 0), (4095, 4095), (4096, 4096))
+    assert len(top) == len(bottom) == 1 and top[0][1] < bottom[0][0]
+    assert box_ranges((), (), ()) == [(E_BASE, E_BASE)]
+    assert all(e < C_BASE for _, e in top + bottom)   # the element space is below chunks
+
+
+def _write_ranges(sync, lo, hi, shape, chunks):
+    """What a write of the box lo..hi (inclusive) holds for all of it, chunks included."""
+    coords = np.array(list(itertools.product(*[range(a // c, b // c + 1) for a, b, c in
+                                               zip(lo, hi, chunks)])), dtype=np.int64)
+    grid = [-(-s // c) for s, c in zip(shape, chunks)]
+    return sync.box_ranges(lo, hi, shape) + sync.chunk_ranges(coords, grid)
 
 
 # ----------------------------------------------------------------------------- threads
@@ -111,11 +144,15 @@ def test_disjoint_large_writes_run_while_another_holds_its_region(tmp_path, kind
     z = cs.zeros((512, 512), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
                  synchronizer=sync)
     grid = (64, 64)
-    # Hold the region of rows 0..255 (2048 chunks, far over max_chunk_locks=4).
-    with sync.region_locks("", _box(range(32), range(64)), grid):
+    # Hold what a write of rows 0..251 holds while it writes its whole chunks (2016 of
+    # them, far over max_chunk_locks=4): its region; chunk row 31 is shared with row 252.
+    with sync.hold("", sync.box_ranges((0, 0), (251, 511), (512, 512))):
         done, err = _in_thread(lambda: z.__setitem__((slice(256, 512), slice(None)), 5))
         assert done.wait(30), "a disjoint write waited for another region"
         assert not err
+        shared, err4 = _in_thread(lambda: z.__setitem__((slice(252, 256), slice(3, 9)), 6))
+        assert shared.wait(30), "a disjoint write sharing a chunk waited for the region"
+        assert not err4
         blocked, err2 = _in_thread(lambda: z.__setitem__((slice(250, 260), slice(None)), 7))
         resized, err3 = _in_thread(lambda: z.resize(512, 520))
         assert not blocked.wait(0.5), "an overlapping write ran while the region was held"
@@ -124,7 +161,8 @@ def test_disjoint_large_writes_run_while_another_holds_its_region(tmp_path, kind
     assert not err2 and not err3
     got = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
     assert got.shape == (512, 520)
-    np.testing.assert_array_equal(got[256:512, :512][10:], 5)
+    np.testing.assert_array_equal(got[260:512, :512], 5)
+    np.testing.assert_array_equal(got[250:260, :512], 7)
 
 
 def test_resize_holds_off_writes(tmp_path):
@@ -173,7 +211,7 @@ def test_region_lock_threads_random_overlaps_no_deadlock_and_mutual_exclusion():
 # ----------------------------------------------------------------------------- processes
 def _hold_worker(sync_path, coords, grid, full, ready, release):
     sync = cs.ProcessSynchronizer(sync_path)
-    cm = sync.exclusive("") if full else sync.region_locks("", np.asarray(coords), grid)
+    cm = sync.exclusive("") if full else sync.hold("", _write_ranges(sync, *coords))
     with cm:
         ready.set()
         if release is None:
@@ -188,8 +226,8 @@ def test_other_process_region_blocks_only_overlapping_writes(tmp_path):
     z = cs.zeros((256, 256), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
                  synchronizer=sync)
     ready, release = CTX.Event(), CTX.Event()
-    p = CTX.Process(target=_hold_worker, args=(locks, _box(range(16), range(32)).tolist(),
-                                               (32, 32), False, ready, release))
+    p = CTX.Process(target=_hold_worker, args=(
+        locks, ((0, 0), (127, 255), (256, 256), (8, 8)), None, False, ready, release))
     p.start()
     try:
         assert ready.wait(60)
@@ -370,7 +408,7 @@ def test_fork_while_a_thread_holds_a_region(tmp_path):
     held, go = threading.Event(), threading.Event()
 
     def holder():
-        with sync.region_locks("", _box([0], [0, 1]), (2, 2)):
+        with sync.hold("", _write_ranges(sync, (0, 0), (7, 15), (16, 16), (8, 8))):
             held.set()
             go.wait(30)
 

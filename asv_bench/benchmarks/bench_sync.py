@@ -87,7 +87,7 @@ class SlabJob:
         self.store = os.path.join(self.dir, "a.zarr")
         locks = os.path.join(self.dir, "locks") if synchronized else None
         cs.zeros((N, N), chunks=(CHUNK, CHUNK), dtype="f4", store=self.store)
-        barrier = ctx.Barrier(nproc)
+        barrier = self.barrier = ctx.Barrier(nproc)  # kept: children unpickle it late
         self.conns, self.procs = [], []
         for b in slab_bounds(nproc, aligned):
             here, there = ctx.Pipe()
