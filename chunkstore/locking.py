@@ -1,20 +1,26 @@
 """Region locks: the locking protocol behind the synchronizers' array writes.
 
-Every array has one lock space of byte offsets. Offset 0 up to CHUNK_BASE - 1 is unused;
-the chunk at grid coordinates c holds one byte, at CHUNK_BASE + its fixed-stride linear
-index (each dimension gets BITS // ndim bits; a coordinate past that wraps, so two chunks
+Every array has one lock space of byte offsets, in two halves, each addressed with a fixed
+stride per dimension (BITS // ndim bits each; a coordinate past that wraps, so two things
 may share a byte: a harmless extra conflict). The stride does not depend on the array's
-shape, so writers whose views of the shape differ still agree on every chunk's byte.
+shape, so writers whose views of the shape differ still agree on every byte.
 
-- A write locks, exclusively, the bytes of every chunk it touches: the touched chunks,
-  sorted, coalesced into ranges (chunks consecutive in the C-order grid become one range;
-  the bytes between them belong to no chunk), at most `max_ranges` of them (beyond that
-  the closest ranges are merged: more is locked, never less). A slab is a handful of ranges.
-- resize, append and metadata updates lock the whole space (FULL) exclusively, so they
-  exclude every write and every write excludes them.
-- Ranges are taken in ascending order, each waiting until it is free. A holder waits only
-  for ranges above everything it holds, so the start of the range waited for rises along
-  any chain of waiters: no cycle, no deadlock.
+- Element space [E_BASE, C_BASE): one byte per array element. A write holds the box of
+  elements it touches for all of it: exclusive ranges, one per run of the box in C order
+  (offsets between two elements consecutive in C order belong to no element), so a slab of
+  rows is one range; at most `max_ranges` (a box needing more is locked by coarser ranges
+  spanning it: more is locked, never less). Overlapping writes are therefore serialized
+  whole, and each overlap ends up wholly one writer's value.
+- Chunk space [C_BASE, ...): one byte per chunk. A write that covers a chunk in part locks
+  it around the chunk's read-modify-write (after its whole chunks are written), so writers
+  of disjoint elements of one chunk never lose each other's updates, and neighbouring slabs
+  that share a row of chunks only take turns on that row. A chunk covered whole needs no
+  chunk lock: any other writer of it overlaps the region, which is held.
+- resize, append and metadata updates lock everything (FULL) exclusively, so they exclude
+  every write and every write excludes them.
+- Ranges are taken in ascending order (element ranges, then chunk ranges), each waiting
+  until it is free. A holder waits only for ranges above everything it holds, so the start
+  of the range waited for rises along any chain of waiters: no cycle, no deadlock.
 
 Threads of one process coordinate in an in-process table (RegionLock). Processes
 additionally take the same ranges as POSIX byte-range locks (fcntl F_SETLKW) on one lock
