@@ -37,6 +37,9 @@ from chunkstore.sync import check_synchronizer_path
 _MAX_BATCH = 128
 _MAX_BATCH_BYTES = 4 * 2**20
 _INLINE_BYTES = 2**20
+# A synchronized write of at least this many chunks, some partly covered, locks those only
+# around their read-modify-write (see Array._split_locks).
+_SPLIT_MIN_CHUNKS = 16
 
 
 def _human(n):
@@ -426,31 +429,38 @@ class Array(nodes.Node):
             except BaseException:  # interrupted again: keep waiting, the first one is raised
                 continue
 
-    def _locked(self, sel, keys=None, chunks=True):
-        """What a write of the selection sel must hold (see chunkstore.sync and
-        chunkstore.locking): its region, plus (chunks=True) the chunks it touches; or, for
-        a zarr-style synchronizer, the locks of all their keys in sorted order."""
+    def _locked(self, sel, keys=None):
+        """What a write of the selection sel must hold for all of it (see chunkstore.sync
+        and chunkstore.locking): the chunks it touches; or, for a zarr-style synchronizer,
+        the locks of all their keys in sorted order."""
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
         if hasattr(sync, "hold"):
-            coords = sel.plan.chunk_coords()
-            if not len(coords):
-                return contextlib.nullcontext()
-            ranges = sync.box_ranges(*selection_box(sel.plan, self._chunks, coords),
-                                     self._meta.shape)
-            if chunks:
-                ranges = ranges + sync.chunk_ranges(coords, self._grid())
-            return sync.hold(self._path, ranges)
+            return sync.hold(self._path, sync.chunk_ranges(sel.plan.chunk_coords(),
+                                                           self._grid()))
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
+
+    def _split_locks(self, sel):
+        """For a large write covering some chunks in part, with a region-locking
+        synchronizer: (what to hold for all of it, a function giving the locks for the
+        read-modify-write of the partial chunks at given coordinates); else None.
+        Neighbouring slabs sharing a row of chunks then only take turns on that row."""
+        sync = self._synchronizer
+        if (not hasattr(sync, "hold") or sel.kind != "ortho" or self._shards is not None
+                or self._is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
+            return None
+        full = sel.plan.full_mask()
+        if full.all():
+            return None
+        coords, grid = sel.plan.chunk_coords(), self._grid()
+        whole = sync.hold(self._path, sync.region_ranges(
+            *selection_box(sel.plan, self._chunks, coords), self._meta.shape, coords[full],
+            grid))
+        return whole, lambda part: sync.hold(self._path, sync.partial_ranges(part, grid))
 
     def _grid(self):
         return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
-
-    def _partial_locks(self, coords):
-        """The chunk locks for the read-modify-write of the chunks at coords."""
-        return self._synchronizer.hold(
-            self._path, self._synchronizer.chunk_ranges(coords, self._grid()))
 
     def _exclusive(self):
         """The array-wide lock: resize, append and metadata changes."""
@@ -689,14 +699,11 @@ class Array(nodes.Node):
             v = np.broadcast_to(v, sel.shape).reshape(
                 tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
         keys = self._touched_keys(sel)
-        # Plain chunk layout: the region is held for the whole write, the chunks it covers
-        # in part only around their read-modify-write (neighbouring slabs share those).
-        split = (not locked and sel.kind == "ortho" and self._shards is None
-                 and not self._is_object and hasattr(self._synchronizer, "hold"))
-        with (contextlib.nullcontext() if locked else self._locked(sel, keys, not split)):
+        split = None if locked else self._split_locks(sel)
+        with (contextlib.nullcontext() if locked else split[0] if split
+              else self._locked(sel, keys)):
             if sel.kind == "ortho":
-                self._write_ortho(sel.plan, keys, v, sel.drop,
-                                  self._partial_locks if split else None)
+                self._write_ortho(sel.plan, keys, v, sel.drop, split and split[1])
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 

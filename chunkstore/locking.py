@@ -47,10 +47,11 @@ import numpy as np
 
 __all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
 
-BITS = 61                   # bits of each lock space
-E_BASE = 1                  # element space: [E_BASE, E_BASE + 2**BITS)
-C_BASE = E_BASE + (1 << BITS)   # chunk space, above the element space: [C_BASE, 2**62 + 1)
-FULL = ((0, C_BASE + (1 << BITS)),)   # inclusive (start, end): everything
+BITS = 61                       # bits of each lock space
+E_BASE = 1                      # element space
+F_BASE = E_BASE + (1 << BITS)   # chunk space, for writes of whole chunks and whole writes
+P_BASE = F_BASE + (1 << BITS)   # chunk space, for read-modify-writes of partial chunks
+FULL = ((0, P_BASE + (1 << BITS)),)   # inclusive (start, end): everything, below 2**63
 
 
 def _offsets(coords, base):
@@ -73,7 +74,7 @@ def _merge_closest(starts, ends, max_ranges):
             ends[np.concatenate((keep, [len(ends) - 1]))])
 
 
-def chunk_ranges(coords, grid, max_ranges=256):
+def chunk_ranges(coords, grid, max_ranges=256, base=F_BASE):
     """Sorted, disjoint inclusive (start, end) ranges of the chunk space covering the chunks
     at coords ((n, ndim) int64 grid coordinates). grid: the chunk grid's shape as the caller
     knows it, only used to coalesce (a stale grid locks more, never less)."""
@@ -82,9 +83,11 @@ def chunk_ranges(coords, grid, max_ranges=256):
     if n == 0:
         return []
     if ndim == 0:
-        return [(C_BASE, C_BASE)]
+        return [(base, base)]
     b = BITS // ndim
-    off = _offsets(coords, C_BASE)
+    if n <= min(8, max_ranges):   # few chunks (small writes): plain Python beats numpy's per-call cost
+        return _few_chunk_ranges(coords.tolist(), grid, b, base)
+    off = _offsets(coords, base)
     if bool((coords >> b).any()) or bool((coords < 0).any()):
         off = np.unique(off)    # wrapped coordinates: runs of the offsets alone
         breaks = np.flatnonzero(np.diff(off) != 1)
@@ -107,6 +110,38 @@ def chunk_ranges(coords, grid, max_ranges=256):
     ends = off[np.concatenate((breaks, [len(off) - 1]))]
     starts, ends = _merge_closest(starts, ends, max_ranges)
     return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _few_chunk_ranges(coords, grid, b, base):
+    mask = (1 << b) - 1
+    ndim = len(grid)
+    if any(c > mask or c < 0 for row in coords for c in row):
+        offs = sorted({base + sum((c & mask) << (b * (ndim - 1 - d)) for d, c in enumerate(row))
+                       for row in coords})
+        out = []
+        for o in offs:
+            if out and out[-1][1] + 1 == o:
+                out[-1][1] = o
+            else:
+                out.append([o, o])
+        return [tuple(r) for r in out]
+    g = [min(max(int(x), max(row[d] for row in coords) + 1), 1 << b)
+         for d, x in enumerate(grid)]
+    keyed = []
+    for row in sorted(set(map(tuple, coords))):
+        lin = 0
+        off = 0
+        for d, c in enumerate(row):
+            lin = lin * g[d] + c
+            off = (off << b) | c
+        keyed.append((lin, base + off))
+    out = []
+    for lin, off in keyed:
+        if out and out[-1][2] + 1 == lin:
+            out[-1][1], out[-1][2] = off, lin
+        else:
+            out.append([off, off, lin])
+    return [(s_, e_) for s_, e_, _ in out]
 
 
 def box_ranges(lo, hi, shape, max_ranges=256):

@@ -1,8 +1,9 @@
 """Synchronizers: locks that make concurrent writes to one array safe.
 
-The protocol is in chunkstore.locking: a write holds, for all of it, the element-space ranges
-of its region (a slab is a handful of ranges, however many chunks it spans), and around the
-read-modify-write of chunks it covers only in part, their chunk-space ranges; all taken in
+The protocol is in chunkstore.locking: a write holds, for all of it, the chunks it touches,
+as a handful of byte ranges of one lock file however many chunks it spans; a large write
+that covers some chunks only in part holds instead its box of elements and its whole chunks,
+and takes the partial chunks only around their read-modify-write. All ranges are taken in
 ascending order so two writers can never deadlock. Writes of disjoint regions run in
 parallel, even when they share chunks (only those chunks' read-modify-writes take turns);
 two writers of overlapping regions are serialized (each region ends up wholly one writer's
@@ -30,7 +31,8 @@ from urllib.parse import quote
 
 import fasteners
 
-from chunkstore.locking import FULL, RegionLock, box_ranges, chunk_ranges, open_region_file
+from chunkstore.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
+                                open_region_file)
 
 __all__ = ["ThreadSynchronizer", "ProcessSynchronizer"]
 
@@ -148,13 +150,21 @@ class _Base:
         finally:
             lock.release(ranges)
 
-    def box_ranges(self, lo, hi, shape):
-        """The element-space ranges of a box of elements (inclusive bounds)."""
-        return box_ranges(lo, hi, shape, self.max_chunk_locks)
-
     def chunk_ranges(self, coords, grid):
-        """The chunk-space ranges of the chunks at coords ((n, ndim) grid coordinates)."""
-        return chunk_ranges(coords, grid, self.max_chunk_locks)
+        """What a write holds, for all of it, to own the chunks at coords ((n, ndim) grid
+        coordinates; grid: the chunk grid's shape): both chunk spaces."""
+        m = self.max_chunk_locks
+        return chunk_ranges(coords, grid, m, F_BASE) + chunk_ranges(coords, grid, m, P_BASE)
+
+    def region_ranges(self, lo, hi, shape, whole_coords, grid):
+        """What a split write holds for all of it: its box of elements (inclusive bounds)
+        and the chunks it covers whole."""
+        m = self.max_chunk_locks
+        return box_ranges(lo, hi, shape, m) + chunk_ranges(whole_coords, grid, m, F_BASE)
+
+    def partial_ranges(self, coords, grid):
+        """What a split write holds around the read-modify-write of partial chunks."""
+        return chunk_ranges(coords, grid, self.max_chunk_locks, P_BASE)
 
     def exclusive(self, array_path):
         """The array's whole lock space: no other write of it runs meanwhile."""

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.locking import BITS, C_BASE, E_BASE, FULL, RegionLock, box_ranges, chunk_ranges
+from chunkstore.locking import (BITS, E_BASE, F_BASE, FULL, P_BASE, RegionLock, box_ranges,
+                                chunk_ranges)
 
 CTX = mp.get_context("spawn")
 
@@ -29,7 +30,7 @@ def _covers(ranges, off):
     return any(s <= off <= e for s, e in ranges)
 
 
-def _offset(c, ndim, base=C_BASE):
+def _offset(c, ndim, base=F_BASE):
     b = BITS // ndim
     return base + sum((int(x) & ((1 << b) - 1)) << (b * (ndim - 1 - d))
                             for d, x in enumerate(c))
@@ -79,7 +80,7 @@ def test_stale_grid_and_wrapped_coordinates_still_cover():
     big = np.array([[2 ** 40, 1], [0, 1]], dtype=np.int64)     # past 31 bits: wraps
     r = chunk_ranges(big, (2 ** 41, 2))
     assert all(_covers(r, _offset(c, 2)) for c in big)
-    assert chunk_ranges(np.zeros((1, 0), np.int64), ()) == [(C_BASE, C_BASE)]
+    assert chunk_ranges(np.zeros((1, 0), np.int64), ()) == [(F_BASE, F_BASE)]
 
 
 def test_box_ranges_cover_exactly_the_box():
@@ -104,15 +105,15 @@ def test_box_ranges_cover_exactly_the_box():
     bottom = box_ranges((2080, 0), (4095, 4095), (4096, 4096))
     assert len(top) == len(bottom) == 1 and top[0][1] < bottom[0][0]
     assert box_ranges((), (), ()) == [(E_BASE, E_BASE)]
-    assert all(e < C_BASE for _, e in top + bottom)   # the element space is below chunks
+    assert all(e < F_BASE < P_BASE for _, e in top + bottom)   # elements below chunks
 
 
 def _write_ranges(sync, lo, hi, shape, chunks):
-    """What a write of the box lo..hi (inclusive) holds for all of it, chunks included."""
+    """What a write of the box lo..hi (inclusive) holds for all of it: its chunks."""
     coords = np.array(list(itertools.product(*[range(a // c, b // c + 1) for a, b, c in
                                                zip(lo, hi, chunks)])), dtype=np.int64)
     grid = [-(-s // c) for s, c in zip(shape, chunks)]
-    return sync.box_ranges(lo, hi, shape) + sync.chunk_ranges(coords, grid)
+    return sync.chunk_ranges(coords, grid)
 
 
 # ----------------------------------------------------------------------------- threads
@@ -146,7 +147,8 @@ def test_disjoint_large_writes_run_while_another_holds_its_region(tmp_path, kind
     grid = (64, 64)
     # Hold what a write of rows 0..251 holds while it writes its whole chunks (2016 of
     # them, far over max_chunk_locks=4): its region; chunk row 31 is shared with row 252.
-    with sync.hold("", sync.box_ranges((0, 0), (251, 511), (512, 512))):
+    with sync.hold("", sync.region_ranges((0, 0), (251, 511), (512, 512),
+                                          _box(range(31), range(64)), grid)):
         done, err = _in_thread(lambda: z.__setitem__((slice(256, 512), slice(None)), 5))
         assert done.wait(30), "a disjoint write waited for another region"
         assert not err
