@@ -37,8 +37,8 @@ from chunkstore.sync import check_synchronizer_path
 _MAX_BATCH = 128
 _MAX_BATCH_BYTES = 4 * 2**20
 _INLINE_BYTES = 2**20
-# A synchronized write of at least this many chunks, some partly covered, locks those only
-# around their read-modify-write (see Array._split_locks).
+# A synchronized write covering at least this many chunks whole, and some in part, locks
+# those only around their read-modify-write (see Array._split_locks).
 _SPLIT_MIN_CHUNKS = 16
 
 
@@ -442,7 +442,7 @@ class Array(nodes.Node):
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
 
     def _split_locks(self, sel):
-        """For a large write covering some chunks in part, with a region-locking
+        """For a write covering many chunks whole and some in part, with a region-locking
         synchronizer: (what to hold for all of it, a function giving the locks for the
         read-modify-write of the partial chunks at given coordinates); else None.
         Neighbouring slabs sharing a row of chunks then only take turns on that row."""
@@ -451,7 +451,8 @@ class Array(nodes.Node):
                 or self._is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
             return None
         full = sel.plan.full_mask()
-        if full.all():
+        nfull = int(full.sum())
+        if nfull < _SPLIT_MIN_CHUNKS or nfull == len(full):
             return None
         coords, grid = sel.plan.chunk_coords(), self._grid()
         whole = sync.hold(self._path, sync.region_ranges(
