@@ -454,11 +454,9 @@ class Array(nodes.Node):
         nfull = int(full.sum())
         if nfull < _SPLIT_MIN_CHUNKS or nfull == len(full):
             return None
-        coords, grid = sel.plan.chunk_coords(), self._grid()
-        whole = sync.hold(self._path, sync.region_ranges(
-            *selection_box(sel.plan, self._chunks, coords), self._meta.shape, coords[full],
-            grid))
-        return whole, lambda part: sync.hold(self._path, sync.partial_ranges(part, grid))
+        coords = sel.plan.chunk_coords()
+        return sync.split_locks(self._path, *selection_box(sel.plan, self._chunks, coords),
+                                self._meta.shape, coords[full], coords[~full], self._grid())
 
     def _grid(self):
         return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
@@ -796,13 +794,25 @@ class Array(nodes.Node):
             self._store_chunks(to_set, to_del)
 
         if partial_locks is not None and groups is None and not errors_first:
-            # Whole chunks first, then the partly covered ones under their chunk locks.
-            seq = np.flatnonzero(full).tolist()
-            self._run(len(seq), work)
-            seq = np.flatnonzero(~full).tolist()
-            if seq:
-                with partial_locks(plan.chunk_coords()[seq]):
+            # The partly covered chunks under their chunk locks, around the whole ones:
+            # those of the first chunk row before, the rest after, so that slabs of rows
+            # sharing an edge row of chunks do not need it at the same time. (Only when
+            # all partial chunks are in the first or last of at least three rows: another
+            # write touching both groups then also touches a whole chunk, held throughout.)
+            coords = plan.chunk_coords()
+            part = ~full
+            rows = coords[:, 0] if coords.shape[1] else np.zeros(n, np.int64)
+            first = part & (rows == rows.min())
+            if not (rows.max() - rows.min() >= 2
+                    and np.all(first | ~part | (rows == rows.max()))):
+                first[:] = False
+            for sub in (first, None, part & ~first):
+                seq = np.flatnonzero(full if sub is None else sub).tolist()
+                if seq and sub is None:
                     self._run(len(seq), work)
+                elif seq:
+                    with partial_locks(coords[seq]):
+                        self._run(len(seq), work)
             return
         if errors_first:
             results = [work(lo, min(n, lo + _MAX_BATCH)) for lo in range(0, n, _MAX_BATCH)]

@@ -240,8 +240,12 @@ class RegionLock:
                 del self._starts[i], self._ends[i]
             self._cond.notify_all()
 
-    def acquire(self, ranges):
-        """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held."""
+    def acquire(self, ranges, kernel_ranges=None):
+        """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held.
+        kernel_ranges: the subset of ranges to take from the kernel now (default: all); the
+        rest are only reserved in this process, for kernel_acquire later. A thread thus
+        never waits in the in-process table while it holds kernel locks: with that, the
+        in-process and the kernel waits together cannot form a cycle."""
         marked = []
         try:
             with self._cond:
@@ -259,6 +263,14 @@ class RegionLock:
             if marked:
                 self._unmark(marked)
             raise
+        try:
+            self.kernel_acquire(ranges if kernel_ranges is None else kernel_ranges)
+        except BaseException:
+            self._unmark(marked)
+            raise
+
+    def kernel_acquire(self, ranges):
+        """Take ranges this thread reserved in acquire() from the kernel, in order."""
         if self._fd is None:
             return
         got = []
@@ -268,8 +280,11 @@ class RegionLock:
                 got.append((s, e))
         except BaseException:
             self._release_kernel(got)
-            self._unmark(marked)
             raise
+
+    def kernel_release(self, ranges):
+        if self._fd is not None:
+            self._release_kernel(ranges)
 
     def _release_kernel(self, ranges):
         for s, e in ranges:
@@ -278,9 +293,9 @@ class RegionLock:
             except OSError:
                 pass  # nothing better to do; the lock goes with the process at the latest
 
-    def release(self, ranges):
+    def release(self, ranges, kernel_ranges=None):
         if self._fd is not None:
-            self._release_kernel(ranges)
+            self._release_kernel(ranges if kernel_ranges is None else kernel_ranges)
         self._unmark(ranges)
 
     def held(self):

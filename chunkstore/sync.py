@@ -156,15 +156,38 @@ class _Base:
         m = self.max_chunk_locks
         return chunk_ranges(coords, grid, m, F_BASE) + chunk_ranges(coords, grid, m, P_BASE)
 
-    def region_ranges(self, lo, hi, shape, whole_coords, grid):
-        """What a split write holds for all of it: its box of elements (inclusive bounds)
-        and the chunks it covers whole."""
-        m = self.max_chunk_locks
-        return box_ranges(lo, hi, shape, m) + chunk_ranges(whole_coords, grid, m, F_BASE)
+    def split_locks(self, array_path, lo, hi, shape, whole_coords, partial_coords, grid):
+        """The locks of a split write: (what to hold for all of it: its box of elements
+        (inclusive bounds) and the chunks it covers whole; a function giving, for some of
+        its partial chunks' coordinates, what to hold around their read-modify-write).
 
-    def partial_ranges(self, coords, grid):
-        """What a split write holds around the read-modify-write of partial chunks."""
-        return chunk_ranges(coords, grid, self.max_chunk_locks, P_BASE)
+        The partial chunks are reserved in the in-process table for all of the write (so no
+        thread waits in-process while holding kernel locks) and taken from the kernel only
+        around their read-modify-write."""
+        m = self.max_chunk_locks
+        whole = box_ranges(lo, hi, shape, m) + chunk_ranges(whole_coords, grid, m, F_BASE)
+        partial = chunk_ranges(partial_coords, grid, m, P_BASE)
+        lock = self._region_lock(array_path)
+
+        @contextlib.contextmanager
+        def held():
+            lock.acquire(whole + partial, whole)
+            try:
+                yield
+            finally:
+                lock.release(whole + partial, whole)
+
+        @contextlib.contextmanager
+        def window(coords):
+            some = chunk_ranges(coords, grid, len(coords) + 1, P_BASE)
+            mine = [r for r in partial if any(r[0] <= e and s <= r[1] for s, e in some)]
+            lock.kernel_acquire(mine)
+            try:
+                yield
+            finally:
+                lock.kernel_release(mine)
+
+        return held(), window
 
     def exclusive(self, array_path):
         """The array's whole lock space: no other write of it runs meanwhile."""

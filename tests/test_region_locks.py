@@ -145,16 +145,14 @@ def test_disjoint_large_writes_run_while_another_holds_its_region(tmp_path, kind
     z = cs.zeros((512, 512), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
                  synchronizer=sync)
     grid = (64, 64)
-    # Hold what a write of rows 0..251 holds while it writes its whole chunks (2016 of
-    # them, far over max_chunk_locks=4): its region; chunk row 31 is shared with row 252.
-    with sync.hold("", sync.region_ranges((0, 0), (251, 511), (512, 512),
-                                          _box(range(31), range(64)), grid)):
+    # Hold what a split write of rows 0..251 holds (2016 whole chunks, far over
+    # max_chunk_locks=4; chunk row 31 partly): its box, whole chunks, reserved partials.
+    held, _ = sync.split_locks("", (0, 0), (251, 511), (512, 512), _box(range(31), range(64)),
+                               _box([31], range(64)), grid)
+    with held:
         done, err = _in_thread(lambda: z.__setitem__((slice(256, 512), slice(None)), 5))
         assert done.wait(30), "a disjoint write waited for another region"
         assert not err
-        shared, err4 = _in_thread(lambda: z.__setitem__((slice(252, 256), slice(3, 9)), 6))
-        assert shared.wait(30), "a disjoint write sharing a chunk waited for the region"
-        assert not err4
         # Overlapping, and touching chunks the holder covers whole: waits. (An overlapping
         # write touching only the holder's partial chunks may run now; the holder's
         # read-modify-write of those then comes wholly before or after it.)
