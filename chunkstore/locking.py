@@ -1,24 +1,29 @@
 """Region locks: the locking protocol behind the synchronizers' array writes.
 
-Every array has one lock space of byte offsets, in two halves, each addressed with a fixed
+Every array has one lock space of byte offsets, in three parts, each addressed with a fixed
 stride per dimension (BITS // ndim bits each; a coordinate past that wraps, so two things
 may share a byte: a harmless extra conflict). The stride does not depend on the array's
 shape, so writers whose views of the shape differ still agree on every byte.
 
-- Element space [E_BASE, C_BASE): one byte per array element. A write holds the box of
-  elements it touches for all of it: exclusive ranges, one per run of the box in C order
-  (offsets between two elements consecutive in C order belong to no element), so a slab of
-  rows is one range; at most `max_ranges` (a box needing more is locked by coarser ranges
-  spanning it: more is locked, never less). Overlapping writes are therefore serialized
-  whole, and each overlap ends up wholly one writer's value.
-- Chunk space [C_BASE, ...): one byte per chunk. A write that covers a chunk in part locks
-  it around the chunk's read-modify-write (after its whole chunks are written), so writers
-  of disjoint elements of one chunk never lose each other's updates, and neighbouring slabs
-  that share a row of chunks only take turns on that row. A chunk covered whole needs no
-  chunk lock: any other writer of it overlaps the region, which is held.
+- Chunk spaces F [F_BASE, P_BASE) and P [P_BASE, ...): one byte per chunk in each. A
+  write holds, for all of it, both bytes of every chunk it touches (its chunks, coalesced:
+  a slab is a handful of ranges).
+- A write covering many chunks whole and some in part (Array._split_locks) holds instead,
+  for all of it, its box of elements in the element space [E_BASE, F_BASE) (one byte per
+  element; one range per C-order run of the box, so a slab of rows is one range; a box
+  needing more than `max_ranges` is covered by coarser ranges) and the F bytes of its whole
+  chunks, and takes the P bytes of its partial chunks only around their read-modify-write.
+  Neighbouring slabs sharing a row of chunks thus only take turns on that row. Why this is
+  enough: two such writes that overlap are serialized whole by the element space; any
+  other write holds both bytes of its chunks throughout, so it excludes the split write's
+  whole chunks, and its read-modify-writes of the split write's partial chunks come wholly
+  before or after (the split write takes them in at most two windows, the first chunk row
+  before its whole chunks and the last after, only when a write touching both would also
+  touch a whole chunk). Disjoint elements of one chunk are never lost: every
+  read-modify-write of a chunk holds its P byte.
 - resize, append and metadata updates lock everything (FULL) exclusively, so they exclude
   every write and every write excludes them.
-- Ranges are taken in ascending order (element ranges, then chunk ranges), each waiting
+- Ranges are taken in ascending order (elements, then F, then P), each waiting
   until it is free. A holder waits only for ranges above everything it holds, so the start
   of the range waited for rises along any chain of waiters: no cycle, no deadlock.
 
