@@ -25,11 +25,16 @@ from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, Chunkstor
                                MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.locking import selection_box
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
 from chunkstore.views import ArrayExtras
 from chunkstore.metadata import zarr3_view
 from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
+
+# A synchronized write covering at least this many chunks whole, and some in part, locks
+# those only around their read-modify-write (see Array._split_locks).
+_SPLIT_MIN_CHUNKS = 16
 
 
 def _human(n):
@@ -424,15 +429,37 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         (sorted start positions), batch ends are moved to group boundaries."""
         scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object)
 
-    def _locked(self, keys):
-        """What a write of these chunk keys must hold (see chunkstore.sync): the locks of all
-        keys, taken in sorted order so no two writers deadlock."""
+    def _locked(self, sel, keys=None):
+        """What a write of the selection sel must hold for all of it (see chunkstore.sync
+        and chunkstore.locking): the chunks it touches; or, for a zarr-style synchronizer,
+        the locks of all their keys in sorted order."""
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        if hasattr(sync, "write_locks"):
-            return sync.write_locks(self._path, keys)
-        return _generic_locks(sync, keys)
+        if hasattr(sync, "hold"):
+            return sync.hold(self._path, sync.chunk_ranges(sel.plan.chunk_coords(),
+                                                           self._grid()))
+        return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
+
+    def _split_locks(self, sel):
+        """For a write covering many chunks whole and some in part, with a region-locking
+        synchronizer: (what to hold for all of it, a function giving the locks for the
+        read-modify-write of the partial chunks at given coordinates); else None.
+        Neighbouring slabs sharing a row of chunks then only take turns on that row."""
+        sync = self._synchronizer
+        if (not hasattr(sync, "hold") or sel.kind != "ortho" or self._shards is not None
+                or self._is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
+            return None
+        full = sel.plan.full_mask()
+        nfull = int(full.sum())
+        if nfull < _SPLIT_MIN_CHUNKS or nfull == len(full):
+            return None
+        coords = sel.plan.chunk_coords()
+        return sync.split_locks(self._path, *selection_box(sel.plan, self._chunks, coords),
+                                self._meta.shape, coords[full], coords[~full], self._grid())
+
+    def _grid(self):
+        return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
 
     def _exclusive(self):
         """The array-wide lock: resize, append and metadata changes."""
@@ -716,7 +743,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         v = self._prepare_value(value, sel.shape, fields)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
-            with self._locked(self._touched_keys(sel)):
+            with self._locked(sel):
                 cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
@@ -736,7 +763,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
             box = ix.Selection("ortho", sel.plan, tuple(
                 n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
-            with (contextlib.nullcontext() if locked else self._locked(self._touched_keys(sel))):
+            with (contextlib.nullcontext() if locked else self._locked(sel)):
                 cur = np.array(self._get(box), copy=True)
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
@@ -747,9 +774,11 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             v = np.broadcast_to(v, sel.shape).reshape(
                 tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
         keys = self._touched_keys(sel)
-        with (contextlib.nullcontext() if locked else self._locked(keys)):
+        split = None if locked else self._split_locks(sel)
+        with (contextlib.nullcontext() if locked else split[0] if split
+              else self._locked(sel, keys)):
             if sel.kind == "ortho":
-                self._write_ortho(sel.plan, keys, v, sel.drop)
+                self._write_ortho(sel.plan, keys, v, sel.drop, split and split[1])
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 
@@ -775,7 +804,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             self.shape, dtype=np.int64)
         return over.any(axis=1).view(np.uint8)
 
-    def _write_ortho(self, plan, keys, v, drop):
+    def _write_ortho(self, plan, keys, v, drop, partial_locks=None):
         n = plan.nchunks
         if n == 0:
             return
@@ -846,6 +875,27 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 return to_set, to_del
             self._store_chunks(to_set, to_del, sink)
 
+        if partial_locks is not None and groups is None and not errors_first:
+            # The partly covered chunks under their chunk locks, around the whole ones:
+            # those of the first chunk row before, the rest after, so that slabs of rows
+            # sharing an edge row of chunks do not need it at the same time. (Only when
+            # all partial chunks are in the first or last of at least three rows: another
+            # write touching both groups then also touches a whole chunk, held throughout.)
+            coords = plan.chunk_coords()
+            part = ~full
+            rows = coords[:, 0] if coords.shape[1] else np.zeros(n, np.int64)
+            first = part & (rows == rows.min())
+            if not (rows.max() - rows.min() >= 2
+                    and np.all(first | ~part | (rows == rows.max()))):
+                first[:] = False
+            for sub in (first, None, part & ~first):
+                seq = np.flatnonzero(full if sub is None else sub).tolist()
+                if seq and sub is None:
+                    self._run(len(seq), work)
+                elif seq:
+                    with partial_locks(coords[seq]):
+                        self._run(len(seq), work)
+            return
         if errors_first:
             try:
                 results = [work(lo, min(n, lo + scheduling.MAX_BATCH))

@@ -1,21 +1,23 @@
 """Synchronizers: locks that make concurrent writes to one array safe.
 
-A write holds, for its whole read-modify-write, the array's lock in shared mode plus the
-exclusive lock of every chunk it touches, taken in sorted key order so two writers can never
-deadlock. A write touching more than `max_chunk_locks` chunks takes the array's lock in
-exclusive mode instead (bounding the number of lock files held at once). resize, append and
-metadata updates take the array's lock exclusively. So two writers of overlapping regions are
-serialized (each region ends up wholly one writer's value), and updates to disjoint elements
-of one chunk are never lost.
+The protocol is in chunkstore.locking: a write holds, for all of it, the chunks it touches,
+as a handful of byte ranges of one lock file however many chunks it spans; a large write
+that covers some chunks only in part holds instead its box of elements and its whole chunks,
+and takes the partial chunks only around their read-modify-write. All ranges are taken in
+ascending order so two writers can never deadlock. Writes of disjoint regions run in
+parallel, even when they share chunks (only those chunks' read-modify-writes take turns);
+two writers of overlapping regions are serialized (each region ends up wholly one writer's
+value), and updates to disjoint elements of one chunk are never lost. resize, append and
+metadata updates lock the whole lock space, so they exclude every write.
 
-ThreadSynchronizer: locks for threads of one process.
-ProcessSynchronizer(path): the same, plus POSIX file locks (fasteners) in `path`, for many
-processes, on one machine or on a shared filesystem with working POSIX locks (see README).
-
-POSIX record locks belong to a process, and closing any descriptor of a file drops all the
-process's locks on it. So each lock file is used by at most one thread of a process at a time
-(a thread lock is always taken first), and the array's shared lock is reference-counted
-in-process: the first reader takes the file lock and the last one releases it.
+ThreadSynchronizer: the in-process lock table alone, for threads of one process.
+ProcessSynchronizer(path): the same table plus POSIX byte-range locks (fcntl) on one lock
+file per array in `path`, for many processes, on one machine or on a shared filesystem with
+working byte-range locks (see README). Zarr-style single-key locks (`sync[key]`: attribute
+updates, node creation, shards) stay one fasteners lock file per key: whole-file locks on
+few files are what fasteners does. The region file cannot go through fasteners: it has no
+byte-range API, and it closes its descriptor on release, which would drop every other lock
+this process holds on the file.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ import contextlib
 import os
 import shutil
 import threading
+import weakref
 from urllib.parse import quote
 
 import fasteners
+
+from chunkstore.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
+                                open_region_file)
 
 __all__ = ["ThreadSynchronizer", "ProcessSynchronizer"]
 
@@ -63,90 +69,38 @@ class _Mutex:
         self.release()
 
 
-class _SharedExclusive:
-    """A reader-writer lock for threads, mirrored onto one file lock for processes."""
-
-    def __init__(self, path=None):
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._file = fasteners.InterProcessReaderWriterLock(path) if path else None
-
-    def acquire_shared(self):
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
-            if self._readers == 0 and self._file is not None:
-                self._file.acquire_read_lock()
-            self._readers += 1
-
-    def release_shared(self):
-        with self._cond:
-            self._readers -= 1
-            if self._readers == 0:
-                if self._file is not None:
-                    self._file.release_read_lock()
-                self._cond.notify_all()
-
-    def acquire_exclusive(self):
-        with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writer = True
-        if self._file is not None:
-            try:
-                self._file.acquire_write_lock()
-            except BaseException:
-                with self._cond:
-                    self._writer = False
-                    self._cond.notify_all()
-                raise
-
-    def release_exclusive(self):
-        try:
-            if self._file is not None:
-                self._file.release_write_lock()
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def shared(self):
-        self.acquire_shared()
-        try:
-            yield
-        finally:
-            self.release_shared()
-
-    @contextlib.contextmanager
-    def exclusive(self):
-        self.acquire_exclusive()
-        try:
-            yield
-        finally:
-            self.release_exclusive()
-
-
-# Lock objects of ProcessSynchronizers, per lock file, shared by every instance in this process.
-# Unpickling makes a new instance per task (dask, multiprocessing); if each had its own thread
-# locks, two threads of one process could both "hold" a file lock (POSIX locks belong to the
-# process) and updates would be lost. Reset after fork: locks held at fork time by the
-# parent's other threads would otherwise stay locked forever in the child.
+# Lock objects of ProcessSynchronizers, per lock file, shared by every instance in this
+# process. Unpickling makes a new instance per task (dask, multiprocessing); if each had its
+# own lock table, two threads of one process could both "hold" a file lock (POSIX locks
+# belong to the process) and updates would be lost. Region files stay open for the life of
+# the process (closing one would drop all of this process's locks on it). Reset after fork:
+# the child holds none of the parent's fcntl locks, and in-process locks held at fork time by
+# the parent's other threads would otherwise stay held forever in the child.
 _registry_guard = threading.Lock()
 _registry: dict = {}
+_thread_syncs: "weakref.WeakSet" = weakref.WeakSet()
 
 
-def _reset_registry():
+def _reset_after_fork():
     global _registry_guard, _registry
+    for lock in _registry.values():
+        fd = getattr(lock, "_fd", None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # the child's own copy: it holds no locks on it
     _registry_guard = threading.Lock()
     _registry = {}
+    for s in list(_thread_syncs):
+        s._reset()
 
 
-os.register_at_fork(after_in_child=_reset_registry)
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class _Base:
+    # Most byte ranges one write locks; a write needing more merges its closest ranges
+    # (locking more than it touches, never less). The name is kept from the per-chunk
+    # protocol, where it bounded the number of chunk lock files held.
     max_chunk_locks = 256
 
     def __init__(self, max_chunk_locks=None):
@@ -154,57 +108,99 @@ class _Base:
             if max_chunk_locks < 1:
                 raise ValueError("max_chunk_locks must be at least 1")
             self.max_chunk_locks = max_chunk_locks
+        self._reset()
+
+    def _reset(self):
         self._guard = threading.Lock()
         self._mutexes = {}
-        self._rw = {}
+        self._regions = {}
 
     def _lock_path(self, name):
         return None
 
-    def _lock(self, table, name, make):
-        path = self._lock_path(name)
+    def __getitem__(self, key):
+        """The exclusive lock of key (zarr-python's synchronizer interface)."""
+        path = self._lock_path(key)
         if path is None:  # thread locks: this instance's own table
             with self._guard:
-                lock = table.get(name)
+                lock = self._mutexes.get(key)
                 if lock is None:
-                    lock = table[name] = make(None)
+                    lock = self._mutexes[key] = _Mutex(None)
                 return lock
         with _registry_guard:  # file locks: one object per lock file in the process
             lock = _registry.get(path)
             if lock is None:
-                lock = _registry[path] = make(path)
+                lock = _registry[path] = _Mutex(path)
             return lock
 
-    def __getitem__(self, key):
-        """The exclusive lock of key (zarr-python's synchronizer interface)."""
-        return self._lock(self._mutexes, key, _Mutex)
-
-    def _array_lock(self, array_path):
-        return self._lock(self._rw, (array_path + "/" if array_path else "") + ".array-rw",
-                          _SharedExclusive)
+    def _region_lock(self, array_path):
+        with self._guard:
+            lock = self._regions.get(array_path)
+            if lock is None:
+                lock = self._regions[array_path] = RegionLock()
+            return lock
 
     @contextlib.contextmanager
-    def write_locks(self, array_path, keys):
-        """Hold what a write of the given chunk keys of the array needs."""
-        keys = sorted(set(keys))
-        rw = self._array_lock(array_path)
-        if len(keys) > self.max_chunk_locks:
-            with rw.exclusive():
-                yield
-            return
-        with rw.shared(), contextlib.ExitStack() as stack:
-            for k in keys:
-                stack.enter_context(self[k])
+    def hold(self, array_path, ranges):
+        """Hold ranges (sorted, disjoint, inclusive) of the array's lock space."""
+        lock = self._region_lock(array_path)
+        lock.acquire(ranges)
+        try:
             yield
+        finally:
+            lock.release(ranges)
+
+    def chunk_ranges(self, coords, grid):
+        """What a write holds, for all of it, to own the chunks at coords ((n, ndim) grid
+        coordinates; grid: the chunk grid's shape): both chunk spaces."""
+        m = self.max_chunk_locks
+        return chunk_ranges(coords, grid, m, F_BASE) + chunk_ranges(coords, grid, m, P_BASE)
+
+    def split_locks(self, array_path, lo, hi, shape, whole_coords, partial_coords, grid):
+        """The locks of a split write: (what to hold for all of it: its box of elements
+        (inclusive bounds) and the chunks it covers whole; a function giving, for some of
+        its partial chunks' coordinates, what to hold around their read-modify-write).
+
+        The partial chunks are reserved in the in-process table for all of the write (so no
+        thread waits in-process while holding kernel locks) and taken from the kernel only
+        around their read-modify-write."""
+        m = self.max_chunk_locks
+        whole = box_ranges(lo, hi, shape, m) + chunk_ranges(whole_coords, grid, m, F_BASE)
+        partial = chunk_ranges(partial_coords, grid, m, P_BASE)
+        lock = self._region_lock(array_path)
+
+        @contextlib.contextmanager
+        def held():
+            lock.acquire(whole + partial, whole)
+            try:
+                yield
+            finally:
+                lock.release(whole + partial, whole)
+
+        @contextlib.contextmanager
+        def window(coords):
+            some = chunk_ranges(coords, grid, len(coords) + 1, P_BASE)
+            mine = [r for r in partial if any(r[0] <= e and s <= r[1] for s, e in some)]
+            lock.kernel_acquire(mine)
+            try:
+                yield
+            finally:
+                lock.kernel_release(mine)
+
+        return held(), window
 
     def exclusive(self, array_path):
-        """The array's lock in exclusive mode: no other write of it runs meanwhile."""
-        return self._array_lock(array_path).exclusive()
+        """The array's whole lock space: no other write of it runs meanwhile."""
+        return self.hold(array_path, FULL)
 
 
 class ThreadSynchronizer(_Base):
     """Locks for the threads of one process. Pickles to a fresh, independent synchronizer
     (thread locks cannot cross processes: use ProcessSynchronizer there)."""
+
+    def __init__(self, max_chunk_locks=None):
+        super().__init__(max_chunk_locks)
+        _thread_syncs.add(self)
 
     def __getstate__(self):
         return {"max_chunk_locks": self.max_chunk_locks}
@@ -219,9 +215,10 @@ class ThreadSynchronizer(_Base):
 class ProcessSynchronizer(_Base):
     """Locks shared by processes through lock files in `path` (created if absent).
 
-    One lock file per chunk key and per array, reused across writes. The directory must be
-    on a filesystem where fcntl/POSIX locks work across all the processes involved (see the
-    README). It must not be inside the store (lock files would look like data):
+    One region lock file per array (`<array path>.regions`, byte-range fcntl locks) and one
+    fasteners lock file per single-key lock, reused across writes. The directory must be on
+    a filesystem where byte-range fcntl locks work across all the processes involved (see
+    the README). It must not be inside the store (lock files would look like data):
     passing the store's own directory raises ValueError when the array is opened.
     `clear()` removes the lock files when no writer is running.
     """
@@ -235,14 +232,29 @@ class ProcessSynchronizer(_Base):
         # One flat directory; quote() makes every key a single safe file name.
         return os.path.join(self.path, quote(name, safe="") + ".lock")
 
+    def _region_lock(self, array_path):
+        path = os.path.join(self.path, quote(array_path, safe="") + ".regions")
+        with _registry_guard:
+            lock = _registry.get(path)
+            if lock is not None:
+                return lock
+            _fence_old_protocol(self.path, array_path)
+            fd = open_region_file(path)
+            lock = _registry[path] = RegionLock(fd, path)
+            return lock
+
     def clear(self):
         """Remove all lock files. Only while no process is using this synchronizer."""
         with _registry_guard:
             for p in [p for p in _registry if os.path.dirname(p) == self.path]:
-                del _registry[p]
+                lock = _registry.pop(p)
+                fd = getattr(lock, "_fd", None)
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         for name in os.listdir(self.path):
             p = os.path.join(self.path, name)
-            if name.endswith(".lock"):
+            if name.endswith((".lock", ".regions")) and not os.path.isdir(p):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(p)
             elif os.path.isdir(p):
@@ -256,6 +268,23 @@ class ProcessSynchronizer(_Base):
 
     def __repr__(self):
         return f"ProcessSynchronizer({self.path!r})"
+
+
+def _fence_old_protocol(lock_dir, array_path):
+    """Refuse a lock directory in use by the per-chunk protocol of chunkstore before the
+    region locks (it and this one would not exclude each other), and fence it off for such
+    writers: their array lock file `<prefix>.array-rw.lock` becomes a directory here, so
+    an old writer fails on opening it instead of writing unlocked."""
+    prefix = array_path + "/" if array_path else ""
+    old = os.path.join(lock_dir, quote(prefix + ".array-rw", safe="") + ".lock")
+    if os.path.exists(old) and not os.path.isdir(old):
+        raise ValueError(
+            f"the lock directory {lock_dir!r} holds {os.path.basename(old)!r}, a lock file of "
+            f"the per-chunk locking of older chunkstore versions, for array {array_path!r}; "
+            f"writers of both versions would not exclude each other. Stop every writer of "
+            f"an older chunkstore, then call ProcessSynchronizer({lock_dir!r}).clear() "
+            f"(or use a new lock directory)")
+    os.makedirs(old, exist_ok=True)
 
 
 def check_synchronizer_path(synchronizer, store):

@@ -1,0 +1,339 @@
+"""Region locks: the locking protocol behind the synchronizers' array writes.
+
+Every array has one lock space of byte offsets, in three parts, each addressed with a fixed
+stride per dimension (BITS // ndim bits each; a coordinate past that wraps, so two things
+may share a byte: a harmless extra conflict). The stride does not depend on the array's
+shape, so writers whose views of the shape differ still agree on every byte.
+
+- Chunk spaces F [F_BASE, P_BASE) and P [P_BASE, ...): one byte per chunk in each. A
+  write holds, for all of it, both bytes of every chunk it touches (its chunks, coalesced:
+  a slab is a handful of ranges).
+- A write covering many chunks whole and some in part (Array._split_locks) holds instead,
+  for all of it, its box of elements in the element space [E_BASE, F_BASE) (one byte per
+  element; one range per C-order run of the box, so a slab of rows is one range; a box
+  needing more than `max_ranges` is covered by coarser ranges) and the F bytes of its whole
+  chunks, and takes the P bytes of its partial chunks only around their read-modify-write.
+  Neighbouring slabs sharing a row of chunks thus only take turns on that row. Why this is
+  enough: two such writes that overlap are serialized whole by the element space; any
+  other write holds both bytes of its chunks throughout, so it excludes the split write's
+  whole chunks, and its read-modify-writes of the split write's partial chunks come wholly
+  before or after (the split write takes them in at most two windows, the first chunk row
+  before its whole chunks and the last after, only when a write touching both would also
+  touch a whole chunk). Disjoint elements of one chunk are never lost: every
+  read-modify-write of a chunk holds its P byte.
+- resize, append and metadata updates lock everything (FULL) exclusively, so they exclude
+  every write and every write excludes them.
+- Ranges are taken in ascending order (elements, then F, then P), each waiting
+  until it is free. A holder waits only for ranges above everything it holds, so the start
+  of the range waited for rises along any chain of waiters: no cycle, no deadlock.
+
+Threads of one process coordinate in an in-process table (RegionLock). Processes
+additionally take the same ranges as POSIX byte-range locks (fcntl F_SETLKW) on one lock
+file per array. Those locks belong to the process (not the thread) and closing any
+descriptor of the file drops them all; so a process opens each lock file once and keeps it
+open, and a thread only asks the kernel for ranges after the in-process table gave them to
+it (all of them, so no thread holds kernel locks while it waits in-process), which makes
+the kernel ranges of a process's threads disjoint. The kernel's deadlock detector sees
+processes, not threads, and may report a cycle that the threads will resolve (EDEADLK):
+then the request is retried after a short sleep. Locks of a process that dies (even by
+kill -9) are released by the kernel.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+import time
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
+
+BITS = 61                       # bits of each lock space
+E_BASE = 1                      # element space
+F_BASE = E_BASE + (1 << BITS)   # chunk space, for writes of whole chunks and whole writes
+P_BASE = F_BASE + (1 << BITS)   # chunk space, for read-modify-writes of partial chunks
+FULL = ((0, P_BASE + (1 << BITS)),)   # inclusive (start, end): everything, below 2**63
+
+
+def _offsets(coords, base):
+    ndim = coords.shape[1]
+    b = BITS // ndim
+    mask = (1 << b) - 1
+    shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
+    return ((coords & mask) << shifts).sum(axis=1) + base
+
+
+def _merge_closest(starts, ends, max_ranges):
+    """At most max_ranges ranges: keep the widest gaps, merge across the others."""
+    if len(starts) <= max_ranges:
+        return starts, ends
+    gaps = starts[1:] - ends[:-1]
+    k = max_ranges - 1
+    keep = np.sort(np.argpartition(gaps, len(gaps) - k)[len(gaps) - k:]) if k else \
+        np.empty(0, np.int64)
+    return (starts[np.concatenate(([0], keep + 1))],
+            ends[np.concatenate((keep, [len(ends) - 1]))])
+
+
+def chunk_ranges(coords, grid, max_ranges=256, base=F_BASE):
+    """Sorted, disjoint inclusive (start, end) ranges of the chunk space covering the chunks
+    at coords ((n, ndim) int64 grid coordinates). grid: the chunk grid's shape as the caller
+    knows it, only used to coalesce (a stale grid locks more, never less)."""
+    coords = np.asarray(coords, dtype=np.int64)
+    n, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
+    if n == 0:
+        return []
+    if ndim == 0:
+        return [(base, base)]
+    b = BITS // ndim
+    if n <= min(8, max_ranges):   # few chunks (small writes): plain Python beats numpy's per-call cost
+        return _few_chunk_ranges(coords.tolist(), grid, b, base)
+    off = _offsets(coords, base)
+    if bool((coords >> b).any()) or bool((coords < 0).any()):
+        off = np.unique(off)    # wrapped coordinates: runs of the offsets alone
+        breaks = np.flatnonzero(np.diff(off) != 1)
+    else:
+        # Order and runs in the C-order grid (clipped to the stride, so it fits int64):
+        # between two chunks consecutive there, every offset belongs to no chunk.
+        g = np.minimum(np.maximum(np.asarray(grid, dtype=np.int64), coords.max(axis=0) + 1),
+                       1 << b)
+        strides = np.ones(ndim, dtype=np.int64)
+        for d in range(ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * g[d + 1]
+        lin = coords @ strides
+        order = np.argsort(lin, kind="stable")
+        lin, off = lin[order], off[order]
+        keep = np.ones(len(lin), dtype=bool)
+        keep[1:] = lin[1:] != lin[:-1]
+        lin, off = lin[keep], off[keep]
+        breaks = np.flatnonzero(np.diff(lin) != 1)
+    starts = off[np.concatenate(([0], breaks + 1))]
+    ends = off[np.concatenate((breaks, [len(off) - 1]))]
+    starts, ends = _merge_closest(starts, ends, max_ranges)
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _few_chunk_ranges(coords, grid, b, base):
+    mask = (1 << b) - 1
+    ndim = len(grid)
+    if any(c > mask or c < 0 for row in coords for c in row):
+        offs = sorted({base + sum((c & mask) << (b * (ndim - 1 - d)) for d, c in enumerate(row))
+                       for row in coords})
+        out = []
+        for o in offs:
+            if out and out[-1][1] + 1 == o:
+                out[-1][1] = o
+            else:
+                out.append([o, o])
+        return [tuple(r) for r in out]
+    g = [min(max(int(x), max(row[d] for row in coords) + 1), 1 << b)
+         for d, x in enumerate(grid)]
+    keyed = []
+    for row in sorted(set(map(tuple, coords))):
+        lin = 0
+        off = 0
+        for d, c in enumerate(row):
+            lin = lin * g[d] + c
+            off = (off << b) | c
+        keyed.append((lin, base + off))
+    out = []
+    for lin, off in keyed:
+        if out and out[-1][2] + 1 == lin:
+            out[-1][1], out[-1][2] = off, lin
+        else:
+            out.append([off, off, lin])
+    return [(s_, e_) for s_, e_, _ in out]
+
+
+def box_ranges(lo, hi, shape, max_ranges=256):
+    """Sorted, disjoint inclusive ranges of the element space covering the box of elements
+    lo[d] <= i[d] <= hi[d] of an array of the given shape (shape only coalesces)."""
+    ndim = len(shape)
+    if ndim == 0:
+        return [(E_BASE, E_BASE)]
+    b = BITS // ndim
+    top = (1 << b) - 1
+    ext = [min(int(s), 1 << b) for s in shape]
+    ls, hs = [], []
+    for lo_d, hi_d, e in zip(lo, hi, ext):
+        lo_d, hi_d = int(lo_d), int(hi_d)
+        if hi_d > top:   # wraps around the stride: take every residue (locks more)
+            lo_d, hi_d = 0, top
+        ls.append(lo_d)
+        hs.append(max(hi_d, lo_d))
+    full = [lo_d == 0 and hi_d >= e - 1 for lo_d, hi_d, e in zip(ls, hs, ext)]
+    k = ndim - 1
+    while k > 0 and full[k]:
+        k -= 1
+    # Dims after k are whole: one run per index of dims < k. Fewer dims enumerated when
+    # that is too many runs: each range then spans its sub-box's row-major extent.
+    count, kk = 1, 0
+    while kk < k and count * (hs[kk] - ls[kk] + 1) <= max_ranges:
+        count *= hs[kk] - ls[kk] + 1
+        kk += 1
+    tail_lo = [ls[d] if d >= kk else 0 for d in range(ndim)]
+    tail_hi = [hs[d] if d >= kk else 0 for d in range(ndim)]
+    heads = np.array(list(np.ndindex(*[hs[d] - ls[d] + 1 for d in range(kk)])),
+                     dtype=np.int64).reshape(count, kk) + np.array(ls[:kk], dtype=np.int64)
+    first = np.concatenate([heads, np.tile(np.array(tail_lo[kk:], np.int64),
+                                           (len(heads), 1))], axis=1)
+    last = np.concatenate([heads, np.tile(np.array(tail_hi[kk:], np.int64),
+                                          (len(heads), 1))], axis=1)
+    starts, ends = _offsets(first, E_BASE), _offsets(last, E_BASE)
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+class LockingUnsupportedError(OSError):
+    pass
+
+
+def _kernel_lock(fd, start, end, path):
+    length = end - start + 1
+    delay = 0.001
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX, length, start, os.SEEK_SET)
+            return
+        except OSError as e:
+            if e.errno == errno.EDEADLK:
+                # The kernel's cycle check counts a process's threads as one owner; the
+                # protocol has no real cycle, so the holders finish and this succeeds.
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise LockingUnsupportedError(
+                    e.errno, f"byte-range fcntl locks are not available on the filesystem of "
+                             f"lock file {path!r} ({e.strerror}); put the synchronizer's "
+                             f"directory where POSIX locks work (NFS with lockd or v4, "
+                             f"Lustre mounted with -o flock, GPFS)") from e
+            raise
+
+
+def _kernel_unlock(fd, start, end):
+    fcntl.lockf(fd, fcntl.LOCK_UN, end - start + 1, start, os.SEEK_SET)
+
+
+class RegionLock:
+    """Exclusive locks on byte ranges of one array's lock space, for the threads of this
+    process, and (with fd) for other processes through fcntl locks on that file."""
+
+    def __init__(self, fd=None, path=None):
+        self._cond = threading.Condition(threading.Lock())
+        self._starts: list = []   # ranges held in this process: sorted, disjoint
+        self._ends: list = []
+        self._fd = fd
+        self._path = path
+
+    def _free(self, s, e):
+        i = bisect_right(self._starts, e) - 1
+        return i < 0 or self._ends[i] < s
+
+    def _mark(self, s, e):
+        i = bisect_left(self._starts, s)
+        self._starts.insert(i, s)
+        self._ends.insert(i, e)
+
+    def _unmark(self, ranges):
+        with self._cond:
+            for s, _ in ranges:
+                i = bisect_left(self._starts, s)
+                del self._starts[i], self._ends[i]
+            self._cond.notify_all()
+
+    def acquire(self, ranges, kernel_ranges=None):
+        """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held.
+        kernel_ranges: the subset of ranges to take from the kernel now (default: all); the
+        rest are only reserved in this process, for kernel_acquire later. A thread thus
+        never waits in the in-process table while it holds kernel locks: with that, the
+        in-process and the kernel waits together cannot form a cycle."""
+        marked = []
+        try:
+            with self._cond:
+                if all(self._free(s, e) for s, e in ranges):
+                    for s, e in ranges:
+                        self._mark(s, e)
+                        marked.append((s, e))
+                else:
+                    for s, e in ranges:   # ascending: in-process waits cannot cycle
+                        while not self._free(s, e):
+                            self._cond.wait()
+                        self._mark(s, e)
+                        marked.append((s, e))
+        except BaseException:
+            if marked:
+                self._unmark(marked)
+            raise
+        try:
+            self.kernel_acquire(ranges if kernel_ranges is None else kernel_ranges)
+        except BaseException:
+            self._unmark(marked)
+            raise
+
+    def kernel_acquire(self, ranges):
+        """Take ranges this thread reserved in acquire() from the kernel, in order."""
+        if self._fd is None:
+            return
+        got = []
+        try:
+            for s, e in ranges:
+                _kernel_lock(self._fd, s, e, self._path)
+                got.append((s, e))
+        except BaseException:
+            self._release_kernel(got)
+            raise
+
+    def kernel_release(self, ranges):
+        if self._fd is not None:
+            self._release_kernel(ranges)
+
+    def _release_kernel(self, ranges):
+        for s, e in ranges:
+            try:
+                _kernel_unlock(self._fd, s, e)
+            except OSError:
+                pass  # nothing better to do; the lock goes with the process at the latest
+
+    def release(self, ranges, kernel_ranges=None):
+        if self._fd is not None:
+            self._release_kernel(ranges if kernel_ranges is None else kernel_ranges)
+        self._unmark(ranges)
+
+    def held(self):
+        """Ranges held by threads of this process (for tests and diagnostics)."""
+        with self._cond:
+            return list(zip(self._starts, self._ends))
+
+
+def open_region_file(path):
+    """A descriptor of the lock file at path, created if absent, kept open by the caller."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+
+def selection_box(plan, chunks, coords=None):
+    """(lo, hi): inclusive per-dimension element bounds of what a write plan touches (an
+    orthogonal plan: its selection's bounding box; a points plan: its chunks' box)."""
+    coords = plan.chunk_coords() if coords is None else coords
+    cmin, cmax = coords.min(axis=0), coords.max(axis=0)
+    chunks = np.asarray(chunks, dtype=np.int64)
+    lo, hi = cmin * chunks, (cmax + 1) * chunks - 1
+    if not hasattr(plan, "full_mask"):
+        return lo.tolist(), hi.tolist()
+    # The touched chunks form a product over dimensions: the chunk at all-minimum
+    # coordinates holds the lowest selected index of every dimension, and likewise above.
+    i_lo = int(np.flatnonzero((coords == cmin).all(axis=1))[0])
+    i_hi = int(np.flatnonzero((coords == cmax).all(axis=1))[0])
+    lo, hi = lo.tolist(), hi.tolist()
+    for i, out, pick in ((i_lo, lo, min), (i_hi, hi, max)):
+        for d, s in enumerate(plan.selections(i)[0]):
+            if isinstance(s, slice):
+                r = range(*s.indices(int(chunks[d])))
+                v = pick(r[0], r[-1])
+            else:
+                v = int(pick(np.ravel(s)))
+            out[d] = int(coords[i, d]) * int(chunks[d]) + v
+    return lo, hi

@@ -1,0 +1,433 @@
+"""The region-locking protocol (chunkstore.locking) under the synchronizers: disjoint writes
+run in parallel however many chunks they touch, overlapping ones and resizes exclude each
+other, no deadlock under random overlapping regions, a killed holder's locks go away, old
+lock directories are refused, and fork leaves the child usable."""
+
+import itertools
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import threading
+import time
+
+import fasteners
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.locking import (BITS, E_BASE, F_BASE, FULL, P_BASE, RegionLock, box_ranges,
+                                chunk_ranges)
+
+CTX = mp.get_context("spawn")
+
+
+def _box(rows, cols):
+    return np.array(list(itertools.product(rows, cols)), dtype=np.int64).reshape(-1, 2)
+
+
+def _covers(ranges, off):
+    return any(s <= off <= e for s, e in ranges)
+
+
+def _offset(c, ndim, base=F_BASE):
+    b = BITS // ndim
+    return base + sum((int(x) & ((1 << b) - 1)) << (b * (ndim - 1 - d))
+                            for d, x in enumerate(c))
+
+
+# ----------------------------------------------------------------------------- ranges
+@pytest.mark.parametrize("seed", range(20))
+def test_ranges_lock_exactly_the_touched_chunks_of_the_grid(seed):
+    rng = np.random.default_rng(seed)
+    ndim = int(rng.integers(1, 4))
+    grid = tuple(int(g) for g in rng.integers(1, 7, ndim))
+    every = np.array(list(itertools.product(*[range(g) for g in grid])), dtype=np.int64)
+    touched = every[rng.random(len(every)) < rng.random()]
+    if rng.random() < 0.5:  # a box, as slices give
+        lo = [int(rng.integers(0, g)) for g in grid]
+        hi = [int(rng.integers(l, g)) + 1 for l, g in zip(lo, grid)]
+        touched = np.array(list(itertools.product(*[range(a, b) for a, b in zip(lo, hi)])),
+                           dtype=np.int64)
+    ranges = chunk_ranges(touched, grid)
+    assert ranges == sorted(ranges)
+    assert all(e >= s for s, e in ranges)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))   # disjoint
+    tset = set(map(tuple, touched.tolist()))
+    for c in every:  # every in-grid chunk: locked if and only if touched
+        assert _covers(ranges, _offset(c, ndim)) == (tuple(c.tolist()) in tset), c
+    # Merged down to a few ranges: still covers everything touched.
+    few = chunk_ranges(touched, grid, max_ranges=2)
+    assert len(few) <= 2
+    assert all(_covers(few, _offset(c, ndim)) for c in touched)
+
+
+def test_slab_is_one_range_and_shared_edge_rows_overlap():
+    grid = (64, 64)
+    top = chunk_ranges(_box(range(0, 32), range(64)), grid)
+    bottom = chunk_ranges(_box(range(32, 64), range(64)), grid)
+    edge = chunk_ranges(_box(range(31, 64), range(64)), grid)
+    assert len(top) == len(bottom) == 1
+    assert top[0][1] < bottom[0][0]              # aligned halves: disjoint
+    assert edge[0][0] <= top[0][1]               # a shared chunk row: they conflict
+
+
+def test_stale_grid_and_wrapped_coordinates_still_cover():
+    touched = _box(range(3), range(5))
+    for grid in [(1, 1), (3, 5), (100, 100)]:   # a stale view of the shape locks more, or
+        r = chunk_ranges(touched, grid)           # the same, never less
+        assert all(_covers(r, _offset(c, 2)) for c in touched)
+    big = np.array([[2 ** 40, 1], [0, 1]], dtype=np.int64)     # past 31 bits: wraps
+    r = chunk_ranges(big, (2 ** 41, 2))
+    assert all(_covers(r, _offset(c, 2)) for c in big)
+    assert chunk_ranges(np.zeros((1, 0), np.int64), ()) == [(F_BASE, F_BASE)]
+
+
+def test_box_ranges_cover_exactly_the_box():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(x) for x in rng.integers(1, 7, ndim))
+        lo = [int(rng.integers(0, s)) for s in shape]
+        hi = [int(rng.integers(a, s)) for a, s in zip(lo, shape)]
+        for cap in (256, 2, 1):
+            r = box_ranges(lo, hi, shape, cap)
+            assert len(r) <= max(cap, 1) and r == sorted(r)
+            for e in itertools.product(*[range(s) for s in shape]):
+                inside = all(a <= x <= b for a, x, b in zip(lo, e, hi))
+                got = _covers(r, _offset(e, ndim, E_BASE))
+                if cap == 256:
+                    assert got == inside, (shape, lo, hi, e)   # exact when not capped
+                elif inside:
+                    assert got
+    # Slabs of rows: one range each; neighbours sharing a chunk still do not overlap.
+    top = box_ranges((0, 0), (2079, 4095), (4096, 4096))
+    bottom = box_ranges((2080, 0), (4095, 4095), (4096, 4096))
+    assert len(top) == len(bottom) == 1 and top[0][1] < bottom[0][0]
+    assert box_ranges((), (), ()) == [(E_BASE, E_BASE)]
+    assert all(e < F_BASE < P_BASE for _, e in top + bottom)   # elements below chunks
+
+
+def _write_ranges(sync, lo, hi, shape, chunks):
+    """What a write of the box lo..hi (inclusive) holds for all of it: its chunks."""
+    coords = np.array(list(itertools.product(*[range(a // c, b // c + 1) for a, b, c in
+                                               zip(lo, hi, chunks)])), dtype=np.int64)
+    grid = [-(-s // c) for s, c in zip(shape, chunks)]
+    return sync.chunk_ranges(coords, grid)
+
+
+# ----------------------------------------------------------------------------- threads
+def _syncs(tmp_path):
+    return [cs.ThreadSynchronizer(max_chunk_locks=4),
+            cs.ProcessSynchronizer(str(tmp_path / "locks"), max_chunk_locks=4)]
+
+
+def _in_thread(fn):
+    done = threading.Event()
+    err = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # pragma: no cover - reported by the caller
+            err.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return done, err
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_disjoint_large_writes_run_while_another_holds_its_region(tmp_path, kind):
+    sync = _syncs(tmp_path)[kind == "process"]
+    z = cs.zeros((512, 512), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=sync)
+    grid = (64, 64)
+    # Hold what a split write of rows 0..251 holds (2016 whole chunks, far over
+    # max_chunk_locks=4; chunk row 31 partly): its box, whole chunks, reserved partials.
+    held, _ = sync.split_locks("", (0, 0), (251, 511), (512, 512), _box(range(31), range(64)),
+                               _box([31], range(64)), grid)
+    with held:
+        done, err = _in_thread(lambda: z.__setitem__((slice(256, 512), slice(None)), 5))
+        assert done.wait(30), "a disjoint write waited for another region"
+        assert not err
+        # Overlapping, and touching chunks the holder covers whole: waits. (An overlapping
+        # write touching only the holder's partial chunks may run now; the holder's
+        # read-modify-write of those then comes wholly before or after it.)
+        blocked, err2 = _in_thread(lambda: z.__setitem__((slice(240, 260), slice(None)), 7))
+        resized, err3 = _in_thread(lambda: z.resize(512, 520))
+        assert not blocked.wait(0.5), "an overlapping write ran while the region was held"
+        assert not resized.is_set(), "resize ran while a write held its region"
+    assert blocked.wait(30) and resized.wait(30)
+    assert not err2 and not err3
+    got = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert got.shape == (512, 520)
+    np.testing.assert_array_equal(got[260:512, :512], 5)
+    np.testing.assert_array_equal(got[240:260, :512], 7)
+
+
+def test_resize_holds_off_writes(tmp_path):
+    for sync in _syncs(tmp_path):
+        lock_z = cs.zeros((16, 16), chunks=(4, 4), store={}, synchronizer=sync)
+        with sync.exclusive(""):
+            done, err = _in_thread(lambda: lock_z.__setitem__((0, 0), 1))
+            assert not done.wait(0.3)
+        assert done.wait(30) and not err
+
+
+def test_region_lock_threads_random_overlaps_no_deadlock_and_mutual_exclusion():
+    lock = RegionLock()
+    owner = {}  # byte -> thread holding it
+    errors = []
+    stop = time.monotonic() + 1.5
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        me = threading.get_ident()
+        while time.monotonic() < stop:
+            cells = rng.choice(200, size=int(rng.integers(1, 12)), replace=False)
+            rows = np.stack([cells // 20, cells % 20], axis=1)
+            ranges = FULL if rng.random() < 0.05 else chunk_ranges(rows, (10, 20),
+                                                                    int(rng.integers(1, 5)))
+            lock.acquire(ranges)
+            try:
+                keys = [(s, e) for s, e in ranges]
+                for k in keys:
+                    if owner.setdefault(k, me) != me:
+                        errors.append(k)
+                time.sleep(0.0005)
+                for k in keys:
+                    owner.pop(k, None)
+            finally:
+                lock.release(ranges)
+
+    ts = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(6)]
+    [t.start() for t in ts]
+    [t.join(60) for t in ts]
+    assert not any(t.is_alive() for t in ts), "threads deadlocked"
+    assert not errors
+    assert lock.held() == []
+
+
+# ----------------------------------------------------------------------------- processes
+def _hold_worker(sync_path, coords, grid, full, ready, release):
+    sync = cs.ProcessSynchronizer(sync_path)
+    cm = sync.exclusive("") if full else sync.hold("", _write_ranges(sync, *coords))
+    with cm:
+        ready.set()
+        if release is None:
+            time.sleep(120)   # until killed
+        else:
+            release.wait(60)
+
+
+def test_other_process_region_blocks_only_overlapping_writes(tmp_path):
+    locks = str(tmp_path / "locks")
+    sync = cs.ProcessSynchronizer(locks)
+    z = cs.zeros((256, 256), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=sync)
+    ready, release = CTX.Event(), CTX.Event()
+    p = CTX.Process(target=_hold_worker, args=(
+        locks, ((0, 0), (127, 255), (256, 256), (8, 8)), None, False, ready, release))
+    p.start()
+    try:
+        assert ready.wait(60)
+        z[128:, :] = 3                       # 512 chunks, none of the held ones: no wait
+        done, err = _in_thread(lambda: z.__setitem__((slice(120, 136), slice(None)), 4))
+        assert not done.wait(0.5)            # row 15 of chunks is held by the other process
+        release.set()
+        assert done.wait(30) and not err
+    finally:
+        release.set()
+        p.join(30)
+    assert p.exitcode == 0
+    np.testing.assert_array_equal(z[136:, :], 3)
+    np.testing.assert_array_equal(z[120:136, :], 4)
+
+
+def test_kill_9_of_a_lock_holder_releases_its_locks(tmp_path):
+    locks = str(tmp_path / "locks")
+    z = cs.zeros((64, 64), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=cs.ProcessSynchronizer(locks))
+    ready = CTX.Event()
+    p = CTX.Process(target=_hold_worker, args=(locks, None, None, True, ready, None))
+    p.start()
+    try:
+        assert ready.wait(60)
+        done, err = _in_thread(lambda: z.__setitem__((slice(None), slice(None)), 9))
+        assert not done.wait(0.5)            # the whole array is held by the child
+        os.kill(p.pid, signal.SIGKILL)
+        assert done.wait(30), "the killed process's locks were not released"
+        assert not err
+    finally:
+        if p.is_alive():
+            p.kill()
+        p.join(30)
+    assert p.exitcode == -signal.SIGKILL
+    np.testing.assert_array_equal(z[...], 9)
+
+
+def _random_regions_worker(store, locks, wid, seconds, barrier, out):
+    cs.config.set(threads=1)
+    sync = cs.ProcessSynchronizer(locks, max_chunk_locks=3)
+    z = cs.open_array(store, mode="r+", synchronizer=sync)
+    n = z.shape[0]
+    stop = [None]
+
+    def loop(tid):
+        rng = np.random.default_rng(100 * wid + tid)
+        count = 0
+        while time.monotonic() < stop[0]:
+            r = rng.random()
+            if r < 0.05:
+                with sync.exclusive(""):
+                    count += 1
+                continue
+            if r < 0.25:
+                ids = rng.choice(n * n, size=int(rng.integers(1, 20)), replace=False)
+                z.vindex[ids // n, ids % n] = wid + 1
+            else:
+                a, b = sorted(rng.integers(0, n + 1, 2))
+                c, d = sorted(rng.integers(0, n + 1, 2))
+                z[a:b + 1, c:d + 1] = wid + 1
+            count += 1
+        return count
+
+    barrier.wait()
+    stop[0] = time.monotonic() + seconds
+    counts = [0, 0]
+    ts = [threading.Thread(target=lambda i=i: counts.__setitem__(i, loop(i))) for i in range(2)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    out.put((wid, sum(counts)))
+
+
+def test_four_processes_random_overlapping_regions_never_deadlock(tmp_path):
+    store, locks = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    cs.zeros((48, 48), chunks=(4, 4), dtype="i2", store=store)
+    nw, seconds = 4, 2.0
+    barrier, out = CTX.Barrier(nw), CTX.Queue()
+    procs = [CTX.Process(target=_random_regions_worker,
+                         args=(store, locks, w, seconds, barrier, out)) for w in range(nw)]
+    [p.start() for p in procs]
+    try:
+        results = dict(out.get(timeout=120) for _ in range(nw))
+    finally:
+        for p in procs:
+            p.join(60)
+            if p.is_alive():  # pragma: no cover - a deadlock: fail, do not hang
+                p.kill()
+    assert [p.exitcode for p in procs] == [0] * nw
+    assert sorted(results) == list(range(nw)) and all(c > 0 for c in results.values())
+    got = cs.open_array(store, mode="r")[...]
+    assert set(np.unique(got).tolist()) <= set(range(nw + 1))
+
+
+def _slab_worker(store, locks, bounds, rounds, barrier):
+    cs.config.set(threads=1)
+    z = cs.open_array(store, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+    lo, hi = bounds
+    base = np.arange(lo, hi, dtype="i4")[:, None] * 1000 + np.arange(z.shape[1], dtype="i4")
+    for r in range(rounds):
+        barrier.wait()
+        z[lo:hi, :] = base + r * 10_000_000
+
+
+def test_unaligned_slabs_of_four_processes_lose_nothing(tmp_path):
+    # Slab edges fall inside chunks, so neighbours read-modify-write shared chunks at once.
+    store, locks = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    n, rounds = 200, 5
+    cs.zeros((n, 60), chunks=(16, 16), dtype="i4", store=store)
+    edges = [0, 37, 90, 141, n]
+    barrier = CTX.Barrier(4)
+    procs = [CTX.Process(target=_slab_worker,
+                         args=(store, locks, (edges[i], edges[i + 1]), rounds, barrier))
+             for i in range(4)]
+    [p.start() for p in procs]
+    [p.join(120) for p in procs]
+    assert [p.exitcode for p in procs] == [0] * 4
+    expected = (np.arange(n, dtype="i4")[:, None] * 1000 + np.arange(60, dtype="i4")
+                + (rounds - 1) * 10_000_000)
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[...], expected)
+
+
+# ----------------------------------------------------------------------------- files
+def test_one_region_file_per_array_and_old_lock_directories_refused(tmp_path):
+    locks = tmp_path / "locks"
+    store = str(tmp_path / "g.zarr")
+    root = cs.group(store)
+    root.zeros("a/b", shape=(100, 100), chunks=(5, 5), dtype="i4")
+    z = cs.open_array(store, path="a/b", mode="r+",
+                      synchronizer=cs.ProcessSynchronizer(str(locks)))
+    z[...] = 1
+    z[3:50, 7:9] = 2
+    # One region file for all chunk locks, the old-protocol fence, and opening's lock on
+    # the metadata key: nothing per chunk.
+    assert sorted(os.listdir(locks)) == ["a%2Fb%2F.array-rw.lock", "a%2Fb%2F.zarray.lock",
+                                         "a%2Fb.regions"]
+    # An older chunkstore's writer now fails to open its array lock instead of writing
+    # without excluding the new writers.
+    old = fasteners.InterProcessReaderWriterLock(str(locks / "a%2Fb%2F.array-rw.lock"))
+    with pytest.raises(OSError):
+        old.acquire_read_lock()
+
+    # A directory last used by the per-chunk protocol is refused with a clear error ...
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    (old_dir / ".array-rw.lock").write_bytes(b"")
+    (old_dir / "0.0.lock").write_bytes(b"")
+    y = cs.zeros((10,), chunks=(5,), store=str(tmp_path / "y.zarr"),
+                 synchronizer=cs.ProcessSynchronizer(str(old_dir)))
+    with pytest.raises(ValueError, match=r"older chunkstore.*clear\(\)"):
+        y[:] = 1
+    # ... until cleared.
+    cs.ProcessSynchronizer(str(old_dir)).clear()
+    y[:] = 1
+    np.testing.assert_array_equal(y[...], 1)
+
+
+def test_unpickled_instances_share_one_descriptor(tmp_path):
+    locks = str(tmp_path / "locks")
+    a = cs.ProcessSynchronizer(locks)
+    b = pickle.loads(pickle.dumps(a))
+    assert a._region_lock("x") is b._region_lock("x")
+    assert b.max_chunk_locks == a.max_chunk_locks
+
+
+def _fork_child(z, q):
+    z[0:8, :] = 2   # the parent held this region at fork time
+    q.put("ok")
+
+
+def test_fork_while_a_thread_holds_a_region(tmp_path):
+    locks = str(tmp_path / "locks")
+    sync = cs.ProcessSynchronizer(locks)
+    z = cs.zeros((16, 16), chunks=(8, 8), dtype="i4", store=str(tmp_path / "a.zarr"),
+                 synchronizer=sync)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    held, go = threading.Event(), threading.Event()
+
+    def holder():
+        with sync.hold("", _write_ranges(sync, (0, 0), (7, 15), (16, 16), (8, 8))):
+            held.set()
+            go.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(30)
+    p = ctx.Process(target=_fork_child, args=(z, q))
+    p.start()
+    try:
+        time.sleep(0.3)
+        assert q.empty()      # the parent's lock excludes the child ...
+        go.set()
+        assert q.get(timeout=30) == "ok"   # ... and its release lets the child on
+    finally:
+        go.set()
+        t.join(30)
+        p.join(30)
+    assert p.exitcode == 0
+    np.testing.assert_array_equal(z[0:8, :], 2)
