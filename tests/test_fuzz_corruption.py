@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 import chunkstore as cs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# where chunkstore is imported from (the installed package in CI, not the source tree)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cs.__file__)))
 
 # name -> (format, create kwargs, dtype, checksummed: any change of a chunk is detected)
 CHAINS = {

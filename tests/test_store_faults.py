@@ -19,7 +19,8 @@ from chunkstore.errors import StoreError
 from chunkstore.storage.memory import MemoryStore
 from faults import FaultyStore, is_chunk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# where chunkstore is imported from (the installed package in CI, not the source tree)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cs.__file__)))
 
 # A child that fills a store past RLIMIT_FSIZE: the kernel then fails writes with EFBIG,
 # a real I/O error from the filesystem layer (like ENOSPC, without needing a full disk).
