@@ -888,13 +888,29 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             if not (rows.max() - rows.min() >= 2
                     and np.all(first | ~part | (rows == rows.max()))):
                 first[:] = False
-            for sub in (first, None, part & ~first):
-                seq = np.flatnonzero(full if sub is None else sub).tolist()
-                if seq and sub is None:
-                    self._run(len(seq), work)
-                elif seq:
-                    with partial_locks(coords[seq]):
-                        self._run(len(seq), work)
+            def step(n_step):
+                # every PUT of a step lands (or raises) before its locks are released
+                try:
+                    self._run(n_step, work)
+                except BaseException:
+                    if sink is not None:
+                        with contextlib.suppress(Exception):
+                            sink.flush()
+                    raise
+                if sink is not None:
+                    sink.flush()
+
+            try:
+                for sub in (first, None, part & ~first):
+                    seq = np.flatnonzero(full if sub is None else sub).tolist()
+                    if seq and sub is None:
+                        step(len(seq))
+                    elif seq:
+                        with partial_locks(coords[seq]):
+                            step(len(seq))
+            finally:
+                if src is not self._chunk_store:
+                    src.close()
             return
         if errors_first:
             try:

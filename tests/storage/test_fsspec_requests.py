@@ -411,3 +411,24 @@ def test_bounded_read_ahead_and_write_behind(s3, url, monkeypatch):
     finally:
         config.set(io_concurrency=None)
     np.testing.assert_array_equal(z[...], data + 1)
+
+
+def test_split_locked_write_waits_for_its_puts_and_raises_their_errors(s3, url):
+    # A region-locked write covering many chunks whole and some in part (Array._split_locks)
+    # runs its batches in several steps; its write-behind PUTs must all have landed, and a
+    # failed one must raise, before the write returns (and its locks are released).
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(80, 80), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    z[...] = 1
+    data = np.ones((80, 80), dtype="i4")
+    data[4:76, 4:76] = np.arange(72 * 72, dtype="i4").reshape(72, 72)
+    s3.reset()
+    s3.fail("PUT", "/4.4", status=403, code="AccessDenied", times=100)
+    try:
+        with pytest.raises(OSError, match="4.4"):
+            z[4:76, 4:76] = data[4:76, 4:76]
+    finally:
+        s3.faults.clear()
+    z[4:76, 4:76] = data[4:76, 4:76]
+    np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], data)
