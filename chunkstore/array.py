@@ -1005,6 +1005,11 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
             return False
+        if src._path == self._path and (src._store is self._store or src._store == self._store):
+            # src reads the chunks this write stores (a view of this array, say
+            # z[10:] = z.view(shape=...)): block by block, later blocks would read values
+            # already overwritten. Read it whole first, as NumPy does for overlapping copies.
+            return False
         streaming.assign(self, box, src)
         return True
 
