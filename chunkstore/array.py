@@ -834,8 +834,10 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             fast = None
 
         _, seq, groups = self._schedule(plan, keys)
-        src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
-                       self._codec.nbytes)
+        split = partial_locks is not None and groups is None and not errors_first
+        # (a split write reads each partial chunk only once it holds that chunk's lock)
+        src = self._chunk_store if split else prefetch(
+            self._chunk_store, [keys[i] for i in seq if not full[i]], self._codec.nbytes)
         sink = None if errors_first else write_behind(self._chunk_store)
 
         def work(lo, hi):
@@ -875,7 +877,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 return to_set, to_del
             self._store_chunks(to_set, to_del, sink)
 
-        if partial_locks is not None and groups is None and not errors_first:
+        if split:
             # The partly covered chunks under their chunk locks, around the whole ones:
             # those of the first chunk row before, the rest after, so that slabs of rows
             # sharing an edge row of chunks do not need it at the same time. (Only when
@@ -888,29 +890,33 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             if not (rows.max() - rows.min() >= 2
                     and np.all(first | ~part | (rows == rows.max()))):
                 first[:] = False
-            def step(n_step):
-                # every PUT of a step lands (or raises) before its locks are released
+
+            def step():
+                # Partial chunks are fetched only now (under their locks), and every PUT of
+                # a step lands (or raises) before its locks are released.
+                nonlocal src
+                src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
+                               self._codec.nbytes)
                 try:
-                    self._run(n_step, work)
+                    self._run(len(seq), work)
                 except BaseException:
                     if sink is not None:
                         with contextlib.suppress(Exception):
                             sink.flush()
                     raise
+                finally:
+                    if src is not self._chunk_store:
+                        src.close()
                 if sink is not None:
                     sink.flush()
 
-            try:
-                for sub in (first, None, part & ~first):
-                    seq = np.flatnonzero(full if sub is None else sub).tolist()
-                    if seq and sub is None:
-                        step(len(seq))
-                    elif seq:
-                        with partial_locks(coords[seq]):
-                            step(len(seq))
-            finally:
-                if src is not self._chunk_store:
-                    src.close()
+            for sub in (first, None, part & ~first):
+                seq = np.flatnonzero(full if sub is None else sub).tolist()
+                if seq and sub is None:
+                    step()
+                elif seq:
+                    with partial_locks(coords[seq]):
+                        step()
             return
         if errors_first:
             try:

@@ -7,6 +7,7 @@ directory store."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import threading
@@ -432,3 +433,41 @@ def test_split_locked_write_waits_for_its_puts_and_raises_their_errors(s3, url):
         s3.faults.clear()
     z[4:76, 4:76] = data[4:76, 4:76]
     np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], data)
+
+
+def test_split_locked_write_reads_partial_chunks_only_under_their_locks(s3, url):
+    # Another process may update a partial chunk (disjoint elements) until this write holds
+    # that chunk's lock: the read-modify-write must read it after taking the lock, not use
+    # bytes prefetched when the write began. The other process's write is simulated as it
+    # would land: just before the chunk's lock is granted.
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(80, 80), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    z[...] = 0
+    other = cs.open_array(store(s3, url), mode="r+")
+    split_locks = sync.split_locks
+
+    def patched(*args):
+        held, window = split_locks(*args)
+
+        @contextlib.contextmanager
+        def racing_window(coords):
+            if any(tuple(c) == (9, 9) for c in coords.tolist()):
+                # let any GET of the chunk already in flight finish first
+                deadline = time.monotonic() + 1
+                while time.monotonic() < deadline and not (
+                        s3.active == 0 and any(p.endswith("/9.9") for _, p in
+                                               s3.requests("GET"))):
+                    time.sleep(0.01)
+                other[79, 79] = 7     # outside the write's box, in its partial chunk 9.9
+            with window(coords):
+                yield
+        return held, racing_window
+
+    sync.split_locks = patched
+    s3.reset()
+    z[4:76, 4:76] = 1
+    expected = np.zeros((80, 80), dtype="i4")
+    expected[4:76, 4:76] = 1
+    expected[79, 79] = 7
+    np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], expected)
