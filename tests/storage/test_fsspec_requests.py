@@ -471,3 +471,25 @@ def test_split_locked_write_reads_partial_chunks_only_under_their_locks(s3, url)
     expected[4:76, 4:76] = 1
     expected[79, 79] = 7
     np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], expected)
+
+
+def test_failed_append_rolls_back_after_its_puts_settled(s3, url):
+    # The append's chunks go out write-behind; one PUT failing must raise, and the rollback
+    # (old shape, boundary chunk's old bytes, new chunks deleted) must come after every PUT
+    # of the append settled, so that none lands after it.
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(20, 8), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    data = np.arange(160, dtype="i4").reshape(20, 8)
+    z[...] = data
+    s3.reset()
+    s3.fail("PUT", "/4.0", status=403, code="AccessDenied", times=100)
+    try:
+        with pytest.raises(OSError, match="4.0"):
+            z.append(np.full((20, 8), 5, dtype="i4"))
+    finally:
+        s3.faults.clear()
+    r = cs.open_array(store(s3, url), mode="r")
+    assert r.shape == (20, 8)
+    np.testing.assert_array_equal(r[...], data)
+    assert sorted(k for k in store(s3, url) if not k.startswith(".")) == ["0.0", "1.0", "2.0"]
