@@ -16,6 +16,7 @@ chunk-sized allocation.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from concurrent.futures import wait as futures_wait
 
@@ -122,6 +123,17 @@ def _release(helpers):
     global _busy
     with _lock:
         _busy -= 1 + helpers
+
+
+def _after_fork_in_child():
+    # The parent's busy callers and helpers are not in the child: counted on, they would
+    # leave the child without helpers for good (and a lock held at fork, locked forever).
+    global _busy, _lock
+    _busy = 0
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Job:
