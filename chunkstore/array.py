@@ -25,6 +25,7 @@ from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, Chunkstor
                                MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.locking import selection_box
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
@@ -1011,7 +1012,8 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
             return False
-        if src._path == self._path and (src._store is self._store or src._store == self._store):
+        if src._path == self._path and (src._store is self._store or (
+                not isinstance(self._store, MemoryStore) and src._store == self._store)):
             # src reads the chunks this write stores (a view of this array, say
             # z[10:] = z.view(shape=...)): block by block, later blocks would read values
             # already overwritten. Read it whole first, as NumPy does for overlapping copies.
