@@ -467,9 +467,13 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        if hasattr(sync, "exclusive"):
-            return sync.exclusive(self._path)
-        return sync[self._prefix + ".zarray"]
+        lock = (sync.exclusive(self._path) if hasattr(sync, "exclusive")
+                else sync[self._prefix + ".zarray"])
+        if self._format != 3:
+            return lock
+        # v3: the attributes share zarr.json with the shape; an attribute update (under
+        # that document's lock) must not write back a shape read before this change.
+        return _both(lock, sync[self._prefix + nodes.V3_META])
 
     def _check_writable(self):
         if self._read_only:
@@ -1228,6 +1232,12 @@ def _object_fill(meta):
         except (binascii.Error, UnicodeEncodeError):
             return fill.encode("utf-8")
     return fill
+
+
+@contextlib.contextmanager
+def _both(first, second):
+    with first, second:
+        yield
 
 
 @contextlib.contextmanager
