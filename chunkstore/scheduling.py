@@ -43,8 +43,8 @@ _local = threading.local()
 def run(n, work, item_nbytes, groups=None, serial=False):
     """Call work(lo, hi) over [0, n) in batches, in this thread and, when they are idle, on
     the pool's threads. groups: sorted start positions of groups that a batch must not split
-    (its end moves to a group boundary). serial: this thread only. Raises the first error of
-    any batch, after every batch that started has finished."""
+    (its end moves to a group boundary). serial: this thread only. Raises the error of the
+    first failed batch (in order), after every batch that started has finished."""
     if n == 0:
         return
     by_bytes = max(1, MAX_BATCH_BYTES // max(1, item_nbytes))
@@ -69,7 +69,9 @@ def run(n, work, item_nbytes, groups=None, serial=False):
         finally:
             _join(job, futures)
         if job.errors:
-            raise job.errors[0]
+            # the error of the first failed batch in order, not in time: the same chunk is
+            # named whichever thread got there first
+            raise min(job.errors, key=lambda ie: ie[0])[1]
     finally:
         _release(helpers)
 
@@ -158,7 +160,7 @@ class _Job:
                 self.work(*bounds[i])
             except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
                 self.stop = True
-                self.errors.append(e)
+                self.errors.append((i, e))
                 return
 
 
