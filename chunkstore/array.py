@@ -896,9 +896,9 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                     and np.all(first | ~part | (rows == rows.max()))):
                 first[:] = False
 
-            def step():
+            def step(locked):
                 # Partial chunks are fetched only now (under their locks), and every PUT of
-                # a step lands (or raises) before its locks are released.
+                # a locked step lands (or raises) before its locks are released.
                 nonlocal src
                 src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
                                self._codec.nbytes)
@@ -912,16 +912,24 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 finally:
                     if src is not self._chunk_store:
                         src.close()
-                if sink is not None:
+                if locked and sink is not None:
                     sink.flush()
 
-            for sub in (first, None, part & ~first):
-                seq = np.flatnonzero(full if sub is None else sub).tolist()
-                if seq and sub is None:
-                    step()
-                elif seq:
-                    with partial_locks(coords[seq]):
-                        step()
+            try:
+                for sub in (first, None, part & ~first):
+                    seq = np.flatnonzero(full if sub is None else sub).tolist()
+                    if seq and sub is None:
+                        step(False)
+                    elif seq:
+                        with partial_locks(coords[seq]):
+                            step(True)
+            except BaseException:
+                if sink is not None:  # no write may land after the call returned
+                    with contextlib.suppress(Exception):
+                        sink.flush()
+                raise
+            if sink is not None:
+                sink.flush()
             return
         if errors_first:
             try:
