@@ -25,6 +25,7 @@ from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, Chunkstor
                                MetadataError, ReadOnlyError)
 from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
 from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.locking import selection_box
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 from chunkstore.sync import check_synchronizer_path
@@ -466,9 +467,13 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        if hasattr(sync, "exclusive"):
-            return sync.exclusive(self._path)
-        return sync[self._prefix + ".zarray"]
+        lock = (sync.exclusive(self._path) if hasattr(sync, "exclusive")
+                else sync[self._prefix + ".zarray"])
+        if self._format != 3:
+            return lock
+        # v3: the attributes share zarr.json with the shape; an attribute update (under
+        # that document's lock) must not write back a shape read before this change.
+        return _both(lock, sync[self._prefix + nodes.V3_META])
 
     def _check_writable(self):
         if self._read_only:
@@ -834,8 +839,10 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             fast = None
 
         _, seq, groups = self._schedule(plan, keys)
-        src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
-                       self._codec.nbytes)
+        split = partial_locks is not None and groups is None and not errors_first
+        # (a split write reads each partial chunk only once it holds that chunk's lock)
+        src = self._chunk_store if split else prefetch(
+            self._chunk_store, [keys[i] for i in seq if not full[i]], self._codec.nbytes)
         sink = None if errors_first else write_behind(self._chunk_store)
 
         def work(lo, hi):
@@ -875,7 +882,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 return to_set, to_del
             self._store_chunks(to_set, to_del, sink)
 
-        if partial_locks is not None and groups is None and not errors_first:
+        if split:
             # The partly covered chunks under their chunk locks, around the whole ones:
             # those of the first chunk row before, the rest after, so that slabs of rows
             # sharing an edge row of chunks do not need it at the same time. (Only when
@@ -888,13 +895,41 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             if not (rows.max() - rows.min() >= 2
                     and np.all(first | ~part | (rows == rows.max()))):
                 first[:] = False
-            for sub in (first, None, part & ~first):
-                seq = np.flatnonzero(full if sub is None else sub).tolist()
-                if seq and sub is None:
+
+            def step(locked):
+                # Partial chunks are fetched only now (under their locks), and every PUT of
+                # a locked step lands (or raises) before its locks are released.
+                nonlocal src
+                src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
+                               self._codec.nbytes)
+                try:
                     self._run(len(seq), work)
-                elif seq:
-                    with partial_locks(coords[seq]):
-                        self._run(len(seq), work)
+                except BaseException:
+                    if sink is not None:
+                        with contextlib.suppress(Exception):
+                            sink.flush()
+                    raise
+                finally:
+                    if src is not self._chunk_store:
+                        src.close()
+                if locked and sink is not None:
+                    sink.flush()
+
+            try:
+                for sub in (first, None, part & ~first):
+                    seq = np.flatnonzero(full if sub is None else sub).tolist()
+                    if seq and sub is None:
+                        step(False)
+                    elif seq:
+                        with partial_locks(coords[seq]):
+                            step(True)
+            except BaseException:
+                if sink is not None:  # no write may land after the call returned
+                    with contextlib.suppress(Exception):
+                        sink.flush()
+                raise
+            if sink is not None:
+                sink.flush()
             return
         if errors_first:
             try:
@@ -988,6 +1023,12 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         self._check_writable()
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
+            return False
+        if src._path == self._path and (src._store is self._store or (
+                not isinstance(self._store, MemoryStore) and src._store == self._store)):
+            # src reads the chunks this write stores (a view of this array, say
+            # z[10:] = z.view(shape=...)): block by block, later blocks would read values
+            # already overwritten. Read it whole first, as NumPy does for overlapping copies.
             return False
         streaming.assign(self, box, src)
         return True
@@ -1199,6 +1240,12 @@ def _object_fill(meta):
         except (binascii.Error, UnicodeEncodeError):
             return fill.encode("utf-8")
     return fill
+
+
+@contextlib.contextmanager
+def _both(first, second):
+    with first, second:
+        yield
 
 
 @contextlib.contextmanager

@@ -59,17 +59,20 @@ def set(threads: int | None = _UNSET, io_concurrency: int | None = _UNSET,  # no
     the number of requests in flight at once on remote stores (None: 64) and how often a
     throttled, failed (5xx) or timed-out request is retried (None: 5). Settings not named
     are left as they are."""
+    io = {}
     for name, v, low in (("io_concurrency", io_concurrency, 1), ("io_retries", io_retries, 0)):
         if v is _UNSET:
             continue
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
             raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-        _io[name] = _IO_DEFAULTS[name] if v is None else v
+        io[name] = _IO_DEFAULTS[name] if v is None else v
+    if threads is not _UNSET and threads is not None and (
+            not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    _io.update(io)  # (only once every value is checked: a failed set changes nothing)
     if threads is _UNSET:
         return
     global _pool
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
     with _lock:
         _settings["threads"] = threads
         n = get("threads")

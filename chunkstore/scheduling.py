@@ -16,6 +16,7 @@ chunk-sized allocation.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from concurrent.futures import wait as futures_wait
 
@@ -42,8 +43,8 @@ _local = threading.local()
 def run(n, work, item_nbytes, groups=None, serial=False):
     """Call work(lo, hi) over [0, n) in batches, in this thread and, when they are idle, on
     the pool's threads. groups: sorted start positions of groups that a batch must not split
-    (its end moves to a group boundary). serial: this thread only. Raises the first error of
-    any batch, after every batch that started has finished."""
+    (its end moves to a group boundary). serial: this thread only. Raises the error of the
+    first failed batch (in order), after every batch that started has finished."""
     if n == 0:
         return
     by_bytes = max(1, MAX_BATCH_BYTES // max(1, item_nbytes))
@@ -68,7 +69,9 @@ def run(n, work, item_nbytes, groups=None, serial=False):
         finally:
             _join(job, futures)
         if job.errors:
-            raise job.errors[0]
+            # the error of the first failed batch in order, not in time: the same chunk is
+            # named whichever thread got there first
+            raise min(job.errors, key=lambda ie: ie[0])[1]
     finally:
         _release(helpers)
 
@@ -124,6 +127,17 @@ def _release(helpers):
         _busy -= 1 + helpers
 
 
+def _after_fork_in_child():
+    # The parent's busy callers and helpers are not in the child: counted on, they would
+    # leave the child without helpers for good (and a lock held at fork, locked forever).
+    global _busy, _lock
+    _busy = 0
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _Job:
     """Batches shared by a caller and its helpers: each takes the next one until none is left
     or one has failed."""
@@ -146,7 +160,7 @@ class _Job:
                 self.work(*bounds[i])
             except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
                 self.stop = True
-                self.errors.append(e)
+                self.errors.append((i, e))
                 return
 
 

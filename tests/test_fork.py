@@ -120,3 +120,25 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
     finally:
         cs.config.set(threads=None)
     assert running == []  # every task had finished (or never started) when the call raised
+
+
+def _child_busy(q):
+    from chunkstore import scheduling
+    q.put(scheduling._busy)
+
+
+def test_child_does_not_inherit_the_parents_busy_threads():
+    # A fork while the parent's threads were at work: the child has none of those threads,
+    # and counting them would leave it without helpers for all its reads and writes.
+    from chunkstore import scheduling
+    got = scheduling._claim(1, 2)   # as a parent thread in the middle of a multi-batch read
+    try:
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_busy, args=(q,))
+        p.start()
+        busy = q.get(timeout=60)
+        p.join(60)
+    finally:
+        scheduling._release(got)
+    assert busy == 0

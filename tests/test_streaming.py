@@ -91,3 +91,15 @@ def test_round_trip_memory_is_bounded(monkeypatch):
         np.testing.assert_array_equal(out[60:70, 100:110, 3:60], z[60:70, 100:110, 3:60])
     finally:
         cs.config.set(threads=None)
+
+
+def test_view_of_the_destination_as_source_reads_it_first(monkeypatch):
+    # z[10:] = z.view(shape=(90,)): the source reads the chunks the write stores. Block by
+    # block, later blocks would read values an earlier block already overwrote.
+    monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", 1)
+    z = cs.create((100,), chunks=(10,), dtype="i4", store=cs.MemoryStore(), fill_value=-1)
+    z[...] = np.arange(100, dtype="i4")
+    z[10:] = z.view(shape=(90,))
+    expected = np.arange(100, dtype="i4")
+    expected[10:] = np.arange(90, dtype="i4")
+    np.testing.assert_array_equal(z[...], expected)

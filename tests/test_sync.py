@@ -278,3 +278,26 @@ def test_separate_process_synchronizer_instances_exclude_each_other(tmp_path):
         cs.config.set(threads=None)
         store.armed = False
     np.testing.assert_array_equal(z[:2], [1, 2])
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_v3_resize_excludes_an_attribute_update_of_the_same_document(tmp_path, kind):
+    # A v3 array's attributes live in its zarr.json, next to its shape: an attribute update
+    # (read the document, change, write it back under the document's lock) running while a
+    # resize rewrote the shape would put the old shape back. The resize must wait for it.
+    sync = (cs.ThreadSynchronizer() if kind == "thread"
+            else cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    z = cs.create_array(str(tmp_path / "a.zarr"), shape=(10,), chunks=(5,), dtype="i4",
+                        synchronizer=sync)
+    store = z.store
+    done = threading.Event()
+    with sync["zarr.json"]:             # an attribute update in progress ...
+        doc = store["zarr.json"]        # ... has read the document
+        t = threading.Thread(target=lambda: (z.resize(20), done.set()))
+        t.start()
+        done.wait(1.0)                  # (a resize not excluded is done by now)
+        store["zarr.json"] = doc        # ... and writes it back (with its change)
+    t.join(30)
+    assert done.is_set()
+    r = cs.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert r.shape == (20,)

@@ -9,6 +9,7 @@ pool tasks or dask's threaded scheduler neither deadlock nor use more threads th
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -272,3 +273,16 @@ def test_scratch_buffers_are_bounded_and_not_shared_between_nested_uses():
     scheduling.give_scratch(huge)
     assert scheduling.take_scratch((scheduling.SCRATCH_KEEP_BYTES + 1,), np.dtype("u1")) \
         is not huge  # too large to keep
+
+
+def test_failed_batches_raise_the_first_in_order_not_in_time():
+    # Two batches fail; the one later in order fails first in time. The error raised (and
+    # the chunk it names) must not depend on which thread got there first.
+    def work(lo, hi):
+        if lo == 0:
+            time.sleep(0.2)
+        raise ValueError(f"batch at {lo}")
+
+    with config.set(threads=2):
+        with pytest.raises(ValueError, match="batch at 0$"):
+            scheduling.run(2, work, 2**30)

@@ -323,6 +323,18 @@ def test_config_keys():
         config.set({"array.order": "X"})
 
 
+def test_config_failed_set_changes_nothing():
+    before = {k: config.get(k) for k in ("io_concurrency", "io_retries", "threads",
+                                         "array.order")}
+    with pytest.raises(ValueError, match="io_retries"):
+        config.set({"io_concurrency": 5, "io_retries": -1, "array.order": "F"})
+    with pytest.raises(ValueError, match="threads"):
+        config.set(io_concurrency=6, threads="x")
+    with pytest.raises(ValueError, match="threads"):
+        config.set({"async.concurrency": 7, "threading.max_workers": 0})
+    assert {k: config.get(k) for k in before} == before
+
+
 def test_create_array_config_argument():
     z = cs.create_array(cs.MemoryStore(), shape=(4,), chunks=(2,), dtype="i4",
                         config={"write_empty_chunks": True})

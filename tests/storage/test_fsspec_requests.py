@@ -7,6 +7,7 @@ directory store."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import threading
@@ -411,3 +412,84 @@ def test_bounded_read_ahead_and_write_behind(s3, url, monkeypatch):
     finally:
         config.set(io_concurrency=None)
     np.testing.assert_array_equal(z[...], data + 1)
+
+
+def test_split_locked_write_waits_for_its_puts_and_raises_their_errors(s3, url):
+    # A region-locked write covering many chunks whole and some in part (Array._split_locks)
+    # runs its batches in several steps; its write-behind PUTs must all have landed, and a
+    # failed one must raise, before the write returns (and its locks are released).
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(80, 80), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    z[...] = 1
+    data = np.ones((80, 80), dtype="i4")
+    data[4:76, 4:76] = np.arange(72 * 72, dtype="i4").reshape(72, 72)
+    s3.reset()
+    s3.fail("PUT", "/4.4", status=403, code="AccessDenied", times=100)
+    try:
+        with pytest.raises(OSError, match="4.4"):
+            z[4:76, 4:76] = data[4:76, 4:76]
+    finally:
+        s3.faults.clear()
+    z[4:76, 4:76] = data[4:76, 4:76]
+    np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], data)
+
+
+def test_split_locked_write_reads_partial_chunks_only_under_their_locks(s3, url):
+    # Another process may update a partial chunk (disjoint elements) until this write holds
+    # that chunk's lock: the read-modify-write must read it after taking the lock, not use
+    # bytes prefetched when the write began. The other process's write is simulated as it
+    # would land: just before the chunk's lock is granted.
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(80, 80), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    z[...] = 0
+    other = cs.open_array(store(s3, url), mode="r+")
+    split_locks = sync.split_locks
+
+    def patched(*args):
+        held, window = split_locks(*args)
+
+        @contextlib.contextmanager
+        def racing_window(coords):
+            if any(tuple(c) == (9, 9) for c in coords.tolist()):
+                # let any GET of the chunk already in flight finish first
+                deadline = time.monotonic() + 1
+                while time.monotonic() < deadline and not (
+                        s3.active == 0 and any(p.endswith("/9.9") for _, p in
+                                               s3.requests("GET"))):
+                    time.sleep(0.01)
+                other[79, 79] = 7     # outside the write's box, in its partial chunk 9.9
+            with window(coords):
+                yield
+        return held, racing_window
+
+    sync.split_locks = patched
+    s3.reset()
+    z[4:76, 4:76] = 1
+    expected = np.zeros((80, 80), dtype="i4")
+    expected[4:76, 4:76] = 1
+    expected[79, 79] = 7
+    np.testing.assert_array_equal(cs.open_array(store(s3, url), mode="r")[...], expected)
+
+
+def test_failed_append_rolls_back_after_its_puts_settled(s3, url):
+    # The append's chunks go out write-behind; one PUT failing must raise, and the rollback
+    # (old shape, boundary chunk's old bytes, new chunks deleted) must come after every PUT
+    # of the append settled, so that none lands after it.
+    sync = cs.ThreadSynchronizer()
+    z = cs.open_array(store(s3, url), mode="w", shape=(20, 8), chunks=(8, 8), dtype="i4",
+                      synchronizer=sync)
+    data = np.arange(160, dtype="i4").reshape(20, 8)
+    z[...] = data
+    s3.reset()
+    s3.fail("PUT", "/4.0", status=403, code="AccessDenied", times=100)
+    try:
+        with pytest.raises(OSError, match="4.0"):
+            z.append(np.full((20, 8), 5, dtype="i4"))
+    finally:
+        s3.faults.clear()
+    r = cs.open_array(store(s3, url), mode="r")
+    assert r.shape == (20, 8)
+    np.testing.assert_array_equal(r[...], data)
+    assert sorted(k for k in store(s3, url) if not k.startswith(".")) == ["0.0", "1.0", "2.0"]
