@@ -159,12 +159,3 @@ class Batch:
         self._task.cancel()
         for f in self.futures:
             f.cancel()
-
-    def results(self) -> list:
-        """All answers, in order; the first error is raised once all are done."""
-        try:
-            concurrent.futures.wait(self.futures)
-        except BaseException:
-            self.cancel()
-            raise
-        return [f.result() for f in self.futures]

@@ -117,12 +117,20 @@ class WriteBehind:
 
     def _settle(self, entry) -> None:
         keys, batch, _ = entry
-        concurrent.futures.wait(batch.futures)
         for k, f in zip(keys, batch.futures):
-            if not f.cancelled() and f.exception() is not None:
+            # result(), not wait(): wait() never returns for a future cancelled outside an
+            # executor. A cancelled PUT did not land: an error, never a silent success.
+            try:
+                f.result()
+                continue
+            except concurrent.futures.CancelledError:
+                exc = concurrent.futures.CancelledError("the request was cancelled")
+            except BaseException as e:  # noqa: BLE001 - reported by flush, naming the key
+                exc = e
+            if exc is not None:
                 with self._lock:
                     if self._error is None:
-                        self._error = self.store.put_error(k, f.exception())
+                        self._error = self.store.put_error(k, exc)
 
     def flush(self) -> None:
         with self._lock:

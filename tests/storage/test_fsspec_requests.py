@@ -493,3 +493,29 @@ def test_failed_append_rolls_back_after_its_puts_settled(s3, url):
     assert r.shape == (20, 8)
     np.testing.assert_array_equal(r[...], data)
     assert sorted(k for k in store(s3, url) if not k.startswith(".")) == ["0.0", "1.0", "2.0"]
+
+
+def test_write_behind_reports_a_cancelled_put_as_an_error():
+    # A PUT whose future was cancelled never landed: flush raises naming its key.
+    import concurrent.futures
+
+    from chunkstore.storage.pipelining import WriteBehind
+
+    class Batch:
+        def __init__(self, n):
+            self.futures = [concurrent.futures.Future() for _ in range(n)]
+
+    class Store:
+        def start_put(self, keys, values):
+            b = Batch(len(keys))
+            b.futures[0].set_result(None)
+            b.futures[1].cancel()
+            return b
+
+        def put_error(self, key, exc):
+            return OSError(f"{key!r}: {exc!r}")
+
+    wb = WriteBehind(Store())
+    wb.setitems({"a": b"1", "b": b"2"})
+    with pytest.raises(OSError, match="'b'"):
+        wb.flush()
