@@ -556,9 +556,10 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run_io(n, work, groups, src)
 
-    def _run_io(self, n, work, groups, src, sink=None):
+    def _run_io(self, n, work, groups, src, sink=None, flush=True):
         """_run, then the requests a prefetching src or write-behind sink still holds are
-        dropped (after an error) or waited for (writes)."""
+        dropped (after an error) or waited for (writes; flush=False leaves them in flight
+        for the caller to wait for)."""
         try:
             self._run(n, work, groups)
         except BaseException:
@@ -569,7 +570,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         finally:
             if src is not self._chunk_store:
                 src.close()
-        if sink is not None:
+        if flush and sink is not None:
             sink.flush()
 
     def _read_into(self, plan, idx, keys, dest, read_into):
@@ -902,18 +903,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
                 nonlocal src
                 src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
                                self._codec.nbytes)
-                try:
-                    self._run(len(seq), work)
-                except BaseException:
-                    if sink is not None:
-                        with contextlib.suppress(Exception):
-                            sink.flush()
-                    raise
-                finally:
-                    if src is not self._chunk_store:
-                        src.close()
-                if locked and sink is not None:
-                    sink.flush()
+                self._run_io(len(seq), work, None, src, sink, flush=locked)
 
             try:
                 for sub in (first, None, part & ~first):

@@ -41,8 +41,7 @@ def zstd_ready() -> bool:
         from numcodecs import zstd as nz
 
         lib = ctypes.CDLL(nz.__file__)
-        zcodecs.set_zstd({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                          for name in zcodecs._ZSTD_NAMES})
+        zcodecs.set_zstd(_addresses(lib, zcodecs._ZSTD_NAMES))
         for level, checksum in ((0, False), (5, True), (-3, False)):
             ours = zcodecs.encode_bytes((zcodecs.ZSTD, level, checksum, 0), _PROBE)
             if ours != nz.Zstd(level=level, checksum=checksum).encode(_PROBE):
@@ -52,6 +51,11 @@ def zstd_ready() -> bool:
         return True
     except Exception:
         return False
+
+
+def _addresses(lib, names) -> dict:
+    """{name: address} of the functions a kernel module calls through pointers."""
+    return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names}
 
 
 def _zlib_library():
@@ -76,8 +80,7 @@ def zlib_ready() -> bool:
         import zlib
 
         lib, version = _zlib_library()
-        zcodecs.set_zlib({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                          for name in zcodecs._ZLIB_NAMES}, version)
+        zcodecs.set_zlib(_addresses(lib, zcodecs._ZLIB_NAMES), version)
         for level in (1, 6, 9):
             ours = zcodecs.encode_bytes((zcodecs.ZLIB, level, False, 0), _PROBE)
             if ours != zlib.compress(_PROBE, level):
