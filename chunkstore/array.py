@@ -130,7 +130,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             self._codec = ChunkCodecV3.from_metadata(meta)
             self._chunks = meta.chunks
         else:
-            from chunkstore.codecs.sharding import ShardedStoreView
+            from chunkstore.format.sharded_view import ShardedStoreView
             view = ShardedStoreView(self._store, meta, prefix=self._path,
                                     synchronizer=self._synchronizer,
                                     cache_index=self._cache_metadata)

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkstore.codecs.sharding import ShardedStoreView
+from chunkstore.format.sharded_view import ShardedStoreView
 from chunkstore.codecs.v3 import ChunkCodecV3, normalize_codecs
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.metadata.v3 import (ArrayMetadataV3, encode_array_metadata_v3,

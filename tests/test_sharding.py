@@ -1,4 +1,4 @@
-"""The sharding_indexed codec and ShardedStoreView (chunkstore.codecs.sharding).
+"""The sharding_indexed codec and ShardedStoreView (chunkstore.codecs.sharding, chunkstore.format.sharded_view).
 
 - I/O pattern, counted with a wrapper store: byte-range reads (one for the index, one for the
   coalesced chunk ranges), the index read once and cached, a whole-shard write is one store
@@ -18,7 +18,8 @@ from collections.abc import MutableMapping
 import numpy as np
 import pytest
 
-from chunkstore.codecs.sharding import MISSING, ShardedStoreView, ShardingCodec
+from chunkstore.codecs.sharding import MISSING, ShardingCodec
+from chunkstore.format.sharded_view import ShardedStoreView
 from chunkstore.codecs.v3 import ChunkCodecV3
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3

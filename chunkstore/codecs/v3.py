@@ -618,7 +618,7 @@ class ChunkCodecV3(ChunkCodecBase):
     ``[sharding_indexed]`` it is the shard shape and :meth:`decode` returns a whole shard. To
     read inner chunks one by one, build the codec from the *inner* codecs
     (``ArrayMetadataV3.inner_chunks`` / ``inner_codecs``) and read through
-    :class:`~chunkstore.codecs.sharding.ShardedStoreView`.
+    :class:`~chunkstore.format.sharded_view.ShardedStoreView`.
 
     ``fill_value`` is only used by a ``sharding_indexed`` codec in the chain (missing inner
     chunks decode to it; inner chunks equal to it are not stored).

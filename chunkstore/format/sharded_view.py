@@ -1,0 +1,679 @@
+"""ShardedStoreView: a store view that exposes a sharded v3 array's inner chunks as keys.
+
+The array layer works on inner chunks (inner chunk grid, inner codec); this view maps each
+*inner chunk key* onto a byte range of its stored shard, reads only the bytes it needs
+(coalescing near ranges, caching shard indexes) and rewrites shards on write.
+
+Key scheme: ``<prefix>/<shard key>|<i>.<j>...`` where ``<shard key>`` is the array's chunk key
+of the shard (``meta.chunk_key(shard_coords)``) and ``i.j...`` are the inner chunk's
+coordinates *within* the shard (``"0"`` for a 0-d array), e.g. ``"a/c/1/0|3.1"``. Inner keys
+are therefore never equal to shard keys, so chunk locks (taken by the array on inner keys) and
+shard locks (taken by the view on shard keys) never collide.
+
+The shard format itself (index layout, encode/decode of a whole shard) is
+:class:`chunkstore.codecs.sharding.ShardingCodec`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import Any, Sequence
+
+import numpy as np
+
+from chunkstore._core.keys import format_keys
+from chunkstore.codecs import v3 as _v3
+from chunkstore.codecs.sharding import MISSING, ShardingCodec
+from chunkstore.errors import ChunkDecodeError
+from chunkstore.storage.base import getitems as _getitems
+from chunkstore.storage.base import getsize as _getsize
+from chunkstore.storage.base import listdir as _listdir
+
+__all__ = ["ShardedStoreView"]
+
+_STRIPES = [threading.Lock() for _ in range(256)]
+
+
+def _stripe(store: Any, key: str) -> threading.Lock:
+    """In-process lock for a shard's read-modify-write (shared by every view of a store)."""
+    return _STRIPES[hash((id(store), key)) % len(_STRIPES)]
+
+
+def _get_partial(store: Any, key: str, ranges: list) -> list[bytes] | None:
+    fn = getattr(store, "get_partial", None)
+    if fn is None:
+        return None
+    return fn(key, ranges)
+
+
+def _coalesce(ranges: list[tuple[int, int]], max_gap: int) -> list[tuple[int, int, list[int]]]:
+    """Merge sorted ``(offset, nbytes)`` ranges whose gap is at most ``max_gap`` bytes.
+
+    Returns ``[(offset, nbytes, [indices of the input ranges it covers])]``.
+    """
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    merged: list[list] = []
+    for i in order:
+        off, n = ranges[i]
+        if merged and off - (merged[-1][0] + merged[-1][1]) <= max_gap:
+            m = merged[-1]
+            m[1] = max(m[1], off + n - m[0])
+            m[2].append(i)
+        else:
+            merged.append([off, n, [i]])
+    return [(m[0], m[1], m[2]) for m in merged]
+
+
+class ShardedStoreView(MutableMapping):
+    """A mapping from inner chunk keys to encoded inner chunks, over a store of shards.
+
+    Parameters
+    ----------
+    store : the store holding the shards (any ``MutableMapping[str, bytes]``; byte-range
+        reads are used when it has ``get_partial``).
+    meta : the array's ``ArrayMetadataV3`` (its codecs must contain ``sharding_indexed``).
+    prefix : the array's path in the store ("" for the root).
+    synchronizer : optional; every shard read-modify-write holds ``synchronizer[shard_key]``.
+    cache_index : keep decoded shard indexes across calls (updated by writes through this
+        view; least recently used ones dropped beyond ``max_cache_bytes``). Writers elsewhere
+        are then not seen until :meth:`invalidate` (a cached range that runs past the end of
+        a shard is noticed and the index re-read, but a shard rewritten to the same or a
+        larger size is not); pass False when others write concurrently (indexes are then read
+        once per call).
+    max_gap : byte ranges of one shard closer than this are read as one range.
+
+    Keys are ``<prefix>/<shard key>|<i>.<j>...`` (see the module docstring). Build them with
+    :meth:`inner_key` from inner-grid coordinates, parse them with :meth:`inner_coords`.
+    Values are inner chunks encoded by :attr:`codec` (the inner ``ChunkCodecV3``).
+
+    Array -> array codecs before ``sharding_indexed`` (transpose) are folded into the inner
+    codec, and bytes -> bytes codecs after it are applied to whole shards (then byte-range
+    reads are not possible and whole shards are read).
+    """
+
+    def __init__(self, store: MutableMapping, meta: Any, prefix: str = "",
+                 synchronizer: Any = None, *, cache_index: bool = True,
+                 max_gap: int = 1 << 16, max_cache_bytes: int = 64 << 20) -> None:
+        self._store = store
+        self._synchronizer = synchronizer
+        self._cache_enabled = bool(cache_index)
+        self._max_gap = int(max_gap)
+        self._heads: dict = {}  # shard coordinates -> its inner keys' head (bounded)
+        self._max_cache_bytes = int(max_cache_bytes)
+        p = (prefix or "").strip("/")
+        self._prefix = p + "/" if p else ""
+        self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._cache_bytes = 0
+        self._cache_lock = threading.Lock()
+        self.set_metadata(meta)
+
+    def __getstate__(self) -> dict:
+        return {"store": self._store, "meta": self.meta,
+                "prefix": self._prefix.rstrip("/"), "synchronizer": self._synchronizer,
+                "cache_index": self._cache_enabled, "max_gap": self._max_gap,
+                "max_cache_bytes": self._max_cache_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state.pop("store"), state.pop("meta"), state.pop("prefix"),
+                      state.pop("synchronizer"), **state)
+
+    # ------------------------------------------------------------------ configuration
+
+    def set_metadata(self, meta: Any) -> None:
+        """Use new array metadata (call after a resize); drops the index cache."""
+        info = _v3.codec_chain_info(meta.codecs, meta.dtype, meta.chunks, meta.fill_value)
+        sh = info["sharding"]
+        if sh is None:
+            raise ValueError("the array's codecs have no sharding_indexed codec")
+        self.meta = meta
+        self.sharding: ShardingCodec = sh
+        self._post = info["bytes_to_bytes"]  # applied to whole shards
+        perm = info["permutation"]  # encoded axis k = array axis perm[k]
+        ndim = len(meta.shape)
+        self._perm = perm
+        inner_enc = sh.chunk_shape
+        inner = [0] * ndim
+        for k, p in enumerate(perm):
+            inner[p] = inner_enc[k]
+        self.inner_chunks = tuple(inner)
+        self.shard_shape = tuple(int(c) for c in meta.chunks)
+        self.chunks_per_shard = tuple(s // c for s, c in zip(self.shard_shape, self.inner_chunks))
+        self.inner_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.inner_chunks))
+        self.shard_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.shard_shape))
+        inner_codecs = [c.to_dict() for c in info["array_to_array"]] + sh.inner.codecs
+        self.codec = _v3.ChunkCodecV3(meta.dtype, self.inner_chunks, inner_codecs,
+                                      meta.fill_value)
+        # index row = sum(within[axis] * stride[axis]): C order over the encoded (transposed)
+        # grid, expressed per array axis
+        enc_strides = [1] * ndim
+        for k in range(ndim - 2, -1, -1):
+            enc_strides[k] = enc_strides[k + 1] * sh.chunks_per_shard[k + 1]
+        strides = [0] * ndim
+        for k, p in enumerate(perm):
+            strides[p] = enc_strides[k]
+        self._axis_strides = tuple(strides)
+        # in-shard key tail ("i.j") -> index row, filled as keys are seen (at most one
+        # entry per inner chunk of a shard): parsing every key again is what made a
+        # sharded whole-array read slower than an unsharded one
+        self._tail_slots: dict[str, int] = {}
+        self._partial_ok = not self._post
+        self._chunk_key = meta.chunk_key
+        self.invalidate()
+
+    def invalidate(self, shard_key: str | None = None) -> None:
+        """Forget cached shard indexes (all, or one shard's, given its store key)."""
+        with self._cache_lock:
+            if shard_key is None:
+                self._cache.clear()
+                self._cache_bytes = 0
+            else:
+                old = self._cache.pop(shard_key, None)
+                if old is not None:
+                    self._cache_bytes -= old.nbytes
+
+    @property
+    def store(self) -> MutableMapping:
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"ShardedStoreView({self._store!r}, prefix={self._prefix.rstrip('/')!r})"
+
+    # ------------------------------------------------------------------ keys
+
+    def inner_key(self, coords: Sequence[int]) -> str:
+        """The key of the inner chunk at inner-grid coordinates ``coords``."""
+        coords = tuple(int(c) for c in coords)
+        if len(coords) != len(self.inner_chunks):
+            raise ValueError(f"expected {len(self.inner_chunks)} inner chunk coordinates, "
+                             f"got {len(coords)}")
+        shard = tuple(c // n for c, n in zip(coords, self.chunks_per_shard))
+        within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard))
+        tail = ".".join(map(str, within)) if within else "0"
+        return f"{self._prefix}{self._chunk_key(shard)}|{tail}"
+
+    def inner_keys(self, coords: Any) -> list[str]:
+        """inner_key for each row of an (n, ndim) coordinate array; each shard's key string
+        is built once (a whole-array read touches thousands of inner chunks per shard)."""
+        nd = len(self.inner_chunks)
+        if nd == 0:  # a 0-d array has one chunk
+            return [self.inner_key(()) for _ in range(len(np.asarray(coords)))]
+        c = np.asarray(coords, dtype=np.int64).reshape(-1, nd)
+        if len(c) <= 16:  # a few chunks (a tile): plain Python beats numpy's per-call costs
+            per, heads, out = self.chunks_per_shard, self._heads, []
+            for row in c.tolist():
+                shard = tuple([x // p for x, p in zip(row, per)])
+                head = heads.get(shard)
+                if head is None:
+                    if len(heads) >= 4096:
+                        heads.clear()
+                    head = heads[shard] = f"{self._prefix}{self._chunk_key(shard)}|"
+                out.append(head + ".".join([str(x % p) for x, p in zip(row, per)]))
+            return out
+        per = np.asarray(self.chunks_per_shard, dtype=np.int64)
+        shard_of: dict = {}  # shard coordinates -> position of its key head
+        which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per).tolist()]
+        heads = [f"{self._prefix}{self._chunk_key(s)}|" for s in shard_of]
+        return format_keys(c % per, ".", heads, which)
+
+    def shard_key(self, shard_coords: Sequence[int]) -> str:
+        """The store key of the shard at shard-grid coordinates."""
+        return self._prefix + self._chunk_key(tuple(int(c) for c in shard_coords))
+
+    def _parse(self, key: str) -> tuple[str, tuple[int, ...]]:
+        """(shard store key, coordinates within the shard) of an inner key."""
+        if not isinstance(key, str):
+            raise TypeError(f"keys must be str, got {type(key).__name__}")
+        skey, bar, tail = key.rpartition("|")
+        if not bar or not skey.startswith(self._prefix):
+            raise KeyError(key)
+        nd = len(self.inner_chunks)
+        try:
+            within = tuple(int(t) for t in tail.split(".")) if nd else ()
+        except ValueError:
+            raise KeyError(key) from None
+        if nd == 0 and tail != "0":
+            raise KeyError(key)
+        if len(within) != nd or any(not 0 <= w < n for w, n in
+                                    zip(within, self.chunks_per_shard)):
+            raise KeyError(key)
+        return skey, within
+
+    def _slot(self, within: tuple[int, ...]) -> int:
+        """Row of the shard index for in-shard coordinates (array axes)."""
+        return sum(w * s for w, s in zip(within, self._axis_strides))
+
+    def _within_of_slot(self, slot: int) -> tuple[int, ...]:
+        if not self.inner_chunks:
+            return ()
+        enc = np.unravel_index(slot, self.sharding.chunks_per_shard)
+        within = [0] * len(enc)
+        for k, p in enumerate(self._perm):
+            within[p] = int(enc[k])
+        return tuple(within)
+
+    def _shard_coords(self, skey: str) -> tuple[int, ...]:
+        """Shard-grid coordinates of a shard store key (ValueError if not one)."""
+        rel = skey[len(self._prefix):]
+        nd = len(self.shard_shape)
+        enc = self.meta.chunk_key_encoding
+        sep = enc["configuration"]["separator"]
+        if enc["name"] == "default":
+            if nd == 0:
+                if rel != "c":
+                    raise ValueError(rel)
+                return ()
+            if not rel.startswith("c" + sep):
+                raise ValueError(rel)
+            rel = rel[2:]
+        elif nd == 0:
+            if rel != "0":
+                raise ValueError(rel)
+            return ()
+        parts = rel.split(sep)
+        if len(parts) != nd or not all(p.isdigit() for p in parts):
+            raise ValueError(rel)
+        return tuple(int(p) for p in parts)
+
+    def inner_coords(self, key: str) -> tuple[int, ...]:
+        """Inverse of :meth:`inner_key` (KeyError if ``key`` is not an inner key)."""
+        skey, within = self._parse(key)
+        try:
+            shard = self._shard_coords(skey)
+        except ValueError:
+            raise KeyError(key) from None
+        return tuple(s * n + w for s, n, w in zip(shard, self.chunks_per_shard, within))
+
+    def shard_key_of(self, key: str) -> str:
+        """The store key of the shard holding inner key ``key``."""
+        return self._parse(key)[0]
+
+    def _group(self, keys: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+        groups: dict[str, list[tuple[str, int]]] = {}
+        tails, prefix = self._tail_slots, self._prefix
+        for k in keys:
+            slot = None
+            if type(k) is str:
+                skey, bar, tail = k.rpartition("|")
+                if bar and skey.startswith(prefix):
+                    slot = tails.get(tail)
+            if slot is None:
+                skey, within = self._parse(k)  # validates (KeyError / TypeError)
+                slot = tails[k.rpartition("|")[2]] = self._slot(within)
+            groups.setdefault(skey, []).append((k, slot))
+        return groups
+
+    def _error(self, skey: str, e: Exception) -> ChunkDecodeError:
+        cause = str(e) or type(e).__name__
+        return ChunkDecodeError(
+            f"failed to decode the index of shard {skey!r} in {self._store!r}: {cause}")
+
+    # ------------------------------------------------------------------ index cache
+
+    def _cached(self, skey: str) -> tuple[bool, np.ndarray | None]:
+        if not self._cache_enabled:
+            return False, None
+        with self._cache_lock:
+            if skey in self._cache:
+                self._cache.move_to_end(skey)
+                return True, self._cache[skey]
+        return False, None
+
+    def _remember(self, skey: str, index: np.ndarray | None) -> None:
+        if not self._cache_enabled:
+            return
+        with self._cache_lock:
+            old = self._cache.pop(skey, None)
+            if old is not None:
+                self._cache_bytes -= old.nbytes
+            self._cache[skey] = index
+            if index is not None:
+                self._cache_bytes += index.nbytes
+            while self._cache_bytes > self._max_cache_bytes and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                if dropped is not None:
+                    self._cache_bytes -= dropped.nbytes
+
+    def _decode_post(self, data: Any) -> Any:
+        for c in reversed(self._post):
+            data = c.decode(data)
+        return _v3._to_bytes(data)
+
+    def _encode_post(self, data: bytes) -> bytes:
+        for c in self._post:
+            data = c.encode(data)
+        return _v3._to_bytes(data)
+
+    def _read_shard(self, skey: str) -> bytes | None:
+        """The whole shard (after the post codecs), or None if absent."""
+        try:
+            data = self._store[skey]
+        except KeyError:
+            return None
+        if self._post:
+            try:
+                data = self._decode_post(data)
+            except Exception as e:
+                raise self._error(skey, e) from e
+        return data
+
+    def _split(self, skey: str, data: Any) -> tuple[np.ndarray, memoryview]:
+        try:
+            return self.sharding.split(data)
+        except Exception as e:
+            raise self._error(skey, e) from e
+
+    def _read_index(self, skey: str) -> tuple[np.ndarray | None, memoryview | None]:
+        """(index, whole shard if it had to be read) for one shard; (None, None) if absent."""
+        hit, index = self._cached(skey)
+        if hit:
+            return index, None
+        sh = self.sharding
+        if self._partial_ok and hasattr(self._store, "get_partial"):
+            rng = (-sh.index_nbytes, None) if sh.index_location == "end" else (0, sh.index_nbytes)
+            try:
+                raw = _get_partial(self._store, skey, [rng])[0]
+            except KeyError:
+                self._remember(skey, None)
+                return None, None
+            try:
+                index = sh.decode_index(raw)
+            except Exception as e:
+                raise self._error(skey, e) from e
+            self._remember(skey, index)
+            return index, None
+        data = self._read_shard(skey)
+        if data is None:
+            self._remember(skey, None)
+            return None, None
+        index, mv = self._split(skey, data)
+        self._remember(skey, index)
+        return index, mv
+
+    # ------------------------------------------------------------------ reads
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """``{key: encoded inner chunk}`` for the keys present (absent ones are omitted).
+
+        Per shard: the index is read once (a byte-range read of the index when the store has
+        ``get_partial``, or taken from the cache), then the wanted chunks are read with one
+        ``get_partial`` call of coalesced ranges. Without ``get_partial`` (or with bytes ->
+        bytes codecs after the sharding codec) each shard is read whole, once; the shards of
+        one call are fetched with one ``getitems``.
+        """
+        keys = list(keys)
+        groups = self._group(keys)
+        out: dict[str, bytes] = {}
+        partial = self._partial_ok and hasattr(self._store, "get_partial")
+        if not partial:
+            # one batch read of every shard this call needs (cached index or not)
+            got = _getitems(self._store, list(groups))
+            for skey, items in groups.items():
+                data = got.get(skey)
+                if data is None:
+                    self._remember(skey, None)
+                    continue
+                if self._post:
+                    try:
+                        data = self._decode_post(data)
+                    except Exception as e:
+                        raise self._error(skey, e) from e
+                index, mv = self._split(skey, data)
+                self._remember(skey, index)
+                for k, slot in items:
+                    off, nb = int(index[slot, 0]), int(index[slot, 1])
+                    if off != MISSING:
+                        out[k] = bytes(mv[off: off + nb])
+            return out
+        for skey, items in groups.items():
+            self._read_chunks(skey, items, out, retry=True)
+        return out
+
+    def _read_chunks(self, skey: str, items: list[tuple[str, int]], out: dict,
+                     retry: bool) -> None:
+        hit, _ = self._cached(skey)
+        index, _ = self._read_index(skey)
+        if index is None:
+            return
+        wanted = []
+        for k, slot in items:
+            off, nb = int(index[slot, 0]), int(index[slot, 1])
+            if off != MISSING:
+                wanted.append((k, off, nb))
+        if not wanted:
+            return
+        # A store whose range reads cost no more apart (local files) gets them unmerged:
+        # merging would only add a copy of every chunk out of the merged range.
+        gap = self._max_gap if getattr(self._store, "coalesce_ranges", True) else -1
+        merged = _coalesce([(o, n) for _, o, n in wanted], gap)
+        try:
+            parts = _get_partial(self._store, skey, [(o, n) for o, n, _ in merged])
+        except KeyError:
+            parts = None
+        short = parts is None or any(len(p) != n for p, (_, n, _) in zip(parts, merged))
+        if short:
+            # the shard changed under a cached index (or is truncated): re-read the index once
+            if retry and hit:
+                self.invalidate(skey)
+                self._read_chunks(skey, items, out, retry=False)
+                return
+            if parts is None:
+                return  # deleted meanwhile
+            bad = next(i for i, (p, (_, n, _)) in enumerate(zip(parts, merged)) if len(p) != n)
+            raise self._error(skey, ValueError(
+                f"the index points at bytes {merged[bad][0]}..{merged[bad][0] + merged[bad][1]} "
+                f"past the end of the shard (truncated or corrupt shard)"))
+        for (moff, mlen, members), part in zip(merged, parts):
+            if len(members) == 1 and type(part) is bytes:  # the chunk alone: no copy
+                k, off, nb = wanted[members[0]]
+                if off == moff and nb == mlen:
+                    out[k] = part
+                    continue
+            mv = memoryview(part)
+            for i in members:
+                k, off, nb = wanted[i]
+                out[k] = bytes(mv[off - moff: off - moff + nb])
+
+    def __getitem__(self, key: str) -> bytes:
+        got = self.getitems([key])
+        try:
+            return got[key]
+        except KeyError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            skey, within = self._parse(key)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        index, _ = self._read_index(skey)
+        return index is not None and int(index[self._slot(within), 0]) != MISSING
+
+    # ------------------------------------------------------------------ writes
+
+    def _lock(self, skey: str):
+        import contextlib
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(_stripe(self._store, skey))
+        if self._synchronizer is not None:
+            stack.enter_context(self._synchronizer[skey])
+        return stack
+
+    def _live_slots(self, skey: str) -> set[int] | None:
+        """Index rows of this shard's inner chunks that intersect the array (None: all)."""
+        try:
+            shard = self._shard_coords(skey)
+        except ValueError:
+            return None
+        if not shard:
+            return {0}
+        counts = [max(0, min(n, g - s * n)) for s, n, g in
+                  zip(shard, self.chunks_per_shard, self.inner_grid_shape)]
+        slots = np.zeros(counts, dtype=np.int64)
+        for axis, (c, st) in enumerate(zip(counts, self._axis_strides)):
+            shape = [1] * len(counts)
+            shape[axis] = c
+            slots = slots + (np.arange(c, dtype=np.int64) * st).reshape(shape)
+        return set(slots.ravel().tolist())
+
+    def _store_shard(self, skey: str, chunks: list) -> None:
+        data = self.sharding.assemble(chunks)
+        if not data:
+            try:
+                del self._store[skey]
+            except KeyError:
+                pass
+            self._remember(skey, None)
+            return
+        if self._post:
+            self._store[skey] = self._encode_post(data)
+        else:
+            self._store[skey] = data
+        index = self.sharding.empty_index()
+        pos = self.sharding.index_nbytes if self.sharding.index_location == "start" else 0
+        for i, c in enumerate(chunks):
+            if c is not None:
+                index[i] = (pos, len(c))
+                pos += len(c)
+        self._remember(skey, index)
+
+    def _current_chunks(self, skey: str) -> list:
+        """The shard's encoded inner chunks (None = absent), read whole."""
+        data = self._read_shard(skey)
+        chunks: list = [None] * self.sharding.nchunks
+        if data is None:
+            return chunks
+        index, mv = self._split(skey, data)
+        for i in range(self.sharding.nchunks):
+            off, nb = int(index[i, 0]), int(index[i, 1])
+            if off != MISSING:
+                chunks[i] = mv[off: off + nb]
+        return chunks
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Store encoded inner chunks. Per shard, under its lock: a write covering every
+        inner chunk of the shard that lies inside the array is assembled and stored with one
+        store write (no read; chunks outside the array are dropped); any other write reads
+        the shard, replaces its chunks and rewrites it."""
+        groups = self._group(mapping)
+        for skey in sorted(groups):
+            items = groups[skey]
+            new = {slot: _v3._to_bytes(mapping[k]) if not isinstance(mapping[k], bytes)
+                   else mapping[k] for k, slot in items}
+            with self._lock(skey):
+                live = self._live_slots(skey)
+                whole = live is not None and live <= set(new)
+                if whole:
+                    chunks: list = [None] * self.sharding.nchunks
+                else:
+                    chunks = self._current_chunks(skey)
+                for slot, v in new.items():
+                    chunks[slot] = v
+                self._store_shard(skey, chunks)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.setitems({key: value})
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        """Mark inner chunks absent (absent keys are ignored); a shard left with no chunk is
+        deleted (directly, without reading it, when every chunk inside the array goes)."""
+        groups = self._group(keys)
+        for skey in sorted(groups):
+            slots = {slot for _, slot in groups[skey]}
+            with self._lock(skey):
+                live = self._live_slots(skey)
+                if live is not None and live <= slots:
+                    try:
+                        del self._store[skey]
+                    except KeyError:
+                        pass
+                    self._remember(skey, None)
+                    continue
+                chunks = self._current_chunks(skey)
+                if all(chunks[s] is None for s in slots):
+                    continue  # nothing to delete
+                for s in slots:
+                    chunks[s] = None
+                self._store_shard(skey, chunks)
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self.delitems([key])
+
+    # ------------------------------------------------------------------ listing
+
+    def stored_shards(self) -> Iterator[tuple[int, ...]]:
+        """Shard-grid coordinates of the shards present in the store (inside the grid)."""
+        nd = len(self.shard_shape)
+        grid = self.shard_grid_shape
+        enc = self.meta.chunk_key_encoding
+        sep = enc["configuration"]["separator"]
+        if nd == 0:
+            if self.shard_key(()) in self._store:
+                yield ()
+            return
+        base = self._prefix.rstrip("/")
+        pat = re.compile(r"^\d+$")
+        default = enc["name"] == "default"
+        if sep == ".":
+            for name in _listdir(self._store, base):
+                parts = name.split(".")
+                if default:
+                    if parts[0] != "c":
+                        continue
+                    parts = parts[1:]
+                if len(parts) == nd and all(pat.match(p) for p in parts):
+                    c = tuple(map(int, parts))
+                    if all(x < g for x, g in zip(c, grid)):
+                        yield c
+            return
+        top = (base + "/c" if base else "c") if default else base
+
+        def walk(prefix: str, depth: int, acc: tuple) -> Iterator[tuple[int, ...]]:
+            for name in _listdir(self._store, prefix):
+                if not pat.match(name) or int(name) >= grid[depth]:
+                    continue
+                path = prefix + "/" + name if prefix else name
+                if depth == nd - 1:
+                    if path in self._store:
+                        yield acc + (int(name),)
+                else:
+                    yield from walk(path, depth + 1, acc + (int(name),))
+
+        yield from walk(top, 0, ())
+
+    def stored_inner_chunks(self) -> Iterator[tuple[int, ...]]:
+        """Inner-grid coordinates of the inner chunks present (inside the array's grid)."""
+        for shard in self.stored_shards():
+            skey = self.shard_key(shard)
+            index, _ = self._read_index(skey)
+            if index is None:
+                continue
+            slots = np.flatnonzero(index[:, 0] != MISSING)
+            if not self.inner_chunks:
+                if slots.size:
+                    yield ()
+                continue
+            enc = np.unravel_index(slots, self.sharding.chunks_per_shard)
+            cols = [None] * len(enc)
+            for k, p in enumerate(self._perm):
+                cols[p] = enc[k] + shard[p] * self.chunks_per_shard[p]
+            coords = np.stack(cols, axis=1)
+            inside = (coords < np.asarray(self.inner_grid_shape)).all(axis=1)
+            for c in coords[inside].tolist():
+                yield tuple(c)
+
+    def __iter__(self) -> Iterator[str]:
+        for coords in self.stored_inner_chunks():
+            yield self.inner_key(coords)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.stored_inner_chunks())
+
+    def getsize(self, prefix: str = "") -> int:
+        """Stored bytes under ``prefix`` of the underlying store (shards, not inner chunks)."""
+        return _getsize(self._store, prefix)
