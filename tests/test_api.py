@@ -49,8 +49,9 @@ def test_default_dtype_and_compressor():
 
 
 @pytest.mark.parametrize("fn, fill", [(cs.zeros, 0), (cs.ones, 1)])
-def test_zeros_ones(fn, fill):
-    z = fn(SHAPE, chunks=CHUNKS, dtype="i8")
+def test_zeros_ones(fn, fill, layout):
+    z = fn(SHAPE, chunks=CHUNKS, dtype="i8", **layout.format_kwargs(CHUNKS))
+    assert z.zarr_format == layout.zarr_format and z.shards == layout.shards_for(CHUNKS)
     assert z.fill_value == fill
     np.testing.assert_array_equal(z[...], np.full(SHAPE, fill))
     assert z.nchunks_initialized == 0
@@ -60,12 +61,34 @@ def test_zeros_ones(fn, fill):
     np.testing.assert_array_equal(z[...], expected)
 
 
-def test_full():
-    z = cs.full(SHAPE, 2.5, chunks=CHUNKS, dtype="f4")
+def test_full(layout):
+    z = cs.full(SHAPE, 2.5, chunks=CHUNKS, dtype="f4", **layout.format_kwargs(CHUNKS))
     assert z.fill_value == np.float32(2.5)
     np.testing.assert_array_equal(z[...], np.full(SHAPE, 2.5, "f4"))
-    z = cs.full((4,), np.nan, chunks=2)
+    z = cs.full((4,), np.nan, chunks=(2,), **layout.format_kwargs((2,)))
     assert np.isnan(z.fill_value) and np.isnan(z[...]).all()
+
+
+@pytest.mark.parametrize("fill", [np.nan, np.inf, -np.inf, 42.0], ids=str)
+def test_fill_values_and_missing_chunks(tmp_path, fill, layout):
+    p = tmp_path / "f.zarr"
+    z = layout((23, 17), (5, 4), dtype="f8", fill_value=fill, store=str(p))
+    expected = np.full((23, 17), fill)
+    np.testing.assert_array_equal(z[...], expected)
+    assert z.nchunks_initialized == 0 and chunk_files(p) == []
+    z[0:3, 0:3] = 1.5
+    z[21:, 13:15] = 2.5
+    expected[0:3, 0:3] = 1.5
+    expected[21:, 13:15] = 2.5
+    assert z.nchunks_initialized == 2
+    assert chunk_files(p) == sorted({layout.stored_key((0, 0)), layout.stored_key((4, 3))})
+    doc = layout.metadata(p)
+    assert doc["fill_value"] == {np.inf: "Infinity", -np.inf: "-Infinity"}.get(
+        fill, "NaN" if np.isnan(fill) else fill)
+    layout.read_by_others(p, expected)
+    # reopened: the fill value is the same, NaN included
+    f = cs.open_array(str(p), mode="r").fill_value
+    assert (np.isnan(f) and np.isnan(fill)) or f == fill
 
 
 def test_empty_has_null_fill(tmp_path):

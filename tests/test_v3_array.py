@@ -411,30 +411,6 @@ def test_dimension_names_both_ways(tmp_path):
                         dimension_names=["only-one"])
 
 
-@pytest.mark.parametrize("fill", [np.nan, np.inf, -np.inf, 42.0], ids=str)
-@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
-def test_fill_values_and_missing_chunks(tmp_path, fill, sharded):
-    p = tmp_path / "f.zarr"
-    z = cs.create_array(str(p), shape=(23, 17), dtype="f8", chunks=(5, 4),
-                        shards=(10, 8) if sharded else None, fill_value=fill)
-    expected = np.full((23, 17), fill)
-    assert_same_data(z[...], expected)
-    assert z.nchunks_initialized == 0 and chunk_files(p) == []
-    z[0:3, 0:3] = 1.5
-    z[21:, 13:15] = 2.5
-    expected[0:3, 0:3] = 1.5
-    expected[21:, 13:15] = 2.5
-    assert z.nchunks_initialized == 2
-    assert len(chunk_files(p)) == 2
-    doc = json.loads((p / "zarr.json").read_text())
-    assert doc["fill_value"] == {np.inf: "Infinity", -np.inf: "-Infinity"}.get(
-        fill, "NaN" if np.isnan(fill) else fill)
-    assert_all_read(p, expected)
-    # reopened: the fill value is the same, NaN included
-    f = cs.open_array(str(p), mode="r").fill_value
-    assert (np.isnan(f) and np.isnan(fill)) or f == fill
-
-
 def test_reads_missing_chunks_written_by_others(tmp_path):
     p = tmp_path / "z.zarr"
     za = zarr.create_array(str(p), shape=(30, 20), dtype="i4", chunks=(5, 4), shards=(10, 8),
