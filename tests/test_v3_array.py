@@ -617,7 +617,8 @@ def test_resize_shrink_then_grow_shows_fill(tmp_path, sharded):
     assert_all_read(p, expected)
 
 
-def test_chunks_and_shards_properties(tmp_path):
+def test_shards_through_create_array_and_their_errors(tmp_path):
+    # chunks, shards, cdata_shape and nchunks in each layout: test_api.test_array_properties
     z = cs.create_array(str(tmp_path / "a.zarr"), shape=(100, 90), dtype="f4", chunks=(10, 9),
                         shards=(50, 45))
     assert z.chunks == (10, 9) and z.shards == (50, 45)
@@ -641,19 +642,6 @@ def test_create_array_defaults_to_v3_and_v2_on_request(tmp_path):
     x = cs.open_array(str(tmp_path / "c.zarr"), mode="w", shape=(4,), chunks=2, dtype="i4",
                       zarr_format=3, shards=(4,))
     assert x.zarr_format == 3 and x.shards == (4,)
-
-
-def test_attributes_live_in_zarr_json(tmp_path):
-    p = tmp_path / "a.zarr"
-    z = cs.create_array(str(p), shape=(4,), dtype="i4", attributes={"units": "m"})
-    z.attrs["scale"] = 2.5
-    doc = json.loads((p / "zarr.json").read_text())
-    assert doc["attributes"] == {"units": "m", "scale": 2.5}
-    assert not (p / ".zattrs").exists()
-    assert dict(zarr.open_array(str(p), mode="r").attrs) == {"units": "m", "scale": 2.5}
-    z.resize(8)  # rewriting the metadata keeps the attributes
-    assert json.loads((p / "zarr.json").read_text())["attributes"] == {"units": "m",
-                                                                       "scale": 2.5}
 
 
 # ------------------------------------------------------------------------------ errors
