@@ -96,7 +96,7 @@ class Layout:
     def shards_for(self, chunks):
         return tuple(2 * c for c in chunks) if self.sharded else None
 
-    def format_kwargs(self, chunks, **kw):
+    def format_kwargs(self, chunks, /, **kw):
         """The keywords that put an array with these chunks in this layout."""
         kw["zarr_format"] = self.zarr_format
         if self.sharded:

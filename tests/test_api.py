@@ -525,8 +525,11 @@ def test_info_fields():
 
 # ================================================================== selections
 
-def _filled(**kwargs):
+def _filled(layout=None, **kwargs):
+    """SHAPE of _data() in CHUNKS (in the given layout, else cs.create's defaults: v2)."""
     kwargs.setdefault("chunks", CHUNKS)
+    if layout is not None:
+        kwargs = layout.format_kwargs(kwargs["chunks"], **kwargs)
     z = cs.create(SHAPE, dtype=kwargs.pop("dtype", "i4"), **kwargs)
     z[...] = _data()
     return z
@@ -546,15 +549,15 @@ NEG_STEP_SELECTIONS = [
 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("sel", NEG_STEP_SELECTIONS, ids=[str(s) for s in NEG_STEP_SELECTIONS])
-def test_negative_step_read(sel, order):
-    z = _filled(order=order)
+def test_negative_step_read(sel, order, layout):
+    z = _filled(layout, order=order)
     np.testing.assert_array_equal(z[sel], _data()[sel])
     np.testing.assert_array_equal(z.get_basic_selection(sel), _data()[sel])
 
 
 @pytest.mark.parametrize("sel", NEG_STEP_SELECTIONS, ids=[str(s) for s in NEG_STEP_SELECTIONS])
-def test_negative_step_write(sel):
-    z = _filled()
+def test_negative_step_write(sel, layout):
+    z = _filled(layout)
     expected = _data()
     shape = expected[sel].shape
     value = (np.arange(math.prod(shape)).reshape(shape) * -1 - 1).astype("i4")
@@ -566,27 +569,27 @@ def test_negative_step_write(sel):
     np.testing.assert_array_equal(z[...], expected)
 
 
-def test_negative_step_orthogonal():
-    z = _filled()
+def test_negative_step_orthogonal(layout):
+    z = _filled(layout)
     d = _data()
     np.testing.assert_array_equal(z.oindex[[9, 0, 4], ::-2], d[[9, 0, 4]][:, ::-2])
     np.testing.assert_array_equal(z.get_orthogonal_selection((slice(None, None, -3), [1, 11])),
                                   d[::-3][:, [1, 11]])
 
 
-def test_scalar_and_0d_results():
-    z = _filled()
+def test_scalar_and_0d_results(layout):
+    z = _filled(layout)
     v = z[3, 4]
     assert np.ndim(v) == 0 and v == _data()[3, 4]
-    z0 = cs.create((), dtype="f8", fill_value=1.5)
+    z0 = layout((), (), dtype="f8", fill_value=1.5)
     assert z0[()] == 1.5
     assert z0[...].shape == ()
     z0[...] = 4
     assert z0[()] == 4.0
 
 
-def test_blocks():
-    z = _filled()
+def test_blocks(layout):
+    z = _filled(layout)
     d = _data()
     np.testing.assert_array_equal(z.blocks[0, 0], d[0:3, 0:5])
     np.testing.assert_array_equal(z.blocks[3, 2], d[9:10, 10:12])
@@ -604,8 +607,8 @@ def test_blocks():
         z.blocks[::2]
 
 
-def test_selection_writes_match_numpy():
-    z = _filled()
+def test_selection_writes_match_numpy(layout):
+    z = _filled(layout)
     d = _data()
     rows, cols = np.array([9, 0, 4, 4]), np.array([11, 2, 7, 2])
     z.oindex[[1, 7], [0, 11, 5]] = np.array([[1, 2, 3], [4, 5, 6]])
@@ -626,8 +629,8 @@ def test_selection_writes_match_numpy():
 
 # ---------------------------------------------------------------- out=
 
-def test_out_parameter():
-    z = _filled()
+def test_out_parameter(layout):
+    z = _filled(layout)
     d = _data()
     out = np.zeros((4, 6), "i4")
     ret = z.get_basic_selection((slice(2, 6), slice(3, 9)), out=out)
@@ -667,8 +670,8 @@ def test_out_parameter():
     np.testing.assert_array_equal(out, d[::-1, ::-1])
 
 
-def test_out_parameter_errors():
-    z = _filled()
+def test_out_parameter_errors(layout):
+    z = _filled(layout)
     with pytest.raises(ValueError):
         z.get_basic_selection(..., out=np.zeros((10, 11), "i4"))
     with pytest.raises((ValueError, TypeError)):
@@ -759,8 +762,8 @@ def _frozen(a):
     return a
 
 
-def test_index_arrays_and_values_not_modified():
-    z = _filled()
+def test_index_arrays_and_values_not_modified(layout):
+    z = _filled(layout)
     d = _data()
     idx_neg = np.array([-1, 3, -10, 3, 0], dtype=np.int64)
     idx_i32 = np.array([11, -12, 5], dtype=np.int32)
@@ -845,13 +848,13 @@ def test_written_values_not_modified(kind):
 
 # ================================================================== resize and append
 
-def test_resize_grow(tmp_path):
+def test_resize_grow(tmp_path, layout):
     p = tmp_path / "r.zarr"
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", fill_value=-1, store=str(p))
+    z = layout(SHAPE, CHUNKS, dtype="i4", fill_value=-1, store=str(p))
     z[...] = _data()
     z.resize(14, 20)
     assert z.shape == (14, 20)
-    assert _zarray(p)["shape"] == [14, 20]
+    assert layout.metadata(p)["shape"] == [14, 20]
     expected = np.full((14, 20), -1)
     expected[:10, :12] = _data()
     np.testing.assert_array_equal(z[...], expected)
@@ -860,14 +863,16 @@ def test_resize_grow(tmp_path):
     assert cs.open_array(str(p), mode="r").shape == (15, 21)
 
 
-def test_resize_shrink_deletes_outside_chunks(tmp_path):
+def test_resize_shrink_deletes_outside_chunks(tmp_path, layout):
     p = tmp_path / "r.zarr"
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", store=str(p))
+    z = layout(SHAPE, CHUNKS, dtype="i4", store=str(p))
     z[...] = _data()
-    assert len(chunk_files(p)) == 12
-    z.resize(4, 5)   # keeps chunk rows 0-1 and column 0
+    grid = np.ndindex(4, 3)
+    assert chunk_files(p) == sorted({layout.stored_key(c) for c in grid})
+    assert z.nchunks_initialized == 12
+    z.resize(4, 5)   # keeps chunk rows 0-1 and column 0 (sharded: shard (0, 0))
     assert z.shape == (4, 5)
-    assert sorted(chunk_files(p)) == ["0.0", "1.0"]
+    assert chunk_files(p) == sorted({layout.stored_key(c) for c in [(0, 0), (1, 0)]})
     assert z.nchunks_initialized == 2
     np.testing.assert_array_equal(z[...], _data()[:4, :5])
 
@@ -875,10 +880,10 @@ def test_resize_shrink_deletes_outside_chunks(tmp_path):
 @pytest.mark.parametrize("order, sep, wec", [("C", ".", False), ("F", "/", False),
                                              ("C", ".", True)])
 @pytest.mark.parametrize("fill", [0, -7, None])
-def test_shrink_then_grow_shows_fill_not_old_data(tmp_path, fill, order, sep, wec):
+def test_shrink_then_grow_shows_fill_not_old_data(tmp_path, fill, order, sep, wec, layout):
     p = tmp_path / "r.zarr"
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", fill_value=fill, store=str(p),
-                  order=order, dimension_separator=sep, write_empty_chunks=wec)
+    z = layout(SHAPE, CHUNKS, dtype="i4", fill_value=fill, store=str(p),
+               order=order, dimension_separator=sep, write_empty_chunks=wec)
     z[...] = _data()
     z.resize(4, 7)          # cuts through chunks (1, 0) and (0, 1), (1, 1)
     z.resize(SHAPE)
@@ -892,27 +897,53 @@ def test_shrink_then_grow_shows_fill_not_old_data(tmp_path, fill, order, sep, we
     np.testing.assert_array_equal(again, got)
 
 
-def test_resize_shrink_one_dim_grow_other(tmp_path):
+def test_resize_shrink_one_dim_grow_other(tmp_path, layout):
     p = tmp_path / "r.zarr"
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="f8", fill_value=np.nan, store=str(p))
+    z = layout(SHAPE, CHUNKS, dtype="f8", fill_value=np.nan, store=str(p))
     z[...] = _data()
-    z.resize(5, 20)
-    assert not any(f.split(".")[0] in ("2", "3") for f in chunk_files(p))
+    z.resize(5, 20)   # chunk rows 2 and 3 go
+    assert chunk_files(p) == sorted({layout.stored_key(c) for c in np.ndindex(2, 3)})
     z.resize(10, 20)
     expected = np.full((10, 20), np.nan)
     expected[:5, :12] = _data()[:5]
     np.testing.assert_array_equal(z[...], expected)
 
 
-def test_shape_setter():
-    z = _filled()
+def test_resize_shrink_then_grow_read_by_others(tmp_path, layout):
+    p = tmp_path / "r.zarr"
+    z = layout((20, 16), (5, 4), dtype="i4", fill_value=-1, store=str(p))
+    data = np.arange(320, dtype="i4").reshape(20, 16)
+    z[...] = data
+    z.resize(13, 7)
+    assert z.shape == (13, 7)
+    np.testing.assert_array_equal(z[...], data[:13, :7])
+    # chunks (sharded: shards) wholly outside are gone
+    assert chunk_files(p) == sorted({layout.stored_key(c) for c in np.ndindex(3, 2)})
+    layout.read_by_others(p, data[:13, :7])
+    z.resize(20, 16)
+    expected = np.full((20, 16), -1, dtype="i4")
+    expected[:13, :7] = data[:13, :7]
+    np.testing.assert_array_equal(z[...], expected)
+    layout.read_by_others(p, expected)
+    # grow without shrinking keeps everything; appended region reads as fill until written
+    z.resize(25, 16)
+    expected = np.concatenate([expected, np.full((5, 16), -1, "i4")])
+    layout.read_by_others(p, expected)
+    z.append(np.ones((3, 16), "i4"))
+    expected = np.concatenate([expected, np.ones((3, 16), "i4")])
+    assert z.shape == (28, 16)
+    layout.read_by_others(p, expected)
+
+
+def test_shape_setter(layout):
+    z = _filled(layout)
     z.shape = (5, 5)
     assert z.shape == (5, 5)
     np.testing.assert_array_equal(z[...], _data()[:5, :5])
 
 
-def test_resize_errors():
-    z = _filled()
+def test_resize_errors(layout):
+    z = _filled(layout)
     with pytest.raises(ValueError):
         z.resize(5)
     with pytest.raises(ValueError):
@@ -920,8 +951,8 @@ def test_resize_errors():
     assert z.shape == SHAPE
 
 
-def test_resize_to_zero_and_back():
-    z = _filled()
+def test_resize_to_zero_and_back(layout):
+    z = _filled(layout)
     z.resize(0, 12)
     assert z.shape == (0, 12) and z[...].shape == (0, 12)
     assert z.nchunks_initialized == 0
@@ -929,8 +960,8 @@ def test_resize_to_zero_and_back():
     assert (z[...] == 0).all()
 
 
-def test_append():
-    z = _filled()
+def test_append(layout):
+    z = _filled(layout)
     d = _data()
     extra = np.full((3, 12), -2, "i4")
     assert z.append(extra) == (13, 12)
@@ -951,9 +982,9 @@ def test_append():
     assert z.shape == (13, 15)
 
 
-def test_append_1d_persisted(tmp_path):
+def test_append_1d_persisted(tmp_path, layout):
     p = str(tmp_path / "a.zarr")
-    z = cs.create((0,), chunks=(4,), dtype="f8", store=p)
+    z = layout((0,), (4,), dtype="f8", store=p)
     for i in range(5):
         z.append(np.arange(3) + 3 * i)
     assert z.shape == (15,)

@@ -589,34 +589,6 @@ def test_write_empty_chunks_false_leaves_no_shard(tmp_path):
     assert_all_read(q, np.full((20, 16), 3, "i4"))
 
 
-@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
-def test_resize_shrink_then_grow_shows_fill(tmp_path, sharded):
-    p = tmp_path / "r.zarr"
-    z = cs.create_array(str(p), shape=(20, 16), dtype="i4", chunks=(5, 4),
-                        shards=(10, 8) if sharded else None, fill_value=-1)
-    data = np.arange(320, dtype="i4").reshape(20, 16)
-    z[...] = data
-    z.resize(13, 7)
-    assert z.shape == (13, 7)
-    assert_same_data(z[...], data[:13, :7])
-    if sharded:
-        assert chunk_files(p) == ["c/0/0", "c/1/0"]  # shards wholly outside are gone
-    assert_all_read(p, data[:13, :7])
-    z.resize(20, 16)
-    expected = np.full((20, 16), -1, dtype="i4")
-    expected[:13, :7] = data[:13, :7]
-    assert_same_data(z[...], expected)
-    assert_all_read(p, expected)
-    # grow without shrinking keeps everything; appended region reads as fill until written
-    z.resize(25, 16)
-    expected = np.concatenate([expected, np.full((5, 16), -1, "i4")])
-    assert_all_read(p, expected)
-    z.append(np.ones((3, 16), "i4"))
-    expected = np.concatenate([expected, np.ones((3, 16), "i4")])
-    assert z.shape == (28, 16)
-    assert_all_read(p, expected)
-
-
 def test_shards_through_create_array_and_their_errors(tmp_path):
     # chunks, shards, cdata_shape and nchunks in each layout: test_api.test_array_properties
     z = cs.create_array(str(tmp_path / "a.zarr"), shape=(100, 90), dtype="f4", chunks=(10, 9),
