@@ -1090,7 +1090,7 @@ def _numpy_index(kind, sel):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("config", ["small", "many_chunks", "nan_fill_empty", "write_empty",
                                     "nested", "3d"])
-def test_random_writes_match_numpy_model(tmp_path, config, order):
+def test_random_writes_match_numpy_model(tmp_path, config, order, layout):
     shape, chunks, dtype, fill, wec, sep = {
         "small": ((10, 12), (3, 5), "i4", 0, False, "."),
         "many_chunks": ((30, 41), (4, 3), "f8", 0.0, False, "."),
@@ -1101,8 +1101,8 @@ def test_random_writes_match_numpy_model(tmp_path, config, order):
     }[config]
     rng = np.random.default_rng(sum(map(ord, config + order)))
     p = tmp_path / "m.zarr"
-    z = cs.create(shape, chunks=chunks, dtype=dtype, fill_value=fill, order=order,
-                  write_empty_chunks=wec, dimension_separator=sep, store=str(p))
+    z = layout(shape, chunks, dtype=dtype, fill_value=fill, order=order,
+               write_empty_chunks=wec, dimension_separator=sep, store=str(p))
     model = np.full(shape, fill, dtype=dtype)
     for step in range(60):
         kind, sel = _random_selection(rng, shape)
@@ -1134,7 +1134,9 @@ def test_random_writes_match_numpy_model(tmp_path, config, order):
         else:
             np.testing.assert_array_equal(z.vindex[sel], model[npsel])
     np.testing.assert_array_equal(cs.open_array(str(p), mode="r")[...], model)
+    layout.read_by_others(p, model)
     # which chunks are stored: all-fill chunks are not stored unless write_empty_chunks
+    # (sharded: a shard is stored when one of its chunks is, and holds only those)
     nonfill = set()
     for coords in np.ndindex(z.cdata_shape):
         region = tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, chunks))
@@ -1142,10 +1144,14 @@ def test_random_writes_match_numpy_model(tmp_path, config, order):
         same = (block == fill) | (np.isnan(block) & np.isnan(fill)) \
             if np.dtype(dtype).kind == "f" else block == fill
         if not same.all():
-            nonfill.add(sep.join(map(str, coords)))
+            nonfill.add(coords)
     stored = set(chunk_files(p))
+    nonfill_keys = {layout.stored_key(c, sep) for c in nonfill}
     if wec:
-        assert nonfill <= stored
+        assert nonfill_keys <= stored
+        assert z.nchunks_initialized >= len(nonfill)
     else:
-        assert stored == nonfill
-    assert z.nchunks_initialized == len(stored)
+        assert stored == nonfill_keys
+        assert z.nchunks_initialized == len(nonfill)
+    if not layout.sharded:
+        assert z.nchunks_initialized == len(stored)

@@ -510,32 +510,6 @@ def test_tensorstore_writes_sharded_chunkstore_reads_and_modifies(tmp_path, dt):
     assert_all_read(p, expected)
 
 
-def test_partial_shard_writes_match_numpy(tmp_path):
-    p = tmp_path / "p.zarr"
-    z = cs.create_array(str(p), shape=(40, 37), dtype="f4", chunks=(5, 4), shards=(10, 12),
-                        fill_value=-1)
-    model = np.full((40, 37), -1, dtype="f4")
-    rng = np.random.default_rng(7)
-    for step in range(25):
-        a0, a1 = sorted(int(x) for x in rng.integers(0, 41, 2))
-        b0, b1 = sorted(int(x) for x in rng.integers(0, 38, 2))
-        v = rng.standard_normal((a1 - a0, b1 - b0)).astype("f4")
-        z[a0:a1, b0:b1] = v
-        model[a0:a1, b0:b1] = v
-        if step % 5 == 4:
-            pts = (rng.integers(0, 40, 9), rng.integers(0, 37, 9))
-            z.vindex[pts] = step
-            model[pts] = step
-            z.oindex[[1, 38], 3:30:4] = -step
-            model[np.ix_([1, 38], range(3, 30, 4))] = -step
-        assert_same_data(z[a0:a1 + 3, :], model[a0:a1 + 3, :])
-    # a window covering parts of several shards
-    z[7:33, 5:29] = 3.25
-    model[7:33, 5:29] = 3.25
-    assert_all_read(p, model)
-    assert_same_data(z[::-3, 1::5], model[::-3, 1::5])
-
-
 def test_whole_shard_writes(tmp_path):
     store = CountingStore()
     z = cs.create_array(store, shape=(20, 24), dtype="i4", chunks=(5, 4), shards=(10, 12))
