@@ -262,19 +262,19 @@ def test_bad_paths():
 
 # ================================================================== modes and overwrite
 
-def test_mode_r(tmp_path):
+def test_mode_r(tmp_path, layout):
     p = str(tmp_path / "m.zarr")
-    cs.array(_data(), chunks=CHUNKS, store=p)
+    cs.array(_data(), chunks=CHUNKS, store=p, **layout.format_kwargs(CHUNKS))
     z = cs.open_array(p, mode="r")
-    assert z.read_only
+    assert z.read_only and z.zarr_format == layout.zarr_format
     np.testing.assert_array_equal(z[...], _data())
     with pytest.raises(cs.ReadOnlyError):
         z[0] = 0
 
 
-def test_mode_r_plus(tmp_path):
+def test_mode_r_plus(tmp_path, layout):
     p = str(tmp_path / "m.zarr")
-    cs.array(_data(), chunks=CHUNKS, store=p)
+    cs.array(_data(), chunks=CHUNKS, store=p, **layout.format_kwargs(CHUNKS))
     z = cs.open_array(p, mode="r+")
     assert not z.read_only
     z[0, 0] = -1
@@ -283,23 +283,25 @@ def test_mode_r_plus(tmp_path):
         cs.open_array(p, mode="r+", path="other")
 
 
-def test_mode_a(tmp_path):
+def test_mode_a(tmp_path, layout):
     p = str(tmp_path / "m.zarr")
-    z = cs.open_array(p, mode="a", shape=SHAPE, chunks=CHUNKS, dtype="i4")
+    z = layout.open(p, mode="a", shape=SHAPE, chunks=CHUNKS, dtype="i4")
     assert z.shape == SHAPE and not z.read_only
+    assert (z.zarr_format, z.shards) == (layout.zarr_format, layout.shards_for(CHUNKS))
     z[...] = _data()
     # opening again with mode "a" keeps the existing array, whatever the arguments say
     z2 = cs.open_array(p, mode="a", shape=(3,), chunks=(1,), dtype="f8")
     assert z2.shape == SHAPE and z2.dtype == np.dtype("i4") and z2.chunks == CHUNKS
+    assert (z2.zarr_format, z2.shards) == (layout.zarr_format, layout.shards_for(CHUNKS))
     np.testing.assert_array_equal(z2[...], _data())
 
 
-def test_mode_w_overwrites(tmp_path):
+def test_mode_w_overwrites(tmp_path, layout):
     p = tmp_path / "m.zarr"
-    z = cs.open_array(str(p), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="i4")
+    z = layout.open(str(p), mode="w", shape=SHAPE, chunks=CHUNKS, dtype="i4")
     z[...] = _data()
     z.attrs["old"] = True
-    z = cs.open_array(str(p), mode="w", shape=(5,), chunks=(2,), dtype="f8", fill_value=4)
+    z = layout.open(str(p), mode="w", shape=(5,), chunks=(2,), dtype="f8", fill_value=4)
     assert z.shape == (5,) and z.dtype == np.dtype("f8")
     np.testing.assert_array_equal(z[...], np.full(5, 4.0))
     assert chunk_files(p) == []           # old chunks are gone
@@ -307,13 +309,13 @@ def test_mode_w_overwrites(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["w-", "x"])
-def test_mode_w_minus_x(tmp_path, mode):
+def test_mode_w_minus_x(tmp_path, mode, layout):
     p = tmp_path / "m.zarr"
-    z = cs.open_array(str(p), mode=mode, shape=SHAPE, chunks=CHUNKS, dtype="i4")
+    z = layout.open(str(p), mode=mode, shape=SHAPE, chunks=CHUNKS, dtype="i4")
     z[...] = _data()
     before = snapshot_dir(p)
     with pytest.raises(cs.ContainsArrayError) as info:
-        cs.open_array(str(p), mode=mode, shape=SHAPE, chunks=CHUNKS, dtype="i4")
+        layout.open(str(p), mode=mode, shape=SHAPE, chunks=CHUNKS, dtype="i4")
     assert isinstance(info.value, FileExistsError)
     assert snapshot_dir(p) == before
 
@@ -323,18 +325,18 @@ def test_bad_mode(tmp_path):
         cs.open_array(str(tmp_path / "m.zarr"), mode="rw", shape=(2,))
 
 
-def test_create_overwrite(tmp_path):
+def test_create_overwrite(tmp_path, layout):
     store = {}
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", store=store, path="x")
+    z = layout(SHAPE, CHUNKS, dtype="i4", store=store, path="x")
     z[...] = _data()
-    sibling = cs.create((3,), chunks=(3,), dtype="i4", store=store, path="y")
+    sibling = layout((3,), (3,), dtype="i4", store=store, path="y")
     sibling[...] = [7, 8, 9]
     with pytest.raises(cs.ContainsArrayError):
-        cs.create(SHAPE, chunks=CHUNKS, dtype="i4", store=store, path="x")
+        layout(SHAPE, CHUNKS, dtype="i4", store=store, path="x")
     np.testing.assert_array_equal(cs.open_array(store, mode="r", path="x")[...], _data())
-    z = cs.create((4,), chunks=(2,), dtype="u1", store=store, path="x", overwrite=True)
+    z = layout((4,), (2,), dtype="u1", store=store, path="x", overwrite=True)
     assert z.shape == (4,) and (z[...] == 0).all()
-    assert not any(k.startswith("x/") and k != "x/.zarray" for k in store)
+    assert not any(k.startswith("x/") and k != "x/" + layout.metadata_name for k in store)
     np.testing.assert_array_equal(cs.open_array(store, mode="r", path="y")[...], [7, 8, 9])
 
 
@@ -426,15 +428,15 @@ def test_filters_none_and_compressor_none():
     assert not z.filters
 
 
-def test_len_of_0d_raises():
-    z = cs.create((), dtype="f8")
+def test_len_of_0d_raises(layout):
+    z = layout((), (), dtype="f8")
     assert z.ndim == 0 and z.size == 1 and z.nchunks == 1 and z.cdata_shape == ()
     with pytest.raises(TypeError):
         len(z)
 
 
-def test_array_protocol():
-    z = cs.array(_data(), chunks=CHUNKS)
+def test_array_protocol(layout):
+    z = cs.array(_data(), chunks=CHUNKS, **layout.format_kwargs(CHUNKS))
     a = np.asarray(z)
     assert isinstance(a, np.ndarray)
     np.testing.assert_array_equal(a, _data())
@@ -685,6 +687,7 @@ def test_out_parameter_errors(layout):
 
 # ---------------------------------------------------------------- structured fields
 
+# Zarr v2 only: Zarr v3 has no data type for a field holding a subarray ("y")
 STRUCT = np.dtype([("x", "<i4"), ("y", "<f8", (2,)), ("s", "S3")])
 
 
@@ -830,8 +833,8 @@ def test_object_values_not_modified():
 
 
 @pytest.mark.parametrize("kind", ["fortran", "big_endian", "strided", "other_dtype", "view"])
-def test_written_values_not_modified(kind):
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="<i4", order="C")
+def test_written_values_not_modified(kind, layout):
+    z = layout(SHAPE, CHUNKS, dtype="<i4", order="C")
     base = _data()
     value = {"fortran": np.asfortranarray(base), "big_endian": base.astype(">i4"),
              "strided": np.repeat(base, 2, axis=1)[:, ::2], "other_dtype": base.astype("f8"),
