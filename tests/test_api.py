@@ -495,24 +495,31 @@ def _info_dict(z):
     return out
 
 
-def test_info_fields():
+def test_info_fields(layout):
     store = cs.MemoryStore()
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", store=store, path="arr",
-                  compressor=numcodecs.Zstd(level=1), filters=[numcodecs.Delta(dtype="<i4")])
+    filters = [numcodecs.Delta(dtype="<i4")] if layout.zarr_format == 2 else None  # no v3 Delta
+    z = layout(SHAPE, CHUNKS, dtype="i4", store=store, path="arr",
+               compressor=numcodecs.Zstd(level=1), filters=filters)
     z[0:3, 0:5] = 7
     z[9, 11] = 1
     info = _info_dict(z)
     for field in ["Type", "Data type", "Shape", "Chunk shape", "Order", "Read-only",
                   "Compressor", "Filters", "Store type", "No. bytes", "No. bytes stored",
-                  "Storage ratio", "Chunks initialized"]:
+                  "Storage ratio", "Chunks initialized", "Zarr format"]:
         assert field in info, (field, info)
+    assert info["Zarr format"] == str(layout.zarr_format)
+    if layout.sharded:
+        assert info["Shard shape"] == str(layout.shards_for(CHUNKS))
+    else:
+        assert "Shard shape" not in info
     assert info["Data type"] == "int32"
     assert info["Shape"] == "(10, 12)"
     assert info["Chunk shape"] == "(3, 5)"
     assert info["Order"] == "C"
     assert info["Read-only"] == "False"
     assert "Zstd" in info["Compressor"]
-    assert "Delta" in info["Filters"]
+    if filters:
+        assert "Delta" in info["Filters"]
     assert "MemoryStore" in info["Store type"]
     assert info["No. bytes"].split()[0] == "480"
     stored = z.nbytes_stored
