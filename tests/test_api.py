@@ -1,5 +1,8 @@
 """The zarr-python-2-style API: creation and convenience functions, open modes, stores,
-every Array attribute, selections (with out= and fields=), resize/append, save/load."""
+every Array attribute, selections (with out= and fields=), resize/append, save/load.
+
+A test taking the `layout` fixture (conftest.py) runs for Zarr v2, Zarr v3 and sharded Zarr v3
+alike; the others test what only Zarr v2 (cs.create's default) has."""
 
 from __future__ import annotations
 

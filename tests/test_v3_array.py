@@ -6,8 +6,11 @@
   on disk (counted independently: chunk files, and shard indexes parsed here with NumPy).
 - What chunkstore writes in v3 (sharded or not) reads identically in zarr-python 3 and in
   tensorstore, and the reverse, across data types, order "F", compressors, crc32c, dimension
-  names, fill values, missing chunks, partial and whole shard writes, write_empty_chunks and
-  resize.
+  names, missing chunks, whole shard writes and write_empty_chunks.
+- Behaviour that is the same in every layout (fill values and missing chunks, properties,
+  attributes, selections, random writes against a NumPy model, resize and append, each read
+  back by zarr-python and tensorstore) is tested once for v2, v3 and sharded v3 in
+  test_api.py, through the `layout` fixture of conftest.py.
 - Errors: unknown codec / data type -> MetadataError naming them and the key; a corrupt shard
   index -> an error naming the shard key; a crc32c mismatch -> ChunkDecodeError naming the key.
 - Threads writing disjoint inner chunks of the same shards lose nothing.
