@@ -43,7 +43,7 @@ def _human(n):
 
 
 class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
-    """A Zarr v2 array in a store.
+    """A Zarr v2 or v3 (optionally sharded) array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
     """
