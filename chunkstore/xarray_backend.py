@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 from xarray import coding
 from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint

@@ -78,10 +78,12 @@ class ArrayLayout:
     # ------------------------------------------------------------------ grids
     @property
     def chunk_grid_shape(self) -> tuple[int, ...]:
+        """Chunks (inner chunks, if sharded) along each dimension."""
         return tuple(-(-s // c) for s, c in zip(self.metadata.shape, self.chunks))
 
     @property
     def stored_grid_shape(self) -> tuple[int, ...]:
+        """Stored objects (chunks, or shards) along each dimension."""
         return tuple(-(-s // c) for s, c in zip(self.metadata.shape, self.write_chunks))
 
     @property
@@ -95,6 +97,8 @@ class ArrayLayout:
 
     @property
     def lock_key(self) -> str:
+        """The key of the array-wide lock of a zarr-style synchronizer (``.zarray``, for
+        both formats: every writer of the array must agree on it)."""
         return self._prefix + ".zarray"
 
     # ------------------------------------------------------------------ chunk keys

@@ -16,7 +16,8 @@ __all__ = ["ShardedLayout"]
 
 class ShardedLayout(V3Layout):
     """A sharded Zarr v3 array (see :class:`ArrayLayout`): ``chunks`` are the inner
-    chunks, ``shards`` the shard shape, ``chunk_store`` the shard view."""
+    chunks, ``shards`` the shard shape, ``chunk_store`` (also ``view``) the
+    ShardedStoreView that maps inner chunk keys into the shards."""
 
     _stored_kind = "shard"
 

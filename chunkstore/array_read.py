@@ -1,0 +1,228 @@
+"""The read path of an Array: a selection's plan (chunkstore.indexing) becomes an output
+array, chunk batches fetched (prefetched on remote stores), decoded (in one GIL-free call a
+batch where the codec has a batch kernel; straight into the output when a chunk lands there
+whole and contiguous) and merged into it with the Cython kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chunkstore import scheduling
+from chunkstore._core import merge
+from chunkstore.array_chunks import ChunkIO
+from chunkstore.storage.base import getitems
+from chunkstore.storage.pipelining import prefetch
+
+
+class ArrayReader(ChunkIO):
+    """The read path of an Array (a mixin): ``_get(selection)``."""
+
+    def _read_ortho(self, plan, dest):
+        """Fill dest (shape plan.sel_shape, array dtype) with the selection."""
+        n = plan.nchunks
+        if n == 0:
+            return
+        keys, seq, groups = self._schedule(plan)
+        chunks, order, codec = self._chunks, self.order, self._codec
+        direct = not self._is_object and not codec.filters
+        obj = self._is_object
+
+        fast = getattr(codec, "fast", None)
+        # Uncompressed chunks that land whole in dest go from the file straight into it.
+        read_into = (getattr(self._chunk_store, "read_into", None)
+                     if fast is not None and fast.raw else None)
+        src = prefetch(self._chunk_store, [keys[i] for i in seq], codec.nbytes)
+
+        def work(lo, hi):
+            idx = seq[lo:hi]
+            if read_into is not None:
+                idx = self._read_into(plan, idx, keys, dest, read_into)
+            got = getitems(src, [keys[i] for i in idx])
+            buf = None  # one decode buffer per batch, reused chunk after chunk
+            todo_i, todo_d = [], []
+            for i in idx:
+                k = keys[i]
+                data = got.pop(k, None)  # drop encoded bytes as soon as they are used
+                if data is None:
+                    self._missing(k)
+                    if obj:
+                        dest[plan.selections(i)[1]] = self.fill_value
+                    else:
+                        merge.fill(plan, i, dest, self._fill_item)
+                    continue
+                if fast is not None:
+                    todo_i.append(i)
+                    todo_d.append(data)
+                    continue
+                view = merge.out_block(plan, i, dest, chunks, order) if direct else None
+                if view is not None:
+                    self._decode(data, k, out=view)
+                    continue
+                if obj:
+                    chunk = self._decode(data, k)
+                    csel, osel = plan.selections(i)
+                    dest[osel] = chunk[csel]
+                    continue
+                if buf is None and not codec.check_stored(data, k, self._store):
+                    chunk = self._decode(data, k)  # size unknown until decoded: no buffer
+                else:
+                    if buf is None:
+                        buf = scheduling.take_scratch(chunks, self.dtype, order)
+                    chunk = self._decode(data, k, out=buf)
+                merge.gather(plan, i, chunk, dest)
+            if buf is not None:
+                scheduling.give_scratch(buf)
+            if todo_i:
+                self._fast_decode(plan, todo_i, todo_d, dest, keys)
+        self._run_io(n, work, groups, src)
+
+    def _read_into(self, plan, idx, keys, dest, read_into):
+        """Read the chunks of idx that the selection takes whole straight from their files
+        into dest (store.read_into: preadv into the strided region); the rest, and any the
+        store did not take, are returned for the ordinary path."""
+        from chunkstore._core.zcodecs import whole_block
+        rest, views, took = [], [], []
+        for i in idx:
+            v = whole_block(plan, i, dest, self._chunks)
+            if v is not None and self.order == "F":
+                v = v.T         # the file holds the chunk in F order: C order of the transpose
+            if v is None:
+                rest.append(i)
+            else:
+                views.append(v)
+                took.append(i)
+        if took:
+            for i, status in zip(took, read_into([keys[i] for i in took], views)):
+                if status != 0:
+                    rest.append(i)
+        return rest
+
+    def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
+        """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
+        path, chunkstore.codecs.fastpath). A chunk the kernel does not take goes through the
+        codec, which decodes it or raises the proper error for it."""
+        for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
+            self._codec.check_stored(data, keys[i], self._store)
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
+        fast = self._codec.fast
+        kernel = fast.decode_points if points else fast.decode
+        gather = merge.gather_points if points else merge.gather
+        pos = 0
+        while pos < len(idx):
+            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch)
+            if failed < 0:
+                break
+            k = pos + failed
+            chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
+            gather(plan, idx[k], chunk, dest)
+            pos = k + 1
+        scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
+
+    def _read_points(self, plan, flat):
+        n = plan.nchunks
+        keys, seq, groups = self._schedule(plan)
+
+        fast = getattr(self._codec, "fast", None)
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+
+        def work(lo, hi):
+            idx = seq[lo:hi]
+            got = getitems(src, [keys[g] for g in idx])
+            todo_i, todo_d = [], []
+            for g in idx:
+                data = got.pop(keys[g], None)
+                if data is None:
+                    self._missing(keys[g])
+                    if self._is_object:
+                        flat[plan.selections(g)[1]] = self.fill_value
+                    else:
+                        merge.fill_points(plan, g, flat, self._fill_item)
+                    continue
+                if fast is not None:
+                    todo_i.append(g)
+                    todo_d.append(data)
+                    continue
+                chunk = self._decode(data, keys[g])
+                if self._is_object:
+                    csel, pts = plan.selections(g)
+                    flat[pts] = chunk[csel]
+                else:
+                    merge.gather_points(plan, g, chunk, flat)
+            if todo_i:
+                self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
+        self._run_io(n, work, groups, src)
+
+    def _get(self, sel, out=None, fields=None):
+        self._refresh()
+        dtype = self.dtype
+        rdtype = dtype if fields is None else _field_dtype(dtype, fields)
+        direct_out = (out is not None and fields is None and sel.post is None)
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+            if out.shape != sel.shape:
+                raise ValueError(f"out has shape {out.shape}, but the selection has shape "
+                                 f"{sel.shape}")
+            if out.dtype != rdtype:
+                raise ValueError(f"out has dtype {out.dtype}, expected {rdtype}")
+            if not out.flags.writeable:
+                raise ValueError("out is read-only")
+        if sel.kind == "ortho":
+            if direct_out:
+                buf = np.expand_dims(out, sel.drop) if sel.drop else out
+            else:
+                # F-ordered arrays read back F-ordered, as in zarr-python 2.
+                buf = np.empty(sel.plan.sel_shape, dtype=dtype, order=self.order)
+            self._read_ortho(sel.plan, buf)
+            # (Ellipsis keeps a 0-d array, not a scalar, when every axis is dropped.)
+            result = buf[tuple(0 if d in sel.drop else slice(None)
+                               for d in range(self.ndim)) + (Ellipsis,)] if sel.drop else buf
+            result = _apply_post(result, sel.post)
+        else:
+            if direct_out and out.flags.c_contiguous:
+                flat = out.reshape(-1)
+            else:
+                flat = np.empty(sel.plan.npoints, dtype=dtype)
+                direct_out = False
+            self._read_points(sel.plan, flat)
+            result = flat.reshape(sel.shape)
+        if fields is not None:
+            result = _select_fields(result, fields)
+        if out is not None:
+            if not direct_out:
+                out[...] = result
+            return out
+        if sel.scalar:
+            return result[()]
+        return result
+
+
+def _field_dtype(dtype, fields):
+    if dtype.names is None:
+        raise IndexError(f"field selection {fields!r} needs a structured dtype, not {dtype}")
+    for f in fields:
+        if f not in dtype.names:
+            raise IndexError(f"no field {f!r} in dtype {dtype}; fields are {dtype.names}")
+    if len(fields) == 1:
+        return dtype[fields[0]]
+    return np.dtype([(f, dtype[f]) for f in fields])
+
+
+def _select_fields(a, fields):
+    if len(fields) == 1:
+        return a[fields[0]]
+    out = np.empty(a.shape, dtype=_field_dtype(a.dtype, fields))
+    for f in fields:
+        out[f] = a[f]
+    return out
+
+
+def _apply_post(a, post):
+    if post is None:
+        return a
+    kind, arg = post
+    if kind == "newaxis":
+        return a.reshape(arg)
+    if kind == "transpose":
+        return a.transpose(arg)
+    return a[arg]

@@ -1,0 +1,360 @@
+"""The write path of an Array: each chunk a selection touches is built whole from the value,
+or read-modified-written, encoded (in one GIL-free call a batch where the codec has a batch
+kernel) and stored, or deleted when it is all fill value; plus what resize and append need
+(trimming cut chunks, rolling back a failed append)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from chunkstore import indexing as ix
+from chunkstore import scheduling
+from chunkstore._core import merge
+from chunkstore.array_chunks import ChunkIO
+from chunkstore.array_read import _field_dtype
+from chunkstore.storage.base import delitems, getitems, setitems
+from chunkstore.storage.pipelining import prefetch, store_items, write_behind
+
+
+class ArrayWriter(ChunkIO):
+    """The write path of an Array (a mixin): ``_set(selection, value)``."""
+
+    def _prepare_value(self, value, shape, fields=None):
+        """Convert value to the array dtype and check it broadcasts, before any I/O."""
+        dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
+        if isinstance(value, ChunkIO):  # a chunkstore Array (each is a ChunkIO)
+            value = value[...]
+        shape = tuple(shape)
+        if dtype.subdtype is not None:
+            # A sub-array field: values carry the field's own trailing dimensions.
+            dtype, sub = dtype.subdtype
+            shape = shape + sub
+        if dtype.kind == "O" and not shape and not (isinstance(value, np.ndarray) and
+                                                   value.ndim == 0):
+            # One element of an object array: the value itself (a list, an ndarray) is the
+            # element, as in NumPy.
+            v = np.empty((), dtype=object)
+            v[()] = value
+            return v
+        try:
+            v = np.asarray(value, dtype=dtype)
+        except (ValueError, TypeError) as e:
+            if dtype.kind == "O":
+                return self._object_elements(value, shape)
+            raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
+                from e
+        while v.ndim > len(shape) and v.shape[0] == 1:
+            v = v[0]
+        if v.ndim:
+            try:
+                ok = np.broadcast_shapes(v.shape, shape) == shape
+            except ValueError:
+                ok = False
+            if not ok:
+                if dtype.kind == "O":
+                    return self._object_elements(value, shape)
+                raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
+                                 f"of shape {shape} in array {self.name!r}")
+        return v
+
+    def _object_elements(self, value, shape):
+        """value as an object array of the selection's shape by NumPy's own assignment rule
+        (sequences that do not broadcast become elements, e.g. one list per element)."""
+        v = np.empty(shape, dtype=object)
+        try:
+            v[...] = value
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"could not store value in selection of shape {shape} in array "
+                             f"{self.name!r}: {e}") from e
+        return v
+
+    def _set(self, sel, value, fields=None):
+        self._check_writable()
+        self._refresh()
+        v = self._prepare_value(value, sel.shape, fields)
+        if fields is not None:
+            # Structured field write: read the selection, update the fields, write back.
+            with self._locked(sel):
+                cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
+                if len(fields) == 1:
+                    cur[fields[0]] = v
+                else:
+                    for f in fields:
+                        cur[f] = v[f]
+                self._set_prepared(sel, cur, locked=True)
+            return
+        self._set_prepared(sel, v)
+
+    def _set_prepared(self, sel, v, locked=False):
+        post = sel.post
+        if post is not None and post[0] == "index":
+            # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
+            box = ix.Selection("ortho", sel.plan, tuple(
+                n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
+            with (contextlib.nullcontext() if locked else self._locked(sel)):
+                cur = np.array(self._get(box), copy=True)
+                cur[post[1]] = v
+                self._set_prepared(box, cur, locked=True)
+            return
+        if post is not None and post[0] == "transpose":
+            v = np.broadcast_to(v, sel.shape).transpose(np.argsort(post[1]))
+        elif post is not None and post[0] == "newaxis":
+            v = np.broadcast_to(v, sel.shape).reshape(
+                tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
+        keys = self._touched_keys(sel)
+        split = None if locked else self._split_locks(sel)
+        with (contextlib.nullcontext() if locked else split[0] if split
+              else self._locked(sel, keys)):
+            if sel.kind == "ortho":
+                self._write_ortho(sel.plan, keys, v, sel.drop, split and split[1])
+            else:
+                self._write_points(sel.plan, keys, v, sel.shape)
+
+    def _store_chunks(self, to_set, to_del, sink=None):
+        if to_set:
+            store_items(self._chunk_store, sink, to_set)
+        if to_del:
+            delitems(self._chunk_store, to_del)
+
+    def _finish_chunk(self, key, chunk, to_set, to_del):
+        if (not self._write_empty_chunks and not self._is_object
+                and merge.is_all_fill(chunk, self._fill_item)):
+            to_del.append(key)
+        else:
+            to_set[key] = self._codec.encode(chunk)
+
+    def _edges(self, coords):
+        """For each row of chunk grid coordinates: does the chunk reach past the array's end
+        (so its part outside the array must hold the fill value)?"""
+        if coords.shape[1] == 0:
+            return np.zeros(len(coords), dtype=np.uint8)
+        over = (coords + 1) * np.asarray(self._chunks, dtype=np.int64) > np.asarray(
+            self.shape, dtype=np.int64)
+        return over.any(axis=1).view(np.uint8)
+
+    def _write_ortho(self, plan, keys, v, drop, partial_locks=None):
+        n = plan.nchunks
+        if n == 0:
+            return
+        full = plan.full_mask()
+        edge = self._edges(plan.chunk_coords())
+        # chunks that start as fill when nothing is stored: partly covered or at the edge
+        prefill = (edge.astype(bool) | ~full).view(np.uint8)
+        scalar = v.ndim == 0
+        value = np.broadcast_to(np.expand_dims(v, drop) if drop and v.ndim else v,
+                                plan.sel_shape)
+        # A scalar covering interior chunks: every such chunk encodes to the same bytes.
+        shared = None
+        if scalar and not self._is_object and full.any():
+            if not self._write_empty_chunks and merge.is_all_fill(v.reshape(1), self._fill_item):
+                shared = None
+            else:
+                c = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+                c[...] = v
+                shared = self._codec.encode(c)
+        scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
+        errors_first = self._is_object  # object encoders may fail on values: encode all first
+        # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
+        # (if partly covered and stored), merged with the value and encoded in one GIL-free
+        # call a batch.
+        fast = None if self._is_object else getattr(self._codec, "fast", None)
+        if fast is not None and not fast.can_encode:
+            fast = None
+
+        _, seq, groups = self._schedule(plan, keys)
+        split = partial_locks is not None and groups is None and not errors_first
+        # (a split write reads each partial chunk only once it holds that chunk's lock)
+        src = self._chunk_store if split else prefetch(
+            self._chunk_store, [keys[i] for i in seq if not full[i]], self._codec.nbytes)
+        sink = None if errors_first else write_behind(self._chunk_store)
+
+        def work(lo, hi):
+            idx = seq[lo:hi]
+            need = [keys[i] for i in idx if not full[i]]
+            existing = getitems(src, need) if need else {}
+            to_set, to_del = {}, []
+            todo, olds = [], []
+            for i in idx:
+                k = keys[i]
+                if full[i] and scalar and not edge[i] and not self._is_object:
+                    if scalar_is_fill:
+                        to_del.append(k)
+                    else:
+                        to_set[k] = shared
+                    continue
+                if fast is not None:
+                    todo.append(i)
+                    olds.append(None if full[i] else existing.get(k))
+                    continue
+                if full[i]:
+                    chunk = self._new_chunk() if edge[i] else np.empty(
+                        self._chunks, dtype=self.dtype, order=self.order)
+                else:
+                    data = existing.get(k)
+                    chunk = (self._new_chunk() if data is None
+                             else self._decode(data, k, writable=True))
+                if self._is_object:
+                    csel, osel = plan.selections(i)
+                    chunk[csel] = value[osel]
+                else:
+                    merge.scatter(plan, i, value, chunk)
+                self._finish_chunk(k, chunk, to_set, to_del)
+            if todo:
+                self._fast_encode(plan, todo, olds, value, keys, prefill, to_set, to_del)
+            if errors_first:
+                return to_set, to_del
+            self._store_chunks(to_set, to_del, sink)
+
+        if split:
+            # The partly covered chunks under their chunk locks, around the whole ones:
+            # those of the first chunk row before, the rest after, so that slabs of rows
+            # sharing an edge row of chunks do not need it at the same time. (Only when
+            # all partial chunks are in the first or last of at least three rows: another
+            # write touching both groups then also touches a whole chunk, held throughout.)
+            coords = plan.chunk_coords()
+            part = ~full
+            rows = coords[:, 0] if coords.shape[1] else np.zeros(n, np.int64)
+            first = part & (rows == rows.min())
+            if not (rows.max() - rows.min() >= 2
+                    and np.all(first | ~part | (rows == rows.max()))):
+                first[:] = False
+
+            def step(locked):
+                # Partial chunks are fetched only now (under their locks), and every PUT of
+                # a locked step lands (or raises) before its locks are released.
+                nonlocal src
+                src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
+                               self._codec.nbytes)
+                self._run_io(len(seq), work, None, src, sink, flush=locked)
+
+            try:
+                for sub in (first, None, part & ~first):
+                    seq = np.flatnonzero(full if sub is None else sub).tolist()
+                    if seq and sub is None:
+                        step(False)
+                    elif seq:
+                        with partial_locks(coords[seq]):
+                            step(True)
+            except BaseException:
+                if sink is not None:  # no write may land after the call returned
+                    with contextlib.suppress(Exception):
+                        sink.flush()
+                raise
+            if sink is not None:
+                sink.flush()
+            return
+        if errors_first:
+            try:
+                results = [work(lo, min(n, lo + scheduling.MAX_BATCH))
+                           for lo in range(0, n, scheduling.MAX_BATCH)]
+            finally:
+                if src is not self._chunk_store:
+                    src.close()
+            for to_set, to_del in results:
+                self._store_chunks(to_set, to_del)
+        else:
+            self._run_io(n, work, groups, src, sink)
+
+    def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
+        """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
+        value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
+        cannot decode or encode goes through the codec, which raises the proper error for
+        it (or takes data the kernel does not)."""
+        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
+        drop = not self._write_empty_chunks
+        fast = self._codec.fast
+        pos = 0
+        while pos < len(idx):
+            out = []
+            failed = fast.encode(plan, idx[pos:], value, scratch, prefill, olds[pos:],
+                                 self._fill_item, drop, out)
+            for i, data in zip(idx[pos:], out):
+                if data is None:
+                    to_del.append(keys[i])
+                else:
+                    to_set[keys[i]] = data
+            if failed < 0:
+                break
+            i, old = idx[pos + failed], olds[pos + failed]
+            chunk = (self._new_chunk() if old is None
+                     else self._decode(old, keys[i], writable=True))
+            merge.scatter(plan, i, value, chunk)
+            self._finish_chunk(keys[i], chunk, to_set, to_del)
+            pos += failed + 1
+        scheduling.give_scratch(scratch)
+
+    def _write_points(self, plan, keys, v, shape):
+        flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)
+        n = plan.nchunks
+        results = []
+
+        _, seq, groups = self._schedule(plan)
+
+        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+
+        def work(lo, hi):
+            idx = seq[lo:hi]
+            existing = getitems(src, [keys[g] for g in idx])
+            to_set, to_del = {}, []
+            for g in idx:
+                k = keys[g]
+                data = existing.get(k)
+                chunk = self._new_chunk() if data is None else self._decode(data, k, writable=True)
+                if self._is_object:
+                    csel, pts = plan.selections(g)
+                    chunk[csel] = flat[pts]
+                else:
+                    merge.scatter_points(plan, g, flat, chunk)
+                self._finish_chunk(k, chunk, to_set, to_del)
+            if self._is_object:
+                results.append((to_set, to_del))
+            else:
+                self._store_chunks(to_set, to_del)
+        self._run_io(n, work, groups, src)
+        for to_set, to_del in results:
+            self._store_chunks(to_set, to_del)
+
+    def _trim_plan(self, old, new, chunks):
+        """(keys of the stored chunks wholly past ``new``, coords of those it cuts)."""
+        stale, cut = [], []
+        for c in self._stored_chunks():
+            starts = [ci * L for ci, L in zip(c, chunks)]
+            if any(s >= n for s, n in zip(starts, new)):
+                stale.append(self._chunk_key(c))
+            elif any(s + L > n and n < o for s, L, n, o in zip(starts, chunks, new, old)):
+                cut.append(c)
+        return stale, cut
+
+    def _trim_chunks(self, old, new, chunks, plan=None):
+        stale, cut = plan if plan is not None else self._trim_plan(old, new, chunks)
+        delitems(self._chunk_store, stale)
+        for c in cut:  # the caller holds the array's exclusive lock
+            k = self._chunk_key(c)
+            try:
+                data = self._chunk_store[k]
+            except KeyError:
+                continue
+            chunk = self._decode(data, k, writable=True)
+            for d, (ci, L, n) in enumerate(zip(c, chunks, new)):
+                if ci * L + L > n:
+                    idx = [slice(None)] * self.ndim
+                    idx[d] = slice(n - ci * L, None)
+                    chunk[tuple(idx)] = (self.fill_value if self._is_object
+                                         else self._fill_item.reshape(()))
+            to_set, to_del = {}, []
+            self._finish_chunk(k, chunk, to_set, to_del)
+            self._store_chunks(to_set, to_del)
+
+    def _roll_back_append(self, old_meta, touched, saved, error):
+        """Undo a failed append: delete the chunks it created (first, as that frees space on
+        a full disk), restore the old shape, then the boundary chunks' old bytes."""
+        try:
+            delitems(self._chunk_store, [k for k in touched if k not in saved])
+            self._write_metadata(old_meta)
+            if saved:
+                setitems(self._chunk_store, saved)
+        except Exception as e2:
+            error.add_note(f"rolling back the append of array {self.name!r} to shape "
+                           f"{old_meta.shape} also failed: {e2!r}")
