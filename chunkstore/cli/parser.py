@@ -215,7 +215,7 @@ def build_parser():
     sp.add_argument("--dtype", type=parse_dtype, default=None, help="new data type, e.g. f4")
     sp.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
                     help="write the copy in this Zarr format (default: as the source)")
-    sp.add_argument("--shards", type=parse_shards, default=None,
+    sp.add_argument("--shards", dest="shard_shape", type=parse_shards, default=None,
                     help="shard shape of Zarr v3 copies, a multiple of the chunks, e.g. "
                          "1000,1000 (none: unsharded; default: as the source)")
     sp.add_argument("--checksum", action="store_true",
