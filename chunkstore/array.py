@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 
 import numpy as np
 
 from chunkstore import indexing as ix
 from chunkstore._core import merge
-from chunkstore._core.keys import format_keys
 from chunkstore import nodes
 from chunkstore import scheduling
-from chunkstore.codecs.v2 import ChunkCodecV2
-from chunkstore.errors import (ArrayNotFoundError, ChunkNotFoundError, ChunkstoreError,
-                               MetadataError, ReadOnlyError)
-from chunkstore.metadata.v2 import encode_array_metadata, parse_array_metadata
-from chunkstore.storage.base import delitems, getitems, getsize, listdir, setitems
+from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError, ReadOnlyError
+from chunkstore.format import layout_for, read_array_metadata
+from chunkstore.storage.base import delitems, getitems, getsize, setitems
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.locking import selection_box
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
@@ -72,35 +68,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
 
     # ------------------------------------------------------------------ metadata
     def _load_metadata(self):
-        v2_key, key = self._prefix + nodes.V2_ARRAY, self._prefix + nodes.V3_META
-        raw = v3_raw = None
-        tried_v3 = self._format_hint == 3
-        if tried_v3:
-            try:
-                v3_raw = self._store[key]
-            except KeyError:
-                pass
-        if v3_raw is None:
-            try:
-                raw = self._store[v2_key]
-            except KeyError:
-                raw = None
-        if raw is not None:
-            self._adopt_meta(parse_array_metadata(raw, v2_key), v2_key)
-            return
-        from chunkstore.metadata.v3 import parse_node_metadata_v3
-        if v3_raw is None:
-            try:
-                if tried_v3:
-                    raise KeyError(key)
-                v3_raw = self._store[key]
-            except KeyError:
-                raise ArrayNotFoundError(
-                    f"no array at path {self._path!r} in {self._store!r}") from None
-        meta = parse_node_metadata_v3(v3_raw, key)
-        if getattr(meta, "node_type", None) != "array":
-            raise ArrayNotFoundError(f"path {self._path!r} in {self._store!r} holds a group, "
-                                     f"not an array")
+        meta, key = read_array_metadata(self._store, self._path, self._format_hint)
         self._adopt_meta(meta, key)
 
     def _adopt_meta(self, meta, key):
@@ -114,30 +82,18 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 
     def _set_meta(self, meta):
-        """Adopt metadata: the codec, the chunk grid, and where chunks are read and written.
-
-        For a sharded (v3) array the Array works on the inner chunks: they are its chunk grid,
-        and chunk I/O goes through a ShardedStoreView that maps them into their shards."""
+        """Adopt metadata: its layout (chunk grid, codec, chunk keys, and the mapping chunks
+        are read from and written to; a sharded array works on its inner chunks, through a
+        view that maps them into their shards)."""
+        layout = layout_for(meta, self._store, self._path, synchronizer=self._synchronizer,
+                            cache_index=self._cache_metadata)
         self._meta = meta
-        self._format = meta.zarr_format
-        self._shards = None
-        self._chunk_store = self._store
-        if self._format == 2:
-            self._codec = ChunkCodecV2.from_metadata(meta)
-            self._chunks = meta.chunks
-        elif meta.inner_chunks is None:
-            from chunkstore.codecs.v3 import ChunkCodecV3
-            self._codec = ChunkCodecV3.from_metadata(meta)
-            self._chunks = meta.chunks
-        else:
-            from chunkstore.format.sharded_view import ShardedStoreView
-            view = ShardedStoreView(self._store, meta, prefix=self._path,
-                                    synchronizer=self._synchronizer,
-                                    cache_index=self._cache_metadata)
-            self._chunk_store = view
-            self._codec = view.codec
-            self._chunks = tuple(meta.inner_chunks)
-            self._shards = tuple(meta.chunks)
+        self._layout = layout
+        self._format = layout.zarr_format
+        self._chunk_store = layout.chunk_store
+        self._codec = layout.codec
+        self._chunks = layout.chunks
+        self._shards = layout.shards
         self._is_object = meta.dtype.hasobject
         fb = meta.fill_bytes()
         self._fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
@@ -148,12 +104,15 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             self._load_metadata()
 
     def _write_metadata(self, meta):
-        if meta.zarr_format == 3:
-            from chunkstore.metadata.v3 import encode_array_metadata_v3
-            self._store[self._prefix + nodes.V3_META] = encode_array_metadata_v3(meta)
-        else:
-            self._store[self._prefix + nodes.V2_ARRAY] = encode_array_metadata(meta)
+        self._layout.write_metadata(meta)
         self._set_meta(meta)
+
+    @property
+    def layout(self):
+        """The array's :class:`chunkstore.format.layout.ArrayLayout` (read-only): how it lies
+        in its store (Zarr format, chunk and shard shape, codec, chunk keys, stored chunks).
+        Rebuilt whenever the metadata changes: do not keep it across a resize."""
+        return self._layout
 
     @property
     def shape(self):
@@ -177,7 +136,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
     @property
     def write_chunks(self):
         """The blocks a write stores whole: the shards of a sharded array, else the chunks."""
-        return self._shards or self._chunks
+        return self._layout.write_chunks
 
     @property
     def dtype(self):
@@ -316,15 +275,13 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             ("Name", self.name),
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
-            ("Zarr format", str(self._format)),
-            ("Chunk shape", str(self.chunks)),
-        ] + ([("Shard shape", str(self._shards))] if self._shards else []) + [
+        ] + self._layout.grid_info_rows() + [
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
             ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
             ("Compressor", repr(self.compressor)),
             ("Filters", ", ".join(repr(f) for f in self.filters) if self.filters else "None"),
-        ] + ([("Codecs", _codec_names(self._meta.codecs))] if self._format == 3 else []) + [
+        ] + self._layout.codec_info_rows() + [
             ("Store type", type(self._store).__module__.split(".")[0] + "."
              + type(self._store).__name__),
             ("No. bytes", f"{nbytes} ({_human(nbytes)})"),
@@ -336,74 +293,15 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
 
     # ------------------------------------------------------------------ chunk keys
     def _chunk_key(self, coords):
-        if self._shards is not None:
-            return self._chunk_store.inner_key(coords)
-        if self._format == 3:
-            return self._prefix + self._meta.chunk_key(coords)
-        return self._prefix + (self._meta.dimension_separator.join(map(str, coords))
-                               if coords else "0")
+        return self._layout.chunk_key(coords)
 
     def _chunk_keys(self, coords):
         """Keys of the chunks at each row of an (n, ndim) grid coordinate array."""
-        if self._shards is not None:
-            return self._chunk_store.inner_keys(coords)
-        if coords.shape[1] == 0:
-            return [self._chunk_key(())] * len(coords)
-        sep = self._meta.dimension_separator
-        head = self._prefix
-        if self._format == 3 and self._meta.chunk_key_encoding["name"] == "default":
-            head += "c" + sep
-        return format_keys(coords, sep, [head])
+        return self._layout.chunk_keys(coords)
 
     def _stored_chunks(self):
         """Grid coordinates of the chunks present in the store (within the current grid)."""
-        nd, sep, grid = self.ndim, self._meta.dimension_separator, self.cdata_shape
-        if self._shards is not None:
-            for c in self._chunk_store.stored_inner_chunks():
-                if all(x < g for x, g in zip(c, grid)):
-                    yield tuple(c)
-            return
-        # v3 "default" key encoding puts every chunk key under a "c" prefix.
-        v3_default = self._format == 3 and self._meta.chunk_key_encoding["name"] == "default"
-        base = self._path if not v3_default else nodes.prefix(self._path) + "c"
-        if nd == 0:
-            if self._chunk_key(()) in self._store:
-                yield ()
-            return
-        pat = re.compile(r"^\d+$")
-        if sep == ".":
-            for name in listdir(self._store, self._path):
-                if v3_default:
-                    if not name.startswith("c."):
-                        continue
-                    name = name[2:]
-                parts = name.split(".")
-                if len(parts) == nd and all(pat.match(p) for p in parts):
-                    c = tuple(map(int, parts))
-                    if all(x < g for x, g in zip(c, grid)):
-                        yield c
-            return
-
-        dotted = re.compile(r"^\d+(\.\d+)+$")
-
-        def walk(prefix, depth, acc):
-            for name in listdir(self._store, prefix):
-                if depth == 0 and nd > 1 and dotted.match(name):
-                    # A store that lists nested chunks as dotted keys (zarr-python 2's
-                    # NestedDirectoryStore does): "1.2" is the chunk 1/2.
-                    c = tuple(map(int, name.split(".")))
-                    if len(c) == nd and all(x < g for x, g in zip(c, grid)):
-                        yield c
-                    continue
-                if not pat.match(name) or int(name) >= grid[depth]:
-                    continue
-                if depth == nd - 1:
-                    if (prefix + "/" + name if prefix else name) in self._store:
-                        yield acc + (int(name),)
-                else:
-                    yield from walk(prefix + "/" + name if prefix else name, depth + 1,
-                                    acc + (int(name),))
-        yield from walk(base, 0, ())
+        return self._layout.stored_chunks()
 
     # ------------------------------------------------------------------ task running
     def _schedule(self, plan, keys=None):
@@ -415,10 +313,11 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         coords = plan.chunk_coords()
         if keys is None:
             keys = self._chunk_keys(coords)
-        if (self._shards is None or len(keys) < 2
+        per = self._layout.chunks_per_shard
+        if (per is None or len(keys) < 2
                 or scheduling.one_batch(len(keys), self._codec.nbytes)):
             return keys, range(len(keys)), None  # (in one batch the order does not matter)
-        per = np.array([s // c for s, c in zip(self._shards, self._chunks)], dtype=np.int64)
+        per = np.array(per, dtype=np.int64)
         sid = coords // per
         order = np.lexsort(sid.T[::-1]) if sid.shape[1] else np.arange(len(keys))
         sorted_sid = sid[order]
@@ -448,7 +347,8 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         read-modify-write of the partial chunks at given coordinates); else None.
         Neighbouring slabs sharing a row of chunks then only take turns on that row."""
         sync = self._synchronizer
-        if (not hasattr(sync, "hold") or sel.kind != "ortho" or self._shards is not None
+        if (not hasattr(sync, "hold") or sel.kind != "ortho"
+                or self._layout.chunks_per_shard is not None
                 or self._is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
             return None
         full = sel.plan.full_mask()
@@ -467,13 +367,14 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         sync = self._synchronizer
         if sync is None:
             return contextlib.nullcontext()
+        layout = self._layout
         lock = (sync.exclusive(self._path) if hasattr(sync, "exclusive")
-                else sync[self._prefix + ".zarray"])
-        if self._format != 3:
+                else sync[layout.lock_key])
+        if layout.metadata_lock_key is None:
             return lock
-        # v3: the attributes share zarr.json with the shape; an attribute update (under
-        # that document's lock) must not write back a shape read before this change.
-        return _both(lock, sync[self._prefix + nodes.V3_META])
+        # The attributes share the metadata document with the shape (v3): an attribute
+        # update (under that document's lock) must not write back a shape read before this.
+        return _both(lock, sync[layout.metadata_lock_key])
 
     def _check_writable(self):
         if self._read_only:
@@ -1111,7 +1012,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             # stored chunks are listed before, while the grid still covers them.
             shrink = any(n < o for n, o in zip(new, old))
             plan = self._trim_plan(old, new, chunks) if shrink else None
-            self._write_metadata(_replace_meta(self._meta, shape=new))
+            self._write_metadata(self._layout.resized(new))
             if shrink:
                 try:
                     self._trim_chunks(old, new, chunks, plan)
@@ -1175,7 +1076,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
             shape = self.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
             old_meta = self._meta
-            self._write_metadata(_replace_meta(old_meta, shape=new))
+            self._write_metadata(self._layout.resized(new))
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(self.ndim))
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
@@ -1203,18 +1104,6 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3):
         except Exception as e2:
             error.add_note(f"rolling back the append of array {self.name!r} to shape "
                            f"{old_meta.shape} also failed: {e2!r}")
-
-
-def _codec_names(codecs):
-    """A v3 codec chain as text: names, with a sharding codec's inner chain in brackets."""
-    out = []
-    for c in codecs:
-        conf = c.get("configuration") or {}
-        if c["name"] == "sharding_indexed":
-            out.append(f"sharding_indexed[{_codec_names(conf.get('codecs', []))}]")
-        else:
-            out.append(c["name"])
-    return ", ".join(out)
 
 
 def _object_fill(meta):

@@ -169,12 +169,10 @@ class ArrayExtras:
         For a sharded (v3) array the stored chunks are the shards; v3 attributes are part of the
         metadata document."""
         h = hashlib.new(hashname)
-        meta, store, path = self.metadata, self.store, self.path
-        grid = [range(-(-s // c)) for s, c in zip(meta.shape, meta.chunks)]
-        head = nodes.prefix(path)
-        coords = itertools.product(*grid)
+        meta, store, path, layout = self.metadata, self.store, self.path, self.layout
+        coords = itertools.product(*[range(n) for n in layout.stored_grid_shape])
         while True:
-            batch = [head + meta.chunk_key(c) for c in itertools.islice(coords, _DIGEST_BATCH)]
+            batch = [layout.stored_key(c) for c in itertools.islice(coords, _DIGEST_BATCH)]
             if not batch:
                 break
             got = getitems(store, batch)

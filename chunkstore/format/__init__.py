@@ -1,2 +1,73 @@
 """The format layer: everything that knows how a Zarr v2, v3 or sharded v3 array is laid out
-in a store (metadata keys, chunk keys, the chunk store view). Upper layers ask a layout."""
+in a store (metadata keys, chunk keys, the chunk store view). Upper layers ask a layout.
+
+- :func:`read_array_metadata`: find and parse an array's metadata document.
+- :func:`layout_for`: the :class:`~chunkstore.format.layout.ArrayLayout` of metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from chunkstore.errors import ArrayNotFoundError
+from chunkstore.format.layout import ArrayLayout
+
+__all__ = ["ArrayLayout", "layout_for", "read_array_metadata"]
+
+
+def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
+               synchronizer: Any = None, cache_index: bool = True) -> ArrayLayout:
+    """The layout of the array with ``metadata`` at ``path`` in ``store``: v2, v3, or
+    sharded v3. ``synchronizer`` and ``cache_index`` go to a sharded array's shard view
+    (shard locks; keeping decoded shard indexes across calls)."""
+    if metadata.zarr_format == 2:
+        from chunkstore.format.v2 import V2Layout
+        cls: type[ArrayLayout] = V2Layout
+    elif metadata.inner_chunks is None:
+        from chunkstore.format.v3 import V3Layout
+        cls = V3Layout
+    else:
+        from chunkstore.format.sharded import ShardedLayout
+        cls = ShardedLayout
+    return cls(store, path, metadata, synchronizer=synchronizer, cache_index=cache_index)
+
+
+def read_array_metadata(store: MutableMapping, path: str = "",
+                        format_hint: int | None = None) -> tuple[Any, str]:
+    """(metadata, its store key) of the array at ``path``: ``.zarray`` (Zarr v2) else
+    ``zarr.json`` (v3), the v3 document first when ``format_hint`` is 3 (one request on a
+    remote store when the hint is right). ArrayNotFoundError when there is neither, or the
+    v3 document is a group's; MetadataError when the document is invalid."""
+    from chunkstore.format.v2 import METADATA_KEY as V2_KEY
+    from chunkstore.format.v3 import METADATA_KEY as V3_KEY
+    path = (path or "").strip("/")
+    prefix = path + "/" if path else ""
+    v2_key, key = prefix + V2_KEY, prefix + V3_KEY
+    raw = v3_raw = None
+    tried_v3 = format_hint == 3
+    if tried_v3:
+        try:
+            v3_raw = store[key]
+        except KeyError:
+            pass
+    if v3_raw is None:
+        try:
+            raw = store[v2_key]
+        except KeyError:
+            raw = None
+    if raw is not None:
+        from chunkstore.metadata.v2 import parse_array_metadata
+        return parse_array_metadata(raw, v2_key), v2_key
+    from chunkstore.metadata.v3 import parse_node_metadata_v3
+    if v3_raw is None:
+        try:
+            if tried_v3:
+                raise KeyError(key)
+            v3_raw = store[key]
+        except KeyError:
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
+    meta = parse_node_metadata_v3(v3_raw, key)
+    if getattr(meta, "node_type", None) != "array":
+        raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not an array")
+    return meta, key

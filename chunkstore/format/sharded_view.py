@@ -16,7 +16,6 @@ The shard format itself (index layout, encode/decode of a whole shard) is
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -28,44 +27,14 @@ from chunkstore._core.keys import format_keys
 from chunkstore.codecs import v3 as _v3
 from chunkstore.codecs.sharding import MISSING, ShardingCodec
 from chunkstore.errors import ChunkDecodeError
+from chunkstore.format.keys import GridKeys
+from chunkstore.format.shard_io import coalesce as _coalesce
+from chunkstore.format.shard_io import get_partial as _get_partial
+from chunkstore.format.shard_io import stripe as _stripe
 from chunkstore.storage.base import getitems as _getitems
 from chunkstore.storage.base import getsize as _getsize
-from chunkstore.storage.base import listdir as _listdir
 
 __all__ = ["ShardedStoreView"]
-
-_STRIPES = [threading.Lock() for _ in range(256)]
-
-
-def _stripe(store: Any, key: str) -> threading.Lock:
-    """In-process lock for a shard's read-modify-write (shared by every view of a store)."""
-    return _STRIPES[hash((id(store), key)) % len(_STRIPES)]
-
-
-def _get_partial(store: Any, key: str, ranges: list) -> list[bytes] | None:
-    fn = getattr(store, "get_partial", None)
-    if fn is None:
-        return None
-    return fn(key, ranges)
-
-
-def _coalesce(ranges: list[tuple[int, int]], max_gap: int) -> list[tuple[int, int, list[int]]]:
-    """Merge sorted ``(offset, nbytes)`` ranges whose gap is at most ``max_gap`` bytes.
-
-    Returns ``[(offset, nbytes, [indices of the input ranges it covers])]``.
-    """
-    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
-    merged: list[list] = []
-    for i in order:
-        off, n = ranges[i]
-        if merged and off - (merged[-1][0] + merged[-1][1]) <= max_gap:
-            m = merged[-1]
-            m[1] = max(m[1], off + n - m[0])
-            m[2].append(i)
-        else:
-            merged.append([off, n, [i]])
-    return [(m[0], m[1], m[2]) for m in merged]
-
 
 class ShardedStoreView(MutableMapping):
     """A mapping from inner chunk keys to encoded inner chunks, over a store of shards.
@@ -160,7 +129,10 @@ class ShardedStoreView(MutableMapping):
         # sharded whole-array read slower than an unsharded one
         self._tail_slots: dict[str, int] = {}
         self._partial_ok = not self._post
-        self._chunk_key = meta.chunk_key
+        enc = meta.chunk_key_encoding
+        self.shard_keys = GridKeys(self._prefix, self.shard_grid_shape,
+                                   enc["configuration"]["separator"], enc["name"] == "default")
+        self._chunk_key = self.shard_keys.key
         self.invalidate()
 
     def invalidate(self, shard_key: str | None = None) -> None:
@@ -192,7 +164,7 @@ class ShardedStoreView(MutableMapping):
         shard = tuple(c // n for c, n in zip(coords, self.chunks_per_shard))
         within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard))
         tail = ".".join(map(str, within)) if within else "0"
-        return f"{self._prefix}{self._chunk_key(shard)}|{tail}"
+        return f"{self._chunk_key(shard)}|{tail}"
 
     def inner_keys(self, coords: Any) -> list[str]:
         """inner_key for each row of an (n, ndim) coordinate array; each shard's key string
@@ -209,18 +181,18 @@ class ShardedStoreView(MutableMapping):
                 if head is None:
                     if len(heads) >= 4096:
                         heads.clear()
-                    head = heads[shard] = f"{self._prefix}{self._chunk_key(shard)}|"
+                    head = heads[shard] = f"{self._chunk_key(shard)}|"
                 out.append(head + ".".join([str(x % p) for x, p in zip(row, per)]))
             return out
         per = np.asarray(self.chunks_per_shard, dtype=np.int64)
         shard_of: dict = {}  # shard coordinates -> position of its key head
         which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per).tolist()]
-        heads = [f"{self._prefix}{self._chunk_key(s)}|" for s in shard_of]
+        heads = [f"{self._chunk_key(s)}|" for s in shard_of]
         return format_keys(c % per, ".", heads, which)
 
     def shard_key(self, shard_coords: Sequence[int]) -> str:
         """The store key of the shard at shard-grid coordinates."""
-        return self._prefix + self._chunk_key(tuple(int(c) for c in shard_coords))
+        return self._chunk_key(tuple(int(c) for c in shard_coords))
 
     def _parse(self, key: str) -> tuple[str, tuple[int, ...]]:
         """(shard store key, coordinates within the shard) of an inner key."""
@@ -256,26 +228,10 @@ class ShardedStoreView(MutableMapping):
 
     def _shard_coords(self, skey: str) -> tuple[int, ...]:
         """Shard-grid coordinates of a shard store key (ValueError if not one)."""
-        rel = skey[len(self._prefix):]
-        nd = len(self.shard_shape)
-        enc = self.meta.chunk_key_encoding
-        sep = enc["configuration"]["separator"]
-        if enc["name"] == "default":
-            if nd == 0:
-                if rel != "c":
-                    raise ValueError(rel)
-                return ()
-            if not rel.startswith("c" + sep):
-                raise ValueError(rel)
-            rel = rel[2:]
-        elif nd == 0:
-            if rel != "0":
-                raise ValueError(rel)
-            return ()
-        parts = rel.split(sep)
-        if len(parts) != nd or not all(p.isdigit() for p in parts):
-            raise ValueError(rel)
-        return tuple(int(p) for p in parts)
+        coords = self.shard_keys.parse(skey)
+        if coords is None:
+            raise ValueError(skey)
+        return coords
 
     def inner_coords(self, key: str) -> tuple[int, ...]:
         """Inverse of :meth:`inner_key` (KeyError if ``key`` is not an inner key)."""
@@ -608,43 +564,7 @@ class ShardedStoreView(MutableMapping):
 
     def stored_shards(self) -> Iterator[tuple[int, ...]]:
         """Shard-grid coordinates of the shards present in the store (inside the grid)."""
-        nd = len(self.shard_shape)
-        grid = self.shard_grid_shape
-        enc = self.meta.chunk_key_encoding
-        sep = enc["configuration"]["separator"]
-        if nd == 0:
-            if self.shard_key(()) in self._store:
-                yield ()
-            return
-        base = self._prefix.rstrip("/")
-        pat = re.compile(r"^\d+$")
-        default = enc["name"] == "default"
-        if sep == ".":
-            for name in _listdir(self._store, base):
-                parts = name.split(".")
-                if default:
-                    if parts[0] != "c":
-                        continue
-                    parts = parts[1:]
-                if len(parts) == nd and all(pat.match(p) for p in parts):
-                    c = tuple(map(int, parts))
-                    if all(x < g for x, g in zip(c, grid)):
-                        yield c
-            return
-        top = (base + "/c" if base else "c") if default else base
-
-        def walk(prefix: str, depth: int, acc: tuple) -> Iterator[tuple[int, ...]]:
-            for name in _listdir(self._store, prefix):
-                if not pat.match(name) or int(name) >= grid[depth]:
-                    continue
-                path = prefix + "/" + name if prefix else name
-                if depth == nd - 1:
-                    if path in self._store:
-                        yield acc + (int(name),)
-                else:
-                    yield from walk(path, depth + 1, acc + (int(name),))
-
-        yield from walk(top, 0, ())
+        return self.shard_keys.stored(self._store)
 
     def stored_inner_chunks(self) -> Iterator[tuple[int, ...]]:
         """Inner-grid coordinates of the inner chunks present (inside the array's grid)."""

@@ -1,0 +1,179 @@
+"""ArrayLayout: how one array lies in its store, the one thing above which no code asks
+which Zarr format it holds.
+
+A layout is built once from an array's metadata (again after every metadata change) and
+answers everything format-specific the array, the CLI and the tools need: the chunk shape
+reads and writes work in, the codec of one chunk, the mapping chunks are read from and
+written to (the store, or a view that maps inner chunks into their shards), chunk keys
+(encoded in C for many at once, and parsed), which chunks are stored, the metadata and lock
+keys, the metadata after a resize, and the format's rows of ``Array.info``.
+
+Two grids are involved. The *chunk grid* is that of the chunks the array reads and writes
+(the inner chunks of a sharded array); ``chunk_key`` and ``chunk_keys`` give keys of
+``chunk_store``. The *stored grid* is that of the objects in the store (the chunks, or the
+shards of a sharded array); ``stored_key`` and ``parse_stored_key`` give and parse store
+keys. Without sharding the two are the same.
+
+Implementations: :class:`chunkstore.format.v2.V2Layout`,
+:class:`chunkstore.format.v3.V3Layout`, :class:`chunkstore.format.sharded.ShardedLayout`;
+:func:`chunkstore.format.layout_for` picks one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, MutableMapping, Sequence
+from typing import Any
+
+from chunkstore.format.keys import GridKeys
+from chunkstore.storage.base import getitems
+
+__all__ = ["ArrayLayout"]
+
+
+class ArrayLayout:
+    """How one array (``metadata`` at ``path`` in ``store``) lies in its store.
+
+    Attributes
+    ----------
+    zarr_format : 2 or 3.
+    metadata : the array metadata the layout was built from.
+    store, path : the store and the array's path in it ("" for the root).
+    chunks : the chunk shape reads and writes work in (a sharded array's inner chunks).
+    shards : the shard shape of a sharded array, else None.
+    chunks_per_shard : inner chunks per shard along each dimension, else None.
+    codec : encodes and decodes one chunk (``encode(ndarray)``, ``decode(bytes, key=...)``).
+    chunk_store : the mapping whose keys are ``chunk_key``s: the store itself, or for a
+        sharded array a ``ShardedStoreView`` over it.
+    chunk_grid_shape : chunks along each dimension.
+    stored_grid_shape : stored objects (chunks, or shards) along each dimension.
+    metadata_key : the store key of the array's metadata document.
+    lock_key : the key whose lock (``synchronizer[lock_key]``) a zarr-style synchronizer
+        holds for array-wide changes (resize, append, metadata).
+    metadata_lock_key : the key whose lock attribute updates hold when the attributes share
+        the metadata document (Zarr v3), else None.
+    """
+
+    zarr_format: int = 0
+    shards: tuple[int, ...] | None = None
+    chunks_per_shard: tuple[int, ...] | None = None
+    metadata_lock_key: str | None = None
+    _stored_kind = "chunk"  # what a stored object is called in messages
+
+    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
+                 synchronizer: Any = None, cache_index: bool = True) -> None:
+        self.store = store
+        self.path = (path or "").strip("/")
+        self.metadata = metadata
+        self._prefix = self.path + "/" if self.path else ""
+        self.chunk_store: MutableMapping = store
+        self.chunks: tuple[int, ...] = tuple(metadata.chunks)
+        self.codec: Any = None
+        self._keys: GridKeys  # the stored objects' keys, set by each implementation
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.path!r} shape={self.metadata.shape} "
+                f"chunks={self.chunks} shards={self.shards}>")
+
+    # ------------------------------------------------------------------ grids
+    @property
+    def chunk_grid_shape(self) -> tuple[int, ...]:
+        return tuple(-(-s // c) for s, c in zip(self.metadata.shape, self.chunks))
+
+    @property
+    def stored_grid_shape(self) -> tuple[int, ...]:
+        return tuple(-(-s // c) for s, c in zip(self.metadata.shape, self.write_chunks))
+
+    @property
+    def write_chunks(self) -> tuple[int, ...]:
+        """The blocks a write stores whole: the shards of a sharded array, else the chunks."""
+        return self.shards or self.chunks
+
+    @property
+    def metadata_key(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def lock_key(self) -> str:
+        return self._prefix + ".zarray"
+
+    # ------------------------------------------------------------------ chunk keys
+    def chunk_key(self, coords: Sequence[int]) -> str:
+        """The key in ``chunk_store`` of the chunk at chunk-grid coordinates ``coords``."""
+        return self._keys.key(coords)
+
+    def chunk_keys(self, coords: Any) -> list[str]:
+        """``chunk_key`` of each row of an (n, ndim) integer array of chunk-grid
+        coordinates (formatted in C: reads and writes ask for thousands at once)."""
+        return self._keys.keys(coords)
+
+    def parse_chunk_key(self, key: str) -> tuple[int, ...] | None:
+        """Inverse of :meth:`chunk_key`: chunk-grid coordinates of a ``chunk_store`` key,
+        None if it is not a chunk key; ValueError (saying why) for an invalid one."""
+        return self.parse_stored_key(key)
+
+    def stored_key(self, coords: Sequence[int]) -> str:
+        """The store key of the stored object (chunk, or shard) at stored-grid
+        coordinates ``coords``."""
+        return self._keys.key(coords)
+
+    def parse_stored_key(self, key: str) -> tuple[int, ...] | None:
+        """Stored-grid coordinates of the object at store key ``key`` (the shard's
+        coordinates for a sharded array).
+
+        Returns None when ``key`` is not a chunk key at all (metadata, another path, any
+        name not made of digits and separators: every Zarr reader ignores those). Raises
+        ValueError, with the reason as its message, for a key that looks like a chunk key
+        but cannot be one: the other separator, the wrong number of coordinates, or
+        coordinates outside the grid.
+        """
+        coords = self._keys.parse(key)
+        if coords is not None and not self._keys.inside(coords):
+            what = self._stored_kind
+            name = "/" + self.path if self.path else "/"
+            raise ValueError(f"the {what} grid of {name!r} is {self.stored_grid_shape} "
+                             f"(shape {self.metadata.shape}, {what}s "
+                             f"{self.write_chunks})")
+        return coords
+
+    # ------------------------------------------------------------------ stored chunks
+    def stored_chunks(self) -> Iterator[tuple[int, ...]]:
+        """Chunk-grid coordinates of the chunks present in the store (inside the grid)."""
+        return self._keys.stored(self.store)
+
+    def read_chunks(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """``{key: encoded chunk}`` of the chunk keys present in ``chunk_store`` (absent
+        ones omitted). For a sharded array a shard whose index cannot be decoded raises
+        ``chunkstore.errors.ChunkDecodeError`` naming the shard."""
+        return getitems(self.chunk_store, list(keys))
+
+    def shard_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
+        """The chunk keys of the inner chunks of the shard at stored-grid coordinates
+        ``shard_coords`` that lie inside the array (sharded arrays only)."""
+        raise TypeError(f"array {self.path!r} is not sharded")
+
+    # ------------------------------------------------------------------ metadata
+    def encode_metadata(self, metadata: Any) -> bytes:
+        """The metadata document (bytes) for ``metadata``."""
+        raise NotImplementedError
+
+    def write_metadata(self, metadata: Any) -> None:
+        """Store ``metadata`` at :attr:`metadata_key` (this layout is then stale: build a
+        new one with ``layout_for``)."""
+        self.store[self.metadata_key] = self.encode_metadata(metadata)
+
+    def resized(self, shape: Sequence[int]) -> Any:
+        """The array metadata with ``shape`` in place of the current one."""
+        return dataclasses.replace(self.metadata, shape=tuple(shape))
+
+    # ------------------------------------------------------------------ info
+    def grid_info_rows(self) -> list[tuple[str, str]]:
+        """Rows of ``Array.info`` about the format and the grid: ``(name, text)``."""
+        rows = [("Zarr format", str(self.zarr_format)), ("Chunk shape", str(self.chunks))]
+        if self.shards is not None:
+            rows.append(("Shard shape", str(self.shards)))
+        return rows
+
+    def codec_info_rows(self) -> list[tuple[str, str]]:
+        """Rows of ``Array.info`` about the codecs beyond compressor and filters."""
+        return []

@@ -1,0 +1,65 @@
+"""The sharded Zarr v3 layout: the array reads and writes inner chunks, through a
+:class:`~chunkstore.format.sharded_view.ShardedStoreView` that maps each inner chunk key
+(``<shard key>|<i>.<j>``) onto a byte range of its shard; the store holds shards, keyed as
+the unsharded v3 layout keys chunks."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, MutableMapping, Sequence
+from typing import Any
+
+from chunkstore.format.v3 import V3Layout
+
+__all__ = ["ShardedLayout"]
+
+
+class ShardedLayout(V3Layout):
+    """A sharded Zarr v3 array (see :class:`ArrayLayout`): ``chunks`` are the inner
+    chunks, ``shards`` the shard shape, ``chunk_store`` the shard view."""
+
+    _stored_kind = "shard"
+
+    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
+                 synchronizer: Any = None, cache_index: bool = True) -> None:
+        super().__init__(store, path, metadata, synchronizer=synchronizer,
+                         cache_index=cache_index)
+        self._keys = self.view.shard_keys  # the store holds shards, keyed like v3 chunks
+
+    def _setup(self, synchronizer: Any, cache_index: bool) -> None:
+        from chunkstore.format.sharded_view import ShardedStoreView
+        view = ShardedStoreView(self.store, self.metadata, prefix=self.path,
+                                synchronizer=synchronizer, cache_index=cache_index)
+        self.view = view
+        self.chunk_store = view
+        self.codec = view.codec
+        self.chunks = tuple(view.inner_chunks)
+        self.shards = tuple(view.shard_shape)
+        self.chunks_per_shard = tuple(view.chunks_per_shard)
+        # the view's inner keys, bound once (reads and writes ask for them per call)
+        self.chunk_key = view.inner_key  # type: ignore[method-assign]
+        self.chunk_keys = view.inner_keys  # type: ignore[method-assign]
+
+    def parse_chunk_key(self, key: str) -> tuple[int, ...] | None:
+        """Inner-chunk coordinates of an inner chunk key ``<shard key>|<i>.<j>``; None for
+        a key without ``|`` (not an inner key), ValueError for an invalid one."""
+        if "|" not in key:
+            return None
+        try:
+            return self.view.inner_coords(key)
+        except KeyError:
+            raise ValueError(f"{key!r} is not an inner chunk key of the shards of array "
+                             f"{self.path!r} (shards {self.shards}, "
+                             f"inner chunks {self.chunks})") from None
+
+    def stored_chunks(self) -> Iterator[tuple[int, ...]]:
+        return self.view.stored_inner_chunks()
+
+    def shard_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
+        per, grid = self.chunks_per_shard, self.chunk_grid_shape
+        keys = []
+        for within in itertools.product(*[range(n) for n in per]):
+            g = tuple(s * n + w for s, n, w in zip(shard_coords, per, within))
+            if all(x < n for x, n in zip(g, grid)):
+                keys.append(self.view.inner_key(g))
+        return keys

@@ -1,0 +1,36 @@
+"""The Zarr v2 layout: ``.zarray`` metadata, numcodecs filters and compressor, chunk keys
+``1.2`` (or ``1/2`` with the "/" dimension separator; ``0`` for a 0-d array)."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from chunkstore.codecs.v2 import ChunkCodecV2
+from chunkstore.format.keys import GridKeys
+from chunkstore.format.layout import ArrayLayout
+from chunkstore.metadata.v2 import encode_array_metadata
+
+__all__ = ["V2Layout", "METADATA_KEY"]
+
+METADATA_KEY = ".zarray"
+
+
+class V2Layout(ArrayLayout):
+    """A Zarr v2 array (see :class:`ArrayLayout`)."""
+
+    zarr_format = 2
+
+    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
+                 synchronizer: Any = None, cache_index: bool = True) -> None:
+        super().__init__(store, path, metadata)
+        self.codec = ChunkCodecV2.from_metadata(metadata)
+        self._keys = GridKeys(self.path, self.stored_grid_shape,
+                              metadata.dimension_separator, default=False)
+
+    @property
+    def metadata_key(self) -> str:
+        return self._prefix + METADATA_KEY
+
+    def encode_metadata(self, metadata: Any) -> bytes:
+        return encode_array_metadata(metadata)
