@@ -36,12 +36,14 @@ To make data fully verifiable, copy it with a checksum on every chunk:
   chunkstore cp SRC DST --zarr-format 3 --checksum
 """
 
-_CHUNKLIKE = re.compile(r"^\d+([./]\d+)*$")
 _SIZE_PROBLEM = re.compile(r"has \d+ (bytes|items), expected \d+")
-_METADATA = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
 
 
 class Verifier:
+    """Checks arrays through their layouts (chunkstore.format): the layout parses the store
+    keys, names the chunks each stored object holds (the object itself, or a shard's inner
+    chunks), reads them and gives the codec to decode them with."""
+
     def __init__(self, store, progress, batch=64):
         self.store, self.progress, self.batch = store, progress, batch
         self.problems = {"corrupt": 0, "wrong size": 0, "outside the grid": 0, "metadata": 0,
@@ -60,64 +62,20 @@ class Verifier:
                  "corrupt shard": "corrupt shard"}[kind]
         print(f"{label} {key!r}: {_one_line(text)}", flush=True)
 
-    def classify(self, arr, keys_by_array, path):
-        """[(key, grid coordinates)] of the stored chunks (shards, for a sharded array) of
-        one array; reports keys outside the grid. Other keys are ignored."""
-        meta = arr.metadata
-        nd, sep = arr.ndim, meta.dimension_separator
-        v3 = arr.zarr_format == 3
-        default = v3 and meta.chunk_key_encoding["name"] == "default"
-        grid = meta.chunk_grid_shape if v3 else arr.cdata_shape
-        what = "shard" if arr.shards is not None else "chunk"
-        shape_of = arr.shards if arr.shards is not None else arr.chunks
-        prefix = path + "/" if path else ""
-        chunks = []
-        for key in keys_by_array:
-            rel = key[len(prefix):]
-            if rel in _METADATA or rel == "zarr.json":
+    def classify(self, layout, keys):
+        """[(key, stored-grid coordinates)] of the stored objects (chunks, or shards) among
+        keys, parsed by the array's layout; reports keys outside the grid. Other keys are
+        ignored (as every Zarr reader ignores them)."""
+        stored = []
+        for key in keys:
+            try:
+                coords = layout.parse_stored_key(key)
+            except ValueError as e:
+                self.report("outside the grid", key, _message(e))
                 continue
-            if default:  # "c" + sep + coordinates ("c" for 0-d)
-                if nd == 0 and rel == "c":
-                    chunks.append((key, ()))
-                    continue
-                if len(rel) < 2 or rel[0] != "c" or rel[1] not in "./" or \
-                        not _CHUNKLIKE.match(rel[2:]):
-                    continue  # not a chunk key (ignored, like every Zarr reader ignores it)
-                if rel[1] != sep:
-                    self.report("outside the grid", key,
-                                f"uses separator {rel[1]!r} but the array's chunk key "
-                                f"separator is {sep!r}")
-                    continue
-                rel = rel[2:]
-                if nd == 0:
-                    self.report("outside the grid", key, "a 0-d array has a single chunk 'c'")
-                    continue
-            elif not _CHUNKLIKE.match(rel):
-                continue
-            if nd == 0:
-                if rel == "0":
-                    chunks.append((key, ()))
-                else:
-                    self.report("outside the grid", key,
-                                "a 0-d array has a single chunk '0'")
-                continue
-            other = "/" if sep == "." else "."
-            if other in rel:
-                self.report("outside the grid", key,
-                            f"uses separator {other!r} but the array's dimension separator "
-                            f"is {sep!r}")
-                continue
-            coords = tuple(int(p) for p in rel.split(sep))
-            if len(coords) != nd:
-                self.report("outside the grid", key,
-                            f"{_plural(len(coords), 'coordinate')} for an array of "
-                            f"{_plural(nd, 'dimension')}")
-            elif any(c >= g for c, g in zip(coords, grid)):
-                self.report("outside the grid", key, f"the {what} grid of {arr.name!r} is "
-                            f"{grid} (shape {arr.shape}, {what}s {shape_of})")
-            else:
-                chunks.append((key, coords))
-        return chunks
+            if coords is not None:
+                stored.append((key, coords))
+        return stored
 
     def _decode_all(self, codec, items):
         """Decode (key, bytes) items on the pool; report the ones that fail."""
@@ -145,58 +103,44 @@ class Verifier:
             if kind is not None:
                 self.report(kind, key, text)
 
-    def check_chunks(self, codec, keys):
-        from chunkstore.storage.base import getitems
-        for lo in range(0, len(keys), self.batch):
-            part = keys[lo:lo + self.batch]
-            try:
-                data = getitems(self.store, part)
-            except Exception:  # noqa: BLE001 - read one by one to name the bad key
-                data = {}
-                for k in part:
-                    try:
-                        data[k] = self.store[k]
-                    except KeyError:
-                        pass
-                    except Exception as e:  # noqa: BLE001
-                        self.report("unreadable", k, _message(e))
-            self._decode_all(codec, [(k, data[k]) for k in part if k in data])
-            self.progress.update(len(part))
-
-    def check_shards(self, view, shards):
-        """Each stored shard: its index, then every inner chunk inside the array, decoded
-        with the inner codec. A bad index is reported by the shard key; a bad inner chunk
-        by its inner key ``<shard key>|<i>.<j>`` (coordinates within the shard)."""
-        import itertools
-
+    def _read_one(self, layout, key, chunk_keys, data):
+        """Read the chunks of one stored object into data; report it if it cannot be read
+        (a shard whose index does not decode is a corrupt shard, named by its key)."""
         from chunkstore.errors import ChunkDecodeError
-        per, inner_grid = view.chunks_per_shard, view.inner_grid_shape
-        for skey, scoords in shards:
-            keys = []
-            for within in itertools.product(*[range(n) for n in per]):
-                g = tuple(s * n + w for s, n, w in zip(scoords, per, within))
-                if all(x < n for x, n in zip(g, inner_grid)):
-                    keys.append(view.inner_key(g))
+        try:
+            data.update(layout.read_chunks(chunk_keys))
+        except ChunkDecodeError as e:
+            cause = e.__cause__
+            self.report("corrupt shard", key,
+                        _message(cause) if cause is not None else _message(e))
+        except Exception as e:  # noqa: BLE001
+            self.report("unreadable", key, _message(e))
+
+    def check(self, layout, stored):
+        """Read and decode every chunk of the stored objects, about self.batch chunks (and
+        at least one object) at a time. A chunk that does not decode is reported by its
+        key; a shard's inner chunk by ``<shard key>|<i>.<j>`` (coordinates in the shard)."""
+        lo = 0
+        while lo < len(stored):
+            part, keys = [], []
+            while lo < len(stored) and (not part or len(keys) < self.batch):
+                key, coords = stored[lo]
+                chunk_keys = _chunk_keys(layout, key, coords)
+                part.append((key, chunk_keys))
+                keys += chunk_keys
+                lo += 1
             try:
-                data = view.getitems(keys)
-            except ChunkDecodeError as e:
-                cause = e.__cause__
-                self.report("corrupt shard", skey,
-                            _message(cause) if cause is not None else _message(e))
-                self.progress.update(1)
-                continue
-            except Exception as e:  # noqa: BLE001
-                self.report("unreadable", skey, _message(e))
-                self.progress.update(1)
-                continue
-            self._decode_all(view.codec, [(k, data[k]) for k in keys if k in data])
-            self.progress.update(1)
+                data = layout.read_chunks(keys)
+            except Exception:  # noqa: BLE001 - read one by one to name the bad object
+                data = {}
+                for key, chunk_keys in part:
+                    self._read_one(layout, key, chunk_keys, data)
+            self._decode_all(layout.codec, [(k, data[k]) for k in keys if k in data])
+            self.progress.update(len(part))
 
     def run(self, arrays, keys):
         from chunkstore import nodes
         from chunkstore.array import Array
-        from chunkstore.codecs.v2 import ChunkCodecV2
-        from chunkstore.codecs.v3 import ChunkCodecV3
         plans = []
         array_set = set(arrays)
         for path in arrays:
@@ -205,27 +149,25 @@ class Verifier:
             prefix = path + "/" if path else ""
             lo = bisect.bisect_left(keys, prefix)
             hi = bisect.bisect_left(keys, prefix + "\U0010ffff") if prefix else len(keys)
-            fmt = _format(self.store, path) or 2
             try:
-                arr = Array(self.store, path=path, read_only=True)
-                if arr.shards is not None:
-                    codec = arr._chunk_store  # the ShardedStoreView: inner keys and codec
-                elif fmt == 3:
-                    codec = ChunkCodecV3.from_metadata(arr.metadata)
-                else:
-                    codec = ChunkCodecV2.from_metadata(arr.metadata)
+                layout = Array(self.store, path=path, read_only=True).layout
             except Exception as e:  # noqa: BLE001 - bad metadata: reported, not verified
+                fmt = _format(self.store, path) or 2
                 self.report("metadata", nodes.metadata_key(path, fmt, "array"), _message(e))
                 continue
             own = [k for k in keys[lo:hi] if not _inside_other(k, prefix, array_set)]
-            plans.append((arr, codec, self.classify(arr, own, path)))
+            plans.append((layout, self.classify(layout, own)))
             self.arrays += 1
-        self.progress.total(sum(len(c) for _, _, c in plans))
-        for arr, codec, chunks in plans:
-            if arr.shards is not None:
-                self.check_shards(codec, chunks)
-            else:
-                self.check_chunks(codec, [k for k, _ in chunks])
+        self.progress.total(sum(len(stored) for _, stored in plans))
+        for layout, stored in plans:
+            self.check(layout, stored)
+
+
+def _chunk_keys(layout, key, coords):
+    """The chunk keys of the stored object at key: itself, or a shard's inner chunks."""
+    if layout.chunks_per_shard is None:
+        return [key]
+    return layout.shard_chunk_keys(coords)
 
 
 def _inside_other(key, prefix, arrays):
