@@ -69,4 +69,94 @@ def snapshot_dir(root):
 
 def chunk_files(root):
     """Relative paths of the chunk files under an array directory (no metadata files)."""
-    return sorted(k for k in snapshot_dir(root) if not Path(k).name.startswith("."))
+    return sorted(k for k in snapshot_dir(root)
+                  if not Path(k).name.startswith(".") and Path(k).name != "zarr.json")
+
+
+# ------------------------------------------------------------------ array layouts
+LAYOUTS = ["v2", "v3", "v3-sharded"]
+
+
+class Layout:
+    """Builds arrays in one layout - Zarr v2, Zarr v3, or Zarr v3 with shards - and reads back
+    what that layout puts in the store, so that one test of the public API covers all three.
+
+    `layout(shape, chunks, dtype=..., **kw)` is `cs.create` in this layout; in the sharded one
+    a shard holds 2 chunks per dimension (so edge shards and partly covered shards occur),
+    unless `shards=` says otherwise."""
+
+    def __init__(self, name):
+        self.name = name
+        self.zarr_format = 2 if name == "v2" else 3
+        self.sharded = name == "v3-sharded"
+
+    def __repr__(self):
+        return f"Layout({self.name!r})"
+
+    def shards_for(self, chunks):
+        return tuple(2 * c for c in chunks) if self.sharded else None
+
+    def format_kwargs(self, chunks, /, **kw):
+        """The keywords that put an array with these chunks in this layout."""
+        kw["zarr_format"] = self.zarr_format
+        if self.sharded:
+            kw.setdefault("shards", self.shards_for(chunks))
+        return kw
+
+    def __call__(self, shape, chunks, dtype="i4", **kw):
+        import chunkstore as cs
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        chunks = (chunks,) * len(shape) if isinstance(chunks, int) else tuple(chunks)
+        return cs.create(shape, chunks=chunks, dtype=dtype, **self.format_kwargs(chunks, **kw))
+
+    def open(self, store, mode="r", **kw):
+        """cs.open_array in this layout (creating: the layout's format and shards)."""
+        import chunkstore as cs
+        if "chunks" in kw:
+            chunks = kw["chunks"]
+            chunks = (chunks,) * len(kw["shape"]) if isinstance(chunks, int) else tuple(chunks)
+            kw = self.format_kwargs(chunks, **kw)
+        return cs.open_array(store, mode=mode, **kw)
+
+    # ---- what the layout stores
+    @property
+    def metadata_name(self):
+        return ".zarray" if self.zarr_format == 2 else "zarr.json"
+
+    def metadata(self, array_dir):
+        """The array's metadata document in a directory store."""
+        return json.loads((Path(array_dir) / self.metadata_name).read_text())
+
+    def attributes(self, array_dir):
+        """The array's stored attributes in a directory store ({} when none are stored)."""
+        if self.zarr_format == 3:
+            return self.metadata(array_dir).get("attributes", {})
+        path = Path(array_dir) / ".zattrs"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def stored_key(self, chunk_coords, sep=None):
+        """The store key (relative to the array) holding the chunk at chunk_coords: the chunk's
+        own key, or in the sharded layout its shard's key (shards of 2 chunks per dimension)."""
+        if self.sharded:
+            chunk_coords = tuple(c // 2 for c in chunk_coords)
+        if self.zarr_format == 2:
+            return (sep or ".").join(map(str, chunk_coords)) if chunk_coords else "0"
+        sep = sep or "/"
+        return sep.join(("c",) + tuple(map(str, chunk_coords)))
+
+    def read_by_others(self, path, expected):
+        """zarr-python and tensorstore read the array at path (a directory) as expected."""
+        import tensorstore as ts
+        import zarr
+        np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], expected)
+        driver = "zarr" if self.zarr_format == 2 else "zarr3"
+        t = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(path)}}).result()
+        got = t.read().result()
+        assert got.dtype == np.asarray(expected).dtype
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout(request):
+    """One of the three array layouts (see Layout); tests taking it run once per layout."""
+    return Layout(request.param)

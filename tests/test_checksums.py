@@ -2,6 +2,7 @@
 Zarr v2 (numcodecs' CRC32C codec) and Zarr v3 (the crc32c codec)."""
 
 import os
+import re
 
 import numcodecs
 import numpy as np
@@ -16,36 +17,33 @@ def flip_a_bit(path):
     open(path, "wb").write(bytes(data))
 
 
-@pytest.mark.parametrize("where", ["compressor", "filters"])
-def test_v2_crc32c_detects_corruption(tmp_path, where):
-    a = np.arange(400, dtype="i4").reshape(20, 20)
-    kw = {"compressor": numcodecs.CRC32C()} if where == "compressor" else \
-        {"compressor": None, "filters": [numcodecs.CRC32C()]}
-    z = cs.array(a, chunks=(10, 10), store=str(tmp_path / "a.zarr"), **kw)
-    np.testing.assert_array_equal(z[...], a)
-    flip_a_bit(tmp_path / "a.zarr" / "1.0")
-    with pytest.raises(cs.ChunkDecodeError, match=r"'1\.0'"):
-        z[15, 5]
-    np.testing.assert_array_equal(z[:10, :], a[:10, :])  # the other chunks still read
-
-
-@pytest.mark.parametrize("shards", [None, (20, 20)])
-def test_v3_crc32c_detects_corruption(tmp_path, shards):
+@pytest.mark.parametrize("where", ["compressor", "filters", "with_blosc"])
+def test_crc32c_detects_corruption(tmp_path, where, layout):
+    """v2: numcodecs' CRC32C as compressor or filter; v3: the crc32c codec at the end of the
+    chain (sharded: of each inner chunk's chain; the shard index has its own crc32c)."""
     a = np.arange(400, dtype="f8").reshape(20, 20)
-    z = cs.create_array(str(tmp_path / "a.zarr"), data=a, chunks=(10, 10), shards=shards,
-                        compressors=[numcodecs.Blosc(), numcodecs.CRC32C()])
+    kw = {"compressor": {"compressor": numcodecs.CRC32C()},
+          "filters": {"compressor": None, "filters": [numcodecs.CRC32C()]},
+          "with_blosc": {"compressor": numcodecs.Blosc(), "filters": [numcodecs.CRC32C()]},
+          }[where]
+    p = tmp_path / "a.zarr"
+    z = cs.array(a, chunks=(10, 10), store=str(p), **layout.format_kwargs((10, 10), **kw))
     np.testing.assert_array_equal(z[...], a)
-    if shards is None:
-        key_file = tmp_path / "a.zarr" / "c" / "1" / "0"
-        flip_a_bit(key_file)
-        with pytest.raises(cs.ChunkDecodeError, match="c/1/0"):
+    assert z.zarr_format == layout.zarr_format and z.shards == layout.shards_for((10, 10))
+    if not layout.sharded:
+        key = layout.stored_key((1, 0))
+        flip_a_bit(p / key)
+        with pytest.raises(cs.ChunkDecodeError, match=re.escape(f"'{key}'")):
             z[15, 5]
+        np.testing.assert_array_equal(z[:10, :], a[:10, :])  # the other chunks still read
     else:
-        # Flip a bit inside the first inner chunk's bytes (the shard starts with it).
-        path = tmp_path / "a.zarr" / "c" / "0" / "0"
+        # one shard holds all four chunks: flip a bit inside the first inner chunk's bytes
+        # (the shard starts with it)
+        path = p / layout.stored_key((0, 0))
         data = bytearray(open(path, "rb").read())
         data[20] ^= 0x01
         open(path, "wb").write(bytes(data))
-        with pytest.raises(cs.ChunkDecodeError, match=r"c/0/0\|"):  # the inner chunk's key
-            z[...]
-    assert os.path.exists(tmp_path / "a.zarr" / "zarr.json")
+        with pytest.raises(cs.ChunkDecodeError, match=re.escape(layout.stored_key((0, 0)) + "|")):
+            z[...]     # named by the inner chunk's key
+        np.testing.assert_array_equal(z[10:, :], a[10:, :])  # the other inner chunks read
+    assert os.path.exists(p / layout.metadata_name)

@@ -20,9 +20,12 @@ def _data():
     return np.arange(np.prod(SHAPE), dtype="i4").reshape(SHAPE) + 1
 
 
-def _make(tmp_path, name="a.zarr", **kwargs):
+def _make(tmp_path, name="a.zarr", layout=None, **kwargs):
+    """SHAPE of _data() at tmp_path/name, in the given layout (else cs.create's: v2)."""
     kwargs.setdefault("chunks", CHUNKS)
     kwargs.setdefault("dtype", "i4")
+    if layout is not None:
+        kwargs = layout.format_kwargs(kwargs["chunks"], **kwargs)
     p = tmp_path / name
     z = cs.create(SHAPE, store=str(p), **kwargs)
     if np.dtype(kwargs["dtype"]).hasobject:
@@ -323,8 +326,8 @@ def _bad_writes():
 
 
 @pytest.mark.parametrize("case", list(_bad_writes()))
-def test_failed_write_leaves_store_unchanged(tmp_path, case):
-    z, p = _make(tmp_path)
+def test_failed_write_leaves_store_unchanged(tmp_path, case, layout):
+    z, p = _make(tmp_path, layout=layout)
     before = snapshot_dir(p)
     sel, value = _bad_writes()[case]
     with pytest.raises((ValueError, TypeError)):
@@ -333,8 +336,8 @@ def test_failed_write_leaves_store_unchanged(tmp_path, case):
     np.testing.assert_array_equal(z[...], _data())
 
 
-def test_failed_fancy_writes_leave_store_unchanged(tmp_path):
-    z, p = _make(tmp_path)
+def test_failed_fancy_writes_leave_store_unchanged(tmp_path, layout):
+    z, p = _make(tmp_path, layout=layout)
     before = snapshot_dir(p)
     with pytest.raises(IndexError):
         z.vindex[[0, 5, 10], [0, 6, 1]] = 0          # last point out of bounds
@@ -404,16 +407,16 @@ def _check_index_error(exc, dim, length):
     assert re.search(rf"\b{length}\b", msg), msg
 
 
-def test_out_of_bounds_reads(tmp_path):
-    z, _ = _make(tmp_path)
+def test_out_of_bounds_reads(tmp_path, layout):
+    z, _ = _make(tmp_path, layout=layout)
     for read, dim, length in _oob_reads(z):
         with pytest.raises(IndexError) as info:
             read()
         _check_index_error(info.value, dim, length)
 
 
-def test_out_of_bounds_writes(tmp_path):
-    z, p = _make(tmp_path)
+def test_out_of_bounds_writes(tmp_path, layout):
+    z, p = _make(tmp_path, layout=layout)
     before = snapshot_dir(p)
     writes = [
         (lambda: z.__setitem__((10, 0), 1), 0, 10),
@@ -428,8 +431,8 @@ def test_out_of_bounds_writes(tmp_path):
     assert snapshot_dir(p) == before
 
 
-def test_out_of_bounds_blocks(tmp_path):
-    z, _ = _make(tmp_path)   # 4 x 3 blocks
+def test_out_of_bounds_blocks(tmp_path, layout):
+    z, _ = _make(tmp_path, layout=layout)   # 4 x 3 blocks
     with pytest.raises(IndexError) as info:
         z.blocks[4, 0]
     assert re.search(r"dim\w*\W+0\b", str(info.value)) and "4" in str(info.value)
@@ -438,8 +441,8 @@ def test_out_of_bounds_blocks(tmp_path):
     assert re.search(r"dim\w*\W+1\b", str(info.value)) and "3" in str(info.value)
 
 
-def test_bad_masks_and_too_many_indices(tmp_path):
-    z, _ = _make(tmp_path)
+def test_bad_masks_and_too_many_indices(tmp_path, layout):
+    z, _ = _make(tmp_path, layout=layout)
     with pytest.raises(IndexError):
         z.vindex[np.ones((10, 11), bool)]
     with pytest.raises(IndexError):
@@ -452,8 +455,8 @@ def test_bad_masks_and_too_many_indices(tmp_path):
         z.oindex[[0.5], :]
 
 
-def test_out_of_range_slices_clamp_like_numpy(tmp_path):
-    z, _ = _make(tmp_path)
+def test_out_of_range_slices_clamp_like_numpy(tmp_path, layout):
+    z, _ = _make(tmp_path, layout=layout)
     data = _data()
     for sel in [np.s_[20:30], np.s_[-30:3], np.s_[5:100, -100:2], np.s_[8:2], np.s_[::-1, 50:]]:
         np.testing.assert_array_equal(z[sel], data[sel])
@@ -465,8 +468,8 @@ def test_out_of_range_slices_clamp_like_numpy(tmp_path):
     (np.s_[:, :], (10, 1, 12), (10, 12)),
     (np.s_[1:9, 2:11], (8, 8), (8, 9)),
 ])
-def test_non_broadcastable_value(tmp_path, sel, value_shape, sel_shape):
-    z, p = _make(tmp_path)
+def test_non_broadcastable_value(tmp_path, sel, value_shape, sel_shape, layout):
+    z, p = _make(tmp_path, layout=layout)
     before = snapshot_dir(p)
     with pytest.raises(ValueError) as info:
         z[sel] = np.ones(value_shape, "i4")
@@ -476,8 +479,8 @@ def test_non_broadcastable_value(tmp_path, sel, value_shape, sel_shape):
     assert snapshot_dir(p) == before
 
 
-def test_non_broadcastable_value_fancy(tmp_path):
-    z, _ = _make(tmp_path)
+def test_non_broadcastable_value_fancy(tmp_path, layout):
+    z, _ = _make(tmp_path, layout=layout)
     with pytest.raises(ValueError) as info:
         z.oindex[[0, 1, 2], [3, 4]] = np.ones((2, 3))
     assert "(2, 3)" in str(info.value) and "(3, 2)" in str(info.value)
@@ -489,15 +492,17 @@ def test_non_broadcastable_value_fancy(tmp_path):
 # ------------------------------------------------------------------------ missing chunks
 
 @pytest.mark.parametrize("sep", [".", "/"])
-def test_missing_chunks_error(tmp_path, sep):
+def test_missing_chunks_error(tmp_path, sep, layout):
     p = tmp_path / "m.zarr"
-    z = cs.create(SHAPE, chunks=CHUNKS, dtype="i4", store=str(p), dimension_separator=sep)
+    z = layout(SHAPE, CHUNKS, dtype="i4", store=str(p), dimension_separator=sep)
     z[:3, :] = _data()[:3]          # chunk row 0 only
     z[9, 11] = 5                    # and chunk (3, 2)
     strict = cs.open_array(str(p), mode="r", missing_chunks="error")
     np.testing.assert_array_equal(strict[:3], _data()[:3])
     assert strict[9, 11] == 5
-    key = f"1{sep}2"
+    # the missing chunk's key (sharded: its shard's key and its place in the shard, which is
+    # there, holding chunk (0, 2))
+    key = layout.stored_key((1, 2), sep) + ("|1.0" if layout.sharded else "")
     for read in [lambda: strict[4, 11], lambda: strict[3:6, 10:],
                  lambda: strict.oindex[[0, 4], [11]], lambda: strict.vindex[[4], [10]],
                  lambda: strict.blocks[1, 2]]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.errors import ChunkstoreError, MetadataError
+from chunkstore.errors import MetadataError
 from chunkstore.storage.memory import MemoryStore
 from faults import FaultyStore, is_chunk
 

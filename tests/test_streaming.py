@@ -28,11 +28,10 @@ def _src(shape=(40, 30, 20), chunks=(7, 8, 9), dtype="<i4", **kw):
     ((45, 30, 25), (slice(3, 43), slice(None), slice(5, 25))),
     ((45, 30, 25), (slice(0, 40), Ellipsis, slice(0, 20))),
     ((45, 31, 25), (slice(-40, None), slice(1, 40), slice(-20, None)))])
-def test_assign_matches_numpy(monkeypatch, out_shape, sel, budget):
+def test_assign_matches_numpy(monkeypatch, out_shape, sel, budget, layout):
     monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", budget)
     z, data = _src()
-    out = cs.create(out_shape, chunks=(6, 5, 10), dtype="<i8", store=cs.MemoryStore(),
-                    fill_value=-1)
+    out = layout(out_shape, (6, 5, 10), dtype="<i8", store=cs.MemoryStore(), fill_value=-1)
     expected = np.full(out.shape, -1, dtype="<i8")
     expected[sel] = data
     out[sel] = z

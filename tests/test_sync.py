@@ -112,7 +112,7 @@ class _ReadBarrierStore(dict):
 
     def getitems(self, keys):
         got = _getitems(dict(self), keys)
-        if self.armed and any(not k.endswith((".zarray", ".zattrs")) for k in keys):
+        if self.armed and any(not k.endswith((".zarray", ".zattrs", "zarr.json")) for k in keys):
             try:
                 self.barrier.wait()
             except threading.BrokenBarrierError:
@@ -120,9 +120,10 @@ class _ReadBarrierStore(dict):
         return got
 
 
-def _two_writers_same_chunk(sync):
+def _two_writers_same_chunk(sync, layout):
     store = _ReadBarrierStore()
-    z = cs.zeros((4,), chunks=(4,), dtype="i4", store=store, synchronizer=sync)
+    z = cs.zeros((4,), chunks=(4,), dtype="i4", store=store, synchronizer=sync,
+                 **layout.format_kwargs((4,)))
     z[...] = 0
     store.armed = True
     cs.config.set(threads=1)
@@ -138,25 +139,26 @@ def _two_writers_same_chunk(sync):
     return z[:2]
 
 
-def test_control_without_synchronizer_updates_are_lost():
+def test_control_without_synchronizer_updates_are_lost(layout):
     # Documented control: two writers of disjoint elements of one chunk, forced to
     # interleave; without locks one update is lost, every time.
-    got = _two_writers_same_chunk(None)
+    got = _two_writers_same_chunk(None, layout)
     assert got.tolist() in ([1, 0], [0, 2])
 
 
-def test_thread_synchronizer_keeps_both_updates():
-    np.testing.assert_array_equal(_two_writers_same_chunk(cs.ThreadSynchronizer()), [1, 2])
-
-
-def test_process_synchronizer_keeps_both_updates_between_threads(tmp_path):
-    got = _two_writers_same_chunk(cs.ProcessSynchronizer(str(tmp_path / "locks")))
+def test_thread_synchronizer_keeps_both_updates(layout):
+    got = _two_writers_same_chunk(cs.ThreadSynchronizer(), layout)
     np.testing.assert_array_equal(got, [1, 2])
 
 
-def test_eight_threads_disjoint_points_and_overlapping_regions():
+def test_process_synchronizer_keeps_both_updates_between_threads(tmp_path, layout):
+    got = _two_writers_same_chunk(cs.ProcessSynchronizer(str(tmp_path / "locks")), layout)
+    np.testing.assert_array_equal(got, [1, 2])
+
+
+def test_eight_threads_disjoint_points_and_overlapping_regions(layout):
     z = cs.zeros((40, 40), chunks=(6, 6), dtype="i4", store={},
-                 synchronizer=cs.ThreadSynchronizer())
+                 synchronizer=cs.ThreadSynchronizer(), **layout.format_kwargs((6, 6)))
     n, nt = 40, 8
 
     def points(wid):
@@ -184,9 +186,9 @@ def test_eight_threads_disjoint_points_and_overlapping_regions():
     assert len(np.unique(z[region])) == 1
 
 
-def test_eight_threads_append():
+def test_eight_threads_append(layout):
     z = cs.zeros((0, 2), chunks=(3, 2), dtype="i4", store={},
-                 synchronizer=cs.ThreadSynchronizer())
+                 synchronizer=cs.ThreadSynchronizer(), **layout.format_kwargs((3, 2)))
 
     def app(wid):
         for i in range(10):

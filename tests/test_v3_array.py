@@ -6,8 +6,11 @@
   on disk (counted independently: chunk files, and shard indexes parsed here with NumPy).
 - What chunkstore writes in v3 (sharded or not) reads identically in zarr-python 3 and in
   tensorstore, and the reverse, across data types, order "F", compressors, crc32c, dimension
-  names, fill values, missing chunks, partial and whole shard writes, write_empty_chunks and
-  resize.
+  names, missing chunks, whole shard writes and write_empty_chunks.
+- Behaviour that is the same in every layout (fill values and missing chunks, properties,
+  attributes, selections, random writes against a NumPy model, resize and append, each read
+  back by zarr-python and tensorstore) is tested once for v2, v3 and sharded v3 in
+  test_api.py, through the `layout` fixture of conftest.py.
 - Errors: unknown codec / data type -> MetadataError naming them and the key; a corrupt shard
   index -> an error naming the shard key; a crc32c mismatch -> ChunkDecodeError naming the key.
 - Threads writing disjoint inner chunks of the same shards lose nothing.
@@ -411,30 +414,6 @@ def test_dimension_names_both_ways(tmp_path):
                         dimension_names=["only-one"])
 
 
-@pytest.mark.parametrize("fill", [np.nan, np.inf, -np.inf, 42.0], ids=str)
-@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
-def test_fill_values_and_missing_chunks(tmp_path, fill, sharded):
-    p = tmp_path / "f.zarr"
-    z = cs.create_array(str(p), shape=(23, 17), dtype="f8", chunks=(5, 4),
-                        shards=(10, 8) if sharded else None, fill_value=fill)
-    expected = np.full((23, 17), fill)
-    assert_same_data(z[...], expected)
-    assert z.nchunks_initialized == 0 and chunk_files(p) == []
-    z[0:3, 0:3] = 1.5
-    z[21:, 13:15] = 2.5
-    expected[0:3, 0:3] = 1.5
-    expected[21:, 13:15] = 2.5
-    assert z.nchunks_initialized == 2
-    assert len(chunk_files(p)) == 2
-    doc = json.loads((p / "zarr.json").read_text())
-    assert doc["fill_value"] == {np.inf: "Infinity", -np.inf: "-Infinity"}.get(
-        fill, "NaN" if np.isnan(fill) else fill)
-    assert_all_read(p, expected)
-    # reopened: the fill value is the same, NaN included
-    f = cs.open_array(str(p), mode="r").fill_value
-    assert (np.isnan(f) and np.isnan(fill)) or f == fill
-
-
 def test_reads_missing_chunks_written_by_others(tmp_path):
     p = tmp_path / "z.zarr"
     za = zarr.create_array(str(p), shape=(30, 20), dtype="i4", chunks=(5, 4), shards=(10, 8),
@@ -534,32 +513,6 @@ def test_tensorstore_writes_sharded_chunkstore_reads_and_modifies(tmp_path, dt):
     assert_all_read(p, expected)
 
 
-def test_partial_shard_writes_match_numpy(tmp_path):
-    p = tmp_path / "p.zarr"
-    z = cs.create_array(str(p), shape=(40, 37), dtype="f4", chunks=(5, 4), shards=(10, 12),
-                        fill_value=-1)
-    model = np.full((40, 37), -1, dtype="f4")
-    rng = np.random.default_rng(7)
-    for step in range(25):
-        a0, a1 = sorted(int(x) for x in rng.integers(0, 41, 2))
-        b0, b1 = sorted(int(x) for x in rng.integers(0, 38, 2))
-        v = rng.standard_normal((a1 - a0, b1 - b0)).astype("f4")
-        z[a0:a1, b0:b1] = v
-        model[a0:a1, b0:b1] = v
-        if step % 5 == 4:
-            pts = (rng.integers(0, 40, 9), rng.integers(0, 37, 9))
-            z.vindex[pts] = step
-            model[pts] = step
-            z.oindex[[1, 38], 3:30:4] = -step
-            model[np.ix_([1, 38], range(3, 30, 4))] = -step
-        assert_same_data(z[a0:a1 + 3, :], model[a0:a1 + 3, :])
-    # a window covering parts of several shards
-    z[7:33, 5:29] = 3.25
-    model[7:33, 5:29] = 3.25
-    assert_all_read(p, model)
-    assert_same_data(z[::-3, 1::5], model[::-3, 1::5])
-
-
 def test_whole_shard_writes(tmp_path):
     store = CountingStore()
     z = cs.create_array(store, shape=(20, 24), dtype="i4", chunks=(5, 4), shards=(10, 12))
@@ -613,35 +566,8 @@ def test_write_empty_chunks_false_leaves_no_shard(tmp_path):
     assert_all_read(q, np.full((20, 16), 3, "i4"))
 
 
-@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
-def test_resize_shrink_then_grow_shows_fill(tmp_path, sharded):
-    p = tmp_path / "r.zarr"
-    z = cs.create_array(str(p), shape=(20, 16), dtype="i4", chunks=(5, 4),
-                        shards=(10, 8) if sharded else None, fill_value=-1)
-    data = np.arange(320, dtype="i4").reshape(20, 16)
-    z[...] = data
-    z.resize(13, 7)
-    assert z.shape == (13, 7)
-    assert_same_data(z[...], data[:13, :7])
-    if sharded:
-        assert chunk_files(p) == ["c/0/0", "c/1/0"]  # shards wholly outside are gone
-    assert_all_read(p, data[:13, :7])
-    z.resize(20, 16)
-    expected = np.full((20, 16), -1, dtype="i4")
-    expected[:13, :7] = data[:13, :7]
-    assert_same_data(z[...], expected)
-    assert_all_read(p, expected)
-    # grow without shrinking keeps everything; appended region reads as fill until written
-    z.resize(25, 16)
-    expected = np.concatenate([expected, np.full((5, 16), -1, "i4")])
-    assert_all_read(p, expected)
-    z.append(np.ones((3, 16), "i4"))
-    expected = np.concatenate([expected, np.ones((3, 16), "i4")])
-    assert z.shape == (28, 16)
-    assert_all_read(p, expected)
-
-
-def test_chunks_and_shards_properties(tmp_path):
+def test_shards_through_create_array_and_their_errors(tmp_path):
+    # chunks, shards, cdata_shape and nchunks in each layout: test_api.test_array_properties
     z = cs.create_array(str(tmp_path / "a.zarr"), shape=(100, 90), dtype="f4", chunks=(10, 9),
                         shards=(50, 45))
     assert z.chunks == (10, 9) and z.shards == (50, 45)
@@ -665,19 +591,6 @@ def test_create_array_defaults_to_v3_and_v2_on_request(tmp_path):
     x = cs.open_array(str(tmp_path / "c.zarr"), mode="w", shape=(4,), chunks=2, dtype="i4",
                       zarr_format=3, shards=(4,))
     assert x.zarr_format == 3 and x.shards == (4,)
-
-
-def test_attributes_live_in_zarr_json(tmp_path):
-    p = tmp_path / "a.zarr"
-    z = cs.create_array(str(p), shape=(4,), dtype="i4", attributes={"units": "m"})
-    z.attrs["scale"] = 2.5
-    doc = json.loads((p / "zarr.json").read_text())
-    assert doc["attributes"] == {"units": "m", "scale": 2.5}
-    assert not (p / ".zattrs").exists()
-    assert dict(zarr.open_array(str(p), mode="r").attrs) == {"units": "m", "scale": 2.5}
-    z.resize(8)  # rewriting the metadata keeps the attributes
-    assert json.loads((p / "zarr.json").read_text())["attributes"] == {"units": "m",
-                                                                       "scale": 2.5}
 
 
 # ------------------------------------------------------------------------------ errors
