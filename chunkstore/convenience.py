@@ -16,6 +16,7 @@ from chunkstore.creation import array as _array_fn
 from chunkstore.creation import create, normalize_path, open as _open, owned_store, save_array
 from chunkstore.errors import ChunkstoreError
 from chunkstore.group import Group, group
+from chunkstore.recode import copy_attributes, copy_plan, put_attributes, read_as
 from chunkstore.storage.base import getitems, normalize_store, setitems
 
 # Bytes of decoded data one copy step holds at most (bounded memory for any array size).
@@ -171,10 +172,6 @@ def _keys_at(store, path):
 
 
 # ------------------------------------------------------------------------------ copy
-def _same_layout(src, kwargs):
-    return not kwargs
-
-
 def copy_array_data(src, dst, progress=None, block_bytes=None):
     """Copy all data of src into dst (same shape), in chunk-aligned blocks of bounded size.
 
@@ -301,8 +298,12 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             if existing_blocks:
                 del dest[name]
             g = dest.require_group(name)
-            if not without_attrs:
-                g.attrs.update(source.attrs.asdict())
+            if without_attrs:
+                pass
+            elif isinstance(existing, Group):  # merged into: the attributes are merged too
+                _update_attributes(g, source)
+            else:
+                copy_attributes(source, g)
         elif isinstance(existing, Group):
             g = existing
         # A group counts as copied, created or merged into (as zarr-python 2 counts).
@@ -330,28 +331,21 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             if without_attrs and fmt == 3:  # v3 attributes live inside zarr.json
                 dest[name].attrs.put({})
             return 1, 0, source.nbytes
-        kw = dict(shape=source.shape, chunks=source.chunks, dtype=source.dtype,
-                  compressor=source.compressor, fill_value=source.fill_value,
-                  order=source.order, zarr_format=fmt)
-        if fmt == source.zarr_format == 2:
-            kw.update(filters=source.filters, dimension_separator=source.dimension_separator)
-            if source.dtype.hasobject and source.filters:
-                kw["filters"] = source.filters[1:] or None
-                kw["object_codec"] = source.filters[0]
-        elif fmt == 3:
-            kw["shards"] = source.shards if source.zarr_format == 3 else None
-        if fmt == 2 and source.dtype.hasobject:
-            import numcodecs
-            kw["object_codec"] = numcodecs.VLenUTF8()
-        kw.update(create_kws)
+        kw, attrs = copy_plan(source, fmt, **create_kws)
         dst = create(store=dest.store, path=child_path, **kw)
         if not without_attrs:
-            dst.attrs.put(source.attrs.asdict())
-        copy_array_data(source, dst)
+            put_attributes(dst, attrs)
+        copy_array_data(read_as(source, kw["dtype"]), dst)
         return 1, 0, source.nbytes
     # A NumPy array or anything array-like.
     z = _array_fn(np.asanyarray(source), store=dest.store, path=child_path, **create_kws)
     return 1, 0, z.nbytes
+
+
+def _update_attributes(dest, source):
+    attrs = source.attrs.asdict()
+    if attrs:  # nothing to add: no empty attributes document either
+        dest.attrs.update(attrs)
 
 
 def _plain_store(node):
@@ -366,7 +360,7 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
     _check_if_exists(if_exists)
     n_copied = n_skipped = n_bytes = 0
     if not without_attrs and not dry_run:
-        dest.attrs.update(source.attrs.asdict())
+        _update_attributes(dest, source)
     for name, child in source.items():
         if isinstance(child, Group) and shallow:
             continue

@@ -436,53 +436,23 @@ def _remove_created(store, path, new_groups):
 
 
 def _like_kwargs(a, kwargs):
-    if "chunks" not in kwargs and not isinstance(a, Array) and creation_args.chunks_of(a):
+    if isinstance(a, Array):
+        # The one recode planner (as copy uses): the source's format, shards, chunk key
+        # encoding and, unless the call changes the encoding, its codec chain. Unlike a copy
+        # (and as zarr-python 3), no dimension names, and a new encoding gets no checksum.
+        from chunkstore.recode import create_kwargs_like
+        kwargs.setdefault("dimension_names", None)
+        return create_kwargs_like(a, kwargs.pop("zarr_format", None), keep_checksum=False,
+                                  **kwargs)
+    if "chunks" not in kwargs and creation_args.chunks_of(a):
         kwargs["chunks"] = creation_args.chunks_of(a)  # h5py datasets, bcolz
-    for name in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
+    for name in ("shape", "dtype", "order"):
         if name not in kwargs and hasattr(a, name):
             v = getattr(a, name)
-            if name == "chunks" and not isinstance(a, Array):
-                continue
-            if name == "fill_value" and not isinstance(a, Array):
-                continue
-            if name in ("compressor", "filters") and not isinstance(a, Array):
-                continue
-            if name == "order" and not isinstance(a, Array):
+            if name == "order":
                 v = "F" if (a.flags.f_contiguous and not a.flags.c_contiguous) else "C"
             kwargs[name] = v
-    if isinstance(a, Array) and a.filters and a.dtype.hasobject:
-        kwargs.setdefault("object_codec", None)
-    if isinstance(a, Array):
-        _like_format(a, kwargs)
     return kwargs
-
-
-def _like_format(a, kwargs):
-    """A Zarr v3 source gives a v3 array with its shards, chunk key separator and, unless
-    the call changes the encoding (compressor, filters, dtype, order), its codec chain."""
-    meta = a.metadata
-    if kwargs.setdefault("zarr_format", meta.zarr_format) != 3 or meta.zarr_format != 3:
-        return
-    if a.shards is not None:
-        kwargs.setdefault("shards", a.shards)
-    kwargs.setdefault("dimension_separator",
-                      meta.chunk_key_encoding["configuration"].get("separator", "/"))
-    own = ("compressor", "filters", "dtype", "order")
-    if "codecs" in kwargs or any(not _same(kwargs.get(k), getattr(a, k)) for k in own):
-        return
-    chain = meta.codecs
-    if a.shards is not None:
-        chain = chain[0]["configuration"]["codecs"]
-        if kwargs["shards"] != a.shards or kwargs.get("chunks") != a.chunks:
-            return  # new sharding: the inner chain is rebuilt from compressor/filters
-    kwargs["codecs"] = [dict(c) for c in chain]
-
-
-def _same(x, y):
-    try:
-        return x is y or bool(x == y)
-    except (TypeError, ValueError):
-        return False
 
 
 def zeros_like(a, **kwargs):

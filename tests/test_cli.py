@@ -566,3 +566,12 @@ def test_progress_bar_when_stderr_is_a_terminal(src):
     err = b"".join(chunks).decode("utf-8", "replace")
     assert p.returncode == 0 and b"OK" in p.stdout
     assert "verify" in err and "100%" in err
+
+
+def test_human_bytes_both_styles():
+    from chunkstore._text import human_bytes
+    assert [human_bytes(n) for n in (0, 1023, 1536, 3 * 2**30)] == \
+        ["0 B", "1023 B", "1.5 KiB", "3.0 GiB"]
+    # compact: Array.info's style (zarr-python's), bytes as a bare number
+    assert [human_bytes(n, compact=True) for n in (1023, 1536, 5 * 2**50)] == \
+        ["1023", "1.5K", "5.0P"]

@@ -159,7 +159,7 @@ def test_progress_counts_bytes_per_batch(tmp_path, capsys, monkeypatch):
     tqdm = pytest.importorskip("tqdm")
     monkeypatch.setattr(tqdm, "tqdm", Bar)
     Bar.made.clear()
-    monkeypatch.setattr(cli, "PROGRESS_BLOCK_BYTES", 2 * 2**20)
+    monkeypatch.setattr(cli.common, "PROGRESS_BLOCK_BYTES", 2 * 2**20)
     data = np.arange(2000 * 1000, dtype="f8").reshape(2000, 1000)  # 16 MB
     np.save(tmp_path / "a.npy", data)
     ok(capsys, "convert", tmp_path / "a.npy", tmp_path / "a.zarr", "--chunks", "100,1000",
@@ -168,7 +168,7 @@ def test_progress_counts_bytes_per_batch(tmp_path, capsys, monkeypatch):
     assert bar.unit == "B" and bar.total == data.nbytes
     assert sum(bar.updates) == data.nbytes
     # 16 MB in 800 kB chunks: updated per batch of chunks, not once per 256 MiB block.
-    assert len(bar.updates) >= 8 and max(bar.updates) <= cli.PROGRESS_BLOCK_BYTES
+    assert len(bar.updates) >= 8 and max(bar.updates) <= cli.common.PROGRESS_BLOCK_BYTES
     ok(capsys, "cp", tmp_path / "a.zarr", tmp_path / "b.zarr", "--dtype", "f4", "--progress")
     bar = Bar.made[-1]
     assert bar.unit == "B" and bar.total == data.size * 4 == sum(bar.updates)
@@ -281,7 +281,7 @@ def test_every_option_has_help():
 
 
 def test_storage_option_parsing(capsys):
-    from chunkstore.cli_options import parse_storage_option, storage_options
+    from chunkstore.cli.options import parse_storage_option, storage_options
     pairs = [parse_storage_option(t) for t in
              ["anon=true", "client_kwargs.endpoint_url=http://h:9000", "n=3", "s=abc",
               "client_kwargs.region_name=eu"]]

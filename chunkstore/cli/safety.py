@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 
-__all__ = ["scrub_temp_names", "quiet", "is_quiet", "remove_store_if_new",
+__all__ = ["scrub_temp_names", "quiet", "is_quiet", "is_url", "remove_store_if_new",
            "remove_node_if_new"]
 
 # DirectoryStore/ZipStore/FSStore write ".<name>.<32 hex>.partial" and rename it over <name>.
@@ -46,7 +46,7 @@ def is_quiet():
     return _QUIET.get()
 
 
-def _is_url(spec):
+def is_url(spec):
     return "://" in spec or "::" in spec
 
 
@@ -54,7 +54,7 @@ def _is_url(spec):
 def remove_store_if_new(spec):
     """On failure, delete the local file or directory at spec if it did not exist before.
     Wrap it around the code that opens and closes the store (delete after close)."""
-    if _is_url(spec) or os.path.lexists(spec):
+    if is_url(spec) or os.path.lexists(spec):
         yield
         return
     try:

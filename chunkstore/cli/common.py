@@ -1,0 +1,256 @@
+"""What every command of the CLI shares: errors and notes, opening stores and nodes, progress
+bars, consolidated metadata kept true after a write."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+
+from chunkstore.cli.safety import is_quiet, is_url as _is_url, scrub_temp_names
+from chunkstore.nodes import prefix
+
+PROG = "chunkstore"
+
+
+# ------------------------------------------------------------------------------ errors
+class CLIError(Exception):
+    """An error reported to the user as one line, exit status 1."""
+
+
+class UsageError(CLIError):
+    """A bad command line, exit status 2."""
+
+
+def _one_line(text):
+    text = re.sub(r"^\[Errno \d+\] ", "", scrub_temp_names(str(text)))
+    return " ".join(text.split())
+
+
+def _message(e):
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return e.args[0]
+    msg = str(e)
+    return msg if msg else type(e).__name__
+
+
+def _err(text):
+    print(f"{PROG}: error: {_one_line(text)}", file=sys.stderr)
+
+
+def _note(text):
+    if is_quiet():
+        return
+    print(f"{PROG}: {_one_line(text)}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _open_store(spec, mode, options=None):
+    """The store at spec; for reading, a local path must exist. options: fsspec storage
+    options (--storage-option), for URLs only."""
+    from chunkstore.storage.base import normalize_store
+    if options and not _is_url(spec):
+        raise UsageError(f"--storage-option applies to URL stores (s3://..., gcs://...), "
+                         f"not to {spec}")
+    if not _is_url(spec) and mode in ("r", "r+") and not os.path.exists(spec):
+        raise CLIError(f"no such file or directory: {spec}")
+    return normalize_store(spec, mode=mode, storage_options=options)
+
+
+def _close(store):
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+
+
+def _norm(path):
+    from chunkstore.creation import normalize_path
+    try:
+        return normalize_path(path)
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _join(a, b):
+    return prefix(a) + b
+
+
+def _kind(store, path):
+    from chunkstore import nodes
+    return nodes.node_kind(store, path)[0]
+
+
+def _format(store, path):
+    """2 or 3 for the node at path (None if there is none)."""
+    from chunkstore import nodes
+    return nodes.node_kind(store, path)[1]
+
+
+def _is_meta_key(key):
+    return key.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs", "zarr.json")
+
+
+def _count_nodes(store, keys):
+    """(arrays, groups) among the metadata documents in keys (v2 and v3)."""
+    arrays = groups = 0
+    for k in keys:
+        name = k.rsplit("/", 1)[-1]
+        if name == ".zarray":
+            arrays += 1
+        elif name == ".zgroup":
+            groups += 1
+        elif name == "zarr.json":
+            kind = _kind(store, k[: -len("zarr.json")].rstrip("/"))
+            arrays += kind == "array"
+            groups += kind == "group"
+    return arrays, groups
+
+
+def _v3_consolidated(store, path):
+    """The v3 group at path keeps consolidated metadata in its zarr.json."""
+    import json
+    try:
+        doc = json.loads(store[_join(path, "zarr.json")])
+    except Exception:  # noqa: BLE001 - absent or unreadable: not consolidated
+        return False
+    return (isinstance(doc, dict) and doc.get("node_type") == "group"
+            and isinstance(doc.get("consolidated_metadata"), dict))
+
+
+def _consolidated(store, path):
+    return _join(path, ".zmetadata") in store or _v3_consolidated(store, path)
+
+
+def _consolidate(store, path):
+    """Consolidate the group at path in its own format (v2 .zmetadata, v3 zarr.json)."""
+    if _format(store, path) == 3:
+        from chunkstore.metadata.v3 import consolidate_v3
+        return len(consolidate_v3(store, path)["consolidated_metadata"])
+    from chunkstore.storage.consolidated import consolidate_metadata
+    consolidate_metadata(store, path=path)
+    return None
+
+
+def _where(spec, path):
+    return f"{spec} (path {path!r})" if path else spec
+
+
+def _open_node(store, spec, path, read_only=True):
+    from chunkstore.array import Array
+    from chunkstore.group import Group
+    kind = _kind(store, path)
+    if kind == "array":
+        return Array(store, path=path, read_only=read_only)
+    if kind == "group":
+        return Group(store, path=path, read_only=read_only)
+    if path:
+        raise CLIError(f"no array or group at path {path!r} in {spec}")
+    raise CLIError(f"no array or group at the root of {spec} (not a Zarr store?)")
+
+
+def _keys_under(store, prefix):
+    fn = getattr(store, "keys_under", None)
+    if fn is not None:
+        return list(fn(prefix))
+    if not prefix:
+        return list(store)
+    return [k for k in list(store) if k == prefix or k.startswith(prefix + "/")]
+
+
+def _a(word):
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@contextlib.contextmanager
+def _stores(*specs_modes):
+    opened = []
+    try:
+        for spec, mode, *options in specs_modes:
+            opened.append(_open_store(spec, mode, *options))
+        yield opened
+    finally:
+        error = None
+        for s in reversed(opened):
+            try:
+                _close(s)
+            except Exception as e:  # report the first close failure (e.g. zip rewrite)
+                error = error or e
+        if error is not None and sys.exc_info()[0] is None:
+            raise error
+
+
+# With a progress bar, data is copied in blocks of about this many decoded bytes (a batch of
+# chunks, at least one), so the bar moves per batch instead of per 256 MiB block.
+PROGRESS_BLOCK_BYTES = 16 * 2**20
+
+
+class Progress:
+    """A tqdm bar on stderr when enabled and tqdm is importable, else nothing."""
+
+    def __init__(self, enabled, total=None, desc=None, unit="it"):
+        self._bar = None
+        if not enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        # unit "B": bytes, shown with binary prefixes and a throughput (e.g. 45.2MB/s).
+        self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
+                         dynamic_ncols=True, unit_divisor=1024 if unit == "B" else 1000)
+
+    @property
+    def shown(self):
+        return self._bar is not None
+
+    def update(self, n=1):
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _progress_enabled(args):
+    if getattr(args, "progress", None) is not None:
+        return args.progress
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _refresh_consolidated(store, path, include_self=True):
+    """Rewrite the consolidated metadata of path and of each ancestor that has some (v2
+    .zmetadata, or v3 consolidated_metadata in the group's zarr.json): keeps them true."""
+    parts = path.split("/") if path else []
+    n = len(parts) + (1 if include_self else 0)
+    for i in range(n):
+        p = "/".join(parts[:i])
+        if _consolidated(store, p):
+            _consolidate(store, p)
+
+
+def _options(args, specific=None):
+    """The fsspec storage options for one store of the command: --storage-option, then the
+    store's own (--src-storage-option / --dst-storage-option) on top."""
+    from chunkstore.cli.options import storage_options
+    try:
+        return storage_options(getattr(args, "storage_options", None),
+                               getattr(args, specific, None) if specific else None)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(str(e)) from None

@@ -1,0 +1,286 @@
+"""`chunkstore convert`: import a .npy, .npz or HDF5 file into a store."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from chunkstore.cli import common
+from chunkstore.cli.common import (CLIError, Progress, _a, _join, _kind, _message, _norm, _note,
+                                   _options, _plural, _progress_enabled, _refresh_consolidated,
+                                   _stores, _where)
+
+
+_H5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def _input_kind(path):
+    if not os.path.exists(path):
+        raise CLIError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CLIError(f"{path} is a directory; convert reads .npy, .npz and HDF5 files "
+                       f"(use 'cp' to copy a store)")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith(b"PK"):
+        return "npz"
+    if head == _H5_MAGIC:
+        return "hdf5"
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4"):
+        return "hdf5"  # HDF5 allows a user block before the signature
+    raise CLIError(f"cannot tell the format of {path}: expected a .npy, .npz or HDF5 file")
+
+
+class Converter:
+    """Writes the arrays and groups of one input file into a store.
+
+    dry=True: the same walk into a scratch MemoryStore with no data copied, which checks
+    every option against every dataset before the real store is touched (see cli/safety.py)
+    and sums the bytes to convert for the progress bar."""
+
+    def __init__(self, store, args, progress, dry=False):
+        self.dry = dry
+        if dry:
+            from chunkstore.storage.memory import MemoryStore
+            store = MemoryStore()
+        self.store, self.args, self.progress = store, args, progress
+        self.arrays = self.groups = 0
+        self.nbytes = 0
+
+    def _kw(self, shape, chunks, what):
+        kw = {"chunks": self.args.chunks if self.args.chunks is not None else chunks}
+        if isinstance(kw["chunks"], tuple) and len(kw["chunks"]) != len(shape):
+            raise CLIError(f"--chunks has {_plural(len(kw['chunks']), 'value')} but {what} "
+                           f"has {_plural(len(shape), 'dimension')} (shape {tuple(shape)})")
+        if self.args.compressor is not None:
+            kw["compressor"] = self.args.compressor[0]
+        return kw
+
+    def array(self, path, source, dtype=None, chunks=True, what=None, **extra):
+        """Create an array at path and fill it from source in bounded blocks. what names
+        the source in errors (e.g. "dataset /a/b of in.h5")."""
+        from chunkstore.convenience import copy_array_data
+        from chunkstore.creation import create
+        what = what or f"array {path!r}"
+        dtype = np.dtype(dtype if dtype is not None else source.dtype)
+        kw = self._kw(source.shape, chunks, what)
+        kw.update(extra)
+        fmt = getattr(self.args, "zarr_format", None) or 2
+        try:
+            z = create(shape=source.shape, dtype=dtype, store=self.store, path=path,
+                       zarr_format=fmt, **kw)
+        except (TypeError, ValueError) as e:
+            if not self.dry:
+                raise
+            raise CLIError(f"cannot convert {what}: {_message(e)}") from None
+        self.arrays += 1
+        if self.dry:
+            self.nbytes += int(np.prod(source.shape)) * dtype.itemsize
+            return z
+        itemsize = dtype.itemsize
+        copy_array_data(source, z, progress=lambda n: self.progress.update(n * itemsize),
+                        block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
+        return z
+
+    def group(self, path):
+        from chunkstore.group import open_group
+        self.groups += 1
+        return open_group(self.store, mode="a", path=path,
+                          zarr_format=getattr(self.args, "zarr_format", None) or 2)
+
+
+def _h5_json(v):
+    """A JSON-able value of an HDF5 attribute (TypeError if there is none)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        if v.dtype.names is not None:
+            raise TypeError(f"compound attribute of dtype {v.dtype}")
+        return [_h5_json(x) for x in v.tolist()] if v.ndim else _h5_json(v[()])
+    if isinstance(v, np.generic):
+        if isinstance(v, np.void):
+            raise TypeError(f"attribute of dtype {v.dtype}")
+        return _h5_json(v.item())
+    if isinstance(v, (list, tuple)):
+        return [_h5_json(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"attribute of type {type(v).__name__}")
+
+
+_H5_SCALE_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST"}
+
+
+def _h5_attrs(obj, is_scale):
+    out = {}
+    for k in obj.attrs.keys():
+        if k in _H5_SCALE_ATTRS or (is_scale and k in ("CLASS", "NAME")):
+            continue
+        try:
+            out[k] = _h5_json(obj.attrs[k])
+        except Exception as e:  # noqa: BLE001 - skip what JSON cannot hold, say so
+            _note(f"skipping attribute {k!r} of {obj.name}: {_message(e)}")
+    return out
+
+
+def _h5_dims(ds):
+    """xarray's _ARRAY_DIMENSIONS from HDF5 dimension scales in the same group, or None."""
+    try:
+        parent = ds.parent.name
+        if ds.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
+            return [ds.name.rsplit("/", 1)[-1]] if ds.ndim == 1 else None
+        names = []
+        for dim in ds.dims:
+            scales = list(dim.values())
+            if not scales or scales[0].parent.name != parent:
+                return None
+            names.append(scales[0].name.rsplit("/", 1)[-1])
+        return names if names else None
+    except Exception:  # noqa: BLE001 - dimension scales are optional sugar
+        return None
+
+
+class _H5Str:
+    """Array-like over a variable-length string dataset, reading Python str."""
+
+    def __init__(self, ds):
+        self._ds = ds.asstr()
+        self.shape, self.size, self.dtype = ds.shape, ds.size, np.dtype(object)
+
+    def __getitem__(self, sel):
+        return np.asarray(self._ds[sel], dtype=object)
+
+
+def _convert_hdf5(conv, path, root):
+    try:
+        import h5py
+    except ImportError:
+        raise CLIError("reading HDF5 needs h5py (pip install h5py)") from None
+    import numcodecs
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise CLIError(f"cannot open {path} as HDF5: {_message(e)}") from None
+    with f:
+        g = conv.group(root)
+        g.attrs.put(_h5_attrs(f, False))
+        items = []
+        f.visititems(lambda name, obj: items.append((name, obj)))
+        for name, obj in items:
+            dest = _join(root, name)
+            if isinstance(obj, h5py.Group):
+                conv.group(dest).attrs.put(_h5_attrs(obj, False))
+                continue
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            if obj.shape is None:
+                _note(f"skipping empty dataset {obj.name} (no shape)")
+                continue
+            dt = obj.dtype
+            chunks = obj.chunks if obj.chunks else True
+            extra = {}
+            source = obj
+            if dt.hasobject:
+                info = h5py.check_string_dtype(dt)
+                if info is None:
+                    _note(f"skipping dataset {obj.name}: unsupported dtype {dt}")
+                    continue
+                source = _H5Str(obj)
+                extra = {"object_codec": numcodecs.VLenUTF8(), "fill_value": ""}
+                dt = np.dtype(object)
+            else:
+                fv = obj.fillvalue
+                if fv is not None and dt.names is None:
+                    extra["fill_value"] = fv
+            is_scale = obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
+            z = conv.array(dest, source, dtype=dt, chunks=chunks,
+                           what=f"dataset {obj.name} of {path}", **extra)
+            attrs = _h5_attrs(obj, is_scale)
+            dims = _h5_dims(obj)
+            if dims is not None and "_ARRAY_DIMENSIONS" not in attrs:
+                attrs["_ARRAY_DIMENSIONS"] = dims
+            if attrs:
+                z.attrs.put(attrs)
+
+
+def _convert_npz(conv, path, root):
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - np.load raises many types for bad files
+        raise CLIError(f"cannot read {path} as .npz: {_message(e)}") from None
+    with npz:
+        conv.group(root)
+        for name in npz.files:
+            # one member in memory at a time (npz members cannot be mapped); a dry run
+            # reads only each member's header
+            arr = _npz_header(npz, name) if conv.dry else npz[name]
+            conv.array(_join(root, _norm(name)), arr, what=f"member {name!r} of {path}")
+
+
+class _Header:
+    """Shape and dtype of an array not read (a dry run's stand-in)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.size = int(np.prod(self.shape))
+
+
+def _npz_header(npz, name):
+    key = name if name in npz.zip.namelist() else name + ".npy"
+    with npz.zip.open(key) as f:
+        fmt = np.lib.format
+        version = fmt.read_magic(f)
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return _Header(shape, dtype)
+
+
+def _convert_npy(conv, path, root):
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # noqa: BLE001
+        raise CLIError(f"cannot read {path} as .npy: {_message(e)}") from None
+    conv.array(root, arr, what=path)
+
+
+def cmd_convert(args):
+    from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
+    from chunkstore.storage.base import rmdir
+    kind = _input_kind(args.input)
+    root = _norm(args.path)
+    convert = {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind]
+    with remove_store_if_new(args.output), \
+            _stores((args.output, "a", _options(args))) as (store,):
+        existing = _kind(store, root)
+        if existing is not None:
+            if args.if_exists == "raise":
+                raise CLIError(f"{_where(args.output, root)} already holds {_a(existing)}; use "
+                               f"--if-exists replace or --if-exists skip")
+            if args.if_exists == "skip":
+                print(f"skipped: {_where(args.output, root)} already holds {_a(existing)}")
+                return 0
+        # A dry run first: every dataset checked against the options, nothing written yet.
+        plan = Converter(store, args, Progress(False), dry=True)
+        with quiet():
+            convert(plan, args.input, root)
+        if existing is not None:
+            rmdir(store, root)
+        show = _progress_enabled(args)
+        with remove_node_if_new(store, root), \
+                Progress(show, total=plan.nbytes if show else None, desc="convert",
+                         unit="B") as bar:
+            conv = Converter(store, args, bar)
+            convert(conv, args.input, root)
+            _refresh_consolidated(store, root)
+    what = [_plural(conv.arrays, "array")]
+    if conv.groups:
+        what.append(_plural(conv.groups, "group"))
+    print(f"converted {args.input} ({kind}) into {' and '.join(what)}: "
+          f"{_where(args.output, root)}")
+    return 0
+
+

@@ -1,0 +1,252 @@
+"""`chunkstore cp`: copy an array or group from any store to any store, raw or recoded
+(through chunkstore.recode, the planner `copy` uses too)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from chunkstore._text import human_bytes
+from chunkstore.cli import common
+from chunkstore.cli.common import (CLIError, Progress, UsageError, _a, _consolidate, _consolidated,
+                                   _count_nodes, _format, _is_meta_key, _is_url, _join,
+                                   _keys_under, _kind, _message, _norm, _note, _open_node,
+                                   _options, _plural, _progress_enabled, _refresh_consolidated,
+                                   _stores, _where)
+
+
+class Copier:
+    """Copies nodes between stores: raw (copy_store) or recoded (create + copy_array_data).
+
+    recode: None (raw copies) or a dict of chunks / compressor / dtype / zarr_format / shards.
+    An array is copied raw when nothing about it changes (same format, no other option).
+
+    dry=True checks everything a copy would do without writing (see cli/safety.py): the
+    destination's state, every option against every array, each new array's metadata built
+    in a scratch store; it counts what would be copied (keys, and decoded bytes to recode)
+    for the progress bar's total."""
+
+    def __init__(self, src, dst, src_spec, dst_spec, recode, if_exists, progress, dry=False):
+        self.src, self.dst = src, dst
+        self.src_spec, self.dst_spec = src_spec, dst_spec
+        self.recode = recode
+        self.if_exists = if_exists
+        self.progress = progress
+        self.dry = dry
+        self.arrays = self.groups = self.skipped = self.keys = self.bytes = 0
+        self.raw_keys = self.recode_bytes = 0  # what a dry run found to copy
+        self.count_keys = False
+
+    def _target_format(self, sp):
+        fmt = (self.recode or {}).get("zarr_format")
+        return fmt or _format(self.src, sp) or 2
+
+    def _changes_array(self, sp):
+        if self.recode is None:
+            return False
+        if set(self.recode) - {"zarr_format"}:
+            return True
+        return self._target_format(sp) != _format(self.src, sp)
+
+    def copy(self, sp, dp):
+        from chunkstore.storage.base import rmdir
+        src_kind = _kind(self.src, sp)
+        dst_kind = _kind(self.dst, dp)
+        if dst_kind is not None:
+            if self.if_exists == "raise":
+                raise CLIError(f"{_where(self.dst_spec, dp)} already holds {_a(dst_kind)}; "
+                               f"use --if-exists replace or --if-exists skip")
+            if src_kind == "group" and dst_kind == "group":
+                self._merge_group(sp, dp)
+                return
+            if self.if_exists == "skip":
+                self.skipped += 1
+                return
+            if not self.dry:
+                rmdir(self.dst, dp)
+        # groups created on the way get the format of what is copied there
+        if not self.dry:
+            self._require_parents(dp, self._target_format(sp))
+        if self.recode is None or (src_kind == "array" and not self._changes_array(sp)):
+            self._raw(sp, dp)
+        elif src_kind == "array":
+            self._recode_array(sp, dp)
+        else:
+            self._recode_group(sp, dp)
+
+    def _members(self, path):
+        from chunkstore.storage.base import listdir
+        out = []
+        for name in listdir(self.src, path):
+            if _kind(self.src, _join(path, name)) is not None:
+                out.append(name)
+        return sorted(out)
+
+    def _require_parents(self, dp, zarr_format):
+        """Create the missing groups above dp, in zarr_format (none if an array is there)."""
+        from chunkstore.creation import write_group_metadata
+        parts = dp.split("/")[:-1] if dp else []
+        parents = [""] + ["/".join(parts[:i + 1]) for i in range(len(parts))] if dp else []
+        for p in parents:
+            if _kind(self.dst, p) == "array":
+                raise CLIError(f"cannot copy to {_where(self.dst_spec, dp)}: an array is at "
+                               f"{p!r}")
+        for p in parents:
+            if _kind(self.dst, p) is None:
+                write_group_metadata(self.dst, p, zarr_format)
+
+    def _copy_attrs(self, sp, dp):
+        """dp's attributes become sp's, in each node's own format."""
+        from chunkstore.group import Group
+        from chunkstore.recode import copy_attributes
+        copy_attributes(Group(self.src, path=sp, read_only=True), Group(self.dst, path=dp))
+
+    def _merge_group(self, sp, dp):
+        if self.if_exists == "replace" and not self.dry:
+            self._copy_attrs(sp, dp)
+        for name in self._members(sp):
+            self.copy(_join(sp, name), _join(dp, name))
+
+    def _raw(self, sp, dp):
+        from chunkstore.convenience import copy_store
+        if self.dry:
+            if self.count_keys:  # listing a big remote store costs: only for a bar
+                self.raw_keys += len(_keys_under(self.src, sp))
+            return
+        keys = _keys_under(self.src, sp)
+        arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])
+        self.arrays += arrays
+        self.groups += groups
+        per_key = 1 if self.recode is None else 0  # a recoding copy's bar counts bytes
+        n, _, nbytes = copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
+                                  if_exists="replace",
+                                  log=lambda _msg: self.progress.update(per_key))
+        self.keys += n
+        self.bytes += nbytes
+
+    def _recode_group(self, sp, dp):
+        from chunkstore.group import open_group
+        if not self.dry:
+            open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
+            self._copy_attrs(sp, dp)
+            self.groups += 1
+        for name in self._members(sp):
+            self.copy(_join(sp, name), _join(dp, name))
+
+    def _recode_array(self, sp, dp):
+        from chunkstore.array import Array
+        from chunkstore.convenience import copy_array_data
+        from chunkstore.creation import create
+        from chunkstore.recode import RecodeError, copy_plan, put_attributes, read_as
+        a = Array(self.src, path=sp, read_only=True)
+        changes = {k: v for k, v in self.recode.items() if k != "zarr_format"}
+        try:
+            kw, attrs = copy_plan(a, self._target_format(sp), note=_note, **changes)
+        except RecodeError as e:
+            raise CLIError(e.render(CLI_NAMES)) from None
+        if self.dry:  # the metadata alone, in a scratch store: checks every argument
+            from chunkstore.storage.memory import MemoryStore
+            try:
+                create(store=MemoryStore(), path=dp, **kw)
+            except (TypeError, ValueError) as e:
+                raise CLIError(f"cannot copy array {a.name!r} of {self.src_spec}: "
+                               f"{_message(e)}") from None
+            self.recode_bytes += a.size * np.dtype(kw["dtype"]).itemsize
+            return
+        dst = create(store=self.dst, path=dp, **kw)
+        put_attributes(dst, attrs)
+        itemsize = dst.dtype.itemsize
+        copy_array_data(read_as(a, kw["dtype"]), dst,
+                        progress=lambda n: self.progress.update(n * itemsize),
+                        block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
+        self.arrays += 1
+        self.bytes += dst.nbytes_stored
+
+
+# The recode planner's messages with the options as this command line spells them.
+CLI_NAMES = {"chunks": "--chunks", "shards": "--shards", "shards none": "--shards none",
+             "checksum": "--checksum", "compressor": "--compressor",
+             "zarr_format 2": "--zarr-format 2", "zarr_format 3": "--zarr-format 3"}
+
+
+def _same_location(a, b):
+    if _is_url(a) or _is_url(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def cmd_cp(args):
+    sp, dp = _norm(args.src_path), _norm(args.dst_path)
+    recode = {}
+    if args.chunks is not None:
+        recode["chunks"] = args.chunks
+    if args.compressor is not None:
+        recode["compressor"] = args.compressor[0]
+    if args.dtype is not None:
+        recode["dtype"] = args.dtype
+    if args.zarr_format is not None:
+        recode["zarr_format"] = args.zarr_format
+    if args.shard_shape is not None:
+        recode["shards"] = args.shard_shape
+    if args.checksum:
+        recode["checksum"] = True
+    from chunkstore.recode import RecodeError, check_changes
+    try:  # before any store is opened: options the target format has no place for
+        check_changes(args.zarr_format,
+                      **{k: v for k, v in recode.items() if k != "zarr_format"})
+    except RecodeError as e:
+        raise UsageError(e.render(CLI_NAMES)) from None
+    same = _same_location(args.src, args.dst)
+    if same and (sp == dp or not sp or dp.startswith(sp + "/")):
+        raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
+                       f"({_where(args.dst, dp)})")
+    # --storage-option goes to whichever of SRC and DST are URLs; the specific ones must
+    # name a URL store.
+    src_opts = _options(args, "src_storage_options") \
+        if _is_url(args.src) or args.src_storage_options else None
+    dst_opts = _options(args, "dst_storage_options") \
+        if _is_url(args.dst) or args.dst_storage_options else None
+    specs = [(args.src, "r+", src_opts)] if same else \
+        [(args.src, "r", src_opts), (args.dst, "a", dst_opts)]
+    from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
+    with contextlib.nullcontext() if same else remove_store_if_new(args.dst), \
+            _stores(*specs) as opened:
+        src = opened[0]
+        dst = opened[0] if same else opened[1]
+        src_kind = _kind(src, sp)
+        if src_kind is None:
+            _open_node(src, args.src, sp)
+        show = _progress_enabled(args)
+        # Everything is checked before the first write: a bad option, or an existing
+        # destination, fails here with the store untouched.
+        plan = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists,
+                      Progress(False), dry=True)
+        plan.count_keys = show
+        with quiet():
+            plan.copy(sp, dp)
+        total = (plan.recode_bytes if recode else plan.raw_keys) if show else None
+        with remove_node_if_new(dst, dp), \
+                Progress(show, total=total, desc="cp", unit="B" if recode else "key") as bar:
+            copier = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists, bar)
+            copier.copy(sp, dp)
+            if recode and _consolidated(src, sp) and _kind(dst, dp) == "group":
+                _consolidate(dst, dp)
+            _refresh_consolidated(dst, dp)
+    what = []
+    if copier.arrays:
+        what.append(_plural(copier.arrays, "array"))
+    if copier.groups:
+        what.append(_plural(copier.groups, "group"))
+    msg = f"copied {' and '.join(what) or 'nothing'}"
+    if not recode and copier.keys:
+        msg += f" ({_plural(copier.keys, 'key')}, {human_bytes(copier.bytes)})"
+    elif copier.bytes:
+        msg += f" ({human_bytes(copier.bytes)} stored)"
+    if copier.skipped:
+        msg += f"; skipped {copier.skipped} existing"
+    print(f"{msg}: {_where(args.src, sp)} -> {_where(args.dst, dp)}")
+    return 0
+
+

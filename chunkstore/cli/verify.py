@@ -1,0 +1,326 @@
+"""`chunkstore verify`: read every metadata document and decode every stored chunk."""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from chunkstore.cli.common import (Progress, _format, _join, _keys_under, _kind, _message, _norm,
+                                   _one_line, _open_node, _options, _plural, _progress_enabled,
+                                   _stores, _where)
+
+
+VERIFY_DESCRIPTION = """\
+Read every metadata document and decode every stored chunk (every inner chunk of every
+shard); print each problem with its key; exit 1 if there is any.
+
+Detected:
+  - invalid metadata (.zarray, .zgroup, .zattrs, zarr.json) and stale consolidated metadata
+  - chunk keys outside the array's chunk grid
+  - chunks that fail to decode, or decode to the wrong size
+  - corruption of a chunk that carries a checksum: any changed byte of a Zarr v3 chunk
+    with the crc32c codec and of every shard index (it carries crc32c); a damaged
+    compressed stream of gzip (CRC-32), zlib (Adler-32), bz2 (CRC) or lzma (xz check)
+  - unreadable keys (the store raises on reading them)
+
+Not detected:
+  - changed bytes in a chunk without a checksum that still decodes to the right size:
+    uncompressed chunks, Blosc chunks that Blosc stored uncompressed (data that did not
+    compress), and often Blosc, LZ4 or Zstd chunks (a damaged stream usually fails to
+    decode, but nothing guarantees it); in a sharded array without crc32c on its inner
+    chunks, the same for the inner chunks behind an intact index
+  - missing chunks: an absent chunk reads as the fill value, like one never written
+  - data that was already wrong when it was written
+
+To make data fully verifiable, copy it with a checksum on every chunk:
+  chunkstore cp SRC DST --zarr-format 3 --checksum
+"""
+
+_SIZE_PROBLEM = re.compile(r"has \d+ (bytes|items), expected \d+")
+
+
+class Verifier:
+    """Checks arrays through their layouts (chunkstore.format): the layout parses the store
+    keys, names the chunks each stored object holds (the object itself, or a shard's inner
+    chunks), reads them and gives the codec to decode them with."""
+
+    def __init__(self, store, progress, batch=64):
+        self.store, self.progress, self.batch = store, progress, batch
+        self.problems = {"corrupt": 0, "wrong size": 0, "outside the grid": 0, "metadata": 0,
+                         "consolidated": 0, "consolidated v3": 0, "unreadable": 0,
+                         "corrupt shard": 0}
+        self.chunks = self.arrays = 0
+        self.bad_metadata = set()  # array paths whose metadata was already reported
+
+    def report(self, kind, key, text):
+        self.problems[kind] += 1
+        label = {"corrupt": "corrupt chunk", "wrong size": "wrong-size chunk",
+                 "outside the grid": "chunk key outside the grid",
+                 "metadata": "invalid metadata", "unreadable": "unreadable chunk",
+                 "consolidated": "stale consolidated metadata",
+                 "consolidated v3": "stale consolidated metadata",
+                 "corrupt shard": "corrupt shard"}[kind]
+        print(f"{label} {key!r}: {_one_line(text)}", flush=True)
+
+    def classify(self, layout, keys):
+        """[(key, stored-grid coordinates)] of the stored objects (chunks, or shards) among
+        keys, parsed by the array's layout; reports keys outside the grid. Other keys are
+        ignored (as every Zarr reader ignores them)."""
+        stored = []
+        for key in keys:
+            try:
+                coords = layout.parse_stored_key(key)
+            except ValueError as e:
+                self.report("outside the grid", key, _message(e))
+                continue
+            if coords is not None:
+                stored.append((key, coords))
+        return stored
+
+    def _decode_all(self, codec, items):
+        """Decode (key, bytes) items on the pool; report the ones that fail."""
+        from chunkstore import config
+        from chunkstore.errors import ChunkDecodeError
+
+        def decode(item):
+            key, data = item
+            try:
+                codec.decode(data, key=key, writable=False)
+            except ChunkDecodeError as e:
+                cause = e.__cause__
+                text = _message(cause) if cause is not None else _message(e)
+                kind = "wrong size" if _SIZE_PROBLEM.search(text) else "corrupt"
+                return key, kind, text
+            except Exception as e:  # noqa: BLE001 - anything else is corruption too
+                return key, "corrupt", _message(e)
+            return key, None, None
+
+        pool = config.executor()
+        parallel = pool is not None and not codec.dtype.hasobject and len(items) > 1
+        results = pool.map(decode, items) if parallel else map(decode, items)
+        for key, kind, text in results:
+            self.chunks += 1
+            if kind is not None:
+                self.report(kind, key, text)
+
+    def _read_one(self, layout, key, chunk_keys, data):
+        """Read the chunks of one stored object into data; report it if it cannot be read
+        (a shard whose index does not decode is a corrupt shard, named by its key)."""
+        from chunkstore.errors import ChunkDecodeError
+        try:
+            data.update(layout.read_chunks(chunk_keys))
+        except ChunkDecodeError as e:
+            cause = e.__cause__
+            self.report("corrupt shard", key,
+                        _message(cause) if cause is not None else _message(e))
+        except Exception as e:  # noqa: BLE001
+            self.report("unreadable", key, _message(e))
+
+    def check(self, layout, stored):
+        """Read and decode every chunk of the stored objects, about self.batch chunks (and
+        at least one object) at a time. A chunk that does not decode is reported by its
+        key; a shard's inner chunk by ``<shard key>|<i>.<j>`` (coordinates in the shard)."""
+        lo = 0
+        while lo < len(stored):
+            part, keys = [], []
+            while lo < len(stored) and (not part or len(keys) < self.batch):
+                key, coords = stored[lo]
+                chunk_keys = _chunk_keys(layout, key, coords)
+                part.append((key, chunk_keys))
+                keys += chunk_keys
+                lo += 1
+            try:
+                data = layout.read_chunks(keys)
+            except Exception:  # noqa: BLE001 - read one by one to name the bad object
+                data = {}
+                for key, chunk_keys in part:
+                    self._read_one(layout, key, chunk_keys, data)
+            self._decode_all(layout.codec, [(k, data[k]) for k in keys if k in data])
+            self.progress.update(len(part))
+
+    def run(self, arrays, keys):
+        from chunkstore import nodes
+        from chunkstore.array import Array
+        plans = []
+        array_set = set(arrays)
+        for path in arrays:
+            if path in self.bad_metadata:
+                continue
+            prefix = path + "/" if path else ""
+            lo = bisect.bisect_left(keys, prefix)
+            hi = bisect.bisect_left(keys, prefix + "\U0010ffff") if prefix else len(keys)
+            try:
+                layout = Array(self.store, path=path, read_only=True).layout
+            except Exception as e:  # noqa: BLE001 - bad metadata: reported, not verified
+                fmt = _format(self.store, path) or 2
+                self.report("metadata", nodes.metadata_key(path, fmt, "array"), _message(e))
+                continue
+            own = [k for k in keys[lo:hi] if not _inside_other(k, prefix, array_set)]
+            plans.append((layout, self.classify(layout, own)))
+            self.arrays += 1
+        self.progress.total(sum(len(stored) for _, stored in plans))
+        for layout, stored in plans:
+            self.check(layout, stored)
+
+
+def _chunk_keys(layout, key, coords):
+    """The chunk keys of the stored object at key: itself, or a shard's inner chunks."""
+    if layout.chunks_per_shard is None:
+        return [key]
+    return layout.shard_chunk_keys(coords)
+
+
+def _inside_other(key, prefix, arrays):
+    # A key under a deeper array belongs to that array (only in unusual hierarchies).
+    rest = key[len(prefix):]
+    parts = rest.split("/")
+    for i in range(1, len(parts)):
+        if _join(prefix.rstrip("/"), "/".join(parts[:i])) in arrays:
+            return True
+    return False
+
+
+class _VerifyProgress(Progress):
+    def __init__(self, enabled):
+        super().__init__(enabled, total=None, desc="verify", unit="chunk")
+
+    def total(self, n):
+        if self._bar is not None:
+            self._bar.total = n
+            self._bar.refresh()
+
+
+def _check_consolidated(v, store, mkey, keys):
+    """Report a .zmetadata whose documents differ from the ones in the store (stale)."""
+    import json
+    base = mkey[: -len(".zmetadata")].rstrip("/")
+    prefix = base + "/" if base else ""
+    try:
+        meta = json.loads(store[mkey])["metadata"]
+        if not isinstance(meta, dict):
+            raise ValueError("'metadata' is not an object")
+    except Exception as e:  # noqa: BLE001
+        v.report("metadata", mkey, f"not a consolidated metadata document: {_message(e)}")
+        return
+
+    def canon(doc):
+        return json.dumps(doc, sort_keys=True)
+    actual = {k[len(prefix):]: k for k in keys if k.startswith(prefix)
+              and k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs")}
+    diffs = []
+    for rel in sorted(set(actual) | set(meta)):
+        if rel not in meta:
+            diffs.append(f"{rel!r} is missing")
+        elif rel not in actual:
+            diffs.append(f"{rel!r} is not in the store")
+        else:
+            try:
+                same = canon(json.loads(store[actual[rel]])) == canon(meta[rel])
+            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+                same = True
+            if not same:
+                diffs.append(f"{rel!r} differs")
+    if diffs:
+        more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        v.report("consolidated", mkey, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
+                 f"consolidate' to rewrite it")
+
+
+def _check_consolidated_v3(v, store, key, keys, members):
+    """Report a v3 group's consolidated_metadata that differs from its members' zarr.json."""
+    from chunkstore.metadata.v3 import parse_node_metadata_v3
+    base = key[: -len("zarr.json")].rstrip("/")
+    prefix = base + "/" if base else ""
+    actual = {k[len(prefix): -len("/zarr.json")]: k for k in keys
+              if k.startswith(prefix) and k != key and k.rsplit("/", 1)[-1] == "zarr.json"}
+
+    def same(a, b):
+        if isinstance(a, dict) != isinstance(b, dict):
+            return False
+        if isinstance(a, dict):
+            return a.get("attributes") == b.get("attributes")
+        return a == b  # ArrayMetadataV3: the encoded documents
+
+    diffs = []
+    for rel in sorted(set(actual) | set(members)):
+        if rel not in members:
+            diffs.append(f"{rel!r} is missing")
+        elif rel not in actual:
+            diffs.append(f"{rel!r} is not in the store")
+        else:
+            try:
+                node = parse_node_metadata_v3(store[actual[rel]], actual[rel])
+            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+                continue
+            if not same(node, members[rel]):
+                diffs.append(f"{rel!r} differs")
+    if diffs:
+        more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
+        v.report("consolidated v3", key, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
+                 f"consolidate' to rewrite it")
+
+
+def _stray_temporaries(store, path):
+    """Temporary files that killed writers left in a directory or next to a zip store."""
+    fn = getattr(store, "stray_temporaries", None)
+    if fn is None:
+        return []
+    return fn(path)
+
+
+def cmd_verify(args):
+    from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
+    from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
+    path = _norm(args.path)
+    with _stores((args.store, "r", _options(args))) as (store,):
+        kind = _kind(store, path)
+        if kind is None:
+            _open_node(store, args.store, path)
+        keys = sorted(_keys_under(store, path))
+        if kind == "array":
+            arrays = {path}
+        else:
+            arrays = {k[: -len(".zarray")].rstrip("/") for k in keys
+                      if k.rsplit("/", 1)[-1] == ".zarray"}
+        with _VerifyProgress(_progress_enabled(args)) as bar:
+            v = Verifier(store, bar)
+            for k in keys:
+                name = k.rsplit("/", 1)[-1]
+                node_path = k[: -len(name)].rstrip("/")
+                try:
+                    if name == ".zgroup":
+                        parse_group_metadata(store[k], k)
+                    elif name == ".zattrs":
+                        parse_attrs(store[k], k)
+                    elif name == "zarr.json":
+                        node = parse_node_metadata_v3(store[k], k)
+                        if isinstance(node, ArrayMetadataV3):
+                            if kind != "array":
+                                arrays.add(node_path)
+                        elif node.get("consolidated_metadata") is not None:
+                            _check_consolidated_v3(v, store, k, keys,
+                                                   node["consolidated_metadata"])
+                except Exception as e:  # noqa: BLE001
+                    v.report("metadata", k, _message(e))
+                    if name == "zarr.json":
+                        v.bad_metadata.add(node_path)
+                if name == ".zmetadata":
+                    _check_consolidated(v, store, k, keys)
+            v.run(sorted(arrays), keys)
+        strays = _stray_temporaries(store, path)
+    found = {k: n for k, n in v.problems.items() if n}
+    head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
+            f"{_where(args.store, path)}")
+    for p in strays:  # harmless to readers, so not a failure; but worth deleting
+        print(f"stray temporary file of an interrupted write: {p}")
+    if found:
+        names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata",
+                 "consolidated v3": "stale consolidated metadata",
+                 "corrupt shard": "corrupt shard index"}
+        print(f"{head}: FAILED, " + ", ".join(f"{n} {names.get(k, k)}"
+                                              for k, n in found.items()))
+        return 1
+    print(f"{head}: OK")
+    return 0
+
+

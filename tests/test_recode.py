@@ -1,0 +1,212 @@
+"""The one recode planner (chunkstore.recode): copy, copy_all and `chunkstore cp` make the same
+copies (compared key by key, bytes equal), and create_kwargs_like plans them."""
+
+import numcodecs
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.cli import main
+from chunkstore.recode import RecodeError, copy_plan, create_kwargs_like
+from chunkstore.storage.base import normalize_store
+
+
+def stored(path):
+    s = normalize_store(str(path), mode="r")
+    return {k: bytes(s[k]) for k in s.keys()}
+
+
+def cp(src, dst, *opts):
+    assert main(["cp", str(src), str(dst), "--no-progress", *map(str, opts)]) == 0
+
+
+def assert_same_stores(a, b):
+    ka, kb = stored(a), stored(b)
+    assert sorted(ka) == sorted(kb)
+    for k in ka:
+        assert ka[k] == kb[k], k
+    return ka
+
+
+DATA = np.arange(40 * 30, dtype="f8").reshape(40, 30)
+
+
+def v2_source(path):
+    g = cs.group(str(path))
+    a = g.create_dataset("a", data=DATA, chunks=(10, 10), compressor=numcodecs.Zstd(level=3),
+                         fill_value=-1.5)
+    a.attrs.put({"_ARRAY_DIMENSIONS": ["y", "x"], "units": "m"})
+    return a
+
+
+def v3_source(path):
+    a = cs.create_array(str(path), name="a", shape=DATA.shape, chunks=(5, 10), shards=(10, 30),
+                        dtype="f8", fill_value=-1.5, dimension_names=["y", "x"],
+                        compressors=[numcodecs.Zstd(level=3), numcodecs.CRC32C()])
+    a[...] = DATA
+    a.attrs.put({"units": "m"})
+    return a
+
+
+def library_copy(src_array, dst_path, zarr_format, **kw):
+    g = cs.group(str(dst_path), zarr_format=zarr_format)
+    cs.copy(src_array, g, name="x", **kw)
+
+
+CASES = [
+    # (source, destination format, library keywords, CLI options)
+    ("v2", 3, dict(checksum=True, shards=(20, 30)),
+     ["--zarr-format", "3", "--checksum", "--shards", "20,30"]),
+    ("v2", 3, {}, ["--zarr-format", "3"]),
+    ("v3", 2, {}, ["--zarr-format", "2"]),
+    ("v3", 3, dict(chunks=(10, 10)), ["--chunks", "10,10"]),
+    ("v3", 3, dict(compressor=numcodecs.GZip(level=4)), ["--compressor", "gzip:4"]),
+    ("v3", 3, dict(shards="none", dtype=np.dtype("f4")), ["--shards", "none", "--dtype", "f4"]),
+    ("v2", 2, dict(chunks=(20, 15), compressor=numcodecs.Zstd(level=1)),
+     ["--chunks", "20,15", "--compressor", "zstd:1"]),
+    ("v2", 2, dict(dtype=np.dtype("i4")), ["--dtype", "i4"]),
+]
+
+
+@pytest.mark.parametrize("source,fmt,kw,opts", CASES,
+                         ids=[f"{s}-to-v{f}-{'-'.join(o).replace('--', '')}"
+                              for s, f, _, o in CASES])
+def test_copy_and_cp_make_identical_stores(tmp_path, source, fmt, kw, opts):
+    src = tmp_path / "src.zarr"
+    a = (v2_source if source == "v2" else v3_source)(src)
+    library_copy(a, tmp_path / "lib.zarr", fmt, **kw)
+    cp(src, tmp_path / "cli.zarr", "--src-path", "a", "--dst-path", "x", *opts)
+    keys = assert_same_stores(tmp_path / "lib.zarr", tmp_path / "cli.zarr")
+    assert len([k for k in keys if "x/" in k]) > 2  # metadata and chunks were written
+    x = cs.open_array(str(tmp_path / "lib.zarr"), mode="r", path="x")
+    assert x.metadata.zarr_format == fmt
+    np.testing.assert_array_equal(x[...], DATA.astype(x.dtype))
+    # The attributes and the dimension names travel, each format in its own place.
+    assert x.attrs["units"] == "m"
+    if fmt == 3:
+        assert x.metadata.dimension_names == ["y", "x"]
+        assert "_ARRAY_DIMENSIONS" not in x.attrs
+    else:
+        assert x.attrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
+
+
+def test_v2_to_v3_keeps_what_the_cli_keeps(tmp_path):
+    # copy gains what `chunkstore cp` did alone: crc32c and shards as asked, dimension names.
+    a = v2_source(tmp_path / "src.zarr")
+    library_copy(a, tmp_path / "lib.zarr", 3, checksum=True, shards=(20, 30))
+    x = cs.open_array(str(tmp_path / "lib.zarr"), mode="r", path="x")
+    assert x.shards == (20, 30) and x.chunks == (10, 10)
+    inner = x.metadata.inner_codecs
+    assert [c["name"] for c in inner] == ["bytes", "zstd", "crc32c"]
+    assert x.fill_value == -1.5
+
+
+def test_v3_to_v3_keeps_the_codec_chain(tmp_path):
+    a = v3_source(tmp_path / "src.zarr")
+    library_copy(a, tmp_path / "lib.zarr", 3, chunks=(10, 10))
+    x = cs.open_array(str(tmp_path / "lib.zarr"), mode="r", path="x")
+    assert x.metadata.inner_codecs == a.metadata.inner_codecs
+    assert x.shards == (10, 30) and x.metadata.dimension_names == ["y", "x"]
+
+
+def group_tree(path):
+    root = cs.group(str(path))
+    root.attrs.put({"title": "t"})
+    sub = root.create_group("sub")
+    sub.attrs.put({"k": 1})
+    sub.create_dataset("b", data=np.arange(25, dtype="i2"), chunks=(10,))
+    root.create_dataset("a", data=DATA, chunks=(10, 10))
+    root.create_group("empty")
+    return root
+
+
+@pytest.mark.parametrize("fmt,kw,opts", [
+    (3, dict(checksum=True), ["--zarr-format", "3", "--checksum"]),
+    (2, dict(compressor=numcodecs.GZip(level=2)), ["--compressor", "gzip:2"]),
+])
+def test_copy_all_and_cp_of_a_group_make_identical_stores(tmp_path, fmt, kw, opts):
+    root = group_tree(tmp_path / "src.zarr")
+    dest = cs.group(str(tmp_path / "lib.zarr"), zarr_format=fmt)
+    cs.copy_all(root, dest, **kw)
+    cp(tmp_path / "src.zarr", tmp_path / "cli.zarr", *opts)
+    keys = assert_same_stores(tmp_path / "lib.zarr", tmp_path / "cli.zarr")
+    assert any(k.startswith("sub/b/") for k in keys) and any("empty" in k for k in keys)
+    g = cs.open_group(str(tmp_path / "lib.zarr"), mode="r")
+    assert g.attrs["title"] == "t" and g["sub"].attrs["k"] == 1
+    np.testing.assert_array_equal(g["sub/b"][...], np.arange(25, dtype="i2"))
+
+
+# ------------------------------------------------------------------------------ the planner
+def test_plan_of_a_sharded_v3_array():
+    s = cs.MemoryStore()
+    a = v3_source(s)
+    kw = create_kwargs_like(a)
+    assert kw["zarr_format"] == 3 and kw["shards"] == (10, 30) and kw["chunks"] == (5, 10)
+    assert kw["codecs"] == a.metadata.inner_codecs
+    assert kw["dimension_names"] == ["y", "x"] and kw["fill_value"] == -1.5
+    assert kw["dimension_separator"] == a.metadata.chunk_key_encoding
+    b = cs.create(store=s, path="b", **kw)
+    assert b.metadata.codecs == a.metadata.codecs
+
+
+def test_plan_new_compressor_keeps_the_checksum_unless_told():
+    a = v3_source(cs.MemoryStore())
+    kw = create_kwargs_like(a, compressor=numcodecs.GZip(level=1))
+    assert "codecs" not in kw and [f.codec_id for f in kw["filters"]] == ["crc32c"]
+    kw = create_kwargs_like(a, compressor=numcodecs.GZip(level=1), keep_checksum=False)
+    assert "codecs" not in kw and not kw.get("filters")
+    # a change equal to the source's value is no change: the chain stays as it is
+    kw = create_kwargs_like(a, compressor=a.compressor, dtype=a.dtype)
+    assert kw["codecs"] == a.metadata.inner_codecs
+
+
+def test_plan_v2_to_v3_moves_dimension_names_out_of_the_attributes():
+    a = v2_source(cs.MemoryStore())
+    kw, attrs = copy_plan(a, 3, checksum=True)
+    assert kw["dimension_names"] == ["y", "x"] and attrs == {"units": "m"}
+    assert [f.codec_id for f in kw["filters"]] == ["crc32c"] and kw["shards"] is None
+    kw, attrs = copy_plan(a, 3, dimension_names=None)  # told: nothing moves
+    assert "dimension_names" not in kw and attrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
+
+
+def test_plan_v3_to_v2():
+    s = cs.MemoryStore()
+    a = v3_source(s)
+    notes = []
+    kw, attrs = copy_plan(a, 2, note=notes.append)
+    assert kw["zarr_format"] == 2 and kw.get("shards") is None and "codecs" not in kw
+    assert attrs == {"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}
+    assert any("crc32c" in n and "/a" in n for n in notes)
+    strings = cs.create_array(s, name="s", shape=(3,), dtype=str, chunks=(2,))
+    kw = create_kwargs_like(strings, 2)
+    assert kw["object_codec"].codec_id == "vlen-utf8"
+
+
+def test_plan_dtype_change_casts_the_fill_value_and_drops_dtype_filters():
+    s = cs.MemoryStore()
+    a = cs.create((10,), chunks=(5,), dtype="f8", fill_value=1.5, store=s, path="a",
+                 filters=[numcodecs.Delta(dtype="f8")])
+    notes = []
+    kw = create_kwargs_like(a, dtype="i4", note=notes.append)
+    assert kw["dtype"] == np.dtype("i4") and kw["fill_value"] == 0 and kw["filters"] is None
+    assert notes and "filters" in notes[0]
+    kw = create_kwargs_like(a, dtype="f4")
+    assert kw["fill_value"] == 1.5
+
+
+def test_plan_errors_name_the_option_and_the_array():
+    s = cs.MemoryStore()
+    a = v2_source(s)
+    with pytest.raises(RecodeError, match=r"shards needs Zarr v3 .*'/a'"):
+        create_kwargs_like(a, shards=(20, 20))
+    with pytest.raises(RecodeError, match=r"checksum=True needs Zarr v3"):
+        create_kwargs_like(a, checksum=True)
+    with pytest.raises(RecodeError, match=r"chunks has 3 values but array '/a' has 2"):
+        create_kwargs_like(a, 3, chunks=(1, 2, 3))
+    with pytest.raises(RecodeError, match=r"must be a multiple of the chunks"):
+        create_kwargs_like(a, 3, shards=(15, 15))
+    b = v3_source(cs.MemoryStore())
+    with pytest.raises(RecodeError, match=r"not a multiple of the new chunks"):
+        create_kwargs_like(b, chunks=(4, 4))
+    with pytest.raises(ValueError):  # RecodeError is a ValueError, as zarr-python raises
+        create_kwargs_like(b, chunks=(4, 4))
