@@ -19,6 +19,7 @@ import numpy as np
 
 from chunkstore import indexing as ix
 from chunkstore import nodes
+from chunkstore._text import human_bytes
 from chunkstore.array_read import ArrayReader
 from chunkstore.array_write import ArrayWriter
 from chunkstore.errors import ChunkstoreError, MetadataError
@@ -33,13 +34,6 @@ from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
 
 # a field name, or several, of a structured dtype
 Fields = str | Sequence[str] | None
-
-
-def _human(n):
-    for unit in ("", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
-            return f"{n:.1f}{unit}" if unit else f"{n}"
-        n /= 1024
 
 
 class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
@@ -285,8 +279,8 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         ] + self._layout.codec_info_rows() + [
             ("Store type", type(self._store).__module__.split(".")[0] + "."
              + type(self._store).__name__),
-            ("No. bytes", f"{nbytes} ({_human(nbytes)})"),
-            ("No. bytes stored", f"{stored} ({_human(stored)})"),
+            ("No. bytes", f"{nbytes} ({human_bytes(nbytes, compact=True)})"),
+            ("No. bytes stored", f"{stored} ({human_bytes(stored, compact=True)})"),
             ("Storage ratio", f"{nbytes / stored:.1f}" if stored else "-"),
             ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
         ]

@@ -138,12 +138,12 @@ def test_invalid_keys_v3_and_sharded():
     assert z.layout.parse_chunk_key("a/b/c/0/0") is None
 
 
-def test_shard_chunk_keys_and_reads():
+def test_stored_chunk_keys_and_reads():
     z, store = make("sharded/")
     lay = z.layout
     assert lay.chunks_per_shard == (2, 2) and lay.stored_grid_shape == (2, 2)
     # the edge shard (1, 1) covers inner chunks (2..3, 2..3) of an inner grid (4, 4)
-    keys = lay.shard_chunk_keys((1, 1))
+    keys = lay.stored_chunk_keys((1, 1))
     assert [lay.parse_chunk_key(k) for k in keys] == [(2, 2), (2, 3), (3, 2), (3, 3)]
     got = lay.read_chunks(keys)
     assert set(got) == set(keys)
@@ -154,14 +154,14 @@ def test_shard_chunk_keys_and_reads():
         part = whole[i * 2:(i + 1) * 2, j * 3:(j + 1) * 3]
         np.testing.assert_array_equal(chunk[:part.shape[0], :part.shape[1]], part)
     edge = make("sharded/", shape=(5, 10))[0].layout  # shard row 1 holds one inner row
-    assert [edge.parse_chunk_key(k) for k in edge.shard_chunk_keys((1, 0))] == [(2, 0), (2, 1)]
+    assert [edge.parse_chunk_key(k) for k in edge.stored_chunk_keys((1, 0))] == [(2, 0), (2, 1)]
     skey = lay.stored_key((1, 1))
     store[skey] = store[skey][:-3]  # the shard index (at the end) is cut short
     fresh = cs.open_array(store, path="a/b", mode="r").layout
     with pytest.raises(ChunkDecodeError, match="a/b/c/1/1"):
-        fresh.read_chunks(fresh.shard_chunk_keys((1, 1)))
-    with pytest.raises(TypeError, match="not sharded"):
-        make("v3default/")[0].layout.shard_chunk_keys((0, 0))
+        fresh.read_chunks(fresh.stored_chunk_keys((1, 1)))
+    plain = make("v3default/")[0].layout  # unsharded: the stored object is the chunk
+    assert plain.stored_chunk_keys((1, 0)) == [plain.chunk_key((1, 0))] == ["a/b/c/1/0"]
 
 
 @pytest.mark.parametrize("case", ["v2.", "v3default/", "sharded/"])

@@ -125,7 +125,7 @@ class Verifier:
             part, keys = [], []
             while lo < len(stored) and (not part or len(keys) < self.batch):
                 key, coords = stored[lo]
-                chunk_keys = _chunk_keys(layout, key, coords)
+                chunk_keys = layout.stored_chunk_keys(coords)
                 part.append((key, chunk_keys))
                 keys += chunk_keys
                 lo += 1
@@ -161,13 +161,6 @@ class Verifier:
         self.progress.total(sum(len(stored) for _, stored in plans))
         for layout, stored in plans:
             self.check(layout, stored)
-
-
-def _chunk_keys(layout, key, coords):
-    """The chunk keys of the stored object at key: itself, or a shard's inner chunks."""
-    if layout.chunks_per_shard is None:
-        return [key]
-    return layout.shard_chunk_keys(coords)
 
 
 def _inside_other(key, prefix, arrays):

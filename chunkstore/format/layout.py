@@ -151,10 +151,10 @@ class ArrayLayout:
         ``chunkstore.errors.ChunkDecodeError`` naming the shard."""
         return getitems(self.chunk_store, list(keys))
 
-    def shard_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
-        """The chunk keys of the inner chunks of the shard at stored-grid coordinates
-        ``shard_coords`` that lie inside the array (sharded arrays only)."""
-        raise TypeError(f"array {self.path!r} is not sharded")
+    def stored_chunk_keys(self, coords: Sequence[int]) -> list[str]:
+        """The chunk keys held by the stored object at stored-grid coordinates ``coords``:
+        its own key, or (sharded) the keys of the shard's inner chunks inside the array."""
+        return [self.chunk_key(coords)]
 
     # ------------------------------------------------------------------ metadata
     def encode_metadata(self, metadata: Any) -> bytes:

@@ -56,7 +56,7 @@ class ShardedLayout(V3Layout):
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
         return self.view.stored_inner_chunks()
 
-    def shard_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
+    def stored_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
         per, grid = self.chunks_per_shard, self.chunk_grid_shape
         keys = []
         for within in itertools.product(*[range(n) for n in per]):
