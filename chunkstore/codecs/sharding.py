@@ -8,9 +8,10 @@ configuration; the shard shape must be a multiple of it), each encoded with the 
 (default) of the shard. An inner chunk whose offset and nbytes are both 2**64-1 is absent
 (reads as the fill value). Shards at the array edge still have the full shard shape.
 
-It is the array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain:
-it encodes or decodes a whole shard (this is also what makes nested sharding decode). Reading
-and writing single inner chunks of stored shards is
+It is the array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain
+(it registers itself in :mod:`chunkstore.codecs.registry`; the chain knows no codec by
+name): it encodes or decodes a whole shard (this is also what makes nested sharding
+decode). Reading and writing single inner chunks of stored shards is
 :class:`chunkstore.format.sharded_view.ShardedStoreView`'s job.
 """
 
@@ -83,7 +84,7 @@ class ShardingCodec(_Codec):
     def __init__(self, conf: Mapping, dtype: Any, shard_shape: Sequence[int],
                  fill_value: Any = None) -> None:
         _check_keys(conf, ("chunk_shape", "codecs", "index_codecs", "index_location"),
-                        "sharding_indexed")
+                    "sharding_indexed")
         if "chunk_shape" not in conf:
             raise ValueError("codec 'sharding_indexed': missing configuration field "
                              "'chunk_shape'")

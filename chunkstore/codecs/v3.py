@@ -3,7 +3,9 @@
 A v3 array lists its ``codecs`` in ``zarr.json``: zero or more *array -> array* codecs
 (``transpose``), exactly one *array -> bytes* codec (``bytes``, ``vlen-utf8`` or
 ``sharding_indexed``), then zero or more *bytes -> bytes* codecs (``blosc``, ``gzip``,
-``zstd``, ``crc32c``). Encoding runs the list forwards, decoding backwards.
+``zstd``, ``crc32c``). Encoding runs the list forwards, decoding backwards. The codecs are
+looked up by name in :mod:`chunkstore.codecs.registry`; their classes live in
+:mod:`chunkstore.codecs.chain_codecs` and :mod:`chunkstore.codecs.sharding`.
 
 :class:`ChunkCodecV3` has exactly the interface of
 :class:`~chunkstore.codecs.v2.ChunkCodecV2` (``encode``, ``decode(data, out=None, *, key,
