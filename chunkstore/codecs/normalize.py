@@ -24,17 +24,11 @@ _KIND_WORDS = {"array_array": "array -> array", "array_bytes": "array -> bytes",
 ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs codec, a JSON dict "
             "({'name': ..., 'configuration': ...}), or a codec name")
 
-#: numcodecs codec ids with a native Zarr v3 codec
-_NATIVE_V3 = ("blosc", "zstd", "gzip", "crc32c", "vlen-utf8", "vlen-bytes")
-
 
 def _registry() -> dict:
-    import chunkstore.codecs.blosc, chunkstore.codecs.bytes  # noqa: E401,F401 - register
-    import chunkstore.codecs.crc32c_, chunkstore.codecs.gzip  # noqa: E401,F401
-    import chunkstore.codecs.sharding_indexed, chunkstore.codecs.transpose  # noqa: E401,F401
-    import chunkstore.codecs.vlen_utf8, chunkstore.codecs.zstd  # noqa: E401,F401
-    import chunkstore.codecs.numcodecs  # noqa: F401
-    return _public.REGISTRY
+    """v3 name -> public codec class (filled when the package chunkstore.codecs, which
+    imports every public codec module, is imported: always before this module)."""
+    return registry.PUBLIC
 
 
 def _is_numcodec(obj: Any) -> bool:
