@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chunkstore.codecs import blosc, registry
-from chunkstore.codecs.chain_codecs import _as_u8, _BytesBytes, _check_keys
+from chunkstore.codecs.chain_codecs import BytesBytesCodec, _as_u8, _check_keys
 from chunkstore.codecs.v3 import ChunkCodecV3, codec_chain_info, parse_codecs
 from chunkstore.creation import v3_codec
 
@@ -129,7 +129,7 @@ def test_builtin_v3_names_and_kinds():
 
 
 def test_registering_a_name_twice_is_an_error():
-    class Other(_BytesBytes):
+    class Other(BytesBytesCodec):
         name = "zstd"
 
     with pytest.raises(ValueError, match="'zstd' is registered twice"):
@@ -139,7 +139,7 @@ def test_registering_a_name_twice_is_an_error():
 
 def test_a_new_codec_is_one_class_and_one_registration():
     @registry.register
-    class XorCodec(_BytesBytes):
+    class XorCodec(BytesBytesCodec):
         """Test codec: every byte xor ``key``."""
         name = "test.xor"
 

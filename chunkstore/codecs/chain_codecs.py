@@ -50,8 +50,6 @@ except ImportError:  # pragma: no cover - only when the declared dependency is m
                               "(pip install google-crc32c)")
 
 
-
-
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
@@ -126,9 +124,8 @@ def _native(dtype: Any) -> np.dtype:
     return dtype
 
 
-
 class ChainContext:
-    """What a codec of a chain is built for: the data type (native order), the shape the
+    """What a codec of a chain is built for: the array's data type, the shape the
     codec sees (after the transposes before it), the fill value, and ``typesize``, the item
     size of the bytes the array -> bytes codec wrote (Blosc's default)."""
 
@@ -139,13 +136,14 @@ class ChainContext:
         self.typesize: int | None = None
 
 
-
 # --------------------------------------------------------------------------------------------
 # codecs
 # --------------------------------------------------------------------------------------------
 
 
 class _Codec:
+    """Base of the chain codecs; each one registers itself (chunkstore.codecs.registry)."""
+
     name = ""
     kind = ""  # "aa", "ab" or "bb"
     #: ``.info`` shows the first bytes -> bytes codec that compresses as the compressor
@@ -303,7 +301,9 @@ class VLenUTF8Codec(_Codec):
         return out.reshape(shape)
 
 
-class _BytesBytes(_Codec):
+class BytesBytesCodec(_Codec):
+    """Base of the bytes -> bytes codecs that run a numcodecs codec (``self.numcodec``)."""
+
     kind = "bb"
     #: reads the decoded size from a frame header (None: size unknown before decoding)
     size_reader = None
@@ -321,7 +321,7 @@ class _BytesBytes(_Codec):
 
 
 @register
-class BloscCodec(_BytesBytes):
+class BloscCodec(BytesBytesCodec):
     name = "blosc"
     numcodecs_id = "blosc"
     compresses = True
@@ -383,7 +383,7 @@ class BloscCodec(_BytesBytes):
 
 
 @register
-class GzipCodec(_BytesBytes):
+class GzipCodec(BytesBytesCodec):
     name = "gzip"
     numcodecs_id = "gzip"
     compresses = True
@@ -409,7 +409,7 @@ class GzipCodec(_BytesBytes):
 
 
 @register
-class ZstdCodec(_BytesBytes):
+class ZstdCodec(BytesBytesCodec):
     name = "zstd"
     numcodecs_id = "zstd"
     compresses = True
@@ -438,7 +438,7 @@ class ZstdCodec(_BytesBytes):
 
 
 @register
-class Crc32cCodec(_BytesBytes):
+class Crc32cCodec(BytesBytesCodec):
     """``crc32c``: appends the CRC32C of the data as 4 little-endian bytes."""
 
     name = "crc32c"
@@ -479,7 +479,7 @@ class Crc32cCodec(_BytesBytes):
         np.copyto(dest, self.decode(buf))
 
 
-class NumcodecsBytesCodec(_BytesBytes):
+class NumcodecsBytesCodec(BytesBytesCodec):
     """A numcodecs compressor or checksum named ``numcodecs.<id>`` (zarr-python 3's
     wrappers), run as a bytes -> bytes codec. Not registered: the chain takes any such name
     (see chunkstore.codecs.v3.parse_codecs)."""
