@@ -200,33 +200,20 @@ def write_group_metadata(store, path, zarr_format=2, attributes=None):
 
 
 # ------------------------------------------------------------------------------ Zarr v3
-_BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
-
-
 def v3_codec(codec, itemsize):
     """The Zarr v3 codec config for a numcodecs compressor (Blosc, Zstd, GZip, CRC32C), or
     the config itself if a dict is given. Anything else has no v3 codec: ValueError."""
     if isinstance(codec, dict):
         return codec
-    cid = getattr(codec, "codec_id", None)
-    if cid is None:  # zarr-python 3's codec objects (ours or its own), names
+    if getattr(codec, "codec_id", None) is None:  # zarr-python 3's codec objects, names
         from chunkstore.codecs.normalize import codec_json
         return codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
-    if cid == "blosc":
-        shuffle = codec.shuffle if codec.shuffle in _BLOSC_SHUFFLE else 1
-        return {"name": "blosc", "configuration": {
-            "cname": codec.cname.decode() if isinstance(codec.cname, bytes) else codec.cname,
-            "clevel": int(codec.clevel), "shuffle": _BLOSC_SHUFFLE[shuffle],
-            "typesize": int(itemsize), "blocksize": int(codec.blocksize)}}
-    if cid == "zstd":
-        return {"name": "zstd", "configuration": {"level": int(codec.level),
-                                                  "checksum": bool(getattr(codec, "checksum",
-                                                                           False))}}
-    if cid == "gzip":
-        return {"name": "gzip", "configuration": {"level": int(codec.level)}}
-    if cid == "crc32c":
-        return {"name": "crc32c"}
-    raise ValueError(f"{codec!r} has no Zarr v3 codec; use Blosc, Zstd, GZip or CRC32C")
+    from chunkstore.codecs.registry import v3_of_numcodec
+    # Blosc's AUTOSHUFFLE has always become byte shuffle here, whatever the item size
+    doc = v3_of_numcodec(codec, itemsize, auto_shuffle="shuffle")
+    if doc is None:
+        raise ValueError(f"{codec!r} has no Zarr v3 codec; use Blosc, Zstd, GZip or CRC32C")
+    return doc
 
 
 def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):

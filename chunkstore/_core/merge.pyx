@@ -16,12 +16,10 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport DimCopy, copy_nd
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
+from chunkstore._core.batch cimport (_Batch, _Dests, _check_decode_args,
+                                     _check_encode_args, _data)
 
 cnp.import_array()
-
-
-cdef inline char* _data(cnp.ndarray a) noexcept:
-    return <char*>cnp.PyArray_DATA(a)
 
 
 cdef int _check(cnp.ndarray a, int ndim, Py_ssize_t itemsize, str what) except -1:
@@ -388,45 +386,6 @@ cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
     return off
 
 
-cdef class _Batch:
-    """A batch's encoded chunks as C arrays for a nogil loop: pointers and lengths of the
-    bytes (converted to bytes where needed, and pinned in datas; a None entry, where
-    allowed, gives NULL), and the touched-chunk index of each. Freed with the object."""
-    cdef const char** src
-    cdef size_t* srclen
-    cdef int64_t* ids
-
-    def __cinit__(self, idx, list datas, Py_ssize_t nchunks, bint allow_none=False):
-        cdef Py_ssize_t n = len(datas), k, ii
-        if len(idx) != n:
-            raise ValueError("one touched-chunk index per chunk is needed")
-        self.src = <const char**>malloc((n + 1) * sizeof(char*))
-        self.srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
-        self.ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-        if self.src == NULL or self.srclen == NULL or self.ids == NULL:
-            raise MemoryError()
-        for k in range(n):
-            b = datas[k]
-            if b is None and allow_none:
-                self.src[k] = NULL
-                self.srclen[k] = 0
-            elif not isinstance(b, bytes):
-                b = bytes(b)
-                datas[k] = b          # the caller's list keeps it alive for the nogil loop
-            if b is not None or not allow_none:
-                self.src[k] = <const char*>(<bytes>b)
-                self.srclen[k] = len(<bytes>b)
-            ii = idx[k]
-            if ii < 0 or ii >= nchunks:
-                raise IndexError(f"touched-chunk index {ii} out of range")
-            self.ids[k] = ii
-
-    def __dealloc__(self):
-        free(self.src)
-        free(self.srclen)
-        free(self.ids)
-
-
 def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
                         cnp.ndarray scratch, size_t validate_addr, size_t decompress_addr):
     """Decompress Blosc chunks and merge them into out, for a whole batch without the GIL.
@@ -440,15 +399,8 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     """
     cdef int nd = plan.ndim, d
     cdef Py_ssize_t n = len(datas), k
-    if nd > 64 or scratch.ndim != nd or out.ndim != nd:
-        raise ValueError("dimension mismatch")
-    if out.dtype.itemsize != scratch.dtype.itemsize or out.dtype.hasobject:
-        raise ValueError("out and scratch must share a fixed itemsize")
-    if not out.flags.writeable or not scratch.flags.writeable:
-        raise ValueError("out and scratch must be writable")
+    _check_decode_args(out, scratch, nd, False)
     cdef bint c_order = scratch.flags.c_contiguous
-    if not c_order and not scratch.flags.f_contiguous:
-        raise ValueError("scratch must be contiguous")
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
     cdef Py_ssize_t itemsize = out.dtype.itemsize
@@ -485,14 +437,7 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     position of the first chunk that failed (decode it the slow way for a proper error)."""
     cdef int nd = plan.ndim
     cdef Py_ssize_t n = len(datas), k
-    if scratch.ndim != nd or out_flat.ndim != 1:
-        raise ValueError("dimension mismatch")
-    if out_flat.dtype.itemsize != scratch.dtype.itemsize or out_flat.dtype.hasobject:
-        raise ValueError("out and scratch must share a fixed itemsize")
-    if not out_flat.flags.writeable or not scratch.flags.writeable:
-        raise ValueError("out and scratch must be writable")
-    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
-        raise ValueError("scratch must be contiguous")
+    _check_decode_args(out_flat, scratch, nd, True)
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
     cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
     cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
@@ -519,15 +464,6 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
 
 ctypedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void*, void*, size_t,
                                   const char*, size_t, int) noexcept nogil
-
-cdef extern from "Python.h":
-    ctypedef struct PyObject
-    int _PyBytes_Resize(PyObject** b, Py_ssize_t n) except -1
-    void Py_XDECREF(PyObject* o)
-    void Py_INCREF(object o)
-
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-
 
 cdef void _repeat_item(char* dst, const char* item, Py_ssize_t itemsize,
                        Py_ssize_t n) noexcept nogil:
@@ -565,23 +501,9 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     failed to compress; out then holds the results before k (the caller builds that chunk
     the slow way, for a proper error, and continues).
     """
-    cdef int nd = plan.ndim, d
     cdef Py_ssize_t n = len(idx), k
-    if nd > 64 or scratch.ndim != nd or value.ndim != nd:
-        raise ValueError("dimension mismatch")
-    if value.dtype.itemsize != scratch.dtype.itemsize or scratch.dtype.hasobject:
-        raise ValueError("value and scratch must share a fixed itemsize")
-    if not scratch.flags.writeable:
-        raise ValueError("scratch must be writable")
-    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
-        raise ValueError("scratch must be contiguous")
-    if fill_item.size != 1 or fill_item.dtype.itemsize != scratch.dtype.itemsize:
-        raise ValueError("fill_item must be one element of the chunk's itemsize")
     cdef const unsigned char[:] pre = prefill
-    if pre.shape[0] != plan.nchunks:
-        raise ValueError("prefill needs one flag per touched chunk")
-    if len(olds) != len(idx):
-        raise ValueError("olds needs one entry per chunk")
+    _check_encode_args(plan, value, scratch, pre, len(olds), n, fill_item)
     compress_addr, clevel, shuffle, typesize, cname, blocksize = params
     validate_addr, decompress_addr = decode
     cdef blosc_validate_fn validate = <blosc_validate_fn><void*><size_t>validate_addr
@@ -601,55 +523,30 @@ def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scr
     cdef const char** src = batch.src
     cdef size_t* srclen = batch.srclen
     cdef int64_t* ids = batch.ids
-    cdef PyObject** dests = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
-    cdef char** dptr = <char**>malloc((n + 1) * sizeof(char*))
-    cdef int* sizes = <int*>malloc((n + 1) * sizeof(int))
-    if dests == NULL or dptr == NULL or sizes == NULL:
-        free(dests); free(dptr); free(sizes)
-        raise MemoryError()
-    for k in range(n):
-        dests[k] = NULL
+    cdef _Dests dests = _Dests(n, cap)
+    cdef char** dptr = dests.ptr
+    cdef Py_ssize_t* sizes = dests.sizes
     cdef char* sdata = _data(scratch)
     cdef char* vdata = _data(value)
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
     cdef Py_ssize_t* vstr = <Py_ssize_t*>value.strides
     cdef Py_ssize_t failed = -1
-    try:
+    with nogil:
         for k in range(n):
-            # The destination bytes, owned only by dests[k] (refcount 1), so that it can be
-            # shrunk in place to the compressed size afterwards.
-            b = PyBytes_FromStringAndSize(NULL, cap)
-            Py_INCREF(b)
-            dests[k] = <PyObject*>b
-            dptr[k] = PyBytes_AS_STRING(b)
-            sizes[k] = 0
-        b = None
-        with nogil:
-            for k in range(n):
-                if src[k] != NULL:
-                    if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata,
-                                         nbytes):
-                        failed = k
-                        break
-                elif pre[ids[k]]:
-                    _repeat_item(sdata, fp, itemsize, nitems)
-                _ortho_copy_ptr(plan, ids[k], sdata, sstr, vdata, vstr, itemsize, 1)
-                if drop_fill and _all_fill(&ft, sdata, nitems):
-                    sizes[k] = -1
-                    continue
-                sizes[k] = compress(c_clevel, c_shuffle, c_typesize, nbytes, sdata, dptr[k],
-                                    cap, c_cname, c_blocksize, 1)
-                if sizes[k] <= 0:
+            if src[k] != NULL:
+                if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata, nbytes):
                     failed = k
                     break
-        for k in range(n if failed < 0 else failed):
-            if sizes[k] < 0:
-                out.append(None)
+            elif pre[ids[k]]:
+                _repeat_item(sdata, fp, itemsize, nitems)
+            _ortho_copy_ptr(plan, ids[k], sdata, sstr, vdata, vstr, itemsize, 1)
+            if drop_fill and _all_fill(&ft, sdata, nitems):
+                sizes[k] = -1
                 continue
-            _PyBytes_Resize(&dests[k], sizes[k])
-            out.append(<object>dests[k])
-    finally:
-        for k in range(n):
-            Py_XDECREF(dests[k])
-        free(dests); free(dptr); free(sizes)
+            sizes[k] = compress(c_clevel, c_shuffle, c_typesize, nbytes, sdata, dptr[k], cap,
+                                c_cname, c_blocksize, 1)
+            if sizes[k] <= 0:
+                failed = k
+                break
+    dests.collect(out, n if failed < 0 else failed)
     return failed

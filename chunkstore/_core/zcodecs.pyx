@@ -24,16 +24,12 @@ cimport numpy as cnp
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
 from chunkstore._core.merge cimport (FillTest, _ortho_copy_ptr, _points_copy_ptr,
                                      _block_offset, _fill_test_init, _all_fill, _repeat_item)
-
-cnp.import_array()
-
-cdef extern from "Python.h":
-    ctypedef struct PyObject
-    int _PyBytes_Resize(PyObject** b, Py_ssize_t n) except -1
-    void Py_XDECREF(PyObject* o)
-    void Py_INCREF(object o)
+from chunkstore._core.batch cimport (_Batch, _Dests, _check_decode_args,
+                                     _check_encode_args, _data)
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+
+cnp.import_array()
 
 
 RAW, ZSTD, GZIP, ZLIB = KIND_RAW, KIND_ZSTD, KIND_GZIP, KIND_ZLIB
@@ -357,50 +353,6 @@ cdef int _codec_from(tuple spec, Codec* c) except -1:
     return 0
 
 
-# ---------------------------------------------------------------- a batch's encoded bytes
-
-cdef class _Srcs:
-    """Pointers and lengths of a batch's encoded chunks (None -> NULL), pinned by the caller's
-    list, and each chunk's touched-chunk index."""
-    cdef const char** src
-    cdef size_t* srclen
-    cdef int64_t* ids
-
-    def __cinit__(self, idx, list datas, Py_ssize_t nchunks):
-        cdef Py_ssize_t n = len(datas), k, ii
-        if len(idx) != n:
-            raise ValueError("one touched-chunk index per chunk is needed")
-        self.src = <const char**>malloc((n + 1) * sizeof(char*))
-        self.srclen = <size_t*>malloc((n + 1) * sizeof(size_t))
-        self.ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-        if self.src == NULL or self.srclen == NULL or self.ids == NULL:
-            raise MemoryError()
-        for k in range(n):
-            b = datas[k]
-            if b is None:
-                self.src[k] = NULL
-                self.srclen[k] = 0
-            else:
-                if not isinstance(b, bytes):
-                    b = bytes(b)
-                    datas[k] = b      # the caller's list keeps it alive for the nogil loop
-                self.src[k] = <const char*>(<bytes>b)
-                self.srclen[k] = len(<bytes>b)
-            ii = idx[k]
-            if ii < 0 or ii >= nchunks:
-                raise IndexError(f"touched-chunk index {ii} out of range")
-            self.ids[k] = ii
-
-    def __dealloc__(self):
-        free(self.src)
-        free(self.srclen)
-        free(self.ids)
-
-
-cdef inline char* _data(cnp.ndarray a) noexcept:
-    return <char*>cnp.PyArray_DATA(a)
-
-
 # ---------------------------------------------------------------- the kernels
 
 def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
@@ -417,21 +369,14 @@ def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
     _codec_from(spec, &c)
     cdef int nd = plan.ndim, d
     cdef Py_ssize_t n = len(datas), k
-    if nd > 64 or scratch.ndim != nd or out.ndim != nd:
-        raise ValueError("dimension mismatch")
-    if out.dtype.itemsize != scratch.dtype.itemsize or out.dtype.hasobject:
-        raise ValueError("out and scratch must share a fixed itemsize")
-    if not out.flags.writeable or not scratch.flags.writeable:
-        raise ValueError("out and scratch must be writable")
+    _check_decode_args(out, scratch, nd, False)
     cdef bint c_order = scratch.flags.c_contiguous
-    if not c_order and not scratch.flags.f_contiguous:
-        raise ValueError("scratch must be contiguous")
     cdef Py_ssize_t itemsize = out.dtype.itemsize
     cdef size_t expected = scratch.nbytes
     cdef Py_ssize_t cshape[64]
     for d in range(nd):
         cshape[d] = scratch.shape[d]
-    cdef _Srcs batch = _Srcs(idx, datas, plan.nchunks)
+    cdef _Batch batch = _Batch(idx, datas, plan.nchunks, True)
     cdef const char** src = batch.src
     cdef size_t* srclen = batch.srclen
     cdef int64_t* ids = batch.ids
@@ -464,17 +409,10 @@ def decode_gather_points(tuple spec, PointsPlan plan, idx, list datas, cnp.ndarr
     _codec_from(spec, &c)
     cdef int nd = plan.ndim
     cdef Py_ssize_t n = len(datas), k
-    if scratch.ndim != nd or out_flat.ndim != 1:
-        raise ValueError("dimension mismatch")
-    if out_flat.dtype.itemsize != scratch.dtype.itemsize or out_flat.dtype.hasobject:
-        raise ValueError("out and scratch must share a fixed itemsize")
-    if not out_flat.flags.writeable or not scratch.flags.writeable:
-        raise ValueError("out and scratch must be writable")
-    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
-        raise ValueError("scratch must be contiguous")
+    _check_decode_args(out_flat, scratch, nd, True)
     cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
     cdef size_t expected = scratch.nbytes
-    cdef _Srcs batch = _Srcs(idx, datas, plan.nchunks)
+    cdef _Batch batch = _Batch(idx, datas, plan.nchunks, True)
     cdef const char** src = batch.src
     cdef size_t* srclen = batch.srclen
     cdef int64_t* ids = batch.ids
@@ -510,41 +448,22 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
     """
     cdef Codec c
     _codec_from(spec, &c)
-    cdef int nd = plan.ndim
     cdef Py_ssize_t n = len(idx), k
-    if nd > 64 or scratch.ndim != nd or value.ndim != nd:
-        raise ValueError("dimension mismatch")
-    if value.dtype.itemsize != scratch.dtype.itemsize or scratch.dtype.hasobject:
-        raise ValueError("value and scratch must share a fixed itemsize")
-    if not scratch.flags.writeable:
-        raise ValueError("scratch must be writable")
-    if not (scratch.flags.c_contiguous or scratch.flags.f_contiguous):
-        raise ValueError("scratch must be contiguous")
-    if fill_item.size != 1 or fill_item.dtype.itemsize != scratch.dtype.itemsize:
-        raise ValueError("fill_item must be one element of the chunk's itemsize")
     cdef const unsigned char[:] pre = prefill
-    if pre.shape[0] != plan.nchunks:
-        raise ValueError("prefill needs one flag per touched chunk")
-    if len(olds) != n:
-        raise ValueError("olds needs one entry per chunk")
+    _check_encode_args(plan, value, scratch, pre, len(olds), n, fill_item)
     fb = np.ascontiguousarray(fill_item).tobytes()
     cdef const char* fp = fb
     cdef FillTest ft
     _fill_test_init(&ft, scratch.dtype, fp)
     cdef Py_ssize_t itemsize = scratch.dtype.itemsize, nitems = scratch.size
     cdef size_t nbytes = scratch.nbytes, cap = _encode_bound(&c, nbytes)
-    cdef _Srcs batch = _Srcs(idx, olds, plan.nchunks)
+    cdef _Batch batch = _Batch(idx, olds, plan.nchunks, True)
     cdef const char** src = batch.src
     cdef size_t* srclen = batch.srclen
     cdef int64_t* ids = batch.ids
-    cdef PyObject** dests = <PyObject**>malloc((n + 1) * sizeof(PyObject*))
-    cdef char** dptr = <char**>malloc((n + 1) * sizeof(char*))
-    cdef Py_ssize_t* sizes = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
-    if dests == NULL or dptr == NULL or sizes == NULL:
-        free(dests); free(dptr); free(sizes)
-        raise MemoryError()
-    for k in range(n):
-        dests[k] = NULL
+    cdef _Dests dests = _Dests(n, cap)
+    cdef char** dptr = dests.ptr
+    cdef Py_ssize_t* sizes = dests.sizes
     cdef char* sdata = _data(scratch)
     cdef char* vdata = _data(value)
     cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
@@ -552,14 +471,6 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
     cdef Py_ssize_t failed = -1
     cdef Ctx* x = _ctx_take()
     try:
-        for k in range(n):
-            # owned only by dests[k] (refcount 1), so it can be shrunk in place afterwards
-            b = PyBytes_FromStringAndSize(NULL, cap)
-            Py_INCREF(b)
-            dests[k] = <PyObject*>b
-            dptr[k] = PyBytes_AS_STRING(b)
-            sizes[k] = 0
-        b = None
         with nogil:
             for k in range(n):
                 if src[k] != NULL:
@@ -576,17 +487,9 @@ def scatter_encode(tuple spec, OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarr
                 if sizes[k] < 0:
                     failed = k
                     break
-        for k in range(n if failed < 0 else failed):
-            if sizes[k] < 0:
-                out.append(None)
-                continue
-            _PyBytes_Resize(&dests[k], sizes[k])
-            out.append(<object>dests[k])
     finally:
         _ctx_give(x)
-        for k in range(n):
-            Py_XDECREF(dests[k])
-        free(dests); free(dptr); free(sizes)
+    dests.collect(out, n if failed < 0 else failed)
     return failed
 
 

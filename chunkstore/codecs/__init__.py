@@ -1,6 +1,7 @@
 """Codecs. The public classes are zarr-python 3's (same names, constructor signatures,
-``to_dict``/``from_dict``); the modules ``v2``, ``v3``, ``sharding`` and ``common`` hold the
-internal chunk codecs that encode and decode."""
+``to_dict``/``from_dict``); the modules ``v2``, ``v3``, ``chain_codecs``, ``sharding`` and
+``common`` hold the internal chunk codecs that encode and decode, and ``registry`` the one
+table of codec names (v3 names, numcodecs ids, command-line spellings)."""
 
 from chunkstore.codecs.blosc import BloscCname, BloscCodec, BloscShuffle
 from chunkstore.codecs.bytes import BytesCodec, Endian
@@ -11,6 +12,10 @@ from chunkstore.codecs.transpose import TransposeCodec
 from chunkstore.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from chunkstore.codecs.zstd import ZstdCodec
 from chunkstore.codecs import numcodecs  # noqa: E402 - zarr-python 3's codecs.numcodecs
+# the internal chain codecs register themselves in chunkstore.codecs.registry on import
+from chunkstore.codecs import chain_codecs, sharding  # noqa: E402
+
+_BUILTIN_CHAIN_CODECS = (chain_codecs, sharding)
 
 __all__ = [
     "BloscCname",

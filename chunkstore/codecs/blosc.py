@@ -1,7 +1,9 @@
-"""``BloscCodec``: Blosc compression, with zarr-python 3's signature."""
+"""Blosc in one place: the public ``BloscCodec`` (zarr-python 3's signature), the one shuffle
+table, and the c-blosc functions the GIL-free batch kernels (chunkstore._core.merge) call."""
 
 from __future__ import annotations
 
+import functools
 from enum import Enum
 
 import numpy as np
@@ -24,7 +26,63 @@ class BloscCname(str, Enum):
     zlib = "zlib"
 
 
-_SHUFFLE_INT = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+#: Blosc's shuffle names and numbers (numcodecs.Blosc takes the number, Zarr v3 the name)
+SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+SHUFFLE_NAMES = {v: k for k, v in SHUFFLES.items()}
+#: numcodecs.Blosc's AUTOSHUFFLE: bit shuffle for 1-byte items, else byte shuffle
+AUTOSHUFFLE = -1
+CNAMES = tuple(m.value for m in BloscCname)
+
+
+def shuffle_name(shuffle: int, typesize: int) -> str:
+    """The Zarr v3 shuffle name of numcodecs' shuffle number; AUTOSHUFFLE (any other number)
+    as numcodecs resolves it: bit shuffle for 1-byte items, else byte shuffle."""
+    if shuffle in SHUFFLE_NAMES:
+        return SHUFFLE_NAMES[shuffle]
+    return "shuffle" if typesize > 1 else "bitshuffle"
+
+
+@functools.lru_cache(maxsize=1)
+def _blosc_functions() -> dict | None:
+    """Addresses of c-blosc functions inside numcodecs' own Blosc extension (the same
+    library numcodecs.Blosc uses), or None if they cannot be found."""
+    try:
+        import ctypes
+
+        from numcodecs import blosc as _nb
+
+        lib = ctypes.CDLL(_nb.__file__)
+        return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                for name in ("blosc_cbuffer_validate", "blosc_decompress_ctx",
+                             "blosc_compress_ctx")}
+    except Exception:
+        return None
+
+
+def blosc_symbols() -> tuple[int, int] | None:
+    """Addresses of c-blosc's blosc_cbuffer_validate and blosc_decompress_ctx, or None.
+
+    The batch kernel in chunkstore._core.merge calls them without the GIL for a whole batch
+    of chunks; numcodecs' Python wrapper costs ~2 us per call holding the GIL, which is what
+    limits thread scaling on small chunks. Anything unexpected means: use the wrapper."""
+    f = _blosc_functions()
+    return None if f is None else (f["blosc_cbuffer_validate"], f["blosc_decompress_ctx"])
+
+
+def blosc_encode_params(cname: str, clevel: int, shuffle: int, typesize: int,
+                        blocksize: int) -> tuple | None:
+    """Arguments for the GIL-free batch encoder (chunkstore._core.merge.blosc_scatter_encode):
+    the address of c-blosc's blosc_compress_ctx, then clevel, shuffle, typesize, cname and
+    blocksize as that function takes them. The frames are the ones numcodecs.Blosc writes
+    (the tests compare them byte for byte). None if the symbol cannot be found: then chunks
+    are encoded through numcodecs."""
+    f = _blosc_functions()
+    if f is None:
+        return None
+    if shuffle == AUTOSHUFFLE:
+        shuffle = SHUFFLES[shuffle_name(shuffle, typesize)]
+    return (f["blosc_compress_ctx"], int(clevel), int(shuffle), int(typesize),
+            cname.encode("ascii"), int(blocksize))
 
 
 def _enum_value(value, enum, what):
@@ -81,7 +139,7 @@ class BloscCodec(Codec):
         import numcodecs
         return numcodecs.Blosc(cname=self.cname, clevel=self.clevel,
                                shuffle=(numcodecs.Blosc.SHUFFLE if "shuffle" in self._tunable
-                                        else _SHUFFLE_INT[self.shuffle]),
+                                        else SHUFFLES[self.shuffle]),
                                blocksize=self.blocksize)
 
 

@@ -15,31 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.codecs import _public
-from chunkstore.codecs.numcodecs import kind_of as numcodecs_kind_of
+from chunkstore.codecs import _public, registry
 from chunkstore.codecs.sharding_indexed import ShardingCodec
 from chunkstore.codecs.zstd import zstd_v2
 
-_KIND_OF_NAME = {"transpose": "array_array", "bytes": "array_bytes",
-                 "vlen-utf8": "array_bytes", "vlen-bytes": "array_bytes",
-                 "sharding_indexed": "array_bytes", "blosc": "bytes_bytes",
-                 "gzip": "bytes_bytes", "zstd": "bytes_bytes", "crc32c": "bytes_bytes"}
 _KIND_WORDS = {"array_array": "array -> array", "array_bytes": "array -> bytes",
                "bytes_bytes": "bytes -> bytes"}
 ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs codec, a JSON dict "
             "({'name': ..., 'configuration': ...}), or a codec name")
 
-#: numcodecs codec ids with a native Zarr v3 codec
-_NATIVE_V3 = ("blosc", "zstd", "gzip", "crc32c", "vlen-utf8", "vlen-bytes")
-
 
 def _registry() -> dict:
-    import chunkstore.codecs.blosc, chunkstore.codecs.bytes  # noqa: E401,F401 - register
-    import chunkstore.codecs.crc32c_, chunkstore.codecs.gzip  # noqa: E401,F401
-    import chunkstore.codecs.sharding_indexed, chunkstore.codecs.transpose  # noqa: E401,F401
-    import chunkstore.codecs.vlen_utf8, chunkstore.codecs.zstd  # noqa: E401,F401
-    import chunkstore.codecs.numcodecs  # noqa: F401
-    return _public.REGISTRY
+    """v3 name -> public codec class (filled when the package chunkstore.codecs, which
+    imports every public codec module, is imported: always before this module)."""
+    return registry.PUBLIC
 
 
 def _is_numcodec(obj: Any) -> bool:
@@ -100,19 +89,9 @@ def as_public(obj: Any, argument: str) -> Any:
 def _numcodec_json(codec: Any, argument: str, dtype: np.dtype | None) -> dict:
     cid = codec.codec_id
     itemsize = 1 if dtype is None or dtype.hasobject else dtype.itemsize
-    if cid == "blosc":
-        from chunkstore.codecs.blosc import BloscCodec
-        cname = codec.cname.decode() if isinstance(codec.cname, bytes) else codec.cname
-        shuffle = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}.get(codec.shuffle)
-        return BloscCodec(cname=cname, clevel=int(codec.clevel), shuffle=shuffle,
-                          blocksize=int(codec.blocksize), typesize=itemsize).spec(dtype)
-    if cid == "zstd":
-        return {"name": "zstd", "configuration": {
-            "level": int(codec.level), "checksum": bool(getattr(codec, "checksum", False))}}
-    if cid == "gzip":
-        return {"name": "gzip", "configuration": {"level": int(codec.level)}}
-    if cid == "crc32c":
-        return {"name": "crc32c"}
+    doc = registry.v3_of_numcodec(codec, itemsize)  # Blosc, Zstd, GZip, CRC32C
+    if doc is not None:
+        return doc
     if cid in ("vlen-utf8", "vlen-bytes"):
         return {"name": cid, "configuration": {}}
     conf = {k: v for k, v in codec.get_config().items() if k != "id"}
@@ -151,9 +130,12 @@ def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
 
 
 def codec_kind(doc: Mapping) -> str | None:
+    """The kind of a codec document's name: its chain codec's, else its public class's."""
     name = doc.get("name")
-    return _KIND_OF_NAME.get(name) or (numcodecs_kind_of(name) if isinstance(name, str)
-                                       else None)
+    if not isinstance(name, str):
+        return None
+    cls = _registry().get(name)
+    return registry.kind_of(name) or (cls.kind if cls is not None else None)
 
 
 def numcodecs_codec(obj: Any, argument: str) -> Any:

@@ -67,13 +67,4 @@ for _cls_name, _cid in _CLASSES.items():
     globals()[_cls_name] = _make(_cls_name, _cid)
 
 
-def kind_of(name: str) -> str | None:
-    """The kind of a ``numcodecs.<id>`` codec name (None if not one)."""
-    if not name.startswith("numcodecs."):
-        return None
-    cid = name[len("numcodecs."):]
-    return ("bytes_bytes" if cid in BYTES_BYTES else "array_array" if cid in ARRAY_ARRAY
-            else "array_bytes" if cid in ARRAY_BYTES else None)
-
-
 __all__ = list(_CLASSES)

@@ -8,9 +8,10 @@ configuration; the shard shape must be a multiple of it), each encoded with the 
 (default) of the shard. An inner chunk whose offset and nbytes are both 2**64-1 is absent
 (reads as the fill value). Shards at the array edge still have the full shard shape.
 
-It is the array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain:
-it encodes or decodes a whole shard (this is also what makes nested sharding decode). Reading
-and writing single inner chunks of stored shards is
+It is the array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain
+(it registers itself in :mod:`chunkstore.codecs.registry`; the chain knows no codec by
+name): it encodes or decodes a whole shard (this is also what makes nested sharding
+decode). Reading and writing single inner chunks of stored shards is
 :class:`chunkstore.format.sharded_view.ShardedStoreView`'s job.
 """
 
@@ -22,9 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from chunkstore.codecs.chain_codecs import (ChainContext, _as_u8, _check_keys, _Codec, _int,
+                                            _native)
+from chunkstore.codecs.registry import register
+from chunkstore.codecs.v3 import ChunkCodecV3
 from chunkstore.errors import ChunkDecodeError
-
-from . import v3 as _v3
 
 __all__ = ["ShardingCodec", "MISSING"]
 
@@ -37,7 +40,7 @@ _INDEX_CODECS_FIXED = ("bytes", "crc32c", "transpose")
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
-    return tuple(_v3._int(v, f"{what} entry", 1) for v in value)
+    return tuple(_int(v, f"{what} entry", 1) for v in value)
 
 
 def _all_fill(a: np.ndarray, fill: Any) -> bool:
@@ -62,7 +65,8 @@ def _all_fill(a: np.ndarray, fill: Any) -> bool:
     return bool((np.ascontiguousarray(a).view(ui) == f.reshape(1).view(ui)[0]).all())
 
 
-class ShardingCodec(_v3._Codec):
+@register
+class ShardingCodec(_Codec):
     """``sharding_indexed``: an array -> bytes codec storing a grid of inner chunks.
 
     Parameters: the codec ``configuration`` dict, the array dtype, the shard shape as the
@@ -71,15 +75,20 @@ class ShardingCodec(_v3._Codec):
 
     name = "sharding_indexed"
     kind = "ab"
+    typesize = 1  # of the bytes it writes: a shard is not a run of items
+
+    @classmethod
+    def from_config(cls, conf: dict, ctx: ChainContext) -> "ShardingCodec":
+        return cls(conf, ctx.dtype, ctx.shape, ctx.fill_value)
 
     def __init__(self, conf: Mapping, dtype: Any, shard_shape: Sequence[int],
                  fill_value: Any = None) -> None:
-        _v3._check_keys(conf, ("chunk_shape", "codecs", "index_codecs", "index_location"),
-                        "sharding_indexed")
+        _check_keys(conf, ("chunk_shape", "codecs", "index_codecs", "index_location"),
+                    "sharding_indexed")
         if "chunk_shape" not in conf:
             raise ValueError("codec 'sharding_indexed': missing configuration field "
                              "'chunk_shape'")
-        self.dtype = _v3._native(dtype)
+        self.dtype = _native(dtype)
         self.shard_shape = tuple(int(s) for s in shard_shape)
         self.chunk_shape = _ints(conf["chunk_shape"], "codec 'sharding_indexed' chunk_shape")
         if len(self.chunk_shape) != len(self.shard_shape):
@@ -103,7 +112,7 @@ class ShardingCodec(_v3._Codec):
         codecs = conf.get("codecs")
         if codecs is None:
             codecs = [{"name": "bytes", "configuration": {"endian": "little"}}]
-        self.inner = _v3.ChunkCodecV3(self.dtype, self.chunk_shape, codecs, fill_value)
+        self.inner = ChunkCodecV3(self.dtype, self.chunk_shape, codecs, fill_value)
         index_codecs = conf.get("index_codecs")
         if index_codecs is None:
             index_codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
@@ -114,7 +123,7 @@ class ShardingCodec(_v3._Codec):
                 raise ValueError(
                     f"codec 'sharding_indexed': index_codecs[{i}] {name!r} is not allowed "
                     f"(the index must have a fixed size: only bytes, crc32c, transpose)")
-        self.index_codec = _v3.ChunkCodecV3(
+        self.index_codec = ChunkCodecV3(
             np.uint64, self.chunks_per_shard + (2,), index_codecs)
         self.index_nbytes = 16 * self.nchunks + 4 * sum(
             1 for c in self.index_codec._bb if c.name == "crc32c")
@@ -247,7 +256,7 @@ class ShardingCodec(_v3._Codec):
 
     def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decode a whole shard to an array of the shard shape (absent chunks = fill)."""
-        index, mv = self.split(_v3._as_u8(buf).data if not isinstance(buf, bytes) else buf)
+        index, mv = self.split(_as_u8(buf).data if not isinstance(buf, bytes) else buf)
         out = np.empty(self.shard_shape, dtype=self.dtype)
         fill = self.fill_value
         for i in range(self.nchunks):

@@ -11,13 +11,13 @@ wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecode
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Sequence
 
 import numpy as np
 from numcodecs.abc import Codec
 
+from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
 from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size,
                                       check_vlen_header, decode_checked, zstd_decoded_size)
 
@@ -65,49 +65,6 @@ _SIZE_READERS: list[tuple[type, Any]] = [
                     (_LZ4, _lz4_decoded_size))
     if cls is not None
 ]
-
-
-@functools.lru_cache(maxsize=1)
-def _blosc_functions() -> dict | None:
-    """Addresses of c-blosc functions inside numcodecs' own Blosc extension (the same
-    library numcodecs.Blosc uses), or None if they cannot be found."""
-    try:
-        import ctypes
-
-        from numcodecs import blosc as _nb
-
-        lib = ctypes.CDLL(_nb.__file__)
-        return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                for name in ("blosc_cbuffer_validate", "blosc_decompress_ctx",
-                             "blosc_compress_ctx")}
-    except Exception:
-        return None
-
-
-def blosc_symbols() -> tuple[int, int] | None:
-    """Addresses of c-blosc's blosc_cbuffer_validate and blosc_decompress_ctx, or None.
-
-    The batch kernel in chunkstore._core.merge calls them without the GIL for a whole batch
-    of chunks; numcodecs' Python wrapper costs ~2 us per call holding the GIL, which is what
-    limits thread scaling on small chunks. Anything unexpected means: use the wrapper."""
-    f = _blosc_functions()
-    return None if f is None else (f["blosc_cbuffer_validate"], f["blosc_decompress_ctx"])
-
-
-def blosc_encode_params(cname: str, clevel: int, shuffle: int, typesize: int,
-                        blocksize: int) -> tuple | None:
-    """Arguments for the GIL-free batch encoder (chunkstore._core.merge.blosc_scatter_encode):
-    the address of c-blosc's blosc_compress_ctx, then clevel, shuffle, typesize, cname and
-    blocksize as that function takes them. The frames are the ones numcodecs.Blosc writes
-    (the tests compare them byte for byte). None if the symbol cannot be found: then chunks
-    are encoded through numcodecs."""
-    f = _blosc_functions()
-    if f is None:
-        return None
-    if shuffle == -1:  # numcodecs' AUTOSHUFFLE: bit shuffle for 1-byte items, else byte
-        shuffle = 2 if typesize == 1 else 1
-    return (f["blosc_compress_ctx"], int(clevel), int(shuffle), int(typesize),
-            cname.encode("ascii"), int(blocksize))
 
 
 def _size_reader(compressor: Codec | None):

@@ -3,7 +3,9 @@
 A v3 array lists its ``codecs`` in ``zarr.json``: zero or more *array -> array* codecs
 (``transpose``), exactly one *array -> bytes* codec (``bytes``, ``vlen-utf8`` or
 ``sharding_indexed``), then zero or more *bytes -> bytes* codecs (``blosc``, ``gzip``,
-``zstd``, ``crc32c``). Encoding runs the list forwards, decoding backwards.
+``zstd``, ``crc32c``). Encoding runs the list forwards, decoding backwards. The codecs are
+looked up by name in :mod:`chunkstore.codecs.registry`; their classes live in
+:mod:`chunkstore.codecs.chain_codecs` and :mod:`chunkstore.codecs.sharding`.
 
 :class:`ChunkCodecV3` has exactly the interface of
 :class:`~chunkstore.codecs.v2.ChunkCodecV2` (``encode``, ``decode(data, out=None, *, key,
@@ -29,15 +31,19 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 from __future__ import annotations
 
 import math
-import numbers
-import sys
 from typing import Any, Mapping, Sequence
 
-import numcodecs
 import numpy as np
 
-from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size, decode_checked,
-                                      zstd_decoded_size)
+from chunkstore.codecs import registry
+from chunkstore.codecs.blosc import SHUFFLES, blosc_encode_params, blosc_symbols
+# The codec classes, and the helpers other modules reach through this module, live in
+# chain_codecs; re-exported here, where they always were.
+from chunkstore.codecs.chain_codecs import (  # noqa: F401
+    BloscCodec, BytesCodec, ChainContext, Crc32cCodec, GzipCodec, NumcodecsBytesCodec,
+    TransposeCodec, VLenUTF8Codec, ZstdCodec, _as_buffer, _as_u8, _Codec, _config, _native,
+    _to_bytes)
+from chunkstore.codecs.common import ChunkCodecBase
 
 __all__ = [
     "ChunkCodecV3",
@@ -51,395 +57,13 @@ __all__ = [
     "GzipCodec",
     "ZstdCodec",
     "Crc32cCodec",
-    "CODEC_NAMES",
 ]
 
-_NATIVE_ENDIAN = sys.byteorder  # "little" or "big"
 
-# crc32c: google-crc32c is a runtime dependency (numcodecs >= 0.16.4 prefers it and deprecates
-# the older `crc32c` package, which is only a fallback here).
-try:
-    import google_crc32c as _google_crc32c
-
-    def _crc32c(data: Any) -> int:
-        # google_crc32c wants a contiguous read-only buffer; a u1 view accepts every bytes-like.
-        return _google_crc32c.value(np.frombuffer(data, dtype=np.uint8))
-
-except ImportError:  # pragma: no cover - only when the declared dependency is missing
-    try:
-        import crc32c as _crc32c_mod
-
-        def _crc32c(data: Any) -> int:
-            return _crc32c_mod.crc32c(data)
-
-    except ImportError:
-
-        def _crc32c(data: Any) -> int:
-            raise ImportError("the crc32c codec needs the google-crc32c package "
-                              "(pip install google-crc32c)")
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _as_u8(buf: Any) -> np.ndarray:
-    """A flat uint8 view of the bytes of ``buf`` (bytes, bytearray, memoryview, ndarray)."""
-    if isinstance(buf, np.ndarray):
-        if buf.dtype.hasobject:
-            raise TypeError("expected raw bytes, got an object array")
-        if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
-            buf = np.ascontiguousarray(buf)
-        flat = buf.reshape(-1, order="A")
-        return flat if flat.dtype == np.uint8 else flat.view(np.uint8)
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
-def _as_buffer(buf: Any) -> Any:
-    """Something numcodecs / crc32c accept without copying (bytes or a contiguous array)."""
-    if isinstance(buf, (bytes, bytearray)):
-        return buf
-    if isinstance(buf, np.ndarray):
-        return _as_u8(buf)
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
-def _to_bytes(buf: Any) -> bytes:
-    if type(buf) is bytes:
-        return buf
-    if isinstance(buf, np.ndarray):
-        return buf.tobytes(order="A")
-    return bytes(memoryview(buf))
-
-
-def _config(obj: Mapping, name: str) -> dict:
-    conf = obj.get("configuration", {})
-    if conf is None:
-        conf = {}
-    if not isinstance(conf, Mapping):
-        raise ValueError(f"codec {name!r}: configuration must be an object, got {conf!r}")
-    return dict(conf)
-
-
-def _check_keys(conf: Mapping, allowed: Sequence[str], name: str) -> None:
-    extra = sorted(set(conf) - set(allowed))
-    if extra:
-        raise ValueError(
-            f"codec {name!r}: unknown configuration field(s) {', '.join(map(repr, extra))}"
-        )
-
-
-def _int(v: Any, what: str, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-        raise ValueError(f"{what} must be an integer, got {v!r}")
-    v = int(v)
-    if lo is not None and v < lo:
-        raise ValueError(f"{what} must be >= {lo}, got {v}")
-    if hi is not None and v > hi:
-        raise ValueError(f"{what} must be <= {hi}, got {v}")
-    return v
-
-
-# --------------------------------------------------------------------------------------------
-# decoded-size readers (frame headers), so decompression can go straight into ``out``
-# --------------------------------------------------------------------------------------------
-
-
-_blosc_size = blosc_decoded_size  # frame-header readers shared with the v2 chain
-_zstd_size = zstd_decoded_size
-
-
-# --------------------------------------------------------------------------------------------
-# codecs
-# --------------------------------------------------------------------------------------------
-
-
-class _Codec:
-    name = ""
-    kind = ""  # "aa", "ab" or "bb"
-
-    def to_dict(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        conf = self.to_dict().get("configuration")
-        return f"{type(self).__name__}({conf!r})" if conf else f"{type(self).__name__}()"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.to_dict() == self.to_dict()
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class TransposeCodec(_Codec):
-    """``transpose``: permute the axes; encoded[i] axis = input axis ``order[i]``."""
-
-    name = "transpose"
-    kind = "aa"
-
-    def __init__(self, order: Sequence[int], ndim: int) -> None:
-        if isinstance(order, str):
-            # early drafts (and some writers) used "C"/"F"
-            if order == "C":
-                order = list(range(ndim))
-            elif order == "F":
-                order = list(range(ndim))[::-1]
-            else:
-                raise ValueError(f"codec 'transpose': invalid order {order!r}")
-        if not isinstance(order, (list, tuple)):
-            raise ValueError(f"codec 'transpose': order must be a list of integers, got {order!r}")
-        order = tuple(_int(o, "codec 'transpose' order entry", 0) for o in order)
-        if sorted(order) != list(range(ndim)):
-            raise ValueError(
-                f"codec 'transpose': order {list(order)} is not a permutation of "
-                f"{list(range(ndim))} (the chunk has {ndim} dimensions)"
-            )
-        self.order = order
-
-    def encoded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(shape[o] for o in self.order)
-
-    def to_dict(self) -> dict:
-        return {"name": "transpose", "configuration": {"order": list(self.order)}}
-
-
-class BytesCodec(_Codec):
-    """``bytes``: elements in C order as raw bytes, little- or big-endian."""
-
-    name = "bytes"
-    kind = "ab"
-
-    def __init__(self, endian: str | None, dtype: np.dtype) -> None:
-        if dtype.hasobject:
-            raise ValueError(f"codec 'bytes' cannot encode data type {dtype} (use vlen-utf8)")
-        if endian is None:
-            endian = "little"  # required by the spec for multi-byte types; be lenient
-        if endian not in ("little", "big"):
-            raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
-        self.endian = endian
-        self.itemsize = dtype.itemsize
-        # structured types: fields in their own (little-endian) order, no endian written
-        self.structured = dtype.fields is not None
-        self.swap = dtype.itemsize > 1 and endian != _NATIVE_ENDIAN and not self.structured
-
-    def to_dict(self) -> dict:
-        if self.itemsize == 1 or self.structured:
-            return {"name": "bytes"}
-        return {"name": "bytes", "configuration": {"endian": self.endian}}
-
-    def encode(self, arr: np.ndarray) -> Any:
-        a = np.ascontiguousarray(arr)
-        if self.swap:
-            a = a.byteswap()  # a copy in the other byte order
-        return a.reshape(-1).view(np.uint8) if a.size else b""
-
-    def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        raw = _as_u8(buf)
-        n = math.prod(shape) * dtype.itemsize
-        if raw.size != n:
-            raise ValueError(f"decoded chunk has {raw.size} bytes, expected {n}")
-        a = raw.view(dtype).reshape(shape)
-        if self.swap:
-            a = a.byteswap()
-        return a
-
-
-class VLenUTF8Codec(_Codec):
-    """``vlen-utf8``: variable-length UTF-8 strings (the ``string`` data type)."""
-
-    name = "vlen-utf8"
-    kind = "ab"
-
-    def __init__(self, dtype: np.dtype) -> None:
-        if not dtype.hasobject:
-            raise ValueError(f"codec 'vlen-utf8' needs the string data type, not {dtype}")
-        self._codec = numcodecs.VLenUTF8()
-
-    def to_dict(self) -> dict:
-        return {"name": "vlen-utf8", "configuration": {}}
-
-    def encode(self, arr: np.ndarray) -> Any:
-        flat = np.ascontiguousarray(arr, dtype=object).reshape(-1)
-        return self._codec.encode(flat)
-
-    def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        n = math.prod(shape)
-        raw = _as_u8(buf)
-        # check the header first: a corrupt count would make numcodecs allocate that many items
-        if raw.size < 4:
-            raise ValueError(f"vlen-utf8 data too short for a header ({raw.size} bytes)")
-        count = int.from_bytes(raw[:4].tobytes(), "little")
-        if count != n:
-            raise ValueError(f"vlen-utf8 header says {count} items, expected {n}")
-        if raw.size < 4 + 4 * n:
-            raise ValueError(f"vlen-utf8 data has {raw.size} bytes, too short for {n} items")
-        out = self._codec.decode(raw)
-        out = np.asarray(out, dtype=object)
-        if out.size != n:
-            raise ValueError(f"decoded chunk has {out.size} items, expected {n}")
-        return out.reshape(shape)
-
-
-class _BytesBytes(_Codec):
-    kind = "bb"
-    #: reads the decoded size from a frame header (None: size unknown before decoding)
-    size_reader = None
-    numcodec: Any = None
-
-    def encode(self, buf: Any) -> Any:
-        return self.numcodec.encode(_as_buffer(buf))
-
-    def decode(self, buf: Any) -> Any:
-        return decode_checked(self.numcodec, _as_buffer(buf))
-
-    def decode_into(self, buf: Any, dest: np.ndarray) -> None:
-        if dest.size:
-            decode_checked(self.numcodec, _as_buffer(buf), dest)
-
-
-_BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-_BLOSC_CNAMES = ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib")
-
-
-class BloscCodec(_BytesBytes):
-    name = "blosc"
-    size_reader = staticmethod(_blosc_size)
-
-    def __init__(self, conf: Mapping, default_typesize: int | None) -> None:
-        _check_keys(conf, ("cname", "clevel", "shuffle", "typesize", "blocksize"), "blosc")
-        cname = conf.get("cname", "zstd")
-        if cname not in _BLOSC_CNAMES:
-            raise ValueError(f"codec 'blosc': unknown cname {cname!r}")
-        clevel = _int(conf.get("clevel", 5), "codec 'blosc' clevel", 0, 9)
-        shuffle = conf.get("shuffle")
-        typesize = conf.get("typesize")
-        if typesize is None:
-            typesize = default_typesize if default_typesize is not None else 1
-        typesize = _int(typesize, "codec 'blosc' typesize", 1, 255)
-        if shuffle is None:
-            shuffle = "shuffle" if typesize > 1 else "bitshuffle"
-        if isinstance(shuffle, numbers.Integral) and not isinstance(shuffle, bool):
-            shuffle = {v: k for k, v in _BLOSC_SHUFFLE.items()}.get(int(shuffle), shuffle)
-        if shuffle not in _BLOSC_SHUFFLE:
-            raise ValueError(
-                f"codec 'blosc': shuffle must be 'noshuffle', 'shuffle' or 'bitshuffle', "
-                f"got {shuffle!r}"
-            )
-        blocksize = _int(conf.get("blocksize", 0), "codec 'blosc' blocksize", 0)
-        self.cname, self.clevel, self.shuffle = cname, clevel, shuffle
-        self.typesize, self.blocksize = typesize, blocksize
-        self.numcodec = numcodecs.Blosc(
-            cname=cname, clevel=clevel, shuffle=_BLOSC_SHUFFLE[shuffle], blocksize=blocksize,
-            typesize=typesize,
-        )
-
-    def to_dict(self) -> dict:
-        return {
-            "name": "blosc",
-            "configuration": {
-                "typesize": self.typesize,
-                "cname": self.cname,
-                "clevel": self.clevel,
-                "shuffle": self.shuffle,
-                "blocksize": self.blocksize,
-            },
-        }
-
-
-class GzipCodec(_BytesBytes):
-    name = "gzip"
-
-    def __init__(self, conf: Mapping) -> None:
-        _check_keys(conf, ("level",), "gzip")
-        self.level = _int(conf.get("level", 5), "codec 'gzip' level", 0, 9)
-        self.numcodec = numcodecs.GZip(level=self.level)
-
-    def to_dict(self) -> dict:
-        return {"name": "gzip", "configuration": {"level": self.level}}
-
-    def decode_into(self, buf: Any, dest: np.ndarray) -> None:  # pragma: no cover - unused
-        np.copyto(dest, _as_u8(self.decode(buf)))
-
-
-class ZstdCodec(_BytesBytes):
-    name = "zstd"
-    size_reader = staticmethod(_zstd_size)
-
-    def __init__(self, conf: Mapping) -> None:
-        _check_keys(conf, ("level", "checksum"), "zstd")
-        self.level = _int(conf.get("level", 0), "codec 'zstd' level", -131072, 22)
-        checksum = conf.get("checksum", False)
-        if not isinstance(checksum, bool):
-            raise ValueError(f"codec 'zstd': checksum must be true or false, got {checksum!r}")
-        self.checksum = checksum
-        self.numcodec = numcodecs.Zstd(level=self.level, checksum=checksum)
-
-    def to_dict(self) -> dict:
-        return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
-
-
-class Crc32cCodec(_BytesBytes):
-    """``crc32c``: appends the CRC32C of the data as 4 little-endian bytes."""
-
-    name = "crc32c"
-
-    def __init__(self, conf: Mapping) -> None:
-        _check_keys(conf, (), "crc32c")
-
-    def to_dict(self) -> dict:
-        return {"name": "crc32c"}
-
-    def encode(self, buf: Any) -> Any:
-        data = _as_buffer(buf)
-        return _to_bytes(data) + _crc32c(data).to_bytes(4, "little")
-
-    def decode(self, buf: Any) -> Any:
-        raw = _as_u8(buf)
-        if raw.size < 4:
-            raise ValueError(f"checksum mismatch: {raw.size} bytes, too short for a crc32c")
-        body = raw[:-4]
-        stored = int.from_bytes(raw[-4:].tobytes(), "little")
-        computed = _crc32c(body)
-        if stored != computed:
-            raise ValueError(
-                f"checksum mismatch (crc32c stored 0x{stored:08x}, computed 0x{computed:08x})"
-            )
-        return body
-
-    def decode_into(self, buf: Any, dest: np.ndarray) -> None:  # pragma: no cover - unused
-        np.copyto(dest, self.decode(buf))
-
-
-class NumcodecsBytesCodec(_BytesBytes):
-    """A numcodecs compressor or checksum named ``numcodecs.<id>`` (zarr-python 3's
-    wrappers), run as a bytes -> bytes codec."""
-
-    def __init__(self, name: str, conf: Mapping) -> None:
-        from chunkstore.codecs.numcodecs import BYTES_BYTES
-        cid = name[len("numcodecs."):]
-        if cid not in BYTES_BYTES:
-            raise ValueError(f"codec {name!r} is not a bytes -> bytes codec; only numcodecs "
-                             f"compressors and checksums work in a Zarr v3 chain here")
-        try:
-            self.numcodec = numcodecs.get_codec({"id": cid, **dict(conf)})
-        except Exception as e:
-            raise ValueError(f"codec {name!r}: invalid configuration {dict(conf)!r}: {e}") \
-                from None
-        self.name, self.conf = name, dict(conf)
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "configuration": dict(self.conf)}
-
-    def decode_into(self, buf: Any, dest: np.ndarray) -> None:
-        np.copyto(dest.reshape(-1).view(np.uint8), _as_u8(self.decode(buf)))
-
-
-CODEC_NAMES = ("transpose", "bytes", "vlen-utf8", "sharding_indexed",
-               "blosc", "gzip", "zstd", "crc32c")
-
-#: bytes -> bytes codecs that compress (what ``.info`` shows as the compressor)
-_COMPRESSORS = ("blosc", "gzip", "zstd")
+def __getattr__(name: str) -> Any:
+    if name == "CODEC_NAMES":  # (kept for old callers) the registry's v3 names
+        return registry.v3_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,62 +107,41 @@ def parse_codecs(
     aa: list = []
     ab: Any = None
     bb: list = []
-    default_typesize = None
+    ctx = ChainContext(dtype, shape, fill_value)
     for i, obj in enumerate(codecs):
         name, doc = _codec_name(obj, f"codecs[{i}]")
         conf = _config(doc, name)
-        if name == "transpose":
+        cls = registry.chain_codec(name)
+        if cls is None:
+            if name.startswith("numcodecs.") and ab is not None:
+                # zarr-python 3's numcodecs wrappers
+                bb.append(NumcodecsBytesCodec.from_config(conf, ctx, name))
+                continue
+            raise ValueError(f"unknown codec {name!r}")
+        if cls.kind == "aa":
             if ab is not None:
                 raise ValueError(
-                    f"codec 'transpose' (codecs[{i}]) is an array -> array codec and must come "
+                    f"codec {name!r} (codecs[{i}]) is an array -> array codec and must come "
                     f"before the array -> bytes codec {ab.name!r}"
                 )
-            _check_keys(conf, ("order",), name)
-            if "order" not in conf:
-                raise ValueError("codec 'transpose': missing configuration field 'order'")
-            c = TransposeCodec(conf["order"], len(shape))
-            shape = c.encoded_shape(shape)
+            c = cls.from_config(conf, ctx)
+            ctx.shape = c.encoded_shape(ctx.shape)
             aa.append(c)
-            continue
-        if name in ("bytes", "vlen-utf8", "sharding_indexed"):
+        elif cls.kind == "ab":
             if ab is not None:
                 raise ValueError(
                     f"codec {name!r} (codecs[{i}]) is a second array -> bytes codec after "
                     f"{ab.name!r}"
                 )
-            if name == "bytes":
-                _check_keys(conf, ("endian",), name)
-                ab = BytesCodec(conf.get("endian"), dtype)
-                default_typesize = dtype.itemsize
-            elif name == "vlen-utf8":
-                _check_keys(conf, (), name)
-                ab = VLenUTF8Codec(dtype)
-                default_typesize = 1
-            else:
-                from chunkstore.codecs.sharding import ShardingCodec
-
-                ab = ShardingCodec(conf, dtype, shape, fill_value)
-                default_typesize = 1
-            continue
-        if name in ("blosc", "gzip", "zstd", "crc32c"):
+            ab = cls.from_config(conf, ctx)
+            ctx.typesize = ab.typesize
+        else:
             if ab is None:
                 raise ValueError(
                     f"codec {name!r} (codecs[{i}]) is a bytes -> bytes codec and must come "
                     f"after the array -> bytes codec"
                 )
-            if name == "blosc":
-                bb.append(BloscCodec(conf, default_typesize))
-            elif name == "gzip":
-                bb.append(GzipCodec(conf))
-            elif name == "zstd":
-                bb.append(ZstdCodec(conf))
-            else:
-                bb.append(Crc32cCodec(conf))
-            continue
-        if name.startswith("numcodecs.") and ab is not None:
-            bb.append(NumcodecsBytesCodec(name, conf))  # zarr-python 3's numcodecs wrappers
-            continue
-        raise ValueError(f"unknown codec {name!r}")
+            bb.append(cls.from_config(conf, ctx))
     if ab is None:
         raise ValueError("codecs has no array -> bytes codec (e.g. 'bytes')")
     return aa, ab, bb
@@ -583,7 +186,7 @@ def codec_chain_info(
     aa, ab, bb = parse_codecs(codecs, dtype, chunk_shape, fill_value)
     perm = _compose(aa, len(tuple(chunk_shape)))
     order, _ = _order_of(perm)
-    comp = next((c.numcodec for c in bb if c.name in _COMPRESSORS), None)
+    comp = next((c.numcodec for c in bb if c.compresses), None)
     sharding = ab if ab.name == "sharding_indexed" else None
     return {"order": order, "compressor": comp, "sharding": sharding, "permutation": perm,
             "array_to_array": aa, "array_to_bytes": ab, "bytes_to_bytes": bb}
@@ -593,17 +196,6 @@ def codec_chain_info(
 # the chunk codec
 # --------------------------------------------------------------------------------------------
 
-
-def _native(dtype: Any) -> np.dtype:
-    """Native-endian NumPy dtype; the v3 name ``"string"`` (or ``str``) means object."""
-    if (isinstance(dtype, str) and dtype == "string") or dtype is str:
-        return np.dtype(object)
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        return np.dtype(object)
-    if dtype.byteorder not in ("=", "|"):
-        dtype = dtype.newbyteorder("=")
-    return dtype
 
 
 class ChunkCodecV3(ChunkCodecBase):
@@ -672,7 +264,6 @@ class ChunkCodecV3(ChunkCodecBase):
         )
         # bytes (native endian) + blosc and nothing else: the stored bytes are a plain Blosc
         # frame of the chunk in order, which the Array's GIL-free batch kernel decodes.
-        from chunkstore.codecs.v2 import blosc_encode_params, blosc_symbols
         self.fast_blosc = (
             blosc_symbols() if (self._bytes is not None and not self._bytes.swap
                                 and not self._general and not self._is_object
@@ -680,7 +271,7 @@ class ChunkCodecV3(ChunkCodecBase):
                                 and self.nbytes > 0) else None)
         blosc = self._bb[0] if self.fast_blosc is not None else None
         self.fast_blosc_encode = (
-            blosc_encode_params(blosc.cname, blosc.clevel, _BLOSC_SHUFFLE[blosc.shuffle],
+            blosc_encode_params(blosc.cname, blosc.clevel, SHUFFLES[blosc.shuffle],
                                 blosc.typesize, blosc.blocksize) if blosc is not None else None)
         # The GIL-free batch path (chunkstore.codecs.fastpath): bytes (native order), then
         # one of blosc, zstd or gzip, or nothing.
@@ -702,7 +293,7 @@ class ChunkCodecV3(ChunkCodecBase):
     @property
     def compressor(self) -> Any:
         """The first compressing bytes -> bytes codec as a numcodecs codec (or None)."""
-        return next((c.numcodec for c in self._bb if c.name in _COMPRESSORS), None)
+        return next((c.numcodec for c in self._bb if c.compresses), None)
 
     @property
     def sharding(self) -> Any:

@@ -1,0 +1,36 @@
+# Declarations of chunkstore._core.batch: a batch's encoded chunks and encoded results as C
+# arrays for the nogil loops of the batch codec kernels, and the checks of their arguments.
+
+from libc.stdint cimport int64_t
+
+cimport numpy as cnp
+
+from chunkstore._core.projection cimport OrthoPlan
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+
+
+cdef inline char* _data(cnp.ndarray a) noexcept:
+    return <char*>cnp.PyArray_DATA(a)
+
+
+cdef class _Batch:
+    cdef const char** src
+    cdef size_t* srclen
+    cdef int64_t* ids
+
+
+cdef class _Dests:
+    cdef PyObject** objs
+    cdef char** ptr
+    cdef Py_ssize_t* sizes
+    cdef Py_ssize_t n
+    cdef int collect(self, list out, Py_ssize_t upto) except -1
+
+
+cdef int _check_decode_args(cnp.ndarray out, cnp.ndarray scratch, int nd,
+                            bint points) except -1
+cdef int _check_encode_args(OrthoPlan plan, cnp.ndarray value, cnp.ndarray scratch,
+                            const unsigned char[:] pre, Py_ssize_t nolds, Py_ssize_t n,
+                            cnp.ndarray fill_item) except -1
