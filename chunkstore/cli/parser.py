@@ -12,6 +12,7 @@ from chunkstore.cli.convert import cmd_convert
 from chunkstore.cli.cp import cmd_cp
 from chunkstore.cli.inspect import cmd_consolidate, cmd_info, cmd_ls, cmd_rm, cmd_tree
 from chunkstore.cli.verify import VERIFY_DESCRIPTION, cmd_verify
+from chunkstore.codecs.registry import parse_spelling, spelling_int
 
 
 class _Parser(argparse.ArgumentParser):
@@ -20,64 +21,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------------------------------ option values
-_SHUFFLES = {"noshuffle": 0, "0": 0, "none": 0, "shuffle": 1, "1": 1, "byte": 1,
-             "bitshuffle": 2, "2": 2, "bit": 2}
-
-
-def _int_arg(text, what, lo, hi):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
-    if not lo <= v <= hi:
-        raise argparse.ArgumentTypeError(f"{what} must be in {lo}..{hi}, got {v}")
-    return v
-
-
-def parse_compressor(spec):
-    """A numcodecs codec (or None) from 'zstd:5', 'blosc:lz4:5:shuffle', 'gzip:6', 'none'..."""
-    import numcodecs
-    parts = spec.strip().split(":")
-    name, args = parts[0].lower(), parts[1:]
-    maxargs = {"none": 0, "zstd": 1, "blosc": 3, "gzip": 1, "zlib": 1, "bz2": 1, "lzma": 1,
-               "lz4": 1}
-    if name not in maxargs:
-        raise argparse.ArgumentTypeError(
-            f"unknown compressor {parts[0]!r} in {spec!r}; choose from "
-            f"{', '.join(maxargs)} (e.g. zstd:5, blosc:lz4:5:shuffle, gzip:6, none)")
-    if len(args) > maxargs[name]:
-        raise argparse.ArgumentTypeError(
-            f"too many fields in compressor {spec!r}: {name} takes at most {maxargs[name]}")
-    if any(a == "" for a in args):
-        raise argparse.ArgumentTypeError(f"empty field in compressor {spec!r}")
-    if name == "none":
-        return None
-    if name == "zstd":
-        return numcodecs.Zstd(level=_int_arg(args[0], "zstd level", -131072, 22) if args else 3)
-    if name == "blosc":
-        cnames = numcodecs.blosc.list_compressors()
-        cname = args[0].lower() if args else "lz4"
-        if cname not in cnames:
-            raise argparse.ArgumentTypeError(
-                f"unknown blosc compressor {cname!r} in {spec!r}; choose from "
-                f"{', '.join(cnames)}")
-        clevel = _int_arg(args[1], "blosc level", 0, 9) if len(args) > 1 else 5
-        shuffle = args[2].lower() if len(args) > 2 else "shuffle"
-        if shuffle not in _SHUFFLES:
-            raise argparse.ArgumentTypeError(
-                f"unknown blosc shuffle {args[2]!r} in {spec!r}; choose from noshuffle, "
-                f"shuffle, bitshuffle")
-        return numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=_SHUFFLES[shuffle])
-    if name == "gzip":
-        return numcodecs.GZip(level=_int_arg(args[0], "gzip level", 0, 9) if args else 5)
-    if name == "zlib":
-        return numcodecs.Zlib(level=_int_arg(args[0], "zlib level", 0, 9) if args else 5)
-    if name == "bz2":
-        return numcodecs.BZ2(level=_int_arg(args[0], "bz2 level", 1, 9) if args else 9)
-    if name == "lzma":
-        return numcodecs.LZMA(preset=_int_arg(args[0], "lzma preset", 0, 9) if args else None)
-    return numcodecs.LZ4(acceleration=_int_arg(args[0], "lz4 acceleration", 1, 2**16)
-                         if args else 1)
+# The compressor spellings ('zstd:5', 'blosc:lz4:5:shuffle', ...) live in the codec registry,
+# next to the codecs they build.
+parse_compressor = parse_spelling
+_int_arg = spelling_int  # an integer option value in lo..hi, or an argparse error
 
 
 def parse_chunks(spec):
