@@ -13,12 +13,12 @@ import numpy as np
 from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               GroupNotFoundError, PathNotFoundError, ReadOnlyError)
+                               ReadOnlyError)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     encode_group_metadata, normalize_chunks)
-from chunkstore.storage.base import normalize_store, rmdir
+from chunkstore.storage.base import MODES, rmdir
+from chunkstore.storage.normalize import normalize_store
 
-_MODES = ("r", "r+", "a", "w", "w-", "x")
 
 
 def normalize_path(path) -> str:
@@ -36,10 +36,6 @@ def normalize_path(path) -> str:
     return "/".join(parts)
 
 
-def _prefix(path):
-    return path + "/" if path else ""
-
-
 def contains_array(store, path="") -> bool:
     """An array (Zarr v2 or v3) is at path."""
     return nodes.node_kind(store, path)[0] == "array"
@@ -51,8 +47,8 @@ def contains_group(store, path="") -> bool:
 
 
 def _check_mode(mode):
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
 def _normalize_shape(shape):
@@ -103,14 +99,14 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
         compressor = None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
     if zarr_format == 3:
-        key = _prefix(path) + nodes.V3_META
+        key = nodes.prefix(path) + nodes.V3_META
         meta, raw = _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value,
                                        order, filters, dimension_separator, shards,
                                        dimension_names, attributes, codecs, object_codec)
     else:
         if shards is not None:
             raise ValueError("sharding needs zarr_format=3")
-        key = _prefix(path) + nodes.V2_ARRAY
+        key = nodes.prefix(path) + nodes.V2_ARRAY
         meta, raw = _array_metadata_v2(store, path, shape, chunks, dtype, compressor,
                                        fill_value, order, filters, object_codec,
                                        dimension_separator)
@@ -191,12 +187,12 @@ def _require_parent_groups(store, path, zarr_format=2):
 def write_group_metadata(store, path, zarr_format=2, attributes=None):
     if zarr_format == 3:
         from chunkstore.metadata.v3 import encode_group_metadata_v3
-        store[_prefix(path) + nodes.V3_META] = encode_group_metadata_v3(attributes or {})
+        store[nodes.prefix(path) + nodes.V3_META] = encode_group_metadata_v3(attributes or {})
     else:
-        store[_prefix(path) + nodes.V2_GROUP] = encode_group_metadata()
+        store[nodes.prefix(path) + nodes.V2_GROUP] = encode_group_metadata()
         if attributes:
             from chunkstore.metadata.v2 import encode_attrs
-            store[_prefix(path) + nodes.V2_ATTRS] = encode_attrs(attributes)
+            store[nodes.prefix(path) + nodes.V2_ATTRS] = encode_attrs(attributes)
 
 
 # ------------------------------------------------------------------------------ Zarr v3
@@ -350,7 +346,7 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)
     store = normalize_store(store, mode="a", storage_options=storage_options)
-    with creation_lock(synchronizer, _prefix(normalize_path(path)) + ".zarray"):
+    with creation_lock(synchronizer, nodes.prefix(normalize_path(path)) + ".zarray"):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
                    filters=filters, object_codec=object_codec,
@@ -432,7 +428,7 @@ def _remove_created(store, path, new_groups):
     for g in reversed(new_groups):
         for name in (nodes.V2_GROUP, nodes.V2_ATTRS, nodes.V3_META):
             with contextlib.suppress(KeyError):
-                del store[_prefix(g) + name]
+                del store[nodes.prefix(g) + name]
 
 
 def _like_kwargs(a, kwargs):
@@ -550,7 +546,7 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                 raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
                                          f"an array") from None
             raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
-    with creation_lock(synchronizer, _prefix(path) + ".zarray"):
+    with creation_lock(synchronizer, nodes.prefix(path) + ".zarray"):
         exists = contains_array(store, path)
         if mode == "a":
             if not exists:
@@ -568,38 +564,6 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
                  cache_metadata=cache_metadata)
-
-
-def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # noqa: A001
-    """Open an array or a group, whichever the path holds."""
-    _check_mode(mode)
-    store = normalize_store(store, mode=mode, storage_options=storage_options)
-    path = normalize_path(path)
-    group_mod = _group_module()
-    if mode in ("r", "r+"):
-        # The likely node first, its metadata read once: an array is one request (v2).
-        try:
-            return open_array(store, mode=mode, path=path, **kwargs)
-        except ArrayNotFoundError:
-            pass
-        try:
-            return group_mod.open_group(store, mode=mode, path=path, **kwargs)
-        except GroupNotFoundError:
-            raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
-                                    f"{store!r}") from None
-    if contains_array(store, path):
-        return open_array(store, mode=mode, path=path, **kwargs)
-    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
-        return group_mod.open_group(store, mode=mode, path=path, **kwargs)
-    if mode in ("r", "r+"):
-        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
-    return open_array(store, mode=mode, path=path, **kwargs)
-
-
-def _group_module():
-    # importlib, not "from chunkstore import group": the package exports a function of that name.
-    import importlib
-    return importlib.import_module("chunkstore.group")
 
 
 @contextlib.contextmanager
@@ -621,5 +585,5 @@ def save_array(store, arr, path=None, storage_options=None, **kwargs):
 
 
 __all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
+           "full_like", "empty_like", "open_like", "open_array", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

@@ -12,16 +12,14 @@ from collections.abc import MutableMapping
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
 from chunkstore.creation import contains_array, contains_group, normalize_path
-from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
-                               ContainsGroupError, GroupNotFoundError, ReadOnlyError)
+from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
+                               ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.v2 import parse_group_metadata
 from chunkstore.group_api_v3 import GroupAPIv3
 from chunkstore.node_api_v3 import Members, family_format
-from chunkstore.storage.base import listdir, normalize_store, rmdir
-
-
-def _join(a, b):
-    return f"{a}/{b}" if a else b
+from chunkstore.storage.base import listdir, rmdir
+from chunkstore.storage.normalize import normalize_store
 
 
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
@@ -91,7 +89,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         item = normalize_path(item)
         if not item:
             raise KeyError("an empty path names no member")
-        return item if absolute else _join(self._path, item)
+        return item if absolute else nodes.prefix(self._path) + item
 
     def _open_node(self, path):
         if contains_array(self._store, path):
@@ -135,7 +133,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _member_names(self):
         out = []
         for name in listdir(self._store, self._path):
-            p = _join(self._path, name)
+            p = nodes.prefix(self._path) + name
             if contains_array(self._store, p) or contains_group(self._store, p):
                 out.append(name)
         return sorted(out)
@@ -168,7 +166,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def _array_iter(self, recurse, with_nodes=True):
         for k in self._member_names():
-            p = _join(self._path, k)
+            p = nodes.prefix(self._path) + k
             if contains_array(self._store, p):
                 yield k, (self[k] if with_nodes else None)
             elif recurse and contains_group(self._store, p):
@@ -176,7 +174,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def group_keys(self):
         return [k for k in self._member_names()
-                if contains_group(self._store, _join(self._path, k))]
+                if contains_group(self._store, nodes.prefix(self._path) + k)]
 
     def arrays(self, recurse=False):
         """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
@@ -197,7 +195,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """(relative path, node) for every node below this group, depth first, sorted."""
         for name in self._member_names():
             node = self[name]
-            rel = _join(prefix, name)
+            rel = nodes.prefix(prefix) + name
             yield rel, node
             if isinstance(node, Group):
                 yield from node._walk(rel)
@@ -241,7 +239,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         attributes: zarr-python 3's initial attributes."""
         self._check_writable()
         path = self._child(name)
-        with self._lock(_join(path, ".zgroup")):
+        with self._lock(nodes.prefix(path) + ".zgroup"):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
         if attributes:
@@ -253,7 +251,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         if overwrite or not contains_group(self._store, path):
             self._check_writable()
-        with self._lock(_join(path, ".zgroup")):
+        with self._lock(nodes.prefix(path) + ".zgroup"):
             if overwrite or not contains_group(self._store, path):
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         return Group(self._store, path, read_only=self._read_only,
@@ -272,7 +270,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
         kwargs.setdefault("zarr_format", self._format)  # members share the group's format
-        with self._lock(_join(path, ".zarray")):
+        with self._lock(nodes.prefix(path) + ".zarray"):
             return fn(*args, store=self._store, path=path, **kwargs)
 
     def create_dataset(self, name, data=None, **kwargs):
@@ -285,7 +283,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
         # Check and create under one lock: two processes requiring the same array both get it.
-        with self._lock(_join(path, ".zarray")):
+        with self._lock(nodes.prefix(path) + ".zarray"):
             return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
@@ -378,7 +376,7 @@ def group(store=None, overwrite=False, synchronizer=None, path=None, storage_opt
     zarr_format = family_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    with creation.creation_lock(synchronizer, _join(path, ".zgroup")):
+    with creation.creation_lock(synchronizer, nodes.prefix(path) + ".zgroup"):
         if overwrite or not contains_group(store, path):
             _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
@@ -392,7 +390,8 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
     zarr_format = family_format(zarr_format)
-    with creation.creation_lock(synchronizer if mode != "r" else None, _join(path, ".zgroup")):
+    with creation.creation_lock(synchronizer if mode != "r" else None,
+                                nodes.prefix(path) + ".zgroup"):
         exists = contains_group(store, path)
         if mode in ("r", "r+"):
             if not exists:
@@ -411,6 +410,31 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
                                          f"{store!r}")
             _init_group(store, path, zarr_format=zarr_format or 2)
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
+
+
+def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # noqa: A001
+    """Open an array or a group, whichever the path holds."""
+    creation._check_mode(mode)
+    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    if mode in ("r", "r+"):
+        # The likely node first, its metadata read once: an array is one request (v2).
+        try:
+            return creation.open_array(store, mode=mode, path=path, **kwargs)
+        except ArrayNotFoundError:
+            pass
+        try:
+            return open_group(store, mode=mode, path=path, **kwargs)
+        except GroupNotFoundError:
+            raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
+                                    f"{store!r}") from None
+    if contains_array(store, path):
+        return creation.open_array(store, mode=mode, path=path, **kwargs)
+    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
+        return open_group(store, mode=mode, path=path, **kwargs)
+    if mode in ("r", "r+"):
+        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
+    return creation.open_array(store, mode=mode, path=path, **kwargs)
 
 
 def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
@@ -432,8 +456,8 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     except ConsolidatedMetadataNotFoundError:
         from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
-        return creation.open(cstore, mode=smode, path=path, **kwargs)
-    return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
+        return open(cstore, mode=smode, path=path, **kwargs)
+    return open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
 
 class TreeView:

@@ -6,7 +6,7 @@ from chunkstore import config as _config
 from chunkstore import creation
 from chunkstore.creation_v3 import create_array
 from chunkstore.group import Group, _init_group
-from chunkstore.storage.base import normalize_store
+from chunkstore.storage.normalize import normalize_store
 
 
 def create_group(store, *, path=None, zarr_format=None, overwrite=False, attributes=None,
