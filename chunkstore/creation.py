@@ -14,8 +14,9 @@ from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
+from chunkstore.metadata.formats import format_of
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
-                                    encode_group_metadata, normalize_chunks)
+                                    normalize_chunks)
 from chunkstore.storage.base import MODES, rmdir
 from chunkstore.storage.normalize import normalize_store
 
@@ -95,21 +96,14 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
         # As NumPy and zarr-python 2: a sub-array dtype's shape extends the array's shape.
         shape, dtype = shape + dtype.shape, dtype.base
     _check_format(zarr_format)
+    zarr_format = zarr_format or 2
     if creation_args.is_no_compressor(compressor):
         compressor = None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
-    if zarr_format == 3:
-        key = nodes.prefix(path) + nodes.V3_META
-        meta, raw = _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value,
-                                       order, filters, dimension_separator, shards,
-                                       dimension_names, attributes, codecs, object_codec)
-    else:
-        if shards is not None:
-            raise ValueError("sharding needs zarr_format=3")
-        key = nodes.prefix(path) + nodes.V2_ARRAY
-        meta, raw = _array_metadata_v2(store, path, shape, chunks, dtype, compressor,
-                                       fill_value, order, filters, object_codec,
-                                       dimension_separator)
+    key = nodes.metadata_key(path, zarr_format, "array")
+    meta, raw = _NEW_ARRAY_METADATA[zarr_format](
+        store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
+        dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
     _check_parents(store, path)
     if overwrite:
@@ -129,7 +123,10 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
 
 
 def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
-                       filters, object_codec, dimension_separator):
+                       filters, dimension_separator, shards, dimension_names, attributes,
+                       codecs, object_codec):
+    if shards is not None:
+        raise ValueError("sharding needs zarr_format=3")
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
@@ -185,14 +182,8 @@ def _require_parent_groups(store, path, zarr_format=2):
 
 
 def write_group_metadata(store, path, zarr_format=2, attributes=None):
-    if zarr_format == 3:
-        from chunkstore.metadata.v3 import encode_group_metadata_v3
-        store[nodes.prefix(path) + nodes.V3_META] = encode_group_metadata_v3(attributes or {})
-    else:
-        store[nodes.prefix(path) + nodes.V2_GROUP] = encode_group_metadata()
-        if attributes:
-            from chunkstore.metadata.v2 import encode_attrs
-            store[nodes.prefix(path) + nodes.V2_ATTRS] = encode_attrs(attributes)
+    for name, doc in format_of(zarr_format).group_documents(attributes).items():
+        store[nodes.prefix(path) + name] = doc
 
 
 # ------------------------------------------------------------------------------ Zarr v3
@@ -252,9 +243,9 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     return chain
 
 
-def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order, filters,
-                       dimension_separator, shards, dimension_names, attributes, codecs,
-                       object_codec=None):
+def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
+                       filters, dimension_separator, shards, dimension_names, attributes,
+                       codecs, object_codec=None):
     from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
     if order not in ("C", "F"):
         raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
@@ -295,6 +286,11 @@ def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order
         return meta, encode_array_metadata_v3(meta)
     except (TypeError, ValueError) as e:
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+
+
+# The metadata of a new array from creation's arguments, per format (same signature: what a
+# format has no use for, it ignores or refuses).
+_NEW_ARRAY_METADATA = {2: _array_metadata_v2, 3: _array_metadata_v3}
 
 
 _held = threading.local()  # creation locks this thread holds: markers of (lock, key)

@@ -15,7 +15,7 @@ from chunkstore.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                PathNotFoundError, ReadOnlyError)
-from chunkstore.metadata.v2 import parse_group_metadata
+from chunkstore.metadata.formats import format_of
 from chunkstore.group_api_v3 import GroupAPIv3
 from chunkstore.node_api_v3 import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
@@ -35,11 +35,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}")
         self._format = fmt
         key = nodes.metadata_key(self._path, fmt, "group")
-        if fmt == 2:
-            parse_group_metadata(store[key], key)
-        else:
-            from chunkstore.metadata.v3 import parse_group_metadata_v3
-            parse_group_metadata_v3(store[key], key)
+        format_of(fmt).parse_group(store[key], key)
 
     # ------------------------------------------------------------------ properties
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from chunkstore.errors import MetadataError
+from chunkstore.metadata.formats import format_of
 
 V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
 
@@ -41,13 +42,11 @@ def node_kind(store, path: str):
 
 
 def metadata_key(path: str, zarr_format: int, kind: str) -> str:
-    if zarr_format == 3:
-        return prefix(path) + V3_META
-    return prefix(path) + (V2_ARRAY if kind == "array" else V2_GROUP)
+    return prefix(path) + format_of(zarr_format).metadata_key(kind)
 
 
 def attrs_key(path: str, zarr_format: int) -> str:
-    return prefix(path) + (V3_META if zarr_format == 3 else V2_ATTRS)
+    return prefix(path) + format_of(zarr_format).attrs_key
 
 
 class Node:

@@ -1,0 +1,121 @@
+"""One entry per Zarr format: what the layers above the metadata modules need to know of it.
+
+Nodes, attributes, data type objects and creation ask :func:`format_of` instead of branching
+on ``zarr_format``: the metadata document names, where a node's attributes live and how they
+are written, how a data type is spelled in metadata, and the documents of a new group.
+Adding a format means adding an entry here (and its metadata module), not editing callers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from chunkstore.errors import MetadataError
+from chunkstore.metadata import v2 as _v2
+from chunkstore.metadata import v3 as _v3
+
+__all__ = ["ZarrFormat", "FORMATS", "format_of"]
+
+
+@dataclass(frozen=True)
+class ZarrFormat:
+    """What one Zarr format stores where. Key names are relative to the node's path."""
+
+    zarr_format: int
+    array_key: str  # the metadata document of an array
+    group_key: str  # the metadata document of a group
+    attrs_key: str  # the document holding the user attributes
+    #: (raw document at attrs_key, key) -> the attributes dict
+    read_attributes: Callable[[Any, str], dict]
+    #: (attributes, read the current document, key) -> the new document at attrs_key
+    encode_attributes: Callable[[Mapping, Callable[[], Any], str], bytes]
+    #: (raw group document, key) -> the parsed group metadata; MetadataError if invalid
+    parse_group: Callable[[Any, str], dict]
+    #: attributes (or None) -> {key name: document} of a new group
+    group_documents: Callable[[Mapping | None], dict]
+    #: (native dtype, object codec id or None) -> the data type's metadata spelling
+    dtype_to_json: Callable[[np.dtype, Any], Any]
+    #: metadata spelling -> (a dtype-like, object codec id or None)
+    dtype_from_json: Callable[[Any], tuple]
+
+    def metadata_key(self, kind: str) -> str:
+        """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
+        return self.array_key if kind == "array" else self.group_key
+
+
+# -- Zarr v2: .zarray / .zgroup, attributes in their own .zattrs --------------------------------
+
+
+def _v2_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) -> bytes:
+    return _v2.encode_attrs(attrs)  # the whole document: nothing else to keep
+
+
+def _v2_group_documents(attributes: Mapping | None) -> dict:
+    docs = {".zgroup": _v2.encode_group_metadata()}
+    if attributes:
+        docs[".zattrs"] = _v2.encode_attrs(attributes)
+    return docs
+
+
+def _v2_dtype_to_json(native: np.dtype, object_codec_id: Any) -> dict:
+    if native.fields is not None:
+        name: Any = [[n, native.fields[n][0].str] for n in native.names]
+    else:
+        name = native.str if object_codec_id is None else "|O"
+    return {"name": name, "object_codec_id": object_codec_id}
+
+
+def _v2_dtype_from_json(data: Any) -> tuple:
+    name = data.get("name") if isinstance(data, dict) else data
+    codec = data.get("object_codec_id") if isinstance(data, dict) else None
+    return (np.dtype([tuple(f) for f in name]) if isinstance(name, list) else name), codec
+
+
+# -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
+
+
+def _v3_doc(raw: Any, key: str) -> dict:
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise MetadataError(f"invalid metadata at {key!r}: {e}") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"invalid metadata at {key!r}: not a JSON object")
+    return doc
+
+
+def _v3_read_attributes(raw: Any, key: str) -> dict:
+    return dict(_v3_doc(raw, key).get("attributes") or {})
+
+
+def _v3_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) -> bytes:
+    doc = _v3_doc(current(), key)  # the node's zarr.json: keep everything but the attributes
+    doc["attributes"] = attrs
+    return _v3._json_dumps(doc)
+
+
+def _v3_group_documents(attributes: Mapping | None) -> dict:
+    return {_v3.METADATA_KEY: _v3.encode_group_metadata_v3(attributes or {})}
+
+
+FORMATS: dict[int, ZarrFormat] = {
+    2: ZarrFormat(2, ".zarray", ".zgroup", ".zattrs", _v2.parse_attrs, _v2_encode_attributes,
+                  _v2.parse_group_metadata, _v2_group_documents, _v2_dtype_to_json, _v2_dtype_from_json),
+    3: ZarrFormat(3, _v3.METADATA_KEY, _v3.METADATA_KEY, _v3.METADATA_KEY, _v3_read_attributes,
+                  _v3_encode_attributes, _v3.parse_group_metadata_v3, _v3_group_documents,
+                  lambda native, codec: _v3.encode_data_type_v3(native),
+                  lambda data: (_v3.decode_data_type_v3(data), None)),
+}
+
+
+def format_of(zarr_format: int) -> ZarrFormat:
+    """The table entry of Zarr format 2 or 3; ValueError for anything else."""
+    try:
+        return FORMATS[zarr_format]
+    except (KeyError, TypeError):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}") from None
