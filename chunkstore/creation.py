@@ -7,6 +7,8 @@ import contextlib
 import numbers
 import sys
 import threading
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Union
 
 import numpy as np
 
@@ -18,11 +20,16 @@ from chunkstore.metadata.formats import format_of
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     normalize_chunks)
 from chunkstore.storage.base import MODES, rmdir
-from chunkstore.storage.normalize import normalize_store
+from chunkstore.storage.normalize import StoreLike, normalize_store
+
+#: a shape (or chunk/shard shape): an int for one dimension, or one int per dimension
+ShapeLike = Union[int, Sequence[int]]
+#: anything np.dtype() takes (and zarr-python 3's data type objects); None: float64
+DTypeLike = Any
 
 
 
-def normalize_path(path) -> str:
+def normalize_path(path: str | None) -> str:
     """'a/b' form of a path inside a store; rejects '.', '..', backslashes and NULs."""
     if path is None:
         return ""
@@ -37,12 +44,12 @@ def normalize_path(path) -> str:
     return "/".join(parts)
 
 
-def contains_array(store, path="") -> bool:
+def contains_array(store: Mapping[str, bytes], path: str = "") -> bool:
     """An array (Zarr v2 or v3) is at path."""
     return nodes.node_kind(store, path)[0] == "array"
 
 
-def contains_group(store, path="") -> bool:
+def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     """A group (Zarr v2 or v3) is at path."""
     return nodes.node_kind(store, path)[0] == "group"
 
@@ -80,10 +87,15 @@ def _default_fill(fill_value, dtype, object_codec):
     return fill_value
 
 
-def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill_value=0,
-               order="C", overwrite=False, path=None, filters=None, object_codec=None,
-               dimension_separator=None, zarr_format=2, shards=None, dimension_names=None,
-               attributes=None, codecs=None):
+def init_array(store: MutableMapping[str, bytes], shape: ShapeLike, chunks: Any = True,
+               dtype: DTypeLike = None, compressor: Any = "default", fill_value: Any = 0,
+               order: str = "C", overwrite: bool = False, path: str | None = None,
+               filters: Sequence[Any] | None = None, object_codec: Any = None,
+               dimension_separator: str | None = None, zarr_format: int | None = 2,
+               shards: ShapeLike | None = None,
+               dimension_names: Sequence[str | None] | None = None,
+               attributes: Mapping[str, Any] | None = None,
+               codecs: Sequence[Any] | None = None) -> Any:
     """Write the metadata of a new array (and parent groups) into store.
 
     Everything (dtype, fill value, codecs, chunks, what is at path) is checked, and the new
@@ -181,7 +193,9 @@ def _require_parent_groups(store, path, zarr_format=2):
             write_group_metadata(store, parent, zarr_format)
 
 
-def write_group_metadata(store, path, zarr_format=2, attributes=None):
+def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,
+                         attributes: Mapping[str, Any] | None = None) -> None:
+    """Write the metadata documents of a group at path (nothing else is checked)."""
     for name, doc in format_of(zarr_format).group_documents(attributes).items():
         store[nodes.prefix(path) + name] = doc
 
@@ -297,7 +311,7 @@ _held = threading.local()  # creation locks this thread holds: markers of (lock,
 
 
 @contextlib.contextmanager
-def creation_lock(synchronizer, key):
+def creation_lock(synchronizer: Any, key: str) -> Iterator[None]:
     """The lock held while creating the node whose metadata key is key (no-op if none).
 
     Two processes creating the same node at once then either both succeed (the second opens
@@ -326,12 +340,17 @@ def creation_lock(synchronizer, key):
             held.difference_update(added)
 
 
-def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
-           store=None, synchronizer=None, overwrite=False, path=None, filters=None,
-           cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
-           write_empty_chunks=False, storage_options=None, missing_chunks="fill",
-           zarr_format=None, shards=None, dimension_names=None, attributes=None, codecs=None,
-           **kwargs):
+def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
+           compressor: Any = "default", fill_value: Any = 0, order: str = "C",
+           store: StoreLike = None, synchronizer: Any = None, overwrite: bool = False,
+           path: str | None = None, filters: Sequence[Any] | None = None,
+           cache_metadata: bool = True, read_only: bool = False, object_codec: Any = None,
+           dimension_separator: str | None = None, write_empty_chunks: bool = False,
+           storage_options: dict | None = None, missing_chunks: str = "fill",
+           zarr_format: int | None = None, shards: ShapeLike | None = None,
+           dimension_names: Sequence[str | None] | None = None,
+           attributes: Mapping[str, Any] | None = None, codecs: Sequence[Any] | None = None,
+           **kwargs: Any) -> Array:
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
     (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards
     (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
@@ -367,27 +386,27 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def zeros(shape, **kwargs):
+def zeros(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 0."""
     return create(shape=shape, fill_value=0, **kwargs)
 
 
-def ones(shape, **kwargs):
+def ones(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 1."""
     return create(shape=shape, fill_value=1, **kwargs)
 
 
-def full(shape, fill_value, **kwargs):
+def full(shape: ShapeLike, fill_value: Any, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as fill_value."""
     return create(shape=shape, fill_value=fill_value, **kwargs)
 
 
-def empty(shape, **kwargs):
+def empty(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array with no fill value (null); unwritten elements read as zero bytes."""
     return create(shape=shape, fill_value=None, **kwargs)
 
 
-def array(data, read_only=False, **kwargs):
+def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     """An array holding a copy of data (any array-like, or another Array). Chunks default to
     those of data when it has them (an Array, an h5py dataset). read_only=True returns the
     array read-only once the data is written. If the data cannot be written, the new array
@@ -509,12 +528,15 @@ def open_like(a, path, **kwargs):
     return open_array(path, **kwargs)
 
 
-def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
-               compressor="default", fill_value=0, order="C", synchronizer=None,
-               filters=None, cache_metadata=True, path=None, object_codec=None,
-               dimension_separator=None, write_empty_chunks=False, storage_options=None,
-               missing_chunks="fill", zarr_format=None, shards=None, dimension_names=None,
-               **kwargs):
+def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None = None,
+               chunks: Any = True, dtype: DTypeLike = None, compressor: Any = "default",
+               fill_value: Any = 0, order: str = "C", synchronizer: Any = None,
+               filters: Sequence[Any] | None = None, cache_metadata: bool = True,
+               path: str | None = None, object_codec: Any = None,
+               dimension_separator: str | None = None, write_empty_chunks: bool = False,
+               storage_options: dict | None = None, missing_chunks: str = "fill",
+               zarr_format: int | None = None, shards: ShapeLike | None = None,
+               dimension_names: Sequence[str | None] | None = None, **kwargs: Any) -> Array:
     """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
@@ -563,7 +585,8 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
 
 
 @contextlib.contextmanager
-def owned_store(store_like, mode="a", storage_options=None):
+def owned_store(store_like: StoreLike, mode: str = "a",
+                storage_options: dict | None = None) -> Iterator[Mapping[str, bytes]]:
     """The store for store_like; closed on exit if it was opened here from a path or URL
     (a ZipStore, for one, is only complete once closed). Stores passed in stay open."""
     store = normalize_store(store_like, mode=mode, storage_options=storage_options)
@@ -574,7 +597,8 @@ def owned_store(store_like, mode="a", storage_options=None):
             store.close()
 
 
-def save_array(store, arr, path=None, storage_options=None, **kwargs):
+def save_array(store: StoreLike, arr: Any, path: str | None = None,
+               storage_options: dict | None = None, **kwargs: Any) -> None:
     """Save one NumPy array to store (overwriting what is at path)."""
     with owned_store(store, mode="w", storage_options=storage_options) as s:
         array(arr, store=s, path=path, overwrite=True, **kwargs)

@@ -7,7 +7,8 @@ the child paths holding `.zarray` or `.zgroup`.
 from __future__ import annotations
 
 import html
-from collections.abc import MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any
 
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
@@ -19,13 +20,14 @@ from chunkstore.metadata.formats import format_of
 from chunkstore.group_api_v3 import GroupAPIv3
 from chunkstore.node_api_v3 import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
-from chunkstore.storage.normalize import normalize_store
+from chunkstore.storage.normalize import StoreLike, normalize_store
 
 
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
-    def __init__(self, store, path="", read_only=False, synchronizer=None):
+    def __init__(self, store: MutableMapping[str, bytes], path: str = "",
+                 read_only: bool = False, synchronizer: Any = None) -> None:
         self._store = store
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
@@ -39,7 +41,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     # ------------------------------------------------------------------ properties
     @property
-    def info(self):
+    def info(self) -> Info:
         items = [("Name", self.name), ("Type", "chunkstore.Group"),
                  ("Zarr format", str(self._format)),
                  ("Read-only", str(self._read_only)),
@@ -96,7 +98,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                          synchronizer=self._synchronizer)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
-    def __getitem__(self, item):
+    def __getitem__(self, item: str) -> Array | Group:
         return self._open_node(self._child(item))
 
     def __getattr__(self, item):
@@ -109,17 +111,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise AttributeError(f"{type(self).__name__} {self.name!r} has no attribute or "
                                  f"member {item!r}") from None
 
-    def __contains__(self, item):
+    def __contains__(self, item: object) -> bool:
         try:
             path = self._child(item)
         except (KeyError, ValueError, TypeError):
             return False
         return contains_array(self._store, path) or contains_group(self._store, path)
 
-    def __setitem__(self, item, value):
+    def __setitem__(self, item: str, value: Any) -> None:
         self.array(item, value, overwrite=True)
 
-    def __delitem__(self, item):
+    def __delitem__(self, item: str) -> None:
         self._check_writable()
         path = self._child(item)
         if item not in self:
@@ -134,28 +136,28 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 out.append(name)
         return sorted(out)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._member_names())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._member_names())
 
-    def keys(self):
+    def keys(self) -> list[str]:
         return self._member_names()
 
-    def values(self):
+    def values(self) -> list[Array | Group]:
         return [self[k] for k in self._member_names()]
 
-    def items(self):
+    def items(self) -> list[tuple[str, Array | Group]]:
         return [(k, self[k]) for k in self._member_names()]
 
     @property
-    def members(self):
+    def members(self) -> Members:
         """Mapping of name to Array/Group of the direct members; callable as zarr-python 3's
         members(max_depth=) (see chunkstore.node_api_v3.Members)."""
         return Members(self, self.items())
 
-    def array_keys(self, recurse=False):
+    def array_keys(self, recurse: bool = False) -> list[str]:
         """Names of the member arrays. With recurse, also those of every subgroup, each by
         its own name (not its path), in sorted order per group, as zarr-python 2 lists them."""
         return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
@@ -168,15 +170,15 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             elif recurse and contains_group(self._store, p):
                 yield from self[k]._array_iter(recurse, with_nodes)
 
-    def group_keys(self):
+    def group_keys(self) -> list[str]:
         return [k for k in self._member_names()
                 if contains_group(self._store, nodes.prefix(self._path) + k)]
 
-    def arrays(self, recurse=False):
+    def arrays(self, recurse: bool = False) -> list[tuple[str, Array]]:
         """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
         return list(self._array_iter(recurse))
 
-    def groups(self):
+    def groups(self) -> list[tuple[str, Group]]:
         return [(k, self[k]) for k in self.group_keys()]
 
     def _ipython_key_completions_(self):
@@ -196,29 +198,29 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             if isinstance(node, Group):
                 yield from node._walk(rel)
 
-    def visit(self, func):
+    def visit(self, func: Callable[[str], Any]) -> Any:
         """Call func(relative path) for every node below; stop at the first non-None result."""
         for rel, _ in self._walk():
             r = func(rel)
             if r is not None:
                 return r
 
-    def visitkeys(self, func):
+    def visitkeys(self, func: Callable[[str], Any]) -> Any:
         return self.visit(func)
 
-    def visitvalues(self, func):
+    def visitvalues(self, func: Callable[[Array | Group], Any]) -> Any:
         for _, node in self._walk():
             r = func(node)
             if r is not None:
                 return r
 
-    def visititems(self, func):
+    def visititems(self, func: Callable[[str, Array | Group], Any]) -> Any:
         for rel, node in self._walk():
             r = func(rel, node)
             if r is not None:
                 return r
 
-    def tree(self, expand=False, level=None):
+    def tree(self, expand: bool = False, level: int | None = None) -> TreeView:
         """The hierarchy as text with box-drawing characters (HTML in Jupyter)."""
         return TreeView(self, level=level)
 
@@ -230,7 +232,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _lock(self, key):
         return creation.creation_lock(self._synchronizer, key)
 
-    def create_group(self, name, overwrite=False, attributes=None):
+    def create_group(self, name: str, overwrite: bool = False,
+                     attributes: Mapping[str, Any] | None = None) -> Group:
         """Create a subgroup (and the groups on the way); raises if something is there.
         attributes: zarr-python 3's initial attributes."""
         self._check_writable()
@@ -242,7 +245,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             g.attrs.update(attributes)
         return g
 
-    def require_group(self, name, overwrite=False):
+    def require_group(self, name: str, overwrite: bool = False) -> Group:
         """The subgroup at name, created if absent."""
         path = self._child(name)
         if overwrite or not contains_group(self._store, path):
@@ -253,10 +256,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer)
 
-    def create_groups(self, *names, **kwargs):
+    def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
         return tuple(self.create_group(n, **kwargs) for n in names)
 
-    def require_groups(self, *names):
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
         return tuple(self.require_group(n) for n in names)
 
     def _create_array(self, name, fn, *args, **kwargs):
@@ -269,13 +272,14 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         with self._lock(nodes.prefix(path) + ".zarray"):
             return fn(*args, store=self._store, path=path, **kwargs)
 
-    def create_dataset(self, name, data=None, **kwargs):
+    def create_dataset(self, name: str, data: Any = None, **kwargs: Any) -> Array:
         """Create an array at name (groups on the way are created); `data` fills it."""
         if data is not None:
             return self._create_array(name, creation.array, data, **kwargs)
         return self._create_array(name, creation.create, **kwargs)
 
-    def require_dataset(self, name, shape, dtype=None, exact=False, **kwargs):
+    def require_dataset(self, name: str, shape: Any, dtype: Any = None, exact: bool = False,
+                        **kwargs: Any) -> Array:
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
         # Check and create under one lock: two processes requiring the same array both get it.
@@ -297,37 +301,37 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             return a
         return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
 
-    def create(self, name, **kwargs):
+    def create(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.create, **kwargs)
 
-    def zeros(self, name, **kwargs):
+    def zeros(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.zeros, **kwargs)
 
-    def ones(self, name, **kwargs):
+    def ones(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.ones, **kwargs)
 
-    def full(self, name, fill_value, **kwargs):
+    def full(self, name: str, fill_value: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.full, fill_value=fill_value, **kwargs)
 
-    def empty(self, name, **kwargs):
+    def empty(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.empty, **kwargs)
 
-    def array(self, name, data, **kwargs):
+    def array(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.array, data, **kwargs)
 
-    def zeros_like(self, name, data, **kwargs):
+    def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.zeros_like, data, **kwargs)
 
-    def ones_like(self, name, data, **kwargs):
+    def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.ones_like, data, **kwargs)
 
-    def full_like(self, name, data, **kwargs):
+    def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.full_like, data, **kwargs)
 
-    def empty_like(self, name, data, **kwargs):
+    def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.empty_like, data, **kwargs)
 
-    def move(self, source, dest):
+    def move(self, source: str, dest: str) -> None:
         """Move the member at source to dest (paths relative to this group)."""
         self._check_writable()
         src, dst = self._child(source), self._child(dest)
@@ -364,8 +368,9 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
     creation.write_group_metadata(store, path, zarr_format)
 
 
-def group(store=None, overwrite=False, synchronizer=None, path=None, storage_options=None,
-          zarr_format=None, **kwargs):
+def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = None,
+          path: str | None = None, storage_options: dict | None = None,
+          zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Create a group, or open the one already there (overwrite=True replaces it).
     zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
     creation._check_format(zarr_format)
@@ -378,8 +383,9 @@ def group(store=None, overwrite=False, synchronizer=None, path=None, storage_opt
     return Group(store, path=path, synchronizer=synchronizer)
 
 
-def open_group(store=None, mode="a", path=None, synchronizer=None, storage_options=None,
-               zarr_format=None, **kwargs):
+def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None,
+               synchronizer: Any = None, storage_options: dict | None = None,
+               zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
     creation._check_mode(mode)
     creation._check_format(zarr_format)
@@ -408,7 +414,8 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
 
 
-def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # noqa: A001
+def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # noqa: A001
+         storage_options: dict | None = None, **kwargs: Any) -> Array | Group:
     """Open an array or a group, whichever the path holds."""
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
@@ -433,8 +440,9 @@ def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # no
     return creation.open_array(store, mode=mode, path=path, **kwargs)
 
 
-def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
-                      storage_options=None, **kwargs):
+def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: str = "r+",
+                      path: str | None = None, storage_options: dict | None = None,
+                      **kwargs: Any) -> Array | Group:
     """Open a hierarchy whose metadata was consolidated, reading all metadata in one read.
 
     Metadata is served from the consolidated document; chunks come from the store. Writes
@@ -459,7 +467,7 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
 class TreeView:
     """Text (box-drawing) and HTML rendering of a hierarchy."""
 
-    def __init__(self, grp, level=None):
+    def __init__(self, grp: Group, level: int | None = None) -> None:
         self.group = grp
         self.level = level
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Union
 
 from .base import check_mode
 from .directory import DirectoryStore
@@ -19,10 +19,14 @@ from .memory import MemoryStore
 from .sqlite import SQLiteStore
 from .zip import ZipStore
 
-__all__ = ["normalize_store"]
+__all__ = ["StoreLike", "normalize_store"]
+
+#: What every function taking a store accepts (an object with the mapping methods also works).
+StoreLike = Union[Mapping[str, bytes], str, os.PathLike, None]
 
 
-def normalize_store(store_like: Any = None, mode: str = "a", storage_options: dict | None = None):
+def normalize_store(store_like: StoreLike = None, mode: str = "a",
+                    storage_options: dict | None = None) -> Mapping[str, bytes]:
     """Turn a store-like argument into a store.
 
     - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
