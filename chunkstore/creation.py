@@ -16,7 +16,7 @@ from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
-from chunkstore.metadata.formats import format_of
+from chunkstore.metadata.formats import format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     normalize_chunks)
 from chunkstore.storage.base import MODES, rmdir
@@ -361,7 +361,7 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)
     store = normalize_store(store, mode="a", storage_options=storage_options)
-    with creation_lock(synchronizer, nodes.prefix(normalize_path(path)) + ".zarray"):
+    with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array")):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
                    filters=filters, object_codec=object_codec,
@@ -441,7 +441,7 @@ def _remove_created(store, path, new_groups):
         for k in list(store.keys()):
             del store[k]
     for g in reversed(new_groups):
-        for name in (nodes.V2_GROUP, nodes.V2_ATTRS, nodes.V3_META):
+        for name in sorted(node_document_names()):
             with contextlib.suppress(KeyError):
                 del store[nodes.prefix(g) + name]
 
@@ -564,7 +564,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                 raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
                                          f"an array") from None
             raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
-    with creation_lock(synchronizer, nodes.prefix(path) + ".zarray"):
+    with creation_lock(synchronizer, nodes.creation_lock_key(path, "array")):
         exists = contains_array(store, path)
         if mode == "a":
             if not exists:

@@ -238,7 +238,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         attributes: zarr-python 3's initial attributes."""
         self._check_writable()
         path = self._child(name)
-        with self._lock(nodes.prefix(path) + ".zgroup"):
+        with self._lock(nodes.creation_lock_key(path, "group")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
         if attributes:
@@ -250,7 +250,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         if overwrite or not contains_group(self._store, path):
             self._check_writable()
-        with self._lock(nodes.prefix(path) + ".zgroup"):
+        with self._lock(nodes.creation_lock_key(path, "group")):
             if overwrite or not contains_group(self._store, path):
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         return Group(self._store, path, read_only=self._read_only,
@@ -269,7 +269,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
         kwargs.setdefault("zarr_format", self._format)  # members share the group's format
-        with self._lock(nodes.prefix(path) + ".zarray"):
+        with self._lock(nodes.creation_lock_key(path, "array")):
             return fn(*args, store=self._store, path=path, **kwargs)
 
     def create_dataset(self, name: str, data: Any = None, **kwargs: Any) -> Array:
@@ -283,7 +283,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
         # Check and create under one lock: two processes requiring the same array both get it.
-        with self._lock(nodes.prefix(path) + ".zarray"):
+        with self._lock(nodes.creation_lock_key(path, "array")):
             return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
@@ -377,7 +377,7 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     zarr_format = family_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    with creation.creation_lock(synchronizer, nodes.prefix(path) + ".zgroup"):
+    with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group")):
         if overwrite or not contains_group(store, path):
             _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
@@ -393,7 +393,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     path = normalize_path(path)
     zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None,
-                                nodes.prefix(path) + ".zgroup"):
+                                nodes.creation_lock_key(path, "group")):
         exists = contains_group(store, path)
         if mode in ("r", "r+"):
             if not exists:

@@ -7,12 +7,11 @@ groups and creation work the same for both formats.
 
 from __future__ import annotations
 
-import json
+from chunkstore.metadata.formats import FORMATS, format_of, node_at
 
-from chunkstore.errors import MetadataError
-from chunkstore.metadata.formats import format_of
-
-V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
+# the document names of each format (metadata.formats holds them; kept here for callers)
+V2_ARRAY, V2_GROUP, V2_ATTRS = FORMATS[2].array_key, FORMATS[2].group_key, FORMATS[2].attrs_key
+V3_META = FORMATS[3].array_key
 
 
 def prefix(path: str) -> str:
@@ -21,24 +20,13 @@ def prefix(path: str) -> str:
 
 def node_kind(store, path: str):
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none."""
-    p = prefix(path)
-    if p + V2_ARRAY in store:
-        return "array", 2
-    if p + V2_GROUP in store:
-        return "group", 2
-    key = p + V3_META
-    try:
-        raw = store[key]
-    except KeyError:
-        return None, None
-    try:
-        kind = json.loads(raw).get("node_type")
-    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
-    if kind not in ("array", "group"):
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
-                            f"'array' or 'group', got {kind!r}")
-    return kind, 3
+    return node_at(store, path)
+
+
+def creation_lock_key(path: str, kind: str) -> str:
+    """The lock held while creating a node of kind at path. Named after the v2 metadata key
+    whatever the format, so that creators of either format at one path exclude each other."""
+    return prefix(path) + FORMATS[2].metadata_key(kind)
 
 
 def metadata_key(path: str, zarr_format: int, kind: str) -> str:

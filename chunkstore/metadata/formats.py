@@ -19,7 +19,7 @@ from chunkstore.errors import MetadataError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
 
-__all__ = ["ZarrFormat", "FORMATS", "format_of"]
+__all__ = ["ZarrFormat", "FORMATS", "format_of", "node_at", "node_document_names"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,34 @@ def format_of(zarr_format: int) -> ZarrFormat:
         return FORMATS[zarr_format]
     except (KeyError, TypeError):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}") from None
+
+
+def node_document_names() -> set:
+    """Every document name a node of any format may have (metadata and attributes)."""
+    return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
+
+
+def node_at(store: Mapping, path: str) -> tuple:
+    """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
+
+    v2 is probed first (its two documents are told apart by name); a v3 ``zarr.json`` is
+    read for its ``node_type``. MetadataError if that document is not valid."""
+    p = path + "/" if path else ""
+    v2, v3 = FORMATS[2], FORMATS[3]
+    if p + v2.array_key in store:
+        return "array", 2
+    if p + v2.group_key in store:
+        return "group", 2
+    key = p + v3.array_key
+    try:
+        raw = store[key]
+    except KeyError:
+        return None, None
+    try:
+        kind = json.loads(raw).get("node_type")
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
+    if kind not in ("array", "group"):
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
+                            f"'array' or 'group', got {kind!r}")
+    return kind, 3

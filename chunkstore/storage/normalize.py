@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Union
 
 from .base import check_mode
 from .directory import DirectoryStore
