@@ -14,11 +14,13 @@ import numpy as np
 
 from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
+from chunkstore.codecs.normalize import chunk_encoding_v3, numcodecs_codec
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
 from chunkstore.metadata.formats import format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     normalize_chunks)
+from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.storage.base import MODES, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 
@@ -143,7 +145,6 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         compressor = default_compressor()
     filters = list(filters) if filters else []
     # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
-    from chunkstore.codecs.normalize import numcodecs_codec
     if compressor is not None and not hasattr(compressor, "codec_id"):
         compressor = numcodecs_codec(compressor, "compressor")
     filters = [f if hasattr(f, "codec_id") else numcodecs_codec(f, f"filters[{i}]")
@@ -260,7 +261,6 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
 def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
                        filters, dimension_separator, shards, dimension_names, attributes,
                        codecs, object_codec=None):
-    from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
     if order not in ("C", "F"):
         raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
                          f"got {order!r}")
@@ -274,7 +274,6 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
                          f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
                          f"structured)")
     if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
-        from chunkstore.codecs.normalize import chunk_encoding_v3
         codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)

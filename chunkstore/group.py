@@ -10,6 +10,8 @@ import html
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
+import numpy as np
+
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
 from chunkstore.creation import contains_array, contains_group, normalize_path
@@ -20,6 +22,8 @@ from chunkstore.metadata.formats import format_of
 from chunkstore.group_api_v3 import GroupAPIv3
 from chunkstore.node_api_v3 import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
+from chunkstore.storage.consolidated import ConsolidatedMetadataStore
+from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
 from chunkstore.storage.normalize import StoreLike, normalize_store
 
 
@@ -293,7 +297,6 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             if a.shape != shape:
                 raise TypeError(f"array {a.name!r} has shape {a.shape}, not {shape}")
             if dtype is not None:
-                import numpy as np
                 dt = np.dtype(dtype)
                 if (exact and a.dtype != dt) or (not exact and not np.can_cast(dt, a.dtype)):
                     raise TypeError(f"array {a.name!r} has dtype {a.dtype}, incompatible with "
@@ -448,7 +451,6 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     Metadata is served from the consolidated document; chunks come from the store. Writes
     to chunks pass through with mode "r+"; metadata changes are refused.
     """
-    from chunkstore.storage.consolidated import ConsolidatedMetadataStore
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
     smode = "r" if mode == "r" else "r+"
@@ -458,7 +460,6 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     try:
         cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
     except ConsolidatedMetadataNotFoundError:
-        from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
         return open(cstore, mode=smode, path=path, **kwargs)
     return open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)

@@ -6,6 +6,7 @@ from chunkstore import config as _config
 from chunkstore import creation
 from chunkstore.creation_v3 import create_array
 from chunkstore.group import Group, _init_group
+from chunkstore.metadata.v3 import decode_data_type_v3, decode_fill_value_v3
 from chunkstore.storage.normalize import normalize_store
 
 
@@ -45,7 +46,6 @@ def create_hierarchy(*, store, nodes, overwrite=False):
 
 def _array_from_doc(store, path, doc, overwrite):
     if "data_type" in doc:  # a Zarr v3 document
-        from chunkstore.metadata.v3 import decode_data_type_v3, decode_fill_value_v3
         dtype = decode_data_type_v3(doc["data_type"])
         return create_array(
             store, name=path, shape=doc["shape"], dtype=dtype,

@@ -7,6 +7,7 @@ groups and creation work the same for both formats.
 
 from __future__ import annotations
 
+from chunkstore.attrs import Attributes
 from chunkstore.metadata.formats import FORMATS, format_of, node_at
 
 # the document names of each format (metadata.formats holds them; kept here for callers)
@@ -71,7 +72,6 @@ class Node:
 
     @property
     def attrs(self):
-        from chunkstore.attrs import Attributes
         return Attributes(self._store, attrs_key(self._path, self._format),
                           read_only=self._read_only, synchronizer=self._synchronizer,
                           zarr_format=self._format)

@@ -41,6 +41,7 @@ import numpy as np
 
 from chunkstore.codecs import v3 as _codecs
 from chunkstore.errors import MetadataError
+from chunkstore.storage.base import listdir
 
 __all__ = [
     "ArrayMetadataV3",
@@ -539,8 +540,6 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
     Returns the parsed group metadata (as :func:`parse_group_metadata_v3`). Raises
     MetadataError if ``path`` is not a group or a member's ``zarr.json`` is invalid.
     """
-    from chunkstore.storage.base import listdir
-
     path = (path or "").strip("/")
     prefix = path + "/" if path else ""
     key = prefix + METADATA_KEY
