@@ -56,6 +56,15 @@ def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     return nodes.node_kind(store, path)[0] == "group"
 
 
+def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
+    """Delete everything at and below path (at the root: every key, the store itself stays)."""
+    if path:
+        rmdir(store, path)
+    else:
+        for k in list(store.keys()):
+            del store[k]
+
+
 def _check_mode(mode):
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -121,11 +130,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike, chunks: Any 
     _check_opens(path, key, raw)
     _check_parents(store, path)
     if overwrite:
-        if path:
-            rmdir(store, path)
-        else:
-            for k in list(store.keys()):
-                del store[k]
+        remove_node(store, path)
     else:
         if contains_array(store, path):
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
@@ -434,11 +439,7 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
 
 def _remove_created(store, path, new_groups):
     """Undo a creation: the node at path, then the groups made for it (deepest first)."""
-    if path:
-        rmdir(store, path)
-    else:
-        for k in list(store.keys()):
-            del store[k]
+    remove_node(store, path)
     for g in reversed(new_groups):
         for name in sorted(node_document_names()):
             with contextlib.suppress(KeyError):

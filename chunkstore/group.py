@@ -358,11 +358,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
 def _init_group(store, path, overwrite=False, zarr_format=2):
     if overwrite:
-        if path:
-            rmdir(store, path)
-        else:
-            for k in list(store.keys()):
-                del store[k]
+        creation.remove_node(store, path)
     elif contains_array(store, path):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
     elif contains_group(store, path):
