@@ -19,7 +19,8 @@ from chunkstore.errors import MetadataError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
 
-__all__ = ["ZarrFormat", "FORMATS", "format_of", "node_at", "node_document_names"]
+__all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "node_at",
+           "node_document_names"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class ZarrFormat:
     dtype_to_json: Callable[[np.dtype, Any], Any]
     #: metadata spelling -> (a dtype-like, object codec id or None)
     dtype_from_json: Callable[[Any], tuple]
+    #: an array's metadata document (dict) -> create_array's arguments describing it
+    array_arguments: Callable[[Mapping], dict]
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -76,6 +79,12 @@ def _v2_dtype_from_json(data: Any) -> tuple:
     return (np.dtype([tuple(f) for f in name]) if isinstance(name, list) else name), codec
 
 
+def _v2_array_arguments(doc: Mapping) -> dict:
+    return dict(shape=doc["shape"], dtype=doc["dtype"], chunks=doc["chunks"],
+                compressors=doc.get("compressor"), filters=doc.get("filters"),
+                fill_value=doc.get("fill_value"), order=doc.get("order"), zarr_format=2)
+
+
 # -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
 
 
@@ -103,13 +112,30 @@ def _v3_group_documents(attributes: Mapping | None) -> dict:
     return {_v3.METADATA_KEY: _v3.encode_group_metadata_v3(attributes or {})}
 
 
+def _v3_array_arguments(doc: Mapping) -> dict:
+    dtype = _v3.decode_data_type_v3(doc["data_type"])
+    return dict(shape=doc["shape"], dtype=dtype,
+                chunks=doc["chunk_grid"]["configuration"]["chunk_shape"], codecs=doc["codecs"],
+                fill_value=_v3.decode_fill_value_v3(doc.get("fill_value"), dtype),
+                dimension_names=doc.get("dimension_names"),
+                chunk_key_encoding=doc.get("chunk_key_encoding"))
+
+
 FORMATS: dict[int, ZarrFormat] = {
-    2: ZarrFormat(2, ".zarray", ".zgroup", ".zattrs", _v2.parse_attrs, _v2_encode_attributes,
-                  _v2.parse_group_metadata, _v2_group_documents, _v2_dtype_to_json, _v2_dtype_from_json),
-    3: ZarrFormat(3, _v3.METADATA_KEY, _v3.METADATA_KEY, _v3.METADATA_KEY, _v3_read_attributes,
-                  _v3_encode_attributes, _v3.parse_group_metadata_v3, _v3_group_documents,
-                  lambda native, codec: _v3.encode_data_type_v3(native),
-                  lambda data: (_v3.decode_data_type_v3(data), None)),
+    2: ZarrFormat(
+        zarr_format=2, array_key=".zarray", group_key=".zgroup", attrs_key=".zattrs",
+        read_attributes=_v2.parse_attrs, encode_attributes=_v2_encode_attributes,
+        parse_group=_v2.parse_group_metadata, group_documents=_v2_group_documents,
+        dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
+        array_arguments=_v2_array_arguments),
+    3: ZarrFormat(
+        zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
+        attrs_key=_v3.METADATA_KEY,
+        read_attributes=_v3_read_attributes, encode_attributes=_v3_encode_attributes,
+        parse_group=_v3.parse_group_metadata_v3, group_documents=_v3_group_documents,
+        dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
+        dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
+        array_arguments=_v3_array_arguments),
 }
 
 
@@ -119,6 +145,12 @@ def format_of(zarr_format: int) -> ZarrFormat:
         return FORMATS[zarr_format]
     except (KeyError, TypeError):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}") from None
+
+
+def array_document_format(doc: Mapping) -> ZarrFormat:
+    """The format of an array's metadata document given as a dict (a v3 one has a
+    ``data_type``; a v2 ``.zarray`` a ``dtype``)."""
+    return FORMATS[3] if "data_type" in doc else FORMATS[2]
 
 
 def node_document_names() -> set:
