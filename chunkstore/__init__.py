@@ -9,7 +9,7 @@ from chunkstore.array import Array
 from chunkstore.convenience import (CopyError, LazyLoader, consolidate_metadata, copy,
                                     copy_all, copy_store, load, save, save_group, tree)
 from chunkstore.creation import (array, create, empty, empty_like, full,
-                                 full_like, ones, ones_like, open, open_array, open_like,
+                                 full_like, ones, ones_like, open_array, open_like,
                                  save_array, zeros, zeros_like)
 from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecodeError,
                                ChunkNotFoundError, ConsolidatedMetadataNotFoundError,
@@ -17,6 +17,6 @@ from chunkstore.errors import (ArrayNotFoundError, BoundsCheckError, ChunkDecode
                                GroupNotFoundError, MetadataError, PathNotFoundError,
                                ReadOnlyError)
 from chunkstore.sync import ProcessSynchronizer, ThreadSynchronizer
-from chunkstore.group import Group, group, open_consolidated, open_group
+from chunkstore.group import Group, group, open, open_consolidated, open_group
 from chunkstore.creation_v3 import create_array, from_array
 from chunkstore.hierarchy_v3 import create_group, create_hierarchy

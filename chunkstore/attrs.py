@@ -1,24 +1,12 @@
-"""User attributes persisted as JSON (`.zattrs` in Zarr v2)."""
+"""User attributes persisted as JSON (`.zattrs` in Zarr v2, the `attributes` member of the
+node's `zarr.json` in Zarr v3: metadata.formats knows which)."""
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
 
 from chunkstore.errors import ReadOnlyError
-from chunkstore.metadata.v2 import encode_attrs, parse_attrs
-
-
-def _v3_doc(raw, key):
-    import json
-
-    from chunkstore.errors import MetadataError
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise MetadataError(f"invalid metadata at {key!r}: {e}") from None
-    if not isinstance(doc, dict):
-        raise MetadataError(f"invalid metadata at {key!r}: not a JSON object")
-    return doc
+from chunkstore.metadata.formats import format_of
 
 
 class Attributes(MutableMapping):
@@ -35,24 +23,18 @@ class Attributes(MutableMapping):
         self.read_only = read_only
         self.synchronizer = synchronizer
         self.zarr_format = zarr_format
+        self._format = format_of(zarr_format)
 
     def asdict(self) -> dict:
         try:
             raw = self.store[self.key]
         except KeyError:
             return {}
-        if self.zarr_format == 3:  # the "attributes" member of the node's zarr.json
-            return dict(_v3_doc(raw, self.key).get("attributes") or {})
-        return parse_attrs(raw, self.key)
+        return self._format.read_attributes(raw, self.key)
 
     def _write(self, d: dict) -> None:
-        if self.zarr_format == 3:
-            from chunkstore.metadata.v3 import _json_dumps
-            doc = _v3_doc(self.store[self.key], self.key)
-            doc["attributes"] = d
-            self.store[self.key] = _json_dumps(doc)
-            return
-        self.store[self.key] = encode_attrs(d)
+        self.store[self.key] = self._format.encode_attributes(
+            d, lambda: self.store[self.key], self.key)
 
     def _modify(self, fn) -> None:
         if self.read_only:

@@ -23,7 +23,6 @@ _settings = {"threads": None}
 # more gains nothing measurable against S3 while opening more connections.
 _IO_DEFAULTS = {"io_concurrency": 64, "io_retries": 5}
 _io = dict(_IO_DEFAULTS)
-_UNSET = object()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _CORES = os.cpu_count() or 1
@@ -44,34 +43,7 @@ def _default_threads() -> int:
     return os.cpu_count() or 1
 
 
-def get(name: str):
-    """Current value of a setting ("threads", "io_concurrency", "io_retries")."""
-    if name in _io:
-        return _io[name]
-    if name != "threads":
-        raise KeyError(f"unknown setting {name!r}; known: threads, io_concurrency, io_retries")
-    return _settings["threads"] or _default_threads()
-
-
-def set(threads: int | None = _UNSET, io_concurrency: int | None = _UNSET,  # noqa: A001
-        io_retries: int | None = _UNSET) -> None:
-    """Set the number of threads used for chunk I/O (None: the default, the core count),
-    the number of requests in flight at once on remote stores (None: 64) and how often a
-    throttled, failed (5xx) or timed-out request is retried (None: 5). Settings not named
-    are left as they are."""
-    io = {}
-    for name, v, low in (("io_concurrency", io_concurrency, 1), ("io_retries", io_retries, 0)):
-        if v is _UNSET:
-            continue
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-        io[name] = _IO_DEFAULTS[name] if v is None else v
-    if threads is not _UNSET and threads is not None and (
-            not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    _io.update(io)  # (only once every value is checked: a failed set changes nothing)
-    if threads is _UNSET:
-        return
+def _set_threads(threads: int | None) -> None:
     global _pool
     with _lock:
         _settings["threads"] = threads
@@ -113,20 +85,29 @@ except Exception:  # pragma: no cover - numcodecs without blosc
 
 
 # --------------------------------------------------------------------------------------------
-# zarr-python 3's configuration keys: config.set({"array.order": "F"}) or as a context manager
-# (with config.set({...}): ...). Keys with no meaning here are refused by name.
+# zarr-python 3's configuration keys (config.set({"array.order": "F"})) beside chunkstore's
+# own; keys with no meaning here are refused by name.
 
-_set_base, _get_base = set, get
 _ZARR3 = {"array.order": "C", "array.write_empty_chunks": False, "default_zarr_format": None}
 _ALIASES = {"threading.max_workers": "threads", "async.concurrency": "io_concurrency"}
 
 
-def _base_keys():
-    import inspect
-    return [p for p in inspect.signature(_set_base).parameters]
+_ENGINE_KEYS = ("threads", *_IO_DEFAULTS)  # chunkstore's own settings
 
 
-def _check_zarr3(key, value):
+def _known() -> str:
+    return ", ".join(sorted({*_ZARR3, *_ALIASES, *_ENGINE_KEYS}))
+
+
+def _check(key, value):
+    """ValueError if value is not valid for the setting key."""
+    if key == "threads" and value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"threads must be a positive integer, got {value!r}")
+    if key in _IO_DEFAULTS and value is not None:
+        low = 1 if key == "io_concurrency" else 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
     if key == "array.order" and value not in ("C", "F"):
         raise ValueError(f"array.order must be 'C' or 'F', got {value!r}")
     if key == "array.write_empty_chunks" and not isinstance(value, bool):
@@ -148,45 +129,54 @@ class _Restore:
         set(self._old)
 
 
-def set(options=None, **kwargs):  # noqa: A001,F811 - extends the set above
-    """Set options: keyword arguments (``threads=4``) or zarr-python 3's dict of dotted keys
-    (``{"array.order": "F", "async.concurrency": 8, "threading.max_workers": 4,
-    "array.write_empty_chunks": True, "default_zarr_format": 3}``). Unknown keys raise
-    KeyError naming them; nothing is set then. Usable as a context manager."""
+def set(options=None, **kwargs):  # noqa: A001
+    """Set options: keyword arguments or zarr-python 3's dict of dotted keys.
+
+    - ``threads``: threads for chunk I/O (None: the default, the core count);
+    - ``io_concurrency``: requests in flight at once on remote stores (None: 64);
+    - ``io_retries``: how often a throttled, failed (5xx) or timed-out request is retried
+      (None: 5);
+    - zarr-python 3's keys: ``{"array.order": "F", "async.concurrency": 8,
+      "threading.max_workers": 4, "array.write_empty_chunks": True,
+      "default_zarr_format": 3}``.
+
+    Settings not named are left as they are. Unknown keys raise KeyError naming them and
+    invalid values ValueError; nothing is set then. Usable as a context manager that
+    restores the previous values."""
     items = dict(options or {})
     items.update(kwargs)
-    base_keys = _base_keys()
-    zarr3, base = {}, {}
+    new = {}
     for key, value in items.items():
         name = _ALIASES.get(key, key)
-        if name in base_keys:
-            base[name] = value
-        elif name in _ZARR3:
-            _check_zarr3(name, value)
-            zarr3[name] = value
-        else:
-            known = sorted({*_ZARR3, *_ALIASES, *base_keys})
-            raise KeyError(f"unknown configuration key {key!r}; known: {', '.join(known)}")
-    old = {k: _ZARR3[k] for k in zarr3}
-    old.update({k: _settings["threads"] if k == "threads" else _io[k] for k in base})
-    if base:
-        _set_base(**base)  # checks the values; settings not named are left as they are
-    _ZARR3.update(zarr3)
+        if name not in _ZARR3 and name not in _ENGINE_KEYS:
+            raise KeyError(f"unknown configuration key {key!r}; known: {_known()}")
+        _check(name, value)
+        new[name] = value
+    old = {k: _ZARR3[k] if k in _ZARR3 else _settings["threads"] if k == "threads" else _io[k]
+           for k in new}
+    for name, value in new.items():  # (only once every value is checked)
+        if name in _ZARR3:
+            _ZARR3[name] = value
+        elif name in _IO_DEFAULTS:
+            _io[name] = _IO_DEFAULTS[name] if value is None else value
+    if "threads" in new:
+        _set_threads(new["threads"])
     return _Restore(old)
 
 
-def get(name, default=None):  # noqa: F811 - extends the get above
-    """Current value of a setting: "threads", or a zarr-python 3 key ("array.order", ...)."""
+def get(name, default=None):
+    """Current value of a setting: "threads", "io_concurrency", "io_retries", or a
+    zarr-python 3 key ("array.order", "async.concurrency", ...)."""
     key = _ALIASES.get(name, name)
     if key in _ZARR3:
         return _ZARR3[key]
-    try:
-        return _get_base(key)
-    except KeyError:
-        if default is not None:
-            return default
-        known = sorted({*_ZARR3, *_ALIASES, *_base_keys()})
-        raise KeyError(f"unknown setting {name!r}; known: {', '.join(known)}") from None
+    if key in _io:
+        return _io[key]
+    if key == "threads":
+        return _settings["threads"] or _default_threads()
+    if default is not None:
+        return default
+    raise KeyError(f"unknown setting {name!r}; known: {_known()}")
 
 
 def default_zarr_format(zarr_format=None, family_default=2):

@@ -13,9 +13,9 @@ import numpy as np
 
 from chunkstore.array import Array
 from chunkstore.creation import array as _array_fn
-from chunkstore.creation import create, normalize_path, open as _open, owned_store, save_array
+from chunkstore.creation import create, normalize_path, owned_store, save_array
 from chunkstore.errors import ChunkstoreError
-from chunkstore.group import Group, group
+from chunkstore.group import Group, group, open as _open
 from chunkstore.recode import copy_attributes, copy_plan, put_attributes, read_as
 from chunkstore.storage.base import getitems, normalize_store, setitems
 

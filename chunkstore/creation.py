@@ -7,21 +7,31 @@ import contextlib
 import numbers
 import sys
 import threading
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Union
 
 import numpy as np
 
 from chunkstore import config, creation_args, nodes
 from chunkstore.array import Array
+from chunkstore.codecs.normalize import chunk_encoding_v3, numcodecs_codec
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               GroupNotFoundError, PathNotFoundError, ReadOnlyError)
+                               ReadOnlyError)
+from chunkstore.metadata.formats import format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
-                                    encode_group_metadata, normalize_chunks)
-from chunkstore.storage.base import normalize_store, rmdir
+                                    normalize_chunks)
+from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+from chunkstore.storage.base import MODES, rmdir
+from chunkstore.storage.normalize import StoreLike, normalize_store
 
-_MODES = ("r", "r+", "a", "w", "w-", "x")
+#: a shape (or chunk/shard shape): an int for one dimension, or one int per dimension
+ShapeLike = Union[int, Sequence[int]]
+#: anything np.dtype() takes (and zarr-python 3's data type objects); None: float64
+DTypeLike = Any
 
 
-def normalize_path(path) -> str:
+
+def normalize_path(path: str | None) -> str:
     """'a/b' form of a path inside a store; rejects '.', '..', backslashes and NULs."""
     if path is None:
         return ""
@@ -36,23 +46,28 @@ def normalize_path(path) -> str:
     return "/".join(parts)
 
 
-def _prefix(path):
-    return path + "/" if path else ""
-
-
-def contains_array(store, path="") -> bool:
+def contains_array(store: Mapping[str, bytes], path: str = "") -> bool:
     """An array (Zarr v2 or v3) is at path."""
     return nodes.node_kind(store, path)[0] == "array"
 
 
-def contains_group(store, path="") -> bool:
+def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     """A group (Zarr v2 or v3) is at path."""
     return nodes.node_kind(store, path)[0] == "group"
 
 
+def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
+    """Delete everything at and below path (at the root: every key, the store itself stays)."""
+    if path:
+        rmdir(store, path)
+    else:
+        for k in list(store.keys()):
+            del store[k]
+
+
 def _check_mode(mode):
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
 def _normalize_shape(shape):
@@ -83,10 +98,15 @@ def _default_fill(fill_value, dtype, object_codec):
     return fill_value
 
 
-def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill_value=0,
-               order="C", overwrite=False, path=None, filters=None, object_codec=None,
-               dimension_separator=None, zarr_format=2, shards=None, dimension_names=None,
-               attributes=None, codecs=None):
+def init_array(store: MutableMapping[str, bytes], shape: ShapeLike, chunks: Any = True,
+               dtype: DTypeLike = None, compressor: Any = "default", fill_value: Any = 0,
+               order: str = "C", overwrite: bool = False, path: str | None = None,
+               filters: Sequence[Any] | None = None, object_codec: Any = None,
+               dimension_separator: str | None = None, zarr_format: int | None = 2,
+               shards: ShapeLike | None = None,
+               dimension_names: Sequence[str | None] | None = None,
+               attributes: Mapping[str, Any] | None = None,
+               codecs: Sequence[Any] | None = None) -> Any:
     """Write the metadata of a new array (and parent groups) into store.
 
     Everything (dtype, fill value, codecs, chunks, what is at path) is checked, and the new
@@ -99,29 +119,18 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
         # As NumPy and zarr-python 2: a sub-array dtype's shape extends the array's shape.
         shape, dtype = shape + dtype.shape, dtype.base
     _check_format(zarr_format)
+    zarr_format = zarr_format or 2
     if creation_args.is_no_compressor(compressor):
         compressor = None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
-    if zarr_format == 3:
-        key = _prefix(path) + nodes.V3_META
-        meta, raw = _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value,
-                                       order, filters, dimension_separator, shards,
-                                       dimension_names, attributes, codecs, object_codec)
-    else:
-        if shards is not None:
-            raise ValueError("sharding needs zarr_format=3")
-        key = _prefix(path) + nodes.V2_ARRAY
-        meta, raw = _array_metadata_v2(store, path, shape, chunks, dtype, compressor,
-                                       fill_value, order, filters, object_codec,
-                                       dimension_separator)
+    key = nodes.metadata_key(path, zarr_format, "array")
+    meta, raw = _NEW_ARRAY_METADATA[zarr_format](
+        store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
+        dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
     _check_parents(store, path)
     if overwrite:
-        if path:
-            rmdir(store, path)
-        else:
-            for k in list(store.keys()):
-                del store[k]
+        remove_node(store, path)
     else:
         if contains_array(store, path):
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
@@ -133,12 +142,14 @@ def init_array(store, shape, chunks=True, dtype=None, compressor="default", fill
 
 
 def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
-                       filters, object_codec, dimension_separator):
+                       filters, dimension_separator, shards, dimension_names, attributes,
+                       codecs, object_codec):
+    if shards is not None:
+        raise ValueError("sharding needs zarr_format=3")
     if compressor == "default":
         compressor = default_compressor()
     filters = list(filters) if filters else []
     # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
-    from chunkstore.codecs.normalize import numcodecs_codec
     if compressor is not None and not hasattr(compressor, "codec_id"):
         compressor = numcodecs_codec(compressor, "compressor")
     filters = [f if hasattr(f, "codec_id") else numcodecs_codec(f, f"filters[{i}]")
@@ -188,15 +199,11 @@ def _require_parent_groups(store, path, zarr_format=2):
             write_group_metadata(store, parent, zarr_format)
 
 
-def write_group_metadata(store, path, zarr_format=2, attributes=None):
-    if zarr_format == 3:
-        from chunkstore.metadata.v3 import encode_group_metadata_v3
-        store[_prefix(path) + nodes.V3_META] = encode_group_metadata_v3(attributes or {})
-    else:
-        store[_prefix(path) + nodes.V2_GROUP] = encode_group_metadata()
-        if attributes:
-            from chunkstore.metadata.v2 import encode_attrs
-            store[_prefix(path) + nodes.V2_ATTRS] = encode_attrs(attributes)
+def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,
+                         attributes: Mapping[str, Any] | None = None) -> None:
+    """Write the metadata documents of a group at path (nothing else is checked)."""
+    for name, doc in format_of(zarr_format).group_documents(attributes).items():
+        store[nodes.prefix(path) + name] = doc
 
 
 # ------------------------------------------------------------------------------ Zarr v3
@@ -243,10 +250,9 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     return chain
 
 
-def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order, filters,
-                       dimension_separator, shards, dimension_names, attributes, codecs,
-                       object_codec=None):
-    from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
+                       filters, dimension_separator, shards, dimension_names, attributes,
+                       codecs, object_codec=None):
     if order not in ("C", "F"):
         raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
                          f"got {order!r}")
@@ -260,7 +266,6 @@ def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order
                          f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
                          f"structured)")
     if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
-        from chunkstore.codecs.normalize import chunk_encoding_v3
         codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)
@@ -288,11 +293,16 @@ def _array_metadata_v3(path, shape, chunks, dtype, compressor, fill_value, order
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
 
 
+# The metadata of a new array from creation's arguments, per format (same signature: what a
+# format has no use for, it ignores or refuses).
+_NEW_ARRAY_METADATA = {2: _array_metadata_v2, 3: _array_metadata_v3}
+
+
 _held = threading.local()  # creation locks this thread holds: markers of (lock, key)
 
 
 @contextlib.contextmanager
-def creation_lock(synchronizer, key):
+def creation_lock(synchronizer: Any, key: str) -> Iterator[None]:
     """The lock held while creating the node whose metadata key is key (no-op if none).
 
     Two processes creating the same node at once then either both succeed (the second opens
@@ -321,12 +331,17 @@ def creation_lock(synchronizer, key):
             held.difference_update(added)
 
 
-def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, order="C",
-           store=None, synchronizer=None, overwrite=False, path=None, filters=None,
-           cache_metadata=True, read_only=False, object_codec=None, dimension_separator=None,
-           write_empty_chunks=False, storage_options=None, missing_chunks="fill",
-           zarr_format=None, shards=None, dimension_names=None, attributes=None, codecs=None,
-           **kwargs):
+def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
+           compressor: Any = "default", fill_value: Any = 0, order: str = "C",
+           store: StoreLike = None, synchronizer: Any = None, overwrite: bool = False,
+           path: str | None = None, filters: Sequence[Any] | None = None,
+           cache_metadata: bool = True, read_only: bool = False, object_codec: Any = None,
+           dimension_separator: str | None = None, write_empty_chunks: bool = False,
+           storage_options: dict | None = None, missing_chunks: str = "fill",
+           zarr_format: int | None = None, shards: ShapeLike | None = None,
+           dimension_names: Sequence[str | None] | None = None,
+           attributes: Mapping[str, Any] | None = None, codecs: Sequence[Any] | None = None,
+           **kwargs: Any) -> Array:
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
     (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards
     (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
@@ -337,7 +352,7 @@ def create(shape, chunks=True, dtype=None, compressor="default", fill_value=0, o
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)
     store = normalize_store(store, mode="a", storage_options=storage_options)
-    with creation_lock(synchronizer, _prefix(normalize_path(path)) + ".zarray"):
+    with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array")):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
                    filters=filters, object_codec=object_codec,
@@ -362,27 +377,27 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
-def zeros(shape, **kwargs):
+def zeros(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 0."""
     return create(shape=shape, fill_value=0, **kwargs)
 
 
-def ones(shape, **kwargs):
+def ones(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 1."""
     return create(shape=shape, fill_value=1, **kwargs)
 
 
-def full(shape, fill_value, **kwargs):
+def full(shape: ShapeLike, fill_value: Any, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as fill_value."""
     return create(shape=shape, fill_value=fill_value, **kwargs)
 
 
-def empty(shape, **kwargs):
+def empty(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array with no fill value (null); unwritten elements read as zero bytes."""
     return create(shape=shape, fill_value=None, **kwargs)
 
 
-def array(data, read_only=False, **kwargs):
+def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     """An array holding a copy of data (any array-like, or another Array). Chunks default to
     those of data when it has them (an Array, an h5py dataset). read_only=True returns the
     array read-only once the data is written. If the data cannot be written, the new array
@@ -411,15 +426,11 @@ def array(data, read_only=False, **kwargs):
 
 def _remove_created(store, path, new_groups):
     """Undo a creation: the node at path, then the groups made for it (deepest first)."""
-    if path:
-        rmdir(store, path)
-    else:
-        for k in list(store.keys()):
-            del store[k]
+    remove_node(store, path)
     for g in reversed(new_groups):
-        for name in (nodes.V2_GROUP, nodes.V2_ATTRS, nodes.V3_META):
+        for name in sorted(node_document_names()):
             with contextlib.suppress(KeyError):
-                del store[_prefix(g) + name]
+                del store[nodes.prefix(g) + name]
 
 
 def _like_kwargs(a, kwargs):
@@ -474,12 +485,15 @@ def open_like(a, path, **kwargs):
     return open_array(path, **kwargs)
 
 
-def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
-               compressor="default", fill_value=0, order="C", synchronizer=None,
-               filters=None, cache_metadata=True, path=None, object_codec=None,
-               dimension_separator=None, write_empty_chunks=False, storage_options=None,
-               missing_chunks="fill", zarr_format=None, shards=None, dimension_names=None,
-               **kwargs):
+def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None = None,
+               chunks: Any = True, dtype: DTypeLike = None, compressor: Any = "default",
+               fill_value: Any = 0, order: str = "C", synchronizer: Any = None,
+               filters: Sequence[Any] | None = None, cache_metadata: bool = True,
+               path: str | None = None, object_codec: Any = None,
+               dimension_separator: str | None = None, write_empty_chunks: bool = False,
+               storage_options: dict | None = None, missing_chunks: str = "fill",
+               zarr_format: int | None = None, shards: ShapeLike | None = None,
+               dimension_names: Sequence[str | None] | None = None, **kwargs: Any) -> Array:
     """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
@@ -507,7 +521,7 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                 raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
                                          f"an array") from None
             raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
-    with creation_lock(synchronizer, _prefix(path) + ".zarray"):
+    with creation_lock(synchronizer, nodes.creation_lock_key(path, "array")):
         exists = contains_array(store, path)
         if mode == "a":
             if not exists:
@@ -527,40 +541,9 @@ def open_array(store=None, mode="a", shape=None, chunks=True, dtype=None,
                  cache_metadata=cache_metadata)
 
 
-def open(store=None, mode="a", path=None, storage_options=None, **kwargs):  # noqa: A001
-    """Open an array or a group, whichever the path holds."""
-    _check_mode(mode)
-    store = normalize_store(store, mode=mode, storage_options=storage_options)
-    path = normalize_path(path)
-    group_mod = _group_module()
-    if mode in ("r", "r+"):
-        # The likely node first, its metadata read once: an array is one request (v2).
-        try:
-            return open_array(store, mode=mode, path=path, **kwargs)
-        except ArrayNotFoundError:
-            pass
-        try:
-            return group_mod.open_group(store, mode=mode, path=path, **kwargs)
-        except GroupNotFoundError:
-            raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
-                                    f"{store!r}") from None
-    if contains_array(store, path):
-        return open_array(store, mode=mode, path=path, **kwargs)
-    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
-        return group_mod.open_group(store, mode=mode, path=path, **kwargs)
-    if mode in ("r", "r+"):
-        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
-    return open_array(store, mode=mode, path=path, **kwargs)
-
-
-def _group_module():
-    # importlib, not "from chunkstore import group": the package exports a function of that name.
-    import importlib
-    return importlib.import_module("chunkstore.group")
-
-
 @contextlib.contextmanager
-def owned_store(store_like, mode="a", storage_options=None):
+def owned_store(store_like: StoreLike, mode: str = "a",
+                storage_options: dict | None = None) -> Iterator[Mapping[str, bytes]]:
     """The store for store_like; closed on exit if it was opened here from a path or URL
     (a ZipStore, for one, is only complete once closed). Stores passed in stay open."""
     store = normalize_store(store_like, mode=mode, storage_options=storage_options)
@@ -571,12 +554,13 @@ def owned_store(store_like, mode="a", storage_options=None):
             store.close()
 
 
-def save_array(store, arr, path=None, storage_options=None, **kwargs):
+def save_array(store: StoreLike, arr: Any, path: str | None = None,
+               storage_options: dict | None = None, **kwargs: Any) -> None:
     """Save one NumPy array to store (overwriting what is at path)."""
     with owned_store(store, mode="w", storage_options=storage_options) as s:
         array(arr, store=s, path=path, overwrite=True, **kwargs)
 
 
 __all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
+           "full_like", "empty_like", "open_like", "open_array", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

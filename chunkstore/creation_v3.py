@@ -12,6 +12,7 @@ import numpy as np
 
 from chunkstore import config as _config
 from chunkstore import creation
+from chunkstore.array import Array
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
 
 
@@ -67,7 +68,6 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     creation._check_format(zarr_format)
     zarr_format = _config.default_zarr_format(zarr_format, 3)
     if data is not None:
-        from chunkstore.array import Array
         data = data if isinstance(data, Array) else np.asanyarray(data)
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
@@ -116,7 +116,6 @@ def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards
                dimension_names=None, storage_options=None, overwrite=False, config=None):
     """zarr-python 3's ``from_array``: a new array holding data (a NumPy array or an Array).
     "keep" takes the setting from a source Array (and the default for a NumPy array)."""
-    from chunkstore.array import Array
     src = data if isinstance(data, Array) else None
     if src is not None:
         zarr_format = zarr_format or src.zarr_format

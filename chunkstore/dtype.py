@@ -11,10 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.metadata.formats import format_of
+
 _NUMERIC = {"Bool": "bool", "Int8": "int8", "Int16": "int16", "Int32": "int32",
             "Int64": "int64", "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32",
             "UInt64": "uint64", "Float16": "float16", "Float32": "float32",
             "Float64": "float64", "Complex64": "complex64", "Complex128": "complex128"}
+
+# the v2 object codec a variable-length data type is stored with
+_OBJECT_CODECS = {"VariableLengthUTF8": "vlen-utf8", "VariableLengthBytes": "vlen-bytes"}
 
 
 class ZDType:
@@ -29,13 +34,8 @@ class ZDType:
 
     def to_json(self, zarr_format: int) -> Any:
         """The ``data_type`` (v3) or ``{"name": dtype, "object_codec_id": ...}`` (v2)."""
-        native = self.to_native_dtype()
-        if zarr_format == 2:
-            codec = {"VariableLengthUTF8": "vlen-utf8",
-                     "VariableLengthBytes": "vlen-bytes"}.get(type(self).__name__)
-            return {"name": native.str if codec is None else "|O", "object_codec_id": codec}
-        from chunkstore.metadata.v3 import encode_data_type_v3
-        return encode_data_type_v3(native)
+        codec = _OBJECT_CODECS.get(type(self).__name__)
+        return format_of(zarr_format).dtype_to_json(self.to_native_dtype(), codec)
 
     @classmethod
     def from_native_dtype(cls, dtype: Any) -> "ZDType":
@@ -44,15 +44,10 @@ class ZDType:
     @classmethod
     def from_json(cls, data: Any, zarr_format: int) -> "ZDType":
         """The data type of a metadata spelling (what ``to_json`` gives)."""
-        if zarr_format == 2:
-            name = data.get("name") if isinstance(data, dict) else data
-            codec = data.get("object_codec_id") if isinstance(data, dict) else None
-            if codec == "vlen-bytes":
-                return VariableLengthBytes()
-            return parse_dtype(np.dtype([tuple(f) for f in name]) if isinstance(name, list)
-                               else name)
-        from chunkstore.metadata.v3 import decode_data_type_v3
-        return parse_dtype(decode_data_type_v3(data))
+        spec, codec = format_of(zarr_format).dtype_from_json(data)
+        if codec == "vlen-bytes":
+            return VariableLengthBytes()
+        return parse_dtype(spec)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)
@@ -136,12 +131,6 @@ class Structured(ZDType):
     def to_native_dtype(self):
         return np.dtype([(n, t.to_native_dtype()) for n, t in self.fields])
 
-    def to_json(self, zarr_format):
-        if zarr_format == 2:
-            return {"name": [[n, t.to_native_dtype().str] for n, t in self.fields],
-                    "object_codec_id": None}
-        return super().to_json(zarr_format)
-
 
 class DateTime64(ZDType):
     def __init__(self, unit: str = "generic", scale_factor: int = 1,
@@ -164,8 +153,7 @@ def parse_dtype(dtype_spec: Any, zarr_format: int = 3) -> ZDType:
     """zarr-python 3's ``parse_dtype``: the data type object for a NumPy dtype, a dtype-like
     (``"int32"``, ``"<f8"``, ``str``), a Zarr v3 name (``"string"``) or a data type object
     (ours, or zarr-python 3's, by its ``to_native_dtype()``)."""
-    if zarr_format not in (2, 3):
-        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    format_of(zarr_format)  # ValueError unless 2 or 3
     if isinstance(dtype_spec, ZDType):
         return dtype_spec
     native = getattr(dtype_spec, "to_native_dtype", None)

@@ -7,27 +7,31 @@ the child paths holding `.zarray` or `.zgroup`.
 from __future__ import annotations
 
 import html
-from collections.abc import MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any
+
+import numpy as np
 
 from chunkstore import creation, nodes
 from chunkstore.array import Array, Info
 from chunkstore.creation import contains_array, contains_group, normalize_path
-from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
-                               ContainsGroupError, GroupNotFoundError, ReadOnlyError)
-from chunkstore.metadata.v2 import parse_group_metadata
+from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
+                               ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               PathNotFoundError, ReadOnlyError)
+from chunkstore.metadata.formats import format_of
 from chunkstore.group_api_v3 import GroupAPIv3
 from chunkstore.node_api_v3 import Members, family_format
-from chunkstore.storage.base import listdir, normalize_store, rmdir
-
-
-def _join(a, b):
-    return f"{a}/{b}" if a else b
+from chunkstore.storage.base import listdir, rmdir
+from chunkstore.storage.consolidated import ConsolidatedMetadataStore
+from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
+from chunkstore.storage.normalize import StoreLike, normalize_store
 
 
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
-    def __init__(self, store, path="", read_only=False, synchronizer=None):
+    def __init__(self, store: MutableMapping[str, bytes], path: str = "",
+                 read_only: bool = False, synchronizer: Any = None) -> None:
         self._store = store
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
@@ -37,15 +41,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}")
         self._format = fmt
         key = nodes.metadata_key(self._path, fmt, "group")
-        if fmt == 2:
-            parse_group_metadata(store[key], key)
-        else:
-            from chunkstore.metadata.v3 import parse_group_metadata_v3
-            parse_group_metadata_v3(store[key], key)
+        format_of(fmt).parse_group(store[key], key)
 
     # ------------------------------------------------------------------ properties
     @property
-    def info(self):
+    def info(self) -> Info:
         items = [("Name", self.name), ("Type", "chunkstore.Group"),
                  ("Zarr format", str(self._format)),
                  ("Read-only", str(self._read_only)),
@@ -91,7 +91,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         item = normalize_path(item)
         if not item:
             raise KeyError("an empty path names no member")
-        return item if absolute else _join(self._path, item)
+        return item if absolute else nodes.prefix(self._path) + item
 
     def _open_node(self, path):
         if contains_array(self._store, path):
@@ -102,7 +102,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                          synchronizer=self._synchronizer)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
-    def __getitem__(self, item):
+    def __getitem__(self, item: str) -> Array | Group:
         return self._open_node(self._child(item))
 
     def __getattr__(self, item):
@@ -115,17 +115,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise AttributeError(f"{type(self).__name__} {self.name!r} has no attribute or "
                                  f"member {item!r}") from None
 
-    def __contains__(self, item):
+    def __contains__(self, item: object) -> bool:
         try:
             path = self._child(item)
         except (KeyError, ValueError, TypeError):
             return False
         return contains_array(self._store, path) or contains_group(self._store, path)
 
-    def __setitem__(self, item, value):
+    def __setitem__(self, item: str, value: Any) -> None:
         self.array(item, value, overwrite=True)
 
-    def __delitem__(self, item):
+    def __delitem__(self, item: str) -> None:
         self._check_writable()
         path = self._child(item)
         if item not in self:
@@ -135,54 +135,54 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _member_names(self):
         out = []
         for name in listdir(self._store, self._path):
-            p = _join(self._path, name)
+            p = nodes.prefix(self._path) + name
             if contains_array(self._store, p) or contains_group(self._store, p):
                 out.append(name)
         return sorted(out)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._member_names())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._member_names())
 
-    def keys(self):
+    def keys(self) -> list[str]:
         return self._member_names()
 
-    def values(self):
+    def values(self) -> list[Array | Group]:
         return [self[k] for k in self._member_names()]
 
-    def items(self):
+    def items(self) -> list[tuple[str, Array | Group]]:
         return [(k, self[k]) for k in self._member_names()]
 
     @property
-    def members(self):
+    def members(self) -> Members:
         """Mapping of name to Array/Group of the direct members; callable as zarr-python 3's
         members(max_depth=) (see chunkstore.node_api_v3.Members)."""
         return Members(self, self.items())
 
-    def array_keys(self, recurse=False):
+    def array_keys(self, recurse: bool = False) -> list[str]:
         """Names of the member arrays. With recurse, also those of every subgroup, each by
         its own name (not its path), in sorted order per group, as zarr-python 2 lists them."""
         return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
 
     def _array_iter(self, recurse, with_nodes=True):
         for k in self._member_names():
-            p = _join(self._path, k)
+            p = nodes.prefix(self._path) + k
             if contains_array(self._store, p):
                 yield k, (self[k] if with_nodes else None)
             elif recurse and contains_group(self._store, p):
                 yield from self[k]._array_iter(recurse, with_nodes)
 
-    def group_keys(self):
+    def group_keys(self) -> list[str]:
         return [k for k in self._member_names()
-                if contains_group(self._store, _join(self._path, k))]
+                if contains_group(self._store, nodes.prefix(self._path) + k)]
 
-    def arrays(self, recurse=False):
+    def arrays(self, recurse: bool = False) -> list[tuple[str, Array]]:
         """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
         return list(self._array_iter(recurse))
 
-    def groups(self):
+    def groups(self) -> list[tuple[str, Group]]:
         return [(k, self[k]) for k in self.group_keys()]
 
     def _ipython_key_completions_(self):
@@ -197,34 +197,34 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """(relative path, node) for every node below this group, depth first, sorted."""
         for name in self._member_names():
             node = self[name]
-            rel = _join(prefix, name)
+            rel = nodes.prefix(prefix) + name
             yield rel, node
             if isinstance(node, Group):
                 yield from node._walk(rel)
 
-    def visit(self, func):
+    def visit(self, func: Callable[[str], Any]) -> Any:
         """Call func(relative path) for every node below; stop at the first non-None result."""
         for rel, _ in self._walk():
             r = func(rel)
             if r is not None:
                 return r
 
-    def visitkeys(self, func):
+    def visitkeys(self, func: Callable[[str], Any]) -> Any:
         return self.visit(func)
 
-    def visitvalues(self, func):
+    def visitvalues(self, func: Callable[[Array | Group], Any]) -> Any:
         for _, node in self._walk():
             r = func(node)
             if r is not None:
                 return r
 
-    def visititems(self, func):
+    def visititems(self, func: Callable[[str, Array | Group], Any]) -> Any:
         for rel, node in self._walk():
             r = func(rel, node)
             if r is not None:
                 return r
 
-    def tree(self, expand=False, level=None):
+    def tree(self, expand: bool = False, level: int | None = None) -> TreeView:
         """The hierarchy as text with box-drawing characters (HTML in Jupyter)."""
         return TreeView(self, level=level)
 
@@ -236,33 +236,34 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _lock(self, key):
         return creation.creation_lock(self._synchronizer, key)
 
-    def create_group(self, name, overwrite=False, attributes=None):
+    def create_group(self, name: str, overwrite: bool = False,
+                     attributes: Mapping[str, Any] | None = None) -> Group:
         """Create a subgroup (and the groups on the way); raises if something is there.
         attributes: zarr-python 3's initial attributes."""
         self._check_writable()
         path = self._child(name)
-        with self._lock(_join(path, ".zgroup")):
+        with self._lock(nodes.creation_lock_key(path, "group")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
         if attributes:
             g.attrs.update(attributes)
         return g
 
-    def require_group(self, name, overwrite=False):
+    def require_group(self, name: str, overwrite: bool = False) -> Group:
         """The subgroup at name, created if absent."""
         path = self._child(name)
         if overwrite or not contains_group(self._store, path):
             self._check_writable()
-        with self._lock(_join(path, ".zgroup")):
+        with self._lock(nodes.creation_lock_key(path, "group")):
             if overwrite or not contains_group(self._store, path):
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer)
 
-    def create_groups(self, *names, **kwargs):
+    def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
         return tuple(self.create_group(n, **kwargs) for n in names)
 
-    def require_groups(self, *names):
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
         return tuple(self.require_group(n) for n in names)
 
     def _create_array(self, name, fn, *args, **kwargs):
@@ -272,20 +273,21 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         kwargs.setdefault("synchronizer", self._synchronizer)
         kwargs.setdefault("zarr_format", self._format)  # members share the group's format
-        with self._lock(_join(path, ".zarray")):
+        with self._lock(nodes.creation_lock_key(path, "array")):
             return fn(*args, store=self._store, path=path, **kwargs)
 
-    def create_dataset(self, name, data=None, **kwargs):
+    def create_dataset(self, name: str, data: Any = None, **kwargs: Any) -> Array:
         """Create an array at name (groups on the way are created); `data` fills it."""
         if data is not None:
             return self._create_array(name, creation.array, data, **kwargs)
         return self._create_array(name, creation.create, **kwargs)
 
-    def require_dataset(self, name, shape, dtype=None, exact=False, **kwargs):
+    def require_dataset(self, name: str, shape: Any, dtype: Any = None, exact: bool = False,
+                        **kwargs: Any) -> Array:
         """The array at name, created if absent; an existing one must match shape and dtype."""
         path = self._child(name)
         # Check and create under one lock: two processes requiring the same array both get it.
-        with self._lock(_join(path, ".zarray")):
+        with self._lock(nodes.creation_lock_key(path, "array")):
             return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
@@ -295,7 +297,6 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             if a.shape != shape:
                 raise TypeError(f"array {a.name!r} has shape {a.shape}, not {shape}")
             if dtype is not None:
-                import numpy as np
                 dt = np.dtype(dtype)
                 if (exact and a.dtype != dt) or (not exact and not np.can_cast(dt, a.dtype)):
                     raise TypeError(f"array {a.name!r} has dtype {a.dtype}, incompatible with "
@@ -303,37 +304,37 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             return a
         return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
 
-    def create(self, name, **kwargs):
+    def create(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.create, **kwargs)
 
-    def zeros(self, name, **kwargs):
+    def zeros(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.zeros, **kwargs)
 
-    def ones(self, name, **kwargs):
+    def ones(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.ones, **kwargs)
 
-    def full(self, name, fill_value, **kwargs):
+    def full(self, name: str, fill_value: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.full, fill_value=fill_value, **kwargs)
 
-    def empty(self, name, **kwargs):
+    def empty(self, name: str, **kwargs: Any) -> Array:
         return self._create_array(name, creation.empty, **kwargs)
 
-    def array(self, name, data, **kwargs):
+    def array(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.array, data, **kwargs)
 
-    def zeros_like(self, name, data, **kwargs):
+    def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.zeros_like, data, **kwargs)
 
-    def ones_like(self, name, data, **kwargs):
+    def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.ones_like, data, **kwargs)
 
-    def full_like(self, name, data, **kwargs):
+    def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.full_like, data, **kwargs)
 
-    def empty_like(self, name, data, **kwargs):
+    def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
         return self._create_array(name, creation.empty_like, data, **kwargs)
 
-    def move(self, source, dest):
+    def move(self, source: str, dest: str) -> None:
         """Move the member at source to dest (paths relative to this group)."""
         self._check_writable()
         src, dst = self._child(source), self._child(dest)
@@ -357,11 +358,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
 def _init_group(store, path, overwrite=False, zarr_format=2):
     if overwrite:
-        if path:
-            rmdir(store, path)
-        else:
-            for k in list(store.keys()):
-                del store[k]
+        creation.remove_node(store, path)
     elif contains_array(store, path):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
     elif contains_group(store, path):
@@ -370,29 +367,32 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
     creation.write_group_metadata(store, path, zarr_format)
 
 
-def group(store=None, overwrite=False, synchronizer=None, path=None, storage_options=None,
-          zarr_format=None, **kwargs):
+def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = None,
+          path: str | None = None, storage_options: dict | None = None,
+          zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Create a group, or open the one already there (overwrite=True replaces it).
     zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
     creation._check_format(zarr_format)
     zarr_format = family_format(zarr_format)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    with creation.creation_lock(synchronizer, _join(path, ".zgroup")):
+    with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group")):
         if overwrite or not contains_group(store, path):
             _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
 
 
-def open_group(store=None, mode="a", path=None, synchronizer=None, storage_options=None,
-               zarr_format=None, **kwargs):
+def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None,
+               synchronizer: Any = None, storage_options: dict | None = None,
+               zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
     creation._check_mode(mode)
     creation._check_format(zarr_format)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
     zarr_format = family_format(zarr_format)
-    with creation.creation_lock(synchronizer if mode != "r" else None, _join(path, ".zgroup")):
+    with creation.creation_lock(synchronizer if mode != "r" else None,
+                                nodes.creation_lock_key(path, "group")):
         exists = contains_group(store, path)
         if mode in ("r", "r+"):
             if not exists:
@@ -413,14 +413,40 @@ def open_group(store=None, mode="a", path=None, synchronizer=None, storage_optio
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
 
 
-def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
-                      storage_options=None, **kwargs):
+def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # noqa: A001
+         storage_options: dict | None = None, **kwargs: Any) -> Array | Group:
+    """Open an array or a group, whichever the path holds."""
+    creation._check_mode(mode)
+    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    path = normalize_path(path)
+    if mode in ("r", "r+"):
+        # The likely node first, its metadata read once: an array is one request (v2).
+        try:
+            return creation.open_array(store, mode=mode, path=path, **kwargs)
+        except ArrayNotFoundError:
+            pass
+        try:
+            return open_group(store, mode=mode, path=path, **kwargs)
+        except GroupNotFoundError:
+            raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
+                                    f"{store!r}") from None
+    if contains_array(store, path):
+        return creation.open_array(store, mode=mode, path=path, **kwargs)
+    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
+        return open_group(store, mode=mode, path=path, **kwargs)
+    if mode in ("r", "r+"):
+        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
+    return creation.open_array(store, mode=mode, path=path, **kwargs)
+
+
+def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: str = "r+",
+                      path: str | None = None, storage_options: dict | None = None,
+                      **kwargs: Any) -> Array | Group:
     """Open a hierarchy whose metadata was consolidated, reading all metadata in one read.
 
     Metadata is served from the consolidated document; chunks come from the store. Writes
     to chunks pass through with mode "r+"; metadata changes are refused.
     """
-    from chunkstore.storage.consolidated import ConsolidatedMetadataStore
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
     smode = "r" if mode == "r" else "r+"
@@ -430,16 +456,15 @@ def open_consolidated(store, metadata_key=".zmetadata", mode="r+", path=None,
     try:
         cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
     except ConsolidatedMetadataNotFoundError:
-        from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
-        return creation.open(cstore, mode=smode, path=path, **kwargs)
-    return creation.open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
+        return open(cstore, mode=smode, path=path, **kwargs)
+    return open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
 
 class TreeView:
     """Text (box-drawing) and HTML rendering of a hierarchy."""
 
-    def __init__(self, grp, level=None):
+    def __init__(self, grp: Group, level: int | None = None) -> None:
         self.group = grp
         self.level = level
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chunkstore.creation_v3 import create_array
 from chunkstore.node_api_v3 import GroupMetadata
 
 
@@ -31,7 +32,6 @@ class GroupAPIv3:
     def create_array(self, name, **kwargs):
         """zarr-python 3's ``Group.create_array``; the array gets the group's Zarr format
         unless zarr_format= says otherwise."""
-        from chunkstore.creation_v3 import create_array
         self._check_writable()
         kwargs.setdefault("zarr_format", self.zarr_format)
         kwargs.setdefault("synchronizer", self._synchronizer)

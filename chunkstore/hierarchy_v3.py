@@ -6,7 +6,8 @@ from chunkstore import config as _config
 from chunkstore import creation
 from chunkstore.creation_v3 import create_array
 from chunkstore.group import Group, _init_group
-from chunkstore.storage.base import normalize_store
+from chunkstore.metadata.formats import array_document_format
+from chunkstore.storage.normalize import normalize_store
 
 
 def create_group(store, *, path=None, zarr_format=None, overwrite=False, attributes=None,
@@ -44,17 +45,5 @@ def create_hierarchy(*, store, nodes, overwrite=False):
 
 
 def _array_from_doc(store, path, doc, overwrite):
-    if "data_type" in doc:  # a Zarr v3 document
-        from chunkstore.metadata.v3 import decode_data_type_v3, decode_fill_value_v3
-        dtype = decode_data_type_v3(doc["data_type"])
-        return create_array(
-            store, name=path, shape=doc["shape"], dtype=dtype,
-            chunks=doc["chunk_grid"]["configuration"]["chunk_shape"], codecs=doc["codecs"],
-            fill_value=decode_fill_value_v3(doc.get("fill_value"), dtype),
-            attributes=doc.get("attributes"), dimension_names=doc.get("dimension_names"),
-            chunk_key_encoding=doc.get("chunk_key_encoding"), overwrite=overwrite)
-    return create_array(store, name=path, shape=doc["shape"], dtype=doc["dtype"],
-                        chunks=doc["chunks"], compressors=doc.get("compressor"),
-                        filters=doc.get("filters"), fill_value=doc.get("fill_value"),
-                        order=doc.get("order"), zarr_format=2,
-                        attributes=doc.get("attributes"), overwrite=overwrite)
+    return create_array(store, name=path, attributes=doc.get("attributes"), overwrite=overwrite,
+                        **array_document_format(doc).array_arguments(doc))

@@ -7,11 +7,12 @@ groups and creation work the same for both formats.
 
 from __future__ import annotations
 
-import json
+from chunkstore.attrs import Attributes
+from chunkstore.metadata.formats import FORMATS, format_of, node_at
 
-from chunkstore.errors import MetadataError
-
-V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
+# the document names of each format (metadata.formats holds them; kept here for callers)
+V2_ARRAY, V2_GROUP, V2_ATTRS = FORMATS[2].array_key, FORMATS[2].group_key, FORMATS[2].attrs_key
+V3_META = FORMATS[3].array_key
 
 
 def prefix(path: str) -> str:
@@ -20,34 +21,21 @@ def prefix(path: str) -> str:
 
 def node_kind(store, path: str):
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none."""
-    p = prefix(path)
-    if p + V2_ARRAY in store:
-        return "array", 2
-    if p + V2_GROUP in store:
-        return "group", 2
-    key = p + V3_META
-    try:
-        raw = store[key]
-    except KeyError:
-        return None, None
-    try:
-        kind = json.loads(raw).get("node_type")
-    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
-    if kind not in ("array", "group"):
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
-                            f"'array' or 'group', got {kind!r}")
-    return kind, 3
+    return node_at(store, path)
+
+
+def creation_lock_key(path: str, kind: str) -> str:
+    """The lock held while creating a node of kind at path. Named after the v2 metadata key
+    whatever the format, so that creators of either format at one path exclude each other."""
+    return prefix(path) + FORMATS[2].metadata_key(kind)
 
 
 def metadata_key(path: str, zarr_format: int, kind: str) -> str:
-    if zarr_format == 3:
-        return prefix(path) + V3_META
-    return prefix(path) + (V2_ARRAY if kind == "array" else V2_GROUP)
+    return prefix(path) + format_of(zarr_format).metadata_key(kind)
 
 
 def attrs_key(path: str, zarr_format: int) -> str:
-    return prefix(path) + (V3_META if zarr_format == 3 else V2_ATTRS)
+    return prefix(path) + format_of(zarr_format).attrs_key
 
 
 class Node:
@@ -84,7 +72,6 @@ class Node:
 
     @property
     def attrs(self):
-        from chunkstore.attrs import Attributes
         return Attributes(self._store, attrs_key(self._path, self._format),
                           read_only=self._read_only, synchronizer=self._synchronizer,
                           zarr_format=self._format)

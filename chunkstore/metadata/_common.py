@@ -1,8 +1,10 @@
-"""Helpers shared by the v2 and v3 metadata modules: JSON objects and integer tuples."""
+"""Helpers shared by the v2 and v3 metadata modules: JSON objects, integer tuples, the JSON
+spelling of NumPy values, non-finite floats and integer/boolean fill values."""
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -64,3 +66,56 @@ def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
                              f"extent 2**63 - 1")
         out.append(int(v))
     return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# JSON values both formats write the same way
+# --------------------------------------------------------------------------------------------
+
+
+def json_default(obj: Any) -> Any:
+    """Make NumPy values JSON-serialisable (as zarr-python 2 and 3 both do for attributes)."""
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
+
+
+#: the JSON strings of the non-finite floats, in both formats
+SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def special_float_name(v: float) -> str | None:
+    """"NaN", "Infinity" or "-Infinity" for a non-finite float, None for a finite one."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return None
+
+
+def decode_int_fill(obj: Any, dtype: np.dtype, label: str) -> Any:
+    """An integer fill value's JSON (an int, or a float with an integral value) as a NumPy
+    scalar of dtype; ValueError (naming the type as label) if it is not one or out of range."""
+    if isinstance(obj, float) and obj.is_integer():
+        obj = int(obj)
+    if isinstance(obj, bool) or not isinstance(obj, int):
+        raise ValueError(f"integer fill_value expected, got {obj!r}")
+    info = np.iinfo(dtype)
+    if not info.min <= obj <= info.max:
+        raise ValueError(f"fill_value {obj} out of range for {label}")
+    return np.array(obj, dtype=dtype)[()]
+
+
+def decode_bool_fill(obj: Any, expected: str = "boolean fill_value expected") -> np.bool_:
+    """A boolean fill value's JSON (true/false; 0 and 1 from lenient writers)."""
+    if isinstance(obj, bool) or (isinstance(obj, int) and obj in (0, 1)):
+        return np.bool_(bool(obj))
+    raise ValueError(f"{expected}, got {obj!r}")

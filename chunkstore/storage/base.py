@@ -32,7 +32,6 @@ __all__ = [
     "listdir",
     "rmdir",
     "getsize",
-    "normalize_store",
     "MODES",
 ]
 
@@ -409,74 +408,6 @@ def getsize(store: Mapping[str, bytes], prefix: str = "") -> int:
                 continue
             total += v.nbytes if hasattr(v, "nbytes") else len(v)
     return total
-
-
-# ---------------------------------------------------------------------------------------------
-# normalize_store
-# ---------------------------------------------------------------------------------------------
-
-
-def normalize_store(store_like: Any = None, mode: str = "a", storage_options: dict | None = None):
-    """Turn a store-like argument into a store.
-
-    - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
-    - a ``MutableMapping`` (or any ``Mapping``) -> itself, unchanged;
-    - any other object with the mapping methods (``__getitem__``, ``__setitem__``,
-      ``__delitem__``, ``__contains__`` and ``__iter__`` or ``keys``) -> a :class:`KVStore`
-      over it;
-    - a ``str`` / ``os.PathLike``: ``scheme://...`` or containing ``::`` -> :class:`FSStore`;
-      ``*.zip`` -> :class:`ZipStore`; ``*.sqlite``/``*.db`` -> :class:`SQLiteStore`;
-      ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
-
-    ``mode="r"`` opens the store read-only. *storage_options* are passed to ``FSStore`` (and
-    rejected for the other kinds).
-    """
-    check_mode(mode)
-    if store_like is None:
-        from .memory import MemoryStore
-
-        return MemoryStore(mode=mode)
-    if isinstance(store_like, Mapping):
-        return store_like
-    from .kvstore import KVStore, is_mapping_like
-
-    if is_mapping_like(store_like) and not isinstance(store_like, (str, bytes)):
-        return KVStore(store_like)  # duck-typed mapping, as zarr-python 2 accepts
-    if isinstance(store_like, os.PathLike):
-        store_like = os.fspath(store_like)
-    if isinstance(store_like, bytes):
-        store_like = os.fsdecode(store_like)
-    if not isinstance(store_like, str):
-        raise TypeError(
-            f"cannot make a store from {type(store_like).__name__} {store_like!r}; expected "
-            f"None, a MutableMapping (or an object with its methods), a path or a URL"
-        )
-    path = store_like
-    if "://" in path or "::" in path:
-        from .fsspec_store import FSStore
-
-        return FSStore(path, mode=mode, storage_options=storage_options)
-    if storage_options:
-        raise ValueError(
-            f"storage_options were given but {path!r} is a local path, not an fsspec URL"
-        )
-    low = path.rstrip("/\\").lower()
-    if low.endswith(".zip"):
-        from .zip import ZipStore
-
-        return ZipStore(path, mode=mode)
-    if low.endswith(".sqlite") or low.endswith(".db"):
-        from .sqlite import SQLiteStore
-
-        return SQLiteStore(path, mode=mode)
-    if low.endswith(".lmdb"):
-        from .lmdb_store import LMDBStore
-
-        return LMDBStore(path, mode=mode)
-    from .directory import DirectoryStore
-
-    return DirectoryStore(path, mode=mode)
-
 
 
 # strerror text -> errno, for libraries (py-lmdb) that report a system error only as text

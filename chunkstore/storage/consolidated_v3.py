@@ -7,7 +7,8 @@ import json
 from collections.abc import Iterable, Iterator
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
-from .base import BaseStore, getitems, listdir, validate_key
+from .base import (BaseStore, _slice, delitems, getitems, getsize, listdir, setitems,
+                   validate_key)
 from .pipelining import FetchThrough
 
 META = "zarr.json"
@@ -69,7 +70,6 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return out
 
     def get_partial(self, key, ranges):
-        from .base import _slice
         get = getattr(self._store, "get_partial", None)
         if get is not None:
             return get(key, ranges)
@@ -98,7 +98,6 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return sorted(names)
 
     def getsize(self, prefix: str = "") -> int:
-        from .base import getsize
         return getsize(self._store, prefix)
 
     def _refuse_meta(self, key):
@@ -119,14 +118,12 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
     def setitems(self, mapping) -> None:
         for k in mapping:
             self._refuse_meta(k)
-        from .base import setitems
         setitems(self._store, mapping)
 
     def delitems(self, keys) -> None:
         keys = list(keys)
         for k in keys:
             self._refuse_meta(k)
-        from .base import delitems
         delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:

@@ -1,0 +1,184 @@
+"""One entry per Zarr format: what the layers above the metadata modules need to know of it.
+
+Nodes, attributes, data type objects and creation ask :func:`format_of` instead of branching
+on ``zarr_format``: the metadata document names, where a node's attributes live and how they
+are written, how a data type is spelled in metadata, and the documents of a new group.
+Adding a format means adding an entry here (and its metadata module), not editing callers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from chunkstore.errors import MetadataError
+from chunkstore.metadata import v2 as _v2
+from chunkstore.metadata import v3 as _v3
+
+__all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "node_at",
+           "node_document_names"]
+
+
+@dataclass(frozen=True)
+class ZarrFormat:
+    """What one Zarr format stores where. Key names are relative to the node's path."""
+
+    zarr_format: int
+    array_key: str  # the metadata document of an array
+    group_key: str  # the metadata document of a group
+    attrs_key: str  # the document holding the user attributes
+    #: (raw document at attrs_key, key) -> the attributes dict
+    read_attributes: Callable[[Any, str], dict]
+    #: (attributes, read the current document, key) -> the new document at attrs_key
+    encode_attributes: Callable[[Mapping, Callable[[], Any], str], bytes]
+    #: (raw group document, key) -> the parsed group metadata; MetadataError if invalid
+    parse_group: Callable[[Any, str], dict]
+    #: attributes (or None) -> {key name: document} of a new group
+    group_documents: Callable[[Mapping | None], dict]
+    #: (native dtype, object codec id or None) -> the data type's metadata spelling
+    dtype_to_json: Callable[[np.dtype, Any], Any]
+    #: metadata spelling -> (a dtype-like, object codec id or None)
+    dtype_from_json: Callable[[Any], tuple]
+    #: an array's metadata document (dict) -> create_array's arguments describing it
+    array_arguments: Callable[[Mapping], dict]
+
+    def metadata_key(self, kind: str) -> str:
+        """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
+        return self.array_key if kind == "array" else self.group_key
+
+
+# -- Zarr v2: .zarray / .zgroup, attributes in their own .zattrs --------------------------------
+
+
+def _v2_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) -> bytes:
+    return _v2.encode_attrs(attrs)  # the whole document: nothing else to keep
+
+
+def _v2_group_documents(attributes: Mapping | None) -> dict:
+    docs = {".zgroup": _v2.encode_group_metadata()}
+    if attributes:
+        docs[".zattrs"] = _v2.encode_attrs(attributes)
+    return docs
+
+
+def _v2_dtype_to_json(native: np.dtype, object_codec_id: Any) -> dict:
+    if native.fields is not None:
+        name: Any = [[n, native.fields[n][0].str] for n in native.names]
+    else:
+        name = native.str if object_codec_id is None else "|O"
+    return {"name": name, "object_codec_id": object_codec_id}
+
+
+def _v2_dtype_from_json(data: Any) -> tuple:
+    name = data.get("name") if isinstance(data, dict) else data
+    codec = data.get("object_codec_id") if isinstance(data, dict) else None
+    return (np.dtype([tuple(f) for f in name]) if isinstance(name, list) else name), codec
+
+
+def _v2_array_arguments(doc: Mapping) -> dict:
+    return dict(shape=doc["shape"], dtype=doc["dtype"], chunks=doc["chunks"],
+                compressors=doc.get("compressor"), filters=doc.get("filters"),
+                fill_value=doc.get("fill_value"), order=doc.get("order"), zarr_format=2)
+
+
+# -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
+
+
+def _v3_doc(raw: Any, key: str) -> dict:
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise MetadataError(f"invalid metadata at {key!r}: {e}") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"invalid metadata at {key!r}: not a JSON object")
+    return doc
+
+
+def _v3_read_attributes(raw: Any, key: str) -> dict:
+    return dict(_v3_doc(raw, key).get("attributes") or {})
+
+
+def _v3_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) -> bytes:
+    doc = _v3_doc(current(), key)  # the node's zarr.json: keep everything but the attributes
+    doc["attributes"] = attrs
+    return _v3._json_dumps(doc)
+
+
+def _v3_group_documents(attributes: Mapping | None) -> dict:
+    return {_v3.METADATA_KEY: _v3.encode_group_metadata_v3(attributes or {})}
+
+
+def _v3_array_arguments(doc: Mapping) -> dict:
+    dtype = _v3.decode_data_type_v3(doc["data_type"])
+    return dict(shape=doc["shape"], dtype=dtype,
+                chunks=doc["chunk_grid"]["configuration"]["chunk_shape"], codecs=doc["codecs"],
+                fill_value=_v3.decode_fill_value_v3(doc.get("fill_value"), dtype),
+                dimension_names=doc.get("dimension_names"),
+                chunk_key_encoding=doc.get("chunk_key_encoding"))
+
+
+FORMATS: dict[int, ZarrFormat] = {
+    2: ZarrFormat(
+        zarr_format=2, array_key=".zarray", group_key=".zgroup", attrs_key=".zattrs",
+        read_attributes=_v2.parse_attrs, encode_attributes=_v2_encode_attributes,
+        parse_group=_v2.parse_group_metadata, group_documents=_v2_group_documents,
+        dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
+        array_arguments=_v2_array_arguments),
+    3: ZarrFormat(
+        zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
+        attrs_key=_v3.METADATA_KEY,
+        read_attributes=_v3_read_attributes, encode_attributes=_v3_encode_attributes,
+        parse_group=_v3.parse_group_metadata_v3, group_documents=_v3_group_documents,
+        dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
+        dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
+        array_arguments=_v3_array_arguments),
+}
+
+
+def format_of(zarr_format: int) -> ZarrFormat:
+    """The table entry of Zarr format 2 or 3; ValueError for anything else."""
+    try:
+        return FORMATS[zarr_format]
+    except (KeyError, TypeError):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}") from None
+
+
+def array_document_format(doc: Mapping) -> ZarrFormat:
+    """The format of an array's metadata document given as a dict (a v3 one has a
+    ``data_type``; a v2 ``.zarray`` a ``dtype``)."""
+    return FORMATS[3] if "data_type" in doc else FORMATS[2]
+
+
+def node_document_names() -> set:
+    """Every document name a node of any format may have (metadata and attributes)."""
+    return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
+
+
+def node_at(store: Mapping, path: str) -> tuple:
+    """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
+
+    v2 is probed first (its two documents are told apart by name); a v3 ``zarr.json`` is
+    read for its ``node_type``. MetadataError if that document is not valid."""
+    p = path + "/" if path else ""
+    v2, v3 = FORMATS[2], FORMATS[3]
+    if p + v2.array_key in store:
+        return "array", 2
+    if p + v2.group_key in store:
+        return "group", 2
+    key = p + v3.array_key
+    try:
+        raw = store[key]
+    except KeyError:
+        return None, None
+    try:
+        kind = json.loads(raw).get("node_type")
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
+    if kind not in ("array", "group"):
+        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
+                            f"'array' or 'group', got {kind!r}")
+    return kind, 3

@@ -1,0 +1,74 @@
+"""``normalize_store``: a store from a store-like argument (None, a mapping, a path or a URL).
+
+Kept apart from :mod:`.base` because it knows every concrete store, and every concrete store
+builds on :mod:`.base`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Union
+
+from .base import check_mode
+from .directory import DirectoryStore
+from .fsspec_store import FSStore
+from .kvstore import KVStore, is_mapping_like
+from .lmdb_store import LMDBStore
+from .memory import MemoryStore
+from .sqlite import SQLiteStore
+from .zip import ZipStore
+
+__all__ = ["StoreLike", "normalize_store"]
+
+#: What every function taking a store accepts (an object with the mapping methods also works).
+StoreLike = Union[Mapping[str, bytes], str, os.PathLike, None]
+
+
+def normalize_store(store_like: StoreLike = None, mode: str = "a",
+                    storage_options: dict | None = None) -> Mapping[str, bytes]:
+    """Turn a store-like argument into a store.
+
+    - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
+    - a ``MutableMapping`` (or any ``Mapping``) -> itself, unchanged;
+    - any other object with the mapping methods (``__getitem__``, ``__setitem__``,
+      ``__delitem__``, ``__contains__`` and ``__iter__`` or ``keys``) -> a :class:`KVStore`
+      over it;
+    - a ``str`` / ``os.PathLike``: ``scheme://...`` or containing ``::`` -> :class:`FSStore`;
+      ``*.zip`` -> :class:`ZipStore`; ``*.sqlite``/``*.db`` -> :class:`SQLiteStore`;
+      ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
+
+    ``mode="r"`` opens the store read-only. *storage_options* are passed to ``FSStore`` (and
+    rejected for the other kinds).
+    """
+    check_mode(mode)
+    if store_like is None:
+        return MemoryStore(mode=mode)
+    if isinstance(store_like, Mapping):
+        return store_like
+    if is_mapping_like(store_like) and not isinstance(store_like, (str, bytes)):
+        return KVStore(store_like)  # duck-typed mapping, as zarr-python 2 accepts
+    if isinstance(store_like, os.PathLike):
+        store_like = os.fspath(store_like)
+    if isinstance(store_like, bytes):
+        store_like = os.fsdecode(store_like)
+    if not isinstance(store_like, str):
+        raise TypeError(
+            f"cannot make a store from {type(store_like).__name__} {store_like!r}; expected "
+            f"None, a MutableMapping (or an object with its methods), a path or a URL"
+        )
+    path = store_like
+    if "://" in path or "::" in path:
+        return FSStore(path, mode=mode, storage_options=storage_options)
+    if storage_options:
+        raise ValueError(
+            f"storage_options were given but {path!r} is a local path, not an fsspec URL"
+        )
+    low = path.rstrip("/\\").lower()
+    if low.endswith(".zip"):
+        return ZipStore(path, mode=mode)
+    if low.endswith(".sqlite") or low.endswith(".db"):
+        return SQLiteStore(path, mode=mode)
+    if low.endswith(".lmdb"):
+        return LMDBStore(path, mode=mode)
+    return DirectoryStore(path, mode=mode)
