@@ -88,19 +88,17 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
 
     store may be a path string or URL, like everywhere else; returns the hierarchy opened
     through its consolidated metadata (a Group, as zarr-python 2 returns)."""
-    from chunkstore.storage.consolidated import consolidate_metadata as _consolidate
     from chunkstore.group import open_consolidated
     if isinstance(store, Group):
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
     from chunkstore import nodes
-    if nodes.node_kind(store, path)[1] == 3:  # v3: inside the group's own zarr.json
-        from chunkstore.metadata.v3 import consolidate_v3
-        consolidate_v3(store, path)
-        return open_consolidated(store, path=path)
-    cstore = _consolidate(store, path=path, metadata_key=metadata_key)
-    return open_consolidated(store, metadata_key=cstore.metadata_key, path=path)
+    from chunkstore.metadata.formats import format_of
+    fmt = format_of(nodes.node_kind(store, path)[1] or 2)
+    fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
+    # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
+    return open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
 
 
 def tree(grp, expand=False, level=None):

@@ -98,3 +98,26 @@ def test_moved_functions_keep_their_import_paths():
     chunkstore.zeros((2,), chunks=(1,), store=s, path="x")
     assert isinstance(chunkstore.open(s, mode="r", path="x"), chunkstore.Array)
     assert isinstance(chunkstore.open(s, mode="r"), chunkstore.Group)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_consolidate_through_the_table_is_read_by_zarr_python(fmt, tmp_path):
+    from chunkstore.metadata.formats import is_consolidated, kind_of_document
+    store = chunkstore.DirectoryStore(str(tmp_path))
+    g = chunkstore.group(store=store, zarr_format=fmt, path="top")
+    g.create_group("sub").zeros("x", shape=(4,), chunks=(2,), dtype="i2")
+    g.zeros("y", shape=(3,), chunks=(3,), dtype="f4")
+    f = format_of(fmt)
+    assert not is_consolidated(store, "top")
+    key, n = f.consolidate(store, "top", ".zmetadata")
+    assert key == "top/" + (".zmetadata" if fmt == 2 else "zarr.json")
+    doc = json.loads(store[key])
+    entries = doc["metadata"] if fmt == 2 else doc["consolidated_metadata"]["metadata"]
+    assert n == len(entries) and n >= 3  # sub, sub/x, y (v2 also the group's own .zgroup)
+    assert is_consolidated(store, "top") and not is_consolidated(store, "top/sub")
+    theirs = zarr.open_consolidated(str(tmp_path), path="top", zarr_format=fmt)
+    assert theirs["sub/x"].shape == (4,) and theirs["y"].dtype == np.float32
+    kinds = {k: kind_of_document(store, k) for k in store}
+    assert kinds["top/sub/x/" + f.array_key] == "array"
+    assert kinds["top/sub/" + f.group_key] == "group"
+    assert kinds[key] == ("group" if fmt == 3 else None)

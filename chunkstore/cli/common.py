@@ -89,48 +89,30 @@ def _format(store, path):
 
 
 def _is_meta_key(key):
-    return key.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs", "zarr.json")
+    from chunkstore.metadata.formats import node_document_names
+    return key.rsplit("/", 1)[-1] in node_document_names()
 
 
 def _count_nodes(store, keys):
     """(arrays, groups) among the metadata documents in keys (v2 and v3)."""
-    arrays = groups = 0
-    for k in keys:
-        name = k.rsplit("/", 1)[-1]
-        if name == ".zarray":
-            arrays += 1
-        elif name == ".zgroup":
-            groups += 1
-        elif name == "zarr.json":
-            kind = _kind(store, k[: -len("zarr.json")].rstrip("/"))
-            arrays += kind == "array"
-            groups += kind == "group"
-    return arrays, groups
-
-
-def _v3_consolidated(store, path):
-    """The v3 group at path keeps consolidated metadata in its zarr.json."""
-    import json
-    try:
-        doc = json.loads(store[_join(path, "zarr.json")])
-    except Exception:  # noqa: BLE001 - absent or unreadable: not consolidated
-        return False
-    return (isinstance(doc, dict) and doc.get("node_type") == "group"
-            and isinstance(doc.get("consolidated_metadata"), dict))
+    from chunkstore.metadata.formats import kind_of_document
+    kinds = [kind_of_document(store, k) for k in keys]
+    return kinds.count("array"), kinds.count("group")
 
 
 def _consolidated(store, path):
-    return _join(path, ".zmetadata") in store or _v3_consolidated(store, path)
+    from chunkstore.metadata.formats import is_consolidated
+    return is_consolidated(store, path)
 
 
 def _consolidate(store, path):
-    """Consolidate the group at path in its own format (v2 .zmetadata, v3 zarr.json)."""
-    if _format(store, path) == 3:
-        from chunkstore.metadata.v3 import consolidate_v3
-        return len(consolidate_v3(store, path)["consolidated_metadata"])
-    from chunkstore.storage.consolidated import consolidate_metadata
-    consolidate_metadata(store, path=path)
-    return None
+    """Consolidate the group at path in its own format (v2 .zmetadata, v3 zarr.json); a
+    line saying what was done."""
+    from chunkstore.metadata.formats import format_of
+    fmt = format_of(_format(store, path) or 2)
+    key, n = fmt.consolidate(store, path, ".zmetadata")
+    what = fmt.consolidated_phrase.format(n=_plural(n, fmt.consolidated_entry))
+    return f"consolidated {what} into {key}"
 
 
 def _where(spec, path):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from chunkstore.cli.common import (CLIError, UsageError, _consolidate, _join, _keys_under, _kind,
-                                   _norm, _open_node, _options, _plural, _refresh_consolidated,
-                                   _stores, _where)
+from chunkstore.cli.common import (CLIError, UsageError, _consolidate, _join, _kind, _norm,
+                                   _open_node, _options, _refresh_consolidated, _stores, _where)
 
 
 def cmd_info(args):
@@ -88,15 +87,7 @@ def cmd_consolidate(args):
         if _kind(store, path) != "group":
             _open_node(store, args.store, path)
             raise CLIError(f"{_where(args.store, path)} holds an array; consolidate a group")
-        members = _consolidate(store, path)
-        if members is not None:  # v3: inside the group's own zarr.json
-            print(f"consolidated the metadata of {_plural(members, 'member')} into "
-                  f"{_join(path, 'zarr.json')} in {args.store}")
-            return 0
-        n = sum(1 for k in _keys_under(store, path)
-                if k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs"))
-        print(f"consolidated {_plural(n, 'metadata document')} into "
-              f"{_join(path, '.zmetadata')} in {args.store}")
+        print(f"{_consolidate(store, path)} in {args.store}")
     return 0
 
 

@@ -19,8 +19,8 @@ from chunkstore.errors import MetadataError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
 
-__all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "node_at",
-           "node_document_names"]
+__all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
+           "kind_of_document", "node_at", "node_document_names"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,14 @@ class ZarrFormat:
     dtype_from_json: Callable[[Any], tuple]
     #: an array's metadata document (dict) -> create_array's arguments describing it
     array_arguments: Callable[[Mapping], dict]
+    #: (store, group path, v2 metadata key) -> (key written, number of entries): gather the
+    #: metadata below a group into one document, as this format's zarr-python does
+    consolidate: Callable[[Any, str, str], tuple]
+    #: (store, group path) -> whether the group holds consolidated metadata
+    is_consolidated: Callable[[Mapping, str], bool]
+    #: how a consolidation is reported: "{n}" is the count of its entries, named like this
+    consolidated_phrase: str
+    consolidated_entry: str
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -85,7 +93,31 @@ def _v2_array_arguments(doc: Mapping) -> dict:
                 fill_value=doc.get("fill_value"), order=doc.get("order"), zarr_format=2)
 
 
+def _v2_consolidate(store: Any, path: str, metadata_key: str) -> tuple:
+    from chunkstore.storage.consolidated import consolidate_metadata
+    cstore = consolidate_metadata(store, path=path, metadata_key=metadata_key)
+    return cstore.metadata_key, len(json.loads(store[cstore.metadata_key])["metadata"])
+
+
+def _v2_is_consolidated(store: Mapping, path: str) -> bool:
+    return (path + "/" if path else "") + ".zmetadata" in store
+
+
 # -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
+
+
+def _v3_consolidate(store: Any, path: str, metadata_key: str) -> tuple:
+    doc = _v3.consolidate_v3(store, path)  # inside the group's own zarr.json
+    return (path + "/" if path else "") + _v3.METADATA_KEY, len(doc["consolidated_metadata"])
+
+
+def _v3_is_consolidated(store: Mapping, path: str) -> bool:
+    try:
+        doc = json.loads(store[(path + "/" if path else "") + _v3.METADATA_KEY])
+    except Exception:  # noqa: BLE001 - absent or unreadable: not consolidated
+        return False
+    return (isinstance(doc, dict) and doc.get("node_type") == "group"
+            and isinstance(doc.get("consolidated_metadata"), dict))
 
 
 def _v3_doc(raw: Any, key: str) -> dict:
@@ -127,7 +159,9 @@ FORMATS: dict[int, ZarrFormat] = {
         read_attributes=_v2.parse_attrs, encode_attributes=_v2_encode_attributes,
         parse_group=_v2.parse_group_metadata, group_documents=_v2_group_documents,
         dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
-        array_arguments=_v2_array_arguments),
+        array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
+        is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
+        consolidated_entry="metadata document"),
     3: ZarrFormat(
         zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
         attrs_key=_v3.METADATA_KEY,
@@ -135,7 +169,9 @@ FORMATS: dict[int, ZarrFormat] = {
         parse_group=_v3.parse_group_metadata_v3, group_documents=_v3_group_documents,
         dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
-        array_arguments=_v3_array_arguments),
+        array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
+        is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
+        consolidated_entry="member"),
 }
 
 
@@ -153,9 +189,26 @@ def array_document_format(doc: Mapping) -> ZarrFormat:
     return FORMATS[3] if "data_type" in doc else FORMATS[2]
 
 
+def is_consolidated(store: Mapping, path: str) -> bool:
+    """Whether the group at path keeps consolidated metadata, in either format."""
+    return any(f.is_consolidated(store, path) for f in FORMATS.values())
+
+
 def node_document_names() -> set:
     """Every document name a node of any format may have (metadata and attributes)."""
     return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
+
+
+def kind_of_document(store: Mapping, key: str) -> str | None:
+    """"array" or "group" for the metadata document at key (a v2 document's name tells; a
+    v3 zarr.json is read), None if key is not a node's metadata document."""
+    name = key.rsplit("/", 1)[-1]
+    for f in FORMATS.values():
+        if name in (f.array_key, f.group_key):
+            if f.array_key != f.group_key:
+                return "array" if name == f.array_key else "group"
+            return node_at(store, key[: -len(name)].rstrip("/"))[0]
+    return None
 
 
 def node_at(store: Mapping, path: str) -> tuple:
