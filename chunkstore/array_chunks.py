@@ -37,6 +37,7 @@ class ChunkIO:
 
     def _stored_chunks(self):
         """Grid coordinates of the chunks present in the store (within the current grid)."""
+        self._refresh()  # the current grid: another handle may have resized the array
         return self._layout.stored_chunks()
 
     def _schedule(self, plan, keys=None):

@@ -17,7 +17,8 @@ from chunkstore.creation import create, normalize_path, owned_store, save_array
 from chunkstore.errors import ChunkstoreError
 from chunkstore.group import Group, group, open as _open
 from chunkstore.recode import copy_attributes, copy_plan, put_attributes, read_as
-from chunkstore.storage.base import getitems, normalize_store, setitems
+from chunkstore.storage.base import getitems, setitems
+from chunkstore.storage.normalize import normalize_store
 
 # Bytes of decoded data one copy step holds at most (bounded memory for any array size).
 COPY_BLOCK_BYTES = 256 * 2**20

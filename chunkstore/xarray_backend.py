@@ -28,7 +28,7 @@ from xarray.core.variable import Variable
 from chunkstore.array import Array
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
 from chunkstore.group import Group, open_consolidated, open_group
-from chunkstore.storage.base import normalize_store
+from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray"]
 

@@ -21,7 +21,7 @@ from xarray.backends.zarr import FillValueCoder, encode_zarr_attr_value, encode_
 from chunkstore.creation import contains_array, contains_group, create, normalize_path
 from chunkstore.errors import ContainsArrayError, ContainsGroupError
 from chunkstore.group import open_group
-from chunkstore.storage.base import normalize_store
+from chunkstore.storage.normalize import normalize_store
 from chunkstore.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
 
 __all__ = ["to_chunkstore"]

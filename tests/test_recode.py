@@ -8,7 +8,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.cli import main
 from chunkstore.recode import RecodeError, copy_plan, create_kwargs_like
-from chunkstore.storage.base import normalize_store
+from chunkstore.storage.normalize import normalize_store
 
 
 def stored(path):
