@@ -13,7 +13,7 @@ import contextlib
 
 import numpy as np
 
-from chunkstore import scheduling
+from chunkstore import config, scheduling
 from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
 from chunkstore.locking import selection_box
 
@@ -59,6 +59,17 @@ class ChunkIO:
         sorted_sid = sid[order]
         starts = np.flatnonzero(np.any(np.diff(sorted_sid, axis=0) != 0, axis=1)) + 1
         return keys, order.tolist(), [0] + starts.tolist()
+
+    def _read_groups(self, groups):
+        """The groups a read must keep whole. Reading a shard in one batch saves requests,
+        but when a read touches fewer shards than there are threads (one shard: a tile, a
+        chunk-by-chunk reader) that leaves threads idle; on a local store, where a request
+        is cheap, the inner chunks are then split between the threads instead (the shard's
+        index is cached, and its chunks stay in order, so each batch still reads one run)."""
+        if (groups is None or len(groups) >= config.get("threads")
+                or getattr(self._store, "concurrent_io", False)):
+            return groups
+        return None
 
     def _run(self, n, work, groups=None):
         """Run work(lo, hi) over [0, n) in batches (see chunkstore.scheduling). With groups

@@ -74,7 +74,7 @@ class ArrayReader(ChunkIO):
                 scheduling.give_scratch(buf)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
-        self._run_io(n, work, groups, src)
+        self._run_io(n, work, self._read_groups(groups), src)
 
     def _read_into(self, plan, idx, keys, dest, read_into):
         """Read the chunks of idx that the selection takes whole straight from their files
@@ -150,7 +150,7 @@ class ArrayReader(ChunkIO):
                     merge.gather_points(plan, g, chunk, flat)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
-        self._run_io(n, work, groups, src)
+        self._run_io(n, work, self._read_groups(groups), src)
 
     def _get(self, sel, out=None, fields=None):
         self._refresh()

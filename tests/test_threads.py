@@ -286,3 +286,37 @@ def test_failed_batches_raise_the_first_in_order_not_in_time():
     with config.set(threads=2):
         with pytest.raises(ValueError, match="batch at 0$"):
             scheduling.run(2, work, 2**30)
+
+
+def _one_shard_array(tmp_path, store=None):
+    # one 8 MiB shard of 64 inner chunks of 128 KiB (Blosc: the batch kernels' path)
+    vol = _volume((4, 256, 1024), seed=5)
+    z = cs.create_array(store if store is not None else str(tmp_path / "one_shard.zarr"),
+                        shape=vol.shape, chunks=(1, 128, 512), shards=vol.shape,
+                        dtype=vol.dtype, compressors=Blosc(cname="lz4"))
+    z[...] = vol
+    return z, vol
+
+
+def test_a_read_of_one_shard_is_shared_by_the_threads(tmp_path, threads, monkeypatch):
+    z, vol = _one_shard_array(tmp_path)
+    threads(2)
+    census = _Census(monkeypatch)
+    np.testing.assert_array_equal(z[...], vol)  # one shard: its chunks split between threads
+    assert any(n.startswith("chunkstore") for n in census.names)
+    assert census.peak == 2
+    np.testing.assert_array_equal(z[1:3, 100:200, 300:900], vol[1:3, 100:200, 300:900])
+
+
+def test_a_remote_shard_is_still_read_in_one_batch(tmp_path, threads, monkeypatch):
+    # On a store where each request costs a round trip, the shard's ranges stay together.
+    class Remote(cs.MemoryStore):
+        concurrent_io = False  # (no pipelining: only the "requests are dear" hint below)
+
+    store = Remote()
+    z, vol = _one_shard_array(tmp_path, store)
+    monkeypatch.setattr(Remote, "concurrent_io", True, raising=False)
+    threads(2)
+    census = _Census(monkeypatch)
+    np.testing.assert_array_equal(z[...], vol)
+    assert census.peak == 1 and census.names == {threading.current_thread().name}
