@@ -194,6 +194,40 @@ def lib_chunkstore(endpoint, threads=None):
         lambda a: a[...]
 
 
+def lib_chunkstore_obstore(endpoint, threads=None):
+    """chunkstore over obstore's Rust S3 client (ObjectStore) instead of s3fs (FSStore)."""
+    import chunkstore as cs
+    from chunkstore.storage import ObjectStore
+    from obstore.store import S3Store
+
+    if threads:
+        cs.config.set(threads=threads)
+
+    clients = {}  # one client per prefix, kept across runs (as s3fs caches its own)
+
+    def store(path, mode="r"):
+        if path not in clients:
+            clients[path] = S3Store(BUCKET, prefix=path, endpoint=endpoint,
+                                    access_key_id=KEY, secret_access_key=SECRET,
+                                    region="us-east-1", client_options={"allow_http": True})
+        return ObjectStore(clients[path], read_only=mode == "r")
+
+    def opened():
+        return cs.open_array(store("src"), mode="r")
+
+    def consolidated():
+        g = cs.open_consolidated(store("group"), mode="r")
+        return sorted(name for name, _ in g.arrays())
+
+    def writer():
+        import numcodecs
+        return cs.open_array(store("out-obs", "a"), mode="w", shape=SHAPE, chunks=CHUNKS,
+                             dtype="f4", compressor=numcodecs.Blosc("lz4", 5, 1))
+
+    return opened, consolidated, writer, lambda a, v: a.__setitem__(Ellipsis, v), \
+        lambda a: a[...]
+
+
 def lib_zarr(endpoint, threads=None):
     import numcodecs
     import s3fs
@@ -249,7 +283,8 @@ def lib_tensorstore(endpoint, threads=None):
 
 
 LIBS = {"chunkstore": lib_chunkstore, "chunkstore before": lib_chunkstore,
-        "zarr": lib_zarr, "tensorstore": lib_tensorstore}
+        "chunkstore obstore": lib_chunkstore_obstore, "zarr": lib_zarr,
+        "tensorstore": lib_tensorstore}
 
 
 def lib_factory(lib):

@@ -1,16 +1,48 @@
 """ObjectStore: a store over obstore (``pip install chunkstore[obstore]``), zarr-python 3's
 ``ObjectStore(store, read_only=)``: S3, GCS, Azure, HTTP, local and memory through obstore's
-Rust client. Batch reads (``getitems``) fetch all keys concurrently."""
+Rust client.
+
+On a remote object store it takes part in chunkstore's request pipelining (see
+``storage/pipelining.py``) like FSStore: ``start_fetch``/``start_put`` put every request of a
+selection in flight at once (up to ``config.get("io_concurrency")``) on one event loop thread
+of this module, with the same retries of transient errors; batch reads, writes and deletes
+are concurrent (deletes: one bulk request)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from . import fsspec_io
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 
-_DEFAULT_CONCURRENCY = 64
+#: obstore store classes that talk to a server (each request a round trip)
+_REMOTE = frozenset({"S3Store", "GCSStore", "AzureStore", "HTTPStore"})
+
+
+class _Loop:
+    """One event loop on a daemon thread for every ObjectStore of the process (created on
+    first use; a forked child makes its own): fsspec_io.Batch runs its requests there."""
+
+    _lock = threading.Lock()
+    _pid = None
+    _loop = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if _Loop._loop is None or _Loop._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="chunkstore-obstore",
+                                 daemon=True).start()
+                _Loop._loop, _Loop._pid = loop, os.getpid()
+            return _Loop._loop
+
+
+_LOOP = _Loop()
 
 
 def _obstore():
@@ -57,6 +89,50 @@ class ObjectStore(BaseStore):
         self._check_writable(key)
         self._obs.put(self.store, key, bytes(ensure_bytes(value)))
 
+    # ------------------------------------------------------------------ pipelining
+    @property
+    def concurrent_io(self) -> bool:
+        """True on a remote object store: requests then go out concurrently (see
+        chunkstore.storage.pipelining); local and in-memory stores are read in place."""
+        return type(self.store).__name__ in _REMOTE
+
+    def _get_call(self, key: str):
+        obs, store = self._obs, self.store
+
+        async def get():
+            res = await obs.get_async(store, key)
+            return bytes(await res.bytes_async())
+        return get
+
+    def start_fetch(self, keys: list[str]) -> fsspec_io.Batch | None:
+        """One GET per key, all in flight at once; ``batch.futures[i]`` answers ``keys[i]``
+        with its bytes, None for a missing key, or the error."""
+        if not keys:
+            return None
+        for k in keys:
+            validate_key(k)
+        return fsspec_io.Batch(_LOOP, [self._get_call(k) for k in keys], (FileNotFoundError,))
+
+    def fetched(self, key: str, future) -> bytes | None:
+        """start_fetch's answer for key: bytes, None if missing; an error names the key."""
+        try:
+            return future.result()
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self) from None
+
+    def start_put(self, keys: list[str], values: list) -> fsspec_io.Batch:
+        """One PUT per key, all in flight at once; errors are in the futures."""
+        self._check_writable()
+        obs, store = self._obs, self.store
+
+        def call(k, v):
+            return lambda: obs.put_async(store, k, v)
+        return fsspec_io.Batch(_LOOP, [call(validate_key(k), bytes(ensure_bytes(v)))
+                                       for k, v in zip(keys, values)], ())
+
+    def put_error(self, key: str, exc: BaseException) -> BaseException:
+        return fsspec_io.with_key(exc, key, self)
+
     def __delitem__(self, key: str) -> None:
         validate_key(key)
         self._check_writable(key)
@@ -88,8 +164,35 @@ class ObjectStore(BaseStore):
     def setitems(self, mapping) -> None:
         self._check_writable()
         items = {validate_key(k): bytes(ensure_bytes(v)) for k, v in mapping.items()}
-        for k, v in items.items():  # every key checked before anything is written
-            self._obs.put(self.store, k, v)
+        if len(items) < 2:  # every key checked before anything is written
+            for k, v in items.items():
+                self._obs.put(self.store, k, v)
+            return
+        batch = self.start_put(list(items), list(items.values()))
+        errors = []
+        for k, f in zip(items, batch.futures):
+            try:
+                f.result()
+            except Exception as e:  # noqa: BLE001 - the first one is raised, after all settle
+                errors.append(self.put_error(k, e))
+        if errors:
+            raise errors[0]
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        """Delete keys (absent ones are no error), in one bulk request where the store
+        has one."""
+        self._check_writable()
+        keys = [validate_key(k) for k in keys]
+        if not keys:
+            return
+        try:
+            self._obs.delete(self.store, keys)
+        except FileNotFoundError:  # a local store stops at an absent key: go one by one
+            for k in keys:
+                try:
+                    self._obs.delete(self.store, k)
+                except FileNotFoundError:
+                    pass
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         prefix = normalize_prefix(prefix)
@@ -114,32 +217,14 @@ class ObjectStore(BaseStore):
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         keys = list(keys)
-        for k in keys:
-            validate_key(k)
-        try:
-            asyncio.get_running_loop()
-            in_loop = True
-        except RuntimeError:
-            in_loop = False
-        if len(keys) <= 1 or in_loop:  # inside someone's event loop: one at a time
+        if len(keys) <= 1:
             return super().getitems(keys)
-        from chunkstore import config
-        limit = config.get("async.concurrency") or _DEFAULT_CONCURRENCY
-
-        async def fetch_all():
-            sem = asyncio.Semaphore(limit)
-
-            async def one(k):
-                async with sem:
-                    try:
-                        res = await self._obs.get_async(self.store, k)
-                        return k, bytes(await res.bytes_async())
-                    except FileNotFoundError:
-                        return k, None
-
-            return await asyncio.gather(*(one(k) for k in keys))
-
-        return {k: v for k, v in asyncio.run(fetch_all()) if v is not None}
+        batch = self.start_fetch(keys)
+        try:
+            got = [(k, self.fetched(k, f)) for k, f in zip(keys, batch.futures)]
+        finally:
+            batch.cancel()
+        return {k: v for k, v in got if v is not None}
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         ranges = list(ranges)
