@@ -166,17 +166,12 @@ def _fmt_requests(before, after):
     return len(new), by
 
 
-def lib_chunkstore(endpoint, threads=None):
+def _chunkstore_workloads(store, out, threads):
+    """The workloads of chunkstore over store(path, mode) (writing into path out)."""
     import chunkstore as cs
-    from chunkstore.storage import FSStore
 
     if threads:
         cs.config.set(threads=threads)
-    so = storage_options(endpoint)
-    url = f"s3://{BUCKET}"
-
-    def store(path, mode="r"):
-        return FSStore(f"{url}/{path}", mode=mode, storage_options=so)
 
     def opened():
         return cs.open_array(store("src"), mode="r")
@@ -187,21 +182,29 @@ def lib_chunkstore(endpoint, threads=None):
 
     def writer():
         import numcodecs
-        return cs.open_array(store("out-cs", "a"), mode="w", shape=SHAPE, chunks=CHUNKS,
+        return cs.open_array(store(out, "a"), mode="w", shape=SHAPE, chunks=CHUNKS,
                              dtype="f4", compressor=numcodecs.Blosc("lz4", 5, 1))
 
     return opened, consolidated, writer, lambda a, v: a.__setitem__(Ellipsis, v), \
         lambda a: a[...]
 
 
+def lib_chunkstore(endpoint, threads=None):
+    from chunkstore.storage import FSStore
+
+    so = storage_options(endpoint)
+
+    def store(path, mode="r"):
+        return FSStore(f"s3://{BUCKET}/{path}", mode=mode, storage_options=so)
+
+    return _chunkstore_workloads(store, "out-cs", threads)
+
+
 def lib_chunkstore_obstore(endpoint, threads=None):
     """chunkstore over obstore's Rust S3 client (ObjectStore) instead of s3fs (FSStore)."""
-    import chunkstore as cs
-    from chunkstore.storage import ObjectStore
     from obstore.store import S3Store
 
-    if threads:
-        cs.config.set(threads=threads)
+    from chunkstore.storage import ObjectStore
 
     clients = {}  # one client per prefix, kept across runs (as s3fs caches its own)
 
@@ -212,20 +215,7 @@ def lib_chunkstore_obstore(endpoint, threads=None):
                                     region="us-east-1", client_options={"allow_http": True})
         return ObjectStore(clients[path], read_only=mode == "r")
 
-    def opened():
-        return cs.open_array(store("src"), mode="r")
-
-    def consolidated():
-        g = cs.open_consolidated(store("group"), mode="r")
-        return sorted(name for name, _ in g.arrays())
-
-    def writer():
-        import numcodecs
-        return cs.open_array(store("out-obs", "a"), mode="w", shape=SHAPE, chunks=CHUNKS,
-                             dtype="f4", compressor=numcodecs.Blosc("lz4", 5, 1))
-
-    return opened, consolidated, writer, lambda a, v: a.__setitem__(Ellipsis, v), \
-        lambda a: a[...]
+    return _chunkstore_workloads(store, "out-obs", threads)
 
 
 def lib_zarr(endpoint, threads=None):
