@@ -439,9 +439,13 @@ def _like_kwargs(a, kwargs):
         # encoding and, unless the call changes the encoding, its codec chain. Unlike a copy
         # (and as zarr-python 3), no dimension names, and a new encoding gets no checksum.
         from chunkstore.recode import create_kwargs_like
+        given = set(kwargs)
         kwargs.setdefault("dimension_names", None)
-        return create_kwargs_like(a, kwargs.pop("zarr_format", None), keep_checksum=False,
-                                  **kwargs)
+        kw = create_kwargs_like(a, kwargs.pop("zarr_format", None), keep_checksum=False,
+                                like=True, **kwargs)
+        if "fill_value" not in given:  # the source's, as it is (create() checks it)
+            kw["fill_value"] = a.fill_value
+        return kw
     if "chunks" not in kwargs and creation_args.chunks_of(a):
         kwargs["chunks"] = creation_args.chunks_of(a)  # h5py datasets, bcolz
     for name in ("shape", "dtype", "order"):
@@ -562,5 +566,5 @@ def save_array(store: StoreLike, arr: Any, path: str | None = None,
 
 
 __all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_like", "open_array", "save_array",
+           "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

@@ -63,20 +63,24 @@ def cast_fill(fill: Any, old: np.dtype, new: np.dtype) -> Any:
     return 0
 
 
-def _plan(array, zarr_format, note, keep_checksum, changes) -> Plan:
+def _plan(array, zarr_format, note, keep_checksum, changes, like=False) -> Plan:
     a, ch = array, changes
     source = source_of(a.metadata)
     fmt = zarr_format or source.zarr_format
     filters = list(a.filters) if a.filters else []
-    kw = dict(shape=a.shape, chunks=a.chunks, dtype=a.dtype, compressor=a.compressor,
+    # the copy's shape (a *_like call may give another): chunks and shards are planned for it
+    shape = ch.get("shape")
+    shape = a.shape if shape is None else (
+        (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
+    kw = dict(shape=shape, chunks=a.chunks, dtype=a.dtype, compressor=a.compressor,
               fill_value=a.fill_value, order=a.order, zarr_format=fmt)
     if a.dtype.hasobject and filters:
         kw["object_codec"] = filters.pop(0)
     chunks = ch.get("chunks")
     if chunks is not None:
-        if isinstance(chunks, tuple) and len(chunks) != a.ndim:
+        if isinstance(chunks, tuple) and len(chunks) != len(shape):
             raise RecodeError(f"{{opt_chunks}} has {_plural(len(chunks), 'value')} but array "
-                              f"{a.name!r} has {_plural(a.ndim, 'dimension')}")
+                              f"{a.name!r} has {_plural(len(shape), 'dimension')}")
         kw["chunks"] = chunks
     if "compressor" in ch:
         kw["compressor"] = ch["compressor"]
@@ -96,18 +100,19 @@ def _plan(array, zarr_format, note, keep_checksum, changes) -> Plan:
         filters = []  # the caller's filters replace the source's (passed on below)
     encoding_changed = dtype_changed or any(k in ch and not _same(ch[k], getattr(a, k, None))
                                             for k in _ENCODING)
-    return Plan(name=a.name, shape=a.shape, source=source, kw=kw, changes=ch,
+    return Plan(name=a.name, shape=shape, source=source, kw=kw, changes=ch,
                 filters=filters, attrs=a.attrs.asdict(), dtype_changed=dtype_changed,
-                encoding_changed=encoding_changed, keep_checksum=keep_checksum, note=note)
+                encoding_changed=encoding_changed, keep_checksum=keep_checksum, note=note,
+                like=like)
 
 
 def copy_plan(array, zarr_format: int | None = None, *,
               note: Callable[[str], None] | None = None, keep_checksum: bool = True,
-              **changes) -> tuple[dict, dict]:
+              like: bool = False, **changes) -> tuple[dict, dict]:
     """(create() keyword arguments, attributes) of a copy of array: see create_kwargs_like.
     The attributes are the source's, with _ARRAY_DIMENSIONS moved out of them (into Zarr
     v3's dimension names) or into them (from v3's dimension names, for a Zarr v2 copy)."""
-    p = _plan(array, zarr_format, note, keep_checksum, changes)
+    p = _plan(array, zarr_format, note, keep_checksum, changes, like)
     complete(p.kw["zarr_format"], p)
     if "codecs" in changes:  # a whole chain given: no checksum filter of the source's on top
         p.kw.pop("filters", None)
@@ -124,7 +129,7 @@ def copy_plan(array, zarr_format: int | None = None, *,
 
 def create_kwargs_like(array, zarr_format: int | None = None, *,
                        note: Callable[[str], None] | None = None, keep_checksum: bool = True,
-                       **changes) -> dict:
+                       like: bool = False, **changes) -> dict:
     """The keyword arguments of chunkstore.create() that re-create `array` (an Array) in
     zarr_format (default: its own), with changes: chunks, shards (None or "none": unsharded;
     an int: every dimension), compressor, dtype, checksum=True (a crc32c per chunk, Zarr v3),
@@ -133,9 +138,11 @@ def create_kwargs_like(array, zarr_format: int | None = None, *,
 
     A change equal to the source's value is no change. note(text) is told what the copy
     drops (filters, a checksum). keep_checksum=False: a codec chain rebuilt because the
-    encoding changed gets no crc32c from the source. Raises RecodeError (a ValueError) when
-    the copy cannot be made as asked."""
-    return copy_plan(array, zarr_format, note=note, keep_checksum=keep_checksum,
+    encoding changed gets no crc32c from the source. like=True: the *_like functions'
+    (zarr-python 2's) conventions for a Zarr v2 copy of a v2 array: the store's default
+    dimension separator, the object codec left first among the filters. Raises RecodeError
+    (a ValueError) when the copy cannot be made as asked."""
+    return copy_plan(array, zarr_format, note=note, keep_checksum=keep_checksum, like=like,
                      **changes)[0]
 
 

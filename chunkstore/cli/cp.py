@@ -91,8 +91,8 @@ class Copier:
         parents = [""] + ["/".join(parts[:i + 1]) for i in range(len(parts))] if dp else []
         for p in parents:
             if _kind(self.dst, p) == "array":
-                raise CLIError(f"cannot copy to {_where(self.dst_spec, dp)}: an array is at "
-                               f"{p!r}")
+                raise CLIError(f"cannot create {dp!r}: an array exists at {p!r} in "
+                               f"{self.dst!r}")
         for p in parents:
             if _kind(self.dst, p) is None:
                 write_group_metadata(self.dst, p, zarr_format)

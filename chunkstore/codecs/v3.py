@@ -57,6 +57,7 @@ __all__ = [
     "GzipCodec",
     "ZstdCodec",
     "Crc32cCodec",
+    "CODEC_NAMES",
 ]
 
 

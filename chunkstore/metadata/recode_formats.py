@@ -94,6 +94,7 @@ class Plan:
     dtype_changed: bool
     encoding_changed: bool           # the codec chain cannot be kept as it is
     keep_checksum: bool = True       # a rebuilt chain keeps the source's crc32c
+    like: bool = False               # for a *_like function (see create_kwargs_like)
     note: Callable[[str], None] | None = None
     dropped_attrs: list = field(default_factory=list)  # attributes the copy does not repeat
 
@@ -196,12 +197,19 @@ def _to_v2(p: Plan) -> None:
         dims = dims_attr(src.dimension_names, len(p.shape))
         if dims is not None and "_ARRAY_DIMENSIONS" not in p.attrs:
             p.attrs["_ARRAY_DIMENSIONS"] = dims
-    else:
+    elif not (p.like and "dimension_separator" not in ch):  # (*_like: the store's default)
         kw["dimension_separator"] = src.key_encoding
     if np.dtype(kw["dtype"]).hasobject and "object_codec" not in kw:
         import numcodecs  # a v3 string array: variable-length UTF-8 in v2
         kw["object_codec"] = numcodecs.VLenUTF8()
     kw["filters"] = p.filters or None
+    if p.like and src.zarr_format == 2 and "object_codec" not in ch and \
+            kw.get("object_codec") is not None:
+        # zarr-python 2's *_like: the object codec stays the first filter, object_codec is
+        # None (zeros_like of strings then fills with None); filters= replaces all filters
+        codec, kw["object_codec"] = kw["object_codec"], None
+        if "filters" not in ch:
+            kw["filters"] = [codec] + p.filters
 
 
 TARGETS = {2: _to_v2, 3: _to_v3}
