@@ -21,7 +21,7 @@ from chunkstore.metadata.formats import format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
-from chunkstore.storage.base import MODES, rmdir
+from chunkstore.storage.base import MODES, delitems, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 
 #: a shape (or chunk/shard shape): an int for one dimension, or one int per dimension
@@ -60,9 +60,8 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
     """Delete everything at and below path (at the root: every key, the store itself stays)."""
     if path:
         rmdir(store, path)
-    else:
-        for k in list(store.keys()):
-            del store[k]
+    else:  # (a store's rmdir("") may remove the store itself) one bulk delete where it has one
+        delitems(store, list(store.keys()))
 
 
 def _check_mode(mode):

@@ -519,3 +519,14 @@ def test_write_behind_reports_a_cancelled_put_as_an_error():
     wb.setitems({"a": b"1", "b": b"2"})
     with pytest.raises(OSError, match="'b'"):
         wb.flush()
+
+
+def test_overwriting_an_array_is_one_listing_and_one_bulk_delete(s3, url):
+    make_array(s3, url, shape=(32, 32), chunks=(8, 8))  # 16 chunks + .zarray
+    z = cs.open_array(store(s3, url), mode="w", shape=(8,), chunks=(4,), dtype="u1")
+    methods = [m for m, _ in s3.requests()]
+    # a listing (GET), one DeleteObjects POST, the new .zarray PUT: no HEAD and no DELETE
+    # per key (the one HEAD and the other GETs are the opening's checks of the path)
+    assert methods.count("POST") == 1 and "DELETE" not in methods
+    assert methods.count("HEAD") <= 1 and methods.count("PUT") == 1 and len(methods) <= 6
+    assert sorted(store(s3, url)) == [".zarray"] and z.shape == (8,)
