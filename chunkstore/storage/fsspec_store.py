@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from . import fsspec_io
+from . import fsspec_io, fsspec_ranges
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 from .directory import is_temp_name
 
@@ -303,105 +303,8 @@ class FSStore(BaseStore):
         return out
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
-        path = self._path(key)
-        ranges = list(ranges)
-        if not ranges:
-            if key not in self:
-                raise KeyError(key)
-            return []
-        size = None
-        # A size (one more request) is only needed to place a range counted from the end
-        # with a length; others go straight out as ranged GETs. An object store refuses a
-        # range starting past the end; those are retried below with the size known.
-        if any(off < 0 and n is not None for off, n in ranges) or (
-            not self._async and any(off > 0 for off, n in ranges)
-        ):
-            try:
-                size = self.fs.size(path)
-            except self.missing_exceptions:
-                raise KeyError(key) from None
-            if size is None:  # pragma: no cover
-                size = len(self[key])
-        starts, ends, empty = [], [], []
-        for off, n in ranges:
-            if n is not None and n < 0:
-                raise ValueError(f"negative length {n} in byte range")
-            if size is not None:
-                start = max(size + off, 0) if off < 0 else min(off, size)
-                end = size if n is None else min(size, start + n)
-                empty.append(start >= end)
-            else:  # only (0, n) / (negative offset, None) ranges: no size needed
-                start = off
-                end = None if n is None else off + n
-                empty.append(n == 0)
-            starts.append(start)
-            ends.append(end)
-        want = [i for i, e in enumerate(empty) if not e]
-        out = [b""] * len(ranges)
-        if want and self._async:
-            fs = self.fs
-
-            def call(start, end):
-                return lambda: fs._cat_file(path, start=start, end=end)
-
-            batch = fsspec_io.Batch(fs, [call(starts[i], ends[i]) for i in want],
-                                    self.missing_exceptions)
-            try:
-                res = []
-                for f in batch.futures:
-                    try:
-                        res.append(f.result())
-                    except Exception as e:
-                        if size is None and any(starts[i] > 0 for i in want):
-                            return self._get_partial_sized(key, path, ranges)
-                        raise fsspec_io.with_key(e, key, self) from None
-            finally:
-                batch.cancel()
-            if any(r is None for r in res):
-                raise KeyError(key)
-            for i, r in zip(want, res):
-                out[i] = bytes(r)
-            return out
-        if want:
-            res = self.fs.cat_ranges(
-                [path] * len(want), [starts[i] for i in want], [ends[i] for i in want],
-                on_error="return",
-            )
-            for i, r in zip(want, res):
-                if isinstance(r, BaseException):
-                    if isinstance(r, self.missing_exceptions):
-                        raise KeyError(key) from None
-                    raise fsspec_io.with_key(r, key, self)
-                out[i] = bytes(r)
-        return out
-
-    def _get_partial_sized(self, key, path, ranges):
-        """get_partial with the object's size looked up first (ranges past the end)."""
-        try:
-            size = self.fs.size(path)
-        except self.missing_exceptions:
-            raise KeyError(key) from None
-        fixed = []
-        for off, n in ranges:
-            start = max(size + off, 0) if off < 0 else min(off, size)
-            end = size if n is None else min(size, start + n)
-            fixed.append((start, max(0, end - start)))
-        return self._read_fixed(key, path, fixed)
-
-    def _read_fixed(self, key, path, fixed):
-        out = [b""] * len(fixed)
-        want = [i for i, (o, n) in enumerate(fixed) if n]
-        if want:
-            res = self.fs.cat_ranges([path] * len(want), [fixed[i][0] for i in want],
-                                     [fixed[i][0] + fixed[i][1] for i in want],
-                                     on_error="return")
-            for i, r in zip(want, res):
-                if isinstance(r, BaseException):
-                    if isinstance(r, self.missing_exceptions):
-                        raise KeyError(key) from None
-                    raise fsspec_io.with_key(r, key, self)
-                out[i] = bytes(r)
-        return out
+        """The bytes of each (offset, length) range of key's value (see fsspec_ranges)."""
+        return fsspec_ranges.get_partial(self, key, self._path(key), list(ranges))
 
     def _isfile(self, path: str) -> bool:
         if self._memory:
