@@ -50,7 +50,7 @@ def _note(text):
 def _open_store(spec, mode, options=None):
     """The store at spec; for reading, a local path must exist. options: fsspec storage
     options (--storage-option), for URLs only."""
-    from chunkstore.storage.base import normalize_store
+    from chunkstore.storage.normalize import normalize_store
     if options and not _is_url(spec):
         raise UsageError(f"--storage-option applies to URL stores (s3://..., gcs://...), "
                          f"not to {spec}")
