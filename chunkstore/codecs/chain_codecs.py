@@ -21,7 +21,9 @@ import numpy as np
 
 from chunkstore.codecs.blosc import CNAMES as _BLOSC_CNAMES
 from chunkstore.codecs.blosc import SHUFFLE_NAMES, SHUFFLES, shuffle_name
+from chunkstore.codecs.common import as_u8 as _as_u8
 from chunkstore.codecs.common import blosc_decoded_size, decode_checked, zstd_decoded_size
+from chunkstore.codecs.common import to_bytes as _to_bytes
 from chunkstore.codecs.numcodecs import BYTES_BYTES
 from chunkstore.codecs.registry import register
 
@@ -55,18 +57,6 @@ except ImportError:  # pragma: no cover - only when the declared dependency is m
 # --------------------------------------------------------------------------------------------
 
 
-def _as_u8(buf: Any) -> np.ndarray:
-    """A flat uint8 view of the bytes of ``buf`` (bytes, bytearray, memoryview, ndarray)."""
-    if isinstance(buf, np.ndarray):
-        if buf.dtype.hasobject:
-            raise TypeError("expected raw bytes, got an object array")
-        if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
-            buf = np.ascontiguousarray(buf)
-        flat = buf.reshape(-1, order="A")
-        return flat if flat.dtype == np.uint8 else flat.view(np.uint8)
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
 def _as_buffer(buf: Any) -> Any:
     """Something numcodecs / crc32c accept without copying (bytes or a contiguous array)."""
     if isinstance(buf, (bytes, bytearray)):
@@ -74,14 +64,6 @@ def _as_buffer(buf: Any) -> Any:
     if isinstance(buf, np.ndarray):
         return _as_u8(buf)
     return np.frombuffer(buf, dtype=np.uint8)
-
-
-def _to_bytes(buf: Any) -> bytes:
-    if type(buf) is bytes:
-        return buf
-    if isinstance(buf, np.ndarray):
-        return buf.tobytes(order="A")
-    return bytes(memoryview(buf))
 
 
 def _config(obj: Mapping, name: str) -> dict:

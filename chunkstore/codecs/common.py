@@ -1,5 +1,5 @@
-"""What the chunk codecs of both formats share: decode with error translation, `out` checks
-and frame-header readers."""
+"""What the chunk codecs of both formats share: decode with error translation, `out` checks,
+buffer helpers and frame-header readers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,47 @@ from typing import Any
 import numpy as np
 
 from chunkstore.errors import ChunkDecodeError
+
+
+# --------------------------------------------------------------------------------------------
+# buffer helpers
+# --------------------------------------------------------------------------------------------
+
+
+def as_u8(buf: Any) -> np.ndarray:
+    """A flat uint8 view of the bytes of ``buf`` (bytes, bytearray, memoryview, ndarray)."""
+    if isinstance(buf, np.ndarray):
+        if buf.dtype.hasobject:
+            raise TypeError("expected raw bytes, got an object array (is an object codec "
+                            "missing?)")
+        if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
+            buf = np.ascontiguousarray(buf)
+        flat = buf.reshape(-1, order="A")
+        return flat if flat.dtype == np.uint8 else flat.view(np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def to_bytes(buf: Any) -> bytes:
+    """``buf`` as bytes (no copy when it already is)."""
+    if type(buf) is bytes:
+        return buf
+    if isinstance(buf, np.ndarray):
+        if buf.dtype.hasobject:
+            raise TypeError("encoding produced an object array; is an object codec missing?")
+        return buf.tobytes(order="A")
+    return bytes(memoryview(buf))
+
+
+def out_target(out: np.ndarray, chunk_shape: tuple, order: str,
+               itemsize: int) -> np.ndarray | None:
+    """Flat uint8 view of ``out``'s memory if a chunk's bytes in ``order`` can go straight
+    in: None when ``out`` has the chunk's shape (value semantics) but not its layout."""
+    if out.shape == chunk_shape and out.ndim > 1:
+        ok = out.flags.c_contiguous if order == "C" else out.flags.f_contiguous
+        if not ok:
+            return None  # value semantics need a transposing copy
+    flat = out.reshape(-1, order="A")
+    return flat.view(np.uint8) if itemsize else flat
 
 
 class ChunkCodecBase:

@@ -18,8 +18,9 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
-from chunkstore.codecs.common import (ChunkCodecBase, blosc_decoded_size,
-                                      check_vlen_header, decode_checked, zstd_decoded_size)
+from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
+                                      check_vlen_header, decode_checked, out_target, to_bytes,
+                                      zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 
@@ -74,33 +75,6 @@ def _size_reader(compressor: Codec | None):
         if type(compressor) is cls:  # exact type: subclasses may change the format
             return fn
     return None
-
-
-# --------------------------------------------------------------------------------------------
-# buffer helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _as_bytes_array(buf: Any) -> np.ndarray:
-    """A flat uint8 view of the bytes of ``buf`` (any contiguous buffer or ndarray)."""
-    if isinstance(buf, np.ndarray):
-        if buf.dtype.hasobject:
-            raise TypeError("decoded data is an object array, expected raw bytes")
-        if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
-            buf = np.ascontiguousarray(buf)
-        flat = buf.reshape(-1, order="A")
-        return flat.view(np.uint8) if flat.dtype != np.uint8 else flat
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
-def _to_bytes(buf: Any) -> bytes:
-    if isinstance(buf, bytes):
-        return buf
-    if isinstance(buf, np.ndarray):
-        if buf.dtype.hasobject:
-            raise TypeError("encoding produced an object array; is an object codec missing?")
-        return buf.tobytes(order="A")
-    return bytes(memoryview(buf))
 
 
 class ChunkCodecV2(ChunkCodecBase):
@@ -203,7 +177,7 @@ class ChunkCodecV2(ChunkCodecBase):
             if isinstance(buf, np.ndarray) and buf.dtype.hasobject:
                 raise TypeError("cannot compress an object array; is an object codec missing?")
             buf = self.compressor.encode(buf)
-        return _to_bytes(buf)
+        return to_bytes(buf)
 
     # ---------------------------------------------------------------------------- decoding
 
@@ -211,11 +185,11 @@ class ChunkCodecV2(ChunkCodecBase):
         if self._is_object or self.filters:
             return None
         if self.compressor is None:
-            return _as_bytes_array(data).size
+            return as_u8(data).size
         if self._size_reader is None:
             return None
         return self._size_reader(data if isinstance(data, bytes)
-                                 else memoryview(_as_bytes_array(data)))
+                                 else memoryview(as_u8(data)))
 
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
         if self._is_object:
@@ -227,12 +201,7 @@ class ChunkCodecV2(ChunkCodecBase):
 
     def _out_target(self, out: np.ndarray) -> np.ndarray | None:
         """Flat uint8 view of ``out``'s memory if raw bytes in ``order`` can go straight in."""
-        if out.shape == self.chunk_shape and out.ndim > 1:
-            contiguous = out.flags.c_contiguous if self.order == "C" else out.flags.f_contiguous
-            if not contiguous:
-                return None  # value semantics need a transposing copy
-        flat = out.reshape(-1, order="A")
-        return flat.view(np.uint8) if self.dtype.itemsize else flat
+        return out_target(out, self.chunk_shape, self.order, self.dtype.itemsize)
 
     def _finish_out(self, out: np.ndarray, decoded_bytes: np.ndarray) -> np.ndarray:
         """Copy fully decoded bytes into ``out``; return the result as documented."""
@@ -251,7 +220,7 @@ class ChunkCodecV2(ChunkCodecBase):
         comp = self.compressor
         if not self.filters:
             if comp is None:
-                src = _as_bytes_array(data)
+                src = as_u8(data)
                 self._check_size(src.size, "chunk data")
                 if out is not None:
                     return self._finish_out(out, src)
@@ -262,7 +231,7 @@ class ChunkCodecV2(ChunkCodecBase):
             if reader is not None:
                 # bytes slice directly (the common case); other buffers via a uint8 view
                 size = reader(data if isinstance(data, bytes)
-                              else memoryview(_as_bytes_array(data)))
+                              else memoryview(as_u8(data)))
                 if size is not None:
                     # Header says the size: decompress straight into the destination.
                     self._check_size(size, "decompressed chunk")
@@ -278,13 +247,13 @@ class ChunkCodecV2(ChunkCodecBase):
                     self._decompress_into(data, dest)
                     out[...] = self._shaped(dest)
                     return out
-            decoded = _as_bytes_array(decode_checked(comp, data))
+            decoded = as_u8(decode_checked(comp, data))
             self._check_size(decoded.size, "decompressed chunk")
         else:
             buf = decode_checked(comp, data) if comp is not None else data
             for f in reversed(self.filters):
                 buf = decode_checked(f, buf)
-            decoded = _as_bytes_array(buf)
+            decoded = as_u8(buf)
             self._check_size(decoded.size, "decoded chunk")
         if out is not None:
             return self._finish_out(out, decoded)

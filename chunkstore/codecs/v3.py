@@ -43,7 +43,7 @@ from chunkstore.codecs.chain_codecs import (  # noqa: F401
     BloscCodec, BytesCodec, ChainContext, Crc32cCodec, GzipCodec, NumcodecsBytesCodec,
     TransposeCodec, VLenUTF8Codec, ZstdCodec, _as_buffer, _as_u8, _Codec, _config, _native,
     _to_bytes)
-from chunkstore.codecs.common import ChunkCodecBase
+from chunkstore.codecs.common import ChunkCodecBase, out_target
 
 __all__ = [
     "ChunkCodecV3",
@@ -59,6 +59,9 @@ __all__ = [
     "Crc32cCodec",
     "CODEC_NAMES",
 ]
+
+
+CODEC_NAMES: tuple[str, ...]  # the registry's v3 names, looked up when asked (below)
 
 
 def __getattr__(name: str) -> Any:
@@ -333,12 +336,7 @@ class ChunkCodecV3(ChunkCodecBase):
         """Flat uint8 view of ``out``'s memory if the stored bytes can go straight in."""
         if self._general:
             return None
-        if out.shape == self.chunk_shape and out.ndim > 1:
-            ok = out.flags.c_contiguous if self.order == "C" else out.flags.f_contiguous
-            if not ok:
-                return None
-        flat = out.reshape(-1, order="A")
-        return flat.view(np.uint8) if self.dtype.itemsize else flat
+        return out_target(out, self.chunk_shape, self.order, self.dtype.itemsize)
 
     def _deliver(self, out: np.ndarray | None, chunk: np.ndarray, writable: bool) -> np.ndarray:
         """Return ``chunk`` (shape chunk_shape) via ``out`` as documented."""
