@@ -196,27 +196,15 @@ def _check_consolidated(v, store, mkey, keys):
         v.report("metadata", mkey, f"not a consolidated metadata document: {_message(e)}")
         return
 
-    def canon(doc):
-        return json.dumps(doc, sort_keys=True)
+    def same(key, recorded):
+        try:
+            return (json.dumps(json.loads(store[key]), sort_keys=True)
+                    == json.dumps(recorded, sort_keys=True))
+        except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+            return True
     actual = {k[len(prefix):]: k for k in keys if k.startswith(prefix)
               and k.rsplit("/", 1)[-1] in (".zarray", ".zgroup", ".zattrs")}
-    diffs = []
-    for rel in sorted(set(actual) | set(meta)):
-        if rel not in meta:
-            diffs.append(f"{rel!r} is missing")
-        elif rel not in actual:
-            diffs.append(f"{rel!r} is not in the store")
-        else:
-            try:
-                same = canon(json.loads(store[actual[rel]])) == canon(meta[rel])
-            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
-                same = True
-            if not same:
-                diffs.append(f"{rel!r} differs")
-    if diffs:
-        more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
-        v.report("consolidated", mkey, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
-                 f"consolidate' to rewrite it")
+    _report_stale(v, "consolidated", mkey, actual, meta, same)
 
 
 def _check_consolidated_v3(v, store, key, keys, members):
@@ -227,30 +215,36 @@ def _check_consolidated_v3(v, store, key, keys, members):
     actual = {k[len(prefix): -len("/zarr.json")]: k for k in keys
               if k.startswith(prefix) and k != key and k.rsplit("/", 1)[-1] == "zarr.json"}
 
-    def same(a, b):
-        if isinstance(a, dict) != isinstance(b, dict):
+    def same(member_key, recorded):
+        try:
+            node = parse_node_metadata_v3(store[member_key], member_key)
+        except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
+            return True
+        if isinstance(node, dict) != isinstance(recorded, dict):
             return False
-        if isinstance(a, dict):
-            return a.get("attributes") == b.get("attributes")
-        return a == b  # ArrayMetadataV3: the encoded documents
+        if isinstance(node, dict):
+            return node.get("attributes") == recorded.get("attributes")
+        return node == recorded  # ArrayMetadataV3: the encoded documents
 
+    _report_stale(v, "consolidated v3", key, actual, members, same)
+
+
+def _report_stale(v, kind, key, actual, recorded, same):
+    """Report the consolidated document at key if it is stale: a member document in the store
+    (actual: relative path -> key) missing from it, one it records (recorded: relative path ->
+    document) no longer in the store, or one that differs (same(key, document) is false)."""
     diffs = []
-    for rel in sorted(set(actual) | set(members)):
-        if rel not in members:
+    for rel in sorted(set(actual) | set(recorded)):
+        if rel not in recorded:
             diffs.append(f"{rel!r} is missing")
         elif rel not in actual:
             diffs.append(f"{rel!r} is not in the store")
-        else:
-            try:
-                node = parse_node_metadata_v3(store[actual[rel]], actual[rel])
-            except Exception:  # noqa: BLE001 - the invalid document is reported elsewhere
-                continue
-            if not same(node, members[rel]):
-                diffs.append(f"{rel!r} differs")
+        elif not same(actual[rel], recorded[rel]):
+            diffs.append(f"{rel!r} differs")
     if diffs:
         more = f" (and {len(diffs) - 3} more)" if len(diffs) > 3 else ""
-        v.report("consolidated v3", key, f"{', '.join(diffs[:3])}{more}; run 'chunkstore "
-                 f"consolidate' to rewrite it")
+        v.report(kind, key, f"{', '.join(diffs[:3])}{more}; run 'chunkstore consolidate' to "
+                 f"rewrite it")
 
 
 def _stray_temporaries(store, path):

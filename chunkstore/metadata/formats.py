@@ -96,7 +96,7 @@ def _v2_array_arguments(doc: Mapping) -> dict:
 def _v2_consolidate(store: Any, path: str, metadata_key: str) -> tuple:
     from chunkstore.storage.consolidated import consolidate_metadata
     cstore = consolidate_metadata(store, path=path, metadata_key=metadata_key)
-    return cstore.metadata_key, len(json.loads(store[cstore.metadata_key])["metadata"])
+    return cstore.metadata_key, len(cstore.consolidated["metadata"])
 
 
 def _v2_is_consolidated(store: Mapping, path: str) -> bool:
@@ -207,7 +207,7 @@ def kind_of_document(store: Mapping, key: str) -> str | None:
         if name in (f.array_key, f.group_key):
             if f.array_key != f.group_key:
                 return "array" if name == f.array_key else "group"
-            return node_at(store, key[: -len(name)].rstrip("/"))[0]
+            return _node_type(store, key)  # (one read: no probe of the other format)
     return None
 
 
@@ -222,11 +222,17 @@ def node_at(store: Mapping, path: str) -> tuple:
         return "array", 2
     if p + v2.group_key in store:
         return "group", 2
-    key = p + v3.array_key
+    kind = _node_type(store, p + v3.array_key)
+    return (None, None) if kind is None else (kind, 3)
+
+
+def _node_type(store: Mapping, key: str) -> str | None:
+    """The node_type of the v3 document at key, None if there is none; MetadataError if the
+    document is not valid."""
     try:
         raw = store[key]
     except KeyError:
-        return None, None
+        return None
     try:
         kind = json.loads(raw).get("node_type")
     except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
@@ -234,4 +240,4 @@ def node_at(store: Mapping, path: str) -> tuple:
     if kind not in ("array", "group"):
         raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
                             f"'array' or 'group', got {kind!r}")
-    return kind, 3
+    return kind

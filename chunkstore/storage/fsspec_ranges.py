@@ -69,16 +69,9 @@ def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
             out[i] = bytes(r)
         return out
     if want:
-        res = store.fs.cat_ranges(
-            [path] * len(want), [starts[i] for i in want], [ends[i] for i in want],
-            on_error="return",
-        )
-        for i, r in zip(want, res):
-            if isinstance(r, BaseException):
-                if isinstance(r, store.missing_exceptions):
-                    raise KeyError(key) from None
-                raise fsspec_io.with_key(r, key, store)
-            out[i] = bytes(r)
+        got = _cat_ranges(store, key, path, [starts[i] for i in want], [ends[i] for i in want])
+        for i, r in zip(want, got):
+            out[i] = r
     return out
 
 
@@ -100,13 +93,21 @@ def _read_fixed(store, key, path, fixed):
     out = [b""] * len(fixed)
     want = [i for i, (o, n) in enumerate(fixed) if n]
     if want:
-        res = store.fs.cat_ranges([path] * len(want), [fixed[i][0] for i in want],
-                                 [fixed[i][0] + fixed[i][1] for i in want],
-                                 on_error="return")
-        for i, r in zip(want, res):
-            if isinstance(r, BaseException):
-                if isinstance(r, store.missing_exceptions):
-                    raise KeyError(key) from None
-                raise fsspec_io.with_key(r, key, store)
-            out[i] = bytes(r)
+        got = _cat_ranges(store, key, path, [fixed[i][0] for i in want],
+                          [fixed[i][0] + fixed[i][1] for i in want])
+        for i, r in zip(want, got):
+            out[i] = r
+    return out
+
+
+def _cat_ranges(store, key, path, starts, ends):
+    """The bytes of each [start, end) of path, in one cat_ranges call: a missing object is a
+    KeyError, any other error names the key."""
+    out = []
+    for r in store.fs.cat_ranges([path] * len(starts), starts, ends, on_error="return"):
+        if isinstance(r, BaseException):
+            if isinstance(r, store.missing_exceptions):
+                raise KeyError(key) from None
+            raise fsspec_io.with_key(r, key, store)
+        out.append(bytes(r))
     return out
