@@ -121,3 +121,24 @@ def test_consolidate_through_the_table_is_read_by_zarr_python(fmt, tmp_path):
     assert kinds["top/sub/x/" + f.array_key] == "array"
     assert kinds["top/sub/" + f.group_key] == "group"
     assert kinds[key] == ("group" if fmt == 3 else None)
+
+
+def test_kind_of_a_v3_document_is_one_read():
+    from chunkstore.metadata.formats import kind_of_document
+
+    class Counting(dict):
+        probes = 0
+
+        def __contains__(self, key):
+            Counting.probes += 1
+            return super().__contains__(key)
+
+        def __getitem__(self, key):
+            Counting.probes += 1
+            return super().__getitem__(key)
+
+    store = Counting()
+    chunkstore.zeros(shape=(2,), store=store, path="a", zarr_format=3)
+    Counting.probes = 0
+    assert kind_of_document(store, "a/zarr.json") == "array"
+    assert Counting.probes == 1  # the document itself, no probe for .zarray/.zgroup
