@@ -9,6 +9,7 @@ import numpy as np
 
 from chunkstore import scheduling
 from chunkstore._core import merge
+from chunkstore._core.batch import Files
 from chunkstore.array_chunks import ChunkIO
 from chunkstore.storage.base import getitems
 from chunkstore.storage.pipelining import prefetch
@@ -31,12 +32,16 @@ class ArrayReader(ChunkIO):
         # Uncompressed chunks that land whole in dest go from the file straight into it.
         read_into = (getattr(self._chunk_store, "read_into", None)
                      if fast is not None and fast.raw else None)
+        files = self._files(fast)
         src = prefetch(self._chunk_store, [keys[i] for i in seq], codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
             if read_into is not None:
                 idx = self._read_into(plan, idx, keys, dest, read_into)
+            if files is not None:
+                self._fast_decode(plan, idx, files(idx, keys), dest, keys)
+                return
             got = getitems(src, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
             todo_i, todo_d = [], []
@@ -44,11 +49,7 @@ class ArrayReader(ChunkIO):
                 k = keys[i]
                 data = got.pop(k, None)  # drop encoded bytes as soon as they are used
                 if data is None:
-                    self._missing(k)
-                    if obj:
-                        dest[plan.selections(i)[1]] = self.fill_value
-                    else:
-                        merge.fill(plan, i, dest, self._fill_item)
+                    self._fill_missing(plan, i, dest, k)
                     continue
                 if fast is not None:
                     todo_i.append(i)
@@ -97,12 +98,34 @@ class ArrayReader(ChunkIO):
                     rest.append(i)
         return rest
 
+    def _files(self, fast):
+        """files(idx, keys): the Files of a batch's chunks, for decode kernels that read them
+        themselves (one GIL-free call a batch: reads scale over threads), where the chunk
+        store is plain files (a directory, shards in one) and the codec has a batch kernel;
+        else None. Worked out once per chunk store and codec (new metadata brings new ones)."""
+        cached = getattr(self, "_files_for", None)
+        if cached is not None and cached[0] is self._chunk_store and cached[1] is self._codec:
+            return cached[2]
+        chunk_files = getattr(self._chunk_store, "chunk_files", None)
+        nbytes = self._codec.nbytes
+        fn = None
+        if (fast is not None and chunk_files is not None and nbytes <= self._codec.SMALL_CHUNK
+                and chunk_files([], 0) is not None):
+            # Larger files than a chunk can plausibly encode to go through the store and codec.
+            maxlen = 2 * nbytes + 2**16
+            fn = lambda idx, keys: chunk_files([keys[i] for i in idx], maxlen)  # noqa: E731
+        self._files_for = (self._chunk_store, self._codec, fn)
+        return fn
+
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
         """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
-        path, chunkstore.codecs.fastpath). A chunk the kernel does not take goes through the
-        codec, which decodes it or raises the proper error for it."""
-        for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
-            self._codec.check_stored(data, keys[i], self._store)
+        path, chunkstore.codecs.fastpath); datas: their bytes, or their Files, which the
+        kernel reads itself. A chunk the kernel does not take (or cannot read) goes through
+        the store and the codec, which decode it or raise the proper error for it."""
+        from_files = isinstance(datas, Files)
+        if not from_files:
+            for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
+                self._codec.check_stored(data, keys[i], self._store)
         scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
         fast = self._codec.fast
         kernel = fast.decode_points if points else fast.decode
@@ -113,30 +136,46 @@ class ArrayReader(ChunkIO):
             if failed < 0:
                 break
             k = pos + failed
-            chunk = self._decode(datas[k], keys[idx[k]], out=scratch)
-            gather(plan, idx[k], chunk, dest)
+            i, key = idx[k], keys[idx[k]]
+            data = getitems(self._chunk_store, [key]).get(key) if from_files else datas[k]
+            if data is None:
+                self._fill_missing(plan, i, dest, key, points)
+            else:
+                if from_files:
+                    self._codec.check_stored(data, key, self._store)
+                gather(plan, i, self._decode(data, key, out=scratch), dest)
             pos = k + 1
         scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
+
+    def _fill_missing(self, plan, i, dest, key, points=False):
+        """A missing chunk: the fill value in its part of dest (or ChunkNotFoundError)."""
+        self._missing(key)
+        if self._is_object:
+            dest[plan.selections(i)[1]] = self.fill_value
+        elif points:
+            merge.fill_points(plan, i, dest, self._fill_item)
+        else:
+            merge.fill(plan, i, dest, self._fill_item)
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan)
 
         fast = getattr(self._codec, "fast", None)
+        files = self._files(fast)
         src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
+            if files is not None:
+                self._fast_decode(plan, idx, files(idx, keys), flat, keys, points=True)
+                return
             got = getitems(src, [keys[g] for g in idx])
             todo_i, todo_d = [], []
             for g in idx:
                 data = got.pop(keys[g], None)
                 if data is None:
-                    self._missing(keys[g])
-                    if self._is_object:
-                        flat[plan.selections(g)[1]] = self.fill_value
-                    else:
-                        merge.fill_points(plan, g, flat, self._fill_item)
+                    self._fill_missing(plan, g, flat, keys[g], points=True)
                     continue
                 if fast is not None:
                     todo_i.append(g)

@@ -30,8 +30,11 @@ from chunkstore import config
 # 4096-chunk read on 2 threads went from 1.64x to 1.77x its 1-thread speed.
 MAX_BATCH = 128
 MAX_BATCH_BYTES = 4 * 2**20
-# Under this many bytes of chunks in all, handing batches to helpers costs more than it saves.
-INLINE_BYTES = 2**20
+# Under this many bytes of chunks in all, handing batches to helpers costs more than it saves:
+# on a 2-core VM, reads of 512 KiB Blosc chunks gained nothing from a helper at 2 MiB (0.94-1.03x,
+# a loss at 1 MiB: 0.77x) and 1.24x at 4 MiB, 1.47x at 8 MiB (asv_bench/tile_threads.py's
+# volume; a helper's hand-off costs two thread wake-ups).
+INLINE_BYTES = 4 * 2**20
 # A thread keeps a scratch buffer of at most this size between operations.
 SCRATCH_KEEP_BYTES = 8 * 2**20
 

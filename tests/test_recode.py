@@ -1,6 +1,8 @@
 """The one recode planner (chunkstore.recode): copy, copy_all and `chunkstore cp` make the same
 copies (compared key by key, bytes equal), and create_kwargs_like plans them."""
 
+import os
+
 import numcodecs
 import numpy as np
 import pytest
@@ -31,16 +33,17 @@ def assert_same_stores(a, b):
 DATA = np.arange(40 * 30, dtype="f8").reshape(40, 30)
 
 
-def v2_source(path):
-    g = cs.group(str(path))
+def v2_source(store):
+    g = cs.group(str(store) if isinstance(store, os.PathLike) else store)
     a = g.create_dataset("a", data=DATA, chunks=(10, 10), compressor=numcodecs.Zstd(level=3),
                          fill_value=-1.5)
     a.attrs.put({"_ARRAY_DIMENSIONS": ["y", "x"], "units": "m"})
     return a
 
 
-def v3_source(path):
-    a = cs.create_array(str(path), name="a", shape=DATA.shape, chunks=(5, 10), shards=(10, 30),
+def v3_source(store):
+    # (a path, or a store object itself: str() of a MemoryStore would make a directory)
+    a = cs.create_array(str(store) if isinstance(store, os.PathLike) else store, name="a", shape=DATA.shape, chunks=(5, 10), shards=(10, 30),
                         dtype="f8", fill_value=-1.5, dimension_names=["y", "x"],
                         compressors=[numcodecs.Zstd(level=3), numcodecs.CRC32C()])
     a[...] = DATA

@@ -175,8 +175,8 @@ class _Census:
 
 
 def _big_array(tmp_path, name="big.zarr"):
-    # 64 chunks of 128 KiB: a whole read is 8 MiB, well over the size where helpers join
-    vol = _volume((4, 256, 256 * 4), seed=3)
+    # 64 chunks of 128 KiB: a whole read is 8 MiB, over the size where helpers join (4 MiB)
+    vol = _volume((8, 512, 1024), seed=3)
     z = cs.open_array(str(tmp_path / name), mode="w", shape=vol.shape, chunks=(1, 128, 512),
                       dtype=vol.dtype, compressor=Blosc(cname="lz4"))
     z[...] = vol
@@ -290,7 +290,7 @@ def test_failed_batches_raise_the_first_in_order_not_in_time():
 
 def _one_shard_array(tmp_path, store=None):
     # one 8 MiB shard of 64 inner chunks of 128 KiB (Blosc: the batch kernels' path)
-    vol = _volume((4, 256, 1024), seed=5)
+    vol = _volume((8, 512, 1024), seed=5)
     z = cs.create_array(store if store is not None else str(tmp_path / "one_shard.zarr"),
                         shape=vol.shape, chunks=(1, 128, 512), shards=vol.shape,
                         dtype=vol.dtype, compressors=Blosc(cname="lz4"))

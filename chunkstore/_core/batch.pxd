@@ -15,10 +15,27 @@ cdef inline char* _data(cnp.ndarray a) noexcept:
     return <char*>cnp.PyArray_DATA(a)
 
 
+cdef class Files:
+    cdef list paths            # bytes: the file of each chunk
+    cdef size_t maxlen         # larger files are not read here (the caller reads them)
+    cdef object ranges         # None, or int64 (n, 2): each chunk's offset and length in
+                               # its file (inner chunks of shards)
+
+
 cdef class _Batch:
     cdef const char** src
     cdef size_t* srclen
     cdef int64_t* ids
+    # From Files: chunk k is read into buf by load(k) just before it is decoded (src[k],
+    # srclen[k] then point into buf), so a whole batch's reads and decodes take one GIL-free
+    # section and one reused buffer instead of a bytes object per chunk.
+    cdef const char** paths
+    cdef int64_t* ranges
+    cdef char* buf
+    cdef size_t cap
+    cdef size_t maxlen
+    cdef int load(self, Py_ssize_t k) noexcept nogil
+    cdef int _load_range(self, Py_ssize_t k) noexcept nogil
 
 
 cdef class _Dests:

@@ -3,7 +3,8 @@
 share around their nogil loops: a batch's encoded chunks and its encoded results as C arrays,
 and the checks of their arguments."""
 
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, free, realloc
+from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
 
 cimport numpy as cnp
@@ -17,16 +18,74 @@ cdef extern from "Python.h":
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 
+import numpy as np
+
 cnp.import_array()
+
+
+cdef extern from "<fcntl.h>" nogil:
+    int open(const char* path, int flags)
+    int O_RDONLY
+    int O_CLOEXEC
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t read(int fd, void* buf, size_t n)
+    ssize_t pread(int fd, void* buf, size_t n, long off)
+    int close(int fd)
+
+cdef extern from "<sys/stat.h>" nogil:
+    cdef struct stat:
+        long st_size
+        unsigned int st_mode
+    int fstat(int fd, stat* st)
+    bint S_ISREG(unsigned int mode)
+
+
+cdef class Files:
+    """The files that hold a batch's encoded chunks (bytes paths, one per chunk, already
+    validated by the store), for the decode kernels to read themselves (see _Batch.load). A
+    file that is absent, unreadable, not a regular file, over maxlen bytes or changing size
+    while read stops the kernel at that chunk, like a chunk that fails to decode: the caller
+    reads that chunk through the store, which reports it properly. Slicing gives the Files
+    of a tail of the batch.
+
+    ranges (inner chunks of shards): an (n, 2) int64 array of each chunk's offset and length
+    in its file; a chunk is then those bytes (fewer there, or a negative offset, stops the
+    kernel at it as above)."""
+
+    def __init__(self, list paths, size_t maxlen, ranges=None):
+        for p in paths:
+            if type(p) is not bytes or b"\0" in p:
+                raise TypeError("Files takes bytes paths without NUL bytes")
+        if ranges is not None:
+            ranges = np.ascontiguousarray(ranges, dtype=np.int64)
+            if ranges.shape != (len(paths), 2):
+                raise ValueError(f"ranges must have shape ({len(paths)}, 2), "
+                                 f"not {ranges.shape}")
+        self.paths = paths
+        self.maxlen = maxlen
+        self.ranges = ranges
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, s):
+        if not isinstance(s, slice):
+            raise TypeError("Files only slices")
+        return Files(self.paths[s], self.maxlen,
+                     None if self.ranges is None else self.ranges[s])
 
 
 cdef class _Batch:
     """A batch's encoded chunks as C arrays for a nogil loop: pointers and lengths of the
     bytes (converted to bytes where needed, and pinned in datas; a None entry, where
-    allowed, gives NULL), and the touched-chunk index of each. Freed with the object."""
+    allowed, gives NULL), and the touched-chunk index of each. datas may also be Files: the
+    chunks are then read one by one into a buffer of the batch by load(k). Freed with the
+    object."""
 
-    def __cinit__(self, idx, list datas, Py_ssize_t nchunks, bint allow_none=False):
+    def __cinit__(self, idx, datas, Py_ssize_t nchunks, bint allow_none=False):
         cdef Py_ssize_t n = len(datas), k, ii
+        cdef Files files = datas if isinstance(datas, Files) else None
         if len(idx) != n:
             raise ValueError("one touched-chunk index per chunk is needed")
         self.src = <const char**>malloc((n + 1) * sizeof(char*))
@@ -34,26 +93,117 @@ cdef class _Batch:
         self.ids = <int64_t*>malloc((n + 1) * sizeof(int64_t))
         if self.src == NULL or self.srclen == NULL or self.ids == NULL:
             raise MemoryError()
+        if files is not None:
+            self.paths = <const char**>malloc((n + 1) * sizeof(char*))
+            if self.paths == NULL:
+                raise MemoryError()
+            self.maxlen = files.maxlen
+            if files.ranges is not None:
+                self.ranges = <int64_t*>cnp.PyArray_DATA(files.ranges)  # pinned by files
         for k in range(n):
-            b = datas[k]
-            if b is None and allow_none:
+            if files is not None:
+                self.paths[k] = <const char*>(<bytes>files.paths[k])  # pinned by files
                 self.src[k] = NULL
                 self.srclen[k] = 0
-            elif not isinstance(b, bytes):
-                b = bytes(b)
-                datas[k] = b          # the caller's list keeps it alive for the nogil loop
-            if b is not None or not allow_none:
-                self.src[k] = <const char*>(<bytes>b)
-                self.srclen[k] = len(<bytes>b)
+            else:
+                b = datas[k]
+                if b is None and allow_none:
+                    self.src[k] = NULL
+                    self.srclen[k] = 0
+                elif not isinstance(b, bytes):
+                    b = bytes(b)
+                    datas[k] = b          # the caller's list keeps it alive for the nogil loop
+                if b is not None or not allow_none:
+                    self.src[k] = <const char*>(<bytes>b)
+                    self.srclen[k] = len(<bytes>b)
             ii = idx[k]
             if ii < 0 or ii >= nchunks:
                 raise IndexError(f"touched-chunk index {ii} out of range")
             self.ids[k] = ii
 
+    cdef int load(self, Py_ssize_t k) noexcept nogil:
+        """Chunk k's bytes: read from its file into buf (batches of Files), or already there.
+        0, or -1 when the file cannot be taken here (see Files)."""
+        if self.paths == NULL:
+            return 0
+        cdef int fd
+        if self.ranges != NULL:
+            return self._load_range(k)
+        fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        while fd < 0 and errno == EINTR:
+            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        if fd < 0:
+            return -1
+        cdef stat st
+        cdef size_t size, got = 0
+        cdef ssize_t r = 0
+        cdef char* nb
+        if fstat(fd, &st) != 0 or not S_ISREG(st.st_mode) or st.st_size < 0 \
+                or <size_t>st.st_size > self.maxlen:
+            close(fd)
+            return -1
+        size = <size_t>st.st_size
+        if size + 1 > self.cap:
+            nb = <char*>realloc(self.buf, size + 1)
+            if nb == NULL:
+                close(fd)
+                return -1
+            self.buf, self.cap = nb, size + 1
+        while got < size + 1:          # one byte more than fstat said: a growing file shows
+            r = read(fd, self.buf + got, size + 1 - got)
+            if r < 0:
+                if errno == EINTR:
+                    continue
+                break
+            if r == 0:
+                break
+            got += r
+            if got == size:            # the common case: no further read call (a short
+                break                  # read of a regular file is its end)
+        close(fd)
+        if r < 0 or got != size:
+            return -1
+        self.src[k] = self.buf
+        self.srclen[k] = size
+        return 0
+
+    cdef int _load_range(self, Py_ssize_t k) noexcept nogil:
+        cdef int64_t off = self.ranges[2 * k], n = self.ranges[2 * k + 1]
+        cdef size_t got = 0
+        cdef ssize_t r
+        cdef char* nb
+        if off < 0 or n < 0 or <size_t>n > self.maxlen:
+            return -1
+        if <size_t>n > self.cap:
+            nb = <char*>realloc(self.buf, <size_t>n)
+            if nb == NULL:
+                return -1
+            self.buf, self.cap = nb, <size_t>n
+        cdef int fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        while fd < 0 and errno == EINTR:
+            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        if fd < 0:
+            return -1
+        while got < <size_t>n:
+            r = pread(fd, self.buf + got, <size_t>n - got, off + got)
+            if r < 0 and errno == EINTR:
+                continue
+            if r <= 0:
+                break
+            got += r
+        close(fd)
+        if got != <size_t>n:
+            return -1
+        self.src[k] = self.buf
+        self.srclen[k] = got
+        return 0
+
     def __dealloc__(self):
         free(self.src)
         free(self.srclen)
         free(self.ids)
+        free(self.paths)
+        free(self.buf)
 
 
 cdef class _Dests:

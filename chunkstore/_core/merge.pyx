@@ -386,7 +386,7 @@ cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
     return off
 
 
-def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
+def blosc_decode_gather(OrthoPlan plan, idx, datas, cnp.ndarray out,
                         cnp.ndarray scratch, size_t validate_addr, size_t decompress_addr):
     """Decompress Blosc chunks and merge them into out, for a whole batch without the GIL.
 
@@ -420,8 +420,9 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     with nogil:
         for k in range(n):
             off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-            if not _blosc_decode(validate, decompress, src[k], srclen[k],
-                                 odata + off if off >= 0 else sdata, expected):
+            if batch.load(k) != 0 or not _blosc_decode(
+                    validate, decompress, src[k], srclen[k],
+                    odata + off if off >= 0 else sdata, expected):
                 failed = k
                 break
             if off < 0:
@@ -429,7 +430,7 @@ def blosc_decode_gather(OrthoPlan plan, idx, list datas, cnp.ndarray out,
     return failed
 
 
-def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out_flat,
+def blosc_decode_gather_points(PointsPlan plan, idx, datas, cnp.ndarray out_flat,
                                cnp.ndarray scratch, size_t validate_addr,
                                size_t decompress_addr):
     """blosc_decode_gather for a coordinate selection: decompress each chunk of the batch into
@@ -453,7 +454,8 @@ def blosc_decode_gather_points(PointsPlan plan, idx, list datas, cnp.ndarray out
     cdef Py_ssize_t failed = -1
     with nogil:
         for k in range(n):
-            if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata, expected):
+            if batch.load(k) != 0 or not _blosc_decode(validate, decompress, src[k],
+                                                        srclen[k], sdata, expected):
                 failed = k
                 break
             _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)

@@ -355,7 +355,7 @@ cdef int _codec_from(tuple spec, Codec* c) except -1:
 
 # ---------------------------------------------------------------- the kernels
 
-def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
+def decode_gather(tuple spec, OrthoPlan plan, idx, datas, cnp.ndarray out,
                   cnp.ndarray scratch):
     """Decode chunks of codec spec and merge them into out, a whole batch without the GIL.
 
@@ -390,8 +390,8 @@ def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
         with nogil:
             for k in range(n):
                 off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-                if not _decode_one(&c, x, src[k], srclen[k],
-                                   odata + off if off >= 0 else sdata, expected):
+                if batch.load(k) != 0 or not _decode_one(
+                        &c, x, src[k], srclen[k], odata + off if off >= 0 else sdata, expected):
                     failed = k
                     break
                 if off < 0:
@@ -401,7 +401,7 @@ def decode_gather(tuple spec, OrthoPlan plan, idx, list datas, cnp.ndarray out,
     return failed
 
 
-def decode_gather_points(tuple spec, PointsPlan plan, idx, list datas, cnp.ndarray out_flat,
+def decode_gather_points(tuple spec, PointsPlan plan, idx, datas, cnp.ndarray out_flat,
                          cnp.ndarray scratch):
     """decode_gather for a coordinate selection: decode each chunk into scratch and copy its
     points into out_flat. Returns -1, or the position of the first chunk not decoded."""
@@ -425,7 +425,8 @@ def decode_gather_points(tuple spec, PointsPlan plan, idx, list datas, cnp.ndarr
     try:
         with nogil:
             for k in range(n):
-                if not _decode_one(&c, x, src[k], srclen[k], sdata, expected):
+                if batch.load(k) != 0 or not _decode_one(&c, x, src[k], srclen[k], sdata,
+                                                         expected):
                     failed = k
                     break
                 _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)

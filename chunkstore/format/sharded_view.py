@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from chunkstore._core.batch import Files
 from chunkstore._core.keys import format_keys
 from chunkstore.codecs import v3 as _v3
 from chunkstore.codecs.sharding import MISSING, ShardingCodec
@@ -431,6 +432,30 @@ class ShardedStoreView(MutableMapping):
             for i in members:
                 k, off, nb = wanted[i]
                 out[k] = bytes(mv[off - moff: off - moff + nb])
+
+    def chunk_files(self, keys: list[str], maxlen: int) -> Files | None:
+        """The inner chunks of keys as chunkstore._core.batch.Files (their shard's file and
+        their byte range in it, from the shard's index), for decode kernels that read them
+        themselves; None unless the store is plain files and the shards are read in ranges.
+        An absent chunk gets offset -1: the kernel stops at it and the reader asks getitems,
+        as it does for a range that came up short (a shard rewritten under a cached index)."""
+        file_paths = getattr(self._store, "file_paths", None)
+        if not self._partial_ok or file_paths is None or file_paths([]) is None:
+            return None
+        slots, skeys = [], []
+        for skey, items in self._group(keys).items():
+            skeys.append(skey)
+            slots.append(items)
+        paths = file_paths(skeys)
+        where = {}
+        for skey, path, items in zip(skeys, paths, slots):
+            index, _ = self._read_index(skey)
+            for k, slot in items:
+                off = MISSING if index is None else int(index[slot, 0])
+                where[k] = (path, (-1, 0) if off == MISSING else (off, int(index[slot, 1])))
+        got = [where[k] for k in keys]
+        return Files([p for p, _ in got], maxlen, np.array([r for _, r in got], dtype=np.int64)
+                     .reshape(len(got), 2))
 
     def __getitem__(self, key: str) -> bytes:
         got = self.getitems([key])

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .._core.batch import Files
 from ._fileio import key_paths, read_files, read_files_into, write_files
 from ..errors import StoreError
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
@@ -232,6 +233,20 @@ class DirectoryStore(BaseStore):
         paths = key_paths(self.path, self._norm(keys))  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
         return {k: v for k, v in zip(keys, read_files(paths)) if v is not None}
+
+    def file_paths(self, keys: list[str]) -> list[bytes] | None:
+        """The file (bytes path) of each key, every key validated, for readers that read the
+        files themselves (a read's decode kernel reads and decodes a batch in one GIL-free
+        call); None where keys are not plainly files (a subclass reading them its own way)."""
+        if type(self).getitems is not DirectoryStore.getitems:
+            return None
+        return key_paths(self.path, self._norm(list(keys)))
+
+    def chunk_files(self, keys: list[str], maxlen: int) -> Files | None:
+        """The keys' files as chunkstore._core.batch.Files (files over maxlen bytes are left
+        to getitems), or None (see file_paths)."""
+        paths = self.file_paths(keys)
+        return None if paths is None else Files(paths, maxlen)
 
     def read_into(self, keys: list[str], buffers: list) -> list[int]:
         """Read each key's file straight into buffers[k] (a writable buffer of any strides,

@@ -1,0 +1,206 @@
+"""Decode kernels that read chunk files themselves (chunkstore._core.batch.Files).
+
+On a plain directory store (and shards in one) a read's batch is read and decoded in one
+GIL-free call: no bytes object per chunk, one GIL hand-off a batch. These tests check that
+the path is taken, that it reads what NumPy reads, and that every chunk it cannot take
+(absent, a directory, too large, corrupt, a range past the end of a shard) goes through the
+store and the codec, which fill it or raise the same error naming the key as before.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from numcodecs import GZip, Zstd
+
+import chunkstore as cs
+from chunkstore._core.batch import Files
+from chunkstore.errors import ChunkNotFoundError
+from chunkstore.storage.directory import DirectoryStore
+
+
+def _vol(shape=(3, 90, 110), seed=0):
+    return np.random.default_rng(seed).integers(0, 1000, size=shape, dtype=np.int32)
+
+
+SELECTIONS = [
+    (1, slice(10, 70), slice(5, 100)),
+    (slice(None), slice(0, 40), slice(0, 40)),
+    (slice(None), slice(None), slice(None)),
+    (2, 33, slice(None)),
+]
+
+
+def _make(tmp_path, kind, vol):
+    path = str(tmp_path / f"{kind}.zarr")
+    if kind == "blosc":
+        z = cs.open_array(path, mode="w", shape=vol.shape, chunks=(1, 32, 32), dtype=vol.dtype)
+    elif kind == "zstd":
+        z = cs.open_array(path, mode="w", shape=vol.shape, chunks=(1, 32, 32), dtype=vol.dtype,
+                          compressor=Zstd(3))
+    elif kind == "gzip":
+        z = cs.open_array(path, mode="w", shape=vol.shape, chunks=(2, 30, 40), dtype=vol.dtype,
+                          compressor=GZip(1))
+    elif kind == "v3zstd":
+        z = cs.create_array(path, shape=vol.shape, chunks=(1, 32, 32), dtype=vol.dtype,
+                            zarr_format=3)
+    else:
+        z = cs.create_array(path, shape=vol.shape, chunks=(1, 16, 16), shards=(1, 64, 64),
+                            dtype=vol.dtype, zarr_format=3)
+    z[...] = vol
+    return cs.open_array(path, mode="r"), path
+
+
+KINDS = ["blosc", "zstd", "gzip", "v3zstd", "sharded"]
+
+
+class _Counter:
+    """Counts the chunk reads that went through the store's getitems (the fallback)."""
+
+    def __init__(self, monkeypatch):
+        self.keys = []
+        orig = DirectoryStore.getitems
+
+        def getitems(store, keys):
+            keys = list(keys)
+            self.keys.extend(keys)
+            return orig(store, keys)
+        # patched on the class: file_paths still sees DirectoryStore.getitems as its own
+        monkeypatch.setattr(DirectoryStore, "getitems", getitems)
+
+    def chunk_reads(self):
+        return [k for k in self.keys if not k.split("/")[-1].startswith((".z", "zarr"))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_reads_equal_numpy_and_take_no_store_reads(tmp_path, kind, threads, monkeypatch):
+    vol = _vol()
+    z, _ = _make(tmp_path, kind, vol)
+    counter = _Counter(monkeypatch)
+    with cs.config.set(threads=threads):
+        for sel in SELECTIONS:
+            np.testing.assert_array_equal(z[sel], vol[sel])
+        np.testing.assert_array_equal(z.vindex[[0, 2, 1], [5, 80, 44], [3, 100, 7]],
+                                      vol[[0, 2, 1], [5, 80, 44], [3, 100, 7]])
+    assert z._files(z._codec.fast) is not None
+    assert counter.chunk_reads() == []
+
+
+def _chunk_file(path, kind, key):
+    return os.path.join(path, *key.split("/"))
+
+
+@pytest.mark.parametrize("kind", ["blosc", "zstd", "v3zstd"])
+def test_missing_chunks_mid_batch_read_the_fill_value(tmp_path, kind):
+    vol = _vol()
+    z, path = _make(tmp_path, kind, vol)
+    keys = [z.layout.chunk_key((1, i, j)) for i, j in [(0, 1), (1, 1), (2, 0)]]
+    for k in keys:
+        os.remove(_chunk_file(path, kind, k))
+    want = vol.copy()
+    want[1, 0:32, 32:64] = 0
+    want[1, 32:64, 32:64] = 0
+    want[1, 64:96, 0:32] = 0
+    for sel in SELECTIONS:
+        np.testing.assert_array_equal(z[sel], want[sel])
+    strict = cs.open_array(path, mode="r", missing_chunks="error")
+    with pytest.raises(ChunkNotFoundError, match=keys[0].replace(".", r"\.")):
+        strict[1]
+
+
+def test_a_directory_where_a_chunk_should_be_reads_as_missing(tmp_path):
+    vol = _vol()
+    z, path = _make(tmp_path, "blosc", vol)
+    f = _chunk_file(path, "blosc", "0.1.1")
+    os.remove(f)
+    os.mkdir(f)
+    want = vol.copy()
+    want[0, 32:64, 32:64] = 0
+    np.testing.assert_array_equal(z[0], want[0])
+
+
+@pytest.mark.parametrize("kind", ["blosc", "zstd", "gzip"])
+def test_a_corrupt_chunk_raises_naming_its_key(tmp_path, kind):
+    vol = _vol()
+    z, path = _make(tmp_path, kind, vol)
+    key = "1.1.1"
+    with open(_chunk_file(path, kind, key), "r+b") as f:
+        f.seek(0)
+        f.write(b"\xff" * 24)
+    with pytest.raises(Exception, match=r"1\.1\.1"):
+        z[...]
+    # the chunks before and after it in the batch were fine, and still read
+    np.testing.assert_array_equal(z[0], vol[0])
+
+
+def test_a_file_larger_than_any_encoding_is_left_to_the_codec(tmp_path):
+    vol = _vol()
+    z, path = _make(tmp_path, "blosc", vol)
+    with open(_chunk_file(path, "blosc", "2.0.0"), "ab") as f:
+        f.write(b"\0" * (2 * z._codec.nbytes + 2**16 + 1))
+    with pytest.raises(Exception, match=r"2\.0\.0"):
+        z[2]
+    np.testing.assert_array_equal(z[1], vol[1])
+
+
+def test_sharded_missing_inner_chunks_and_shards_read_the_fill(tmp_path):
+    vol = _vol()
+    path = str(tmp_path / "s.zarr")
+    z = cs.create_array(path, shape=vol.shape, chunks=(1, 16, 16), shards=(1, 64, 64),
+                        dtype=vol.dtype, zarr_format=3, fill_value=7)
+    z[0] = vol[0]
+    z[1, :20, :20] = vol[1, :20, :20]   # one shard with some inner chunks only
+    r = cs.open_array(path, mode="r")
+    want = np.full(vol.shape, 7, dtype=vol.dtype)
+    want[0] = vol[0]
+    want[1, :20, :20] = vol[1, :20, :20]
+    for sel in SELECTIONS:
+        np.testing.assert_array_equal(r[sel], want[sel])
+
+
+def test_a_truncated_shard_raises_naming_the_shard(tmp_path):
+    vol = _vol()
+    z, path = _make(tmp_path, "sharded", vol)
+    shard = _chunk_file(path, "sharded", "c/1/0/0")
+    size = os.path.getsize(shard)
+    with open(shard, "r+b") as f:   # cut the chunks' bytes, keep the index at the end
+        data = f.read()
+        f.seek(0)
+        f.truncate()
+        f.write(data[:size // 3] + data[-(16 * 16 + 4):])
+    fresh = cs.open_array(path, mode="r")
+    with pytest.raises(Exception, match="c/1/0/0"):
+        fresh[1, :64, :64]
+
+
+def test_a_store_subclass_reading_keys_its_own_way_is_not_bypassed(tmp_path):
+    vol = _vol()
+    _, path = _make(tmp_path, "blosc", vol)
+    seen = []
+
+    class Logging(DirectoryStore):
+        def getitems(self, keys):
+            keys = list(keys)
+            seen.extend(keys)
+            return super().getitems(keys)
+
+    z = cs.open_array(Logging(path), mode="r")
+    assert z._files(z._codec.fast) is None
+    np.testing.assert_array_equal(z[1], vol[1])
+    assert "1.0.0" in seen
+
+
+def test_files_arguments_are_checked():
+    with pytest.raises(TypeError):
+        Files(["a/str/path"], 10)
+    with pytest.raises(TypeError):
+        Files([b"a\0b"], 10)
+    with pytest.raises(ValueError, match="shape"):
+        Files([b"a", b"b"], 10, np.zeros((3, 2), dtype=np.int64))
+    f = Files([b"a", b"b", b"c"], 10, np.arange(6).reshape(3, 2))
+    assert len(f) == 3 and len(f[1:]) == 2
+    with pytest.raises(TypeError):
+        f[0]
