@@ -89,14 +89,16 @@ class SlabJob:
     """P writer processes kept alive between rounds; run() times one round from the first
     writer's start to the last writer's end (CLOCK_MONOTONIC is system-wide)."""
 
-    def __init__(self, root, nproc, aligned, synchronized):
+    def __init__(self, root, nproc, aligned, synchronized, separator="."):
         import multiprocessing as mp
         import os
         ctx = mp.get_context("spawn")
         self.dir = tempfile.mkdtemp(prefix="chunkstore-slabs-", dir=root)
         self.store = os.path.join(self.dir, "a.zarr")
         locks = os.path.join(self.dir, "locks") if synchronized else None
-        cs.zeros((N, N), chunks=(CHUNK, CHUNK), dtype="f4", store=self.store)
+        # separator "/": chunk files in one directory per chunk row (nested keys)
+        cs.zeros((N, N), chunks=(CHUNK, CHUNK), dtype="f4", store=self.store,
+                 dimension_separator=separator)
         barrier = self.barrier = ctx.Barrier(nproc)  # kept: children unpickle it late
         self.conns, self.procs = [], []
         for b in slab_bounds(nproc, aligned):
