@@ -33,7 +33,9 @@ class ArrayReader(ChunkIO):
         read_into = (getattr(self._chunk_store, "read_into", None)
                      if fast is not None and fast.raw else None)
         files = self._files(fast)
-        src = prefetch(self._chunk_store, [keys[i] for i in seq], codec.nbytes)
+        # (local files, read by the kernels: nothing to fetch ahead)
+        src = self._chunk_store if files is not None else prefetch(
+            self._chunk_store, [keys[i] for i in seq], codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -132,7 +134,8 @@ class ArrayReader(ChunkIO):
         gather = merge.gather_points if points else merge.gather
         pos = 0
         while pos < len(idx):
-            failed = kernel(plan, idx[pos:], datas[pos:], dest, scratch)
+            failed = (kernel(plan, idx, datas, dest, scratch) if pos == 0 else
+                      kernel(plan, idx[pos:], datas[pos:], dest, scratch))
             if failed < 0:
                 break
             k = pos + failed
@@ -163,7 +166,8 @@ class ArrayReader(ChunkIO):
 
         fast = getattr(self._codec, "fast", None)
         files = self._files(fast)
-        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+        src = self._chunk_store if files is not None else prefetch(
+            self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -213,9 +217,8 @@ class ArrayReader(ChunkIO):
                 # F-ordered arrays read back F-ordered, as in zarr-python 2.
                 buf = np.empty(sel.plan.sel_shape, dtype=dtype, order=self.order)
             self._read_ortho(sel.plan, buf)
-            # (Ellipsis keeps a 0-d array, not a scalar, when every axis is dropped.)
-            result = buf[tuple(0 if d in sel.drop else slice(None)
-                               for d in range(self.ndim)) + (Ellipsis,)] if sel.drop else buf
+            # (a 0-d array, not a scalar, when every axis is dropped)
+            result = np.squeeze(buf, axis=sel.drop) if sel.drop else buf
             result = _apply_post(result, sel.post)
         else:
             if direct_out and out.flags.c_contiguous:

@@ -120,19 +120,26 @@ def _is_fancy(s):
 def _ints_and_slices(sel, shape, chunks, name):
     """basic_or_fancy for a tuple of one int or slice per dimension (a tile, a plane: the
     common read), in one pass; None for anything else."""
-    specs, drop = [], []
+    specs, drop, rshape = [], [], []
     for dim, s in enumerate(sel):
         t = type(s)
         if t is int:
-            specs.append((SLICE, _check_int(s, dim, shape[dim], name), 1, 1))
+            length = shape[dim]
+            i = s + length if s < 0 else s
+            if not 0 <= i < length:
+                _check_int(s, dim, length, name)  # raises the error naming dimension and bounds
+            specs.append((SLICE, i, 1, 1))
             drop.append(dim)
         elif t is slice:
-            specs.append(_slice_spec(s, shape[dim]))
+            start, stop, step = s.indices(shape[dim])
+            n = (stop - start if stop > start else 0) if step == 1 else \
+                len(range(start, stop, step))
+            specs.append((SLICE, start if n else 0, step if n else 1, n))
+            rshape.append(n)
         else:
             return None
     plan = OrthoPlan(shape, chunks, specs)
-    rshape = tuple(n for d, n in enumerate(plan.sel_shape) if d not in drop)
-    return Selection("ortho", plan, rshape, tuple(drop), None, len(drop) == len(shape))
+    return Selection("ortho", plan, tuple(rshape), tuple(drop), None, len(drop) == len(shape))
 
 
 def basic_or_fancy(selection, shape, chunks, name=""):
@@ -378,6 +385,13 @@ def block(selection, shape, chunks, name=""):
 
 def split_fields(selection):
     """Split structured-dtype field names out of a selection: returns (fields, selection)."""
+    if type(selection) is tuple:
+        for s in selection:  # the common case, ints and slices, in one cheap pass
+            t = type(s)
+            if t is not int and t is not slice:
+                break
+        else:
+            return None, selection
     if isinstance(selection, str):
         return [selection], ()
     if isinstance(selection, list) and selection and all(isinstance(x, str) for x in selection):

@@ -52,8 +52,11 @@ def run(n, work, item_nbytes, groups=None, serial=False):
         return
     by_bytes = max(1, MAX_BATCH_BYTES // max(1, item_nbytes))
     single = max(1, min(MAX_BATCH, by_bytes))
-    threads = 1 if serial else config.get("threads")
-    if threads <= 1 or n < 2 or n * item_nbytes < INLINE_BYTES:
+    if serial or n < 2 or n * item_nbytes < INLINE_BYTES:
+        _inline(n, work, single, groups)
+        return
+    threads = config.get("threads")
+    if threads <= 1:
         _inline(n, work, single, groups)
         return
     helpers = _claim(min(threads - 1, n - 1), threads)

@@ -27,7 +27,7 @@ cdef class OrthoPlan:
     cdef list _keep          # numpy arrays owning the memory the DimPlans point into
     cdef readonly tuple sel_shape
     cdef void unravel(self, Py_ssize_t i, Py_ssize_t* j) noexcept nogil
-    cdef _alloc(self, Py_ssize_t n)
+    cdef int64_t* _alloc(self, Py_ssize_t n) except NULL
     cdef Py_ssize_t _project_slice(self, int d, int64_t dimlen, int64_t L, int64_t start,
                                    int64_t step, int64_t n) except -1
     cdef Py_ssize_t _project_array(self, int d, int64_t dimlen, int64_t L, idx_in) except -1

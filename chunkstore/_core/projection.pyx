@@ -13,6 +13,7 @@ The plans create no Python object per chunk or element; the merge module reads t
 """
 
 from libc.stdlib cimport malloc, free
+from libc.string cimport memset
 from libc.stdint cimport int64_t, uint64_t
 
 import numpy as np
@@ -97,10 +98,11 @@ cdef class OrthoPlan:
     def __dealloc__(self):
         free(self.dims)
 
-    cdef _alloc(self, Py_ssize_t n):
-        a = np.empty(n, dtype=np.int64)
+    cdef int64_t* _alloc(self, Py_ssize_t n) except NULL:
+        """n int64 (at least one) owned by the plan."""
+        a = np.empty(max(n, 1), dtype=np.int64)
         self._keep.append(a)
-        return a
+        return _ptr(a)
 
     cdef Py_ssize_t _project_slice(self, int d, int64_t dimlen, int64_t L, int64_t start,
                                    int64_t step, int64_t n) except -1:
@@ -118,12 +120,12 @@ cdef class OrthoPlan:
         cdef Py_ssize_t cap = 0
         if n > 0:
             cap = min(n, hi // L - lo // L + 1)
-        cid = self._alloc(cap); cnt = self._alloc(cap)
-        lst = self._alloc(cap); ost = self._alloc(cap)
-        fullarr = np.zeros(cap, dtype=np.uint8)
-        self._keep.append(fullarr)
-        p.cid = _ptr(cid); p.cnt = _ptr(cnt); p.lstart = _ptr(lst); p.ostart = _ptr(ost)
-        p.full = <unsigned char*>cnp.PyArray_DATA(fullarr)
+        # One allocation for the dimension's four index arrays and its full-chunk flags (a
+        # tile's plan is built on every read: five allocations a dimension cost more).
+        cdef int64_t* base = self._alloc(4 * cap + (cap + 7) // 8)
+        p.cid = base; p.cnt = base + cap; p.lstart = base + 2 * cap; p.ostart = base + 3 * cap
+        p.full = <unsigned char*>(base + 4 * cap)
+        memset(p.full, 0, cap)
         cdef int64_t i = 0, idx, c, last_i, extent
         cdef Py_ssize_t m = 0
         _ts = _release_if(cap > _NOGIL_MIN)
@@ -162,14 +164,12 @@ cdef class OrthoPlan:
         cdef Py_ssize_t n = idx_arr.shape[0]
         self._keep.append(idx_arr)
         cdef int64_t* idx = _ptr(idx_arr)
-        perm = self._alloc(n)
-        lidx = self._alloc(n)
+        cdef int64_t* pp = self._alloc(n)
+        cdef int64_t* lp = self._alloc(n)
         # Sorting by the index itself groups by chunk and orders local indices, so
         # coverage (distinct count) is one pass; stability keeps duplicates in order.
         keys = idx_arr.view(np.uint64)
         cdef uint64_t* kp = <uint64_t*>cnp.PyArray_DATA(keys)
-        cdef int64_t* pp = _ptr(perm)
-        cdef int64_t* lp = _ptr(lidx)
         cdef Py_ssize_t k, m = 0, distinct = 0
         cdef int64_t c, prevc = -1, v, prevv = -1, extent
         for k in range(n):
@@ -184,12 +184,11 @@ cdef class OrthoPlan:
                 m += 1
                 prevc = c
         _restore(_ts)
-        cid = self._alloc(m); cnt = self._alloc(m); ptr = self._alloc(m + 1)
-        fullarr = np.zeros(m, dtype=np.uint8)
-        self._keep.append(fullarr)
-        p.cid = _ptr(cid); p.cnt = _ptr(cnt); p.ptr = _ptr(ptr)
+        cdef int64_t* base = self._alloc(3 * m + 1 + (m + 7) // 8)
+        p.cid = base; p.cnt = base + m; p.ptr = base + 2 * m
         p.lidx = lp; p.oidx = pp
-        p.full = <unsigned char*>cnp.PyArray_DATA(fullarr)
+        p.full = <unsigned char*>(base + 3 * m + 1)
+        memset(p.full, 0, m)
         cdef Py_ssize_t j = -1
         prevc = -1
         _ts = _release_if(n > _NOGIL_MIN)
