@@ -204,3 +204,36 @@ def test_files_arguments_are_checked():
     assert len(f) == 3 and len(f[1:]) == 2
     with pytest.raises(TypeError):
         f[0]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_f_order_nested_and_normalized_stores_read_through_files(tmp_path, order, monkeypatch):
+    vol = _vol()
+    nested = cs.NestedDirectoryStore(str(tmp_path / "nested.zarr"))
+    z1 = cs.open_array(nested, mode="w", shape=vol.shape, chunks=(1, 32, 32), dtype=vol.dtype,
+                       order=order)
+    z1[...] = vol
+    lower = DirectoryStore(str(tmp_path / "lower.zarr"), normalize_keys=True)
+    z2 = cs.open_array(lower, mode="w", shape=vol.shape, chunks=(2, 32, 32), dtype=vol.dtype,
+                       order=order)
+    z2[...] = vol
+    counter = _Counter(monkeypatch)
+    for z in (z1, z2):
+        for sel in SELECTIONS:
+            got = z[sel]
+            np.testing.assert_array_equal(got, vol[sel])
+        out = np.empty((60, 95), dtype=vol.dtype)
+        z.get_basic_selection((1, slice(10, 70), slice(5, 100)), out=out)
+        np.testing.assert_array_equal(out, vol[1, 10:70, 5:100])
+    assert counter.chunk_reads() == []
+
+
+def test_a_chunk_rewritten_between_reads_is_read_anew(tmp_path):
+    # no cache of file contents: the next read sees the replaced chunk
+    vol = _vol()
+    r, path = _make(tmp_path, "blosc", vol)
+    np.testing.assert_array_equal(r[0], vol[0])
+    cs.open_array(path, mode="r+")[0, :32, :32] = -1
+    want = vol[0].copy()
+    want[:32, :32] = -1
+    np.testing.assert_array_equal(r[0], want)
