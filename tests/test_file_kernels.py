@@ -264,3 +264,19 @@ def test_a_shard_rewritten_under_a_cached_index_reads_the_new_data(tmp_path, poi
     else:
         np.testing.assert_array_equal(r[...], vol2)
 
+
+def test_a_store_subclass_with_its_own_range_reads_is_not_bypassed(tmp_path):
+    vol = _vol()
+    _, path = _make(tmp_path, "sharded", vol)
+    seen = []
+
+    class Logging(DirectoryStore):
+        def get_partial(self, key, ranges):
+            ranges = list(ranges)
+            seen.append((key, ranges))
+            return super().get_partial(key, ranges)
+
+    z = cs.open_array(Logging(path), mode="r")
+    assert z._files(z._codec.fast) is None
+    np.testing.assert_array_equal(z[1, :64, :64], vol[1, :64, :64])
+    assert any(rg[0][0] >= 0 and rg[0][1] is not None for _, rg in seen)   # chunk ranges
