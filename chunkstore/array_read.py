@@ -42,7 +42,7 @@ class ArrayReader(ChunkIO):
             if read_into is not None:
                 idx = self._read_into(plan, idx, keys, dest, read_into)
             if files is not None:
-                self._fast_decode(plan, idx, files(idx, keys), dest, keys)
+                self._fast_decode(plan, idx, files(idx, keys), dest, keys, files=files)
                 return
             got = getitems(src, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
@@ -119,11 +119,13 @@ class ArrayReader(ChunkIO):
         self._files_for = (self._chunk_store, self._codec, fn)
         return fn
 
-    def _fast_decode(self, plan, idx, datas, dest, keys, points=False):
+    def _fast_decode(self, plan, idx, datas, dest, keys, points=False, files=None):
         """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
         path, chunkstore.codecs.fastpath); datas: their bytes, or their Files, which the
         kernel reads itself. A chunk the kernel does not take (or cannot read) goes through
-        the store and the codec, which decode it or raise the proper error for it."""
+        the store and the codec, which decode it or raise the proper error for it. files:
+        the function that made datas (see _files), to make them anew when the store re-read a
+        shard's index meanwhile."""
         from_files = isinstance(datas, Files)
         if not from_files:
             for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
@@ -132,7 +134,8 @@ class ArrayReader(ChunkIO):
         fast = self._codec.fast
         kernel = fast.decode_points if points else fast.decode
         gather = merge.gather_points if points else merge.gather
-        pos = 0
+        pos = restarts = 0
+        got = None  # a batch of shards' inner chunks through getitems (see below)
         while pos < len(idx):
             failed = (kernel(plan, idx, datas, dest, scratch) if pos == 0 else
                       kernel(plan, idx[pos:], datas[pos:], dest, scratch))
@@ -140,7 +143,24 @@ class ArrayReader(ChunkIO):
                 break
             k = pos + failed
             i, key = idx[k], keys[idx[k]]
-            data = getitems(self._chunk_store, [key]).get(key) if from_files else datas[k]
+            if not from_files:
+                data = datas[k]
+            elif files is not None and datas.ranges is not None and datas.ranges[k, 0] >= 0:
+                if got is None:
+                    # The whole batch through getitems, as before the file kernels: a range
+                    # past a shard's end makes it re-read that shard's index and every chunk
+                    # of the shard with it (a shard rewritten under a cached index). The
+                    # kernel read the batch's other chunks at the ranges it had, those
+                    # already merged included: when the ranges changed, redo the batch.
+                    got = getitems(self._chunk_store, [keys[j] for j in idx])
+                    fresh = files(idx, keys)
+                    if restarts < 2 and not np.array_equal(fresh.ranges, datas.ranges):
+                        datas, pos, got = fresh, 0, None
+                        restarts += 1
+                        continue
+                data = got.get(key)
+            else:
+                data = getitems(self._chunk_store, [key]).get(key)
             if data is None:
                 self._fill_missing(plan, i, dest, key, points)
             else:
@@ -172,7 +192,8 @@ class ArrayReader(ChunkIO):
         def work(lo, hi):
             idx = seq[lo:hi]
             if files is not None:
-                self._fast_decode(plan, idx, files(idx, keys), flat, keys, points=True)
+                self._fast_decode(plan, idx, files(idx, keys), flat, keys, points=True,
+                                  files=files)
                 return
             got = getitems(src, [keys[g] for g in idx])
             todo_i, todo_d = [], []

@@ -18,7 +18,7 @@ cdef inline char* _data(cnp.ndarray a) noexcept:
 cdef class Files:
     cdef list paths            # bytes: the file of each chunk
     cdef size_t maxlen         # larger files are not read here (the caller reads them)
-    cdef object ranges         # None, or int64 (n, 2): each chunk's offset and length in
+    cdef readonly object ranges  # None, or int64 (n, 2): each chunk's offset and length in
                                # its file (inner chunks of shards)
 
 

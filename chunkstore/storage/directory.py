@@ -237,8 +237,12 @@ class DirectoryStore(BaseStore):
     def file_paths(self, keys: list[str]) -> list[bytes] | None:
         """The file (bytes path) of each key, every key validated, for readers that read the
         files themselves (a read's decode kernel reads and decodes a batch in one GIL-free
-        call); None where keys are not plainly files (a subclass reading them its own way)."""
-        if type(self).getitems is not DirectoryStore.getitems:
+        call); None where keys are not plainly files (a subclass reading them its own way:
+        getitems for chunks, get_partial or _path for the ranges of shards)."""
+        cls = type(self)
+        if (cls.getitems is not DirectoryStore.getitems
+                or cls.get_partial is not DirectoryStore.get_partial
+                or cls._path is not DirectoryStore._path):
             return None
         return key_paths(self.path, self._norm(list(keys)))
 
