@@ -280,3 +280,31 @@ def test_a_store_subclass_with_its_own_range_reads_is_not_bypassed(tmp_path):
     assert z._files(z._codec.fast) is None
     np.testing.assert_array_equal(z[1, :64, :64], vol[1, :64, :64])
     assert any(rg[0][0] >= 0 and rg[0][1] is not None for _, rg in seen)   # chunk ranges
+
+
+@pytest.mark.parametrize("kind", ["blosc", "sharded"])
+@pytest.mark.parametrize("how", ["getitem", "store"])
+def test_a_fifo_where_a_chunk_should_be_raises_instead_of_blocking(tmp_path, kind, how):
+    import threading
+    vol = _vol()
+    z, path = _make(tmp_path, kind, vol)
+    key = "1.1.1" if kind == "blosc" else "c/1/0/0"
+    f = _chunk_file(path, kind, key)
+    os.remove(f)
+    os.mkfifo(f)
+    result = {}
+
+    def read():
+        try:
+            if how == "getitem":
+                z[1]
+            else:
+                DirectoryStore(path)[key]
+        except BaseException as e:  # noqa: BLE001 - reported below
+            result["error"] = e
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "the read blocked on the FIFO"
+    assert isinstance(result.get("error"), OSError)
+    assert os.path.basename(f) in str(result["error"])

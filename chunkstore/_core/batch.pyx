@@ -27,6 +27,7 @@ cdef extern from "<fcntl.h>" nogil:
     int open(const char* path, int flags)
     int O_RDONLY
     int O_CLOEXEC
+    int O_NONBLOCK
 
 cdef extern from "<unistd.h>" nogil:
     ssize_t read(int fd, void* buf, size_t n)
@@ -54,11 +55,12 @@ cdef class Files:
     kernel at it as above)."""
 
     def __init__(self, list paths, size_t maxlen, ranges=None):
+        paths = list(paths)  # (a copy: the kernels trust its length and types)
         for p in paths:
             if type(p) is not bytes or b"\0" in p:
                 raise TypeError("Files takes bytes paths without NUL bytes")
         if ranges is not None:
-            ranges = np.ascontiguousarray(ranges, dtype=np.int64)
+            ranges = np.array(ranges, dtype=np.int64, order="C")  # (a copy, as paths)
             if ranges.shape != (len(paths), 2):
                 raise ValueError(f"ranges must have shape ({len(paths)}, 2), "
                                  f"not {ranges.shape}")
@@ -129,9 +131,9 @@ cdef class _Batch:
         cdef int fd
         if self.ranges != NULL:
             return self._load_range(k)
-        fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         while fd < 0 and errno == EINTR:
-            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0:
             return -1
         cdef stat st
@@ -179,9 +181,9 @@ cdef class _Batch:
             if nb == NULL:
                 return -1
             self.buf, self.cap = nb, <size_t>n
-        cdef int fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+        cdef int fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         while fd < 0 and errno == EINTR:
-            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC)
+            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0:
             return -1
         while got < <size_t>n:

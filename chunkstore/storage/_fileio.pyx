@@ -31,6 +31,7 @@ cdef extern from "<fcntl.h>" nogil:
     int O_CREAT
     int O_EXCL
     int O_CLOEXEC
+    int O_NONBLOCK
 
 cdef extern from "<unistd.h>" nogil:
     ssize_t read(int fd, void* buf, size_t n)
@@ -47,10 +48,16 @@ cdef extern from "<sys/stat.h>" nogil:
     int lstat(const char* path, stat* st)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
+    bint S_ISFIFO(unsigned int mode)
+    bint S_ISSOCK(unsigned int mode)
 
 cdef extern from "<stdio.h>" nogil:
     int rename(const char* old, const char* new)
 
+
+# Reads open without blocking: a FIFO where a chunk file should be would otherwise block the
+# open until some process writes to it (O_NONBLOCK changes nothing for regular files).
+cdef int _READ_FLAGS = O_RDONLY | O_CLOEXEC | O_NONBLOCK
 
 # The system calls below retried on EINTR, as Python's own os functions do (PEP 475): a
 # signal during an open on a FUSE or NFS mount must not fail the read or write.
@@ -140,6 +147,7 @@ cdef const char* _c_path(bytes path) except NULL:
         raise ValueError(f"embedded null byte in path {path!r}")
     return c
 
+import errno as errno_mod
 import os
 
 from chunkstore.storage.base import validate_key
@@ -187,7 +195,7 @@ def read_files(list paths):
             g1 = min(n, g0 + _OPEN_GROUP)
             with nogil:
                 for i in range(g0, g1):
-                    fds[i] = _open_retry(cpaths[i], O_RDONLY | O_CLOEXEC, 0)
+                    fds[i] = _open_retry(cpaths[i], _READ_FLAGS, 0)
                     if fds[i] < 0:
                         errs[i] = errno
                     elif _fstat_retry(fds[i], &st) != 0:
@@ -196,6 +204,8 @@ def read_files(list paths):
                         sizes[i] = st.st_size
                     elif S_ISDIR(st.st_mode):
                         errs[i] = ENOENT
+                    elif S_ISFIFO(st.st_mode) or S_ISSOCK(st.st_mode):
+                        errs[i] = -2              # never a chunk: refused below
             for i in range(g0, g1):
                 bufs[i] = NULL
                 if sizes[i] >= 0:
@@ -230,6 +240,10 @@ def read_files(list paths):
             e = errs[i]
             if e == ENOENT or e == ENOTDIR:
                 out[i] = None
+            elif e == -2:
+                out[i] = None
+                raise OSError(errno_mod.EINVAL, "not a regular file (a FIFO or socket)",
+                              os.fsdecode(paths[i]))
             elif e == -1 or (e == 0 and sizes[i] < 0):
                 try:                               # growing, shrinking or not a regular file
                     with open_py(paths[i]) as f:
@@ -509,7 +523,7 @@ def read_files_into(list paths, list buffers):
             for k in range(n):
                 errs[k] = 0
                 status[k] = 0
-                fd = _open_retry(cpaths[k], O_RDONLY | O_CLOEXEC, 0)
+                fd = _open_retry(cpaths[k], _READ_FLAGS, 0)
                 if fd < 0:
                     errs[k] = errno
                     continue
@@ -574,7 +588,7 @@ def read_ranges(path, list ranges):
             bufs[i] = PyBytes_AS_STRING(b)
         b = None
         with nogil:
-            fd = _open_retry(cpath, O_RDONLY | O_CLOEXEC, 0)
+            fd = _open_retry(cpath, _READ_FLAGS, 0)
             if fd < 0:
                 err = errno
             else:

@@ -33,11 +33,29 @@ def is_temp_name(name: str) -> bool:
     return name.endswith(_TEMP_SUFFIX) and _TEMP_RE.match(name) is not None
 
 
+def _open_fd(path: str) -> tuple[int, os.stat_result]:
+    """A descriptor for reading path, and its stat. Opened without blocking (a FIFO where a
+    file should be would block the open until some process writes to it; regular files are
+    not affected); a directory raises IsADirectoryError, a FIFO or socket OSError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+                 | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO or socket)", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def _read_file(path: str) -> bytes:
     """A whole file in 4 system calls (open, fstat, read, close); buffered open() takes ~7."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    fd, st = _open_fd(path)
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         data = os.read(fd, size + 1)  # one byte more than expected detects growth
         if len(data) <= size:
             return data
@@ -270,12 +288,12 @@ class DirectoryStore(BaseStore):
                 raise KeyError(key)
             return out
         try:
-            f = open(path, "rb")
+            fd, st = _open_fd(path)
         except _MISSING:
             raise KeyError(key) from None
         out = []
-        with f:
-            size = os.fstat(f.fileno()).st_size
+        with os.fdopen(fd, "rb") as f:
+            size = st.st_size
             for off, length in ranges:
                 if length is not None and length < 0:
                     raise ValueError(f"negative length {length} in byte range")
