@@ -5,8 +5,8 @@ round, with the page cache's dirty data written out (os.sync) before every write
 compare.py reports the minimum of a few runs of one library after another, which on a disk
 whose write-back stalls come and go says more about the stalls than about the libraries: the
 same code swung 0.19x-1.09x there (README "What atomic writes cost"). Here each round writes
-the same 4096x4096 float32 array (Blosc lz4, byte shuffle, as compare.py) into a fresh
-array with each library in turn, the order swapped every round, and the median and minimum
+the same 4096x4096 float32 array (Blosc lz4, byte shuffle, as compare.py) into a new
+directory with each library in turn (all removed at the end), the order swapped every round, and the median and minimum
 are reported. tensorstore runs with file_io_sync false (chunkstore does not fsync either);
 both replace chunks atomically (temporary file + rename).
 
@@ -73,8 +73,11 @@ def main(argv=None) -> int:
         names = list(WRITERS)
         for r in range(args.rounds):
             for name in (names if r % 2 == 0 else names[::-1]):
-                path = os.path.join(root, f"{name}{r % 2}.zarr")
-                shutil.rmtree(path, ignore_errors=True)
+                # A new directory every round, nothing deleted until the end: deleting
+                # thousands of files slows the next creations on some filesystems (ext4
+                # without a journal scans for recently freed inodes), whichever library
+                # writes next.
+                path = os.path.join(root, f"{name}{r}.zarr")
                 os.sync()
                 times[name].append(WRITERS[name](path, data, args.chunk))
     finally:
