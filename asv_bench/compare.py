@@ -37,6 +37,7 @@ if HERE not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks import importable  # noqa: E402
 from benchmarks.bench_core import (compressor, expected_after_writes, make_data,  # noqa: E402
                                    make_selections, window_write_values)
 
@@ -170,15 +171,7 @@ ADAPTERS = {"chunkstore": ChunkstoreAdapter, "zarr": ZarrAdapter,
 
 
 def available_libs(wanted):
-    libs = []
-    for lib in wanted:
-        try:
-            __import__(lib)
-        except ImportError as e:
-            print(f"[compare] skipping {lib}: not installed ({e})", file=sys.stderr)
-            continue
-        libs.append(lib)
-    return libs
+    return importable(wanted, "compare")
 
 
 # ---------------------------------------------------------------------------- timing

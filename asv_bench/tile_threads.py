@@ -35,22 +35,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from benchmarks import importable  # noqa: E402
 from benchmarks.bench_tiles import (CASES, OPENERS, make_tiles, make_volume,  # noqa: E402
                                     read_tiles, verify, write_case)
 
 LIBS = ("chunkstore", "tensorstore", "zarr")
-
-
-def available(libs):
-    out = []
-    for lib in libs:
-        try:
-            __import__(lib)
-        except ImportError as e:
-            print(f"[tile_threads] skipping {lib}: {e}", file=sys.stderr)
-            continue
-        out.append(lib)
-    return out
 
 
 def case_path(root, case, vol):
@@ -114,7 +103,7 @@ def main(argv=None):
                                   "default: a temporary directory, removed at the end")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
-    libs = available(args.libs)
+    libs = importable(args.libs, "tile_threads")
     root = args.data or tempfile.mkdtemp(prefix="chunkstore-tiles-")
     os.makedirs(root, exist_ok=True)
     try:

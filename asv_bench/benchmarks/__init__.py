@@ -22,3 +22,17 @@ except ImportError:  # pragma: no cover - depends on how the venv was set up
         sys.path.insert(0, _root)
         for _m in [m for m in sys.modules if m == "chunkstore" or m.startswith("chunkstore.")]:
             del sys.modules[_m]
+
+
+def importable(libs, tag):
+    """The libraries of libs that import here; the others are named on stderr as skipped
+    (the comparison scripts run with whichever peers are installed)."""
+    out = []
+    for lib in libs:
+        try:
+            __import__(lib)
+        except ImportError as e:
+            print(f"[{tag}] skipping {lib}: not installed ({e})", file=sys.stderr)
+            continue
+        out.append(lib)
+    return out
