@@ -40,7 +40,7 @@ class ChunkIO:
         self._refresh()  # the current grid: another handle may have resized the array
         return self._layout.stored_chunks()
 
-    def _schedule(self, plan, keys=None):
+    def _schedule(self, plan, keys=None, inline_bytes=scheduling.INLINE_BYTES):
         """(keys, order, groups): the touched chunks' keys, the order to process them in, and
         where shard groups start in that order (None when unsharded).
 
@@ -51,7 +51,7 @@ class ChunkIO:
             keys = self._chunk_keys(coords)
         per = self._layout.chunks_per_shard
         if (per is None or len(keys) < 2
-                or scheduling.one_batch(len(keys), self._codec.nbytes)):
+                or scheduling.one_batch(len(keys), self._codec.nbytes, inline_bytes)):
             return keys, range(len(keys)), None  # (in one batch the order does not matter)
         per = np.array(per, dtype=np.int64)
         sid = coords // per
@@ -71,17 +71,20 @@ class ChunkIO:
             return groups
         return None
 
-    def _run(self, n, work, groups=None):
+    def _run(self, n, work, groups=None, inline_bytes=scheduling.INLINE_BYTES):
         """Run work(lo, hi) over [0, n) in batches (see chunkstore.scheduling). With groups
-        (sorted start positions), batch ends are moved to group boundaries."""
-        scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object)
+        (sorted start positions), batch ends are moved to group boundaries. inline_bytes:
+        the same as given to _schedule."""
+        scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object,
+                       inline_bytes=inline_bytes)
 
-    def _run_io(self, n, work, groups, src, sink=None, flush=True):
+    def _run_io(self, n, work, groups, src, sink=None, flush=True,
+                inline_bytes=scheduling.INLINE_BYTES):
         """_run, then the requests a prefetching src or write-behind sink still holds are
         dropped (after an error) or waited for (writes; flush=False leaves them in flight
         for the caller to wait for)."""
         try:
-            self._run(n, work, groups)
+            self._run(n, work, groups, inline_bytes)
         except BaseException:
             if sink is not None:  # no write may land after the call returned
                 with contextlib.suppress(Exception):

@@ -14,6 +14,9 @@ from chunkstore.array_chunks import ChunkIO
 from chunkstore.storage.base import getitems
 from chunkstore.storage.pipelining import prefetch
 
+# Reads do less work per chunk than writes: helpers join only larger ones (see scheduling).
+_INLINE = scheduling.READ_INLINE_BYTES
+
 
 class ArrayReader(ChunkIO):
     """The read path of an Array (a mixin): ``_get(selection)``."""
@@ -23,7 +26,7 @@ class ArrayReader(ChunkIO):
         n = plan.nchunks
         if n == 0:
             return
-        keys, seq, groups = self._schedule(plan)
+        keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
         chunks, order, codec = self._chunks, self.order, self._codec
         direct = not self._is_object and not codec.filters
         obj = self._is_object
@@ -77,7 +80,7 @@ class ArrayReader(ChunkIO):
                 scheduling.give_scratch(buf)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
-        self._run_io(n, work, self._read_groups(groups), src)
+        self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
     def _read_into(self, plan, idx, keys, dest, read_into):
         """Read the chunks of idx that the selection takes whole straight from their files
@@ -182,7 +185,7 @@ class ArrayReader(ChunkIO):
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
-        keys, seq, groups = self._schedule(plan)
+        keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
 
         fast = getattr(self._codec, "fast", None)
         files = self._files(fast)
@@ -214,7 +217,7 @@ class ArrayReader(ChunkIO):
                     merge.gather_points(plan, g, chunk, flat)
             if todo_i:
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
-        self._run_io(n, work, self._read_groups(groups), src)
+        self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
     def _get(self, sel, out=None, fields=None):
         self._refresh()

@@ -30,11 +30,14 @@ from chunkstore import config
 # 4096-chunk read on 2 threads went from 1.64x to 1.77x its 1-thread speed.
 MAX_BATCH = 128
 MAX_BATCH_BYTES = 4 * 2**20
-# Under this many bytes of chunks in all, handing batches to helpers costs more than it saves:
-# on a 2-core VM, reads of 512 KiB Blosc chunks gained nothing from a helper at 2 MiB (0.94-1.03x,
-# a loss at 1 MiB: 0.77x) and 1.24x at 4 MiB, 1.47x at 8 MiB (asv_bench/tile_threads.py's
-# volume; a helper's hand-off costs two thread wake-ups).
-INLINE_BYTES = 4 * 2**20
+# Under this many bytes of chunks in all, handing batches to helpers costs more than it saves
+# (a helper's hand-off costs two thread wake-ups). Writes do more per chunk (encode, often a
+# decode first), so helpers pay off sooner: 20 window writes over 1 MiB chunks on 2 cores took
+# 33 ms with helpers from 1 MiB, 41 ms from 4 MiB. Reads of 512 KiB Blosc chunks gained nothing
+# from a helper at 2 MiB (0.94-1.03x, a loss at 1 MiB: 0.77x) and 1.24x at 4 MiB, 1.47x at
+# 8 MiB (asv_bench/tile_threads.py's volume).
+INLINE_BYTES = 2**20
+READ_INLINE_BYTES = 4 * 2**20
 # A thread keeps a scratch buffer of at most this size between operations.
 SCRATCH_KEEP_BYTES = 8 * 2**20
 
@@ -43,16 +46,18 @@ _busy = 0  # threads now working on multi-batch operations: callers and their he
 _local = threading.local()
 
 
-def run(n, work, item_nbytes, groups=None, serial=False):
+def run(n, work, item_nbytes, groups=None, serial=False, inline_bytes=INLINE_BYTES):
     """Call work(lo, hi) over [0, n) in batches, in this thread and, when they are idle, on
     the pool's threads. groups: sorted start positions of groups that a batch must not split
-    (its end moves to a group boundary). serial: this thread only. Raises the error of the
-    first failed batch (in order), after every batch that started has finished."""
+    (its end moves to a group boundary). serial: this thread only. inline_bytes: below this
+    many bytes of chunks in all, everything runs in this thread (pass the same to one_batch).
+    Raises the error of the first failed batch (in order), after every batch that started
+    has finished."""
     if n == 0:
         return
     by_bytes = max(1, MAX_BATCH_BYTES // max(1, item_nbytes))
     single = max(1, min(MAX_BATCH, by_bytes))
-    if serial or n < 2 or n * item_nbytes < INLINE_BYTES:
+    if serial or n < 2 or n * item_nbytes < inline_bytes:
         _inline(n, work, single, groups)
         return
     threads = config.get("threads")
@@ -91,10 +96,11 @@ def _inline(n, work, single, groups):
         work(lo, hi)
 
 
-def one_batch(n, item_nbytes):
-    """Does run() do n chunks of item_nbytes each in one call of work?"""
+def one_batch(n, item_nbytes, inline_bytes=INLINE_BYTES):
+    """Does run() (given the same inline_bytes) do n chunks of item_nbytes each in one call
+    of work?"""
     single = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // max(1, item_nbytes)))
-    return n <= single and (n < 2 or n * item_nbytes < INLINE_BYTES
+    return n <= single and (n < 2 or n * item_nbytes < inline_bytes
                             or config.get("threads") <= 1)
 
 

@@ -288,6 +288,43 @@ def test_failed_batches_raise_the_first_in_order_not_in_time():
             scheduling.run(2, work, 2**30)
 
 
+@pytest.mark.parametrize("inline", [scheduling.INLINE_BYTES, scheduling.READ_INLINE_BYTES])
+def test_one_batch_says_exactly_when_run_makes_one_call(threads, inline):
+    # A write keeps a shard's inner chunks in one batch only when one_batch says the run is
+    # split: the two must agree for the threshold a path passes to both (else two batches
+    # could rewrite one shard at once).
+    threads(2)
+    for nbytes in (2**10, 2**17, 2**19, 2**20, 3 * 2**20):
+        for n in (1, 2, 3, 4, 7, 8, 9, 33, 200):
+            calls = []
+            scheduling.run(n, lambda lo, hi: calls.append((lo, hi)), nbytes,
+                           inline_bytes=inline)
+            assert scheduling.one_batch(n, nbytes, inline) == (len(calls) == 1), (n, nbytes)
+
+
+def test_reads_take_helpers_only_from_a_larger_size_than_writes(tmp_path, threads,
+                                                                 monkeypatch):
+    # 16 chunks of 128 KiB (2 MiB): a write of them takes a helper, a read does not
+    vol = _volume((8, 512, 1024), seed=4)
+    z = cs.open_array(str(tmp_path / "w.zarr"), mode="w", shape=vol.shape,
+                      chunks=(1, 128, 512), dtype=vol.dtype, compressor=Blosc(cname="lz4"))
+    z[...] = vol
+    threads(2)
+    seen = set()
+    real = scheduling._claim
+
+    def claim(want, n):
+        got = real(want, n)
+        seen.add(got)
+        return got
+    monkeypatch.setattr(scheduling, "_claim", claim)
+    np.testing.assert_array_equal(z[:2], vol[:2])
+    assert seen == set()            # read inline: no helper asked for
+    z[:2] = vol[:2] + 1
+    assert seen                      # the write asked for one
+    np.testing.assert_array_equal(z[:2], vol[:2] + 1)
+
+
 def _one_shard_array(tmp_path, store=None):
     # one 8 MiB shard of 64 inner chunks of 128 KiB (Blosc: the batch kernels' path)
     vol = _volume((8, 512, 1024), seed=5)
