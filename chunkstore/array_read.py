@@ -35,10 +35,7 @@ class ArrayReader(ChunkIO):
         # Uncompressed chunks that land whole in dest go from the file straight into it.
         read_into = (getattr(self._chunk_store, "read_into", None)
                      if fast is not None and fast.raw else None)
-        files = self._files(fast)
-        # (local files, read by the kernels: nothing to fetch ahead)
-        src = self._chunk_store if files is not None else prefetch(
-            self._chunk_store, [keys[i] for i in seq], codec.nbytes)
+        files, src = self._sources(fast, keys, seq)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -102,6 +99,14 @@ class ArrayReader(ChunkIO):
                 if status != 0:
                     rest.append(i)
         return rest
+
+    def _sources(self, fast, keys, seq):
+        """(files, src): the kernels' Files maker (see _files), or None and the mapping to
+        fetch chunks from (prefetching the touched keys in order where the store can)."""
+        files = self._files(fast)
+        if files is not None:  # local files, read by the kernels: nothing to fetch ahead
+            return files, self._chunk_store
+        return None, prefetch(self._chunk_store, [keys[i] for i in seq], self._codec.nbytes)
 
     def _files(self, fast):
         """files(idx, keys): the Files of a batch's chunks, for decode kernels that read them
@@ -188,9 +193,7 @@ class ArrayReader(ChunkIO):
         keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
 
         fast = getattr(self._codec, "fast", None)
-        files = self._files(fast)
-        src = self._chunk_store if files is not None else prefetch(
-            self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+        files, src = self._sources(fast, keys, seq)
 
         def work(lo, hi):
             idx = seq[lo:hi]

@@ -124,18 +124,12 @@ def _ints_and_slices(sel, shape, chunks, name):
     for dim, s in enumerate(sel):
         t = type(s)
         if t is int:
-            length = shape[dim]
-            i = s + length if s < 0 else s
-            if not 0 <= i < length:
-                _check_int(s, dim, length, name)  # raises the error naming dimension and bounds
-            specs.append((SLICE, i, 1, 1))
+            specs.append((SLICE, _check_int(s, dim, shape[dim], name), 1, 1))
             drop.append(dim)
         elif t is slice:
-            start, stop, step = s.indices(shape[dim])
-            n = (stop - start if stop > start else 0) if step == 1 else \
-                len(range(start, stop, step))
-            specs.append((SLICE, start if n else 0, step if n else 1, n))
-            rshape.append(n)
+            spec = _slice_spec(s, shape[dim])
+            specs.append(spec)
+            rshape.append(spec[3])
         else:
             return None
     plan = OrthoPlan(shape, chunks, specs)

@@ -174,11 +174,17 @@ class _Census:
         monkeypatch.setattr(Array, "_fast_decode", counted)
 
 
-def _big_array(tmp_path, name="big.zarr"):
-    # 64 chunks of 128 KiB: a whole read is 8 MiB, over the size where helpers join (4 MiB)
-    vol = _volume((8, 512, 1024), seed=3)
-    z = cs.open_array(str(tmp_path / name), mode="w", shape=vol.shape, chunks=(1, 128, 512),
-                      dtype=vol.dtype, compressor=Blosc(cname="lz4"))
+def _big_array(tmp_path, name="big.zarr", seed=3, store=None, one_shard=False):
+    # 64 chunks of 128 KiB (Blosc: the batch kernels' path): a whole read is 8 MiB, over the
+    # size where helpers join (4 MiB); one_shard: all of them inner chunks of one 8 MiB shard
+    vol = _volume((8, 512, 1024), seed=seed)
+    where = store if store is not None else str(tmp_path / name)
+    if one_shard:
+        z = cs.create_array(where, shape=vol.shape, chunks=(1, 128, 512), shards=vol.shape,
+                            dtype=vol.dtype, compressors=Blosc(cname="lz4"))
+    else:
+        z = cs.open_array(where, mode="w", shape=vol.shape, chunks=(1, 128, 512),
+                          dtype=vol.dtype, compressor=Blosc(cname="lz4"))
     z[...] = vol
     return z, vol
 
@@ -304,11 +310,8 @@ def test_one_batch_says_exactly_when_run_makes_one_call(threads, inline):
 
 def test_reads_take_helpers_only_from_a_larger_size_than_writes(tmp_path, threads,
                                                                  monkeypatch):
-    # 16 chunks of 128 KiB (2 MiB): a write of them takes a helper, a read does not
-    vol = _volume((8, 512, 1024), seed=4)
-    z = cs.open_array(str(tmp_path / "w.zarr"), mode="w", shape=vol.shape,
-                      chunks=(1, 128, 512), dtype=vol.dtype, compressor=Blosc(cname="lz4"))
-    z[...] = vol
+    # z[:2] is 16 chunks of 128 KiB (2 MiB): a write of them takes a helper, a read does not
+    z, vol = _big_array(tmp_path, seed=4)
     threads(2)
     seen = set()
     real = scheduling._claim
@@ -326,13 +329,7 @@ def test_reads_take_helpers_only_from_a_larger_size_than_writes(tmp_path, thread
 
 
 def _one_shard_array(tmp_path, store=None):
-    # one 8 MiB shard of 64 inner chunks of 128 KiB (Blosc: the batch kernels' path)
-    vol = _volume((8, 512, 1024), seed=5)
-    z = cs.create_array(store if store is not None else str(tmp_path / "one_shard.zarr"),
-                        shape=vol.shape, chunks=(1, 128, 512), shards=vol.shape,
-                        dtype=vol.dtype, compressors=Blosc(cname="lz4"))
-    z[...] = vol
-    return z, vol
+    return _big_array(tmp_path, "one_shard.zarr", seed=5, store=store, one_shard=True)
 
 
 def test_a_read_of_one_shard_is_shared_by_the_threads(tmp_path, threads, monkeypatch):

@@ -36,6 +36,7 @@ cdef class _Batch:
     cdef size_t maxlen
     cdef int load(self, Py_ssize_t k) noexcept nogil
     cdef int _load_range(self, Py_ssize_t k) noexcept nogil
+    cdef bint _reserve(self, size_t n) noexcept nogil
 
 
 cdef class _Dests:

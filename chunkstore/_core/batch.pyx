@@ -42,6 +42,15 @@ cdef extern from "<sys/stat.h>" nogil:
     bint S_ISREG(unsigned int mode)
 
 
+cdef inline int _open_read(const char* path) noexcept nogil:
+    """open(2) for reading, retried on EINTR, without blocking (a FIFO where a chunk file
+    should be would block the open until some process writes to it)."""
+    cdef int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    while fd < 0 and errno == EINTR:
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    return fd
+
+
 cdef class Files:
     """The files that hold a batch's encoded chunks (bytes paths, one per chunk, already
     validated by the store), for the decode kernels to read themselves (see _Batch.load). A
@@ -128,29 +137,20 @@ cdef class _Batch:
         0, or -1 when the file cannot be taken here (see Files)."""
         if self.paths == NULL:
             return 0
-        cdef int fd
         if self.ranges != NULL:
             return self._load_range(k)
-        fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        while fd < 0 and errno == EINTR:
-            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        cdef int fd = _open_read(self.paths[k])
         if fd < 0:
             return -1
         cdef stat st
         cdef size_t size, got = 0
         cdef ssize_t r = 0
-        cdef char* nb
-        if fstat(fd, &st) != 0 or not S_ISREG(st.st_mode) or st.st_size < 0 \
-                or <size_t>st.st_size > self.maxlen:
+        if (fstat(fd, &st) != 0 or not S_ISREG(st.st_mode) or st.st_size < 0
+                or <size_t>st.st_size > self.maxlen
+                or not self._reserve(<size_t>st.st_size + 1)):
             close(fd)
             return -1
         size = <size_t>st.st_size
-        if size + 1 > self.cap:
-            nb = <char*>realloc(self.buf, size + 1)
-            if nb == NULL:
-                close(fd)
-                return -1
-            self.buf, self.cap = nb, size + 1
         while got < size + 1:          # one byte more than fstat said: a growing file shows
             r = read(fd, self.buf + got, size + 1 - got)
             if r < 0:
@@ -173,17 +173,9 @@ cdef class _Batch:
         cdef int64_t off = self.ranges[2 * k], n = self.ranges[2 * k + 1]
         cdef size_t got = 0
         cdef ssize_t r
-        cdef char* nb
-        if off < 0 or n < 0 or <size_t>n > self.maxlen:
+        if off < 0 or n < 0 or <size_t>n > self.maxlen or not self._reserve(<size_t>n):
             return -1
-        if <size_t>n > self.cap:
-            nb = <char*>realloc(self.buf, <size_t>n)
-            if nb == NULL:
-                return -1
-            self.buf, self.cap = nb, <size_t>n
-        cdef int fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        while fd < 0 and errno == EINTR:
-            fd = open(self.paths[k], O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        cdef int fd = _open_read(self.paths[k])
         if fd < 0:
             return -1
         while got < <size_t>n:
@@ -199,6 +191,16 @@ cdef class _Batch:
         self.src[k] = self.buf
         self.srclen[k] = got
         return 0
+
+    cdef bint _reserve(self, size_t n) noexcept nogil:
+        """buf holds at least n bytes (False: out of memory)."""
+        cdef char* nb
+        if n > self.cap:
+            nb = <char*>realloc(self.buf, n)
+            if nb == NULL:
+                return False
+            self.buf, self.cap = nb, n
+        return True
 
     def __dealloc__(self):
         free(self.src)

@@ -440,22 +440,21 @@ class ShardedStoreView(MutableMapping):
         An absent chunk gets offset -1: the kernel stops at it and the reader asks getitems,
         as it does for a range that came up short (a shard rewritten under a cached index)."""
         file_paths = getattr(self._store, "file_paths", None)
-        if not self._partial_ok or file_paths is None or file_paths([]) is None:
+        if not self._partial_ok or file_paths is None:
             return None
-        slots, skeys = [], []
-        for skey, items in self._group(keys).items():
-            skeys.append(skey)
-            slots.append(items)
-        paths = file_paths(skeys)
+        groups = self._group(keys)
+        paths = file_paths(list(groups))
+        if paths is None:
+            return None
         where = {}
-        for skey, path, items in zip(skeys, paths, slots):
+        for (skey, items), path in zip(groups.items(), paths):
             index, _ = self._read_index(skey)
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                where[k] = (path, (-1, 0) if off == MISSING else (off, int(index[slot, 1])))
-        got = [where[k] for k in keys]
-        return Files([p for p, _ in got], maxlen, np.array([r for _, r in got], dtype=np.int64)
-                     .reshape(len(got), 2))
+                where[k] = (path, -1, 0) if off == MISSING else (path, off, int(index[slot, 1]))
+        rows = [where[k] for k in keys]
+        return Files([r[0] for r in rows], maxlen,
+                     np.array([r[1:] for r in rows], dtype=np.int64).reshape(len(rows), 2))
 
     def __getitem__(self, key: str) -> bytes:
         got = self.getitems([key])
