@@ -360,6 +360,9 @@ def setup_data(endpoint):
     for i in range(N_GROUP):
         g.create_array(f"a{i:02d}", shape=(100, 100), chunks=(50, 50), dtype="i4")
     zarr.consolidate_metadata(gstore)
+    from zarr.core.sync import sync
+
+    sync(fs.s3.close())  # its connections, on zarr's event loop (else a warning at exit)
 
 
 def run_worker(lib, endpoint, log_path, repeat, pythonpath):

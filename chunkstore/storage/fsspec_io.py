@@ -48,10 +48,12 @@ def is_transient(exc: BaseException) -> bool:
             code = (response.get("Error") or {}).get("Code")
             if meta.get("HTTPStatusCode") in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
                 return True
-        name = type(e).__name__
-        if name in ("ServerDisconnectedError", "ClientConnectionError", "ClientOSError",
+        names = {c.__name__ for c in type(e).__mro__}  # aiohttp's errors by their bases
+        if names & {"ClientSSLError", "ClientConnectorCertificateError"}:
+            return False  # a certificate does not get better by asking again
+        if names & {"ServerDisconnectedError", "ClientConnectionError", "ClientOSError",
                     "ClientPayloadError", "ServerTimeoutError", "ConnectTimeoutError",
-                    "ReadTimeoutError", "EndpointConnectionError", "IncompleteRead"):
+                    "ReadTimeoutError", "EndpointConnectionError", "IncompleteRead"}:
             return True
         e = e.__cause__ or e.__context__
         seen += 1

@@ -45,12 +45,8 @@ def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
     want = [i for i, e in enumerate(empty) if not e]
     out = [b""] * len(ranges)
     if want and store._async:
-        fs = store.fs
-
-        def call(start, end):
-            return lambda: fs._cat_file(path, start=start, end=end)
-
-        batch = fsspec_io.Batch(fs, [call(starts[i], ends[i]) for i in want],
+        batch = fsspec_io.Batch(store.fs, [store._get_call(path, starts[i], ends[i])
+                                           for i in want],
                                 store.missing_exceptions)
         try:
             res = []

@@ -121,8 +121,10 @@ def url(s3):
     return f"s3://{BUCKET}/{uuid.uuid4().hex}"
 
 
-def store(s3, url, mode="a", **kw):
-    return FSStore(url, mode=mode, storage_options=options(s3.endpoint, **kw))
+def store(s3, url, mode="a", direct=True, **kw):
+    """An FSStore on the test server; *direct*: GETs and PUTs signed by chunkstore
+    (storage.s3_direct), else every request through s3fs."""
+    return FSStore(url, mode=mode, storage_options=options(s3.endpoint, **kw), s3_direct=direct)
 
 
 def make_array(s3, url, shape=(64, 64), chunks=(8, 8), missing=()):
@@ -139,9 +141,11 @@ def make_array(s3, url, shape=(64, 64), chunks=(8, 8), missing=()):
 
 
 # ---------------------------------------------------------------------- requests per operation
-def test_array_open_and_chunk_reads_are_one_request_each(s3, url):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_array_open_and_chunk_reads_are_one_request_each(s3, url, direct):
     data = make_array(s3, url, missing=["3.4"])
-    z = cs.open_array(store(s3, url), mode="r")
+    st = store(s3, url, direct=direct)
+    z = cs.open_array(st, mode="r")
     assert s3.requests() == [("GET", url[4:] + "/.zarray")]
     s3.reset()
     assert z[9, 9] == data[9, 9]
@@ -158,6 +162,8 @@ def test_array_open_and_chunk_reads_are_one_request_each(s3, url):
     s3.reset()
     z.attrs.asdict()  # attributes are read when asked for, not at open
     assert s3.requests() == [("GET", url[4:] + "/.zattrs")]
+    # the requests went the way asked for (signed by us, or through s3fs)
+    assert (st._direct is not None and st._direct._buckets[BUCKET].use) == direct
 
 
 def test_open_autodetect_and_consolidated_are_one_request(s3, url):
@@ -181,8 +187,10 @@ def test_open_autodetect_and_consolidated_are_one_request(s3, url):
     assert sorted(m for m, _ in s3.requests()) == ["GET", "GET", "PUT", "PUT"]
 
 
-def test_writes_are_one_put_per_chunk(s3, url):
-    z = cs.open_array(store(s3, url), mode="w", shape=(64, 64), chunks=(8, 8), dtype="i4")
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_writes_are_one_put_per_chunk(s3, url, direct):
+    z = cs.open_array(store(s3, url, direct=direct), mode="w", shape=(64, 64), chunks=(8, 8),
+                      dtype="i4")
     s3.reset()
     z[...] = 1
     reqs = s3.requests()
@@ -194,16 +202,17 @@ def test_writes_are_one_put_per_chunk(s3, url):
                                                       constant_values=1))
 
 
-def test_sharded_read_has_no_head_or_listing(s3, url):
-    st = store(s3, url)
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_sharded_read_has_no_head_or_listing(s3, url, direct):
+    st = store(s3, url, direct=direct)
     z = cs.create_array(st, shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i4")
     data = np.arange(64 * 64, dtype="i4").reshape(64, 64)
     z[...] = data
     s3.reset()
-    z2 = cs.open_array(store(s3, url), mode="r", zarr_format=3)
+    z2 = cs.open_array(store(s3, url, direct=direct), mode="r", zarr_format=3)
     assert s3.requests() == [("GET", url[4:] + "/zarr.json")]
     s3.reset()
-    cs.open_array(store(s3, url), mode="r")  # v2's key is tried first
+    cs.open_array(store(s3, url, direct=direct), mode="r")  # v2's key is tried first
     assert [p for _, p in s3.requests()] == [url[4:] + "/.zarray", url[4:] + "/zarr.json"]
     s3.reset()
     assert z2[40, 40] == data[40, 40]
@@ -245,9 +254,10 @@ def test_config_validation():
 
 
 # ---------------------------------------------------------------------- errors
-def test_500_then_success_is_retried(s3, url):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_500_then_success_is_retried(s3, url, direct):
     data = make_array(s3, url)
-    z = cs.open_array(store(s3, url), mode="r")
+    z = cs.open_array(store(s3, url, direct=direct), mode="r")
     s3.reset()
     s3.fail("GET", "/2.3", status=500, times=2)
     s3.fail("GET", "/5.5", status=503, times=1, code="SlowDown")
@@ -256,7 +266,7 @@ def test_500_then_success_is_retried(s3, url):
     assert gets.count(url[4:] + "/2.3") == 3 and gets.count(url[4:] + "/5.5") == 2
     s3.reset()
     s3.fail("PUT", "/1.1", status=500, times=1)
-    w = cs.open_array(store(s3, url), mode="r+")
+    w = cs.open_array(store(s3, url, direct=direct), mode="r+")
     w[8:16, 8:16] = 7
     assert [m for m, _ in s3.requests()].count("PUT") == 2
     assert (z[8:16, 8:16] == 7).all()
@@ -290,21 +300,24 @@ def test_persistent_500_raises_naming_the_key(s3, url):
         s3.faults.clear()
 
 
-def test_403_raises_naming_the_key(s3, url):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_403_raises_naming_the_key(s3, url, direct):
     make_array(s3, url)
-    z = cs.open_array(store(s3, url), mode="r")
+    z = cs.open_array(store(s3, url, direct=direct), mode="r")
     s3.reset()
     s3.fail("GET", "/6.6", status=403, times=100, code="AccessDenied")
     with pytest.raises(PermissionError, match="6.6"):
         z[...]
     assert [p for _, p in s3.requests("GET")].count(url[4:] + "/6.6") == 1  # no retries
     with pytest.raises(PermissionError, match="6.6"):
-        store(s3, url)["6.6"]
+        store(s3, url, direct=direct)["6.6"]
 
 
-def test_timeout_is_retried_then_raises(s3, url):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])
+def test_timeout_is_retried_then_raises(s3, url, direct):
     data = make_array(s3, url)
-    st = FSStore(url, mode="r", storage_options=options(s3.endpoint, read_timeout=0.2))
+    st = FSStore(url, mode="r", storage_options=options(s3.endpoint, read_timeout=0.2),
+                 s3_direct=direct)
     st.fs.retries = 1  # s3fs's own retries of timeouts (5 by default): ours are counted
     z = cs.open_array(st, mode="r")
     s3.reset()
@@ -317,7 +330,8 @@ def test_timeout_is_retried_then_raises(s3, url):
         s3.fail("GET", "/7.0", status=0, times=100, sleep=0.5)
         with pytest.raises(TimeoutError, match="7.0"):
             z[56:, :8]
-        assert len(s3.requests()) == 4  # two calls of two botocore attempts
+        # two calls (io_retries=1); through s3fs each is two botocore attempts
+        assert len(s3.requests()) == (2 if direct else 4)
     finally:
         config.set(io_retries=None)
         s3.faults.clear()

@@ -1,0 +1,212 @@
+"""FSStore's direct S3 path (chunkstore.storage.s3_direct): GETs and PUTs signed here and
+sent over aiohttp, with s3fs behind it for everything else.
+
+Signatures are checked two ways: against botocore's own signer (byte-identical
+Authorization headers), and by the test server with authentication switched on, which
+verifies every signature of a real IAM user's requests."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pickle
+import time
+import urllib.parse
+import uuid
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.storage import FSStore, s3_direct
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+KEYS = ["plain/0.0", "sp ace/é+x=1&y", "tilde~/a-b_c.d", "q?uery#frag", "pct%20/x"]
+
+
+# ---------------------------------------------------------------------- the signer
+@pytest.mark.parametrize("method, body, token", [
+    ("GET", b"", None), ("PUT", b"payload " * 100, None), ("GET", b"", "session/token+=="),
+    ("PUT", b"", "tok")])
+@pytest.mark.parametrize("key", KEYS)
+def test_signature_matches_botocore(monkeypatch, method, body, token, key):
+    import hashlib
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    when = datetime.datetime(2026, 11, 24, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: when)
+    uri = "/my-bucket/" + urllib.parse.quote(key, safe="/~")
+    req = AWSRequest(method=method, url="http://127.0.0.1:9000" + uri, data=body)
+    botocore.auth.S3SigV4Auth(Credentials("AKID", "SECRET/key+", token), "s3",
+                              "eu-west-3").add_auth(req)
+    ours = s3_direct.sign({"host": "127.0.0.1:9000"}, method, uri,
+                          hashlib.sha256(body).hexdigest(), "AKID", "SECRET/key+", token,
+                          "eu-west-3", "s3", when.timetuple(), {})
+    assert ours["Authorization"] == req.headers["Authorization"]
+    assert ours["x-amz-date"] == req.headers["X-Amz-Date"]
+    if token:
+        assert ours["x-amz-security-token"] == token
+
+
+def test_signing_keys_are_cached_per_day():
+    cache = {}
+    args = ("GET", "/b/k", s3_direct._EMPTY_SHA256, "A", "S", None, "us-east-1", "s3")
+    s3_direct.sign({"host": "h"}, *args, time.gmtime(0), cache)
+    s3_direct.sign({"host": "h"}, *args, time.gmtime(3600), cache)
+    assert len(cache) == 1
+    s3_direct.sign({"host": "h"}, *args, time.gmtime(86400), cache)
+    assert len(cache) == 2
+
+
+@pytest.mark.parametrize("start, end, header", [
+    (None, None, None), (0, None, "bytes=0-"), (5, None, "bytes=5-"),
+    (-7, None, "bytes=-7"), (3, 10, "bytes=3-9"), (None, 4, "bytes=0-3"),
+    (-7, 10, False), (5, 5, False), (5, 2, False)])
+def test_range_headers(start, end, header):
+    assert s3_direct._range(start, end) == header
+
+
+# ---------------------------------------------------------------------- against the server
+def _opts(s3_server, **extra):
+    return {**s3_server.storage_options, "skip_instance_cache": True, **extra}
+
+
+def test_reads_and_writes_go_direct(s3_server):
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    assert store._direct is not None
+    for i, key in enumerate(KEYS):
+        store[key] = f"value {i}".encode()
+    assert [store[k] for k in KEYS] == [f"value {i}".encode() for i in range(len(KEYS))]
+    bucket = store._direct._buckets[s3_server.bucket]
+    assert bucket.use and bucket.prefix == "/" + s3_server.bucket
+    # what s3fs sees is what we wrote (same object names)
+    plain = FSStore(store.url, storage_options=_opts(s3_server), s3_direct=False)
+    assert plain._direct is None
+    assert plain.getitems(KEYS) == store.getitems(KEYS)
+    assert sorted(plain) == sorted(KEYS)
+    assert store.get_partial(KEYS[1], [(0, 5), (-1, None), (6, None), (100, 1)]) == [
+        b"value", b"1", b"1", b""]
+    with pytest.raises(KeyError):
+        store["absent/key"]
+    assert store.getitems(["absent", KEYS[0]]) == {KEYS[0]: b"value 0"}
+
+
+def test_array_round_trip_direct_and_through_s3fs(s3_server):
+    url = s3_server.url()
+    data = np.arange(60 * 70, dtype="f8").reshape(60, 70)
+    z = cs.open_array(FSStore(url, storage_options=_opts(s3_server)), mode="w",
+                      shape=data.shape, chunks=(16, 16), dtype="f8")
+    z[...] = data
+    z[3:40, 5:9] = -1
+    data[3:40, 5:9] = -1
+    for direct in (True, False):
+        r = cs.open_array(FSStore(url, storage_options=_opts(s3_server), s3_direct=direct),
+                          mode="r")
+        np.testing.assert_array_equal(r[...], data)
+
+
+def test_pickle_keeps_the_choice(s3_server):
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server), s3_direct=False)
+    again = pickle.loads(pickle.dumps(store))
+    assert again.s3_direct is False and again._direct is None
+    assert pickle.loads(pickle.dumps(FSStore(store.url, storage_options=_opts(
+        s3_server))))._direct is not None
+
+
+@pytest.mark.parametrize("extra", [
+    {"requester_pays": True},
+    {"s3_additional_kwargs": {"ServerSideEncryption": "AES256"}},
+    {"version_aware": True},
+    {"client_kwargs": {"verify": False}},
+    {"config_kwargs": {"proxies": {"http": "http://127.0.0.1:1"}}},
+])
+def test_settings_we_do_not_reproduce_use_s3fs(s3_server, extra):
+    opts = _opts(s3_server)
+    for name, value in extra.items():
+        if isinstance(value, dict) and name in opts:
+            value = {**opts[name], **value}
+        opts[name] = value
+    store = FSStore(s3_server.url(), storage_options=opts)
+    assert store._direct is None
+
+
+def test_one_client_per_filesystem(s3_server):
+    a = FSStore(s3_server.url(), storage_options=s3_server.storage_options)
+    b = FSStore(s3_server.url(), storage_options=s3_server.storage_options)
+    assert a.fs is b.fs and a._direct is b._direct
+
+
+@pytest.fixture
+def iam_user(s3_server):
+    """(access key, secret) of an IAM user allowed everything on S3, with the server's
+    authentication switched on: every request's signature is verified."""
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = "u" + uuid.uuid4().hex[:8]
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="all", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    s3_server.set_auth(True)
+    try:
+        yield key["AccessKeyId"], key["SecretAccessKey"]
+    finally:
+        s3_server.set_auth(False)
+
+
+def _signed_opts(s3_server, key, secret):
+    return _opts(s3_server, key=key, secret=secret,
+                 config_kwargs={"retries": {"max_attempts": 1}})
+
+
+def test_the_server_accepts_our_signatures(s3_server, iam_user):
+    store = FSStore(s3_server.url(), storage_options=_signed_opts(s3_server, *iam_user))
+    for key in KEYS:
+        store[key] = key.encode()  # PUT over http: the payload's SHA-256 is signed
+    assert store.getitems(KEYS) == {k: k.encode() for k in KEYS}
+    assert store.get_partial(KEYS[1], [(1, 3)]) == [KEYS[1].encode()[1:4]]
+    assert store._direct._buckets[s3_server.bucket].use  # never handed to s3fs
+    data = np.arange(1000, dtype="i2")
+    z = cs.open_array(store, mode="w", path="arr", shape=(1000,), chunks=(128,), dtype="i2")
+    z[...] = data
+    np.testing.assert_array_equal(cs.open_array(store, mode="r", path="arr")[...], data)
+
+
+def test_a_signature_refused_is_an_error_naming_the_key(s3_server, iam_user):
+    good = FSStore(s3_server.url(), storage_options=_signed_opts(s3_server, *iam_user))
+    good["a/0"] = b"zero"
+    bad = FSStore(good.url, storage_options=_signed_opts(s3_server, iam_user[0], "wrong"))
+    with pytest.raises(PermissionError, match="a/0"):
+        bad["a/0"]
+    with pytest.raises(PermissionError, match="a/0"):
+        bad["a/0"] = b"other"
+    assert good["a/0"] == b"zero"
+
+
+def test_an_answer_we_do_not_handle_goes_to_s3fs(monkeypatch, s3_server):
+    """An answer the direct path does not handle (here a 404 NoSuchBucket, from a bucket
+    address gone wrong) is asked again through s3fs; once s3fs succeeds, it takes over the
+    bucket."""
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["k"] = b"v"
+    bucket = store._direct._buckets[s3_server.bucket]
+    seen = []
+    orig = s3_direct.S3Direct._raise_final
+
+    def spy(status, code, path):
+        seen.append((status, code))
+        return orig(status, code, path)
+
+    monkeypatch.setattr(s3_direct.S3Direct, "_raise_final", staticmethod(spy))
+    monkeypatch.setattr(bucket, "prefix", "/no-such-bucket-here")
+    assert store["k"] == b"v"
+    assert seen == [(404, "NoSuchBucket")] and not bucket.use
+    assert store["k"] == b"v" and len(seen) == 1  # s3fs from now on
