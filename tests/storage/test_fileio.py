@@ -123,11 +123,33 @@ def test_write_files_stops_at_a_failure_and_cleans_up(tmp_path):
 def test_write_files_temp_name_clash_is_reported(tmp_path):
     # The temp name is .<name>.<prefix><counter as 16 hex digits>.partial; O_EXCL refuses a
     # name that exists, and the caller retries that item under a fresh token.
+    # (Only an overwrite uses a temp name; a new file is written unnamed and linked in.)
     clash = tmp_path / f".x.{TOKEN.decode()}{5:016x}.partial"
     clash.write_bytes(b"someone else's")
+    (tmp_path / "x").write_bytes(b"old")
     assert write_files([os.fsencode(tmp_path / "x")], [b"v"], TOKEN, 5, False) == (
         0, errno.EEXIST)
-    assert clash.read_bytes() == b"someone else's" and not (tmp_path / "x").exists()
+    assert clash.read_bytes() == b"someone else's" and (tmp_path / "x").read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_write_files_new_files_leave_no_temp_names(tmp_path, sync):
+    """New files are linked in whole (O_TMPFILE + linkat where the filesystem has them):
+    nothing but the targets appears in the directory, with the umask's permissions, and a
+    mix of new and existing targets is written in order."""
+    (tmp_path / "b").write_bytes(b"old")
+    paths = [os.fsencode(tmp_path / n) for n in ("a", "b", "c")]
+    assert write_files(paths, [b"1" * 5000, b"2", b""], TOKEN, 0, sync) == (-1, 0)
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "c"]
+    assert [(tmp_path / n).read_bytes() for n in "abc"] == [b"1" * 5000, b"2", b""]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o666 & ~umask
+    # a missing directory fails that item with ENOENT (the store then makes it and retries)
+    missing = os.fsencode(tmp_path / "no" / "d")
+    assert write_files([paths[0], missing], [b"x", b"y"], TOKEN, 9, sync) == (1, errno.ENOENT)
+    assert (tmp_path / "a").read_bytes() == b"x" and sorted(os.listdir(tmp_path)) == [
+        "a", "b", "c"]
 
 
 def test_write_files_argument_checks(tmp_path):
