@@ -238,7 +238,10 @@ class S3Direct:
         if rng:
             headers["Range"] = rng
         session = self._http(b)
-        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy) as resp:
+        # redirects are not followed (as botocore): a 3xx goes to s3fs like any answer not
+        # handled here, never with our Host and token to the host a Location names
+        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy,
+                               allow_redirects=False) as resp:
             status = resp.status
             if status == (206 if rng else 200):
                 return await resp.read()
@@ -278,7 +281,7 @@ class S3Direct:
             return
         session = self._http(b)
         async with session.put(_url(b, uri), data=data, headers=headers,
-                               proxy=b.proxy) as resp:
+                               proxy=b.proxy, allow_redirects=False) as resp:
             status = resp.status
             body = await resp.read()
         if status == 200:
