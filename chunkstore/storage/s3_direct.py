@@ -96,10 +96,11 @@ class _Bucket:
     """How to address and sign for one bucket: base URL, Host header, path prefix."""
 
     __slots__ = ("client", "scheme", "host", "prefix", "region", "service", "unsigned",
-                 "proxy", "use")
+                 "proxy", "use", "owner")
 
     def __init__(self):
         self.use = False  # False: every request of this bucket goes through s3fs
+        self.owner = None  # s3fs's client (fs._s3) when this was resolved
 
 
 class S3Direct:
@@ -122,7 +123,9 @@ class S3Direct:
 
     async def _bucket(self, bucket: str) -> _Bucket:
         b = self._buckets.get(bucket)
-        if b is not None:
+        # s3fs makes a new client when its session is set anew (new credentials, a closed
+        # session): resolve again, with that client's credentials
+        if b is not None and (not b.use or b.owner is getattr(self.fs, "_s3", None)):
             return b
         # the first requests of a batch arrive together: one resolution for all of them
         task = self._resolving.get(bucket)
@@ -145,6 +148,7 @@ class S3Direct:
         if ":" in bucket:  # access point / outpost ARNs: s3fs's client knows them
             return b
         await self.fs.set_session()
+        b.owner = getattr(self.fs, "_s3", None)
         client = await self.fs.get_s3(bucket)
         cfg = client.meta.config
         b.unsigned = cfg.signature_version is botocore.UNSIGNED

@@ -210,3 +210,31 @@ def test_an_answer_we_do_not_handle_goes_to_s3fs(monkeypatch, s3_server):
     assert store["k"] == b"v"
     assert seen == [(404, "NoSuchBucket")] and not bucket.use
     assert store["k"] == b"v" and len(seen) == 1  # s3fs from now on
+
+
+def test_credentials_set_anew_on_the_filesystem_are_used(s3_server, iam_user):
+    """s3fs makes a new client when its session is set anew (``connect(refresh=True)``, as
+    its docs advise after new credentials): the direct path signs with that client's
+    credentials, not those of the client it first resolved the bucket with."""
+    import boto3
+
+    good = FSStore(s3_server.url(), storage_options=_signed_opts(s3_server, *iam_user))
+    good["k"] = b"v"
+    iam = boto3.client("iam", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = "n" + uuid.uuid4().hex[:8]
+    s3_server.set_auth(False)
+    iam.create_user(UserName=name)  # no policy: every S3 request is denied
+    denied = iam.create_access_key(UserName=name)["AccessKey"]
+    s3_server.set_auth(True)
+    for direct in (True, False):
+        store = FSStore(good.url, s3_direct=direct, storage_options=_signed_opts(
+            s3_server, denied["AccessKeyId"], denied["SecretAccessKey"]))
+        with pytest.raises(PermissionError):
+            store["k"]
+        store.fs.key, store.fs.secret = iam_user
+        store.fs.connect(refresh=True)
+        assert store["k"] == b"v"
+        store["k"] = b"v"
+        if direct:
+            assert store._direct._buckets[s3_server.bucket].use
