@@ -194,9 +194,14 @@ class S3Direct:
             from botocore.httpsession import get_cert_path
 
             cfg = b.client.meta.config
-            # botocore's certificates (certifi's, or AWS_CA_BUNDLE), not the system's
-            ssl_ctx = ssl.create_default_context(
-                cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
+            # the certificates the client verifies with (certifi's, or the CA bundle botocore
+            # found: AWS_CA_BUNDLE, ca_bundle in the AWS config, REQUESTS_CA_BUNDLE)
+            verify = getattr(getattr(getattr(b.client, "_endpoint", None), "http_session",
+                                     None), "_verify", None)
+            if verify is None:  # an aiobotocore that keeps it elsewhere
+                verify = os.environ.get("AWS_CA_BUNDLE") or True
+            ssl_ctx = (ssl.create_default_context(cafile=get_cert_path(verify)) if verify
+                       else False)
             connector = aiohttp.TCPConnector(limit=cfg.max_pool_connections or 10, ssl=ssl_ctx)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.connect_timeout,
                                             sock_read=cfg.read_timeout)

@@ -238,3 +238,32 @@ def test_credentials_set_anew_on_the_filesystem_are_used(s3_server, iam_user):
         store["k"] = b"v"
         if direct:
             assert store._direct._buckets[s3_server.bucket].use
+
+
+@pytest.mark.parametrize("where", ["config file", "REQUESTS_CA_BUNDLE"])
+def test_tls_trusts_the_certificates_botocore_does(s3_server, tmp_path, monkeypatch, where):
+    """The direct path verifies TLS against the CA bundle the s3fs client uses, wherever
+    botocore found it (AWS_CA_BUNDLE, ``ca_bundle`` in the AWS config file,
+    REQUESTS_CA_BUNDLE), not certifi's alone."""
+    import certifi
+
+    pem = open(certifi.where()).read()
+    one = pem[pem.index("-----BEGIN CERTIFICATE-----"):
+              pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")]
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(one + "\n")
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    if where == "config file":
+        cfg = tmp_path / "config"
+        cfg.write_text(f"[default]\nca_bundle = {bundle}\n")
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(cfg))
+    else:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["k"] = b"v"
+    assert store._direct._buckets[s3_server.bucket].client._endpoint.http_session._verify \
+        == str(bundle)
+    ctx = store._direct._session.connector._ssl
+    assert len(ctx.get_ca_certs()) == 1
