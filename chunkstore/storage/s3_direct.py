@@ -173,11 +173,17 @@ class S3Direct:
         default = ":443" if parts.scheme == "https" else ":80"
         b.host = host[: -len(default)] if host.endswith(default) else host
         b.prefix = parts.path[:-2]
-        # the environment's proxy, looked up once (aiohttp's trust_env would read ~/.netrc
-        # on every request)
-        proxies = urllib.request.getproxies()
-        b.proxy = (None if urllib.request.proxy_bypass(parts.hostname or "")
-                   else proxies.get(b.scheme))
+        # the proxy the client uses (the environment's, looked up when it was made, with a
+        # scheme-less "host:port" read as http://, as botocore does); aiohttp's trust_env
+        # would read ~/.netrc on every request
+        config = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None),
+                         "_proxy_config", None)
+        if config is not None:
+            b.proxy = config.proxy_url_for(url) or None
+        else:  # an aiobotocore that keeps it elsewhere
+            proxies = urllib.request.getproxies()
+            b.proxy = (None if urllib.request.proxy_bypass(parts.hostname or "")
+                       else proxies.get(b.scheme))
         b.use = True
         return b
 

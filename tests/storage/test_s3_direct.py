@@ -267,3 +267,57 @@ def test_tls_trusts_the_certificates_botocore_does(s3_server, tmp_path, monkeypa
         == str(bundle)
     ctx = store._direct._session.connector._ssl
     assert len(ctx.get_ca_certs()) == 1
+
+
+def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatch):
+    """A proxy set in the environment without a scheme (``HTTP_PROXY=host:port``) is taken
+    as botocore takes it (``http://host:port``), not handed to aiohttp as an invalid URL."""
+    import http.client
+    import http.server
+    import threading
+
+    seen = []
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def _forward(self):
+            url = urllib.parse.urlsplit(self.path)  # absolute form, as sent to a proxy
+            seen.append((self.command, url.path))
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n else None
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            conn.request(self.command, url.path + (f"?{url.query}" if url.query else ""),
+                         body=body, headers=dict(self.headers.items()))
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length",
+                                     "date", "server"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{proxy.server_address[1]}"
+        for name in ("http_proxy", "HTTP_PROXY"):
+            monkeypatch.setenv(name, address)
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+        store["k"] = b"v"
+        assert store["k"] == b"v"
+        assert store._direct._buckets[s3_server.bucket].use
+        assert [m for m, p in seen if p.endswith("/k")] == ["PUT", "GET"]
+    finally:
+        proxy.shutdown()
+        thread.join()
