@@ -261,6 +261,11 @@ class S3Direct:
             if status == (206 if rng else 200):
                 return await resp.read()
             body = await resp.read()
+            # a range to the end answered with the whole object (S3 does so for an empty
+            # one): that is the answer; not a reason to hand the bucket to s3fs
+            if status == 200 and end is None and (start == 0 or (
+                    start is not None and start < 0 and len(body) <= -start)):
+                return body
             code = _code(body)
             if status == 404 and code == "NoSuchKey":
                 raise FileNotFoundError(path)

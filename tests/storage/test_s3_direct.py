@@ -321,3 +321,14 @@ def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatc
     finally:
         proxy.shutdown()
         thread.join()
+
+
+def test_a_suffix_range_of_an_empty_object_keeps_the_direct_path(s3_server):
+    """The server answers a suffix range of an empty object with 200 and the (empty) whole:
+    that is the answer, not one for s3fs (which then took over the bucket for good)."""
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["empty"] = b""
+    store["x"] = b"abcdef"
+    assert store.get_partial("empty", [(-4, None)]) == [b""]
+    assert store.get_partial("x", [(-4, None), (0, None)]) == [b"cdef", b"abcdef"]
+    assert store._direct._buckets[s3_server.bucket].use
