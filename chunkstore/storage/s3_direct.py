@@ -96,10 +96,11 @@ class _Bucket:
     """How to address and sign for one bucket: base URL, Host header, path prefix."""
 
     __slots__ = ("client", "scheme", "host", "prefix", "region", "service", "unsigned",
-                 "proxy", "use")
+                 "proxy", "use", "owner")
 
     def __init__(self):
         self.use = False  # False: every request of this bucket goes through s3fs
+        self.owner = None  # s3fs's client (fs._s3) when this was resolved
 
 
 class S3Direct:
@@ -122,7 +123,9 @@ class S3Direct:
 
     async def _bucket(self, bucket: str) -> _Bucket:
         b = self._buckets.get(bucket)
-        if b is not None:
+        # s3fs makes a new client when its session is set anew (new credentials, a closed
+        # session): resolve again, with that client's credentials
+        if b is not None and (not b.use or b.owner is getattr(self.fs, "_s3", None)):
             return b
         # the first requests of a batch arrive together: one resolution for all of them
         task = self._resolving.get(bucket)
@@ -145,6 +148,7 @@ class S3Direct:
         if ":" in bucket:  # access point / outpost ARNs: s3fs's client knows them
             return b
         await self.fs.set_session()
+        b.owner = getattr(self.fs, "_s3", None)
         client = await self.fs.get_s3(bucket)
         cfg = client.meta.config
         b.unsigned = cfg.signature_version is botocore.UNSIGNED
@@ -169,11 +173,17 @@ class S3Direct:
         default = ":443" if parts.scheme == "https" else ":80"
         b.host = host[: -len(default)] if host.endswith(default) else host
         b.prefix = parts.path[:-2]
-        # the environment's proxy, looked up once (aiohttp's trust_env would read ~/.netrc
-        # on every request)
-        proxies = urllib.request.getproxies()
-        b.proxy = (None if urllib.request.proxy_bypass(parts.hostname or "")
-                   else proxies.get(b.scheme))
+        # the proxy the client uses (the environment's, looked up when it was made, with a
+        # scheme-less "host:port" read as http://, as botocore does); aiohttp's trust_env
+        # would read ~/.netrc on every request
+        config = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None),
+                         "_proxy_config", None)
+        if config is not None:
+            b.proxy = config.proxy_url_for(url) or None
+        else:  # an aiobotocore that keeps it elsewhere
+            proxies = urllib.request.getproxies()
+            b.proxy = (None if urllib.request.proxy_bypass(parts.hostname or "")
+                       else proxies.get(b.scheme))
         b.use = True
         return b
 
@@ -190,9 +200,14 @@ class S3Direct:
             from botocore.httpsession import get_cert_path
 
             cfg = b.client.meta.config
-            # botocore's certificates (certifi's, or AWS_CA_BUNDLE), not the system's
-            ssl_ctx = ssl.create_default_context(
-                cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))
+            # the certificates the client verifies with (certifi's, or the CA bundle botocore
+            # found: AWS_CA_BUNDLE, ca_bundle in the AWS config, REQUESTS_CA_BUNDLE)
+            verify = getattr(getattr(getattr(b.client, "_endpoint", None), "http_session",
+                                     None), "_verify", None)
+            if verify is None:  # an aiobotocore that keeps it elsewhere
+                verify = os.environ.get("AWS_CA_BUNDLE") or True
+            ssl_ctx = (ssl.create_default_context(cafile=get_cert_path(verify)) if verify
+                       else False)
             connector = aiohttp.TCPConnector(limit=cfg.max_pool_connections or 10, ssl=ssl_ctx)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.connect_timeout,
                                             sock_read=cfg.read_timeout)
@@ -238,11 +253,19 @@ class S3Direct:
         if rng:
             headers["Range"] = rng
         session = self._http(b)
-        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy) as resp:
+        # redirects are not followed (as botocore): a 3xx goes to s3fs like any answer not
+        # handled here, never with our Host and token to the host a Location names
+        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy,
+                               allow_redirects=False) as resp:
             status = resp.status
             if status == (206 if rng else 200):
                 return await resp.read()
             body = await resp.read()
+            # a range to the end answered with the whole object (S3 does so for an empty
+            # one): that is the answer; not a reason to hand the bucket to s3fs
+            if status == 200 and end is None and (start == 0 or (
+                    start is not None and start < 0 and len(body) <= -start)):
+                return body
             code = _code(body)
             if status == 404 and code == "NoSuchKey":
                 raise FileNotFoundError(path)
@@ -278,7 +301,7 @@ class S3Direct:
             return
         session = self._http(b)
         async with session.put(_url(b, uri), data=data, headers=headers,
-                               proxy=b.proxy) as resp:
+                               proxy=b.proxy, allow_redirects=False) as resp:
             status = resp.status
             body = await resp.read()
         if status == 200:

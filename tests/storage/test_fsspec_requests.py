@@ -52,9 +52,10 @@ class Recorder:
         with self.lock:
             return [(m, p) for m, p in self.log if method is None or m == method]
 
-    def fail(self, method, suffix, status=500, times=1, code="InternalError", sleep=0.0):
+    def fail(self, method, suffix, status=500, times=1, code="InternalError", sleep=0.0,
+             headers=()):
         self.faults.append(dict(method=method, suffix=suffix, status=status, left=times,
-                                code=code, sleep=sleep))
+                                code=code, sleep=sleep, headers=list(headers)))
 
     def __call__(self, environ, start_response):
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
@@ -76,7 +77,7 @@ class Recorder:
                             f"</Code><Message>injected</Message></Error>").encode()
                     start_response(f"{fault['status']} Injected", [
                         ("Content-Type", "application/xml"),
-                        ("Content-Length", str(len(body)))])
+                        ("Content-Length", str(len(body))), *fault["headers"]])
                     return [body]
             if self.hold and method == "GET" and not path.rsplit("/", 1)[-1].startswith("."):
                 time.sleep(self.hold)  # a chunk, not metadata
@@ -311,6 +312,51 @@ def test_403_raises_naming_the_key(s3, url, direct):
     assert [p for _, p in s3.requests("GET")].count(url[4:] + "/6.6") == 1  # no retries
     with pytest.raises(PermissionError, match="6.6"):
         store(s3, url, direct=direct)["6.6"]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_a_redirect_is_not_followed_to_another_host(s3, url, method):
+    """A 307 (S3's TemporaryRedirect) is not followed by the direct path: it goes to s3fs like
+    any answer the direct path does not handle. Followed, it sent the request (with the
+    session token, and the old Host) to whatever host the Location named, and returned that
+    host's answer as the chunk's bytes."""
+    seen = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            seen.append((self.command, dict(self.headers)))
+            n = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(n)
+            self.send_response(200)
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b"elsewhere")
+
+        do_GET = do_PUT = _answer
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        st = FSStore(url, storage_options={**options(s3.endpoint), "token": "session-token"})
+        st["k"] = b"here"
+        s3.reset()
+        location = f"http://127.0.0.1:{other.server_address[1]}/{BUCKET}/k"
+        s3.fail(method, "/k", status=307, code="TemporaryRedirect",
+                headers=[("Location", location)])
+        if method == "GET":
+            assert st["k"] == b"here"
+        else:
+            st["k"] = b"new"
+            assert st["k"] == b"new"
+        assert seen == []
+        assert [m for m, _ in s3.requests()].count(method) == 2  # direct, then s3fs
+    finally:
+        other.shutdown()
+        thread.join()
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])

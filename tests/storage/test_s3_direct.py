@@ -210,3 +210,125 @@ def test_an_answer_we_do_not_handle_goes_to_s3fs(monkeypatch, s3_server):
     assert store["k"] == b"v"
     assert seen == [(404, "NoSuchBucket")] and not bucket.use
     assert store["k"] == b"v" and len(seen) == 1  # s3fs from now on
+
+
+def test_credentials_set_anew_on_the_filesystem_are_used(s3_server, iam_user):
+    """s3fs makes a new client when its session is set anew (``connect(refresh=True)``, as
+    its docs advise after new credentials): the direct path signs with that client's
+    credentials, not those of the client it first resolved the bucket with."""
+    import boto3
+
+    good = FSStore(s3_server.url(), storage_options=_signed_opts(s3_server, *iam_user))
+    good["k"] = b"v"
+    iam = boto3.client("iam", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = "n" + uuid.uuid4().hex[:8]
+    s3_server.set_auth(False)
+    iam.create_user(UserName=name)  # no policy: every S3 request is denied
+    denied = iam.create_access_key(UserName=name)["AccessKey"]
+    s3_server.set_auth(True)
+    for direct in (True, False):
+        store = FSStore(good.url, s3_direct=direct, storage_options=_signed_opts(
+            s3_server, denied["AccessKeyId"], denied["SecretAccessKey"]))
+        with pytest.raises(PermissionError):
+            store["k"]
+        store.fs.key, store.fs.secret = iam_user
+        store.fs.connect(refresh=True)
+        assert store["k"] == b"v"
+        store["k"] = b"v"
+        if direct:
+            assert store._direct._buckets[s3_server.bucket].use
+
+
+@pytest.mark.parametrize("where", ["config file", "REQUESTS_CA_BUNDLE"])
+def test_tls_trusts_the_certificates_botocore_does(s3_server, tmp_path, monkeypatch, where):
+    """The direct path verifies TLS against the CA bundle the s3fs client uses, wherever
+    botocore found it (AWS_CA_BUNDLE, ``ca_bundle`` in the AWS config file,
+    REQUESTS_CA_BUNDLE), not certifi's alone."""
+    import certifi
+
+    pem = open(certifi.where()).read()
+    one = pem[pem.index("-----BEGIN CERTIFICATE-----"):
+              pem.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")]
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(one + "\n")
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    if where == "config file":
+        cfg = tmp_path / "config"
+        cfg.write_text(f"[default]\nca_bundle = {bundle}\n")
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(cfg))
+    else:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["k"] = b"v"
+    assert store._direct._buckets[s3_server.bucket].client._endpoint.http_session._verify \
+        == str(bundle)
+    ctx = store._direct._session.connector._ssl
+    assert len(ctx.get_ca_certs()) == 1
+
+
+def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatch):
+    """A proxy set in the environment without a scheme (``HTTP_PROXY=host:port``) is taken
+    as botocore takes it (``http://host:port``), not handed to aiohttp as an invalid URL."""
+    import http.client
+    import http.server
+    import threading
+
+    seen = []
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def _forward(self):
+            url = urllib.parse.urlsplit(self.path)  # absolute form, as sent to a proxy
+            seen.append((self.command, url.path))
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n else None
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            conn.request(self.command, url.path + (f"?{url.query}" if url.query else ""),
+                         body=body, headers=dict(self.headers.items()))
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length",
+                                     "date", "server"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{proxy.server_address[1]}"
+        for name in ("http_proxy", "HTTP_PROXY"):
+            monkeypatch.setenv(name, address)
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+        store["k"] = b"v"
+        assert store["k"] == b"v"
+        assert store._direct._buckets[s3_server.bucket].use
+        assert [m for m, p in seen if p.endswith("/k")] == ["PUT", "GET"]
+    finally:
+        proxy.shutdown()
+        thread.join()
+
+
+def test_a_suffix_range_of_an_empty_object_keeps_the_direct_path(s3_server):
+    """The server answers a suffix range of an empty object with 200 and the (empty) whole:
+    that is the answer, not one for s3fs (which then took over the bucket for good)."""
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["empty"] = b""
+    store["x"] = b"abcdef"
+    assert store.get_partial("empty", [(-4, None)]) == [b""]
+    assert store.get_partial("x", [(-4, None), (0, None)]) == [b"cdef", b"abcdef"]
+    assert store._direct._buckets[s3_server.bucket].use
