@@ -54,7 +54,8 @@ def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
                 try:
                     res.append(f.result())
                 except Exception as e:
-                    if size is None and any(starts[i] > 0 for i in want):
+                    # a range from 0 is refused too where the object is empty (416)
+                    if size is None and any(starts[i] >= 0 for i in want):
                         return _get_partial_sized(store, key, path, ranges)
                     raise fsspec_io.with_key(e, key, store) from None
         finally:

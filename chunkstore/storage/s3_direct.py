@@ -96,7 +96,7 @@ class _Bucket:
     """How to address and sign for one bucket: base URL, Host header, path prefix."""
 
     __slots__ = ("client", "scheme", "host", "prefix", "region", "service", "unsigned",
-                 "proxy", "use", "owner")
+                 "proxy", "ssl", "use", "owner")
 
     def __init__(self):
         self.use = False  # False: every request of this bucket goes through s3fs
@@ -114,6 +114,7 @@ class S3Direct:
         self._session = None
         self._session_key = None  # (pid, loop) the session belongs to
         self._keys: dict[tuple, bytes] = {}  # (secret, day, region, service) -> signing key
+        self._ssl: dict = {}  # CA bundle -> TLS context
 
     @property
     def fs(self):
@@ -133,8 +134,8 @@ class S3Direct:
             task = self._resolving[bucket] = asyncio.ensure_future(self._resolve(bucket))
         try:
             b = await asyncio.shield(task)
-        except Exception:  # noqa: BLE001 - s3fs then makes the requests, and raises
-            b = _Bucket()
+        except Exception:  # noqa: BLE001 - s3fs makes this request, and raises
+            return _Bucket()  # (not kept: a later request tries again)
         finally:
             if task.done() and self._resolving.get(bucket) is task:
                 del self._resolving[bucket]
@@ -145,7 +146,9 @@ class S3Direct:
         import botocore
 
         b = _Bucket()
-        if ":" in bucket:  # access point / outpost ARNs: s3fs's client knows them
+        if ":" in bucket or bucket.endswith("--x-s3"):
+            # access point / outpost ARNs, and S3 Express directory buckets (signed with
+            # session auth): s3fs's client knows them
             return b
         await self.fs.set_session()
         b.owner = getattr(self.fs, "_s3", None)
@@ -184,6 +187,7 @@ class S3Direct:
             proxies = urllib.request.getproxies()
             b.proxy = (None if urllib.request.proxy_bypass(parts.hostname or "")
                        else proxies.get(b.scheme))
+        b.ssl = self._ssl_for(b) if b.scheme == "https" else True
         b.use = True
         return b
 
@@ -195,28 +199,42 @@ class S3Direct:
         if self._session is None or self._session_key != key:
             import aiohttp
 
-            import ssl
-
-            from botocore.httpsession import get_cert_path
+            if self._session is not None and self._session_key[0] == key[0]:
+                # a new event loop in this process (fsspec's was replaced): the old one
+                # no longer runs, so its connections are closed here
+                old_loop = self._session_key[1]
+                if old_loop.is_closed() or not old_loop.is_running():
+                    _close(self._session, old_loop, key[0])
 
             cfg = b.client.meta.config
-            # the certificates the client verifies with (certifi's, or the CA bundle botocore
-            # found: AWS_CA_BUNDLE, ca_bundle in the AWS config, REQUESTS_CA_BUNDLE)
-            verify = getattr(getattr(getattr(b.client, "_endpoint", None), "http_session",
-                                     None), "_verify", None)
-            if verify is None:  # an aiobotocore that keeps it elsewhere
-                verify = os.environ.get("AWS_CA_BUNDLE") or True
-            ssl_ctx = (ssl.create_default_context(cafile=get_cert_path(verify)) if verify
-                       else False)
-            connector = aiohttp.TCPConnector(limit=cfg.max_pool_connections or 10, ssl=ssl_ctx)
+            connector = aiohttp.TCPConnector(limit=cfg.max_pool_connections or 10)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.connect_timeout,
                                             sock_read=cfg.read_timeout)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=timeout, auto_decompress=False,
                 skip_auto_headers=("Accept-Encoding", "Content-Type"))
             self._session_key = key
-            weakref.finalize(self, _close, self._session, loop)
+            weakref.finalize(self, _close, self._session, loop, key[0])
         return self._session
+
+    def _ssl_for(self, b: _Bucket):
+        """The TLS context of an https bucket: the certificates its client verifies with
+        (certifi's, or the CA bundle botocore found: AWS_CA_BUNDLE, ca_bundle in the AWS
+        config, REQUESTS_CA_BUNDLE); one per bundle (loading one takes milliseconds)."""
+        import ssl
+
+        from botocore.httpsession import get_cert_path
+
+        verify = getattr(getattr(getattr(b.client, "_endpoint", None), "http_session",
+                                 None), "_verify", None)
+        if verify is None:  # an aiobotocore that keeps it elsewhere
+            verify = os.environ.get("AWS_CA_BUNDLE") or True
+        if not verify:
+            return False
+        ctx = self._ssl.get(verify)
+        if ctx is None:
+            ctx = self._ssl[verify] = ssl.create_default_context(cafile=get_cert_path(verify))
+        return ctx
 
     # -- signing ---------------------------------------------------------------------------
 
@@ -255,7 +273,7 @@ class S3Direct:
         session = self._http(b)
         # redirects are not followed (as botocore): a 3xx goes to s3fs like any answer not
         # handled here, never with our Host and token to the host a Location names
-        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy,
+        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy, ssl=b.ssl,
                                allow_redirects=False) as resp:
             status = resp.status
             if status == (206 if rng else 200):
@@ -300,8 +318,8 @@ class S3Direct:
             await self.fs._pipe_file(path, data)
             return
         session = self._http(b)
-        async with session.put(_url(b, uri), data=data, headers=headers,
-                               proxy=b.proxy, allow_redirects=False) as resp:
+        async with session.put(_url(b, uri), data=data, headers=headers, proxy=b.proxy,
+                               ssl=b.ssl, allow_redirects=False) as resp:
             status = resp.status
             body = await resp.read()
         if status == 200:
@@ -385,11 +403,12 @@ def sign(headers: dict, method: str, uri: str, payload_hash: str, access_key: st
     return headers
 
 
-def _close(session, loop) -> None:
+def _close(session, loop, pid: int) -> None:
     """Close a session's connections when its owner goes: on its event loop if that still
-    runs in another thread, else here (as fsspec closes s3fs's own sessions)."""
+    runs in another thread, else here (as fsspec closes s3fs's own sessions). Not in a
+    forked child: the connections are the parent's (and its loop does not run here)."""
     connector = session.connector
-    if connector is None or connector.closed:
+    if os.getpid() != pid or connector is None or connector.closed:
         return
     try:
         here = asyncio.get_running_loop()

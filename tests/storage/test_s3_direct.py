@@ -181,6 +181,9 @@ def test_the_server_accepts_our_signatures(s3_server, iam_user):
 
 
 def test_a_signature_refused_is_an_error_naming_the_key(s3_server, iam_user):
+    """A refused signature (403 SignatureDoesNotMatch) is not an answer the direct path
+    takes as final: the request is made again through s3fs, whose PermissionError (the
+    secret is wrong there too) is raised naming the key; nothing is read as missing."""
     good = FSStore(s3_server.url(), storage_options=_signed_opts(s3_server, *iam_user))
     good["a/0"] = b"zero"
     bad = FSStore(good.url, storage_options=_signed_opts(s3_server, iam_user[0], "wrong"))
@@ -265,7 +268,7 @@ def test_tls_trusts_the_certificates_botocore_does(s3_server, tmp_path, monkeypa
     store["k"] = b"v"
     assert store._direct._buckets[s3_server.bucket].client._endpoint.http_session._verify \
         == str(bundle)
-    ctx = store._direct._session.connector._ssl
+    ctx = store._direct._ssl_for(store._direct._buckets[s3_server.bucket])
     assert len(ctx.get_ca_certs()) == 1
 
 
@@ -332,3 +335,50 @@ def test_a_suffix_range_of_an_empty_object_keeps_the_direct_path(s3_server):
     assert store.get_partial("empty", [(-4, None)]) == [b""]
     assert store.get_partial("x", [(-4, None), (0, None)]) == [b"cdef", b"abcdef"]
     assert store._direct._buckets[s3_server.bucket].use
+
+
+def test_directory_buckets_and_arns_use_s3fs(s3_server):
+    """S3 Express directory buckets (signed with session auth) and access-point ARNs are
+    left to s3fs's client."""
+    from fsspec.asyn import sync
+
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    for bucket in ("data--usw2-az1--x-s3", "arn:aws:s3:us-east-1:123456789012:accesspoint"):
+        assert not sync(store.fs.loop, store._direct._resolve, bucket).use
+
+
+def test_a_failed_bucket_resolution_is_tried_again(s3_server, monkeypatch):
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    real = s3_direct.S3Direct._resolve
+    calls = []
+
+    async def flaky(self, bucket):
+        calls.append(bucket)
+        if len(calls) == 1:
+            raise OSError("transient trouble finding the bucket")
+        return await real(self, bucket)
+
+    monkeypatch.setattr(s3_direct.S3Direct, "_resolve", flaky)
+    store["k"] = b"v"  # through s3fs this once
+    assert s3_server.bucket not in store._direct._buckets
+    assert store["k"] == b"v"
+    assert len(calls) == 2 and store._direct._buckets[s3_server.bucket].use
+
+
+def test_a_forked_child_leaves_the_parents_connections_alone(s3_server):
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    store["k"] = b"v"
+    session = store._direct._session
+    s3_direct._close(session, store._direct._session_key[1], pid=-1)  # "another process"
+    assert not session.closed
+    assert store["k"] == b"v"
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_ranges_of_an_empty_object(s3_server, direct):
+    """S3 refuses a range of an empty object (416), even one from 0: read as empty."""
+    store = FSStore(s3_server.url(), storage_options=_opts(s3_server), s3_direct=direct)
+    store["empty"] = b""
+    for ranges in ([(0, None)], [(0, 2)], [(-4, None)], [(0, None), (0, 2), (-4, None), (3, 1)]):
+        assert store.get_partial("empty", ranges) == [b""] * len(ranges)
+    assert store["empty"] == b""
