@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Compare chunkstore with zarr-python 3 and tensorstore on the core workloads.
+"""Compare chunkstore with zarr-python 3, zarrs-python (zarr-python 3 with zarrs' Rust codec
+pipeline) and tensorstore on the core workloads.
 
 Same data, same selections and same compressor (Blosc lz4, clevel 5, byte shuffle) as
 benchmarks/bench_core.py; every library writes its own Zarr v2 copy into a directory on local
@@ -41,7 +42,7 @@ from benchmarks import importable  # noqa: E402
 from benchmarks.bench_core import (compressor, expected_after_writes, make_data,  # noqa: E402
                                    make_selections, window_write_values)
 
-ALL_LIBS = ("chunkstore", "zarr", "tensorstore")
+ALL_LIBS = ("chunkstore", "zarr", "zarrs", "tensorstore")
 WORKLOADS = ("write_whole", "read_whole", "read_points", "read_windows", "oindex", "vindex",
              "write_windows")
 DESCRIPTIONS = {
@@ -117,6 +118,29 @@ class ZarrAdapter(ChunkstoreAdapter):
         return self.zarr.open_array(path, mode=mode, zarr_format=2)
 
 
+class ZarrsAdapter(ZarrAdapter):
+    """zarr-python 3 with zarrs' Rust codec pipeline (zarrs-python), as zarr_benchmarks runs
+    it: every call under ``codec_pipeline.path = zarrs.ZarrsCodecPipeline``."""
+
+    name = "zarrs"
+    _PIPELINE = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}
+
+    def __init__(self, threads=None):
+        super().__init__(threads)
+        import zarrs  # noqa: F401  (registers the pipeline)
+
+    def __getattribute__(self, name):
+        attr = object.__getattribute__(self, name)
+        if name.startswith("_") or name in ("name", "zarr") or not callable(attr):
+            return attr
+        config = object.__getattribute__(self, "zarr").config
+
+        def under_zarrs(*args, **kwargs):
+            with config.set(ZarrsAdapter._PIPELINE):
+                return attr(*args, **kwargs)
+        return under_zarrs
+
+
 class TensorstoreAdapter:
     name = "tensorstore"
 
@@ -166,7 +190,7 @@ class TensorstoreAdapter:
         return a.vindex[rows, cols].read().result()
 
 
-ADAPTERS = {"chunkstore": ChunkstoreAdapter, "zarr": ZarrAdapter,
+ADAPTERS = {"chunkstore": ChunkstoreAdapter, "zarr": ZarrAdapter, "zarrs": ZarrsAdapter,
             "tensorstore": TensorstoreAdapter}
 
 
@@ -388,15 +412,16 @@ def run_compare(args, libs, data, sel, root):
     print(f"Min of {args.repeat} runs, seconds; ratio = other / chunkstore "
           f"(> 1: chunkstore faster). chunkstore threads: "
           f"{_cs_threads(args.threads)}.\n")
-    header = ["workload", "chunk", "chunkstore s", "zarr s", "tensorstore s",
-              "zarr/chunkstore", "tensorstore/chunkstore"]
+    peers = [lib for lib in ALL_LIBS if lib != "chunkstore" and lib in libs]
+    header = (["workload", "chunk", "chunkstore s"] + [f"{lib} s" for lib in peers]
+              + [f"{lib}/chunkstore" for lib in peers])
     rows = []
     for w in WORKLOADS:
         for chunk in args.chunks:
             t = {lib: results.get((chunk, lib), {}).get(w) for lib in ALL_LIBS}
-            rows.append([DESCRIPTIONS[w], str(chunk), fmt_s(t["chunkstore"]), fmt_s(t["zarr"]),
-                         fmt_s(t["tensorstore"]), fmt_ratio(t["zarr"], t["chunkstore"]),
-                         fmt_ratio(t["tensorstore"], t["chunkstore"])])
+            rows.append([DESCRIPTIONS[w], str(chunk), fmt_s(t["chunkstore"])]
+                        + [fmt_s(t[lib]) for lib in peers]
+                        + [fmt_ratio(t[lib], t["chunkstore"]) for lib in peers])
     print_table(header, rows, args.markdown)
 
     print("\nPeak memory of reading the whole array (fresh process per library; peak RSS "
