@@ -11,8 +11,7 @@ built in C and its system calls run without the GIL.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.errno cimport (EEXIST, EINTR, EINVAL, EISDIR, ENOENT, ENOTDIR, EOPNOTSUPP, EPERM,
-                         errno)
+from libc.errno cimport EEXIST, EINTR, EISDIR, ENOENT, ENOTDIR, errno
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strerror, strlen
 
@@ -359,6 +358,14 @@ cdef inline int _write_all(int fd, const char* src, Py_ssize_t n, bint sync) noe
     return 0
 
 
+cdef inline int _linkat_retry(const char* fdpath, const char* new) noexcept nogil:
+    cdef int r
+    while True:
+        r = linkat(AT_FDCWD, fdpath, AT_FDCWD, new, AT_SYMLINK_FOLLOW)
+        if r == 0 or errno != EINTR:
+            return r
+
+
 cdef int _create_linked(char* dirpath, const char* target, const char* tmp, const char* src,
                         Py_ssize_t n, bint sync) noexcept nogil:
     """Write a new file at target, where there is none yet: an unnamed file in target's
@@ -366,30 +373,38 @@ cdef int _create_linked(char* dirpath, const char* target, const char* tmp, cons
     name appears with all its bytes or not at all, and a killed writer leaves nothing.
     One directory change instead of two (create a temp name, rename it): a new 16 KB file
     took 16-20 us against 23-25 us on this project's ext4 disk, 12 against 14 on tmpfs.
-    Returns 0 when done, -1 where the filesystem or system cannot do it (nothing written:
-    the caller takes the named temp file), else the errno. Someone else creating target
-    first is a replace: the file is linked under the temp name and moved over it."""
+    Returns 0 when done, -1 where it cannot be done this way (nothing published: the caller
+    takes the named temp file, which does it or fails with the error that matters there),
+    else the errno (ENOENT: target's directory is missing). Someone else creating target
+    first is a replace: the file is linked under the temp name and moved over it.
+    Falling back on any other failure matters: open(O_TMPFILE) fails with EOPNOTSUPP (NFS,
+    FUSE, older overlayfs), EISDIR (kernels before 3.11) or EINVAL, and the link can be
+    refused for reasons the named temp file does not meet (/proc missing or replaced, a
+    security module or seccomp filter refusing linkat or /proc/self/fd: EACCES, EPERM,
+    ENOSYS; the directory removed meanwhile: ENOENT)."""
     cdef int fd, err
     cdef char fdpath[40]
+    if O_TMPFILE == 0:
+        return -1      # no unnamed files on this system (macOS, the BSDs)
     fd = _open_retry(dirpath, O_WRONLY | O_TMPFILE | O_CLOEXEC, 0o666)
     if fd < 0:
         err = errno
-        return -1 if err in (EOPNOTSUPP, EISDIR, EINVAL) else err
+        return ENOENT if err == ENOENT else -1
     err = _write_all(fd, src, n, sync)
     if err == 0:
         snprintf(fdpath, 40, b"/proc/self/fd/%d", fd)
-        if linkat(AT_FDCWD, fdpath, AT_FDCWD, target, AT_SYMLINK_FOLLOW) != 0:
+        if _linkat_retry(fdpath, target) != 0:
             err = errno
             if err == EEXIST:
-                if linkat(AT_FDCWD, fdpath, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0:
+                if _linkat_retry(fdpath, tmp) != 0:
                     err = errno
                 elif _replace(tmp, target) != 0:
                     err = errno
                     unlink(tmp)
                 else:
                     err = 0
-            elif err == ENOENT or err == EPERM or err == EOPNOTSUPP:
-                err = -1  # no /proc, or links refused here: a named temp file instead
+            else:
+                err = -1    # not linked: a named temp file instead
     if close(fd) != 0 and err == 0 and errno != EINTR:
         err = errno
     return err

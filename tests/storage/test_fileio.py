@@ -152,6 +152,100 @@ def test_write_files_new_files_leave_no_temp_names(tmp_path, sync):
         "a", "b", "c"]
 
 
+_LINK_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* linkat from /proc/self/fd/N fails with errno $SHIM_LINK_ERRNO (EINTR: every other
+   call); with $SHIM_RACE, another writer creates the target just before the link. */
+static int calls;
+int linkat(int od, const char* op, int nd, const char* np, int flags) {
+    static int (*real)(int, const char*, int, const char*, int);
+    const char* e = getenv("SHIM_LINK_ERRNO");
+    if (!real) real = (int (*)(int, const char*, int, const char*, int))dlsym(RTLD_NEXT, "linkat");
+    if (strncmp(op, "/proc/self/fd/", 14) == 0) {
+        if (e && *e && (atoi(e) != EINTR || calls++ % 2 == 0)) { errno = atoi(e); return -1; }
+        if (getenv("SHIM_RACE") && !strstr(np, ".partial")) {
+            int fd = open(np, O_WRONLY | O_CREAT | O_EXCL, 0644);
+            if (fd >= 0) { if (write(fd, "theirs", 6) != 6) {} close(fd); }
+        }
+    }
+    return real(od, op, nd, np, flags);
+}
+"""
+
+_LINK_CHILD = r"""
+import os, sys
+from chunkstore.storage._fileio import write_files
+d, token, clash = sys.argv[1], sys.argv[2].encode(), sys.argv[3] == "1"
+if clash:   # the temp name the fallback would take for "x": refused by O_EXCL
+    open(os.path.join(d, ".x." + token.decode() + "%016x.partial" % 7), "wb").close()
+paths = [os.fsencode(os.path.join(d, n)) for n in ("x", "y")]
+print(write_files(paths, [b"mine-x", b"mine-y"], token, 7, False))
+print(open(paths[0], "rb").read(), open(paths[1], "rb").read())
+"""
+
+
+@pytest.fixture(scope="module")
+def link_shim(tmp_path_factory):
+    import shutil
+    import subprocess
+    import sys
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not sys.platform.startswith("linux") or cc is None:
+        pytest.skip("needs Linux and a C compiler (LD_PRELOAD shim)")
+    d = tmp_path_factory.mktemp("shim")
+    (d / "shim.c").write_text(_LINK_SHIM)
+    r = subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "shim.so"), str(d / "shim.c"),
+                        "-ldl"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot build the shim: {r.stderr}")
+    return str(d / "shim.so")
+
+
+def _run_link_child(shim, d, env_extra, clash=False):
+    import subprocess
+    import sys
+
+    from ._subproc import env
+    e = env()
+    e.update(env_extra, LD_PRELOAD=shim)
+    r = subprocess.run([sys.executable, "-c", _LINK_CHILD, str(d), TOKEN.decode(),
+                        "1" if clash else "0"], env=e, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+@pytest.mark.parametrize("err", ["EACCES", "EXDEV", "ENOSYS", "ELOOP", "EPERM", "ENOENT"])
+def test_write_files_new_file_falls_back_when_the_link_is_refused(tmp_path, link_shim, err):
+    """A link from /proc/self/fd refused for any reason (a security module or seccomp
+    filter, /proc replaced, the directory removed meanwhile) is no failure of the write:
+    the named temp file takes over (and reports the error where there really is one)."""
+    out = _run_link_child(link_shim, tmp_path, {"SHIM_LINK_ERRNO": str(getattr(errno, err))})
+    assert out == ["(-1, 0)", "b'mine-x' b'mine-y'"]
+    assert sorted(os.listdir(tmp_path)) == ["x", "y"]
+
+
+def test_write_files_link_interrupted_is_retried(tmp_path, link_shim):
+    # EINTR (a signal during a link on FUSE) is retried, as every other call here: the
+    # unnamed file is still linked (the clash at the temp name shows no fallback was taken)
+    out = _run_link_child(link_shim, tmp_path, {"SHIM_LINK_ERRNO": str(errno.EINTR)},
+                          clash=True)
+    assert out == ["(-1, 0)", "b'mine-x' b'mine-y'"]
+
+
+def test_write_files_new_file_created_meanwhile_is_replaced(tmp_path, link_shim):
+    # another writer creates the target between the lstat and the link: ours replaces it
+    # (last writer wins, as an overwrite), and no temp name is left
+    out = _run_link_child(link_shim, tmp_path, {"SHIM_RACE": "1"})
+    assert out == ["(-1, 0)", "b'mine-x' b'mine-y'"]
+    assert sorted(os.listdir(tmp_path)) == ["x", "y"]
+
+
 def test_write_files_argument_checks(tmp_path):
     with pytest.raises(ValueError, match="differ in length"):
         write_files([b"/a"], [], TOKEN, 0, False)
