@@ -120,18 +120,32 @@ class ZarrAdapter(ChunkstoreAdapter):
 
 class ZarrsAdapter(ZarrAdapter):
     """zarr-python 3 with zarrs' Rust codec pipeline (zarrs-python), as zarr_benchmarks runs
-    it: every call under ``codec_pipeline.path = zarrs.ZarrsCodecPipeline``."""
+    it: every call under ``codec_pipeline.path = zarrs.ZarrsCodecPipeline``. Strict: where
+    zarrs cannot do a selection (zarrs-python 0.2.3: integer-array oindex and vindex) it
+    would silently hand it to zarr-python's own pipeline, and the zarrs column would time
+    zarr-python; it raises instead, and that workload is left out (``unsupported``)."""
 
     name = "zarrs"
-    _PIPELINE = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}
+    _PIPELINE = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline",
+                 "codec_pipeline.strict": True}
 
     def __init__(self, threads=None):
         super().__init__(threads)
         import zarrs  # noqa: F401  (registers the pipeline)
+        import zarrs.pipeline
+        import zarrs.utils
+        self.unsupported = tuple(
+            getattr(m, e) for m, e in ((zarrs.pipeline, "UnsupportedMetadataError"),
+                                       (zarrs.pipeline, "UnsupportedDataTypeError"),
+                                       (zarrs.utils, "DiscontiguousArrayError"),
+                                       (zarrs.utils, "UnsupportedVIndexingError"),
+                                       (zarrs.utils, "FillValueNoneError"))
+            if hasattr(m, e))
 
     def __getattribute__(self, name):
         attr = object.__getattribute__(self, name)
-        if name.startswith("_") or name in ("name", "zarr") or not callable(attr):
+        if (name.startswith("_") or name in ("name", "zarr", "unsupported")
+                or not callable(attr)):
             return attr
         config = object.__getattribute__(self, "zarr").config
 
@@ -231,6 +245,19 @@ def run_lib(adapter, data, sel, chunk, root, repeat):
     w = sel["window"]
     times = {}
     holder = {}
+    unsupported = getattr(adapter, "unsupported", ())
+
+    def timed(workload, fn):
+        """best_of(repeat, fn) into times[workload]; the result, or None where the library
+        cannot do the workload (then left out of the table: "-")."""
+        try:
+            times[workload], got = best_of(repeat, fn)
+        except unsupported as e:
+            times[workload] = None
+            print(f"[compare] {name:<11} chunk={chunk:<4} {workload}: not supported "
+                  f"({type(e).__name__}), left out", file=sys.stderr)
+            return None
+        return got
 
     def fresh():
         # Every timed whole write goes into a new, empty array under a new path. Nothing is
@@ -264,12 +291,14 @@ def run_lib(adapter, data, sel, chunk, root, repeat):
         check_equal(f"{name} chunk={chunk} read_windows", g, data[r:r + w, c:c + w])
 
     rows, cols = sel["orows"], sel["ocols"]
-    times["oindex"], got = best_of(repeat, lambda: adapter.oindex(a, rows, cols))
-    check_equal(f"{name} chunk={chunk} oindex", got, data[np.ix_(rows, cols)])
+    got = timed("oindex", lambda: adapter.oindex(a, rows, cols))
+    if got is not None:
+        check_equal(f"{name} chunk={chunk} oindex", got, data[np.ix_(rows, cols)])
 
     vr, vc = sel["vrows"], sel["vcols"]
-    times["vindex"], got = best_of(repeat, lambda: adapter.vindex(a, vr, vc))
-    check_equal(f"{name} chunk={chunk} vindex", got, data[vr, vc])
+    got = timed("vindex", lambda: adapter.vindex(a, vr, vc))
+    if got is not None:
+        check_equal(f"{name} chunk={chunk} vindex", got, data[vr, vc])
     a = None  # close the read-only handle before reopening for writes
 
     a = adapter.open(path, mode="r+")
@@ -423,6 +452,11 @@ def run_compare(args, libs, data, sel, root):
                         + [fmt_s(t[lib]) for lib in peers]
                         + [fmt_ratio(t[lib], t["chunkstore"]) for lib in peers])
     print_table(header, rows, args.markdown)
+    left_out = sorted({lib for (chunk, lib), times in results.items()
+                       if any(v is None for v in times.values())})
+    if left_out:
+        print(f"\n-: not supported by {', '.join(left_out)} (see stderr); zarrs-python would "
+              f"hand such a selection to zarr-python's own pipeline")
 
     print("\nPeak memory of reading the whole array (fresh process per library; peak RSS "
           "above the baseline after imports and open, as a multiple of the output size):\n")
