@@ -189,7 +189,10 @@ def run_zarrs(bench, path, out):
     import zarr
     import zarrs  # noqa: F401
 
-    zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+    # strict: a selection zarrs cannot do raises instead of silently running (and being
+    # timed) in zarr-python's own pipeline
+    zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline",
+                     "codec_pipeline.strict": True})
     return run_zarr(bench, path, out)
 
 

@@ -480,8 +480,12 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                 tlen += 16
                 memcpy(tmp + tlen, b".partial", 8)
                 tmp[tlen + 8] = 0
-                if linked and lstat(cpaths[k], &st) != 0 and errno == ENOENT:
-                    # a new file: no temp name needed (see _create_linked)
+                # A new file needs no temp name (see _create_linked); but a name too long
+                # for one (over 255 - 42 bytes) is refused here as on every other path (an
+                # overwrite, __setitem__), or the chunk could be written once and never
+                # again.
+                if (linked and plen - cut + 42 <= 255
+                        and lstat(cpaths[k], &st) != 0 and errno == ENOENT):
                     if cut > 1:
                         memcpy(dirpath, cpaths[k], cut - 1)
                         dirpath[cut - 1] = 0

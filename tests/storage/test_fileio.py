@@ -263,3 +263,16 @@ def test_paths_with_nul_are_refused(tmp_path):
     with pytest.raises(ValueError, match="null byte"):
         write_files([os.fsencode(tmp_path) + b"/a\0b"], [b"1"], TOKEN, 0, False)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_name_too_long_for_a_temp_name_fails_alike_new_or_not(tmp_path):
+    """A key whose temp name would pass 255 bytes cannot be overwritten (nor written by
+    __setitem__), so it is not created either: the same ENAMETOOLONG on every path."""
+    name = "k" * 230
+    target = os.fsencode(tmp_path / name)
+    assert write_files([target], [b"1"], TOKEN, 0, False) == (0, errno.ENAMETOOLONG)
+    assert os.listdir(tmp_path) == []
+    short = os.fsencode(tmp_path / ("k" * 213))  # 213 + 42 = 255: fits
+    assert write_files([short], [b"1"], TOKEN, 0, False) == (-1, 0)
+    assert write_files([short], [b"2"], TOKEN, 1, False) == (-1, 0)
+    assert open(short, "rb").read() == b"2"
