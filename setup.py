@@ -14,8 +14,9 @@ extensions = [
     )
     for name in ext_names
 ] + [
-    Extension("chunkstore.storage._fileio", ["chunkstore/storage/_fileio.pyx"],
-              extra_compile_args=["-O2"]),
+    Extension(f"chunkstore.storage.{name}", [f"chunkstore/storage/{name}.pyx"],
+              extra_compile_args=["-O2"])
+    for name in ("_fileio", "_filewrite")
 ]
 
 setup(

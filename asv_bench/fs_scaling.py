@@ -4,7 +4,7 @@
 Writes 4096 files of 5.7 KB (the size of a compressed 64x64 float32 chunk of the benchmark
 array) into one directory, each atomically (a temporary file, then a rename over the
 target: what DirectoryStore does), with 1, 2, 4 and 8 threads, through the store's own
-GIL-free batch writer (chunkstore.storage._fileio.write_files) and nothing else of
+GIL-free batch writer (chunkstore.storage._filewrite.write_files) and nothing else of
 chunkstore. Each run writes into a new directory; the directories are removed at the end.
 
     python asv_bench/fs_scaling.py                 # in a temp dir on the default filesystem
@@ -26,7 +26,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import benchmarks  # noqa: E402,F401  (finds chunkstore in the source tree if not installed)
-from chunkstore.storage._fileio import write_files  # noqa: E402
+from chunkstore.storage._filewrite import write_files  # noqa: E402
 
 N_FILES = 4096
 BATCH = 128

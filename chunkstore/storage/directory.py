@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .._core.batch import Files
-from ._fileio import key_paths, read_files, read_files_into, write_files
+from ._fileio import key_paths, read_files, read_files_into
+from ._filewrite import write_files
 from ..errors import StoreError
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 from ._fileio import read_ranges  # (GIL-free byte ranges of one file)
@@ -422,7 +423,7 @@ class DirectoryStore(BaseStore):
                 )
         self._check_inside(map(os.fsdecode, paths), keys)
         values = [v if type(v) is bytes else ensure_bytes(v) for v in mapping.values()]
-        # One batch of system calls without the GIL (see _fileio); an item the batch cannot
+        # One batch of system calls without the GIL (see _filewrite); an item the batch cannot
         # write (a missing directory, a temp-name clash) is retried by _write, which creates
         # directories and raises the proper error, and the batch goes on after it.
         pos, dirs = 0, set()

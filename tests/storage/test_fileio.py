@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkstore.storage._fileio import key_paths, read_files, write_files
+from chunkstore.storage._fileio import key_paths, read_files
+from chunkstore.storage._filewrite import write_files
 from chunkstore.storage.base import validate_key
 
 
@@ -180,7 +181,7 @@ int linkat(int od, const char* op, int nd, const char* np, int flags) {
 
 _LINK_CHILD = r"""
 import os, sys
-from chunkstore.storage._fileio import write_files
+from chunkstore.storage._filewrite import write_files
 d, token, clash = sys.argv[1], sys.argv[2].encode(), sys.argv[3] == "1"
 if clash:   # the temp name the fallback would take for "x": refused by O_EXCL
     open(os.path.join(d, ".x." + token.decode() + "%016x.partial" % 7), "wb").close()

@@ -1,0 +1,102 @@
+# cython: language_level=3
+"""What the GIL-free file modules share (_fileio: reads and key paths; _filewrite: atomic
+writes): the system calls they use, retried on EINTR, and the path check."""
+
+from libc.errno cimport EINTR, errno
+from libc.string cimport strlen
+
+
+cdef extern from "<fcntl.h>" nogil:
+    int open(const char* path, int flags, ...)
+    int O_RDONLY
+    int O_WRONLY
+    int O_CREAT
+    int O_EXCL
+    int O_CLOEXEC
+    int O_NONBLOCK
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t read(int fd, void* buf, size_t n)
+    ssize_t write(int fd, const void* buf, size_t n)
+    int fsync(int fd)
+    int close(int fd)
+    int unlink(const char* path)
+
+cdef extern from "<sys/stat.h>" nogil:
+    struct stat:
+        long st_size
+        unsigned int st_mode
+    int fstat(int fd, stat* st)
+    int lstat(const char* path, stat* st)
+    bint S_ISREG(unsigned int mode)
+    bint S_ISDIR(unsigned int mode)
+    bint S_ISFIFO(unsigned int mode)
+    bint S_ISSOCK(unsigned int mode)
+
+cdef extern from "<stdio.h>" nogil:
+    int rename(const char* old, const char* new)
+    int snprintf(char* buf, size_t n, const char* fmt, ...)
+
+cdef extern from *:
+    """
+    #include <fcntl.h>
+    #ifndef O_TMPFILE
+    #define O_TMPFILE 0
+    #endif
+    #ifndef AT_SYMLINK_FOLLOW
+    #define AT_SYMLINK_FOLLOW 0x400
+    #endif
+    #ifndef AT_FDCWD
+    #define AT_FDCWD -100
+    #endif
+    """
+    int O_TMPFILE
+    int AT_FDCWD
+    int AT_SYMLINK_FOLLOW
+
+cdef extern from "<unistd.h>" nogil:
+    int linkat(int olddirfd, const char* oldpath, int newdirfd, const char* newpath,
+               int flags)
+
+
+# The system calls below retried on EINTR, as Python's own os functions do (PEP 475): a
+# signal during an open on a FUSE or NFS mount must not fail the read or write.
+cdef inline int _open_retry(const char* path, int flags, int mode) noexcept nogil:
+    cdef int fd
+    while True:
+        fd = open(path, flags, mode)
+        if fd >= 0 or errno != EINTR:
+            return fd
+
+
+cdef inline int _fstat_retry(int fd, stat* st) noexcept nogil:
+    cdef int r
+    while True:
+        r = fstat(fd, st)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef inline int _fsync_retry(int fd) noexcept nogil:
+    cdef int r
+    while True:
+        r = fsync(fd)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef inline int _rename_retry(const char* old, const char* new) noexcept nogil:
+    cdef int r
+    while True:
+        r = rename(old, new)
+        if r == 0 or errno != EINTR:
+            return r
+
+
+cdef inline const char* _c_path(bytes path) except NULL:
+    """The path for the C calls. One with a NUL byte would be cut short there: refuse it,
+    as Python's os functions do (strlen of a short path costs less than a search)."""
+    cdef const char* c = path
+    if strlen(c) != <size_t>len(path):
+        raise ValueError(f"embedded null byte in path {path!r}")
+    return c
