@@ -23,32 +23,7 @@ import numpy as np
 cnp.import_array()
 
 
-cdef extern from "<fcntl.h>" nogil:
-    int open(const char* path, int flags)
-    int O_RDONLY
-    int O_CLOEXEC
-    int O_NONBLOCK
-
-cdef extern from "<unistd.h>" nogil:
-    ssize_t read(int fd, void* buf, size_t n)
-    ssize_t pread(int fd, void* buf, size_t n, long off)
-    int close(int fd)
-
-cdef extern from "<sys/stat.h>" nogil:
-    cdef struct stat:
-        long st_size
-        unsigned int st_mode
-    int fstat(int fd, stat* st)
-    bint S_ISREG(unsigned int mode)
-
-
-cdef inline int _open_read(const char* path) noexcept nogil:
-    """open(2) for reading, retried on EINTR, without blocking (a FIFO where a chunk file
-    should be would block the open until some process writes to it)."""
-    cdef int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    while fd < 0 and errno == EINTR:
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    return fd
+from chunkstore._core.sysio cimport S_ISREG, _open_read, close, fstat, pread, read, stat
 
 
 cdef class Files:

@@ -23,14 +23,9 @@ cdef extern from "Python.h":
     void Py_XDECREF(PyObject* o)
     void Py_INCREF(object o)
 
-from chunkstore.storage._fileio_sys cimport (
-    O_CLOEXEC, O_NONBLOCK, O_RDONLY, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK, _c_path,
-    _fstat_retry, _open_retry, close, read, stat)
+from chunkstore._core.sysio cimport (
+    S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK, _c_path, _fstat_retry, _open_read, close, read, stat)
 
-
-# Reads open without blocking: a FIFO where a chunk file should be would otherwise block the
-# open until some process writes to it (O_NONBLOCK changes nothing for regular files).
-cdef int _READ_FLAGS = O_RDONLY | O_CLOEXEC | O_NONBLOCK
 
 import errno as errno_mod
 import os
@@ -80,7 +75,7 @@ def read_files(list paths):
             g1 = min(n, g0 + _OPEN_GROUP)
             with nogil:
                 for i in range(g0, g1):
-                    fds[i] = _open_retry(cpaths[i], _READ_FLAGS, 0)
+                    fds[i] = _open_read(cpaths[i])
                     if fds[i] < 0:
                         errs[i] = errno
                     elif _fstat_retry(fds[i], &st) != 0:
@@ -314,7 +309,7 @@ def read_files_into(list paths, list buffers):
             for k in range(n):
                 errs[k] = 0
                 status[k] = 0
-                fd = _open_retry(cpaths[k], _READ_FLAGS, 0)
+                fd = _open_read(cpaths[k])
                 if fd < 0:
                     errs[k] = errno
                     continue
@@ -379,7 +374,7 @@ def read_ranges(path, list ranges):
             bufs[i] = PyBytes_AS_STRING(b)
         b = None
         with nogil:
-            fd = _open_retry(cpath, _READ_FLAGS, 0)
+            fd = _open_read(cpath)
             if fd < 0:
                 err = errno
             else:

@@ -7,7 +7,7 @@ from libc.errno cimport EEXIST, EINTR, EISDIR, ENOENT, errno
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from chunkstore.storage._fileio_sys cimport (
+from chunkstore._core.sysio cimport (
     AT_FDCWD, AT_SYMLINK_FOLLOW, O_CLOEXEC, O_CREAT, O_EXCL, O_TMPFILE, O_WRONLY, S_ISREG,
     _c_path, _fsync_retry, _open_retry, _rename_retry, close, linkat, lstat, snprintf,
     stat, unlink, write)

@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""What the GIL-free file modules share (_fileio: reads and key paths; _filewrite: atomic
-writes): the system calls they use, retried on EINTR, and the path check."""
+"""The system calls of the GIL-free file code (chunkstore.storage._fileio: batch reads and key
+paths; _filewrite: atomic batch writes; batch.Files: the decode kernels' own chunk reads),
+retried on EINTR, and the path check."""
 
 from libc.errno cimport EINTR, errno
 from libc.string cimport strlen
@@ -17,6 +18,7 @@ cdef extern from "<fcntl.h>" nogil:
 
 cdef extern from "<unistd.h>" nogil:
     ssize_t read(int fd, void* buf, size_t n)
+    ssize_t pread(int fd, void* buf, size_t n, long off)
     ssize_t write(int fd, const void* buf, size_t n)
     int fsync(int fd)
     int close(int fd)
@@ -100,3 +102,10 @@ cdef inline const char* _c_path(bytes path) except NULL:
     if strlen(c) != <size_t>len(path):
         raise ValueError(f"embedded null byte in path {path!r}")
     return c
+
+
+cdef inline int _open_read(const char* path) noexcept nogil:
+    """open(2) for reading, retried on EINTR, without blocking: a FIFO where a chunk file
+    should be would otherwise block the open until some process writes to it (O_NONBLOCK
+    changes nothing for regular files)."""
+    return _open_retry(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0)
