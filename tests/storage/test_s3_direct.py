@@ -382,3 +382,23 @@ def test_ranges_of_an_empty_object(s3_server, direct):
     for ranges in ([(0, None)], [(0, 2)], [(-4, None)], [(0, None), (0, 2), (-4, None), (3, 1)]):
         assert store.get_partial("empty", ranges) == [b""] * len(ranges)
     assert store["empty"] == b""
+
+
+def test_anonymous_access_sends_unsigned_requests(s3_server, monkeypatch):
+    """anon=True (botocore's UNSIGNED): requests go without an Authorization header."""
+    import boto3
+
+    writer = FSStore(s3_server.url(), storage_options=_opts(s3_server))
+    key = writer.root.split("/", 1)[1] + "/pub/0"
+    boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing", aws_secret_access_key="testing").put_object(
+        Bucket=s3_server.bucket, Key=key, Body=b"public", ACL="public-read")
+    opts = {"anon": True, "skip_instance_cache": True,
+            "client_kwargs": dict(s3_server.storage_options["client_kwargs"])}
+    store = FSStore(writer.url, storage_options=opts, mode="r")
+    signed = []
+    real = s3_direct.sign
+    monkeypatch.setattr(s3_direct, "sign", lambda *a, **k: signed.append(1) or real(*a, **k))
+    assert store["pub/0"] == b"public"
+    bucket = store._direct._buckets[s3_server.bucket]
+    assert bucket.use and bucket.unsigned and not signed
