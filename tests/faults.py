@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import MutableMapping
@@ -74,6 +75,46 @@ def is_chunk(key):
     return not name.startswith(".") and name != "zarr.json"
 
 
+def start_server(handler):
+    """A threaded HTTP server on a free loopback port, serving handler from a daemon thread
+    (stop it with ``shutdown()`` and ``server_close()``)."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@contextlib.contextmanager
+def serving(handler):
+    """start_server(handler) for the with-block; yields the port."""
+    server = start_server(handler)
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+#: response headers a relay does not pass on (hop-by-hop, or set by the relay itself)
+_NOT_RELAYED = ("transfer-encoding", "connection", "content-length", "date", "server")
+
+
+def relay(method, host, port, target, body, headers):
+    """Make the request upstream: (status, headers to pass on, body)."""
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn.request(method, target, body=body, headers=headers)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, [(k, v) for k, v in resp.getheaders()
+                         if k.lower() not in _NOT_RELAYED], data
+
+
 class FaultProxy:
     """An HTTP proxy on loopback in front of an S3 server (moto) that injects faults into
     the responses for matching requests: a status code (500, 503, 403), a connection dropped
@@ -84,7 +125,6 @@ class FaultProxy:
     pass-through (None: always). ``hits`` counts the faults injected."""
 
     def __init__(self, upstream: str):
-        import http.client
         import http.server
         import threading
         import time
@@ -130,17 +170,11 @@ class FaultProxy:
                     return
                 if action and action[0] == "delay":
                     time.sleep(action[1])
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
-                headers = {k: v for k, v in self.headers.items()}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                conn.close()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length",
-                                         "date", "server"):
-                        self.send_header(k, v)
+                status, headers, data = relay(self.command, up.hostname, up.port, self.path,
+                                              body, dict(self.headers.items()))
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 if action and action[0] == "drop" and self.command == "GET" and data:
                     # the full length announced, half the body sent, then the socket closed
@@ -156,10 +190,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = start_server(Handler)
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def add(self, match, action, times=None):

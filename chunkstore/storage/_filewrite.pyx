@@ -34,17 +34,22 @@ cdef extern from *:
     int chunkstore_exchange(const char* a, const char* b) nogil
 
 
-cdef inline int _replace(const char* tmp, const char* target) noexcept nogil:
+cdef inline int _replace(const char* tmp, const char* target, int is_file=-1) noexcept nogil:
     """Move tmp over target atomically. Where target exists, swap the two (RENAME_EXCHANGE)
     and unlink tmp, which then holds the old value: on ext4 a rename over an existing file
     forces the new file's blocks to be allocated and written out at once (the auto_da_alloc
     heuristic) and frees the old inode inside the rename; the swap measured 2-3x faster a
     64^2 chunk on this project's disk (README, "What atomic writes cost"). Readers see the
     old or the new value either way. Anything else (no target yet, a filesystem without
-    the call) takes a plain rename."""
+    the call) takes a plain rename. *is_file*: whether target is a regular file, where the
+    caller just looked (1 or 0), else -1. A look gone stale is safe: an exchange with a
+    target gone fails and renames; one with a directory is swapped back below; a rename
+    over a file created meanwhile replaces it atomically too."""
     cdef int r
     cdef stat st
-    if lstat(target, &st) != 0 or not S_ISREG(st.st_mode):
+    if is_file < 0:
+        is_file = lstat(target, &st) == 0 and S_ISREG(st.st_mode)
+    if not is_file:
         return _rename_retry(tmp, target)      # no file there yet (or not a plain file)
     while True:
         r = chunkstore_exchange(tmp, target)
@@ -150,12 +155,12 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
     cdef Py_ssize_t maxlen = 0
     cdef char* tmp = NULL
     cdef char* dirpath = NULL
-    cdef bint linked = True
+    cdef bint linked = True, absent
     cdef stat st
     cdef const char* tp = token_prefix
     cdef const char* hexd = b"0123456789abcdef"
     cdef unsigned long long c
-    cdef int fd, err = 0
+    cdef int fd, err = 0, is_file
     cdef Py_ssize_t failed = -1
     if cpaths == NULL or plens == NULL or src == NULL or srclen == NULL:
         free(cpaths); free(plens); free(src); free(srclen)
@@ -202,8 +207,14 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                 # for one (over 255 - 42 bytes) is refused here as on every other path (an
                 # overwrite, __setitem__), or the chunk could be written once and never
                 # again.
-                if (linked and plen - cut + 42 <= 255
-                        and lstat(cpaths[k], &st) != 0 and errno == ENOENT):
+                is_file = -1   # not looked at (then _replace looks)
+                absent = False
+                if linked and plen - cut + 42 <= 255:
+                    if lstat(cpaths[k], &st) == 0:
+                        is_file = S_ISREG(st.st_mode)
+                    else:
+                        absent = errno == ENOENT
+                if absent:
                     if cut > 1:
                         memcpy(dirpath, cpaths[k], cut - 1)
                         dirpath[cut - 1] = 0
@@ -218,6 +229,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                         break
                     err = 0
                     linked = False   # not here: named temp files for the rest
+                    is_file = 0
                 fd = _open_retry(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
                 if fd < 0:
                     err = errno
@@ -226,7 +238,7 @@ def write_files(list paths, list datas, bytes token_prefix, unsigned long long c
                 err = _write_all(fd, src[k], srclen[k], sync)
                 if close(fd) != 0 and err == 0 and errno != EINTR:
                     err = errno
-                if err == 0 and _replace(tmp, cpaths[k]) != 0:
+                if err == 0 and _replace(tmp, cpaths[k], is_file) != 0:
                     err = errno
                 if err != 0:
                     unlink(tmp)

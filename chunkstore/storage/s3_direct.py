@@ -179,8 +179,7 @@ class S3Direct:
         # the proxy the client uses (the environment's, looked up when it was made, with a
         # scheme-less "host:port" read as http://, as botocore does); aiohttp's trust_env
         # would read ~/.netrc on every request
-        config = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None),
-                         "_proxy_config", None)
+        config = _http_setting(client, "_proxy_config")
         if config is not None:
             b.proxy = config.proxy_url_for(url) or None
         else:  # an aiobotocore that keeps it elsewhere
@@ -225,8 +224,7 @@ class S3Direct:
 
         from botocore.httpsession import get_cert_path
 
-        verify = getattr(getattr(getattr(b.client, "_endpoint", None), "http_session",
-                                 None), "_verify", None)
+        verify = _http_setting(b.client, "_verify")
         if verify is None:  # an aiobotocore that keeps it elsewhere
             verify = os.environ.get("AWS_CA_BUNDLE") or True
         if not verify:
@@ -259,15 +257,18 @@ class S3Direct:
     async def get(self, path: str, start: int | None = None, end: int | None = None):
         """The object's bytes (or bytes [start, end), S3's suffix range for a negative
         start); FileNotFoundError if there is no such object."""
+        def via_s3fs():
+            return self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
+
         rng = _range(start, end)
         bucket, key, _ = self.fs.split_path(path)
         b = await self._bucket(bucket)
         if not b.use or rng is False:
-            return await self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
+            return await via_s3fs()
         uri = b.prefix + "/" + quote(key, safe="/~")
         headers = await self._headers(b, "GET", uri, _EMPTY_SHA256)
         if headers is None:
-            return await self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
+            return await via_s3fs()
         if rng:
             headers["Range"] = rng
         session = self._http(b)
@@ -288,7 +289,7 @@ class S3Direct:
             if status == 404 and code == "NoSuchKey":
                 raise FileNotFoundError(path)
             self._raise_final(status, code, path)
-        out = await self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
+        out = await via_s3fs()
         b.use = False  # s3fs knows something we do not (a region, a clock skew): its bucket
         return out
 
@@ -338,6 +339,13 @@ class S3Direct:
             raise err
         if status == 403 and code == "AccessDenied":
             raise PermissionError(f"{path}: HTTP 403 AccessDenied")
+
+
+def _http_setting(client, name: str):
+    """A setting the botocore client keeps on its http session (``_proxy_config``,
+    ``_verify``), or None in an aiobotocore that keeps it elsewhere."""
+    return getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), name,
+                   None)
 
 
 def _range(start, end):

@@ -22,6 +22,7 @@ from chunkstore import config
 from chunkstore.convenience import CopyError
 from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import DirectoryStore, FSStore
+from faults import serving
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -337,14 +338,11 @@ def test_a_redirect_is_not_followed_to_another_host(s3, url, method):
         def log_message(self, *args):
             pass
 
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
-    thread = threading.Thread(target=other.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Elsewhere) as port:
         st = FSStore(url, storage_options={**options(s3.endpoint), "token": "session-token"})
         st["k"] = b"here"
         s3.reset()
-        location = f"http://127.0.0.1:{other.server_address[1]}/{BUCKET}/k"
+        location = f"http://127.0.0.1:{port}/{BUCKET}/k"
         s3.fail(method, "/k", status=307, code="TemporaryRedirect",
                 headers=[("Location", location)])
         if method == "GET":
@@ -354,9 +352,6 @@ def test_a_redirect_is_not_followed_to_another_host(s3, url, method):
             assert st["k"] == b"new"
         assert seen == []
         assert [m for m, _ in s3.requests()].count(method) == 2  # direct, then s3fs
-    finally:
-        other.shutdown()
-        thread.join()
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "s3fs"])

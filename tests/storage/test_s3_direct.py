@@ -19,6 +19,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.storage import FSStore, s3_direct
+from faults import relay, serving
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -275,9 +276,8 @@ def test_tls_trusts_the_certificates_botocore_does(s3_server, tmp_path, monkeypa
 def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatch):
     """A proxy set in the environment without a scheme (``HTTP_PROXY=host:port``) is taken
     as botocore takes it (``http://host:port``), not handed to aiohttp as an invalid URL."""
-    import http.client
     import http.server
-    import threading
+
 
     seen = []
 
@@ -287,17 +287,13 @@ def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatc
             seen.append((self.command, url.path))
             n = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(n) if n else None
-            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-            conn.request(self.command, url.path + (f"?{url.query}" if url.query else ""),
-                         body=body, headers=dict(self.headers.items()))
-            resp = conn.getresponse()
-            data = resp.read()
-            conn.close()
-            self.send_response(resp.status)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "connection", "content-length",
-                                     "date", "server"):
-                    self.send_header(k, v)
+            status, headers, data = relay(
+                self.command, url.hostname, url.port,
+                url.path + (f"?{url.query}" if url.query else ""), body,
+                dict(self.headers.items()))
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -307,13 +303,9 @@ def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatc
         def log_message(self, *args):
             pass
 
-    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        address = f"127.0.0.1:{proxy.server_address[1]}"
+    with serving(Forward) as port:
         for name in ("http_proxy", "HTTP_PROXY"):
-            monkeypatch.setenv(name, address)
+            monkeypatch.setenv(name, f"127.0.0.1:{port}")
         for name in ("no_proxy", "NO_PROXY"):
             monkeypatch.delenv(name, raising=False)
         store = FSStore(s3_server.url(), storage_options=_opts(s3_server))
@@ -321,9 +313,6 @@ def test_the_environment_proxy_is_used_as_botocore_uses_it(s3_server, monkeypatc
         assert store["k"] == b"v"
         assert store._direct._buckets[s3_server.bucket].use
         assert [m for m, p in seen if p.endswith("/k")] == ["PUT", "GET"]
-    finally:
-        proxy.shutdown()
-        thread.join()
 
 
 def test_a_suffix_range_of_an_empty_object_keeps_the_direct_path(s3_server):
