@@ -54,6 +54,7 @@ class Counting(MutableMapping):
         self.calls = []
         if partial:
             self.get_partial = self._get_partial
+            self.open_version = self._open_version
 
     def reset(self):
         self.calls = []
@@ -74,6 +75,19 @@ class Counting(MutableMapping):
         ranges = list(ranges)
         self.calls.append(("get_partial", k, tuple(ranges)))
         return self.inner.get_partial(k, ranges)
+
+    def _open_version(self, k):
+        """The inner store's version reader, each read counted as one get_partial."""
+        inner, calls = self.inner.open_version(k), self.calls
+
+        class Counted(type(inner)):
+            def read(self, ranges):
+                ranges = list(ranges)
+                calls.append(("get_partial", k, tuple(ranges)))
+                return super().read(ranges)
+
+        inner.__class__ = Counted
+        return inner
 
     def __setitem__(self, k, v):
         self.calls.append(("set", k))
@@ -121,9 +135,9 @@ def data_for(meta, seed=0):
     return rng.integers(1, 1000, size=meta.shape).astype(meta.dtype)
 
 
-def filled(meta, seed=0):
+def filled(meta, seed=0, inner=None):
     """A Counting store holding the whole array written through the view."""
-    store = Counting()
+    store = Counting(inner)
     data = data_for(meta, seed)
     write_v3(store, meta, data)
     store.reset()
@@ -141,16 +155,19 @@ def encoded_inner(view, data, coords):
 # ------------------------------------------------------------------------------ reads
 
 
-def test_partial_reads_coalesced_and_index_cached():
+def test_partial_reads_coalesced_and_index_cached(tmp_path):
+    # (a directory: its versions have an identity, so indexes are cached)
     meta = sharded()
-    store, data = filled(meta)
+    store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
     view = ShardedStoreView(store, meta)
     keys = [view.inner_key(c) for c in [(0, 0), (0, 1), (0, 2)]]
     got = view.getitems(keys)
     assert set(got) == set(keys)
     parts = [c for c in store.calls if c[0] == "get_partial"]
     assert len(store.reads) == 2 and len(parts) == 2  # the index, then the chunks
-    assert parts[0][2] == ((-view.sharding.index_nbytes, None),)  # suffix read of the index
+    size = len(store.inner["c/0/0"])
+    nb = view.sharding.index_nbytes
+    assert parts[0][2] == ((size - nb, nb),)  # the index at the end of that version
     assert len(parts[1][2]) == 1  # three neighbouring chunks: one coalesced range
     for c, k in zip([(0, 0), (0, 1), (0, 2)], keys):
         assert got[k] == encoded_inner(view, data, c)
@@ -286,9 +303,9 @@ def test_write_into_absent_shard():
     assert list(view) == [view.inner_key((6, 2))] and len(view) == 1
 
 
-def test_writes_update_the_cached_index():
+def test_writes_drop_the_cached_index(tmp_path):
     meta = sharded()
-    store, data = filled(meta)
+    store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
     view = ShardedStoreView(store, meta)
     k = view.inner_key((2, 2))
     view.getitems([k])  # caches the index
@@ -296,7 +313,12 @@ def test_writes_update_the_cached_index():
     view[k] = new
     store.reset()
     assert view[k] == new
-    assert [c[0] for c in store.calls] == ["get_partial"]  # no index re-read: updated in place
+    # the new shard's index is read with the version it is of (a write cannot know the
+    # version the store gave the new shard without racing the next writer)
+    assert [c[0] for c in store.calls] == ["get_partial", "get_partial"]
+    store.reset()
+    assert view[k] == new
+    assert [c[0] for c in store.calls] == ["get_partial"]  # then cached again
 
 
 def test_delitems():
@@ -699,9 +721,9 @@ def test_slots_roundtrip_with_3d_transpose():
     assert_array_same(zarr_open(store)[...], data)
 
 
-def test_index_cache_is_bounded_by_bytes():
+def test_index_cache_is_bounded_by_bytes(tmp_path):
     meta = sharded()
-    store, data = filled(meta)
+    store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
     one = ShardedStoreView(store, meta).sharding.nchunks * 16
     view = ShardedStoreView(store, meta, max_cache_bytes=2 * one)
     for c in [(0, 0), (0, 4), (4, 0), (4, 4)]:  # four shards

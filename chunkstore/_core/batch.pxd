@@ -20,6 +20,8 @@ cdef class Files:
     cdef size_t maxlen         # larger files are not read here (the caller reads them)
     cdef readonly object ranges  # None, or int64 (n, 2): each chunk's offset and length in
                                # its file (inner chunks of shards)
+    cdef readonly object idents  # None, or int64 (n, 5): the identity (sysio's
+                               # chunkstore_stat_ident) of the file version the ranges are of
 
 
 cdef class _Batch:
@@ -31,6 +33,7 @@ cdef class _Batch:
     # section and one reused buffer instead of a bytes object per chunk.
     cdef const char** paths
     cdef int64_t* ranges
+    cdef int64_t* idents
     cdef char* buf
     cdef size_t cap
     cdef size_t maxlen

@@ -23,7 +23,9 @@ import numpy as np
 cnp.import_array()
 
 
-from chunkstore._core.sysio cimport S_ISREG, _open_read, close, fstat, pread, read, stat
+from chunkstore._core.sysio cimport (
+    IDENT_LEN, S_ISREG, _fstat_retry, _open_read, chunkstore_stat_ident, close, fstat, pread,
+    read, stat)
 
 
 cdef class Files:
@@ -36,9 +38,14 @@ cdef class Files:
 
     ranges (inner chunks of shards): an (n, 2) int64 array of each chunk's offset and length
     in its file; a chunk is then those bytes (fewer there, or a negative offset, stops the
-    kernel at it as above)."""
+    kernel at it as above).
 
-    def __init__(self, list paths, size_t maxlen, ranges=None):
+    idents (with ranges): an (n, 5) int64 array, the identity of the version of each file
+    that the ranges were taken from (its shard index); a file that is not that version any
+    more (rewritten by replace-by-rename) stops the kernel at the chunk as above, so a
+    range is never read from another version of the shard than its index."""
+
+    def __init__(self, list paths, size_t maxlen, ranges=None, idents=None):
         paths = list(paths)  # (a copy: the kernels trust its length and types)
         for p in paths:
             if type(p) is not bytes or b"\0" in p:
@@ -48,9 +55,17 @@ cdef class Files:
             if ranges.shape != (len(paths), 2):
                 raise ValueError(f"ranges must have shape ({len(paths)}, 2), "
                                  f"not {ranges.shape}")
+        if idents is not None:
+            if ranges is None:
+                raise ValueError("idents need ranges")
+            idents = np.array(idents, dtype=np.int64, order="C")
+            if idents.shape != (len(paths), IDENT_LEN):
+                raise ValueError(f"idents must have shape ({len(paths)}, {IDENT_LEN}), "
+                                 f"not {idents.shape}")
         self.paths = paths
         self.maxlen = maxlen
         self.ranges = ranges
+        self.idents = idents
 
     def __len__(self):
         return len(self.paths)
@@ -59,7 +74,8 @@ cdef class Files:
         if not isinstance(s, slice):
             raise TypeError("Files only slices")
         return Files(self.paths[s], self.maxlen,
-                     None if self.ranges is None else self.ranges[s])
+                     None if self.ranges is None else self.ranges[s],
+                     None if self.idents is None else self.idents[s])
 
 
 cdef class _Batch:
@@ -86,6 +102,8 @@ cdef class _Batch:
             self.maxlen = files.maxlen
             if files.ranges is not None:
                 self.ranges = <int64_t*>cnp.PyArray_DATA(files.ranges)  # pinned by files
+            if files.idents is not None:
+                self.idents = <int64_t*>cnp.PyArray_DATA(files.idents)  # pinned by files
         for k in range(n):
             if files is not None:
                 self.paths[k] = <const char*>(<bytes>files.paths[k])  # pinned by files
@@ -151,8 +169,21 @@ cdef class _Batch:
         if off < 0 or n < 0 or <size_t>n > self.maxlen or not self._reserve(<size_t>n):
             return -1
         cdef int fd = _open_read(self.paths[k])
+        cdef stat st
+        cdef long long ident[IDENT_LEN]
+        cdef int j
         if fd < 0:
             return -1
+        if self.idents != NULL:
+            # the file must be the version whose index gave the range
+            if _fstat_retry(fd, &st) != 0:
+                close(fd)
+                return -1
+            chunkstore_stat_ident(&st, ident)
+            for j in range(IDENT_LEN):
+                if ident[j] != self.idents[IDENT_LEN * k + j]:
+                    close(fd)
+                    return -1
         while got < <size_t>n:
             r = pread(fd, self.buf + got, <size_t>n - got, off + got)
             if r < 0 and errno == EINTR:

@@ -104,6 +104,32 @@ cdef inline const char* _c_path(bytes path) except NULL:
     return c
 
 
+cdef extern from *:
+    """
+    #include <sys/stat.h>
+    /* A file's identity as five integers: device, inode, size, mtime and ctime in ns. A
+       rewrite by replace-by-rename gives a new inode (and ctime); a reused inode number has
+       a new ctime unless written in the same clock tick with the same size. */
+    static inline void chunkstore_stat_ident(const struct stat* st, long long* out) {
+        out[0] = (long long)st->st_dev;
+        out[1] = (long long)st->st_ino;
+        out[2] = (long long)st->st_size;
+    #if defined(__APPLE__)
+        out[3] = (long long)st->st_mtimespec.tv_sec * 1000000000LL + st->st_mtimespec.tv_nsec;
+        out[4] = (long long)st->st_ctimespec.tv_sec * 1000000000LL + st->st_ctimespec.tv_nsec;
+    #else
+        out[3] = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+        out[4] = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+    #endif
+    }
+    """
+    void chunkstore_stat_ident(const stat* st, long long* out) nogil
+
+# Integers in a file identity (see chunkstore_stat_ident).
+cdef enum:
+    IDENT_LEN = 5
+
+
 cdef inline int _open_read(const char* path) noexcept nogil:
     """open(2) for reading, retried on EINTR, without blocking: a FIFO where a chunk file
     should be would otherwise block the open until some process writes to it (O_NONBLOCK

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["coalesce", "get_partial", "stripe"]
+__all__ = ["coalesce", "read_if", "stripe"]
 
 _STRIPES = [threading.Lock() for _ in range(256)]
 
@@ -16,11 +16,15 @@ def stripe(store: Any, key: str) -> threading.Lock:
     return _STRIPES[hash((id(store), key)) % len(_STRIPES)]
 
 
-def get_partial(store: Any, key: str, ranges: list) -> list[bytes] | None:
-    fn = getattr(store, "get_partial", None)
-    if fn is None:
-        return None
-    return fn(key, ranges)
+def read_if(store: Any, key: str, version: Any, ranges: list) -> list[bytes] | None:
+    """Byte ranges of a stored value if it is still ``version`` (from the store's
+    ``open_version``), else None; KeyError if absent. In one step where the store offers it
+    (``read_if_version``: a local file's check and reads in one call)."""
+    fn = getattr(store, "read_if_version", None)
+    if fn is not None:  # (None also where a store subclass turned it off)
+        return fn(key, version, ranges)
+    with store.open_version(key) as reader:
+        return reader.read_if(version, ranges)
 
 
 def coalesce(ranges: list[tuple[int, int]], max_gap: int) -> list[tuple[int, int, list[int]]]:

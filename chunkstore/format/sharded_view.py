@@ -30,8 +30,9 @@ from chunkstore.codecs.sharding import MISSING, ShardingCodec
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.format.keys import GridKeys
 from chunkstore.format.shard_io import coalesce as _coalesce
-from chunkstore.format.shard_io import get_partial as _get_partial
+from chunkstore.format.shard_io import read_if as _read_if
 from chunkstore.format.shard_io import stripe as _stripe
+from chunkstore.storage.base import VersionChanged
 from chunkstore.storage.base import getitems as _getitems
 from chunkstore.storage.base import getsize as _getsize
 
@@ -43,16 +44,17 @@ class ShardedStoreView(MutableMapping):
     Parameters
     ----------
     store : the store holding the shards (any ``MutableMapping[str, bytes]``; byte-range
-        reads are used when it has ``get_partial``).
+        reads are used when it reads ranges of one version of a value: ``open_version``,
+        see :class:`chunkstore.storage.base.ValueVersion`; otherwise shards are read whole).
     meta : the array's ``ArrayMetadataV3`` (its codecs must contain ``sharding_indexed``).
     prefix : the array's path in the store ("" for the root).
     synchronizer : optional; every shard read-modify-write holds ``synchronizer[shard_key]``.
-    cache_index : keep decoded shard indexes across calls (updated by writes through this
-        view; least recently used ones dropped beyond ``max_cache_bytes``). Writers elsewhere
-        are then not seen until :meth:`invalidate` (a cached range that runs past the end of
-        a shard is noticed and the index re-read, but a shard rewritten to the same or a
-        larger size is not); pass False when others write concurrently (indexes are then read
-        once per call).
+    cache_index : keep decoded shard indexes across calls, each with the version of the
+        shard it was read from (least recently used ones dropped beyond ``max_cache_bytes``).
+        A cached index is used only while the store says the shard is still that version
+        (a local file's identity: device, inode, size, mtime, ctime), so writers elsewhere
+        are always seen; stores with no version identity cache nothing. Reads of one shard
+        never mix versions: the index and the chunks come from one version (see getitems).
     max_gap : byte ranges of one shard closer than this are read as one range.
 
     Keys are ``<prefix>/<shard key>|<i>.<j>...`` (see the module docstring). Build them with
@@ -75,7 +77,8 @@ class ShardedStoreView(MutableMapping):
         self._max_cache_bytes = int(max_cache_bytes)
         p = (prefix or "").strip("/")
         self._prefix = p + "/" if p else ""
-        self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        # shard key -> (version of the shard, its decoded index): see _cached
+        self._cache: OrderedDict[str, tuple[Any, np.ndarray]] = OrderedDict()
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self.set_metadata(meta)
@@ -145,7 +148,7 @@ class ShardedStoreView(MutableMapping):
             else:
                 old = self._cache.pop(shard_key, None)
                 if old is not None:
-                    self._cache_bytes -= old.nbytes
+                    self._cache_bytes -= old[1].nbytes
 
     @property
     def store(self) -> MutableMapping:
@@ -269,29 +272,30 @@ class ShardedStoreView(MutableMapping):
 
     # ------------------------------------------------------------------ index cache
 
-    def _cached(self, skey: str) -> tuple[bool, np.ndarray | None]:
+    def _cached(self, skey: str) -> tuple[Any, np.ndarray] | None:
+        """(version, index) of a shard as last read, or None. Never trusted as it is: a read
+        uses it only while the shard is still that version (the store checks), and a
+        read-modify-write never uses it (it reads the whole shard under the shard's lock)."""
         if not self._cache_enabled:
-            return False, None
+            return None
         with self._cache_lock:
-            if skey in self._cache:
+            entry = self._cache.get(skey)
+            if entry is not None:
                 self._cache.move_to_end(skey)
-                return True, self._cache[skey]
-        return False, None
+            return entry
 
-    def _remember(self, skey: str, index: np.ndarray | None) -> None:
-        if not self._cache_enabled:
-            return
+    def _remember(self, skey: str, version: Any, index: np.ndarray) -> None:
+        if not self._cache_enabled or version is None:
+            return  # no identity to check it against later: not worth keeping
         with self._cache_lock:
             old = self._cache.pop(skey, None)
             if old is not None:
-                self._cache_bytes -= old.nbytes
-            self._cache[skey] = index
-            if index is not None:
-                self._cache_bytes += index.nbytes
+                self._cache_bytes -= old[1].nbytes
+            self._cache[skey] = (version, index)
+            self._cache_bytes += index.nbytes
             while self._cache_bytes > self._max_cache_bytes and len(self._cache) > 1:
                 _, dropped = self._cache.popitem(last=False)
-                if dropped is not None:
-                    self._cache_bytes -= dropped.nbytes
+                self._cache_bytes -= dropped[1].nbytes
 
     def _decode_post(self, data: Any) -> Any:
         for c in reversed(self._post):
@@ -322,55 +326,78 @@ class ShardedStoreView(MutableMapping):
         except Exception as e:
             raise self._error(skey, e) from e
 
-    def _read_index(self, skey: str) -> tuple[np.ndarray | None, memoryview | None]:
-        """(index, whole shard if it had to be read) for one shard; (None, None) if absent."""
-        hit, index = self._cached(skey)
-        if hit:
-            return index, None
+    @property
+    def _versioned(self) -> bool:
+        """Whether shards are read in byte ranges: the store reads ranges of one version of
+        a value (open_version) and no bytes -> bytes codec follows the sharding codec.
+        Otherwise every read takes whole shards (one store read each: consistent as well)."""
+        return self._partial_ok and getattr(self._store, "open_version", None) is not None
+
+    def _index_of(self, skey: str, reader: Any) -> np.ndarray:
+        """The index of the shard version that reader holds (remembered by that version)."""
         sh = self.sharding
-        if self._partial_ok and hasattr(self._store, "get_partial"):
-            rng = (-sh.index_nbytes, None) if sh.index_location == "end" else (0, sh.index_nbytes)
-            try:
-                raw = _get_partial(self._store, skey, [rng])[0]
-            except KeyError:
-                self._remember(skey, None)
+        if sh.index_location == "end":
+            raw = reader.read_tail(sh.index_nbytes)
+        else:
+            raw = reader.read([(0, sh.index_nbytes)])[0]
+        try:
+            index = sh.decode_index(raw)
+        except Exception as e:
+            raise self._error(skey, e) from e
+        self._remember(skey, reader.version, index)
+        return index
+
+    def _open(self, skey: str) -> Any:
+        """The store's ValueVersion of a shard, or None if absent."""
+        try:
+            return self._store.open_version(skey)
+        except KeyError:
+            return None
+
+    def _read_index(self, skey: str) -> tuple[np.ndarray | None, Any]:
+        """(index, version) of a shard as it is now; (None, None) if absent. A cached index
+        is taken only while the shard is still its version."""
+        if not self._versioned:
+            data = self._read_shard(skey)
+            if data is None:
                 return None, None
-            try:
-                index = sh.decode_index(raw)
-            except Exception as e:
-                raise self._error(skey, e) from e
-            self._remember(skey, index)
-            return index, None
-        data = self._read_shard(skey)
-        if data is None:
-            self._remember(skey, None)
+            return self._split(skey, data)[0], None
+        entry = self._cached(skey)
+        reader = self._open(skey)
+        if reader is None:
+            self.invalidate(skey)
             return None, None
-        index, mv = self._split(skey, data)
-        self._remember(skey, index)
-        return index, mv
+        try:
+            with reader:
+                if entry is not None and reader.version == entry[0]:
+                    return entry[1], entry[0]
+                return self._index_of(skey, reader), reader.version
+        except KeyError:
+            self.invalidate(skey)
+            return None, None
 
     # ------------------------------------------------------------------ reads
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         """``{key: encoded inner chunk}`` for the keys present (absent ones are omitted).
 
-        Per shard: the index is read once (a byte-range read of the index when the store has
-        ``get_partial``, or taken from the cache), then the wanted chunks are read with one
-        ``get_partial`` call of coalesced ranges. Without ``get_partial`` (or with bytes ->
-        bytes codecs after the sharding codec) each shard is read whole, once; the shards of
-        one call are fetched with one ``getitems``.
+        Every chunk of one shard comes from one version of that shard, the version its
+        index was read from. Per shard, through the store's ``open_version``: the index
+        (from the cache while the shard is still the version it was read from: one call
+        that checks and reads), then the wanted chunks in one call of coalesced ranges.
+        Where the store cannot read ranges of one version (or bytes -> bytes codecs follow
+        the sharding codec) each shard is read whole, once; the shards of one call are
+        fetched with one ``getitems``.
         """
         keys = list(keys)
         groups = self._group(keys)
         out: dict[str, bytes] = {}
-        partial = self._partial_ok and hasattr(self._store, "get_partial")
-        if not partial:
-            # one batch read of every shard this call needs (cached index or not)
+        if not self._versioned:
+            # one batch read of every shard this call needs
             got = _getitems(self._store, list(groups))
             for skey, items in groups.items():
                 data = got.get(skey)
                 if data is None:
-                    self._remember(skey, None)
                     continue
                 if self._post:
                     try:
@@ -378,50 +405,77 @@ class ShardedStoreView(MutableMapping):
                     except Exception as e:
                         raise self._error(skey, e) from e
                 index, mv = self._split(skey, data)
-                self._remember(skey, index)
                 for k, slot in items:
                     off, nb = int(index[slot, 0]), int(index[slot, 1])
                     if off != MISSING:
                         out[k] = bytes(mv[off: off + nb])
             return out
         for skey, items in groups.items():
-            self._read_chunks(skey, items, out, retry=True)
+            self._read_chunks(skey, items, out)
         return out
 
-    def _read_chunks(self, skey: str, items: list[tuple[str, int]], out: dict,
-                     retry: bool) -> None:
-        hit, _ = self._cached(skey)
-        index, _ = self._read_index(skey)
-        if index is None:
-            return
+    def _ranges(self, index: np.ndarray, items: list[tuple[str, int]]) -> tuple[list, list]:
+        """(wanted, merged): the present chunks of items as (key, offset, nbytes), and their
+        byte ranges coalesced (see shard_io.coalesce)."""
         wanted = []
         for k, slot in items:
             off, nb = int(index[slot, 0]), int(index[slot, 1])
             if off != MISSING:
                 wanted.append((k, off, nb))
-        if not wanted:
-            return
         # A store whose range reads cost no more apart (local files) gets them unmerged:
         # merging would only add a copy of every chunk out of the merged range.
         gap = self._max_gap if getattr(self._store, "coalesce_ranges", True) else -1
-        merged = _coalesce([(o, n) for _, o, n in wanted], gap)
-        try:
-            parts = _get_partial(self._store, skey, [(o, n) for o, n, _ in merged])
-        except KeyError:
-            parts = None
-        short = parts is None or any(len(p) != n for p, (_, n, _) in zip(parts, merged))
-        if short:
-            # the shard changed under a cached index (or is truncated): re-read the index once
-            if retry and hit:
-                self.invalidate(skey)
-                self._read_chunks(skey, items, out, retry=False)
+        return wanted, _coalesce([(o, n) for _, o, n in wanted], gap)
+
+    def _read_chunks(self, skey: str, items: list[tuple[str, int]], out: dict) -> None:
+        """The chunks of items of one shard into out, all from one version of the shard."""
+        entry = self._cached(skey)
+        if entry is not None:
+            version, index = entry
+            wanted, merged = self._ranges(index, items)
+            if not wanted:
+                # nothing to read, but the index must still be this shard's: check it
+                parts: list | None = []
+                if _read_if(self._store, skey, version, []) is None:
+                    parts = None
+            else:
+                try:
+                    parts = _read_if(self._store, skey, version,
+                                     [(o, n) for o, n, _ in merged])
+                except KeyError:
+                    self.invalidate(skey)
+                    return  # deleted since
+            if parts is not None:
+                self._take(skey, wanted, merged, parts, out)
                 return
-            if parts is None:
-                return  # deleted meanwhile
-            bad = next(i for i, (p, (_, n, _)) in enumerate(zip(parts, merged)) if len(p) != n)
-            raise self._error(skey, ValueError(
-                f"the index points at bytes {merged[bad][0]}..{merged[bad][0] + merged[bad][1]} "
-                f"past the end of the shard (truncated or corrupt shard)"))
+            self.invalidate(skey)  # another version now: read its index
+        for attempt in range(8):
+            reader = self._open(skey)
+            if reader is None:
+                return
+            try:
+                with reader:
+                    index = self._index_of(skey, reader)
+                    wanted, merged = self._ranges(index, items)
+                    parts = reader.read([(o, n) for o, n, _ in merged]) if wanted else []
+            except KeyError:
+                self.invalidate(skey)
+                return  # (a remote reader learns of an absent shard at its first read)
+            except VersionChanged:
+                self.invalidate(skey)
+                continue  # a remote shard rewritten between the index and the chunks
+            self._take(skey, wanted, merged, parts, out)
+            return
+        raise ChunkDecodeError(f"shard {skey!r} in {self._store!r} changed during each of 8 "
+                               f"reads of it: no consistent version could be read")
+
+    def _take(self, skey: str, wanted: list, merged: list, parts: list, out: dict) -> None:
+        """Split the coalesced ranges read into the chunks of wanted (into out)."""
+        for i, (p, (_, n, _)) in enumerate(zip(parts, merged)):
+            if len(p) != n:
+                raise self._error(skey, ValueError(
+                    f"the index points at bytes {merged[i][0]}..{merged[i][0] + n} past the "
+                    f"end of the shard (truncated or corrupt shard)"))
         for (moff, mlen, members), part in zip(merged, parts):
             if len(members) == 1 and type(part) is bytes:  # the chunk alone: no copy
                 k, off, nb = wanted[members[0]]
@@ -434,27 +488,35 @@ class ShardedStoreView(MutableMapping):
                 out[k] = bytes(mv[off - moff: off - moff + nb])
 
     def chunk_files(self, keys: list[str], maxlen: int) -> Files | None:
-        """The inner chunks of keys as chunkstore._core.batch.Files (their shard's file and
-        their byte range in it, from the shard's index), for decode kernels that read them
-        themselves; None unless the store is plain files and the shards are read in ranges.
-        An absent chunk gets offset -1: the kernel stops at it and the reader asks getitems,
-        as it does for a range that came up short (a shard rewritten under a cached index)."""
+        """The inner chunks of keys as chunkstore._core.batch.Files (their shard's file,
+        their byte range in it from the shard's index, and the identity of the file version
+        that index is of), for decode kernels that read them themselves; None unless the
+        store is plain files and the shards are read in ranges. An absent chunk gets offset
+        -1: the kernel stops at it and the reader asks getitems, as it does for a file that
+        is not the version of its index any more (a shard rewritten meanwhile)."""
         file_paths = getattr(self._store, "file_paths", None)
-        if not self._partial_ok or file_paths is None:
+        if not self._versioned or file_paths is None:
             return None
         groups = self._group(keys)
         paths = file_paths(list(groups))
         if paths is None:
             return None
         where = {}
+        none = (0, 0, 0, 0, 0)
         for (skey, items), path in zip(groups.items(), paths):
-            index, _ = self._read_index(skey)
+            entry = self._cached(skey)
+            # A cached index is handed on unchecked: the kernel checks each file's identity
+            # against its version as it opens it.
+            version, index = entry if entry is not None else self._read_index(skey)[::-1]
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                where[k] = (path, -1, 0) if off == MISSING else (path, off, int(index[slot, 1]))
+                where[k] = ((path, -1, 0, none) if off == MISSING else
+                            (path, off, int(index[slot, 1]),
+                             none if version is None else version))
         rows = [where[k] for k in keys]
         return Files([r[0] for r in rows], maxlen,
-                     np.array([r[1:] for r in rows], dtype=np.int64).reshape(len(rows), 2))
+                     np.array([r[1:3] for r in rows], dtype=np.int64).reshape(len(rows), 2),
+                     np.array([r[3] for r in rows], dtype=np.int64).reshape(len(rows), 5))
 
     def __getitem__(self, key: str) -> bytes:
         got = self.getitems([key])
@@ -500,25 +562,21 @@ class ShardedStoreView(MutableMapping):
         return set(slots.ravel().tolist())
 
     def _store_shard(self, skey: str, chunks: list) -> None:
+        # The index written is not remembered: the version the store gave the new shard is
+        # not known here (asking would race the next writer), and the next read gets the
+        # index with the version from one open of the shard.
+        self.invalidate(skey)
         data = self.sharding.assemble(chunks)
         if not data:
             try:
                 del self._store[skey]
             except KeyError:
                 pass
-            self._remember(skey, None)
             return
         if self._post:
             self._store[skey] = self._encode_post(data)
         else:
             self._store[skey] = data
-        index = self.sharding.empty_index()
-        pos = self.sharding.index_nbytes if self.sharding.index_location == "start" else 0
-        for i, c in enumerate(chunks):
-            if c is not None:
-                index[i] = (pos, len(c))
-                pos += len(c)
-        self._remember(skey, index)
 
     def _current_chunks(self, skey: str) -> list:
         """The shard's encoded inner chunks (None = absent), read whole."""
@@ -566,11 +624,11 @@ class ShardedStoreView(MutableMapping):
             with self._lock(skey):
                 live = self._live_slots(skey)
                 if live is not None and live <= slots:
+                    self.invalidate(skey)
                     try:
                         del self._store[skey]
                     except KeyError:
                         pass
-                    self._remember(skey, None)
                     continue
                 chunks = self._current_chunks(skey)
                 if all(chunks[s] is None for s in slots):

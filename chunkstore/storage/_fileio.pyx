@@ -24,7 +24,8 @@ cdef extern from "Python.h":
     void Py_INCREF(object o)
 
 from chunkstore._core.sysio cimport (
-    S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK, _c_path, _fstat_retry, _open_read, close, read, stat)
+    IDENT_LEN, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK, _c_path, _fstat_retry, _open_read, close,
+    chunkstore_stat_ident, read, stat)
 
 
 import errno as errno_mod
@@ -345,62 +346,160 @@ cdef extern from "<unistd.h>" nogil:
     ssize_t pread(int fd, void* buf, size_t n, long offset)
 
 
-def read_ranges(path, list ranges):
-    """Byte ranges (offset >= 0, nbytes >= 0) of one file, as bytes (shorter where the file
-    ends first), or None if there is no file. Open, reads and close in one GIL-free call: a
-    sharded read's chunks cost one GIL hand-off, not four."""
-    cdef bytes enc = path if type(path) is bytes else os.fsencode(path)
-    cdef const char* cpath = _c_path(enc)
-    cdef Py_ssize_t n = len(ranges), i
-    cdef long* offs = <long*>malloc((n + 1) * sizeof(long))
-    cdef long* lens = <long*>malloc((n + 1) * sizeof(long))
-    cdef long* gots = <long*>malloc((n + 1) * sizeof(long))
-    cdef char** bufs = <char**>malloc((n + 1) * sizeof(char*))
-    cdef int fd = -1, err = 0
+cdef int _pread_all(int fd, Py_ssize_t n, const long* offs, const long* lens, long* gots,
+                    char** bufs) noexcept nogil:
+    """pread each range fully (a short count only at the end of the file): 0, or errno."""
+    cdef Py_ssize_t i
     cdef ssize_t r
     cdef long got
-    if not (offs and lens and gots and bufs):
-        free(offs); free(lens); free(gots); free(bufs)
-        raise MemoryError()
-    try:
-        out = []
+    for i in range(n):
+        got = 0
+        while got < lens[i]:
+            r = pread(fd, bufs[i] + got, lens[i] - got, offs[i] + got)
+            if r < 0:
+                if errno == EINTR:
+                    continue
+                return errno
+            if r == 0:
+                break
+            got += r
+        gots[i] = got
+    return 0
+
+
+cdef class _Ranges:
+    """A list of (offset, nbytes) ranges as C arrays, with a bytes object allocated for each."""
+    cdef Py_ssize_t n
+    cdef long* offs
+    cdef long* lens
+    cdef long* gots
+    cdef char** bufs
+    cdef list out
+
+    def __cinit__(self, list ranges):
+        cdef Py_ssize_t i, n = len(ranges)
+        self.n = n
+        self.offs = <long*>malloc((n + 1) * sizeof(long))
+        self.lens = <long*>malloc((n + 1) * sizeof(long))
+        self.gots = <long*>malloc((n + 1) * sizeof(long))
+        self.bufs = <char**>malloc((n + 1) * sizeof(char*))
+        if not (self.offs and self.lens and self.gots and self.bufs):
+            raise MemoryError()
+        self.out = []
         for i in range(n):
             off, nb = ranges[i]
             if off < 0 or nb < 0:
                 raise ValueError(f"byte range {ranges[i]!r} must have offset and length >= 0")
-            offs[i], lens[i], gots[i] = off, nb, 0
+            self.offs[i], self.lens[i], self.gots[i] = off, nb, 0
             b = PyBytes_FromStringAndSize(NULL, nb)
-            out.append(b)
-            bufs[i] = PyBytes_AS_STRING(b)
-        b = None
-        with nogil:
-            fd = _open_read(cpath)
-            if fd < 0:
-                err = errno
-            else:
-                for i in range(n):
-                    got = 0
-                    while got < lens[i]:
-                        r = pread(fd, bufs[i] + got, lens[i] - got, offs[i] + got)
-                        if r < 0:
-                            if errno == EINTR:
-                                continue
-                            err = errno
-                            break
-                        if r == 0:
-                            break
-                        got += r
-                    gots[i] = got
-                    if err:
-                        break
-                close(fd)
-        if err == ENOENT or err == ENOTDIR or err == EISDIR:
-            return None
-        if err:
-            raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(enc))
-        for i in range(n):
-            if gots[i] != lens[i]:
-                out[i] = out[i][:gots[i]]
-        return out
-    finally:
-        free(offs); free(lens); free(gots); free(bufs)
+            self.out.append(b)
+            self.bufs[i] = PyBytes_AS_STRING(b)
+
+    cdef list result(self):
+        """The bytes read (cut where the file ended first)."""
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            if self.gots[i] != self.lens[i]:
+                self.out[i] = self.out[i][:self.gots[i]]
+        return self.out
+
+    def __dealloc__(self):
+        free(self.offs); free(self.lens); free(self.gots); free(self.bufs)
+
+
+cdef tuple _ident_tuple(const long long* ident):
+    return (ident[0], ident[1], ident[2], ident[3], ident[4])
+
+
+def read_ranges(path, list ranges):
+    """Byte ranges (offset >= 0, nbytes >= 0) of one file, as bytes (shorter where the file
+    ends first), or None if there is no file. Open, reads and close in one GIL-free call: a
+    sharded read's chunks cost one GIL hand-off, not four."""
+    return read_ranges_at(path, ranges)[0]
+
+
+def read_ranges_at(path, list ranges, expect=None):
+    """Byte ranges of one version of a file: ``(parts, ident)``, ident being the open file's
+    identity (device, inode, size, mtime ns, ctime ns; see sysio.chunkstore_stat_ident).
+    ``(None, None)`` if there is no file. With ``expect`` (an earlier ident) and a file that
+    is not that version any more, ``(None, ident)`` and nothing is read. Open, fstat, reads
+    and close in one GIL-free call."""
+    cdef bytes enc = path if type(path) is bytes else os.fsencode(path)
+    cdef const char* cpath = _c_path(enc)
+    cdef _Ranges rs = _Ranges(ranges)
+    cdef long long ident[IDENT_LEN]
+    cdef long long want[IDENT_LEN]
+    cdef bint check = expect is not None, same = True
+    cdef int fd = -1, err = 0, k
+    cdef stat st
+    if check:
+        if len(expect) != IDENT_LEN:
+            raise ValueError(f"a file identity has {IDENT_LEN} integers, not {expect!r}")
+        for k in range(IDENT_LEN):
+            want[k] = expect[k]
+    with nogil:
+        fd = _open_read(cpath)
+        if fd < 0:
+            err = errno
+        elif _fstat_retry(fd, &st) != 0:
+            err = errno
+        else:
+            chunkstore_stat_ident(&st, ident)
+            if check:
+                for k in range(IDENT_LEN):
+                    if ident[k] != want[k]:
+                        same = False
+            if same:
+                err = _pread_all(fd, rs.n, rs.offs, rs.lens, rs.gots, rs.bufs)
+        if fd >= 0:
+            close(fd)
+    if err == ENOENT or err == ENOTDIR or err == EISDIR:
+        return None, None
+    if err:
+        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(enc))
+    if not same:
+        return None, _ident_tuple(ident)
+    return rs.result(), _ident_tuple(ident)
+
+
+def open_ident(path):
+    """Open a file for reading: ``(fd, ident)`` (see read_ranges_at), or None if there is no
+    file; OSError naming the path for any other failure or a file that is not regular. The
+    caller closes fd (os.close)."""
+    cdef bytes enc = path if type(path) is bytes else os.fsencode(path)
+    cdef const char* cpath = _c_path(enc)
+    cdef long long ident[IDENT_LEN]
+    cdef int fd = -1, err = 0
+    cdef stat st
+    with nogil:
+        fd = _open_read(cpath)
+        if fd < 0:
+            err = errno
+        elif _fstat_retry(fd, &st) != 0:
+            err = errno
+            close(fd)
+        elif not S_ISREG(st.st_mode):
+            err = EISDIR if S_ISDIR(st.st_mode) else -1
+            close(fd)
+        else:
+            chunkstore_stat_ident(&st, ident)
+    if err == ENOENT or err == ENOTDIR or err == EISDIR:
+        return None
+    if err == -1:
+        raise OSError(errno_mod.EINVAL, "not a regular file", os.fsdecode(enc))
+    if err:
+        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(enc))
+    return fd, _ident_tuple(ident)
+
+
+def pread_ranges(int fd, list ranges, path=None):
+    """Byte ranges (offset >= 0, nbytes >= 0) of an open file, in one GIL-free call (shorter
+    where the file ends first). path: named in an error."""
+    cdef _Ranges rs = _Ranges(ranges)
+    cdef int err
+    with nogil:
+        err = _pread_all(fd, rs.n, rs.offs, rs.lens, rs.gots, rs.bufs)
+    if err:
+        raise OSError(err, strerror(err).decode(errors="replace"),
+                      None if path is None else os.fsdecode(path))
+    return rs.result()

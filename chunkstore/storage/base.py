@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from ..errors import ReadOnlyError, StoreError
@@ -138,6 +138,77 @@ def _under(key: str, prefix: str) -> bool:
     if not prefix:
         return True
     return key == prefix or (key.startswith(prefix) and key[len(prefix)] == "/")
+
+
+# ---------------------------------------------------------------------------------------------
+# Versioned reads: byte ranges of one version of a value
+# ---------------------------------------------------------------------------------------------
+
+
+class VersionChanged(Exception):
+    """A value changed between two reads of one :class:`ValueVersion` (a remote object
+    rewritten between the requests of one reader): the reader's parts would mix versions."""
+
+
+class ValueVersion:
+    """Byte ranges of ONE version of one stored value, however many :meth:`read` calls.
+
+    Stores that can read parts of a value define ``open_version(key) -> ValueVersion``
+    (``KeyError`` if absent): a sharded array reads a shard's index and then the inner
+    chunks that index points at through one of these, so a rewrite of the shard between the
+    two reads can never pair an old index with new bytes. A store whose values are rewritten
+    in place could not promise this, and does not define ``open_version`` (its shards are
+    then read whole, one read per shard).
+
+    :attr:`version` identifies the version (compared with ``==`` against one taken earlier:
+    a cached shard index is used only while its shard is still that version), or is None
+    when the store has no cheap identity to offer (nothing is then cached across readers).
+    Readers of local stores hold their version (an open file); a remote one pins the version
+    its first read saw and raises :class:`VersionChanged` when a later read sees another.
+
+    :attr:`size` is the version's length in bytes (a shard index at the end is read from
+    it).
+
+    This base class serves the ranges out of one whole value in memory, version None.
+    """
+
+    version: Hashable | None = None
+
+    def __init__(self, value: Any = None) -> None:
+        self._value = value
+
+    @property
+    def size(self) -> int:
+        """The version's length in bytes."""
+        return len(self._value)
+
+    def read(self, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        """The ``(offset, nbytes)`` ranges (shorter where the value ends first)."""
+        v = self._value
+        return [bytes(v[off: off + n]) for off, n in ranges]
+
+    def read_tail(self, n: int) -> bytes:
+        """The last ``n`` bytes (fewer where the value is shorter): an index at the end of a
+        shard, read without knowing the shard's size first."""
+        size = self.size
+        return self.read([(max(0, size - n), min(n, size))])[0]
+
+    def read_if(self, version: Hashable, ranges: Iterable[tuple[int, int]]) -> list[bytes] | None:
+        """The ranges if this is still ``version`` (else None, nothing read): a cached
+        index's chunks in one step."""
+        if self.version is None or self.version != version:
+            return None
+        return self.read(ranges)
+
+    def close(self) -> None:
+        """Release what the reader holds (an open file). Idempotent."""
+        self._value = None
+
+    def __enter__(self) -> "ValueVersion":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -198,6 +198,18 @@ class LRUStoreCache(BaseStore):
                 self._cache_value(k, v, gen)
         return out
 
+    @property
+    def open_version(self):
+        """The inner store's versioned reads (see storage.base.ValueVersion), or None: a
+        sharded array's index and chunks then come from one version of the shard as the
+        inner store holds it now, never from a cached value of another version."""
+        return getattr(self._store, "open_version", None)
+
+    @property
+    def read_if_version(self):
+        """The inner store's one-step read through a cached shard index, if it has one."""
+        return getattr(self._store, "read_if_version", None)
+
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         validate_key(key)
         ranges = list(ranges)

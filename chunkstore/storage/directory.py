@@ -16,8 +16,8 @@ from .._core.batch import Files
 from ._fileio import key_paths, read_files, read_files_into
 from ._filewrite import write_files
 from ..errors import StoreError
-from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
-from ._fileio import read_ranges  # (GIL-free byte ranges of one file)
+from .base import BaseStore, ValueVersion, ensure_bytes, normalize_prefix, validate_key
+from ._fileio import open_ident, pread_ranges, read_ranges, read_ranges_at
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
 
@@ -50,6 +50,31 @@ def _open_fd(path: str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+class _FileVersion(ValueVersion):
+    """One version of a file: an open descriptor (a rewrite replaces the file by rename, so
+    what this reads is the version it opened); version = its identity (device, inode, size,
+    mtime and ctime in ns)."""
+
+    def __init__(self, fd: int, ident: tuple, path: bytes) -> None:
+        self._fd: int | None = fd
+        self.version = ident
+        self._path = path
+
+    @property
+    def size(self) -> int:
+        return int(self.version[2])
+
+    def read(self, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        if self._fd is None:
+            raise ValueError(f"read of a closed file version of {os.fsdecode(self._path)!r}")
+        return pread_ranges(self._fd, list(ranges), self._path)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def _read_file(path: str) -> bytes:
@@ -278,6 +303,45 @@ class DirectoryStore(BaseStore):
         getitems). Used for uncompressed chunks a read takes whole: no bytes object and no
         copy between the file and the output."""
         return read_files_into(key_paths(self.path, self._norm(list(keys))), list(buffers))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass reading keys its own way (its __getitem__, getitems, get_partial or
+        # _path) offers no versioned reads, which would bypass its reads: open_version and
+        # read_if_version are None, and a sharded array reads its shards whole through it.
+        cls._own_reads = any(getattr(cls, n) is not getattr(DirectoryStore, n) for n in
+                             ("__getitem__", "getitems", "get_partial", "_path"))
+
+    _own_reads = False
+
+    @property
+    def open_version(self) -> Any:
+        """``open_version(key)``: the key's file as it is now, held open (a ValueVersion,
+        versioned by the file's identity); KeyError if absent. None for a subclass with
+        reads of its own."""
+        return None if self._own_reads else self._open_version
+
+    @property
+    def read_if_version(self) -> Any:
+        """``read_if_version(key, version, ranges)``: the ranges of the key's file if it is
+        still ``version`` (an identity from open_version), else None; KeyError if absent.
+        One GIL-free call (open, fstat, reads, close): a read through a cached shard index
+        costs what it did without the check. None for a subclass with reads of its own."""
+        return None if self._own_reads else self._read_if_version
+
+    def _open_version(self, key: str) -> ValueVersion:
+        path = os.fsencode(self._path(key))
+        got = open_ident(path)
+        if got is None:
+            raise KeyError(key)
+        return _FileVersion(got[0], got[1], path)
+
+    def _read_if_version(self, key: str, version: Any,
+                         ranges: Iterable[tuple[int, int]]) -> list[bytes] | None:
+        parts, ident = read_ranges_at(self._path(key), list(ranges), version)
+        if ident is None:
+            raise KeyError(key)
+        return parts
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         path = self._path(key)

@@ -10,7 +10,8 @@ from typing import Any
 
 from . import fsspec_io, fsspec_ranges
 from . import s3_direct as s3_direct_io
-from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .base import BaseStore, ValueVersion, ensure_bytes, normalize_prefix, validate_key
+from .remote_version import RemoteVersion
 from .directory import is_temp_name
 
 __all__ = ["FSStore"]
@@ -324,6 +325,20 @@ class FSStore(BaseStore):
         """The bytes of each (offset, length) range of key's value (see fsspec_ranges)."""
         return fsspec_ranges.get_partial(self, key, self._path(key), list(ranges))
 
+    @property
+    def open_version(self) -> Any:
+        """``open_version(key)``: byte ranges of one version of key's object (a
+        ValueVersion; see chunkstore.storage.base), versioned by its ETag: each ranged GET
+        after the first is sent with If-Match. Offered where GETs are signed here (S3
+        through s3_direct); None elsewhere (sharded arrays then read shards whole)."""
+        return None if self._direct is None else self._open_version
+
+    def _open_version(self, key: str) -> ValueVersion:
+        direct, path = self._direct, self._path(key)
+        assert direct is not None
+        return RemoteVersion(self, key, self.fs, self.missing_exceptions,
+                             lambda s, e, m: direct.get_version(path, s, e, m))
+
     def _isfile(self, path: str) -> bool:
         if self._memory:
             # MemoryFileSystem.info scans every path first; its store is a dict of files
@@ -555,3 +570,4 @@ class FSStore(BaseStore):
 
     def clear(self) -> None:
         self.rmdir("")
+

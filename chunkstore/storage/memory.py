@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .base import BaseStore, _listdir_keys, _under, ensure_bytes, normalize_prefix, validate_key
+from .base import BaseStore, ValueVersion, _listdir_keys, _under, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["MemoryStore"]
 
@@ -61,6 +61,13 @@ class MemoryStore(BaseStore):
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)
         return self._data[key]
+
+    def open_version(self, key: str) -> ValueVersion:
+        """The key's value as it is now (values are replaced, never changed in place, so
+        every read of it sees that version); version None: no index is cached over it,
+        as re-reading one from memory costs next to nothing."""
+        validate_key(key)
+        return ValueVersion(self._data[key])
 
     def __setitem__(self, key: str, value: Any) -> None:
         validate_key(key)

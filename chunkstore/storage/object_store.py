@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from . import fsspec_io
-from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
+from .remote_version import RemoteVersion
 
 #: obstore store classes that talk to a server (each request a round trip)
 _REMOTE = frozenset({"S3Store", "GCSStore", "AzureStore", "HTTPStore"})
@@ -225,6 +226,31 @@ class ObjectStore(BaseStore):
         finally:
             batch.cancel()
         return {k: v for k, v in got if v is not None}
+
+    def open_version(self, key: str) -> ValueVersion:
+        """Byte ranges of one version of key's object (see storage.base.ValueVersion),
+        versioned by its ETag: later GETs go with If-Match (obstore's PreconditionError:
+        another version)."""
+        validate_key(key)
+        obs, store = self._obs, self.store
+
+        async def get(start: int, end: int | None, if_match: str | None):
+            opts: dict = {"range": {"suffix": -start} if end is None else (start, end)}
+            if if_match is not None:
+                opts["if_match"] = if_match
+            try:
+                r = await obs.get_async(store, key, options=opts)
+            except Exception as e:
+                if type(e).__name__ == "PreconditionError":
+                    raise VersionChanged(f"{key!r} in {self!r}: not the version {if_match} "
+                                         f"any more") from None
+                raise
+            etag = r.meta.get("e_tag")
+            if not etag:
+                return False
+            return bytes(await r.bytes_async()), etag, r.meta.get("size")
+
+        return RemoteVersion(self, key, _LOOP, (FileNotFoundError,), get)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         ranges = list(ranges)

@@ -168,6 +168,17 @@ class FetchThrough:
     def concurrent_io(self) -> bool:
         return bool(getattr(self._store, "concurrent_io", False))
 
+    @property
+    def open_version(self):
+        """The store behind's versioned reads (see storage.base.ValueVersion), for shards:
+        metadata keys, served in front, are never read in ranges."""
+        return getattr(self._store, "open_version", None)
+
+    @property
+    def read_if_version(self):
+        """The store behind's one-step read through a cached shard index, if it has one."""
+        return getattr(self._store, "read_if_version", None)
+
     def start_fetch(self, keys):
         return self._store.start_fetch(keys)
 

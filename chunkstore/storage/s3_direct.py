@@ -293,6 +293,50 @@ class S3Direct:
         b.use = False  # s3fs knows something we do not (a region, a clock skew): its bucket
         return out
 
+    async def get_version(self, path: str, start: int, end: int | None,
+                          if_match: str | None = None):
+        """One ranged GET of one version of the object: ``(bytes, etag, size)`` of bytes
+        [start, end) (the last -start bytes for a negative start and end None), sent with
+        If-Match where given (the object is no longer that version: VersionChanged).
+        FileNotFoundError if there is no such object; False where the direct path does not
+        serve the bucket or the answer (the caller then reads the object whole)."""
+        from .base import VersionChanged
+
+        rng = _range(start, end)
+        bucket, key, _ = self.fs.split_path(path)
+        b = await self._bucket(bucket)
+        if not b.use or not rng:
+            return False
+        uri = b.prefix + "/" + quote(key, safe="/~")
+        headers = await self._headers(b, "GET", uri, _EMPTY_SHA256)
+        if headers is None:
+            return False
+        headers["Range"] = rng
+        if if_match is not None:
+            headers["If-Match"] = if_match
+        session = self._http(b)
+        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy, ssl=b.ssl,
+                               allow_redirects=False) as resp:
+            status = resp.status
+            body = await resp.read()
+            etag = resp.headers.get("ETag")
+            if status == 206 and etag:
+                total = resp.headers.get("Content-Range", "").rpartition("/")[2]
+                return body, etag, int(total) if total.isdigit() else None
+            if status == 200 and etag and end is None:
+                # the whole object for a range to the end (S3 does so where the range
+                # covers it all, an empty object included)
+                return (body if start >= 0 else body[max(0, len(body) + start):]), etag, len(body)
+            if status == 412:
+                raise VersionChanged(f"{path}: not the version {if_match} any more")
+            if status == 416:
+                return b"", None, None  # past the end: the caller reports the short read
+            code = _code(body)
+            if status == 404 and code == "NoSuchKey":
+                raise FileNotFoundError(path)
+            self._raise_final(status, code, path)
+        return False
+
     def payload_hash(self, path: str, data: bytes) -> str | None:
         """The SHA-256 that a PUT of data to path signs, where it is known to need one
         (plain http; over https the payload goes unsigned): for the caller to compute in its
