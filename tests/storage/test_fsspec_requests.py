@@ -587,3 +587,54 @@ def test_overwriting_an_array_is_one_listing_and_one_bulk_delete(s3, url):
     assert methods.count("POST") == 1 and "DELETE" not in methods
     assert methods.count("HEAD") <= 1 and methods.count("PUT") == 1 and len(methods) <= 6
     assert sorted(store(s3, url)) == [".zarray"] and z.shape == (8,)
+
+
+# ---------------------------------------------------------------------- shard versions
+def _shard_array(s3, url, old):
+    z = cs.create_array(store(s3, url), shape=old.shape, chunks=(8,), shards=old.shape,
+                        dtype="i4", compressors=[cs.codecs.ZstdCodec(level=1)])
+    z[...] = old
+    return z
+
+
+def test_a_cached_shard_index_is_read_with_if_match(s3, url):
+    """A handle's cached index goes with the shard's ETag: a shard rewritten behind its back
+    (to the same size) answers its chunk GET with 412, and the index is read anew."""
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 2**30, 8).astype("i4")
+    old = np.concatenate([np.full(8, 7, "i4"), noise])
+    a = _shard_array(s3, url, old)
+    np.testing.assert_array_equal(a[...], old)  # caches the index
+    s3.reset()
+    np.testing.assert_array_equal(a[...], old)
+    assert len(s3.requests("GET")) == 1  # the cached index: the chunks only
+    new = np.concatenate([noise, np.full(8, 7, "i4")])  # chunks swapped: the same size
+    cs.open_array(store(s3, url), mode="r+")[...] = new
+    s3.reset()
+    np.testing.assert_array_equal(a[...], new)
+    # the chunks (412 Precondition Failed), then the new index, then the chunks
+    assert len(s3.requests("GET")) == 3
+
+
+def test_a_shard_rewritten_between_its_index_and_chunks_is_read_again(s3, url, monkeypatch):
+    from chunkstore.format.sharded_view import ShardedStoreView
+
+    old = np.arange(32, dtype="i4")
+    new = old[::-1].copy() * 3
+    _shard_array(s3, url, old)
+    r = cs.open_array(store(s3, url), mode="r")
+    b = cs.open_array(store(s3, url), mode="r+")
+    real, done = ShardedStoreView._index_of, []
+
+    def index_of(self, skey, reader):
+        index = real(self, skey, reader)
+        if not done:
+            done.append(1)
+            b[...] = new
+        return index
+
+    monkeypatch.setattr(ShardedStoreView, "_index_of", index_of)
+    s3.reset()
+    np.testing.assert_array_equal(r[...], new)
+    assert done
+    assert len([p for m, p in s3.requests("GET") if p.endswith("/c/0")]) == 4
