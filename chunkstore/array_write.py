@@ -6,6 +6,7 @@ kernel) and stored, or deleted when it is all fill value; plus what resize and a
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import numpy as np
 
@@ -18,11 +19,41 @@ from chunkstore.storage.base import delitems, getitems, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 
 
+def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
+    """True when every element of an object chunk is the fill value, so that the chunk can
+    be left out of the store (it then reads back as the fill value, element for element).
+
+    A None fill value (Zarr v2 ``fill_value: null``) matches nothing, as in zarr-python 2:
+    such an array has no fill value, and its missing chunks read as None, which no codec
+    stores as such. Otherwise an element matches when it is the fill value or equals it
+    with the same type (a str fill such as ``""`` matches str elements, NumPy's ``np.str_``
+    included), compared with ``==`` as zarr-python 3 does for ``string`` and object data,
+    but never across types (``0`` is not a ``False`` or ``0.0`` fill) nor through an
+    element's elementwise ``==`` (an ndarray element never matches)."""
+    if fill is None:
+        return False
+    kind = str if isinstance(fill, str) else bytes if isinstance(fill, bytes) else None
+    for e in chunk.ravel(order="K"):
+        if e is fill:
+            continue
+        if not (isinstance(e, kind) if kind is not None else type(e) is type(fill)):
+            return False
+        try:
+            same = e == fill
+        except Exception:
+            return False
+        if type(same) is not bool and not isinstance(same, np.bool_) or not same:
+            return False
+    return True
+
+
 class ArrayWriter(ChunkIO):
     """The write path of an Array (a mixin): ``_set(selection, value)``."""
 
-    def _prepare_value(self, value, shape, fields=None):
-        """Convert value to the array dtype and check it broadcasts, before any I/O."""
+    def _prepare_value(self, value, shape, fields=None, element=False):
+        """Convert value to the array dtype and check it broadcasts, before any I/O.
+        element: the selection is one element, by an int for every dimension (no Ellipsis),
+        which NumPy fills by its scalar-assignment rule, not by broadcasting."""
         dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
         if isinstance(value, ChunkIO):  # a chunkstore Array (each is a ChunkIO)
             value = value[...]
@@ -45,6 +76,15 @@ class ArrayWriter(ChunkIO):
                 return self._object_elements(value, shape)
             raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
                 from e
+        if element and v.ndim and v.size == 1 and not shape:
+            # A sequence of one item for one element: NumPy 2 refuses it, NumPy 1 takes it
+            # with a warning; assign it to a one-element probe to do as this NumPy does.
+            # (Larger sequences fail the broadcast check below.)
+            try:
+                np.empty(1, dtype=dtype)[0] = value
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"could not broadcast value of shape {v.shape} to one "
+                                 f"element of array {self.name!r}: {e}") from e
         while v.ndim > len(shape) and v.shape[0] == 1:
             v = v[0]
         if v.ndim:
@@ -73,7 +113,7 @@ class ArrayWriter(ChunkIO):
     def _set(self, sel, value, fields=None):
         self._check_writable()
         self._refresh()
-        v = self._prepare_value(value, sel.shape, fields)
+        v = self._prepare_value(value, sel.shape, fields, element=sel.scalar)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
             with self._locked(sel):
@@ -103,6 +143,11 @@ class ArrayWriter(ChunkIO):
         elif post is not None and post[0] == "newaxis":
             v = np.broadcast_to(v, sel.shape).reshape(
                 tuple(n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop))
+        elif v.ndim and v.shape != sel.shape:
+            # A value of fewer dims broadcasts against the selection's shape (as NumPy's):
+            # give it that shape first, so _write_ortho's unit axes for the dropped (int)
+            # dimensions land in the right places.
+            v = np.broadcast_to(v, sel.shape)
         keys = self._touched_keys(sel)
         split = None if locked else self._split_locks(sel)
         with (contextlib.nullcontext() if locked else split[0] if split
@@ -119,8 +164,9 @@ class ArrayWriter(ChunkIO):
             delitems(self._chunk_store, to_del)
 
     def _finish_chunk(self, key, chunk, to_set, to_del):
-        if (not self._write_empty_chunks and not self._is_object
-                and merge.is_all_fill(chunk, self._fill_item)):
+        if not self._write_empty_chunks and (
+                object_all_fill(chunk, self.fill_value) if self._is_object
+                else merge.is_all_fill(chunk, self._fill_item)):
             to_del.append(key)
         else:
             to_set[key] = self._codec.encode(chunk)

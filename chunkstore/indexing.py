@@ -179,13 +179,15 @@ def _fancy(sel, shape, chunks, name):
 
     A single advanced index (or several with no slice among them) has an exact equivalent:
     orthogonal for one index array, coordinates for several. Mixed cases (several arrays and
-    slices) read the orthogonal box of the arrays' distinct values and index it in memory.
+    slices) read the orthogonal box of the arrays' distinct values and index it in memory
+    when that box touches no chunk without a selected element; else they become points.
     """
     if any(s is None for s in sel):
         raise IndexError(f"newaxis cannot be combined with advanced indexing{_where(name)}")
     sel = _expand_nd_masks(sel, shape, name)
     sel = _expand_ellipsis(sel, len(shape), name)
     _refuse_non_integer(sel, name)
+    sel = _masks_to_positions(sel, shape, name)
     adv = [d for d, s in enumerate(sel) if not isinstance(s, slice)]
     arrays = [d for d in adv if _is_fancy(sel[d])]
     if len(arrays) == 1 and len(adv) >= 1:
@@ -194,8 +196,6 @@ def _fancy(sel, shape, chunks, name):
         # are not adjacent, NumPy moves the advanced axes to the front.
         d = arrays[0]
         arr = np.asarray(sel[d])
-        if arr.dtype == bool:
-            arr = np.flatnonzero(arr) if arr.shape == (shape[d],) else _bad_mask(arr, d, shape, name)
         if arr.ndim == 1:
             s = orthogonal(sel, shape, chunks, name)
             if _adjacent(adv):
@@ -209,23 +209,89 @@ def _fancy(sel, shape, chunks, name):
                              ("transpose", tuple(order)))
     if all(not isinstance(s, slice) for s in sel):
         return coordinate(sel, shape, chunks, name)
-    # General mixed case: orthogonal box over distinct values, then NumPy in memory.
+    # General mixed case (index arrays and slices).
+    idx = [_wrap_bounds(np.asarray(sel[d]).astype(np.int64), d, shape[d], name) for d in adv]
+    try:
+        bcast = np.broadcast_arrays(*idx)
+    except ValueError:
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                         "with shapes " + " ".join(str(a.shape) for a in idx)
+                         + _where(name)) from None
+    if not _box_is_exact(bcast, [chunks[d] for d in adv]):
+        # The box holds chunks without a selected element (z[[0, -1], [0, 1], :] picks
+        # 2 of the box's 4 corners): a write would rewrite those, unasked, so each element
+        # becomes a point instead.
+        return _mixed_points(sel, adv, bcast, shape, chunks)
+    # The orthogonal box over the distinct values touches exactly the selection's chunks
+    # (and is cheaper than points): read it, then index it with NumPy in memory.
     box, remap = [], []
     for d, s in enumerate(sel):
         if isinstance(s, slice):
             box.append(s)
             remap.append(slice(None))
         else:
-            a = np.asarray(s)
-            if a.dtype == bool:
-                a = np.flatnonzero(a)
-            a = _wrap_bounds(a.astype(np.int64), d, shape[d], name)
+            a = idx[adv.index(d)]
             u, inv = np.unique(a, return_inverse=True)
             box.append(u)
             remap.append(inv.reshape(a.shape))
     s = orthogonal(tuple(box), shape, chunks, name)
     dummy = np.empty(s.shape, dtype=np.uint8)[tuple(remap)]
     return Selection("ortho", s.plan, dummy.shape, s.drop, ("index", tuple(remap)))
+
+
+def _box_is_exact(bcast, lens):
+    """Whether every chunk of the orthogonal box over the broadcast advanced indices bcast
+    (along dimensions with chunk lengths lens) holds a selected element: the distinct
+    chunk-coordinate tuples of the index points are all of the box's chunk combinations."""
+    if not bcast or bcast[0].size == 0:
+        return True
+    cid = np.stack([a.reshape(-1) // L for a, L in zip(bcast, lens)])
+    nbox = 1
+    for row in cid:
+        nbox *= len(np.unique(row))
+    return nbox == 1 or len(np.unique(cid, axis=1)[0]) == nbox
+
+
+def _mixed_points(sel, adv, bcast, shape, chunks):
+    """A mixed selection (advanced indices adv, broadcast to bcast, and slices) as points:
+    every selected element's coordinates in the C order of NumPy's result, whose axes are
+    the broadcast shape in place of the advanced indices when those are adjacent, else
+    first, and each slice's axis."""
+    bshape = bcast[0].shape
+    sliced = [d for d in range(len(shape)) if d not in adv]
+    before = [d for d in sliced if d < adv[0]] if _adjacent(adv) else []
+    after = [d for d in sliced if d not in before]
+    ranges = {}
+    for d in sliced:
+        _, start, step, n = _slice_spec(sel[d], shape[d])
+        ranges[d] = start + step * np.arange(n, dtype=np.int64)
+    rshape = (tuple(len(ranges[d]) for d in before) + bshape
+              + tuple(len(ranges[d]) for d in after))
+    axis = {d: i for i, d in enumerate(before)}
+    axis.update({d: len(before) + len(bshape) + i for i, d in enumerate(after)})
+    npoints = int(np.prod(rshape, dtype=np.int64))
+    coords = np.empty((len(shape), npoints), dtype=np.int64)
+    lead, trail = (1,) * len(before), (1,) * len(after)
+    for d in range(len(shape)):
+        if d in axis:
+            x = ranges[d].reshape([-1 if i == axis[d] else 1 for i in range(len(rshape))])
+        else:
+            x = bcast[adv.index(d)].reshape(lead + bshape + trail)
+        coords[d].reshape(rshape)[...] = x
+    return Selection("points", PointsPlan(shape, chunks, coords), rshape)
+
+
+def _masks_to_positions(sel, shape, name):
+    """Each 1-d boolean index array as its nonzero() positions, as NumPy does when it
+    broadcasts it with other index arrays (its length must be its dimension's)."""
+    out = []
+    for d, s in enumerate(sel):
+        if _is_fancy(s):
+            a = np.asarray(s)
+            if a.dtype == bool:
+                s = np.flatnonzero(a) if a.shape == (shape[d],) else _bad_mask(a, d, shape, name)
+        out.append(s)
+    return tuple(out)
 
 
 def _expand_nd_masks(sel, shape, name):
