@@ -45,9 +45,14 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
     def __init__(self, store: MutableMapping, path: str = "", read_only: bool = False,
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
-                 zarr_format: int | None = None) -> None:
+                 zarr_format: int | None = None, order: str | None = None) -> None:
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
+        if order not in (None, "C", "F"):
+            raise ValueError(f"order must be 'C', 'F' or None, got {order!r}")
+        # the memory order this handle was made with (zarr-python 3's config.order), for
+        # where the metadata records none (see the order property)
+        self._order = order
         self._store = store
         self._path = (path or "").strip("/")
         self._prefix = self._path + "/" if self._path else ""
@@ -151,6 +156,13 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     @property
     def order(self) -> str:
+        """The memory order of the array: of its chunks as the metadata records it (Zarr v2's
+        ``order``; Zarr v3's transposes, ``"F"`` when they reverse the axes). A Zarr v3 array
+        of fewer than 2 dimensions has no transpose to record it (there both orders are one
+        layout): its order is the one the handle was created or opened with, as zarr-python
+        3 keeps it in the array's ``config`` (``"C"`` when none was given)."""
+        if self._format == 3 and self._order is not None and len(self._meta.shape) < 2:
+            return self._order
         return self._meta.order
 
     @property
@@ -216,7 +228,14 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     @property
     def metadata(self) -> Any:
-        return self._meta
+        """The array's metadata (:class:`~chunkstore.metadata.v2.ArrayMetadataV2` or
+        :class:`~chunkstore.metadata.v3.ArrayMetadataV3`) with its current attributes, as
+        zarr-python 3's ``Array.metadata``. The attributes are read from the store, as
+        ``attrs`` reads them (and ``Group.metadata``): updates through ``attrs`` or
+        ``update_attributes``, by this handle or another, show in ``attributes`` and
+        ``to_dict()``. A copy: changing it changes nothing stored."""
+        self._refresh()
+        return zarr3_view.with_attributes(self._meta, self.attrs.asdict())
 
     def __len__(self) -> int:
         if not self.shape:
@@ -250,7 +269,8 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         return {"store": self._store, "path": self._path, "read_only": self._read_only,
                 "synchronizer": self._synchronizer,
                 "write_empty_chunks": self._write_empty_chunks,
-                "missing_chunks": self._missing_chunks, "cache_metadata": self._cache_metadata}
+                "missing_chunks": self._missing_chunks, "cache_metadata": self._cache_metadata,
+                "order": self._order}
 
     def __setstate__(self, state):
         self.__init__(**state)

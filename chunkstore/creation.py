@@ -360,7 +360,7 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
                    codecs=codecs)
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
-                 missing_chunks=missing_chunks, cache_metadata=cache_metadata)
+                 missing_chunks=missing_chunks, cache_metadata=cache_metadata, order=order)
 
 
 def _check_unknown(kwargs):
@@ -405,7 +405,8 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     if isinstance(data, Array):
         data = data[...]
     data = np.asanyarray(data)
-    kwargs.setdefault("dtype", data.dtype)
+    if kwargs.get("dtype") is None:  # not given, or dtype=None: the data's own (as NumPy)
+        kwargs["dtype"] = data.dtype
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
                                       storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(kwargs.get("path"))
@@ -448,7 +449,7 @@ def _like_kwargs(a, kwargs):
     if "chunks" not in kwargs and creation_args.chunks_of(a):
         kwargs["chunks"] = creation_args.chunks_of(a)  # h5py datasets, bcolz
     for name in ("shape", "dtype", "order"):
-        if name not in kwargs and hasattr(a, name):
+        if kwargs.get(name) is None and hasattr(a, name):  # (None: as not given)
             v = getattr(a, name)
             if name == "order":
                 v = "F" if (a.flags.f_contiguous and not a.flags.c_contiguous) else "C"
@@ -500,7 +501,9 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
-    returning the fill value.
+    returning the fill value. An explicit zarr_format binds: an array of the other format is
+    an ArrayNotFoundError (modes "r", "r+") or ArrayFormatMismatchError (mode "a"), never
+    opened, converted or shadowed; mode "w" replaces it.
     """
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
@@ -516,16 +519,24 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     if mode in ("r", "r+"):
         # Reading the metadata is the existence check: one request on a remote store.
         try:
-            return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
-                         write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
-                         cache_metadata=cache_metadata, zarr_format=zarr_format)
+            a = Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
+                      write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
+                      cache_metadata=cache_metadata, zarr_format=zarr_format, order=order)
         except ArrayNotFoundError:
+            # (an explicit zarr_format binds: a group of the other format is named as such)
+            nodes.node_kind(store, path, zarr_format, want="array")
             if contains_group(store, path):
                 raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
                                          f"an array") from None
             raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
+        # an explicit zarr_format binds: an array of the other format is not opened
+        nodes.check_format(store, path, "array", a.zarr_format, zarr_format, want="array")
+        return a
     with creation_lock(synchronizer, nodes.creation_lock_key(path, "array")):
-        exists = contains_array(store, path)
+        # an explicit zarr_format binds: mode "a" neither opens, converts nor creates beside
+        # a node of the other format; "w-"/"x" refuse it as any existing node; "w" replaces
+        exists = nodes.node_kind(store, path, zarr_format if mode == "a" else None,
+                                 want="array", creating=True)[0] == "array"
         if mode == "a":
             if not exists:
                 if contains_group(store, path):
@@ -541,7 +552,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
             init_array(store, shape, **create_kwargs)
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
-                 cache_metadata=cache_metadata)
+                 cache_metadata=cache_metadata, zarr_format=zarr_format, order=order)
 
 
 @contextlib.contextmanager

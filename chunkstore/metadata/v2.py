@@ -118,6 +118,11 @@ class ArrayMetadataV2:
     structured dtypes; note that scalars are always native-endian, use :meth:`fill_bytes` for the
     stored byte order), or, for object dtype, the raw JSON value.
 
+    ``attributes`` is not part of ``.zarray`` (zarr-python 2 keeps them in ``.zattrs``): None
+    for metadata as parsed or built, the array's attributes in what ``Array.metadata``
+    returns (as zarr-python 3's ``ArrayV2Metadata``), where :meth:`to_dict` then shows them.
+    Encoding the ``.zarray`` document leaves them out.
+
     Equality compares the encoded JSON documents, so NaN fill values compare equal.
     """
 
@@ -130,6 +135,7 @@ class ArrayMetadataV2:
     filters: list[Codec] | None = None
     dimension_separator: str = "."
     zarr_format: int = ZARR_FORMAT
+    attributes: dict | None = None
 
     def __post_init__(self) -> None:
         if self.zarr_format != ZARR_FORMAT or isinstance(self.zarr_format, bool):
@@ -159,6 +165,10 @@ class ArrayMetadataV2:
                 raise ValueError(f"filters must be a list or null, got {self.filters!r}")
             self.filters = [_to_codec(f, f"filters[{i}]") for i, f in enumerate(self.filters)]
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
+        if self.attributes is not None:
+            if not isinstance(self.attributes, Mapping):
+                raise ValueError(f"attributes must be an object, got {self.attributes!r}")
+            self.attributes = dict(self.attributes)
 
     # -- derived properties ------------------------------------------------------------------
 
@@ -197,8 +207,9 @@ class ArrayMetadataV2:
         return np.array(self.fill_value, dtype=self.dtype).tobytes()
 
     def to_dict(self) -> dict:
-        """The JSON-ready ``.zarray`` document."""
-        return {
+        """The JSON-ready ``.zarray`` document, with ``"attributes"`` when they are known
+        (see the class)."""
+        d = {
             "chunks": list(self.chunks),
             "compressor": None if self.compressor is None else self.compressor.get_config(),
             "dimension_separator": self.dimension_separator,
@@ -209,6 +220,9 @@ class ArrayMetadataV2:
             "shape": list(self.shape),
             "zarr_format": self.zarr_format,
         }
+        if self.attributes is not None:
+            d["attributes"] = self.attributes
+        return d
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV2):
@@ -276,8 +290,11 @@ def parse_array_metadata(
 
 
 def encode_array_metadata(meta: ArrayMetadataV2) -> bytes:
-    """Serialise ``meta`` as zarr-python 2 writes ``.zarray`` (always with dimension_separator)."""
-    return _json_dumps(meta.to_dict())
+    """Serialise ``meta`` as zarr-python 2 writes ``.zarray`` (always with dimension_separator;
+    never the attributes, which live in ``.zattrs``)."""
+    doc = meta.to_dict()
+    doc.pop("attributes", None)
+    return _json_dumps(doc)
 
 
 # --------------------------------------------------------------------------------------------

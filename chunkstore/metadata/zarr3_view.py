@@ -5,6 +5,8 @@ one place above the codecs that knows which format takes which spelling."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,15 @@ def _v3_parts(meta) -> dict:
 
 def _public(doc: Any) -> Any:
     return as_public(doc, "codec")
+
+
+def with_attributes(meta, attributes: Mapping) -> Any:
+    """zarr-python 3's ``Array.metadata``: a copy of the array metadata ``meta`` (either
+    format) whose ``attributes`` (and ``to_dict()["attributes"]``) are ``attributes``. The
+    copy is shallow (nothing is validated again); ``meta`` itself is left as it is."""
+    out = copy.copy(meta)
+    out.attributes = dict(attributes)
+    return out
 
 
 def compressors(meta) -> tuple:
