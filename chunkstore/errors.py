@@ -57,3 +57,15 @@ class StoreError(ChunkstoreError, OSError):
 
 class ConsolidatedMetadataNotFoundError(PathNotFoundError):
     """A store has no consolidated metadata document (``.zmetadata``) where one was expected."""
+
+
+class ArrayFormatMismatchError(ArrayNotFoundError, ContainsArrayError):
+    """An explicit ``zarr_format`` asked to open or create (mode ``"a"``) an array where an
+    array of the other Zarr format is. Nothing of the asked format is there (an
+    ArrayNotFoundError, ``FileNotFoundError``, as zarr-python 3 raises) and the array that is
+    there is neither opened as it, converted, replaced nor shadowed by a new array beside it
+    (a ContainsArrayError, ``FileExistsError``)."""
+
+
+class GroupFormatMismatchError(GroupNotFoundError, ContainsGroupError):
+    """As :class:`ArrayFormatMismatchError`, for a group of the other Zarr format."""

@@ -31,12 +31,15 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
     def __init__(self, store: MutableMapping[str, bytes], path: str = "",
-                 read_only: bool = False, synchronizer: Any = None) -> None:
+                 read_only: bool = False, synchronizer: Any = None, *,
+                 zarr_format: int | None = None) -> None:
         self._store = store
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
         self._synchronizer = synchronizer
-        kind, fmt = nodes.node_kind(store, self._path)
+        # zarr_format (2 or 3, None: either) binds: a group of the other format is a
+        # GroupNotFoundError naming both formats
+        kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
         if kind != "group":
             raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}")
         self._format = fmt
@@ -385,15 +388,23 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
 def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None,
                synchronizer: Any = None, storage_options: dict | None = None,
                zarr_format: int | None = None, **kwargs: Any) -> Group:
-    """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x."""
+    """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x.
+    An explicit zarr_format binds: a group of the other format is a GroupNotFoundError (r,
+    r+) or GroupFormatMismatchError (a), never opened, converted or shadowed."""
     creation._check_mode(mode)
     creation._check_format(zarr_format)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
+    # An explicit zarr_format binds: a node of the other format is not opened (r, r+: a
+    # GroupNotFoundError), nor converted or shadowed by a new group beside it (a: a
+    # GroupFormatMismatchError, or the ContainsArrayError of an array); w-/x refuse any
+    # existing node, w replaces it.
+    asked = zarr_format
     zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None,
                                 nodes.creation_lock_key(path, "group")):
-        exists = contains_group(store, path)
+        exists = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
+                                 want="group", creating=(mode == "a"))[0] == "group"
         if mode in ("r", "r+"):
             if not exists:
                 if contains_array(store, path):
@@ -410,12 +421,15 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise ContainsGroupError(f"something already exists at path {path!r} in "
                                          f"{store!r}")
             _init_group(store, path, zarr_format=zarr_format or 2)
-    return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer)
+    return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
+                 zarr_format=asked)
 
 
 def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # noqa: A001
          storage_options: dict | None = None, **kwargs: Any) -> Array | Group:
-    """Open an array or a group, whichever the path holds."""
+    """Open an array or a group, whichever the path holds (of an explicit zarr_format only:
+    a node of the other format is a PathNotFoundError with modes r, r+, and is refused, as
+    open_array and open_group refuse it, with mode a)."""
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
@@ -428,11 +442,16 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         try:
             return open_group(store, mode=mode, path=path, **kwargs)
         except GroupNotFoundError:
+            # a node of the other format than an explicit zarr_format: named as such
+            nodes.node_kind(store, path, kwargs.get("zarr_format"))
             raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
                                     f"{store!r}") from None
-    if contains_array(store, path):
+    # (the node of an explicit zarr_format first, where both formats' documents lie; a node
+    # of the other format is refused by open_array / open_group, never created beside)
+    kind = nodes.node_at(store, path, kwargs.get("zarr_format"))[0]
+    if kind == "array":
         return creation.open_array(store, mode=mode, path=path, **kwargs)
-    if contains_group(store, path) or (mode not in ("r", "r+") and "shape" not in kwargs):
+    if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
         return open_group(store, mode=mode, path=path, **kwargs)
     if mode in ("r", "r+"):
         raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")

@@ -8,6 +8,9 @@ groups and creation work the same for both formats.
 from __future__ import annotations
 
 from chunkstore.attrs import Attributes
+from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
+                               GroupFormatMismatchError, GroupNotFoundError,
+                               PathNotFoundError)
 from chunkstore.metadata.formats import FORMATS, format_of, node_at
 
 # the document names of each format (metadata.formats holds them; kept here for callers)
@@ -19,9 +22,60 @@ def prefix(path: str) -> str:
     return path + "/" if path else ""
 
 
-def node_kind(store, path: str):
-    """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none."""
-    return node_at(store, path)
+def node_kind(store, path: str, zarr_format: int | None = None, *, want: str = "node",
+              creating: bool = False):
+    """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
+
+    zarr_format is the format a caller asked for explicitly (None: either). It binds: a node
+    of the other format at path raises :func:`format_mismatch`'s error (want and creating
+    choose it) instead of being opened as if it were of the asked format, or taken for
+    absent and created over or beside. (Where both formats' documents lie at path, the
+    asked format's node is the one found.)"""
+    kind, fmt = node_at(store, path, zarr_format)
+    check_format(store, path, kind, fmt, zarr_format, want=want, creating=creating)
+    return kind, fmt
+
+
+def check_format(store, path: str, kind: str | None, found: int | None,
+                 zarr_format: int | None, *, want: str = "node",
+                 creating: bool = False) -> None:
+    """Raise :func:`format_mismatch`'s error if the node of kind in Zarr format found at
+    path is not of the explicitly asked zarr_format (nothing when either is None, nor when
+    creating where a node of another kind than want is: the caller's Contains*Error)."""
+    if creating and kind != want:
+        return
+    if zarr_format is not None and kind is not None and found is not None \
+            and found != zarr_format:
+        raise format_mismatch(store, path, kind, found, zarr_format, want=want,
+                              creating=creating)
+
+
+def format_mismatch(store, path: str, kind: str, found: int, asked: int, *,
+                    want: str = "node", creating: bool = False) -> ChunkstoreError:
+    """The error for asking for a node of Zarr format asked where a kind ("array" or
+    "group") of format found is; want is what was asked for ("array", "group" or "node").
+
+    Reading (modes "r", "r+") it is the not-found error of want, as zarr-python 3 raises:
+    ArrayNotFoundError, GroupNotFoundError or PathNotFoundError (all FileNotFoundError and
+    ValueError). Creating (mode "a"; "w-"/"x" refuse any existing node and "w" replaces it)
+    a node of the kind asked for it is Array/GroupFormatMismatchError, both that not-found
+    error and the contains error (FileExistsError) of what is there: the existing node is
+    neither converted nor shadowed by one of the asked format written beside it. (A node of
+    the other kind is the caller's Contains*Error, whatever its format.) The message names
+    the path, the store and both formats."""
+    where = f"at path {path!r} in {store!r}"
+    cls: type[ChunkstoreError]
+    if creating and want == kind:
+        cls = ArrayFormatMismatchError if kind == "array" else GroupFormatMismatchError
+        return cls(f"no Zarr format {asked} {kind} {where} (zarr_format={asked} was asked "
+                   f"for): it holds a Zarr format {found} {kind}, which is not converted, and "
+                   f"no Zarr format {asked} {kind} is created beside it (open it with "
+                   f"zarr_format={found} or None, or use mode='w' to replace it)")
+    cls = (ArrayNotFoundError if want == "array" else
+           GroupNotFoundError if want == "group" else PathNotFoundError)
+    what = want if want in ("array", "group") else "array or group"
+    return cls(f"no Zarr format {asked} {what} {where} (zarr_format={asked} was asked for): "
+               f"it holds a Zarr format {found} {kind}")
 
 
 def creation_lock_key(path: str, kind: str) -> str:

@@ -211,17 +211,25 @@ def kind_of_document(store: Mapping, key: str) -> str | None:
     return None
 
 
-def node_at(store: Mapping, path: str) -> tuple:
+def node_at(store: Mapping, path: str, zarr_format: int | None = None) -> tuple:
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
 
     v2 is probed first (its two documents are told apart by name); a v3 ``zarr.json`` is
-    read for its ``node_type``. MetadataError if that document is not valid."""
+    read for its ``node_type``. MetadataError if that document is not valid. zarr_format 3
+    probes v3 first, so that where both formats' documents lie at one path (as other tools
+    may leave them) the node of the asked format is the one found."""
     p = path + "/" if path else ""
     v2, v3 = FORMATS[2], FORMATS[3]
+    if zarr_format == 3:
+        kind = _node_type(store, p + v3.array_key)
+        if kind is not None:
+            return kind, 3
     if p + v2.array_key in store:
         return "array", 2
     if p + v2.group_key in store:
         return "group", 2
+    if zarr_format == 3:
+        return None, None  # (probed above)
     kind = _node_type(store, p + v3.array_key)
     return (None, None) if kind is None else (kind, 3)
 

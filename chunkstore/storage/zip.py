@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import uuid
+import weakref
 import zipfile
 from zlib import error as zlib_error
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,6 +29,10 @@ __all__ = ["ZipStore"]
 
 _DELETED = object()
 
+# The archive's writer in this process, by real path: the store holding the write claim.
+_WRITERS: dict[str, weakref.ref] = {}
+_WRITERS_LOCK = threading.Lock()
+
 
 class ZipStore(BaseStore):
     """A store holding its keys as the members of one zip archive.
@@ -37,7 +42,7 @@ class ZipStore(BaseStore):
     Modes: ``"r"`` read-only; ``"r+"`` and ``"a"`` read-write; ``"w"`` truncate: start from an
     empty archive (the file is replaced immediately); ``"x"``/``"w-"`` create a new archive,
     ``FileExistsError`` if the file exists. A missing file is an empty store (created by the
-    first flush with writes; never by mode ``"r"``).
+    first write, see below, and filled by the first flush; never by mode ``"r"``).
 
     **Rewrites and durability (the design choice).** A zip archive cannot update a member in
     place and appending a second member with the same name would leave a duplicate that
@@ -56,6 +61,23 @@ class ZipStore(BaseStore):
     use grows with the unflushed data and each flush rewrites the whole archive, so zip
     stores suit write-once (or write-rarely) data; use a directory store for incremental
     writes and convert at the end.
+
+    **One writer at a time (the design choice).** Because each flush rewrites the whole
+    file from the store's own view of it, two stores that both hold unflushed writes to one
+    archive would drop each other's writes. So a store *claims* the archive at its first
+    change (write, delete, or mode ``"w"``'s truncation), and holds the claim until that
+    change is flushed: while one store holds unflushed changes, another that tries to change
+    the same file raises a :class:`~chunkstore.errors.StoreError` naming the file, at once
+    and before anything is lost (in mode ``"w"`` already at open, which truncates). That
+    holds between stores of one process (a per-process registry, by real path) and between
+    processes (an advisory ``flock`` on the archive, held while the claim is; on POSIX, where
+    the filesystem supports ``flock``). Taking the claim rereads the archive on disk, so a
+    store that did not write while another wrote and flushed changes the current archive
+    and keeps the other's work: stores that flush in turn cooperate. Readers take no claim:
+    any number of stores, mode ``"r"`` or not, in any processes, read at once, each from the
+    archive as of its open (or its last claim or flush). A file that does not exist yet is
+    created, as an empty archive, by the claim (so that it can be locked). Tools other than
+    chunkstore do not see the lock.
 
     An archive that was never closed properly (no central directory, e.g. truncated) is
     refused at open with a :class:`~chunkstore.errors.StoreError` naming the path. An empty
@@ -89,6 +111,9 @@ class ZipStore(BaseStore):
         self._pending: dict[str, Any] = {}  # key -> bytes, or _DELETED
         self._closed = False
         self._absent = False
+        self._claim_key: str | None = None  # set while this store holds the write claim
+        self._loaded: tuple | None = None  # _signature of the archive last indexed
+        self._claim_fd: int | None = None  # the descriptor holding the flock, if any
         self._open_archive(mode)
 
     # -- opening ---------------------------------------------------------------------------
@@ -131,7 +156,11 @@ class ZipStore(BaseStore):
                     pass
             return self._load()
         if mode == "w":
-            self._write_archive({}, None)
+            self._claim()  # truncating is a change: not while another store writes
+            try:
+                self._write_archive({}, None)
+            finally:
+                self._release()
             return self._load()
         if exists:
             self._load()
@@ -145,8 +174,10 @@ class ZipStore(BaseStore):
             self._zf = None
         self._members = {}
         self._absent = False
+        self._loaded = None
         if os.path.isdir(self.path):
             raise IsADirectoryError(errno.EISDIR, "ZipStore path is a directory", self.path)
+        loaded = _signature(self.path)  # (taken first: a file replaced meanwhile differs)
         if os.path.getsize(self.path) == 0:
             if self._mode == "r":
                 raise StoreError(f"{self.path!r} is an empty file, not a zip archive")
@@ -167,12 +198,113 @@ class ZipStore(BaseStore):
             members[info.filename] = info
         self._zf = zf
         self._members = members
+        self._loaded = loaded
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self._absent and not self._pending and os.path.exists(self.path):
             self._load()  # the archive was created (by someone else) since we opened
+
+    # -- the write claim (one writer at a time; see the class docstring) --------------------
+
+    def _claim(self) -> None:
+        """Become the archive's one writer, or raise StoreError naming the file if another
+        store (of this process, or another process) holds unflushed changes to it; then
+        reread the archive, so that changes apply to its current content."""
+        if self._claim_key is not None:
+            return
+        key = os.path.realpath(self.path)
+        with _WRITERS_LOCK:
+            ref = _WRITERS.get(key)
+            other = ref() if ref is not None else None
+            if other is not None and other is not self and other._claim_key is not None:
+                raise StoreError(
+                    f"{self.path!r} is being written by another ZipStore of this process "
+                    f"(it has changes not yet flushed): a zip archive has one writer at a "
+                    f"time, as each flush rewrites the whole file and two writers would drop "
+                    f"each other's writes; flush or close the other store first"
+                )
+            _WRITERS[key] = weakref.ref(self)
+            self._claim_key = key
+        try:
+            self._claim_fd = self._lock_archive()
+            # (no file yet only without flock: the flush creates it)
+            if os.path.exists(self.path) and self._loaded != _signature(self.path):
+                self._load()  # another writer changed it since (or it was never indexed)
+        except BaseException:
+            self._release()
+            raise
+
+    def _lock_archive(self) -> int | None:
+        """A descriptor of the archive holding an exclusive ``flock`` on it (the file is
+        created as an empty archive if missing); None where locks are not available.
+        StoreError if another process holds the lock."""
+        if fcntl is None:  # pragma: no cover
+            return None
+        for _ in range(100):
+            try:
+                try:
+                    fd = os.open(self.path, os.O_RDWR)
+                except PermissionError:  # a read-only file in a writable directory
+                    fd = os.open(self.path, os.O_RDONLY)
+                created = False
+            except FileNotFoundError:
+                try:
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+                except FileExistsError:
+                    continue  # created by someone else meanwhile: lock that
+                created = True
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise StoreError(
+                        f"{self.path!r} is being written by another process (it holds the "
+                        f"write lock on the archive): a zip archive has one writer at a "
+                        f"time, as each flush rewrites the whole file and two writers would "
+                        f"drop each other's writes; retry once it has flushed or closed"
+                    ) from None
+                except OSError:  # pragma: no cover - a filesystem without flock
+                    os.close(fd)
+                    return None
+                if created:
+                    with open(os.dup(fd), "wb") as f:
+                        with zipfile.ZipFile(f, "w"):
+                            pass
+                # the lock counts only on the file now at path (a flush replaces it)
+                st, now = os.fstat(fd), os.stat(self.path)
+                if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                    return fd
+            except FileNotFoundError:
+                pass  # replaced or removed meanwhile: try again
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        raise StoreError(f"{self.path!r} keeps being replaced: could not lock it for writing")
+
+    def _release(self) -> None:
+        """Give up the write claim (after a flush, at close, or when a change made none)."""
+        fd, self._claim_fd = self._claim_fd, None
+        if fd is not None:
+            os.close(fd)
+        key, self._claim_key = self._claim_key, None
+        if key is not None:
+            with _WRITERS_LOCK:
+                ref = _WRITERS.get(key)
+                if ref is not None and (ref() is None or ref() is self):
+                    del _WRITERS[key]
+
+    def _begin_change(self) -> None:
+        """Before a change: the store is open and holds the write claim."""
+        self._check_open()
+        self._claim()
+
+    def _end_change(self) -> None:
+        """After a change (or its failure): a store with nothing pending holds no claim."""
+        if not self._pending:
+            self._release()
 
     # -- identity / pickling ---------------------------------------------------------------
 
@@ -326,42 +458,61 @@ class ZipStore(BaseStore):
         self._check_writable(key)
         value = ensure_bytes(value)
         with self._lock:
-            self._check_open()
-            self._pending[key] = value
+            self._begin_change()
+            try:
+                self._pending[key] = value
+            finally:
+                self._end_change()
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         self._check_writable()
         items = {validate_key(k): ensure_bytes(v) for k, v in mapping.items()}
         with self._lock:
-            self._check_open()
-            self._pending.update(items)
+            if not items:
+                return self._check_open()
+            self._begin_change()
+            try:
+                self._pending.update(items)
+            finally:
+                self._end_change()
 
     def __delitem__(self, key: str) -> None:
         validate_key(key)
         self._check_writable(key)
         with self._lock:
-            self._check_open()
-            if key not in self:
-                raise KeyError(key)
-            self._pending[key] = _DELETED
+            self._begin_change()  # (the current archive decides whether key exists)
+            try:
+                if key not in self:
+                    raise KeyError(key)
+                self._pending[key] = _DELETED
+            finally:
+                self._end_change()
 
     def delitems(self, keys: Iterable[str]) -> None:
         self._check_writable()
         keys = [validate_key(k) for k in keys]
         with self._lock:
-            self._check_open()
-            for k in keys:
-                if k in self:
-                    self._pending[k] = _DELETED
+            if not keys:
+                return self._check_open()
+            self._begin_change()
+            try:
+                for k in keys:
+                    if k in self:
+                        self._pending[k] = _DELETED
+            finally:
+                self._end_change()
 
     def rmdir(self, prefix: str = "") -> None:
         self._check_writable()
         prefix = normalize_prefix(prefix)
         with self._lock:
-            self._check_open()
-            for k in self._live_keys():
-                if not prefix or k.startswith(prefix + "/"):
-                    self._pending[k] = _DELETED
+            self._begin_change()
+            try:
+                for k in self._live_keys():
+                    if not prefix or k.startswith(prefix + "/"):
+                        self._pending[k] = _DELETED
+            finally:
+                self._end_change()
 
     def clear(self) -> None:
         self.rmdir("")
@@ -374,14 +525,18 @@ class ZipStore(BaseStore):
         return bool(self._pending)
 
     def flush(self) -> None:
-        """Write pending changes: a fresh archive replaces the old one atomically."""
+        """Write pending changes: a fresh archive replaces the old one atomically. The
+        write claim is then given up (another store may change the archive next)."""
         with self._lock:
             self._check_open()
             if not self._pending or self._mode == "r":
                 return
             self._write_archive(self._pending, self._zf)
             self._pending = {}
-            self._load()
+            try:
+                self._load()
+            finally:
+                self._release()
 
     def _write_archive(self, pending: Mapping[str, Any], old: zipfile.ZipFile | None) -> None:
         dirname, name = os.path.split(self.path)
@@ -445,6 +600,7 @@ class ZipStore(BaseStore):
                 if self._pending and self._mode != "r":
                     self.flush()
             finally:
+                self._release()
                 if self._zf is not None:
                     self._zf.close()
                     self._zf = None
@@ -458,6 +614,13 @@ class ZipStore(BaseStore):
                 self.close()
         except Exception:
             pass
+
+
+def _signature(path: str) -> tuple:
+    """What tells one version of the archive at path from another (every flush writes a new
+    file and moves it into place)."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _in_use(path: str) -> bool:

@@ -1,0 +1,260 @@
+"""Issue 25 (never wrong data; nothing already stored is lost), items 10 and 11.
+
+10. Two ZipStores writing one archive: the second writer is refused (in-process and
+    cross-process) instead of silently dropping the first one's writes; stores that flush in
+    turn keep each other's writes; readers still open at once.
+11. An explicit zarr_format binds when opening: a node of the other format is not opened as
+    it (a not-found error, as zarr-python 3 raises), and mode "a" neither converts it nor
+    writes a node of the asked format beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import zarr
+
+import chunkstore as cs
+from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError,
+                               ContainsArrayError, ContainsGroupError,
+                               GroupFormatMismatchError, GroupNotFoundError,
+                               PathNotFoundError, StoreError)
+from chunkstore.storage import DirectoryStore, ZipStore
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _names(path) -> list[str]:
+    with zipfile.ZipFile(path) as zf:
+        return sorted(zf.namelist())
+
+
+# ------------------------------------------------------------------ 10: ZipStore writers
+def test_second_zip_writer_in_process_is_refused_and_nothing_is_lost(tmp_path):
+    p = tmp_path / "data.zip"
+    s1 = ZipStore(p, mode="w")
+    first = cs.create(shape=(4,), chunks=(2,), dtype="i4", store=s1, path="first")
+    first[:] = [1, 2, 3, 4]  # unflushed writes: s1 is the archive's writer
+    with pytest.raises(StoreError) as ei:
+        ZipStore(p, mode="w")  # would truncate the archive s1 is writing
+    assert str(p) in str(ei.value) and "another ZipStore" in str(ei.value)
+    s2 = ZipStore(p, mode="a")  # opening to read is fine ...
+    with pytest.raises(StoreError) as ei:  # ... its first change is refused, at once
+        cs.create(shape=(3,), chunks=(3,), dtype="f8", store=s2, path="second")
+    assert str(p) in str(ei.value)
+    assert not s2.dirty
+    s1.close()  # the first writer's array reaches the archive
+    second = cs.create(shape=(3,), chunks=(3,), dtype="f8", store=s2, path="second")
+    second[:] = 7.5  # s1 has flushed: s2 writes now, over the current archive
+    s2.close()
+    with ZipStore(p, mode="r") as r:
+        np.testing.assert_array_equal(cs.open_array(r, mode="r", path="first")[:], [1, 2, 3, 4])
+        np.testing.assert_array_equal(cs.open_array(r, mode="r", path="second")[:], [7.5] * 3)
+
+
+def test_zip_writers_that_flush_in_turn_keep_each_others_writes(tmp_path):
+    p = tmp_path / "turns.zip"
+    s1 = ZipStore(p, mode="a")  # both open before either writes
+    s2 = ZipStore(p, mode="a")
+    s1["x"] = b"1"
+    s1.flush()
+    s2["y"] = b"2"  # the claim rereads the archive: s1's x is kept
+    assert s2["x"] == b"1"
+    s2.close()
+    s1["z"] = b"3"  # and s1 sees y when it writes again
+    s1.close()
+    assert _names(p) == ["x", "y", "z"]
+    with ZipStore(p, mode="r") as r:
+        assert dict(r.items()) == {"x": b"1", "y": b"2", "z": b"3"}
+
+
+def test_zip_readers_open_at_once_beside_a_writer(tmp_path):
+    p = tmp_path / "r.zip"
+    with ZipStore(p, mode="w") as s:
+        s["a"] = b"old"
+    w = ZipStore(p, mode="a")
+    w["a"] = b"new"  # a writer with unflushed changes
+    readers = [ZipStore(p, mode="r"), ZipStore(p, mode="r"), ZipStore(p, mode="a")]
+    assert [r["a"] for r in readers] == [b"old"] * 3  # the archive as flushed
+    w.close()
+    for r in readers:
+        r.close()
+    assert ZipStore(p, mode="r")["a"] == b"new"
+
+
+_CHILD_WRITER = r"""
+import sys
+from chunkstore.storage import ZipStore
+s = ZipStore(sys.argv[1], mode="a")
+s["child"] = b"from the child"  # the claim: held until the flush
+print("ready", flush=True)
+sys.stdin.readline()
+s.close()
+"""
+
+
+def test_second_zip_writer_in_another_process_is_refused(tmp_path):
+    p = tmp_path / "shared.zip"
+    with ZipStore(p, mode="w") as s:
+        s["base"] = b"0"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    child = subprocess.Popen([sys.executable, "-c", _CHILD_WRITER, str(p)], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        s = ZipStore(p, mode="a")
+        with pytest.raises(StoreError) as ei:
+            s["parent"] = b"from the parent"
+        assert str(p) in str(ei.value) and "another process" in str(ei.value)
+        with pytest.raises(StoreError):
+            ZipStore(p, mode="w")  # no truncation under the other writer
+        # readers are never refused, and read at once
+        r1, r2 = ZipStore(p, mode="r"), ZipStore(p, mode="r")
+        assert r1["base"] == r2["base"] == b"0"
+        r1.close()
+        r2.close()
+        child.communicate("go\n", timeout=60)
+        assert child.returncode == 0
+        s["parent"] = b"from the parent"  # the child has flushed and closed
+        s.close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    with ZipStore(p, mode="r") as r:
+        assert dict(r.items()) == {"base": b"0", "child": b"from the child",
+                                   "parent": b"from the parent"}
+
+
+# ------------------------------------------------------------------ 11: zarr_format binds
+def _array(tmp_path, fmt):
+    p = str(tmp_path / f"a{fmt}.zarr")
+    a = cs.open_array(p, mode="w", shape=(4,), chunks=(2,), dtype="i4", zarr_format=fmt)
+    a[:] = [1, 2, 3, 4]
+    return p
+
+
+def _group(tmp_path, fmt):
+    p = str(tmp_path / f"g{fmt}.zarr")
+    g = cs.open_group(p, mode="w", zarr_format=fmt)
+    g.create_dataset("x", data=np.arange(3), chunks=(3,))
+    return p
+
+
+def _snapshot(path):
+    s = DirectoryStore(path, mode="r")
+    return {k: s[k] for k in s}
+
+
+def _names_formats(err, p, asked, found):
+    msg = str(err)
+    assert p in msg, msg
+    assert f"Zarr format {asked}" in msg and f"Zarr format {found}" in msg, msg
+
+
+FORMATS = [(3, 2), (2, 3)]  # (stored, asked)
+
+
+@pytest.mark.parametrize("stored,asked", FORMATS)
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_open_array_of_the_other_format_is_not_found(tmp_path, stored, asked, mode):
+    p = _array(tmp_path, stored)
+    with pytest.raises(ArrayNotFoundError) as ei:
+        cs.open_array(p, mode=mode, zarr_format=asked)
+    assert isinstance(ei.value, FileNotFoundError)  # as zarr-python 3 raises
+    _names_formats(ei.value, p, asked, stored)
+    with pytest.raises(FileNotFoundError):
+        zarr.open_array(p, mode=mode, zarr_format=asked)  # the reference
+    # the format asked for, or none, opens it
+    assert cs.open_array(p, mode=mode, zarr_format=stored).zarr_format == stored
+    assert cs.open_array(p, mode=mode)[:].tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("stored,asked", FORMATS)
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_open_group_of_the_other_format_is_not_found(tmp_path, stored, asked, mode):
+    p = _group(tmp_path, stored)
+    with pytest.raises(GroupNotFoundError) as ei:
+        cs.open_group(p, mode=mode, zarr_format=asked)
+    assert isinstance(ei.value, FileNotFoundError)
+    _names_formats(ei.value, p, asked, stored)
+    with pytest.raises(FileNotFoundError):
+        zarr.open_group(p, mode=mode, zarr_format=asked)  # the reference
+    assert cs.open_group(p, mode=mode, zarr_format=stored).zarr_format == stored
+    with pytest.raises(ArrayNotFoundError) as ei:  # a group, asked for as an array
+        cs.open_array(p, mode=mode, zarr_format=asked)
+    _names_formats(ei.value, p, asked, stored)
+
+
+@pytest.mark.parametrize("stored,asked", FORMATS)
+@pytest.mark.parametrize("kind", ["array", "group"])
+def test_open_and_open_consolidated_of_the_other_format(tmp_path, stored, asked, kind):
+    p = _array(tmp_path, stored) if kind == "array" else _group(tmp_path, stored)
+    for mode in ("r", "r+"):
+        with pytest.raises(PathNotFoundError) as ei:
+            cs.open(p, mode=mode, zarr_format=asked)
+        assert isinstance(ei.value, FileNotFoundError)
+        _names_formats(ei.value, p, asked, stored)
+    assert cs.open(p, mode="r", zarr_format=stored).zarr_format == stored
+    if kind == "group":
+        cs.consolidate_metadata(p)
+        for mode in ("r", "r+"):
+            with pytest.raises(FileNotFoundError) as ei:
+                cs.open_consolidated(p, mode=mode, zarr_format=asked)
+            _names_formats(ei.value, p, asked, stored)
+        assert cs.open_consolidated(p, mode="r", zarr_format=stored).zarr_format == stored
+
+
+@pytest.mark.parametrize("stored,asked", FORMATS)
+def test_mode_a_never_converts_nor_writes_beside_the_other_format(tmp_path, stored, asked):
+    pa, pg = _array(tmp_path, stored), _group(tmp_path, stored)
+    before = _snapshot(pa), _snapshot(pg)
+    calls = [
+        (ArrayFormatMismatchError, lambda: cs.open_array(pa, mode="a", shape=(3,), chunks=(3,),
+                                                         dtype="f8", zarr_format=asked)),
+        (ArrayFormatMismatchError, lambda: cs.open_array(pa, zarr_format=asked)),  # default "a"
+        (ArrayFormatMismatchError, lambda: cs.open(pa, mode="a", zarr_format=asked)),
+        (GroupFormatMismatchError, lambda: cs.open_group(pg, mode="a", zarr_format=asked)),
+        (GroupFormatMismatchError, lambda: cs.open(pg, mode="a", zarr_format=asked)),
+        (ContainsGroupError, lambda: cs.open_array(pg, mode="a", shape=(3,), dtype="f8",
+                                                   zarr_format=asked)),
+        (ContainsArrayError, lambda: cs.open_group(pa, mode="a", zarr_format=asked)),
+        (ContainsArrayError, lambda: cs.open_array(pa, mode="w-", shape=(3,), dtype="f8",
+                                                   zarr_format=asked)),
+    ]
+    for cls, call in calls:
+        with pytest.raises(cls) as ei:
+            call()
+        assert isinstance(ei.value, FileExistsError)  # something is there, kept
+        if cls in (ArrayFormatMismatchError, GroupFormatMismatchError):
+            # and nothing of the asked format is there, as zarr-python 3 reports
+            assert isinstance(ei.value, FileNotFoundError)
+            _names_formats(ei.value, pa if cls is ArrayFormatMismatchError else pg,
+                           asked, stored)
+    assert (_snapshot(pa), _snapshot(pg)) == before  # nothing written, converted or removed
+    assert cs.open_array(pa, mode="r")[:].tolist() == [1, 2, 3, 4]
+    assert cs.open_array(pa, mode="a", zarr_format=stored).zarr_format == stored
+    # mode "w" asks for replacement explicitly
+    assert cs.open_array(pa, mode="w", shape=(2,), dtype="u1",
+                         zarr_format=asked).zarr_format == asked
+
+
+def test_asked_format_is_found_where_both_formats_documents_lie(tmp_path):
+    # (zarr-python 3's mode "a" can leave a node of each format at one path)
+    p = str(tmp_path / "both.zarr")
+    cs.open_array(p, mode="w", shape=(2,), dtype="i4", zarr_format=3)[:] = [3, 3]
+    s = DirectoryStore(p)
+    v2 = DirectoryStore(str(tmp_path / "v2.zarr"))
+    cs.open_array(v2, mode="w", shape=(2,), dtype="i4", zarr_format=2)[:] = [2, 2]
+    s.setitems({k: v2[k] for k in v2})
+    for fmt in (2, 3):
+        for mode in ("r", "r+", "a"):
+            a = cs.open_array(p, mode=mode, zarr_format=fmt)
+            assert a.zarr_format == fmt and a[:].tolist() == [fmt, fmt]
+        assert cs.open(p, mode="a", zarr_format=fmt).zarr_format == fmt
