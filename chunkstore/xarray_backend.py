@@ -80,7 +80,8 @@ def _xarray_dtype(array):
 
 
 def _zarr_format(node):
-    return node.metadata.zarr_format if isinstance(node, Array) else node._format
+    # (the layout's metadata: Array.metadata would read the attributes from the store)
+    return node.layout.metadata.zarr_format if isinstance(node, Array) else node._format
 
 
 class ChunkstoreDataStore(AbstractDataStore):
@@ -180,7 +181,7 @@ def _open_group(store, path, consolidated):
 def _dims_and_attrs(array):
     attrs = dict(array.attrs)
     if _zarr_format(array) == 3:
-        dims = array.metadata.dimension_names
+        dims = array.layout.metadata.dimension_names
         if dims is None or any(d is None for d in dims):
             raise MetadataError(f"array {array.path!r} has no dimension_names in its metadata; "
                                 f"xarray needs a name for every dimension")
