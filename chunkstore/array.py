@@ -22,7 +22,8 @@ from chunkstore import nodes
 from chunkstore._text import human_bytes
 from chunkstore.array_read import ArrayReader
 from chunkstore.array_write import ArrayWriter
-from chunkstore.errors import ChunkstoreError, MetadataError
+from chunkstore.array_chunks import MetadataChanged
+from chunkstore.errors import ArrayMetadataChangedError, ChunkstoreError, MetadataError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
@@ -316,8 +317,22 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         if isinstance(value, Array) and self._stream_from(selection, value):
             return
         fields, selection = ix.split_fields(selection)
-        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=fields)
+        self._write(ix.basic_or_fancy, selection, value, fields)
+
+    def _write(self, normalize, selection, value, fields):
+        """self[selection] = value, the selection normalized by ``normalize`` (an
+        chunkstore.indexing function) against the shape this handle knows; planned again
+        with the new metadata where a synchronized write finds, under its locks, that
+        another handle changed it meanwhile (see ChunkIO._check_metadata)."""
+        for _ in range(8):
+            sel = normalize(selection, self.shape, self.chunks, self.name)
+            try:
+                return self._set(sel, value, fields=fields)
+            except MetadataChanged:
+                self._load_metadata()
+        raise ArrayMetadataChangedError(
+            f"array {self.name!r} in {self._store!r}: its metadata changed during each of 8 "
+            f"attempts to write {selection!r}")
 
     def _stream_from(self, selection, src):
         """self[selection] = src (an Array) block by block, in bounded memory, when the
@@ -345,8 +360,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
     def set_basic_selection(self, selection: Any, value: Any, fields: Fields = None) -> None:
         if isinstance(value, Array) and fields is None and self._stream_from(selection, value):
             return
-        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.basic_or_fancy, selection, value, _fields(fields))
 
     def get_orthogonal_selection(self, selection: Any, out: np.ndarray | None = None,
                                  fields: Fields = None) -> Any:
@@ -355,8 +369,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def set_orthogonal_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
-        sel = ix.orthogonal(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.orthogonal, selection, value, _fields(fields))
 
     def get_coordinate_selection(self, selection: Any, out: np.ndarray | None = None,
                                  fields: Fields = None) -> Any:
@@ -365,8 +378,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def set_coordinate_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
-        sel = ix.coordinate(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.coordinate, selection, value, _fields(fields))
 
     def get_mask_selection(self, selection: Any, out: np.ndarray | None = None,
                            fields: Fields = None) -> Any:
@@ -375,8 +387,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def set_mask_selection(self, selection: Any, value: Any,
                            fields: Fields = None) -> None:
-        sel = ix.mask(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.mask, selection, value, _fields(fields))
 
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None,
                             fields: Fields = None) -> Any:
@@ -385,8 +396,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def set_block_selection(self, selection: Any, value: Any,
                             fields: Fields = None) -> None:
-        sel = ix.block(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.block, selection, value, _fields(fields))
 
     @property
     def oindex(self) -> _Indexer:
@@ -405,8 +415,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         return self._get(sel, fields=_fields(fields))
 
     def _set_vectorized(self, selection, value, fields=None):
-        sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
-        self._set(sel, value, fields=_fields(fields))
+        self._write(ix.vectorized, selection, value, _fields(fields))
 
     # ------------------------------------------------------------------ shape changes
     def resize(self, *shape: Any) -> None:

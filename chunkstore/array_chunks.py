@@ -22,6 +22,11 @@ from chunkstore.locking import selection_box
 _SPLIT_MIN_CHUNKS = 16
 
 
+class MetadataChanged(Exception):
+    """Raised under a write's locks when the array's metadata in the store is no longer
+    the handle's (another handle resized the array): the write is planned again."""
+
+
 class ChunkIO:
     """Chunk keys, batches, locks and the chunk codec of an Array (a mixin)."""
 
@@ -125,6 +130,15 @@ class ChunkIO:
         coords = sel.plan.chunk_coords()
         return sync.split_locks(self._path, *selection_box(sel.plan, self._chunks, coords),
                                 self._meta.shape, coords[full], coords[~full], self._grid())
+
+    def _check_metadata(self):
+        """Under a synchronized write's locks, which exclude resizes and metadata changes:
+        MetadataChanged if the stored metadata is not this handle's any more (its cached
+        shape would place the write wrongly: an edge chunk written whole would clear
+        elements another handle appended). Without a synchronizer nothing excludes a
+        concurrent resize, and nothing is checked (see README, "What is safe")."""
+        if self._synchronizer is not None and not self._layout.is_current():
+            raise MetadataChanged(self.name)
 
     def _grid(self):
         return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))

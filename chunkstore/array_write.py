@@ -117,6 +117,7 @@ class ArrayWriter(ChunkIO):
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
             with self._locked(sel):
+                self._check_metadata()
                 cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
@@ -134,6 +135,8 @@ class ArrayWriter(ChunkIO):
             box = ix.Selection("ortho", sel.plan, tuple(
                 n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
             with (contextlib.nullcontext() if locked else self._locked(sel)):
+                if not locked:
+                    self._check_metadata()
                 cur = np.array(self._get(box), copy=True)
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
@@ -152,6 +155,8 @@ class ArrayWriter(ChunkIO):
         split = None if locked else self._split_locks(sel)
         with (contextlib.nullcontext() if locked else split[0] if split
               else self._locked(sel, keys)):
+            if not locked:
+                self._check_metadata()
             if sel.kind == "ortho":
                 self._write_ortho(sel.plan, keys, v, sel.drop, split and split[1])
             else:

@@ -69,3 +69,8 @@ class ArrayFormatMismatchError(ArrayNotFoundError, ContainsArrayError):
 
 class GroupFormatMismatchError(GroupNotFoundError, ContainsGroupError):
     """As :class:`ArrayFormatMismatchError`, for a group of the other Zarr format."""
+
+
+class ArrayMetadataChangedError(ChunkstoreError, RuntimeError):
+    """A synchronized write found the array's metadata changed by another handle each time
+    it planned itself anew (resized again and again meanwhile); nothing was written."""

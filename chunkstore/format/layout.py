@@ -161,10 +161,27 @@ class ArrayLayout:
         """The metadata document (bytes) for ``metadata``."""
         raise NotImplementedError
 
+    def decode_metadata(self, raw: Any) -> Any:
+        """The array metadata of a document read from :attr:`metadata_key`."""
+        raise NotImplementedError
+
     def write_metadata(self, metadata: Any) -> None:
         """Store ``metadata`` at :attr:`metadata_key` (this layout is then stale: build a
         new one with ``layout_for``)."""
         self.store[self.metadata_key] = self.encode_metadata(metadata)
+
+    def is_current(self) -> bool:
+        """Whether the array's metadata in the store still is this layout's (attributes
+        aside, which live beside the layout): one read of the metadata document. A write
+        checks it under its locks (which exclude resizes and metadata changes), so a handle's
+        cached metadata is never trusted for a write after another handle changed it."""
+        try:
+            raw = self.store[self.metadata_key]
+        except KeyError:
+            return False
+        now = self.decode_metadata(raw)
+        return (getattr(now, "node_type", "array") == "array"
+                and _document(now) == _document(self.metadata))
 
     def resized(self, shape: Sequence[int]) -> Any:
         """The array metadata with ``shape`` in place of the current one."""
@@ -181,3 +198,11 @@ class ArrayLayout:
     def codec_info_rows(self) -> list[tuple[str, str]]:
         """Rows of ``Array.info`` about the codecs beyond compressor and filters."""
         return []
+
+
+def _document(metadata: Any) -> str:
+    """The metadata as comparable text, attributes aside (JSON: NaN fill values compare)."""
+    import json
+    doc = dict(metadata.to_dict())
+    doc.pop("attributes", None)
+    return json.dumps(doc, sort_keys=True, default=str)

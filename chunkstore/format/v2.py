@@ -34,3 +34,7 @@ class V2Layout(ArrayLayout):
 
     def encode_metadata(self, metadata: Any) -> bytes:
         return encode_array_metadata(metadata)
+
+    def decode_metadata(self, raw: Any) -> Any:
+        from chunkstore.metadata.v2 import parse_array_metadata
+        return parse_array_metadata(raw, self.metadata_key)

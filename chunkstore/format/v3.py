@@ -57,5 +57,9 @@ class V3Layout(ArrayLayout):
         from chunkstore.metadata.v3 import encode_array_metadata_v3
         return encode_array_metadata_v3(metadata)
 
+    def decode_metadata(self, raw: Any) -> Any:
+        from chunkstore.metadata.v3 import parse_node_metadata_v3
+        return parse_node_metadata_v3(raw, self.metadata_key)
+
     def codec_info_rows(self) -> list[tuple[str, str]]:
         return [("Codecs", codec_names(self.metadata.codecs))]
