@@ -90,6 +90,11 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         layout = layout_for(meta, self._store, self._path, synchronizer=self._synchronizer,
                             cache_index=self._cache_metadata)
         self._meta = meta
+        # An array of fewer than 2 dimensions has one layout for both orders, which v3
+        # metadata cannot record: there the handle's own order stands (worked out here, once
+        # per metadata: reads ask for it several times each).
+        self._mem_order = (self._order if self._order is not None and len(meta.shape) < 2
+                           else meta.order)
         self._layout = layout
         self._format = layout.zarr_format
         self._chunk_store = layout.chunk_store
@@ -162,9 +167,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         of fewer than 2 dimensions has no transpose to record it (there both orders are one
         layout): its order is the one the handle was created or opened with, as zarr-python
         3 keeps it in the array's ``config`` (``"C"`` when none was given)."""
-        if self._format == 3 and self._order is not None and len(self._meta.shape) < 2:
-            return self._order
-        return self._meta.order
+        return self._mem_order
 
     @property
     def fill_value(self) -> Any:

@@ -325,3 +325,19 @@ def test_threads_rewriting_a_shard_while_others_read(tmp_path, kind, codec):
     for c in range(nchunks):
         check(got[c * n:(c + 1) * n], c)
         assert not (got[c * n:(c + 1) * n] == -1).all()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_chunk_added_where_a_cached_index_said_absent(tmp_path, kind):
+    """A read that needs nothing from a shard by its cached index (its chunk absent there)
+    still checks the shard's version: another handle may have written that chunk since, or
+    deleted the shard."""
+    store, other = make_store(kind, tmp_path)
+    a = cs.create_array(store, shape=(4,), chunks=(1,), shards=(2,), dtype="i2", fill_value=0)
+    a[3] = 7
+    assert a[2] == 0  # caches shard c/1's index: chunk 2 absent
+    b = cs.open_array(other(), mode="r+")
+    b[2] = 5
+    assert a[2] == 5
+    b[2:4] = 0  # the shard goes
+    assert a[2] == 0 and a[3] == 0

@@ -38,6 +38,9 @@ from chunkstore.storage.base import getsize as _getsize
 
 __all__ = ["ShardedStoreView"]
 
+# the file identity of no version (see chunk_files): matches no file
+_NO_VERSION = (0, 0, 0, 0, 0)
+
 class ShardedStoreView(MutableMapping):
     """A mapping from inner chunk keys to encoded inner chunks, over a store of shards.
 
@@ -433,18 +436,12 @@ class ShardedStoreView(MutableMapping):
         if entry is not None:
             version, index = entry
             wanted, merged = self._ranges(index, items)
-            if not wanted:
-                # nothing to read, but the index must still be this shard's: check it
-                parts: list | None = []
-                if _read_if(self._store, skey, version, []) is None:
-                    parts = None
-            else:
-                try:
-                    parts = _read_if(self._store, skey, version,
-                                     [(o, n) for o, n, _ in merged])
-                except KeyError:
-                    self.invalidate(skey)
-                    return  # deleted since
+            # (with nothing to read, the index must still be this shard's: the call checks)
+            try:
+                parts = _read_if(self._store, skey, version, [(o, n) for o, n, _ in merged])
+            except KeyError:
+                self.invalidate(skey)
+                return  # deleted since
             if parts is not None:
                 self._take(skey, wanted, merged, parts, out)
                 return
@@ -502,21 +499,20 @@ class ShardedStoreView(MutableMapping):
         if paths is None:
             return None
         where = {}
-        none = (0, 0, 0, 0, 0)
         for (skey, items), path in zip(groups.items(), paths):
             entry = self._cached(skey)
             # A cached index is handed on unchecked: the kernel checks each file's identity
             # against its version as it opens it.
             version, index = entry if entry is not None else self._read_index(skey)[::-1]
+            if version is None:
+                version = _NO_VERSION
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                where[k] = ((path, -1, 0, none) if off == MISSING else
-                            (path, off, int(index[slot, 1]),
-                             none if version is None else version))
+                where[k] = (path, (-1, 0, *_NO_VERSION) if off == MISSING else
+                            (off, int(index[slot, 1]), *version))
         rows = [where[k] for k in keys]
-        return Files([r[0] for r in rows], maxlen,
-                     np.array([r[1:3] for r in rows], dtype=np.int64).reshape(len(rows), 2),
-                     np.array([r[3] for r in rows], dtype=np.int64).reshape(len(rows), 5))
+        table = np.array([r[1] for r in rows], dtype=np.int64).reshape(len(rows), 7)
+        return Files([r[0] for r in rows], maxlen, table[:, :2], table[:, 2:])
 
     def __getitem__(self, key: str) -> bytes:
         got = self.getitems([key])
