@@ -170,6 +170,8 @@ class ArrayLayout:
         new one with ``layout_for``)."""
         self.store[self.metadata_key] = self.encode_metadata(metadata)
 
+    _verified: bytes | None = None  # (see is_current)
+
     def is_current(self) -> bool:
         """Whether the array's metadata in the store still is this layout's (attributes
         aside, which live beside the layout): one read of the metadata document. A write
@@ -179,9 +181,14 @@ class ArrayLayout:
             raw = self.store[self.metadata_key]
         except KeyError:
             return False
+        if raw == self._verified:
+            return True  # the bytes last found to be this layout's metadata: no parsing
         now = self.decode_metadata(raw)
-        return (getattr(now, "node_type", "array") == "array"
+        same = (getattr(now, "node_type", "array") == "array"
                 and _document(now) == _document(self.metadata))
+        if same:
+            self._verified = bytes(raw)
+        return same
 
     def resized(self, shape: Sequence[int]) -> Any:
         """The array metadata with ``shape`` in place of the current one."""
