@@ -34,7 +34,7 @@ if generated_c:
     problems.append(f"wheel ships generated C: {generated_c}")
 if not any(n.endswith("licenses/LICENSE") for n in wnames):
     problems.append("wheel lacks the LICENSE")
-if "chunkstore.xarray_backend:ChunkstoreBackendEntrypoint" not in ep:
+if "chunkstore.integrations.xarray_backend:ChunkstoreBackendEntrypoint" not in ep:
     problems.append("wheel lacks the xarray.backends entry point")
 if not any(n.endswith(".so") for n in wnames):
     problems.append("wheel has no compiled core")

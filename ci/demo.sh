@@ -3,4 +3,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" ""  # no extras; the demo flags are not setup's
 cd "$root"
-python -P -m chunkstore.demo "$@"
+python -P -m chunkstore.cli.demo "$@"

@@ -278,7 +278,7 @@ def test_convert_npy_memory_is_bounded(tmp_path, monkeypatch):
     import tracemalloc
 
     import chunkstore.cli as cli
-    import chunkstore.convenience as conv
+    import chunkstore.hierarchy.convenience as conv
     data = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype="f8",
                                      shape=(2000, 2000))
     data[:] = 1.5
@@ -569,7 +569,7 @@ def test_progress_bar_when_stderr_is_a_terminal(src):
 
 
 def test_human_bytes_both_styles():
-    from chunkstore._text import human_bytes
+    from chunkstore.engine._text import human_bytes
     assert [human_bytes(n) for n in (0, 1023, 1536, 3 * 2**30)] == \
         ["0 B", "1023 B", "1.5 KiB", "3.0 GiB"]
     # compact: Array.info's style (zarr-python's), bytes as a bare number

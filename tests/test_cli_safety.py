@@ -73,7 +73,7 @@ def test_cp_bad_options_leave_existing_store_as_it_was(src, tmp_path, capsys):
 
 
 def test_failure_while_writing_removes_what_was_made(src, tmp_path, capsys, monkeypatch):
-    import chunkstore.convenience as conv
+    import chunkstore.hierarchy.convenience as conv
     real = conv.copy_array_data
     calls = []
 

@@ -10,7 +10,7 @@ import pytest
 from chunkstore.codecs import blosc, registry
 from chunkstore.codecs.chain_codecs import BytesBytesCodec, _as_u8, _check_keys
 from chunkstore.codecs.v3 import ChunkCodecV3, codec_chain_info, parse_codecs
-from chunkstore.creation import v3_codec
+from chunkstore.hierarchy.creation import v3_codec
 
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-import chunkstore.convenience as conv
-from chunkstore.convenience import CopyError
+import chunkstore.hierarchy.convenience as conv
+from chunkstore.hierarchy.convenience import CopyError
 
 PATH_KINDS = {"directory": "data.zarr", "zip": "data.zip", "sqlite": "data.sqlite",
               "lmdb": "data.lmdb"}

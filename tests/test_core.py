@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkstore import indexing as ix
+from chunkstore.engine import indexing as ix
 from chunkstore._core import merge
 from chunkstore._core.keys import format_keys
 from chunkstore.codecs.v2 import ChunkCodecV2

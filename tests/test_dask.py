@@ -4,7 +4,7 @@ import dask.array as da
 import numpy as np
 
 import chunkstore as cs
-from chunkstore.dask import aligned, from_chunkstore, to_chunkstore
+from chunkstore.integrations.dask import aligned, from_chunkstore, to_chunkstore
 
 
 def test_dask_from_array_reads_a_chunkstore_array():

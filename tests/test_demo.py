@@ -1,4 +1,4 @@
-"""Smoke test of the demo job (`python -m chunkstore.demo`) at a tiny size."""
+"""Smoke test of the demo job (`python -m chunkstore.cli.demo`) at a tiny size."""
 
 import os
 import re
@@ -20,7 +20,7 @@ def _env():
 def test_demo_small(tmp_path):
     out_dir = tmp_path / "demo"
     r = subprocess.run(
-        [sys.executable, "-m", "chunkstore.demo", "--size-mb", "2", "--dir", str(out_dir)],
+        [sys.executable, "-m", "chunkstore.cli.demo", "--size-mb", "2", "--dir", str(out_dir)],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
@@ -38,7 +38,7 @@ def test_demo_small(tmp_path):
 
 
 def test_demo_help():
-    r = subprocess.run([sys.executable, "-m", "chunkstore.demo", "--help"], env=_env(),
+    r = subprocess.run([sys.executable, "-m", "chunkstore.cli.demo", "--help"], env=_env(),
                        capture_output=True, text=True, timeout=60, cwd=os.path.dirname(__file__))
     assert r.returncode == 0
     assert "--size-mb" in r.stdout

@@ -88,8 +88,8 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
     # release the array's locks) while tasks are still writing.
     import time
 
-    array_mod = __import__("sys").modules["chunkstore.array"]
-    sched_mod = __import__("sys").modules["chunkstore.scheduling"]
+    array_mod = __import__("sys").modules["chunkstore.engine.array"]
+    sched_mod = __import__("sys").modules["chunkstore.engine.scheduling"]
     # 64 chunks of 128 KiB: enough bytes to go to the pool
     z = cs.zeros((1024, 1024), chunks=(128, 128), dtype="f8", store=str(tmp_path / "a"))
     real_wait = sched_mod.futures_wait
@@ -123,14 +123,14 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
 
 
 def _child_busy(q):
-    from chunkstore import scheduling
+    from chunkstore.engine import scheduling
     q.put(scheduling._busy)
 
 
 def test_child_does_not_inherit_the_parents_busy_threads():
     # A fork while the parent's threads were at work: the child has none of those threads,
     # and counting them would leave it without helpers for all its reads and writes.
-    from chunkstore import scheduling
+    from chunkstore.engine import scheduling
     got = scheduling._claim(1, 2)   # as a parent thread in the middle of a multi-batch read
     try:
         ctx = mp.get_context("fork")

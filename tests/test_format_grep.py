@@ -20,8 +20,8 @@ BRANCH = re.compile(r"zarr_format *[=!]=|\.shards\b")
 # (file relative to chunkstore/, stripped line): reads of the public `shards` attribute that
 # pass it on as a value, asking nothing about the format.
 ALLOWED = {
-    ("xarray_backend.py", '"shards": array.shards}  # None when unsharded, as in xarray\'s backend'),
-    ("array.py", "return self._layout.shards"),  # the public Array.shards property itself
+    ("integrations/xarray_backend.py", '"shards": array.shards}  # None when unsharded, as in xarray\'s backend'),
+    ("engine/array.py", "return self._layout.shards"),  # the public Array.shards property itself
 }
 
 
@@ -51,7 +51,8 @@ def test_the_grep_finds_format_questions(tmp_path):
         "n = self._shards\n"
         "y = arr.shards_of(3)\n"
         "z = arr.shards\n")
-    (tmp_path / "xarray_backend.py").write_text(
+    (tmp_path / "integrations").mkdir()
+    (tmp_path / "integrations" / "xarray_backend.py").write_text(
         "    enc = {\n        \"shards\": array.shards}  # None when unsharded, as in xarray's backend\n")
     assert format_branches(tmp_path) == [("array.py", 2, "if self.zarr_format!=2:"),
                                          ("array.py", 6, "z = arr.shards")]

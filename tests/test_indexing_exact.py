@@ -136,7 +136,7 @@ def test_mixed_write_keeps_concurrent_update_of_other_chunk():
 
 def test_mixed_box_still_used_when_exact():
     """When every chunk of the box holds a selected element the orthogonal box is kept."""
-    from chunkstore import indexing as ix
+    from chunkstore.engine import indexing as ix
     s = ix.basic_or_fancy((np.array([0, 5]), np.array([[0], [1]]), slice(None)),
                           (8, 2, 3), (4, 1, 3))
     assert s.kind == "ortho" and s.post[0] == "index"

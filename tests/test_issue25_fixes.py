@@ -83,7 +83,7 @@ def test_string_write_empty_chunks_true_keeps_them():
 
 
 def test_object_all_fill_compares_values_of_the_same_type():
-    from chunkstore.array_write import object_all_fill
+    from chunkstore.engine.write import object_all_fill
     chunk = np.empty(3, dtype=object)
     chunk[:] = ["", np.str_(""), ""]
     assert object_all_fill(chunk, "")

@@ -22,9 +22,9 @@ def test_nchunks_initialized_sees_a_resize_by_another_handle(layout):
 
 
 def test_creation_open_is_still_importable():
-    # chunkstore.creation.open (in its __all__ before open() moved to chunkstore.group)
-    from chunkstore import creation
-    from chunkstore.creation import open as creation_open
+    # chunkstore.hierarchy.creation.open (in its __all__ before open() moved to chunkstore.hierarchy.group)
+    from chunkstore.hierarchy import creation
+    from chunkstore.hierarchy.creation import open as creation_open
     assert creation_open is cs.open
     assert "open" in creation.__all__
     store = MemoryStore()
@@ -32,7 +32,7 @@ def test_creation_open_is_still_importable():
     assert isinstance(creation_open(store, mode="r"), cs.Array)
 
 
-# ---- the *_like functions plan through chunkstore.recode but keep what they did
+# ---- the *_like functions plan through chunkstore.hierarchy.recode but keep what they did
 def test_like_of_an_object_array_keeps_zarr_python_2s_filters_and_fill():
     import numcodecs
     o = cs.create(4, chunks=2, dtype=object, object_codec=numcodecs.VLenUTF8(),

@@ -8,8 +8,8 @@ import pytest
 import zarr
 
 import chunkstore
-from chunkstore import dtype as zdtype
-from chunkstore.attrs import Attributes
+from chunkstore.compat import dtype as zdtype
+from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import MetadataError
 from chunkstore.metadata.formats import FORMATS, format_of, node_at, node_document_names
 
@@ -88,7 +88,7 @@ def test_dtype_json_spellings():
 
 
 def test_moved_functions_keep_their_import_paths():
-    from chunkstore.group import open as group_open
+    from chunkstore.hierarchy.group import open as group_open
     from chunkstore.storage import normalize_store as a
     from chunkstore.storage.base import normalize_store as b
     from chunkstore.storage.normalize import normalize_store as c

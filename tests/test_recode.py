@@ -1,4 +1,4 @@
-"""The one recode planner (chunkstore.recode): copy, copy_all and `chunkstore cp` make the same
+"""The one recode planner (chunkstore.hierarchy.recode): copy, copy_all and `chunkstore cp` make the same
 copies (compared key by key, bytes equal), and create_kwargs_like plans them."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.cli import main
-from chunkstore.recode import RecodeError, copy_plan, create_kwargs_like
+from chunkstore.hierarchy.recode import RecodeError, copy_plan, create_kwargs_like
 from chunkstore.storage.normalize import normalize_store
 
 

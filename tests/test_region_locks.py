@@ -1,4 +1,4 @@
-"""The region-locking protocol (chunkstore.locking) under the synchronizers: disjoint writes
+"""The region-locking protocol (chunkstore.sync.locking) under the synchronizers: disjoint writes
 run in parallel however many chunks they touch, overlapping ones and resizes exclude each
 other, no deadlock under random overlapping regions, a killed holder's locks go away, old
 lock directories are refused, and fork leaves the child usable."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.locking import (BITS, E_BASE, F_BASE, FULL, P_BASE, RegionLock, box_ranges,
+from chunkstore.sync.locking import (BITS, E_BASE, F_BASE, FULL, P_BASE, RegionLock, box_ranges,
                                 chunk_ranges)
 
 CTX = mp.get_context("spawn")

@@ -53,7 +53,7 @@ def test_a_write_past_the_new_end_after_another_handle_shrank(tmp_path, kind):
 
 
 def test_attribute_updates_by_another_handle_do_not_replan(tmp_path, monkeypatch):
-    from chunkstore import array_chunks
+    from chunkstore.engine import chunk_io as array_chunks
     sync = cs.ThreadSynchronizer()
     path = str(tmp_path / "a.zarr")
     a = cs.create_array(path, shape=(4,), chunks=(2,), dtype="i4", synchronizer=sync)

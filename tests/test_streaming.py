@@ -1,4 +1,4 @@
-"""Array-to-array assignment (chunkstore.streaming): ``out[box] = z`` with z an Array copies
+"""Array-to-array assignment (chunkstore.engine.streaming): ``out[box] = z`` with z an Array copies
 block by block, with the result NumPy gives and in bounded memory (measured with
 tracemalloc, which sees NumPy's buffers)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore import streaming
+from chunkstore.engine import streaming
 
 
 def _src(shape=(40, 30, 20), chunks=(7, 8, 9), dtype="<i4", **kw):

@@ -1,7 +1,7 @@
 """Many user threads on one array: exact reads, reads during writes, nested use (issue 18).
 
 The calling thread works on its own read's batches and the shared pool helps only while it
-has idle workers (chunkstore.scheduling): these tests check that what threads read is what
+has idle workers (chunkstore.engine.scheduling): these tests check that what threads read is what
 NumPy reads, that a read racing a writer sees each chunk whole, and that reads from inside
 pool tasks or dask's threaded scheduler neither deadlock nor use more threads than allowed.
 """
@@ -17,8 +17,9 @@ import pytest
 from numcodecs import Blosc, Zlib
 
 import chunkstore as cs
-from chunkstore import config, scheduling
-from chunkstore.array import Array
+from chunkstore import config
+from chunkstore.engine import scheduling
+from chunkstore.engine.array import Array
 
 TIMEOUT = 120  # seconds: a deadlock fails the test instead of hanging the suite
 

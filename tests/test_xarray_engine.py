@@ -1,4 +1,4 @@
-"""The xarray engine "chunkstore" and chunkstore.xarray.to_chunkstore, checked against
+"""The xarray engine "chunkstore" and chunkstore.integrations.xarray.to_chunkstore, checked against
 xarray's own zarr backend (zarr-python) in both directions, Zarr v2 and v3, on CF-encoded
 data: times, scale/offset packing, fill values, coordinates, strings."""
 
@@ -17,9 +17,9 @@ pytest.importorskip("zarr")
 pytest.importorskip("dask")
 import pandas as pd  # noqa: E402  (xarray's dependency)
 
-from chunkstore.array import Array  # noqa: E402
+from chunkstore.engine.array import Array  # noqa: E402
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, ContainsGroupError  # noqa: E402
-from chunkstore.xarray import (ChunkstoreBackendEntrypoint, open_dataset,  # noqa: E402
+from chunkstore.integrations.xarray import (ChunkstoreBackendEntrypoint, open_dataset,  # noqa: E402
                                open_datatree, to_chunkstore)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
@@ -282,7 +282,7 @@ def test_engine_name_resolves_through_entry_point(tmp_path, monkeypatch):
     from pathlib import Path
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     target = pyproject["project"]["entry-points"]["xarray.backends"]["chunkstore"]
-    assert target == "chunkstore.xarray_backend:ChunkstoreBackendEntrypoint"
+    assert target == "chunkstore.integrations.xarray_backend:ChunkstoreBackendEntrypoint"
     dist = tmp_path / "site" / "chunkstore_ep_test-0.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chunkstore-ep-test\n"

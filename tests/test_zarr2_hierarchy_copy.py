@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.convenience import CopyError
+from chunkstore.hierarchy.convenience import CopyError
 
 
 @pytest.fixture

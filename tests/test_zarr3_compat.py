@@ -360,7 +360,7 @@ def test_default_zarr_format_switches_v2_family():
 @pytest.mark.parametrize("spec", ["int32", ">f8", "u1", "bool", "c16", "U5", "S3", "M8[ns]",
                                   "m8[s]", [("a", "<i4"), ("b", "<f8")]])
 def test_parse_dtype_matches_zarr(spec):
-    from chunkstore.dtype import parse_dtype
+    from chunkstore.compat.dtype import parse_dtype
     ours, theirs = parse_dtype(spec), zarr.dtype.parse_dtype(spec, zarr_format=2)
     assert type(ours).__name__ == type(theirs).__name__
     assert ours.to_native_dtype() == theirs.to_native_dtype()
@@ -369,7 +369,7 @@ def test_parse_dtype_matches_zarr(spec):
 
 @pytest.mark.parametrize("name", ["Int16", "Float32", "UInt64", "Complex64"])
 def test_named_data_types_in_create_array(tmp_path, name):
-    import chunkstore.dtype as cd
+    import chunkstore.compat.dtype as cd
     ours = cs.create_array(str(tmp_path / "o"), shape=(4,), dtype=getattr(cd, name)())
     zarr.create_array(str(tmp_path / "t"), shape=(4,), dtype=getattr(zarr.dtype, name)())
     assert doc(tmp_path / "o") == doc(tmp_path / "t")
@@ -496,7 +496,7 @@ def test_from_array_keeps_sharded_encoding():
 
 @pytest.mark.parametrize("spec", ["int32", ">f8", str, [("a", "<i4"), ("b", "<f8")], "bool"])
 def test_data_type_json_round_trip(spec):
-    from chunkstore.dtype import ZDType, parse_dtype
+    from chunkstore.compat.dtype import ZDType, parse_dtype
     t = parse_dtype(spec)
     assert ZDType.from_json(t.to_json(2), 2) == t
     v3 = t.to_json(3)

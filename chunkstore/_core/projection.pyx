@@ -43,7 +43,7 @@ cdef inline void _restore(PyThreadState* ts):
 
 cnp.import_array()
 
-# Selection kinds as given by chunkstore.indexing.
+# Selection kinds as given by chunkstore.engine.indexing.
 SLICE = 0
 ARRAY = 1
 

@@ -10,7 +10,7 @@ import re
 import sys
 
 from chunkstore.cli.safety import is_quiet, is_url as _is_url, scrub_temp_names
-from chunkstore.nodes import prefix
+from chunkstore.hierarchy.nodes import prefix
 
 PROG = "chunkstore"
 
@@ -66,7 +66,7 @@ def _close(store):
 
 
 def _norm(path):
-    from chunkstore.creation import normalize_path
+    from chunkstore.hierarchy.creation import normalize_path
     try:
         return normalize_path(path)
     except (TypeError, ValueError) as e:
@@ -78,13 +78,13 @@ def _join(a, b):
 
 
 def _kind(store, path):
-    from chunkstore import nodes
+    from chunkstore.hierarchy import nodes
     return nodes.node_kind(store, path)[0]
 
 
 def _format(store, path):
     """2 or 3 for the node at path (None if there is none)."""
-    from chunkstore import nodes
+    from chunkstore.hierarchy import nodes
     return nodes.node_kind(store, path)[1]
 
 
@@ -120,8 +120,8 @@ def _where(spec, path):
 
 
 def _open_node(store, spec, path, read_only=True):
-    from chunkstore.array import Array
-    from chunkstore.group import Group
+    from chunkstore.engine.array import Array
+    from chunkstore.hierarchy.group import Group
     kind = _kind(store, path)
     if kind == "array":
         return Array(store, path=path, read_only=read_only)

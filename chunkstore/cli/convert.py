@@ -63,8 +63,8 @@ class Converter:
     def array(self, path, source, dtype=None, chunks=True, what=None, **extra):
         """Create an array at path and fill it from source in bounded blocks. what names
         the source in errors (e.g. "dataset /a/b of in.h5")."""
-        from chunkstore.convenience import copy_array_data
-        from chunkstore.creation import create
+        from chunkstore.hierarchy.convenience import copy_array_data
+        from chunkstore.hierarchy.creation import create
         what = what or f"array {path!r}"
         dtype = np.dtype(dtype if dtype is not None else source.dtype)
         kw = self._kw(source.shape, chunks, what)
@@ -87,7 +87,7 @@ class Converter:
         return z
 
     def group(self, path):
-        from chunkstore.group import open_group
+        from chunkstore.hierarchy.group import open_group
         self.groups += 1
         return open_group(self.store, mode="a", path=path,
                           zarr_format=getattr(self.args, "zarr_format", None) or 2)

@@ -1,5 +1,5 @@
 """`chunkstore cp`: copy an array or group from any store to any store, raw or recoded
-(through chunkstore.recode, the planner `copy` uses too)."""
+(through chunkstore.hierarchy.recode, the planner `copy` uses too)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from chunkstore._text import human_bytes
+from chunkstore.engine._text import human_bytes
 from chunkstore.cli import common
 from chunkstore.cli.common import (CLIError, Progress, UsageError, _a, _consolidate, _consolidated,
                                    _count_nodes, _format, _is_meta_key, _is_url, _join,
@@ -86,7 +86,7 @@ class Copier:
 
     def _require_parents(self, dp, zarr_format):
         """Create the missing groups above dp, in zarr_format (none if an array is there)."""
-        from chunkstore.creation import write_group_metadata
+        from chunkstore.hierarchy.creation import write_group_metadata
         parts = dp.split("/")[:-1] if dp else []
         parents = [""] + ["/".join(parts[:i + 1]) for i in range(len(parts))] if dp else []
         for p in parents:
@@ -99,8 +99,8 @@ class Copier:
 
     def _copy_attrs(self, sp, dp):
         """dp's attributes become sp's, in each node's own format."""
-        from chunkstore.group import Group
-        from chunkstore.recode import copy_attributes
+        from chunkstore.hierarchy.group import Group
+        from chunkstore.hierarchy.recode import copy_attributes
         copy_attributes(Group(self.src, path=sp, read_only=True), Group(self.dst, path=dp))
 
     def _merge_group(self, sp, dp):
@@ -110,7 +110,7 @@ class Copier:
             self.copy(_join(sp, name), _join(dp, name))
 
     def _raw(self, sp, dp):
-        from chunkstore.convenience import copy_store
+        from chunkstore.hierarchy.convenience import copy_store
         if self.dry:
             if self.count_keys:  # listing a big remote store costs: only for a bar
                 self.raw_keys += len(_keys_under(self.src, sp))
@@ -127,7 +127,7 @@ class Copier:
         self.bytes += nbytes
 
     def _recode_group(self, sp, dp):
-        from chunkstore.group import open_group
+        from chunkstore.hierarchy.group import open_group
         if not self.dry:
             open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
             self._copy_attrs(sp, dp)
@@ -136,10 +136,10 @@ class Copier:
             self.copy(_join(sp, name), _join(dp, name))
 
     def _recode_array(self, sp, dp):
-        from chunkstore.array import Array
-        from chunkstore.convenience import copy_array_data
-        from chunkstore.creation import create
-        from chunkstore.recode import RecodeError, copy_plan, put_attributes, read_as
+        from chunkstore.engine.array import Array
+        from chunkstore.hierarchy.convenience import copy_array_data
+        from chunkstore.hierarchy.creation import create
+        from chunkstore.hierarchy.recode import RecodeError, copy_plan, put_attributes, read_as
         a = Array(self.src, path=sp, read_only=True)
         changes = {k: v for k, v in self.recode.items() if k != "zarr_format"}
         try:
@@ -192,7 +192,7 @@ def cmd_cp(args):
         recode["shards"] = args.shard_shape
     if args.checksum:
         recode["checksum"] = True
-    from chunkstore.recode import RecodeError, check_changes
+    from chunkstore.hierarchy.recode import RecodeError, check_changes
     try:  # before any store is opened: options the target format has no place for
         check_changes(args.zarr_format,
                       **{k: v for k, v in recode.items() if k != "zarr_format"})

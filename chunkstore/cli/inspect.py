@@ -14,7 +14,7 @@ def cmd_info(args):
 
 
 def cmd_tree(args):
-    from chunkstore.array import Array
+    from chunkstore.engine.array import Array
     path = _norm(args.path)
     with _stores((args.store, "r", _options(args))) as (store,):
         node = _open_node(store, args.store, path)
@@ -26,7 +26,7 @@ def cmd_tree(args):
 
 
 def _ls_rows(grp, recursive, prefix=""):
-    from chunkstore.array import Array
+    from chunkstore.engine.array import Array
     for name, node in grp.items():
         rel = _join(prefix, name)
         if isinstance(node, Array):
@@ -38,7 +38,7 @@ def _ls_rows(grp, recursive, prefix=""):
 
 
 def cmd_ls(args):
-    from chunkstore.array import Array
+    from chunkstore.engine.array import Array
     path = _norm(args.path)
     with _stores((args.store, "r", _options(args))) as (store,):
         node = _open_node(store, args.store, path)

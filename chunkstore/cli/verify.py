@@ -139,8 +139,8 @@ class Verifier:
             self.progress.update(len(part))
 
     def run(self, arrays, keys):
-        from chunkstore import nodes
-        from chunkstore.array import Array
+        from chunkstore.hierarchy import nodes
+        from chunkstore.engine.array import Array
         plans = []
         array_set = set(arrays)
         for path in arrays:

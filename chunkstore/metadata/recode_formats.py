@@ -1,4 +1,4 @@
-"""The format-specific half of the recode planner (chunkstore.recode, used by copy, copy_all,
+"""The format-specific half of the recode planner (chunkstore.hierarchy.recode, used by copy, copy_all,
 the *_like functions and `chunkstore cp`): what a copy can keep of its source's Zarr v2 or v3
 encoding, and how the create() arguments of a copy are completed for a Zarr v2 or v3 target.
 

@@ -71,7 +71,7 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
                     filters: Any = "auto", serializer: Any = "auto", compressors: Any = "auto",
                     compressor: Any = "auto", order: str = "C", shards: Any = None,
                     chunk_key_encoding: Any = None) -> tuple[np.dtype, dict]:
-    """(dtype, keyword arguments for chunkstore.creation.create) for zarr-python 3's
+    """(dtype, keyword arguments for chunkstore.hierarchy.creation.create) for zarr-python 3's
     chunk-encoding arguments in ``zarr_format``."""
     sep = _separator(chunk_key_encoding)
     if zarr_format == 2:

@@ -19,7 +19,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore import config
-from chunkstore.convenience import CopyError
+from chunkstore.hierarchy.convenience import CopyError
 from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import DirectoryStore, FSStore
 from faults import serving

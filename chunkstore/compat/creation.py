@@ -2,7 +2,7 @@
 picks for chunks="auto".
 
 Codec arguments in any spelling go through chunkstore.codecs.normalize (via
-chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.creation."""
+chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hierarchy.creation."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from chunkstore import config as _config
-from chunkstore import creation
-from chunkstore.array import Array
+from chunkstore.hierarchy import creation
+from chunkstore.engine.array import Array
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
 
 
@@ -72,7 +72,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
     native = getattr(dtype, "to_native_dtype", None)
-    if callable(native):  # a data type object (chunkstore.dtype's, or zarr-python 3's)
+    if callable(native):  # a data type object (chunkstore.compat.dtype's, or zarr-python 3's)
         dtype = str if type(dtype).__name__ == "VariableLengthUTF8" else native()
     dt = np.dtype("f8" if dtype is None else dtype)
     if dtype is str or (dt.kind == "U" and dt.itemsize == 0):

@@ -1,5 +1,5 @@
 """Write an xarray Dataset to a Zarr v2/v3 group with chunkstore (the writing half of
-chunkstore.xarray).
+chunkstore.integrations.xarray).
 
 The layout is xarray's own Zarr encoding, so `xr.open_zarr` (zarr-python) reads the result
 as it reads what `Dataset.to_zarr` writes: xarray's CF encoding (times, scale/offset,
@@ -18,11 +18,11 @@ import numpy as np
 from xarray import conventions
 from xarray.backends.zarr import FillValueCoder, encode_zarr_attr_value, encode_zarr_variable
 
-from chunkstore.creation import contains_array, contains_group, create, normalize_path
+from chunkstore.hierarchy.creation import contains_array, contains_group, create, normalize_path
 from chunkstore.errors import ContainsArrayError, ContainsGroupError
-from chunkstore.group import open_group
+from chunkstore.hierarchy.group import open_group
 from chunkstore.storage.normalize import normalize_store
-from chunkstore.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
+from chunkstore.integrations.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
 
 __all__ = ["to_chunkstore"]
 
@@ -111,7 +111,7 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
     for name, (var, action, sel) in plan.items():
         _write_variable(g, name, var, action, sel, fmt, encoding.get(name, {}))
     if consolidated:
-        from chunkstore.convenience import consolidate_metadata
+        from chunkstore.hierarchy.convenience import consolidate_metadata
         consolidate_metadata(store, path=path)
     return open_group(store, mode="r+", path=path)
 
@@ -282,7 +282,7 @@ def _write_variable(g, name, var, action, sel, fmt, user_enc):
 def _store(data, z, sel):
     if hasattr(data, "dask"):
         import dask.array as da
-        from chunkstore.dask import aligned
+        from chunkstore.integrations.dask import aligned
         offsets = [s.start or 0 for s in sel]
         # Two dask tasks writing one store chunk would lose an update: lock unless every
         # dask chunk boundary (shifted by the region's start) is a store chunk boundary.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chunkstore.creation_v3 import create_array
-from chunkstore.node_api_v3 import GroupMetadata
+from chunkstore.compat.creation import create_array
+from chunkstore.compat.node_api import GroupMetadata
 
 
 class GroupAPIv3:

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 
-from chunkstore import nodes
+from chunkstore.hierarchy import nodes
 from chunkstore.storage.base import getitems
 
 # Chunk keys fetched per batch while hashing: bounded memory, few round trips.

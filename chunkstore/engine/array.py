@@ -1,8 +1,8 @@
 """Array: a chunked N-d array in a store: its metadata (through its format layout,
 chunkstore.format), properties, the public selection methods, resize and append.
 
-The read path is chunkstore.array_read, the write path chunkstore.array_write, the chunk
-plumbing both share (keys, batches, locks) chunkstore.array_chunks. A read turns the selection into a plan (chunkstore.indexing -> Cython projection), fetches
+The read path is chunkstore.engine.read, the write path chunkstore.engine.write, the chunk
+plumbing both share (keys, batches, locks) chunkstore.engine.chunk_io. A read turns the selection into a plan (chunkstore.engine.indexing -> Cython projection), fetches
 the touched chunks in batches on the shared thread pool, decodes each (straight into the
 output when it lands there whole and contiguous) and merges it into the output with the
 Cython kernels. A write runs the plan backwards: each touched chunk is built whole from the
@@ -17,20 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import indexing as ix
-from chunkstore import nodes
-from chunkstore._text import human_bytes
-from chunkstore.array_read import ArrayReader
-from chunkstore.array_write import ArrayWriter
-from chunkstore.array_chunks import MetadataChanged
+from chunkstore.engine import indexing as ix
+from chunkstore.hierarchy import nodes
+from chunkstore.engine._text import human_bytes
+from chunkstore.engine.read import ArrayReader
+from chunkstore.engine.write import ArrayWriter
+from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.errors import ArrayMetadataChangedError, ChunkstoreError, MetadataError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
-from chunkstore.sync import check_synchronizer_path
-from chunkstore.views import ArrayExtras
+from chunkstore.sync.synchronizers import check_synchronizer_path
+from chunkstore.engine.views import ArrayExtras
 from chunkstore.metadata import zarr3_view
-from chunkstore.node_api_v3 import ArrayAPIv3, CallableInt
+from chunkstore.compat.node_api import ArrayAPIv3, CallableInt
 
 
 # a field name, or several, of a structured dtype
@@ -324,7 +324,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def _write(self, normalize, selection, value, fields):
         """self[selection] = value, the selection normalized by ``normalize`` (an
-        chunkstore.indexing function) against the shape this handle knows; planned again
+        chunkstore.engine.indexing function) against the shape this handle knows; planned again
         with the new metadata where a synchronized write finds, under its locks, that
         another handle changed it meanwhile (see ChunkIO._check_metadata)."""
         for _ in range(8):
@@ -339,9 +339,9 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def _stream_from(self, selection, src):
         """self[selection] = src (an Array) block by block, in bounded memory, when the
-        selection is a box of step-1 slices of src's shape (chunkstore.streaming). False
+        selection is a box of step-1 slices of src's shape (chunkstore.engine.streaming). False
         when it is not: the caller then reads src whole."""
-        from chunkstore import streaming
+        from chunkstore.engine import streaming
         self._check_writable()
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):

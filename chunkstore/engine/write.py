@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import indexing as ix
-from chunkstore import scheduling
+from chunkstore.engine import indexing as ix
+from chunkstore.engine import scheduling
 from chunkstore._core import merge
-from chunkstore.array_chunks import ChunkIO
-from chunkstore.array_read import _field_dtype
+from chunkstore.engine.chunk_io import ChunkIO
+from chunkstore.engine.read import _field_dtype
 from chunkstore.storage.base import delitems, getitems, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 

@@ -1,4 +1,4 @@
-"""The xarray backend engine "chunkstore" (the reading half of chunkstore.xarray).
+"""The xarray backend engine "chunkstore" (the reading half of chunkstore.integrations.xarray).
 
 Reading follows xarray's own Zarr encoding conventions (dimension names from v3
 `dimension_names` or the v2 `_ARRAY_DIMENSIONS` attribute; CF decoding of times,
@@ -25,9 +25,9 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
-from chunkstore.array import Array
+from chunkstore.engine.array import Array
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
-from chunkstore.group import Group, open_consolidated, open_group
+from chunkstore.hierarchy.group import Group, open_consolidated, open_group
 from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray"]

@@ -12,8 +12,10 @@ from typing import Any, Union
 
 import numpy as np
 
-from chunkstore import config, creation_args, nodes
-from chunkstore.array import Array
+from chunkstore import config
+from chunkstore.hierarchy import creation_args
+from chunkstore.hierarchy import nodes
+from chunkstore.engine.array import Array
 from chunkstore.codecs.normalize import chunk_encoding_v3, numcodecs_codec
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
@@ -438,7 +440,7 @@ def _like_kwargs(a, kwargs):
         # The one recode planner (as copy uses): the source's format, shards, chunk key
         # encoding and, unless the call changes the encoding, its codec chain. Unlike a copy
         # (and as zarr-python 3), no dimension names, and a new encoding gets no checksum.
-        from chunkstore.recode import create_kwargs_like
+        from chunkstore.hierarchy.recode import create_kwargs_like
         given = set(kwargs)
         kwargs.setdefault("dimension_names", None)
         kw = create_kwargs_like(a, kwargs.pop("zarr_format", None), keep_checksum=False,

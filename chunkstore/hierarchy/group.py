@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import creation, nodes
-from chunkstore.array import Array, Info
-from chunkstore.creation import contains_array, contains_group, normalize_path
+from chunkstore.hierarchy import creation
+from chunkstore.hierarchy import nodes
+from chunkstore.engine.array import Array, Info
+from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.formats import format_of
-from chunkstore.group_api_v3 import GroupAPIv3
-from chunkstore.node_api_v3 import Members, family_format
+from chunkstore.compat.group_api import GroupAPIv3
+from chunkstore.compat.node_api import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
@@ -161,7 +162,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     @property
     def members(self) -> Members:
         """Mapping of name to Array/Group of the direct members; callable as zarr-python 3's
-        members(max_depth=) (see chunkstore.node_api_v3.Members)."""
+        members(max_depth=) (see chunkstore.compat.node_api.Members)."""
         return Members(self, self.items())
 
     def array_keys(self, recurse: bool = False) -> list[str]:
@@ -458,8 +459,8 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     return creation.open_array(store, mode=mode, path=path, **kwargs)
 
 
-# The old import path (chunkstore.creation.open, in its __all__) keeps working without
-# creation importing this module: importing chunkstore.creation always runs the package's
+# The old import path (chunkstore.hierarchy.creation.open, in its __all__) keeps working without
+# creation importing this module: importing chunkstore.hierarchy.creation always runs the package's
 # __init__, which imports this module, first.
 creation.open = open  # type: ignore[attr-defined]
 

@@ -1,8 +1,8 @@
 """The demo job: write a few-hundred-MB array with chunkstore, read it back, check it, and
 compare throughput with np.save / np.load of the same data in the same directory.
 
-    python -m chunkstore.demo                  # 256 MB, in a temp dir that is removed after
-    python -m chunkstore.demo --size-mb 1024 --dir /scratch
+    python -m chunkstore.cli.demo                  # 256 MB, in a temp dir that is removed after
+    python -m chunkstore.cli.demo --size-mb 1024 --dir /scratch
 
 Exit status 0 when every read equals the source data, 1 when any differs.
 """
@@ -154,7 +154,7 @@ def run(size_mb: float, workdir: str, chunk: int, seed: int, repeat: int = 3) ->
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m chunkstore.demo",
+        prog="python -m chunkstore.cli.demo",
         description="Write a float32 2-D array (smooth field + noise) to a chunkstore "
                     "DirectoryStore, read it back whole and in slices, verify it, and compare "
                     "throughput with np.save/np.load.")

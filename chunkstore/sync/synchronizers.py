@@ -1,6 +1,6 @@
 """Synchronizers: locks that make concurrent writes to one array safe.
 
-The protocol is in chunkstore.locking: a write holds, for all of it, the chunks it touches,
+The protocol is in chunkstore.sync.locking: a write holds, for all of it, the chunks it touches,
 as a handful of byte ranges of one lock file however many chunks it spans; a large write
 that covers some chunks only in part holds instead its box of elements and its whole chunks,
 and takes the partial chunks only around their read-modify-write. All ranges are taken in
@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 import fasteners
 
-from chunkstore.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
+from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
                                 open_region_file)
 
 __all__ = ["ThreadSynchronizer", "ProcessSynchronizer"]

@@ -2,7 +2,7 @@
 array's layout), scheduling chunks in batches on the thread pool, the locks a write holds,
 decoding one chunk, a chunk of fill value.
 
-Mixed into :class:`chunkstore.array.Array` (through ArrayReader and ArrayWriter); it works on
+Mixed into :class:`chunkstore.engine.array.Array` (through ArrayReader and ArrayWriter); it works on
 the attributes the Array sets when it adopts metadata (``_layout``, ``_codec``, ``_chunks``,
 ``_chunk_store``, ``_fill_item``, ...).
 """
@@ -13,9 +13,10 @@ import contextlib
 
 import numpy as np
 
-from chunkstore import config, scheduling
+from chunkstore import config
+from chunkstore.engine import scheduling
 from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
-from chunkstore.locking import selection_box
+from chunkstore.sync.locking import selection_box
 
 # A synchronized write covering at least this many chunks whole, and some in part, locks
 # those only around their read-modify-write (see ChunkIO._split_locks).
@@ -77,7 +78,7 @@ class ChunkIO:
         return None
 
     def _run(self, n, work, groups=None, inline_bytes=scheduling.INLINE_BYTES):
-        """Run work(lo, hi) over [0, n) in batches (see chunkstore.scheduling). With groups
+        """Run work(lo, hi) over [0, n) in batches (see chunkstore.engine.scheduling). With groups
         (sorted start positions), batch ends are moved to group boundaries. inline_bytes:
         the same as given to _schedule."""
         scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object,
@@ -102,8 +103,8 @@ class ChunkIO:
             sink.flush()
 
     def _locked(self, sel, keys=None):
-        """What a write of the selection sel must hold for all of it (see chunkstore.sync
-        and chunkstore.locking): the chunks it touches; or, for a zarr-style synchronizer,
+        """What a write of the selection sel must hold for all of it (see chunkstore.sync.synchronizers
+        and chunkstore.sync.locking): the chunks it touches; or, for a zarr-style synchronizer,
         the locks of all their keys in sorted order."""
         sync = self._synchronizer
         if sync is None:

@@ -7,7 +7,7 @@ groups and creation work the same for both formats.
 
 from __future__ import annotations
 
-from chunkstore.attrs import Attributes
+from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
                                GroupFormatMismatchError, GroupNotFoundError,
                                PathNotFoundError)

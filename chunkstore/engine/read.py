@@ -1,4 +1,4 @@
-"""The read path of an Array: a selection's plan (chunkstore.indexing) becomes an output
+"""The read path of an Array: a selection's plan (chunkstore.engine.indexing) becomes an output
 array, chunk batches fetched (prefetched on remote stores), decoded (in one GIL-free call a
 batch where the codec has a batch kernel; straight into the output when a chunk lands there
 whole and contiguous) and merged into it with the Cython kernels."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from chunkstore import scheduling
+from chunkstore.engine import scheduling
 from chunkstore._core import merge
 from chunkstore._core.batch import Files
-from chunkstore.array_chunks import ChunkIO
+from chunkstore.engine.chunk_io import ChunkIO
 from chunkstore.storage.base import getitems
 from chunkstore.storage.pipelining import prefetch
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from chunkstore.array import Array
-from chunkstore.creation import array as _array_fn
-from chunkstore.creation import create, normalize_path, owned_store, save_array
+from chunkstore.engine.array import Array
+from chunkstore.hierarchy.creation import array as _array_fn
+from chunkstore.hierarchy.creation import create, normalize_path, owned_store, save_array
 from chunkstore.errors import ChunkstoreError
-from chunkstore.group import Group, group, open as _open
-from chunkstore.recode import copy_attributes, copy_plan, put_attributes, read_as
+from chunkstore.hierarchy.group import Group, group, open as _open
+from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
 from chunkstore.storage.base import getitems, setitems
 from chunkstore.storage.normalize import normalize_store
 
@@ -89,12 +89,12 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
 
     store may be a path string or URL, like everywhere else; returns the hierarchy opened
     through its consolidated metadata (a Group, as zarr-python 2 returns)."""
-    from chunkstore.group import open_consolidated
+    from chunkstore.hierarchy.group import open_consolidated
     if isinstance(store, Group):
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    from chunkstore import nodes
+    from chunkstore.hierarchy import nodes
     from chunkstore.metadata.formats import format_of
     fmt = format_of(nodes.node_kind(store, path)[1] or 2)
     fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json

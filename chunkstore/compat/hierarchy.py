@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from chunkstore import config as _config
-from chunkstore import creation
-from chunkstore.creation_v3 import create_array
-from chunkstore.group import Group, _init_group
+from chunkstore.hierarchy import creation
+from chunkstore.compat.creation import create_array
+from chunkstore.hierarchy.group import Group, _init_group
 from chunkstore.metadata.formats import array_document_format
 from chunkstore.storage.normalize import normalize_store
 

@@ -1,0 +1,2 @@
+"""Nodes and groups: creation and opening, the zarr-python 2 convenience functions,
+attributes, and re-encoding (recode)."""

@@ -1,0 +1,1 @@
+"""chunkstore with xarray (engine and writer) and dask."""

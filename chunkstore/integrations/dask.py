@@ -1,0 +1,60 @@
+"""dask integration: chunkstore arrays as dask arrays, and dask arrays written to chunkstore.
+
+Beyond one machine, dask.distributed schedules the work; chunkstore arrays, stores and
+synchronizers pickle, so tasks on other processes or hosts open the same store.
+
+Unaligned writes: when the dask chunks do not line up with the store's chunks, two tasks
+would read-modify-write the same store chunk and one update could be lost. to_chunkstore
+then rechunks the dask array to the store's chunk grid (so every store chunk is written by
+exactly one task), unless a synchronizer is given, in which case the locks make the
+overlapping writes safe and no rechunk is done.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+
+from chunkstore.engine.array import Array
+from chunkstore.hierarchy.creation import create, open_array
+
+__all__ = ["from_chunkstore", "to_chunkstore", "aligned"]
+
+
+def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kwargs):
+    """A dask array over a chunkstore array (or the array at path in a store), chunked like
+    the store unless chunks is given."""
+    z = store_or_array if isinstance(store_or_array, Array) else \
+        open_array(store_or_array, mode="r", path=path, **open_kwargs)
+    name = name or f"chunkstore-{z.path or 'root'}-{id(z._store):x}"
+    return da.from_array(z, chunks=chunks or z.chunks, name=False if name is None else name,
+                         lock=False, fancy=False, asarray=False)
+
+
+def aligned(dask_chunks, store_chunks, shape):
+    """True when every dask chunk boundary is a store chunk boundary (or the array's end)."""
+    for sizes, c, n in zip(dask_chunks, store_chunks, shape):
+        pos = 0
+        for s in sizes:
+            pos += s
+            if pos % c and pos != n:
+                return False
+    return True
+
+
+def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, compute=True,
+                  chunks=None, return_stored=False, **create_kwargs):
+    """Write a dask array to a new chunkstore array with da.store; returns the Array.
+
+    chunks: the store's chunk shape (default: the dask array's first chunk in each dim).
+    Unaligned dask chunks are rechunked to the store's grid, unless a synchronizer is given.
+    compute=False returns the dask Delayed of the store operation instead of writing.
+    """
+    if chunks is None:
+        chunks = tuple(c[0] if c else 1 for c in darr.chunks)
+    z = create(shape=darr.shape, chunks=chunks, dtype=create_kwargs.pop("dtype", darr.dtype),
+               store=store, path=path, synchronizer=synchronizer, overwrite=overwrite,
+               **create_kwargs)
+    if synchronizer is None and not aligned(darr.chunks, z.chunks, z.shape):
+        darr = darr.rechunk(z.chunks)
+    result = da.store(darr, z, lock=False, compute=compute, return_stored=return_stored)
+    return z if compute and not return_stored else result
