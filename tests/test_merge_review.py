@@ -21,18 +21,6 @@ def test_nchunks_initialized_sees_a_resize_by_another_handle(layout):
     assert b.nchunks == 32
 
 
-def test_creation_open_is_still_importable():
-    # chunkstore.hierarchy.creation.open (in its __all__ before open() moved to chunkstore.hierarchy.group)
-    from chunkstore.hierarchy import creation
-    from chunkstore.hierarchy.creation import open as creation_open
-    assert creation_open is cs.open
-    assert "open" in creation.__all__
-    store = MemoryStore()
-    cs.zeros(4, chunks=2, store=store)
-    assert isinstance(creation_open(store, mode="r"), cs.Array)
-
-
-# ---- the *_like functions plan through chunkstore.hierarchy.recode but keep what they did
 def test_like_of_an_object_array_keeps_zarr_python_2s_filters_and_fill():
     import numcodecs
     o = cs.create(4, chunks=2, dtype=object, object_codec=numcodecs.VLenUTF8(),

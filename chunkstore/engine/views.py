@@ -49,7 +49,7 @@ class _ViewOverrides:
         return super().__repr__()[:-1] + " (view)>"
 
     def __reduce__(self):
-        base = type(self).__mro__[2]
+        base = type(self)._view_base
         return _rebuild_view, (base, self.__getstate__(), self._overrides)
 
 
@@ -59,8 +59,9 @@ _VIEW_CLASSES = {}
 def _view_class(base):
     cls = _VIEW_CLASSES.get(base)
     if cls is None:
+        # (the view class names its base: what a view of a view and a pickle rebuild on)
         cls = _VIEW_CLASSES[base] = type(base.__name__, (_ViewOverrides, base),
-                                         {"__module__": __name__})
+                                         {"__module__": __name__, "_view_base": base})
     return cls
 
 
@@ -128,7 +129,7 @@ class ArrayExtras:
         state.update(cache_metadata=True,
                      read_only=self.read_only if read_only is None else read_only,
                      synchronizer=self.synchronizer if synchronizer is None else synchronizer)
-        base = type(self).__mro__[2] if isinstance(self, _ViewOverrides) else type(self)
+        base = type(self)._view_base if isinstance(self, _ViewOverrides) else type(self)
         inherited = getattr(self, "_overrides", None) or {}
         return _new_view(base, {**inherited, **overrides}, **state)
 

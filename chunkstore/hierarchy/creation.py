@@ -578,5 +578,5 @@ def save_array(store: StoreLike, arr: Any, path: str | None = None,
 
 
 __all__ = ["create", "zeros", "ones", "full", "empty", "array", "zeros_like", "ones_like",
-           "full_like", "empty_like", "open_like", "open_array", "open", "save_array",
+           "full_like", "empty_like", "open_like", "open_array", "save_array",
            "init_array", "normalize_path", "ReadOnlyError"]

@@ -459,12 +459,6 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     return creation.open_array(store, mode=mode, path=path, **kwargs)
 
 
-# The old import path (chunkstore.hierarchy.creation.open, in its __all__) keeps working without
-# creation importing this module: importing chunkstore.hierarchy.creation always runs the package's
-# __init__, which imports this module, first.
-creation.open = open  # type: ignore[attr-defined]
-
-
 def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: str = "r+",
                       path: str | None = None, storage_options: dict | None = None,
                       **kwargs: Any) -> Array | Group:

@@ -24,11 +24,6 @@ from .zip import ZipStore
 from .zarr3_names import FsspecStore, LocalStore
 from .object_store import ObjectStore
 from .normalize import normalize_store
-from . import base as _base
-
-# The old import path (chunkstore.storage.base.normalize_store) keeps working without base
-# importing every store: importing chunkstore.storage.base always runs this file first.
-_base.normalize_store = normalize_store
 
 __all__ = [
     "BaseStore",

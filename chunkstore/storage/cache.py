@@ -9,6 +9,7 @@ from typing import Any
 
 from . import base as _base
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
+from .normalize import normalize_store
 
 __all__ = ["LRUStoreCache"]
 
@@ -48,7 +49,7 @@ class LRUStoreCache(BaseStore):
             if max_size < 0:
                 raise ValueError(f"max_size must be >= 0, not {max_size}")
         if not isinstance(store, Mapping):
-            store = _base.normalize_store(store)
+            store = normalize_store(store)
         ro = bool(getattr(store, "read_only", False))
         super().__init__("r" if ro else "a")
         self._store = store

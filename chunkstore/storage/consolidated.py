@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
+from .normalize import normalize_store
 from .base import BaseStore, _slice, normalize_prefix, validate_key
 from .pipelining import FetchThrough
 
@@ -110,7 +111,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             raise ValueError(f"ConsolidatedMetadataStore mode must be 'r' or 'r+', not {mode!r}")
         super().__init__(mode)
         if not isinstance(store, Mapping):
-            store = _base.normalize_store(store, mode="r")
+            store = normalize_store(store, mode="r")
         validate_key(metadata_key)
         self._store = store
         self.metadata_key = metadata_key

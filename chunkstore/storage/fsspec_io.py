@@ -48,7 +48,7 @@ def is_transient(exc: BaseException) -> bool:
             code = (response.get("Error") or {}).get("Code")
             if meta.get("HTTPStatusCode") in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
                 return True
-        names = {c.__name__ for c in type(e).__mro__}  # aiohttp's errors by their bases
+        names = {c.__name__ for c in inspect.getmro(type(e))}  # aiohttp's errors by their bases
         if names & {"ClientSSLError", "ClientConnectorCertificateError"}:
             return False  # a certificate does not get better by asking again
         if names & {"ServerDisconnectedError", "ClientConnectionError", "ClientOSError",
