@@ -96,7 +96,7 @@ def test_v2_writes_numcodecs_bytes(fixed_clock, name, dtype):
     data = _data(SHAPE, dtype)
     z = cs.create(SHAPE, chunks=CHUNKS, dtype=dtype, store=store, compressor=comp,
                   fill_value=0)
-    fast = z._codec.fast
+    fast = z._engine.codec.fast
     assert isinstance(fast, ZPath) and fast.kind == KIND[name.rstrip("0123456789c-")]
     z[...] = data
     encode = (lambda b: b) if comp is None else comp.encode
@@ -140,7 +140,7 @@ def test_v3_writes_numcodecs_bytes(fixed_clock, name, dtype, tmp_path):
     data = _data(SHAPE, dtype)
     z = cs.create_array(store, shape=SHAPE, chunks=CHUNKS, dtype=dtype, compressors=comps,
                         fill_value=1)
-    assert isinstance(z._codec.fast, ZPath)
+    assert isinstance(z._engine.codec.fast, ZPath)
     z[...] = data
     encode = (lambda b: b) if not comps else comps[0].encode
     _check_stored(store, lambda i: "c/" + "/".join(map(str, i)), data, CHUNKS, "C", 1,
@@ -162,7 +162,7 @@ def test_v3_reads_what_zarr_python_writes_and_rmw(name, tmp_path):
     zarr.create_array(path, shape=data.shape, chunks=(8, 6), dtype=data.dtype,
                       compressors=comps, fill_value=0)[...] = data
     z = cs.open_array(path, mode="r+")
-    assert isinstance(z._codec.fast, ZPath)
+    assert isinstance(z._engine.codec.fast, ZPath)
     np.testing.assert_array_equal(z[...], data)
     np.testing.assert_array_equal(z[3:25:3, 1:19], data[3:25:3, 1:19])
     np.testing.assert_array_equal(z.oindex[[0, 9, 29], [5, 6, 19]],
@@ -182,7 +182,7 @@ def test_sharded_round_trip_with_zarr_python(name, tmp_path):
     zarr.create_array(path, shape=data.shape, chunks=(4, 6), shards=(16, 12),
                       dtype=data.dtype, compressors=inner, fill_value=0)[...] = data
     z = cs.open_array(path, mode="r+")
-    assert isinstance(z._codec.fast, ZPath)
+    assert isinstance(z._engine.codec.fast, ZPath)
     np.testing.assert_array_equal(z[...], data)
     np.testing.assert_array_equal(z[3:29, 5:7], data[3:29, 5:7])
     z[2:30, 1:23] = data[2:30, 1:23][::-1]
@@ -242,16 +242,16 @@ def test_frames_the_kernel_does_not_take_still_read():
 def test_deflate_level_0_goes_through_numcodecs(fixed_clock):
     for comp in (numcodecs.GZip(level=0), numcodecs.Zlib(level=0)):
         z, store, data = _one_chunk(comp)
-        assert z._codec.fast is None
+        assert z._engine.codec.fast is None
         z[...] = data
         assert store["0.0"] == comp.encode(data.tobytes())
 
 
 def test_blosc_keeps_its_own_path():
     z, _, _ = _one_chunk(numcodecs.Blosc())
-    assert isinstance(z._codec.fast, BloscPath)
+    assert isinstance(z._engine.codec.fast, BloscPath)
     z, _, _ = _one_chunk(numcodecs.LZ4())
-    assert z._codec.fast is None
+    assert z._engine.codec.fast is None
 
 
 # ------------------------------------------------------------------ kernel functions

@@ -85,7 +85,7 @@ def test_reads_equal_numpy_and_take_no_store_reads(tmp_path, kind, threads, monk
             np.testing.assert_array_equal(z[sel], vol[sel])
         np.testing.assert_array_equal(z.vindex[[0, 2, 1], [5, 80, 44], [3, 100, 7]],
                                       vol[[0, 2, 1], [5, 80, 44], [3, 100, 7]])
-    assert z._files(z._codec.fast) is not None
+    assert z._engine._files(z._engine.codec.fast) is not None
     assert counter.chunk_reads() == []
 
 
@@ -140,7 +140,7 @@ def test_a_file_larger_than_any_encoding_is_left_to_the_codec(tmp_path):
     vol = _vol()
     z, path = _make(tmp_path, "blosc", vol)
     with open(_chunk_file(path, "blosc", "2.0.0"), "ab") as f:
-        f.write(b"\0" * (2 * z._codec.nbytes + 2**16 + 1))
+        f.write(b"\0" * (2 * z._engine.codec.nbytes + 2**16 + 1))
     with pytest.raises(Exception, match=r"2\.0\.0"):
         z[2]
     np.testing.assert_array_equal(z[1], vol[1])
@@ -188,7 +188,7 @@ def test_a_store_subclass_reading_keys_its_own_way_is_not_bypassed(tmp_path):
             return super().getitems(keys)
 
     z = cs.open_array(Logging(path), mode="r")
-    assert z._files(z._codec.fast) is None
+    assert z._engine._files(z._engine.codec.fast) is None
     np.testing.assert_array_equal(z[1], vol[1])
     assert "1.0.0" in seen
 
@@ -288,7 +288,7 @@ def test_a_store_subclass_with_its_own_reads_is_not_bypassed(tmp_path):
     store = Logging(path)
     assert store.open_version is None
     z = cs.open_array(store, mode="r")
-    assert z._files(z._codec.fast) is None
+    assert z._engine._files(z._engine.codec.fast) is None
     np.testing.assert_array_equal(z[1, :64, :64], vol[1, :64, :64])
     assert any(rg is None and "/c/" in "/" + k for k, rg in seen)   # whole shards
 

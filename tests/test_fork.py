@@ -88,7 +88,7 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
     # release the array's locks) while tasks are still writing.
     import time
 
-    array_mod = __import__("sys").modules["chunkstore.engine.array"]
+    array_mod = __import__("sys").modules["chunkstore.engine.core"]
     sched_mod = __import__("sys").modules["chunkstore.engine.scheduling"]
     # 64 chunks of 128 KiB: enough bytes to go to the pool
     z = cs.zeros((1024, 1024), chunks=(128, 128), dtype="f8", store=str(tmp_path / "a"))
@@ -105,7 +105,7 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
     monkeypatch.setattr(sched_mod, "futures_wait", interrupted)
     cs.config.set(threads=2)
     running = []
-    real_encode = array_mod.Array._fast_encode
+    real_encode = array_mod.ChunkEngine._fast_encode
 
     def slow_encode(self, *args):
         running.append(1)
@@ -113,7 +113,7 @@ def test_interrupted_wait_lets_no_task_outlive_the_call(tmp_path, monkeypatch):
         real_encode(self, *args)
         running.pop()
 
-    monkeypatch.setattr(array_mod.Array, "_fast_encode", slow_encode)
+    monkeypatch.setattr(array_mod.ChunkEngine, "_fast_encode", slow_encode)
     try:
         with pytest.raises(KeyboardInterrupt):
             z[...] = np.full((1024, 1024), 3.5)

@@ -21,7 +21,7 @@ BRANCH = re.compile(r"zarr_format *[=!]=|\.shards\b")
 # pass it on as a value, asking nothing about the format.
 ALLOWED = {
     ("integrations/xarray_backend.py", '"shards": array.shards}  # None when unsharded, as in xarray\'s backend'),
-    ("engine/array.py", "return self._layout.shards"),  # the public Array.shards property itself
+    ("engine/array.py", "return self._engine.layout.shards"),  # the public Array.shards property itself
 }
 
 

@@ -173,11 +173,11 @@ def test_directory_reads_hold_the_version_they_opened(tmp_path, monkeypatch):
     a = cs.create_array(store, shape=(8,), chunks=(2,), shards=(8,), dtype="i2",
                         compressors=[cs.codecs.ZstdCodec()])
     a[...] = np.arange(8, dtype="i2")
-    view = a._chunk_store
+    view = a._engine.chunk_store
     keys = [view.inner_key((c,)) for c in range(4)]
     before = view.getitems(keys)
     b = cs.open_array(other(), mode="r+")
-    fresh = cs.open_array(other(), mode="r")._chunk_store
+    fresh = cs.open_array(other(), mode="r")._engine.chunk_store
     rewrite_between_index_and_chunks(monkeypatch, lambda: b.__setitem__(slice(0, 2), [9, 9]))
     assert fresh.getitems(keys) == before
     after = fresh.getitems(keys)
@@ -213,7 +213,7 @@ def test_file_kernels_stop_at_a_file_of_another_version(tmp_path):
                         compressors=[cs.codecs.BloscCodec(cname="lz4")])
     data = np.random.default_rng(0).random((64, 64)).astype("f4")
     a[...] = data
-    view = a._chunk_store
+    view = a._engine.chunk_store
     keys = [view.inner_key((0, 0)), view.inner_key((0, 1))]
     files = view.chunk_files(keys, 1 << 20)
     assert isinstance(files, Files) and files.idents is not None

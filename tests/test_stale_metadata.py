@@ -59,7 +59,7 @@ def test_attribute_updates_by_another_handle_do_not_replan(tmp_path, monkeypatch
     a = cs.create_array(path, shape=(4,), chunks=(2,), dtype="i4", synchronizer=sync)
     cs.open_array(path, mode="r+", synchronizer=sync).attrs["x"] = 1
     seen = []
-    real = array_chunks.ChunkIO._check_metadata
+    real = array_chunks.EngineState.check_metadata
 
     def check(self):
         try:
@@ -68,7 +68,7 @@ def test_attribute_updates_by_another_handle_do_not_replan(tmp_path, monkeypatch
             seen.append(1)
             raise
 
-    monkeypatch.setattr(array_chunks.ChunkIO, "_check_metadata", check)
+    monkeypatch.setattr(array_chunks.EngineState, "check_metadata", check)
     a[...] = 2
     assert not seen
     np.testing.assert_array_equal(a[...], 2)

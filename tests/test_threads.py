@@ -20,6 +20,7 @@ import chunkstore as cs
 from chunkstore import config
 from chunkstore.engine import scheduling
 from chunkstore.engine.array import Array
+from chunkstore.engine.core import ChunkEngine
 
 TIMEOUT = 120  # seconds: a deadlock fails the test instead of hanging the suite
 
@@ -146,14 +147,14 @@ def test_reads_during_writes_see_each_chunk_whole(tmp_path, threads, kind):
 
 
 class _Census:
-    """Counts, across threads, how many run chunk batches at once (Array._fast_decode is
+    """Counts, across threads, how many run chunk batches at once (ChunkEngine._fast_decode is
     the GIL-free decode every batch of these Blosc arrays ends in), and which threads."""
 
     def __init__(self, monkeypatch):
         self.lock = threading.Lock()
         self.now = self.peak = self.pool_now = self.pool_peak = 0
         self.names = set()
-        real = Array._fast_decode
+        real = ChunkEngine._fast_decode
         census = self
 
         def counted(self_, *args, **kwargs):
@@ -172,7 +173,7 @@ class _Census:
                     census.now -= 1
                     census.pool_now -= pool
 
-        monkeypatch.setattr(Array, "_fast_decode", counted)
+        monkeypatch.setattr(ChunkEngine, "_fast_decode", counted)
 
 
 def _big_array(tmp_path, name="big.zarr", seed=3, store=None, one_shard=False):

@@ -68,6 +68,9 @@ class GroupMetadata:
         self.zarr_format = zarr_format
 
     def to_dict(self):
+        """The group metadata as zarr-python 3's ``GroupMetadata.to_dict()`` gives it (no
+        consolidated metadata).
+        """
         return {"attributes": self.attributes, "zarr_format": self.zarr_format,
                 "node_type": "group", "consolidated_metadata": None}
 
@@ -96,6 +99,9 @@ class ArrayAPIv3:
 
     @property
     def config(self):
+        """zarr-python 3's ``Array.config``: an :class:`ArrayConfig` of the array's order and
+        write_empty_chunks.
+        """
         return ArrayConfig(self.order, self.write_empty_chunks)
 
     def info_complete(self):

@@ -20,15 +20,14 @@ import numpy as np
 from chunkstore.engine import indexing as ix
 from chunkstore.hierarchy import nodes
 from chunkstore.engine._text import human_bytes
-from chunkstore.engine.read import ArrayReader
-from chunkstore.engine.write import ArrayWriter
 from chunkstore.engine.chunk_io import MetadataChanged
+from chunkstore.engine.core import ChunkEngine
 from chunkstore.errors import ArrayMetadataChangedError, ChunkstoreError, MetadataError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.sync.synchronizers import check_synchronizer_path
-from chunkstore.engine.views import ArrayExtras
+from chunkstore.engine import views
 from chunkstore.metadata import zarr3_view
 from chunkstore.compat.node_api import ArrayAPIv3, CallableInt
 
@@ -37,7 +36,7 @@ from chunkstore.compat.node_api import ArrayAPIv3, CallableInt
 Fields = str | Sequence[str] | None
 
 
-class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
+class Array(nodes.Node, ArrayAPIv3):
     """A Zarr v2 or v3 (optionally sharded) array in a store.
 
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
@@ -46,83 +45,54 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
     def __init__(self, store: MutableMapping, path: str = "", read_only: bool = False,
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
-                 zarr_format: int | None = None, order: str | None = None) -> None:
+                 zarr_format: int | None = None, order: str | None = None,
+                 _overrides: dict | None = None) -> None:
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         if order not in (None, "C", "F"):
             raise ValueError(f"order must be 'C', 'F' or None, got {order!r}")
-        # the memory order this handle was made with (zarr-python 3's config.order), for
-        # where the metadata records none (see the order property)
-        self._order = order
         self._store = store
         self._path = (path or "").strip("/")
         self._prefix = self._path + "/" if self._path else ""
-        self._read_only = bool(read_only)
-        self._synchronizer = synchronizer
-        self._write_empty_chunks = bool(write_empty_chunks)
-        self._missing_chunks = missing_chunks
-        self._cache_metadata = cache_metadata
         if synchronizer is not None:
             check_synchronizer_path(synchronizer, store)
-        # which metadata key to read first (one request on a remote store when right)
-        self._format_hint = zarr_format
-        self._load_metadata()
+        # Every chunk read and write, the metadata and the locks: the engine, whose state is
+        # declared in chunkstore.engine.chunk_io.EngineState.
+        self._engine = ChunkEngine(store, self._path, read_only=read_only,
+                                   synchronizer=synchronizer,
+                                   write_empty_chunks=write_empty_chunks,
+                                   missing_chunks=missing_chunks, cache_metadata=cache_metadata,
+                                   zarr_format=zarr_format, order=order, overrides=_overrides)
 
-    # ------------------------------------------------------------------ metadata
-    def _load_metadata(self):
-        meta, key = read_array_metadata(self._store, self._path, self._format_hint)
-        self._adopt_meta(meta, key)
+    # ------------------------------------------------------------------ engine state
+    # (what hierarchy.nodes.Node reads of every node)
+    @property
+    def _read_only(self) -> bool:
+        return self._engine.read_only
 
-    def _adopt_meta(self, meta, key):
-        """_set_meta for metadata read from ``key``: a codec that parses but cannot be built
-        (say Blosc with blocksize null) is a MetadataError naming the key."""
-        try:
-            self._set_meta(meta)
-        except ChunkstoreError:
-            raise
-        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
-            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
+    @property
+    def _synchronizer(self) -> Any:
+        return self._engine.synchronizer
 
-    def _set_meta(self, meta):
-        """Adopt metadata: its layout (chunk grid, codec, chunk keys, and the mapping chunks
-        are read from and written to; a sharded array works on its inner chunks, through a
-        view that maps them into their shards)."""
-        layout = layout_for(meta, self._store, self._path, synchronizer=self._synchronizer,
-                            cache_index=self._cache_metadata)
-        self._meta = meta
-        # An array of fewer than 2 dimensions has one layout for both orders, which v3
-        # metadata cannot record: there the handle's own order stands (worked out here, once
-        # per metadata: reads ask for it several times each).
-        self._mem_order = (self._order if self._order is not None and len(meta.shape) < 2
-                           else meta.order)
-        self._layout = layout
-        self._format = layout.zarr_format
-        self._chunk_store = layout.chunk_store
-        self._codec = layout.codec
-        self._chunks = layout.chunks
-        self._is_object = meta.dtype.hasobject
-        fb = meta.fill_bytes()
-        self._fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
-        self._object_fill = _object_fill(meta) if self._is_object else None
+    @property
+    def _format(self) -> int:
+        return self._engine.zarr_format
 
-    def _refresh(self):
-        if not self._cache_metadata:
-            self._load_metadata()
-
-    def _write_metadata(self, meta):
-        self._layout.write_metadata(meta)
-        self._set_meta(meta)
+    @property
+    def _meta(self) -> Any:
+        return self._engine.meta
 
     @property
     def layout(self) -> ArrayLayout:
         """The array's :class:`chunkstore.format.layout.ArrayLayout` (read-only): how it lies
         in its store (Zarr format, chunk and shard shape, codec, chunk keys, stored chunks).
         Rebuilt whenever the metadata changes: do not keep it across a resize."""
-        return self._layout
+        return self._engine.layout
 
     @property
     def shape(self) -> tuple[int, ...]:
-        self._refresh()
+        """The array's shape (read again from the store first when ``cache_metadata`` is False)."""
+        self._engine.refresh()
         return self._meta.shape
 
     @shape.setter
@@ -132,32 +102,36 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
     @property
     def chunks(self) -> tuple[int, ...]:
         """The chunk shape reads and writes work in (the inner chunks of a sharded array)."""
-        return self._chunks
+        return self._engine.chunks
 
     @property
     def shards(self) -> tuple[int, ...] | None:
         """The shard shape of a sharded (Zarr v3) array, else None."""
-        return self._layout.shards
+        return self._engine.layout.shards
 
     @property
     def write_chunks(self) -> tuple[int, ...]:
         """The blocks a write stores whole: the shards of a sharded array, else the chunks."""
-        return self._layout.write_chunks
+        return self._engine.layout.write_chunks
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy data type of the elements."""
         return self._meta.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self._meta.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:
+        """The size of one element in bytes."""
         return self.dtype.itemsize
 
     @property
@@ -167,68 +141,81 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         of fewer than 2 dimensions has no transpose to record it (there both orders are one
         layout): its order is the one the handle was created or opened with, as zarr-python
         3 keeps it in the array's ``config`` (``"C"`` when none was given)."""
-        return self._mem_order
+        return self._engine.order
 
     @property
     def fill_value(self) -> Any:
-        return self._object_fill if self._is_object else self._meta.fill_value
+        """The value missing chunks read as (object arrays: as their elements are)."""
+        return self._engine.object_fill if self._engine.is_object else self._meta.fill_value
 
     @fill_value.setter
     def fill_value(self, value: Any) -> None:
         """Change the fill value and store it in the metadata (as zarr-python 2 does).
         Stored chunks keep their values; missing chunks read as the new fill value."""
-        self._check_writable()
-        with self._exclusive():
-            self._load_metadata()
+        self._engine.check_writable()
+        with self._engine.exclusive():
+            self._engine.load_metadata()
             try:
                 meta = _replace_meta(self._meta, fill_value=value)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
                                  f"{e}") from e
-            self._write_metadata(meta)
+            self._engine.write_metadata(meta)
 
     @property
     def compressor(self) -> Any:
+        """The compressor as a numcodecs codec (Zarr v2's; for v3 the chain's first compressing
+        codec), or None."""
         return self._meta.compressor
 
     @property
     def filters(self) -> Any:
         # Zarr v2: zarr-python 2's list of numcodecs filters (or None); Zarr v3: zarr-python
         # 3's tuple of array -> array codecs.
+        """Zarr v2: the list of numcodecs filters (or None); Zarr v3: zarr-python 3's tuple of
+        array -> array codecs."""
         return zarr3_view.filters(self._meta)
 
     @property
     def dimension_separator(self) -> str:
+        """The chunk key separator, ``"."`` or ``"/"``."""
         return self._meta.dimension_separator
 
     @property
     def cdata_shape(self) -> tuple[int, ...]:
+        """The shape of the chunk grid: chunks per dimension."""
         return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks))
 
     @property
     def nchunks(self) -> int:
+        """The number of chunks in the grid."""
         return math.prod(self.cdata_shape)
 
     @property
     def nbytes(self) -> int:
+        """The size of the whole array in bytes, uncompressed."""
         return self.size * self.itemsize
 
     @property
     def nbytes_stored(self) -> int:
         # an int (zarr-python 2's property) that can be called (zarr-python 3's method)
+        """The bytes stored under the array's path (metadata included); an int that can also be
+        called, as zarr-python 3's method."""
         return CallableInt(getsize(self._store, self._path))
 
     @property
     def nchunks_initialized(self) -> int:
-        return sum(1 for _ in self._stored_chunks())
+        """The number of chunks present in the store."""
+        return sum(1 for _ in self._engine.stored_chunks())
 
     @nodes.Node.read_only.setter
     def read_only(self, value: bool) -> None:
-        self._read_only = bool(value)
+        self._engine.read_only = bool(value)
 
     @property
     def write_empty_chunks(self) -> bool:
-        return self._write_empty_chunks
+        """Whether chunks that are all fill value are stored (else they are deleted)."""
+        return self._engine.write_empty_chunks
 
     @property
     def metadata(self) -> Any:
@@ -238,7 +225,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         ``attrs`` reads them (and ``Group.metadata``): updates through ``attrs`` or
         ``update_attributes``, by this handle or another, show in ``attributes`` and
         ``to_dict()``. A copy: changing it changes nothing stored."""
-        self._refresh()
+        self._engine.refresh()
         return zarr3_view.with_attributes(self._meta, self.attrs.asdict())
 
     def __len__(self) -> int:
@@ -259,7 +246,8 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}>"
+        view = " (view)" if self._engine.overrides is not None else ""
+        return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}{view}>"
 
     def __eq__(self, other: object) -> bool:
         # two handles on the same path of equal stores (a pickled copy too), as zarr-python 3
@@ -270,17 +258,22 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         return hash((type(self._store).__name__, self._path))
 
     def __getstate__(self):
-        return {"store": self._store, "path": self._path, "read_only": self._read_only,
-                "synchronizer": self._synchronizer,
-                "write_empty_chunks": self._write_empty_chunks,
-                "missing_chunks": self._missing_chunks, "cache_metadata": self._cache_metadata,
-                "order": self._order}
+        e = self._engine
+        state = {"store": self._store, "path": self._path, "read_only": e.read_only,
+                 "synchronizer": e.synchronizer, "write_empty_chunks": e.write_empty_chunks,
+                 "missing_chunks": e.missing_chunks, "cache_metadata": e.cache_metadata,
+                 "order": e.handle_order}
+        if e.overrides is not None:
+            state["_overrides"] = e.overrides
+        return state
 
     def __setstate__(self, state):
         self.__init__(**state)
 
     @property
     def info(self) -> Info:
+        """A report of the array's properties (text, and HTML in Jupyter), as zarr-python's
+        ``info``."""
         return Info(self._info_items())
 
     def info_items(self) -> list[tuple[str, str]]:
@@ -294,13 +287,13 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
             ("Name", self.name),
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
-        ] + self._layout.grid_info_rows() + [
+        ] + self._engine.layout.grid_info_rows() + [
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
             ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
             ("Compressor", repr(self.compressor)),
             ("Filters", ", ".join(repr(f) for f in self.filters) if self.filters else "None"),
-        ] + self._layout.codec_info_rows() + [
+        ] + self._engine.layout.codec_info_rows() + [
             ("Store type", type(self._store).__module__.split(".")[0] + "."
              + type(self._store).__name__),
             ("No. bytes", f"{nbytes} ({human_bytes(nbytes, compact=True)})"),
@@ -314,7 +307,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
     def __getitem__(self, selection: Any) -> Any:
         fields, selection = ix.split_fields(selection)
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, fields=fields)
+        return self._engine.read(sel, fields=fields)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         if isinstance(value, Array) and self._stream_from(selection, value):
@@ -330,9 +323,9 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         for _ in range(8):
             sel = normalize(selection, self.shape, self.chunks, self.name)
             try:
-                return self._set(sel, value, fields=fields)
+                return self._engine.write(sel, value, fields=fields)
             except MetadataChanged:
-                self._load_metadata()
+                self._engine.load_metadata()
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {self._store!r}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
@@ -342,7 +335,7 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
         selection is a box of step-1 slices of src's shape (chunkstore.engine.streaming). False
         when it is not: the caller then reads src whole."""
         from chunkstore.engine import streaming
-        self._check_writable()
+        self._engine.check_writable()
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
             return False
@@ -357,74 +350,126 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def get_basic_selection(self, selection: Any = Ellipsis, out: np.ndarray | None = None,
                             fields: Fields = None) -> Any:
+        """``self[selection]`` for ints, slices and Ellipsis (zarr-python 2's
+        ``get_basic_selection``); ``out``: an array of the selection's shape to read into;
+        ``fields``: structured fields to take."""
         sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, out=out, fields=_fields(fields))
+        return self._engine.read(sel, out=out, fields=_fields(fields))
 
     def set_basic_selection(self, selection: Any, value: Any, fields: Fields = None) -> None:
+        """``self[selection] = value`` for ints, slices and Ellipsis (zarr-python 2's
+        ``set_basic_selection``); the value broadcasts as in NumPy."""
         if isinstance(value, Array) and fields is None and self._stream_from(selection, value):
             return
         self._write(ix.basic_or_fancy, selection, value, _fields(fields))
 
     def get_orthogonal_selection(self, selection: Any, out: np.ndarray | None = None,
                                  fields: Fields = None) -> Any:
+        """Orthogonal (outer) indexing, ``z.oindex[...]``: per dimension an int, a slice, an int
+        array or a boolean array."""
         sel = ix.orthogonal(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, out=out, fields=_fields(fields))
+        return self._engine.read(sel, out=out, fields=_fields(fields))
 
     def set_orthogonal_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
+        """``z.oindex[selection] = value``: orthogonal indexing for writes."""
         self._write(ix.orthogonal, selection, value, _fields(fields))
 
     def get_coordinate_selection(self, selection: Any, out: np.ndarray | None = None,
                                  fields: Fields = None) -> Any:
+        """Coordinate (vectorized) indexing, ``z.vindex[ints...]``: one integer array per
+        dimension, broadcast together; the result has their broadcast shape."""
         sel = ix.coordinate(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, out=out, fields=_fields(fields))
+        return self._engine.read(sel, out=out, fields=_fields(fields))
 
     def set_coordinate_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
+        """``z.vindex[ints...] = value``: coordinate indexing for writes."""
         self._write(ix.coordinate, selection, value, _fields(fields))
 
     def get_mask_selection(self, selection: Any, out: np.ndarray | None = None,
                            fields: Fields = None) -> Any:
+        """Mask indexing, ``z.vindex[mask]``: a boolean array of the array's shape; the result
+        is 1-d, in C order."""
         sel = ix.mask(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, out=out, fields=_fields(fields))
+        return self._engine.read(sel, out=out, fields=_fields(fields))
 
     def set_mask_selection(self, selection: Any, value: Any,
                            fields: Fields = None) -> None:
+        """``z.vindex[mask] = value``: mask indexing for writes."""
         self._write(ix.mask, selection, value, _fields(fields))
 
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None,
                             fields: Fields = None) -> Any:
+        """Block indexing, ``z.blocks[...]``: ints and step-1 slices in units of chunks."""
         sel = ix.block(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, out=out, fields=_fields(fields))
+        return self._engine.read(sel, out=out, fields=_fields(fields))
 
     def set_block_selection(self, selection: Any, value: Any,
                             fields: Fields = None) -> None:
+        """``z.blocks[...] = value``: block indexing for writes."""
         self._write(ix.block, selection, value, _fields(fields))
 
     @property
     def oindex(self) -> _Indexer:
+        """Orthogonal indexing: ``z.oindex[...]`` and ``z.oindex[...] = value``."""
         return _Indexer(self, self.get_orthogonal_selection, self.set_orthogonal_selection)
 
     @property
     def vindex(self) -> _Indexer:
+        """Vectorized indexing: coordinates or a mask, ``z.vindex[...]`` (and assignment)."""
         return _Indexer(self, self._get_vectorized, self._set_vectorized)
 
     @property
     def blocks(self) -> _Indexer:
+        """Block indexing in units of chunks: ``z.blocks[...]`` (and assignment)."""
         return _Indexer(self, self.get_block_selection, self.set_block_selection)
 
     def _get_vectorized(self, selection, fields=None):
         sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
-        return self._get(sel, fields=_fields(fields))
+        return self._engine.read(sel, fields=_fields(fields))
 
     def _set_vectorized(self, selection, value, fields=None):
         self._write(ix.vectorized, selection, value, _fields(fields))
+
+    # ------------------------------------------------------------------ zarr-python 2 extras
+    def view(self, shape: Any = None, chunks: Any = None, dtype: Any = None,
+             fill_value: Any = None, filters: Any = None, read_only: bool | None = None,
+             synchronizer: Any = None) -> "Array":
+        """A lazy view of the stored chunks with other metadata (zarr-python 2's
+        ``Array.view``). Nothing is read or written until the view is indexed; resize,
+        append and setting the fill value of a view raise PermissionError."""
+        return Array(**views.view_state(self, shape, chunks, dtype, fill_value, filters,
+                                        read_only, synchronizer))
+
+    def astype(self, dtype: Any) -> "Array":
+        """A read-only view converting the stored values to ``dtype`` as chunks are decoded
+        (zarr-python 2's ``Array.astype``)."""
+        return self.view(dtype=np.dtype(dtype), filters=views.astype_filters(self, dtype),
+                         read_only=True)
+
+    def islice(self, start: int | None = None, end: int | None = None) -> Iterator[Any]:
+        """Iterate over ``self[start:end]`` along the first dimension, decoding each chunk
+        row once (zarr-python 2's ``Array.islice``)."""
+        return views.islice(self, start, end)
+
+    def digest(self, hashname: str = "sha1") -> bytes:
+        """The hash of the stored content as zarr-python 2 defines it (see
+        :func:`chunkstore.engine.views.digest`)."""
+        return views.digest(self, hashname)
+
+    def hexdigest(self, hashname: str = "sha1") -> str:
+        """:meth:`digest` as a hexadecimal string."""
+        import binascii
+        return binascii.hexlify(self.digest(hashname)).decode("ascii")
 
     # ------------------------------------------------------------------ shape changes
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted, and the cut-off
         part of boundary chunks is reset to the fill value, so growing again shows fill."""
-        self._check_writable()
+        if self._engine.overrides is not None:
+            self._engine.write_metadata(None)  # a view: PermissionError
+        self._engine.check_writable()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         bad = [s for s in shape if not ix._is_int(s)]
@@ -437,19 +482,19 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
                              f"has {self.ndim}")
         if any(s < 0 for s in new):
             raise ValueError(f"new shape {new} has a negative dimension")
-        with self._exclusive():
-            self._load_metadata()
+        with self._engine.exclusive():
+            self._engine.load_metadata()
             old = self.shape
             chunks = self.chunks
             # The new shape first: a trim that fails halfway then leaves stale chunks past
             # the end (invisible), never an old shape whose chunks are partly deleted. The
             # stored chunks are listed before, while the grid still covers them.
             shrink = any(n < o for n, o in zip(new, old))
-            plan = self._trim_plan(old, new, chunks) if shrink else None
-            self._write_metadata(self._layout.resized(new))
+            plan = self._engine.trim_plan(old, new, chunks) if shrink else None
+            self._engine.write_metadata(self._engine.layout.resized(new))
             if shrink:
                 try:
-                    self._trim_chunks(old, new, chunks, plan)
+                    self._engine.trim_chunks(old, new, chunks, plan)
                 except BaseException as e:
                     e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
                                f"it may remain: growing it again could show their old values")
@@ -457,7 +502,9 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append data along axis; returns the new shape."""
-        self._check_writable()
+        if self._engine.overrides is not None:
+            self._engine.write_metadata(None)  # a view: PermissionError
+        self._engine.check_writable()
         data = np.asanyarray(data)
         shape = self.shape
         if data.ndim != self.ndim:
@@ -471,45 +518,30 @@ class Array(nodes.Node, ArrayExtras, ArrayAPIv3, ArrayWriter, ArrayReader):
             if d != axis and data.shape[d] != shape[d]:
                 raise ValueError(f"cannot append data of shape {data.shape} to array of shape "
                                  f"{shape} along axis {axis}: dimension {d} differs")
-        data = np.asarray(data, dtype=self.dtype) if not self._is_object else data
+        data = np.asarray(data, dtype=self.dtype) if not self._engine.is_object else data
         # Hold the array's exclusive lock across resize and write: parallel appends never
         # interleave, and each sees the shape the previous one left.
-        with self._exclusive():
-            self._load_metadata()
+        with self._engine.exclusive():
+            self._engine.load_metadata()
             shape = self.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
             old_meta = self._meta
-            self._write_metadata(self._layout.resized(new))
+            self._engine.write_metadata(self._engine.layout.resized(new))
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(self.ndim))
             sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
             # An append lands whole or not at all: keep the chunks it shares with the old
             # shape (the boundary layer) as stored, to put back if the write fails.
             coords = sel.plan.chunk_coords()
-            touched = self._chunk_keys(coords)
-            saved = getitems(self._chunk_store, self._chunk_keys(
+            touched = self._engine._chunk_keys(coords)
+            saved = getitems(self._engine.chunk_store, self._engine._chunk_keys(
                 coords[coords[:, axis] * self.chunks[axis] < shape[axis]]))
             try:
-                self._set_prepared(sel, self._prepare_value(data, sel.shape), locked=True)
+                self._engine._set_prepared(sel, self._engine._prepare_value(data, sel.shape), locked=True)
             except BaseException as e:
-                self._roll_back_append(old_meta, touched, saved, e)
+                self._engine.roll_back_append(old_meta, touched, saved, e)
                 raise
         return new
-
-def _object_fill(meta):
-    """The fill value of an object array as its elements are: for vlen-bytes the JSON
-    string is base64 (zarr-python 3 writes it so); anything else is the JSON value."""
-    fill = meta.fill_value
-    codec_id = getattr(meta.filters[0], "codec_id", None) if meta.filters else None
-    if codec_id == "vlen-bytes" and isinstance(fill, str):
-        import base64
-        import binascii
-        try:
-            return base64.standard_b64decode(fill.encode("ascii"))
-        except (binascii.Error, UnicodeEncodeError):
-            return fill.encode("utf-8")
-    return fill
-
 
 def _replace_meta(meta, **changes):
     import dataclasses

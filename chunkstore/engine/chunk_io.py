@@ -1,25 +1,32 @@
-"""The chunk plumbing an Array's read path and write path share: chunk keys (through the
-array's layout), scheduling chunks in batches on the thread pool, the locks a write holds,
-decoding one chunk, a chunk of fill value.
+"""The state of one array handle's engine, declared in one place, and the chunk plumbing its
+read path (:mod:`chunkstore.engine.read`) and write path (:mod:`chunkstore.engine.write`)
+share: adopting metadata (the layout, codec, chunk grid and fill value it implies), chunk
+keys, scheduling chunks in batches on the thread pool, the locks a write holds, decoding one
+chunk, a chunk of fill value.
 
-Mixed into :class:`chunkstore.engine.array.Array` (through ArrayReader and ArrayWriter); it works on
-the attributes the Array sets when it adopts metadata (``_layout``, ``_codec``, ``_chunks``,
-``_chunk_store``, ``_fill_item``, ...).
+:class:`chunkstore.engine.core.ChunkEngine` is this state with both paths; an
+:class:`~chunkstore.engine.array.Array` holds one and asks it for every chunk it reads or
+writes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import numpy as np
 
+from collections.abc import MutableMapping
+from typing import Any
+
 from chunkstore import config
 from chunkstore.engine import scheduling
-from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
+from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError, ReadOnlyError
+from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.sync.locking import selection_box
 
 # A synchronized write covering at least this many chunks whole, and some in part, locks
-# those only around their read-modify-write (see ChunkIO._split_locks).
+# those only around their read-modify-write (see EngineState._split_locks).
 _SPLIT_MIN_CHUNKS = 16
 
 
@@ -28,23 +35,153 @@ class MetadataChanged(Exception):
     the handle's (another handle resized the array): the write is planned again."""
 
 
-class ChunkIO:
-    """Chunk keys, batches, locks and the chunk codec of an Array (a mixin)."""
+class EngineState:
+    """One array handle's engine state: what the handle was opened with, and what the
+    array's metadata implies (set together by :meth:`adopt`, never elsewhere).
+
+    Parameters
+    ----------
+    store, path : where the array is.
+    read_only : refuse writes (``ReadOnlyError``).
+    synchronizer : None, or a Thread/ProcessSynchronizer (or any zarr-style one).
+    write_empty_chunks : store chunks that are all fill value (else delete them).
+    missing_chunks : ``"fill"`` (a missing chunk reads as the fill value) or ``"error"``.
+    cache_metadata : keep the metadata read at open (else read it before every operation).
+    zarr_format : the format to look for first (one request on a remote store when right).
+    order : the handle's memory order where the metadata records none (fewer than 2 dims).
+    overrides : a view's metadata changes, applied in memory only (see engine.views).
+    """
+
+    # what the handle was opened with
+    store: MutableMapping
+    path: str
+    name: str
+    read_only: bool
+    synchronizer: Any
+    write_empty_chunks: bool
+    missing_chunks: str
+    cache_metadata: bool
+    format_hint: int | None
+    handle_order: str | None
+    overrides: dict | None
+    # what the metadata implies (adopt)
+    meta: Any
+    layout: ArrayLayout
+    zarr_format: int
+    chunk_store: MutableMapping
+    codec: Any
+    chunks: tuple[int, ...]
+    order: str
+    is_object: bool
+    fill_item: np.ndarray | None
+    object_fill: Any
+    _files_for: tuple | None = None  # (chunk store, codec, the read's Files maker): read.py
+
+    def __init__(self, store: MutableMapping, path: str = "", *, read_only: bool = False,
+                 synchronizer: Any = None, write_empty_chunks: bool = False,
+                 missing_chunks: str = "fill", cache_metadata: bool = True,
+                 zarr_format: int | None = None, order: str | None = None,
+                 overrides: dict | None = None) -> None:
+        self.store = store
+        self.path = (path or "").strip("/")
+        self.name = "/" + self.path if self.path else "/"
+        self.read_only = bool(read_only)
+        self.synchronizer = synchronizer
+        self.write_empty_chunks = bool(write_empty_chunks)
+        self.missing_chunks = missing_chunks
+        self.cache_metadata = cache_metadata
+        self.format_hint = zarr_format
+        self.handle_order = order
+        self.overrides = overrides
+        self.load_metadata()
+
+    # ------------------------------------------------------------------ metadata
+    def load_metadata(self) -> None:
+        """Read the array's metadata from the store and adopt it (a view's overrides
+        applied)."""
+        meta, key = read_array_metadata(self.store, self.path, self.format_hint)
+        if self.overrides is not None:
+            meta = _overridden(meta, self.overrides, self.name)
+        try:
+            self.adopt(meta)
+        except ChunkstoreError:
+            raise
+        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
+            # a codec that parses but cannot be built (say Blosc with blocksize null)
+            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
+
+    def adopt(self, meta: Any) -> None:
+        """Adopt metadata: its layout (chunk grid, codec, chunk keys, and the mapping chunks
+        are read from and written to; a sharded array works on its inner chunks, through a
+        view that maps them into their shards), memory order and fill value."""
+        layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
+                            cache_index=self.cache_metadata)
+        self.meta = meta
+        self.layout = layout
+        self.zarr_format = layout.zarr_format
+        self.chunk_store = layout.chunk_store
+        self.codec = layout.codec
+        self.chunks = layout.chunks
+        # An array of fewer than 2 dimensions has one layout for both orders, which v3
+        # metadata cannot record: there the handle's own order stands.
+        self.order = (self.handle_order if self.handle_order is not None
+                      and len(meta.shape) < 2 else meta.order)
+        self.is_object = meta.dtype.hasobject
+        fb = meta.fill_bytes()
+        self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
+        self.object_fill = _object_fill(meta) if self.is_object else None
+
+    def refresh(self) -> None:
+        """Read the metadata again unless it is cached (``cache_metadata``)."""
+        if not self.cache_metadata:
+            self.load_metadata()
+
+    def write_metadata(self, meta: Any) -> None:
+        """Store new metadata and adopt it; PermissionError on a view (it would write the
+        view's metadata over its base's)."""
+        if self.overrides is not None:
+            raise PermissionError(f"operation not permitted for views (array {self.name!r}): "
+                                  f"it would change the stored metadata")
+        self.layout.write_metadata(meta)
+        self.adopt(meta)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy data type of the elements."""
+        return self.meta.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape (the metadata read again first unless cached)."""
+        self.refresh()
+        return self.meta.shape
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self.meta.shape)
+
+    @property
+    def fill_value(self) -> Any:
+        """The fill value as the array's elements are (object arrays: decoded)."""
+        return self.object_fill if self.is_object else self.meta.fill_value
+
+    # ------------------------------------------------------------------ chunks
 
     def _chunk_key(self, coords):
-        return self._layout.chunk_key(coords)
+        return self.layout.chunk_key(coords)
 
     def _chunk_keys(self, coords):
         """Keys of the chunks at each row of an (n, ndim) grid coordinate array."""
-        return self._layout.chunk_keys(coords)
+        return self.layout.chunk_keys(coords)
 
     def _touched_keys(self, sel):
         return self._chunk_keys(sel.plan.chunk_coords())
 
-    def _stored_chunks(self):
+    def stored_chunks(self):
         """Grid coordinates of the chunks present in the store (within the current grid)."""
-        self._refresh()  # the current grid: another handle may have resized the array
-        return self._layout.stored_chunks()
+        self.refresh()  # the current grid: another handle may have resized the array
+        return self.layout.stored_chunks()
 
     def _schedule(self, plan, keys=None, inline_bytes=scheduling.INLINE_BYTES):
         """(keys, order, groups): the touched chunks' keys, the order to process them in, and
@@ -55,9 +192,9 @@ class ChunkIO:
         coords = plan.chunk_coords()
         if keys is None:
             keys = self._chunk_keys(coords)
-        per = self._layout.chunks_per_shard
+        per = self.layout.chunks_per_shard
         if (per is None or len(keys) < 2
-                or scheduling.one_batch(len(keys), self._codec.nbytes, inline_bytes)):
+                or scheduling.one_batch(len(keys), self.codec.nbytes, inline_bytes)):
             return keys, range(len(keys)), None  # (in one batch the order does not matter)
         per = np.array(per, dtype=np.int64)
         sid = coords // per
@@ -73,7 +210,7 @@ class ChunkIO:
         is cheap, the inner chunks are then split between the threads instead (the shard's
         index is cached, and its chunks stay in order, so each batch still reads one run)."""
         if (groups is None or len(groups) >= config.get("threads")
-                or getattr(self._store, "concurrent_io", False)):
+                or getattr(self.store, "concurrent_io", False)):
             return groups
         return None
 
@@ -81,7 +218,7 @@ class ChunkIO:
         """Run work(lo, hi) over [0, n) in batches (see chunkstore.engine.scheduling). With groups
         (sorted start positions), batch ends are moved to group boundaries. inline_bytes:
         the same as given to _schedule."""
-        scheduling.run(n, work, self._codec.nbytes, groups, serial=self._is_object,
+        scheduling.run(n, work, self.codec.nbytes, groups, serial=self.is_object,
                        inline_bytes=inline_bytes)
 
     def _run_io(self, n, work, groups, src, sink=None, flush=True,
@@ -97,20 +234,20 @@ class ChunkIO:
                     sink.flush()
             raise
         finally:
-            if src is not self._chunk_store:
+            if src is not self.chunk_store:
                 src.close()
         if flush and sink is not None:
             sink.flush()
 
-    def _locked(self, sel, keys=None):
+    def locked(self, sel, keys=None):
         """What a write of the selection sel must hold for all of it (see chunkstore.sync.synchronizers
         and chunkstore.sync.locking): the chunks it touches; or, for a zarr-style synchronizer,
         the locks of all their keys in sorted order."""
-        sync = self._synchronizer
+        sync = self.synchronizer
         if sync is None:
             return contextlib.nullcontext()
         if hasattr(sync, "hold"):
-            return sync.hold(self._path, sync.chunk_ranges(sel.plan.chunk_coords(),
+            return sync.hold(self.path, sync.chunk_ranges(sel.plan.chunk_coords(),
                                                            self._grid()))
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
 
@@ -119,38 +256,38 @@ class ChunkIO:
         synchronizer: (what to hold for all of it, a function giving the locks for the
         read-modify-write of the partial chunks at given coordinates); else None.
         Neighbouring slabs sharing a row of chunks then only take turns on that row."""
-        sync = self._synchronizer
+        sync = self.synchronizer
         if (not hasattr(sync, "hold") or sel.kind != "ortho"
-                or self._layout.chunks_per_shard is not None
-                or self._is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
+                or self.layout.chunks_per_shard is not None
+                or self.is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
             return None
         full = sel.plan.full_mask()
         nfull = int(full.sum())
         if nfull < _SPLIT_MIN_CHUNKS or nfull == len(full):
             return None
         coords = sel.plan.chunk_coords()
-        return sync.split_locks(self._path, *selection_box(sel.plan, self._chunks, coords),
-                                self._meta.shape, coords[full], coords[~full], self._grid())
+        return sync.split_locks(self.path, *selection_box(sel.plan, self.chunks, coords),
+                                self.meta.shape, coords[full], coords[~full], self._grid())
 
-    def _check_metadata(self):
+    def check_metadata(self):
         """Under a synchronized write's locks, which exclude resizes and metadata changes:
         MetadataChanged if the stored metadata is not this handle's any more (its cached
         shape would place the write wrongly: an edge chunk written whole would clear
         elements another handle appended). Without a synchronizer nothing excludes a
         concurrent resize, and nothing is checked (see README, "What is safe")."""
-        if self._synchronizer is not None and not self._layout.is_current():
+        if self.synchronizer is not None and not self.layout.is_current():
             raise MetadataChanged(self.name)
 
     def _grid(self):
-        return tuple(-(-s // c) for s, c in zip(self._meta.shape, self._chunks))
+        return tuple(-(-s // c) for s, c in zip(self.meta.shape, self.chunks))
 
-    def _exclusive(self):
+    def exclusive(self):
         """The array-wide lock: resize, append and metadata changes."""
-        sync = self._synchronizer
+        sync = self.synchronizer
         if sync is None:
             return contextlib.nullcontext()
-        layout = self._layout
-        lock = (sync.exclusive(self._path) if hasattr(sync, "exclusive")
+        layout = self.layout
+        lock = (sync.exclusive(self.path) if hasattr(sync, "exclusive")
                 else sync[layout.lock_key])
         if layout.metadata_lock_key is None:
             return lock
@@ -158,26 +295,72 @@ class ChunkIO:
         # update (under that document's lock) must not write back a shape read before this.
         return _both(lock, sync[layout.metadata_lock_key])
 
-    def _check_writable(self):
-        if self._read_only:
-            raise ReadOnlyError(f"array {self.name!r} in {self._store!r} is read-only")
+    def check_writable(self):
+        """ReadOnlyError naming the array and store when the handle is read-only."""
+        if self.read_only:
+            raise ReadOnlyError(f"array {self.name!r} in {self.store!r} is read-only")
 
     def _missing(self, key):
-        if self._missing_chunks == "error":
+        if self.missing_chunks == "error":
             raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
-                                     f"{self._store!r}")
+                                     f"{self.store!r}")
 
     def _decode(self, data, key, out=None, writable=False):
-        return self._codec.decode(data, out=out, key=key, store=self._store, writable=writable)
+        return self.codec.decode(data, out=out, key=key, store=self.store, writable=writable)
 
     def _new_chunk(self):
         """A chunk buffer filled with the fill value (in the chunk's order)."""
-        chunk = np.empty(self._chunks, dtype=self.dtype, order=self.order)
-        if self._is_object:
+        chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
+        if self.is_object:
             chunk.fill(self.fill_value)
         else:
-            chunk[...] = self._fill_item.reshape(())
+            chunk[...] = self.fill_item.reshape(())
         return chunk
+
+
+def _overridden(meta: Any, overrides: dict, name: str) -> Any:
+    """meta with the view's overrides applied (and validated as new metadata would be)."""
+    changes = dict(overrides)
+    known = {f.name for f in dataclasses.fields(meta)}
+    if "filters" in changes and "filters" not in known:
+        raise TypeError(f"array {name!r} has a codec chain, not filters (Zarr v3): "
+                        f"astype() and view(filters=) need a Zarr v2 array")
+    if "chunks" in changes and getattr(meta, "inner_chunks", None) is not None:
+        raise TypeError(f"array {name!r} is sharded: view(chunks=) cannot change its chunk "
+                        f"and shard layout")
+    if "dtype" in changes and "fill_value" not in changes and meta.fill_value is not None:
+        # The base's fill value, taken into the view's dtype where it fits (as a value,
+        # not as bytes); one that does not fit needs an explicit fill_value.
+        try:
+            with np.errstate(invalid="raise", over="raise"):
+                changes["fill_value"] = np.array(meta.fill_value).astype(changes["dtype"])[()]
+        except (TypeError, ValueError, FloatingPointError) as e:
+            raise ValueError(f"the fill value {meta.fill_value!r} of array {name!r} does not "
+                             f"convert to {changes['dtype']}; pass fill_value") from e
+    if "chunks" in changes or "shape" in changes:
+        from chunkstore.metadata.v2 import normalize_chunks
+        shape = changes.get("shape", meta.shape)
+        changes["chunks"] = normalize_chunks(changes.get("chunks", meta.chunks), shape,
+                                             np.dtype(changes.get("dtype", meta.dtype)).itemsize)
+    try:
+        return dataclasses.replace(meta, **changes)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"invalid view of array {name!r}: {e}") from e
+
+
+def _object_fill(meta: Any) -> Any:
+    """The fill value of an object array as its elements are: for vlen-bytes the JSON
+    string is base64 (zarr-python 3 writes it so); anything else is the JSON value."""
+    fill = meta.fill_value
+    codec_id = getattr(meta.filters[0], "codec_id", None) if meta.filters else None
+    if codec_id == "vlen-bytes" and isinstance(fill, str):
+        import base64
+        import binascii
+        try:
+            return base64.standard_b64decode(fill.encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError):
+            return fill.encode("utf-8")
+    return fill
 
 
 @contextlib.contextmanager

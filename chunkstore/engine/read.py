@@ -10,7 +10,7 @@ import numpy as np
 from chunkstore.engine import scheduling
 from chunkstore._core import merge
 from chunkstore._core.batch import Files
-from chunkstore.engine.chunk_io import ChunkIO
+from chunkstore.engine.chunk_io import EngineState
 from chunkstore.storage.base import getitems
 from chunkstore.storage.pipelining import prefetch
 
@@ -18,8 +18,8 @@ from chunkstore.storage.pipelining import prefetch
 _INLINE = scheduling.READ_INLINE_BYTES
 
 
-class ArrayReader(ChunkIO):
-    """The read path of an Array (a mixin): ``_get(selection)``."""
+class ReadPath(EngineState):
+    """The read path of a ChunkEngine: :meth:`read` (a selection -> an array)."""
 
     def _read_ortho(self, plan, dest):
         """Fill dest (shape plan.sel_shape, array dtype) with the selection."""
@@ -27,13 +27,13 @@ class ArrayReader(ChunkIO):
         if n == 0:
             return
         keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
-        chunks, order, codec = self._chunks, self.order, self._codec
-        direct = not self._is_object and not codec.filters
-        obj = self._is_object
+        chunks, order, codec = self.chunks, self.order, self.codec
+        direct = not self.is_object and not codec.filters
+        obj = self.is_object
 
         fast = getattr(codec, "fast", None)
         # Uncompressed chunks that land whole in dest go from the file straight into it.
-        read_into = (getattr(self._chunk_store, "read_into", None)
+        read_into = (getattr(self.chunk_store, "read_into", None)
                      if fast is not None and fast.raw else None)
         files, src = self._sources(fast, keys, seq)
 
@@ -66,7 +66,7 @@ class ArrayReader(ChunkIO):
                     csel, osel = plan.selections(i)
                     dest[osel] = chunk[csel]
                     continue
-                if buf is None and not codec.check_stored(data, k, self._store):
+                if buf is None and not codec.check_stored(data, k, self.store):
                     chunk = self._decode(data, k)  # size unknown until decoded: no buffer
                 else:
                     if buf is None:
@@ -86,7 +86,7 @@ class ArrayReader(ChunkIO):
         from chunkstore._core.zcodecs import whole_block
         rest, views, took = [], [], []
         for i in idx:
-            v = whole_block(plan, i, dest, self._chunks)
+            v = whole_block(plan, i, dest, self.chunks)
             if v is not None and self.order == "F":
                 v = v.T         # the file holds the chunk in F order: C order of the transpose
             if v is None:
@@ -105,8 +105,8 @@ class ArrayReader(ChunkIO):
         fetch chunks from (prefetching the touched keys in order where the store can)."""
         files = self._files(fast)
         if files is not None:  # local files, read by the kernels: nothing to fetch ahead
-            return files, self._chunk_store
-        return None, prefetch(self._chunk_store, [keys[i] for i in seq], self._codec.nbytes)
+            return files, self.chunk_store
+        return None, prefetch(self.chunk_store, [keys[i] for i in seq], self.codec.nbytes)
 
     def _files(self, fast):
         """files(idx, keys): the Files of a batch's chunks, for decode kernels that read them
@@ -114,17 +114,17 @@ class ArrayReader(ChunkIO):
         store is plain files (a directory, shards in one) and the codec has a batch kernel;
         else None. Worked out once per chunk store and codec (new metadata brings new ones)."""
         cached = getattr(self, "_files_for", None)
-        if cached is not None and cached[0] is self._chunk_store and cached[1] is self._codec:
+        if cached is not None and cached[0] is self.chunk_store and cached[1] is self.codec:
             return cached[2]
-        chunk_files = getattr(self._chunk_store, "chunk_files", None)
-        nbytes = self._codec.nbytes
+        chunk_files = getattr(self.chunk_store, "chunk_files", None)
+        nbytes = self.codec.nbytes
         fn = None
-        if (fast is not None and chunk_files is not None and nbytes <= self._codec.SMALL_CHUNK
+        if (fast is not None and chunk_files is not None and nbytes <= self.codec.SMALL_CHUNK
                 and chunk_files([], 0) is not None):
             # Larger files than a chunk can plausibly encode to go through the store and codec.
             maxlen = 2 * nbytes + 2**16
             fn = lambda idx, keys: chunk_files([keys[i] for i in idx], maxlen)  # noqa: E731
-        self._files_for = (self._chunk_store, self._codec, fn)
+        self._files_for = (self.chunk_store, self.codec, fn)
         return fn
 
     def _fast_decode(self, plan, idx, datas, dest, keys, points=False, files=None):
@@ -137,9 +137,9 @@ class ArrayReader(ChunkIO):
         from_files = isinstance(datas, Files)
         if not from_files:
             for data, i in zip(datas, idx):  # a no-op for chunks of ordinary size
-                self._codec.check_stored(data, keys[i], self._store)
-        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
-        fast = self._codec.fast
+                self.codec.check_stored(data, keys[i], self.store)
+        scratch = scheduling.take_scratch(self.chunks, self.dtype, self.order)
+        fast = self.codec.fast
         kernel = fast.decode_points if points else fast.decode
         gather = merge.gather_points if points else merge.gather
         pos = restarts = 0
@@ -160,7 +160,7 @@ class ArrayReader(ChunkIO):
                     # of the shard with it (a shard rewritten under a cached index). The
                     # kernel read the batch's other chunks at the ranges it had, those
                     # already merged included: when the ranges changed, redo the batch.
-                    got = getitems(self._chunk_store, [keys[j] for j in idx])
+                    got = getitems(self.chunk_store, [keys[j] for j in idx])
                     fresh = files(idx, keys)
                     if restarts < 2 and not np.array_equal(fresh.ranges, datas.ranges):
                         datas, pos, got = fresh, 0, None
@@ -168,12 +168,12 @@ class ArrayReader(ChunkIO):
                         continue
                 data = got.get(key)
             else:
-                data = getitems(self._chunk_store, [key]).get(key)
+                data = getitems(self.chunk_store, [key]).get(key)
             if data is None:
                 self._fill_missing(plan, i, dest, key, points)
             else:
                 if from_files:
-                    self._codec.check_stored(data, key, self._store)
+                    self.codec.check_stored(data, key, self.store)
                 gather(plan, i, self._decode(data, key, out=scratch), dest)
             pos = k + 1
         scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
@@ -181,18 +181,18 @@ class ArrayReader(ChunkIO):
     def _fill_missing(self, plan, i, dest, key, points=False):
         """A missing chunk: the fill value in its part of dest (or ChunkNotFoundError)."""
         self._missing(key)
-        if self._is_object:
+        if self.is_object:
             dest[plan.selections(i)[1]] = self.fill_value
         elif points:
-            merge.fill_points(plan, i, dest, self._fill_item)
+            merge.fill_points(plan, i, dest, self.fill_item)
         else:
-            merge.fill(plan, i, dest, self._fill_item)
+            merge.fill(plan, i, dest, self.fill_item)
 
     def _read_points(self, plan, flat):
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
 
-        fast = getattr(self._codec, "fast", None)
+        fast = getattr(self.codec, "fast", None)
         files, src = self._sources(fast, keys, seq)
 
         def work(lo, hi):
@@ -213,7 +213,7 @@ class ArrayReader(ChunkIO):
                     todo_d.append(data)
                     continue
                 chunk = self._decode(data, keys[g])
-                if self._is_object:
+                if self.is_object:
                     csel, pts = plan.selections(g)
                     flat[pts] = chunk[csel]
                 else:
@@ -222,8 +222,10 @@ class ArrayReader(ChunkIO):
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
         self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
-    def _get(self, sel, out=None, fields=None):
-        self._refresh()
+    def read(self, sel, out=None, fields=None):
+        """The values of a normalized selection (chunkstore.engine.indexing), read chunk by
+        chunk: a new array, a scalar, or ``out`` filled; ``fields`` of a structured dtype."""
+        self.refresh()
         dtype = self.dtype
         rdtype = dtype if fields is None else _field_dtype(dtype, fields)
         direct_out = (out is not None and fields is None and sel.post is None)

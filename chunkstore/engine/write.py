@@ -13,7 +13,7 @@ import numpy as np
 from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 from chunkstore._core import merge
-from chunkstore.engine.chunk_io import ChunkIO
+from chunkstore.engine.chunk_io import EngineState
 from chunkstore.engine.read import _field_dtype
 from chunkstore.storage.base import delitems, getitems, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
@@ -47,16 +47,15 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     return True
 
 
-class ArrayWriter(ChunkIO):
-    """The write path of an Array (a mixin): ``_set(selection, value)``."""
+class WritePath(EngineState):
+    """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
+    what resize and append need."""
 
     def _prepare_value(self, value, shape, fields=None, element=False):
         """Convert value to the array dtype and check it broadcasts, before any I/O.
         element: the selection is one element, by an int for every dimension (no Ellipsis),
         which NumPy fills by its scalar-assignment rule, not by broadcasting."""
         dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
-        if isinstance(value, ChunkIO):  # a chunkstore Array (each is a ChunkIO)
-            value = value[...]
         shape = tuple(shape)
         if dtype.subdtype is not None:
             # A sub-array field: values carry the field's own trailing dimensions.
@@ -110,15 +109,18 @@ class ArrayWriter(ChunkIO):
                              f"{self.name!r}: {e}") from e
         return v
 
-    def _set(self, sel, value, fields=None):
-        self._check_writable()
-        self._refresh()
+    def write(self, sel, value, fields=None):
+        """Write value into a normalized selection: each touched chunk built whole or
+        read-modified-written, encoded and stored (or deleted when all fill value), under the
+        write's locks."""
+        self.check_writable()
+        self.refresh()
         v = self._prepare_value(value, sel.shape, fields, element=sel.scalar)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
-            with self._locked(sel):
-                self._check_metadata()
-                cur = np.array(self._get(sel), dtype=self.dtype, copy=True)
+            with self.locked(sel):
+                self.check_metadata()
+                cur = np.array(self.read(sel), dtype=self.dtype, copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
                 else:
@@ -134,10 +136,10 @@ class ArrayWriter(ChunkIO):
             # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
             box = ix.Selection("ortho", sel.plan, tuple(
                 n for d, n in enumerate(sel.plan.sel_shape) if d not in sel.drop), sel.drop)
-            with (contextlib.nullcontext() if locked else self._locked(sel)):
+            with (contextlib.nullcontext() if locked else self.locked(sel)):
                 if not locked:
-                    self._check_metadata()
-                cur = np.array(self._get(box), copy=True)
+                    self.check_metadata()
+                cur = np.array(self.read(box), copy=True)
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
             return
@@ -154,9 +156,9 @@ class ArrayWriter(ChunkIO):
         keys = self._touched_keys(sel)
         split = None if locked else self._split_locks(sel)
         with (contextlib.nullcontext() if locked else split[0] if split
-              else self._locked(sel, keys)):
+              else self.locked(sel, keys)):
             if not locked:
-                self._check_metadata()
+                self.check_metadata()
             if sel.kind == "ortho":
                 self._write_ortho(sel.plan, keys, v, sel.drop, split and split[1])
             else:
@@ -164,24 +166,24 @@ class ArrayWriter(ChunkIO):
 
     def _store_chunks(self, to_set, to_del, sink=None):
         if to_set:
-            store_items(self._chunk_store, sink, to_set)
+            store_items(self.chunk_store, sink, to_set)
         if to_del:
-            delitems(self._chunk_store, to_del)
+            delitems(self.chunk_store, to_del)
 
     def _finish_chunk(self, key, chunk, to_set, to_del):
-        if not self._write_empty_chunks and (
-                object_all_fill(chunk, self.fill_value) if self._is_object
-                else merge.is_all_fill(chunk, self._fill_item)):
+        if not self.write_empty_chunks and (
+                object_all_fill(chunk, self.fill_value) if self.is_object
+                else merge.is_all_fill(chunk, self.fill_item)):
             to_del.append(key)
         else:
-            to_set[key] = self._codec.encode(chunk)
+            to_set[key] = self.codec.encode(chunk)
 
     def _edges(self, coords):
         """For each row of chunk grid coordinates: does the chunk reach past the array's end
         (so its part outside the array must hold the fill value)?"""
         if coords.shape[1] == 0:
             return np.zeros(len(coords), dtype=np.uint8)
-        over = (coords + 1) * np.asarray(self._chunks, dtype=np.int64) > np.asarray(
+        over = (coords + 1) * np.asarray(self.chunks, dtype=np.int64) > np.asarray(
             self.shape, dtype=np.int64)
         return over.any(axis=1).view(np.uint8)
 
@@ -198,28 +200,28 @@ class ArrayWriter(ChunkIO):
                                 plan.sel_shape)
         # A scalar covering interior chunks: every such chunk encodes to the same bytes.
         shared = None
-        if scalar and not self._is_object and full.any():
-            if not self._write_empty_chunks and merge.is_all_fill(v.reshape(1), self._fill_item):
+        if scalar and not self.is_object and full.any():
+            if not self.write_empty_chunks and merge.is_all_fill(v.reshape(1), self.fill_item):
                 shared = None
             else:
-                c = np.empty(self._chunks, dtype=self.dtype, order=self.order)
+                c = np.empty(self.chunks, dtype=self.dtype, order=self.order)
                 c[...] = v
-                shared = self._codec.encode(c)
-        scalar_is_fill = scalar and not self._is_object and shared is None and full.any()
-        errors_first = self._is_object  # object encoders may fail on values: encode all first
+                shared = self.codec.encode(c)
+        scalar_is_fill = scalar and not self.is_object and shared is None and full.any()
+        errors_first = self.is_object  # object encoders may fail on values: encode all first
         # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
         # (if partly covered and stored), merged with the value and encoded in one GIL-free
         # call a batch.
-        fast = None if self._is_object else getattr(self._codec, "fast", None)
+        fast = None if self.is_object else getattr(self.codec, "fast", None)
         if fast is not None and not fast.can_encode:
             fast = None
 
         _, seq, groups = self._schedule(plan, keys)
         split = partial_locks is not None and groups is None and not errors_first
         # (a split write reads each partial chunk only once it holds that chunk's lock)
-        src = self._chunk_store if split else prefetch(
-            self._chunk_store, [keys[i] for i in seq if not full[i]], self._codec.nbytes)
-        sink = None if errors_first else write_behind(self._chunk_store)
+        src = self.chunk_store if split else prefetch(
+            self.chunk_store, [keys[i] for i in seq if not full[i]], self.codec.nbytes)
+        sink = None if errors_first else write_behind(self.chunk_store)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -229,7 +231,7 @@ class ArrayWriter(ChunkIO):
             todo, olds = [], []
             for i in idx:
                 k = keys[i]
-                if full[i] and scalar and not edge[i] and not self._is_object:
+                if full[i] and scalar and not edge[i] and not self.is_object:
                     if scalar_is_fill:
                         to_del.append(k)
                     else:
@@ -241,12 +243,12 @@ class ArrayWriter(ChunkIO):
                     continue
                 if full[i]:
                     chunk = self._new_chunk() if edge[i] else np.empty(
-                        self._chunks, dtype=self.dtype, order=self.order)
+                        self.chunks, dtype=self.dtype, order=self.order)
                 else:
                     data = existing.get(k)
                     chunk = (self._new_chunk() if data is None
                              else self._decode(data, k, writable=True))
-                if self._is_object:
+                if self.is_object:
                     csel, osel = plan.selections(i)
                     chunk[csel] = value[osel]
                 else:
@@ -276,8 +278,8 @@ class ArrayWriter(ChunkIO):
                 # Partial chunks are fetched only now (under their locks), and every PUT of
                 # a locked step lands (or raises) before its locks are released.
                 nonlocal src
-                src = prefetch(self._chunk_store, [keys[i] for i in seq if not full[i]],
-                               self._codec.nbytes)
+                src = prefetch(self.chunk_store, [keys[i] for i in seq if not full[i]],
+                               self.codec.nbytes)
                 self._run_io(len(seq), work, None, src, sink, flush=locked)
 
             try:
@@ -301,7 +303,7 @@ class ArrayWriter(ChunkIO):
                 results = [work(lo, min(n, lo + scheduling.MAX_BATCH))
                            for lo in range(0, n, scheduling.MAX_BATCH)]
             finally:
-                if src is not self._chunk_store:
+                if src is not self.chunk_store:
                     src.close()
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
@@ -313,14 +315,14 @@ class ArrayWriter(ChunkIO):
         value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
         cannot decode or encode goes through the codec, which raises the proper error for
         it (or takes data the kernel does not)."""
-        scratch = scheduling.take_scratch(self._chunks, self.dtype, self.order)
-        drop = not self._write_empty_chunks
-        fast = self._codec.fast
+        scratch = scheduling.take_scratch(self.chunks, self.dtype, self.order)
+        drop = not self.write_empty_chunks
+        fast = self.codec.fast
         pos = 0
         while pos < len(idx):
             out = []
             failed = fast.encode(plan, idx[pos:], value, scratch, prefill, olds[pos:],
-                                 self._fill_item, drop, out)
+                                 self.fill_item, drop, out)
             for i, data in zip(idx[pos:], out):
                 if data is None:
                     to_del.append(keys[i])
@@ -343,7 +345,7 @@ class ArrayWriter(ChunkIO):
 
         _, seq, groups = self._schedule(plan)
 
-        src = prefetch(self._chunk_store, [keys[g] for g in seq], self._codec.nbytes)
+        src = prefetch(self.chunk_store, [keys[g] for g in seq], self.codec.nbytes)
 
         def work(lo, hi):
             idx = seq[lo:hi]
@@ -353,13 +355,13 @@ class ArrayWriter(ChunkIO):
                 k = keys[g]
                 data = existing.get(k)
                 chunk = self._new_chunk() if data is None else self._decode(data, k, writable=True)
-                if self._is_object:
+                if self.is_object:
                     csel, pts = plan.selections(g)
                     chunk[csel] = flat[pts]
                 else:
                     merge.scatter_points(plan, g, flat, chunk)
                 self._finish_chunk(k, chunk, to_set, to_del)
-            if self._is_object:
+            if self.is_object:
                 results.append((to_set, to_del))
             else:
                 self._store_chunks(to_set, to_del)
@@ -367,10 +369,10 @@ class ArrayWriter(ChunkIO):
         for to_set, to_del in results:
             self._store_chunks(to_set, to_del)
 
-    def _trim_plan(self, old, new, chunks):
+    def trim_plan(self, old, new, chunks):
         """(keys of the stored chunks wholly past ``new``, coords of those it cuts)."""
         stale, cut = [], []
-        for c in self._stored_chunks():
+        for c in self.stored_chunks():
             starts = [ci * L for ci, L in zip(c, chunks)]
             if any(s >= n for s, n in zip(starts, new)):
                 stale.append(self._chunk_key(c))
@@ -378,13 +380,15 @@ class ArrayWriter(ChunkIO):
                 cut.append(c)
         return stale, cut
 
-    def _trim_chunks(self, old, new, chunks, plan=None):
-        stale, cut = plan if plan is not None else self._trim_plan(old, new, chunks)
-        delitems(self._chunk_store, stale)
+    def trim_chunks(self, old, new, chunks, plan=None):
+        """After a shrink from ``old`` to ``new``: delete the chunks wholly past the new shape
+        and reset the cut-off part of boundary chunks to the fill value."""
+        stale, cut = plan if plan is not None else self.trim_plan(old, new, chunks)
+        delitems(self.chunk_store, stale)
         for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
             try:
-                data = self._chunk_store[k]
+                data = self.chunk_store[k]
             except KeyError:
                 continue
             chunk = self._decode(data, k, writable=True)
@@ -392,20 +396,20 @@ class ArrayWriter(ChunkIO):
                 if ci * L + L > n:
                     idx = [slice(None)] * self.ndim
                     idx[d] = slice(n - ci * L, None)
-                    chunk[tuple(idx)] = (self.fill_value if self._is_object
-                                         else self._fill_item.reshape(()))
+                    chunk[tuple(idx)] = (self.fill_value if self.is_object
+                                         else self.fill_item.reshape(()))
             to_set, to_del = {}, []
             self._finish_chunk(k, chunk, to_set, to_del)
             self._store_chunks(to_set, to_del)
 
-    def _roll_back_append(self, old_meta, touched, saved, error):
+    def roll_back_append(self, old_meta, touched, saved, error):
         """Undo a failed append: delete the chunks it created (first, as that frees space on
         a full disk), restore the old shape, then the boundary chunks' old bytes."""
         try:
-            delitems(self._chunk_store, [k for k in touched if k not in saved])
-            self._write_metadata(old_meta)
+            delitems(self.chunk_store, [k for k in touched if k not in saved])
+            self.write_metadata(old_meta)
             if saved:
-                setitems(self._chunk_store, saved)
+                setitems(self.chunk_store, saved)
         except Exception as e2:
             error.add_note(f"rolling back the append of array {self.name!r} to shape "
                            f"{old_meta.shape} also failed: {e2!r}")
