@@ -189,13 +189,16 @@ class Progress:
 
     @property
     def shown(self):
+        """Whether a progress bar is being shown."""
         return self._bar is not None
 
     def update(self, n=1):
+        """Advance the bar by *n* (nothing without a bar)."""
         if self._bar is not None:
             self._bar.update(n)
 
     def close(self):
+        """Close the bar, if there is one. Idempotent."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -87,6 +87,9 @@ class Converter:
         return z
 
     def group(self, path):
+        """Open (or create) the group at *path* in the output store, in the Zarr format asked for
+        (default 2).
+        """
         from chunkstore.hierarchy.group import open_group
         self.groups += 1
         return open_group(self.store, mode="a", path=path,
@@ -248,6 +251,13 @@ def _convert_npy(conv, path, root):
 
 
 def cmd_convert(args):
+    """``chunkstore convert``: convert a ``.npy``, ``.npz`` or HDF5 file into Zarr arrays and
+    groups.
+
+    Every dataset is checked in a dry run before anything is written. Returns 0 (also when the
+    destination exists and ``--if-exists skip`` skips it); raises ``CLIError`` where the destination
+    exists and ``--if-exists`` is ``raise``.
+    """
     from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
     from chunkstore.storage.base import rmdir
     kind = _input_kind(args.input)

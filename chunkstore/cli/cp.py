@@ -51,6 +51,11 @@ class Copier:
         return self._target_format(sp) != _format(self.src, sp)
 
     def copy(self, sp, dp):
+        """Copy the node at *sp* in the source to *dp* in the destination, as the options ask.
+
+        Raw keys are copied unless the options change the data's encoding. An existing destination
+        is replaced, skipped or merged (groups) per ``--if-exists``; with ``raise``, ``CLIError``.
+        """
         from chunkstore.storage.base import rmdir
         src_kind = _kind(self.src, sp)
         dst_kind = _kind(self.dst, dp)
@@ -178,6 +183,11 @@ def _same_location(a, b):
 
 
 def cmd_cp(args):
+    """``chunkstore cp``: copy an array or group from SRC to DST, optionally re-encoding it.
+
+    Returns 0. Raises ``UsageError`` for options the target format cannot take and ``CLIError`` for
+    a copy into itself or an existing destination (``--if-exists raise``).
+    """
     sp, dp = _norm(args.src_path), _norm(args.dst_path)
     recode = {}
     if args.chunks is not None:

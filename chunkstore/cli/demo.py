@@ -71,6 +71,22 @@ def _rate(nbytes: int, seconds: float) -> str:
 
 
 def run(size_mb: float, workdir: str, chunk: int, seed: int, repeat: int = 3) -> bool:
+    """Run the demo in *workdir* and print its report; return whether every read matched the source
+    data.
+
+    Parameters
+    ----------
+    size_mb : float
+        Size of the float32 2-D array in MiB.
+    workdir : str
+        Directory for the demo's files.
+    chunk : int
+        Chunk edge (chunks are ``chunk x chunk``, at most the array's shape).
+    seed : int
+        Seed of the noise in the data.
+    repeat : int
+        Runs of each operation; the fastest is reported.
+    """
     import numcodecs
 
     import chunkstore as cs
@@ -153,6 +169,9 @@ def run(size_mb: float, workdir: str, chunk: int, seed: int, repeat: int = 3) ->
 
 
 def main(argv=None) -> int:
+    """Entry point of ``python -m chunkstore.cli.demo``: parse *argv*, run the demo in a fresh
+    directory; return 0 if every read matched, else 1.
+    """
     p = argparse.ArgumentParser(
         prog="python -m chunkstore.cli.demo",
         description="Write a float32 2-D array (smooth field + noise) to a chunkstore "

@@ -7,6 +7,9 @@ from chunkstore.cli.common import (CLIError, UsageError, _consolidate, _join, _k
 
 
 def cmd_info(args):
+    """``chunkstore info``: print the ``.info`` report of the array or group at ``--path``;
+    returns exit status 0.
+    """
     path = _norm(args.path)
     with _stores((args.store, "r", _options(args))) as (store,):
         print(repr(_open_node(store, args.store, path).info))
@@ -14,6 +17,9 @@ def cmd_info(args):
 
 
 def cmd_tree(args):
+    """``chunkstore tree``: print the hierarchy at ``--path`` as a tree (an array as name, shape
+    and dtype); returns 0.
+    """
     from chunkstore.engine.array import Array
     path = _norm(args.path)
     with _stores((args.store, "r", _options(args))) as (store,):
@@ -38,6 +44,9 @@ def _ls_rows(grp, recursive, prefix=""):
 
 
 def cmd_ls(args):
+    """``chunkstore ls``: print one aligned row (name, kind, shape, dtype) per member at
+    ``--path`` (recursively with ``-r``); returns 0.
+    """
     from chunkstore.engine.array import Array
     path = _norm(args.path)
     with _stores((args.store, "r", _options(args))) as (store,):
@@ -56,6 +65,12 @@ def cmd_ls(args):
 
 # ------------------------------------------------------------------------------ rm / consolidate
 def cmd_rm(args):
+    """``chunkstore rm``: remove the array or group at ``--path`` (everything without it), after
+    confirmation.
+
+    Returns 0 when removed and 1 when the user declines. Raises ``UsageError`` where confirmation is
+    needed but stdin is not a terminal and ``-f/--yes`` was not given.
+    """
     from chunkstore.cli.options import confirm
     from chunkstore.storage.base import rmdir
     path = _norm(args.path)
@@ -82,6 +97,11 @@ def cmd_rm(args):
 
 
 def cmd_consolidate(args):
+    """``chunkstore consolidate``: write consolidated metadata for the group at ``--path``; returns
+    0.
+
+    Raises ``CLIError`` if an array is there.
+    """
     path = _norm(args.path)
     with _stores((args.store, "r+", _options(args))) as (store,):
         if _kind(store, path) != "group":

@@ -68,6 +68,10 @@ def parse_shards(spec):
 
 
 def parse_dtype(spec):
+    """The NumPy dtype named by the command-line value *spec*.
+
+    Raises ``argparse.ArgumentTypeError`` for an invalid dtype or an object dtype.
+    """
     try:
         dt = np.dtype(spec)
     except (TypeError, ValueError):
@@ -83,6 +87,9 @@ def _version():
 
 
 def build_parser():
+    """The ``chunkstore`` command's ``argparse`` parser, with a subcommand for each command (its
+    handler in ``func``).
+    """
     from chunkstore.cli.options import STORAGE_OPTION_HELP, parse_storage_option
     p = _Parser(prog=PROG, description="Inspect, copy, convert and verify Zarr v2 and v3 "
                 "stores (directories, .zip, .sqlite, .lmdb, URLs).")

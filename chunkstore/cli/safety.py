@@ -43,10 +43,12 @@ def quiet():
 
 
 def is_quiet():
+    """Whether notes are currently suppressed (inside :func:`quiet`)."""
     return _QUIET.get()
 
 
 def is_url(spec):
+    """Whether the store spec *spec* is a URL (contains ``://`` or an fsspec ``::`` chain)."""
     return "://" in spec or "::" in spec
 
 

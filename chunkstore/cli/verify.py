@@ -53,6 +53,7 @@ class Verifier:
         self.bad_metadata = set()  # array paths whose metadata was already reported
 
     def report(self, kind, key, text):
+        """Count a problem of *kind* and print one line naming it and the store key *key*."""
         self.problems[kind] += 1
         label = {"corrupt": "corrupt chunk", "wrong size": "wrong-size chunk",
                  "outside the grid": "chunk key outside the grid",
@@ -139,6 +140,9 @@ class Verifier:
             self.progress.update(len(part))
 
     def run(self, arrays, keys):
+        """Verify the arrays at the paths *arrays*: every stored chunk among the sorted store
+        *keys* is classified and decoded, problems reported.
+        """
         from chunkstore.hierarchy import nodes
         from chunkstore.engine.array import Array
         plans = []
@@ -256,6 +260,11 @@ def _stray_temporaries(store, path):
 
 
 def cmd_verify(args):
+    """``chunkstore verify``: check the metadata and decode every stored chunk at ``--path``.
+
+    Prints each problem found and a summary line. Returns 0 when everything is sound and 1 when any
+    problem was found (stray temporary files are listed but not counted).
+    """
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
     from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
     path = _norm(args.path)

@@ -26,10 +26,14 @@ class ZDType:
     """Base: a Zarr data type described by a NumPy dtype."""
 
     def to_native_dtype(self) -> np.dtype:  # pragma: no cover - abstract
+        """The NumPy dtype this data type describes (zarr-python 3's ``ZDType.to_native_dtype``)."""
         raise NotImplementedError
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype (``to_native_dtype()``); what lets ``np.dtype(obj)`` accept this
+        object.
+        """
         return self.to_native_dtype()
 
     def to_json(self, zarr_format: int) -> Any:
@@ -39,6 +43,9 @@ class ZDType:
 
     @classmethod
     def from_native_dtype(cls, dtype: Any) -> "ZDType":
+        """The data type object for the NumPy dtype or dtype-like *dtype* (see
+        :func:`parse_dtype`).
+        """
         return parse_dtype(dtype)
 
     @classmethod
@@ -91,11 +98,16 @@ class VariableLengthUTF8(ZDType):
     """Zarr v3's "string" (numcodecs' vlen-utf8 object arrays in Zarr v2)."""
 
     def to_native_dtype(self):
+        """``np.dtype(object)``: the strings are held in object arrays."""
         return np.dtype(object)
 
 
 class VariableLengthBytes(ZDType):
+    """Variable-length bytes (numcodecs' vlen-bytes object arrays), like zarr-python 3's
+    ``VariableLengthBytes``.
+    """
     def to_native_dtype(self):
+        """``np.dtype(object)``: the values are held in object arrays."""
         return np.dtype(object)
 
 
@@ -113,26 +125,46 @@ class _Sized(ZDType):
 
 
 class FixedLengthUTF32(_Sized):
+    """Fixed-length Unicode strings of *length* characters (NumPy ``"<U{length}"``).
+
+    Raises ``ValueError`` unless *length* is a positive integer.
+    """
     kind = "<U"
 
 
 class NullTerminatedBytes(_Sized):
+    """Fixed-length, null-padded byte strings of *length* bytes (NumPy ``"S{length}"``).
+
+    Raises ``ValueError`` unless *length* is a positive integer.
+    """
     kind = "S"
 
 
 class RawBytes(_Sized):
+    """Raw byte blobs of *length* bytes (NumPy ``"V{length}"``).
+
+    Raises ``ValueError`` unless *length* is a positive integer.
+    """
     kind = "V"
 
 
 class Structured(ZDType):
+    """A structured data type: *fields* is a sequence of ``(name, data type)``, each data type as
+    :func:`parse_dtype` takes it.
+    """
     def __init__(self, fields):
         self.fields = tuple((str(n), parse_dtype(t)) for n, t in fields)
 
     def to_native_dtype(self):
+        """The NumPy structured dtype of the fields, in order."""
         return np.dtype([(n, t.to_native_dtype()) for n, t in self.fields])
 
 
 class DateTime64(ZDType):
+    """NumPy ``datetime64`` with a *unit* (``"generic"``: none), *scale_factor* and *endianness*.
+
+    Raises ``ValueError`` unless *endianness* is ``"little"`` or ``"big"``.
+    """
     def __init__(self, unit: str = "generic", scale_factor: int = 1,
                  endianness: str = "little"):
         self.unit, self.scale_factor = unit, int(scale_factor)
@@ -141,11 +173,13 @@ class DateTime64(ZDType):
     _letter = "M"
 
     def to_native_dtype(self):
+        """The NumPy dtype, e.g. ``<M8[10s]`` for unit ``"s"`` and scale factor 10."""
         unit = "" if self.unit == "generic" else f"[{self.scale_factor if self.scale_factor != 1 else ''}{self.unit}]"
         return np.dtype(f"{'<' if self.endianness == 'little' else '>'}{self._letter}8{unit}")
 
 
 class TimeDelta64(DateTime64):
+    """NumPy ``timedelta64``; arguments as for :class:`DateTime64`."""
     _letter = "m"
 
 

@@ -15,6 +15,7 @@ class GroupAPIv3:
         return GroupMetadata(self.attrs.asdict(), self.zarr_format)
 
     def info_complete(self):
+        """zarr-python 3's ``Group.info_complete()``: the same report as :attr:`info`."""
         return self.info
 
     def update_attributes(self, new_attributes):

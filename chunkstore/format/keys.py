@@ -98,6 +98,7 @@ class GridKeys:
         return coords
 
     def inside(self, coords: Sequence[int]) -> bool:
+        """Whether *coords* has one coordinate per dimension, each within the grid."""
         return len(coords) == self.ndim and all(0 <= x < g for x, g in zip(coords, self.grid))
 
     def stored(self, store: Mapping) -> Iterator[tuple[int, ...]]:

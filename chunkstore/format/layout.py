@@ -93,6 +93,7 @@ class ArrayLayout:
 
     @property
     def metadata_key(self) -> str:
+        """The store key of the array's metadata document (set by each format)."""
         raise NotImplementedError
 
     @property

@@ -54,9 +54,15 @@ class ShardedLayout(V3Layout):
                              f"inner chunks {self.chunks})") from None
 
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
+        """Inner-grid coordinates of the inner chunks present in the stored shards (inside the
+        grid).
+        """
         return self.view.stored_inner_chunks()
 
     def stored_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
+        """The keys of the inner chunks of the shard at shard-grid coordinates *shard_coords*
+        that lie inside the array.
+        """
         per, grid = self.chunks_per_shard, self.chunk_grid_shape
         keys = []
         for within in itertools.product(*[range(n) for n in per]):

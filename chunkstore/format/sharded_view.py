@@ -155,6 +155,7 @@ class ShardedStoreView(MutableMapping):
 
     @property
     def store(self) -> MutableMapping:
+        """The store holding the shards."""
         return self._store
 
     def __repr__(self) -> str:

@@ -30,11 +30,14 @@ class V2Layout(ArrayLayout):
 
     @property
     def metadata_key(self) -> str:
+        """The store key of the array's ``.zarray``."""
         return self._prefix + METADATA_KEY
 
     def encode_metadata(self, metadata: Any) -> bytes:
+        """The ``.zarray`` document (bytes) for the Zarr v2 array metadata *metadata*."""
         return encode_array_metadata(metadata)
 
     def decode_metadata(self, raw: Any) -> Any:
+        """The Zarr v2 array metadata parsed from the ``.zarray`` document *raw*."""
         from chunkstore.metadata.v2 import parse_array_metadata
         return parse_array_metadata(raw, self.metadata_key)

@@ -45,21 +45,28 @@ class V3Layout(ArrayLayout):
 
     @property
     def metadata_key(self) -> str:
+        """The store key of the array's ``zarr.json``."""
         return self._prefix + METADATA_KEY
 
     @property
     def metadata_lock_key(self) -> str:  # type: ignore[override]
+        """The key of ``zarr.json``, whose lock attribute updates hold (the attributes share that
+        document).
+        """
         # The attributes share zarr.json with the shape: an attribute update (under this
         # document's lock) must not write back a shape read before an array-wide change.
         return self._prefix + METADATA_KEY
 
     def encode_metadata(self, metadata: Any) -> bytes:
+        """The ``zarr.json`` document (bytes) for the Zarr v3 array metadata *metadata*."""
         from chunkstore.metadata.v3 import encode_array_metadata_v3
         return encode_array_metadata_v3(metadata)
 
     def decode_metadata(self, raw: Any) -> Any:
+        """The Zarr v3 array metadata parsed from the ``zarr.json`` document *raw*."""
         from chunkstore.metadata.v3 import parse_node_metadata_v3
         return parse_node_metadata_v3(raw, self.metadata_key)
 
     def codec_info_rows(self) -> list[tuple[str, str]]:
+        """One ``Array.info`` row naming the array's codec chain."""
         return [("Codecs", codec_names(self.metadata.codecs))]

@@ -26,6 +26,9 @@ class Attributes(MutableMapping):
         self._format = format_of(zarr_format)
 
     def asdict(self) -> dict:
+        """All attributes, read from the store as a new ``dict`` (``{}`` where the document is
+        absent).
+        """
         try:
             raw = self.store[self.key]
         except KeyError:
@@ -62,6 +65,10 @@ class Attributes(MutableMapping):
         self._modify(rm)
 
     def update(self, *args, **kwargs):
+        """Update the attributes like ``dict.update``, in one write of the document.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` if the attributes are read-only.
+        """
         self._modify(lambda d: d.update(*args, **kwargs))
 
     def put(self, d: dict) -> None:

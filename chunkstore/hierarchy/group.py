@@ -50,6 +50,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     # ------------------------------------------------------------------ properties
     @property
     def info(self) -> Info:
+        """A report on the group: name, type, Zarr format, store and members (zarr-python's
+        ``Group.info``).
+        """
         items = [("Name", self.name), ("Type", "chunkstore.Group"),
                  ("Zarr format", str(self._format)),
                  ("Read-only", str(self._read_only)),
@@ -151,12 +154,15 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return len(self._member_names())
 
     def keys(self) -> list[str]:
+        """Sorted names of the direct members (arrays and groups)."""
         return self._member_names()
 
     def values(self) -> list[Array | Group]:
+        """The direct members (arrays and groups), sorted by name."""
         return [self[k] for k in self._member_names()]
 
     def items(self) -> list[tuple[str, Array | Group]]:
+        """``(name, member)`` pairs of the direct members, sorted by name."""
         return [(k, self[k]) for k in self._member_names()]
 
     @property
@@ -179,6 +185,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 yield from self[k]._array_iter(recurse, with_nodes)
 
     def group_keys(self) -> list[str]:
+        """Sorted names of the member groups."""
         return [k for k in self._member_names()
                 if contains_group(self._store, nodes.prefix(self._path) + k)]
 
@@ -187,6 +194,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return list(self._array_iter(recurse))
 
     def groups(self) -> list[tuple[str, Group]]:
+        """``(name, Group)`` pairs of the member groups, sorted by name."""
         return [(k, self[k]) for k in self.group_keys()]
 
     def _ipython_key_completions_(self):
@@ -214,15 +222,24 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 return r
 
     def visitkeys(self, func: Callable[[str], Any]) -> Any:
+        """Same as :meth:`visit`: call ``func(relative path)`` for every node below; stop at the
+        first non-None result.
+        """
         return self.visit(func)
 
     def visitvalues(self, func: Callable[[Array | Group], Any]) -> Any:
+        """Call ``func(node)`` for every node below, depth first; stop at and return the first
+        non-None result.
+        """
         for _, node in self._walk():
             r = func(node)
             if r is not None:
                 return r
 
     def visititems(self, func: Callable[[str, Array | Group], Any]) -> Any:
+        """Call ``func(relative path, node)`` for every node below, depth first; stop at and
+        return the first non-None result.
+        """
         for rel, node in self._walk():
             r = func(rel, node)
             if r is not None:
@@ -265,9 +282,15 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                      synchronizer=self._synchronizer)
 
     def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
+        """Create a subgroup for each of *names* (see :meth:`create_group`) and return them as a
+        tuple.
+        """
         return tuple(self.create_group(n, **kwargs) for n in names)
 
     def require_groups(self, *names: str) -> tuple[Group, ...]:
+        """The subgroups at *names*, each created if absent (see :meth:`require_group`), as a
+        tuple.
+        """
         return tuple(self.require_group(n) for n in names)
 
     def _create_array(self, name, fn, *args, **kwargs):
@@ -309,33 +332,99 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
 
     def create(self, name: str, **kwargs: Any) -> Array:
+        """Create an array at *name* in this group, like ``zarr.Group.create``.
+
+        Takes the arguments of :func:`chunkstore.create` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.create, **kwargs)
 
     def zeros(self, name: str, **kwargs: Any) -> Array:
+        """Create an array filled with zeros at *name* in this group, like ``zarr.Group.zeros``.
+
+        Takes the arguments of :func:`chunkstore.zeros` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.zeros, **kwargs)
 
     def ones(self, name: str, **kwargs: Any) -> Array:
+        """Create an array filled with ones at *name* in this group, like ``zarr.Group.ones``.
+
+        Takes the arguments of :func:`chunkstore.ones` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.ones, **kwargs)
 
     def full(self, name: str, fill_value: Any, **kwargs: Any) -> Array:
+        """Create an array filled with *fill_value* at *name* in this group, like
+        ``zarr.Group.full``.
+
+        Takes the arguments of :func:`chunkstore.full` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.full, fill_value=fill_value, **kwargs)
 
     def empty(self, name: str, **kwargs: Any) -> Array:
+        """Create an array with uninitialized data at *name* in this group, like
+        ``zarr.Group.empty``.
+
+        Takes the arguments of :func:`chunkstore.empty` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.empty, **kwargs)
 
     def array(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create an array filled with *data* at *name* in this group, like ``zarr.Group.array``.
+
+        Takes the arguments of :func:`chunkstore.array` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.array, data, **kwargs)
 
     def zeros_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create an array of zeros shaped like *data* at *name* in this group, like
+        ``zarr.Group.zeros_like``.
+
+        Takes the arguments of :func:`chunkstore.zeros_like` (store and path come from the group;
+        the group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.zeros_like, data, **kwargs)
 
     def ones_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create an array of ones shaped like *data* at *name* in this group, like
+        ``zarr.Group.ones_like``.
+
+        Takes the arguments of :func:`chunkstore.ones_like` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.ones_like, data, **kwargs)
 
     def full_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create an array filled with ``fill_value``, shaped like *data* at *name* in this group,
+        like ``zarr.Group.full_like``.
+
+        Takes the arguments of :func:`chunkstore.full_like` (store and path come from the group; the
+        group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.full_like, data, **kwargs)
 
     def empty_like(self, name: str, data: Any, **kwargs: Any) -> Array:
+        """Create an array with uninitialized data, shaped like *data* at *name* in this group, like
+        ``zarr.Group.empty_like``.
+
+        Takes the arguments of :func:`chunkstore.empty_like` (store and path come from the group;
+        the group's synchronizer and Zarr format are the defaults). Raises
+        :class:`~chunkstore.errors.ReadOnlyError` if the group is read-only.
+        """
         return self._create_array(name, creation.empty_like, data, **kwargs)
 
     def move(self, source: str, dest: str) -> None:

@@ -19,6 +19,9 @@ V3_META = FORMATS[3].array_key
 
 
 def prefix(path: str) -> str:
+    """*path* followed by ``"/"``, or ``""`` for the root path: what a key below the node starts
+    with.
+    """
     return path + "/" if path else ""
 
 
@@ -85,10 +88,16 @@ def creation_lock_key(path: str, kind: str) -> str:
 
 
 def metadata_key(path: str, zarr_format: int, kind: str) -> str:
+    """The store key of the metadata document of the *kind* node (``"array"`` or ``"group"``) at
+    *path* in Zarr format *zarr_format*.
+    """
     return prefix(path) + format_of(zarr_format).metadata_key(kind)
 
 
 def attrs_key(path: str, zarr_format: int) -> str:
+    """The store key holding the user attributes of the node at *path* in Zarr format
+    *zarr_format*.
+    """
     return prefix(path) + format_of(zarr_format).attrs_key
 
 
@@ -98,34 +107,44 @@ class Node:
 
     @property
     def store(self):
+        """The store holding the node."""
         return self._store
 
     @property
     def path(self):
+        """The node's path in the store (``""`` for the root)."""
         return self._path
 
     @property
     def name(self):
+        """The node's absolute name: its path with a leading ``"/"``."""
         return "/" + self._path if self._path else "/"
 
     @property
     def basename(self):
+        """The last component of the node's path (``""`` for the root)."""
         return self._path.rsplit("/", 1)[-1] if self._path else ""
 
     @property
     def read_only(self):
+        """Whether the node was opened read-only."""
         return self._read_only
 
     @property
     def synchronizer(self):
+        """The synchronizer that locks writes to the node, or None."""
         return self._synchronizer
 
     @property
     def zarr_format(self):
+        """The node's Zarr format version (2 or 3)."""
         return self._format
 
     @property
     def attrs(self):
+        """The node's user attributes, an :class:`~chunkstore.hierarchy.attrs.Attributes` read
+        from and written to the store.
+        """
         return Attributes(self._store, attrs_key(self._path, self._format),
                           read_only=self._read_only, synchronizer=self._synchronizer,
                           zarr_format=self._format)

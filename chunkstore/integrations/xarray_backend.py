@@ -46,6 +46,7 @@ class ChunkstoreBackendArray(BackendArray):
         self.dtype = _xarray_dtype(array)
 
     def get_array(self):
+        """The chunkstore array this wraps."""
         return self._array
 
     def __getitem__(self, key):
@@ -113,12 +114,22 @@ class ChunkstoreDataStore(AbstractDataStore):
         return cls(g, close_store=owned, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
 
     def get_child_store(self, name):
+        """A data store for the subgroup *name* of this group (sharing this store's masking
+        setting).
+        """
         return type(self)(self.group[name], use_zarr_fill_value_as_mask=self._mask)
 
     def _arrays(self):
         return [(name, self.group[name]) for name in self.group.array_keys()]
 
     def open_store_variable(self, name, array):
+        """The array *array* (named *name*) as a lazily indexed xarray ``Variable``.
+
+        Its dimensions come from ``dimension_names`` (Zarr v3) or the ``_ARRAY_DIMENSIONS``
+        attribute (Zarr v2); chunks, shards and (where not used as a mask) the fill value go into
+        the encoding. Raises :class:`~chunkstore.errors.MetadataError` where the dimension names are
+        missing.
+        """
         dims, attrs = _dims_and_attrs(array)
         data = indexing.LazilyIndexedArray(ChunkstoreBackendArray(array))
         chunks = tuple(array.chunks)
@@ -141,13 +152,19 @@ class ChunkstoreDataStore(AbstractDataStore):
         return Variable(dims, data, attrs, encoding)
 
     def get_variables(self):
+        """A ``FrozenDict`` of the group's arrays as xarray variables, by name."""
         return FrozenDict((name, self.open_store_variable(name, a)) for name, a in self._arrays())
 
     def get_attrs(self):
+        """The group's attributes, less those whose names start with ``_nc`` (in any case)."""
         return {k: v for k, v in dict(self.group.attrs).items()
                 if not k.lower().startswith("_nc")}
 
     def get_dimensions(self):
+        """``{dimension name: length}`` over the group's arrays.
+
+        Raises ``ValueError`` where two arrays give one dimension different lengths.
+        """
         dims, owner = {}, {}
         for name, a in self._arrays():
             for d, n in zip(_dims_and_attrs(a)[0], a.shape):
@@ -159,6 +176,7 @@ class ChunkstoreDataStore(AbstractDataStore):
         return dims
 
     def close(self):
+        """Close the underlying store, if this data store opened it."""
         if self._close_store:
             close = getattr(self.group.store, "close", None)
             if close is not None:
@@ -216,6 +234,7 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
                                "storage_options", "use_zarr_fill_value_as_mask")
 
     def guess_can_open(self, filename_or_obj):
+        """Always False: the engine is used only when asked for (``engine="chunkstore"``)."""
         # Never claim a file on a guess: installing chunkstore must not change what
         # xr.open_dataset does for users who did not ask for engine="chunkstore".
         return False
@@ -236,6 +255,23 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
                      concat_characters=True, decode_coords=True, drop_variables=None,
                      use_cftime=None, decode_timedelta=None, group=None, consolidated=None,
                      storage_options=None, use_zarr_fill_value_as_mask=None):
+        """Open the group *group* of a Zarr hierarchy as an ``xarray.Dataset``.
+
+        The decoding arguments (``mask_and_scale``, ``decode_times``, ...) are xarray's.
+
+        Parameters
+        ----------
+        filename_or_obj : str, os.PathLike, store or Group
+            Where the Zarr hierarchy is: a path, an fsspec URL, a store or a chunkstore Group.
+        group : str, optional
+            Path of the group to open within it (default: the root).
+        consolidated : bool, optional
+            Read consolidated metadata (None: use it where present).
+        storage_options : dict, optional
+            Keyword arguments for the fsspec filesystem of a URL.
+        use_zarr_fill_value_as_mask : bool, optional
+            Mask the Zarr fill value as missing data (None: for Zarr v2 only, as xarray does).
+        """
         store = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
                                          consolidated=consolidated,
                                          storage_options=storage_options,
@@ -246,6 +282,24 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
     def open_groups_as_dict(self, filename_or_obj, *, group=None, consolidated=None,
                             storage_options=None, use_zarr_fill_value_as_mask=None,
                             **decode):
+        """Open the group *group* and every group below it as ``{path: xarray.Dataset}``.
+
+        Paths start at ``"/"`` for the group opened; the decoding arguments are xarray's, given by
+        keyword.
+
+        Parameters
+        ----------
+        filename_or_obj : str, os.PathLike, store or Group
+            Where the Zarr hierarchy is: a path, an fsspec URL, a store or a chunkstore Group.
+        group : str, optional
+            Path of the group to open within it (default: the root).
+        consolidated : bool, optional
+            Read consolidated metadata (None: use it where present).
+        storage_options : dict, optional
+            Keyword arguments for the fsspec filesystem of a URL.
+        use_zarr_fill_value_as_mask : bool, optional
+            Mask the Zarr fill value as missing data (None: for Zarr v2 only, as xarray does).
+        """
         root = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
                                         consolidated=consolidated,
                                         storage_options=storage_options,
@@ -269,6 +323,9 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         return out
 
     def open_datatree(self, filename_or_obj, **kwargs):
+        """Open the group and its subgroups as an ``xarray.DataTree`` (arguments as
+        :meth:`open_groups_as_dict`).
+        """
         from xarray.backends.common import datatree_from_dict_with_io_cleanup
         return datatree_from_dict_with_io_cleanup(
             self.open_groups_as_dict(filename_or_obj, **kwargs))

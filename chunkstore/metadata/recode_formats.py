@@ -34,6 +34,9 @@ class RecodeError(ChunkstoreError, ValueError):
         super().__init__(self.render(LIBRARY_NAMES))
 
     def render(self, names: dict) -> str:
+        """The message with the options spelled as in *names* (option key -> how the caller
+        spells it).
+        """
         return self.template.format(**{f"opt_{k.replace(' ', '_')}": v
                                        for k, v in names.items()}, **self.values)
 
@@ -99,6 +102,7 @@ class Plan:
     dropped_attrs: list = field(default_factory=list)  # attributes the copy does not repeat
 
     def say(self, text: str) -> None:
+        """Pass *text* to the plan's ``note`` callback, if it has one."""
         if self.note is not None:
             self.note(text)
 

@@ -15,6 +15,9 @@ _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 
 def is_structured(obj: Any) -> bool:
+    """Whether *obj* is a Zarr v3 structured data type document (a mapping named
+    ``"structured"``).
+    """
     return isinstance(obj, Mapping) and obj.get("name") == "structured"
 
 
@@ -78,10 +81,15 @@ def native(dtype: np.dtype) -> np.dtype:
 
 
 def encode_fill(value: Any, dtype: np.dtype) -> str:
+    """The fill value *value* of structured dtype *dtype* as base64 text of its bytes."""
     return base64.standard_b64encode(np.asarray(value, dtype=dtype).tobytes()).decode("ascii")
 
 
 def decode_fill(obj: Any, dtype: np.dtype) -> Any:
+    """The scalar of structured dtype *dtype* encoded as base64 text in *obj*.
+
+    Raises ``ValueError`` if *obj* is not base64 text of exactly ``dtype.itemsize`` bytes.
+    """
     if not isinstance(obj, str):
         raise ValueError(f"structured fill_value must be base64 text, got {obj!r}")
     try:
@@ -95,6 +103,12 @@ def decode_fill(obj: Any, dtype: np.dtype) -> Any:
 
 
 def coerce_fill(value: Any, dtype: np.dtype) -> Any:
+    """*value* as a scalar of structured dtype *dtype*.
+
+    None and 0 give zeros; a string is decoded as base64 (see :func:`decode_fill`); bytes are taken
+    as the raw value; anything else goes through NumPy (a list as a tuple). Raises ``ValueError``
+    where the value does not fit the dtype.
+    """
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
                          and value == 0):
         return np.zeros((), dtype=dtype)[()]

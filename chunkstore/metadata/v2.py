@@ -174,6 +174,7 @@ class ArrayMetadataV2:
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property

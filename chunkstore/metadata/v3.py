@@ -116,14 +116,10 @@ def _normalize_chunk_key_encoding(obj: Any) -> dict:
 
 def default_codecs_v3(dtype: Any) -> list[dict]:
     """What zarr-python 3 uses by default: ``bytes`` (little-endian) + ``zstd`` level 0
-    without checksum; ``vlen-utf8`` + ``zstd`` for ``string``."""
-    d = _to_dtype(dtype)
-    zstd = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
-    if d.hasobject:
-        return [{"name": "vlen-utf8", "configuration": {}}, zstd]
-    if d.itemsize == 1:
-        return [{"name": "bytes"}, zstd]
-    return [{"name": "bytes", "configuration": {"endian": "little"}}, zstd]
+    without checksum; ``vlen-utf8`` + ``zstd`` for ``string`` (the defaults of
+    :func:`chunkstore.codecs.normalize.chunk_encoding_v3`)."""
+    from chunkstore.codecs.normalize import chunk_encoding_v3
+    return chunk_encoding_v3(_to_dtype(dtype).newbyteorder("<"))
 
 
 _as_int_tuple = as_int_tuple
@@ -211,6 +207,7 @@ class ArrayMetadataV3:
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property

@@ -46,6 +46,13 @@ MODES = ("r", "r+", "a", "w", "w-", "x")
 
 
 def check_mode(mode: str) -> str:
+    """Return *mode* if it is one of :data:`MODES`.
+
+    Raises
+    ------
+    ValueError
+        For any other mode.
+    """
     if mode not in MODES:
         raise ValueError(f"invalid mode {mode!r}; expected one of {', '.join(map(repr, MODES))}")
     return mode
@@ -245,10 +252,12 @@ class BaseStore(MutableMapping):
 
     @property
     def mode(self) -> str:
+        """The mode the store was opened with (one of :data:`MODES`)."""
         return self._mode
 
     @property
     def read_only(self) -> bool:
+        """Whether the store is read-only (mode ``"r"``)."""
         return self._mode == "r"
 
     def _check_writable(self, key: str | None = None) -> None:
@@ -298,6 +307,10 @@ class BaseStore(MutableMapping):
         return out
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Store every ``key: value`` of *mapping* (one ``__setitem__`` each by default).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         for k, v in mapping.items():
             self[k] = v

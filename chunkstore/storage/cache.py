@@ -77,6 +77,7 @@ class LRUStoreCache(BaseStore):
 
     @property
     def max_size(self) -> int | None:
+        """The most bytes of values the cache holds (None: no limit)."""
         return self._max_size
 
     @property
@@ -86,6 +87,7 @@ class LRUStoreCache(BaseStore):
 
     @property
     def read_only(self) -> bool:
+        """Whether the wrapped store is read-only."""
         return bool(getattr(self._store, "read_only", False))
 
     def __repr__(self) -> str:
@@ -111,12 +113,14 @@ class LRUStoreCache(BaseStore):
             self._invalidate_listings()
 
     def invalidate_values(self) -> None:
+        """Drop every cached value (the key listings are kept)."""
         with self._lock:
             self._gen += 1
             self._values.clear()
             self._current_size = 0
 
     def invalidate_keys(self) -> None:
+        """Drop the cached key listings (the cached values are kept)."""
         with self._lock:
             self._gen += 1
             self._invalidate_listings()
@@ -176,6 +180,11 @@ class LRUStoreCache(BaseStore):
         return v
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, cached values first.
+
+        The keys not cached are read from the wrapped store in one
+        :func:`~chunkstore.storage.base.getitems` call; absent keys are omitted.
+        """
         keys = [validate_key(k) for k in keys]
         out: dict[str, bytes] = {}
         missing = []
@@ -212,6 +221,12 @@ class LRUStoreCache(BaseStore):
         return getattr(self._store, "read_if_version", None)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one value: from the cached value if there is one, else from the
+        wrapped store.
+
+        See :meth:`BaseStore.get_partial <chunkstore.storage.base.BaseStore.get_partial>` for
+        *ranges*. Raises ``KeyError`` if the key is absent.
+        """
         validate_key(key)
         ranges = list(ranges)
         with self._lock:
@@ -266,10 +281,12 @@ class LRUStoreCache(BaseStore):
         return len(self._keys())
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (from the cached key list)."""
         prefix = normalize_prefix(prefix)
         return iter([k for k in self._keys() if _base._under(k, prefix)])
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix*, cached per prefix."""
         prefix = normalize_prefix(prefix)
         with self._lock:
             c = self._listdir_cache.get(prefix)
@@ -283,6 +300,7 @@ class LRUStoreCache(BaseStore):
         return names
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix*, asked of the wrapped store."""
         return _base.getsize(self._store, prefix)
 
     # -- writes ----------------------------------------------------------------------------
@@ -296,6 +314,10 @@ class LRUStoreCache(BaseStore):
             self._after_write([key])
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Write *mapping* to the wrapped store and invalidate what it changes in the cache.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = [validate_key(k) for k in mapping]
         try:
@@ -312,6 +334,10 @@ class LRUStoreCache(BaseStore):
             self._after_write([key])
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys* from the wrapped store and from the cache.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = [validate_key(k) for k in keys]
         try:
@@ -320,6 +346,10 @@ class LRUStoreCache(BaseStore):
             self._after_write(keys)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete every key under *prefix* in the wrapped store and invalidate the cache.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         try:
             _base.rmdir(self._store, prefix)
@@ -327,16 +357,19 @@ class LRUStoreCache(BaseStore):
             self._after_write(None)
 
     def clear(self) -> None:
+        """Delete every key of the wrapped store (``rmdir("")``)."""
         self.rmdir("")
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def flush(self) -> None:
+        """Flush the wrapped store, if it has a ``flush`` method."""
         fn = getattr(self._store, "flush", None)
         if fn is not None:
             fn()
 
     def close(self) -> None:
+        """Close the wrapped store, if it has a ``close`` method."""
         fn = getattr(self._store, "close", None)
         if fn is not None:
             fn()

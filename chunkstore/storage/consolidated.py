@@ -187,6 +187,11 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return self._store[key]
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present; absent keys are omitted.
+
+        Metadata keys of the consolidated hierarchy come from the consolidated document, others from
+        the underlying store.
+        """
         out: dict[str, bytes] = {}
         rest = []
         for k in keys:
@@ -204,6 +209,11 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return out
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one value (metadata from the document, other keys from the underlying
+        store).
+
+        Raises ``KeyError`` if the key is absent.
+        """
         validate_key(key)
         if key == self.metadata_key or self._served(key):
             v = self[key]
@@ -236,6 +246,9 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix*: nodes from the consolidated
+        document, chunks from the underlying store.
+        """
         prefix = normalize_prefix(prefix)
         if not _base._under(prefix, self._base) and not _base._under(self._base, prefix):
             return _base.listdir(self._store, prefix)  # outside the consolidated hierarchy
@@ -251,6 +264,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return sorted(names)
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix* in the underlying store."""
         return _base.getsize(self._store, prefix)
 
     # -- writes ----------------------------------------------------------------------------
@@ -274,12 +288,22 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         del self._store[key]
 
     def setitems(self, mapping) -> None:
+        """Write *mapping* to the underlying store.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose
+        value the consolidated document serves.
+        """
         self._check_writable()
         for k in mapping:
             self._check_key_writable(k)
         _base.setitems(self._store, mapping)
 
     def delitems(self, keys) -> None:
+        """Delete *keys* from the underlying store.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose
+        value the consolidated document serves.
+        """
         self._check_writable()
         keys = list(keys)
         for k in keys:
@@ -287,6 +311,9 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         _base.delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Always raises :class:`~chunkstore.errors.ReadOnlyError`: removing nodes would change
+        the consolidated hierarchy.
+        """
         self._check_writable()
         raise ReadOnlyError(
             f"{self!r}: rmdir would change the consolidated hierarchy; remove nodes in the "
@@ -294,6 +321,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         )
 
     def close(self) -> None:
+        """Close the underlying store, if it has a ``close`` method."""
         fn = getattr(self._store, "close", None)
         if fn is not None:
             fn()

@@ -64,12 +64,16 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return self._store[key]
 
     def getitems(self, keys: Iterable[str]) -> dict:
+        """Return ``{key: value}`` for the *keys* present: node metadata from the consolidated
+        documents, other keys from the underlying store.
+        """
         keys = list(keys)
         out = {k: self._docs[k] for k in keys if self._served(k) and k in self._docs}
         out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
         return out
 
     def get_partial(self, key, ranges):
+        """Read byte ranges of one value of the underlying store (``KeyError`` if absent)."""
         get = getattr(self._store, "get_partial", None)
         if get is not None:
             return get(key, ranges)
@@ -89,6 +93,9 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list:
+        """Sorted names of the immediate children of *prefix*: consolidated nodes plus the
+        underlying store's entries.
+        """
         pre = prefix.strip("/")
         pre = pre + "/" if pre else ""
         names = {k[len(pre):].split("/", 1)[0] for k in self._docs if k.startswith(pre)}
@@ -98,6 +105,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return sorted(names)
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix* in the underlying store."""
         return getsize(self._store, prefix)
 
     def _refuse_meta(self, key):
@@ -116,15 +124,28 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         del self._store[key]
 
     def setitems(self, mapping) -> None:
+        """Write *mapping* to the underlying store.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a
+        read-only store.
+        """
         for k in mapping:
             self._refuse_meta(k)
         setitems(self._store, mapping)
 
     def delitems(self, keys) -> None:
+        """Delete *keys* from the underlying store.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a
+        read-only store.
+        """
         keys = list(keys)
         for k in keys:
             self._refuse_meta(k)
         delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Always raises :class:`~chunkstore.errors.ReadOnlyError`: nodes cannot be removed
+        through consolidated metadata.
+        """
         raise ReadOnlyError(f"{self!r}: cannot remove {prefix!r} through consolidated metadata")

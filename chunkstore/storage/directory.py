@@ -192,6 +192,7 @@ class DirectoryStore(BaseStore):
 
     @property
     def dimension_separator(self) -> str | None:
+        """The chunk key separator new v2 arrays in this store get by default (None: ".")."""
         return self._dimension_separator
 
     # -- identity / pickling ---------------------------------------------------------------
@@ -273,6 +274,11 @@ class DirectoryStore(BaseStore):
             raise KeyError(key) from None
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* whose files exist; absent keys are omitted.
+
+        Every key is validated before any file is read (``ValueError`` for an invalid one); I/O
+        errors other than a missing file propagate.
+        """
         keys = list(keys)
         paths = key_paths(self.path, self._norm(keys))  # validate every key before any I/O
         # One batch of system calls without the GIL (see _fileio): threads scale on small chunks.
@@ -344,6 +350,12 @@ class DirectoryStore(BaseStore):
         return parts
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one file.
+
+        *ranges* is a sequence of ``(offset, length)``; ``length=None`` reads to the end and a
+        negative offset counts from the end. Ranges past the end are truncated. Raises ``KeyError``
+        if the key is absent and ``ValueError`` for a negative length.
+        """
         path = self._path(key)
         ranges = list(ranges)
         if all(off >= 0 and n is not None and n >= 0 for off, n in ranges):
@@ -419,6 +431,9 @@ class DirectoryStore(BaseStore):
         return self._walk(self.path, "")
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (recursively, by walking the directory
+        tree).
+        """
         prefix = normalize_prefix(prefix)
         if self.normalize_keys:
             prefix = prefix.lower()
@@ -435,6 +450,10 @@ class DirectoryStore(BaseStore):
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the entries of the directory *prefix* (temporary files left out).
+
+        Returns ``[]`` where the directory does not exist.
+        """
         d = self._dir(prefix)
         try:
             names = os.listdir(d)
@@ -443,6 +462,10 @@ class DirectoryStore(BaseStore):
         return sorted(n for n in names if not is_temp_name(n))
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the file *prefix*, or of the files under the directory *prefix*.
+
+        Returns 0 where nothing exists at *prefix*.
+        """
         d = self._dir(prefix)
         try:
             st = os.stat(d)
@@ -476,6 +499,12 @@ class DirectoryStore(BaseStore):
         self._write(path, ensure_bytes(value))
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Write every ``key: value`` of *mapping* to its file, creating directories as needed.
+
+        Keys and values are all checked before any file is written. Raises
+        :class:`~chunkstore.errors.ReadOnlyError` on a read-only store and ``ValueError`` for an
+        invalid key (a name reserved for temporary files included).
+        """
         self._check_writable()
         keys = list(mapping)
         # validate every key (and value) before any I/O
@@ -578,6 +607,10 @@ class DirectoryStore(BaseStore):
         self._prune(os.path.dirname(path))
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete the files of *keys*, then the directories that emptied; absent keys are ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = self._norm(list(keys))
         paths = [os.fsdecode(p) for p in key_paths(self.path, keys)]
@@ -611,6 +644,11 @@ class DirectoryStore(BaseStore):
             _fsync_dir(d)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete the directory *prefix* and everything under it (all contents if *prefix* is
+        empty).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         d = self._dir(prefix)
@@ -632,6 +670,7 @@ class DirectoryStore(BaseStore):
             self._prune(os.path.dirname(d))
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``); the root directory itself is kept."""
         self.rmdir("")
 
 

@@ -141,6 +141,7 @@ class FSStore(BaseStore):
 
     @property
     def dimension_separator(self) -> str | None:
+        """The chunk key separator new v2 arrays in this store get by default (None: ".")."""
         return self._dimension_separator
 
     # -- identity / pickling ---------------------------------------------------------------
@@ -265,6 +266,11 @@ class FSStore(BaseStore):
         return fsspec_io.Batch(fs, [call(self._path(k), v) for k, v in zip(keys, values)], ())
 
     def put_error(self, key: str, exc: BaseException) -> BaseException:
+        """The error to raise for a failed write of *key*: *exc* rebuilt with a message naming the
+        key and this store.
+
+        An error whose type cannot be rebuilt becomes an ``OSError`` caused by it.
+        """
         return fsspec_io.with_key(exc, key, self)
 
     def start_fetch(self, keys: list[str]) -> fsspec_io.Batch | None:
@@ -295,6 +301,12 @@ class FSStore(BaseStore):
             batch.cancel()
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, all requested at once; absent keys are
+        omitted.
+
+        Errors other than a missing object (permission denied, network errors) propagate, naming the
+        key.
+        """
         keys = list(keys)
         paths = [self._path(k) for k in keys]
         if not paths:
@@ -362,6 +374,7 @@ class FSStore(BaseStore):
             return {} if detail else []
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Sorted iterator over every key at or under *prefix* (recursively)."""
         prefix = normalize_prefix(prefix)
         out = []
         for p in self._find(self._dirpath(prefix)):
@@ -377,6 +390,10 @@ class FSStore(BaseStore):
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the entries under *prefix* (temporary files left out).
+
+        Returns ``[]`` where nothing exists at *prefix*.
+        """
         path = self._dirpath(prefix)
         self._invalidate(path)
         try:
@@ -395,6 +412,9 @@ class FSStore(BaseStore):
         return sorted(names)
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the object *prefix*, or of the objects under it; 0 where
+        nothing exists.
+        """
         prefix = normalize_prefix(prefix)
         path = self._dirpath(prefix)
         if prefix:
@@ -457,6 +477,10 @@ class FSStore(BaseStore):
                 raise self.put_error(k, f.exception())
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Write every ``key: value`` of *mapping*, concurrently where the filesystem allows.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         items = {self._path(k): ensure_bytes(v) for k, v in mapping.items()}
         if not items:
@@ -502,6 +526,10 @@ class FSStore(BaseStore):
         self._invalidate(path)
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys*; absent keys are ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         paths = [self._path(k) for k in keys]
         if not paths:
@@ -537,6 +565,10 @@ class FSStore(BaseStore):
         self._invalidate()
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete everything under *prefix* (all contents if *prefix* is empty).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         path = self._dirpath(prefix)
@@ -569,5 +601,6 @@ class FSStore(BaseStore):
         self._invalidate()
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``)."""
         self.rmdir("")
 

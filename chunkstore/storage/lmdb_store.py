@@ -345,6 +345,9 @@ class LMDBStore(BaseStore):
             pass
 
     def flush(self) -> None:
+        """Sync the LMDB environment to disk (nothing on a read-only, closed or not yet created
+        store).
+        """
         if not self._closed and self._mode != "r" and not self._absent:
             self.env.sync(True)
 
@@ -414,6 +417,9 @@ class LMDBStore(BaseStore):
         return v
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, read in one transaction; absent keys
+        are omitted.
+        """
         pairs = [(key, self._k(key)) for key in keys]
 
         def body(txn):
@@ -427,6 +433,11 @@ class LMDBStore(BaseStore):
         return self._run(body, write=False)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one value, in one transaction, without copying the whole value.
+
+        See :meth:`BaseStore.get_partial <chunkstore.storage.base.BaseStore.get_partial>` for
+        *ranges*. Raises ``KeyError`` if the key is absent and ``ValueError`` for a negative length.
+        """
         k = self._k(key)
         ranges = list(ranges)
 
@@ -478,12 +489,16 @@ class LMDBStore(BaseStore):
         return iter(self._keys(""))
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (recursively)."""
         return iter(self._keys(normalize_prefix(prefix)))
 
     def __len__(self) -> int:
         return self._run(lambda txn: txn.stat()["entries"], write=False)
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix*, found with a cursor over the key
+        range.
+        """
         prefix = normalize_prefix(prefix)
         p = (prefix + "/").encode("utf-8") if prefix else b""
         n = len(p)
@@ -511,6 +526,7 @@ class LMDBStore(BaseStore):
         return sorted(set(x for x in self._run(body, write=False, buffers=False) if x))
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix*."""
         prefix = normalize_prefix(prefix)
         p = (prefix + "/").encode("utf-8") if prefix else b""
 
@@ -542,6 +558,10 @@ class LMDBStore(BaseStore):
         self._run(lambda txn: txn.put(k, value), write=True)
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Store every ``key: value`` of *mapping* in one write transaction.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         items = [(self._k(k), ensure_bytes(v)) for k, v in mapping.items()]
 
@@ -558,6 +578,10 @@ class LMDBStore(BaseStore):
             raise KeyError(key)
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys* in one write transaction; absent keys are ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         ks = [self._k(k) for k in keys]
 
@@ -568,6 +592,10 @@ class LMDBStore(BaseStore):
         self._run(body, write=True)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete every key under *prefix* (all keys if *prefix* is empty) in one write transaction.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         p = (prefix + "/").encode("utf-8") if prefix else b""
@@ -585,6 +613,7 @@ class LMDBStore(BaseStore):
         self._run(body, write=True)
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``)."""
         self.rmdir("")
 
 

@@ -99,6 +99,10 @@ class MemoryStore(BaseStore):
     # -- extras ----------------------------------------------------------------------------
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present; absent keys are omitted.
+
+        Raises ``TypeError`` or ``ValueError`` for an invalid key (checked before any lookup).
+        """
         keys = list(keys)
         for k in keys:
             validate_key(k)
@@ -107,12 +111,22 @@ class MemoryStore(BaseStore):
             return {k: data[k] for k in keys if k in data}
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Store every ``key: value`` of *mapping* at once.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store, and ``TypeError`` /
+        ``ValueError`` for an invalid key or a value that is not bytes-like (nothing is written
+        then).
+        """
         self._check_writable()
         items = {validate_key(k): ensure_bytes(v) for k, v in mapping.items()}
         with self._lock:
             self._data.update(items)
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys*; absent keys are ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = [validate_key(k) for k in keys]
         with self._lock:
@@ -120,12 +134,17 @@ class MemoryStore(BaseStore):
                 self._data.pop(k, None)
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix* (keys or "directories")."""
         prefix = normalize_prefix(prefix)
         with self._lock:
             keys = list(self._data)
         return _listdir_keys(keys, prefix)
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete every key under *prefix* (all keys if *prefix* is empty).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         with self._lock:
@@ -137,9 +156,11 @@ class MemoryStore(BaseStore):
                 del self._data[k]
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix*."""
         prefix = normalize_prefix(prefix)
         with self._lock:
             return sum(len(v) for k, v in self._data.items() if _under(k, prefix))
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``)."""
         self.rmdir("")

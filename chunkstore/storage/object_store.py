@@ -132,6 +132,11 @@ class ObjectStore(BaseStore):
                                        for k, v in zip(keys, values)], ())
 
     def put_error(self, key: str, exc: BaseException) -> BaseException:
+        """The error to raise for a failed write of *key*: *exc* rebuilt with a message naming the
+        key and this store.
+
+        An error whose type cannot be rebuilt becomes an ``OSError`` caused by it.
+        """
         return fsspec_io.with_key(exc, key, self)
 
     def __delitem__(self, key: str) -> None:
@@ -163,6 +168,11 @@ class ObjectStore(BaseStore):
         return sum(1 for _ in self)
 
     def setitems(self, mapping) -> None:
+        """Upload every ``key: value`` of *mapping*, concurrently; all keys are checked first.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store; after every upload
+        has settled, the first failure is raised, naming its key.
+        """
         self._check_writable()
         items = {validate_key(k): bytes(ensure_bytes(v)) for k, v in mapping.items()}
         if len(items) < 2:  # every key checked before anything is written
@@ -196,6 +206,7 @@ class ObjectStore(BaseStore):
                     pass
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (recursively)."""
         prefix = normalize_prefix(prefix)
         if prefix and prefix.rstrip("/") in self:  # a value at the prefix itself
             yield prefix.rstrip("/")
@@ -204,6 +215,7 @@ class ObjectStore(BaseStore):
                 yield meta["path"]
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix* (objects and common prefixes)."""
         prefix = normalize_prefix(prefix).rstrip("/")
         res = self._obs.list_with_delimiter(self.store, prefix or None)
         cut = len(prefix) + 1 if prefix else 0
@@ -217,6 +229,9 @@ class ObjectStore(BaseStore):
         return sorted(n for n in names if n)
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, all requested at once; absent keys are
+        omitted.
+        """
         keys = list(keys)
         if len(keys) <= 1:
             return super().getitems(keys)
@@ -253,6 +268,12 @@ class ObjectStore(BaseStore):
         return RemoteVersion(self, key, _LOOP, (FileNotFoundError,), get)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one object with ranged GETs.
+
+        See :meth:`BaseStore.get_partial <chunkstore.storage.base.BaseStore.get_partial>` for
+        *ranges* (suffix or open-ended ranges read the whole object). Raises ``KeyError`` if the key
+        is absent.
+        """
         ranges = list(ranges)
         if any(off < 0 or length is None for off, length in ranges):
             return super().get_partial(key, ranges)  # suffix/open ranges: whole value

@@ -49,6 +49,10 @@ class Prefetch:
             self._futures.update(zip(new, batch.futures))
 
     def getitems(self, keys) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, waiting only for their own requests.
+
+        Keys not in the prefetch list are read from the store directly; absent keys are omitted.
+        """
         out, other = {}, []
         # a batch ahead of the window (the pool took it early): start up to its last key
         last = max((self._index.get(k, -1) for k in keys), default=-1)
@@ -98,6 +102,11 @@ class WriteBehind:
         self._lock = threading.Lock()
 
     def setitems(self, mapping) -> None:
+        """Start uploading *mapping* and return without waiting, unless too many bytes are in
+        flight.
+
+        Past the in-flight byte limit, the oldest uploads are waited for first.
+        """
         keys = list(mapping)
         values = [mapping[k] for k in keys]
         nbytes = sum(len(v) for v in values)
@@ -133,6 +142,7 @@ class WriteBehind:
                         self._error = self.store.put_error(k, exc)
 
     def flush(self) -> None:
+        """Wait for every upload still in flight and raise the first error any of them met."""
         with self._lock:
             pending, self._pending, self._bytes = self._pending, [], 0
         for entry in pending:
@@ -166,6 +176,7 @@ class FetchThrough:
 
     @property
     def concurrent_io(self) -> bool:
+        """Whether the store behind can have many requests in flight (see the module docstring)."""
         return bool(getattr(self._store, "concurrent_io", False))
 
     @property
@@ -180,7 +191,9 @@ class FetchThrough:
         return getattr(self._store, "read_if_version", None)
 
     def start_fetch(self, keys):
+        """Start fetching *keys* through the store behind; see ``start_fetch`` of FSStore."""
         return self._store.start_fetch(keys)
 
     def fetched(self, key, future):
+        """The store behind's answer for *key* from *future*: bytes, or None if missing."""
         return self._store.fetched(key, future)

@@ -38,6 +38,9 @@ class RemoteVersion(ValueVersion):
 
     @property
     def size(self) -> int:
+        """The object's length in bytes (a one-byte tail read is made first if no read told it
+        yet).
+        """
         if self._size is None:
             self.read_tail(1)
         assert self._size is not None
@@ -92,6 +95,11 @@ class RemoteVersion(ValueVersion):
         return w[max(0, len(w) + start):] if start < 0 else w[start:end]
 
     def read(self, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
+        """The ``(offset, nbytes)`` ranges of the pinned version, requested at once.
+
+        Raises :class:`~chunkstore.storage.base.VersionChanged` if the object is rewritten
+        meanwhile.
+        """
         spans: list[tuple[int, int | None]] = [(int(o), int(o) + int(n)) for o, n in ranges]
         out = [b""] * len(spans)
         want = [i for i, (s, e) in enumerate(spans) if e is None or e > s]
@@ -101,11 +109,18 @@ class RemoteVersion(ValueVersion):
         return out
 
     def read_tail(self, n: int) -> bytes:
+        """The last *n* bytes (fewer where the object is shorter).
+
+        Raises ``ValueError`` if *n* is not positive.
+        """
         if n <= 0:
             raise ValueError(f"read_tail needs n > 0, not {n}")
         return self._gets([(-n, None)])[0]
 
     def read_if(self, version: Any, ranges: Iterable[tuple[int, int]]) -> list[bytes] | None:
+        """The *ranges* if the object is still *version*, else None (a changed version is not an
+        error here).
+        """
         if self.version is None and self._whole is None:
             self.version = version  # pinned: the GETs go with If-Match
         ranges = list(ranges)

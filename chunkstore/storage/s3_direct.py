@@ -118,6 +118,7 @@ class S3Direct:
 
     @property
     def fs(self):
+        """The s3fs filesystem this serves (None once it has been garbage collected)."""
         return self._fs()
 
     # -- set-up ----------------------------------------------------------------------------

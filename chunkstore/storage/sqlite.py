@@ -313,6 +313,9 @@ class SQLiteStore(BaseStore):
         return v if type(v) is bytes else (b"" if v is None else bytes(v))
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present, read in one transaction; absent keys
+        are omitted.
+        """
         keys = [validate_key(k) for k in keys]
         if not keys:
             return {}
@@ -329,6 +332,11 @@ class SQLiteStore(BaseStore):
         return self._read_txn(body)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one value (with SQL ``substr``, not the whole value).
+
+        See :meth:`BaseStore.get_partial <chunkstore.storage.base.BaseStore.get_partial>` for
+        *ranges*. Raises ``KeyError`` if the key is absent and ``ValueError`` for a negative length.
+        """
         validate_key(key)
         ranges = list(ranges)
 
@@ -365,6 +373,7 @@ class SQLiteStore(BaseStore):
         return (r[0] for r in rows)
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Iterate over every key at or under *prefix* (recursively)."""
         prefix = normalize_prefix(prefix)
         if not prefix:
             return iter(self)
@@ -378,6 +387,7 @@ class SQLiteStore(BaseStore):
         return self._read("SELECT COUNT(*) FROM zarr")[0][0]
 
     def listdir(self, prefix: str = "") -> list[str]:
+        """Sorted names of the immediate children of *prefix*, computed in one SQL query."""
         prefix = normalize_prefix(prefix)
         if prefix:
             n = len(prefix) + 2  # 1-based start of the part after "prefix/"
@@ -395,6 +405,7 @@ class SQLiteStore(BaseStore):
         return sorted(r[0] for r in rows if r[0])
 
     def getsize(self, prefix: str = "") -> int:
+        """Total size in bytes of the values at or under *prefix*."""
         prefix = normalize_prefix(prefix)
         if not prefix:
             rows = self._read("SELECT COALESCE(SUM(length(v)), 0) FROM zarr")
@@ -417,6 +428,10 @@ class SQLiteStore(BaseStore):
         )
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Insert or replace every ``key: value`` of *mapping* in one transaction.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         items = [(validate_key(k), ensure_bytes(v)) for k, v in mapping.items()]
         if not items:
@@ -433,6 +448,10 @@ class SQLiteStore(BaseStore):
             raise KeyError(key)
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys* in one transaction; absent keys are ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = [(validate_key(k),) for k in keys]
         if not keys:
@@ -440,6 +459,10 @@ class SQLiteStore(BaseStore):
         self._write_txn(lambda c: c.executemany("DELETE FROM zarr WHERE k = ?", keys))
 
     def rmdir(self, prefix: str = "") -> None:
+        """Delete every key under *prefix* (all keys if *prefix* is empty) in one transaction.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         if not prefix:
@@ -452,6 +475,7 @@ class SQLiteStore(BaseStore):
             )
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``)."""
         self.rmdir("")
 
 

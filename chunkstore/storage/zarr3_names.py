@@ -20,6 +20,7 @@ class LocalStore(DirectoryStore):
 
     @property
     def root(self) -> pathlib.Path:
+        """The store's directory, as a :class:`pathlib.Path`."""
         return pathlib.Path(self.path)
 
     def __getstate__(self):
@@ -43,6 +44,19 @@ class FsspecStore(FSStore):
     @classmethod
     def from_url(cls, url: str, storage_options: dict | None = None, read_only: bool = False,
                  allowed_exceptions: tuple | None = None) -> "FsspecStore":
+        """Open a store at *url*, like ``zarr.storage.FsspecStore.from_url``.
+
+        Parameters
+        ----------
+        url : str
+            An fsspec URL (``"s3://bucket/path"``, ``"memory://x"``, ...).
+        storage_options : dict, optional
+            Keyword arguments for the fsspec filesystem.
+        read_only : bool
+            Open the store read-only.
+        allowed_exceptions : tuple, optional
+            The exceptions that mean a missing key.
+        """
         import fsspec.core
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
         return cls(fs, read_only=read_only, path=path, allowed_exceptions=allowed_exceptions)
@@ -50,11 +64,15 @@ class FsspecStore(FSStore):
     @classmethod
     def from_mapper(cls, fs_map, read_only: bool = False,
                     allowed_exceptions: tuple | None = None) -> "FsspecStore":
+        """Create a store from an fsspec ``FSMap`` (its filesystem and root), like
+        ``zarr.storage.FsspecStore.from_mapper``.
+        """
         return cls(fs_map.fs, read_only=read_only, path=fs_map.root,
                    allowed_exceptions=allowed_exceptions)
 
     @property
     def path(self) -> str:
+        """The store's root path on its filesystem."""
         return self.root
 
     def __getstate__(self):

@@ -361,6 +361,9 @@ class ZipStore(BaseStore):
             return self._get(key)
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return ``{key: value}`` for the *keys* present (pending writes included); absent keys
+        are omitted.
+        """
         keys = [validate_key(k) for k in keys]
         out = {}
         with self._lock:
@@ -373,6 +376,11 @@ class ZipStore(BaseStore):
         return out
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Read byte ranges of one member; an uncompressed member is read in place, not whole.
+
+        See :meth:`BaseStore.get_partial <chunkstore.storage.base.BaseStore.get_partial>` for
+        *ranges*. Raises ``KeyError`` if the key is absent and ``ValueError`` for a negative length.
+        """
         validate_key(key)
         ranges = list(ranges)
         with self._lock:
@@ -442,6 +450,9 @@ class ZipStore(BaseStore):
         return info.file_size if info is not None else 0
 
     def getsize(self, prefix: str = "") -> int:
+        """Total uncompressed size in bytes of the values at or under *prefix* (pending writes
+        included).
+        """
         prefix = normalize_prefix(prefix)
         with self._lock:
             self._check_open()
@@ -465,6 +476,11 @@ class ZipStore(BaseStore):
                 self._end_change()
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Record every ``key: value`` of *mapping* as a pending write (the archive is rewritten on
+        flush/close).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         items = {validate_key(k): ensure_bytes(v) for k, v in mapping.items()}
         with self._lock:
@@ -489,6 +505,11 @@ class ZipStore(BaseStore):
                 self._end_change()
 
     def delitems(self, keys: Iterable[str]) -> None:
+        """Record the deletion of *keys* (the archive is rewritten on flush/close); absent keys are
+        ignored.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         keys = [validate_key(k) for k in keys]
         with self._lock:
@@ -503,6 +524,10 @@ class ZipStore(BaseStore):
                 self._end_change()
 
     def rmdir(self, prefix: str = "") -> None:
+        """Record the deletion of every key under *prefix* (all keys if *prefix* is empty).
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
+        """
         self._check_writable()
         prefix = normalize_prefix(prefix)
         with self._lock:
@@ -515,6 +540,7 @@ class ZipStore(BaseStore):
                 self._end_change()
 
     def clear(self) -> None:
+        """Delete every key (``rmdir("")``)."""
         self.rmdir("")
 
     # -- flush / close ---------------------------------------------------------------------

@@ -188,6 +188,7 @@ def box_ranges(lo, hi, shape, max_ranges=256):
 
 
 class LockingUnsupportedError(OSError):
+    """Byte-range ``fcntl`` locks are not available on the filesystem of a lock file."""
     pass
 
 
@@ -288,6 +289,9 @@ class RegionLock:
             raise
 
     def kernel_release(self, ranges):
+        """Release *ranges* (inclusive byte ranges) held from the kernel; the in-process
+        reservation stays.
+        """
         if self._fd is not None:
             self._release_kernel(ranges)
 
@@ -299,6 +303,9 @@ class RegionLock:
                 pass  # nothing better to do; the lock goes with the process at the latest
 
     def release(self, ranges, kernel_ranges=None):
+        """Release *ranges* taken with :meth:`acquire`: the kernel locks (*kernel_ranges*,
+        default all of *ranges*) and the in-process reservation.
+        """
         if self._fd is not None:
             self._release_kernel(ranges if kernel_ranges is None else kernel_ranges)
         self._unmark(ranges)
