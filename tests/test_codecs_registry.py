@@ -182,7 +182,7 @@ def test_a_new_codec_is_one_class_and_one_registration():
         big = np.arange(40, dtype="<i4").reshape(8, 5)
         np.testing.assert_array_equal(sharded.decode(sharded.encode(big)), big)
     finally:
-        del registry._CHAIN["test.xor"]
+        del registry._CODECS["test.xor"]
     with pytest.raises(ValueError, match="unknown codec 'test.xor'"):
         parse_codecs([BYTES, {"name": "test.xor"}], "<i4", (4, 5))
 

@@ -1,7 +1,9 @@
-"""Codecs. The public classes are zarr-python 3's (same names, constructor signatures,
-``to_dict``/``from_dict``); the modules ``v2``, ``v3``, ``chain_codecs``, ``sharding`` and
-``common`` hold the internal chunk codecs that encode and decode, and ``registry`` the one
-table of codec names (v3 names, numcodecs ids, command-line spellings)."""
+"""Codecs. Each codec is one class in its own module (``blosc``, ``bytes``, ``crc32c_``, ``gzip``,
+``sharding``, ``transpose``, ``vlen_utf8``, ``zstd``): zarr-python 3's public class (same name,
+constructor signature, ``to_dict``/``from_dict``) and the codec a Zarr v3 chain runs. The
+modules ``v2`` and ``v3`` hold the chunk codecs that run the chains, ``chain_codecs`` and
+``common`` what those share, and ``registry`` the one table of codec names (v3 names,
+numcodecs ids, command-line spellings), where every codec class registers itself."""
 
 from chunkstore.codecs.blosc import BloscCname, BloscCodec, BloscShuffle
 from chunkstore.codecs.bytes import BytesCodec, Endian
@@ -12,10 +14,6 @@ from chunkstore.codecs.transpose import TransposeCodec
 from chunkstore.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from chunkstore.codecs.zstd import ZstdCodec
 from chunkstore.codecs import numcodecs  # noqa: E402 - zarr-python 3's codecs.numcodecs
-# the internal chain codecs register themselves in chunkstore.codecs.registry on import
-from chunkstore.codecs import chain_codecs, sharding  # noqa: E402
-
-_BUILTIN_CHAIN_CODECS = (chain_codecs, sharding)
 
 __all__ = [
     "BloscCname",

@@ -1,23 +1,33 @@
-"""Blosc in one place: the public ``BloscCodec`` (zarr-python 3's signature), the one shuffle
-table, and the c-blosc functions the GIL-free batch kernels (chunkstore._core.merge) call."""
+"""Blosc in one place: ``BloscCodec`` (zarr-python 3's signature, and the codec a Zarr v3 chain
+runs), the shuffle table (``SHUFFLES``, ``SHUFFLE_NAMES``, defined in ``common``), and the
+c-blosc functions the GIL-free batch kernels (chunkstore._core.merge) call."""
 
 from __future__ import annotations
 
 import functools
+import numbers
 from enum import Enum
+from typing import Any, Mapping
 
+import numcodecs
 import numpy as np
 
-from chunkstore.codecs._public import Codec, named_configuration, register
+from chunkstore.codecs._public import named_configuration
+from chunkstore.codecs.chain_codecs import BytesBytesCodec, ChainContext, _check_keys, _int
+# the shuffle table lives in common, where the registry's command-line spellings read it too
+from chunkstore.codecs.common import SHUFFLE_NAMES, SHUFFLES, blosc_decoded_size
+from chunkstore.codecs.registry import register
 
 
 class BloscShuffle(str, Enum):
+    """Blosc's shuffle names (zarr-python 3's enum)."""
     noshuffle = "noshuffle"
     shuffle = "shuffle"
     bitshuffle = "bitshuffle"
 
 
 class BloscCname(str, Enum):
+    """The compressors inside Blosc (zarr-python 3's enum)."""
     lz4 = "lz4"
     lz4hc = "lz4hc"
     blosclz = "blosclz"
@@ -26,9 +36,6 @@ class BloscCname(str, Enum):
     zlib = "zlib"
 
 
-#: Blosc's shuffle names and numbers (numcodecs.Blosc takes the number, Zarr v3 the name)
-SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-SHUFFLE_NAMES = {v: k for k, v in SHUFFLES.items()}
 #: numcodecs.Blosc's AUTOSHUFFLE: bit shuffle for 1-byte items, else byte shuffle
 AUTOSHUFFLE = -1
 CNAMES = tuple(m.value for m in BloscCname)
@@ -95,12 +102,14 @@ def _enum_value(value, enum, what):
 
 
 @register
-class BloscCodec(Codec):
+class BloscCodec(BytesBytesCodec):
     """Blosc. As in zarr-python 3, ``typesize=None`` and ``shuffle=None`` are filled in from
     the array's data type (its item size; "shuffle", or "bitshuffle" for 1-byte items)."""
 
-    codec_name = "blosc"
-    kind = "bytes_bytes"
+    name = "blosc"
+    numcodecs_id = "blosc"
+    compresses = True
+    size_reader = staticmethod(blosc_decoded_size)
     _fields = ("typesize", "cname", "clevel", "shuffle", "blocksize")
 
     def __init__(self, *, typesize=None, cname="zstd", clevel=5, shuffle=None, blocksize=0):
@@ -115,15 +124,60 @@ class BloscCodec(Codec):
                     hi is not None and v > hi):
                 rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
                 raise ValueError(f"BloscCodec {what} must be an integer {rng}, got {v!r}")
-        self._set(typesize=int(typesize), cname=_enum_value(cname, BloscCname, "cname"),
-                  clevel=int(clevel), shuffle=_enum_value(shuffle, BloscShuffle, "shuffle"),
-                  blocksize=int(blocksize), _tunable=frozenset(tunable))
+        self.typesize, self.cname = int(typesize), _enum_value(cname, BloscCname, "cname")
+        self.clevel, self.shuffle = int(clevel), _enum_value(shuffle, BloscShuffle, "shuffle")
+        self.blocksize, self._tunable = int(blocksize), frozenset(tunable)
+        self.numcodec = numcodecs.Blosc(
+            cname=self.cname, clevel=self.clevel, shuffle=SHUFFLES[self.shuffle],
+            blocksize=self.blocksize, typesize=self.typesize)
 
     @classmethod
     def from_dict(cls, data):
+        """The codec of its JSON document."""
         return cls(**named_configuration(data, "blosc"))
 
+    @classmethod
+    def from_config(cls, conf: Mapping, ctx: ChainContext) -> "BloscCodec":
+        """The codec of a v3 chain: ``typesize`` defaults to the item size of the bytes the
+        chain's array -> bytes codec writes (errors name the codec as the chain's parser
+        does)."""
+        _check_keys(conf, ("cname", "clevel", "shuffle", "typesize", "blocksize"), "blosc")
+        cname = conf.get("cname", "zstd")
+        if cname not in CNAMES:
+            raise ValueError(f"codec 'blosc': unknown cname {cname!r}")
+        clevel = _int(conf.get("clevel", 5), "codec 'blosc' clevel", 0, 9)
+        shuffle = conf.get("shuffle")
+        typesize = conf.get("typesize")
+        if typesize is None:
+            typesize = ctx.typesize if ctx.typesize is not None else 1
+        typesize = _int(typesize, "codec 'blosc' typesize", 1, 255)
+        if shuffle is None:
+            shuffle = "shuffle" if typesize > 1 else "bitshuffle"
+        if isinstance(shuffle, numbers.Integral) and not isinstance(shuffle, bool):
+            shuffle = SHUFFLE_NAMES.get(int(shuffle), shuffle)
+        if shuffle not in SHUFFLES:
+            raise ValueError(
+                f"codec 'blosc': shuffle must be 'noshuffle', 'shuffle' or 'bitshuffle', "
+                f"got {shuffle!r}"
+            )
+        blocksize = _int(conf.get("blocksize", 0), "codec 'blosc' blocksize", 0)
+        return cls(typesize=typesize, cname=cname, clevel=clevel, shuffle=shuffle,
+                   blocksize=blocksize)
+
+    @classmethod
+    def from_numcodec(cls, codec: Any, typesize: int, auto_shuffle: str | None) -> dict:
+        """The v3 document of a numcodecs Blosc for items of ``typesize`` bytes."""
+        shuffle = shuffle_name(codec.shuffle, typesize)
+        if auto_shuffle is not None and codec.shuffle not in SHUFFLE_NAMES:
+            shuffle = auto_shuffle
+        cname = codec.cname.decode() if isinstance(codec.cname, bytes) else codec.cname
+        return {"name": "blosc", "configuration": {
+            "typesize": typesize, "cname": cname, "clevel": int(codec.clevel),
+            "shuffle": shuffle, "blocksize": int(codec.blocksize)}}
+
     def spec(self, dtype=None):
+        """The JSON document with ``typesize``/``shuffle`` filled in from ``dtype`` when they
+        were not given."""
         d = self.to_dict()
         conf = d["configuration"]
         if dtype is not None:
@@ -136,7 +190,7 @@ class BloscCodec(Codec):
         return d
 
     def to_numcodecs(self):
-        import numcodecs
+        """The numcodecs Blosc for a Zarr v2 array (byte shuffle when no shuffle was given)."""
         return numcodecs.Blosc(cname=self.cname, clevel=self.clevel,
                                shuffle=(numcodecs.Blosc.SHUFFLE if "shuffle" in self._tunable
                                         else SHUFFLES[self.shuffle]),

@@ -9,6 +9,11 @@ import numpy as np
 
 from chunkstore.errors import ChunkDecodeError
 
+#: Blosc's shuffle names and numbers (numcodecs.Blosc takes the number, Zarr v3 the name);
+#: the one table, re-exported by chunkstore.codecs.blosc
+SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+SHUFFLE_NAMES = {v: k for k, v in SHUFFLES.items()}
+
 
 # --------------------------------------------------------------------------------------------
 # buffer helpers
@@ -142,6 +147,7 @@ class ChunkCodecBase:
 # Frame-header readers: the decoded size a compressed frame declares (None if it does not),
 # so data can be decompressed straight into a caller's buffer of exactly that size.
 def blosc_decoded_size(data: Any) -> int | None:
+    """The decoded size a Blosc frame's header gives (ValueError for a bad header)."""
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     if len(mv) < 16:
         raise ValueError(f"blosc data too short for a header ({len(mv)} bytes)")
@@ -197,6 +203,7 @@ def _flat_bytes(data: Any) -> memoryview:
 
 
 def zstd_decoded_size(data: Any) -> int | None:
+    """The decoded size a Zstandard frame's header gives, or None when it has none."""
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     if len(mv) < 5:
         raise ValueError(f"zstd data too short for a frame header ({len(mv)} bytes)")

@@ -109,16 +109,20 @@ class BloscPath:
         self._enc = encode_params
 
     def decode(self, plan, idx, datas, out, scratch):
+        """Decode and merge a batch; -1, or the position of the first chunk not taken."""
         return merge.blosc_decode_gather(plan, idx, datas, out, scratch, *self._dec)
 
     def decode_points(self, plan, idx, datas, out, scratch):
+        """Decode a batch and gather single points; as :meth:`decode`."""
         return merge.blosc_decode_gather_points(plan, idx, datas, out, scratch, *self._dec)
 
     @property
     def can_encode(self) -> bool:
+        """True when the encoder's c-blosc symbol was found."""
         return self._enc is not None
 
     def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+        """Merge ``value`` into a batch of chunks and encode them."""
         return merge.blosc_scatter_encode(plan, idx, value, scratch, prefill, olds, fill_item,
                                           drop_fill, self._enc, self._dec, out)
 
@@ -143,12 +147,15 @@ class ZPath:
                 int(time.time()) if self.kind == zcodecs.GZIP else 0)
 
     def decode(self, plan, idx, datas, out, scratch):
+        """Decode and merge a batch; -1, or the position of the first chunk not taken."""
         return zcodecs.decode_gather(self._spec(), plan, idx, datas, out, scratch)
 
     def decode_points(self, plan, idx, datas, out, scratch):
+        """Decode a batch and gather single points; as :meth:`decode`."""
         return zcodecs.decode_gather_points(self._spec(), plan, idx, datas, out, scratch)
 
     def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+        """Merge ``value`` into a batch of chunks and encode them."""
         return zcodecs.scatter_encode(self._spec(), plan, idx, value, scratch, prefill, olds,
                                       fill_item, drop_fill, out)
 

@@ -26,9 +26,9 @@ ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs code
 
 
 def _registry() -> dict:
-    """v3 name -> public codec class (filled when the package chunkstore.codecs, which
-    imports every public codec module, is imported: always before this module)."""
-    return registry.PUBLIC
+    """v3 name -> codec class (filled when the package chunkstore.codecs, which imports
+    every codec module, is imported: always before this module)."""
+    return registry.CODECS
 
 
 def _is_numcodec(obj: Any) -> bool:
@@ -130,12 +130,9 @@ def codec_json(obj: Any, argument: str, dtype: Any = None) -> dict:
 
 
 def codec_kind(doc: Mapping) -> str | None:
-    """The kind of a codec document's name: its chain codec's, else its public class's."""
+    """The kind of a codec document's name (None for a name no codec class has)."""
     name = doc.get("name")
-    if not isinstance(name, str):
-        return None
-    cls = _registry().get(name)
-    return registry.kind_of(name) or (cls.kind if cls is not None else None)
+    return registry.kind_of(name) if isinstance(name, str) else None
 
 
 def numcodecs_codec(obj: Any, argument: str) -> Any:
@@ -160,7 +157,10 @@ def _as_list(value: Any, argument: str) -> list:
     return list(value)
 
 
-def _default_serializer(dtype: np.dtype) -> dict:
+def default_serializer(dtype: np.dtype) -> dict:
+    """The array -> bytes codec a Zarr v3 chain gets by default for ``dtype`` (the one place
+    that chooses it): ``vlen-utf8`` for strings, ``bytes`` (no configuration for 1-byte and
+    structured types, else the byte order ``dtype`` has)."""
     if dtype.hasobject:
         return {"name": "vlen-utf8", "configuration": {}}
     if dtype.itemsize == 1 or dtype.fields is not None:
@@ -199,14 +199,14 @@ def chunk_encoding_v3(dtype: Any, *, codecs: Any = None, filters: Any = "auto",
         if not any(codec_kind(d) == "array_bytes" for d in chain):
             # zarr-python 3 fills in the serializer when the chain has none
             pos = sum(1 for d in chain if codec_kind(d) == "array_array")
-            chain.insert(pos, _default_serializer(dtype))
+            chain.insert(pos, default_serializer(dtype))
         return chain
     aa = [] if filters in ("auto", None) else [
         _checked(f, f"filters[{i}]", dtype, ("array_array",),
                  "filters takes array -> array codecs (TransposeCodec) for Zarr v3")
         for i, f in enumerate(_as_list(filters, "filters"))]
     if serializer in ("auto", None):
-        ab = _default_serializer(dtype)
+        ab = default_serializer(dtype)
     else:
         ab = _checked(serializer, "serializer", dtype, ("array_bytes",),
                       "serializer takes one array -> bytes codec (BytesCodec, VLenUTF8Codec, "

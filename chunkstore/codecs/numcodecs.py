@@ -8,7 +8,8 @@ arrays only (as their numcodecs codec)."""
 
 from __future__ import annotations
 
-from chunkstore.codecs._public import Codec, named_configuration, register
+from chunkstore.codecs._public import Codec, named_configuration
+from chunkstore.codecs.registry import register
 
 #: numcodecs ids that are bytes -> bytes codecs (what the v3 chain here can run)
 BYTES_BYTES = ("blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle", "crc32",
@@ -21,18 +22,14 @@ class _Numcodec(Codec):
     codec_id = ""
 
     def __init__(self, **config):
-        self._set(config=dict(config))
-
-    @property
-    def codec_name(self):  # type: ignore[override]
-        return "numcodecs." + self.codec_id
+        self.config = dict(config)
 
     @classmethod
     def from_dict(cls, data):
-        return cls(**named_configuration(data, "numcodecs." + cls.codec_id))
+        return cls(**named_configuration(data, cls.name))
 
     def to_dict(self):
-        return {"name": self.codec_name, "configuration": dict(self.config)}
+        return {"name": self.name, "configuration": dict(self.config)}
 
     def to_numcodecs(self):
         import numcodecs
@@ -49,10 +46,9 @@ class _Numcodec(Codec):
 def _make(class_name: str, codec_id: str) -> type:
     kind = ("bytes_bytes" if codec_id in BYTES_BYTES else
             "array_array" if codec_id in ARRAY_ARRAY else "array_bytes")
-    cls = type(class_name, (_Numcodec,), {"codec_id": codec_id, "kind": kind,
-                                          "__doc__": f"numcodecs' {codec_id!r} codec."})
-    cls.codec_name = "numcodecs." + codec_id  # class attribute, for the registry
-    return register(cls)
+    return register(type(class_name, (_Numcodec,), {
+        "codec_id": codec_id, "name": "numcodecs." + codec_id, "kind": kind,
+        "__doc__": f"numcodecs' {codec_id!r} codec."}))
 
 
 _CLASSES = {"Blosc": "blosc", "LZ4": "lz4", "Zstd": "zstd", "Zlib": "zlib", "GZip": "gzip",

@@ -1,9 +1,10 @@
 """The one table of codec names: every name that leads to a codec is looked up here.
 
-- A Zarr v3 name (``"blosc"``, ``"sharding_indexed"``...) leads to the *chain codec* class
-  that :class:`~chunkstore.codecs.v3.ChunkCodecV3` runs (:func:`register`,
-  :func:`chain_codec`), and to the public zarr-python 3 class users name (:data:`PUBLIC`).
-- A numcodecs id leads to the chain codec writing the same frames, which turns a numcodecs
+- A Zarr v3 name (``"blosc"``, ``"sharding_indexed"``, ``"numcodecs.lzma"``...) leads to the
+  one codec class of that name (:func:`register`, :data:`CODECS`): the public zarr-python 3
+  class users name, which for the codecs the chain runs natively is also the codec
+  :class:`~chunkstore.codecs.v3.ChunkCodecV3` runs (:func:`chain_codec`).
+- A numcodecs id leads to the codec class writing the same frames, which turns a numcodecs
   codec into its v3 document (:func:`v3_of_numcodec`: Zarr v2 -> v3).
 - A command-line spelling (``zstd:5``, ``blosc:lz4:5:shuffle``, ``gzip:6``, ``none``) leads to
   a numcodecs codec (:func:`register_spelling`, :func:`parse_spelling`).
@@ -17,57 +18,60 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, NamedTuple
 
-from chunkstore.codecs._public import REGISTRY as PUBLIC
-from chunkstore.codecs.blosc import SHUFFLE_NAMES, SHUFFLES
+from chunkstore.codecs.common import SHUFFLE_NAMES, SHUFFLES
 
-__all__ = ["PUBLIC", "register", "chain_codec", "v3_names", "kind_of", "v3_of_numcodec",
+__all__ = ["CODECS", "register", "chain_codec", "v3_names", "kind_of", "v3_of_numcodec",
            "register_spelling", "parse_spelling", "SpellingError"]
 
-# ------------------------------------------------------------------------ v3 chain codecs
+# ------------------------------------------------------------------------ v3 codecs
 
-#: v3 name -> chain codec class; numcodecs id -> chain codec class writing the same frames
-_CHAIN: dict[str, type] = {}
+#: v3 name -> codec class; numcodecs id -> codec class writing the same frames
+_CODECS: dict[str, type] = {}
 _BY_NUMCODECS_ID: dict[str, type] = {}
+#: the registry, read-only by convention (chunkstore.codecs.normalize looks names up here)
+CODECS = _CODECS
 
-#: a chain codec's ``kind`` -> the words zarr-python 3 uses
-KIND_WORDS = {"aa": "array_array", "ab": "array_bytes", "bb": "bytes_bytes"}
+KINDS = ("array_array", "array_bytes", "bytes_bytes")
 
 
 def register(cls: type) -> type:
-    """Class decorator: ``cls`` runs in a Zarr v3 codec chain under ``cls.name``.
+    """Class decorator: ``cls`` (a :class:`chunkstore.codecs._public.Codec`) is the codec
+    named ``cls.name``.
 
-    It has ``kind`` ("aa": array -> array, "ab": array -> bytes, "bb": bytes -> bytes) and a
-    classmethod ``from_config(conf, ctx)`` building it from its ``configuration`` and the
-    chain's state (``chunkstore.codecs.chain_codecs.ChainContext``). Optional:
-    ``compresses = True`` (``.info`` shows it as the compressor), and ``numcodecs_id`` with a
-    classmethod ``from_numcodec(codec, typesize, auto_shuffle)`` giving the v3 document of a
-    numcodecs codec of that id."""
-    if cls.kind not in KIND_WORDS:
+    It has ``kind`` ("array_array", "array_bytes" or "bytes_bytes"). It runs in a Zarr v3
+    codec chain when it implements the classmethod ``from_config(conf, ctx)`` building it
+    from its ``configuration`` and the chain's state
+    (``chunkstore.codecs.chain_codecs.ChainContext``). Optional: ``compresses = True``
+    (``.info`` shows it as the compressor), and ``numcodecs_id`` with a classmethod
+    ``from_numcodec(codec, typesize, auto_shuffle)`` giving the v3 document of a numcodecs
+    codec of that id."""
+    if cls.kind not in KINDS:
         raise ValueError(f"codec class {cls.__name__}: kind must be one of "
-                         f"{', '.join(KIND_WORDS)}, got {cls.kind!r}")
-    if _CHAIN.get(cls.name, cls) is not cls:
+                         f"{', '.join(KINDS)}, got {cls.kind!r}")
+    if _CODECS.get(cls.name, cls) is not cls:
         raise ValueError(f"codec {cls.name!r} is registered twice "
-                         f"({_CHAIN[cls.name].__name__}, {cls.__name__})")
-    _CHAIN[cls.name] = cls
+                         f"({_CODECS[cls.name].__name__}, {cls.__name__})")
+    _CODECS[cls.name] = cls
     if getattr(cls, "numcodecs_id", None):
         _BY_NUMCODECS_ID[cls.numcodecs_id] = cls
     return cls
 
 
 def chain_codec(name: str) -> type | None:
-    """The chain codec class registered under the v3 name ``name``, or None."""
-    return _CHAIN.get(name)
+    """The codec class a v3 chain runs under the name ``name``, or None."""
+    cls = _CODECS.get(name)
+    return cls if cls is not None and cls.runs_in_chain() else None
 
 
 def v3_names() -> tuple[str, ...]:
     """The v3 codec names the chain runs natively (registration order)."""
-    return tuple(_CHAIN)
+    return tuple(n for n, cls in _CODECS.items() if cls.runs_in_chain())
 
 
 def kind_of(name: str) -> str | None:
     """"array_array", "array_bytes" or "bytes_bytes" for a registered v3 name, else None."""
-    cls = _CHAIN.get(name)
-    return None if cls is None else KIND_WORDS[cls.kind]
+    cls = _CODECS.get(name)
+    return None if cls is None else cls.kind
 
 
 def v3_of_numcodec(codec: Any, typesize: int, *, auto_shuffle: str | None = None
@@ -77,7 +81,7 @@ def v3_of_numcodec(codec: Any, typesize: int, *, auto_shuffle: str | None = None
     any other codec. ``auto_shuffle``: the Blosc shuffle to write for numcodecs' AUTOSHUFFLE
     (None: what numcodecs does, by the item size)."""
     cls = _BY_NUMCODECS_ID.get(getattr(codec, "codec_id", None))
-    if cls is None or cls.kind != "bb":
+    if cls is None or cls.kind != "bytes_bytes":
         return None
     return cls.from_numcodec(codec, int(typesize), auto_shuffle)
 

@@ -1,4 +1,6 @@
-"""The Zarr v3 ``sharding_indexed`` codec: a whole shard's index and inner chunks.
+"""The Zarr v3 ``sharding_indexed`` codec, ``ShardingCodec``: zarr-python 3's public class (also
+importable from ``chunkstore.codecs.sharding_indexed``) and the codec that encodes and
+decodes a whole shard's index and inner chunks.
 
 A *shard* is one stored object holding a grid of *inner chunks* (``chunk_shape`` in the codec
 configuration; the shard shape must be a multiple of it), each encoded with the inner
@@ -8,10 +10,13 @@ configuration; the shard shape must be a multiple of it), each encoded with the 
 (default) of the shard. An inner chunk whose offset and nbytes are both 2**64-1 is absent
 (reads as the fill value). Shards at the array edge still have the full shard shape.
 
-It is the array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain
-(it registers itself in :mod:`chunkstore.codecs.registry`; the chain knows no codec by
-name): it encodes or decodes a whole shard (this is also what makes nested sharding
-decode). Reading and writing single inner chunks of stored shards is
+Built by its constructor (``ShardingCodec(chunk_shape=..., codecs=..., index_codecs=...,
+index_location=...)``) it is a value; built by ``from_config`` for a chain (or, the older
+internal form, ``ShardingCodec(conf, dtype, shard_shape, fill_value=None)``) it is the
+array -> bytes codec inside a :class:`~chunkstore.codecs.v3.ChunkCodecV3` chain (it registers
+itself in :mod:`chunkstore.codecs.registry`; the chain knows no codec by name): it encodes
+or decodes a whole shard (this is also what makes nested sharding decode). Reading and
+writing single inner chunks of stored shards is
 :class:`chunkstore.format.sharded_view.ShardedStoreView`'s job.
 """
 
@@ -19,22 +24,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, Sequence
 
 import numpy as np
 
-from chunkstore.codecs.chain_codecs import (ChainContext, _as_u8, _check_keys, _Codec, _int,
-                                            _native)
+from chunkstore.codecs._public import Codec, named_configuration
+from chunkstore.codecs.chain_codecs import ChainContext, _as_u8, _check_keys, _int, _native
 from chunkstore.codecs.registry import register
 from chunkstore.codecs.v3 import ChunkCodecV3
 from chunkstore.errors import ChunkDecodeError
 
-__all__ = ["ShardingCodec", "MISSING"]
+__all__ = ["ShardingCodec", "ShardingCodecIndexLocation", "MISSING"]
 
 #: offset and nbytes of an absent inner chunk
 MISSING = 2**64 - 1
 
 _INDEX_CODECS_FIXED = ("bytes", "crc32c", "transpose")
+
+
+class ShardingCodecIndexLocation(str, Enum):
+    """Where a shard's index is: at its ``start`` or ``end``."""
+
+    start = "start"
+    end = "end"
+
+
+def _default_codecs():
+    from chunkstore.codecs.bytes import BytesCodec
+    return (BytesCodec(),)
+
+
+def _default_index_codecs():
+    from chunkstore.codecs.bytes import BytesCodec
+    from chunkstore.codecs.crc32c_ import Crc32cCodec
+    return (BytesCodec(), Crc32cCodec())
 
 
 def _ints(value: Any, what: str) -> tuple[int, ...]:
@@ -66,23 +90,54 @@ def _all_fill(a: np.ndarray, fill: Any) -> bool:
 
 
 @register
-class ShardingCodec(_Codec):
+class ShardingCodec(Codec):
     """``sharding_indexed``: an array -> bytes codec storing a grid of inner chunks.
 
-    Parameters: the codec ``configuration`` dict, the array dtype, the shard shape as the
-    codec sees it (after any transpose codecs before it) and the fill value.
+    zarr-python 3's keyword arguments make the value users name; a codec of a chain also
+    knows its data type, its shard shape (as the codec sees it, after any transpose codecs
+    before it) and the fill value, and holds the inner chunks' and the index's chains.
     """
 
     name = "sharding_indexed"
-    kind = "ab"
+    kind = "array_bytes"
     typesize = 1  # of the bytes it writes: a shard is not a run of items
+    _fields = ("chunk_shape", "codecs", "index_codecs", "index_location")
+
+    def __init__(self, *config: Any, chunk_shape=None, codecs=None, index_codecs=None,
+                 index_location="end"):
+        if config:  # the internal form: (conf, dtype, shard_shape[, fill_value])
+            self._bind(*config)
+            return
+        if chunk_shape is None:
+            raise TypeError("ShardingCodec() missing required keyword argument: 'chunk_shape'")
+        try:
+            chunk_shape = tuple(int(c) for c in chunk_shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"ShardingCodec chunk_shape must be a sequence of integers, "
+                             f"got {chunk_shape!r}") from None
+        if isinstance(index_location, ShardingCodecIndexLocation):
+            index_location = index_location.value
+        if index_location not in ("start", "end"):
+            raise ValueError(f"ShardingCodec index_location must be 'start' or 'end', "
+                             f"got {index_location!r}")
+        self.chunk_shape = chunk_shape
+        self.codecs = tuple(_default_codecs() if codecs is None else codecs)
+        self.index_codecs = tuple(_default_index_codecs() if index_codecs is None
+                                  else index_codecs)
+        self.index_location = index_location
+
+    @classmethod
+    def from_dict(cls, data):
+        """The codec of its JSON document."""
+        return cls(**named_configuration(data, "sharding_indexed"))
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext) -> "ShardingCodec":
+        """The codec of a v3 chain for shards of ``ctx.shape``."""
         return cls(conf, ctx.dtype, ctx.shape, ctx.fill_value)
 
-    def __init__(self, conf: Mapping, dtype: Any, shard_shape: Sequence[int],
-                 fill_value: Any = None) -> None:
+    def _bind(self, conf: Mapping, dtype: Any, shard_shape: Sequence[int],
+              fill_value: Any = None) -> None:
         _check_keys(conf, ("chunk_shape", "codecs", "index_codecs", "index_location"),
                     "sharding_indexed")
         if "chunk_shape" not in conf:
@@ -125,6 +180,9 @@ class ShardingCodec(_Codec):
                     f"(the index must have a fixed size: only bytes, crc32c, transpose)")
         self.index_codec = ChunkCodecV3(
             np.uint64, self.chunks_per_shard + (2,), index_codecs)
+        # the public fields: the chains' JSON documents
+        self.codecs = tuple(self.inner.codecs)
+        self.index_codecs = tuple(self.index_codec.codecs)
         self.index_nbytes = 16 * self.nchunks + 4 * sum(
             1 for c in self.index_codec._bb if c.name == "crc32c")
         # The largest plausible encoded inner chunk (a corrupt index without a checksum must
@@ -137,15 +195,13 @@ class ShardingCodec(_Codec):
             self.max_chunk_nbytes = 2 * inner.nbytes + (1 << 16) * (1 + len(inner._bb))
 
     def to_dict(self) -> dict:
-        return {
-            "name": "sharding_indexed",
-            "configuration": {
-                "chunk_shape": list(self.chunk_shape),
-                "codecs": self.inner.codecs,
-                "index_codecs": self.index_codec.codecs,
-                "index_location": self.index_location,
-            },
-        }
+        """The JSON document (inner codecs that are JSON documents are written as given)."""
+        def doc(c):
+            return c.to_dict() if hasattr(c, "to_dict") else dict(c)
+        return {"name": "sharding_indexed", "configuration": {
+            "chunk_shape": list(self.chunk_shape), "codecs": [doc(c) for c in self.codecs],
+            "index_codecs": [doc(c) for c in self.index_codecs],
+            "index_location": self.index_location}}
 
     # ------------------------------------------------------------------------ the index
 
@@ -196,6 +252,7 @@ class ShardingCodec(_Codec):
         return idx
 
     def encode_index(self, index: np.ndarray) -> bytes:
+        """The stored bytes of an index (``(nchunks, 2)`` uint64 rows)."""
         return self.index_codec.encode(
             np.asarray(index, dtype=np.uint64).reshape(self.chunks_per_shard + (2,)))
 

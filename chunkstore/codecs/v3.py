@@ -4,8 +4,9 @@ A v3 array lists its ``codecs`` in ``zarr.json``: zero or more *array -> array* 
 (``transpose``), exactly one *array -> bytes* codec (``bytes``, ``vlen-utf8`` or
 ``sharding_indexed``), then zero or more *bytes -> bytes* codecs (``blosc``, ``gzip``,
 ``zstd``, ``crc32c``). Encoding runs the list forwards, decoding backwards. The codecs are
-looked up by name in :mod:`chunkstore.codecs.registry`; their classes live in
-:mod:`chunkstore.codecs.chain_codecs` and :mod:`chunkstore.codecs.sharding`.
+looked up by name in :mod:`chunkstore.codecs.registry`; each class lives in its codec's own
+module (:mod:`chunkstore.codecs.blosc`, ...), on the base and helpers of
+:mod:`chunkstore.codecs.chain_codecs`.
 
 :class:`ChunkCodecV3` has exactly the interface of
 :class:`~chunkstore.codecs.v2.ChunkCodecV2` (``encode``, ``decode(data, out=None, *, key,
@@ -36,14 +37,20 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from chunkstore.codecs import registry
-from chunkstore.codecs.blosc import SHUFFLES, blosc_encode_params, blosc_symbols
-# The codec classes, and the helpers other modules reach through this module, live in
-# chain_codecs; re-exported here, where they always were.
+from chunkstore.codecs._public import Codec
+# The codec classes, each in its own module, re-exported here, where they always were; and
+# the helpers other modules reach through this module.
+from chunkstore.codecs.blosc import SHUFFLES, BloscCodec, blosc_encode_params, blosc_symbols
+from chunkstore.codecs.bytes import BytesCodec
 from chunkstore.codecs.chain_codecs import (  # noqa: F401
-    BloscCodec, BytesCodec, ChainContext, Crc32cCodec, GzipCodec, NumcodecsBytesCodec,
-    TransposeCodec, VLenUTF8Codec, ZstdCodec, _as_buffer, _as_u8, _Codec, _config, _native,
-    _to_bytes)
+    ChainContext, NumcodecsBytesCodec, _as_buffer, _as_u8, _config, _native)
 from chunkstore.codecs.common import ChunkCodecBase, out_target
+from chunkstore.codecs.common import to_bytes as _to_bytes
+from chunkstore.codecs.crc32c_ import Crc32cCodec
+from chunkstore.codecs.gzip import GzipCodec
+from chunkstore.codecs.transpose import TransposeCodec
+from chunkstore.codecs.vlen_utf8 import VLenUTF8Codec
+from chunkstore.codecs.zstd import ZstdCodec
 
 __all__ = [
     "ChunkCodecV3",
@@ -78,7 +85,7 @@ def __getattr__(name: str) -> Any:
 def _codec_name(obj: Any, where: str) -> tuple[str, dict]:
     if isinstance(obj, str):
         return obj, {"name": obj}
-    if isinstance(obj, _Codec):
+    if isinstance(obj, Codec):
         return obj.name, obj.to_dict()
     if not isinstance(obj, Mapping):
         raise ValueError(f"{where} must be a codec object, got {obj!r}")
@@ -96,7 +103,7 @@ def parse_codecs(
     dtype: Any,
     chunk_shape: Sequence[int],
     fill_value: Any = None,
-) -> tuple[list, _Codec, list]:
+) -> tuple[list, Codec, list]:
     """Parse and validate a ``codecs`` list for chunks of ``chunk_shape`` and ``dtype``.
 
     Returns ``(array_to_array, array_to_bytes, bytes_to_bytes)`` lists of codec objects.
@@ -122,7 +129,7 @@ def parse_codecs(
                 bb.append(NumcodecsBytesCodec.from_config(conf, ctx, name))
                 continue
             raise ValueError(f"unknown codec {name!r}")
-        if cls.kind == "aa":
+        if cls.kind == "array_array":
             if ab is not None:
                 raise ValueError(
                     f"codec {name!r} (codecs[{i}]) is an array -> array codec and must come "
@@ -131,7 +138,7 @@ def parse_codecs(
             c = cls.from_config(conf, ctx)
             ctx.shape = c.encoded_shape(ctx.shape)
             aa.append(c)
-        elif cls.kind == "ab":
+        elif cls.kind == "array_bytes":
             if ab is not None:
                 raise ValueError(
                     f"codec {name!r} (codecs[{i}]) is a second array -> bytes codec after "

@@ -1,16 +1,25 @@
-"""``ZstdCodec``: Zstandard compression, with zarr-python 3's signature."""
+"""``ZstdCodec``: Zstandard compression, with zarr-python 3's signature; in a Zarr v3 chain it
+runs numcodecs' Zstd (and the GIL-free batch path, chunkstore.codecs.fastpath)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numcodecs
 
-from chunkstore.codecs._public import Codec, register
+from chunkstore.codecs.chain_codecs import BytesBytesCodec, ChainContext, _check_keys, _int
+from chunkstore.codecs.common import zstd_decoded_size
+from chunkstore.codecs.registry import register
 
 
 @register
-class ZstdCodec(Codec):
-    codec_name = "zstd"
-    kind = "bytes_bytes"
+class ZstdCodec(BytesBytesCodec):
+    """Zstandard: ``level`` (-131072..22) and ``checksum`` (a content checksum in the frame)."""
+
+    name = "zstd"
+    numcodecs_id = "zstd"
+    compresses = True
+    size_reader = staticmethod(zstd_decoded_size)
     _fields = ("level", "checksum")
 
     def __init__(self, *, level=0, checksum=False):
@@ -18,9 +27,27 @@ class ZstdCodec(Codec):
             raise ValueError(f"ZstdCodec level must be an integer -131072..22, got {level!r}")
         if not isinstance(checksum, bool):
             raise ValueError(f"ZstdCodec checksum must be True or False, got {checksum!r}")
-        self._set(level=level, checksum=checksum)
+        self.level, self.checksum = level, checksum
+        self.numcodec = numcodecs.Zstd(level=level, checksum=checksum)
+
+    @classmethod
+    def from_config(cls, conf: dict, ctx: ChainContext) -> "ZstdCodec":
+        """The codec of a v3 chain (errors name the codec as the chain's parser does)."""
+        _check_keys(conf, ("level", "checksum"), "zstd")
+        level = _int(conf.get("level", 0), "codec 'zstd' level", -131072, 22)
+        checksum = conf.get("checksum", False)
+        if not isinstance(checksum, bool):
+            raise ValueError(f"codec 'zstd': checksum must be true or false, got {checksum!r}")
+        return cls(level=level, checksum=checksum)
+
+    @classmethod
+    def from_numcodec(cls, codec: Any, typesize: int, auto_shuffle: str | None) -> dict:
+        """The v3 document of a numcodecs Zstd."""
+        return {"name": "zstd", "configuration": {
+            "level": int(codec.level), "checksum": bool(getattr(codec, "checksum", False))}}
 
     def to_numcodecs(self):
+        """The numcodecs Zstd for a Zarr v2 array (written as zarr-python 3 writes it)."""
         return zstd_v2(self.level, self.checksum)
 
 

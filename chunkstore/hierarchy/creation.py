@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import numpy as np
 
@@ -16,7 +15,8 @@ from chunkstore import config
 from chunkstore.hierarchy import creation_args
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array
-from chunkstore.codecs.normalize import chunk_encoding_v3, numcodecs_codec
+from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
+                                         numcodecs_codec)
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
 from chunkstore.metadata.formats import format_of, node_document_names
@@ -71,10 +71,10 @@ def _check_mode(mode):
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
-def _normalize_shape(shape):
+def _normalize_shape(shape: ShapeLike | None) -> tuple[int, ...]:
     if shape is None:
         raise TypeError("shape is required to create an array")
-    if isinstance(shape, (numbers.Integral, np.integer)):
+    if isinstance(shape, (int, numbers.Integral, np.integer)):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
@@ -99,7 +99,7 @@ def _default_fill(fill_value, dtype, object_codec):
     return fill_value
 
 
-def init_array(store: MutableMapping[str, bytes], shape: ShapeLike, chunks: Any = True,
+def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunks: Any = True,
                dtype: DTypeLike = None, compressor: Any = "default", fill_value: Any = 0,
                order: str = "C", overwrite: bool = False, path: str | None = None,
                filters: Sequence[Any] | None = None, object_codec: Any = None,
@@ -118,7 +118,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike, chunks: Any 
     dtype, object_codec = creation_args.normalize_dtype(dtype, object_codec)
     if dtype.subdtype is not None:
         # As NumPy and zarr-python 2: a sub-array dtype's shape extends the array's shape.
-        shape, dtype = shape + dtype.shape, dtype.base
+        shape, dtype = shape + tuple(dtype.shape), dtype.base
     _check_format(zarr_format)
     zarr_format = zarr_format or 2
     if creation_args.is_no_compressor(compressor):
@@ -230,15 +230,8 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     chain = []
     if order == "F" and ndim > 1:
         chain.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
-    if dtype.hasobject:
-        chain.append({"name": "vlen-utf8", "configuration": {}})
-    elif dtype.itemsize == 1:
-        chain.append({"name": "bytes"})
-    else:
-        # v3 data types have no byte order: the bytes codec stores the one asked for.
-        endian = "big" if dtype.byteorder == ">" or (dtype.byteorder == "=" and
-                                                     sys.byteorder == "big") else "little"
-        chain.append({"name": "bytes", "configuration": {"endian": endian}})
+    # v3 data types have no byte order: the bytes codec stores the one asked for.
+    chain.append(default_serializer(dtype))
     if compressor == "default":
         compressor = default_compressor()
     if compressor is not None:
@@ -352,7 +345,9 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     _check_unknown(kwargs)
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)
-    store = normalize_store(store, mode="a", storage_options=storage_options)
+    # writes to a read-only Mapping are refused at run time
+    store = cast(MutableMapping[str, bytes],
+                 normalize_store(store, mode="a", storage_options=storage_options))
     with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array")):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
@@ -460,18 +455,71 @@ def _like_kwargs(a, kwargs):
 
 
 def zeros_like(a, **kwargs):
+    """Create an array filled with zeros with the shape, dtype and chunks of *a*, like
+    ``zarr.zeros_like``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+        The array to copy the properties from. A chunkstore array also gives its Zarr format,
+        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
+        shape, dtype, order and chunks where it has them.
+    **kwargs
+        Arguments of :func:`zeros` that override those taken from *a*.
+
+    Returns
+    -------
+    Array
+    """
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
     return zeros(**kwargs)
 
 
 def ones_like(a, **kwargs):
+    """Create an array filled with ones with the shape, dtype and chunks of *a*, like
+    ``zarr.ones_like``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+        The array to copy the properties from. A chunkstore array also gives its Zarr format,
+        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
+        shape, dtype, order and chunks where it has them.
+    **kwargs
+        Arguments of :func:`ones` that override those taken from *a*.
+
+    Returns
+    -------
+    Array
+    """
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
     return ones(**kwargs)
 
 
 def full_like(a, **kwargs):
+    """Create an array filled with ``fill_value`` with the shape, dtype and chunks of *a*, like
+    ``zarr.full_like``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+        The array to copy the properties from. A chunkstore array also gives its Zarr format,
+        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
+        shape, dtype, order and chunks where it has them.
+    **kwargs
+        Arguments of :func:`full` that override those taken from *a*.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    TypeError
+        If no ``fill_value`` is given and *a* has none.
+    """
     kwargs = _like_kwargs(a, kwargs)
     if "fill_value" not in kwargs:
         raise TypeError("full_like needs fill_value when a has none")
@@ -479,6 +527,22 @@ def full_like(a, **kwargs):
 
 
 def empty_like(a, **kwargs):
+    """Create an array with uninitialized data with the shape, dtype and chunks of *a*, like
+    ``zarr.empty_like``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+        The array to copy the properties from. A chunkstore array also gives its Zarr format,
+        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
+        shape, dtype, order and chunks where it has them.
+    **kwargs
+        Arguments of :func:`empty` that override those taken from *a*.
+
+    Returns
+    -------
+    Array
+    """
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
     return empty(**kwargs)
@@ -511,7 +575,9 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     _check_unknown(kwargs)
     _check_mode(mode)
     _check_format(zarr_format)
-    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    # a read-only Mapping is only opened read-only: writes are refused at run time
+    store = cast(MutableMapping[str, bytes],
+                 normalize_store(store, mode=mode, storage_options=storage_options))
     path = normalize_path(path)
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,

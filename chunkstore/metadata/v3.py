@@ -211,7 +211,7 @@ class ArrayMetadataV3:
         return len(self.shape)
 
     @property
-    def data_type(self) -> str:
+    def data_type(self) -> str | dict:
         """The v3 ``data_type`` name."""
         return encode_data_type_v3(self.dtype)
 
@@ -273,8 +273,10 @@ class ArrayMetadataV3:
         live: use ``ShardedStoreView.inner_key``. Unsharded: ``self``."""
         if self._info["sharding"] is None:
             return self
+        inner_chunks = self.inner_chunks
+        assert inner_chunks is not None  # sharded
         return ArrayMetadataV3(
-            shape=self.shape, chunks=self.inner_chunks, dtype=self.dtype,
+            shape=self.shape, chunks=inner_chunks, dtype=self.dtype,
             fill_value=self.fill_value, codecs=self.inner_codecs,
             chunk_key_encoding=self.chunk_key_encoding,
             dimension_names=self.dimension_names, attributes=self.attributes)
@@ -285,8 +287,10 @@ class ArrayMetadataV3:
         transposes reverse the axes, else ``"C"``."""
         if self._info["sharding"] is not None:
             if "inner_order" not in self._info:  # worked out once: reads ask for it often
+                inner_codecs, inner_chunks = self.inner_codecs, self.inner_chunks
+                assert inner_codecs is not None and inner_chunks is not None  # sharded
                 self._info["inner_order"] = _codecs.codec_chain_info(
-                    self.inner_codecs, self.dtype, self.inner_chunks, self.fill_value)["order"]
+                    inner_codecs, self.dtype, inner_chunks, self.fill_value)["order"]
             return self._info["inner_order"]
         return self._info["order"]
 
@@ -314,6 +318,7 @@ class ArrayMetadataV3:
 
     def to_dict(self) -> dict:
         """The JSON-ready document, keys in zarr-python 3's order."""
+        assert self.codecs is not None  # __post_init__ normalised it to a list
         d: dict = {
             "shape": list(self.shape),
             "data_type": self.data_type,
@@ -386,8 +391,8 @@ def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
         raise ValueError(f"invalid fill_value {doc['fill_value']!r} for data type "
                          f"{encode_data_type_v3(dtype)!r}: {e}") from None
     return ArrayMetadataV3(
-        shape=shape,
-        chunks=chunks,
+        shape=tuple(shape),
+        chunks=tuple(chunks),
         dtype=dtype,
         fill_value=fill,
         codecs=doc["codecs"],
