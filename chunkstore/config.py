@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 _lock = threading.Lock()
-_settings = {"threads": None}
+_settings: dict[str, int | None] = {"threads": None}
 # Remote (fsspec) I/O: requests of one batch in flight at once, and retries of transient
 # errors. 64 in flight: at 20 ms RTT a whole 64-chunk read then costs one round trip, and
 # more gains nothing measurable against S3 while opening more connections.

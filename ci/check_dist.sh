@@ -20,7 +20,8 @@ dist = pathlib.Path(sys.argv[1])
 sdist = tarfile.open(next(dist.glob("*.tar.gz")))
 names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
 need = ["LICENSE", "tests/conftest.py", "tests/storage/conftest.py", "tests/storage/__init__.py",
-        "chunkstore/_core/kernels.pyx", "setup.py", "pyproject.toml", "MANIFEST.in"]
+        "chunkstore/_core/kernels.pyx", "chunkstore/py.typed", "setup.py", "pyproject.toml",
+        "MANIFEST.in"]
 missing = [n for n in need if n not in names]
 tests = sorted(n for n in names if n.startswith("tests/") and n.endswith(".py"))
 wheel = zipfile.ZipFile(next(dist.glob("*.whl")))
@@ -38,6 +39,8 @@ if "chunkstore.integrations.xarray_backend:ChunkstoreBackendEntrypoint" not in e
     problems.append("wheel lacks the xarray.backends entry point")
 if not any(n.endswith(".so") for n in wnames):
     problems.append("wheel has no compiled core")
+if "chunkstore/py.typed" not in wnames:
+    problems.append("wheel lacks chunkstore/py.typed (PEP 561)")
 if problems:
     sys.exit("check_dist: " + "; ".join(problems))
 print(f"check_dist: ok (sdist {len(names)} files, {len(tests)} test modules; wheel "

@@ -9,6 +9,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 python -P -m pytest -q -p no:cacheprovider --rootdir "$root" -c "$root/pyproject.toml" "$root/tests" "$@"
+# Type-check the package (pyproject's [tool.mypy]: files, settings); a type error fails CI.
+(cd "$root" && python -m mypy)
 
 # The sdist carries what the tests need, the wheel no generated C (build deps as pyproject's).
 python -m pip install -q "setuptools>=77" wheel "Cython>=3.0"

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,8 @@ def run(size_mb: float, workdir: str, chunk: int, seed: int, repeat: int = 3) ->
                       dtype="f4", compressor=numcodecs.Blosc(cname="lz4", clevel=5,
                                                              shuffle=numcodecs.Blosc.SHUFFLE))
 
-    results = []  # (operation, selection, cs seconds, np seconds, nbytes, equal)
+    # (operation, selection, cs seconds, np seconds, nbytes, equal)
+    results: list[tuple[str, str, Any, Any, Any, bool | None]] = []
 
     def _assign():
         z[...] = data

@@ -41,7 +41,7 @@ class _FrozenAfterInit(type):
 class _ClassName:
     """``codec_name``: the class's v3 ``name``, on the class and on its instances."""
 
-    def __get__(self, obj: Any, cls: type) -> str:
+    def __get__(self, obj: Any, cls: type[Codec]) -> str:
         return cls.name
 
 

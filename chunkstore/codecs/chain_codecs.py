@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numbers
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numcodecs
 import numpy as np
@@ -103,7 +103,7 @@ class BytesBytesCodec(Codec):
 
     kind = "bytes_bytes"
     #: reads the decoded size from a frame header (None: size unknown before decoding)
-    size_reader = None
+    size_reader: Callable[[Any], int | None] | None = None
     numcodec: Any = None
 
     def encode(self, buf: Any) -> Any:
@@ -140,7 +140,8 @@ class NumcodecsBytesCodec(BytesBytesCodec):
         except Exception as e:
             raise ValueError(f"codec {name!r}: invalid configuration {dict(conf)!r}: {e}") \
                 from None
-        self.name, self.conf = name, dict(conf)
+        # (the name is per instance here: numcodecs.<id>)
+        self.name, self.conf = name, dict(conf)  # type: ignore[misc]
 
     def to_dict(self) -> dict:
         """The JSON document (zarr-python 3's)."""

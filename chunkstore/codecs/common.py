@@ -3,7 +3,7 @@ buffer helpers and frame-header readers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -60,6 +60,12 @@ class ChunkCodecBase:
     """Base of ChunkCodecV2 and ChunkCodecV3 (which set dtype and nitems)."""
 
     __slots__ = ()
+
+    # set (and _decode defined) by the subclasses
+    dtype: np.dtype
+    nitems: int
+    nbytes: int
+    _decode: Callable[[Any, np.ndarray | None, bool], np.ndarray]
 
     def decode(self, data: Any, out: np.ndarray | None = None, *, key: str | None = None,
                store: Any = None, writable: bool = True) -> np.ndarray:

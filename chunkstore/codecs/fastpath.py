@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore._core import merge, zcodecs
+import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
+from chunkstore._core import zcodecs
 
 __all__ = ["for_v2", "for_v3", "zstd_ready", "zlib_ready"]
 

@@ -19,7 +19,7 @@ from chunkstore.codecs import _public, registry
 from chunkstore.codecs.sharding_indexed import ShardingCodec
 from chunkstore.codecs.zstd import zstd_v2
 
-_KIND_WORDS = {"array_array": "array -> array", "array_bytes": "array -> bytes",
+_KIND_WORDS: dict[str | None, str] = {"array_array": "array -> array", "array_bytes": "array -> bytes",
                "bytes_bytes": "bytes -> bytes"}
 ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs codec, a JSON dict "
             "({'name': ..., 'configuration': ...}), or a codec name")

@@ -16,9 +16,12 @@ and ``chunkstore.codecs`` imports the built-in ones.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from chunkstore.codecs.common import SHUFFLE_NAMES, SHUFFLES
+
+if TYPE_CHECKING:
+    from chunkstore.codecs._public import Codec
 
 __all__ = ["CODECS", "register", "chain_codec", "v3_names", "kind_of", "v3_of_numcodec",
            "register_spelling", "parse_spelling", "SpellingError"]
@@ -26,15 +29,16 @@ __all__ = ["CODECS", "register", "chain_codec", "v3_names", "kind_of", "v3_of_nu
 # ------------------------------------------------------------------------ v3 codecs
 
 #: v3 name -> codec class; numcodecs id -> codec class writing the same frames
-_CODECS: dict[str, type] = {}
-_BY_NUMCODECS_ID: dict[str, type] = {}
+_CODECS: dict[str, type[Codec]] = {}
+#: (classes with ``numcodecs_id`` and ``from_numcodec``, which Codec does not declare)
+_BY_NUMCODECS_ID: dict[str, Any] = {}
 #: the registry, read-only by convention (chunkstore.codecs.normalize looks names up here)
 CODECS = _CODECS
 
 KINDS = ("array_array", "array_bytes", "bytes_bytes")
 
 
-def register(cls: type) -> type:
+def register(cls: type[Codec]) -> type[Codec]:
     """Class decorator: ``cls`` (a :class:`chunkstore.codecs._public.Codec`) is the codec
     named ``cls.name``.
 
@@ -52,12 +56,13 @@ def register(cls: type) -> type:
         raise ValueError(f"codec {cls.name!r} is registered twice "
                          f"({_CODECS[cls.name].__name__}, {cls.__name__})")
     _CODECS[cls.name] = cls
-    if getattr(cls, "numcodecs_id", None):
-        _BY_NUMCODECS_ID[cls.numcodecs_id] = cls
+    numcodecs_id = getattr(cls, "numcodecs_id", None)
+    if numcodecs_id:
+        _BY_NUMCODECS_ID[numcodecs_id] = cls
     return cls
 
 
-def chain_codec(name: str) -> type | None:
+def chain_codec(name: str) -> type[Codec] | None:
     """The codec class a v3 chain runs under the name ``name``, or None."""
     cls = _CODECS.get(name)
     return cls if cls is not None and cls.runs_in_chain() else None
@@ -80,7 +85,7 @@ def v3_of_numcodec(codec: Any, typesize: int, *, auto_shuffle: str | None = None
     the same frames of (Blosc, Zstd, GZip, CRC32C), for items of ``typesize`` bytes; None for
     any other codec. ``auto_shuffle``: the Blosc shuffle to write for numcodecs' AUTOSHUFFLE
     (None: what numcodecs does, by the item size)."""
-    cls = _BY_NUMCODECS_ID.get(getattr(codec, "codec_id", None))
+    cls = _BY_NUMCODECS_ID.get(getattr(codec, "codec_id", ""))
     if cls is None or cls.kind != "bytes_bytes":
         return None
     return cls.from_numcodec(codec, int(typesize), auto_shuffle)

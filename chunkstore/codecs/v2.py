@@ -12,7 +12,7 @@ wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecode
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, cast
 
 import numpy as np
 from numcodecs.abc import Codec
@@ -110,7 +110,7 @@ class ChunkCodecV2(ChunkCodecBase):
         self.chunk_shape = tuple(int(c) for c in chunk_shape)
         if order not in ("C", "F"):
             raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-        self.order = order
+        self.order = cast(Literal["C", "F"], order)  # checked above
         self.compressor = compressor
         self.filters = tuple(filters) if filters else ()
         self.nitems = math.prod(self.chunk_shape)
@@ -128,7 +128,8 @@ class ChunkCodecV2(ChunkCodecBase):
         self.fast_blosc_encode = (
             blosc_encode_params(compressor.cname, compressor.clevel, compressor.shuffle,
                                 self.dtype.itemsize, compressor.blocksize)
-            if self.fast_blosc is not None and compressor.get_config().get("typesize") is None
+            if self.fast_blosc is not None and compressor is not None
+            and compressor.get_config().get("typesize") is None
             else None)
         # The GIL-free batch path (chunkstore.codecs.fastpath): Blosc, zstd, gzip, zlib or
         # raw chunks with no filters.
@@ -188,8 +189,9 @@ class ChunkCodecV2(ChunkCodecBase):
             return as_u8(data).size
         if self._size_reader is None:
             return None
+        # (numpy's stubs give ndarray the buffer protocol only for Python >= 3.12)
         return self._size_reader(data if isinstance(data, bytes)
-                                 else memoryview(as_u8(data)))
+                                 else memoryview(as_u8(data)))  # type: ignore[arg-type]
 
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
         if self._is_object:
@@ -230,8 +232,9 @@ class ChunkCodecV2(ChunkCodecBase):
             reader = self._size_reader
             if reader is not None:
                 # bytes slice directly (the common case); other buffers via a uint8 view
+                # (numpy's stubs give ndarray the buffer protocol only for Python >= 3.12)
                 size = reader(data if isinstance(data, bytes)
-                              else memoryview(as_u8(data)))
+                              else memoryview(as_u8(data)))  # type: ignore[arg-type]
                 if size is not None:
                     # Header says the size: decompress straight into the destination.
                     self._check_size(size, "decompressed chunk")

@@ -32,7 +32,7 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -103,7 +103,7 @@ def parse_codecs(
     dtype: Any,
     chunk_shape: Sequence[int],
     fill_value: Any = None,
-) -> tuple[list, Codec, list]:
+) -> tuple[list, Any, list]:  # (array -> bytes codecs share no base declaring encode/decode)
     """Parse and validate a ``codecs`` list for chunks of ``chunk_shape`` and ``dtype``.
 
     Returns ``(array_to_array, array_to_bytes, bytes_to_bytes)`` lists of codec objects.
@@ -135,7 +135,7 @@ def parse_codecs(
                     f"codec {name!r} (codecs[{i}]) is an array -> array codec and must come "
                     f"before the array -> bytes codec {ab.name!r}"
                 )
-            c = cls.from_config(conf, ctx)
+            c: Any = cls.from_config(conf, ctx)  # an array -> array codec: encoded_shape
             ctx.shape = c.encoded_shape(ctx.shape)
             aa.append(c)
         elif cls.kind == "array_bytes":
@@ -175,7 +175,7 @@ def _compose(aa: Sequence[TransposeCodec], ndim: int) -> tuple[int, ...]:
     return perm
 
 
-def _order_of(perm: tuple[int, ...]) -> tuple[str, bool]:
+def _order_of(perm: tuple[int, ...]) -> tuple[Literal["C", "F"], bool]:
     """(order, general): "C" for the identity, "F" for a full reversal, else ("C", True)."""
     n = len(perm)
     if perm == tuple(range(n)):
@@ -417,6 +417,7 @@ class ChunkCodecV3(ChunkCodecBase):
             else:
                 elems = elems.byteswap()
         if target is not None and raw is target:
+            assert out is not None  # target is a view of out
             if out.shape == self.chunk_shape:
                 return out
             return out.reshape(-1, order="A").reshape(self.chunk_shape, order=self.order)

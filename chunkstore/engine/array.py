@@ -208,7 +208,8 @@ class Array(nodes.Node, ArrayAPIv3):
         """The number of chunks present in the store."""
         return sum(1 for _ in self._engine.stored_chunks())
 
-    @nodes.Node.read_only.setter
+    # mypy cannot add a setter to a property inherited from the base class
+    @nodes.Node.read_only.setter  # type: ignore[attr-defined]
     def read_only(self, value: bool) -> None:
         self._engine.read_only = bool(value)
 

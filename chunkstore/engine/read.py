@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from chunkstore.engine import scheduling
-from chunkstore._core import merge
+import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore._core.batch import Files
 from chunkstore.engine.chunk_io import EngineState
 from chunkstore.storage.base import getitems

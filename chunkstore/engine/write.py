@@ -12,7 +12,7 @@ import numpy as np
 
 from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
-from chunkstore._core import merge
+import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore.engine.chunk_io import EngineState
 from chunkstore.engine.read import _field_dtype
 from chunkstore.storage.base import delitems, getitems, setitems

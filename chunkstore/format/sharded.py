@@ -36,7 +36,7 @@ class ShardedLayout(V3Layout):
         self.codec = view.codec
         self.chunks = tuple(view.inner_chunks)
         self.shards = tuple(view.shard_shape)
-        self.chunks_per_shard = tuple(view.chunks_per_shard)
+        self.chunks_per_shard: tuple[int, ...] = tuple(view.chunks_per_shard)
         # the view's inner keys, bound once (reads and writes ask for them per call)
         self.chunk_key = view.inner_key  # type: ignore[method-assign]
         self.chunk_keys = view.inner_keys  # type: ignore[method-assign]

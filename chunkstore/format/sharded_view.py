@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -93,7 +93,8 @@ class ShardedStoreView(MutableMapping):
                 "max_cache_bytes": self._max_cache_bytes}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state.pop("store"), state.pop("meta"), state.pop("prefix"),
+        # (mypy flags any __init__ call on an instance; unpickling rebuilds this one)
+        self.__init__(state.pop("store"), state.pop("meta"), state.pop("prefix"),  # type: ignore[misc]
                       state.pop("synchronizer"), **state)
 
     # ------------------------------------------------------------------ configuration
@@ -192,11 +193,11 @@ class ShardedStoreView(MutableMapping):
                     head = heads[shard] = f"{self._chunk_key(shard)}|"
                 out.append(head + ".".join([str(x % p) for x, p in zip(row, per)]))
             return out
-        per = np.asarray(self.chunks_per_shard, dtype=np.int64)
+        per_np = np.asarray(self.chunks_per_shard, dtype=np.int64)
         shard_of: dict = {}  # shard coordinates -> position of its key head
-        which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per).tolist()]
-        heads = [f"{self._chunk_key(s)}|" for s in shard_of]
-        return format_keys(c % per, ".", heads, which)
+        which = [shard_of.setdefault(tuple(s), len(shard_of)) for s in (c // per_np).tolist()]
+        head_list = [f"{self._chunk_key(s)}|" for s in shard_of]
+        return format_keys(c % per_np, ".", head_list, which)
 
     def shard_key(self, shard_coords: Sequence[int]) -> str:
         """The store key of the shard at shard-grid coordinates."""
@@ -354,7 +355,8 @@ class ShardedStoreView(MutableMapping):
     def _open(self, skey: str) -> Any:
         """The store's ValueVersion of a shard, or None if absent."""
         try:
-            return self._store.open_version(skey)
+            # (asked only when _versioned: the store offers open_version)
+            return cast(Any, self._store).open_version(skey)
         except KeyError:
             return None
 
@@ -509,7 +511,7 @@ class ShardedStoreView(MutableMapping):
                 version = _NO_VERSION
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                where[k] = (path, (-1, 0, *_NO_VERSION) if off == MISSING else
+                where[k] = (path, (-1, 0, *_NO_VERSION) if off == MISSING or index is None else
                             (off, int(index[slot, 1]), *version))
         rows = [where[k] for k in keys]
         table = np.array([r[1] for r in rows], dtype=np.int64).reshape(len(rows), 7)
@@ -658,7 +660,7 @@ class ShardedStoreView(MutableMapping):
                     yield ()
                 continue
             enc = np.unravel_index(slots, self.sharding.chunks_per_shard)
-            cols = [None] * len(enc)
+            cols: list[Any] = [None] * len(enc)
             for k, p in enumerate(self._perm):
                 cols[p] = enc[k] + shard[p] * self.chunks_per_shard[p]
             coords = np.stack(cols, axis=1)

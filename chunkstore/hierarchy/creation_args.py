@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from typing import Any
 
 import numcodecs
 import numpy as np
@@ -23,7 +24,7 @@ _OBJECT_CODECS = {"vlen-utf8": numcodecs.VLenUTF8, "vlen-bytes": numcodecs.VLenB
                   "vlen-array": numcodecs.VLenArray}
 
 
-def normalize_dtype(dtype, object_codec=None):
+def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any]:
     """(np.dtype, object_codec) for a user's dtype argument; ValueError if unusable."""
     if dtype is None:
         return np.dtype("f8"), object_codec

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -153,15 +153,16 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def __len__(self) -> int:
         return len(self._member_names())
 
-    def keys(self) -> list[str]:
+    # keys/values/items return lists, as zarr-python 2's Group does, not Mapping's views
+    def keys(self) -> list[str]:  # type: ignore[override]
         """Sorted names of the direct members (arrays and groups)."""
         return self._member_names()
 
-    def values(self) -> list[Array | Group]:
+    def values(self) -> list[Array | Group]:  # type: ignore[override]
         """The direct members (arrays and groups), sorted by name."""
         return [self[k] for k in self._member_names()]
 
-    def items(self) -> list[tuple[str, Array | Group]]:
+    def items(self) -> list[tuple[str, Array | Group]]:  # type: ignore[override]
         """``(name, member)`` pairs of the direct members, sorted by name."""
         return [(k, self[k]) for k in self._member_names()]
 
@@ -195,7 +196,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def groups(self) -> list[tuple[str, Group]]:
         """``(name, Group)`` pairs of the member groups, sorted by name."""
-        return [(k, self[k]) for k in self.group_keys()]
+        return [(k, cast(Group, self[k])) for k in self.group_keys()]
 
     def _ipython_key_completions_(self):
         return self._member_names()
@@ -467,7 +468,9 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
     creation._check_format(zarr_format)
     zarr_format = family_format(zarr_format)
-    store = normalize_store(store, mode="a", storage_options=storage_options)
+    # writes to a read-only Mapping are refused at run time
+    store = cast(MutableMapping[str, bytes],
+                 normalize_store(store, mode="a", storage_options=storage_options))
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group")):
         if overwrite or not contains_group(store, path):
@@ -483,7 +486,9 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     r+) or GroupFormatMismatchError (a), never opened, converted or shadowed."""
     creation._check_mode(mode)
     creation._check_format(zarr_format)
-    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    # a read-only Mapping is only opened read-only: writes are refused at run time
+    store = cast(MutableMapping[str, bytes],
+                 normalize_store(store, mode=mode, storage_options=storage_options))
     path = normalize_path(path)
     # An explicit zarr_format binds: a node of the other format is not opened (r, r+: a
     # GroupNotFoundError), nor converted or shadowed by a new group beside it (a: a
@@ -563,7 +568,8 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     # otherwise the v3 store reads the root zarr.json, once, and serves every member's
     # metadata from it.
     try:
-        cstore = ConsolidatedMetadataStore(store, metadata_key=metadata_key, mode=smode)
+        cstore: ConsolidatedMetadataStore | ConsolidatedV3Store = ConsolidatedMetadataStore(
+            store, metadata_key=metadata_key, mode=smode)
     except ConsolidatedMetadataNotFoundError:
         cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
         return open(cstore, mode=smode, path=path, **kwargs)

@@ -61,7 +61,7 @@ def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
             raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
         if v < minimum:
             raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
-        if v > MAX_INDEX:
+        if int(v) > MAX_INDEX:
             raise ValueError(f"{what}[{i}] = {v} is larger than the largest supported "
                              f"extent 2**63 - 1")
         out.append(int(v))

@@ -74,7 +74,7 @@ def _v2_group_documents(attributes: Mapping | None) -> dict:
 
 
 def _v2_dtype_to_json(native: np.dtype, object_codec_id: Any) -> dict:
-    if native.fields is not None:
+    if native.fields is not None and native.names is not None:
         name: Any = [[n, native.fields[n][0].str] for n in native.names]
     else:
         name = native.str if object_codec_id is None else "|O"

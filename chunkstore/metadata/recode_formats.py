@@ -219,7 +219,7 @@ def _to_v2(p: Plan) -> None:
 TARGETS = {2: _to_v2, 3: _to_v3}
 
 # Changes a target format has no place for, whatever the source: (change, message).
-UNSUPPORTED = {
+UNSUPPORTED: dict[int | None, tuple[tuple[str, str], ...]] = {
     2: (("shards", "{opt_shards} needs Zarr v3; it cannot go with {opt_zarr_format_2}"),
         ("checksum", "{opt_checksum} needs Zarr v3; it cannot go with {opt_zarr_format_2}")),
     3: (),

@@ -62,10 +62,12 @@ def _field_json(d: np.dtype) -> Any:
 
 def encode(dtype: np.dtype) -> dict:
     """The ``data_type`` document of a structured NumPy dtype."""
-    if any(dtype.fields[n][1] != off for n, off in zip(dtype.names, _packed_offsets(dtype))):
+    fields, names = dtype.fields, dtype.names
+    assert fields is not None and names is not None  # callers pass a structured dtype
+    if any(fields[n][1] != off for n, off in zip(names, _packed_offsets(dtype))):
         raise ValueError(f"structured data type {dtype} has padding; Zarr v3 needs packed fields")
     return {"name": "structured", "configuration": {
-        "fields": [[n, _field_json(dtype.fields[n][0])] for n in dtype.names]}}
+        "fields": [[n, _field_json(fields[n][0])] for n in names]}}
 
 
 def _packed_offsets(dtype):

@@ -60,7 +60,7 @@ def decode_dtype(obj: Any) -> np.dtype:
 def _json_to_descr(fields: Sequence) -> list:
     if len(fields) == 0:
         raise ValueError("a structured dtype needs at least one field")
-    out = []
+    out: list[tuple] = []
     for f in fields:
         if not isinstance(f, (list, tuple)) or len(f) not in (2, 3):
             raise ValueError(f"invalid structured dtype field {f!r}")

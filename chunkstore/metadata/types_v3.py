@@ -44,7 +44,7 @@ def decode_data_type_v3(obj: Any) -> np.dtype:
     return _DATA_TYPES[name]
 
 
-def encode_data_type_v3(dtype: Any) -> str:
+def encode_data_type_v3(dtype: Any) -> str | dict:
     """The v3 ``data_type`` name of a NumPy dtype (or of a v3 name: returned as is).
 
     Byte order is ignored (the ``bytes`` codec records it); ``object`` means ``string``.
@@ -206,7 +206,8 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
         if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
             if not float(value).is_integer():
                 raise ValueError(f"fill_value {value!r} is not an integer")
-            value = int(value)
+            # typeshed's int() takes no numbers.Real (Real.__trunc__ returns a protocol)
+            value = int(value)  # type: ignore[call-overload]
         if not isinstance(value, numbers.Integral):
             raise ValueError(f"integer fill_value expected, got {value!r}")
         info = np.iinfo(dtype)

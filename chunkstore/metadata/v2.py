@@ -272,8 +272,8 @@ def parse_array_metadata(
         if not isinstance(chunks, list):
             raise ValueError(f"chunks must be a list of integers, got {chunks!r}")
         meta = ArrayMetadataV2(
-            shape=shape,
-            chunks=chunks,
+            shape=tuple(shape),
+            chunks=tuple(chunks),
             dtype=dtype,
             compressor=doc["compressor"],
             fill_value=fill_value,

@@ -281,7 +281,7 @@ class BaseStore(MutableMapping):
 
     def __contains__(self, key: object) -> bool:
         try:
-            self[key]  # type: ignore[index]
+            self[key]
         except KeyError:
             return False
         return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from . import base as _base
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
@@ -52,7 +52,8 @@ class LRUStoreCache(BaseStore):
             store = normalize_store(store)
         ro = bool(getattr(store, "read_only", False))
         super().__init__("r" if ro else "a")
-        self._store = store
+        # a read-only store makes this one read-only: it is then never written
+        self._store = cast(MutableMapping[str, bytes], store)
         self._max_size = max_size
         self._init_cache()
 

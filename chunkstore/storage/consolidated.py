@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
@@ -113,7 +113,8 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         if not isinstance(store, Mapping):
             store = normalize_store(store, mode="r")
         validate_key(metadata_key)
-        self._store = store
+        # written through only with mode "r+" (a writable store behind)
+        self._store = cast(MutableMapping[str, bytes], store)
         self.metadata_key = metadata_key
         self._base = metadata_key.rsplit("/", 1)[0] if "/" in metadata_key else ""
         self._load()

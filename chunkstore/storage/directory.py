@@ -10,7 +10,7 @@ import stat
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from .._core.batch import Files
 from ._fileio import key_paths, read_files, read_files_into
@@ -59,7 +59,7 @@ class _FileVersion(ValueVersion):
 
     def __init__(self, fd: int, ident: tuple, path: bytes) -> None:
         self._fd: int | None = fd
-        self.version = ident
+        self.version: tuple = ident
         self._path = path
 
     @property
@@ -95,7 +95,13 @@ def _read_file(path: str) -> bytes:
         os.close(fd)
 
 
-_token_state = {"pid": None, "prefix": "", "n": 0}
+class _TokenState(TypedDict):
+    pid: int | None
+    prefix: str
+    n: int
+
+
+_token_state: _TokenState = {"pid": None, "prefix": "", "n": 0}
 _token_lock = threading.Lock()
 
 
@@ -395,7 +401,7 @@ class DirectoryStore(BaseStore):
     def stray_temporaries(self, prefix: str = "") -> list[str]:
         """Paths of the temporary files of interrupted writes under ``prefix``: reads and
         listings ignore them; ``chunkstore verify`` reports them."""
-        out = []
+        out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self._dir(prefix)):
             out.extend(os.path.join(dirpath, n) for n in filenames if is_temp_name(n))
         return sorted(out)
@@ -519,7 +525,7 @@ class DirectoryStore(BaseStore):
         # One batch of system calls without the GIL (see _filewrite); an item the batch cannot
         # write (a missing directory, a temp-name clash) is retried by _write, which creates
         # directories and raises the proper error, and the batch goes on after it.
-        pos, dirs = 0, set()
+        pos, dirs = 0, set[str]()
         while pos < len(paths):
             prefix, first = _reserve_tokens(len(paths) - pos)
             failed, err = write_files(paths[pos:], values[pos:], prefix, first, self.fsync)

@@ -65,6 +65,7 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     type cannot be rebuilt that way (a client library's own) becomes an OSError (a
     TimeoutError for timeouts) caused by it."""
     msg = f"{key!r} in {store!r}: {exc}"
+    new: BaseException
     try:
         if isinstance(exc, OSError) and exc.errno is not None:
             new = type(exc)(exc.errno, msg)
@@ -119,7 +120,8 @@ class Batch:
     A call returning ``missing`` (when its error is one of *missing*) resolves to None."""
 
     def __init__(self, fs, calls: Sequence[Callable], missing: tuple[type[BaseException], ...]):
-        self.futures = [concurrent.futures.Future() for _ in calls]
+        self.futures: list[concurrent.futures.Future] = [
+            concurrent.futures.Future() for _ in calls]
         self._task = asyncio.run_coroutine_threadsafe(
             self._run(list(calls), missing, config.get("io_concurrency"),
                       config.get("io_retries")), fs.loop)

@@ -473,8 +473,9 @@ class FSStore(BaseStore):
         batch = self.start_put(keys, values)
         concurrent.futures.wait(batch.futures)
         for k, f in zip(keys, batch.futures):
-            if f.exception() is not None:
-                raise self.put_error(k, f.exception())
+            exc = f.exception()
+            if exc is not None:
+                raise self.put_error(k, exc)
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Write every ``key: value`` of *mapping*, concurrently where the filesystem allows.

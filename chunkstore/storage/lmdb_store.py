@@ -280,6 +280,7 @@ class LMDBStore(BaseStore):
         if self._pid != os.getpid():
             # forked child: reopen (the parent's environment is abandoned, never closed)
             self._acquire()
+        assert self._shared is not None  # open: set by _acquire, cleared only by close
         return self._shared
 
     @property
@@ -386,6 +387,7 @@ class LMDBStore(BaseStore):
                     with env.begin(write=write, buffers=buffers) as txn:
                         return body(txn)
             except lmdb.MapFullError:
+                assert seen is not None  # only a write transaction fills the map
                 self._grow(seen)
             except lmdb.MapResizedError:
                 self._adopt_size()

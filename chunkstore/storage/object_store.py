@@ -14,7 +14,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from . import fsspec_io
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
@@ -29,8 +29,8 @@ class _Loop:
     first use; a forked child makes its own): fsspec_io.Batch runs its requests there."""
 
     _lock = threading.Lock()
-    _pid = None
-    _loop = None
+    _pid: int | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -236,6 +236,7 @@ class ObjectStore(BaseStore):
         if len(keys) <= 1:
             return super().getitems(keys)
         batch = self.start_fetch(keys)
+        assert batch is not None  # keys is not empty
         try:
             got = [(k, self.fetched(k, f)) for k, f in zip(keys, batch.futures)]
         finally:
@@ -282,7 +283,8 @@ class ObjectStore(BaseStore):
             return []
         try:
             size = self._obs.head(self.store, key)["size"]
-            spans = [(min(off, size), min(off + length, size)) for off, length in ranges]
+            # (every length is an int: open ranges were served above)
+            spans = [(min(off, size), min(off + cast(int, length), size)) for off, length in ranges]
             wanted = [(s, e) for s, e in spans if e > s]
             got = iter(self._obs.get_ranges(self.store, key, starts=[s for s, _ in wanted],
                                             ends=[e for _, e in wanted]) if wanted else [])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from collections.abc import MutableMapping
+from typing import Any
 
 from .base import getitems, setitems
 
@@ -29,7 +31,7 @@ class Prefetch:
         self._index = {k: i for i, k in enumerate(keys)}
         self._ahead = max(1, ahead)
         self._futures: dict[str, concurrent.futures.Future] = {}
-        self._batches = []
+        self._batches: list[Any] = []  # the store's start_fetch batches, oldest first
         self._started = 0
         self._consumed = 0
         self._lock = threading.Lock()
@@ -94,7 +96,7 @@ class WriteBehind:
     """A write view of *store*: ``setitems`` sends the values and returns; ``flush`` waits for
     all and raises the first error (naming its key) once every request has finished."""
 
-    def __init__(self, store):
+    def __init__(self, store: Any) -> None:
         self.store = store
         self._pending: list[tuple[list[str], object, int]] = []
         self._bytes = 0
@@ -129,6 +131,7 @@ class WriteBehind:
         for k, f in zip(keys, batch.futures):
             # result(), not wait(): wait() never returns for a future cancelled outside an
             # executor. A cancelled PUT did not land: an error, never a silent success.
+            exc: BaseException
             try:
                 f.result()
                 continue
@@ -173,6 +176,8 @@ class FetchThrough:
     """For stores in front of another (consolidated metadata): chunk reads are fetched ahead
     by the store behind. Metadata keys are never prefetched (the array layer only asks
     for chunks), so those served by the front store are not concerned."""
+
+    _store: MutableMapping[str, bytes]  # the store behind (set by the subclass)
 
     @property
     def concurrent_io(self) -> bool:

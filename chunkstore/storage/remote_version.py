@@ -127,7 +127,11 @@ class RemoteVersion(ValueVersion):
         try:
             # nothing to read still asks (one byte, If-Match): the caller's index says its
             # chunks are absent only while the object is that version
-            got = self.read(ranges) if ranges else (self.read_tail(1) and [])
+            if ranges:
+                got = self.read(ranges)
+            else:
+                self.read_tail(1)
+                got = []
         except VersionChanged:
             return None
         return got if self.version == version else None

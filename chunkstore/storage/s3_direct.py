@@ -38,6 +38,7 @@ import os
 import time
 import urllib.request
 import weakref
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from . import fsspec_io
@@ -59,7 +60,7 @@ _CONFIG_KW = frozenset({"max_pool_connections", "connect_timeout", "read_timeout
 class S3ResponseError(OSError):
     """An S3 answer with an error status; ``status`` is the HTTP status."""
 
-    status = None
+    status: int | None = None
 
 
 def _eligible(fs) -> bool:
@@ -98,7 +99,20 @@ class _Bucket:
     __slots__ = ("client", "scheme", "host", "prefix", "region", "service", "unsigned",
                  "proxy", "ssl", "use", "owner")
 
-    def __init__(self):
+    # set by S3Direct._resolve once the bucket can be served directly (use = True)
+    client: Any
+    scheme: str
+    host: str
+    prefix: str
+    region: str
+    service: str
+    unsigned: bool
+    proxy: str | None
+    ssl: Any  # an ssl.SSLContext, or True for plain http
+    use: bool
+    owner: Any
+
+    def __init__(self) -> None:
         self.use = False  # False: every request of this bucket goes through s3fs
         self.owner = None  # s3fs's client (fs._s3) when this was resolved
 
@@ -110,7 +124,7 @@ class S3Direct:
         self._fs = weakref.ref(fs)  # the stores hold the filesystem; we must not
         self._cat_kw = fsspec_io.cat_kwargs(fs)  # one GET, no HEAD, when s3fs answers
         self._buckets: dict[str, _Bucket] = {}
-        self._resolving: dict[str, asyncio.Future] = {}
+        self._resolving: dict[str, asyncio.Future[_Bucket]] = {}
         self._session = None
         self._session_key = None  # (pid, loop) the session belongs to
         self._keys: dict[tuple, bytes] = {}  # (secret, day, region, service) -> signing key

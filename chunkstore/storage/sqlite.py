@@ -94,7 +94,7 @@ class SQLiteStore(BaseStore):
         # open once now so that a bad file is reported at construction
         self._conn()
         if self._memory_uri is not None:  # the database lives while one connection is open
-            self._keeper = self._connect()
+            self._keeper: sqlite3.Connection | None = self._connect()
 
     def _init_state(self) -> None:
         self._local = threading.local()
@@ -453,10 +453,10 @@ class SQLiteStore(BaseStore):
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
         """
         self._check_writable()
-        keys = [(validate_key(k),) for k in keys]
-        if not keys:
+        rows = [(validate_key(k),) for k in keys]
+        if not rows:
             return
-        self._write_txn(lambda c: c.executemany("DELETE FROM zarr WHERE k = ?", keys))
+        self._write_txn(lambda c: c.executemany("DELETE FROM zarr WHERE k = ?", rows))
 
     def rmdir(self, prefix: str = "") -> None:
         """Delete every key under *prefix* (all keys if *prefix* is empty) in one transaction.

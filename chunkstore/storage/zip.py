@@ -20,7 +20,7 @@ from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_ke
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: leftovers are then never removed
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # mypy cannot type an optional module import
 
 # A temporary archive older than this whose writer holds no lock on it is a leftover.
 _STALE_SECONDS = 10.0
@@ -390,6 +390,7 @@ class ZipStore(BaseStore):
             if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
                 # stored members are seekable: read only the requested bytes
                 out = []
+                assert self._zf is not None  # info came from this archive's members
                 with self._zf.open(info) as f:
                     size = info.file_size
                     for off, length in ranges:

@@ -223,7 +223,7 @@ class RegionLock:
     """Exclusive locks on byte ranges of one array's lock space, for the threads of this
     process, and (with fd) for other processes through fcntl locks on that file."""
 
-    def __init__(self, fd=None, path=None):
+    def __init__(self, fd: int | None = None, path: str | None = None) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._starts: list = []   # ranges held in this process: sorted, disjoint
         self._ends: list = []
