@@ -13,6 +13,17 @@ from chunkstore.codecs.chain_codecs import (BytesBytesCodec, ChainContext, _as_u
 from chunkstore.codecs.registry import register
 
 
+class _GZip(numcodecs.GZip):
+    """numcodecs' GZip writing no time stamp into the gzip header (mtime 0), so that equal
+    chunks encode to equal bytes whenever they are written (numcodecs stamps the current
+    second: copies of one array made a second apart differed byte for byte)."""
+
+    def encode(self, buf: Any) -> bytes:
+        import gzip
+        return gzip.compress(memoryview(numcodecs.compat.ensure_contiguous_ndarray(buf)),
+                             compresslevel=self.level, mtime=0)
+
+
 @register
 class GzipCodec(BytesBytesCodec):
     """gzip at ``level`` 0..9."""
@@ -26,7 +37,7 @@ class GzipCodec(BytesBytesCodec):
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
             raise ValueError(f"GzipCodec level must be an integer 0..9, got {level!r}")
         self.level = level
-        self.numcodec = numcodecs.GZip(level=level)
+        self.numcodec = _GZip(level=level)
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext) -> "GzipCodec":
