@@ -50,8 +50,19 @@ KIND = {"raw": zcodecs.RAW, "zstd": zcodecs.ZSTD, "gzip": zcodecs.GZIP, "zlib": 
 
 @pytest.fixture
 def fixed_clock(monkeypatch):
-    """gzip headers hold time.time(): numcodecs' and ours must see the same clock."""
+    """gzip headers hold time.time() in numcodecs' GZip: a fixed clock for its output."""
     monkeypatch.setattr(time, "time", lambda: 1_700_000_123.75)
+
+
+def _no_time(encode):
+    """encode, with a gzip header's time set to 0 (chunkstore writes gzip chunks so: equal
+    chunks are equal bytes whenever they are written); other bytes as encode's."""
+    def enc(b):
+        out = encode(b)
+        if out[:2] == b"\x1f\x8b":
+            out = out[:4] + b"\0\0\0\0" + out[8:]
+        return out
+    return enc
 
 
 def _data(shape, dtype):
@@ -99,7 +110,7 @@ def test_v2_writes_numcodecs_bytes(fixed_clock, name, dtype):
     fast = z._engine.codec.fast
     assert isinstance(fast, ZPath) and fast.kind == KIND[name.rstrip("0123456789c-")]
     z[...] = data
-    encode = (lambda b: b) if comp is None else comp.encode
+    encode = (lambda b: b) if comp is None else _no_time(comp.encode)
     _check_stored(store, lambda i: ".".join(map(str, i)), data, CHUNKS, "C", 0, encode)
     np.testing.assert_array_equal(z[...], data)
 
@@ -114,7 +125,7 @@ def test_v2_f_order_and_shapes(fixed_clock, name, shape, chunks):
     z = cs.create(shape, chunks=chunks, dtype="<u2", store=store, compressor=comp,
                   fill_value=3, order="F")
     z[...] = data
-    encode = (lambda b: b) if comp is None else comp.encode
+    encode = (lambda b: b) if comp is None else _no_time(comp.encode)
     _check_stored(store, lambda i: ".".join(map(str, i)), data, chunks, "F", 3, encode)
     np.testing.assert_array_equal(z[...], data)
     # a strided read and a coordinate read take the scratch path
@@ -142,7 +153,7 @@ def test_v3_writes_numcodecs_bytes(fixed_clock, name, dtype, tmp_path):
                         fill_value=1)
     assert isinstance(z._engine.codec.fast, ZPath)
     z[...] = data
-    encode = (lambda b: b) if not comps else comps[0].encode
+    encode = (lambda b: b) if not comps else _no_time(comps[0].encode)
     _check_stored(store, lambda i: "c/" + "/".join(map(str, i)), data, CHUNKS, "C", 1,
                   encode)
     # zarr-python reads it
@@ -430,3 +441,25 @@ def test_pooled_contexts_follow_each_codec(fixed_clock):
             assert enc == comp.encode(raw), comp
             assert zcodecs.decode_bytes(spec, enc, len(raw)) == raw
     assert zlib.decompress(zcodecs.encode_bytes((zcodecs.ZLIB, 6, False, 0), raw)) == raw
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_gzip_chunks_are_the_same_bytes_whenever_written(monkeypatch, fmt):
+    """No time stamp in gzip chunks (kernel and Python path): two writes of equal data a
+    second apart store equal bytes (copies compare byte for byte, digests are stable)."""
+    data = _data((30, 20), "<i4")
+    stored = []
+    for clock in (1_700_000_000.0, 1_700_000_001.0):
+        monkeypatch.setattr(time, "time", lambda c=clock: c)
+        store = cs.MemoryStore()
+        if fmt == 2:
+            z = cs.create(data.shape, chunks=(8, 6), dtype=data.dtype, store=store,
+                          compressor=numcodecs.GZip(level=5))
+        else:
+            z = cs.create_array(store, shape=data.shape, chunks=(8, 6), dtype=data.dtype,
+                                compressors=[cs.codecs.GzipCodec(level=5)])
+        z[...] = data
+        z[0:3, 0:2] = -1  # and a read-modify-write
+        stored.append({k: v for k, v in store.items() if not k.endswith((".json", "y"))})
+    assert stored[0] == stored[1] and len(stored[0]) > 10
+    assert all(v[4:8] == b"\0\0\0\0" for v in stored[0].values())
