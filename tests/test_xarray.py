@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 import warnings
 
+import os
+
 import numpy as np
 import pytest
 
@@ -129,3 +131,20 @@ def test_chunkstore_reads_what_xarray_writes(tmp_path):
     # xarray re-encodes the datetime coordinate; decoded through xarray it is the same.
     again = open_zarr(out, consolidated=True)
     np.testing.assert_array_equal(again["time"].values, ds["time"].values)
+
+
+@pytest.mark.parametrize("bad,error", [("", ValueError), (None, TypeError),
+                                       ("a/b", ValueError)])
+def test_a_variable_name_that_is_no_member_is_refused_before_any_write(tmp_path, bad, error):
+    """None or "" would name the group itself: with mode "a" the write replaced the group,
+    and every variable in it was gone (issue 27). Refused, and nothing stored changes."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    path = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"keep": ("x", np.arange(3))}), path)
+    before = sorted(os.listdir(path))
+    with pytest.raises(error, match="variable name"):
+        to_chunkstore(xr.Dataset({bad: ("x", np.arange(3))}), path, mode="a")
+    assert sorted(os.listdir(path)) == before
+    np.testing.assert_array_equal(
+        xr.open_dataset(path, engine="chunkstore")["keep"].values, np.arange(3))

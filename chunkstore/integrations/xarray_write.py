@@ -14,6 +14,8 @@ encodings), so a rejected call leaves the store as it was.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from xarray import conventions
 from xarray.backends.zarr import FillValueCoder, encode_zarr_attr_value, encode_zarr_variable
@@ -130,6 +132,8 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
     if append_dim is not None and append_dim not in ds.dims:
         raise ValueError(f"append_dim {append_dim!r} is not a dimension of the dataset "
                          f"{tuple(ds.dims)}")
+    for name in ds.variables:
+        _check_variable_name(name)
     if region is not None:
         region = _check_region(ds, region)
     if mode == "r+":
@@ -188,6 +192,19 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
                                      f"{n}) does not hold the {m} values given")
             plan[name] = (enc, "region", sel)
     return plan
+
+
+def _check_variable_name(name: Any) -> None:
+    """A variable is an array named by its name in the group: the name must be a non-empty
+    string naming one member (None or "" would be the group's own path, which a write with
+    mode "a" would replace with every variable in it; "a/b" a member of a subgroup). As
+    xarray: TypeError for a name that is not a string, ValueError for an empty one."""
+    if not isinstance(name, str):
+        raise TypeError(f"invalid variable name {name!r}: a Zarr variable needs a string "
+                        f"name")
+    if not name or name in (".", "..") or "/" in name:
+        raise ValueError(f"invalid variable name {name!r}: it must be a non-empty string "
+                         f"without '/' (it names the variable's array in the group)")
 
 
 def _check_region(ds, region):
