@@ -148,3 +148,19 @@ def test_a_variable_name_that_is_no_member_is_refused_before_any_write(tmp_path,
     assert sorted(os.listdir(path)) == before
     np.testing.assert_array_equal(
         xr.open_dataset(path, engine="chunkstore")["keep"].values, np.arange(3))
+
+
+def test_mode_a_refuses_a_dimension_length_the_kept_variables_disagree_with(tmp_path):
+    """Replacing 'a' with a longer 'x' while 'b' (kept) has the old length left a group
+    neither engine could open (issue 27 item 8): refused before any write, as xarray."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    path = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"a": ("x", np.arange(3)), "b": ("x", np.arange(3))}), path)
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 'x'"):
+        to_chunkstore(xr.Dataset({"a": ("x", np.arange(5))}), path, mode="a")
+    ds = xr.open_dataset(path, engine="chunkstore")
+    np.testing.assert_array_equal(ds["a"].values, np.arange(3))
+    to_chunkstore(xr.Dataset({"a": ("x", np.arange(3) * 2)}), path, mode="a")  # same length
+    np.testing.assert_array_equal(xr.open_dataset(path, engine="chunkstore")["a"].values,
+                                  np.arange(3) * 2)

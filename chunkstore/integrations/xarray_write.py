@@ -106,6 +106,8 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
         raise ValueError(f"zarr_format must be 2 or 3, got {fmt!r}")
 
     plan = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
+    if exists and mode == "a" and append_dim is None and region is None:
+        _check_kept_dimensions(g, plan)
 
     g = open_group(store, mode="w" if mode == "w" else "a", path=path, zarr_format=fmt)
     if mode != "r+":
@@ -192,6 +194,32 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
                                      f"{n}) does not hold the {m} values given")
             plan[name] = (enc, "region", sel)
     return plan
+
+
+def _check_kept_dimensions(g: Any, plan: dict) -> None:
+    """mode "a" replaces the variables written and keeps the others: a replaced variable
+    whose dimension has another length than a kept variable's would leave a group no
+    engine can open (xarray raises too). ValueError naming both, before any write."""
+    kept = [n for n in g.array_keys() if n not in plan]
+    if not kept:
+        return
+    sizes: dict = {}
+    for name, (var, action, _) in plan.items():
+        if action == "create":
+            for d, n in zip(var.dims, var.shape):
+                sizes.setdefault(d, (n, name))
+    reader = ChunkstoreDataStore(g, use_zarr_fill_value_as_mask=False)
+    for name in kept:
+        try:
+            stored = reader.open_store_variable(name, g[name])
+        except Exception:  # noqa: BLE001 - not an xarray variable: nothing to agree with
+            continue
+        for d, n in zip(stored.dims, stored.shape):
+            if d in sizes and sizes[d][0] != n:
+                raise ValueError(f"conflicting sizes for dimension {d!r}: {sizes[d][0]} in "
+                                 f"variable {sizes[d][1]!r} being written, {n} in the stored "
+                                 f"variable {name!r}, which mode 'a' keeps; write both, or "
+                                 f"use mode 'w'")
 
 
 def _check_variable_name(name: Any) -> None:
