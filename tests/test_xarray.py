@@ -164,3 +164,33 @@ def test_mode_a_refuses_a_dimension_length_the_kept_variables_disagree_with(tmp_
     to_chunkstore(xr.Dataset({"a": ("x", np.arange(3) * 2)}), path, mode="a")  # same length
     np.testing.assert_array_equal(xr.open_dataset(path, engine="chunkstore")["a"].values,
                                   np.arange(3) * 2)
+
+
+@pytest.mark.parametrize("values", [[b"ab", b"cd"], ["ab", "cd"]])
+def test_appending_longer_fixed_width_strings_is_refused_not_truncated(tmp_path, values):
+    """Zarr v2 stores fixed-width strings: 'abc' appended to an S2/U2 variable was stored
+    as 'ab' (issue 27 item 3). Refused before any write, as xarray does; strings that fit
+    still append."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    path = str(tmp_path / "a.zarr")
+    arr = np.array(values)
+    to_chunkstore(xr.Dataset({"s": ("x", arr)}), path, zarr_format=2)
+    longer = np.array([values[0] * 2])
+    with pytest.raises(ValueError, match="would be truncated"):
+        to_chunkstore(xr.Dataset({"s": ("x", longer)}), path, mode="a", append_dim="x")
+    fits = np.array([values[1]])
+    to_chunkstore(xr.Dataset({"s": ("x", fits)}), path, mode="a", append_dim="x")
+    got = xr.open_dataset(path, engine="chunkstore")["s"].values
+    assert list(got) == list(np.concatenate([arr, fits]))
+
+
+def test_appending_longer_strings_to_a_v3_string_variable_keeps_them(tmp_path):
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    path = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"s": ("x", np.array(["ab", "cd"]))}), path, zarr_format=3)
+    to_chunkstore(xr.Dataset({"s": ("x", np.array(["abcdef"]))}), path, mode="a",
+                  append_dim="x")
+    got = xr.open_dataset(path, engine="chunkstore")["s"].values
+    assert list(got) == ["ab", "cd", "abcdef"]

@@ -160,6 +160,13 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
             if decoded.dims != var.dims:
                 raise ValueError(f"variable {name!r} has dimensions {var.dims} but the stored "
                                  f"one has {decoded.dims}")
+            raw = existing[name][0]
+            if raw.dtype.kind in "SU" and _chars(var) > _chars(raw):
+                # encoded as the stored ones, the new strings would be cut to its width
+                raise ValueError(f"variable {name!r} holds strings of up to {_chars(var)} "
+                                 f"characters, but the stored array's dtype {raw.dtype} "
+                                 f"holds {_chars(raw)}: they would be truncated; rewrite the "
+                                 f"variable (mode 'w') with the wider dtype")
             # Encode new values exactly as the stored ones (units, dtype, scale, fill).
             var.encoding = {k: v for k, v in decoded.encoding.items()
                             if k in CF_ENCODINGS}
@@ -177,6 +184,7 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
         if enc.dtype != raw.dtype and not (enc.dtype.kind in "OUS" and raw.dtype.kind in "OUS"):
             raise ValueError(f"variable {name!r} encodes to dtype {enc.dtype}, the stored "
                              f"array has {raw.dtype}")
+
         shape = raw.shape
         if append_dim is not None:
             axis = var.dims.index(append_dim)
@@ -194,6 +202,19 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
                                      f"{n}) does not hold the {m} values given")
             plan[name] = (enc, "region", sel)
     return plan
+
+
+def _chars(var: Any) -> int:
+    """The characters of the longest string var holds or can hold: a fixed-width dtype's
+    width (S: bytes, U: 4 bytes each), the longest element of an object array; 0 for
+    anything else."""
+    kind = var.dtype.kind
+    if kind in "SU":
+        return int(var.dtype.itemsize // (4 if kind == "U" else 1))
+    if kind == "O" and var.size:
+        return max((len(v) for v in np.asarray(var.values).ravel()
+                    if isinstance(v, (str, bytes))), default=0)
+    return 0
 
 
 def _check_kept_dimensions(g: Any, plan: dict) -> None:
