@@ -304,3 +304,25 @@ def test_engine_name_resolves_through_entry_point(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         plugins.list_engines.cache_clear()
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_scalar_variable_without_dimension_names_opens(tmp_path, fmt):
+    """A 0-d array (a CF grid mapping such as crs) written by zarr-python has no
+    dimension_names (v3) or no _ARRAY_DIMENSIONS (v2): it names no dimension, and the
+    group opens as with xarray's zarr engine (issue 27 item 1: the whole group failed)."""
+    import zarr
+    path = str(tmp_path / "g.zarr")
+    g = zarr.open_group(path, mode="w", zarr_format=fmt)
+    kw = {"dimension_names": ["x"]} if fmt == 3 else {}
+    t = g.create_array("t", shape=(3,), dtype="f4", **kw)
+    t[:] = [1, 2, 3]
+    if fmt == 2:
+        t.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    c = g.create_array("crs", shape=(), dtype="i4")
+    c[()] = 7
+    c.attrs["grid_mapping_name"] = "latitude_longitude"
+    ds = xr.open_dataset(path, engine="chunkstore")
+    assert ds["crs"].dims == () and int(ds["crs"].values) == 7
+    assert ds["crs"].attrs["grid_mapping_name"] == "latitude_longitude"
+    np.testing.assert_array_equal(ds["t"].values, [1, 2, 3])

@@ -200,6 +200,8 @@ def _dims_and_attrs(array):
     attrs = dict(array.attrs)
     if _zarr_format(array) == 3:
         dims = array.layout.metadata.dimension_names
+        if array.ndim == 0:
+            dims = ()  # a scalar (a CF grid mapping such as crs) names no dimension
         if dims is None or any(d is None for d in dims):
             raise MetadataError(f"array {array.path!r} has no dimension_names in its metadata; "
                                 f"xarray needs a name for every dimension")
@@ -208,6 +210,8 @@ def _dims_and_attrs(array):
     try:
         dims = attrs.pop(DIMENSION_KEY)
     except KeyError:
+        if array.ndim == 0:
+            return (), attrs
         raise MetadataError(f"array {array.path!r} has no {DIMENSION_KEY!r} attribute, which "
                             f"xarray needs to name its dimensions") from None
     if len(dims) != array.ndim:
