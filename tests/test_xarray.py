@@ -194,3 +194,32 @@ def test_appending_longer_strings_to_a_v3_string_variable_keeps_them(tmp_path):
                   append_dim="x")
     got = xr.open_dataset(path, engine="chunkstore")["s"].values
     assert list(got) == ["ab", "cd", "abcdef"]
+
+
+def test_rewriting_an_opened_dataset_keeps_its_shards_and_codecs(tmp_path):
+    """A variable's own .encoding (shards, chunks, compressors: what an engine read) shapes
+    its new array, as in xarray's zarr backend; rewritten sharded data came out unsharded
+    (issue 27 item 7). After isel/squeeze the old chunks, of another rank, are dropped, not
+    reused (item 4: ValueError)."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    src = str(tmp_path / "src.zarr")
+    ds = xr.Dataset({"v": (("t", "x"), np.arange(40.0).reshape(4, 10))})
+    ds.to_zarr(src, zarr_format=3, encoding={"v": {"chunks": (2, 5), "shards": (4, 10)}})
+    for engine in ("zarr", "chunkstore"):
+        opened = xr.open_dataset(src, engine=engine)
+        out = str(tmp_path / f"{engine}.zarr")
+        to_chunkstore(opened, out, zarr_format=3)
+        z = cs.open_array(out, mode="r", path="v")
+        assert (z.chunks, z.shards) == ((2, 5), (4, 10)), engine
+        np.testing.assert_array_equal(z[...], ds["v"].values)
+        one = str(tmp_path / f"{engine}-isel.zarr")
+        to_chunkstore(opened.isel(t=0), one, zarr_format=3)
+        np.testing.assert_array_equal(cs.open_array(one, mode="r", path="v")[...],
+                                      ds["v"].values[0])
+    # the caller's encoding= wins over the variable's own
+    out = str(tmp_path / "given.zarr")
+    to_chunkstore(xr.open_dataset(src, engine="chunkstore"), out, zarr_format=3,
+                  encoding={"v": {"chunks": (4, 10), "shards": None}})
+    z = cs.open_array(out, mode="r", path="v")
+    assert z.chunks == (4, 10)

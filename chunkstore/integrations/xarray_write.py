@@ -292,10 +292,25 @@ def _chunks(var, enc):
         return (c,) * var.ndim if isinstance(c, int) else tuple(c)
     if var.chunks:  # dask: the first chunk along each dimension
         return tuple(c[0] if c else 1 for c in var.chunks)
-    src = var.encoding.get("chunks")
-    if src is not None and len(src) == var.ndim:
-        return tuple(src)
     return True
+
+
+# A variable's own encoding keys that shape its array (as xarray's zarr backend reads them
+# from ``.encoding``: a dataset opened and written again keeps its chunks, shards, codecs).
+_ARRAY_ENCODINGS = ("chunks", "shards", "compressors", "compressor", "filters")
+
+
+def _array_encoding(var: Any, user_enc: dict) -> dict:
+    """The encoding that shapes var's new array: its own ``.encoding`` (chunks and shards
+    only where they still have var's rank: after isel or squeeze they are another array's),
+    then the ``encoding=`` the caller gave, which wins."""
+    enc = {k: v for k, v in var.encoding.items() if k in _ARRAY_ENCODINGS and v is not None}
+    for k in ("chunks", "shards"):
+        v = enc.get(k)
+        if v is not None and not isinstance(v, int) and len(v) != var.ndim:
+            del enc[k]
+    enc.update(user_enc)
+    return enc
 
 
 def _write_variable(g, name, var, action, sel, fmt, user_enc):
@@ -303,6 +318,7 @@ def _write_variable(g, name, var, action, sel, fmt, user_enc):
         return
     z = g[name] if action != "create" else None
     if action == "create":
+        user_enc = _array_encoding(var, user_enc)
         fill, attrs = _fill_value(var, fmt)
         attrs = {k: encode_zarr_attr_value(v) for k, v in attrs.items()}
         kw = {}
@@ -328,7 +344,7 @@ def _write_variable(g, name, var, action, sel, fmt, user_enc):
                 kw["shards"] = (shards,) * var.ndim if isinstance(shards, int) else shards
             if fill is None and var.dtype.hasobject:
                 fill = ""
-        z = create(shape=var.shape, chunks=_chunks(var, user_enc or var.encoding),
+        z = create(shape=var.shape, chunks=_chunks(var, user_enc),
                    dtype=object if var.dtype.hasobject else var.dtype, fill_value=fill,
                    store=g.store, path=f"{g.path}/{name}" if g.path else name,
                    overwrite=True, zarr_format=fmt, attributes=attrs if fmt == 3 else None,
