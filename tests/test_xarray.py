@@ -223,3 +223,20 @@ def test_rewriting_an_opened_dataset_keeps_its_shards_and_codecs(tmp_path):
                   encoding={"v": {"chunks": (4, 10), "shards": None}})
     z = cs.open_array(out, mode="r", path="v")
     assert z.chunks == (4, 10)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_coordinate_no_data_variable_refers_to_stays_a_coordinate(tmp_path, fmt):
+    """CF's group-level "coordinates" attribute is written (issue 27 item 6: such a
+    coordinate came back as a data variable); xarray's zarr engine reads it the same."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    ds = xr.Dataset({"v": ("x", np.arange(3.0))},
+                    coords={"x": [1, 2, 3], "lonely": ("y", [5, 6])}, attrs={"title": "t"})
+    path = str(tmp_path / "a.zarr")
+    to_chunkstore(ds, path, zarr_format=fmt)
+    for engine in ("chunkstore", "zarr"):
+        got = xr.open_dataset(path, engine=engine, consolidated=False)
+        assert "lonely" in got.coords and "lonely" not in got.data_vars, engine
+        assert got.attrs["title"] == "t"
+        xr.testing.assert_identical(got.load(), ds)

@@ -105,13 +105,15 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
     if fmt not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {fmt!r}")
 
-    plan = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
+    plan, group_attrs = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
     if exists and mode == "a" and append_dim is None and region is None:
         _check_kept_dimensions(g, plan)
 
     g = open_group(store, mode="w" if mode == "w" else "a", path=path, zarr_format=fmt)
     if mode != "r+":
-        g.attrs.update({k: encode_zarr_attr_value(v) for k, v in ds.attrs.items()})
+        # the dataset's attributes, with CF's "coordinates" naming the coordinates no data
+        # variable refers to (they would read back as data variables without it)
+        g.attrs.update({k: encode_zarr_attr_value(v) for k, v in group_attrs.items()})
     for name, (var, action, sel) in plan.items():
         _write_variable(g, name, var, action, sel, fmt, encoding.get(name, {}))
     if consolidated:
@@ -129,8 +131,9 @@ def _existing_variables(g, names):
 
 
 def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
-    """Per variable: (encoded variable, "create" | "append" | "region" | "skip", selection).
-    Raises, naming the variable, on anything that would fail part way."""
+    """(per variable: (encoded variable, "create" | "append" | "region" | "skip",
+    selection), the group's attributes as CF encodes them). Raises, naming the variable, on
+    anything that would fail part way."""
     if append_dim is not None and append_dim not in ds.dims:
         raise ValueError(f"append_dim {append_dim!r} is not a dimension of the dataset "
                          f"{tuple(ds.dims)}")
@@ -148,7 +151,7 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
         if outside:
             raise ValueError(f"variables {sorted(map(str, outside))} have none of the region's "
                              f"dimensions {sorted(region)}; drop them (ds.drop_vars) first")
-    variables, _ = conventions.encode_dataset_coordinates(ds)
+    variables, group_attrs = conventions.encode_dataset_coordinates(ds)
     plan = {}
     for name, var in variables.items():
         var = var.copy(deep=False)
@@ -201,7 +204,7 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
                     raise ValueError(f"region {d}={s} of variable {name!r} (stored length "
                                      f"{n}) does not hold the {m} values given")
             plan[name] = (enc, "region", sel)
-    return plan
+    return plan, group_attrs
 
 
 def _chars(var: Any) -> int:
