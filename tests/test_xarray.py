@@ -240,3 +240,26 @@ def test_a_coordinate_no_data_variable_refers_to_stays_a_coordinate(tmp_path, fm
         assert "lonely" in got.coords and "lonely" not in got.data_vars, engine
         assert got.attrs["title"] == "t"
         xr.testing.assert_identical(got.load(), ds)
+
+
+def test_writer_errors_have_xarrays_types(tmp_path):
+    """Issue 27 items 9 and 10: encoding= for a stored variable is refused (it was ignored);
+    an unknown variable in encoding= is a KeyError, non-integer chunks and a region that is
+    no slice TypeErrors, as xarray raises them (each also a ValueError, as before)."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    path = str(tmp_path / "a.zarr")
+    ds = xr.Dataset({"v": ("x", np.arange(4.0))})
+    with pytest.raises(KeyError, match="nope"):
+        to_chunkstore(ds, path, encoding={"nope": {}})
+    with pytest.raises(TypeError, match="integers"):
+        to_chunkstore(ds, path, encoding={"v": {"chunks": 2.5}})
+    to_chunkstore(ds, path)
+    with pytest.raises(ValueError, match="already exists, but encoding was provided"):
+        to_chunkstore(ds, path, mode="a", append_dim="x", encoding={"v": {"chunks": 2}})
+    with pytest.raises(TypeError, match="slice"):
+        to_chunkstore(ds, path, mode="r+", region={"x": [0, 1]})
+    for err in (KeyError, TypeError):
+        assert issubclass(err, Exception)
+    np.testing.assert_array_equal(xr.open_dataset(path, engine="chunkstore")["v"].values,
+                                  np.arange(4.0))

@@ -73,14 +73,33 @@ def to_chunkstore(ds, store, *, mode=None, append_dim=None, region=None, group=N
             s.close()
 
 
+class EncodingKeyError(KeyError, ValueError):
+    """``encoding=`` names a variable the dataset lacks: a KeyError, as xarray raises it (a
+    ValueError too, as chunkstore raised it before)."""
+
+
+class EncodingTypeError(TypeError, ValueError):
+    """An argument of the wrong type (non-integer chunks, a region that is no slice): a
+    TypeError, as xarray raises it (a ValueError too, as chunkstore raised it before)."""
+
+
 def _check_encoding(ds, encoding):
     for name, enc in encoding.items():
         if name not in ds.variables:
-            raise ValueError(f"encoding names variable {name!r}, which the dataset lacks")
+            raise EncodingKeyError(f"encoding names variable {name!r}, which the dataset "
+                                   f"lacks")
         bad = set(enc) - STORAGE_ENCODINGS - CF_ENCODINGS
         if bad:
             raise ValueError(f"unexpected encoding for variable {name!r}: {sorted(bad)}; "
                              f"allowed: {sorted(STORAGE_ENCODINGS | CF_ENCODINGS)}")
+        for key in ("chunks", "shards"):
+            c = enc.get(key)
+            if c is None:
+                continue
+            items = c if isinstance(c, (tuple, list)) else (c,)
+            if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in items):
+                raise EncodingTypeError(f"encoding {key}={c!r} of variable {name!r}: "
+                                        f"integers are needed")
 
 
 def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, consolidated):
@@ -105,6 +124,11 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
     if fmt not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {fmt!r}")
 
+    if mode in ("a", "r+"):
+        given = sorted(n for n in existing if encoding.get(n))
+        if given:  # it would be ignored: the stored array keeps its encoding (as xarray)
+            raise ValueError(f"variable {given[0]!r} already exists, but encoding was "
+                             f"provided")
     plan, group_attrs = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
     if exists and mode == "a" and append_dim is None and region is None:
         _check_kept_dimensions(g, plan)
@@ -267,7 +291,10 @@ def _check_region(ds, region):
         if d not in ds.dims:
             raise ValueError(f"region dimension {d!r} is not a dimension of the dataset "
                              f"{tuple(ds.dims)}")
-        if not isinstance(s, slice) or s.step not in (None, 1) or \
+        if not isinstance(s, slice):
+            raise EncodingTypeError(f"region {d}={s!r}: a slice is needed, not "
+                                    f"{type(s).__name__}")
+        if s.step not in (None, 1) or \
                 (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
             raise ValueError(f"region {d}={s!r}: a slice with step 1 and non-negative "
                              f"bounds is needed")
