@@ -320,8 +320,8 @@ def _chunks(var, enc):
     if enc.get("chunks") is not None:
         c = enc["chunks"]
         return (c,) * var.ndim if isinstance(c, int) else tuple(c)
-    if var.chunks:  # dask: the first chunk along each dimension
-        return tuple(c[0] if c else 1 for c in var.chunks)
+    if var.chunks:  # dask: the first chunk along each dimension (1 where it is empty)
+        return tuple(max(int(c[0]), 1) if c else 1 for c in var.chunks)
     return True
 
 
