@@ -326,3 +326,28 @@ def test_a_scalar_variable_without_dimension_names_opens(tmp_path, fmt):
     assert ds["crs"].dims == () and int(ds["crs"].values) == 7
     assert ds["crs"].attrs["grid_mapping_name"] == "latitude_longitude"
     np.testing.assert_array_equal(ds["t"].values, [1, 2, 3])
+
+
+def test_an_array_of_an_unknown_data_type_does_not_block_its_group(tmp_path):
+    """A zarr-python 3 group holding one array chunkstore cannot read (fixed-length bytes,
+    'null_terminated_bytes') opens; that variable raises a MetadataError naming it when
+    read, and drop_variables leaves it out (issue 27: the whole group failed to open)."""
+    import warnings
+
+    import zarr
+    from chunkstore.errors import MetadataError
+    path = str(tmp_path / "g.zarr")
+    g = zarr.open_group(path, mode="w", zarr_format=3)
+    t = g.create_array("t", shape=(3,), dtype="f4", dimension_names=["x"])
+    t[:] = [1, 2, 3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = g.create_array("b", shape=(3,), dtype="S4", dimension_names=["x"])
+    b[:] = [b"a", b"bb", b"c"]
+    ds = xr.open_dataset(path, engine="chunkstore")
+    assert set(ds.variables) == {"t", "b"} and ds["b"].dims == ("x",)
+    np.testing.assert_array_equal(ds["t"].values, [1, 2, 3])
+    with pytest.raises(MetadataError, match="'b'"):
+        ds["b"].values
+    kept = xr.open_dataset(path, engine="chunkstore", drop_variables=["b"])
+    assert set(kept.variables) == {"t"}

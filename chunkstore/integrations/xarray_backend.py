@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from xarray import coding
 from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint
@@ -120,7 +122,15 @@ class ChunkstoreDataStore(AbstractDataStore):
         return type(self)(self.group[name], use_zarr_fill_value_as_mask=self._mask)
 
     def _arrays(self):
-        return [(name, self.group[name]) for name in self.group.array_keys()]
+        out = []
+        for name in self.group.array_keys():
+            try:
+                out.append((name, self.group[name]))
+            except MetadataError as e:
+                # An array chunkstore cannot read (a data type it does not know) does not
+                # keep the group from opening: it becomes a variable that raises when read.
+                out.append((name, _unreadable(self.group, name, e)))
+        return out
 
     def open_store_variable(self, name, array):
         """The array *array* (named *name*) as a lazily indexed xarray ``Variable``.
@@ -130,6 +140,8 @@ class ChunkstoreDataStore(AbstractDataStore):
         the encoding. Raises :class:`~chunkstore.errors.MetadataError` where the dimension names are
         missing.
         """
+        if isinstance(array, UnreadableArray):
+            return Variable(array.dims, indexing.LazilyIndexedArray(array), array.attrs)
         dims, attrs = _dims_and_attrs(array)
         data = indexing.LazilyIndexedArray(ChunkstoreBackendArray(array))
         chunks = tuple(array.chunks)
@@ -167,7 +179,8 @@ class ChunkstoreDataStore(AbstractDataStore):
         """
         dims, owner = {}, {}
         for name, a in self._arrays():
-            for d, n in zip(_dims_and_attrs(a)[0], a.shape):
+            names = a.dims if isinstance(a, UnreadableArray) else _dims_and_attrs(a)[0]
+            for d, n in zip(names, a.shape):
                 if d in dims and dims[d] != n:
                     raise ValueError(f"dimension {d!r} has length {dims[d]} in array "
                                      f"{owner[d]!r} but {n} in array {name!r} of group "
@@ -194,6 +207,53 @@ def _open_group(store, path, consolidated):
         if consolidated:
             raise
     return open_group(store, mode="r", path=path)
+
+
+class UnreadableArray(BackendArray):
+    """An array of a group whose metadata chunkstore cannot read (say a data type it does not
+    know): a variable of its stored shape and dimension names, which raises a
+    MetadataError naming the array (and why) when its values are read. Dropping it
+    (``drop_variables``) or never reading it leaves the rest of the group usable."""
+
+    __slots__ = ("name", "shape", "dtype", "dims", "attrs", "error")
+
+    def __init__(self, name: str, shape: tuple, dims: tuple, attrs: dict,
+                 error: Exception) -> None:
+        self.name, self.shape, self.dims, self.attrs, self.error = (name, shape, dims, attrs,
+                                                                    error)
+        self.dtype = np.dtype(object)
+
+    def __getitem__(self, key):
+        raise MetadataError(f"array {self.name!r} cannot be read: {self.error}")
+
+
+def _unreadable(group: Group, name: str, error: Exception) -> UnreadableArray:
+    """An UnreadableArray for member name of group, its shape and dimension names taken
+    from the raw metadata document (Zarr v3 zarr.json, or v2 .zarray and .zattrs)."""
+    import json
+    store, prefix = group.store, (group.path + "/" if group.path else "") + name
+    shape: tuple = ()
+    dims: tuple | None = None
+    attrs: dict = {}
+    for key in (prefix + "/zarr.json", prefix + "/.zarray"):
+        try:
+            doc = json.loads(bytes(store[key]))
+        except (KeyError, ValueError):
+            continue
+        shape = tuple(int(n) for n in doc.get("shape", ()))
+        if doc.get("dimension_names"):
+            dims = tuple(doc["dimension_names"])
+        attrs = dict(doc.get("attributes") or {})
+        try:
+            attrs.update(json.loads(bytes(store[prefix + "/.zattrs"])))
+        except (KeyError, ValueError):
+            pass
+        break
+    if dims is None:
+        dims = tuple(attrs.pop(DIMENSION_KEY, None) or
+                     (f"{name}_dim_{i}" for i in range(len(shape))))
+    attrs.pop(DIMENSION_KEY, None)
+    return UnreadableArray(name, shape, dims, attrs, error)
 
 
 def _dims_and_attrs(array):
