@@ -4,6 +4,20 @@ The not-found and contains errors are also ValueErrors: zarr-python 2 raised the
 its users' `except ValueError` must keep catching them."""
 
 
+def store_name(store: object) -> str:
+    """How a message names a store, in one short line: a chunkstore store's repr (its type
+    and path, URL or key count); for any other mapping (a plain dict, an OrderedDict) its type
+    and key count, never its repr, which prints every key and value (megabytes for a few
+    thousand chunks)."""
+    if type(store).__module__.startswith("chunkstore."):
+        return repr(store)
+    try:
+        n = len(store)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - a mapping that cannot count: its type is enough
+        return f"<{type(store).__name__}>"
+    return f"<{type(store).__name__} of {n} keys at {id(store):#x}>"
+
+
 class ChunkstoreError(Exception):
     """Base class of every chunkstore-specific error."""
 

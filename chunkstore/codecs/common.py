@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from chunkstore.errors import ChunkDecodeError
+from chunkstore.errors import ChunkDecodeError, store_name
 
 #: Blosc's shuffle names and numbers (numcodecs.Blosc takes the number, Zarr v3 the name);
 #: the one table, re-exported by chunkstore.codecs.blosc
@@ -133,7 +133,7 @@ class ChunkCodecBase:
         if key is not None:
             where += f" {key!r}"
         if store is not None:
-            where += f" in {store if isinstance(store, str) else repr(store)}"
+            where += f" in {store if isinstance(store, str) else store_name(store)}"
         cause = str(e) or type(e).__name__
         return f"{where}: {cause}"
 

@@ -30,6 +30,7 @@ from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.engine import views
 from chunkstore.metadata import zarr3_view
 from chunkstore.compat.node_api import ArrayAPIv3, CallableInt
+from chunkstore.errors import store_name
 
 
 # a field name, or several, of a structured dtype
@@ -328,7 +329,7 @@ class Array(nodes.Node, ArrayAPIv3):
             except MetadataChanged:
                 self._engine.load_metadata()
         raise ArrayMetadataChangedError(
-            f"array {self.name!r} in {self._store!r}: its metadata changed during each of 8 "
+            f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
 
     def _stream_from(self, selection, src):

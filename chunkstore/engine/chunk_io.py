@@ -24,6 +24,7 @@ from chunkstore.engine import scheduling
 from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.sync.locking import selection_box
+from chunkstore.errors import store_name
 
 # A synchronized write covering at least this many chunks whole, and some in part, locks
 # those only around their read-modify-write (see EngineState._split_locks).
@@ -298,12 +299,12 @@ class EngineState:
     def check_writable(self):
         """ReadOnlyError naming the array and store when the handle is read-only."""
         if self.read_only:
-            raise ReadOnlyError(f"array {self.name!r} in {self.store!r} is read-only")
+            raise ReadOnlyError(f"array {self.name!r} in {store_name(self.store)} is read-only")
 
     def _missing(self, key):
         if self.missing_chunks == "error":
             raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
-                                     f"{self.store!r}")
+                                     f"{store_name(self.store)}")
 
     def _decode(self, data, key, out=None, writable=False):
         return self.codec.decode(data, out=out, key=key, store=self.store, writable=writable)

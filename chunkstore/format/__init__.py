@@ -12,6 +12,7 @@ from typing import Any
 
 from chunkstore.errors import ArrayNotFoundError
 from chunkstore.format.layout import ArrayLayout
+from chunkstore.errors import store_name
 
 __all__ = ["ArrayLayout", "layout_for", "read_array_metadata"]
 
@@ -66,8 +67,8 @@ def read_array_metadata(store: MutableMapping, path: str = "",
                 raise KeyError(key)
             v3_raw = store[key]
         except KeyError:
-            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}") from None
     meta = parse_node_metadata_v3(v3_raw, key)
     if getattr(meta, "node_type", None) != "array":
-        raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not an array")
+        raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not an array")
     return meta, key

@@ -35,6 +35,7 @@ from chunkstore.format.shard_io import stripe as _stripe
 from chunkstore.storage.base import VersionChanged
 from chunkstore.storage.base import getitems as _getitems
 from chunkstore.storage.base import getsize as _getsize
+from chunkstore.errors import store_name
 
 __all__ = ["ShardedStoreView"]
 
@@ -160,7 +161,7 @@ class ShardedStoreView(MutableMapping):
         return self._store
 
     def __repr__(self) -> str:
-        return f"ShardedStoreView({self._store!r}, prefix={self._prefix.rstrip('/')!r})"
+        return f"ShardedStoreView({store_name(self._store)}, prefix={self._prefix.rstrip('/')!r})"
 
     # ------------------------------------------------------------------ keys
 
@@ -273,7 +274,7 @@ class ShardedStoreView(MutableMapping):
     def _error(self, skey: str, e: Exception) -> ChunkDecodeError:
         cause = str(e) or type(e).__name__
         return ChunkDecodeError(
-            f"failed to decode the index of shard {skey!r} in {self._store!r}: {cause}")
+            f"failed to decode the index of shard {skey!r} in {store_name(self._store)}: {cause}")
 
     # ------------------------------------------------------------------ index cache
 
@@ -466,7 +467,7 @@ class ShardedStoreView(MutableMapping):
                 continue  # a remote shard rewritten between the index and the chunks
             self._take(skey, wanted, merged, parts, out)
             return
-        raise ChunkDecodeError(f"shard {skey!r} in {self._store!r} changed during each of 8 "
+        raise ChunkDecodeError(f"shard {skey!r} in {store_name(self._store)} changed during each of 8 "
                                f"reads of it: no consistent version could be read")
 
     def _take(self, skey: str, wanted: list, merged: list, parts: list, out: dict) -> None:

@@ -25,6 +25,7 @@ from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.storage.base import MODES, delitems, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
+from chunkstore.errors import store_name
 
 #: a shape (or chunk/shard shape): an int for one dimension, or one int per dimension
 ShapeLike = Union[int, Sequence[int]]
@@ -134,9 +135,9 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         remove_node(store, path)
     else:
         if contains_array(store, path):
-            raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
+            raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
         if contains_group(store, path):
-            raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+            raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
     _require_parent_groups(store, path, zarr_format)
     store[key] = raw
     return meta
@@ -187,7 +188,7 @@ def _check_parents(store, path):
         parent = "/".join(parts[:i])
         if nodes.node_kind(store, parent)[0] == "array":
             raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
-                                     f"{store!r}")
+                                     f"{store_name(store)}")
 
 
 def _require_parent_groups(store, path, zarr_format=2):
@@ -594,9 +595,9 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
             # (an explicit zarr_format binds: a group of the other format is named as such)
             nodes.node_kind(store, path, zarr_format, want="array")
             if contains_group(store, path):
-                raise ArrayNotFoundError(f"path {path!r} in {store!r} holds a group, not "
+                raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not "
                                          f"an array") from None
-            raise ArrayNotFoundError(f"no array at path {path!r} in {store!r}") from None
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}") from None
         # an explicit zarr_format binds: an array of the other format is not opened
         nodes.check_format(store, path, "array", a.zarr_format, zarr_format, want="array")
         return a
@@ -609,14 +610,14 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
             if not exists:
                 if contains_group(store, path):
                     raise ContainsGroupError(f"a group already exists at path {path!r} in "
-                                             f"{store!r}")
+                                             f"{store_name(store)}")
                 init_array(store, shape, **create_kwargs)
         elif mode == "w":
             init_array(store, shape, overwrite=True, **create_kwargs)
         else:  # w-, x
             if exists:
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
-                                         f"{store!r}")
+                                         f"{store_name(store)}")
             init_array(store, shape, **create_kwargs)
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,

@@ -26,6 +26,7 @@ from chunkstore.storage.base import listdir, rmdir
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
 from chunkstore.storage.normalize import StoreLike, normalize_store
+from chunkstore.errors import store_name
 
 
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
@@ -42,7 +43,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # GroupNotFoundError naming both formats
         kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
         if kind != "group":
-            raise GroupNotFoundError(f"no group at path {self._path!r} in {store!r}")
+            raise GroupNotFoundError(f"no group at path {self._path!r} in {store_name(store)}")
         self._format = fmt
         key = nodes.metadata_key(self._path, fmt, "group")
         format_of(fmt).parse_group(store[key], key)
@@ -253,7 +254,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     # ------------------------------------------------------------------ creating
     def _check_writable(self):
         if self._read_only:
-            raise ReadOnlyError(f"group {self.name!r} in {self._store!r} is read-only")
+            raise ReadOnlyError(f"group {self.name!r} in {store_name(self._store)} is read-only")
 
     def _lock(self, key):
         return creation.creation_lock(self._synchronizer, key)
@@ -454,9 +455,9 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
     if overwrite:
         creation.remove_node(store, path)
     elif contains_array(store, path):
-        raise ContainsArrayError(f"an array already exists at path {path!r} in {store!r}")
+        raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
     elif contains_group(store, path):
-        raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}")
+        raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
     creation._require_parent_groups(store, path, zarr_format)
     creation.write_group_metadata(store, path, zarr_format)
 
@@ -503,9 +504,9 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         if mode in ("r", "r+"):
             if not exists:
                 if contains_array(store, path):
-                    raise GroupNotFoundError(f"path {path!r} in {store!r} holds an array, not "
+                    raise GroupNotFoundError(f"path {path!r} in {store_name(store)} holds an array, not "
                                              f"a group")
-                raise GroupNotFoundError(f"no group at path {path!r} in {store!r}")
+                raise GroupNotFoundError(f"no group at path {path!r} in {store_name(store)}")
         elif mode == "a":
             if not exists:
                 _init_group(store, path, zarr_format=zarr_format or 2)
@@ -514,7 +515,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         else:
             if exists or contains_array(store, path):
                 raise ContainsGroupError(f"something already exists at path {path!r} in "
-                                         f"{store!r}")
+                                         f"{store_name(store)}")
             _init_group(store, path, zarr_format=zarr_format or 2)
     return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  zarr_format=asked)
@@ -540,7 +541,7 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
             # a node of the other format than an explicit zarr_format: named as such
             nodes.node_kind(store, path, kwargs.get("zarr_format"))
             raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in "
-                                    f"{store!r}") from None
+                                    f"{store_name(store)}") from None
     # (the node of an explicit zarr_format first, where both formats' documents lie; a node
     # of the other format is refused by open_array / open_group, never created beside)
     kind = nodes.node_at(store, path, kwargs.get("zarr_format"))[0]
@@ -549,7 +550,7 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
         return open_group(store, mode=mode, path=path, **kwargs)
     if mode in ("r", "r+"):
-        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store!r}")
+        raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store_name(store)}")
     return creation.open_array(store, mode=mode, path=path, **kwargs)
 
 

@@ -12,6 +12,7 @@ from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, Chu
                                GroupFormatMismatchError, GroupNotFoundError,
                                PathNotFoundError)
 from chunkstore.metadata.formats import FORMATS, format_of, node_at
+from chunkstore.errors import store_name
 
 # the document names of each format (metadata.formats holds them; kept here for callers)
 V2_ARRAY, V2_GROUP, V2_ATTRS = FORMATS[2].array_key, FORMATS[2].group_key, FORMATS[2].attrs_key
@@ -66,7 +67,7 @@ def format_mismatch(store, path: str, kind: str, found: int, asked: int, *,
     neither converted nor shadowed by one of the asked format written beside it. (A node of
     the other kind is the caller's Contains*Error, whatever its format.) The message names
     the path, the store and both formats."""
-    where = f"at path {path!r} in {store!r}"
+    where = f"at path {path!r} in {store_name(store)}"
     cls: type[ChunkstoreError]
     if creating and want == kind:
         cls = ArrayFormatMismatchError if kind == "array" else GroupFormatMismatchError

@@ -25,6 +25,7 @@ from chunkstore.errors import ContainsArrayError, ContainsGroupError
 from chunkstore.hierarchy.group import open_group
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.integrations.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
+from chunkstore.errors import store_name
 
 __all__ = ["to_chunkstore"]
 
@@ -105,12 +106,12 @@ def _check_encoding(ds, encoding):
 def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, consolidated):
     exists = contains_group(store, path)
     if contains_array(store, path) and mode != "w":
-        raise ContainsArrayError(f"path {path!r} in {store!r} holds an array, not a group")
+        raise ContainsArrayError(f"path {path!r} in {store_name(store)} holds an array, not a group")
     if mode == "w-" and exists:
-        raise ContainsGroupError(f"a group already exists at path {path!r} in {store!r}; "
+        raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}; "
                                  f"use mode='w' to replace it or 'a' to add to it")
     if mode == "r+" and not exists:
-        raise ContainsGroupError(f"no group at path {path!r} in {store!r} to write into "
+        raise ContainsGroupError(f"no group at path {path!r} in {store_name(store)} to write into "
                                  f"(mode 'r+')")
     existing = {}
     if exists and mode != "w":

@@ -18,6 +18,7 @@ import numpy as np
 from chunkstore.errors import MetadataError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
+from chunkstore.errors import store_name
 
 __all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
            "kind_of_document", "node_at", "node_document_names"]
@@ -244,8 +245,8 @@ def _node_type(store: Mapping, key: str) -> str | None:
     try:
         kind = json.loads(raw).get("node_type")
     except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: {e}") from None
+        raise MetadataError(f"invalid metadata at {key!r} in {store_name(store)}: {e}") from None
     if kind not in ("array", "group"):
-        raise MetadataError(f"invalid metadata at {key!r} in {store!r}: node_type must be "
+        raise MetadataError(f"invalid metadata at {key!r} in {store_name(store)}: node_type must be "
                             f"'array' or 'group', got {kind!r}")
     return kind

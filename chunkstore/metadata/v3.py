@@ -42,6 +42,7 @@ import numpy as np
 from chunkstore.codecs import v3 as _codecs
 from chunkstore.errors import MetadataError
 from chunkstore.storage.base import listdir
+from chunkstore.errors import store_name
 
 __all__ = [
     "ArrayMetadataV3",
@@ -548,7 +549,7 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
     try:
         raw = store[key]
     except KeyError:
-        raise MetadataError(f"no group metadata at {key!r} in {store!r}") from None
+        raise MetadataError(f"no group metadata at {key!r} in {store_name(store)}") from None
     root = parse_group_metadata_v3(raw, key)
     members: dict[str, Any] = {}
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 from . import base as _base
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
 from .normalize import normalize_store
+from chunkstore.errors import store_name
 
 __all__ = ["LRUStoreCache"]
 
@@ -92,7 +93,7 @@ class LRUStoreCache(BaseStore):
         return bool(getattr(self._store, "read_only", False))
 
     def __repr__(self) -> str:
-        return f"LRUStoreCache({self._store!r}, max_size={self._max_size!r})"
+        return f"LRUStoreCache({store_name(self._store)}, max_size={self._max_size!r})"
 
     def __getstate__(self):
         return {"store": self._store, "max_size": self._max_size, "mode": self._mode}

@@ -12,6 +12,7 @@ from . import base as _base
 from .normalize import normalize_store
 from .base import BaseStore, _slice, normalize_prefix, validate_key
 from .pipelining import FetchThrough
+from chunkstore.errors import store_name
 
 __all__ = [
     "consolidate_metadata",
@@ -72,7 +73,7 @@ def consolidate_metadata(
         try:
             doc = json.loads(values[k])
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise MetadataError(f"metadata document {k!r} in {store!r} is not valid JSON: {e}")
+            raise MetadataError(f"metadata document {k!r} in {store_name(store)} is not valid JSON: {e}")
         rel = k[len(prefix) + 1 :] if prefix else k
         meta[rel] = doc
     store[mkey] = _dumps({"metadata": meta, "zarr_consolidated_format": 1})
@@ -125,13 +126,13 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             raw = store[mkey]
         except KeyError:
             raise ConsolidatedMetadataNotFoundError(
-                f"no consolidated metadata {mkey!r} in {store!r}"
+                f"no consolidated metadata {mkey!r} in {store_name(store)}"
             ) from None
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise MetadataError(
-                f"consolidated metadata {mkey!r} in {store!r} is not valid JSON: {e}"
+                f"consolidated metadata {mkey!r} in {store_name(store)} is not valid JSON: {e}"
             ) from None
         if (
             not isinstance(doc, dict)
@@ -139,7 +140,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             or doc.get("zarr_consolidated_format") != 1
         ):
             raise MetadataError(
-                f"consolidated metadata {mkey!r} in {store!r} is not a zarr_consolidated_format "
+                f"consolidated metadata {mkey!r} in {store_name(store)} is not a zarr_consolidated_format "
                 f"1 document"
             )
         meta: dict[str, bytes] = {}
@@ -150,7 +151,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
                 validate_key(k)
             except ValueError:
                 raise MetadataError(
-                    f"consolidated metadata {mkey!r} in {store!r} has an invalid key {k!r}"
+                    f"consolidated metadata {mkey!r} in {store_name(store)} has an invalid key {k!r}"
                 ) from None
             meta[_join(self._base, k)] = _dumps(v)
         self._raw = bytes(raw)
@@ -168,7 +169,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return self.consolidated["metadata"]
 
     def __repr__(self) -> str:
-        return f"ConsolidatedMetadataStore({self._store!r}, metadata_key={self.metadata_key!r})"
+        return f"ConsolidatedMetadataStore({store_name(self._store)}, metadata_key={self.metadata_key!r})"
 
     def _served(self, key: str) -> bool:
         """True if *key* is answered from the consolidated document. That includes v3

@@ -10,6 +10,7 @@ from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyE
 from .base import (BaseStore, _slice, delitems, getitems, getsize, listdir, setitems,
                    validate_key)
 from .pipelining import FetchThrough
+from chunkstore.errors import store_name
 
 META = "zarr.json"
 
@@ -30,15 +31,15 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             raw = store[root_key]
         except KeyError:
             raise ConsolidatedMetadataNotFoundError(
-                f"no group metadata {root_key!r} in {store!r}") from None
+                f"no group metadata {root_key!r} in {store_name(store)}") from None
         try:
             doc = json.loads(raw)
         except (ValueError, RecursionError) as e:
-            raise MetadataError(f"invalid metadata at {root_key!r} in {store!r}: {e}") from None
+            raise MetadataError(f"invalid metadata at {root_key!r} in {store_name(store)}: {e}") from None
         cm = doc.get("consolidated_metadata") if isinstance(doc, dict) else None
         if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
             raise ConsolidatedMetadataNotFoundError(
-                f"{root_key!r} in {store!r} has no consolidated metadata")
+                f"{root_key!r} in {store_name(store)} has no consolidated metadata")
         pre = self._base + "/" if self._base else ""
         self._docs = {root_key: raw}
         for rel, member in cm["metadata"].items():
@@ -47,10 +48,10 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
                 self._docs[pre + rel + "/" + META] = json.dumps(member, indent=2).encode()
             except (TypeError, ValueError, RecursionError) as e:
                 raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
-                                    f"{store!r}: member {rel!r}: {e}") from None
+                                    f"{store_name(store)}: member {rel!r}: {e}") from None
 
     def __repr__(self):
-        return f"ConsolidatedV3Store({self._store!r})"
+        return f"ConsolidatedV3Store({store_name(self._store)})"
 
     def _served(self, key: str) -> bool:
         if not key.endswith(META):

@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from chunkstore import config
+from chunkstore.errors import store_name
 
 #: HTTP statuses and S3 error codes that mean "try again later"
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -64,7 +65,7 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     """exc, of the same type, with a message naming the key and the store; an error whose
     type cannot be rebuilt that way (a client library's own) becomes an OSError (a
     TimeoutError for timeouts) caused by it."""
-    msg = f"{key!r} in {store!r}: {exc}"
+    msg = f"{key!r} in {store_name(store)}: {exc}"
     new: BaseException
     try:
         if isinstance(exc, OSError) and exc.errno is not None:
@@ -76,7 +77,7 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     except Exception:
         timeout = "Timeout" in type(exc).__name__ or isinstance(exc, asyncio.TimeoutError)
         new = (TimeoutError if timeout else OSError)(
-            f"{key!r} in {store!r}: {type(exc).__name__}: {exc}")
+            f"{key!r} in {store_name(store)}: {type(exc).__name__}: {exc}")
     new.__cause__ = exc
     return new
 

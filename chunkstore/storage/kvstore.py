@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from chunkstore.errors import store_name
+
 from .base import BaseStore
 
 # What an object needs to be used as a store: reads, writes, deletes and membership, plus a
@@ -39,7 +41,7 @@ class KVStore(BaseStore):
         self._set_dimension_separator(getattr(mutable_mapping, "dimension_separator", None))
 
     def __repr__(self) -> str:
-        return f"KVStore({self._mutable_mapping!r})"
+        return f"KVStore({store_name(self._mutable_mapping)})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, KVStore) and other._mutable_mapping is self._mutable_mapping

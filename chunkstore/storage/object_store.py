@@ -19,6 +19,7 @@ from typing import Any, cast
 from . import fsspec_io
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
 from .remote_version import RemoteVersion
+from chunkstore.errors import store_name
 
 #: obstore store classes that talk to a server (each request a round trip)
 _REMOTE = frozenset({"S3Store", "GCSStore", "AzureStore", "HTTPStore"})
@@ -64,7 +65,7 @@ class ObjectStore(BaseStore):
         self.store = store
 
     def __repr__(self) -> str:
-        return f"ObjectStore({self.store!r})"
+        return f"ObjectStore({store_name(self.store)})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectStore) and other.store is self.store

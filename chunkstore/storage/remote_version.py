@@ -10,6 +10,7 @@ from typing import Any
 
 from . import fsspec_io
 from .base import ValueVersion, VersionChanged
+from chunkstore.errors import store_name
 
 #: get(start, end, if_match) -> awaitable of (bytes, etag, size), or False where the store
 #: cannot serve that GET with an ETag (FileNotFoundError if absent; VersionChanged where
@@ -68,7 +69,7 @@ class RemoteVersion(ValueVersion):
             raise KeyError(self._key)  # absent (deleted since an earlier read: absent now)
         if any(r is False for r in res):
             if self.version is not None:
-                raise VersionChanged(f"{self._key!r} in {self._store!r}: a GET answered "
+                raise VersionChanged(f"{self._key!r} in {store_name(self._store)}: a GET answered "
                                      f"without its version")
             # no ETag to pin: the whole object, once, is this reader's only version
             got = self._store.getitems([self._key]).get(self._key)
@@ -82,7 +83,7 @@ class RemoteVersion(ValueVersion):
                 if self.version is None:
                     self.version = etag
                 elif etag != self.version:  # (GETs sent together, before one was pinned)
-                    raise VersionChanged(f"{self._key!r} in {self._store!r} changed while "
+                    raise VersionChanged(f"{self._key!r} in {store_name(self._store)} changed while "
                                          f"read")
             if size is not None:
                 self._size = size

@@ -1,0 +1,53 @@
+"""An error that names a plain mapping store names it in one short line (its type and key
+count), never by its repr, which printed every key and value: 451 KB at 963 keys (issue 29)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import store_name
+
+
+@pytest.fixture(params=["dict", "OrderedDict", "LRUStoreCache(dict)"])
+def big(request):
+    d = {} if request.param != "OrderedDict" else OrderedDict()
+    cs.zeros(2000, chunks=1, store=d)[...] = 1
+    store = cs.LRUStoreCache(d, max_size=None) if request.param.startswith("LRU") else d
+    return d, store
+
+
+def _errors(d, store):
+    r = cs.open_array(store, mode="r")
+    yield cs.ArrayNotFoundError, lambda: cs.open_array(store, mode="r", path="nope")
+    yield cs.GroupNotFoundError, lambda: cs.open_group(store, mode="r", path="nope")
+    yield cs.ContainsArrayError, lambda: cs.zeros(10, chunks=1, store=store)
+    yield cs.ReadOnlyError, lambda: r.resize(5)
+    yield cs.ReadOnlyError, lambda: r.__setitem__(0, 1)
+    yield cs.ConsolidatedMetadataNotFoundError, lambda: cs.open_consolidated(store)
+    d["5"] = b"not a chunk"
+    yield cs.ChunkDecodeError, lambda: cs.open_array(store, mode="r")[5]
+    del d["6"]
+    yield cs.ChunkNotFoundError, lambda: cs.open_array(store, mode="r",
+                                                       missing_chunks="error")[6]
+
+
+def test_errors_name_a_plain_mapping_store_in_one_short_line(big):
+    d, store = big
+    seen = 0
+    for error, call in _errors(d, store):
+        with pytest.raises(error) as info:
+            call()
+        msg = str(info.value)
+        assert len(msg) < 300, (error.__name__, msg[:300])
+        assert f"of {len(d)} keys" in msg or "keys at" in msg, msg
+        seen += 1
+    assert seen == 8
+
+
+def test_store_name():
+    assert store_name({"a": b"1", "b": b"2"}).startswith("<dict of 2 keys at 0x")
+    m = cs.MemoryStore()
+    assert store_name(m) == repr(m)  # chunkstore's own stores name themselves shortly
