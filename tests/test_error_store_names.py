@@ -51,3 +51,15 @@ def test_store_name():
     assert store_name({"a": b"1", "b": b"2"}).startswith("<dict of 2 keys at 0x")
     m = cs.MemoryStore()
     assert store_name(m) == repr(m)  # chunkstore's own stores name themselves shortly
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_open_consolidated_without_it_says_what_was_looked_for(fmt):
+    """Issue 29: a v2 store without .zmetadata said "no group metadata 'zarr.json'"."""
+    d = {}
+    cs.group(store=d, zarr_format=fmt).zeros("a", shape=3)
+    with pytest.raises(cs.ConsolidatedMetadataNotFoundError) as info:
+        cs.open_consolidated(d)
+    msg = str(info.value)
+    assert "'.zmetadata'" in msg and "consolidated_metadata" in msg
+    assert ("(absent)" if fmt == 2 else "(it has none)") in msg

@@ -572,7 +572,18 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
         cstore: ConsolidatedMetadataStore | ConsolidatedV3Store = ConsolidatedMetadataStore(
             store, metadata_key=metadata_key, mode=smode)
     except ConsolidatedMetadataNotFoundError:
-        cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
+        try:
+            cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
+        except ConsolidatedMetadataNotFoundError:
+            # neither format's: say what was looked for, per format
+            where = normalize_path(path)
+            v3_doc = (where + "/" if where else "") + "zarr.json"
+            raise ConsolidatedMetadataNotFoundError(
+                f"no consolidated metadata at path {where!r} in {store_name(store)}: looked "
+                f"for Zarr v2's {metadata_key!r} and for 'consolidated_metadata' in Zarr v3's "
+                f"{v3_doc!r} ({'absent' if v3_doc not in store else 'it has none'}); "
+                f"consolidate_metadata() writes it, or open the hierarchy with open()"
+            ) from None
         return open(cstore, mode=smode, path=path, **kwargs)
     return open(cstore, mode="r" if mode == "r" else "r+", path=path, **kwargs)
 
