@@ -63,3 +63,33 @@ def test_open_consolidated_without_it_says_what_was_looked_for(fmt):
     msg = str(info.value)
     assert "'.zmetadata'" in msg and "consolidated_metadata" in msg
     assert ("(absent)" if fmt == 2 else "(it has none)") in msg
+
+
+def test_creation_functions_name_the_argument_they_set_themselves():
+    """Issue 29: zeros(fill_value=...) and array(data, shape=...) leaked "create() got
+    multiple values for keyword argument"."""
+    import numpy as np
+    for call, name in ((lambda: cs.zeros(3, fill_value=1), "zeros"),
+                       (lambda: cs.ones(3, fill_value=1), "ones"),
+                       (lambda: cs.empty(3, fill_value=1), "empty")):
+        with pytest.raises(TypeError, match=rf"^{name}\(\) sets fill_value itself"):
+            call()
+    with pytest.raises(TypeError, match=r"array\(\) takes its shape from data \(\(3,\)\)"):
+        cs.array(np.arange(3), shape=(4,))
+    np.testing.assert_array_equal(cs.array(np.arange(3), shape=3)[...], np.arange(3))
+
+
+@pytest.mark.parametrize("how", ["open_array", "create", "open_group", "group"])
+def test_a_lock_directory_inside_the_store_is_refused_before_anything_is_written(tmp_path,
+                                                                                 how):
+    """Issue 29: the ValueError came after .zarray and lock files were in the store."""
+    import os
+    path = str(tmp_path / "a.zarr")
+    sync = cs.ProcessSynchronizer(os.path.join(path, "locks"))  # (makes that directory)
+    calls = {"open_array": lambda: cs.open_array(path, mode="w", shape=3, synchronizer=sync),
+             "create": lambda: cs.create(3, store=path, synchronizer=sync),
+             "open_group": lambda: cs.open_group(path, mode="w", synchronizer=sync),
+             "group": lambda: cs.group(path, synchronizer=sync)}
+    with pytest.raises(ValueError, match="inside the store"):
+        calls[how]()
+    assert os.listdir(path) == ["locks"] and os.listdir(os.path.join(path, "locks")) == []

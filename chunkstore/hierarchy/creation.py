@@ -17,6 +17,7 @@ from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
+from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
 from chunkstore.metadata.formats import format_of, node_document_names
@@ -297,17 +298,22 @@ _held = threading.local()  # creation locks this thread holds: markers of (lock,
 
 
 @contextlib.contextmanager
-def creation_lock(synchronizer: Any, key: str) -> Iterator[None]:
+def creation_lock(synchronizer: Any, key: str, store: Any = None) -> Iterator[None]:
     """The lock held while creating the node whose metadata key is key (no-op if none).
 
     Two processes creating the same node at once then either both succeed (the second opens
     what the first made) or one gets a clear Contains*Error; neither sees a half-made node.
     Re-entrant per thread: a Group method holds it across its check and then calls create(),
     which asks for it again; synchronizer locks are not re-entrant, so the inner request must
-    not take it a second time (it would wait for itself forever)."""
+    not take it a second time (it would wait for itself forever).
+
+    With ``store``: a synchronizer whose lock directory lies inside the store is refused
+    (ValueError) before its lock file or anything else is written."""
     if synchronizer is None:
         yield
         return
+    if store is not None:
+        check_synchronizer_path(synchronizer, store)
     lock = synchronizer[key]
     # The lock object, and (lock directory or synchronizer, key): two ProcessSynchronizer
     # instances on one directory share lock files.
@@ -349,7 +355,8 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
-    with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array")):
+    with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array"),
+                       store):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
                    fill_value=fill_value, order=order, overwrite=overwrite, path=path,
                    filters=filters, object_codec=object_codec,
@@ -374,13 +381,25 @@ def _check_format(zarr_format):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
+def _refuse(function: str, kwargs: dict, *names: str) -> None:
+    """TypeError naming the public function for an argument it sets itself (create() would
+    say only that it got the argument twice)."""
+    for name in names:
+        if name in kwargs:
+            raise TypeError(f"{function}() sets {name} itself; got {name}={kwargs[name]!r} "
+                            f"(use {'full' if name == 'fill_value' else 'create'}() to "
+                            f"choose it)")
+
+
 def zeros(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 0."""
+    _refuse("zeros", kwargs, "fill_value")
     return create(shape=shape, fill_value=0, **kwargs)
 
 
 def ones(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array whose unwritten elements read as 1."""
+    _refuse("ones", kwargs, "fill_value")
     return create(shape=shape, fill_value=1, **kwargs)
 
 
@@ -391,6 +410,7 @@ def full(shape: ShapeLike, fill_value: Any, **kwargs: Any) -> Array:
 
 def empty(shape: ShapeLike, **kwargs: Any) -> Array:
     """An array with no fill value (null); unwritten elements read as zero bytes."""
+    _refuse("empty", kwargs, "fill_value")
     return create(shape=shape, fill_value=None, **kwargs)
 
 
@@ -399,6 +419,14 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     those of data when it has them (an Array, an h5py dataset). read_only=True returns the
     array read-only once the data is written. If the data cannot be written, the new array
     is removed again."""
+    if "shape" in kwargs:
+        shape = tuple(data.shape if isinstance(data, Array) else np.shape(data))
+        given = kwargs.pop("shape")
+        if isinstance(given, (int, np.integer)):
+            given = (given,)
+        if given is None or tuple(given) != shape:
+            raise TypeError(f"array() takes its shape from data ({shape}); got "
+                            f"shape={given!r}")  # (the data's own shape is accepted)
     kwargs.setdefault("chunks", creation_args.chunks_of(data) or True)
     if isinstance(data, Array):
         data = data[...]
@@ -601,7 +629,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
         # an explicit zarr_format binds: an array of the other format is not opened
         nodes.check_format(store, path, "array", a.zarr_format, zarr_format, want="array")
         return a
-    with creation_lock(synchronizer, nodes.creation_lock_key(path, "array")):
+    with creation_lock(synchronizer, nodes.creation_lock_key(path, "array"), store):
         # an explicit zarr_format binds: mode "a" neither opens, converts nor creates beside
         # a node of the other format; "w-"/"x" refuse it as any existing node; "w" replaces
         exists = nodes.node_kind(store, path, zarr_format if mode == "a" else None,

@@ -473,7 +473,7 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
     path = normalize_path(path)
-    with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group")):
+    with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group"), store):
         if overwrite or not contains_group(store, path):
             _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
@@ -498,7 +498,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     asked = zarr_format
     zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None,
-                                nodes.creation_lock_key(path, "group")):
+                                nodes.creation_lock_key(path, "group"), store):
         exists = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
                                  want="group", creating=(mode == "a"))[0] == "group"
         if mode in ("r", "r+"):
