@@ -93,3 +93,12 @@ def test_a_lock_directory_inside_the_store_is_refused_before_anything_is_written
     with pytest.raises(ValueError, match="inside the store"):
         calls[how]()
     assert os.listdir(path) == ["locks"] and os.listdir(os.path.join(path, "locks")) == []
+
+
+def test_an_unknown_codec_name_offers_the_close_ones():
+    """Issue 29: the error listed every known name (520 characters)."""
+    with pytest.raises(ValueError, match=r"unknown codec name 'zstdd'; did you mean 'zstd'\?$"):
+        cs.create_array({}, shape=3, dtype="i4", compressors=["zstdd"])
+    with pytest.raises(ValueError) as info:
+        cs.create_array({}, shape=3, dtype="i4", compressors=["qwertyuiop"])
+    assert len(str(info.value)) < 150

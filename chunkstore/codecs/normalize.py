@@ -25,6 +25,16 @@ ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs code
             "({'name': ..., 'configuration': ...}), or a codec name")
 
 
+def _close_matches(name: str, known: Any) -> str:
+    """"; did you mean 'zstd'?" for the closest known names (the whole list is long: every
+    numcodecs.* name), or where the names are listed when none is close."""
+    import difflib
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return "; chunkstore.codecs.registry.CODECS lists the known names"
+
+
 def _registry() -> dict:
     """v3 name -> codec class (filled when the package chunkstore.codecs, which imports
     every codec module, is imported: always before this module)."""
@@ -52,8 +62,8 @@ def as_public(obj: Any, argument: str) -> Any:
                 import numcodecs
                 return numcodecs.get_codec({"id": obj})
             except Exception:
-                raise ValueError(f"{argument}: unknown codec name {obj!r}; known: "
-                                 f"{', '.join(sorted(reg))}") from None
+                raise ValueError(f"{argument}: unknown codec name {obj!r}"
+                                 f"{_close_matches(obj, reg)}") from None
         try:
             return cls()
         except TypeError as e:
