@@ -26,7 +26,9 @@ from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError,
                                PathNotFoundError, StoreError)
 from chunkstore.storage import DirectoryStore, ZipStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# where the chunkstore under test is importable from (the installed package in CI, not this
+# source tree, which has no compiled core)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cs.__file__)))
 
 
 def _names(path) -> list[str]:
