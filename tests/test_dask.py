@@ -64,3 +64,18 @@ def test_distributed_local_cluster_write_and_read(tmp_path):
         assert len(client.scheduler_info()["workers"]) == 2
     np.testing.assert_array_equal(back, a)
     np.testing.assert_allclose(total, a.sum())
+
+
+def test_from_chunkstore_views_with_other_chunks_are_other_dask_arrays():
+    """Two views of one array with different chunks= had one dask name: combining them
+    raised IndexError (issue 29). A sharded array defaults to shard-sized dask chunks."""
+    from chunkstore.dask import from_chunkstore
+    z = cs.create_array({}, shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="i4")
+    data = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+    z[...] = data
+    a = from_chunkstore(z)
+    assert a.chunksize == (32, 32) and a.npartitions == 4
+    b, c = from_chunkstore(z, chunks=(16, 16)), from_chunkstore(z, chunks=(8, 64))
+    assert len({a.name, b.name, c.name}) == 3
+    np.testing.assert_array_equal((b + c).compute(), 2 * data)
+    assert from_chunkstore(z, chunks=(16, 16)).name == b.name  # the same view: the same name

@@ -22,12 +22,17 @@ __all__ = ["from_chunkstore", "to_chunkstore", "aligned"]
 
 def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kwargs):
     """A dask array over a chunkstore array (or the array at path in a store), chunked like
-    the store unless chunks is given."""
+    the stored objects unless chunks is given: the shards of a sharded array (one task reads
+    a shard, as dask's own from_array sizes them), else the chunks. Its name includes the
+    chunking, so two views of one array with other chunks are different dask arrays."""
     z = store_or_array if isinstance(store_or_array, Array) else \
         open_array(store_or_array, mode="r", path=path, **open_kwargs)
-    name = name or f"chunkstore-{z.path or 'root'}-{id(z._store):x}"
-    return da.from_array(z, chunks=chunks or z.chunks, name=False if name is None else name,
-                         lock=False, fancy=False, asarray=False)
+    chunks = chunks or z.shards or z.chunks
+    if name is None:
+        from dask.base import tokenize
+        blocks = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
+        name = f"chunkstore-{z.path or 'root'}-{id(z.store):x}-{tokenize(blocks)}"
+    return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False)
 
 
 def aligned(dask_chunks, store_chunks, shape):
