@@ -575,3 +575,12 @@ def test_human_bytes_both_styles():
     # compact: Array.info's style (zarr-python's), bytes as a bare number
     assert [human_bytes(n, compact=True) for n in (1023, 1536, 5 * 2**50)] == \
         ["1023", "1.5K", "5.0P"]
+
+
+def test_chunks_value_starting_with_minus_one(tmp_path):
+    """`--chunks -1,100` (a whole dimension first) works as `--chunks=-1,100` does; argparse
+    refused it as an unknown option (issue 29)."""
+    src = tmp_path / "s.zarr"
+    cs.array(np.arange(600).reshape(6, 100), store=str(src), chunks=(2, 10))
+    run("cp", src, tmp_path / "o.zarr", "--chunks", "-1,50")
+    assert cs.open_array(str(tmp_path / "o.zarr"), mode="r").chunks == (6, 50)

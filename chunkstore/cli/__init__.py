@@ -39,9 +39,29 @@ from chunkstore.cli.parser import build_parser
 __all__ = ["main", "build_parser", "_one_line"]
 
 
+def _join_shape_values(argv: list[str]) -> list[str]:
+    """``--chunks -1,100`` as ``--chunks=-1,100``: argparse takes a value starting with
+    "-" and a digit but not a plain negative number for an option and refuses it."""
+    out: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a in ("--chunks", "--shards"):
+            nxt = next(it, None)
+            if nxt is not None and nxt[:1] == "-" and nxt[1:2].isdigit():
+                out.append(f"{a}={nxt}")
+                continue
+            out.append(a)
+            if nxt is not None:
+                out.append(nxt)
+            continue
+        out.append(a)
+    return out
+
+
 def main(argv=None):
     """Run the command line; returns the exit status."""
     try:
+        argv = _join_shape_values(list(sys.argv[1:] if argv is None else argv))
         args = build_parser().parse_args(argv)
         status = args.func(args)
         sys.stdout.flush()
