@@ -584,3 +584,21 @@ def test_chunks_value_starting_with_minus_one(tmp_path):
     cs.array(np.arange(600).reshape(6, 100), store=str(src), chunks=(2, 10))
     run("cp", src, tmp_path / "o.zarr", "--chunks", "-1,50")
     assert cs.open_array(str(tmp_path / "o.zarr"), mode="r").chunks == (6, 50)
+
+
+def test_cp_dtype_refuses_unsafe_casts_unless_asked(tmp_path):
+    """Issue 29: --dtype cast f8 -> i1 (zeros) and f8 -> S3 silently. NumPy's casting rule
+    (default same_kind) now decides; --casting unsafe casts anyway; nothing is written when
+    refused."""
+    src = tmp_path / "s.zarr"
+    cs.array(np.arange(10) / 4, store=str(src), chunks=5)
+    for dtype in ("i1", "S3", "M8[s]"):
+        r = run("cp", src, tmp_path / "bad.zarr", "--dtype", dtype, ok=False, code=1)
+        assert "casting rule" in r.stderr and "--casting unsafe" in r.stderr
+        assert not (tmp_path / "bad.zarr").exists()
+    run("cp", src, tmp_path / "f4.zarr", "--dtype", "f4")
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "f4.zarr"), mode="r")[...],
+                                  (np.arange(10) / 4).astype("f4"))
+    run("cp", src, tmp_path / "i1.zarr", "--dtype", "i1", "--casting", "unsafe")
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "i1.zarr"), mode="r")[...],
+                                  (np.arange(10) / 4).astype("i1"))

@@ -67,7 +67,7 @@ CASES = [
     ("v3", 3, dict(shards="none", dtype=np.dtype("f4")), ["--shards", "none", "--dtype", "f4"]),
     ("v2", 2, dict(chunks=(20, 15), compressor=numcodecs.Zstd(level=1)),
      ["--chunks", "20,15", "--compressor", "zstd:1"]),
-    ("v2", 2, dict(dtype=np.dtype("i4")), ["--dtype", "i4"]),
+    ("v2", 2, dict(dtype=np.dtype("i4")), ["--dtype", "i4", "--casting", "unsafe"]),
 ]
 
 

@@ -146,7 +146,13 @@ class Copier:
         from chunkstore.hierarchy.creation import create
         from chunkstore.hierarchy.recode import RecodeError, copy_plan, put_attributes, read_as
         a = Array(self.src, path=sp, read_only=True)
-        changes = {k: v for k, v in self.recode.items() if k != "zarr_format"}
+        changes = {k: v for k, v in self.recode.items() if k not in ("zarr_format", "casting")}
+        casting = self.recode.get("casting", "same_kind")
+        if "dtype" in changes and not _castable(a.dtype, np.dtype(changes["dtype"]), casting):
+            # f8 -> i1 gives zeros, f8 -> S3 b'0.5', f8 -> M8 the epoch: never silently
+            raise CLIError(f"cannot cast array {a.name!r} of {self.src_spec} from {a.dtype} "
+                           f"to {np.dtype(changes['dtype'])} under the {casting!r} casting "
+                           f"rule (NumPy's); pass --casting unsafe to cast anyway")
         try:
             kw, attrs = copy_plan(a, self._target_format(sp), note=_note, **changes)
         except RecodeError as e:
@@ -182,6 +188,17 @@ def _same_location(a, b):
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _castable(src: np.dtype, dst: np.dtype, casting: str) -> bool:
+    """NumPy's casting rule, stricter where NumPy calls a cast "same_kind" that changes what
+    the values mean: numbers to or from strings or datetimes (f8 -> S3 gives b'0.2')."""
+    if casting == "unsafe":
+        return True
+    if src.kind != dst.kind and (src.kind in "SUMm" or dst.kind in "SUMm"):
+        return False
+    # (casting is one of NumPy's names: argparse's choices)
+    return bool(np.can_cast(src, dst, casting=casting))  # type: ignore[arg-type]
+
+
 def cmd_cp(args):
     """``chunkstore cp``: copy an array or group from SRC to DST, optionally re-encoding it.
 
@@ -196,6 +213,7 @@ def cmd_cp(args):
         recode["compressor"] = args.compressor[0]
     if args.dtype is not None:
         recode["dtype"] = args.dtype
+        recode["casting"] = args.casting
     if args.zarr_format is not None:
         recode["zarr_format"] = args.zarr_format
     if args.shard_shape is not None:
@@ -205,7 +223,7 @@ def cmd_cp(args):
     from chunkstore.hierarchy.recode import RecodeError, check_changes
     try:  # before any store is opened: options the target format has no place for
         check_changes(args.zarr_format,
-                      **{k: v for k, v in recode.items() if k != "zarr_format"})
+                      **{k: v for k, v in recode.items() if k not in ("zarr_format", "casting")})
     except RecodeError as e:
         raise UsageError(e.render(CLI_NAMES)) from None
     same = _same_location(args.src, args.dst)

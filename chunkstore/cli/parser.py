@@ -167,6 +167,10 @@ def build_parser():
     sp.add_argument("--compressor", type=lambda s: [parse_compressor(s)], default=None,
                     help=codec_help)
     sp.add_argument("--dtype", type=parse_dtype, default=None, help="new data type, e.g. f4")
+    sp.add_argument("--casting", choices=("no", "equiv", "safe", "same_kind", "unsafe"),
+                    default="same_kind",
+                    help="which --dtype casts are allowed, NumPy's rule (default same_kind: "
+                         "f8 -> f4 yes, f8 -> i1 or S3 no; unsafe allows any)")
     sp.add_argument("--zarr-format", type=int, choices=(2, 3), default=None,
                     help="write the copy in this Zarr format (default: as the source)")
     sp.add_argument("--shards", dest="shard_shape", type=parse_shards, default=None,
