@@ -602,3 +602,18 @@ def test_cp_dtype_refuses_unsafe_casts_unless_asked(tmp_path):
     run("cp", src, tmp_path / "i1.zarr", "--dtype", "i1", "--casting", "unsafe")
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "i1.zarr"), mode="r")[...],
                                   (np.arange(10) / 4).astype("i1"))
+
+
+@pytest.mark.parametrize("name", ["a.zarr", "b.zip", "c.sqlite", "d.lmdb"])
+def test_rm_of_everything_removes_the_store_itself(tmp_path, name):
+    """Issue 29: `rm` of a whole store left an empty directory, a 22-byte zip or an 864 KB
+    SQLite file behind."""
+    from chunkstore.storage import normalize_store
+    path = str(tmp_path / name)
+    st = normalize_store(path, mode="w")
+    cs.array(np.arange(10), store=st, chunks=5, path="x")
+    st.close()
+    r = run("rm", path, "-f")
+    assert "and the store itself" in r.stdout
+    assert not os.path.exists(path)
+

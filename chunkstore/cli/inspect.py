@@ -92,8 +92,33 @@ def cmd_rm(args):
             print(f"removed {kind} {path!r} from {args.store}")
         else:
             rmdir(store, "")
-            print(f"removed everything from {args.store}")
+    if not path:
+        gone = _remove_container(args.store)
+        print(f"removed everything from {args.store}" + (" and the store itself" if gone
+                                                          else ""))
     return 0
+
+
+def _remove_container(spec: str) -> bool:
+    """After ``rm`` of everything: the local store itself (its directory, zip, SQLite or LMDB
+    file), which would otherwise stay behind empty; only where nothing but empty directories
+    and a store's own files are left. True when removed."""
+    import os
+    import shutil
+    from chunkstore.cli.safety import is_url
+    if not isinstance(spec, str) or is_url(spec) or not os.path.exists(spec):
+        return False
+    if os.path.isfile(spec):  # zip, SQLite, LMDB (subdir=False): the store is the file
+        os.remove(spec)
+        for extra in (spec + "-lock", spec + "-journal", spec + "-wal", spec + "-shm"):
+            if os.path.exists(extra):
+                os.remove(extra)
+        return True
+    left = [f for _, _, files in os.walk(spec) for f in files]
+    if all(f in ("data.mdb", "lock.mdb") for f in left):  # empty dirs, or an LMDB's files
+        shutil.rmtree(spec)
+        return True
+    return False
 
 
 def cmd_consolidate(args):
