@@ -455,12 +455,14 @@ def test_verify_wrong_size_and_outside_grid(tmp_path):
 def test_verify_progress_and_no_tqdm(src):
     r = run("verify", src, "--progress")
     assert "verify" in r.stderr and "chunk" in r.stderr
-    # Without tqdm, --progress is silently ignored.
+    # Without tqdm, --progress says it shows no bar (it was silently ignored: issue 29).
     code = ("import sys; sys.modules['tqdm'] = None; from chunkstore.cli import main; "
             f"sys.exit(main(['verify', {str(src)!r}, '--progress']))")
     e = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e)
-    assert r.returncode == 0 and r.stderr == "" and r.stdout.strip().endswith("OK")
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK")
+    assert r.stderr.strip() == "chunkstore: --progress needs tqdm (pip install tqdm): no " \
+                               "progress bar shown"
 
 
 # ------------------------------------------------------------------------------ errors
@@ -617,3 +619,10 @@ def test_rm_of_everything_removes_the_store_itself(tmp_path, name):
     assert "and the store itself" in r.stdout
     assert not os.path.exists(path)
 
+
+
+def test_progress_counts_are_whole_numbers(src, tmp_path):
+    """Issue 29: a raw copy's key count showed as '16.0/128'."""
+    import re
+    r = run("cp", src, tmp_path / "k.zarr", "--progress")  # a raw copy: a count of keys
+    assert re.search(r"\b(\d+)/\1\b", r.stderr) and not re.search(r"\d\.\d/\d", r.stderr)

@@ -183,9 +183,11 @@ class Progress:
             from tqdm import tqdm
         except ImportError:
             return
-        # unit "B": bytes, shown with binary prefixes and a throughput (e.g. 45.2MB/s).
-        self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
-                         dynamic_ncols=True, unit_divisor=1024 if unit == "B" else 1000)
+        # unit "B": bytes, shown with binary prefixes and a throughput (e.g. 45.2MB/s); other
+        # units are counts, shown as whole numbers (a scaled count read "16.0/128")
+        self._bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B",
+                         file=sys.stderr, dynamic_ncols=True,
+                         unit_divisor=1024 if unit == "B" else 1000)
 
     @property
     def shown(self):
@@ -212,11 +214,24 @@ class Progress:
 
 def _progress_enabled(args):
     if getattr(args, "progress", None) is not None:
+        if args.progress and not _have_tqdm():
+            # asked for, and not silently ignored
+            print(f"{PROG}: --progress needs tqdm (pip install tqdm): no progress bar shown",
+                  file=sys.stderr)
+            return False
         return args.progress
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def _have_tqdm() -> bool:
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _refresh_consolidated(store, path, include_self=True):
