@@ -147,6 +147,11 @@ def build_parser():
     sp = add("verify", cmd_verify, "decode every stored chunk; exit 1 if any is bad",
              description=VERIFY_DESCRIPTION)
     progress(sp)
+    sp.add_argument("--remove-strays", action="store_true",
+                    help="delete stray temporary files of interrupted writes older than "
+                         "--older-than seconds")
+    sp.add_argument("--older-than", type=float, default=600.0, metavar="SECONDS",
+                    help="with --remove-strays: the age a temporary file must have (600)")
 
     codec_help = "zstd[:LEVEL], blosc[:CNAME[:LEVEL[:SHUFFLE]]], gzip[:LEVEL], zlib, bz2, " \
                  "lzma, lz4, or none (default: as the source)"

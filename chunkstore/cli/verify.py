@@ -34,6 +34,11 @@ Not detected:
 
 To make data fully verifiable, copy it with a checksum on every chunk:
   chunkstore cp SRC DST --zarr-format 3 --checksum
+
+Stray temporary files of interrupted writes (a killed writer's '.partial' files) are listed;
+readers ignore them. Exit status: 0 sound, 1 a problem found, 2 sound but strays left.
+--remove-strays deletes those older than --older-than seconds (default 600: a writer
+renames its temporary file within moments of making it, so an old one is no live write's).
 """
 
 _SIZE_PROBLEM = re.compile(r"has \d+ (bytes|items), expected \d+")
@@ -262,8 +267,9 @@ def _stray_temporaries(store, path):
 def cmd_verify(args):
     """``chunkstore verify``: check the metadata and decode every stored chunk at ``--path``.
 
-    Prints each problem found and a summary line. Returns 0 when everything is sound and 1 when any
-    problem was found (stray temporary files are listed but not counted).
+    Prints each problem found and a summary line. Returns 0 when everything is sound, 1 when any
+    problem was found, 2 when sound but stray temporary files of interrupted writes are left
+    (``--remove-strays`` deletes those older than ``--older-than`` seconds).
     """
     from chunkstore.metadata.v2 import parse_attrs, parse_group_metadata
     from chunkstore.metadata.v3 import ArrayMetadataV3, parse_node_metadata_v3
@@ -307,6 +313,7 @@ def cmd_verify(args):
     found = {k: n for k, n in v.problems.items() if n}
     head = (f"verified {_plural(v.arrays, 'array')}, {_plural(v.chunks, 'chunk')} in "
             f"{_where(args.store, path)}")
+    strays = _remove_strays(strays, args) if args.remove_strays else strays
     for p in strays:  # harmless to readers, so not a failure; but worth deleting
         print(f"stray temporary file of an interrupted write: {p}")
     if found:
@@ -316,7 +323,35 @@ def cmd_verify(args):
         print(f"{head}: FAILED, " + ", ".join(f"{n} {names.get(k, k)}"
                                               for k, n in found.items()))
         return 1
+    if strays:
+        print(f"{head}: OK, {_plural(len(strays), 'stray temporary file')} left "
+              f"(--remove-strays deletes them)")
+        return 2
     print(f"{head}: OK")
     return 0
+
+
+def _remove_strays(strays: list, args) -> list:
+    """Delete the stray temporary files older than ``--older-than`` seconds; the ones left."""
+    import os
+    import time
+    left = []
+    now = time.time()
+    for p in strays:
+        try:
+            age = now - os.stat(p).st_mtime
+        except FileNotFoundError:
+            continue  # renamed or removed meanwhile
+        if age < args.older_than:
+            print(f"kept stray temporary file {p}: {age:.0f} s old, a writer may still be "
+                  f"writing it (--older-than {args.older_than:g})")
+            left.append(p)
+            continue
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            continue
+        print(f"removed stray temporary file of an interrupted write: {p}")
+    return left
 
 
