@@ -5,17 +5,18 @@ its users' `except ValueError` must keep catching them."""
 
 
 def store_name(store: object) -> str:
-    """How a message names a store, in one short line: a chunkstore store's repr (its type
-    and path, URL or key count); for any other mapping (a plain dict, an OrderedDict) its type
-    and key count, never its repr, which prints every key and value (megabytes for a few
-    thousand chunks)."""
-    if type(store).__module__.startswith("chunkstore."):
-        return repr(store)
-    try:
-        n = len(store)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - a mapping that cannot count: its type is enough
-        return f"<{type(store).__name__}>"
-    return f"<{type(store).__name__} of {n} keys at {id(store):#x}>"
+    """How a message names a store, in one short line: the store's own repr where its class
+    gives one (chunkstore's stores: type and path, URL or key count); a plain mapping (a dict,
+    an OrderedDict: a repr that prints every key and value, megabytes for a few thousand
+    chunks) by its type and key count; any repr longer than 200 characters cut short."""
+    if isinstance(store, dict) or type(store).__repr__ is object.__repr__:
+        try:
+            n = len(store)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a mapping that cannot count: its type is enough
+            return f"<{type(store).__name__}>"
+        return f"<{type(store).__name__} of {n} keys at {id(store):#x}>"
+    r = repr(store)
+    return r if len(r) <= 200 else r[:190] + "...>"
 
 
 class ChunkstoreError(Exception):
