@@ -27,7 +27,7 @@ def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kw
     chunking, so two views of one array with other chunks are different dask arrays."""
     z = store_or_array if isinstance(store_or_array, Array) else \
         open_array(store_or_array, mode="r", path=path, **open_kwargs)
-    chunks = chunks or z.shards or z.chunks
+    chunks = chunks or z.layout.write_chunks  # (the shards of a sharded array)
     if name is None:
         from dask.base import tokenize
         blocks = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
