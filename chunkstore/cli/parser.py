@@ -117,11 +117,11 @@ def build_parser():
         sp.set_defaults(func=func)
         return sp
 
-    def progress(sp):
+    def progress(sp, unit="bytes with throughput"):
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--progress", dest="progress", action="store_true", default=None,
-                       help="show a progress bar, in bytes with throughput (default: when "
-                            "stderr is a terminal; needs tqdm, the [cli] extra)")
+                       help=f"show a progress bar, in {unit} (default: when stderr is a "
+                            f"terminal; needs tqdm, the [cli] extra)")
         g.add_argument("--no-progress", dest="progress", action="store_false",
                        help="never show a progress bar")
 
@@ -146,7 +146,7 @@ def build_parser():
         "write consolidated metadata (v2: .zmetadata; v3: into the group's zarr.json)")
     sp = add("verify", cmd_verify, "decode every stored chunk; exit 1 if any is bad",
              description=VERIFY_DESCRIPTION)
-    progress(sp)
+    progress(sp, "stored objects checked (chunks; the shards of a sharded array)")
     sp.add_argument("--remove-strays", action="store_true",
                     help="delete stray temporary files of interrupted writes older than "
                          "--older-than seconds")

@@ -184,7 +184,9 @@ def _inside_other(key, prefix, arrays):
 
 class _VerifyProgress(Progress):
     def __init__(self, enabled):
-        super().__init__(enabled, total=None, desc="verify", unit="chunk")
+        # stored objects: chunks, or whole shards of a sharded array (the summary line
+        # counts inner chunks)
+        super().__init__(enabled, total=None, desc="verify", unit="object")
 
     def total(self, n):
         if self._bar is not None:
