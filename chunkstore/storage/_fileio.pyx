@@ -418,6 +418,39 @@ def read_ranges(path, list ranges):
     return read_ranges_at(path, ranges)[0]
 
 
+cdef int _open_ident(const char* cpath, int* fd, long long* ident) noexcept nogil:
+    """Open a regular file for reading and take its identity (sysio.chunkstore_stat_ident):
+    0 with fd open, else an errno (EISDIR for a directory, -1 for another non-regular file)
+    with nothing left open."""
+    cdef stat st
+    cdef int err
+    fd[0] = _open_read(cpath)
+    if fd[0] < 0:
+        return errno
+    if _fstat_retry(fd[0], &st) != 0:
+        err = errno
+    elif not S_ISREG(st.st_mode):
+        err = EISDIR if S_ISDIR(st.st_mode) else -1
+    else:
+        chunkstore_stat_ident(&st, ident)
+        return 0
+    close(fd[0])
+    fd[0] = -1
+    return err
+
+
+cdef bint _absent(int err, bytes path) except -1:
+    """True where err means no file (a missing path, a directory: a key prefix); raise
+    OSError naming the path for any other failure; False for none."""
+    if err == ENOENT or err == ENOTDIR or err == EISDIR:
+        return True
+    if err == -1:
+        raise OSError(errno_mod.EINVAL, "not a regular file", os.fsdecode(path))
+    if err:
+        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(path))
+    return False
+
+
 def read_ranges_at(path, list ranges, expect=None):
     """Byte ranges of one version of a file: ``(parts, ident)``, ident being the open file's
     identity (device, inode, size, mtime ns, ctime ns; see sysio.chunkstore_stat_ident).
@@ -431,32 +464,23 @@ def read_ranges_at(path, list ranges, expect=None):
     cdef long long want[IDENT_LEN]
     cdef bint check = expect is not None, same = True
     cdef int fd = -1, err = 0, k
-    cdef stat st
     if check:
         if len(expect) != IDENT_LEN:
             raise ValueError(f"a file identity has {IDENT_LEN} integers, not {expect!r}")
         for k in range(IDENT_LEN):
             want[k] = expect[k]
     with nogil:
-        fd = _open_read(cpath)
-        if fd < 0:
-            err = errno
-        elif _fstat_retry(fd, &st) != 0:
-            err = errno
-        else:
-            chunkstore_stat_ident(&st, ident)
+        err = _open_ident(cpath, &fd, ident)
+        if err == 0:
             if check:
                 for k in range(IDENT_LEN):
                     if ident[k] != want[k]:
                         same = False
             if same:
                 err = _pread_all(fd, rs.n, rs.offs, rs.lens, rs.gots, rs.bufs)
-        if fd >= 0:
             close(fd)
-    if err == ENOENT or err == ENOTDIR or err == EISDIR:
+    if _absent(err, enc):
         return None, None
-    if err:
-        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(enc))
     if not same:
         return None, _ident_tuple(ident)
     return rs.result(), _ident_tuple(ident)
@@ -469,26 +493,11 @@ def open_ident(path):
     cdef bytes enc = path if type(path) is bytes else os.fsencode(path)
     cdef const char* cpath = _c_path(enc)
     cdef long long ident[IDENT_LEN]
-    cdef int fd = -1, err = 0
-    cdef stat st
+    cdef int fd = -1, err
     with nogil:
-        fd = _open_read(cpath)
-        if fd < 0:
-            err = errno
-        elif _fstat_retry(fd, &st) != 0:
-            err = errno
-            close(fd)
-        elif not S_ISREG(st.st_mode):
-            err = EISDIR if S_ISDIR(st.st_mode) else -1
-            close(fd)
-        else:
-            chunkstore_stat_ident(&st, ident)
-    if err == ENOENT or err == ENOTDIR or err == EISDIR:
+        err = _open_ident(cpath, &fd, ident)
+    if _absent(err, enc):
         return None
-    if err == -1:
-        raise OSError(errno_mod.EINVAL, "not a regular file", os.fsdecode(enc))
-    if err:
-        raise OSError(err, strerror(err).decode(errors="replace"), os.fsdecode(enc))
     return fd, _ident_tuple(ident)
 
 
