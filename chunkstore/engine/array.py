@@ -93,8 +93,7 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def shape(self) -> tuple[int, ...]:
         """The array's shape (read again from the store first when ``cache_metadata`` is False)."""
-        self._engine.refresh()
-        return self._meta.shape
+        return self._engine.shape
 
     @shape.setter
     def shape(self, value: Sequence[int]) -> None:
@@ -118,12 +117,12 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def dtype(self) -> np.dtype:
         """The NumPy data type of the elements."""
-        return self._meta.dtype
+        return self._engine.dtype
 
     @property
     def ndim(self) -> int:
         """The number of dimensions."""
-        return len(self._meta.shape)
+        return self._engine.ndim
 
     @property
     def size(self) -> int:
@@ -147,7 +146,7 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def fill_value(self) -> Any:
         """The value missing chunks read as (object arrays: as their elements are)."""
-        return self._engine.object_fill if self._engine.is_object else self._meta.fill_value
+        return self._engine.fill_value
 
     @fill_value.setter
     def fill_value(self, value: Any) -> None:
