@@ -269,43 +269,52 @@ class S3Direct:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def get(self, path: str, start: int | None = None, end: int | None = None):
-        """The object's bytes (or bytes [start, end), S3's suffix range for a negative
-        start); FileNotFoundError if there is no such object."""
-        def via_s3fs():
-            return self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
-
-        rng = _range(start, end)
+    async def _send_get(self, path: str, rng: str | None, extra: dict | None = None):
+        """A signed GET of path (Range rng, headers extra): ``(bucket, status, body,
+        response headers)``, or ``(bucket, None, ...)`` where the direct path does not serve
+        the bucket. Redirects are not followed (as botocore): a 3xx goes back to the caller
+        like any answer not handled, never with our Host and token to the host a Location
+        names."""
         bucket, key, _ = self.fs.split_path(path)
         b = await self._bucket(bucket)
-        if not b.use or rng is False:
-            return await via_s3fs()
+        if not b.use:
+            return b, None, b"", {}
         uri = b.prefix + "/" + quote(key, safe="/~")
         headers = await self._headers(b, "GET", uri, _EMPTY_SHA256)
         if headers is None:
-            return await via_s3fs()
+            return b, None, b"", {}
         if rng:
             headers["Range"] = rng
-        session = self._http(b)
-        # redirects are not followed (as botocore): a 3xx goes to s3fs like any answer not
-        # handled here, never with our Host and token to the host a Location names
-        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy, ssl=b.ssl,
-                               allow_redirects=False) as resp:
-            status = resp.status
+        headers.update(extra or {})
+        async with self._http(b).get(_url(b, uri), headers=headers, proxy=b.proxy, ssl=b.ssl,
+                                     allow_redirects=False) as resp:
+            return b, resp.status, await resp.read(), resp.headers
+
+    def _raise_handled(self, status: int, body: bytes, path: str) -> None:
+        """Raise for the answers handled here: missing object, retryable, access denied."""
+        code = _code(body)
+        if status == 404 and code == "NoSuchKey":
+            raise FileNotFoundError(path)
+        self._raise_final(status, code, path)
+
+    async def get(self, path: str, start: int | None = None, end: int | None = None):
+        """The object's bytes (or bytes [start, end), S3's suffix range for a negative
+        start); FileNotFoundError if there is no such object."""
+        rng = _range(start, end)
+        if rng is not False:
+            b, status, body, _ = await self._send_get(path, rng)
             if status == (206 if rng else 200):
-                return await resp.read()
-            body = await resp.read()
+                return body
             # a range to the end answered with the whole object (S3 does so for an empty
             # one): that is the answer; not a reason to hand the bucket to s3fs
             if status == 200 and end is None and (start == 0 or (
                     start is not None and start < 0 and len(body) <= -start)):
                 return body
-            code = _code(body)
-            if status == 404 and code == "NoSuchKey":
-                raise FileNotFoundError(path)
-            self._raise_final(status, code, path)
-        out = await via_s3fs()
-        b.use = False  # s3fs knows something we do not (a region, a clock skew): its bucket
+            if status is not None:
+                self._raise_handled(status, body, path)
+        out = await self.fs._cat_file(path, start=start, end=end, **self._cat_kw)
+        if rng is not False and status is not None:
+            b.use = False  # s3fs knows something we do not (a region, a clock skew)
         return out
 
     async def get_version(self, path: str, start: int, end: int | None,
@@ -318,38 +327,25 @@ class S3Direct:
         from .base import VersionChanged
 
         rng = _range(start, end)
-        bucket, key, _ = self.fs.split_path(path)
-        b = await self._bucket(bucket)
-        if not b.use or not rng:
+        if not rng:
             return False
-        uri = b.prefix + "/" + quote(key, safe="/~")
-        headers = await self._headers(b, "GET", uri, _EMPTY_SHA256)
-        if headers is None:
+        _, status, body, headers = await self._send_get(
+            path, rng, None if if_match is None else {"If-Match": if_match})
+        if status is None:
             return False
-        headers["Range"] = rng
-        if if_match is not None:
-            headers["If-Match"] = if_match
-        session = self._http(b)
-        async with session.get(_url(b, uri), headers=headers, proxy=b.proxy, ssl=b.ssl,
-                               allow_redirects=False) as resp:
-            status = resp.status
-            body = await resp.read()
-            etag = resp.headers.get("ETag")
-            if status == 206 and etag:
-                total = resp.headers.get("Content-Range", "").rpartition("/")[2]
-                return body, etag, int(total) if total.isdigit() else None
-            if status == 200 and etag and end is None:
-                # the whole object for a range to the end (S3 does so where the range
-                # covers it all, an empty object included)
-                return (body if start >= 0 else body[max(0, len(body) + start):]), etag, len(body)
-            if status == 412:
-                raise VersionChanged(f"{path}: not the version {if_match} any more")
-            if status == 416:
-                return b"", None, None  # past the end: the caller reports the short read
-            code = _code(body)
-            if status == 404 and code == "NoSuchKey":
-                raise FileNotFoundError(path)
-            self._raise_final(status, code, path)
+        etag = headers.get("ETag")
+        if status == 206 and etag:
+            total = headers.get("Content-Range", "").rpartition("/")[2]
+            return body, etag, int(total) if total.isdigit() else None
+        if status == 200 and etag and end is None:
+            # the whole object for a range to the end (S3 does so where the range covers it
+            # all, an empty object included)
+            return (body if start >= 0 else body[max(0, len(body) + start):]), etag, len(body)
+        if status == 412:
+            raise VersionChanged(f"{path}: not the version {if_match} any more")
+        if status == 416:
+            return b"", None, None  # past the end: the caller reports the short read
+        self._raise_handled(status, body, path)
         return False
 
     def payload_hash(self, path: str, data: bytes) -> str | None:
