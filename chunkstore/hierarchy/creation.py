@@ -509,18 +509,7 @@ def ones_like(a, **kwargs):
     """Create an array filled with ones with the shape, dtype and chunks of *a*, like
     ``zarr.ones_like``.
 
-    Parameters
-    ----------
-    a : Array or array-like
-        The array to copy the properties from. A chunkstore array also gives its Zarr format,
-        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
-        shape, dtype, order and chunks where it has them.
-    **kwargs
-        Arguments of :func:`ones` that override those taken from *a*.
-
-    Returns
-    -------
-    Array
+    The arguments as :func:`zeros_like`'s (``**kwargs`` go to :func:`ones`).
     """
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
@@ -531,18 +520,7 @@ def full_like(a, **kwargs):
     """Create an array filled with ``fill_value`` with the shape, dtype and chunks of *a*, like
     ``zarr.full_like``.
 
-    Parameters
-    ----------
-    a : Array or array-like
-        The array to copy the properties from. A chunkstore array also gives its Zarr format,
-        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
-        shape, dtype, order and chunks where it has them.
-    **kwargs
-        Arguments of :func:`full` that override those taken from *a*.
-
-    Returns
-    -------
-    Array
+    The arguments as :func:`zeros_like`'s (``**kwargs`` go to :func:`full`).
 
     Raises
     ------
@@ -559,18 +537,7 @@ def empty_like(a, **kwargs):
     """Create an array with uninitialized data with the shape, dtype and chunks of *a*, like
     ``zarr.empty_like``.
 
-    Parameters
-    ----------
-    a : Array or array-like
-        The array to copy the properties from. A chunkstore array also gives its Zarr format,
-        sharding, chunk key encoding and codecs; a NumPy (or similar) array gives its
-        shape, dtype, order and chunks where it has them.
-    **kwargs
-        Arguments of :func:`empty` that override those taken from *a*.
-
-    Returns
-    -------
-    Array
+    The arguments as :func:`zeros_like`'s (``**kwargs`` go to :func:`empty`).
     """
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)

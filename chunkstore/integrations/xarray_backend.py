@@ -351,18 +351,7 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         Paths start at ``"/"`` for the group opened; the decoding arguments are xarray's, given by
         keyword.
 
-        Parameters
-        ----------
-        filename_or_obj : str, os.PathLike, store or Group
-            Where the Zarr hierarchy is: a path, an fsspec URL, a store or a chunkstore Group.
-        group : str, optional
-            Path of the group to open within it (default: the root).
-        consolidated : bool, optional
-            Read consolidated metadata (None: use it where present).
-        storage_options : dict, optional
-            Keyword arguments for the fsspec filesystem of a URL.
-        use_zarr_fill_value_as_mask : bool, optional
-            Mask the Zarr fill value as missing data (None: for Zarr v2 only, as xarray does).
+        The other arguments as :meth:`open_dataset`'s.
         """
         root = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
                                         consolidated=consolidated,
