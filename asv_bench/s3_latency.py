@@ -190,6 +190,20 @@ def _chunkstore_workloads(store, out, threads):
 
 
 def lib_chunkstore(endpoint, threads=None):
+    """chunkstore as a user opens an s3:// URL with s3fs-style storage_options (obstore's S3
+    client since the s3_direct path was removed; before that, FSStore over s3fs)."""
+    from chunkstore.storage import normalize_store
+
+    so = storage_options(endpoint)
+
+    def store(path, mode="r"):
+        return normalize_store(f"s3://{BUCKET}/{path}", mode=mode, storage_options=so)
+
+    return _chunkstore_workloads(store, "out-cs", threads)
+
+
+def lib_chunkstore_s3fs(endpoint, threads=None):
+    """chunkstore's FSStore, every request through s3fs."""
     from chunkstore.storage import FSStore
 
     so = storage_options(endpoint)
@@ -197,25 +211,7 @@ def lib_chunkstore(endpoint, threads=None):
     def store(path, mode="r"):
         return FSStore(f"s3://{BUCKET}/{path}", mode=mode, storage_options=so)
 
-    return _chunkstore_workloads(store, "out-cs", threads)
-
-
-def lib_chunkstore_obstore(endpoint, threads=None):
-    """chunkstore over obstore's Rust S3 client (ObjectStore) instead of s3fs (FSStore)."""
-    from obstore.store import S3Store
-
-    from chunkstore.storage import ObjectStore
-
-    clients = {}  # one client per prefix, kept across runs (as s3fs caches its own)
-
-    def store(path, mode="r"):
-        if path not in clients:
-            clients[path] = S3Store(BUCKET, prefix=path, endpoint=endpoint,
-                                    access_key_id=KEY, secret_access_key=SECRET,
-                                    region="us-east-1", client_options={"allow_http": True})
-        return ObjectStore(clients[path], read_only=mode == "r")
-
-    return _chunkstore_workloads(store, "out-obs", threads)
+    return _chunkstore_workloads(store, "out-fs", threads)
 
 
 def lib_zarr(endpoint, threads=None):
@@ -273,7 +269,7 @@ def lib_tensorstore(endpoint, threads=None):
 
 
 LIBS = {"chunkstore": lib_chunkstore, "chunkstore before": lib_chunkstore,
-        "chunkstore obstore": lib_chunkstore_obstore, "zarr": lib_zarr,
+        "chunkstore s3fs": lib_chunkstore_s3fs, "zarr": lib_zarr,
         "tensorstore": lib_tensorstore}
 
 

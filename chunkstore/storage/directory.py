@@ -4,34 +4,23 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import shutil
 import stat
-import threading
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from .._core.batch import Files
 from ._fileio import key_paths, read_files, read_files_into
 from ._filewrite import write_files
-from ..errors import StoreError
 from .base import BaseStore, ValueVersion, ensure_bytes, normalize_prefix, validate_key
+from .local_files import (TEMP_SUFFIX, atomic_write, check_inside, fsync_dir, is_temp_name,
+                          reserve_tokens)
 from ._fileio import open_ident, pread_ranges, read_ranges, read_ranges_at
 
 __all__ = ["DirectoryStore", "NestedDirectoryStore", "is_temp_name"]
 
-_TEMP_SUFFIX = ".partial"
-_TEMP_RE = re.compile(r"^\..*\.[0-9a-f]{32}\.partial$", re.DOTALL)
-
 # errors meaning "this key is not a file in the store"
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
-
-
-def is_temp_name(name: str) -> bool:
-    """True for the names of the temporary files written by ``DirectoryStore`` writes
-    (``.<name>.<32 hex digits>.partial``)."""
-    return name.endswith(_TEMP_SUFFIX) and _TEMP_RE.match(name) is not None
 
 
 def _open_fd(path: str) -> tuple[int, os.stat_result]:
@@ -91,48 +80,6 @@ def _read_file(path: str) -> bytes:
             if not more:
                 return b"".join(parts)
             parts.append(more)
-    finally:
-        os.close(fd)
-
-
-class _TokenState(TypedDict):
-    pid: int | None
-    prefix: str
-    n: int
-
-
-_token_state: _TokenState = {"pid": None, "prefix": "", "n": 0}
-_token_lock = threading.Lock()
-
-
-def _reserve_tokens(n: int) -> tuple[bytes, int]:
-    """Temp-file tags for n writes without a syscall per write: a random 16-hex-digit prefix
-    drawn once per process (redrawn after fork) and the first of n counter values, each
-    written as 16 more hex digits. O_EXCL catches any clash."""
-    with _token_lock:
-        st = _token_state
-        if st["pid"] != os.getpid():
-            st["pid"], st["prefix"], st["n"] = os.getpid(), uuid.uuid4().hex[:16], 0
-        first = st["n"] + 1
-        st["n"] += n
-        return st["prefix"].encode("ascii"), first
-
-
-def _temp_token() -> str:
-    """One temp-file tag: 32 hex digits, as _TEMP_RE expects."""
-    prefix, n = _reserve_tokens(1)
-    return f"{prefix.decode('ascii')}{n:016x}"
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
     finally:
         os.close(fd)
 
@@ -255,20 +202,7 @@ class DirectoryStore(BaseStore):
         return os.path.join(self.path, *prefix.split("/"))
 
     def _check_inside(self, paths: Iterable[str], keys: Iterable[str]) -> None:
-        """Refuse a write or delete whose directory leads outside the root through a
-        symlink (reads may follow such links). ``paths``: the keys' absolute file paths."""
-        root = None
-        for d, key in dict(zip((os.path.dirname(p) for p in paths), keys)).items():
-            if d == self.path:
-                continue
-            if root is None:
-                root = os.path.realpath(self.path)
-            real = os.path.realpath(d)
-            if real != root and not real.startswith(root + os.sep):
-                link = next((p for p in _ancestors(d, self.path) if os.path.islink(p)), d)
-                raise StoreError(errno.EPERM, f"refusing to write {key!r} through the "
-                                 f"symlink {link!r}, which leads outside the store root "
-                                 f"{self.path!r} (to {real!r})")
+        check_inside(self.path, paths, keys)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -516,7 +450,7 @@ class DirectoryStore(BaseStore):
         # validate every key (and value) before any I/O
         paths = key_paths(self.path, self._norm(keys))
         for k in keys:
-            if k.endswith(_TEMP_SUFFIX) and is_temp_name(k.rsplit("/", 1)[-1]):
+            if k.endswith(TEMP_SUFFIX) and is_temp_name(k.rsplit("/", 1)[-1]):
                 raise ValueError(
                     f"invalid store key {k!r}: the name is reserved for temporary files"
                 )
@@ -527,7 +461,7 @@ class DirectoryStore(BaseStore):
         # directories and raises the proper error, and the batch goes on after it.
         pos, dirs = 0, set[str]()
         while pos < len(paths):
-            prefix, first = _reserve_tokens(len(paths) - pos)
+            prefix, first = reserve_tokens(len(paths) - pos)
             failed, err = write_files(paths[pos:], values[pos:], prefix, first, self.fsync)
             if self.fsync:  # the directories of the files this call wrote
                 end = len(paths) if failed < 0 else pos + failed
@@ -540,61 +474,10 @@ class DirectoryStore(BaseStore):
             self._write(os.fsdecode(paths[k]), values[k])
             pos = k + 1
         for d in dirs:
-            _fsync_dir(os.fsdecode(d))
+            fsync_dir(os.fsdecode(d))
 
     def _write(self, path: str, data: bytes) -> None:
-        dirname, name = os.path.split(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        flags |= getattr(os, "O_BINARY", 0)
-        for attempt in range(10):
-            tmp = os.path.join(dirname, f".{name}.{_temp_token()}{_TEMP_SUFFIX}")
-            try:
-                fd = os.open(tmp, flags, 0o666)
-                break
-            except FileExistsError:  # a name clash (another host's process): pick again
-                if attempt == 9:
-                    raise
-            except FileNotFoundError:
-                # the directory is missing, or was just removed by a concurrent delete of
-                # its last key: (re)create it and retry
-                if attempt == 9:
-                    raise
-                try:
-                    self._makedirs(dirname)
-                except FileNotFoundError:  # a parent vanished concurrently: retry
-                    pass
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        if self.fsync:
-            _fsync_dir(dirname)
-
-    def _makedirs(self, dirname: str) -> None:
-        created = []
-        d = dirname
-        while not os.path.isdir(d):
-            created.append(d)
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
-        os.makedirs(dirname, exist_ok=True)
-        if self.fsync:
-            for c in reversed(created):
-                _fsync_dir(os.path.dirname(c))
+        atomic_write(path, data, fsync=self.fsync)
 
     def __delitem__(self, key: str) -> None:
         path = self._path(key)
@@ -647,7 +530,7 @@ class DirectoryStore(BaseStore):
                 return  # not empty (or already gone / concurrently refilled)
             d = os.path.dirname(d)
         if self.fsync:
-            _fsync_dir(d)
+            fsync_dir(d)
 
     def rmdir(self, prefix: str = "") -> None:
         """Delete the directory *prefix* and everything under it (all contents if *prefix* is
@@ -678,15 +561,6 @@ class DirectoryStore(BaseStore):
     def clear(self) -> None:
         """Delete every key (``rmdir("")``); the root directory itself is kept."""
         self.rmdir("")
-
-
-def _ancestors(d: str, root: str) -> list[str]:
-    """The directories from just below ``root`` down to ``d``."""
-    out = []
-    while len(d) > len(root):
-        out.append(d)
-        d = os.path.dirname(d)
-    return out[::-1]
 
 
 class NestedDirectoryStore(DirectoryStore):

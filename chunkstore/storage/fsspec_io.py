@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import random
+import re
 from collections.abc import Callable, Sequence
 
 from chunkstore import config
@@ -25,6 +26,11 @@ _TRANSIENT_CODES = frozenset({
     "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "InternalError",
     "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "503", "500",
 })
+#: obstore's errors carry the HTTP status, or the failure of the connection, in their text
+_OBSTORE_STATUS = re.compile(r"status code: (\d{3})")
+_OBSTORE_TRANSIENT = re.compile(r"timed out|timeout|error sending request|connection|"
+                                r"body from response|IncompleteMessage", re.IGNORECASE)
+_OBSTORE_TIMEOUT = re.compile(r"timed ?out|kind: Timeout", re.IGNORECASE)
 #: first backoff pause, seconds; doubled each attempt (with jitter), at most _BACKOFF_MAX
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
@@ -49,6 +55,14 @@ def is_transient(exc: BaseException) -> bool:
             code = (response.get("Error") or {}).get("Code")
             if meta.get("HTTPStatusCode") in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
                 return True
+        if type(e).__module__.startswith("obstore"):  # obstore: the status is in the message
+            if type(e).__name__ in ("PermissionDeniedError", "UnauthenticatedError",
+                                    "NotFoundError", "PreconditionError"):
+                return False
+            m = _OBSTORE_STATUS.search(str(e))
+            if m is not None:
+                return int(m.group(1)) in _TRANSIENT_STATUS
+            return bool(_OBSTORE_TRANSIENT.search(str(e)))
         names = {c.__name__ for c in inspect.getmro(type(e))}  # aiohttp's errors by their bases
         if names & {"ClientSSLError", "ClientConnectorCertificateError"}:
             return False  # a certificate does not get better by asking again
@@ -65,19 +79,24 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     """exc, of the same type, with a message naming the key and the store; an error whose
     type cannot be rebuilt that way (a client library's own) becomes an OSError (a
     TimeoutError for timeouts) caused by it."""
-    msg = f"{key!r} in {store_name(store)}: {exc}"
+    text = str(exc).split("\n\nDebug source:")[0]  # obstore appends a Rust debug dump
+    msg = f"{key!r} in {store_name(store)}: {text}"
+    name = type(exc).__name__
     new: BaseException
     try:
-        if isinstance(exc, OSError) and exc.errno is not None:
+        if name in ("PermissionDeniedError", "UnauthenticatedError"):  # obstore's 403/401
+            new = PermissionError(msg)
+        elif isinstance(exc, OSError) and exc.errno is not None:
             new = type(exc)(exc.errno, msg)
         elif isinstance(exc, (OSError, ValueError, TypeError, RuntimeError)):
             new = type(exc)(msg)
         else:
             raise TypeError
     except Exception:
-        timeout = "Timeout" in type(exc).__name__ or isinstance(exc, asyncio.TimeoutError)
-        new = (TimeoutError if timeout else OSError)(
-            f"{key!r} in {store_name(store)}: {type(exc).__name__}: {exc}")
+        timeout = "Timeout" in name or isinstance(exc, asyncio.TimeoutError) or (
+            name == "GenericError" and bool(_OBSTORE_TIMEOUT.search(str(exc))))
+        new = (TimeoutError if timeout else OSError)(f"{key!r} in {store_name(store)}: "
+                                                     f"{name}: {text}")
     new.__cause__ = exc
     return new
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from . import fsspec_io, fsspec_ranges
-from . import s3_direct as s3_direct_io
-from .base import BaseStore, ValueVersion, ensure_bytes, normalize_prefix, validate_key
-from .remote_version import RemoteVersion
-from .directory import is_temp_name
+from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .local_files import atomic_write, check_inside, is_temp_name
 
 __all__ = ["FSStore"]
 
@@ -68,8 +65,9 @@ class FSStore(BaseStore):
       ``start_fetch``/``start_put`` hand out the per-key futures, for the array layer to
       decode chunks as they arrive (see pipelining). Other filesystems use ``fs.cat_ranges``
       and ``fs.pipe``. Errors other than a missing key are raised naming the key.
-    - On the local filesystem, writes are atomic (temporary file + ``os.replace``, like
-      :class:`DirectoryStore`) and deleting the last key of a directory removes the empty
+    - On the local filesystem, writes are atomic (the one atomic write of
+      :class:`DirectoryStore`: a temporary file renamed over the target, fsynced with
+      *fsync*; a write through a symlink leading outside the root is refused) and deleting the last key of a directory removes the empty
       directories up to the root. Object stores (S3/GCS) replace objects atomically anyway.
     - Listings invalidate fsspec's listing cache first, so keys written by others are seen.
     - Pickling records the URL and options; the copy opens a new filesystem instance (for
@@ -78,11 +76,9 @@ class FSStore(BaseStore):
     - *fs*: an fsspec filesystem instance to use (then *url* is a path on it and
       *storage_options* must be empty), as zarr-python 2's ``FSStore(url, fs=...)``.
     - *normalize_keys*: lower-case every key before use, as zarr-python 2 does.
-    - *s3_direct*: on s3fs, send GETs and PUTs over aiohttp signed here rather than
-      through aiobotocore (a third of the client CPU per request; s3fs still provides
-      credentials, bucket addressing, listings and deletes, and answers what this path
-      does not handle; see ``chunkstore.storage.s3_direct``). False: every request
-      through s3fs.
+    - ``s3://`` URLs given to the top-level functions (``open``, ``open_array``, ...) go to
+      :class:`~chunkstore.storage.ObjectStore` (obstore's S3 client) instead; ``FSStore``
+      itself always goes through the fsspec filesystem (s3fs on S3).
     """
 
     def __init__(
@@ -94,7 +90,7 @@ class FSStore(BaseStore):
         missing_exceptions: tuple[type[BaseException], ...] | None = None,
         fs=None,
         normalize_keys: bool = False,
-        s3_direct: bool = True,
+        fsync: bool = False,
         **storage_kwargs,
     ):
         super().__init__(mode)
@@ -112,6 +108,7 @@ class FSStore(BaseStore):
             tuple(missing_exceptions) if missing_exceptions else DEFAULT_MISSING_EXCEPTIONS
         )
         self.normalize_keys = bool(normalize_keys)
+        self.fsync = bool(fsync)
         self._given_fs = fs
         if fs is None:
             self.fs, root = fsspec.core.url_to_fs(self.url, **_fs_options(self.url,
@@ -136,8 +133,6 @@ class FSStore(BaseStore):
         self._async = bool(getattr(self.fs, "async_impl", False)) and not (
             self._local or self._memory)
         self._cat_kw = fsspec_io.cat_kwargs(self.fs) if self._async else {}
-        self.s3_direct = bool(s3_direct)
-        self._direct = s3_direct_io.for_fs(self.fs) if self._async and s3_direct else None
 
     @property
     def dimension_separator(self) -> str | None:
@@ -169,7 +164,7 @@ class FSStore(BaseStore):
             "missing_exceptions": self.missing_exceptions,
             "fs": self._given_fs,
             "normalize_keys": self.normalize_keys,
-            "s3_direct": self.s3_direct,
+            "fsync": self.fsync,
         }
 
     def __setstate__(self, state):
@@ -237,9 +232,6 @@ class FSStore(BaseStore):
 
     def _get_call(self, path: str, start: int | None = None, end: int | None = None):
         """A coroutine factory for one GET of path (bytes [start, end) if given)."""
-        direct = self._direct
-        if direct is not None:
-            return lambda: direct.get(path, start, end)
         fs = self.fs
         kw = self._cat_kw if start is None and end is None else {"start": start, "end": end}
         return lambda: fs._cat_file(path, **kw)
@@ -254,14 +246,11 @@ class FSStore(BaseStore):
         """Start one PUT per key, all on the filesystem's event loop; errors are in the
         futures (turn one into the raised error with put_error)."""
         self._check_writable()
-        fs, direct = self.fs, self._direct
+        fs = self.fs
 
         def call(p, v):
             v = ensure_bytes(v)
-            if direct is None:
-                return lambda: fs._pipe_file(p, v)
-            h = direct.payload_hash(p, v)  # here, not on the event loop
-            return lambda: direct.put(p, v, h)
+            return lambda: fs._pipe_file(p, v)
 
         return fsspec_io.Batch(fs, [call(self._path(k), v) for k, v in zip(keys, values)], ())
 
@@ -336,20 +325,6 @@ class FSStore(BaseStore):
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         """The bytes of each (offset, length) range of key's value (see fsspec_ranges)."""
         return fsspec_ranges.get_partial(self, key, self._path(key), list(ranges))
-
-    @property
-    def open_version(self) -> Any:
-        """``open_version(key)``: byte ranges of one version of key's object (a
-        ValueVersion; see chunkstore.storage.base), versioned by its ETag: each ranged GET
-        after the first is sent with If-Match. Offered where GETs are signed here (S3
-        through s3_direct); None elsewhere (sharded arrays then read shards whole)."""
-        return None if self._direct is None else self._open_version
-
-    def _open_version(self, key: str) -> ValueVersion:
-        direct, path = self._direct, self._path(key)
-        assert direct is not None
-        return RemoteVersion(self, key, self.fs, self.missing_exceptions,
-                             lambda s, e, m: direct.get_version(path, s, e, m))
 
     def _isfile(self, path: str) -> bool:
         if self._memory:
@@ -433,28 +408,11 @@ class FSStore(BaseStore):
     # -- writes ----------------------------------------------------------------------------
 
     def _write_local(self, path: str, data: bytes) -> None:
-        dirname, name = os.path.split(path)
+        name = os.path.basename(path)
         if is_temp_name(name):
             raise ValueError(f"invalid store key: {name!r} is reserved for temporary files")
-        tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}.partial")
-        for attempt in range(10):
-            try:
-                f = open(tmp, "xb")
-                break
-            except FileNotFoundError:
-                if attempt == 9:
-                    raise
-                os.makedirs(dirname, exist_ok=True)
-        try:
-            with f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        check_inside(self.root, (path,), (name,))
+        atomic_write(path, data, fsync=self.fsync)
 
     def __setitem__(self, key: str, value: Any) -> None:
         path = self._path(key)

@@ -16,6 +16,7 @@ from .fsspec_store import FSStore
 from .kvstore import KVStore, is_mapping_like
 from .lmdb_store import LMDBStore
 from .memory import MemoryStore
+from .object_store import ObjectStore
 from .sqlite import SQLiteStore
 from .zip import ZipStore
 
@@ -34,7 +35,10 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
     - any other object with the mapping methods (``__getitem__``, ``__setitem__``,
       ``__delitem__``, ``__contains__`` and ``__iter__`` or ``keys``) -> a :class:`KVStore`
       over it;
-    - a ``str`` / ``os.PathLike``: ``scheme://...`` or containing ``::`` -> :class:`FSStore`;
+    - a ``str`` / ``os.PathLike``: ``s3://bucket/...`` -> :class:`ObjectStore` (obstore's S3
+      client, *storage_options* in s3fs's names translated by ``ObjectStore.from_url``; where
+      obstore is not installed, :class:`FSStore` over s3fs); any other ``scheme://...`` or a
+      URL containing ``::`` -> :class:`FSStore`;
       ``*.zip`` -> :class:`ZipStore`; ``*.sqlite``/``*.db`` -> :class:`SQLiteStore`;
       ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
 
@@ -59,6 +63,9 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
         )
     path = store_like
     if "://" in path or "::" in path:
+        if path.split("://", 1)[0].lower() in ("s3", "s3a") and "::" not in path \
+                and _has_obstore():
+            return ObjectStore.from_url(path, storage_options, read_only=mode == "r")
         return FSStore(path, mode=mode, storage_options=storage_options)
     if storage_options:
         raise ValueError(
@@ -72,3 +79,11 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
     if low.endswith(".lmdb"):
         return LMDBStore(path, mode=mode)
     return DirectoryStore(path, mode=mode)
+
+
+def _has_obstore() -> bool:
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -11,6 +11,7 @@ are concurrent (deletes: one bulk request)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -46,6 +47,10 @@ class _Loop:
 
 _LOOP = _Loop()
 
+#: obstore S3 clients made by ObjectStore.from_url, by (pid, URL, options)
+_CLIENTS: dict[tuple[int, str, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
 
 def _obstore():
     try:
@@ -57,14 +62,74 @@ def _obstore():
 
 
 class ObjectStore(BaseStore):
-    """Keys are object paths relative to the obstore store's root (its prefix)."""
+    """A chunkstore store over an obstore store (zarr-python 3's ``ObjectStore``).
+
+    Keys are object paths relative to the obstore store's root (its prefix).
+
+    Parameters
+    ----------
+    store : obstore store
+        For example ``obstore.store.S3Store("bucket", prefix="data.zarr")``.
+    read_only : bool
+        Refuse writes (:class:`~chunkstore.errors.ReadOnlyError`).
+
+    See :meth:`from_url` for an ``s3://`` URL with s3fs-style ``storage_options``, which is
+    what the top-level functions do with such a URL.
+    """
 
     def __init__(self, store: Any, *, read_only: bool = False):
         self._obs = _obstore()
         super().__init__("r" if read_only else "a")
         self.store = store
+        self._url: tuple[str, dict[str, Any]] | None = None  # set by from_url, for pickling
+
+    @classmethod
+    def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, *,
+                 read_only: bool = False) -> ObjectStore:
+        """An ObjectStore on ``s3://bucket/prefix`` (or ``s3a://``), configured from s3fs-style
+        *storage_options*, so that code written for s3fs keeps its options.
+
+        Parameters
+        ----------
+        url : str
+            ``s3://bucket[/prefix]``.
+        storage_options : dict, optional
+            s3fs's names, translated (see :func:`s3_config`): ``key``/``secret``/``token``,
+            ``anon``, ``endpoint_url``, ``region_name``, ``requester_pays``, ``profile``,
+            ``client_kwargs`` and ``config_kwargs`` (retries, timeouts, addressing style).
+        read_only : bool
+            Refuse writes.
+
+        Raises
+        ------
+        ValueError
+            For an option obstore cannot honour (use ``FSStore(url, storage_options=...)``
+            for s3fs itself).
+        """
+        from obstore.store import S3Store
+
+        _obstore()
+        opts = dict(storage_options or {})
+        # One client (connection pool) per URL and options in a process, as fsspec keeps
+        # one filesystem: opening an array again costs no new connections.
+        ident = (os.getpid(), url, json.dumps(opts, sort_keys=True, default=repr))
+        with _CLIENTS_LOCK:
+            inner = _CLIENTS.get(ident)
+        if inner is None:
+            kw = s3_config(url, opts)
+            try:
+                inner = S3Store.from_url(url, **kw)
+            except Exception as e:
+                raise ValueError(f"cannot open {url!r} with obstore's S3 client: {e}") from None
+            with _CLIENTS_LOCK:
+                inner = _CLIENTS.setdefault(ident, inner)
+        self = cls(inner, read_only=read_only)
+        self._url = (url, opts)
+        return self
 
     def __repr__(self) -> str:
+        if self._url is not None:
+            return f"ObjectStore({self._url[0]!r})"
         return f"ObjectStore({store_name(self.store)})"
 
     def __eq__(self, other: object) -> bool:
@@ -73,23 +138,42 @@ class ObjectStore(BaseStore):
     def __hash__(self) -> int:
         return hash(("ObjectStore", id(self.store)))
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
+        if self._url is not None:  # rebuilt from the URL (a credential provider may not pickle)
+            return {"url": self._url, "read_only": self.read_only}
         return {"store": self.store, "read_only": self.read_only}
 
-    def __setstate__(self, state):
-        self.__init__(state["store"], read_only=state["read_only"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "url" in state:
+            url, opts = state["url"]
+            new = ObjectStore.from_url(url, opts, read_only=state["read_only"])
+            self.__dict__.update(new.__dict__)
+            return
+        self.__init__(state["store"], read_only=state["read_only"])  # type: ignore[misc]
 
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)
+        if self.concurrent_io:  # remote: with the retries of transient errors of every GET
+            batch = self.start_fetch([key])
+            assert batch is not None
+            v = self.fetched(key, batch.futures[0])
+            if v is None:
+                raise KeyError(key)
+            return v
         try:
             return bytes(self._obs.get(self.store, key).bytes())
         except FileNotFoundError:
             raise KeyError(key) from None
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self) from None
 
     def __setitem__(self, key: str, value: Any) -> None:
         validate_key(key)
         self._check_writable(key)
-        self._obs.put(self.store, key, bytes(ensure_bytes(value)))
+        try:
+            self._obs.put(self.store, key, bytes(ensure_bytes(value)))
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self) from None
 
     # ------------------------------------------------------------------ pipelining
     @property
@@ -158,6 +242,8 @@ class ObjectStore(BaseStore):
             self._obs.head(self.store, key)
         except FileNotFoundError:
             return False
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self) from None
         return True
 
     def __iter__(self) -> Iterator[str]:
@@ -292,3 +378,117 @@ class ObjectStore(BaseStore):
         except FileNotFoundError:
             raise KeyError(key) from None
         return [bytes(next(got)) if e > s else b"" for s, e in spans]
+
+
+#: s3fs options that only tune s3fs's own caches and connection handling: without s3fs they
+#: have nothing to tune, so they are accepted and ignored
+_S3FS_ONLY = frozenset({
+    "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+    "default_block_size", "default_fill_cache", "default_cache_type", "cache_regions",
+    "asynchronous", "loop", "use_ssl", "version_aware", "fixed_upload_size",
+})
+_KEY_NAMES = {"key": "access_key_id", "aws_access_key_id": "access_key_id",
+              "secret": "secret_access_key", "aws_secret_access_key": "secret_access_key",
+              "token": "session_token", "aws_session_token": "session_token"}
+
+
+def s3_config(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """obstore's ``S3Store.from_url`` keywords for s3fs-style *options* on *url*.
+
+    Translated: ``key``/``secret``/``token`` (also as ``aws_*`` names, at the top or in
+    ``client_kwargs``), ``anon`` (unsigned requests), ``endpoint_url`` and ``region_name``
+    (at the top or in ``client_kwargs``; an ``http://`` endpoint is allowed), ``verify``
+    (False: certificates not checked; a path: that CA bundle), ``requester_pays``,
+    ``profile`` (credentials of that boto3 profile), and in ``config_kwargs``:
+    ``retries.max_attempts``, ``connect_timeout``, ``read_timeout``,
+    ``s3.addressing_style``. s3fs's cache settings are ignored. Without explicit
+    credentials, obstore reads the ``AWS_*`` environment (and instance metadata); where
+    boto3 is installed and finds credentials (``~/.aws``, SSO), those are used instead.
+
+    Raises ``ValueError`` naming any other option.
+    """
+    opts = dict(options)
+    client = dict(opts.pop("client_kwargs", None) or {})
+    botocfg = dict(opts.pop("config_kwargs", None) or {})
+    config: dict[str, Any] = {}
+    client_options: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for src in (client, opts):
+        for name in list(src):
+            if name in _KEY_NAMES:
+                config[_KEY_NAMES[name]] = src.pop(name)
+        if "endpoint_url" in src:
+            config["endpoint"] = src.pop("endpoint_url")
+        for name in ("region_name", "region"):
+            if name in src:
+                config["region"] = src.pop(name)
+    verify = client.pop("verify", None)
+    if verify is False:
+        client_options["allow_invalid_certificates"] = True
+    elif isinstance(verify, str):
+        client_options["root_certificate"] = verify
+    if opts.pop("anon", False):
+        config["skip_signature"] = True
+    if opts.pop("requester_pays", False):
+        config["request_payer"] = True
+    profile = opts.pop("profile", None)
+    retries = botocfg.pop("retries", None) or {}
+    if "max_attempts" in retries:
+        retry["max_retries"] = max(int(retries.pop("max_attempts")) - 1, 0)
+    retries.pop("mode", None)
+    for ours, theirs in (("connect_timeout", "connect_timeout"), ("read_timeout", "timeout")):
+        if ours in botocfg:
+            client_options[theirs] = f"{float(botocfg.pop(ours))}s"
+    style = (botocfg.pop("s3", None) or {}).pop("addressing_style", None)
+    if style == "virtual":
+        config["virtual_hosted_style_request"] = True
+    botocfg.pop("max_pool_connections", None)  # obstore's pool grows as needed
+    if botocfg.get("signature_version") == "s3v4":  # what obstore signs with anyway
+        del botocfg["signature_version"]
+    left = [f"client_kwargs[{k!r}]" for k in client] + \
+        [f"config_kwargs[{k!r}]" for k in botocfg] + \
+        [f"config_kwargs['retries'][{k!r}]" for k in retries] + \
+        [repr(k) for k in opts if k not in _S3FS_ONLY]
+    if left:
+        raise ValueError(
+            f"storage_options for {url!r}: {', '.join(left)} cannot be passed on to obstore's "
+            f"S3 client (chunkstore's client for s3:// URLs); use "
+            f"chunkstore.storage.FSStore({url!r}, storage_options=...) to go through s3fs")
+    if str(config.get("endpoint", "")).startswith("http://"):
+        client_options["allow_http"] = True
+    kw: dict[str, Any] = {"config": config}
+    if client_options:
+        kw["client_options"] = client_options
+    if retry:
+        kw["retry_config"] = retry
+    if "access_key_id" not in config and not config.get("skip_signature"):
+        provider = _boto3_credentials(profile)
+        if provider is not None:
+            kw["credential_provider"] = provider
+    elif profile is not None:
+        raise ValueError(f"storage_options for {url!r}: 'profile' and explicit credentials "
+                         f"(or anon) exclude each other")
+    return kw
+
+
+def _boto3_credentials(profile: str | None) -> Any:
+    """A credential provider from boto3's chain (profile, ~/.aws, SSO), or None where boto3
+    is absent or finds nothing (obstore then uses the environment and instance metadata)."""
+    if profile is None and ("AWS_ACCESS_KEY_ID" in os.environ or not (
+            "AWS_PROFILE" in os.environ or any(os.path.exists(os.path.expanduser(p)) for p in (
+                "~/.aws/credentials", "~/.aws/config")))):
+        return None  # nothing boto3 would add to what obstore reads (no slow metadata probe)
+    try:
+        import boto3
+        from obstore.auth.boto3 import Boto3CredentialProvider
+    except ImportError:
+        if profile is not None:
+            raise ValueError("storage_options 'profile' needs boto3: pip install boto3") \
+                from None
+        return None
+    session = boto3.Session(profile_name=profile)
+    if session.get_credentials() is None:
+        if profile is not None:
+            raise ValueError(f"boto3 profile {profile!r} has no credentials")
+        return None
+    return Boto3CredentialProvider(session)

@@ -1,6 +1,6 @@
 """Byte ranges of one version of a remote object (a ValueVersion, see storage.base) for the
-stores whose GETs answer with an ETag and honour If-Match: FSStore on S3 (s3_direct) and
-ObjectStore (obstore). A sharded array reads a shard's index and then its chunks through one
+stores whose GETs answer with an ETag and honour If-Match: ObjectStore (obstore; what s3://
+URLs open). A sharded array reads a shard's index and then its chunks through one
 of these, so the chunks are never taken from another version of the shard than its index."""
 
 from __future__ import annotations

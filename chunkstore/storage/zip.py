@@ -7,7 +7,6 @@ import os
 import re
 import threading
 import time
-import uuid
 import weakref
 import zipfile
 from zlib import error as zlib_error
@@ -16,6 +15,7 @@ from typing import Any
 
 from ..errors import StoreError
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
+from .local_files import TEMP_SUFFIX, temp_token
 
 try:
     import fcntl
@@ -568,7 +568,7 @@ class ZipStore(BaseStore):
     def _write_archive(self, pending: Mapping[str, Any], old: zipfile.ZipFile | None) -> None:
         dirname, name = os.path.split(self.path)
         os.makedirs(dirname, exist_ok=True)
-        tmp = os.path.join(dirname, f".{name}.{uuid.uuid4().hex}.partial")
+        tmp = os.path.join(dirname, f".{name}.{temp_token()}{TEMP_SUFFIX}")
         try:
             with open(tmp, "xb") as f:
                 if fcntl is not None:  # held while writing: the file is not a leftover

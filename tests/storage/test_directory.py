@@ -12,7 +12,7 @@ import pytest
 
 from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import DirectoryStore, NestedDirectoryStore, getitems
-from chunkstore.storage.directory import is_temp_name
+from chunkstore.storage.local_files import is_temp_name
 
 LEFTOVER = ".0.0.0123456789abcdef0123456789abcdef.partial"
 
@@ -314,14 +314,14 @@ def test_setitems_retries_a_temp_name_clash(tmp_path, monkeypatch):
     # Another writer's temp file sits exactly where this writer's next temp file would go.
     clash = tmp_path / f".k.{prefix.decode()}{1:016x}.partial"
     clash.write_bytes(b"theirs")
-    real = directory_mod._reserve_tokens
+    real = directory_mod.reserve_tokens
     calls = []
 
     def tokens(n):
         calls.append(n)
         return (prefix, 1) if len(calls) == 1 else real(n)
 
-    monkeypatch.setattr(directory_mod, "_reserve_tokens", tokens)
+    monkeypatch.setattr(directory_mod, "reserve_tokens", tokens)
     s.setitems({"k": b"mine", "k2": b"two"})
     assert s["k"] == b"mine" and s["k2"] == b"two" and clash.read_bytes() == b"theirs"
 

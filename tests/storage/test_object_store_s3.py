@@ -123,3 +123,74 @@ def test_a_500_then_success_is_retried_by_the_client(s3, prefix):
     s3.fail("GET", "/3.1", status=503, times=1, code="SlowDown")
     np.testing.assert_array_equal(z[...], data)
     assert [p for _, p in s3.requests("GET")].count(f"/{BUCKET}/{prefix}/3.1") == 2
+
+
+# ------------------------------------------------------------------ s3:// URLs (from_url)
+def _so(s3, **extra):
+    return {"key": "k", "secret": "s",
+            "client_kwargs": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"},
+            **extra}
+
+
+def test_s3_urls_open_an_object_store_with_s3fs_options(s3, prefix):
+    url = f"s3://{BUCKET}/{prefix}"
+    z = cs.open_array(url, mode="w", shape=(20, 20), chunks=(5, 5), dtype="i2",
+                      storage_options=_so(s3))
+    assert isinstance(z.store, ObjectStore) and repr(z.store) == f"ObjectStore({url!r})"
+    z[...] = np.arange(400, dtype="i2").reshape(20, 20)
+    # the same bytes seen through s3fs (FSStore): a plain Zarr store
+    fs = cs.open_array(cs.storage.FSStore(url, storage_options=_so(s3)), mode="r")
+    np.testing.assert_array_equal(fs[...], np.arange(400).reshape(20, 20))
+    ro = cs.open_array(url, mode="r", storage_options=_so(s3))
+    assert ro.store.read_only
+    with pytest.raises(cs.errors.ReadOnlyError):
+        ro[0, 0] = 1
+
+
+def test_an_object_store_from_a_url_pickles_by_its_url(s3, prefix):
+    import pickle
+
+    url = f"s3://{BUCKET}/{prefix}"
+    z = cs.open_array(url, mode="w", shape=(4,), chunks=(2,), dtype="f8",
+                      storage_options=_so(s3))
+    z[...] = [1, 2, 3, 4]
+    again = pickle.loads(pickle.dumps(z))
+    assert repr(again.store) == repr(z.store) and list(again[...]) == [1, 2, 3, 4]
+
+
+def test_s3fs_options_are_translated():
+    from chunkstore.storage.object_store import s3_config
+
+    kw = s3_config("s3://b/p", {
+        "key": "K", "secret": "S", "token": "T", "endpoint_url": "http://h:9000",
+        "client_kwargs": {"region_name": "eu-west-1", "verify": False},
+        "config_kwargs": {"retries": {"max_attempts": 3, "mode": "standard"},
+                          "connect_timeout": 2, "read_timeout": 7,
+                          "s3": {"addressing_style": "virtual"},
+                          "max_pool_connections": 50},
+        "requester_pays": True, "skip_instance_cache": True})
+    assert kw["config"] == {"access_key_id": "K", "secret_access_key": "S",
+                            "session_token": "T", "endpoint": "http://h:9000",
+                            "region": "eu-west-1", "request_payer": True,
+                            "virtual_hosted_style_request": True}
+    assert kw["client_options"] == {"allow_invalid_certificates": True, "allow_http": True,
+                                    "connect_timeout": "2.0s", "timeout": "7.0s"}
+    assert kw["retry_config"] == {"max_retries": 2}
+    anon = s3_config("s3://b", {"anon": True})
+    assert anon["config"] == {"skip_signature": True} and "credential_provider" not in anon
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"bogus": 1}, "'bogus'"),
+    ({"client_kwargs": {"proxies": {}}}, "client_kwargs['proxies']"),
+    ({"config_kwargs": {"retries": {"total_max_attempts": 2}}},
+     "config_kwargs['retries']['total_max_attempts']"),
+])
+def test_an_option_obstore_cannot_honour_is_named(bad, named):
+    from chunkstore.storage.object_store import s3_config
+
+    with pytest.raises(ValueError, match="FSStore") as info:
+        s3_config("s3://b/p", bad)
+    assert named in str(info.value) and "s3://b/p" in str(info.value)
+    with pytest.raises(ValueError, match="FSStore"):
+        cs.open_array("s3://b/p", mode="r", storage_options=bad)

@@ -26,7 +26,7 @@ from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.storage.directory import DirectoryStore
 from chunkstore.storage.memory import MemoryStore
 from chunkstore.sync.synchronizers import ThreadSynchronizer
-from test_codecs_v3 import assert_array_same, grid_coords, read_v3, write_v3
+from v3_fixtures import assert_array_same, grid_coords, read_v3, write_v3
 
 zarr = pytest.importorskip("zarr")
 pytestmark = pytest.mark.filterwarnings("ignore:Combining a `sharding_indexed` codec")

@@ -34,7 +34,7 @@ from chunkstore.metadata.v3 import (
 )
 from chunkstore.storage.directory import DirectoryStore
 from chunkstore.storage.memory import MemoryStore
-from test_codecs_v3 import FIXTURES_V3, array_cases_v3, load_manifest_v3
+from v3_fixtures import FIXTURES_V3, array_cases_v3, load_manifest_v3
 
 zarr = pytest.importorskip("zarr")
 

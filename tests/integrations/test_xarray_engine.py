@@ -280,7 +280,7 @@ def test_engine_name_resolves_through_entry_point(tmp_path, monkeypatch):
     dist-info directory on sys.path stands in for the installed metadata."""
     import tomllib
     from pathlib import Path
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     target = pyproject["project"]["entry-points"]["xarray.backends"]["chunkstore"]
     assert target == "chunkstore.integrations.xarray_backend:ChunkstoreBackendEntrypoint"
     dist = tmp_path / "site" / "chunkstore_ep_test-0.0.dist-info"

@@ -1,0 +1,192 @@
+"""The store protocol, written down: what every store is, and the optional capabilities a
+store may have, each a ``typing.Protocol`` naming its methods.
+
+Every store is a ``MutableMapping[str, bytes]`` (:class:`Store`); a plain ``dict`` is one.
+Everything else is optional, and the layers above ask for a capability here, by name,
+rather than probing stores with ``getattr`` wherever they happen to need one:
+
+========================  ==================================================================
+capability                 what a store offers (the accessor returns it, or None / False)
+========================  ==================================================================
+:func:`batch_reads`        ``getitems(keys)``: many values in one call
+:func:`byte_ranges`        ``get_partial(key, ranges)``: byte ranges of one value
+:func:`versions`           ``open_version(key)``: a :class:`~.base.ValueVersion`, ranges of
+                           ONE version of a value (sharded reads take index and chunks from
+                           it); stores without it get whole shards
+:func:`version_reads`      ``read_if_version(key, version, ranges)``: ranges only if the value
+                           is still that version (a cached shard index checked for free)
+:func:`local_files`        ``file_paths(keys)``: the files holding the keys, for the kernels
+                           that read files themselves
+:func:`coalesces_ranges`   whether neighbouring byte ranges are worth merging into one read
+                           (True unless the store says ``coalesce_ranges = False``)
+:func:`recursive_listing`  ``keys_under(prefix)``: every key under a prefix, in one listing
+:func:`concurrent_io`      ``concurrent_io`` True and ``start_fetch``/``fetched``/
+                           ``start_put``/``put_error``: requests in flight at once
+                           (``storage/pipelining.py``)
+:func:`closer`             ``close()``: release files, connections or locks
+:func:`renamer`            ``rename(src, dst)``: move a prefix in one step
+:func:`flusher`            ``flush()``: write out what is buffered
+:func:`stray_temporaries`  ``stray_temporaries()``: leftovers of killed writers (for verify)
+========================  ==================================================================
+
+The batch and directory helpers for any mapping (``getitems``, ``setitems``, ``delitems``,
+``listdir``, ``rmdir``, ``getsize``) are in :mod:`.base`: a store's own method when it has
+one, the mapping methods otherwise. :class:`~.base.BaseStore` gives every chunkstore store
+the defaults; wrappers (``LRUStoreCache``, the consolidated stores) forward what the store
+behind them offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .base import ValueVersion
+
+__all__ = [
+    "Store", "BatchReads", "ByteRanges", "Versions", "VersionReads", "LocalFiles",
+    "RecursiveListing", "ConcurrentIO",
+    "batch_reads", "byte_ranges", "versions", "version_reads", "local_files",
+    "coalesces_ranges", "recursive_listing", "concurrent_io", "closer", "renamer", "flusher",
+    "stray_temporaries",
+]
+
+#: What every store is: a mutable mapping of string keys to bytes.
+Store = MutableMapping[str, bytes]
+
+
+@runtime_checkable
+class BatchReads(Protocol):
+    """``getitems(keys)``: ``{key: value}`` of the keys present (absent ones omitted)."""
+
+    def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The values of the keys present."""
+
+
+@runtime_checkable
+class ByteRanges(Protocol):
+    """``get_partial(key, ranges)``: the bytes of each (offset, length) range of one value
+    (a negative offset counts from the end; length None: to the end)."""
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """The bytes of each range; ``KeyError`` if the key is absent."""
+
+
+@runtime_checkable
+class Versions(Protocol):
+    """``open_version(key)``: byte ranges of one version of a value."""
+
+    def open_version(self, key: str) -> ValueVersion:
+        """One version of key's value; ``KeyError`` if absent."""
+
+
+@runtime_checkable
+class VersionReads(Protocol):
+    """``read_if_version(key, version, ranges)``: ranges of key's value only if it is still
+    *version* (None where it is not)."""
+
+    def read_if_version(self, key: str, version: Any,
+                        ranges: list[tuple[int, int]]) -> list[bytes] | None:
+        """The ranges, or None where the value is another version now."""
+
+
+@runtime_checkable
+class LocalFiles(Protocol):
+    """``file_paths(keys)``: the local files holding the keys (None where the store cannot
+    name them: a subclass with reads of its own)."""
+
+    def file_paths(self, keys: list[str]) -> list[bytes] | None:
+        """One path per key, or None."""
+
+
+@runtime_checkable
+class RecursiveListing(Protocol):
+    """``keys_under(prefix)``: every key at or under a prefix, in one listing."""
+
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """The keys at or under *prefix*."""
+
+
+@runtime_checkable
+class ConcurrentIO(Protocol):
+    """Requests in flight at once (a remote store): ``start_fetch(keys)`` and
+    ``fetched(key, future)`` for reads, ``start_put(keys, values)`` and
+    ``put_error(key, exc)`` for writes (see ``storage/pipelining.py``)."""
+
+    concurrent_io: bool
+
+    def start_fetch(self, keys: list[str]) -> Any:
+        """A batch whose ``futures[i]`` answers ``keys[i]``, or None."""
+
+    def fetched(self, key: str, future: Any) -> bytes | None:
+        """A fetched value, None if missing; an error names the key."""
+
+    def start_put(self, keys: list[str], values: list[Any]) -> Any:
+        """A batch of writes whose ``futures[i]`` settle ``keys[i]``."""
+
+    def put_error(self, key: str, exc: BaseException) -> BaseException:
+        """The error to raise for a failed write of *key*."""
+
+
+# ------------------------------------------------------------------------------ accessors
+def batch_reads(store: object) -> Callable[[list[str]], dict[str, bytes]] | None:
+    """The store's ``getitems``, or None."""
+    return getattr(store, "getitems", None)
+
+
+def byte_ranges(store: object) -> Callable[..., list[bytes]] | None:
+    """The store's ``get_partial(key, ranges)``, or None."""
+    return getattr(store, "get_partial", None)
+
+
+def versions(store: object) -> Callable[[str], ValueVersion] | None:
+    """The store's ``open_version(key)``, or None (reads of a shard then take it whole)."""
+    return getattr(store, "open_version", None)
+
+
+def version_reads(store: object) -> Callable[..., list[bytes] | None] | None:
+    """The store's ``read_if_version(key, version, ranges)``, or None."""
+    return getattr(store, "read_if_version", None)
+
+
+def local_files(store: object) -> Callable[[list[str]], list[bytes] | None] | None:
+    """The store's ``file_paths(keys)``, or None."""
+    return getattr(store, "file_paths", None)
+
+
+def coalesces_ranges(store: object) -> bool:
+    """Whether neighbouring byte ranges of a value are worth one read (False where the store
+    reads ranges with no cost per request: ``coalesce_ranges = False``)."""
+    return bool(getattr(store, "coalesce_ranges", True))
+
+
+def recursive_listing(store: object) -> Callable[[str], Iterator[str]] | None:
+    """The store's ``keys_under(prefix)``, or None (then list it as a mapping)."""
+    return getattr(store, "keys_under", None)
+
+
+def concurrent_io(store: object) -> bool:
+    """Whether the store puts a batch's requests in flight at once (``concurrent_io`` True:
+    a :class:`ConcurrentIO` store whose requests are round trips)."""
+    return bool(getattr(store, "concurrent_io", False))
+
+
+def closer(store: object) -> Callable[[], None] | None:
+    """The store's ``close()``, or None."""
+    return getattr(store, "close", None)
+
+
+def renamer(store: object) -> Callable[[str, str], None] | None:
+    """The store's ``rename(src, dst)``, or None."""
+    return getattr(store, "rename", None)
+
+
+def flusher(store: object) -> Callable[[], None] | None:
+    """The store's ``flush()``, or None."""
+    return getattr(store, "flush", None)
+
+
+def stray_temporaries(store: object) -> Callable[[], list[str]] | None:
+    """The store's ``stray_temporaries()``, or None."""
+    return getattr(store, "stray_temporaries", None)
