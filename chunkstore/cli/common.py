@@ -3,6 +3,8 @@ bars, consolidated metadata kept true after a write."""
 
 from __future__ import annotations
 
+from chunkstore.storage import protocol
+from chunkstore.storage.base import keys_under
 import argparse
 import contextlib
 import os
@@ -60,7 +62,7 @@ def _open_store(spec, mode, options=None):
 
 
 def _close(store):
-    close = getattr(store, "close", None)
+    close = protocol.closer(store)
     if close is not None:
         close()
 
@@ -133,12 +135,7 @@ def _open_node(store, spec, path, read_only=True):
 
 
 def _keys_under(store, prefix):
-    fn = getattr(store, "keys_under", None)
-    if fn is not None:
-        return list(fn(prefix))
-    if not prefix:
-        return list(store)
-    return [k for k in list(store) if k == prefix or k.startswith(prefix + "/")]
+    return keys_under(store, prefix)
 
 
 def _a(word):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chunkstore.storage import protocol
 import bisect
 import re
 
@@ -260,7 +261,7 @@ def _report_stale(v, kind, key, actual, recorded, same):
 
 def _stray_temporaries(store, path):
     """Temporary files that killed writers left in a directory or next to a zip store."""
-    fn = getattr(store, "stray_temporaries", None)
+    fn = protocol.stray_temporaries(store)
     if fn is None:
         return []
     return fn(path)

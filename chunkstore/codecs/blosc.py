@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import numbers
 from enum import Enum
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numcodecs
 import numpy as np
@@ -17,6 +17,9 @@ from chunkstore.codecs.chain_codecs import BytesBytesCodec, ChainContext, _check
 # the shuffle table lives in common, where the registry's command-line spellings read it too
 from chunkstore.codecs.common import SHUFFLE_NAMES, SHUFFLES, blosc_decoded_size
 from chunkstore.codecs.registry import register
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 
 class BloscShuffle(str, Enum):
@@ -92,7 +95,7 @@ def blosc_encode_params(cname: str, clevel: int, shuffle: int, typesize: int,
             cname.encode("ascii"), int(blocksize))
 
 
-def _enum_value(value, enum, what):
+def _enum_value(value: object, enum: type[Enum], what: str) -> str:
     if isinstance(value, enum):
         return value.value
     if isinstance(value, str) and value in enum.__members__:
@@ -112,8 +115,10 @@ class BloscCodec(BytesBytesCodec):
     size_reader = staticmethod(blosc_decoded_size)
     _fields = ("typesize", "cname", "clevel", "shuffle", "blocksize")
 
-    def __init__(self, *, typesize=None, cname="zstd", clevel=5, shuffle=None, blocksize=0):
-        tunable = set()
+    def __init__(self, *, typesize: int | None = None, cname: BloscCname | str = "zstd",
+                 clevel: int = 5, shuffle: BloscShuffle | str | None = None,
+                 blocksize: int = 0) -> None:
+        tunable: set[str] = set()
         if typesize is None:
             typesize, tunable = 1, tunable | {"typesize"}
         if shuffle is None:
@@ -132,7 +137,7 @@ class BloscCodec(BytesBytesCodec):
             blocksize=self.blocksize, typesize=self.typesize)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> BloscCodec:
         """The codec of its JSON document."""
         return cls(**named_configuration(data, "blosc"))
 
@@ -175,7 +180,7 @@ class BloscCodec(BytesBytesCodec):
             "typesize": typesize, "cname": cname, "clevel": int(codec.clevel),
             "shuffle": shuffle, "blocksize": int(codec.blocksize)}}
 
-    def spec(self, dtype=None):
+    def spec(self, dtype: DTypeLike | None = None) -> dict:
         """The JSON document with ``typesize``/``shuffle`` filled in from ``dtype`` when they
         were not given."""
         d = self.to_dict()
@@ -189,7 +194,7 @@ class BloscCodec(BytesBytesCodec):
                 conf["shuffle"] = "shuffle" if size > 1 else "bitshuffle"
         return d
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs Blosc for a Zarr v2 array (byte shuffle when no shuffle was given)."""
         return numcodecs.Blosc(cname=self.cname, clevel=self.clevel,
                                shuffle=(numcodecs.Blosc.SHUFFLE if "shuffle" in self._tunable

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.chain_codecs import _NATIVE_ENDIAN, ChainContext, _as_u8, _check_keys
 from chunkstore.codecs.registry import register
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 
 class Endian(str, Enum):
@@ -39,7 +43,7 @@ class BytesCodec(Codec):
     structured = False
     swap = False
 
-    def __init__(self, *, endian=default_system_endian):
+    def __init__(self, *, endian: Endian | str | None = default_system_endian) -> None:
         if isinstance(endian, Endian):
             endian = endian.value
         if endian not in ("big", "little", None):
@@ -47,7 +51,7 @@ class BytesCodec(Codec):
         self.endian = endian
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> BytesCodec:
         """The codec of its JSON document (no configuration: ``endian=None``)."""
         conf = named_configuration(data, "bytes")
         return cls(endian=conf.get("endian"), **{k: v for k, v in conf.items() if k != "endian"})
@@ -75,13 +79,13 @@ class BytesCodec(Codec):
         """The item size of the bytes it writes (what Blosc shuffles by default)."""
         return self.itemsize
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         """The JSON document (no configuration for 1-byte and structured data types)."""
         if self.endian is None or self.itemsize == 1 or self.structured:
             return {"name": "bytes"}
         return {"name": "bytes", "configuration": {"endian": self.endian}}
 
-    def spec(self, dtype=None):
+    def spec(self, dtype: DTypeLike | None = None) -> dict:
         """The JSON document for arrays of ``dtype``."""
         if dtype is not None and (np.dtype(dtype).itemsize == 1 or
                                   np.dtype(dtype).fields is not None):

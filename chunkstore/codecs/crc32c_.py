@@ -3,6 +3,7 @@ Zarr v3 chain it appends and checks the 4 little-endian bytes itself."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,11 @@ class Crc32cCodec(BytesBytesCodec):
     name = "crc32c"
     numcodecs_id = "crc32c"
 
-    def __init__(self):
+    def __init__(self) -> None:
         pass
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> Crc32cCodec:
         """The codec of its JSON document (which has no configuration)."""
         conf = named_configuration(data, "crc32c")
         if conf:
@@ -65,11 +66,11 @@ class Crc32cCodec(BytesBytesCodec):
         """The v3 document of a numcodecs CRC32C."""
         return {"name": "crc32c"}
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         """``{"name": "crc32c"}``."""
         return {"name": "crc32c"}
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs CRC32C for a Zarr v2 array."""
         import numcodecs
         return numcodecs.CRC32C()

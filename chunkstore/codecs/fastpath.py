@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore._core import zcodecs
+
+if TYPE_CHECKING:
+    from chunkstore._core.projection import OrthoPlan, PointsPlan
 
 __all__ = ["for_v2", "for_v3", "zstd_ready", "zlib_ready"]
 
@@ -53,12 +57,12 @@ def zstd_ready() -> bool:
         return False
 
 
-def _addresses(lib, names) -> dict:
+def _addresses(lib: ctypes.CDLL, names: Iterable[str]) -> dict[str, int | None]:
     """{name: address} of the functions a kernel module calls through pointers."""
     return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names}
 
 
-def _zlib_library():
+def _zlib_library() -> tuple[ctypes.CDLL, bytes]:
     """The zlib Python's zlib module runs on: its symbols resolve through the module's own
     handle when it links libz dynamically (the usual build)."""
     import zlib
@@ -108,11 +112,13 @@ class BloscPath:
         self._dec = decode_syms
         self._enc = encode_params
 
-    def decode(self, plan, idx, datas, out, scratch):
+    def decode(self, plan: OrthoPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
+               scratch: np.ndarray) -> int:
         """Decode and merge a batch; -1, or the position of the first chunk not taken."""
         return merge.blosc_decode_gather(plan, idx, datas, out, scratch, *self._dec)
 
-    def decode_points(self, plan, idx, datas, out, scratch):
+    def decode_points(self, plan: PointsPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
+                      scratch: np.ndarray) -> int:
         """Decode a batch and gather single points; as :meth:`decode`."""
         return merge.blosc_decode_gather_points(plan, idx, datas, out, scratch, *self._dec)
 
@@ -121,7 +127,9 @@ class BloscPath:
         """True when the encoder's c-blosc symbol was found."""
         return self._enc is not None
 
-    def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+    def encode(self, plan: OrthoPlan, idx: Sequence[int], value: np.ndarray, scratch: np.ndarray,
+               prefill: np.ndarray, olds: Sequence[bytes | None], fill_item: np.ndarray,
+               drop_fill: bool, out: list[bytes | None]) -> int:
         """Merge ``value`` into a batch of chunks and encode them."""
         return merge.blosc_scatter_encode(plan, idx, value, scratch, prefill, olds, fill_item,
                                           drop_fill, self._enc, self._dec, out)
@@ -146,15 +154,19 @@ class ZPath:
         # encode to equal bytes whenever they are written
         return (self.kind, self.level, self.checksum, 0)
 
-    def decode(self, plan, idx, datas, out, scratch):
+    def decode(self, plan: OrthoPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
+               scratch: np.ndarray) -> int:
         """Decode and merge a batch; -1, or the position of the first chunk not taken."""
         return zcodecs.decode_gather(self._spec(), plan, idx, datas, out, scratch)
 
-    def decode_points(self, plan, idx, datas, out, scratch):
+    def decode_points(self, plan: PointsPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
+                      scratch: np.ndarray) -> int:
         """Decode a batch and gather single points; as :meth:`decode`."""
         return zcodecs.decode_gather_points(self._spec(), plan, idx, datas, out, scratch)
 
-    def encode(self, plan, idx, value, scratch, prefill, olds, fill_item, drop_fill, out):
+    def encode(self, plan: OrthoPlan, idx: Sequence[int], value: np.ndarray, scratch: np.ndarray,
+               prefill: np.ndarray, olds: Sequence[bytes | None], fill_item: np.ndarray,
+               drop_fill: bool, out: list[bytes | None]) -> int:
         """Merge ``value`` into a batch of chunks and encode them."""
         return zcodecs.scatter_encode(self._spec(), plan, idx, value, scratch, prefill, olds,
                                       fill_item, drop_fill, out)

@@ -33,7 +33,7 @@ class GzipCodec(BytesBytesCodec):
     compresses = True
     _fields = ("level",)
 
-    def __init__(self, *, level=5):
+    def __init__(self, *, level: int = 5) -> None:
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
             raise ValueError(f"GzipCodec level must be an integer 0..9, got {level!r}")
         self.level = level
@@ -50,7 +50,7 @@ class GzipCodec(BytesBytesCodec):
         """The v3 document of a numcodecs GZip."""
         return {"name": "gzip", "configuration": {"level": int(codec.level)}}
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs GZip for a Zarr v2 array."""
         return numcodecs.GZip(level=self.level)
 

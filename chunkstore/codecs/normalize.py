@@ -183,7 +183,8 @@ def default_serializer(dtype: np.dtype) -> dict:
 DEFAULT_V3_COMPRESSOR = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 
 
-def _checked(obj, argument, dtype, kinds, role):
+def _checked(obj: Any, argument: str, dtype: np.dtype, kinds: tuple[str, ...],
+             role: str) -> dict:
     doc = codec_json(obj, argument, dtype)
     kind = codec_kind(doc)
     if kind is not None and kind not in kinds:

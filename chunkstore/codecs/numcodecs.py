@@ -8,8 +8,14 @@ arrays only (as their numcodecs codec)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.registry import register
+
+if TYPE_CHECKING:
+    from typing import Self
 
 #: numcodecs ids that are bytes -> bytes codecs (what the v3 chain here can run)
 BYTES_BYTES = ("blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle", "crc32",
@@ -21,24 +27,24 @@ ARRAY_BYTES = ("pcodec", "zfpy")
 class _Numcodec(Codec):
     codec_id = ""
 
-    def __init__(self, **config):
+    def __init__(self, **config: Any) -> None:
         self.config = dict(config)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> Self:
         return cls(**named_configuration(data, cls.name))
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return {"name": self.name, "configuration": dict(self.config)}
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         import numcodecs
         try:
             return numcodecs.get_codec({"id": self.codec_id, **self.config})
         except Exception as e:
             raise ValueError(f"{self!r}: {e}") from None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
         return f"{type(self).__name__}({args})"
 

@@ -144,7 +144,8 @@ def parse_spelling(spec: str) -> Any:
     return entry.build(args, spec)
 
 
-def _level(cls_name: str, what: str, lo: int, hi: int, default: Any, keyword: str = "level"):
+def _level(cls_name: str, what: str, lo: int, hi: int, default: Any, keyword: str = "level"
+           ) -> Callable[[list, str], Any]:
     """A spelling ``name[:N]`` for numcodecs.<cls_name>(keyword=N)."""
     def build(args: list, spec: str) -> Any:
         import numcodecs

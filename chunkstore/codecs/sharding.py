@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -34,6 +34,10 @@ from chunkstore.codecs.chain_codecs import ChainContext, _as_u8, _check_keys, _i
 from chunkstore.codecs.registry import register
 from chunkstore.codecs.v3 import ChunkCodecV3
 from chunkstore.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from chunkstore.codecs.bytes import BytesCodec
+    from chunkstore.codecs.crc32c_ import Crc32cCodec
 
 __all__ = ["ShardingCodec", "ShardingCodecIndexLocation", "MISSING"]
 
@@ -50,12 +54,12 @@ class ShardingCodecIndexLocation(str, Enum):
     end = "end"
 
 
-def _default_codecs():
+def _default_codecs() -> tuple[BytesCodec]:
     from chunkstore.codecs.bytes import BytesCodec
     return (BytesCodec(),)
 
 
-def _default_index_codecs():
+def _default_index_codecs() -> tuple[BytesCodec, Crc32cCodec]:
     from chunkstore.codecs.bytes import BytesCodec
     from chunkstore.codecs.crc32c_ import Crc32cCodec
     return (BytesCodec(), Crc32cCodec())
@@ -103,8 +107,9 @@ class ShardingCodec(Codec):
     typesize = 1  # of the bytes it writes: a shard is not a run of items
     _fields = ("chunk_shape", "codecs", "index_codecs", "index_location")
 
-    def __init__(self, *config: Any, chunk_shape=None, codecs=None, index_codecs=None,
-                 index_location="end"):
+    def __init__(self, *config: Any, chunk_shape: Iterable[int] | None = None,
+                 codecs: Iterable[Any] | None = None, index_codecs: Iterable[Any] | None = None,
+                 index_location: ShardingCodecIndexLocation | str = "end") -> None:
         if config:  # the internal form: (conf, dtype, shard_shape[, fill_value])
             self._bind(*config)
             return
@@ -127,7 +132,7 @@ class ShardingCodec(Codec):
         self.index_location = index_location
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> ShardingCodec:
         """The codec of its JSON document."""
         return cls(**named_configuration(data, "sharding_indexed"))
 
@@ -196,7 +201,7 @@ class ShardingCodec(Codec):
 
     def to_dict(self) -> dict:
         """The JSON document (inner codecs that are JSON documents are written as given)."""
-        def doc(c):
+        def doc(c: Any) -> dict:
             return c.to_dict() if hasattr(c, "to_dict") else dict(c)
         return {"name": "sharding_indexed", "configuration": {
             "chunk_shape": list(self.chunk_shape), "codecs": [doc(c) for c in self.codecs],

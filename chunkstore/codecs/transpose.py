@@ -3,6 +3,8 @@ array -> array codec of a Zarr v3 chain."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from chunkstore.codecs._public import Codec
 from chunkstore.codecs.chain_codecs import ChainContext, _check_keys, _int
 from chunkstore.codecs.registry import register
@@ -16,7 +18,7 @@ class TransposeCodec(Codec):
     kind = "array_array"
     _fields = ("order",)
 
-    def __init__(self, *, order):
+    def __init__(self, *, order: Iterable[int]) -> None:
         try:
             order = tuple(int(i) for i in order)
         except (TypeError, ValueError):
@@ -56,7 +58,7 @@ class TransposeCodec(Codec):
         """The shape of the codec's output for an input of ``shape``."""
         return tuple(shape[o] for o in self.order)
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         """The JSON document."""
         return {"name": "transpose", "configuration": {"order": list(self.order)}}
 

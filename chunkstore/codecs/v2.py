@@ -12,7 +12,7 @@ wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecode
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Sequence, cast
+from typing import Any, Callable, Literal, Sequence, cast
 
 import numpy as np
 from numcodecs.abc import Codec
@@ -68,7 +68,7 @@ _SIZE_READERS: list[tuple[type, Any]] = [
 ]
 
 
-def _size_reader(compressor: Codec | None):
+def _size_reader(compressor: Codec | None) -> Callable[[Any], int | None] | None:
     if compressor is None:
         return None
     for cls, fn in _SIZE_READERS:

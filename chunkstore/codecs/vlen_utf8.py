@@ -5,7 +5,8 @@ signatures; ``VLenUTF8Codec`` is also the array -> bytes codec of a Zarr v3 chai
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numcodecs
 import numpy as np
@@ -14,21 +15,24 @@ from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.chain_codecs import ChainContext, _as_u8, _check_keys
 from chunkstore.codecs.registry import register
 
+if TYPE_CHECKING:
+    from typing import Self
+
 
 class _VLen(Codec):
     kind = "array_bytes"
 
-    def __init__(self):
+    def __init__(self) -> None:
         pass
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping) -> Self:
         conf = named_configuration(data, cls.name)
         if conf:
             raise ValueError(f"codec {cls.name!r} takes no configuration, got {conf!r}")
         return cls()
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return {"name": self.name, "configuration": {}}
 
 
@@ -39,7 +43,7 @@ class VLenUTF8Codec(_VLen):
     name = "vlen-utf8"
     typesize = 1
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._codec = numcodecs.VLenUTF8()
 
     @classmethod
@@ -50,7 +54,7 @@ class VLenUTF8Codec(_VLen):
             raise ValueError(f"codec 'vlen-utf8' needs the string data type, not {ctx.dtype}")
         return cls()
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs VLenUTF8 for a Zarr v2 array (a filter)."""
         return numcodecs.VLenUTF8()
 
@@ -84,7 +88,7 @@ class VLenBytesCodec(_VLen):
 
     name = "vlen-bytes"
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs VLenBytes for a Zarr v2 array (a filter)."""
         return numcodecs.VLenBytes()
 

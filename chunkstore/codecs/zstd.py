@@ -22,7 +22,7 @@ class ZstdCodec(BytesBytesCodec):
     size_reader = staticmethod(zstd_decoded_size)
     _fields = ("level", "checksum")
 
-    def __init__(self, *, level=0, checksum=False):
+    def __init__(self, *, level: int = 0, checksum: bool = False) -> None:
         if isinstance(level, bool) or not isinstance(level, int) or not -131072 <= level <= 22:
             raise ValueError(f"ZstdCodec level must be an integer -131072..22, got {level!r}")
         if not isinstance(checksum, bool):
@@ -46,7 +46,7 @@ class ZstdCodec(BytesBytesCodec):
         return {"name": "zstd", "configuration": {
             "level": int(codec.level), "checksum": bool(getattr(codec, "checksum", False))}}
 
-    def to_numcodecs(self):
+    def to_numcodecs(self) -> Any:
         """The numcodecs Zstd for a Zarr v2 array (written as zarr-python 3 writes it)."""
         return zstd_v2(self.level, self.checksum)
 
@@ -56,14 +56,14 @@ class _ZstdV2(numcodecs.Zstd):
 
     codec_id = "zstd"
 
-    def get_config(self):
+    def get_config(self) -> dict:
         conf = super().get_config()
         if not conf.get("checksum", False):
             conf.pop("checksum", None)
         return conf
 
 
-def zstd_v2(level: int = 0, checksum: bool = False):
+def zstd_v2(level: int = 0, checksum: bool = False) -> Any:
     """A numcodecs Zstd for a Zarr v2 compressor, written as zarr-python 3 writes it."""
     return _ZstdV2(level=level, checksum=checksum)
 

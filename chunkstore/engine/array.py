@@ -12,7 +12,7 @@ value, or read-modified-written, and is deleted instead of stored when it is all
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -258,7 +258,7 @@ class Array(nodes.Node, ArrayAPIv3):
     def __hash__(self) -> int:
         return hash((type(self._store).__name__, self._path))
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         e = self._engine
         state = {"store": self._store, "path": self._path, "read_only": e.read_only,
                  "synchronizer": e.synchronizer, "write_empty_chunks": e.write_empty_chunks,
@@ -268,8 +268,9 @@ class Array(nodes.Node, ArrayAPIv3):
             state["_overrides"] = e.overrides
         return state
 
-    def __setstate__(self, state):
-        self.__init__(**state)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (mypy: a subclass's __init__ could differ; unpickling rebuilds this class's state)
+        self.__init__(**state)  # type: ignore[misc]
 
     @property
     def info(self) -> Info:
@@ -281,7 +282,7 @@ class Array(nodes.Node, ArrayAPIv3):
         """The rows of `.info` as (name, value) pairs."""
         return self._info_items()
 
-    def _info_items(self):
+    def _info_items(self) -> list[tuple[str, str]]:
         nbytes, stored = self.nbytes, self.nbytes_stored
         items = [
             ("Type", "chunkstore.Array"),
@@ -316,7 +317,8 @@ class Array(nodes.Node, ArrayAPIv3):
         fields, selection = ix.split_fields(selection)
         self._write(ix.basic_or_fancy, selection, value, fields)
 
-    def _write(self, normalize, selection, value, fields):
+    def _write(self, normalize: Callable[[Any, Sequence[int], Sequence[int], str], ix.Selection],
+               selection: Any, value: Any, fields: list[str] | None) -> None:
         """self[selection] = value, the selection normalized by ``normalize`` (an
         chunkstore.engine.indexing function) against the shape this handle knows; planned again
         with the new metadata where a synchronized write finds, under its locks, that
@@ -331,7 +333,7 @@ class Array(nodes.Node, ArrayAPIv3):
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
 
-    def _stream_from(self, selection, src):
+    def _stream_from(self, selection: Any, src: Array) -> bool:
         """self[selection] = src (an Array) block by block, in bounded memory, when the
         selection is a box of step-1 slices of src's shape (chunkstore.engine.streaming). False
         when it is not: the caller then reads src whole."""
@@ -426,11 +428,11 @@ class Array(nodes.Node, ArrayAPIv3):
         """Block indexing in units of chunks: ``z.blocks[...]`` (and assignment)."""
         return _Indexer(self, self.get_block_selection, self.set_block_selection)
 
-    def _get_vectorized(self, selection, fields=None):
+    def _get_vectorized(self, selection: Any, fields: Fields = None) -> Any:
         sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
         return self._engine.read(sel, fields=_fields(fields))
 
-    def _set_vectorized(self, selection, value, fields=None):
+    def _set_vectorized(self, selection: Any, value: Any, fields: Fields = None) -> None:
         self._write(ix.vectorized, selection, value, _fields(fields))
 
     # ------------------------------------------------------------------ zarr-python 2 extras
@@ -544,12 +546,12 @@ class Array(nodes.Node, ArrayAPIv3):
                 raise
         return new
 
-def _replace_meta(meta, **changes):
+def _replace_meta(meta: Any, **changes: Any) -> Any:
     import dataclasses
     return dataclasses.replace(meta, **changes)
 
 
-def _fields(fields):
+def _fields(fields: Fields) -> list[str] | None:
     if fields is None:
         return None
     return [fields] if isinstance(fields, str) else list(fields)
@@ -558,14 +560,14 @@ def _fields(fields):
 class _Indexer:
     __slots__ = ("_array", "_get", "_set")
 
-    def __init__(self, array, get, set_):
+    def __init__(self, array: Array, get: Callable[..., Any], set_: Callable[..., None]) -> None:
         self._array, self._get, self._set = array, get, set_
 
-    def __getitem__(self, selection):
+    def __getitem__(self, selection: Any) -> Any:
         fields, selection = ix.split_fields(selection)
         return self._get(selection, fields=fields)
 
-    def __setitem__(self, selection, value):
+    def __setitem__(self, selection: Any, value: Any) -> None:
         fields, selection = ix.split_fields(selection)
         self._set(selection, value, fields=fields)
 
@@ -573,14 +575,14 @@ class _Indexer:
 class Info:
     """The `.info` report: a table of name/value rows (text, and HTML in Jupyter)."""
 
-    def __init__(self, items):
+    def __init__(self, items: list[tuple[str, str]]) -> None:
         self.items = items
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         w = max(len(k) for k, _ in self.items)
         return "\n".join(f"{k:<{w}} : {v}" for k, v in self.items)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         import html
         rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
                        f"<td style='text-align:left'>{html.escape(v)}</td></tr>"

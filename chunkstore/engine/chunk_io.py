@@ -11,13 +11,14 @@ writes.
 
 from __future__ import annotations
 
+from ..storage import protocol
 import contextlib
 import dataclasses
 
 import numpy as np
 
-from collections.abc import MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from chunkstore import config
 from chunkstore.engine import scheduling
@@ -25,6 +26,17 @@ from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.sync.locking import selection_box
 from chunkstore.errors import store_name
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from chunkstore._core.projection import OrthoPlan, PointsPlan
+    from chunkstore.engine.indexing import Selection
+    from chunkstore.storage.pipelining import WriteBehind
+
+    # what a split write holds around the read-modify-write of its partial chunks at some
+    # grid coordinates (see EngineState._split_locks)
+    PartialLocks = Callable[[np.ndarray], AbstractContextManager[Any]]
 
 # A synchronized write covering at least this many chunks whole, and some in part, locks
 # those only around their read-modify-write (see EngineState._split_locks).
@@ -63,7 +75,7 @@ class EngineState:
     missing_chunks: str
     cache_metadata: bool
     format_hint: int | None
-    handle_order: str | None
+    handle_order: Literal["C", "F"] | None
     overrides: dict | None
     # what the metadata implies (adopt)
     meta: Any
@@ -72,7 +84,7 @@ class EngineState:
     chunk_store: MutableMapping
     codec: Any
     chunks: tuple[int, ...]
-    order: str
+    order: Literal["C", "F"]
     is_object: bool
     fill_item: np.ndarray | None
     object_fill: Any
@@ -92,7 +104,8 @@ class EngineState:
         self.missing_chunks = missing_chunks
         self.cache_metadata = cache_metadata
         self.format_hint = zarr_format
-        self.handle_order = order
+        # (mypy: a str; Array, the only caller, allows only "C", "F" or None)
+        self.handle_order = order  # type: ignore[assignment]
         self.overrides = overrides
         self.load_metadata()
 
@@ -169,22 +182,24 @@ class EngineState:
 
     # ------------------------------------------------------------------ chunks
 
-    def _chunk_key(self, coords):
+    def _chunk_key(self, coords: Sequence[int]) -> str:
         return self.layout.chunk_key(coords)
 
-    def _chunk_keys(self, coords):
+    def _chunk_keys(self, coords: np.ndarray) -> list[str]:
         """Keys of the chunks at each row of an (n, ndim) grid coordinate array."""
         return self.layout.chunk_keys(coords)
 
-    def _touched_keys(self, sel):
+    def _touched_keys(self, sel: Selection) -> list[str]:
         return self._chunk_keys(sel.plan.chunk_coords())
 
-    def stored_chunks(self):
+    def stored_chunks(self) -> Iterator[tuple[int, ...]]:
         """Grid coordinates of the chunks present in the store (within the current grid)."""
         self.refresh()  # the current grid: another handle may have resized the array
         return self.layout.stored_chunks()
 
-    def _schedule(self, plan, keys=None, inline_bytes=scheduling.INLINE_BYTES):
+    def _schedule(self, plan: OrthoPlan | PointsPlan, keys: list[str] | None = None,
+                  inline_bytes: int = scheduling.INLINE_BYTES
+                  ) -> tuple[list[str], Sequence[int], list[int] | None]:
         """(keys, order, groups): the touched chunks' keys, the order to process them in, and
         where shard groups start in that order (None when unsharded).
 
@@ -193,7 +208,7 @@ class EngineState:
         coords = plan.chunk_coords()
         if keys is None:
             keys = self._chunk_keys(coords)
-        per = self.layout.chunks_per_shard
+        per: tuple[int, ...] | np.ndarray | None = self.layout.chunks_per_shard
         if (per is None or len(keys) < 2
                 or scheduling.one_batch(len(keys), self.codec.nbytes, inline_bytes)):
             return keys, range(len(keys)), None  # (in one batch the order does not matter)
@@ -204,26 +219,28 @@ class EngineState:
         starts = np.flatnonzero(np.any(np.diff(sorted_sid, axis=0) != 0, axis=1)) + 1
         return keys, order.tolist(), [0] + starts.tolist()
 
-    def _read_groups(self, groups):
+    def _read_groups(self, groups: list[int] | None) -> list[int] | None:
         """The groups a read must keep whole. Reading a shard in one batch saves requests,
         but when a read touches fewer shards than there are threads (one shard: a tile, a
         chunk-by-chunk reader) that leaves threads idle; on a local store, where a request
         is cheap, the inner chunks are then split between the threads instead (the shard's
         index is cached, and its chunks stay in order, so each batch still reads one run)."""
         if (groups is None or len(groups) >= config.get("threads")
-                or getattr(self.store, "concurrent_io", False)):
+                or protocol.concurrent_io(self.store)):
             return groups
         return None
 
-    def _run(self, n, work, groups=None, inline_bytes=scheduling.INLINE_BYTES):
+    def _run(self, n: int, work: Callable[[int, int], object], groups: list[int] | None = None,
+             inline_bytes: int = scheduling.INLINE_BYTES) -> None:
         """Run work(lo, hi) over [0, n) in batches (see chunkstore.engine.scheduling). With groups
         (sorted start positions), batch ends are moved to group boundaries. inline_bytes:
         the same as given to _schedule."""
         scheduling.run(n, work, self.codec.nbytes, groups, serial=self.is_object,
                        inline_bytes=inline_bytes)
 
-    def _run_io(self, n, work, groups, src, sink=None, flush=True,
-                inline_bytes=scheduling.INLINE_BYTES):
+    def _run_io(self, n: int, work: Callable[[int, int], object], groups: list[int] | None,
+                src: Any, sink: WriteBehind | None = None, flush: bool = True,
+                inline_bytes: int = scheduling.INLINE_BYTES) -> None:
         """_run, then the requests a prefetching src or write-behind sink still holds are
         dropped (after an error) or waited for (writes; flush=False leaves them in flight
         for the caller to wait for)."""
@@ -240,7 +257,8 @@ class EngineState:
         if flush and sink is not None:
             sink.flush()
 
-    def locked(self, sel, keys=None):
+    def locked(self, sel: Selection, keys: list[str] | None = None
+               ) -> AbstractContextManager[Any]:
         """What a write of the selection sel must hold for all of it (see chunkstore.sync.synchronizers
         and chunkstore.sync.locking): the chunks it touches; or, for a zarr-style synchronizer,
         the locks of all their keys in sorted order."""
@@ -252,7 +270,8 @@ class EngineState:
                                                            self._grid()))
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
 
-    def _split_locks(self, sel):
+    def _split_locks(self, sel: Selection
+                     ) -> tuple[AbstractContextManager[Any], PartialLocks] | None:
         """For a write covering many chunks whole and some in part, with a region-locking
         synchronizer: (what to hold for all of it, a function giving the locks for the
         read-modify-write of the partial chunks at given coordinates); else None.
@@ -270,7 +289,7 @@ class EngineState:
         return sync.split_locks(self.path, *selection_box(sel.plan, self.chunks, coords),
                                 self.meta.shape, coords[full], coords[~full], self._grid())
 
-    def check_metadata(self):
+    def check_metadata(self) -> None:
         """Under a synchronized write's locks, which exclude resizes and metadata changes:
         MetadataChanged if the stored metadata is not this handle's any more (its cached
         shape would place the write wrongly: an edge chunk written whole would clear
@@ -279,10 +298,10 @@ class EngineState:
         if self.synchronizer is not None and not self.layout.is_current():
             raise MetadataChanged(self.name)
 
-    def _grid(self):
+    def _grid(self) -> tuple[int, ...]:
         return tuple(-(-s // c) for s, c in zip(self.meta.shape, self.chunks))
 
-    def exclusive(self):
+    def exclusive(self) -> AbstractContextManager[Any]:
         """The array-wide lock: resize, append and metadata changes."""
         sync = self.synchronizer
         if sync is None:
@@ -296,26 +315,28 @@ class EngineState:
         # update (under that document's lock) must not write back a shape read before this.
         return _both(lock, sync[layout.metadata_lock_key])
 
-    def check_writable(self):
+    def check_writable(self) -> None:
         """ReadOnlyError naming the array and store when the handle is read-only."""
         if self.read_only:
             raise ReadOnlyError(f"array {self.name!r} in {store_name(self.store)} is read-only")
 
-    def _missing(self, key):
+    def _missing(self, key: str) -> None:
         if self.missing_chunks == "error":
             raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
                                      f"{store_name(self.store)}")
 
-    def _decode(self, data, key, out=None, writable=False):
+    def _decode(self, data: bytes, key: str, out: np.ndarray | None = None,
+                writable: bool = False) -> np.ndarray:
         return self.codec.decode(data, out=out, key=key, store=self.store, writable=writable)
 
-    def _new_chunk(self):
+    def _new_chunk(self) -> np.ndarray:
         """A chunk buffer filled with the fill value (in the chunk's order)."""
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
             chunk.fill(self.fill_value)
         else:
-            chunk[...] = self.fill_item.reshape(())
+            # (mypy: fill_item is None only for object arrays)
+            chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]
         return chunk
 
 
@@ -365,13 +386,14 @@ def _object_fill(meta: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _both(first, second):
+def _both(first: AbstractContextManager[Any], second: AbstractContextManager[Any]
+          ) -> Iterator[None]:
     with first, second:
         yield
 
 
 @contextlib.contextmanager
-def _generic_locks(sync, keys):
+def _generic_locks(sync: Any, keys: Iterable[str]) -> Iterator[None]:
     # Any zarr-style synchronizer: sync[key] is a lock.
     with contextlib.ExitStack() as stack:
         for k in sorted(set(keys)):

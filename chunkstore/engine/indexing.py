@@ -8,7 +8,9 @@ also says how to shape the output: which dimensions integer indices drop, and th
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn, SupportsInt
 
 import numpy as np
 
@@ -26,18 +28,19 @@ class Selection:
     """
 
     kind: str
-    plan: object
-    shape: tuple
-    drop: tuple = ()          # axes of plan.sel_shape removed in the result (ortho only)
-    post: object = None       # a NumPy index applied to the ortho result (mixed fancy indexing)
+    plan: OrthoPlan | PointsPlan
+    shape: tuple[int, ...]
+    drop: tuple[int, ...] = ()  # axes of plan.sel_shape removed in the result (ortho only)
+    # a NumPy index applied to the ortho result (mixed fancy indexing): (kind, argument)
+    post: tuple[str, Any] | None = None
     scalar: bool = False      # every dimension indexed by an int (no Ellipsis): return a scalar
 
 
-def _where(name):
+def _where(name: str) -> str:
     return f" in array {name!r}" if name else ""
 
 
-def _check_int(i, dim, length, name):
+def _check_int(i: SupportsInt, dim: int, length: int, name: str) -> int:
     i = int(i)
     if i < -length or i >= length:
         raise BoundsCheckError(
@@ -45,19 +48,19 @@ def _check_int(i, dim, length, name):
     return i + length if i < 0 else i
 
 
-def _slice_spec(s: slice, length: int):
+def _slice_spec(s: slice, length: int) -> tuple[int, int, int, int]:
     start, stop, step = s.indices(length)
     n = len(range(start, stop, step))
     return (SLICE, start if n else 0, step if n else 1, n)
 
 
-def _is_int(x):
+def _is_int(x: object) -> bool:
     if type(x) is int:  # the common case, without the slower ABC check
         return True
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _int_array(x, dim, length, name):
+def _int_array(x: Any, dim: int, length: int, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype == bool:
         if arr.ndim != 1 or arr.shape[0] != length:
@@ -76,7 +79,7 @@ def _int_array(x, dim, length, name):
     return _wrap_bounds(arr.astype(np.int64), dim, length, name)
 
 
-def _wrap_bounds(arr, dim, length, name):
+def _wrap_bounds(arr: np.ndarray, dim: int, length: int, name: str) -> np.ndarray:
     """Bounds-check and wrap negatives, returning a new array (the caller's is untouched)."""
     if arr.size:
         lo, hi = arr.min(), arr.max()
@@ -90,7 +93,8 @@ def _wrap_bounds(arr, dim, length, name):
     return arr
 
 
-def _expand_ellipsis(sel, ndim, name, allow_none=False):
+def _expand_ellipsis(sel: Any, ndim: int, name: str, allow_none: bool = False
+                     ) -> tuple[Any, ...]:
     if not isinstance(sel, tuple):
         sel = (sel,)
     n_ell = sum(1 for s in sel if s is Ellipsis)
@@ -111,13 +115,14 @@ def _expand_ellipsis(sel, ndim, name, allow_none=False):
     return tuple(out)
 
 
-def _is_fancy(s):
+def _is_fancy(s: object) -> bool:
     if type(s) is int or type(s) is slice:
         return False
     return not (_is_int(s) or isinstance(s, slice) or s is None or s is Ellipsis)
 
 
-def _ints_and_slices(sel, shape, chunks, name):
+def _ints_and_slices(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
+                     name: str) -> Selection | None:
     """basic_or_fancy for a tuple of one int or slice per dimension (a tile, a plane: the
     common read), in one pass; None for anything else."""
     specs, drop, rshape = [], [], []
@@ -136,7 +141,8 @@ def _ints_and_slices(sel, shape, chunks, name):
     return Selection("ortho", plan, tuple(rshape), tuple(drop), None, len(drop) == len(shape))
 
 
-def basic_or_fancy(selection, shape, chunks, name=""):
+def basic_or_fancy(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+                   name: str = "") -> Selection:
     """z[selection] with NumPy's semantics: basic indexing, or NumPy's fancy-index rules."""
     if type(selection) is tuple and len(selection) == len(shape):
         fast = _ints_and_slices(selection, shape, chunks, name)
@@ -174,7 +180,8 @@ def basic_or_fancy(selection, shape, chunks, name=""):
     return Selection("ortho", plan, tuple(rshape), tuple(drop), post, scalar)
 
 
-def _fancy(sel, shape, chunks, name):
+def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
+           name: str) -> Selection:
     """NumPy advanced indexing through orthogonal or point plans.
 
     A single advanced index (or several with no slice among them) has an exact equivalent:
@@ -224,7 +231,8 @@ def _fancy(sel, shape, chunks, name):
         return _mixed_points(sel, adv, bcast, shape, chunks)
     # The orthogonal box over the distinct values touches exactly the selection's chunks
     # (and is cheaper than points): read it, then index it with NumPy in memory.
-    box, remap = [], []
+    box: list[Any] = []
+    remap: list[Any] = []
     for d, s in enumerate(sel):
         if isinstance(s, slice):
             box.append(s)
@@ -239,7 +247,7 @@ def _fancy(sel, shape, chunks, name):
     return Selection("ortho", s.plan, dummy.shape, s.drop, ("index", tuple(remap)))
 
 
-def _box_is_exact(bcast, lens):
+def _box_is_exact(bcast: Sequence[np.ndarray], lens: Sequence[int]) -> bool:
     """Whether every chunk of the orthogonal box over the broadcast advanced indices bcast
     (along dimensions with chunk lengths lens) holds a selected element: the distinct
     chunk-coordinate tuples of the index points are all of the box's chunk combinations."""
@@ -252,7 +260,8 @@ def _box_is_exact(bcast, lens):
     return nbox == 1 or len(np.unique(cid, axis=1)[0]) == nbox
 
 
-def _mixed_points(sel, adv, bcast, shape, chunks):
+def _mixed_points(sel: tuple[Any, ...], adv: list[int], bcast: Sequence[np.ndarray],
+                  shape: Sequence[int], chunks: Sequence[int]) -> Selection:
     """A mixed selection (advanced indices adv, broadcast to bcast, and slices) as points:
     every selected element's coordinates in the C order of NumPy's result, whose axes are
     the broadcast shape in place of the advanced indices when those are adjacent, else
@@ -281,7 +290,8 @@ def _mixed_points(sel, adv, bcast, shape, chunks):
     return Selection("points", PointsPlan(shape, chunks, coords), rshape)
 
 
-def _masks_to_positions(sel, shape, name):
+def _masks_to_positions(sel: tuple[Any, ...], shape: Sequence[int], name: str
+                        ) -> tuple[Any, ...]:
     """Each 1-d boolean index array as its nonzero() positions, as NumPy does when it
     broadcasts it with other index arrays (its length must be its dimension's)."""
     out = []
@@ -294,7 +304,8 @@ def _masks_to_positions(sel, shape, name):
     return tuple(out)
 
 
-def _expand_nd_masks(sel, shape, name):
+def _expand_nd_masks(sel: tuple[Any, ...], shape: Sequence[int], name: str
+                     ) -> tuple[Any, ...]:
     """Replace each k-d boolean mask (k != 1) by its k nonzero() index arrays.
 
     A k-d mask stands for k dimensions, so this happens before Ellipsis expansion; each
@@ -310,7 +321,8 @@ def _expand_nd_masks(sel, shape, name):
     if sum(sizes) > len(shape):
         raise IndexError(f"too many indices{_where(name)}: the array is {len(shape)}-dimensional,"
                          f" but {sum(sizes)} were indexed")
-    out, d = [], 0
+    out: list[Any] = []
+    d = 0
     for s, k in zip(sel, sizes):
         if s is Ellipsis:
             d += len(shape) - sum(sizes)
@@ -329,7 +341,7 @@ def _expand_nd_masks(sel, shape, name):
     return tuple(out)
 
 
-def _refuse_non_integer(sel, name):
+def _refuse_non_integer(sel: tuple[Any, ...], name: str) -> None:
     """IndexError for a float (or other non-integer) index, as NumPy: never truncate 1.5 to 1.
     Runs on the expanded selection, so the dimension number is right."""
     for dim, s in enumerate(sel):
@@ -344,19 +356,21 @@ def _refuse_non_integer(sel, name):
                          f"{dim}{_where(name)}")
 
 
-def _bad_mask(arr, d, shape, name):
+def _bad_mask(arr: np.ndarray, d: int, shape: Sequence[int], name: str) -> NoReturn:
     raise IndexError(f"boolean index of shape {arr.shape} does not match dimension {d} with "
                      f"length {shape[d]}{_where(name)}")
 
 
-def _adjacent(dims):
+def _adjacent(dims: Sequence[int]) -> bool:
     return all(b - a == 1 for a, b in zip(dims, dims[1:]))
 
 
-def orthogonal(selection, shape, chunks, name=""):
+def orthogonal(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+               name: str = "") -> Selection:
     """z.oindex[...]: per dimension an int, a slice, an int array or a boolean array."""
     sel = _expand_ellipsis(selection, len(shape), name)
-    specs, drop = [], []
+    specs: list[tuple[Any, ...]] = []
+    drop: list[int] = []
     for dim, s in enumerate(sel):
         if _is_int(s):
             specs.append((SLICE, _check_int(s, dim, shape[dim], name), 1, 1))
@@ -372,7 +386,8 @@ def orthogonal(selection, shape, chunks, name=""):
     return Selection("ortho", plan, rshape, tuple(drop))
 
 
-def coordinate(selection, shape, chunks, name=""):
+def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+               name: str = "") -> Selection:
     """z.vindex[...] with integer arrays: NumPy-broadcast coordinates, one per dimension."""
     sel = selection if isinstance(selection, tuple) else (selection,)
     if len(sel) != len(shape):
@@ -397,7 +412,8 @@ def coordinate(selection, shape, chunks, name=""):
     return Selection("points", PointsPlan(shape, chunks, coords), tuple(out_shape))
 
 
-def mask(selection, shape, chunks, name=""):
+def mask(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+         name: str = "") -> Selection:
     """z.vindex[bool_mask] / get_mask_selection: a boolean array of the array's shape."""
     if isinstance(selection, tuple) and len(selection) == 1:
         selection = selection[0]
@@ -409,7 +425,8 @@ def mask(selection, shape, chunks, name=""):
     return Selection("points", PointsPlan(shape, chunks, coords), (coords.shape[1],))
 
 
-def vectorized(selection, shape, chunks, name=""):
+def vectorized(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+               name: str = "") -> Selection:
     """z.vindex[...]: a boolean mask, or integer coordinate arrays."""
     sel = selection if isinstance(selection, tuple) else (selection,)
     if len(sel) == 1 and np.asarray(sel[0]).dtype == bool:
@@ -417,7 +434,8 @@ def vectorized(selection, shape, chunks, name=""):
     return coordinate(sel, shape, chunks, name)
 
 
-def block(selection, shape, chunks, name=""):
+def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+          name: str = "") -> Selection:
     """z.blocks[...]: ints and step-1 slices in units of chunks."""
     sel = _expand_ellipsis(selection, len(shape), name)
     out = []
@@ -443,7 +461,7 @@ def block(selection, shape, chunks, name=""):
     return orthogonal(tuple(out), shape, chunks, name)
 
 
-def split_fields(selection):
+def split_fields(selection: Any) -> tuple[list[str] | None, Any]:
     """Split structured-dtype field names out of a selection: returns (fields, selection)."""
     if type(selection) is tuple:
         for s in selection:  # the common case, ints and slices, in one cheap pass

@@ -5,6 +5,9 @@ whole and contiguous) and merged into it with the Cython kernels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from chunkstore.engine import scheduling
@@ -14,6 +17,14 @@ from chunkstore.engine.chunk_io import EngineState
 from chunkstore.storage.base import getitems
 from chunkstore.storage.pipelining import prefetch
 
+if TYPE_CHECKING:
+    from chunkstore._core.projection import OrthoPlan, PointsPlan
+    from chunkstore.codecs.fastpath import BloscPath, ZPath
+    from chunkstore.engine.indexing import Selection
+
+    # files(idx, keys): the Files of a batch's chunks (see ReadPath._files)
+    FilesMaker = Callable[[Sequence[int], list[str]], Files]
+
 # Reads do less work per chunk than writes: helpers join only larger ones (see scheduling).
 _INLINE = scheduling.READ_INLINE_BYTES
 
@@ -21,7 +32,7 @@ _INLINE = scheduling.READ_INLINE_BYTES
 class ReadPath(EngineState):
     """The read path of a ChunkEngine: :meth:`read` (a selection -> an array)."""
 
-    def _read_ortho(self, plan, dest):
+    def _read_ortho(self, plan: OrthoPlan, dest: np.ndarray) -> None:
         """Fill dest (shape plan.sel_shape, array dtype) with the selection."""
         n = plan.nchunks
         if n == 0:
@@ -37,7 +48,7 @@ class ReadPath(EngineState):
                      if fast is not None and fast.raw else None)
         files, src = self._sources(fast, keys, seq)
 
-        def work(lo, hi):
+        def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
             if read_into is not None:
                 idx = self._read_into(plan, idx, keys, dest, read_into)
@@ -79,7 +90,8 @@ class ReadPath(EngineState):
                 self._fast_decode(plan, todo_i, todo_d, dest, keys)
         self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
-    def _read_into(self, plan, idx, keys, dest, read_into):
+    def _read_into(self, plan: OrthoPlan, idx: Sequence[int], keys: list[str], dest: np.ndarray,
+                   read_into: Callable[[list[str], list[np.ndarray]], list[int]]) -> list[int]:
         """Read the chunks of idx that the selection takes whole straight from their files
         into dest (store.read_into: preadv into the strided region); the rest, and any the
         store did not take, are returned for the ordinary path."""
@@ -100,7 +112,8 @@ class ReadPath(EngineState):
                     rest.append(i)
         return rest
 
-    def _sources(self, fast, keys, seq):
+    def _sources(self, fast: BloscPath | ZPath | None, keys: list[str], seq: Sequence[int]
+                 ) -> tuple[FilesMaker | None, Any]:
         """(files, src): the kernels' Files maker (see _files), or None and the mapping to
         fetch chunks from (prefetching the touched keys in order where the store can)."""
         files = self._files(fast)
@@ -108,7 +121,7 @@ class ReadPath(EngineState):
             return files, self.chunk_store
         return None, prefetch(self.chunk_store, [keys[i] for i in seq], self.codec.nbytes)
 
-    def _files(self, fast):
+    def _files(self, fast: BloscPath | ZPath | None) -> FilesMaker | None:
         """files(idx, keys): the Files of a batch's chunks, for decode kernels that read them
         themselves (one GIL-free call a batch: reads scale over threads), where the chunk
         store is plain files (a directory, shards in one) and the codec has a batch kernel;
@@ -127,7 +140,9 @@ class ReadPath(EngineState):
         self._files_for = (self.chunk_store, self.codec, fn)
         return fn
 
-    def _fast_decode(self, plan, idx, datas, dest, keys, points=False, files=None):
+    def _fast_decode(self, plan: OrthoPlan | PointsPlan, idx: Sequence[int],
+                     datas: Any, dest: np.ndarray, keys: list[str],
+                     points: bool = False, files: FilesMaker | None = None) -> None:
         """The chunks of a batch decoded and merged in one GIL-free call (the codec's batch
         path, chunkstore.codecs.fastpath); datas: their bytes, or their Files, which the
         kernel reads itself. A chunk the kernel does not take (or cannot read) goes through
@@ -178,7 +193,8 @@ class ReadPath(EngineState):
             pos = k + 1
         scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
 
-    def _fill_missing(self, plan, i, dest, key, points=False):
+    def _fill_missing(self, plan: OrthoPlan | PointsPlan, i: int, dest: np.ndarray, key: str,
+                      points: bool = False) -> None:
         """A missing chunk: the fill value in its part of dest (or ChunkNotFoundError)."""
         self._missing(key)
         if self.is_object:
@@ -188,14 +204,14 @@ class ReadPath(EngineState):
         else:
             merge.fill(plan, i, dest, self.fill_item)
 
-    def _read_points(self, plan, flat):
+    def _read_points(self, plan: PointsPlan, flat: np.ndarray) -> None:
         n = plan.nchunks
         keys, seq, groups = self._schedule(plan, inline_bytes=_INLINE)
 
         fast = getattr(self.codec, "fast", None)
         files, src = self._sources(fast, keys, seq)
 
-        def work(lo, hi):
+        def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
             if files is not None:
                 self._fast_decode(plan, idx, files(idx, keys), flat, keys, points=True,
@@ -222,7 +238,7 @@ class ReadPath(EngineState):
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
         self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
-    def read(self, sel, out=None, fields=None):
+    def read(self, sel: Selection, out: Any = None, fields: list[str] | None = None) -> Any:
         """The values of a normalized selection (chunkstore.engine.indexing), read chunk by
         chunk: a new array, a scalar, or ``out`` filled; ``fields`` of a structured dtype."""
         self.refresh()
@@ -268,7 +284,7 @@ class ReadPath(EngineState):
         return result
 
 
-def _field_dtype(dtype, fields):
+def _field_dtype(dtype: np.dtype, fields: Sequence[str]) -> np.dtype:
     if dtype.names is None:
         raise IndexError(f"field selection {fields!r} needs a structured dtype, not {dtype}")
     for f in fields:
@@ -279,7 +295,7 @@ def _field_dtype(dtype, fields):
     return np.dtype([(f, dtype[f]) for f in fields])
 
 
-def _select_fields(a, fields):
+def _select_fields(a: np.ndarray, fields: Sequence[str]) -> np.ndarray:
     if len(fields) == 1:
         return a[fields[0]]
     out = np.empty(a.shape, dtype=_field_dtype(a.dtype, fields))
@@ -288,7 +304,7 @@ def _select_fields(a, fields):
     return out
 
 
-def _apply_post(a, post):
+def _apply_post(a: np.ndarray, post: tuple[str, Any] | None) -> np.ndarray:
     if post is None:
         return a
     kind, arg = post

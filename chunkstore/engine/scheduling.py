@@ -18,11 +18,16 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import wait as futures_wait
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from chunkstore import config
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 # Chunks per batch: at most MAX_BATCH_BYTES of decoded data (bounds the bytes a batch holds at
 # once), and up to MAX_BATCH small chunks. Each batch hands the GIL back and forth a few times
@@ -46,7 +51,9 @@ _busy = 0  # threads now working on multi-batch operations: callers and their he
 _local = threading.local()
 
 
-def run(n, work, item_nbytes, groups=None, serial=False, inline_bytes=INLINE_BYTES):
+def run(n: int, work: Callable[[int, int], object], item_nbytes: int,
+        groups: Sequence[int] | None = None, serial: bool = False,
+        inline_bytes: int = INLINE_BYTES) -> None:
     """Call work(lo, hi) over [0, n) in batches, in this thread and, when they are idle, on
     the pool's threads. groups: sorted start positions of groups that a batch must not split
     (its end moves to a group boundary). serial: this thread only. inline_bytes: below this
@@ -87,7 +94,8 @@ def run(n, work, item_nbytes, groups=None, serial=False, inline_bytes=INLINE_BYT
         _release(helpers)
 
 
-def _inline(n, work, single, groups):
+def _inline(n: int, work: Callable[[int, int], object], single: int,
+            groups: Sequence[int] | None) -> None:
     """All batches in this thread: no pool, no synchronisation objects."""
     if n <= single:
         work(0, n)
@@ -96,7 +104,7 @@ def _inline(n, work, single, groups):
         work(lo, hi)
 
 
-def one_batch(n, item_nbytes, inline_bytes=INLINE_BYTES):
+def one_batch(n: int, item_nbytes: int, inline_bytes: int = INLINE_BYTES) -> bool:
     """Does run() (given the same inline_bytes) do n chunks of item_nbytes each in one call
     of work?"""
     single = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // max(1, item_nbytes)))
@@ -104,7 +112,7 @@ def one_batch(n, item_nbytes, inline_bytes=INLINE_BYTES):
                             or config.get("threads") <= 1)
 
 
-def _bounds(n, batch, groups):
+def _bounds(n: int, batch: int, groups: Sequence[int] | None) -> list[tuple[int, int]]:
     if groups is None:
         return [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
     bounds, lo, gi = [], 0, 0
@@ -122,7 +130,7 @@ def _bounds(n, batch, groups):
     return bounds
 
 
-def _claim(want, threads):
+def _claim(want: int, threads: int) -> int:
     """Count this caller as busy and claim up to `want` helpers, as many as leave the busy
     threads at most `threads`. Returns the number claimed."""
     global _busy
@@ -133,13 +141,13 @@ def _claim(want, threads):
     return got
 
 
-def _release(helpers):
+def _release(helpers: int) -> None:
     global _busy
     with _lock:
         _busy -= 1 + helpers
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     # The parent's busy callers and helpers are not in the child: counted on, they would
     # leave the child without helpers for good (and a lock held at fork, locked forever).
     global _busy, _lock
@@ -156,13 +164,14 @@ class _Job:
 
     __slots__ = ("work", "bounds", "next", "stop", "errors")
 
-    def __init__(self, work, bounds):
+    def __init__(self, work: Callable[[int, int], object], bounds: list[tuple[int, int]]
+                 ) -> None:
         self.work, self.bounds = work, bounds
         self.next = itertools.count()  # next() on it is atomic under the GIL
         self.stop = False
-        self.errors = []
+        self.errors: list[tuple[int, BaseException]] = []
 
-    def help(self):
+    def help(self) -> None:
         bounds, n = self.bounds, len(self.bounds)
         while not self.stop:
             i = next(self.next)
@@ -176,7 +185,7 @@ class _Job:
                 return
 
 
-def _join(job, futures):
+def _join(job: _Job, futures: list[Future[None]]) -> None:
     """Cancel the helpers that have not started; wait for the running ones, whatever happens
     (an interrupt while waiting is raised after they finish). No batch outlives the call: one
     still writing after the call returned could overwrite a later write, once the locks are
@@ -195,7 +204,8 @@ def _join(job, futures):
 
 
 # ---------------------------------------------------------------------------- scratch buffers
-def take_scratch(shape, dtype, order="C"):
+def take_scratch(shape: Sequence[int], dtype: np.dtype, order: Literal["C", "F"] = "C"
+                 ) -> np.ndarray:
     """An uninitialised array of this shape, dtype and order: the one this thread kept (when
     it matches and is not in use), else a new one. Hand it back with give_scratch when done."""
     key = (tuple(shape), dtype, order)
@@ -206,7 +216,7 @@ def take_scratch(shape, dtype, order="C"):
     return np.empty(shape, dtype=dtype, order=order)
 
 
-def give_scratch(arr):
+def give_scratch(arr: np.ndarray) -> None:
     """Keep an array from take_scratch for this thread's next take (one a thread, and none
     over SCRATCH_KEEP_BYTES: bounded memory)."""
     if arr.nbytes <= SCRATCH_KEEP_BYTES and not arr.dtype.hasobject:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from chunkstore import config
 
@@ -18,7 +20,7 @@ from chunkstore import config
 BLOCK_BYTES_PER_THREAD = 4 * 2**20
 
 
-def slice_box(selection, shape):
+def slice_box(selection: Any, shape: Sequence[int]) -> list[tuple[int, int]] | None:
     """[(start, stop)] per dimension for a selection made only of step-1 slices and at most
     one Ellipsis, else None (the caller then takes the ordinary path)."""
     sel = selection if isinstance(selection, tuple) else (selection,)
@@ -41,7 +43,8 @@ def slice_box(selection, shape):
     return box
 
 
-def _blocks(box, chunks, itemsize, budget):
+def _blocks(box: Sequence[tuple[int, int]], chunks: Sequence[int], itemsize: int,
+            budget: int) -> Iterator[list[tuple[int, int]]]:
     """Boxes covering box, cut at multiples of chunks: whole along the trailing dimensions,
     chunk rows along the leading ones, as many chunk rows in the last cut dimension as fit
     the budget."""
@@ -55,7 +58,7 @@ def _blocks(box, chunks, itemsize, budget):
     row = math.prod(min(c, e) for c, e in zip(chunks[:d], ext[:d])) * math.prod(ext[d + 1:])
     per = max(1, budget // max(1, row * chunks[d] * itemsize))  # chunks along d per block
 
-    def cuts(k, step):
+    def cuts(k: int, step: int) -> list[tuple[int, int]]:
         a, b = box[k]
         out, x = [], a
         while x < b:
@@ -69,7 +72,9 @@ def _blocks(box, chunks, itemsize, budget):
         yield list(parts) + list(box[d + 1:])
 
 
-def assign(dst, box, src):
+# (dst and src are Arrays, typed Any: chunkstore.engine.array imports this module, and
+# tests/test_import_cycles.py counts type-checking imports too)
+def assign(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> None:
     """dst[box] = src[...] block by block (src: an Array of the box's shape)."""
     if not box:   # 0-d
         dst[...] = src[...]

@@ -11,21 +11,31 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from chunkstore.hierarchy import nodes
 from chunkstore.storage.base import getitems
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
 # Chunk keys fetched per batch while hashing: bounded memory, few round trips.
 _DIGEST_BATCH = 256
 
+# (`array` below is an Array, typed Any: chunkstore.engine.array imports this module, and
+# tests/test_import_cycles.py counts type-checking imports too)
 
-def view_state(array, shape=None, chunks=None, dtype=None, fill_value=None, filters=None,
-               read_only=None, synchronizer=None):
+
+def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None,
+               chunks: Any = None, dtype: DTypeLike | None = None, fill_value: Any = None,
+               filters: Any = None, read_only: bool | None = None,
+               synchronizer: Any = None) -> dict[str, Any]:
     """``Array.view``'s arguments for a new Array: array's state with the view's metadata
     overrides (its engine applies them in memory)."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if shape is not None:
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
         overrides["shape"] = shape
@@ -45,7 +55,7 @@ def view_state(array, shape=None, chunks=None, dtype=None, fill_value=None, filt
     return {**state, "_overrides": {**inherited, **overrides}}
 
 
-def astype_filters(array, dtype):
+def astype_filters(array: Any, dtype: DTypeLike) -> list[Any]:
     """``Array.astype``'s filters: an AsType filter (stored dtype -> dtype) in front of the
     array's filters."""
     from numcodecs import AsType
@@ -54,7 +64,7 @@ def astype_filters(array, dtype):
         array.filters or [])
 
 
-def islice(array, start=None, end=None):
+def islice(array: Any, start: int | None = None, end: int | None = None) -> Iterator[Any]:
     """``Array.islice``: array[start:end] along the first dimension, one element at a time,
     each chunk row decoded once."""
     if array.ndim == 0:
@@ -72,10 +82,11 @@ def islice(array, start=None, end=None):
         if block is None or j >= block_start + step:
             block_start = j - j % step
             block = array[block_start:min(block_start + step, n)]
-        yield block[j - block_start]
+        # (mypy: block_start is an int once block is not None)
+        yield block[j - block_start]  # type: ignore[operator]
 
 
-def digest(array, hashname="sha1"):
+def digest(array: Any, hashname: str = "sha1") -> bytes:
     """``Array.digest``: the hash (bytes) of the array's stored content as zarr-python 2
     defines it: every chunk's stored bytes in C order of the chunk grid (b"" for a missing
     chunk), then the stored metadata document, then the stored attributes document.

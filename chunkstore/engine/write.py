@@ -6,7 +6,8 @@ kernel) and stored, or deleted when it is all fill value; plus what resize and a
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +18,12 @@ from chunkstore.engine.chunk_io import EngineState
 from chunkstore.engine.read import _field_dtype
 from chunkstore.storage.base import delitems, getitems, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
+
+if TYPE_CHECKING:
+    from chunkstore._core.projection import OrthoPlan, PointsPlan
+    from chunkstore.engine.chunk_io import PartialLocks
+    from chunkstore.engine.indexing import Selection
+    from chunkstore.storage.pipelining import WriteBehind
 
 
 def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
@@ -51,7 +58,8 @@ class WritePath(EngineState):
     """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
     what resize and append need."""
 
-    def _prepare_value(self, value, shape, fields=None, element=False):
+    def _prepare_value(self, value: Any, shape: tuple[int, ...], fields: list[str] | None = None,
+                       element: bool = False) -> np.ndarray:
         """Convert value to the array dtype and check it broadcasts, before any I/O.
         element: the selection is one element, by an int for every dimension (no Ellipsis),
         which NumPy fills by its scalar-assignment rule, not by broadcasting."""
@@ -65,7 +73,7 @@ class WritePath(EngineState):
                                                    value.ndim == 0):
             # One element of an object array: the value itself (a list, an ndarray) is the
             # element, as in NumPy.
-            v = np.empty((), dtype=object)
+            v: np.ndarray = np.empty((), dtype=object)
             v[()] = value
             return v
         try:
@@ -98,7 +106,7 @@ class WritePath(EngineState):
                                  f"of shape {shape} in array {self.name!r}")
         return v
 
-    def _object_elements(self, value, shape):
+    def _object_elements(self, value: Any, shape: tuple[int, ...]) -> np.ndarray:
         """value as an object array of the selection's shape by NumPy's own assignment rule
         (sequences that do not broadcast become elements, e.g. one list per element)."""
         v = np.empty(shape, dtype=object)
@@ -109,7 +117,7 @@ class WritePath(EngineState):
                              f"{self.name!r}: {e}") from e
         return v
 
-    def write(self, sel, value, fields=None):
+    def write(self, sel: Selection, value: Any, fields: list[str] | None = None) -> None:
         """Write value into a normalized selection: each touched chunk built whole or
         read-modified-written, encoded and stored (or deleted when all fill value), under the
         write's locks."""
@@ -120,7 +128,9 @@ class WritePath(EngineState):
             # Structured field write: read the selection, update the fields, write back.
             with self.locked(sel):
                 self.check_metadata()
-                cur = np.array(self.read(sel), dtype=self.dtype, copy=True)
+                # (mypy: self.read is ReadPath's, which ChunkEngine mixes in with this class)
+                cur = np.array(self.read(sel), dtype=self.dtype,  # type: ignore[attr-defined]
+                               copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
                 else:
@@ -130,7 +140,7 @@ class WritePath(EngineState):
             return
         self._set_prepared(sel, v)
 
-    def _set_prepared(self, sel, v, locked=False):
+    def _set_prepared(self, sel: Selection, v: np.ndarray, locked: bool = False) -> None:
         post = sel.post
         if post is not None and post[0] == "index":
             # Mixed fancy assignment: read the orthogonal box, assign in memory, write it.
@@ -139,7 +149,8 @@ class WritePath(EngineState):
             with (contextlib.nullcontext() if locked else self.locked(sel)):
                 if not locked:
                     self.check_metadata()
-                cur = np.array(self.read(box), copy=True)
+                # (mypy: self.read is ReadPath's, which ChunkEngine mixes in with this class)
+                cur = np.array(self.read(box), copy=True)  # type: ignore[attr-defined]
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
             return
@@ -164,13 +175,15 @@ class WritePath(EngineState):
             else:
                 self._write_points(sel.plan, keys, v, sel.shape)
 
-    def _store_chunks(self, to_set, to_del, sink=None):
+    def _store_chunks(self, to_set: dict[str, bytes], to_del: list[str],
+                      sink: WriteBehind | None = None) -> None:
         if to_set:
             store_items(self.chunk_store, sink, to_set)
         if to_del:
             delitems(self.chunk_store, to_del)
 
-    def _finish_chunk(self, key, chunk, to_set, to_del):
+    def _finish_chunk(self, key: str, chunk: np.ndarray, to_set: dict[str, bytes],
+                      to_del: list[str]) -> None:
         if not self.write_empty_chunks and (
                 object_all_fill(chunk, self.fill_value) if self.is_object
                 else merge.is_all_fill(chunk, self.fill_item)):
@@ -178,16 +191,18 @@ class WritePath(EngineState):
         else:
             to_set[key] = self.codec.encode(chunk)
 
-    def _edges(self, coords):
+    def _edges(self, coords: np.ndarray) -> np.ndarray:
         """For each row of chunk grid coordinates: does the chunk reach past the array's end
         (so its part outside the array must hold the fill value)?"""
         if coords.shape[1] == 0:
             return np.zeros(len(coords), dtype=np.uint8)
         over = (coords + 1) * np.asarray(self.chunks, dtype=np.int64) > np.asarray(
             self.shape, dtype=np.int64)
-        return over.any(axis=1).view(np.uint8)
+        # (mypy: NumPy's stubs type any(axis=1) as a scalar or an array; here an array)
+        return over.any(axis=1).view(np.uint8)  # type: ignore[return-value]
 
-    def _write_ortho(self, plan, keys, v, drop, partial_locks=None):
+    def _write_ortho(self, plan: OrthoPlan, keys: list[str], v: np.ndarray,
+                     drop: tuple[int, ...], partial_locks: PartialLocks | None = None) -> None:
         n = plan.nchunks
         if n == 0:
             return
@@ -199,7 +214,7 @@ class WritePath(EngineState):
         value = np.broadcast_to(np.expand_dims(v, drop) if drop and v.ndim else v,
                                 plan.sel_shape)
         # A scalar covering interior chunks: every such chunk encodes to the same bytes.
-        shared = None
+        shared: bytes | None = None
         if scalar and not self.is_object and full.any():
             if not self.write_empty_chunks and merge.is_all_fill(v.reshape(1), self.fill_item):
                 shared = None
@@ -219,15 +234,18 @@ class WritePath(EngineState):
         _, seq, groups = self._schedule(plan, keys)
         split = partial_locks is not None and groups is None and not errors_first
         # (a split write reads each partial chunk only once it holds that chunk's lock)
-        src = self.chunk_store if split else prefetch(
+        # the chunk store, or a pipelining.Prefetch over it (no Mapping: it has getitems)
+        src: Any = self.chunk_store if split else prefetch(
             self.chunk_store, [keys[i] for i in seq if not full[i]], self.codec.nbytes)
         sink = None if errors_first else write_behind(self.chunk_store)
 
-        def work(lo, hi):
+        # work returns (to_set, to_del) when errors_first (stored by the caller), else None
+        def work(lo: int, hi: int) -> Any:
             idx = seq[lo:hi]
             need = [keys[i] for i in idx if not full[i]]
             existing = getitems(src, need) if need else {}
-            to_set, to_del = {}, []
+            to_set: dict[str, bytes] = {}
+            to_del: list[str] = []
             todo, olds = [], []
             for i in idx:
                 k = keys[i]
@@ -235,7 +253,8 @@ class WritePath(EngineState):
                     if scalar_is_fill:
                         to_del.append(k)
                     else:
-                        to_set[k] = shared
+                        # (mypy: shared is not None when the scalar is not all fill)
+                        to_set[k] = shared  # type: ignore[assignment]
                     continue
                 if fast is not None:
                     todo.append(i)
@@ -274,7 +293,7 @@ class WritePath(EngineState):
                     and np.all(first | ~part | (rows == rows.max()))):
                 first[:] = False
 
-            def step(locked):
+            def step(locked: bool) -> None:
                 # Partial chunks are fetched only now (under their locks), and every PUT of
                 # a locked step lands (or raises) before its locks are released.
                 nonlocal src
@@ -288,7 +307,8 @@ class WritePath(EngineState):
                     if seq and sub is None:
                         step(False)
                     elif seq:
-                        with partial_locks(coords[seq]):
+                        # (mypy: split implies partial_locks is not None)
+                        with partial_locks(coords[seq]):  # type: ignore[misc]
                             step(True)
             except BaseException:
                 if sink is not None:  # no write may land after the call returned
@@ -310,7 +330,9 @@ class WritePath(EngineState):
         else:
             self._run_io(n, work, groups, src, sink)
 
-    def _fast_encode(self, plan, idx, olds, value, keys, prefill, to_set, to_del):
+    def _fast_encode(self, plan: OrthoPlan, idx: list[int], olds: list[bytes | None],
+                     value: np.ndarray, keys: list[str], prefill: np.ndarray,
+                     to_set: dict[str, bytes], to_del: list[str]) -> None:
         """Chunks idx (olds: their stored bytes where partly covered, else None) merged with
         value and encoded in one GIL-free call (the codec's batch path). A chunk the kernel
         cannot decode or encode goes through the codec, which raises the proper error for
@@ -320,7 +342,7 @@ class WritePath(EngineState):
         fast = self.codec.fast
         pos = 0
         while pos < len(idx):
-            out = []
+            out: list[bytes | None] = []
             failed = fast.encode(plan, idx[pos:], value, scratch, prefill, olds[pos:],
                                  self.fill_item, drop, out)
             for i, data in zip(idx[pos:], out):
@@ -338,7 +360,8 @@ class WritePath(EngineState):
             pos += failed + 1
         scheduling.give_scratch(scratch)
 
-    def _write_points(self, plan, keys, v, shape):
+    def _write_points(self, plan: PointsPlan, keys: list[str], v: np.ndarray,
+                      shape: tuple[int, ...]) -> None:
         flat = np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1)
         n = plan.nchunks
         results = []
@@ -347,10 +370,11 @@ class WritePath(EngineState):
 
         src = prefetch(self.chunk_store, [keys[g] for g in seq], self.codec.nbytes)
 
-        def work(lo, hi):
+        def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
             existing = getitems(src, [keys[g] for g in idx])
-            to_set, to_del = {}, []
+            to_set: dict[str, bytes] = {}
+            to_del: list[str] = []
             for g in idx:
                 k = keys[g]
                 data = existing.get(k)
@@ -369,7 +393,8 @@ class WritePath(EngineState):
         for to_set, to_del in results:
             self._store_chunks(to_set, to_del)
 
-    def trim_plan(self, old, new, chunks):
+    def trim_plan(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int]
+                  ) -> tuple[list[str], list[tuple[int, ...]]]:
         """(keys of the stored chunks wholly past ``new``, coords of those it cuts)."""
         stale, cut = [], []
         for c in self.stored_chunks():
@@ -380,7 +405,8 @@ class WritePath(EngineState):
                 cut.append(c)
         return stale, cut
 
-    def trim_chunks(self, old, new, chunks, plan=None):
+    def trim_chunks(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int],
+                    plan: tuple[list[str], list[tuple[int, ...]]] | None = None) -> None:
         """After a shrink from ``old`` to ``new``: delete the chunks wholly past the new shape
         and reset the cut-off part of boundary chunks to the fill value."""
         stale, cut = plan if plan is not None else self.trim_plan(old, new, chunks)
@@ -396,13 +422,16 @@ class WritePath(EngineState):
                 if ci * L + L > n:
                     idx = [slice(None)] * self.ndim
                     idx[d] = slice(n - ci * L, None)
-                    chunk[tuple(idx)] = (self.fill_value if self.is_object
-                                         else self.fill_item.reshape(()))
-            to_set, to_del = {}, []
+                    # (mypy: fill_item is None only for object arrays)
+                    chunk[tuple(idx)] = (self.fill_value if self.is_object else
+                                         self.fill_item.reshape(()))  # type: ignore[union-attr]
+            to_set: dict[str, bytes] = {}
+            to_del: list[str] = []
             self._finish_chunk(k, chunk, to_set, to_del)
             self._store_chunks(to_set, to_del)
 
-    def roll_back_append(self, old_meta, touched, saved, error):
+    def roll_back_append(self, old_meta: Any, touched: list[str], saved: dict[str, bytes],
+                         error: BaseException) -> None:
         """Undo a failed append: delete the chunks it created (first, as that frees space on
         a full disk), restore the old shape, then the boundary chunks' old bytes."""
         try:

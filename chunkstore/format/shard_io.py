@@ -3,6 +3,7 @@ and merging nearby byte ranges into one request."""
 
 from __future__ import annotations
 
+from ..storage import protocol
 import threading
 from typing import Any
 
@@ -20,7 +21,7 @@ def read_if(store: Any, key: str, version: Any, ranges: list) -> list[bytes] | N
     """Byte ranges of a stored value if it is still ``version`` (from the store's
     ``open_version``), else None; KeyError if absent. In one step where the store offers it
     (``read_if_version``: a local file's check and reads in one call)."""
-    fn = getattr(store, "read_if_version", None)
+    fn = protocol.version_reads(store)
     if fn is not None:  # (None also where a store subclass turned it off)
         return fn(key, version, ranges)
     with store.open_version(key) as reader:

@@ -16,10 +16,11 @@ The shard format itself (index layout, encode/decode of a whole shard) is
 
 from __future__ import annotations
 
+from ..storage import protocol
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from chunkstore.storage.base import VersionChanged
 from chunkstore.storage.base import getitems as _getitems
 from chunkstore.storage.base import getsize as _getsize
 from chunkstore.errors import store_name
+
+if TYPE_CHECKING:
+    from contextlib import ExitStack
 
 __all__ = ["ShardedStoreView"]
 
@@ -337,7 +341,7 @@ class ShardedStoreView(MutableMapping):
         """Whether shards are read in byte ranges: the store reads ranges of one version of
         a value (open_version) and no bytes -> bytes codec follows the sharding codec.
         Otherwise every read takes whole shards (one store read each: consistent as well)."""
-        return self._partial_ok and getattr(self._store, "open_version", None) is not None
+        return self._partial_ok and protocol.versions(self._store) is not None
 
     def _index_of(self, skey: str, reader: Any) -> np.ndarray:
         """The index of the shard version that reader holds (remembered by that version)."""
@@ -431,7 +435,7 @@ class ShardedStoreView(MutableMapping):
                 wanted.append((k, off, nb))
         # A store whose range reads cost no more apart (local files) gets them unmerged:
         # merging would only add a copy of every chunk out of the merged range.
-        gap = self._max_gap if getattr(self._store, "coalesce_ranges", True) else -1
+        gap = self._max_gap if protocol.coalesces_ranges(self._store) else -1
         return wanted, _coalesce([(o, n) for _, o, n in wanted], gap)
 
     def _read_chunks(self, skey: str, items: list[tuple[str, int]], out: dict) -> None:
@@ -495,7 +499,7 @@ class ShardedStoreView(MutableMapping):
         store is plain files and the shards are read in ranges. An absent chunk gets offset
         -1: the kernel stops at it and the reader asks getitems, as it does for a file that
         is not the version of its index any more (a shard rewritten meanwhile)."""
-        file_paths = getattr(self._store, "file_paths", None)
+        file_paths = protocol.local_files(self._store)
         if not self._versioned or file_paths is None:
             return None
         groups = self._group(keys)
@@ -535,7 +539,7 @@ class ShardedStoreView(MutableMapping):
 
     # ------------------------------------------------------------------ writes
 
-    def _lock(self, skey: str):
+    def _lock(self, skey: str) -> ExitStack:
         import contextlib
 
         stack = contextlib.ExitStack()

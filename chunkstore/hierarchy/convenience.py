@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..storage import base as _store_base
 import builtins
 import contextlib
 import math
@@ -164,10 +165,7 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
 
 def _keys_at(store, path):
     """The set of keys at or under path in store."""
-    fn = getattr(store, "keys_under", None)
-    if fn is not None:
-        return set(fn(path))
-    return {k for k in store.keys() if not path or k == path or k.startswith(path + "/")}
+    return set(_store_base.keys_under(store, path))
 
 
 # ------------------------------------------------------------------------------ copy

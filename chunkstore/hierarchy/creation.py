@@ -3,6 +3,7 @@ save and load, with zarr-python 2's names and arguments."""
 
 from __future__ import annotations
 
+from ..storage import protocol
 import contextlib
 import numbers
 import threading
@@ -628,8 +629,9 @@ def owned_store(store_like: StoreLike, mode: str = "a",
     try:
         yield store
     finally:
-        if store is not store_like and hasattr(store, "close"):
-            store.close()
+        close = protocol.closer(store)
+        if store is not store_like and close is not None:
+            close()
 
 
 def save_array(store: StoreLike, arr: Any, path: str | None = None,

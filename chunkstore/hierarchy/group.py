@@ -6,6 +6,7 @@ the child paths holding `.zarray` or `.zgroup`.
 
 from __future__ import annotations
 
+from ..storage import protocol
 import html
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, cast
@@ -88,7 +89,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return self
 
     def __exit__(self, *exc):
-        close = getattr(self._store, "close", None)
+        close = protocol.closer(self._store)
         if close is not None:
             close()
 
@@ -440,7 +441,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
         creation._require_parent_groups(self._store, dst, self._format)
-        rename = getattr(self._store, "rename", None)
+        rename = protocol.renamer(self._store)
         if rename is not None:
             rename(src, dst)
             return

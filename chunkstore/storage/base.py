@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ReadOnlyError, StoreError
 
@@ -265,17 +265,51 @@ class BaseStore(MutableMapping):
             what = f" (key {key!r})" if key is not None else ""
             raise ReadOnlyError(f"{self!r} is read-only; cannot write{what}")
 
-    # -- identity --------------------------------------------------------------------------
+    # -- identity / pickling ----------------------------------------------------------------
+    # A store kept at a location (a path, a URL) names it in _where(): its repr shows it, and
+    # two stores of one type at one place (_identity()) are equal. A store that can be
+    # reopened from its constructor's arguments gives them in _reopen_args(): a pickled copy
+    # is that constructor call (in another process, the same files or objects).
+
+    def _where(self) -> str | None:
+        """The location shown in the repr (None: the store has none)."""
+        return None
+
+    def _identity(self) -> tuple[Any, ...] | None:
+        """What makes two stores of this type the same store (None: only the object itself)."""
+        where = self._where()
+        return None if where is None else (where,)
+
+    def _reopen_args(self) -> dict[str, Any] | None:
+        """Constructor keywords a pickled copy is made with, besides ``mode`` and
+        ``dimension_separator`` (None: pickled as an object)."""
+        return None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        where = self._where()
+        if where is None:
+            return f"{type(self).__name__}()"
+        ro = ", mode='r'" if self.read_only else ""
+        return f"{type(self).__name__}({where!r}{ro})"
 
     def __eq__(self, other: object) -> bool:
         # Mapping.__eq__ would read every value of both stores; compare identity instead.
-        return self is other
+        ident = self._identity()
+        if ident is None:
+            return self is other
+        return type(other) is type(self) and cast(BaseStore, other)._identity() == ident
 
     def __hash__(self) -> int:
-        return id(self)
+        ident = self._identity()
+        return id(self) if ident is None else hash((type(self).__name__, ident))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        args = self._reopen_args()
+        if args is None:
+            return super().__reduce_ex__(protocol)
+        state = {"mode": "r" if self._mode == "r" else "a",
+                 "dimension_separator": self._dimension_separator, **args}
+        return (_reopen, (type(self), state))
 
     # -- mapping defaults ------------------------------------------------------------------
 
@@ -376,16 +410,40 @@ class BaseStore(MutableMapping):
         self.close()
 
 
-def _slice(value: bytes, offset: int, length: int | None) -> bytes:
+def _reopen(cls: type, state: dict[str, Any]) -> Any:
+    """A pickled store's constructor call (see BaseStore._reopen_args)."""
+    return cls(**state)
+
+
+def byte_span(size: int, offset: int, length: int | None) -> tuple[int, int]:
+    """The ``[start, end)`` bytes of an ``(offset, length)`` range of a value of *size* bytes:
+    a negative offset counts from the end, ``length=None`` reads to the end, a range past the
+    end is truncated (``start >= end``: no bytes). ``ValueError`` for a negative length.
+    Every store's byte ranges go through here."""
     if length is not None and length < 0:
         raise ValueError(f"negative length {length} in byte range")
-    if offset < 0:
-        start = max(len(value) + offset, 0)
-    else:
-        start = offset
-    if length is None:
-        return value[start:]
-    return value[start : start + length]
+    start = max(size + offset, 0) if offset < 0 else min(offset, size)
+    end = size if length is None else min(size, start + length)
+    return start, max(start, end)
+
+
+def read_spans(f: Any, size: int, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+    """The bytes of each ``(offset, length)`` range of a seekable binary file *f* of *size*
+    bytes (see :func:`byte_span`)."""
+    out = []
+    for off, length in ranges:
+        start, end = byte_span(size, off, length)
+        if start >= end:
+            out.append(b"")
+            continue
+        f.seek(start)
+        out.append(f.read(end - start))
+    return out
+
+
+def _slice(value: bytes, offset: int, length: int | None) -> bytes:
+    start, end = byte_span(len(value), offset, length)
+    return value[start:end]
 
 
 def _listdir_keys(keys: Iterable[str], prefix: str) -> list[str]:
@@ -448,6 +506,16 @@ def delitems(store: MutableMapping[str, bytes], keys: Iterable[str]) -> None:
             del store[k]
         except KeyError:
             pass
+
+
+def keys_under(store: Mapping[str, bytes], prefix: str = "") -> list[str]:
+    """Every key at or under *prefix* in *store* (the store's ``keys_under`` when it has
+    one: one listing)."""
+    fn = getattr(store, "keys_under", None)
+    if fn is not None:
+        return list(fn(prefix))
+    prefix = normalize_prefix(prefix)
+    return [k for k in list(store) if _under(k, prefix)]
 
 
 def listdir(store: Mapping[str, bytes], prefix: str = "") -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import protocol
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -109,9 +110,7 @@ class LRUStoreCache(BaseStore):
     def invalidate(self) -> None:
         """Forget every cached value and listing."""
         with self._lock:
-            self._gen += 1
-            self._values.clear()
-            self._current_size = 0
+            self.invalidate_values()
             self._invalidate_listings()
 
     def invalidate_values(self) -> None:
@@ -215,12 +214,12 @@ class LRUStoreCache(BaseStore):
         """The inner store's versioned reads (see storage.base.ValueVersion), or None: a
         sharded array's index and chunks then come from one version of the shard as the
         inner store holds it now, never from a cached value of another version."""
-        return getattr(self._store, "open_version", None)
+        return protocol.versions(self._store)
 
     @property
     def read_if_version(self):
         """The inner store's one-step read through a cached shard index, if it has one."""
-        return getattr(self._store, "read_if_version", None)
+        return protocol.version_reads(self._store)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         """Read byte ranges of one value: from the cached value if there is one, else from the
@@ -237,7 +236,7 @@ class LRUStoreCache(BaseStore):
                 self._values.move_to_end(key)
                 self.hits += 1
         if v is None:
-            fn = getattr(self._store, "get_partial", None)
+            fn = protocol.byte_ranges(self._store)
             if fn is not None:
                 return fn(key, ranges)
             v = self[key]
@@ -366,12 +365,12 @@ class LRUStoreCache(BaseStore):
 
     def flush(self) -> None:
         """Flush the wrapped store, if it has a ``flush`` method."""
-        fn = getattr(self._store, "flush", None)
+        fn = protocol.flusher(self._store)
         if fn is not None:
             fn()
 
     def close(self) -> None:
         """Close the wrapped store, if it has a ``close`` method."""
-        fn = getattr(self._store, "close", None)
+        fn = protocol.closer(self._store)
         if fn is not None:
             fn()

@@ -3,6 +3,7 @@ one key, so that opening a hierarchy on a slow store costs one read."""
 
 from __future__ import annotations
 
+from . import protocol
 import json
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, cast
@@ -40,13 +41,6 @@ def _dumps(obj: Any) -> bytes:
     ).encode("ascii")
 
 
-def _keys_under(store: Mapping[str, bytes], prefix: str) -> list[str]:
-    fn = getattr(store, "keys_under", None)
-    if fn is not None:
-        return list(fn(prefix))
-    return [k for k in list(store) if _base._under(k, prefix)]
-
-
 def consolidate_metadata(
     store: MutableMapping[str, bytes], path: str = "", metadata_key: str = ".zmetadata"
 ) -> "ConsolidatedMetadataStore":
@@ -64,7 +58,7 @@ def consolidate_metadata(
     """
     prefix = normalize_prefix(path)
     mkey = _join(prefix, validate_key(metadata_key))
-    keys = sorted(k for k in _keys_under(store, prefix) if is_metadata_key(k))
+    keys = sorted(k for k in _base.keys_under(store, prefix) if is_metadata_key(k))
     values = _base.getitems(store, keys)
     meta: dict[str, Any] = {}
     for k in keys:
@@ -220,7 +214,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         if key == self.metadata_key or self._served(key):
             v = self[key]
             return [_slice(v, o, n) for o, n in ranges]
-        fn = getattr(self._store, "get_partial", None)
+        fn = protocol.byte_ranges(self._store)
         if fn is not None:
             return fn(key, ranges)
         v = self._store[key]
@@ -324,6 +318,6 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
 
     def close(self) -> None:
         """Close the underlying store, if it has a ``close`` method."""
-        fn = getattr(self._store, "close", None)
+        fn = protocol.closer(self._store)
         if fn is not None:
             fn()

@@ -3,6 +3,7 @@ root group's `consolidated_metadata`, so opening a hierarchy costs one metadata 
 
 from __future__ import annotations
 
+from . import protocol
 import json
 from collections.abc import Iterable, Iterator
 
@@ -75,7 +76,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
 
     def get_partial(self, key, ranges):
         """Read byte ranges of one value of the underlying store (``KeyError`` if absent)."""
-        get = getattr(self._store, "get_partial", None)
+        get = protocol.byte_ranges(self._store)
         if get is not None:
             return get(key, ranges)
         value = self._store[key]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -12,8 +11,10 @@ from typing import Any
 from .._core.batch import Files
 from ._fileio import key_paths, read_files, read_files_into
 from ._filewrite import write_files
-from .base import BaseStore, ValueVersion, ensure_bytes, normalize_prefix, validate_key
+from .base import (BaseStore, ValueVersion, ensure_bytes, normalize_prefix, read_spans,
+                   validate_key)
 from .local_files import (TEMP_SUFFIX, atomic_write, check_inside, fsync_dir, is_temp_name,
+                          remove_tree,
                           reserve_tokens)
 from ._fileio import open_ident, pread_ranges, read_ranges, read_ranges_at
 
@@ -150,19 +151,8 @@ class DirectoryStore(BaseStore):
 
     # -- identity / pickling ---------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        ro = ", mode='r'" if self.read_only else ""
-        return f"{type(self).__name__}({self.path!r}{ro})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, DirectoryStore)
-            and type(other) is type(self)
-            and other.path == self.path
-        )
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.path))
+    def _where(self) -> str:
+        return self.path
 
     def __getstate__(self):
         return {
@@ -229,10 +219,7 @@ class DirectoryStore(BaseStore):
         files themselves (a read's decode kernel reads and decodes a batch in one GIL-free
         call); None where keys are not plainly files (a subclass reading them its own way:
         getitems for chunks, get_partial or _path for the ranges of shards)."""
-        cls = type(self)
-        if (cls.getitems is not DirectoryStore.getitems
-                or cls.get_partial is not DirectoryStore.get_partial
-                or cls._path is not DirectoryStore._path):
+        if self._own_reads:
             return None
         return key_paths(self.path, self._norm(list(keys)))
 
@@ -250,15 +237,16 @@ class DirectoryStore(BaseStore):
         copy between the file and the output."""
         return read_files_into(key_paths(self.path, self._norm(list(keys))), list(buffers))
 
+    #: Whether this class reads keys its own way (a subclass defining __getitem__,
+    #: getitems, get_partial or _path; set once per class): then it offers no file paths and
+    #: no versioned reads, which would bypass its reads (a sharded array reads its shards
+    #: whole through it).
+    _own_reads: bool = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # A subclass reading keys its own way (its __getitem__, getitems, get_partial or
-        # _path) offers no versioned reads, which would bypass its reads: open_version and
-        # read_if_version are None, and a sharded array reads its shards whole through it.
-        cls._own_reads = any(getattr(cls, n) is not getattr(DirectoryStore, n) for n in
-                             ("__getitem__", "getitems", "get_partial", "_path"))
-
-    _own_reads = False
+        cls._own_reads = cls._own_reads or any(
+            n in vars(cls) for n in ("__getitem__", "getitems", "get_partial", "_path"))
 
     @property
     def open_version(self) -> Any:
@@ -308,19 +296,8 @@ class DirectoryStore(BaseStore):
             fd, st = _open_fd(path)
         except _MISSING:
             raise KeyError(key) from None
-        out = []
         with os.fdopen(fd, "rb") as f:
-            size = st.st_size
-            for off, length in ranges:
-                if length is not None and length < 0:
-                    raise ValueError(f"negative length {length} in byte range")
-                start = max(size + off, 0) if off < 0 else off
-                if start >= size:
-                    out.append(b"")
-                    continue
-                f.seek(start)
-                out.append(f.read() if length is None else f.read(length))
-        return out
+            return read_spans(f, st.st_size, ranges)
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
@@ -542,20 +519,11 @@ class DirectoryStore(BaseStore):
         prefix = normalize_prefix(prefix)
         d = self._dir(prefix)
         if not prefix:
-            try:
-                names = os.listdir(d)
-            except FileNotFoundError:
-                return
-            for n in names:
-                p = os.path.join(d, n)
-                if os.path.isdir(p) and not os.path.islink(p):
-                    shutil.rmtree(p)
-                else:
-                    os.unlink(p)
+            remove_tree(d, keep_root=True)
             return
         self._check_inside((d,), (prefix,))
         if os.path.isdir(d) and not os.path.islink(d):
-            shutil.rmtree(d)
+            remove_tree(d, keep_root=False)
             self._prune(os.path.dirname(d))
 
     def clear(self) -> None:

@@ -6,6 +6,7 @@ the object's size known. ``store`` is the FSStore."""
 from __future__ import annotations
 
 from . import fsspec_io
+from .base import byte_span
 
 
 def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
@@ -32,9 +33,9 @@ def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
     for off, n in ranges:
         if n is not None and n < 0:
             raise ValueError(f"negative length {n} in byte range")
+        end: int | None
         if size is not None:
-            start = max(size + off, 0) if off < 0 else min(off, size)
-            end = size if n is None else min(size, start + n)
+            start, end = byte_span(size, off, n)
             empty.append(start >= end)
         else:  # only (0, n) / (negative offset, None) ranges: no size needed
             start = off

@@ -9,7 +9,7 @@ from typing import Any
 
 from . import fsspec_io, fsspec_ranges
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
-from .local_files import atomic_write, check_inside, is_temp_name
+from .local_files import atomic_write, check_inside, is_temp_name, remove_tree
 
 __all__ = ["FSStore"]
 
@@ -141,34 +141,16 @@ class FSStore(BaseStore):
 
     # -- identity / pickling ---------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        ro = ", mode='r'" if self.read_only else ""
-        return f"FSStore({self.url!r}{ro})"
+    def _where(self) -> str:
+        return self.url
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, FSStore)
-            and other.fs == self.fs
-            and other.root == self.root
-        )
+    def _identity(self) -> tuple[Any, ...]:
+        return (self.fs, self.root)
 
-    def __hash__(self) -> int:
-        return hash(("FSStore", self.root))
-
-    def __getstate__(self):
-        return {
-            "url": self.url,
-            "mode": "r" if self._mode == "r" else "a",
-            "storage_options": self.storage_options,
-            "dimension_separator": self._dimension_separator,
-            "missing_exceptions": self.missing_exceptions,
-            "fs": self._given_fs,
-            "normalize_keys": self.normalize_keys,
-            "fsync": self.fsync,
-        }
-
-    def __setstate__(self, state):
-        self.__init__(**state)
+    def _reopen_args(self) -> dict[str, Any] | None:
+        return {"url": self.url, "storage_options": self.storage_options,
+                "missing_exceptions": self.missing_exceptions, "fs": self._given_fs,
+                "normalize_keys": self.normalize_keys, "fsync": self.fsync}
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -532,21 +514,11 @@ class FSStore(BaseStore):
         prefix = normalize_prefix(prefix)
         path = self._dirpath(prefix)
         if self._local:
-            import shutil
-
             if not prefix:
-                try:
-                    names = os.listdir(path)
-                except FileNotFoundError:
-                    return
-                for n in names:
-                    p = os.path.join(path, n)
-                    if os.path.isdir(p) and not os.path.islink(p):
-                        shutil.rmtree(p)
-                    else:
-                        os.unlink(p)
+                remove_tree(path, keep_root=True)
             elif os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
+                check_inside(self.root, (path,), (prefix,))
+                remove_tree(path, keep_root=False)
                 self._prune_local(os.path.dirname(path))
             return
         base = path.rstrip("/")

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import StoreError
-from .base import BaseStore, ensure_bytes, normalize_prefix, store_error, validate_key
+from .base import (BaseStore, byte_span, ensure_bytes, normalize_prefix, store_error,
+                   validate_key)
 
 __all__ = ["LMDBStore"]
 
@@ -296,31 +297,12 @@ class LMDBStore(BaseStore):
 
     # -- identity / pickling ---------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        ro = ", mode='r'" if self.read_only else ""
-        return f"LMDBStore({self.path!r}{ro})"
+    def _where(self) -> str:
+        return self.path
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LMDBStore) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(("LMDBStore", self.path))
-
-    def __getstate__(self):
-        return {
-            "path": self.path,
-            "mode": "r" if self._mode == "r" else "a",
-            "map_size": self.map_size,
-            "lock": self._lock_opt,
-            "sync": self.sync,
-            "subdir": self.subdir,
-            "dimension_separator": self._dimension_separator,
-            "kwargs": self._kwargs,
-        }
-
-    def __setstate__(self, state):
-        kwargs = state.pop("kwargs")
-        self.__init__(**state, **kwargs)
+    def _reopen_args(self) -> dict[str, Any]:
+        return {"path": self.path, "map_size": self.map_size, "lock": self._lock_opt,
+                "sync": self.sync, "subdir": self.subdir, **self._kwargs}
 
     def close(self) -> None:
         """Close the environment. Idempotent."""
@@ -450,10 +432,7 @@ class LMDBStore(BaseStore):
             size = len(v)
             out = []
             for off, length in ranges:
-                if length is not None and length < 0:
-                    raise ValueError(f"negative length {length} in byte range")
-                start = max(size + off, 0) if off < 0 else off
-                end = size if length is None else min(size, start + length)
+                start, end = byte_span(size, off, length)
                 out.append(bytes(v[start:end]) if start < end else b"")
             return out
 

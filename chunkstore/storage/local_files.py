@@ -5,9 +5,11 @@ write does not leave the store root through a symlink."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import shutil
 import threading
 import uuid
 from collections.abc import Iterable
@@ -15,8 +17,8 @@ from typing import TypedDict
 
 from ..errors import StoreError
 
-__all__ = ["TEMP_SUFFIX", "atomic_write", "check_inside", "fsync_dir", "is_temp_name",
-           "makedirs", "reserve_tokens", "temp_token"]
+__all__ = ["TEMP_SUFFIX", "atomic_write", "check_inside", "discard", "fsync_dir",
+           "is_temp_name", "makedirs", "remove_tree", "reserve_tokens", "temp_token"]
 
 TEMP_SUFFIX = ".partial"
 _TEMP_RE = re.compile(r"^\..*\.[0-9a-f]{32}\.partial$", re.DOTALL)
@@ -125,13 +127,35 @@ def atomic_write(path: str, data: bytes | memoryview, fsync: bool = False) -> No
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
     if fsync:
         fsync_dir(dirname)
+
+
+def discard(path: str) -> None:
+    """Remove a file if it is there (a temporary file after a failed write)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def remove_tree(path: str, keep_root: bool) -> None:
+    """Remove the directory *path* and everything under it (symlinks removed, never
+    followed); with *keep_root* only its contents. A missing *path* is no error."""
+    if not keep_root:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        return
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for n in names:
+        p = os.path.join(path, n)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
 
 
 def _ancestors(d: str, root: str) -> list[str]:

@@ -10,6 +10,7 @@ helpers hand the store back unchanged.
 
 from __future__ import annotations
 
+from . import protocol
 import concurrent.futures
 import threading
 from collections.abc import MutableMapping
@@ -84,7 +85,7 @@ class Prefetch:
 
 def prefetch(store, keys: list[str], chunk_nbytes: int):
     """A Prefetch over store, or store itself where it cannot fetch ahead (or for one key)."""
-    if len(keys) < 2 or not getattr(store, "concurrent_io", False):
+    if len(keys) < 2 or not protocol.concurrent_io(store):
         return store
     from chunkstore import config
 
@@ -158,8 +159,7 @@ class WriteBehind:
 
 def write_behind(store):
     """A WriteBehind over store, or None where the store writes synchronously."""
-    if not getattr(store, "concurrent_io", False) or not callable(
-            getattr(store, "start_put", None)):
+    if not protocol.concurrent_io(store) or not isinstance(store, protocol.ConcurrentIO):
         return None
     return WriteBehind(store)
 
@@ -182,18 +182,18 @@ class FetchThrough:
     @property
     def concurrent_io(self) -> bool:
         """Whether the store behind can have many requests in flight (see the module docstring)."""
-        return bool(getattr(self._store, "concurrent_io", False))
+        return protocol.concurrent_io(self._store)
 
     @property
     def open_version(self):
         """The store behind's versioned reads (see storage.base.ValueVersion), for shards:
         metadata keys, served in front, are never read in ranges."""
-        return getattr(self._store, "open_version", None)
+        return protocol.versions(self._store)
 
     @property
     def read_if_version(self):
         """The store behind's one-step read through a cached shard index, if it has one."""
-        return getattr(self._store, "read_if_version", None)
+        return protocol.version_reads(self._store)
 
     def start_fetch(self, keys):
         """Start fetching *keys* through the store behind; see ``start_fetch`` of FSStore."""

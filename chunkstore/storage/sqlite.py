@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -13,7 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import StoreError
-from .base import BaseStore, ensure_bytes, normalize_prefix, store_error, validate_key
+from .base import (BaseStore, ensure_bytes, normalize_prefix, read_spans, store_error,
+                   validate_key)
 
 __all__ = ["SQLiteStore"]
 
@@ -212,21 +214,12 @@ class SQLiteStore(BaseStore):
 
         def run():
             conn.execute("BEGIN IMMEDIATE")
-            try:
+            try:  # the body and its COMMIT, or nothing
                 result = body(conn)
-            except BaseException:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                raise
-            try:
                 conn.execute("COMMIT")
             except BaseException:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
                 raise
             return result
 
@@ -276,31 +269,17 @@ class SQLiteStore(BaseStore):
 
     # -- identity / pickling ---------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        ro = ", mode='r'" if self.read_only else ""
-        return f"SQLiteStore({self.path!r}{ro})"
+    def _where(self) -> str:
+        return self.path
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SQLiteStore) and other.path == self.path and \
-            other._memory_uri == self._memory_uri
+    def _identity(self) -> tuple[Any, ...]:
+        return (self.path, self._memory_uri)
 
-    def __hash__(self) -> int:
-        return hash(("SQLiteStore", self.path, self._memory_uri))
-
-    def __getstate__(self):
+    def _reopen_args(self) -> dict[str, Any]:
         if self._memory_uri is not None:
             raise TypeError("SQLiteStore(':memory:') is private to this process and cannot be "
                             "pickled; give a file path to share a store between processes")
-        return {
-            "path": self.path,
-            "mode": "r" if self._mode == "r" else "a",
-            "timeout": self.timeout,
-            "synchronous": self.synchronous,
-            "dimension_separator": self._dimension_separator,
-        }
-
-    def __setstate__(self, state):
-        self.__init__(**state)
+        return {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -344,21 +323,7 @@ class SQLiteStore(BaseStore):
             row = conn.execute("SELECT length(v) FROM zarr WHERE k = ?", (key,)).fetchone()
             if row is None:
                 raise KeyError(key)
-            size = row[0] or 0
-            out = []
-            for off, length in ranges:
-                if length is not None and length < 0:
-                    raise ValueError(f"negative length {length} in byte range")
-                start = max(size + off, 0) if off < 0 else off
-                n = size - start if length is None else min(length, size - start)
-                if n <= 0:
-                    out.append(b"")
-                    continue
-                (v,) = conn.execute(
-                    "SELECT substr(v, ?, ?) FROM zarr WHERE k = ?", (start + 1, n, key)
-                ).fetchone()
-                out.append(bytes(v))
-            return out
+            return read_spans(_Blob(conn, key), row[0] or 0, ranges)
 
         return self._read_txn(body)
 
@@ -484,3 +449,19 @@ def _quote_path(path: str) -> str:
 
     return quote(path, safe="/:")
 
+
+
+class _Blob:
+    """One value of the table as a seekable file, for read_spans: each read one substr()."""
+
+    def __init__(self, conn: sqlite3.Connection, key: str) -> None:
+        self._conn, self._key, self._pos = conn, key, 0
+
+    def seek(self, pos: int) -> None:
+        self._pos = pos
+
+    def read(self, n: int) -> bytes:
+        (v,) = self._conn.execute("SELECT substr(v, ?, ?) FROM zarr WHERE k = ?",
+                                  (self._pos + 1, n, self._key)).fetchone()
+        self._pos += n
+        return bytes(v)

@@ -5,6 +5,8 @@ zarr-python 3's arguments themselves.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import pathlib
 
@@ -74,6 +76,9 @@ class FsspecStore(FSStore):
     def path(self) -> str:
         """The store's root path on its filesystem."""
         return self.root
+
+    def _reopen_args(self) -> dict[str, Any] | None:
+        return None  # another constructor than FSStore's: pickled by __getstate__
 
     def __getstate__(self):
         return {"fs": self.fs, "read_only": self.read_only, "path": self.root,

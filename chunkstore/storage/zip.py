@@ -14,8 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import StoreError
-from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
-from .local_files import TEMP_SUFFIX, temp_token
+from .base import (BaseStore, _slice, ensure_bytes, normalize_prefix, read_spans,
+                   validate_key)
+from .local_files import TEMP_SUFFIX, discard, temp_token
 
 try:
     import fcntl
@@ -308,35 +309,14 @@ class ZipStore(BaseStore):
 
     # -- identity / pickling ---------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        ro = ", mode='r'" if self.read_only else ""
-        return f"ZipStore({self.path!r}{ro})"
+    def _where(self) -> str:
+        return self.path
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ZipStore) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(("ZipStore", self.path))
-
-    def __getstate__(self):
+    def _reopen_args(self) -> dict[str, Any]:
         if not self._closed:
-            self.flush()
-        return {
-            "path": self.path,
-            "mode": "r" if self._mode == "r" else "a",
-            "compression": self.compression,
-            "allowZip64": self.allowZip64,
-            "dimension_separator": self._dimension_separator,
-        }
-
-    def __setstate__(self, state):
-        self.__init__(
-            state["path"],
-            mode=state["mode"],
-            compression=state["compression"],
-            allowZip64=state["allowZip64"],
-            dimension_separator=state.get("dimension_separator"),
-        )
+            self.flush()  # the copy reads the archive: what is pending goes into it first
+        return {"path": self.path, "compression": self.compression,
+                "allowZip64": self.allowZip64}
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -389,20 +369,9 @@ class ZipStore(BaseStore):
             info = self._members.get(key)
             if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
                 # stored members are seekable: read only the requested bytes
-                out = []
                 assert self._zf is not None  # info came from this archive's members
                 with self._zf.open(info) as f:
-                    size = info.file_size
-                    for off, length in ranges:
-                        if length is not None and length < 0:
-                            raise ValueError(f"negative length {length} in byte range")
-                        start = max(size + off, 0) if off < 0 else off
-                        if start >= size:
-                            out.append(b"")
-                            continue
-                        f.seek(start)
-                        out.append(f.read() if length is None else f.read(length))
-                return out
+                    return read_spans(f, info.file_size, ranges)
             value = self._get(key)
         return [_slice(value, o, n) for o, n in ranges]
 
@@ -604,10 +573,7 @@ class ZipStore(BaseStore):
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
         except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            discard(tmp)
             raise
         try:
             fd = os.open(dirname, os.O_RDONLY)
