@@ -274,7 +274,7 @@ cdef int _check_decode_args(cnp.ndarray out, cnp.ndarray scratch, int nd,
 cdef int _check_encode_args(OrthoPlan plan, cnp.ndarray value, cnp.ndarray scratch,
                             const unsigned char[:] pre, Py_ssize_t nolds, Py_ssize_t n,
                             cnp.ndarray fill_item) except -1:
-    """The argument checks of the batch encoders (see blosc_scatter_encode)."""
+    """The argument checks of the batch encoders (see zcodecs.scatter_encode)."""
     cdef int nd = plan.ndim
     if nd > 64 or scratch.ndim != nd or value.ndim != nd:
         raise ValueError("dimension mismatch")

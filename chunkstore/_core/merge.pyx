@@ -16,8 +16,7 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport DimCopy, copy_nd
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
-from chunkstore._core.batch cimport (_Batch, _Dests, _check_decode_args,
-                                     _check_encode_args, _data)
+from chunkstore._core.batch cimport _data
 
 cnp.import_array()
 
@@ -347,21 +346,7 @@ def is_all_fill(cnp.ndarray chunk, cnp.ndarray fill_item):
     return result
 
 
-# ---------------------------------------------------------------- batch decode + merge
-
-ctypedef int (*blosc_validate_fn)(const void*, size_t, size_t*) noexcept nogil
-ctypedef int (*blosc_decompress_fn)(const void*, void*, size_t, int) noexcept nogil
-
-
-cdef inline bint _blosc_decode(blosc_validate_fn validate, blosc_decompress_fn decompress,
-                               const char* src, size_t srclen, char* dest,
-                               size_t expected) noexcept nogil:
-    """Decompress one Blosc frame of exactly expected bytes into dest; False if the frame
-    is not one (too short, invalid header, another size, or a decompression error)."""
-    cdef size_t nbytes
-    return (srclen >= 16 and validate(src, srclen, &nbytes) == 0 and nbytes == expected
-            and decompress(src, dest, expected, 1) == <int>expected)
-
+# ---------------------------------------------------------------- batch helpers
 
 cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
                              Py_ssize_t* chunk_shape, Py_ssize_t itemsize,
@@ -386,87 +371,6 @@ cdef Py_ssize_t _block_offset(OrthoPlan plan, Py_ssize_t i, Py_ssize_t* ostr,
     return off
 
 
-def blosc_decode_gather(OrthoPlan plan, idx, datas, cnp.ndarray out,
-                        cnp.ndarray scratch, size_t validate_addr, size_t decompress_addr):
-    """Decompress Blosc chunks and merge them into out, for a whole batch without the GIL.
-
-    idx[k] is the touched-chunk index of the encoded bytes datas[k]. scratch is a chunk-shaped
-    buffer in the chunk's order; a chunk that lands whole and contiguous in out is
-    decompressed straight into it. validate_addr/decompress_addr are the addresses of c-blosc's
-    blosc_cbuffer_validate and blosc_decompress_ctx. Returns -1 when every chunk was merged,
-    else the position k of the first chunk that failed to validate or decompress (the caller
-    decodes that one the slow way, for a proper error, and continues after it).
-    """
-    cdef int nd = plan.ndim, d
-    cdef Py_ssize_t n = len(datas), k
-    _check_decode_args(out, scratch, nd, False)
-    cdef bint c_order = scratch.flags.c_contiguous
-    cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
-    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
-    cdef Py_ssize_t itemsize = out.dtype.itemsize
-    cdef size_t expected = scratch.nbytes
-    cdef Py_ssize_t cshape[64]
-    for d in range(nd):
-        cshape[d] = scratch.shape[d]
-    cdef _Batch batch = _Batch(idx, datas, plan.nchunks)
-    cdef const char** src = batch.src
-    cdef size_t* srclen = batch.srclen
-    cdef int64_t* ids = batch.ids
-    cdef char* odata = _data(out)
-    cdef char* sdata = _data(scratch)
-    cdef Py_ssize_t* ostr = <Py_ssize_t*>out.strides
-    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
-    cdef Py_ssize_t failed = -1, off
-    with nogil:
-        for k in range(n):
-            off = _block_offset(plan, ids[k], ostr, cshape, itemsize, c_order)
-            if batch.load(k) != 0 or not _blosc_decode(
-                    validate, decompress, src[k], srclen[k],
-                    odata + off if off >= 0 else sdata, expected):
-                failed = k
-                break
-            if off < 0:
-                _ortho_copy_ptr(plan, ids[k], sdata, sstr, odata, ostr, itemsize, 0)
-    return failed
-
-
-def blosc_decode_gather_points(PointsPlan plan, idx, datas, cnp.ndarray out_flat,
-                               cnp.ndarray scratch, size_t validate_addr,
-                               size_t decompress_addr):
-    """blosc_decode_gather for a coordinate selection: decompress each chunk of the batch into
-    scratch and copy its points into out_flat, all without the GIL. Returns -1, or the
-    position of the first chunk that failed (decode it the slow way for a proper error)."""
-    cdef int nd = plan.ndim
-    cdef Py_ssize_t n = len(datas), k
-    _check_decode_args(out_flat, scratch, nd, True)
-    cdef blosc_validate_fn validate = <blosc_validate_fn><void*>validate_addr
-    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*>decompress_addr
-    cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
-    cdef size_t expected = scratch.nbytes
-    cdef _Batch batch = _Batch(idx, datas, plan.nchunks)
-    cdef const char** src = batch.src
-    cdef size_t* srclen = batch.srclen
-    cdef int64_t* ids = batch.ids
-    cdef char* fdata = _data(out_flat)
-    cdef char* sdata = _data(scratch)
-    cdef Py_ssize_t fstr = out_flat.strides[0]
-    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
-    cdef Py_ssize_t failed = -1
-    with nogil:
-        for k in range(n):
-            if batch.load(k) != 0 or not _blosc_decode(validate, decompress, src[k],
-                                                        srclen[k], sdata, expected):
-                failed = k
-                break
-            _points_copy_ptr(plan, ids[k], sdata, sstr, fdata, fstr, itemsize, 0)
-    return failed
-
-
-# ---------------------------------------------------------------- batch merge + encode
-
-ctypedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void*, void*, size_t,
-                                  const char*, size_t, int) noexcept nogil
-
 cdef void _repeat_item(char* dst, const char* item, Py_ssize_t itemsize,
                        Py_ssize_t n) noexcept nogil:
     """dst[0:n] = item: one copy, then doubling copies of what is already there."""
@@ -478,77 +382,3 @@ cdef void _repeat_item(char* dst, const char* item, Py_ssize_t itemsize,
         step = done if done < total - done else total - done
         memcpy(dst + done, dst, step)
         done += step
-
-
-# c-blosc adds at most this many bytes to incompressible data (BLOSC_MAX_OVERHEAD).
-cdef enum:
-    _BLOSC_OVERHEAD = 16
-
-
-def blosc_scatter_encode(OrthoPlan plan, idx, cnp.ndarray value, cnp.ndarray scratch,
-                         prefill, list olds, cnp.ndarray fill_item, bint drop_fill,
-                         tuple params, tuple decode, list out):
-    """Build chunks from value and Blosc-compress them, a batch without the GIL.
-
-    Each idx[k] is a touched chunk. Its chunk is built in scratch (chunk-shaped, contiguous,
-    in the chunk's order): decompressed from olds[k], its stored Blosc frame, when that is
-    not None; else pre-filled with fill_item when prefill[idx[k]] is true (the selection
-    does not cover the chunk whole, or the chunk reaches past the array's end); then value's
-    block is scattered in. out gets the compressed bytes, or None when drop_fill is set and
-    the chunk is all fill (the caller deletes it). params is (compress_addr, clevel,
-    shuffle, typesize, cname bytes, blocksize): c-blosc's blosc_compress_ctx and its
-    arguments, resolved as numcodecs would; decode is (validate_addr, decompress_addr) of
-    blosc_cbuffer_validate and blosc_decompress_ctx. Returns -1 when every chunk was done,
-    else the position k of the first chunk whose stored frame did not decompress or which
-    failed to compress; out then holds the results before k (the caller builds that chunk
-    the slow way, for a proper error, and continues).
-    """
-    cdef Py_ssize_t n = len(idx), k
-    cdef const unsigned char[:] pre = prefill
-    _check_encode_args(plan, value, scratch, pre, len(olds), n, fill_item)
-    compress_addr, clevel, shuffle, typesize, cname, blocksize = params
-    validate_addr, decompress_addr = decode
-    cdef blosc_validate_fn validate = <blosc_validate_fn><void*><size_t>validate_addr
-    cdef blosc_decompress_fn decompress = <blosc_decompress_fn><void*><size_t>decompress_addr
-    cdef blosc_compress_fn compress = <blosc_compress_fn><void*><size_t>compress_addr
-    cdef int c_clevel = clevel, c_shuffle = shuffle
-    cdef size_t c_typesize = typesize, c_blocksize = blocksize
-    cdef bytes cname_b = cname
-    cdef const char* c_cname = cname_b
-    fb = np.ascontiguousarray(fill_item).tobytes()
-    cdef const char* fp = fb
-    cdef FillTest ft
-    _fill_test_init(&ft, scratch.dtype, fp)
-    cdef Py_ssize_t itemsize = scratch.dtype.itemsize, nitems = scratch.size
-    cdef size_t nbytes = scratch.nbytes, cap = nbytes + _BLOSC_OVERHEAD
-    cdef _Batch batch = _Batch(idx, olds, plan.nchunks, True)
-    cdef const char** src = batch.src
-    cdef size_t* srclen = batch.srclen
-    cdef int64_t* ids = batch.ids
-    cdef _Dests dests = _Dests(n, cap)
-    cdef char** dptr = dests.ptr
-    cdef Py_ssize_t* sizes = dests.sizes
-    cdef char* sdata = _data(scratch)
-    cdef char* vdata = _data(value)
-    cdef Py_ssize_t* sstr = <Py_ssize_t*>scratch.strides
-    cdef Py_ssize_t* vstr = <Py_ssize_t*>value.strides
-    cdef Py_ssize_t failed = -1
-    with nogil:
-        for k in range(n):
-            if src[k] != NULL:
-                if not _blosc_decode(validate, decompress, src[k], srclen[k], sdata, nbytes):
-                    failed = k
-                    break
-            elif pre[ids[k]]:
-                _repeat_item(sdata, fp, itemsize, nitems)
-            _ortho_copy_ptr(plan, ids[k], sdata, sstr, vdata, vstr, itemsize, 1)
-            if drop_fill and _all_fill(&ft, sdata, nitems):
-                sizes[k] = -1
-                continue
-            sizes[k] = compress(c_clevel, c_shuffle, c_typesize, nbytes, sdata, dptr[k], cap,
-                                c_cname, c_blocksize, 1)
-            if sizes[k] <= 0:
-                failed = k
-                break
-    dests.collect(out, n if failed < 0 else failed)
-    return failed

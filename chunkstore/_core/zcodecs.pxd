@@ -9,6 +9,14 @@ cdef enum:
     KIND_ZSTD = 1
     KIND_GZIP = 2
     KIND_ZLIB = 3
+    KIND_BLOSC = 4
+
+# c-blosc's blosc_cbuffer_validate, blosc_decompress_ctx and blosc_compress_ctx (from the
+# c-blosc inside numcodecs' extension)
+ctypedef int (*blosc_validate_fn)(const void*, size_t, size_t*) noexcept nogil
+ctypedef int (*blosc_decompress_fn)(const void*, void*, size_t, int) noexcept nogil
+ctypedef int (*blosc_compress_fn)(int, int, size_t, size_t, const void*, void*, size_t,
+                                  const char*, size_t, int) noexcept nogil
 
 ctypedef void* (*zstd_create_fn)() noexcept nogil
 ctypedef size_t (*zstd_free_fn)(void*) noexcept nogil
@@ -76,9 +84,16 @@ cdef struct ZlibApi:
 
 cdef struct Codec:
     int kind
-    int level
+    int level               # zstd, gzip, zlib; Blosc: clevel
     bint checksum           # zstd: write a content checksum
     uint32_t mtime          # gzip: the header's modification time (numcodecs: time.time())
+    blosc_validate_fn bvalidate     # Blosc: c-blosc's functions and compress arguments
+    blosc_decompress_fn bdecompress
+    blosc_compress_fn bcompress     # NULL: decode only
+    int bshuffle
+    size_t btypesize
+    size_t bblocksize
+    const char* bcname      # into the spec's bytes, alive for the kernel call
 
 
 cdef struct Ctx:

@@ -1,12 +1,12 @@
 # cython: language_level=3
-"""Batch GIL-free decode + merge and merge + encode for raw, zstd, gzip and zlib chunks.
+"""Batch GIL-free decode + merge and merge + encode for Blosc, raw, zstd, gzip and zlib chunks.
 
-The counterpart of merge.blosc_decode_gather / blosc_scatter_encode for the other codecs
-numcodecs writes with one library call: a whole batch of chunks is decoded (straight into
-the output when a chunk lands there whole and contiguous) or encoded without the GIL.
+The one batch loop of every codec numcodecs writes with one library call: a whole batch of
+chunks is decoded (straight into the output when a chunk lands there whole and contiguous)
+or encoded without the GIL.
 
-The compression libraries are the ones numcodecs and Python already load: libzstd inside
-numcodecs' zstd extension, and the zlib that Python's zlib module uses. Their functions
+The compression libraries are the ones numcodecs and Python already load: c-blosc and
+libzstd inside numcodecs' extensions, and the zlib that Python's zlib module uses. Their functions
 come in as addresses (chunkstore.codecs.fastpath finds them with ctypes and checks them
 against numcodecs once), so building this module needs no headers or libraries.
 
@@ -32,7 +32,11 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 cnp.import_array()
 
 
-RAW, ZSTD, GZIP, ZLIB = KIND_RAW, KIND_ZSTD, KIND_GZIP, KIND_ZLIB
+RAW, ZSTD, GZIP, ZLIB, BLOSC = KIND_RAW, KIND_ZSTD, KIND_GZIP, KIND_ZLIB, KIND_BLOSC
+
+# c-blosc adds at most this many bytes to incompressible data (BLOSC_MAX_OVERHEAD).
+cdef enum:
+    _BLOSC_OVERHEAD = 16
 
 
 # ---------------------------------------------------------------- libzstd (stable API)
@@ -239,8 +243,15 @@ cdef bint _decode_one(const Codec* c, Ctx* x, const char* src, size_t srclen, ch
     or for the proper error)."""
     cdef unsigned long long fcs
     cdef size_t r
+    cdef size_t nbytes
     if src == NULL:
         return False
+    if c.kind == KIND_BLOSC:
+        # One Blosc frame of exactly this size (too short, an invalid header, another size
+        # or a decompression error: numcodecs decides)
+        return (srclen >= 16 and c.bvalidate(src, srclen, &nbytes) == 0
+                and nbytes == expected
+                and c.bdecompress(src, dest, expected, 1) == <int>expected)
     if c.kind == KIND_RAW:
         if srclen != expected:
             return False
@@ -280,6 +291,8 @@ cdef size_t _encode_bound(const Codec* c, size_t n) noexcept nogil:
     encodes it)."""
     if c.kind == KIND_RAW:
         return n
+    if c.kind == KIND_BLOSC:
+        return n + _BLOSC_OVERHEAD
     if c.kind == KIND_ZSTD:
         return _zstd.compressBound(n)
     # zlib's compressBound plus the gzip header and trailer, with room to spare
@@ -292,9 +305,16 @@ cdef Py_ssize_t _encode_one(const Codec* c, Ctx* x, const char* src, size_t n, c
     cdef size_t r
     cdef Py_ssize_t m
     cdef char xfl
+    cdef int b
     if c.kind == KIND_RAW:
         memcpy(dest, src, n)
         return <Py_ssize_t>n
+    if c.kind == KIND_BLOSC:
+        if c.bcompress == NULL:
+            return -1
+        b = c.bcompress(c.level, c.bshuffle, c.btypesize, n, src, dest, cap, c.bcname,
+                        c.bblocksize, 1)
+        return b if b > 0 else -1
     if c.kind == KIND_ZSTD:
         if x.cctx == NULL:
             x.cctx = _zstd.createCCtx()
@@ -339,7 +359,26 @@ cdef Py_ssize_t _encode_one(const Codec* c, Ctx* x, const char* src, size_t n, c
 
 
 cdef int _codec_from(tuple spec, Codec* c) except -1:
-    """spec: (kind, level, checksum, mtime), as chunkstore.codecs.fastpath builds it."""
+    """spec: (kind, level, checksum, mtime), as chunkstore.codecs.fastpath builds it; for
+    Blosc (BLOSC, (validate_addr, decompress_addr), encode) with encode None or
+    (compress_addr, clevel, shuffle, typesize, cname bytes, blocksize): c-blosc's
+    blosc_compress_ctx and its arguments, resolved as numcodecs would."""
+    cdef size_t addr
+    if spec[0] == KIND_BLOSC:
+        _, (validate_addr, decompress_addr), enc = spec
+        c.kind = KIND_BLOSC
+        addr = validate_addr
+        c.bvalidate = <blosc_validate_fn><void*>addr
+        addr = decompress_addr
+        c.bdecompress = <blosc_decompress_fn><void*>addr
+        c.bcompress = NULL
+        if enc is not None:
+            compress_addr, clevel, shuffle, typesize, cname, blocksize = enc
+            addr = compress_addr
+            c.bcompress = <blosc_compress_fn><void*>addr
+            c.level, c.bshuffle, c.btypesize, c.bblocksize = clevel, shuffle, typesize, blocksize
+            c.bcname = <bytes>cname
+        return 0
     kind, level, checksum, mtime = spec
     c.kind = kind
     c.level = level
@@ -348,7 +387,7 @@ cdef int _codec_from(tuple spec, Codec* c) except -1:
     if c.kind == KIND_ZSTD and not _have_zstd or (
             (c.kind == KIND_GZIP or c.kind == KIND_ZLIB) and not _have_zlib):
         raise RuntimeError("the library of this codec was not installed")
-    if c.kind < KIND_RAW or c.kind > KIND_ZLIB:
+    if c.kind < KIND_RAW or c.kind > KIND_ZLIB:  # (Blosc returned above)
         raise ValueError(f"unknown codec kind {c.kind}")
     return 0
 

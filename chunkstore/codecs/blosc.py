@@ -81,7 +81,7 @@ def blosc_symbols() -> tuple[int, int] | None:
 
 def blosc_encode_params(cname: str, clevel: int, shuffle: int, typesize: int,
                         blocksize: int) -> tuple | None:
-    """Arguments for the GIL-free batch encoder (chunkstore._core.merge.blosc_scatter_encode):
+    """Arguments for the GIL-free batch encoder (chunkstore._core.zcodecs.scatter_encode):
     the address of c-blosc's blosc_compress_ctx, then clevel, shuffle, typesize, cname and
     blocksize as that function takes them. The frames are the ones numcodecs.Blosc writes
     (the tests compare them byte for byte). None if the symbol cannot be found: then chunks

@@ -11,8 +11,8 @@ batches of chunks:
 
 A chunk the kernel does not take (an unusual frame, corrupt data) goes through the codec
 itself, which decodes it or raises the error naming the chunk key, so numcodecs stays the
-reference for everything. Kinds: Blosc (chunkstore._core.merge), and raw, zstd, gzip and zlib
-(chunkstore._core.zcodecs). The libraries are the ones numcodecs and Python use, found with
+reference for everything. Kinds: Blosc, raw, zstd, gzip and zlib, all in the one batch loop
+of chunkstore._core.zcodecs. The libraries are the ones numcodecs and Python use, found with
 ctypes; each is checked once against numcodecs (same bytes out, same bytes back) before it
 is used, and a library that cannot be found or disagrees leaves that codec on numcodecs.
 """
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore._core import zcodecs
 
 if TYPE_CHECKING:
@@ -103,24 +102,25 @@ def zlib_ready() -> bool:
 
 
 class BloscPath:
-    """Blosc through c-blosc's functions in numcodecs' extension (merge.blosc_*)."""
+    """Blosc through c-blosc's functions in numcodecs' extension, in zcodecs' batch loop
+    (the one every codec here shares)."""
 
-    __slots__ = ("_dec", "_enc")
+    __slots__ = ("_spec", "_enc")
     raw = False
 
     def __init__(self, decode_syms: tuple, encode_params: tuple | None) -> None:
-        self._dec = decode_syms
+        self._spec = (zcodecs.BLOSC, decode_syms, encode_params)
         self._enc = encode_params
 
     def decode(self, plan: OrthoPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
                scratch: np.ndarray) -> int:
         """Decode and merge a batch; -1, or the position of the first chunk not taken."""
-        return merge.blosc_decode_gather(plan, idx, datas, out, scratch, *self._dec)
+        return zcodecs.decode_gather(self._spec, plan, idx, datas, out, scratch)
 
     def decode_points(self, plan: PointsPlan, idx: Sequence[int], datas: Any, out: np.ndarray,
                       scratch: np.ndarray) -> int:
         """Decode a batch and gather single points; as :meth:`decode`."""
-        return merge.blosc_decode_gather_points(plan, idx, datas, out, scratch, *self._dec)
+        return zcodecs.decode_gather_points(self._spec, plan, idx, datas, out, scratch)
 
     @property
     def can_encode(self) -> bool:
@@ -131,8 +131,8 @@ class BloscPath:
                prefill: np.ndarray, olds: Sequence[bytes | None], fill_item: np.ndarray,
                drop_fill: bool, out: list[bytes | None]) -> int:
         """Merge ``value`` into a batch of chunks and encode them."""
-        return merge.blosc_scatter_encode(plan, idx, value, scratch, prefill, olds, fill_item,
-                                          drop_fill, self._enc, self._dec, out)
+        return zcodecs.scatter_encode(self._spec, plan, idx, value, scratch, prefill, olds,
+                                      fill_item, drop_fill, out)
 
 
 class ZPath:

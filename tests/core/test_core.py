@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkstore.engine import indexing as ix
-from chunkstore._core import merge
+from chunkstore._core import merge, zcodecs
 from chunkstore._core.keys import format_keys
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.codecs.v3 import ChunkCodecV3
@@ -150,9 +150,10 @@ def _encode_all(value, chunk_shape, params, fill, drop_fill=False, order="C"):
                   axis=1).astype(np.uint8)
     scratch = np.empty(chunk_shape, value.dtype, order=order)
     out = []
-    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value, scratch, edge,
-                                        [None] * plan.nchunks, np.array([fill], value.dtype),
-                                        drop_fill, params, _DECODE, out)
+    failed = zcodecs.scatter_encode((zcodecs.BLOSC, _DECODE, params), plan,
+                                    list(range(plan.nchunks)), value, scratch, edge,
+                                    [None] * plan.nchunks, np.array([fill], value.dtype),
+                                    drop_fill, out)
     return failed, coords.tolist(), out
 
 
@@ -264,10 +265,10 @@ def test_blosc_scatter_encode_merges_into_stored_chunks():
             if (r, c) != (1, 1) else None for r, c in coords]
     prefill = np.ones(plan.nchunks, dtype=np.uint8)
     out = []
-    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value,
-                                        np.empty((4, 4), "<i4"), prefill, olds,
-                                        np.array([7], "<i4"), False, codec.fast_blosc_encode,
-                                        codec.fast_blosc, out)
+    failed = zcodecs.scatter_encode((zcodecs.BLOSC, codec.fast_blosc, codec.fast_blosc_encode),
+                                    plan, list(range(plan.nchunks)), value,
+                                    np.empty((4, 4), "<i4"), prefill, olds,
+                                    np.array([7], "<i4"), False, out)
     assert failed == -1
     expected = stored.copy()
     expected[4:8, 4:8] = 7                      # the missing chunk starts as fill
@@ -277,10 +278,10 @@ def test_blosc_scatter_encode_merges_into_stored_chunks():
             codec.decode(got), expected[r * 4:r * 4 + 4, c * 4:c * 4 + 4])
     olds[2] = b"\x02\x01" + bytes(30)            # not a valid frame
     out = []
-    failed = merge.blosc_scatter_encode(plan, list(range(plan.nchunks)), value,
-                                        np.empty((4, 4), "<i4"), prefill, olds,
-                                        np.array([7], "<i4"), False, codec.fast_blosc_encode,
-                                        codec.fast_blosc, out)
+    failed = zcodecs.scatter_encode((zcodecs.BLOSC, codec.fast_blosc, codec.fast_blosc_encode),
+                                    plan, list(range(plan.nchunks)), value,
+                                    np.empty((4, 4), "<i4"), prefill, olds,
+                                    np.array([7], "<i4"), False, out)
     assert failed == 2 and len(out) == 2
 
 
