@@ -67,6 +67,22 @@ class ChunkCodecBase:
     nbytes: int
     _decode: Callable[[Any, np.ndarray | None, bool], np.ndarray]
 
+    chunk_shape: tuple[int, ...]
+    _is_object: bool
+
+    def _as_chunk(self, chunk: Any) -> np.ndarray:
+        """*chunk* as an array of the chunk shape and the array's dtype: ValueError for another
+        shape; another dtype cast (``same_kind``, so any byte order is fine)."""
+        chunk = np.asarray(chunk)
+        if chunk.shape != self.chunk_shape:
+            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
+        if chunk.dtype != self.dtype:
+            if self._is_object:
+                chunk = chunk.astype(object)
+            else:
+                chunk = chunk.astype(self.dtype, casting="same_kind")
+        return chunk
+
     def decode(self, data: Any, out: np.ndarray | None = None, *, key: str | None = None,
                store: Any = None, writable: bool = True) -> np.ndarray:
         """Decode stored chunk bytes to an array of shape ``chunk_shape`` and the array dtype.

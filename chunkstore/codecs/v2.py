@@ -158,14 +158,7 @@ class ChunkCodecV2(ChunkCodecBase):
         ``chunk`` must have the chunk shape; if its dtype differs from the array dtype it is
         cast (``same_kind`` casting, so e.g. native-endian data for a big-endian array is fine).
         """
-        chunk = np.asarray(chunk)
-        if chunk.shape != self.chunk_shape:
-            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
-        if chunk.dtype != self.dtype:
-            if self._is_object:
-                chunk = chunk.astype(object)
-            else:
-                chunk = chunk.astype(self.dtype, casting="same_kind")
+        chunk = self._as_chunk(chunk)
         # Flat view of the elements in storage order (copies only if not already laid out so).
         if self.order == "C":
             flat = np.ascontiguousarray(chunk).reshape(-1)

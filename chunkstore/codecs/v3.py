@@ -318,14 +318,7 @@ class ChunkCodecV3(ChunkCodecBase):
 
         A dtype other than the array's is cast (``same_kind``; any byte order is fine).
         """
-        chunk = np.asarray(chunk)
-        if chunk.shape != self.chunk_shape:
-            raise ValueError(f"chunk has shape {chunk.shape}, expected {self.chunk_shape}")
-        if chunk.dtype != self.dtype:
-            if self._is_object:
-                chunk = chunk.astype(object)
-            else:
-                chunk = chunk.astype(self.dtype, casting="same_kind")
+        chunk = self._as_chunk(chunk)
         arr = chunk.transpose(self._perm) if self._aa else chunk
         buf = self._ab.encode(arr)
         for c in self._bb:

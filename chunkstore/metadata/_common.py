@@ -41,6 +41,17 @@ def load_json_object(raw: Any, what: str = "document") -> dict:
 MAX_INDEX = 2**63 - 1
 
 
+def check_required(doc: Mapping[str, Any], required: Sequence[str], zarr_format: int) -> None:
+    """ValueError unless *doc* has every *required* field and its ``zarr_format`` is
+    *zarr_format* (an int, not a bool)."""
+    missing = [k for k in required if k not in doc]
+    if missing:
+        raise ValueError(f"missing required field(s): {', '.join(missing)}")
+    zf = doc["zarr_format"]
+    if isinstance(zf, bool) or zf != zarr_format:
+        raise ValueError(f"zarr_format must be {zarr_format}, got {zf!r}")
+
+
 def check_chunk_addressable(chunks: Sequence[int], dtype: np.dtype, what: str) -> None:
     """ValueError if one chunk of this shape and dtype has more bytes than can be addressed."""
     nbytes = max(np.dtype(dtype).itemsize, 1)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numcodecs
-from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, json_default,
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,
                                          load_json_object)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
                                           encode_dtype, encode_fill_value)
@@ -248,12 +248,7 @@ def parse_array_metadata(
     """
     try:
         doc = _load_json_object(raw, "document")
-        missing = [k for k in _REQUIRED_ARRAY_KEYS if k not in doc]
-        if missing:
-            raise ValueError(f"missing required field(s): {', '.join(missing)}")
-        zf = doc["zarr_format"]
-        if isinstance(zf, bool) or zf != ZARR_FORMAT:
-            raise ValueError(f"zarr_format must be 2, got {zf!r}")
+        check_required(doc, _REQUIRED_ARRAY_KEYS, ZARR_FORMAT)
         try:
             dtype = decode_dtype(doc["dtype"])
         except Exception as e:
@@ -280,7 +275,7 @@ def parse_array_metadata(
             order=doc["order"],
             filters=doc["filters"],
             dimension_separator=sep,
-            zarr_format=zf,
+            zarr_format=ZARR_FORMAT,
         )
         if meta.dtype.hasobject and not meta.filters:
             raise ValueError(f"dtype {meta.dtype} needs an object codec (e.g. VLenUTF8) as "

@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, MutableMapping, Sequence
 
-from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, json_default,
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,
                                          load_json_object)
 from chunkstore.metadata.types_v3 import (_coerce_fill, _to_dtype, decode_data_type_v3,
                                           decode_fill_value_v3, encode_data_type_v3,
@@ -364,12 +364,7 @@ def _check_extensions(doc: Mapping, known: Sequence[str]) -> None:
 
 
 def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
-    missing = [k for k in _ARRAY_KEYS if k not in doc]
-    if missing:
-        raise ValueError(f"missing required field(s): {', '.join(missing)}")
-    zf = doc["zarr_format"]
-    if isinstance(zf, bool) or zf != ZARR_FORMAT_V3:
-        raise ValueError(f"zarr_format must be 3, got {zf!r}")
+    check_required(doc, _ARRAY_KEYS, ZARR_FORMAT_V3)
     if doc["node_type"] != "array":
         raise ValueError(f"node_type must be 'array', got {doc['node_type']!r}")
     _check_extensions(doc, _ARRAY_KEYS + _ARRAY_OPTIONAL)
