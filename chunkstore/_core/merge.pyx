@@ -92,21 +92,30 @@ cdef int _ortho_copy_ptr(OrthoPlan plan, Py_ssize_t i, char* cdata, Py_ssize_t* 
     return 0
 
 
+cdef int _check_copy(int nd, int other_nd, Py_ssize_t i, Py_ssize_t nchunks,
+                     cnp.ndarray chunk, cnp.ndarray other, int mode, str other_what) except -1:
+    """The checks of a copy between a chunk (nd dims; absent for mode 2) and another array
+    (other_nd dims): dtypes, dimensions, the writable side, the touched-chunk index i."""
+    cdef Py_ssize_t itemsize = other.dtype.itemsize
+    if mode != 2:
+        _check(chunk, nd, itemsize, "chunk")
+    _check(other, other_nd, itemsize, other_what)
+    if mode != 1 and not other.flags.writeable:
+        raise ValueError(f"{other_what} array is read-only")
+    if mode == 1 and not chunk.flags.writeable:
+        raise ValueError("chunk buffer is read-only")
+    if i < 0 or i >= nchunks:
+        raise IndexError(f"touched-chunk index {i} out of range [0, {nchunks})")
+    return 0
+
+
 cdef int _ortho_copy(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarray other,
                      int mode) except -1:
     """mode 0: gather chunk -> other(out); 1: scatter other(value) -> chunk; 2: fill other(out)
     from chunk, a 1-element array."""
-    cdef int nd = plan.ndim
     cdef Py_ssize_t itemsize = other.dtype.itemsize
-    if mode != 2:
-        _check(chunk, nd, itemsize, "chunk")
-    _check(other, nd, itemsize, "output" if mode != 1 else "value")
-    if mode != 1 and not other.flags.writeable:
-        raise ValueError("output array is read-only")
-    if mode == 1 and not chunk.flags.writeable:
-        raise ValueError("chunk buffer is read-only")
-    if i < 0 or i >= plan.nchunks:
-        raise IndexError(f"touched-chunk index {i} out of range [0, {plan.nchunks})")
+    _check_copy(plan.ndim, plan.ndim, i, plan.nchunks, chunk, other, mode,
+                "output" if mode != 1 else "value")
     cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t* ostr = <Py_ssize_t*>other.strides
     cdef char* cdata = _data(chunk)
@@ -212,15 +221,8 @@ cdef int _points_copy_ptr(PointsPlan plan, Py_ssize_t g, char* cdata, Py_ssize_t
 
 cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndarray flat,
                       int mode) except -1:
-    cdef int nd = plan.ndim
     cdef Py_ssize_t itemsize = flat.dtype.itemsize
-    if mode != 2:
-        _check(chunk, nd, itemsize, "chunk")
-    _check(flat, 1, itemsize, "points buffer")
-    if g < 0 or g >= plan.nchunks:
-        raise IndexError(f"touched-chunk index {g} out of range [0, {plan.nchunks})")
-    if mode == 1 and not chunk.flags.writeable or mode != 1 and not flat.flags.writeable:
-        raise ValueError("destination array is read-only")
+    _check_copy(plan.ndim, 1, g, plan.nchunks, chunk, flat, mode, "points buffer")
     cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t fstr = flat.strides[0]
     cdef char* cdata = _data(chunk)

@@ -54,14 +54,20 @@ _ZSTD_NAMES = ("ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_decompressDCtx",
                "ZSTD_compressBound")
 
 
+cdef int _take_addresses(tuple names, dict addr, size_t* a) except -1:
+    """a[k] = the address of names[k] in addr; ValueError for a missing one."""
+    for k, name in enumerate(names):
+        a[k] = addr[name]
+        if a[k] == 0:
+            raise ValueError(f"no address for {name}")
+    return 0
+
+
 def set_zstd(dict addr):
     """Install libzstd's functions (addresses by name, the names of _ZSTD_NAMES)."""
     global _have_zstd
     cdef size_t a[11]
-    for k, name in enumerate(_ZSTD_NAMES):
-        a[k] = addr[name]
-        if a[k] == 0:
-            raise ValueError(f"no address for {name}")
+    _take_addresses(_ZSTD_NAMES, addr, a)
     _zstd.createDCtx = <zstd_create_fn><void*>a[0]
     _zstd.freeDCtx = <zstd_free_fn><void*>a[1]
     _zstd.decompressDCtx = <zstd_decompress_fn><void*>a[2]
@@ -96,10 +102,7 @@ def set_zlib(dict addr, bytes version):
     version string its init functions are given (zlibVersion() of that library)."""
     global _have_zlib
     cdef size_t a[9]
-    for k, name in enumerate(_ZLIB_NAMES):
-        a[k] = addr[name]
-        if a[k] == 0:
-            raise ValueError(f"no address for {name}")
+    _take_addresses(_ZLIB_NAMES, addr, a)
     if len(version) >= 32:
         raise ValueError("zlib version string too long")
     _zlib.deflateInit2_ = <z_deflate_init_fn><void*>a[0]

@@ -7,7 +7,7 @@ from ..storage import protocol
 import contextlib
 import numbers
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Union, cast
 
 import numpy as np
@@ -501,9 +501,15 @@ def zeros_like(a, **kwargs):
     -------
     Array
     """
+    return _create_like(a, kwargs, zeros)
+
+
+def _create_like(a: Any, kwargs: dict[str, Any], creator: Callable[..., Any]) -> Any:
+    """creator(**the arguments of a, updated by kwargs) without a fill value (zeros, ones and
+    empty have their own; zarr-python drops a fill_value given to them too)."""
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
-    return zeros(**kwargs)
+    return creator(**kwargs)
 
 
 def ones_like(a, **kwargs):
@@ -512,9 +518,7 @@ def ones_like(a, **kwargs):
 
     The arguments as :func:`zeros_like`'s (``**kwargs`` go to :func:`ones`).
     """
-    kwargs = _like_kwargs(a, kwargs)
-    kwargs.pop("fill_value", None)
-    return ones(**kwargs)
+    return _create_like(a, kwargs, ones)
 
 
 def full_like(a, **kwargs):
@@ -540,9 +544,7 @@ def empty_like(a, **kwargs):
 
     The arguments as :func:`zeros_like`'s (``**kwargs`` go to :func:`empty`).
     """
-    kwargs = _like_kwargs(a, kwargs)
-    kwargs.pop("fill_value", None)
-    return empty(**kwargs)
+    return _create_like(a, kwargs, empty)
 
 
 def open_like(a, path, **kwargs):
