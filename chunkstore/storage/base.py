@@ -17,9 +17,12 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ReadOnlyError, StoreError
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11+
 
 __all__ = [
     "BaseStore",
@@ -403,10 +406,10 @@ class BaseStore(MutableMapping):
     def flush(self) -> None:
         """Make pending writes durable. The default does nothing."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from . import protocol
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, cast
 
 from . import base as _base
 from .base import BaseStore, _slice, ensure_bytes, normalize_prefix, validate_key
 from .normalize import normalize_store
 from chunkstore.errors import store_name
+
+if TYPE_CHECKING:
+    from .base import ValueVersion
 
 __all__ = ["LRUStoreCache"]
 
@@ -74,7 +77,7 @@ class LRUStoreCache(BaseStore):
     # -- introspection ---------------------------------------------------------------------
 
     @property
-    def store(self):
+    def store(self) -> MutableMapping[str, bytes]:
         """The underlying store."""
         return self._store
 
@@ -96,10 +99,10 @@ class LRUStoreCache(BaseStore):
     def __repr__(self) -> str:
         return f"LRUStoreCache({store_name(self._store)}, max_size={self._max_size!r})"
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"store": self._store, "max_size": self._max_size, "mode": self._mode}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self._store = state["store"]
         self._max_size = state["max_size"]
         self._mode = state["mode"]
@@ -210,14 +213,14 @@ class LRUStoreCache(BaseStore):
         return out
 
     @property
-    def open_version(self):
+    def open_version(self) -> Callable[[str], ValueVersion] | None:
         """The inner store's versioned reads (see storage.base.ValueVersion), or None: a
         sharded array's index and chunks then come from one version of the shard as the
         inner store holds it now, never from a cached value of another version."""
         return protocol.versions(self._store)
 
     @property
-    def read_if_version(self):
+    def read_if_version(self) -> Callable[..., list[bytes] | None] | None:
         """The inner store's one-step read through a cached shard index, if it has one."""
         return protocol.version_reads(self._store)
 

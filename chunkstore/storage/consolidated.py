@@ -153,7 +153,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         self.consolidated = doc
 
     @property
-    def store(self):
+    def store(self) -> Mapping[str, bytes]:
         """The underlying store."""
         return self._store
 
@@ -283,7 +283,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         self._check_key_writable(key)
         del self._store[key]
 
-    def setitems(self, mapping) -> None:
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Write *mapping* to the underlying store.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose
@@ -294,7 +294,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             self._check_key_writable(k)
         _base.setitems(self._store, mapping)
 
-    def delitems(self, keys) -> None:
+    def delitems(self, keys: Iterable[str]) -> None:
         """Delete *keys* from the underlying store.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose

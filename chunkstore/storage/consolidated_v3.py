@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from . import protocol
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from .base import (BaseStore, _slice, delitems, getitems, getsize, listdir, setitems,
@@ -21,11 +22,12 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
     metadata in `path/zarr.json`; chunk keys go to the store (writes too, with mode "r+").
     Metadata writes are refused: change the store and consolidate again."""
 
-    def __init__(self, store, path: str = "", mode: str = "r"):
+    def __init__(self, store: Mapping[str, bytes], path: str = "", mode: str = "r") -> None:
         if mode not in ("r", "r+"):
             raise ValueError(f"ConsolidatedV3Store mode must be 'r' or 'r+', not {mode!r}")
         super().__init__(mode)
-        self._store = store
+        # written through only with mode "r+" (a writable store behind)
+        self._store = store  # type: ignore[assignment]
         self._base = path.strip("/")
         root_key = (self._base + "/" if self._base else "") + META
         try:
@@ -51,7 +53,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
                 raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
                                     f"{store_name(store)}: member {rel!r}: {e}") from None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ConsolidatedV3Store({store_name(self._store)})"
 
     def _served(self, key: str) -> bool:
@@ -60,7 +62,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return not self._base or key == self._base + "/" + META or \
             key.startswith(self._base + "/")
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> bytes:
         if self._served(key):
             return self._docs[key]
         return self._store[key]
@@ -74,7 +76,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
         return out
 
-    def get_partial(self, key, ranges):
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         """Read byte ranges of one value of the underlying store (``KeyError`` if absent)."""
         get = protocol.byte_ranges(self._store)
         if get is not None:
@@ -82,7 +84,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         value = self._store[key]
         return [_slice(value, off, n) for off, n in ranges]
 
-    def __contains__(self, key):
+    def __contains__(self, key: Any) -> bool:
         return key in self._docs if self._served(key) else key in self._store
 
     def __iter__(self) -> Iterator[str]:
@@ -91,7 +93,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             if not self._served(k):
                 yield k
 
-    def __len__(self):
+    def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list:
@@ -110,22 +112,22 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """Total size in bytes of the values at or under *prefix* in the underlying store."""
         return getsize(self._store, prefix)
 
-    def _refuse_meta(self, key):
+    def _refuse_meta(self, key: str) -> None:
         if self._served(key):
             raise ReadOnlyError(f"{self!r}: metadata key {key!r} is served from the "
                                 f"consolidated metadata; change it in the store and "
                                 f"consolidate again")
         self._check_writable(key)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: str, value: Any) -> None:
         self._refuse_meta(key)
         self._store[key] = value
 
-    def __delitem__(self, key):
+    def __delitem__(self, key: str) -> None:
         self._refuse_meta(key)
         del self._store[key]
 
-    def setitems(self, mapping) -> None:
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Write *mapping* to the underlying store.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a
@@ -135,7 +137,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             self._refuse_meta(k)
         setitems(self._store, mapping)
 
-    def delitems(self, keys) -> None:
+    def delitems(self, keys: Iterable[str]) -> None:
         """Delete *keys* from the underlying store.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a

@@ -154,7 +154,7 @@ class DirectoryStore(BaseStore):
     def _where(self) -> str:
         return self.path
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "fsync": self.fsync,
@@ -163,7 +163,7 @@ class DirectoryStore(BaseStore):
             "normalize_keys": self.normalize_keys,
         }
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.normalize_keys = state.get("normalize_keys", False)
         self.path = state["path"]
         self.fsync = state["fsync"]

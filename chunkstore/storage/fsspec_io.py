@@ -15,7 +15,8 @@ import concurrent.futures
 import inspect
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from chunkstore import config
 from chunkstore.errors import store_name
@@ -34,6 +35,8 @@ _OBSTORE_TIMEOUT = re.compile(r"timed ?out|kind: Timeout", re.IGNORECASE)
 #: first backoff pause, seconds; doubled each attempt (with jitter), at most _BACKOFF_MAX
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
+
+_T = TypeVar("_T")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -101,7 +104,7 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     return new
 
 
-def cat_kwargs(fs) -> dict:
+def cat_kwargs(fs: Any) -> dict:
     """Keyword arguments that make ``fs._cat_file(path)`` one GET: s3fs otherwise sends a
     HEAD first, to split large objects into concurrent ranged reads."""
     try:
@@ -111,7 +114,7 @@ def cat_kwargs(fs) -> dict:
     return {"max_concurrency": 1} if "max_concurrency" in params else {}
 
 
-async def _retrying(make: Callable, retries: int):
+async def _retrying(make: Callable[[], Awaitable[_T]], retries: int) -> _T:
     attempt = 0
     while True:
         try:
@@ -124,7 +127,8 @@ async def _retrying(make: Callable, retries: int):
         attempt += 1
 
 
-def _settle(fut, value=None, exc=None):
+def _settle(fut: concurrent.futures.Future, value: Any = None,
+            exc: BaseException | None = None) -> None:
     try:
         if exc is not None:
             fut.set_exception(exc)
@@ -139,14 +143,16 @@ class Batch:
 
     A call returning ``missing`` (when its error is one of *missing*) resolves to None."""
 
-    def __init__(self, fs, calls: Sequence[Callable], missing: tuple[type[BaseException], ...]):
+    def __init__(self, fs: Any, calls: Sequence[Callable],
+                 missing: tuple[type[BaseException], ...]) -> None:
         self.futures: list[concurrent.futures.Future] = [
             concurrent.futures.Future() for _ in calls]
         self._task = asyncio.run_coroutine_threadsafe(
             self._run(list(calls), missing, config.get("io_concurrency"),
                       config.get("io_retries")), fs.loop)
 
-    async def _run(self, calls, missing, limit, retries):
+    async def _run(self, calls: list[Callable], missing: tuple[type[BaseException], ...],
+                   limit: int, retries: int) -> None:
         futures = self.futures
         try:
             sem = asyncio.Semaphore(limit)
@@ -155,7 +161,7 @@ class Batch:
                 _settle(f, exc=e)
             raise
 
-        async def one(i):
+        async def one(i: int) -> None:
             fut = futures[i]
             try:
                 async with sem:

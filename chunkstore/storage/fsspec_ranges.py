@@ -5,11 +5,14 @@ the object's size known. ``store`` is the FSStore."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from . import fsspec_io
 from .base import byte_span
 
 
-def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
+def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
     """FSStore.get_partial: each (offset, length) range of the value at key (path in the
     filesystem); a negative offset counts from the end, a None length reads to the end."""
     if not ranges:
@@ -73,7 +76,8 @@ def get_partial(store, key: str, path: str, ranges: list) -> list[bytes]:
     return out
 
 
-def _get_partial_sized(store, key, path, ranges):
+def _get_partial_sized(store: Any, key: str, path: str,
+                       ranges: list[tuple[int, int | None]]) -> list[bytes]:
     """get_partial with the object's size looked up first (ranges past the end)."""
     try:
         size = store.fs.size(path)
@@ -87,7 +91,7 @@ def _get_partial_sized(store, key, path, ranges):
     return _read_fixed(store, key, path, fixed)
 
 
-def _read_fixed(store, key, path, fixed):
+def _read_fixed(store: Any, key: str, path: str, fixed: list[tuple[int, int]]) -> list[bytes]:
     out = [b""] * len(fixed)
     want = [i for i, (o, n) in enumerate(fixed) if n]
     if want:
@@ -98,7 +102,8 @@ def _read_fixed(store, key, path, fixed):
     return out
 
 
-def _cat_ranges(store, key, path, starts, ends):
+def _cat_ranges(store: Any, key: str, path: str, starts: Sequence[int],
+                ends: Sequence[int | None]) -> list[bytes]:
     """The bytes of each [start, end) of path, in one cat_ranges call: a missing object is a
     KeyError, any other error names the key."""
     out = []

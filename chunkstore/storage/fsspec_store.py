@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from . import fsspec_io, fsspec_ranges
@@ -88,11 +88,11 @@ class FSStore(BaseStore):
         storage_options: dict | None = None,
         dimension_separator: str | None = None,
         missing_exceptions: tuple[type[BaseException], ...] | None = None,
-        fs=None,
+        fs: Any = None,
         normalize_keys: bool = False,
         fsync: bool = False,
-        **storage_kwargs,
-    ):
+        **storage_kwargs: Any,
+    ) -> None:
         super().__init__(mode)
         import fsspec.core
 
@@ -212,7 +212,8 @@ class FSStore(BaseStore):
             raise KeyError(key) from None
         return v if type(v) is bytes else ensure_bytes(v)
 
-    def _get_call(self, path: str, start: int | None = None, end: int | None = None):
+    def _get_call(self, path: str, start: int | None = None,
+                  end: int | None = None) -> Callable[[], Awaitable[Any]]:
         """A coroutine factory for one GET of path (bytes [start, end) if given)."""
         fs = self.fs
         kw = self._cat_kw if start is None and end is None else {"start": start, "end": end}
@@ -230,7 +231,7 @@ class FSStore(BaseStore):
         self._check_writable()
         fs = self.fs
 
-        def call(p, v):
+        def call(p: str, v: Any) -> Callable[[], Awaitable[Any]]:
             v = ensure_bytes(v)
             return lambda: fs._pipe_file(p, v)
 
@@ -254,7 +255,7 @@ class FSStore(BaseStore):
         calls = [self._get_call(self._path(k)) for k in keys]
         return fsspec_io.Batch(self.fs, calls, self.missing_exceptions)
 
-    def fetched(self, key: str, future) -> bytes | None:
+    def fetched(self, key: str, future: concurrent.futures.Future) -> bytes | None:
         """The answer of start_fetch's future for key: bytes, None if missing; an error is
         raised naming the key."""
         try:
@@ -323,7 +324,7 @@ class FSStore(BaseStore):
             return False
         return self._isfile(self._path(key))
 
-    def _find(self, path: str, detail: bool = False):
+    def _find(self, path: str, detail: bool = False) -> Any:
         self._invalidate(path)
         try:
             return self.fs.find(path, withdirs=False, detail=detail)
@@ -407,7 +408,7 @@ class FSStore(BaseStore):
         else:
             self.fs.pipe_file(path, value)
 
-    def _put(self, keys, values) -> None:
+    def _put(self, keys: list[str], values: list[Any]) -> None:
         """One PUT per key, all in flight at once; the first error is raised naming its key,
         after every request has finished (none is left writing behind the caller's back)."""
         batch = self.start_put(keys, values)

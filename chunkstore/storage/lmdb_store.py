@@ -8,15 +8,18 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 from ..errors import StoreError
 from .base import (BaseStore, byte_span, ensure_bytes, normalize_prefix, store_error,
                    validate_key)
 
 __all__ = ["LMDBStore"]
+
+_T = TypeVar("_T")
 
 DEFAULT_MAP_SIZE = 64 * 2**20  # 64 MiB; grows by doubling when full
 MAX_MAP_SIZE = 2**44  # 16 TiB: give up growing beyond this
@@ -32,7 +35,7 @@ class _SharedEnv:
     """One open LMDB environment, shared by every LMDBStore on the same path in this process
     (LMDB forbids opening an environment twice in one process)."""
 
-    def __init__(self, env, readonly: bool):
+    def __init__(self, env: Any, readonly: bool) -> None:
         self.env = env
         self.readonly = readonly
         self.gate = _Gate()
@@ -54,7 +57,7 @@ def _registry() -> dict[str, _SharedEnv]:
     return _REGISTRY
 
 
-def _import_lmdb():
+def _import_lmdb() -> ModuleType:
     try:
         import lmdb
     except ImportError as e:  # pragma: no cover - exercised only without the extra
@@ -68,13 +71,13 @@ def _import_lmdb():
 class _Gate:
     """Many concurrent transactions, or one exclusive map resize, within this process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._active = 0
         self._exclusive = False
 
     @contextmanager
-    def shared(self):
+    def shared(self) -> Iterator[None]:
         with self._cond:
             while self._exclusive:
                 self._cond.wait()
@@ -88,7 +91,7 @@ class _Gate:
                     self._cond.notify_all()
 
     @contextmanager
-    def exclusive(self):
+    def exclusive(self) -> Iterator[None]:
         with self._cond:
             while self._exclusive:
                 self._cond.wait()
@@ -108,32 +111,32 @@ class _Absent(Exception):
 
 
 class _EmptyCursor:
-    def first(self):
+    def first(self) -> bool:
         return False
 
-    def set_range(self, key):
+    def set_range(self, key: bytes) -> bool:
         return False
 
-    def set_key(self, key):
+    def set_key(self, key: bytes) -> bool:
         return False
 
-    def iternext(self, keys=True, values=True):
+    def iternext(self, keys: bool = True, values: bool = True) -> Iterator[Any]:
         return iter(())
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(())
 
 
 class _EmptyTxn:
     """Stands in for a read transaction on an environment that does not exist."""
 
-    def get(self, key):
+    def get(self, key: bytes) -> None:
         return None
 
-    def cursor(self):
+    def cursor(self) -> _EmptyCursor:
         return _EmptyCursor()
 
-    def stat(self, db=None):
+    def stat(self, db: Any = None) -> dict[str, int]:
         return {"entries": 0}
 
 
@@ -174,8 +177,8 @@ class LMDBStore(BaseStore):
         sync: bool = True,
         subdir: bool | None = None,
         dimension_separator: str | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(mode)
         self._set_dimension_separator(dimension_separator)
         self._lmdb = _import_lmdb()
@@ -211,7 +214,7 @@ class LMDBStore(BaseStore):
         self._regkey = regkey
         self._pid = os.getpid()
 
-    def _open_env_after_fork(self, regkey: str):
+    def _open_env_after_fork(self, regkey: str) -> Any:
         inherited = _INHERITED.get(regkey)
         if not inherited:
             return self._open_env()
@@ -227,7 +230,7 @@ class LMDBStore(BaseStore):
         del _INHERITED[regkey]
         return self._open_env()
 
-    def _open_env(self):
+    def _open_env(self) -> Any:
         lmdb = self._lmdb
         kw = dict(self._kwargs)
         kw.setdefault("max_spare_txns", 4)
@@ -285,7 +288,7 @@ class LMDBStore(BaseStore):
         return self._shared
 
     @property
-    def env(self):
+    def env(self) -> Any:
         """The underlying ``lmdb.Environment``."""
         try:
             return self._sh().env
@@ -321,7 +324,7 @@ class LMDBStore(BaseStore):
             with shared.gate.exclusive():
                 shared.env.close()
 
-    def __del__(self):  # pragma: no cover - best effort
+    def __del__(self) -> None:  # pragma: no cover - best effort
         try:
             self.close()
         except Exception:
@@ -354,7 +357,7 @@ class LMDBStore(BaseStore):
         with sh.gate.exclusive():
             sh.env.set_mapsize(0)  # adopt the size set by another process
 
-    def _run(self, body, write: bool, buffers: bool = False):
+    def _run(self, body: Callable[[Any], _T], write: bool, buffers: bool = False) -> _T:
         lmdb = self._lmdb
         while True:
             try:
@@ -406,7 +409,7 @@ class LMDBStore(BaseStore):
         """
         pairs = [(key, self._k(key)) for key in keys]
 
-        def body(txn):
+        def body(txn: Any) -> dict[str, bytes]:
             out = {}
             for key, k in pairs:
                 v = txn.get(k)
@@ -425,7 +428,7 @@ class LMDBStore(BaseStore):
         k = self._k(key)
         ranges = list(ranges)
 
-        def body(txn):
+        def body(txn: Any) -> list[bytes]:
             v = txn.get(k)  # memoryview into the map: slice without copying the value
             if v is None:
                 raise KeyError(key)
@@ -447,7 +450,7 @@ class LMDBStore(BaseStore):
     def _keys(self, prefix: str) -> list[str]:
         p = (prefix + "/").encode("utf-8") if prefix else b""
 
-        def body(txn):
+        def body(txn: Any) -> list[str]:
             cur = txn.cursor()
             out = []
             if prefix:
@@ -484,7 +487,7 @@ class LMDBStore(BaseStore):
         p = (prefix + "/").encode("utf-8") if prefix else b""
         n = len(p)
 
-        def body(txn):
+        def body(txn: Any) -> list[str]:
             cur = txn.cursor()
             out = []
             ok = cur.set_range(p) if p else cur.first()
@@ -511,7 +514,7 @@ class LMDBStore(BaseStore):
         prefix = normalize_prefix(prefix)
         p = (prefix + "/").encode("utf-8") if prefix else b""
 
-        def body(txn):
+        def body(txn: Any) -> int:
             cur = txn.cursor()
             total = 0
             if prefix:
@@ -546,7 +549,7 @@ class LMDBStore(BaseStore):
         self._check_writable()
         items = [(self._k(k), ensure_bytes(v)) for k, v in mapping.items()]
 
-        def body(txn):
+        def body(txn: Any) -> None:
             for k, v in items:
                 txn.put(k, v)
 
@@ -566,7 +569,7 @@ class LMDBStore(BaseStore):
         self._check_writable()
         ks = [self._k(k) for k in keys]
 
-        def body(txn):
+        def body(txn: Any) -> None:
             for k in ks:
                 txn.delete(k)
 
@@ -581,7 +584,7 @@ class LMDBStore(BaseStore):
         prefix = normalize_prefix(prefix)
         p = (prefix + "/").encode("utf-8") if prefix else b""
 
-        def body(txn):
+        def body(txn: Any) -> None:
             cur = txn.cursor()
             ok = cur.set_range(p) if p else cur.first()
             while ok:

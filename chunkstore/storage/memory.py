@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .base import BaseStore, ValueVersion, _listdir_keys, _under, ensure_bytes, normalize_prefix, validate_key
@@ -45,12 +45,12 @@ class MemoryStore(BaseStore):
 
     __hash__ = BaseStore.__hash__
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         with self._lock:
             return {"data": dict(self._data), "mode": self._mode,
                     "dimension_separator": self._dimension_separator}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self._mode = state["mode"]
         self._dimension_separator = state.get("dimension_separator")
         self._data = state["data"]
@@ -88,7 +88,7 @@ class MemoryStore(BaseStore):
         validate_key(key)
         return key in self._data
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         with self._lock:
             keys = list(self._data)
         return iter(keys)

@@ -11,11 +11,13 @@ are concurrent (deletes: one bulk request)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from types import ModuleType
+from typing import Any, Literal, cast
 
 from . import fsspec_io
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
@@ -52,7 +54,7 @@ _CLIENTS: dict[tuple[int, str, str], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def _obstore():
+def _obstore() -> ModuleType:
     try:
         import obstore
     except ImportError:  # pragma: no cover - exercised only without the extra
@@ -182,10 +184,10 @@ class ObjectStore(BaseStore):
         chunkstore.storage.pipelining); local and in-memory stores are read in place."""
         return type(self.store).__name__ in _REMOTE
 
-    def _get_call(self, key: str):
+    def _get_call(self, key: str) -> Callable[[], Awaitable[bytes]]:
         obs, store = self._obs, self.store
 
-        async def get():
+        async def get() -> bytes:
             res = await obs.get_async(store, key)
             return bytes(await res.bytes_async())
         return get
@@ -199,7 +201,7 @@ class ObjectStore(BaseStore):
             validate_key(k)
         return fsspec_io.Batch(_LOOP, [self._get_call(k) for k in keys], (FileNotFoundError,))
 
-    def fetched(self, key: str, future) -> bytes | None:
+    def fetched(self, key: str, future: concurrent.futures.Future) -> bytes | None:
         """start_fetch's answer for key: bytes, None if missing; an error names the key."""
         try:
             return future.result()
@@ -211,7 +213,7 @@ class ObjectStore(BaseStore):
         self._check_writable()
         obs, store = self._obs, self.store
 
-        def call(k, v):
+        def call(k: str, v: bytes) -> Callable[[], Awaitable[Any]]:
             return lambda: obs.put_async(store, k, v)
         return fsspec_io.Batch(_LOOP, [call(validate_key(k), bytes(ensure_bytes(v)))
                                        for k, v in zip(keys, values)], ())
@@ -254,7 +256,7 @@ class ObjectStore(BaseStore):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
-    def setitems(self, mapping) -> None:
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Upload every ``key: value`` of *mapping*, concurrently; all keys are checked first.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store; after every upload
@@ -337,7 +339,8 @@ class ObjectStore(BaseStore):
         validate_key(key)
         obs, store = self._obs, self.store
 
-        async def get(start: int, end: int | None, if_match: str | None):
+        async def get(start: int, end: int | None, if_match: str | None
+                      ) -> tuple[bytes, str, int | None] | Literal[False]:
             opts: dict = {"range": {"suffix": -start} if end is None else (start, end)}
             if if_match is not None:
                 opts["if_match"] = if_match

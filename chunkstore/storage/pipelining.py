@@ -13,10 +13,13 @@ from __future__ import annotations
 from . import protocol
 import concurrent.futures
 import threading
-from collections.abc import MutableMapping
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .base import getitems, setitems
+
+if TYPE_CHECKING:
+    from .base import ValueVersion
 
 #: encoded bytes a read may have requested ahead of the batches consuming them
 _AHEAD_BYTES = 256 << 20
@@ -26,7 +29,7 @@ class Prefetch:
     """A read view of *store* whose chunks (*keys*, in the order they will be consumed) are
     requested ahead, at most *ahead* not yet consumed at any time."""
 
-    def __init__(self, store, keys: list[str], ahead: int):
+    def __init__(self, store: Any, keys: list[str], ahead: int) -> None:
         self.store = store
         self._keys = keys
         self._index = {k: i for i, k in enumerate(keys)}
@@ -51,7 +54,7 @@ class Prefetch:
             self._batches.append(batch)
             self._futures.update(zip(new, batch.futures))
 
-    def getitems(self, keys) -> dict[str, bytes]:
+    def getitems(self, keys: Sequence[str]) -> dict[str, bytes]:
         """Return ``{key: value}`` for the *keys* present, waiting only for their own requests.
 
         Keys not in the prefetch list are read from the store directly; absent keys are omitted.
@@ -83,7 +86,7 @@ class Prefetch:
             b.cancel()
 
 
-def prefetch(store, keys: list[str], chunk_nbytes: int):
+def prefetch(store: MutableMapping[str, bytes], keys: list[str], chunk_nbytes: int) -> Any:
     """A Prefetch over store, or store itself where it cannot fetch ahead (or for one key)."""
     if len(keys) < 2 or not protocol.concurrent_io(store):
         return store
@@ -104,7 +107,7 @@ class WriteBehind:
         self._error = None
         self._lock = threading.Lock()
 
-    def setitems(self, mapping) -> None:
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Start uploading *mapping* and return without waiting, unless too many bytes are in
         flight.
 
@@ -127,7 +130,7 @@ class WriteBehind:
                 self._bytes -= oldest[2]
             self._settle(oldest)
 
-    def _settle(self, entry) -> None:
+    def _settle(self, entry: tuple[list[str], Any, int]) -> None:
         keys, batch, _ = entry
         for k, f in zip(keys, batch.futures):
             # result(), not wait(): wait() never returns for a future cancelled outside an
@@ -157,14 +160,15 @@ class WriteBehind:
             raise error
 
 
-def write_behind(store):
+def write_behind(store: MutableMapping[str, bytes]) -> WriteBehind | None:
     """A WriteBehind over store, or None where the store writes synchronously."""
     if not protocol.concurrent_io(store) or not isinstance(store, protocol.ConcurrentIO):
         return None
     return WriteBehind(store)
 
 
-def store_items(store, sink, mapping) -> None:
+def store_items(store: MutableMapping[str, bytes], sink: WriteBehind | None,
+                mapping: Mapping[str, Any]) -> None:
     """setitems through the write-behind sink when there is one."""
     if sink is not None:
         sink.setitems(mapping)
@@ -185,20 +189,22 @@ class FetchThrough:
         return protocol.concurrent_io(self._store)
 
     @property
-    def open_version(self):
+    def open_version(self) -> Callable[[str], ValueVersion] | None:
         """The store behind's versioned reads (see storage.base.ValueVersion), for shards:
         metadata keys, served in front, are never read in ranges."""
         return protocol.versions(self._store)
 
     @property
-    def read_if_version(self):
+    def read_if_version(self) -> Callable[..., list[bytes] | None] | None:
         """The store behind's one-step read through a cached shard index, if it has one."""
         return protocol.version_reads(self._store)
 
-    def start_fetch(self, keys):
+    def start_fetch(self, keys: list[str]) -> Any:
         """Start fetching *keys* through the store behind; see ``start_fetch`` of FSStore."""
-        return self._store.start_fetch(keys)
+        # called only where concurrent_io is true: the store behind is a ConcurrentIO
+        return self._store.start_fetch(keys)  # type: ignore[attr-defined]
 
-    def fetched(self, key, future):
+    def fetched(self, key: str, future: concurrent.futures.Future) -> bytes | None:
         """The store behind's answer for *key* from *future*: bytes, or None if missing."""
-        return self._store.fetched(key, future)
+        # called only where concurrent_io is true: the store behind is a ConcurrentIO
+        return self._store.fetched(key, future)  # type: ignore[attr-defined]

@@ -10,14 +10,16 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from ..errors import StoreError
 from .base import (BaseStore, ensure_bytes, normalize_prefix, read_spans, store_error,
                    validate_key)
 
 __all__ = ["SQLiteStore"]
+
+_T = TypeVar("_T")
 
 _BATCH = 500  # keys per "IN (...)" query, well under SQLITE_MAX_VARIABLE_NUMBER
 
@@ -194,7 +196,7 @@ class SQLiteStore(BaseStore):
                     pass
         return conn
 
-    def _retry(self, fn):
+    def _retry(self, fn: Callable[[], _T]) -> _T:
         """Run *fn* (a whole transaction), retrying on SQLITE_BUSY/LOCKED until timeout."""
         deadline = time.monotonic() + self.timeout
         delay = 0.001
@@ -209,10 +211,10 @@ class SQLiteStore(BaseStore):
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.1)
 
-    def _write_txn(self, body) -> Any:
+    def _write_txn(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         conn = self._conn()
 
-        def run():
+        def run() -> Any:
             conn.execute("BEGIN IMMEDIATE")
             try:  # the body and its COMMIT, or nothing
                 result = body(conn)
@@ -229,10 +231,10 @@ class SQLiteStore(BaseStore):
         conn = self._conn()
         return self._retry(lambda: conn.execute(sql, params).fetchall())
 
-    def _read_txn(self, body) -> Any:
+    def _read_txn(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         conn = self._conn()
 
-        def run():
+        def run() -> Any:
             conn.execute("BEGIN")
             try:
                 return body(conn)
@@ -259,7 +261,7 @@ class SQLiteStore(BaseStore):
             self._keeper = None
             keeper.close()
 
-    def __del__(self):  # pragma: no cover
+    def __del__(self) -> None:  # pragma: no cover
         try:
             if self._pid == os.getpid():
                 for _, c in self._all_conns:
@@ -299,7 +301,7 @@ class SQLiteStore(BaseStore):
         if not keys:
             return {}
 
-        def body(conn):
+        def body(conn: sqlite3.Connection) -> dict[str, bytes]:
             out = {}
             for i in range(0, len(keys), _BATCH):
                 part = keys[i : i + _BATCH]
@@ -319,7 +321,7 @@ class SQLiteStore(BaseStore):
         validate_key(key)
         ranges = list(ranges)
 
-        def body(conn):
+        def body(conn: sqlite3.Connection) -> list[bytes]:
             row = conn.execute("SELECT length(v) FROM zarr WHERE k = ?", (key,)).fetchone()
             if row is None:
                 raise KeyError(key)

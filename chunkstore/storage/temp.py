@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
+from typing import Any
 
 from .directory import DirectoryStore
 
@@ -16,8 +18,10 @@ class TempStore(DirectoryStore):
     DirectoryStore, deleted at interpreter exit by the process that made it (a pickled copy
     opens the same directory and deletes nothing)."""
 
-    def __init__(self, suffix="", prefix="zarr", dir=None, normalize_keys=False,  # noqa: A002
-                 dimension_separator=None, **kwargs):
+    def __init__(self, suffix: str = "", prefix: str = "zarr",
+                 dir: str | os.PathLike[str] | None = None,  # noqa: A002
+                 normalize_keys: bool = False, dimension_separator: str | None = None,
+                 **kwargs: Any) -> None:
         if normalize_keys:  # only passed when asked, for stores that take it
             kwargs["normalize_keys"] = True
         path = tempfile.mkdtemp(suffix=suffix, prefix=prefix, dir=dir)

@@ -25,11 +25,12 @@ class LocalStore(DirectoryStore):
         """The store's directory, as a :class:`pathlib.Path`."""
         return pathlib.Path(self.path)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"root": self.path, "read_only": self.read_only}
 
-    def __setstate__(self, state):
-        self.__init__(state["root"], read_only=state["read_only"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickling re-runs __init__ on purpose (mypy flags any instance.__init__ access)
+        self.__init__(state["root"], read_only=state["read_only"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -38,8 +39,8 @@ class LocalStore(DirectoryStore):
 class FsspecStore(FSStore):
     """A store on an fsspec filesystem (zarr-python 3's name and constructor for FSStore)."""
 
-    def __init__(self, fs, read_only: bool = False, path: str = "/",
-                 allowed_exceptions: tuple | None = None):
+    def __init__(self, fs: Any, read_only: bool = False, path: str = "/",
+                 allowed_exceptions: tuple | None = None) -> None:
         super().__init__(path, mode="r" if read_only else "a", fs=fs,
                          missing_exceptions=allowed_exceptions)
 
@@ -64,7 +65,7 @@ class FsspecStore(FSStore):
         return cls(fs, read_only=read_only, path=path, allowed_exceptions=allowed_exceptions)
 
     @classmethod
-    def from_mapper(cls, fs_map, read_only: bool = False,
+    def from_mapper(cls, fs_map: Any, read_only: bool = False,
                     allowed_exceptions: tuple | None = None) -> "FsspecStore":
         """Create a store from an fsspec ``FSMap`` (its filesystem and root), like
         ``zarr.storage.FsspecStore.from_mapper``.
@@ -80,12 +81,13 @@ class FsspecStore(FSStore):
     def _reopen_args(self) -> dict[str, Any] | None:
         return None  # another constructor than FSStore's: pickled by __getstate__
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"fs": self.fs, "read_only": self.read_only, "path": self.root,
                 "allowed_exceptions": self.missing_exceptions}
 
-    def __setstate__(self, state):
-        self.__init__(**state)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickling re-runs __init__ on purpose (mypy flags any instance.__init__ access)
+        self.__init__(**state)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"FsspecStore({type(self.fs).__name__}, {self.root!r})"

@@ -599,7 +599,7 @@ class ZipStore(BaseStore):
                     self._zf = None
                 self._closed = True
 
-    def __del__(self):  # pragma: no cover - best effort, like zipfile.ZipFile
+    def __del__(self) -> None:  # pragma: no cover - best effort, like zipfile.ZipFile
         # a store dropped without close() (e.g. opened from a path by a convenience
         # function) still gets its pending writes written, atomically as always
         try:
