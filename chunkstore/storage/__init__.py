@@ -1,11 +1,13 @@
 """Stores: ``MutableMapping[str, bytes]`` implementations and helpers that work on any mapping."""
 
 from .base import (
+    MAPPING_HELPERS,
     BaseStore,
     delitems,
     ensure_bytes,
     getitems,
     getsize,
+    keys_under,
     listdir,
     rmdir,
     setitems,
@@ -23,7 +25,7 @@ from .temp import TempStore
 from .zip import ZipStore
 from .zarr3_names import FsspecStore, LocalStore
 from .object_store import ObjectStore
-from .normalize import normalize_store
+from .normalize import StoreLike, normalize_store
 
 __all__ = [
     "BaseStore",
@@ -42,13 +44,9 @@ __all__ = [
     "LRUStoreCache",
     "ConsolidatedMetadataStore",
     "consolidate_metadata",
-    "getitems",
-    "setitems",
-    "delitems",
-    "listdir",
-    "rmdir",
-    "getsize",
     "validate_key",
     "normalize_store",
+    "StoreLike",
     "ensure_bytes",
+    *MAPPING_HELPERS,
 ]

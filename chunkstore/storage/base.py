@@ -24,19 +24,12 @@ from ..errors import ReadOnlyError, StoreError
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+
 
-__all__ = [
-    "BaseStore",
-    "validate_key",
-    "normalize_prefix",
-    "ensure_bytes",
-    "getitems",
-    "setitems",
-    "delitems",
-    "listdir",
-    "rmdir",
-    "getsize",
-    "MODES",
-]
+#: The helpers that work on any mapping: a store's own method where it has one.
+MAPPING_HELPERS = ("getitems", "setitems", "delitems", "keys_under", "listdir", "rmdir",
+                   "getsize")
+
+__all__ = ["BaseStore", "validate_key", "normalize_prefix", "ensure_bytes", "MODES",
+           "byte_span", "read_spans", *MAPPING_HELPERS]
 
 #: Modes accepted by every store constructor.
 #: ``"r"`` read-only; every other mode is read-write. Opening never fails because the

@@ -310,24 +310,15 @@ class LRUStoreCache(BaseStore):
     # -- writes ----------------------------------------------------------------------------
 
     def __setitem__(self, key: str, value: Any) -> None:
-        validate_key(key)
-        self._check_writable(key)
-        try:
-            self._store[key] = value
-        finally:
-            self._after_write([key])
+        self.setitems({key: value})
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Write *mapping* to the wrapped store and invalidate what it changes in the cache.
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
         """
-        self._check_writable()
-        keys = [validate_key(k) for k in mapping]
-        try:
-            _base.setitems(self._store, mapping)
-        finally:
-            self._after_write(keys)
+        self._write_through([validate_key(k) for k in mapping],
+                            lambda: _base.setitems(self._store, mapping))
 
     def __delitem__(self, key: str) -> None:
         validate_key(key)
@@ -342,10 +333,15 @@ class LRUStoreCache(BaseStore):
 
         Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store.
         """
-        self._check_writable()
         keys = [validate_key(k) for k in keys]
+        self._write_through(keys, lambda: _base.delitems(self._store, keys))
+
+    def _write_through(self, keys: list[str], write: Callable[[], None]) -> None:
+        """write() to the wrapped store, then drop what it changed from the cache (also
+        after a failure: some keys may be written)."""
+        self._check_writable()
         try:
-            _base.delitems(self._store, keys)
+            write()
         finally:
             self._after_write(keys)
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
 from . import base as _base
 from .normalize import normalize_store
-from .base import BaseStore, _slice, normalize_prefix, validate_key
+from .base import BaseStore, normalize_prefix, validate_key
 from .pipelining import FetchThrough
 from chunkstore.errors import store_name
 
@@ -204,21 +204,8 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             out.update(_base.getitems(self._store, rest))
         return out
 
-    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
-        """Read byte ranges of one value (metadata from the document, other keys from the underlying
-        store).
-
-        Raises ``KeyError`` if the key is absent.
-        """
-        validate_key(key)
-        if key == self.metadata_key or self._served(key):
-            v = self[key]
-            return [_slice(v, o, n) for o, n in ranges]
-        fn = protocol.byte_ranges(self._store)
-        if fn is not None:
-            return fn(key, ranges)
-        v = self._store[key]
-        return [_slice(v, o, n) for o, n in ranges]
+    def _serves(self, key: str) -> bool:
+        return key == self.metadata_key or self._served(key)
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
@@ -265,7 +252,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _check_key_writable(self, key: str) -> None:
+    def _check_key(self, key: str) -> None:
         validate_key(key)
         self._check_writable(key)
         if key == self.metadata_key or self._served(key):
@@ -274,37 +261,6 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
                 f"cannot be changed here; change it in the underlying store and consolidate "
                 f"again"
             )
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._check_key_writable(key)
-        self._store[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        self._check_key_writable(key)
-        del self._store[key]
-
-    def setitems(self, mapping: Mapping[str, Any]) -> None:
-        """Write *mapping* to the underlying store.
-
-        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose
-        value the consolidated document serves.
-        """
-        self._check_writable()
-        for k in mapping:
-            self._check_key_writable(k)
-        _base.setitems(self._store, mapping)
-
-    def delitems(self, keys: Iterable[str]) -> None:
-        """Delete *keys* from the underlying store.
-
-        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key whose
-        value the consolidated document serves.
-        """
-        self._check_writable()
-        keys = list(keys)
-        for k in keys:
-            self._check_key_writable(k)
-        _base.delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:
         """Always raises :class:`~chunkstore.errors.ReadOnlyError`: removing nodes would change

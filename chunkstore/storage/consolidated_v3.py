@@ -3,14 +3,12 @@ root group's `consolidated_metadata`, so opening a hierarchy costs one metadata 
 
 from __future__ import annotations
 
-from . import protocol
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConsolidatedMetadataNotFoundError, MetadataError, ReadOnlyError
-from .base import (BaseStore, _slice, delitems, getitems, getsize, listdir, setitems,
-                   validate_key)
+from .base import BaseStore, getitems, getsize, listdir, validate_key
 from .pipelining import FetchThrough
 from chunkstore.errors import store_name
 
@@ -76,13 +74,8 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
         return out
 
-    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
-        """Read byte ranges of one value of the underlying store (``KeyError`` if absent)."""
-        get = protocol.byte_ranges(self._store)
-        if get is not None:
-            return get(key, ranges)
-        value = self._store[key]
-        return [_slice(value, off, n) for off, n in ranges]
+    def _serves(self, key: str) -> bool:
+        return self._served(key)
 
     def __contains__(self, key: Any) -> bool:
         return key in self._docs if self._served(key) else key in self._store
@@ -112,41 +105,12 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """Total size in bytes of the values at or under *prefix* in the underlying store."""
         return getsize(self._store, prefix)
 
-    def _refuse_meta(self, key: str) -> None:
+    def _check_key(self, key: str) -> None:
         if self._served(key):
             raise ReadOnlyError(f"{self!r}: metadata key {key!r} is served from the "
                                 f"consolidated metadata; change it in the store and "
                                 f"consolidate again")
         self._check_writable(key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._refuse_meta(key)
-        self._store[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        self._refuse_meta(key)
-        del self._store[key]
-
-    def setitems(self, mapping: Mapping[str, Any]) -> None:
-        """Write *mapping* to the underlying store.
-
-        Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a
-        read-only store.
-        """
-        for k in mapping:
-            self._refuse_meta(k)
-        setitems(self._store, mapping)
-
-    def delitems(self, keys: Iterable[str]) -> None:
-        """Delete *keys* from the underlying store.
-
-        Raises :class:`~chunkstore.errors.ReadOnlyError` for a node metadata key or on a
-        read-only store.
-        """
-        keys = list(keys)
-        for k in keys:
-            self._refuse_meta(k)
-        delitems(self._store, keys)
 
     def rmdir(self, prefix: str = "") -> None:
         """Always raises :class:`~chunkstore.errors.ReadOnlyError`: nodes cannot be removed

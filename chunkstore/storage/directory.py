@@ -14,7 +14,7 @@ from ._filewrite import write_files
 from .base import (BaseStore, ValueVersion, ensure_bytes, normalize_prefix, read_spans,
                    validate_key)
 from .local_files import (TEMP_SUFFIX, atomic_write, check_inside, fsync_dir, is_temp_name,
-                          remove_tree,
+                          remove_tree, unlink_files,
                           reserve_tokens)
 from ._fileio import open_ident, pread_ranges, read_ranges, read_ranges_at
 
@@ -481,17 +481,7 @@ class DirectoryStore(BaseStore):
         keys = self._norm(list(keys))
         paths = [os.fsdecode(p) for p in key_paths(self.path, keys)]
         self._check_inside(paths, keys)
-        dirs = set()
-        for p in paths:
-            try:
-                os.unlink(p)
-            except _MISSING:
-                continue
-            except PermissionError:
-                if os.path.isdir(p):
-                    continue
-                raise
-            dirs.add(os.path.dirname(p))
+        dirs = unlink_files(paths, _MISSING)
         # deepest first so that parents emptied by their children are removed too
         for d in sorted(dirs, key=len, reverse=True):
             self._prune(d)

@@ -9,7 +9,8 @@ from typing import Any
 
 from . import fsspec_io, fsspec_ranges
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
-from .local_files import atomic_write, check_inside, is_temp_name, remove_tree
+from .local_files import (atomic_write, check_inside, is_temp_name, remove_tree,
+                          unlink_files)
 
 __all__ = ["FSStore"]
 
@@ -477,17 +478,7 @@ class FSStore(BaseStore):
         if not paths:
             return
         if self._local:
-            dirs = set()
-            for p in paths:
-                try:
-                    os.unlink(p)
-                except self.missing_exceptions:
-                    continue
-                except PermissionError:
-                    if os.path.isdir(p):
-                        continue
-                    raise
-                dirs.add(os.path.dirname(p))
+            dirs = unlink_files(paths, self.missing_exceptions)
             for d in sorted(dirs, key=len, reverse=True):
                 self._prune_local(d)
             return

@@ -18,7 +18,8 @@ from typing import TypedDict
 from ..errors import StoreError
 
 __all__ = ["TEMP_SUFFIX", "atomic_write", "check_inside", "discard", "fsync_dir",
-           "is_temp_name", "makedirs", "remove_tree", "reserve_tokens", "temp_token"]
+           "is_temp_name", "makedirs", "remove_tree", "reserve_tokens", "temp_token",
+           "unlink_files"]
 
 TEMP_SUFFIX = ".partial"
 _TEMP_RE = re.compile(r"^\..*\.[0-9a-f]{32}\.partial$", re.DOTALL)
@@ -137,6 +138,24 @@ def discard(path: str) -> None:
     """Remove a file if it is there (a temporary file after a failed write)."""
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def unlink_files(paths: Iterable[str],
+                 missing: tuple[type[BaseException], ...]) -> set[str]:
+    """Delete the files at *paths* (a *missing* error: already gone; a directory where a
+    file was expected: left alone); the directories of the files deleted."""
+    dirs = set()
+    for p in paths:
+        try:
+            os.unlink(p)
+        except missing:
+            continue
+        except PermissionError:
+            if os.path.isdir(p):
+                continue
+            raise
+        dirs.add(os.path.dirname(p))
+    return dirs
 
 
 def remove_tree(path: str, keep_root: bool) -> None:

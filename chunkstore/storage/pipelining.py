@@ -13,9 +13,10 @@ from __future__ import annotations
 from . import protocol
 import concurrent.futures
 import threading
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
+from . import base as _base
 from .base import getitems, setitems
 
 if TYPE_CHECKING:
@@ -178,10 +179,62 @@ def store_items(store: MutableMapping[str, bytes], sink: WriteBehind | None,
 
 class FetchThrough:
     """For stores in front of another (consolidated metadata): chunk reads are fetched ahead
-    by the store behind. Metadata keys are never prefetched (the array layer only asks
-    for chunks), so those served by the front store are not concerned."""
+    by the store behind, and writes and deletes go to it once the front store's
+    ``_check_key(key)`` lets them (it refuses the keys it serves itself). Metadata keys are
+    never prefetched (the array layer only asks for chunks), so those served by the front
+    store are not concerned."""
 
     _store: MutableMapping[str, bytes]  # the store behind (set by the subclass)
+
+    def _check_key(self, key: str) -> None:
+        """Raise ReadOnlyError where *key* may not be written or deleted through this store."""
+        raise NotImplementedError
+
+    def _serves(self, key: str) -> bool:
+        """Whether the front store answers *key* itself (from its document)."""
+        raise NotImplementedError
+
+    def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
+        """Byte ranges of one value: of a value the front store serves, from it; of others,
+        from the store behind (in ranges where it reads ranges). ``KeyError`` if absent."""
+        _base.validate_key(key)
+        if self._serves(key):
+            value = cast(Mapping[str, bytes], self)[key]
+            return [_base._slice(value, o, n) for o, n in ranges]
+        fn = protocol.byte_ranges(self._store)
+        if fn is not None:
+            return fn(key, ranges)
+        value = self._store[key]
+        return [_base._slice(value, o, n) for o, n in ranges]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_key(key)
+        self._store[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._check_key(key)
+        del self._store[key]
+
+    def setitems(self, mapping: Mapping[str, Any]) -> None:
+        """Write *mapping* to the store behind, every key checked first.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key
+        the front store serves.
+        """
+        for k in mapping:
+            self._check_key(k)
+        _base.setitems(self._store, mapping)
+
+    def delitems(self, keys: Iterable[str]) -> None:
+        """Delete *keys* from the store behind, every key checked first.
+
+        Raises :class:`~chunkstore.errors.ReadOnlyError` on a read-only store or for a key
+        the front store serves.
+        """
+        keys = list(keys)
+        for k in keys:
+            self._check_key(k)
+        _base.delitems(self._store, keys)
 
     @property
     def concurrent_io(self) -> bool:
