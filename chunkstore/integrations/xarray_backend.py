@@ -83,8 +83,7 @@ def _xarray_dtype(array):
 
 
 def _zarr_format(node):
-    # (the layout's metadata: Array.metadata would read the attributes from the store)
-    return node.layout.metadata.zarr_format if isinstance(node, Array) else node._format
+    return node.zarr_format  # (no read: Array.metadata would read the attributes)
 
 
 class ChunkstoreDataStore(AbstractDataStore):

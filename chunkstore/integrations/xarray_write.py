@@ -116,7 +116,7 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
     existing = {}
     if exists and mode != "w":
         g = open_group(store, mode="r", path=path)
-        fmt = g._format
+        fmt = g.zarr_format
         if zarr_format not in (None, fmt):
             raise ValueError(f"the group at {path!r} is Zarr v{fmt}, not v{zarr_format}")
         existing = _existing_variables(g, [n for n in ds.variables if n in g.array_keys()])
@@ -149,7 +149,7 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
 
 def _existing_variables(g, names):
     """The stored variables, decoded, for their encodings (units, dtype, scale, fill)."""
-    reader = ChunkstoreDataStore(g, use_zarr_fill_value_as_mask=g._format == 2)
+    reader = ChunkstoreDataStore(g, use_zarr_fill_value_as_mask=g.zarr_format == 2)
     raw = {n: reader.open_store_variable(n, g[n]) for n in names}
     decoded, _, _ = conventions.decode_cf_variables(raw, {})
     return {n: (raw[n], decoded[n]) for n in names}
