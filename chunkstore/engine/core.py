@@ -9,13 +9,12 @@ asks it for every chunk; a view is an Array whose engine has metadata overrides.
 
 from __future__ import annotations
 
-from chunkstore.engine.read import ReadPath
 from chunkstore.engine.write import WritePath
 
 __all__ = ["ChunkEngine"]
 
 
-class ChunkEngine(WritePath, ReadPath):
+class ChunkEngine(WritePath):
     """The engine of one array handle: :meth:`read` and :meth:`write` of selections
     (normalized by :mod:`chunkstore.engine.indexing`), the locks (:meth:`locked`,
     :meth:`exclusive`), metadata (:meth:`load_metadata`, :meth:`refresh`,

@@ -14,8 +14,7 @@ import numpy as np
 from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
-from chunkstore.engine.chunk_io import EngineState
-from chunkstore.engine.read import _field_dtype
+from chunkstore.engine.read import ReadPath, _field_dtype
 from chunkstore.storage.base import delitems, getitems, setitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 
@@ -54,9 +53,10 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     return True
 
 
-class WritePath(EngineState):
+class WritePath(ReadPath):
     """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
-    what resize and append need."""
+    what resize and append need. Built on the read path (a read-modify-write of some fields,
+    or of an object array, reads the selection first)."""
 
     def _prepare_value(self, value: Any, shape: tuple[int, ...], fields: list[str] | None = None,
                        element: bool = False) -> np.ndarray:
@@ -128,9 +128,7 @@ class WritePath(EngineState):
             # Structured field write: read the selection, update the fields, write back.
             with self.locked(sel):
                 self.check_metadata()
-                # (mypy: self.read is ReadPath's, which ChunkEngine mixes in with this class)
-                cur = np.array(self.read(sel), dtype=self.dtype,  # type: ignore[attr-defined]
-                               copy=True)
+                cur = np.array(self.read(sel), dtype=self.dtype, copy=True)
                 if len(fields) == 1:
                     cur[fields[0]] = v
                 else:
@@ -149,8 +147,7 @@ class WritePath(EngineState):
             with (contextlib.nullcontext() if locked else self.locked(sel)):
                 if not locked:
                     self.check_metadata()
-                # (mypy: self.read is ReadPath's, which ChunkEngine mixes in with this class)
-                cur = np.array(self.read(box), copy=True)  # type: ignore[attr-defined]
+                cur = np.array(self.read(box), copy=True)
                 cur[post[1]] = v
                 self._set_prepared(box, cur, locked=True)
             return
