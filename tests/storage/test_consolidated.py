@@ -215,3 +215,26 @@ def test_r_plus_passes_chunk_writes_through():
     assert "a/3" not in m  # a refused batch writes nothing
     with pytest.raises(ValueError):
         ConsolidatedMetadataStore(m, mode="w")
+
+
+def test_both_consolidated_stores_serve_ranges_of_their_documents(tmp_path):
+    """Byte ranges of a metadata key come from the consolidated document, as whole reads
+    do, in both formats (the v3 store read them from the store behind), and other keys'
+    ranges from the store behind."""
+    import chunkstore as cs
+    from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
+
+    for fmt in (2, 3):
+        store = cs.storage.MemoryStore()
+        g = cs.group(store, zarr_format=fmt)
+        a = g.zeros("a", shape=(4,), chunks=(2,), dtype="i4")
+        a[...] = [1, 2, 3, 4]
+        cs.consolidate_metadata(store)
+        front = (ConsolidatedV3Store(store) if fmt == 3
+                 else cs.storage.ConsolidatedMetadataStore(store))
+        meta_key = "a/zarr.json" if fmt == 3 else "a/.zarray"
+        whole = front[meta_key]
+        store[meta_key] = b"{}" * 50  # the store behind changes; the document does not
+        assert front.get_partial(meta_key, [(0, 5), (-3, None)]) == [whole[:5], whole[-3:]]
+        chunk_key = "a/c/0" if fmt == 3 else "a/0"
+        assert front.get_partial(chunk_key, [(0, 2)]) == [store[chunk_key][:2]]
