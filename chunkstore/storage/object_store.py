@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 from . import fsspec_io
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
 from .remote_version import RemoteVersion
-from chunkstore.errors import store_name
+from chunkstore.errors import StoreError, store_name
 
 #: obstore store classes that talk to a server (each request a round trip)
 _REMOTE = frozenset({"S3Store", "GCSStore", "AzureStore", "HTTPStore"})
@@ -48,6 +48,19 @@ class _Loop:
 
 
 _LOOP = _Loop()
+
+class NoSuchBucketError(StoreError):
+    """The bucket of an object store does not exist: not a missing key (which reads as the
+    fill value or "no array here"), an error naming the bucket."""
+
+
+def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
+    """Raise NoSuchBucketError where an S3 "not found" answer says the bucket is missing."""
+    if "<Code>NoSuchBucket</Code>" in str(exc):
+        raise NoSuchBucketError(
+            f"the bucket of {store_name(where)} does not exist (S3 answered NoSuchBucket); "
+            f"check the URL and the endpoint") from None
+
 
 #: obstore S3 clients made by ObjectStore.from_url, by (pid, URL, options)
 _CLIENTS: dict[tuple[int, str, str], Any] = {}
@@ -164,7 +177,8 @@ class ObjectStore(BaseStore):
             return v
         try:
             return bytes(self._obs.get(self.store, key).bytes())
-        except FileNotFoundError:
+        except FileNotFoundError as e:
+            _raise_if_no_bucket(e, self)
             raise KeyError(key) from None
         except Exception as e:
             raise fsspec_io.with_key(e, key, self) from None
@@ -188,7 +202,11 @@ class ObjectStore(BaseStore):
         obs, store = self._obs, self.store
 
         async def get() -> bytes:
-            res = await obs.get_async(store, key)
+            try:
+                res = await obs.get_async(store, key)
+            except FileNotFoundError as e:
+                _raise_if_no_bucket(e, self)
+                raise
             return bytes(await res.bytes_async())
         return get
 

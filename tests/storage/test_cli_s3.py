@@ -41,3 +41,22 @@ def test_cli_round_trip_through_s3(s3_server, tmp_path, capsys, monkeypatch):
     assert cli.main(["info", url, *options(s3_server)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("chunkstore: error:") and url in err[0]
+
+
+def test_a_missing_bucket_is_named_not_read_as_an_empty_store(s3_server, capsys):
+    """A bucket that does not exist is an error saying so (S3's NoSuchBucket), in the
+    library and the CLI: not "no array here" nor "not a Zarr store?"."""
+    import pytest
+
+    from chunkstore.storage.object_store import NoSuchBucketError
+
+    url = "s3://no-such-bucket-here/x.zarr"
+    so = s3_server.storage_options
+    for fn in (cs.open_array, cs.open_group, cs.open):
+        with pytest.raises(NoSuchBucketError, match="does not exist") as info:
+            fn(url, mode="r", storage_options=so)
+        assert "no-such-bucket-here" in str(info.value)
+    assert cli.main(["info", url, *options(s3_server)]) != 0
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "no-such-bucket-here" in err
+    assert "not a Zarr store" not in err and len(err.strip().splitlines()) == 1
