@@ -9,7 +9,6 @@ Exit status 0 when every read equals the source data, 1 when any differs.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shutil
@@ -19,6 +18,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from chunkstore.cli.demo_args import parser
 
 MB = 1e6  # throughput is in MB/s, 1 MB = 10^6 bytes
 
@@ -174,22 +175,7 @@ def main(argv=None) -> int:
     """Entry point of ``python -m chunkstore.cli.demo``: parse *argv*, run the demo in a fresh
     directory; return 0 if every read matched, else 1.
     """
-    p = argparse.ArgumentParser(
-        prog="python -m chunkstore.cli.demo",
-        description="Write a float32 2-D array (smooth field + noise) to a chunkstore "
-                    "DirectoryStore, read it back whole and in slices, verify it, and compare "
-                    "throughput with np.save/np.load.")
-    p.add_argument("--size-mb", type=float, default=256.0,
-                   help="array size in MiB (default 256)")
-    p.add_argument("--dir", default=None,
-                   help="parent directory for the demo's files (default: the system temp "
-                        "dir); a fresh subdirectory is made in it and removed at the end")
-    p.add_argument("--chunk", type=int, default=1024,
-                   help="chunk edge, chunks are CHUNK x CHUNK (default 1024)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="runs of each operation; the fastest is reported (default 3)")
-    p.add_argument("--keep", action="store_true", help="keep the files instead of removing them")
+    p = parser()
     args = p.parse_args(argv)
     if args.size_mb <= 0:
         p.error("--size-mb must be positive")

@@ -42,3 +42,22 @@ def test_demo_help():
                        capture_output=True, text=True, timeout=60, cwd=os.path.dirname(__file__))
     assert r.returncode == 0
     assert "--size-mb" in r.stdout
+
+
+def test_demo_sh_help_answers_before_any_set_up(tmp_path):
+    """`bash ci/demo.sh --help` prints the demo's usage at once: no venv made, nothing built
+    (its parser is standard library: chunkstore/cli/demo_args.py)."""
+    import pathlib
+
+    import pytest
+    root = pathlib.Path(__file__).resolve().parents[2]
+    venv = tmp_path / "venv"
+    r = subprocess.run(["bash", str(root / "ci" / "demo.sh"), "--help"], capture_output=True,
+                       text=True, timeout=30, env={**os.environ, "CHUNKSTORE_VENV": str(venv)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: python -m chunkstore.cli.demo") and "--size-mb" in r.stdout
+    assert not venv.exists()
+    from chunkstore.cli.demo import main
+    with pytest.raises(SystemExit) as info:  # the same parser behind the module
+        main(["--help"])
+    assert info.value.code == 0
