@@ -15,6 +15,7 @@ basic indexing, `oindex` and `vindex`, and only the chunks a selection touches a
 
 from __future__ import annotations
 
+import warnings
 import os
 
 import numpy as np
@@ -205,7 +206,30 @@ def _open_group(store, path, consolidated):
     except ConsolidatedMetadataNotFoundError:
         if consolidated:
             raise
-    return open_group(store, mode="r", path=path)
+    g = open_group(store, mode="r", path=path)
+    _warn(_NOT_CONSOLIDATED)  # as xarray's zarr engine, for consolidated=None
+    return g
+
+
+#: xarray's zarr engine's words when consolidated=None finds no consolidated metadata
+_NOT_CONSOLIDATED = (
+    "Failed to open Zarr store with consolidated metadata, but successfully read with "
+    "non-consolidated metadata. This is typically much slower for opening a dataset. To "
+    "silence this warning, consider:\n1. Consolidating metadata in this existing store with "
+    "chunkstore.consolidate_metadata().\n2. Explicitly setting consolidated=False, to avoid "
+    "trying to read consolidate metadata, or\n3. Explicitly setting consolidated=True, to "
+    "raise an error in this case instead of falling back to try reading non-consolidated "
+    "metadata.")
+
+
+def _warn(message: str) -> None:
+    """A RuntimeWarning pointing at the user's call (past xarray's and our frames)."""
+    try:
+        from xarray.core.utils import emit_user_level_warning
+    except ImportError:  # pragma: no cover - an xarray without it
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return
+    emit_user_level_warning(message, RuntimeWarning)
 
 
 class UnreadableArray(BackendArray):

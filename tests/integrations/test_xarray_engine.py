@@ -351,3 +351,28 @@ def test_an_array_of_an_unknown_data_type_does_not_block_its_group(tmp_path):
         ds["b"].values
     kept = xr.open_dataset(path, engine="chunkstore", drop_variables=["b"])
     assert set(kept.variables) == {"t"}
+
+
+def test_consolidated_none_without_consolidated_metadata_warns_as_xarray(tmp_path):
+    """consolidated=None on a group without consolidated metadata: read, with xarray's zarr
+    engine's RuntimeWarning; consolidated=False: no warning; True: an error."""
+    import warnings
+
+    import chunkstore as cs
+    from chunkstore.errors import ConsolidatedMetadataNotFoundError
+
+    for fmt in (2, 3):
+        path = str(tmp_path / f"g{fmt}.zarr")
+        g = cs.group(path, zarr_format=fmt)
+        if fmt == 2:
+            g.zeros("v", shape=(3,), chunks=(3,), dtype="f8").attrs["_ARRAY_DIMENSIONS"] = ["x"]
+        else:
+            g.create_array("v", shape=(3,), chunks=(3,), dtype="f8", dimension_names=["x"])
+        with pytest.warns(RuntimeWarning, match="Failed to open Zarr store with consolidated"):
+            ds = xr.open_dataset(path, engine="chunkstore")
+        assert ds["v"].dims == ("x",)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            xr.open_dataset(path, engine="chunkstore", consolidated=False)
+        with pytest.raises(ConsolidatedMetadataNotFoundError):
+            xr.open_dataset(path, engine="chunkstore", consolidated=True)
