@@ -377,10 +377,16 @@ cdef int _codec_from(tuple spec, Codec* c) except -1:
         c.bcompress = NULL
         if enc is not None:
             compress_addr, clevel, shuffle, typesize, cname, blocksize = enc
+            try:
+                c.level, c.bshuffle = clevel, shuffle
+                c.btypesize, c.bblocksize = typesize, blocksize
+            except (OverflowError, TypeError):
+                # arguments c-blosc cannot take (metadata out of range): no kernel encode;
+                # every chunk goes through numcodecs, which raises the proper error
+                return 0
+            c.bcname = <bytes>cname
             addr = compress_addr
             c.bcompress = <blosc_compress_fn><void*>addr
-            c.level, c.bshuffle, c.btypesize, c.bblocksize = clevel, shuffle, typesize, blocksize
-            c.bcname = <bytes>cname
         return 0
     kind, level, checksum, mtime = spec
     c.kind = kind

@@ -31,6 +31,7 @@ from xarray.core.variable import Variable
 from chunkstore.engine.array import Array
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
+from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray"]
@@ -148,7 +149,7 @@ class ChunkstoreDataStore(AbstractDataStore):
         encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks)),
                     "shards": array.shards}  # None when unsharded, as in xarray's backend
         fmt = _zarr_format(array)
-        mask = self._mask if self._mask is not None else fmt == 2
+        mask = self._mask if self._mask is not None else format_of(fmt).fill_value_masks
         if mask:
             fv = array.fill_value
             default_zero = (self._mask is None and fv is not None and

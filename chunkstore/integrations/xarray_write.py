@@ -23,6 +23,7 @@ from xarray.backends.zarr import FillValueCoder, encode_zarr_attr_value, encode_
 from chunkstore.hierarchy.creation import contains_array, contains_group, create, normalize_path
 from chunkstore.errors import ContainsArrayError, ContainsGroupError
 from chunkstore.hierarchy.group import open_group
+from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.integrations.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
 from chunkstore.errors import store_name
@@ -149,7 +150,8 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
 
 def _existing_variables(g, names):
     """The stored variables, decoded, for their encodings (units, dtype, scale, fill)."""
-    reader = ChunkstoreDataStore(g, use_zarr_fill_value_as_mask=g.zarr_format == 2)
+    reader = ChunkstoreDataStore(
+        g, use_zarr_fill_value_as_mask=format_of(g.zarr_format).fill_value_masks)
     raw = {n: reader.open_store_variable(n, g[n]) for n in names}
     decoded, _, _ = conventions.decode_cf_variables(raw, {})
     return {n: (raw[n], decoded[n]) for n in names}

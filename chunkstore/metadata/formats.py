@@ -54,6 +54,9 @@ class ZarrFormat:
     #: how a consolidation is reported: "{n}" is the count of its entries, named like this
     consolidated_phrase: str
     consolidated_entry: str
+    # whether xarray takes an array's Zarr fill_value as its CF _FillValue (a missing-value
+    # mask) by default: Zarr v2's convention; v3 keeps the two apart
+    fill_value_masks: bool
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -162,7 +165,8 @@ FORMATS: dict[int, ZarrFormat] = {
         dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
         is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
-        consolidated_entry="metadata document"),
+        consolidated_entry="metadata document",
+        fill_value_masks=True),
     3: ZarrFormat(
         zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
         attrs_key=_v3.METADATA_KEY,
@@ -172,7 +176,8 @@ FORMATS: dict[int, ZarrFormat] = {
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
         is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
-        consolidated_entry="member"),
+        consolidated_entry="member",
+        fill_value_masks=False),
 }
 
 

@@ -300,3 +300,17 @@ def test_array_partial_write_over_a_corrupt_chunk_names_it(tmp_path):
     np.testing.assert_array_equal(z[4:, :], 1)
     z[1:3, 1:3] = 5                             # chunks that decode are still writable
     assert (z[1:3, 1:3] == 5).all()
+
+
+def test_blosc_arguments_out_of_range_leave_encoding_to_numcodecs():
+    """Encode arguments c-blosc cannot take (from corrupt metadata: a clevel past int) do not
+    stop the kernels: they decode as before and encode nothing (numcodecs then raises the
+    proper error). Found by the metadata fuzz test: the decode kernel raised OverflowError."""
+    codec = ChunkCodecV2(np.dtype("<f4"), (16,), "C", numcodecs.Blosc("lz4"), None)
+    enc = list(codec.fast_blosc_encode)
+    enc[1] = 10 ** 20  # clevel
+    spec = (zcodecs.BLOSC, codec.fast_blosc, tuple(enc))
+    values = np.arange(16, dtype="<f4")
+    frame = numcodecs.Blosc("lz4").encode(values)
+    assert zcodecs.decode_bytes(spec, frame, values.nbytes) == values.tobytes()
+    assert zcodecs.encode_bytes(spec, values.tobytes()) is None
