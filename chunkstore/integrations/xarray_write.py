@@ -42,9 +42,11 @@ def to_chunkstore(ds, store, *, mode=None, append_dim=None, region=None, group=N
     """Write Dataset ds to the Zarr group at `group` in store (a path, URL or store).
 
     mode: "w-" (default: create, fail if something is there), "w" (replace), "a" (add or
-    replace variables; with append_dim, extend the variables that have that dimension),
-    "r+" (write into existing variables only; the default with region).
-    append_dim: the dimension to append along (mode "a").
+    replace variables; with append_dim, extend the variables that have that dimension and
+    replace the others), "a-" (as "a", but with append_dim the stored variables without
+    that dimension are kept as they are), "r+" (write into existing variables only; the
+    default with region). As xarray's ``to_zarr``.
+    append_dim: the dimension to append along (mode "a" or "a-").
     region: {dim: slice} with step 1: write ds into that part of existing variables; every
     variable written must have at least one of the region's dimensions.
     zarr_format: 2 or 3 for a new group (default: the existing group's, else 2).
@@ -55,14 +57,14 @@ def to_chunkstore(ds, store, *, mode=None, append_dim=None, region=None, group=N
     """
     if mode is None:
         mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
-    if mode not in ("w", "w-", "a", "r+"):
-        raise ValueError(f"mode must be 'w', 'w-', 'a' or 'r+', got {mode!r}")
+    if mode not in ("w", "w-", "a", "a-", "r+"):
+        raise ValueError(f"mode must be 'w', 'w-', 'a', 'a-' or 'r+', got {mode!r}")
     if append_dim is not None and region is not None:
         raise ValueError("give append_dim or region, not both")
-    if append_dim is not None and mode != "a":
-        raise ValueError(f"append_dim needs mode 'a', got {mode!r}")
-    if region is not None and mode not in ("a", "r+"):
-        raise ValueError(f"region needs mode 'a' or 'r+', got {mode!r}")
+    if append_dim is not None and mode not in ("a", "a-"):
+        raise ValueError(f"append_dim needs mode 'a' or 'a-', got {mode!r}")
+    if region is not None and mode not in ("a", "a-", "r+"):
+        raise ValueError(f"region needs mode 'a', 'a-' or 'r+', got {mode!r}")
     encoding = dict(encoding or {})
     _check_encoding(ds, encoding)
     s = normalize_store(store, mode="a", storage_options=storage_options)
@@ -126,13 +128,13 @@ def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, con
     if fmt not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {fmt!r}")
 
-    if mode in ("a", "r+"):
+    if mode in ("a", "a-", "r+"):
         given = sorted(n for n in existing if encoding.get(n))
         if given:  # it would be ignored: the stored array keeps its encoding (as xarray)
             raise ValueError(f"variable {given[0]!r} already exists, but encoding was "
                              f"provided")
     plan, group_attrs = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
-    if exists and mode == "a" and append_dim is None and region is None:
+    if exists and mode in ("a", "a-") and region is None:
         _check_kept_dimensions(g, plan)
 
     g = open_group(store, mode="w" if mode == "w" else "a", path=path, zarr_format=fmt)
@@ -205,7 +207,8 @@ def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
             plan[name] = (enc, "create", None)
             continue
         if append_dim is not None and append_dim not in var.dims:
-            plan[name] = (enc, "skip", None)  # already there, and not along append_dim
+            # already there, not along append_dim: "a" replaces it (as xarray), "a-" keeps it
+            plan[name] = (enc, "skip" if mode == "a-" else "create", None)
             continue
         if not into:
             plan[name] = (enc, "create", None)  # mode "a": replace the variable

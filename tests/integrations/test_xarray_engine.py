@@ -376,3 +376,30 @@ def test_consolidated_none_without_consolidated_metadata_warns_as_xarray(tmp_pat
             xr.open_dataset(path, engine="chunkstore", consolidated=False)
         with pytest.raises(ConsolidatedMetadataNotFoundError):
             xr.open_dataset(path, engine="chunkstore", consolidated=True)
+
+
+@pytest.mark.parametrize("mode", ["a", "a-"])
+def test_append_modes_treat_variables_off_the_append_dim_as_xarray(tmp_path, mode):
+    """With append_dim, mode "a" replaces the stored variables that lack that dimension and
+    "a-" keeps them; checked against xarray's own to_zarr on the same datasets."""
+    import pandas as pd
+
+    from chunkstore.xarray import to_chunkstore
+
+    def dataset(start, level):
+        t = pd.date_range("2026-01-01", periods=4) + pd.Timedelta(days=start)
+        return xr.Dataset({"v": (("time", "x"), np.full((4, 3), float(start))),
+                           "level": ("x", np.full(3, level))},
+                          coords={"time": t, "x": [10, 20, 30]})
+
+    first, more = dataset(0, 1.0), dataset(4, 2.0)
+    ours, theirs = str(tmp_path / "ours.zarr"), str(tmp_path / "theirs.zarr")
+    to_chunkstore(first, ours, zarr_format=2)
+    first.to_zarr(theirs, zarr_format=2, consolidated=True)
+    to_chunkstore(more, ours, mode=mode, append_dim="time")
+    more.to_zarr(theirs, mode=mode, append_dim="time", consolidated=True)
+    got = xr.open_dataset(ours, engine="chunkstore").load()
+    want = xr.open_dataset(theirs, engine="zarr").load()
+    xr.testing.assert_identical(got, want)
+    assert float(got.level[0]) == (2.0 if mode == "a" else 1.0)
+    assert got.sizes["time"] == 8
