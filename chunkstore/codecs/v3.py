@@ -57,6 +57,7 @@ __all__ = [
     "parse_codecs",
     "normalize_codecs",
     "codec_chain_info",
+    "normalize_codecs_with_info",
     "BytesCodec",
     "TransposeCodec",
     "VLenUTF8Codec",
@@ -195,7 +196,21 @@ def codec_chain_info(
     ``sharding`` (the ShardingCodec, or None), ``permutation`` (the composed transpose).
     """
     aa, ab, bb = parse_codecs(codecs, dtype, chunk_shape, fill_value)
-    perm = _compose(aa, len(tuple(chunk_shape)))
+    return _chain_info(aa, ab, bb, len(tuple(chunk_shape)))
+
+
+def normalize_codecs_with_info(
+    codecs: Sequence[Any], dtype: Any, chunk_shape: Sequence[int], fill_value: Any = None
+) -> tuple[list[dict], dict]:
+    """:func:`normalize_codecs` and :func:`codec_chain_info` from one parse of the chain
+    (an array's metadata needs both; the parse is most of the cost of reading it)."""
+    aa, ab, bb = parse_codecs(codecs, dtype, chunk_shape, fill_value)
+    return ([c.to_dict() for c in (*aa, ab, *bb)],
+            _chain_info(aa, ab, bb, len(tuple(chunk_shape))))
+
+
+def _chain_info(aa: Sequence[Any], ab: Any, bb: Sequence[Any], ndim: int) -> dict:
+    perm = _compose(aa, ndim)
     order, _ = _order_of(perm)
     comp = next((c.numcodec for c in bb if c.compresses), None)
     sharding = ab if ab.name == "sharding_indexed" else None

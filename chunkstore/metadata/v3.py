@@ -174,8 +174,8 @@ class ArrayMetadataV3:
         self.chunk_key_encoding = _normalize_chunk_key_encoding(self.chunk_key_encoding)
         if self.codecs is None:
             self.codecs = default_codecs_v3(self.dtype)
-        self.codecs = _codecs.normalize_codecs(self.codecs, self.dtype, self.chunks,
-                                               self.fill_value)
+        self.codecs, self._info = _codecs.normalize_codecs_with_info(
+            self.codecs, self.dtype, self.chunks, self.fill_value)
         if self.dimension_names is not None:
             dn = self.dimension_names
             if isinstance(dn, (str, bytes)) or not isinstance(dn, Sequence):
@@ -201,8 +201,6 @@ class ArrayMetadataV3:
             names = [t.get("name") if isinstance(t, Mapping) else t for t in st]
             raise ValueError(f"unsupported storage_transformers {names!r} (must be empty)")
         self.storage_transformers = []
-        self._info = _codecs.codec_chain_info(self.codecs, self.dtype, self.chunks,
-                                              self.fill_value)
 
     # -- derived -------------------------------------------------------------------------
 
