@@ -19,7 +19,7 @@ stamp="$venv/.chunkstore-install"
 want="$( { echo "extras=$extras"; python -c 'import sys; print(sys.version)';
            find chunkstore pyproject.toml setup.py MANIFEST.in -type f \
              \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.toml' \
-                -o -name '*.typed' -o -name 'setup.py' -o -name 'MANIFEST.in' \) -print0 \
+                -o -name '*.typed' -o -name 'MANIFEST.in' \) -print0 \
              | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
     && (cd / && python -P -c "import chunkstore" 2>/dev/null); then

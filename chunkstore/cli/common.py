@@ -4,7 +4,6 @@ bars, consolidated metadata kept true after a write."""
 from __future__ import annotations
 
 from chunkstore.storage import protocol
-from chunkstore.storage.base import keys_under
 import argparse
 import contextlib
 import os
@@ -132,10 +131,6 @@ def _open_node(store, spec, path, read_only=True):
     if path:
         raise CLIError(f"no array or group at path {path!r} in {spec}")
     raise CLIError(f"no array or group at the root of {spec} (not a Zarr store?)")
-
-
-def _keys_under(store, prefix):
-    return keys_under(store, prefix)
 
 
 def _a(word):

@@ -10,9 +10,10 @@ import numpy as np
 
 from chunkstore.engine._text import human_bytes
 from chunkstore.cli import common
+from chunkstore.storage.base import keys_under
 from chunkstore.cli.common import (CLIError, Progress, UsageError, _a, _consolidate, _consolidated,
                                    _count_nodes, _format, _is_meta_key, _is_url, _join,
-                                   _keys_under, _kind, _message, _norm, _note, _open_node,
+                                   _kind, _message, _norm, _note, _open_node,
                                    _options, _plural, _progress_enabled, _refresh_consolidated,
                                    _stores, _where)
 
@@ -118,9 +119,9 @@ class Copier:
         from chunkstore.hierarchy.convenience import copy_store
         if self.dry:
             if self.count_keys:  # listing a big remote store costs: only for a bar
-                self.raw_keys += len(_keys_under(self.src, sp))
+                self.raw_keys += len(keys_under(self.src, sp))
             return
-        keys = _keys_under(self.src, sp)
+        keys = keys_under(self.src, sp)
         arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])
         self.arrays += arrays
         self.groups += groups

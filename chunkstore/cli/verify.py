@@ -6,7 +6,8 @@ from chunkstore.storage import protocol
 import bisect
 import re
 
-from chunkstore.cli.common import (Progress, _format, _join, _keys_under, _kind, _message, _norm,
+from chunkstore.storage.base import keys_under
+from chunkstore.cli.common import (Progress, _format, _join, _kind, _message, _norm,
                                    _one_line, _open_node, _options, _plural, _progress_enabled,
                                    _stores, _where)
 
@@ -281,7 +282,7 @@ def cmd_verify(args):
         kind = _kind(store, path)
         if kind is None:
             _open_node(store, args.store, path)
-        keys = sorted(_keys_under(store, path))
+        keys = sorted(keys_under(store, path))
         if kind == "array":
             arrays = {path}
         else:

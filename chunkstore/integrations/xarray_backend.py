@@ -84,10 +84,6 @@ def _xarray_dtype(array):
     return array.dtype
 
 
-def _zarr_format(node):
-    return node.zarr_format  # (no read: Array.metadata would read the attributes)
-
-
 class ChunkstoreDataStore(AbstractDataStore):
     """The arrays of one chunkstore Group as xarray variables (read-only)."""
 
@@ -148,8 +144,8 @@ class ChunkstoreDataStore(AbstractDataStore):
         chunks = tuple(array.chunks)
         encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks)),
                     "shards": array.shards}  # None when unsharded, as in xarray's backend
-        fmt = _zarr_format(array)
-        mask = self._mask if self._mask is not None else format_of(fmt).fill_value_masks
+        fmt = format_of(array.zarr_format)
+        mask = self._mask if self._mask is not None else fmt.fill_value_masks
         if mask:
             fv = array.fill_value
             default_zero = (self._mask is None and fv is not None and
@@ -157,7 +153,7 @@ class ChunkstoreDataStore(AbstractDataStore):
             if fv is not None and not (default_zero and tuple(dims) == (name,)):
                 attrs["_FillValue"] = fv
         else:
-            if fmt == 3:
+            if not fmt.fill_value_masks:  # the Zarr fill value, kept apart from CF's
                 encoding["fill_value"] = array.fill_value
             if "_FillValue" in attrs:
                 dt = "string" if array.dtype.hasobject else array.dtype
@@ -282,7 +278,7 @@ def _unreadable(group: Group, name: str, error: Exception) -> UnreadableArray:
 
 def _dims_and_attrs(array):
     attrs = dict(array.attrs)
-    if _zarr_format(array) == 3:
+    if format_of(array.zarr_format).dimension_names_in_metadata:
         dims = array.layout.metadata.dimension_names
         if array.ndim == 0:
             dims = ()  # a scalar (a CF grid mapping such as crs) names no dimension

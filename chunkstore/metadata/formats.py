@@ -57,6 +57,9 @@ class ZarrFormat:
     # whether xarray takes an array's Zarr fill_value as its CF _FillValue (a missing-value
     # mask) by default: Zarr v2's convention; v3 keeps the two apart
     fill_value_masks: bool
+    # whether an array's dimension names are in its metadata (v3 dimension_names) rather
+    # than in xarray's _ARRAY_DIMENSIONS attribute (v2)
+    dimension_names_in_metadata: bool
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -166,7 +169,7 @@ FORMATS: dict[int, ZarrFormat] = {
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
         is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
         consolidated_entry="metadata document",
-        fill_value_masks=True),
+        fill_value_masks=True, dimension_names_in_metadata=False),
     3: ZarrFormat(
         zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
         attrs_key=_v3.METADATA_KEY,
@@ -177,7 +180,7 @@ FORMATS: dict[int, ZarrFormat] = {
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
         is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
         consolidated_entry="member",
-        fill_value_masks=False),
+        fill_value_masks=False, dimension_names_in_metadata=True),
 }
 
 

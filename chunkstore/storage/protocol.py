@@ -8,7 +8,6 @@ rather than probing stores with ``getattr`` wherever they happen to need one:
 ========================  ==================================================================
 capability                 what a store offers (the accessor returns it, or None / False)
 ========================  ==================================================================
-:func:`batch_reads`        ``getitems(keys)``: many values in one call
 :func:`byte_ranges`        ``get_partial(key, ranges)``: byte ranges of one value
 :func:`versions`           ``open_version(key)``: a :class:`~.base.ValueVersion`, ranges of
                            ONE version of a value (sharded reads take index and chunks from
@@ -19,7 +18,6 @@ capability                 what a store offers (the accessor returns it, or None
                            that read files themselves
 :func:`coalesces_ranges`   whether neighbouring byte ranges are worth merging into one read
                            (True unless the store says ``coalesce_ranges = False``)
-:func:`recursive_listing`  ``keys_under(prefix)``: every key under a prefix, in one listing
 :func:`concurrent_io`      ``concurrent_io`` True and ``start_fetch``/``fetched``/
                            ``start_put``/``put_error``: requests in flight at once
                            (``storage/pipelining.py``)
@@ -29,8 +27,9 @@ capability                 what a store offers (the accessor returns it, or None
 :func:`stray_temporaries`  ``stray_temporaries()``: leftovers of killed writers (for verify)
 ========================  ==================================================================
 
-The batch and directory helpers for any mapping (``getitems``, ``setitems``, ``delitems``,
-``listdir``, ``rmdir``, ``getsize``) are in :mod:`.base`: a store's own method when it has
+The batch and listing capabilities (:class:`BatchReads`, :class:`RecursiveListing`, and
+``setitems``, ``delitems``, ``listdir``, ``rmdir``, ``getsize``) are asked through the helpers
+for any mapping in :mod:`.base` (``base.MAPPING_HELPERS``): a store's own method when it has
 one, the mapping methods otherwise. :class:`~.base.BaseStore` gives every chunkstore store
 the defaults; wrappers (``LRUStoreCache``, the consolidated stores) forward what the store
 behind them offers.
@@ -47,8 +46,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Store", "BatchReads", "ByteRanges", "Versions", "VersionReads", "LocalFiles",
     "RecursiveListing", "ConcurrentIO",
-    "batch_reads", "byte_ranges", "versions", "version_reads", "local_files",
-    "coalesces_ranges", "recursive_listing", "concurrent_io", "closer", "renamer", "flusher",
+    "byte_ranges", "versions", "version_reads", "local_files",
+    "coalesces_ranges", "concurrent_io", "closer", "renamer", "flusher",
     "stray_temporaries",
 ]
 
@@ -130,11 +129,6 @@ class ConcurrentIO(Protocol):
 
 
 # ------------------------------------------------------------------------------ accessors
-def batch_reads(store: object) -> Callable[[list[str]], dict[str, bytes]] | None:
-    """The store's ``getitems``, or None."""
-    return getattr(store, "getitems", None)
-
-
 def byte_ranges(store: object) -> Callable[..., list[bytes]] | None:
     """The store's ``get_partial(key, ranges)``, or None."""
     return getattr(store, "get_partial", None)
@@ -159,11 +153,6 @@ def coalesces_ranges(store: object) -> bool:
     """Whether neighbouring byte ranges of a value are worth one read (False where the store
     reads ranges with no cost per request: ``coalesce_ranges = False``)."""
     return bool(getattr(store, "coalesce_ranges", True))
-
-
-def recursive_listing(store: object) -> Callable[[str], Iterator[str]] | None:
-    """The store's ``keys_under(prefix)``, or None (then list it as a mapping)."""
-    return getattr(store, "keys_under", None)
 
 
 def concurrent_io(store: object) -> bool:
