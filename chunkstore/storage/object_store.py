@@ -368,6 +368,7 @@ class ObjectStore(BaseStore):
                 if type(e).__name__ == "PreconditionError":
                     raise VersionChanged(f"{key!r} in {self!r}: not the version {if_match} "
                                          f"any more") from None
+                _raise_if_no_bucket(e, self)
                 raise
             etag = r.meta.get("e_tag")
             if not etag:
@@ -396,17 +397,19 @@ class ObjectStore(BaseStore):
             wanted = [(s, e) for s, e in spans if e > s]
             got = iter(self._obs.get_ranges(self.store, key, starts=[s for s, _ in wanted],
                                             ends=[e for _, e in wanted]) if wanted else [])
-        except FileNotFoundError:
+        except FileNotFoundError as e:
+            _raise_if_no_bucket(e, self)
             raise KeyError(key) from None
         return [bytes(next(got)) if e > s else b"" for s, e in spans]
 
 
-#: s3fs options that only tune s3fs's own caches and connection handling: without s3fs they
-#: have nothing to tune, so they are accepted and ignored
+#: s3fs options that only tune s3fs's own caches, buffers and event loop: without s3fs they
+#: have nothing to tune, so they are accepted and ignored (options that change what is read
+#: or written, such as version_aware, are refused instead)
 _S3FS_ONLY = frozenset({
     "skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
     "default_block_size", "default_fill_cache", "default_cache_type", "cache_regions",
-    "asynchronous", "loop", "use_ssl", "version_aware", "fixed_upload_size",
+    "asynchronous", "loop", "fixed_upload_size",
 })
 _KEY_NAMES = {"key": "access_key_id", "aws_access_key_id": "access_key_id",
               "secret": "secret_access_key", "aws_secret_access_key": "secret_access_key",
@@ -419,7 +422,8 @@ def s3_config(url: str, options: dict[str, Any]) -> dict[str, Any]:
     Translated: ``key``/``secret``/``token`` (also as ``aws_*`` names, at the top or in
     ``client_kwargs``), ``anon`` (unsigned requests), ``endpoint_url`` and ``region_name``
     (at the top or in ``client_kwargs``; an ``http://`` endpoint is allowed), ``verify``
-    (False: certificates not checked; a path: that CA bundle), ``requester_pays``,
+    (False: certificates not checked; a path: that CA bundle), ``use_ssl=False`` (plain
+    http allowed), ``requester_pays``,
     ``profile`` (credentials of that boto3 profile), and in ``config_kwargs``:
     ``retries.max_attempts``, ``connect_timeout``, ``read_timeout``,
     ``s3.addressing_style``. s3fs's cache settings are ignored. Without explicit
@@ -452,6 +456,8 @@ def s3_config(url: str, options: dict[str, Any]) -> dict[str, Any]:
         config["skip_signature"] = True
     if opts.pop("requester_pays", False):
         config["request_payer"] = True
+    if opts.pop("use_ssl", True) is False:
+        client_options["allow_http"] = True
     profile = opts.pop("profile", None)
     retries = botocfg.pop("retries", None) or {}
     if "max_attempts" in retries:

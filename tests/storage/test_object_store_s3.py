@@ -176,12 +176,15 @@ def test_s3fs_options_are_translated():
     assert kw["client_options"] == {"allow_invalid_certificates": True, "allow_http": True,
                                     "connect_timeout": "2.0s", "timeout": "7.0s"}
     assert kw["retry_config"] == {"max_retries": 2}
+    assert s3_config("s3://b", {"anon": True, "use_ssl": False})["client_options"] == {
+        "allow_http": True}
     anon = s3_config("s3://b", {"anon": True})
     assert anon["config"] == {"skip_signature": True} and "credential_provider" not in anon
 
 
 @pytest.mark.parametrize("bad, named", [
     ({"bogus": 1}, "'bogus'"),
+    ({"version_aware": True}, "'version_aware'"),  # it changes what is read: never ignored
     ({"client_kwargs": {"proxies": {}}}, "client_kwargs['proxies']"),
     ({"config_kwargs": {"retries": {"total_max_attempts": 2}}},
      "config_kwargs['retries']['total_max_attempts']"),
@@ -194,3 +197,27 @@ def test_an_option_obstore_cannot_honour_is_named(bad, named):
     assert named in str(info.value) and "s3://b/p" in str(info.value)
     with pytest.raises(ValueError, match="FSStore"):
         cs.open_array("s3://b/p", mode="r", storage_options=bad)
+
+
+def test_a_bucket_gone_under_an_open_sharded_array_is_an_error_not_fill(s3):
+    """Reads of a sharded array take shards by ranged GETs (open_version); once the bucket
+    is gone they raise NoSuchBucketError, never the fill value of a "missing" shard."""
+    import boto3
+
+    from chunkstore.storage.object_store import NoSuchBucketError
+
+    bucket = f"gone-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id="k",
+                          aws_secret_access_key="s", region_name="us-east-1")
+    client.create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/a.zarr"
+    z = cs.create_array(url, shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="i4",
+                        fill_value=-1, storage_options=_so(s3))
+    z[...] = 5
+    reader = cs.open_array(url, mode="r", storage_options=_so(s3))
+    assert (reader[0:2, 0:2] == 5).all()
+    for obj in client.list_objects_v2(Bucket=bucket).get("Contents", []):
+        client.delete_object(Bucket=bucket, Key=obj["Key"])
+    client.delete_bucket(Bucket=bucket)
+    with pytest.raises(NoSuchBucketError, match=bucket):
+        reader[4:6, 4:6]
