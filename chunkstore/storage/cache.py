@@ -339,7 +339,7 @@ class LRUStoreCache(BaseStore):
     def _write_through(self, keys: list[str], write: Callable[[], None]) -> None:
         """write() to the wrapped store, then drop what it changed from the cache (also
         after a failure: some keys may be written)."""
-        self._check_writable()
+        self._check_writable(keys[0] if len(keys) == 1 else None)  # one key: named
         try:
             write()
         finally:

@@ -151,7 +151,7 @@ def test_read_only_and_pickle(tmp_path):
     c = LRUStoreCache(DirectoryStore(tmp_path, mode="r"), max_size=100)
     assert c.read_only
     assert c["a"] == b"1"
-    with pytest.raises(ReadOnlyError):
+    with pytest.raises(ReadOnlyError, match="key 'a'"):  # the refused key is named
         c["a"] = b"2"
     with pytest.raises(ReadOnlyError):
         c.rmdir()
