@@ -95,10 +95,12 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if dimension_names is not None and "codecs" not in enc:  # v2: xarray's convention
         attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
         dimension_names = None
-    if fill_value is None and not dt.hasobject:
-        fill_value = 0  # zarr-python 3 writes the type's zero
+    if fill_value is None and not dt.hasobject and zarr_format != 2:
+        # zarr-python 3 writes the type's zero in Zarr v3; in v2 a null fill_value (no
+        # fill value: missing chunks read as uninitialised) is kept, as it keeps it
+        fill_value = 0
     z = creation.create(shape=shape, chunks=chunks, dtype=dt,
-                        fill_value="" if fill_value is None else fill_value,
+                        fill_value="" if fill_value is None and dt.hasobject else fill_value,
                         order=order, store=store, path=name, overwrite=overwrite,
                         storage_options=storage_options, synchronizer=synchronizer,
                         zarr_format=zarr_format, write_empty_chunks=wec,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from chunkstore.integrations.xarray_backend import (ChunkstoreBackendArray, ChunkstoreBackendEntrypoint,
                                        ChunkstoreDataStore)
-from chunkstore.integrations.xarray_write import to_chunkstore
+from chunkstore.integrations.xarray_write import ChunkstoreWritableDataStore, to_chunkstore
 
-__all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray",
+__all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreWritableDataStore",
+           "ChunkstoreBackendArray",
            "open_dataset", "open_datatree", "to_chunkstore"]
 
 

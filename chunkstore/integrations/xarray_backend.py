@@ -15,13 +15,14 @@ basic indexing, `oindex` and `vindex`, and only the chunks a selection touches a
 
 from __future__ import annotations
 
-import warnings
+import asyncio
 import os
+import warnings
 
 import numpy as np
 
 from xarray import coding
-from xarray.backends.common import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends.common import AbstractWritableDataStore, BackendArray, BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.backends.zarr import FillValueCoder
 from xarray.core import indexing
@@ -29,7 +30,8 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from chunkstore.engine.array import Array
-from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
+from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
+                               MetadataError, store_name)
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
 from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
@@ -66,6 +68,25 @@ class ChunkstoreBackendArray(BackendArray):
         return indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.VECTORIZED, method)
 
+    async def async_getitem(self, key):
+        """``__getitem__`` for ``Dataset.load_async``: the read runs in a worker thread (the
+        same engine, which releases the GIL while it decodes), so the event loop is never
+        blocked and several variables load concurrently."""
+        if isinstance(key, indexing.VectorizedIndexer):
+            if any(isinstance(k, slice) for k in key.tuple):
+                key = indexing._arrayize_vectorized_indexer(key, self.shape)
+            method = self._vindex
+        elif isinstance(key, indexing.OuterIndexer):
+            method = self._oindex
+        else:
+            method = self._getitem
+
+        async def read(k):
+            return await asyncio.to_thread(method, k)
+
+        return await indexing.async_explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.VECTORIZED, read)
+
     def _getitem(self, key):
         return self._array[key]
 
@@ -84,8 +105,9 @@ def _xarray_dtype(array):
     return array.dtype
 
 
-class ChunkstoreDataStore(AbstractDataStore):
-    """The arrays of one chunkstore Group as xarray variables (read-only)."""
+class ChunkstoreDataStore(AbstractWritableDataStore):
+    """The arrays of one chunkstore Group as xarray variables (reading; the writing half is
+    ChunkstoreWritableDataStore)."""
 
     __slots__ = ("group", "_close_store", "_mask")
 
@@ -96,8 +118,9 @@ class ChunkstoreDataStore(AbstractDataStore):
 
     @classmethod
     def open(cls, store, group=None, consolidated=None, storage_options=None,
-             use_zarr_fill_value_as_mask=None):
-        """Open the group at path `group` in store (a path, URL, store or Group)."""
+             use_zarr_fill_value_as_mask=None, zarr_format=None):
+        """Open the group at path `group` in store (a path, URL, store or Group); with
+        zarr_format, only a group of that Zarr format."""
         if isinstance(store, Group):
             if group:
                 store = store[group]
@@ -106,11 +129,20 @@ class ChunkstoreDataStore(AbstractDataStore):
         owned = s is not store
         try:
             g = _open_group(s, group or "", consolidated)
+            if zarr_format is not None and g.zarr_format != zarr_format:
+                raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path "
+                                         f"{group or ''!r} of {store_name(s)} (it is Zarr "
+                                         f"v{g.zarr_format})")
         except BaseException:
             if owned and hasattr(s, "close"):
                 s.close()
             raise
         return cls(g, close_store=owned, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+
+    @property
+    def ds(self):
+        """The chunkstore Group read (xarray's ``ZarrStore.ds``)."""
+        return self.group
 
     def get_child_store(self, name):
         """A data store for the subgroup *name* of this group (sharing this store's masking
@@ -142,9 +174,14 @@ class ChunkstoreDataStore(AbstractDataStore):
         dims, attrs = _dims_and_attrs(array)
         data = indexing.LazilyIndexedArray(ChunkstoreBackendArray(array))
         chunks = tuple(array.chunks)
+        # as xarray's zarr engine reports them: shards None when unsharded, the codecs as
+        # zarr-python 3's properties give them (so a dataset written again keeps them)
         encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks)),
-                    "shards": array.shards}  # None when unsharded, as in xarray's backend
+                    "shards": array.shards, "compressors": array.compressors,
+                    "filters": array.filters}
         fmt = format_of(array.zarr_format)
+        if array.serializer is not None:  # Zarr v3's array -> bytes codec
+            encoding["serializer"] = array.serializer
         mask = self._mask if self._mask is not None else fmt.fill_value_masks
         if mask:
             fv = array.fill_value
@@ -315,7 +352,9 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = ("filename_or_obj", "mask_and_scale", "decode_times",
                                "concat_characters", "decode_coords", "drop_variables",
                                "use_cftime", "decode_timedelta", "group", "consolidated",
-                               "storage_options", "use_zarr_fill_value_as_mask")
+                               "storage_options", "use_zarr_fill_value_as_mask", "mode",
+                               "zarr_format", "zarr_version", "store", "engine",
+                               "cache_members")
 
     def guess_can_open(self, filename_or_obj):
         """Always False: the engine is used only when asked for (``engine="chunkstore"``)."""
@@ -338,7 +377,9 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
     def open_dataset(self, filename_or_obj, *, mask_and_scale=True, decode_times=True,
                      concat_characters=True, decode_coords=True, drop_variables=None,
                      use_cftime=None, decode_timedelta=None, group=None, consolidated=None,
-                     storage_options=None, use_zarr_fill_value_as_mask=None):
+                     storage_options=None, use_zarr_fill_value_as_mask=None, mode="r",
+                     zarr_format=None, zarr_version=None, store=None, engine=None,
+                     cache_members=True):
         """Open the group *group* of a Zarr hierarchy as an ``xarray.Dataset``.
 
         The decoding arguments (``mask_and_scale``, ``decode_times``, ...) are xarray's.
@@ -355,11 +396,26 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
             Keyword arguments for the fsspec filesystem of a URL.
         use_zarr_fill_value_as_mask : bool, optional
             Mask the Zarr fill value as missing data (None: for Zarr v2 only, as xarray does).
+        mode : {"r", "r+", "a"}
+            As the zarr engine's: the data is read either way.
+        zarr_format : {2, 3}, optional
+            Open only a group of this Zarr format (``zarr_version``: its old name).
+        store : ChunkstoreDataStore, optional
+            An already opened data store to read instead of filename_or_obj.
+        engine, cache_members :
+            Accepted as the zarr engine accepts them; chunkstore reads each member once, so
+            there is no member cache to turn off.
         """
-        store = ChunkstoreDataStore.open(_normalize_path(filename_or_obj), group=group,
-                                         consolidated=consolidated,
-                                         storage_options=storage_options,
-                                         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        if mode not in ("r", "r+", "a"):
+            raise ValueError(f"mode must be 'r', 'r+' or 'a' to open a dataset, got {mode!r}")
+        if zarr_format is None:
+            zarr_format = zarr_version
+        if store is None:
+            store = ChunkstoreDataStore.open(
+                _normalize_path(filename_or_obj), group=group, consolidated=consolidated,
+                storage_options=storage_options,
+                use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+                zarr_format=zarr_format)
         return self._decode(store, mask_and_scale, decode_times, concat_characters,
                             decode_coords, drop_variables, use_cftime, decode_timedelta)
 

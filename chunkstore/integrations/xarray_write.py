@@ -1,15 +1,21 @@
 """Write an xarray Dataset to a Zarr v2/v3 group with chunkstore (the writing half of
 chunkstore.integrations.xarray).
 
-The layout is xarray's own Zarr encoding, so `xr.open_zarr` (zarr-python) reads the result
-as it reads what `Dataset.to_zarr` writes: xarray's CF encoding (times, scale/offset,
-`_FillValue`, strings, the `coordinates` attribute), v2 `_ARRAY_DIMENSIONS` or v3
-`dimension_names`, and the fill-value rules of xarray's zarr backend (v2: the array's
-fill_value is the variable's `_FillValue`, none if it has none; v3: NaN for floats, with
-`_FillValue` kept as an attribute).
+`to_chunkstore` is ``Dataset.to_zarr`` with chunkstore underneath: the same arguments,
+defaults, errors and layout, so `xr.open_zarr` (zarr-python) reads the result as it reads
+what ``to_zarr`` writes: xarray's CF encoding (times, scale/offset, `_FillValue`, strings,
+the `coordinates` attribute), v2 `_ARRAY_DIMENSIONS` or v3 `dimension_names`, and the
+fill-value rules of xarray's zarr backend (v2: the array's fill_value is the variable's
+`_FillValue`, none if it has none; v3: NaN for floats, with `_FillValue` kept as an
+attribute). It drives xarray's own writing machinery (``dump_to_store`` and its
+``ArrayWriter``) through `ChunkstoreWritableDataStore`, xarray's ``ZarrStore`` counterpart, so
+``compute=False`` returns a dask ``Delayed`` and ``Dataset.dump_to_store`` works.
 
-Everything is checked before the first write (mode, dimensions, region, append_dim,
-encodings), so a rejected call leaves the store as it was.
+Every variable is checked before the first write (mode, dimensions, region, append_dim,
+encodings, data types), so a rejected call leaves the store as it was. One deliberate
+difference: dask chunks that do not line up with the store's chunks are written safely,
+each store chunk under a lock (chunkstore's ThreadSynchronizer), instead of being refused
+(xarray's ``safe_chunks``).
 """
 
 from __future__ import annotations
@@ -17,64 +23,98 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from xarray import conventions
-from xarray.backends.zarr import FillValueCoder, encode_zarr_attr_value, encode_zarr_variable
+from xarray.backends.common import ArrayWriter
+from xarray.backends.zarr import (FillValueCoder, encode_zarr_attr_value, encode_zarr_variable,
+                                  extract_zarr_variable_encoding)
 
-from chunkstore.hierarchy.creation import contains_array, contains_group, create, normalize_path
-from chunkstore.errors import ContainsArrayError, ContainsGroupError
+from chunkstore.compat.creation import create_array
+from chunkstore.engine.array import Array
+from chunkstore.errors import ContainsArrayError, ContainsGroupError, store_name
+from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.hierarchy.group import open_group
+from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
-from chunkstore.integrations.xarray_backend import DIMENSION_KEY, ChunkstoreDataStore
-from chunkstore.errors import store_name
 
-__all__ = ["to_chunkstore"]
+__all__ = ["to_chunkstore", "ChunkstoreWritableDataStore"]
 
-# Encoding keys a user may give per variable (beyond xarray's CF keys: dtype, units,
-# calendar, scale_factor, add_offset, _FillValue, which xarray's encoder consumes).
-STORAGE_ENCODINGS = {"chunks", "compressor", "compressors", "filters", "shards"}
-CF_ENCODINGS = {"dtype", "units", "calendar", "scale_factor", "add_offset", "_FillValue",
-                "missing_value"}
+MODES = ("w", "w-", "a", "a-", "r+")
 
 
-def to_chunkstore(ds, store, *, mode=None, append_dim=None, region=None, group=None,
-                  zarr_format=None, encoding=None, consolidated=True, storage_options=None):
-    """Write Dataset ds to the Zarr group at `group` in store (a path, URL or store).
+def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compute=True,
+                  consolidated=None, append_dim=None, region=None, safe_chunks=True,
+                  align_chunks=False, storage_options=None, zarr_format=None,
+                  write_empty_chunks=None, chunkmanager_store_kwargs=None):
+    """Write Dataset ds to the Zarr group at `group` in store (a path, URL or store);
+    the arguments are ``Dataset.to_zarr``'s.
 
     mode: "w-" (default: create, fail if something is there), "w" (replace), "a" (add or
     replace variables; with append_dim, extend the variables that have that dimension and
     replace the others), "a-" (as "a", but with append_dim the stored variables without
     that dimension are kept as they are), "r+" (write into existing variables only; the
-    default with region). As xarray's ``to_zarr``.
+    default with region).
     append_dim: the dimension to append along (mode "a" or "a-").
-    region: {dim: slice} with step 1: write ds into that part of existing variables; every
-    variable written must have at least one of the region's dimensions.
-    zarr_format: 2 or 3 for a new group (default: the existing group's, else 2).
-    encoding: {variable: {"chunks", "compressor"/"compressors", "filters", "shards",
-    "dtype", "units", "_FillValue", "scale_factor", ...}}.
-    consolidated: consolidate the group's metadata afterwards (default True).
-    Returns the chunkstore Group.
+    region: {dim: slice (step 1) or "auto"} or "auto": write ds into that part of existing
+    variables ("auto": found from ds's coordinates); ds's indexes are not written, and
+    every other variable must have at least one of the region's dimensions.
+    zarr_format: 2 or 3 for a new group (default: the existing group's, else the
+    configured default, 2).
+    encoding: {variable: {"chunks", "shards", "compressors", "filters", "serializer",
+    "chunk_key_encoding", "write_empty_chunks", "fill_value" (v3), "dtype", "units",
+    "_FillValue", "scale_factor", ...}}; it replaces the variable's own ``.encoding``.
+    compute: False writes the metadata (and variables that are not dask arrays) now and
+    returns a dask ``Delayed`` that writes the rest.
+    consolidated: consolidate the group's metadata (default: yes).
+    safe_chunks: accepted for compatibility; dask chunks that straddle store chunks are
+    written under per-chunk locks instead of refused. align_chunks: rechunk dask arrays to
+    the store's chunks (or shards) first.
+    write_empty_chunks: store chunks that hold only the fill value (default: no).
+    chunkmanager_store_kwargs: passed to ``dask.array.store``.
+    Returns the chunkstore Group, or the ``Delayed`` for compute=False.
     """
     if mode is None:
         mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
-    if mode not in ("w", "w-", "a", "a-", "r+"):
-        raise ValueError(f"mode must be 'w', 'w-', 'a', 'a-' or 'r+', got {mode!r}")
-    if append_dim is not None and region is not None:
-        raise ValueError("give append_dim or region, not both")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if append_dim is not None and mode not in ("a", "a-"):
-        raise ValueError(f"append_dim needs mode 'a' or 'a-', got {mode!r}")
+        raise ValueError(f"append_dim needs mode 'a' or 'a-', got mode={mode!r}")
     if region is not None and mode not in ("a", "a-", "r+"):
-        raise ValueError(f"region needs mode 'a', 'a-' or 'r+', got {mode!r}")
+        raise ValueError(f"region needs mode 'a', 'a-' or 'r+', got mode={mode!r}")
+    if append_dim is not None and append_dim not in ds.dims:
+        raise ValueError(f"append_dim={append_dim!r} is not a dimension of the dataset "
+                         f"{tuple(ds.dims)}")
+    for name in ds.variables:
+        _check_variable_name(name)
     encoding = dict(encoding or {})
     _check_encoding(ds, encoding)
-    s = normalize_store(store, mode="a", storage_options=storage_options)
-    owned = s is not store
+    # Zero-length variables are loaded: dask cannot store them (and there is nothing to store).
+    ds = ds.copy(deep=False)
+    for v in ds.variables.values():
+        if v.size == 0:
+            v.load()
+    target = ChunkstoreWritableDataStore.open_group(
+        store, mode=mode, group=group, storage_options=storage_options,
+        append_dim=append_dim, write_region=region, safe_chunks=safe_chunks,
+        align_chunks=align_chunks, zarr_format=zarr_format, write_empty=write_empty_chunks,
+        consolidate_on_close=consolidated is not False)
     try:
-        return _write(ds, s, normalize_path(group), mode, append_dim, region, zarr_format,
-                      encoding, consolidated)
-    finally:
-        if owned and hasattr(s, "close"):
-            s.close()
+        ds = target.validate_region(ds)
+        target.validate_encoding(encoding)
+        writer = ArrayWriter()
+        from xarray.backends.writers import dump_to_store
+        dump_to_store(ds, target, writer, encoding=encoding)
+        writes = writer.sync(compute=compute, chunkmanager_store_kwargs=chunkmanager_store_kwargs)
+    except BaseException:
+        target.close()
+        raise
+    if not compute:
+        from xarray.backends.api import delayed_close_after_writes
+        return delayed_close_after_writes(writes, target)
+    result = open_group(target.group.store, mode="r+", path=target.group.path)
+    target.close()
+    return result
 
 
 class EncodingKeyError(KeyError, ValueError):
@@ -92,13 +132,9 @@ def _check_encoding(ds, encoding):
         if name not in ds.variables:
             raise EncodingKeyError(f"encoding names variable {name!r}, which the dataset "
                                    f"lacks")
-        bad = set(enc) - STORAGE_ENCODINGS - CF_ENCODINGS
-        if bad:
-            raise ValueError(f"unexpected encoding for variable {name!r}: {sorted(bad)}; "
-                             f"allowed: {sorted(STORAGE_ENCODINGS | CF_ENCODINGS)}")
         for key in ("chunks", "shards"):
             c = enc.get(key)
-            if c is None:
+            if c is None or isinstance(c, str):
                 continue
             items = c if isinstance(c, (tuple, list)) else (c,)
             if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in items):
@@ -106,135 +142,427 @@ def _check_encoding(ds, encoding):
                                         f"integers are needed")
 
 
-def _write(ds, store, path, mode, append_dim, region, zarr_format, encoding, consolidated):
+class ChunkstoreWritableDataStore(ChunkstoreDataStore):
+    """A chunkstore Group as a writable xarray data store: what `to_chunkstore` writes
+    through and ``Dataset.dump_to_store`` takes (xarray's ``ZarrStore`` counterpart; open it
+    with `open_group`). Holds the write's settings: mode, append_dim, region, chunk
+    alignment, write_empty_chunks and whether to consolidate afterwards."""
+
+    __slots__ = ("mode", "append_dim", "region", "align_chunks", "write_empty",
+                 "consolidate_on_close", "zarr_format", "_pending_clear")
+
+    def __init__(self, group, *, mode="r+", append_dim=None, region=None, align_chunks=False,
+                 write_empty=None, consolidate_on_close=False, close_store=False,
+                 use_zarr_fill_value_as_mask=None, pending_clear=False):
+        super().__init__(group, close_store=close_store,
+                         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        self.mode, self.append_dim, self.region = mode, append_dim, region
+        self.align_chunks, self.write_empty = align_chunks, write_empty
+        self.consolidate_on_close = consolidate_on_close
+        self.zarr_format = group.zarr_format
+        # mode "w" over an existing group: it is replaced when the first write is checked,
+        # not at open (a rejected write leaves it as it was)
+        self._pending_clear = pending_clear
+
+    @classmethod
+    def open_group(cls, store, mode="r", group=None, consolidated=None,
+                   consolidate_on_close=False, storage_options=None, append_dim=None,
+                   write_region=None, safe_chunks=True, align_chunks=False, zarr_format=None,
+                   use_zarr_fill_value_as_mask=None, write_empty=None, cache_members=True,
+                   zarr_version=None):
+        """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
+        of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
+        (``consolidated``, ``safe_chunks`` and ``cache_members`` are accepted and not needed:
+        the group is read fresh, and misaligned chunks are written under locks)."""
+        if zarr_format is None:
+            zarr_format = zarr_version
+        if mode not in MODES + ("r",):
+            raise ValueError(f"mode must be one of {MODES + ('r',)}, got {mode!r}")
+        s = normalize_store(store, mode="r" if mode == "r" else "a",
+                            storage_options=storage_options)
+        owned = s is not store
+        path = normalize_path(group)
+        try:
+            g, clear = _open_for(s, path, mode, zarr_format)
+        except BaseException:
+            if owned and hasattr(s, "close"):
+                s.close()
+            raise
+        return cls(g, mode=mode, append_dim=append_dim, region=write_region,
+                   align_chunks=align_chunks, write_empty=write_empty,
+                   consolidate_on_close=consolidate_on_close, close_store=owned,
+                   use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+                   pending_clear=clear)
+
+    # -------------------------------------------------------------- what xarray calls
+    def validate_region(self, ds):
+        """ds ready for a region write: ``region`` checked (a dict of step-1 slices over ds's
+        dimensions, "auto" entries found from the stored coordinates) and ds's indexes
+        dropped (a region write cannot change them). ds unchanged without a region."""
+        if self.region is None:
+            return ds
+        region = self.region
+        if isinstance(region, str) and region == "auto":
+            region = dict.fromkeys(ds.dims, "auto")
+        if not isinstance(region, dict):
+            raise EncodingTypeError(f"region must be a dict of dimension -> slice or "
+                                    f"'auto', got {type(region).__name__}: {region!r}")
+        region = dict(region)
+        if any(isinstance(s, str) and s == "auto" for s in region.values()):
+            if self.mode not in ("r+", "a"):
+                raise ValueError(f"region='auto' needs mode 'r+' or 'a', got "
+                                 f"mode={self.mode!r}")
+            region = self._find_region(ds, region)
+        for d, s in region.items():
+            if d not in ds.dims:
+                raise ValueError(f"region dimension {d!r} is not a dimension of the dataset "
+                                 f"{list(ds.dims)}")
+            if not isinstance(s, slice):
+                raise EncodingTypeError(f"region {d}={s!r}: a slice is needed, not "
+                                        f"{type(s).__name__}")
+            if s.step not in (None, 1):
+                raise ValueError(f"region {d}={s!r}: a slice with step 1 is needed")
+            if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
+                raise ValueError(f"region {d}={s!r}: negative bounds are not supported")
+        outside = [n for n, v in ds.variables.items()
+                   if n not in ds.indexes and not set(region) & set(v.dims)]
+        if region and outside:
+            raise ValueError(f"variables {outside!r} have none of the region's dimensions "
+                             f"{list(region)}; drop them first: .drop_vars({outside!r})")
+        if self.append_dim is not None and self.append_dim in region:
+            raise ValueError(f"dimension {self.append_dim!r} is both append_dim and in "
+                             f"region")
+        self.region = region
+        return ds.drop_vars(ds.indexes)
+
+    def _find_region(self, ds, region):
+        """region with each "auto" entry replaced by the slice where ds's coordinate values
+        sit in the stored coordinate (a dimension without one: its whole length)."""
+        for d, s in region.items():
+            if not (isinstance(s, str) and s == "auto"):
+                continue
+            if d not in ds._variables or d not in self.group:
+                region[d] = slice(0, ds.sizes[d])
+                continue
+            stored = conventions.decode_cf_variable(
+                d, self.open_store_variable(d, self.group[d]).compute())
+            where = pd.Index(stored.data).get_indexer(ds[d].data)
+            if (where == -1).any():
+                raise KeyError(f"not every value of coordinate {d!r} is in the stored "
+                               f"coordinate of {self.group.name!r}: a region write cannot "
+                               f"change dimensions or coordinates")
+            if len(where) and (np.diff(where) != 1).any():
+                raise ValueError(f"the values of coordinate {d!r} are not one contiguous "
+                                 f"run of the stored coordinate: a region must be "
+                                 f"contiguous")
+            region[d] = slice(int(where[0]), int(where[-1]) + 1) if len(where) else slice(0, 0)
+        return region
+
+    def validate_encoding(self, encoding):
+        """``encoding=`` for a stored variable is refused (it would be ignored: the stored array
+        keeps its encoding), for modes that keep stored variables."""
+        if encoding and self.mode in ("a", "a-", "r+") and not self._pending_clear:
+            for name in self.group.array_keys():
+                if name in encoding:
+                    raise ValueError(f"variable {name!r} already exists, but encoding was "
+                                     f"provided")
+
+    def store(self, variables, attributes, check_encoding_set=frozenset(), writer=None,
+              unlimited_dims=None):
+        """Write encoded-for-CF variables and the group's attributes (xarray's
+        ``AbstractWritableDataStore.store``): every variable is planned and checked first,
+        then arrays are created, resized or opened and their data handed to writer (an
+        ``ArrayWriter``; dask arrays are written when it syncs)."""
+        if self.mode == "r":
+            raise PermissionError(f"the group {self.group.name!r} of "
+                                  f"{store_name(self.group.store)} was opened read-only "
+                                  f"(mode 'r')")
+        writer = ArrayWriter() if writer is None else writer
+        fmt = self.zarr_format
+        existing = set() if self._pending_clear or self.mode == "w" else \
+            set(self.group.array_keys())
+        written = [n for n in variables if n in existing]
+        new = [n for n in variables if n not in existing]
+        if self.mode == "r+" and new:
+            raise ValueError(f"dataset contains variables {new!r} the group "
+                             f"{self.group.name!r} lacks, which mode 'r+' cannot add; use "
+                             f"mode 'a'")
+        if self.append_dim is not None and self.append_dim not in existing:
+            dims = self.get_dimensions() if existing else {}
+            if self.append_dim not in dims:
+                raise ValueError(f"append_dim={self.append_dim!r} does not match any "
+                                 f"existing dataset dimensions {dims}")
+        encoded = {n: encode_zarr_variable(variables[n], name=n, zarr_format=fmt) for n in new}
+        group_attrs = {k: encode_zarr_attr_value(v) for k, v in attributes.items()}
+        if written:
+            encoded.update(self._encode_like_stored(variables, written))
+        if self.mode == "a-" and self.append_dim is not None:
+            encoded = {n: v for n, v in encoded.items()
+                       if n not in existing or self.append_dim in v.dims}
+        plans = [self._plan(n, v, n in check_encoding_set, n in existing)
+                 for n, v in encoded.items()]
+        if self.mode in ("a", "a-") and self.region is None and existing:
+            _check_kept_dimensions(self, {p["name"]: p for p in plans})
+        # -- everything checked: write
+        if self._pending_clear:
+            self.group = open_group(self.group.store, mode="w", path=self.group.path,
+                                    zarr_format=fmt)
+            self._pending_clear = False
+        if self.mode not in ("r", "r+"):
+            try:
+                self.group.attrs.put(group_attrs)
+            except TypeError as e:
+                raise TypeError(f"invalid attribute in Dataset.attrs: {e}") from e
+        for p in plans:
+            target = self._target(p)
+            writer.add(p["data"], target, p["region"])
+        if self.consolidate_on_close:
+            from chunkstore.hierarchy.convenience import consolidate_metadata
+            consolidate_metadata(self.group.store, path=self.group.path)
+
+    def _encode_like_stored(self, variables, names):
+        """The variables names (already stored) encoded exactly as the stored ones (units,
+        dtype, scale, fill), transposed to the stored dimension order; ValueError where a
+        dtype, a dimension or a size does not fit."""
+        raw = {n: self.open_store_variable(n, self.group[n]) for n in names}
+        decoded, _, _ = conventions.decode_cf_variables(raw, {})
+        out = {}
+        for n in names:
+            new, old = variables[n], decoded[n]
+            _check_append_dtype(n, raw[n], old, new)
+            v = new.copy(deep=False)
+            v.encoding = dict(old.encoding)
+            enc = encode_zarr_variable(v, name=n, zarr_format=self.zarr_format)
+            if enc.dims != old.dims:
+                if set(enc.dims) != set(old.dims):
+                    raise ValueError(f"variable {n!r} already exists with dimensions "
+                                     f"{old.dims}, not {enc.dims}: to_chunkstore cannot change "
+                                     f"a variable's dimensions")
+                enc = enc.transpose(*old.dims)
+            stored = {}
+            for d, size in old.sizes.items():
+                if self.region is not None and d in self.region:
+                    start, stop, _ = self.region[d].indices(size)
+                    size = stop - start
+                if d != self.append_dim:
+                    stored[d] = size
+            given = {d: s for d, s in enc.sizes.items() if d != self.append_dim}
+            if stored != given:
+                raise ValueError(f"variable {n!r} already exists with dimension sizes "
+                                 f"{stored}, not {given}: sizes change only along "
+                                 f"append_dim (got append_dim={self.append_dim!r}); to write "
+                                 f"part of a stored variable, give region=")
+            if self.region is not None:
+                for d in enc.dims:
+                    s = self.region.get(d)
+                    if s is not None and s.stop is not None and s.stop > old.sizes[d]:
+                        raise ValueError(f"region {d}={s} of variable {n!r} goes past its "
+                                         f"stored length {old.sizes[d]}")
+            out[n] = enc
+        return out
+
+    def _plan(self, name, v, check, exists):
+        """What writing encoded variable v takes: its array's fill value, attributes and
+        encoding (for a new array), the region of the array it fills, the data."""
+        fmt = format_of(self.zarr_format)
+        attrs, enc = dict(v.attrs), dict(v.encoding)
+        mask = self._mask if self._mask is not None else fmt.fill_value_masks
+        if mask:
+            fill = attrs.pop("_FillValue", None)
+            enc.pop("fill_value", None)
+        else:
+            fill = enc.pop("fill_value", None)
+            if fill is None and v.dtype.kind == "f":
+                fill = np.nan  # xarray's default for floats, unlike Zarr's 0
+            if attrs.get("_FillValue") is not None:
+                attrs["_FillValue"] = FillValueCoder.encode(attrs["_FillValue"], v.dtype)
+            else:
+                attrs.pop("_FillValue", None)
+        if enc.get("_FillValue") is not None:
+            raise ValueError(f"variable {name!r}: Zarr does not support _FillValue in "
+                             f"encoding (give it as an attribute)")
+        enc.pop("_FillValue", None)
+        if self.zarr_format == 2 and "fill_value" in v.encoding and check:
+            raise ValueError(f"unexpected encoding parameters for variable {name!r}: "
+                             f"['fill_value']; in Zarr v2 use _FillValue to set the "
+                             f"array's fill_value")
+        v = v.copy(deep=False)
+        v.encoding = enc
+        zenc = extract_zarr_variable_encoding(v, raise_on_invalid=check, name=name,
+                                              zarr_format=self.zarr_format)
+        if self.write_empty is not None:
+            given = zenc.get("write_empty_chunks")
+            if given is not None and given != self.write_empty:
+                raise ValueError(f"variable {name!r}: write_empty_chunks={given!r} in its "
+                                 f"encoding but write_empty_chunks={self.write_empty!r} given")
+            zenc["write_empty_chunks"] = self.write_empty
+        action = "create"
+        region = {d: slice(None) for d in v.dims}
+        shape = v.shape
+        if exists and self.mode != "w":
+            stored = self.group[name]
+            action = "write"
+            shape = stored.shape
+            if self.region is not None:
+                region.update({d: s for d, s in self.region.items() if d in region})
+            if self.append_dim is not None and self.append_dim in v.dims:
+                axis = v.dims.index(self.append_dim)
+                region[self.append_dim] = slice(stored.shape[axis], None)
+                shape = tuple(n + v.shape[axis] if i == axis else n
+                              for i, n in enumerate(stored.shape))
+                action = "append"
+        data = v.data
+        grid = None
+        if action == "create":
+            grid = zenc.get("shards") or zenc.get("chunks")
+        else:
+            grid = self.group[name].write_chunks
+        if self.align_chunks and hasattr(data, "dask") and isinstance(grid, tuple):
+            data = _align(data, grid, tuple(region[d] for d in v.dims), shape)
+        return {"name": name, "dims": v.dims, "dtype": v.dtype, "shape": shape,
+                "var_shape": v.shape, "fill": fill, "attrs": attrs, "encoding": zenc,
+                "region": tuple(region[d] for d in v.dims), "action": action, "data": data}
+
+    def _target(self, p):
+        """The array p's data goes into: created, resized or opened (per-chunk locks where
+        dask chunks straddle its chunks)."""
+        name = p["name"]
+        path = f"{self.group.path}/{name}" if self.group.path else name
+        store = self.group.store
+        if p["action"] == "create":
+            z = _create(store, path, p, self.zarr_format)
+        else:
+            z = self.group[name]
+            if p["action"] == "append":
+                z.resize(p["shape"])
+        data = p["data"]
+        wec = p["encoding"].get("write_empty_chunks")
+        if hasattr(data, "dask") and not _aligned(data.chunks, p["region"], z):
+            from chunkstore.sync.synchronizers import ThreadSynchronizer
+            return Array(store, path, synchronizer=ThreadSynchronizer(),
+                         write_empty_chunks=bool(wec if wec is not None else
+                                                 z.write_empty_chunks))
+        if wec is not None and wec != z.write_empty_chunks:
+            return Array(store, path, write_empty_chunks=bool(wec))
+        return z
+
+
+def _open_for(store, path, mode, zarr_format):
+    """(the group at path of store opened for a write with mode, whether mode "w" still has
+    to replace it). Raises before anything is written where the mode does not fit."""
+    if contains_array(store, path) and mode not in ("w",):
+        raise ContainsArrayError(f"path {path!r} in {store_name(store)} holds an array, not a "
+                                 f"group")
     exists = contains_group(store, path)
-    if contains_array(store, path) and mode != "w":
-        raise ContainsArrayError(f"path {path!r} in {store_name(store)} holds an array, not a group")
     if mode == "w-" and exists:
-        raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}; "
-                                 f"use mode='w' to replace it or 'a' to add to it")
-    if mode == "r+" and not exists:
-        raise ContainsGroupError(f"no group at path {path!r} in {store_name(store)} to write into "
-                                 f"(mode 'r+')")
-    existing = {}
-    if exists and mode != "w":
-        g = open_group(store, mode="r", path=path)
-        fmt = g.zarr_format
-        if zarr_format not in (None, fmt):
-            raise ValueError(f"the group at {path!r} is Zarr v{fmt}, not v{zarr_format}")
-        existing = _existing_variables(g, [n for n in ds.variables if n in g.array_keys()])
-    else:
-        fmt = zarr_format or 2
-    if fmt not in (2, 3):
-        raise ValueError(f"zarr_format must be 2 or 3, got {fmt!r}")
-
-    if mode in ("a", "a-", "r+"):
-        given = sorted(n for n in existing if encoding.get(n))
-        if given:  # it would be ignored: the stored array keeps its encoding (as xarray)
-            raise ValueError(f"variable {given[0]!r} already exists, but encoding was "
-                             f"provided")
-    plan, group_attrs = _plan(ds, mode, append_dim, region, existing, encoding, fmt, path)
-    if exists and mode in ("a", "a-") and region is None:
-        _check_kept_dimensions(g, plan)
-
-    g = open_group(store, mode="w" if mode == "w" else "a", path=path, zarr_format=fmt)
-    if mode != "r+":
-        # the dataset's attributes, with CF's "coordinates" naming the coordinates no data
-        # variable refers to (they would read back as data variables without it)
-        g.attrs.update({k: encode_zarr_attr_value(v) for k, v in group_attrs.items()})
-    for name, (var, action, sel) in plan.items():
-        _write_variable(g, name, var, action, sel, fmt, encoding.get(name, {}))
-    if consolidated:
-        from chunkstore.hierarchy.convenience import consolidate_metadata
-        consolidate_metadata(store, path=path)
-    return open_group(store, mode="r+", path=path)
+        raise ContainsGroupError(f"a group already exists at path {path!r} in "
+                                 f"{store_name(store)}; use mode='w' to replace it or 'a' to "
+                                 f"add to it")
+    if mode in ("r", "r+") and not exists:
+        raise ContainsGroupError(f"no group at path {path!r} in {store_name(store)} to write "
+                                 f"into (mode {mode!r})")
+    if exists:
+        g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
+        if mode != "w" and zarr_format not in (None, g.zarr_format):
+            raise ValueError(f"the group at {path!r} in {store_name(store)} is Zarr "
+                             f"v{g.zarr_format}, not v{zarr_format}")
+        if mode == "w" and (zarr_format not in (None, g.zarr_format) or
+                            contains_array(store, path)):
+            # another format (or an array) is replaced at once: nothing of it can be kept
+            return open_group(store, mode="w", path=path, zarr_format=zarr_format), False
+        return g, mode == "w"
+    if contains_array(store, path):  # mode "w" over an array
+        return open_group(store, mode="w", path=path, zarr_format=zarr_format), False
+    return open_group(store, mode="a", path=path, zarr_format=zarr_format), False
 
 
-def _existing_variables(g, names):
-    """The stored variables, decoded, for their encodings (units, dtype, scale, fill)."""
-    reader = ChunkstoreDataStore(
-        g, use_zarr_fill_value_as_mask=format_of(g.zarr_format).fill_value_masks)
-    raw = {n: reader.open_store_variable(n, g[n]) for n in names}
-    decoded, _, _ = conventions.decode_cf_variables(raw, {})
-    return {n: (raw[n], decoded[n]) for n in names}
+def _create(store, path, p, zarr_format):
+    """A new array for plan p (xarray's zarr encoding keys mapped to create_array's)."""
+    enc = dict(p["encoding"])
+    chunks = enc.pop("chunks", "auto")
+    config = {k: enc.pop(k) for k in ("write_empty_chunks", "order") if k in enc}
+    enc.pop("cache_metadata", None)
+    shards = enc.pop("shards", None)
+    if shards is not None and zarr_format == 2:
+        raise ValueError(f"variable {p['name']!r}: shards need Zarr v3 (zarr_format=3)")
+    kw: dict[str, Any] = {}
+    for key in ("compressors", "filters", "serializer", "chunk_key_encoding"):
+        if key in enc:
+            kw[key] = enc.pop(key)
+    if zarr_format == 2:
+        kw.pop("serializer", None)
+        if kw.get("chunk_key_encoding") is not None:
+            kw["chunk_key_encoding"] = _v2_key_encoding(kw["chunk_key_encoding"])
+    if zarr_format == 2 and "compressors" in kw:
+        comps = kw.pop("compressors")
+        comps = [] if comps is None else list(comps) if isinstance(comps, (list, tuple)) \
+            else [comps]
+        if len(comps) > 1:
+            raise ValueError(f"variable {p['name']!r}: Zarr v2 takes one compressor, got "
+                             f"{comps!r}")
+        kw["compressor"] = comps[0] if comps else None
+    dt = p["dtype"]
+    dtype = str if dt.hasobject else dt
+    fill = p["fill"]
+    if fill is None and dt.hasobject and zarr_format == 3:
+        fill = ""
+    attrs = {k: encode_zarr_attr_value(v) for k, v in p["attrs"].items()}
+    return create_array(store, name=path, shape=p["shape"], dtype=dtype, chunks=chunks,
+                        shards=shards, fill_value=fill, zarr_format=zarr_format,
+                        attributes=attrs, dimension_names=list(p["dims"]), overwrite=True,
+                        config=config or None, **kw)
 
 
-def _plan(ds, mode, append_dim, region, existing, encoding, fmt, path):
-    """(per variable: (encoded variable, "create" | "append" | "region" | "skip",
-    selection), the group's attributes as CF encodes them). Raises, naming the variable, on
-    anything that would fail part way."""
-    if append_dim is not None and append_dim not in ds.dims:
-        raise ValueError(f"append_dim {append_dim!r} is not a dimension of the dataset "
-                         f"{tuple(ds.dims)}")
-    for name in ds.variables:
-        _check_variable_name(name)
-    if region is not None:
-        region = _check_region(ds, region)
-    if mode == "r+":
-        new = [n for n in ds.variables if n not in existing]
-        if new:
-            raise ValueError(f"mode 'r+' writes existing variables only; the group at "
-                             f"{path!r} lacks {sorted(map(str, new))}")
-    if region is not None:
-        outside = [n for n, v in ds.variables.items() if not set(v.dims) & set(region)]
-        if outside:
-            raise ValueError(f"variables {sorted(map(str, outside))} have none of the region's "
-                             f"dimensions {sorted(region)}; drop them (ds.drop_vars) first")
-    variables, group_attrs = conventions.encode_dataset_coordinates(ds)
-    plan = {}
-    for name, var in variables.items():
-        var = var.copy(deep=False)
-        var.encoding = {**var.encoding, **encoding.get(name, {})}
-        into = name in existing and (region is not None or
-                                     (append_dim is not None and append_dim in var.dims))
-        if into:  # written into the stored array
-            raw, decoded = existing[name]
-            if decoded.dims != var.dims:
-                raise ValueError(f"variable {name!r} has dimensions {var.dims} but the stored "
-                                 f"one has {decoded.dims}")
-            raw = existing[name][0]
-            if raw.dtype.kind in "SU" and _chars(var) > _chars(raw):
-                # encoded as the stored ones, the new strings would be cut to its width
-                raise ValueError(f"variable {name!r} holds strings of up to {_chars(var)} "
-                                 f"characters, but the stored array's dtype {raw.dtype} "
-                                 f"holds {_chars(raw)}: they would be truncated; rewrite the "
-                                 f"variable (mode 'w') with the wider dtype")
-            # Encode new values exactly as the stored ones (units, dtype, scale, fill).
-            var.encoding = {k: v for k, v in decoded.encoding.items()
-                            if k in CF_ENCODINGS}
-        enc = encode_zarr_variable(var, name=name, zarr_format=fmt)
-        if name not in existing:
-            plan[name] = (enc, "create", None)
-            continue
-        if append_dim is not None and append_dim not in var.dims:
-            # already there, not along append_dim: "a" replaces it (as xarray), "a-" keeps it
-            plan[name] = (enc, "skip" if mode == "a-" else "create", None)
-            continue
-        if not into:
-            plan[name] = (enc, "create", None)  # mode "a": replace the variable
-            continue
-        raw, _ = existing[name]
-        if enc.dtype != raw.dtype and not (enc.dtype.kind in "OUS" and raw.dtype.kind in "OUS"):
-            raise ValueError(f"variable {name!r} encodes to dtype {enc.dtype}, the stored "
-                             f"array has {raw.dtype}")
+def _v2_key_encoding(cke):
+    """The v2 form of a chunk_key_encoding given for a Zarr v2 array: its separator."""
+    if isinstance(cke, dict):
+        sep = (cke.get("configuration") or {}).get("separator", ".")
+        return {"name": "v2", "configuration": {"separator": sep}}
+    return cke
 
-        shape = raw.shape
-        if append_dim is not None:
-            axis = var.dims.index(append_dim)
-            for d, (a, b) in enumerate(zip(enc.shape, shape)):
-                if d != axis and a != b:
-                    raise ValueError(f"cannot append variable {name!r}: dimension "
-                                     f"{var.dims[d]!r} has length {a}, stored {b}")
-            plan[name] = (enc, "append", axis)
-        elif region is not None:
-            sel = tuple(region.get(d, slice(None)) for d in var.dims)
-            for d, s, n, m in zip(var.dims, sel, shape, enc.shape):
-                start, stop, _ = s.indices(n)
-                if stop - start != m or s.stop is not None and s.stop > n:
-                    raise ValueError(f"region {d}={s} of variable {name!r} (stored length "
-                                     f"{n}) does not hold the {m} values given")
-            plan[name] = (enc, "region", sel)
-    return plan, group_attrs
+
+def _aligned(dask_chunks, region, z) -> bool:
+    """Whether every boundary between dask chunks (shifted by the region's start) is a
+    boundary of z's write blocks (chunks, or shards): then no two dask tasks share a stored
+    block."""
+    for chunks, s, block in zip(dask_chunks, region, z.write_chunks):
+        edges = (s.start or 0) + np.cumsum(chunks[:-1], dtype=np.int64)
+        if (edges % block).any():
+            return False
+    return True
+
+
+def _align(data, grid, region, shape):
+    """dask array data rechunked so its chunk boundaries, shifted by the region's start,
+    fall on the store's block grid (align_chunks=True)."""
+    new = []
+    for d, (n, block) in enumerate(zip(data.shape, grid)):
+        start = region[d].start or 0
+        first = min(n, (-start) % block or block)
+        sizes = [first] if n else []
+        left = n - first
+        while left > 0:
+            sizes.append(min(block, left))
+            left -= sizes[-1]
+        new.append(tuple(sizes) or (0,))
+    return data.rechunk(tuple(new))
+
+
+def _check_append_dtype(name, raw, old, new):
+    """Data written into a stored variable must fit its stored type: fixed-width strings as
+    wide at most (wider would be cut), and the same fixed-width type otherwise."""
+    if raw.dtype.kind in "SU" and _chars(new) > _chars(raw):
+        raise ValueError(f"variable {name!r} holds strings of up to {_chars(new)} characters, "
+                         f"but the stored array's dtype {raw.dtype} holds {_chars(raw)}: "
+                         f"they would be truncated; rewrite the variable (mode 'w') with the "
+                         f"wider dtype")
+    easy = (np.issubdtype(new.dtype, np.number) or np.issubdtype(new.dtype, np.datetime64)
+            or np.issubdtype(new.dtype, np.timedelta64) or new.dtype == bool
+            or new.dtype == object or (new.dtype.kind in "SU" and old.dtype == object))
+    if not easy and new.dtype.kind in "SU" and old.dtype.kind in "SU" and \
+            new.dtype.kind != old.dtype.kind:
+        raise ValueError(f"Mismatched dtypes for variable {name!r}: the store has "
+                         f"{old.dtype}, the data to write {new.dtype}")
 
 
 def _chars(var: Any) -> int:
@@ -250,22 +578,22 @@ def _chars(var: Any) -> int:
     return 0
 
 
-def _check_kept_dimensions(g: Any, plan: dict) -> None:
+def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> None:
     """mode "a" replaces the variables written and keeps the others: a replaced variable
     whose dimension has another length than a kept variable's would leave a group no
     engine can open (xarray raises too). ValueError naming both, before any write."""
-    kept = [n for n in g.array_keys() if n not in plan]
+    g = store.group
+    kept = [n for n in g.array_keys() if n not in plans]
     if not kept:
         return
     sizes: dict = {}
-    for name, (var, action, _) in plan.items():
-        if action == "create":
-            for d, n in zip(var.dims, var.shape):
+    for name, p in plans.items():
+        if p["action"] == "create":
+            for d, n in zip(p["dims"], p["shape"]):
                 sizes.setdefault(d, (n, name))
-    reader = ChunkstoreDataStore(g, use_zarr_fill_value_as_mask=False)
     for name in kept:
         try:
-            stored = reader.open_store_variable(name, g[name])
+            stored = store.open_store_variable(name, g[name])
         except Exception:  # noqa: BLE001 - not an xarray variable: nothing to agree with
             continue
         for d, n in zip(stored.dims, stored.shape):
@@ -287,125 +615,3 @@ def _check_variable_name(name: Any) -> None:
     if not name or name in (".", "..") or "/" in name:
         raise ValueError(f"invalid variable name {name!r}: it must be a non-empty string "
                          f"without '/' (it names the variable's array in the group)")
-
-
-def _check_region(ds, region):
-    if not isinstance(region, dict):
-        raise TypeError(f"region must be a dict of dimension -> slice, got {region!r}")
-    out = {}
-    for d, s in region.items():
-        if d not in ds.dims:
-            raise ValueError(f"region dimension {d!r} is not a dimension of the dataset "
-                             f"{tuple(ds.dims)}")
-        if not isinstance(s, slice):
-            raise EncodingTypeError(f"region {d}={s!r}: a slice is needed, not "
-                                    f"{type(s).__name__}")
-        if s.step not in (None, 1) or \
-                (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
-            raise ValueError(f"region {d}={s!r}: a slice with step 1 and non-negative "
-                             f"bounds is needed")
-        out[d] = s
-    return out
-
-
-def _fill_value(var, fmt):
-    attrs = dict(var.attrs)
-    if fmt == 2:
-        return attrs.pop("_FillValue", None), attrs
-    fill = var.encoding.get("fill_value")
-    if fill is None and var.dtype.kind == "f":
-        fill = np.nan  # xarray's default for v3 floats, unlike Zarr's 0
-    if attrs.get("_FillValue") is not None:
-        attrs["_FillValue"] = FillValueCoder.encode(attrs["_FillValue"], var.dtype)
-    else:
-        attrs.pop("_FillValue", None)
-    return fill, attrs
-
-
-def _chunks(var, enc):
-    if enc.get("chunks") is not None:
-        c = enc["chunks"]
-        return (c,) * var.ndim if isinstance(c, int) else tuple(c)
-    if var.chunks:  # dask: the first chunk along each dimension (1 where it is empty)
-        return tuple(max(int(c[0]), 1) if c else 1 for c in var.chunks)
-    return True
-
-
-# A variable's own encoding keys that shape its array (as xarray's zarr backend reads them
-# from ``.encoding``: a dataset opened and written again keeps its chunks, shards, codecs).
-_ARRAY_ENCODINGS = ("chunks", "shards", "compressors", "compressor", "filters")
-
-
-def _array_encoding(var: Any, user_enc: dict) -> dict:
-    """The encoding that shapes var's new array: its own ``.encoding`` (chunks and shards
-    only where they still have var's rank: after isel or squeeze they are another array's),
-    then the ``encoding=`` the caller gave, which wins."""
-    enc = {k: v for k, v in var.encoding.items() if k in _ARRAY_ENCODINGS and v is not None}
-    for k in ("chunks", "shards"):
-        v = enc.get(k)
-        if v is not None and not isinstance(v, int) and len(v) != var.ndim:
-            del enc[k]
-    enc.update(user_enc)
-    return enc
-
-
-def _write_variable(g, name, var, action, sel, fmt, user_enc):
-    if action == "skip":
-        return
-    z = g[name] if action != "create" else None
-    if action == "create":
-        user_enc = _array_encoding(var, user_enc)
-        fill, attrs = _fill_value(var, fmt)
-        attrs = {k: encode_zarr_attr_value(v) for k, v in attrs.items()}
-        kw = {}
-        comps = user_enc.get("compressors", user_enc.get("compressor", "default"))
-        if isinstance(comps, (list, tuple)):
-            if fmt == 2 and len(comps) > 1:
-                raise ValueError(f"variable {name!r}: Zarr v2 takes one compressor")
-            kw["compressor"] = comps[0] if comps else None
-            if fmt == 3 and len(comps) > 1:
-                kw["filters"] = list(user_enc.get("filters") or []) + list(comps[1:])
-        else:
-            kw["compressor"] = comps
-        kw.setdefault("filters", user_enc.get("filters"))
-        if var.dtype.hasobject and fmt == 2:
-            from numcodecs import VLenUTF8
-            kw["object_codec"] = VLenUTF8()
-        if fmt == 2:
-            attrs[DIMENSION_KEY] = list(var.dims)
-        else:
-            kw["dimension_names"] = list(var.dims)
-            shards = user_enc.get("shards")
-            if shards is not None:
-                kw["shards"] = (shards,) * var.ndim if isinstance(shards, int) else shards
-            if fill is None and var.dtype.hasobject:
-                fill = ""
-        z = create(shape=var.shape, chunks=_chunks(var, user_enc),
-                   dtype=object if var.dtype.hasobject else var.dtype, fill_value=fill,
-                   store=g.store, path=f"{g.path}/{name}" if g.path else name,
-                   overwrite=True, zarr_format=fmt, attributes=attrs if fmt == 3 else None,
-                   **kw)
-        if fmt == 2:
-            z.attrs.update(attrs)
-        sel = (slice(None),) * var.ndim
-    elif action == "append":
-        axis = sel
-        old = z.shape
-        z.resize(tuple(n + var.shape[axis] if d == axis else n for d, n in enumerate(old)))
-        sel = tuple(slice(old[axis], None) if d == axis else slice(None)
-                    for d in range(var.ndim))
-    _store(var.data, z, sel)
-
-
-def _store(data, z, sel):
-    if hasattr(data, "dask"):
-        import dask.array as da
-        from chunkstore.integrations.dask import aligned
-        offsets = [s.start or 0 for s in sel]
-        # Two dask tasks writing one store chunk would lose an update: lock unless every
-        # dask chunk boundary (shifted by the region's start) is a store chunk boundary.
-        ok = all(o % c == 0 for o, c in zip(offsets, z.chunks)) and \
-            aligned(data.chunks, z.chunks, data.shape)
-        da.store(data, z, regions=sel, lock=not ok)
-        return
-    z[sel if sel else ...] = np.asarray(data)
