@@ -100,7 +100,19 @@ class Codec(metaclass=_FrozenAfterInit):
         raise ValueError(f"{self!r} has no Zarr v2 (numcodecs) equivalent")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.to_dict() == self.to_dict()
+        if isinstance(other, Codec):
+            return type(other) is type(self) and other.to_dict() == self.to_dict()
+        # another library's codec object (zarr-python 3's) is equal when its JSON document
+        # is: a dataset's encoding compares equal whichever library read it
+        to_dict = getattr(other, "to_dict", None)
+        if not callable(to_dict) or not getattr(type(other), "__module__", "").startswith(
+                "zarr."):
+            return NotImplemented
+        try:
+            theirs = json.loads(json.dumps(to_dict(), default=str))
+        except (TypeError, ValueError):
+            return NotImplemented
+        return bool(theirs == json.loads(json.dumps(self.to_dict(), default=str)))
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, json.dumps(self.to_dict(), sort_keys=True,

@@ -70,8 +70,8 @@ class BytesCodec(Codec):
             raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
         codec = cls(endian=endian)
         structured = dtype.fields is not None
-        codec._set(itemsize=dtype.itemsize, structured=structured,
-                   swap=dtype.itemsize > 1 and endian != _NATIVE_ENDIAN and not structured)
+        codec._set(itemsize=1 if dtype.kind == "S" else dtype.itemsize, structured=structured,
+                   swap=_multibyte(dtype) and endian != _NATIVE_ENDIAN and not structured)
         return codec
 
     @property
@@ -87,7 +87,7 @@ class BytesCodec(Codec):
 
     def spec(self, dtype: DTypeLike | None = None) -> dict:
         """The JSON document for arrays of ``dtype``."""
-        if dtype is not None and (np.dtype(dtype).itemsize == 1 or
+        if dtype is not None and (not _multibyte(np.dtype(dtype)) or
                                   np.dtype(dtype).fields is not None):
             return {"name": "bytes"}
         if self.endian is None and dtype is not None:
@@ -112,6 +112,12 @@ class BytesCodec(Codec):
         if self.swap:
             a = a.byteswap()
         return a
+
+
+def _multibyte(dtype: np.dtype) -> bool:
+    """Whether dtype's elements are multi-byte numbers (a byte order applies): not 1-byte
+    types, nor fixed-width bytes (``S``), which are sequences of single bytes."""
+    return dtype.itemsize > 1 and dtype.kind != "S"
 
 
 __all__ = ["BytesCodec", "Endian"]

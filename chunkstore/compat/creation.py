@@ -7,10 +7,12 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from chunkstore import config as _config
+from chunkstore.metadata.formats import format_of
 from chunkstore.hierarchy import creation
 from chunkstore.engine.array import Array
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
@@ -52,9 +54,15 @@ def _array_config(config):
     return order, wec
 
 
+#: create_array's default fill_value: the data type's default (distinct from an explicit None,
+#: which Zarr v2 keeps as "no fill value", as zarr-python 3 does)
+DEFAULT_FILL: Any = type("DefaultFill", (), {"__repr__": lambda self: "<default>"})()
+
+
 def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks="auto",
                  shards=None, filters="auto", compressors="auto", serializer="auto",
-                 compressor="auto", codecs=None, fill_value=None, order=None, zarr_format=3,
+                 compressor="auto", codecs=None, fill_value=DEFAULT_FILL, order=None,
+                 zarr_format=3,
                  attributes=None, chunk_key_encoding=None, dimension_names=None,
                  storage_options=None, overwrite=False, config=None, write_data=True,
                  synchronizer=None, **kwargs):
@@ -95,12 +103,13 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if dimension_names is not None and "codecs" not in enc:  # v2: xarray's convention
         attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
         dimension_names = None
-    if fill_value is None and not dt.hasobject and zarr_format != 2:
-        # zarr-python 3 writes the type's zero in Zarr v3; in v2 a null fill_value (no
-        # fill value: missing chunks read as uninitialised) is kept, as it keeps it
-        fill_value = 0
+    # As zarr-python 3: no fill_value given is the data type's default (zero, "", NaT); in
+    # Zarr v2 an explicit None is kept (no fill value: missing chunks read as uninitialised),
+    # in v3 it is the default too.
+    if fill_value is DEFAULT_FILL:
+        fill_value = format_of(zarr_format).default_fill(dt)
     z = creation.create(shape=shape, chunks=chunks, dtype=dt,
-                        fill_value="" if fill_value is None and dt.hasobject else fill_value,
+                        fill_value=fill_value,
                         order=order, store=store, path=name, overwrite=overwrite,
                         storage_options=storage_options, synchronizer=synchronizer,
                         zarr_format=zarr_format, write_empty_chunks=wec,

@@ -256,12 +256,13 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
     if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
         raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
-    if dtype.hasobject or dtype.kind == "U":
+    if dtype.hasobject or (dtype.kind == "U" and dtype.itemsize == 0):
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
-    if dtype.kind in "SUVMmO" and not dtype.hasobject and not dtype.names:
+    if dtype.kind in "VO" and not dtype.hasobject and not dtype.names:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
                          f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
-                         f"structured)")
+                         f"structured, fixed-width bytes and unicode, datetime64, "
+                         f"timedelta64)")
     if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
         codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,

@@ -6,6 +6,8 @@ the child paths holding `.zarray` or `.zgroup`.
 
 from __future__ import annotations
 
+import os
+
 from ..storage import protocol
 import html
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -44,7 +46,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # GroupNotFoundError naming both formats
         kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
         if kind != "group":
-            raise GroupNotFoundError(f"no group at path {self._path!r} in {store_name(store)}")
+            raise GroupNotFoundError(_no_group(store, self._path))
         self._format = fmt
         key = nodes.metadata_key(self._path, fmt, "group")
         format_of(fmt).parse_group(store[key], key)
@@ -480,6 +482,16 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     return Group(store, path=path, synchronizer=synchronizer)
 
 
+def _no_group(store: Any, path: str) -> str:
+    """The message for a missing group: where it was looked for, and that the store's
+    directory does not exist when that is why."""
+    from chunkstore.storage.directory import DirectoryStore
+    msg = f"no group at path {path!r} in {store_name(store)}"
+    if isinstance(store, DirectoryStore) and not os.path.isdir(store.path):
+        msg += f": the directory {store.path!r} does not exist"
+    return msg
+
+
 def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None,
                synchronizer: Any = None, storage_options: dict | None = None,
                zarr_format: int | None = None, **kwargs: Any) -> Group:
@@ -507,7 +519,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 if contains_array(store, path):
                     raise GroupNotFoundError(f"path {path!r} in {store_name(store)} holds an array, not "
                                              f"a group")
-                raise GroupNotFoundError(f"no group at path {path!r} in {store_name(store)}")
+                raise GroupNotFoundError(_no_group(store, path))
         elif mode == "a":
             if not exists:
                 _init_group(store, path, zarr_format=zarr_format or 2)

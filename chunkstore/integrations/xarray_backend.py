@@ -30,8 +30,7 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from chunkstore.engine.array import Array
-from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
-                               MetadataError, store_name)
+from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
 from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
@@ -39,6 +38,15 @@ from chunkstore.storage.normalize import normalize_store
 __all__ = ["ChunkstoreBackendEntrypoint", "ChunkstoreDataStore", "ChunkstoreBackendArray"]
 
 DIMENSION_KEY = "_ARRAY_DIMENSIONS"
+
+
+class MissingDimensionsError(MetadataError, KeyError):
+    """An array whose dimensions are not named (no ``_ARRAY_DIMENSIONS`` in Zarr v2, no
+    ``dimension_names`` in v3): a MetadataError, and a KeyError as xarray's zarr engine
+    raises it."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class ChunkstoreBackendArray(BackendArray):
@@ -128,11 +136,7 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
         s = normalize_store(store, mode="r", storage_options=storage_options)
         owned = s is not store
         try:
-            g = _open_group(s, group or "", consolidated)
-            if zarr_format is not None and g.zarr_format != zarr_format:
-                raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path "
-                                         f"{group or ''!r} of {store_name(s)} (it is Zarr "
-                                         f"v{g.zarr_format})")
+            g = _open_group(s, group or "", consolidated, zarr_format)
         except BaseException:
             if owned and hasattr(s, "close"):
                 s.close()
@@ -177,8 +181,8 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
         # as xarray's zarr engine reports them: shards None when unsharded, the codecs as
         # zarr-python 3's properties give them (so a dataset written again keeps them)
         encoding = {"chunks": chunks, "preferred_chunks": dict(zip(dims, chunks)),
-                    "shards": array.shards, "compressors": array.compressors,
-                    "filters": array.filters}
+                    "compressors": array.compressors, "filters": array.filters,
+                    "shards": array.shards}  # None when unsharded, as in xarray's backend
         fmt = format_of(array.zarr_format)
         if array.serializer is not None:  # Zarr v3's array -> bytes codec
             encoding["serializer"] = array.serializer
@@ -230,17 +234,20 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
                 close()
 
 
-def _open_group(store, path, consolidated):
+def _open_group(store, path, consolidated, zarr_format=None):
+    """The group at path (zarr_format: only one of that format), from its consolidated
+    metadata where asked or (consolidated=None) present."""
     if consolidated is False:
-        return open_group(store, mode="r", path=path)
+        return open_group(store, mode="r", path=path, zarr_format=zarr_format)
     # A group's consolidated metadata is its own: path/.zmetadata (v2) or path/zarr.json (v3).
     key = f"{path}/.zmetadata" if path else ".zmetadata"
     try:
-        return open_consolidated(store, metadata_key=key, mode="r", path=path)
+        return open_consolidated(store, metadata_key=key, mode="r", path=path,
+                                 zarr_format=zarr_format)
     except ConsolidatedMetadataNotFoundError:
         if consolidated:
             raise
-    g = open_group(store, mode="r", path=path)
+    g = open_group(store, mode="r", path=path, zarr_format=zarr_format)
     _warn(_NOT_CONSOLIDATED)  # as xarray's zarr engine, for consolidated=None
     return g
 
@@ -278,7 +285,9 @@ class UnreadableArray(BackendArray):
                  error: Exception) -> None:
         self.name, self.shape, self.dims, self.attrs, self.error = (name, shape, dims, attrs,
                                                                     error)
-        self.dtype = np.dtype(object)
+        # raw bytes: a dtype xarray's decoding never looks into (it reads the first element
+        # of an object variable, which would raise before anyone asked for the values)
+        self.dtype = np.dtype("V1")
 
     def __getitem__(self, key):
         raise MetadataError(f"array {self.name!r} cannot be read: {self.error}")
@@ -320,8 +329,9 @@ def _dims_and_attrs(array):
         if array.ndim == 0:
             dims = ()  # a scalar (a CF grid mapping such as crs) names no dimension
         if dims is None or any(d is None for d in dims):
-            raise MetadataError(f"array {array.path!r} has no dimension_names in its metadata; "
-                                f"xarray needs a name for every dimension")
+            raise MissingDimensionsError(f"array {array.path!r} has no dimension_names in its "
+                                         f"metadata; xarray needs a name for every "
+                                         f"dimension")
         attrs.pop(DIMENSION_KEY, None)
         return tuple(dims), attrs
     try:
@@ -329,8 +339,9 @@ def _dims_and_attrs(array):
     except KeyError:
         if array.ndim == 0:
             return (), attrs
-        raise MetadataError(f"array {array.path!r} has no {DIMENSION_KEY!r} attribute, which "
-                            f"xarray needs to name its dimensions") from None
+        raise MissingDimensionsError(f"array {array.path!r} has no {DIMENSION_KEY!r} "
+                                     f"attribute, which xarray needs to name its "
+                                     f"dimensions") from None
     if len(dims) != array.ndim:
         raise MetadataError(f"array {array.path!r} has {array.ndim} dimensions but "
                             f"{DIMENSION_KEY} names {len(dims)}: {dims!r}")

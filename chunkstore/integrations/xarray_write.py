@@ -20,6 +20,8 @@ each store chunk under a lock (chunkstore's ThreadSynchronizer), instead of bein
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,7 @@ from chunkstore.errors import ContainsArrayError, ContainsGroupError, store_name
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.hierarchy.group import open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
+from chunkstore.metadata._common import json_default
 from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
 
@@ -79,12 +82,11 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if append_dim is not None and mode not in ("a", "a-"):
-        raise ValueError(f"append_dim needs mode 'a' or 'a-', got mode={mode!r}")
+        raise ValueError(f"cannot set append_dim unless mode='a' or mode=None (or 'a-'), "
+                         f"got mode={mode!r}")
     if region is not None and mode not in ("a", "a-", "r+"):
-        raise ValueError(f"region needs mode 'a', 'a-' or 'r+', got mode={mode!r}")
-    if append_dim is not None and append_dim not in ds.dims:
-        raise ValueError(f"append_dim={append_dim!r} is not a dimension of the dataset "
-                         f"{tuple(ds.dims)}")
+        raise ValueError(f"cannot set region unless mode='a', mode='a-', mode='r+' or "
+                         f"mode=None, got mode={mode!r}")
     for name in ds.variables:
         _check_variable_name(name)
     encoding = dict(encoding or {})
@@ -129,6 +131,9 @@ class EncodingTypeError(TypeError, ValueError):
 
 def _check_encoding(ds, encoding):
     for name, enc in encoding.items():
+        if not isinstance(enc, Mapping):
+            raise ValueError(f"encoding of variable {name!r} must be castable to a "
+                             f"dictionary, got {enc!r}")
         if name not in ds.variables:
             raise EncodingKeyError(f"encoding names variable {name!r}, which the dataset "
                                    f"lacks")
@@ -218,8 +223,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 raise ValueError(f"region dimension {d!r} is not a dimension of the dataset "
                                  f"{list(ds.dims)}")
             if not isinstance(s, slice):
-                raise EncodingTypeError(f"region {d}={s!r}: a slice is needed, not "
-                                        f"{type(s).__name__}")
+                raise EncodingTypeError(f"all values in region must be slice objects; region "
+                                        f"{d}={s!r} is a {type(s).__name__}")
             if s.step not in (None, 1):
                 raise ValueError(f"region {d}={s!r}: a slice with step 1 is needed")
             if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
@@ -262,8 +267,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         """``encoding=`` for a stored variable is refused (it would be ignored: the stored array
         keeps its encoding), for modes that keep stored variables."""
         if encoding and self.mode in ("a", "a-", "r+") and not self._pending_clear:
+            given = {_stored_name(n) for n in encoding}
             for name in self.group.array_keys():
-                if name in encoding:
+                if name in given:
                     raise ValueError(f"variable {name!r} already exists, but encoding was "
                                      f"provided")
 
@@ -279,13 +285,15 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                   f"(mode 'r')")
         writer = ArrayWriter() if writer is None else writer
         fmt = self.zarr_format
+        variables = {_stored_name(n): v for n, v in variables.items()}
+        check_encoding_set = {_stored_name(n) for n in check_encoding_set}
         existing = set() if self._pending_clear or self.mode == "w" else \
             set(self.group.array_keys())
         written = [n for n in variables if n in existing]
         new = [n for n in variables if n not in existing]
         if self.mode == "r+" and new:
-            raise ValueError(f"dataset contains variables {new!r} the group "
-                             f"{self.group.name!r} lacks, which mode 'r+' cannot add; use "
+            raise ValueError(f"dataset contains non-pre-existing variables {new!r}, which "
+                             f"mode 'r+' cannot add to the group {self.group.name!r}; use "
                              f"mode 'a'")
         if self.append_dim is not None and self.append_dim not in existing:
             dims = self.get_dimensions() if existing else {}
@@ -299,8 +307,12 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         if self.mode == "a-" and self.append_dim is not None:
             encoded = {n: v for n, v in encoded.items()
                        if n not in existing or self.append_dim in v.dims}
+        _check_attrs(group_attrs, f"the attributes of group {self.group.name!r}")
         plans = [self._plan(n, v, n in check_encoding_set, n in existing)
                  for n, v in encoded.items()]
+        for p in plans:
+            if p["action"] == "create":
+                _check_attrs(p["attrs"], f"the attributes of variable {p['name']!r}")
         if self.mode in ("a", "a-") and self.region is None and existing:
             _check_kept_dimensions(self, {p["name"]: p for p in plans})
         # -- everything checked: write
@@ -309,10 +321,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                     zarr_format=fmt)
             self._pending_clear = False
         if self.mode not in ("r", "r+"):
-            try:
-                self.group.attrs.put(group_attrs)
-            except TypeError as e:
-                raise TypeError(f"invalid attribute in Dataset.attrs: {e}") from e
+            self.group.attrs.put(group_attrs)
         for p in plans:
             target = self._target(p)
             writer.add(p["data"], target, p["region"])
@@ -335,9 +344,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             enc = encode_zarr_variable(v, name=n, zarr_format=self.zarr_format)
             if enc.dims != old.dims:
                 if set(enc.dims) != set(old.dims):
-                    raise ValueError(f"variable {n!r} already exists with dimensions "
-                                     f"{old.dims}, not {enc.dims}: to_chunkstore cannot change "
-                                     f"a variable's dimensions")
+                    raise ValueError(f"variable {n!r} already exists with different "
+                                     f"dimension names {old.dims} != {enc.dims}: "
+                                     f"to_chunkstore cannot change a variable's dimensions")
                 enc = enc.transpose(*old.dims)
             stored = {}
             for d, size in old.sizes.items():
@@ -348,8 +357,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                     stored[d] = size
             given = {d: s for d, s in enc.sizes.items() if d != self.append_dim}
             if stored != given:
-                raise ValueError(f"variable {n!r} already exists with dimension sizes "
-                                 f"{stored}, not {given}: sizes change only along "
+                raise ValueError(f"variable {n!r} already exists with different "
+                                 f"dimension sizes: {stored} != {given}; sizes change only along "
                                  f"append_dim (got append_dim={self.append_dim!r}); to write "
                                  f"part of a stored variable, give region=")
             if self.region is not None:
@@ -382,10 +391,15 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             raise ValueError(f"variable {name!r}: Zarr does not support _FillValue in "
                              f"encoding (give it as an attribute)")
         enc.pop("_FillValue", None)
-        if self.zarr_format == 2 and "fill_value" in v.encoding and check:
-            raise ValueError(f"unexpected encoding parameters for variable {name!r}: "
-                             f"['fill_value']; in Zarr v2 use _FillValue to set the "
-                             f"array's fill_value")
+        for key in ("chunks", "shards"):
+            # chunks or shards of another rank are another array's (the variable's own
+            # encoding after isel/squeeze): dropped, as xarray drops such chunks
+            val = enc.get(key)
+            if val is not None and not isinstance(val, (int, str)) and len(val) != v.ndim:
+                if key == "shards" and check:
+                    raise ValueError(f"variable {name!r}: encoding shards={val!r} has "
+                                     f"{len(val)} dimensions, the variable {v.ndim}")
+                del enc[key]
         v = v.copy(deep=False)
         v.encoding = enc
         zenc = extract_zarr_variable_encoding(v, raise_on_invalid=check, name=name,
@@ -483,42 +497,25 @@ def _create(store, path, p, zarr_format):
     config = {k: enc.pop(k) for k in ("write_empty_chunks", "order") if k in enc}
     enc.pop("cache_metadata", None)
     shards = enc.pop("shards", None)
-    if shards is not None and zarr_format == 2:
-        raise ValueError(f"variable {p['name']!r}: shards need Zarr v3 (zarr_format=3)")
-    kw: dict[str, Any] = {}
-    for key in ("compressors", "filters", "serializer", "chunk_key_encoding"):
-        if key in enc:
-            kw[key] = enc.pop(key)
-    if zarr_format == 2:
-        kw.pop("serializer", None)
-        if kw.get("chunk_key_encoding") is not None:
-            kw["chunk_key_encoding"] = _v2_key_encoding(kw["chunk_key_encoding"])
-    if zarr_format == 2 and "compressors" in kw:
-        comps = kw.pop("compressors")
-        comps = [] if comps is None else list(comps) if isinstance(comps, (list, tuple)) \
-            else [comps]
-        if len(comps) > 1:
-            raise ValueError(f"variable {p['name']!r}: Zarr v2 takes one compressor, got "
-                             f"{comps!r}")
-        kw["compressor"] = comps[0] if comps else None
+    kw = {k: enc.pop(k) for k in ("compressors", "filters", "serializer", "chunk_key_encoding")
+          if k in enc}  # create_array maps them to Zarr v2's where the group is v2
     dt = p["dtype"]
     dtype = str if dt.hasobject else dt
-    fill = p["fill"]
-    if fill is None and dt.hasobject and zarr_format == 3:
-        fill = ""
     attrs = {k: encode_zarr_attr_value(v) for k, v in p["attrs"].items()}
     return create_array(store, name=path, shape=p["shape"], dtype=dtype, chunks=chunks,
-                        shards=shards, fill_value=fill, zarr_format=zarr_format,
+                        shards=shards, fill_value=p["fill"], zarr_format=zarr_format,
                         attributes=attrs, dimension_names=list(p["dims"]), overwrite=True,
                         config=config or None, **kw)
 
 
-def _v2_key_encoding(cke):
-    """The v2 form of a chunk_key_encoding given for a Zarr v2 array: its separator."""
-    if isinstance(cke, dict):
-        sep = (cke.get("configuration") or {}).get("separator", ".")
-        return {"name": "v2", "configuration": {"separator": sep}}
-    return cke
+def _check_attrs(attrs: dict, where: str) -> None:
+    """TypeError (xarray's words) where an attribute cannot be stored as JSON, before any
+    write."""
+    try:
+        json.dumps({k: encode_zarr_attr_value(v) for k, v in attrs.items()}, allow_nan=True,
+                   default=json_default)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Invalid attribute in Dataset.attrs. In {where}: {e}") from e
 
 
 def _aligned(dask_chunks, region, z) -> bool:
@@ -552,10 +549,10 @@ def _check_append_dtype(name, raw, old, new):
     """Data written into a stored variable must fit its stored type: fixed-width strings as
     wide at most (wider would be cut), and the same fixed-width type otherwise."""
     if raw.dtype.kind in "SU" and _chars(new) > _chars(raw):
-        raise ValueError(f"variable {name!r} holds strings of up to {_chars(new)} characters, "
-                         f"but the stored array's dtype {raw.dtype} holds {_chars(raw)}: "
-                         f"they would be truncated; rewrite the variable (mode 'w') with the "
-                         f"wider dtype")
+        raise ValueError(f"Mismatched dtypes for variable {name!r}: it holds strings of up "
+                         f"to {_chars(new)} characters, but the stored array's dtype "
+                         f"{raw.dtype} holds {_chars(raw)}: they would be truncated; rewrite "
+                         f"the variable (mode 'w') with the wider dtype")
     easy = (np.issubdtype(new.dtype, np.number) or np.issubdtype(new.dtype, np.datetime64)
             or np.issubdtype(new.dtype, np.timedelta64) or new.dtype == bool
             or new.dtype == object or (new.dtype.kind in "SU" and old.dtype == object))
@@ -606,12 +603,26 @@ def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> N
 
 def _check_variable_name(name: Any) -> None:
     """A variable is an array named by its name in the group: the name must be a non-empty
-    string naming one member (None or "" would be the group's own path, which a write with
-    mode "a" would replace with every variable in it; "a/b" a member of a subgroup). As
-    xarray: TypeError for a name that is not a string, ValueError for an empty one."""
+    string naming one member ("" would be the group's own path, which a write with mode "a"
+    would replace with every variable in it; "a/b" a member of a subgroup), or None, stored
+    as xarray stores it (NONE_NAME). As xarray: TypeError for a name that is neither,
+    ValueError for an empty one."""
+    if name is None:
+        return
     if not isinstance(name, str):
-        raise TypeError(f"invalid variable name {name!r}: a Zarr variable needs a string "
-                        f"name")
-    if not name or name in (".", "..") or "/" in name:
-        raise ValueError(f"invalid variable name {name!r}: it must be a non-empty string "
-                         f"without '/' (it names the variable's array in the group)")
+        raise TypeError(f"Invalid name {name!r} for DataArray or Dataset key: must be either "
+                        f"a string or None for serialization to zarr files")
+    if not name:
+        raise ValueError(f"Invalid name {name!r} for DataArray or Dataset key: string must "
+                         f"be length 1 or greater for serialization to zarr files")
+    if name in (".", "..") or "/" in name:
+        raise ValueError(f"invalid variable name {name!r}: it must not contain '/' or be "
+                         f"'.' or '..' (it names the variable's array in the group)")
+
+
+#: the array name of a variable named None (xarray's, which decodes it back to None)
+NONE_NAME = "__values__"
+
+
+def _stored_name(name: Any) -> str:
+    return NONE_NAME if name is None else name

@@ -60,6 +60,9 @@ class ZarrFormat:
     # whether an array's dimension names are in its metadata (v3 dimension_names) rather
     # than in xarray's _ARRAY_DIMENSIONS attribute (v2)
     dimension_names_in_metadata: bool
+    #: native dtype -> the fill value create_array writes when given none (zarr-python 3's
+    #: choice; None: the metadata's own default)
+    default_fill: Callable[[np.dtype], Any]
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -98,6 +101,17 @@ def _v2_array_arguments(doc: Mapping) -> dict:
     return dict(shape=doc["shape"], dtype=doc["dtype"], chunks=doc["chunks"],
                 compressors=doc.get("compressor"), filters=doc.get("filters"),
                 fill_value=doc.get("fill_value"), order=doc.get("order"), zarr_format=2)
+
+
+def _v2_default_fill(dt: np.dtype) -> Any:
+    """zarr-python 3's Zarr v2 fill value when none is given: "" for strings (object), 0 for
+    bytes, unicode and times (read as their empty value, the epoch), the type's zero else;
+    none for structured types."""
+    if dt.hasobject:
+        return ""
+    if dt.kind in "SUVMm":
+        return 0
+    return np.zeros((), dtype=dt)[()].item() if dt.fields is None else None
 
 
 def _v2_consolidate(store: Any, path: str, metadata_key: str) -> tuple:
@@ -169,7 +183,8 @@ FORMATS: dict[int, ZarrFormat] = {
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
         is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
         consolidated_entry="metadata document",
-        fill_value_masks=True, dimension_names_in_metadata=False),
+        fill_value_masks=True, dimension_names_in_metadata=False,
+        default_fill=_v2_default_fill),
     3: ZarrFormat(
         zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
         attrs_key=_v3.METADATA_KEY,
@@ -180,7 +195,8 @@ FORMATS: dict[int, ZarrFormat] = {
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
         is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
         consolidated_entry="member",
-        fill_value_masks=False, dimension_names_in_metadata=True),
+        fill_value_masks=False, dimension_names_in_metadata=True,
+        default_fill=lambda dt: None),
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from chunkstore.metadata import extension_v3 as _extension
 from chunkstore.metadata import structured_v3 as _structured
 from chunkstore.metadata._common import (SPECIAL_FLOATS, decode_bool_fill, decode_int_fill,
                                          special_float_name)
@@ -33,6 +34,8 @@ def decode_data_type_v3(obj: Any) -> np.dtype:
     name = obj
     if _structured.is_structured(obj):
         return _structured.decode(obj)
+    if _extension.is_extension(obj):
+        return _extension.decode(obj)
     if isinstance(obj, Mapping):
         name = obj.get("name")
         conf = obj.get("configuration")
@@ -60,6 +63,8 @@ def encode_data_type_v3(dtype: Any) -> str | dict:
         return "string"
     if d.fields is not None and d.subdtype is None:
         return _structured.encode(d)
+    if _extension.handles(d):
+        return _extension.encode(d)
     if d.fields is not None or d.subdtype is not None:
         raise ValueError(f"unsupported data type {d} for Zarr v3")
     name = d.newbyteorder("=").name
@@ -71,8 +76,10 @@ def encode_data_type_v3(dtype: Any) -> str | dict:
 def _to_dtype(dtype: Any) -> np.dtype:
     """Normalise a dtype-like (NumPy dtype, v3 name, ``str``) to the native NumPy dtype."""
     name = encode_data_type_v3(dtype)
-    if isinstance(name, dict):  # structured
-        return _structured.native(np.dtype(dtype))
+    if isinstance(name, dict):  # structured, or an extension type
+        if _structured.is_structured(name):
+            return _structured.native(np.dtype(dtype))
+        return _extension.native(_extension.decode(name))
     return _DATA_TYPES[name]
 
 
@@ -127,6 +134,8 @@ def decode_fill_value_v3(obj: Any, dtype: Any) -> Any:
         raise ValueError("fill_value must not be null in Zarr v3")
     if dtype.fields is not None:
         return _structured.decode_fill(obj, dtype)
+    if _extension.handles(dtype):
+        return _extension.decode_fill(obj, dtype)
     if kind == "O":
         if not isinstance(obj, str):
             raise ValueError(f"string fill_value expected, got {obj!r}")
@@ -156,6 +165,8 @@ def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
     kind = dtype.kind
     if dtype.fields is not None:
         return _structured.encode_fill(v, dtype)
+    if _extension.handles(dtype):
+        return _extension.encode_fill(v, dtype)
     if kind == "O":
         return v
     if kind == "b":
@@ -171,6 +182,8 @@ def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
 def _default_fill(dtype: np.dtype) -> Any:
     if dtype.hasobject:
         return ""
+    if _extension.handles(dtype):
+        return _extension.default_fill(dtype)
     return np.zeros((), dtype=dtype)[()]
 
 
@@ -181,6 +194,8 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
     kind = dtype.kind
     if dtype.fields is not None:
         return _structured.coerce_fill(value, dtype)
+    if _extension.handles(dtype):
+        return _extension.coerce_fill(value, dtype)
     if kind == "O":
         if isinstance(value, np.str_):
             value = str(value)

@@ -152,7 +152,7 @@ class ArrayMetadataV3:
     fill_value: Any = None
     codecs: list | None = None
     chunk_key_encoding: Any = None
-    dimension_names: list | None = None
+    dimension_names: tuple | None = None  # a tuple, as zarr-python 3's metadata has it
     attributes: dict = field(default_factory=dict)
     storage_transformers: list = field(default_factory=list)
     zarr_format: int = ZARR_FORMAT_V3
@@ -186,7 +186,7 @@ class ArrayMetadataV3:
                                  f"{len(self.shape)} dimensions")
             if not all(d is None or isinstance(d, str) for d in dn):
                 raise ValueError(f"dimension_names entries must be strings or null, got {dn!r}")
-            self.dimension_names = dn
+            self.dimension_names = tuple(dn)
         if self.attributes is None:
             self.attributes = {}
         if not isinstance(self.attributes, Mapping):

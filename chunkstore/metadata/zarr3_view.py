@@ -89,8 +89,8 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
         return dtype, kw
     if compressor not in ("auto", None):
         raise ValueError("compressor= is for zarr_format=2; use compressors= for Zarr v3")
-    if dtype.kind == "U" or dtype.hasobject:
-        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
+    if (dtype.kind == "U" and dtype.itemsize == 0) or dtype.hasobject:
+        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (U<n>: fixed_length_utf32)
     chain = chunk_encoding_v3(dtype, codecs=codecs, filters=filters, serializer=serializer,
                               compressors=compressors)
     if order == "F" and ndim > 1 and codecs is None and filters in ("auto", None):

@@ -20,4 +20,4 @@ run() {  # $1: baseline|chunkstore, then extra pytest args
 }
 run baseline "$@"
 run chunkstore "$@"
-"$py" "$here/compare.py" "$out/baseline.txt" "$out/chunkstore.txt"
+"$py" "$here/compare.py" "$out/baseline.txt" "$out/chunkstore.txt" "$tests"

@@ -21,6 +21,8 @@ BRANCH = re.compile(r"zarr_format *[=!]=|\.shards\b")
 # pass it on as a value, asking nothing about the format.
 ALLOWED = {
     ("integrations/xarray_backend.py", '"shards": array.shards}  # None when unsharded, as in xarray\'s backend'),
+    # the xarray writer: a stored variable's write blocks, to align dask chunks with them
+
     ("engine/array.py", "return self._engine.layout.shards"),  # the public Array.shards property itself
 }
 

@@ -256,7 +256,7 @@ class TestCreate:
         if root.zarr_format == 2:   # xarray's convention: the names in an attribute
             assert z.attrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
         else:                       # v3: in the metadata
-            assert z.metadata.dimension_names == ["y", "x"] and dict(z.attrs) == {"u": "m"}
+            assert z.metadata.dimension_names == ("y", "x") and dict(z.attrs) == {"u": "m"}
         data = np.arange(6, dtype="i2").reshape(2, 3)
         d = root.create_array("sub/cad", data=data)
         assert d.name == "/sub/cad"

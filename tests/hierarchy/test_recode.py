@@ -87,7 +87,7 @@ def test_copy_and_cp_make_identical_stores(tmp_path, source, fmt, kw, opts):
     # The attributes and the dimension names travel, each format in its own place.
     assert x.attrs["units"] == "m"
     if fmt == 3:
-        assert x.metadata.dimension_names == ["y", "x"]
+        assert x.metadata.dimension_names == ("y", "x")
         assert "_ARRAY_DIMENSIONS" not in x.attrs
     else:
         assert x.attrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
@@ -109,7 +109,7 @@ def test_v3_to_v3_keeps_the_codec_chain(tmp_path):
     library_copy(a, tmp_path / "lib.zarr", 3, chunks=(10, 10))
     x = cs.open_array(str(tmp_path / "lib.zarr"), mode="r", path="x")
     assert x.metadata.inner_codecs == a.metadata.inner_codecs
-    assert x.shards == (10, 30) and x.metadata.dimension_names == ["y", "x"]
+    assert x.shards == (10, 30) and x.metadata.dimension_names == ("y", "x")
 
 
 def group_tree(path):

@@ -133,17 +133,22 @@ def test_chunkstore_reads_what_xarray_writes(tmp_path):
     np.testing.assert_array_equal(again["time"].values, ds["time"].values)
 
 
-@pytest.mark.parametrize("bad,error", [("", ValueError), (None, TypeError),
-                                       ("a/b", ValueError)])
-def test_a_variable_name_that_is_no_member_is_refused_before_any_write(tmp_path, bad, error):
-    """None or "" would name the group itself: with mode "a" the write replaced the group,
-    and every variable in it was gone (issue 27). Refused, and nothing stored changes."""
+@pytest.mark.parametrize("bad,error,words", [
+    ("", ValueError, "string must be length 1 or greater"),
+    (0, TypeError, "must be either a string or None"),
+    (("a", 1), TypeError, "must be either a string or None"),
+    ("a/b", ValueError, "invalid variable name")])
+def test_a_variable_name_that_is_no_member_is_refused_before_any_write(tmp_path, bad, error,
+                                                                       words):
+    """"" would name the group itself: with mode "a" the write replaced the group, and every
+    variable in it was gone (issue 27). Refused with xarray's words, and nothing stored
+    changes."""
     import xarray as xr
     from chunkstore.xarray import to_chunkstore
     path = str(tmp_path / "a.zarr")
     to_chunkstore(xr.Dataset({"keep": ("x", np.arange(3))}), path)
     before = sorted(os.listdir(path))
-    with pytest.raises(error, match="variable name"):
+    with pytest.raises(error, match=words):
         to_chunkstore(xr.Dataset({bad: ("x", np.arange(3))}), path, mode="a")
     assert sorted(os.listdir(path)) == before
     np.testing.assert_array_equal(
@@ -152,13 +157,18 @@ def test_a_variable_name_that_is_no_member_is_refused_before_any_write(tmp_path,
 
 def test_mode_a_refuses_a_dimension_length_the_kept_variables_disagree_with(tmp_path):
     """Replacing 'a' with a longer 'x' while 'b' (kept) has the old length left a group
-    neither engine could open (issue 27 item 8): refused before any write, as xarray."""
+    neither engine could open (issue 27 item 8): refused before any write, as xarray (mode
+    "a" writes a stored variable in place, so its sizes must stay), and so is a new
+    variable whose dimension disagrees with a kept one."""
     import xarray as xr
     from chunkstore.xarray import to_chunkstore
     path = str(tmp_path / "a.zarr")
     to_chunkstore(xr.Dataset({"a": ("x", np.arange(3)), "b": ("x", np.arange(3))}), path)
-    with pytest.raises(ValueError, match="conflicting sizes for dimension 'x'"):
+    with pytest.raises(ValueError, match="already exists with different dimension sizes"):
         to_chunkstore(xr.Dataset({"a": ("x", np.arange(5))}), path, mode="a")
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 'x'"):
+        to_chunkstore(xr.Dataset({"c": ("x", np.arange(5))}), path, mode="a")
+    assert "c" not in os.listdir(path)
     ds = xr.open_dataset(path, engine="chunkstore")
     np.testing.assert_array_equal(ds["a"].values, np.arange(3))
     to_chunkstore(xr.Dataset({"a": ("x", np.arange(3) * 2)}), path, mode="a")  # same length
@@ -186,14 +196,24 @@ def test_appending_longer_fixed_width_strings_is_refused_not_truncated(tmp_path,
 
 
 def test_appending_longer_strings_to_a_v3_string_variable_keeps_them(tmp_path):
+    """Variable-length strings (object arrays: v3 "string") take any length; fixed-width
+    unicode is fixed_length_utf32 in v3, as zarr-python 3.1 writes it, so longer strings are
+    refused there as in v2."""
     import xarray as xr
     from chunkstore.xarray import to_chunkstore
     path = str(tmp_path / "a.zarr")
-    to_chunkstore(xr.Dataset({"s": ("x", np.array(["ab", "cd"]))}), path, zarr_format=3)
-    to_chunkstore(xr.Dataset({"s": ("x", np.array(["abcdef"]))}), path, mode="a",
-                  append_dim="x")
+    to_chunkstore(xr.Dataset({"s": ("x", np.array(["ab", "cd"], dtype=object))}), path,
+                  zarr_format=3)
+    to_chunkstore(xr.Dataset({"s": ("x", np.array(["abcdef"], dtype=object))}), path,
+                  mode="a", append_dim="x")
     got = xr.open_dataset(path, engine="chunkstore")["s"].values
     assert list(got) == ["ab", "cd", "abcdef"]
+    fixed = str(tmp_path / "b.zarr")
+    to_chunkstore(xr.Dataset({"s": ("x", np.array(["ab", "cd"]))}), fixed, zarr_format=3)
+    with pytest.raises(ValueError, match="Mismatched dtypes.*truncated"):
+        to_chunkstore(xr.Dataset({"s": ("x", np.array(["abcdef"]))}), fixed, mode="a",
+                      append_dim="x")
+    assert list(xr.open_dataset(fixed, engine="chunkstore")["s"].values) == ["ab", "cd"]
 
 
 def test_rewriting_an_opened_dataset_keeps_its_shards_and_codecs(tmp_path):

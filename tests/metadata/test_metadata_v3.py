@@ -75,7 +75,7 @@ def test_fixture_metadata(case):
     else:
         again = parse_array_metadata_v3(encode_array_metadata_v3(meta))
         assert again == meta
-    assert meta.dimension_names == doc.get("dimension_names")
+    assert meta.dimension_names == (tuple(doc["dimension_names"]) if "dimension_names" in doc else None)
     assert meta.attributes == doc.get("attributes", {})
 
 
@@ -103,7 +103,7 @@ def test_fixture_details():
     assert load("codec_none").compressor is None
     st_ = load("dtype_string")
     assert st_.dtype == np.dtype(object) and st_.fill_value == "" and st_.fill_bytes() is None
-    assert load("dimension_names").dimension_names == ["t", "y", "x"]
+    assert load("dimension_names").dimension_names == ("t", "y", "x")
     assert load("chunk_key_v2_dot").chunk_key((1, 2)) == "1.2"
     assert load("chunk_key_default_dot").chunk_key((1, 2)) == "c.1.2"
     assert load("shape_0d").chunk_key(()) == "c"
@@ -251,7 +251,7 @@ def test_unsupported_data_type_names_type_and_key(dt):
     assert repr(shown) in msg
 
 
-@pytest.mark.parametrize("dt", ["U5", "M8[s]", [("a", "M8[s]")], "S3", "V4"])
+@pytest.mark.parametrize("dt", [[("a", "M8[s]")], "V4", "S0"])
 def test_unsupported_numpy_dtypes(dt):
     with pytest.raises(ValueError, match="unsupported data type"):
         ArrayMetadataV3(shape=(2,), chunks=(2,), dtype=dt)
