@@ -63,16 +63,19 @@ class ChunkstoreBackendArray(BackendArray):
         """The chunkstore array this wraps."""
         return self._array
 
-    def __getitem__(self, key):
+    def _reader(self, key):
+        """(key, the Array method that reads it): vindex, oindex or basic indexing."""
         if isinstance(key, indexing.VectorizedIndexer):
             if any(isinstance(k, slice) for k in key.tuple):
                 # vindex takes integer arrays only: a slice becomes its broadcast arange.
                 key = indexing._arrayize_vectorized_indexer(key, self.shape)
-            method = self._vindex
-        elif isinstance(key, indexing.OuterIndexer):
-            method = self._oindex
-        else:
-            method = self._getitem
+            return key, self._vindex
+        if isinstance(key, indexing.OuterIndexer):
+            return key, self._oindex
+        return key, self._getitem
+
+    def __getitem__(self, key):
+        key, method = self._reader(key)
         return indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.VECTORIZED, method)
 
@@ -80,14 +83,7 @@ class ChunkstoreBackendArray(BackendArray):
         """``__getitem__`` for ``Dataset.load_async``: the read runs in a worker thread (the
         same engine, which releases the GIL while it decodes), so the event loop is never
         blocked and several variables load concurrently."""
-        if isinstance(key, indexing.VectorizedIndexer):
-            if any(isinstance(k, slice) for k in key.tuple):
-                key = indexing._arrayize_vectorized_indexer(key, self.shape)
-            method = self._vindex
-        elif isinstance(key, indexing.OuterIndexer):
-            method = self._oindex
-        else:
-            method = self._getitem
+        key, method = self._reader(key)
 
         async def read(k):
             return await asyncio.to_thread(method, k)
@@ -117,12 +113,28 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
     """The arrays of one chunkstore Group as xarray variables (reading; the writing half is
     ChunkstoreWritableDataStore)."""
 
-    __slots__ = ("group", "_close_store", "_mask")
+    __slots__ = ("group", "_close_store", "_mask", "_member_names")
 
-    def __init__(self, group, close_store=False, use_zarr_fill_value_as_mask=None):
+    def __init__(self, group, close_store=False, use_zarr_fill_value_as_mask=None,
+                 cache_members=False):
         self.group = group
         self._close_store = close_store
         self._mask = use_zarr_fill_value_as_mask
+        # xarray's ZarrStore(cache_members=True): array_keys() answers with the arrays the
+        # group held when opened (None: ask the group each time)
+        self._member_names = tuple(group.array_keys()) if cache_members else None
+
+    @property
+    def zarr_group(self):
+        """The chunkstore Group read (xarray's ``ZarrStore.zarr_group``)."""
+        return self.group
+
+    def array_keys(self) -> tuple:
+        """The names of the group's arrays: those it held when this store was opened with
+        ``cache_members=True`` (xarray's ``ZarrStore.array_keys``), else its current ones."""
+        if self._member_names is not None:
+            return self._member_names
+        return tuple(self.group.array_keys())
 
     @classmethod
     def open(cls, store, group=None, consolidated=None, storage_options=None,

@@ -100,7 +100,7 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
         store, mode=mode, group=group, storage_options=storage_options,
         append_dim=append_dim, write_region=region, safe_chunks=safe_chunks,
         align_chunks=align_chunks, zarr_format=zarr_format, write_empty=write_empty_chunks,
-        consolidate_on_close=consolidated is not False)
+        consolidate_on_close=consolidated is not False, cache_members=False)
     try:
         ds = target.validate_region(ds)
         target.validate_encoding(encoding)
@@ -158,9 +158,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
 
     def __init__(self, group, *, mode="r+", append_dim=None, region=None, align_chunks=False,
                  write_empty=None, consolidate_on_close=False, close_store=False,
-                 use_zarr_fill_value_as_mask=None, pending_clear=False):
+                 use_zarr_fill_value_as_mask=None, pending_clear=False, cache_members=False):
         super().__init__(group, close_store=close_store,
-                         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+                         use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+                         cache_members=cache_members and not pending_clear)
         self.mode, self.append_dim, self.region = mode, append_dim, region
         self.align_chunks, self.write_empty = align_chunks, write_empty
         self.consolidate_on_close = consolidate_on_close
@@ -177,8 +178,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    zarr_version=None):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
-        (``consolidated``, ``safe_chunks`` and ``cache_members`` are accepted and not needed:
-        the group is read fresh, and misaligned chunks are written under locks)."""
+        (``consolidated`` and ``safe_chunks`` are accepted and not needed:
+        misaligned chunks are written under locks; ``cache_members`` as xarray's:
+        ``array_keys()`` answers with the arrays the group held when opened)."""
         if zarr_format is None:
             zarr_format = zarr_version
         if mode not in MODES + ("r",):
@@ -197,7 +199,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    align_chunks=align_chunks, write_empty=write_empty,
                    consolidate_on_close=consolidate_on_close, close_store=owned,
                    use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-                   pending_clear=clear)
+                   pending_clear=clear, cache_members=cache_members)
 
     # -------------------------------------------------------------- what xarray calls
     def validate_region(self, ds):
@@ -220,23 +222,26 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             region = self._find_region(ds, region)
         for d, s in region.items():
             if d not in ds.dims:
-                raise ValueError(f"region dimension {d!r} is not a dimension of the dataset "
-                                 f"{list(ds.dims)}")
+                raise ValueError(f"all keys in ``region`` are not in Dataset dimensions: "
+                                 f"{d!r} is not one of {list(ds.dims)}")
             if not isinstance(s, slice):
                 raise EncodingTypeError(f"all values in region must be slice objects; region "
                                         f"{d}={s!r} is a {type(s).__name__}")
             if s.step not in (None, 1):
-                raise ValueError(f"region {d}={s!r}: a slice with step 1 is needed")
+                raise ValueError(f"step on all slices in region must be 1 or None: region "
+                                 f"{d}={s!r}")
             if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
                 raise ValueError(f"region {d}={s!r}: negative bounds are not supported")
         outside = [n for n, v in ds.variables.items()
                    if n not in ds.indexes and not set(region) & set(v.dims)]
         if region and outside:
-            raise ValueError(f"variables {outside!r} have none of the region's dimensions "
-                             f"{list(region)}; drop them first: .drop_vars({outside!r})")
+            raise ValueError(f"all variables in the dataset to write must have at least one "
+                             f"dimension in common with the region's dimensions "
+                             f"{list(region)}; {outside!r} have none: drop them first, "
+                             f".drop_vars({outside!r})")
         if self.append_dim is not None and self.append_dim in region:
-            raise ValueError(f"dimension {self.append_dim!r} is both append_dim and in "
-                             f"region")
+            raise ValueError(f"cannot list the same dimension in both append_dim and "
+                             f"region: {self.append_dim!r}")
         self.region = region
         return ds.drop_vars(ds.indexes)
 

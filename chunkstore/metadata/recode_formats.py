@@ -52,7 +52,7 @@ class Source:
     codecs: list | None = None          # v3: the chain of one chunk (inner chunk if sharded)
     shards: tuple | None = None         # v3: the shard shape, None if unsharded
     key_encoding: Any = None            # v3: chunk_key_encoding; v2: dimension separator
-    dimension_names: list | None = None
+    dimension_names: tuple | list | None = None
     crc32c: bool = False                # each chunk carries a crc32c checksum
 
 

@@ -132,10 +132,9 @@ def decode_fill_value_v3(obj: Any, dtype: Any) -> Any:
     kind = dtype.kind
     if obj is None:
         raise ValueError("fill_value must not be null in Zarr v3")
-    if dtype.fields is not None:
-        return _structured.decode_fill(obj, dtype)
-    if _extension.handles(dtype):
-        return _extension.decode_fill(obj, dtype)
+    family = _family(dtype)
+    if family is not None:
+        return family.decode_fill(obj, dtype)
     if kind == "O":
         if not isinstance(obj, str):
             raise ValueError(f"string fill_value expected, got {obj!r}")
@@ -163,10 +162,9 @@ def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
     dtype = _to_dtype(dtype)
     v = _coerce_fill(value, dtype)
     kind = dtype.kind
-    if dtype.fields is not None:
-        return _structured.encode_fill(v, dtype)
-    if _extension.handles(dtype):
-        return _extension.encode_fill(v, dtype)
+    family = _family(dtype)
+    if family is not None:
+        return family.encode_fill(v, dtype)
     if kind == "O":
         return v
     if kind == "b":
@@ -177,6 +175,14 @@ def encode_fill_value_v3(value: Any, dtype: Any) -> Any:
         return _encode_float(v)
     arr = np.asarray(v)
     return [_encode_float(arr.real), _encode_float(arr.imag)]
+
+
+def _family(dtype: np.dtype) -> Any:
+    """The module that spells dtype's fill values when it is neither a number, a boolean nor
+    ``string``: structured_v3 or extension_v3 (None otherwise)."""
+    if dtype.fields is not None:
+        return _structured
+    return _extension if _extension.handles(dtype) else None
 
 
 def _default_fill(dtype: np.dtype) -> Any:
@@ -192,10 +198,9 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
     if value is None:
         return _default_fill(dtype)
     kind = dtype.kind
-    if dtype.fields is not None:
-        return _structured.coerce_fill(value, dtype)
-    if _extension.handles(dtype):
-        return _extension.coerce_fill(value, dtype)
+    family = _family(dtype)
+    if family is not None:
+        return family.coerce_fill(value, dtype)
     if kind == "O":
         if isinstance(value, np.str_):
             value = str(value)

@@ -180,13 +180,14 @@ class ArrayMetadataV3:
             dn = self.dimension_names
             if isinstance(dn, (str, bytes)) or not isinstance(dn, Sequence):
                 raise ValueError(f"dimension_names must be a list, got {dn!r}")
-            dn = list(dn)
-            if len(dn) != len(self.shape):
-                raise ValueError(f"dimension_names has {len(dn)} entries, the array has "
+            names = list(dn)
+            if len(names) != len(self.shape):
+                raise ValueError(f"dimension_names has {len(names)} entries, the array has "
                                  f"{len(self.shape)} dimensions")
-            if not all(d is None or isinstance(d, str) for d in dn):
-                raise ValueError(f"dimension_names entries must be strings or null, got {dn!r}")
-            self.dimension_names = tuple(dn)
+            if not all(d is None or isinstance(d, str) for d in names):
+                raise ValueError(f"dimension_names entries must be strings or null, got "
+                                 f"{names!r}")
+            self.dimension_names = tuple(names)
         if self.attributes is None:
             self.attributes = {}
         if not isinstance(self.attributes, Mapping):

@@ -201,7 +201,7 @@ def test_cp_v2_to_v3(cli, v2src, tmp_path):
     assert dict(g.attrs) == {"title": "v2"}
     # _ARRAY_DIMENSIONS becomes dimension_names
     assert dict(g["a"].attrs) == {"units": "s"}
-    assert g["a"].metadata.dimension_names == ["t", "x"]
+    assert g["a"].metadata.dimension_names == ("t", "x")
     zg = zarr.open_group(str(dst), mode="r")
     np.testing.assert_array_equal(zg["a"][...], np.arange(100).reshape(10, 10))
     assert zg["a"].metadata.dimension_names == ("t", "x")

@@ -146,7 +146,7 @@ def test_plan_of_a_sharded_v3_array():
     kw = create_kwargs_like(a)
     assert kw["zarr_format"] == 3 and kw["shards"] == (10, 30) and kw["chunks"] == (5, 10)
     assert kw["codecs"] == a.metadata.inner_codecs
-    assert kw["dimension_names"] == ["y", "x"] and kw["fill_value"] == -1.5
+    assert list(kw["dimension_names"]) == ["y", "x"] and kw["fill_value"] == -1.5
     assert kw["dimension_separator"] == a.metadata.chunk_key_encoding
     b = cs.create(store=s, path="b", **kw)
     assert b.metadata.codecs == a.metadata.codecs

@@ -1,0 +1,309 @@
+"""The xarray writer's behaviours that follow xarray's zarr backend (issue 27): delayed writes,
+write_empty_chunks, the writable data store, region="auto", align_chunks, asynchronous
+loading, variables named None, zarr-python 3.1's v3 data types through xarray, and a
+model-based test of sequences of writes (appends, region writes with misaligned dask
+chunks, in-place rewrites) checked against NumPy and against xarray's zarr engine."""
+
+import asyncio
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+xr = pytest.importorskip("xarray")
+da = pytest.importorskip("dask.array")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+
+import chunkstore as cs  # noqa: E402
+from chunkstore.xarray import (ChunkstoreWritableDataStore, open_dataset,  # noqa: E402
+                               to_chunkstore)
+
+
+def _files(path):
+    return sorted(os.path.relpath(os.path.join(r, f), path)
+                  for r, _, fs in os.walk(path) for f in fs)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_compute_false_writes_metadata_now_and_data_when_computed(tmp_path, fmt):
+    from dask.delayed import Delayed
+    path = str(tmp_path / "d.zarr")
+    ds = xr.Dataset({"v": (("t", "x"), da.arange(24.0, chunks=6).reshape(4, 6))},
+                    coords={"t": np.arange(4)})
+    delayed = to_chunkstore(ds, path, zarr_format=fmt, compute=False)
+    assert isinstance(delayed, Delayed)
+    before = open_dataset(path).load()
+    assert before["v"].shape == (4, 6) and np.isnan(before["v"].values).all()
+    np.testing.assert_array_equal(before["t"].values, np.arange(4))  # not dask: written now
+    delayed.compute()
+    xr.testing.assert_identical(open_dataset(path).load(), ds.load())
+    # appending lazily too
+    more = xr.Dataset({"v": (("t", "x"), da.ones((2, 6), chunks=(1, 6)))},
+                      coords={"t": [4, 5]})
+    to_chunkstore(more, path, append_dim="t", compute=False).compute()
+    got = open_dataset(path).load()
+    np.testing.assert_array_equal(got["v"].values[4:], np.ones((2, 6)))
+    np.testing.assert_array_equal(got["t"].values, np.arange(6))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("write_empty", [True, False, None])
+def test_write_empty_chunks_decides_whether_fill_only_chunks_are_stored(tmp_path, fmt,
+                                                                       write_empty):
+    path = str(tmp_path / "e.zarr")
+    data = np.array([np.nan, np.nan, 1.0, np.nan]).reshape(1, 2, 2)
+    ds = xr.Dataset({"v": (("z", "y", "x"), data)})
+    to_chunkstore(ds, path, zarr_format=fmt, encoding={"v": {"chunks": (1, 1, 1)}},
+                  write_empty_chunks=write_empty)
+    sep = "/" if fmt == 3 else "."
+    prefix = os.path.join("v", "c") if fmt == 3 else "v"
+    chunks = [f for f in _files(os.path.join(path, "v")) if f not in
+              (".zarray", ".zattrs", "zarr.json")]
+    want = ["0.0.0", "0.0.1", "0.1.0", "0.1.1"] if write_empty else ["0.1.0"]
+    assert sorted(chunks) == [os.path.join("c", *w.split(".")) if fmt == 3 else w
+                              for w in want], (prefix, sep)
+    xr.testing.assert_identical(open_dataset(path).load(), ds)
+    with pytest.raises(ValueError, match="write_empty_chunks"):
+        to_chunkstore(ds, str(tmp_path / "x.zarr"), write_empty_chunks=True,
+                      encoding={"v": {"write_empty_chunks": False}})
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_dump_to_store_and_reading_it_back(tmp_path, fmt):
+    ds = xr.Dataset({"v": (("x",), np.arange(5.0), {"units": "m"})},
+                    coords={"x": np.arange(5) * 2}, attrs={"title": "t"})
+    store = ChunkstoreWritableDataStore.open_group(str(tmp_path / "s.zarr"), mode="w",
+                                                   zarr_format=fmt)
+    ds.dump_to_store(store)
+    assert store.ds is store.group and store.group.zarr_format == fmt
+    with xr.decode_cf(store) as got:
+        xr.testing.assert_identical(got, ds)
+    with xr.open_dataset(store=store, filename_or_obj=None, engine="chunkstore") as got:
+        xr.testing.assert_identical(got.load(), ds)
+    with pytest.raises(Exception, match="read-only"):
+        ChunkstoreWritableDataStore.open_group(str(tmp_path / "s.zarr"),
+                                               mode="r").store({}, {})
+
+
+def test_mode_w_over_a_group_replaces_it_only_once_the_write_is_checked(tmp_path):
+    path = str(tmp_path / "w.zarr")
+    to_chunkstore(xr.Dataset({"keep": ("x", np.arange(3))}), path)
+    bad = xr.Dataset({"v": ("x", np.arange(3))}, attrs={"bad": xr.DataArray()})
+    with pytest.raises(TypeError, match="Invalid attribute in Dataset.attrs"):
+        to_chunkstore(bad, path, mode="w")
+    np.testing.assert_array_equal(open_dataset(path)["keep"].values, np.arange(3))
+    to_chunkstore(xr.Dataset({"v": ("x", np.arange(3))}), path, mode="w")
+    assert set(open_dataset(path).variables) == {"v"}
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_region_auto_finds_the_slice_from_the_coordinates(tmp_path, fmt):
+    path = str(tmp_path / "r.zarr")
+    t = pd.date_range("2026-01-01", periods=10)
+    ds = xr.Dataset({"v": ("time", np.zeros(10))}, coords={"time": t})
+    to_chunkstore(ds, path, zarr_format=fmt)
+    part = xr.Dataset({"v": ("time", np.arange(3.0) + 1)}, coords={"time": t[4:7]})
+    to_chunkstore(part, path, region="auto")
+    want = np.zeros(10)
+    want[4:7] = [1, 2, 3]
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
+    outside = xr.Dataset({"v": ("time", [1.0])}, coords={"time": [pd.Timestamp("2030-01-01")]})
+    with pytest.raises(KeyError, match="time"):
+        to_chunkstore(outside, path, region="auto")
+    gaps = xr.Dataset({"v": ("time", [1.0, 2.0])}, coords={"time": t[[1, 3]]})
+    with pytest.raises(ValueError, match="contiguous"):
+        to_chunkstore(gaps, path, region="auto")
+    with pytest.raises(ValueError, match="region='auto' needs mode"):
+        to_chunkstore(part, path, region="auto", mode="a-")
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
+
+
+def test_align_chunks_rechunks_dask_to_the_stored_chunks(tmp_path):
+    path = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("x", np.zeros(20))}), path,
+                  encoding={"v": {"chunks": (5,)}})
+    part = xr.Dataset({"v": ("x", da.arange(12.0, chunks=7))})
+    to_chunkstore(part, path, region={"x": slice(3, 15)}, align_chunks=True)
+    want = np.zeros(20)
+    want[3:15] = np.arange(12.0)
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
+
+
+def test_load_async_reads_every_variable_off_the_event_loop(tmp_path):
+    path = str(tmp_path / "l.zarr")
+    ds = xr.Dataset({n: (("x", "y"), np.random.default_rng(i).random((40, 30)))
+                     for i, n in enumerate("abc")})
+    to_chunkstore(ds, path, encoding={n: {"chunks": (10, 10)} for n in "abc"})
+    lazy = open_dataset(path, chunks=None)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        ticks = 0
+
+        async def tick():  # the loop keeps running while the reads are under way
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        t = loop.create_task(tick())
+        out = await lazy.isel(x=slice(5, 35), y=[1, 7, 20]).load_async()
+        t.cancel()
+        return out, ticks
+
+    got, ticks = asyncio.run(main())
+    xr.testing.assert_identical(got, ds.isel(x=slice(5, 35), y=[1, 7, 20]))
+    assert ticks > 0
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_variable_named_none_is_stored_as_xarray_stores_it(tmp_path, fmt):
+    path = str(tmp_path / "n.zarr")
+    to_chunkstore(xr.Dataset({"keep": ("x", np.arange(2))}), path, zarr_format=fmt)
+    to_chunkstore(xr.Dataset({None: ("x", [5, 6])}), path, mode="a")
+    assert "__values__" in cs.open_group(path, mode="r")
+    got = open_dataset(path).load()
+    assert set(got.variables) == {"keep", None}
+    np.testing.assert_array_equal(got["keep"].values, np.arange(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = xr.open_zarr(path).load()
+    xr.testing.assert_identical(got, theirs)
+
+
+@pytest.mark.parametrize("direction", ["chunkstore writes", "zarr-python writes"])
+def test_v3_fixed_width_strings_and_times_match_xarrays_zarr_engine(tmp_path, direction):
+    ds = xr.Dataset({"s": ("x", np.array([b"ab", b"cdef", b""], dtype="S4")),
+                     "u": ("x", np.array(["a", "\u00e9t\u00e9", "z"], dtype="U3")),
+                     "dt": ("x", np.array([1, 2, 3], dtype="M8[s]")),
+                     "td": ("x", np.array([1, -2, 3], dtype="m8[ms]"))})
+    enc = {"dt": {"units": "seconds since 1970-01-01", "dtype": "M8[s]"}}
+    path = str(tmp_path / "s.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if direction == "chunkstore writes":
+            to_chunkstore(ds, path, zarr_format=3)
+        else:
+            ds.to_zarr(path, zarr_format=3)
+        theirs = xr.open_zarr(path).load()
+    ours = open_dataset(path).load()
+    xr.testing.assert_identical(ours, theirs)
+    xr.testing.assert_identical(ours, ds)
+    del enc
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_xarrays_error_words(tmp_path, fmt):
+    path = str(tmp_path / "e.zarr")
+    ds = xr.Dataset({"v": ("x", np.arange(3.0))})
+    to_chunkstore(ds, path, zarr_format=fmt)
+    cases = [
+        (dict(mode="r+", ds=ds.assign(w=("x", np.ones(3)))),
+         "non-pre-existing variables"),
+        (dict(mode="a", append_dim="nope"), "does not match any existing dataset dimensions"),
+        (dict(mode="w", append_dim="x"), "cannot set append_dim unless"),
+        (dict(mode="w", region={"x": slice(0, 1)}), "cannot set region unless"),
+        (dict(mode="a", ds=xr.Dataset({"v": ("y", np.arange(3.0))})),
+         "different dimension names"),
+        (dict(mode="a", ds=xr.Dataset({"v": ("x", np.arange(4.0))})),
+         "different dimension sizes"),
+        (dict(mode="a", ds=xr.Dataset({"w": ("x", np.arange(3.0))}),
+              encoding={"w": {"bogus": 1}}), "unexpected encoding"),
+        (dict(mode="a", ds=xr.Dataset({"w": ("x", np.arange(3.0))}),
+              encoding={"w": "zstd"}), "castable to a dictionary"),
+    ]
+    before = {f: open(os.path.join(path, f), "rb").read() for f in _files(path)}
+    for kw, words in cases:
+        kw = dict(kw)
+        data = kw.pop("ds", ds)
+        with pytest.raises(ValueError, match=words):
+            to_chunkstore(data, path, **kw)
+    assert {f: open(os.path.join(path, f), "rb").read() for f in _files(path)} == before
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        open_dataset(str(tmp_path / "missing.zarr"))
+
+
+class XarrayWrites(RuleBasedStateMachine):
+    """Appends (numpy or dask), region writes with dask chunks that straddle the store's
+    chunks, in-place rewrites in mode "a", rejected writes: after each step the store reads
+    back (chunkstore's engine and xarray's zarr engine) as the NumPy model says."""
+
+    def __init__(self):
+        super().__init__()
+        import tempfile
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "m.zarr")
+        self.fmt = 2
+        self.model = np.arange(6.0)
+        to_chunkstore(xr.Dataset({"v": ("t", self.model), "k": ("y", np.arange(3))},
+                                 coords={"t": np.arange(6)}), self.path,
+                      encoding={"v": {"chunks": (4,)}})
+
+    def teardown(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @rule(n=st.integers(1, 7), chunk=st.integers(1, 5), lazy=st.booleans())
+    def append(self, n, chunk, lazy):
+        values = np.random.default_rng(n * 7 + chunk).random(n)
+        data = da.from_array(values, chunks=chunk) if lazy else values
+        t0 = len(self.model)
+        to_chunkstore(xr.Dataset({"v": ("t", data)}, coords={"t": np.arange(t0, t0 + n)}),
+                      self.path, append_dim="t")
+        self.model = np.concatenate([self.model, values])
+
+    @rule(data=st.data(), chunk=st.integers(1, 5))
+    def region(self, data, chunk):
+        n = len(self.model)
+        start = data.draw(st.integers(0, n - 1))
+        stop = data.draw(st.integers(start + 1, n))
+        values = -np.arange(start, stop, dtype=float) - 0.5
+        to_chunkstore(xr.Dataset({"v": ("t", da.from_array(values, chunks=chunk))}),
+                      self.path, region={"t": slice(start, stop)})
+        self.model[start:stop] = values
+
+    @rule(scale=st.floats(-3, 3, allow_nan=False))
+    def rewrite_in_place(self, scale):
+        to_chunkstore(xr.Dataset({"v": ("t", self.model * scale)},
+                                 coords={"t": np.arange(len(self.model))}),
+                      self.path, mode="a")
+        self.model = self.model * scale
+
+    @rule(extra=st.integers(1, 3))
+    def rejected_resize(self, extra):
+        with pytest.raises(ValueError, match="different dimension sizes"):
+            to_chunkstore(xr.Dataset({"v": ("t", np.zeros(len(self.model) + extra))}),
+                          self.path, mode="a")
+
+    @invariant()
+    def reads_back_as_the_model(self):
+        got = open_dataset(self.path, consolidated=False).load()
+        np.testing.assert_array_equal(got["v"].values, self.model)
+        np.testing.assert_array_equal(got["t"].values, np.arange(len(self.model)))
+        np.testing.assert_array_equal(got["k"].values, np.arange(3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = xr.open_zarr(self.path, consolidated=True).load()
+        xr.testing.assert_identical(got, theirs)
+
+
+TestXarrayWrites = XarrayWrites.TestCase
+TestXarrayWrites.settings = settings(max_examples=25, stateful_step_count=8, deadline=None,
+                                     suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_cache_members_snapshots_the_arrays_as_xarrays_zarrstore(tmp_path):
+    path = str(tmp_path / "c.zarr")
+    live = ChunkstoreWritableDataStore.open_group(path, mode="w", cache_members=False)
+    live.zarr_group.create("a", shape=(1,), dtype="u1")
+    snap = ChunkstoreWritableDataStore.open_group(path, mode="r", cache_members=True)
+    live.zarr_group.create("b", shape=(1,), dtype="u1")
+    assert sorted(snap.array_keys()) == ["a"]
+    assert sorted(live.array_keys()) == ["a", "b"]
+    assert sorted(ChunkstoreWritableDataStore.open_group(path, mode="r").array_keys()) == \
+        ["a", "b"]
