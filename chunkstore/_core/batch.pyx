@@ -22,6 +22,66 @@ import numpy as np
 
 cnp.import_array()
 
+# One read buffer kept per thread between batches: a batch reading chunk files into a fresh
+# buffer paid the kernel's page faults (and zeroing) for every batch: for large chunks read
+# one a call (a dask task per chunk) that was a third of the page faults of a whole-array
+# read. A thread keeps at most one buffer of at most KEPT_MAX bytes; it is freed when the
+# thread exits (a pthread key's destructor).
+cdef extern from *:
+    """
+    #include <pthread.h>
+    #include <stdlib.h>
+    typedef struct { char* buf; size_t cap; } chunkstore_kept_t;
+    static pthread_key_t chunkstore_kept_key;
+    static pthread_once_t chunkstore_kept_once = PTHREAD_ONCE_INIT;
+    static void chunkstore_kept_free(void* p) {
+        chunkstore_kept_t* k = (chunkstore_kept_t*)p;
+        if (k) { free(k->buf); free(k); }
+    }
+    static void chunkstore_kept_init(void) {
+        pthread_key_create(&chunkstore_kept_key, chunkstore_kept_free);
+    }
+    static chunkstore_kept_t* chunkstore_kept(void) {
+        chunkstore_kept_t* k;
+        pthread_once(&chunkstore_kept_once, chunkstore_kept_init);
+        k = (chunkstore_kept_t*)pthread_getspecific(chunkstore_kept_key);
+        if (k == NULL) {
+            k = (chunkstore_kept_t*)calloc(1, sizeof(chunkstore_kept_t));
+            if (k != NULL && pthread_setspecific(chunkstore_kept_key, k) != 0) {
+                free(k);
+                k = NULL;
+            }
+        }
+        return k;
+    }
+    /* This thread's kept buffer if it holds at least n bytes (its size in *cap), handed
+       over (the thread keeps none until one is given back); else NULL. */
+    static char* chunkstore_kept_take(size_t n, size_t* cap) {
+        chunkstore_kept_t* k = chunkstore_kept();
+        char* b;
+        if (k == NULL || k->buf == NULL || k->cap < n) return NULL;
+        b = k->buf; *cap = k->cap; k->buf = NULL; k->cap = 0;
+        return b;
+    }
+    /* Keep b (cap bytes) for this thread's next batch where it is the larger and at most
+       limit bytes; free what is not kept. */
+    static void chunkstore_kept_give(char* b, size_t cap, size_t limit) {
+        chunkstore_kept_t* k;
+        if (b == NULL) return;
+        k = cap <= limit ? chunkstore_kept() : NULL;
+        if (k != NULL && cap > k->cap) {
+            free(k->buf); k->buf = b; k->cap = cap;
+        } else {
+            free(b);
+        }
+    }
+    """
+    char* chunkstore_kept_take(size_t n, size_t* cap) nogil
+    void chunkstore_kept_give(char* b, size_t cap, size_t limit) nogil
+
+#: the largest read buffer a thread keeps between batches
+KEPT_MAX = 32 * 2**20
+
 
 from chunkstore._core.sysio cimport (
     IDENT_LEN, S_ISREG, _fstat_retry, _open_read, chunkstore_stat_ident, close, fstat, pread,
@@ -201,7 +261,13 @@ cdef class _Batch:
     cdef bint _reserve(self, size_t n) noexcept nogil:
         """buf holds at least n bytes (False: out of memory)."""
         cdef char* nb
+        cdef size_t kept_cap = 0
         if n > self.cap:
+            if self.buf == NULL:
+                nb = chunkstore_kept_take(n, &kept_cap)
+                if nb != NULL:
+                    self.buf, self.cap = nb, kept_cap
+                    return True
             nb = <char*>realloc(self.buf, n)
             if nb == NULL:
                 return False
@@ -213,7 +279,7 @@ cdef class _Batch:
         free(self.srclen)
         free(self.ids)
         free(self.paths)
-        free(self.buf)
+        chunkstore_kept_give(self.buf, self.cap, KEPT_MAX)
 
 
 cdef class _Dests:

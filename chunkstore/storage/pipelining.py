@@ -252,6 +252,25 @@ class FetchThrough:
         """The store behind's one-step read through a cached shard index, if it has one."""
         return protocol.version_reads(self._store)
 
+    # The store behind's local-file reads (DirectoryStore's): chunk and shard keys are never
+    # keys the front store serves, so the decode kernels read their files directly, as they
+    # do without consolidated metadata (without these, arrays opened through it fell back to
+    # reading every chunk into a bytes object first).
+    @property
+    def chunk_files(self) -> Callable[..., Any] | None:
+        """The store behind's ``chunk_files(keys, maxlen)``, or None."""
+        return getattr(self._store, "chunk_files", None)
+
+    @property
+    def file_paths(self) -> Callable[[list[str]], list[bytes] | None] | None:
+        """The store behind's ``file_paths(keys)`` (protocol.local_files), or None."""
+        return protocol.local_files(self._store)
+
+    @property
+    def read_into(self) -> Callable[[list[str], list], list[int]] | None:
+        """The store behind's ``read_into(keys, buffers)``, or None."""
+        return getattr(self._store, "read_into", None)
+
     def start_fetch(self, keys: list[str]) -> Any:
         """Start fetching *keys* through the store behind; see ``start_fetch`` of FSStore."""
         # called only where concurrent_io is true: the store behind is a ConcurrentIO

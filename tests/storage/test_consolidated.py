@@ -6,6 +6,7 @@ import json
 import pickle
 from collections.abc import MutableMapping
 
+import numpy as np
 import pytest
 
 from chunkstore.errors import (
@@ -238,3 +239,52 @@ def test_both_consolidated_stores_serve_ranges_of_their_documents(tmp_path):
         assert front.get_partial(meta_key, [(0, 5), (-3, None)]) == [whole[:5], whole[-3:]]
         chunk_key = "a/c/0" if fmt == 3 else "a/0"
         assert front.get_partial(chunk_key, [(0, 2)]) == [store[chunk_key][:2]]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_arrays_opened_through_consolidated_metadata_read_their_files_directly(
+        tmp_path, monkeypatch, fmt):
+    """Consolidated metadata is a store in front of the directory: chunk reads used to go
+    through it into a bytes object per chunk (DirectoryStore.getitems) instead of the decode
+    kernels reading the files, as they do for the same array opened without it."""
+    import chunkstore as cs
+    from chunkstore.storage.directory import DirectoryStore
+    path = str(tmp_path / "c.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=fmt)
+    a = g.create("a", shape=(40, 30), chunks=(10, 10), dtype="f4", compressor="default"
+                 if fmt == 2 else None)
+    data = np.arange(1200, dtype="f4").reshape(40, 30)
+    a[...] = data
+    cs.consolidate_metadata(path)
+    calls = []
+    real = DirectoryStore.getitems
+    monkeypatch.setattr(DirectoryStore, "getitems",
+                        lambda self, keys: calls.append(list(keys)) or real(self, keys))
+    got = cs.open_consolidated(path, mode="r")["a"]
+    np.testing.assert_array_equal(got[...], data)
+    np.testing.assert_array_equal(got[5:25, 3:17], data[5:25, 3:17])
+    assert not [k for ks in calls for k in ks if "zarr.json" not in k and ".z" not in k]
+
+
+def test_a_reused_read_buffer_never_serves_a_previous_chunks_bytes(tmp_path):
+    """Each thread keeps its read buffer between reads: chunks of very different sizes (a
+    large incompressible one, then small ones), read in turn on several threads, decode to
+    their own values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import chunkstore as cs
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "b.zarr")
+    a = cs.create_array(path, shape=(8, 200_000), chunks=(1, 200_000), dtype="f8",
+                        zarr_format=3)
+    rows = [rng.random(200_000) if i % 2 else np.full(200_000, float(i)) for i in range(8)]
+    for i, r in enumerate(rows):
+        a[i] = r
+
+    def read(i):
+        return i, cs.open_array(path, mode="r")[i]
+
+    with ThreadPoolExecutor(3) as ex:
+        for _ in range(3):
+            for i, got in ex.map(read, [1, 0, 2, 3, 4, 5, 6, 7, 7, 6, 1, 0]):
+                np.testing.assert_array_equal(got, rows[i])
