@@ -20,3 +20,4 @@ from chunkstore.sync.synchronizers import ProcessSynchronizer, ThreadSynchronize
 from chunkstore.hierarchy.group import Group, group, open, open_consolidated, open_group
 from chunkstore.compat.creation import create_array, from_array
 from chunkstore.compat.hierarchy import create_group, create_hierarchy
+from chunkstore.aio import AsyncArray, AsyncGroup  # zarr-python 3's asynchronous nodes

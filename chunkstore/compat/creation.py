@@ -13,7 +13,7 @@ import numpy as np
 
 from chunkstore import config as _config
 from chunkstore.metadata.formats import format_of
-from chunkstore.hierarchy import creation
+from chunkstore.hierarchy import creation, creation_args
 from chunkstore.engine.array import Array
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
 
@@ -37,21 +37,6 @@ def guess_chunks(shape, itemsize):
         chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
         axis += 1
     return tuple(int(c) for c in chunks)
-
-
-_ARRAY_CONFIG = {"order", "write_empty_chunks"}
-
-
-def _array_config(config):
-    """(order, write_empty_chunks) from create_array(config=...) over the global config."""
-    config = dict(config or {})
-    unknown = set(config) - _ARRAY_CONFIG
-    if unknown:
-        raise ValueError(f"config: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                         f"{', '.join(sorted(_ARRAY_CONFIG))}")
-    order = config.get("order", _config.get("array.order"))
-    wec = config.get("write_empty_chunks", _config.get("array.write_empty_chunks"))
-    return order, wec
 
 
 #: create_array's default fill_value: the data type's default (distinct from an explicit None,
@@ -88,7 +73,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if isinstance(shards, str):
         raise ValueError(f"shards must be a shard shape (a multiple of chunks) or None; "
                          f"{shards!r} is not supported here")
-    cfg_order, wec = _array_config(config)
+    cfg_order, wec = creation_args.array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
     if isinstance(chunks, str) and chunks == "auto":

@@ -15,7 +15,7 @@ import numpy as np
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import create, normalize_path, owned_store, save_array
-from chunkstore.errors import ChunkstoreError
+from chunkstore.errors import ChunkstoreError, GroupNotFoundError, store_name
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
 from chunkstore.storage.base import getitems, setitems
@@ -85,11 +85,14 @@ def load(store, path=None, storage_options=None):
     return LazyLoader(obj)  # keeps the store open: arrays load on access
 
 
-def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None):
+def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None,
+                         zarr_format=None):
     """Write every metadata document of the hierarchy at path into one key (.zmetadata).
 
     store may be a path string or URL, like everywhere else; returns the hierarchy opened
-    through its consolidated metadata (a Group, as zarr-python 2 returns)."""
+    through its consolidated metadata (a Group, as zarr-python 2 returns). zarr_format (as
+    zarr-python 3 takes it): the group's format, checked (GroupNotFoundError if the group at
+    path is of the other format)."""
     from chunkstore.hierarchy.group import open_consolidated
     if isinstance(store, Group):
         store, path = store.store, store.path
@@ -97,7 +100,11 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     path = normalize_path(path)
     from chunkstore.hierarchy import nodes
     from chunkstore.metadata.formats import format_of
-    fmt = format_of(nodes.node_kind(store, path)[1] or 2)
+    kind, found = nodes.node_kind(store, path, zarr_format)
+    if zarr_format is not None and kind != "group":
+        raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path {path!r} in "
+                                 f"{store_name(store)} to consolidate")
+    fmt = format_of(found or 2)
     fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
     # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
     return open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)

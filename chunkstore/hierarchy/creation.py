@@ -349,8 +349,11 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards
     (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
     codecs (a raw v3 codec chain). h5py's compression=, compression_opts= and fillvalue= are
-    accepted, as zarr-python 2 accepts them."""
+    accepted, as zarr-python 2 accepts them; and zarr-python 3's chunk_shape (chunks),
+    chunk_key_encoding and config={"order", "write_empty_chunks"}."""
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
+    chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
+        kwargs, chunks, order, write_empty_chunks, dimension_separator)
     _check_unknown(kwargs)
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)

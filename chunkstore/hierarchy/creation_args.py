@@ -132,3 +132,55 @@ def chunks_of(data):
     if isinstance(chunklen, numbers.Integral) and shape:
         return (int(chunklen),) + shape[1:]
     return None
+
+
+#: zarr-python 3's array config keys (create_array(config=), create(config=))
+_ARRAY_CONFIG = {"order", "write_empty_chunks"}
+
+
+def array_config(config: Any) -> tuple[Any, Any]:
+    """(order, write_empty_chunks) from zarr-python 3's ``config=`` over the global config;
+    ValueError naming an unknown key."""
+    from chunkstore import config as _config
+    config = dict(config or {})
+    unknown = set(config) - _ARRAY_CONFIG
+    if unknown:
+        raise ValueError(f"config: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                         f"{', '.join(sorted(_ARRAY_CONFIG))}")
+    order = config.get("order", _config.get("array.order"))
+    wec = config.get("write_empty_chunks", _config.get("array.write_empty_chunks"))
+    return order, wec
+
+
+def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks: bool,
+                      dimension_separator: Any) -> tuple[Any, str, bool, Any]:
+    """create()'s chunks, order, write_empty_chunks and dimension_separator with zarr-python
+    3's spellings taken out of kwargs: chunk_shape (chunks), chunk_key_encoding (a dict or
+    "v2"/"default" name, or a separator), config ({"order", "write_empty_chunks"})."""
+    chunk_shape = kwargs.pop("chunk_shape", None)
+    if chunk_shape is not None:
+        if chunks not in (True, None) and tuple(np.atleast_1d(chunks)) != tuple(
+                np.atleast_1d(chunk_shape)):
+            raise ValueError(f"chunks={chunks!r} and chunk_shape={chunk_shape!r} disagree")
+        chunks = chunk_shape
+    cke = kwargs.pop("chunk_key_encoding", None)
+    if cke is not None:
+        if dimension_separator is not None:
+            raise ValueError("give chunk_key_encoding or dimension_separator, not both")
+        if isinstance(cke, str) and cke in ("v2", "default"):
+            cke = {"name": cke}
+        if isinstance(cke, dict):
+            sep = (cke.get("configuration") or {}).get("separator", cke.get("separator"))
+            dimension_separator = {"name": cke.get("name", "default"),
+                                   "configuration": {"separator": sep or (
+                                       "." if cke.get("name") == "v2" else "/")}}
+        else:
+            dimension_separator = cke
+    if "config" in kwargs:
+        given = dict(kwargs.pop("config") or {})
+        cfg_order, cfg_wec = array_config(given)
+        if "order" in given:
+            order = cfg_order
+        if "write_empty_chunks" in given:
+            write_empty_chunks = cfg_wec
+    return chunks, order, write_empty_chunks, dimension_separator

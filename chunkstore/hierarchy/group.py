@@ -74,11 +74,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return f"<chunkstore.Group {self.name!r}{' read-only' if self._read_only else ''}>"
 
     def __eq__(self, other):
-        return isinstance(other, Group) and self._store is other._store and \
-            self._path == other._path
+        # two handles on the same path of equal stores (a pickled copy too), as Array's
+        return isinstance(other, Group) and self._path == other._path and \
+            (self._store is other._store or self._store == other._store)
 
     def __hash__(self):
-        return hash((id(self._store), self._path))
+        return hash((type(self._store).__name__, self._path))  # equal groups hash equal
 
     def __getstate__(self):
         return {"store": self._store, "path": self._path, "read_only": self._read_only,
@@ -497,9 +498,29 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Open a group: modes r, r+ (must exist), a (create if absent), w (replace), w-/x.
     An explicit zarr_format binds: a group of the other format is a GroupNotFoundError (r,
-    r+) or GroupFormatMismatchError (a), never opened, converted or shadowed."""
+    r+) or GroupFormatMismatchError (a), never opened, converted or shadowed.
+
+    zarr-python 3's keywords: attributes (of a group this call creates), use_consolidated
+    (True: read through the group's consolidated metadata, which must exist; None, False:
+    read the members' own documents), zarr_version (zarr_format's old name); zarr-python
+    2's cache_attrs, chunk_store and meta_array are accepted and not needed. Any other
+    keyword is a TypeError naming it (a misspelt one is not silently ignored)."""
+    attributes = kwargs.pop("attributes", None)
+    use_consolidated = kwargs.pop("use_consolidated", None)
+    zarr_format = _format_alias(zarr_format, kwargs.pop("zarr_version", None))
+    for accepted in ("cache_attrs", "chunk_store", "meta_array"):
+        kwargs.pop(accepted, None)
+    if kwargs:
+        raise TypeError(f"open_group() got unexpected keyword arguments {sorted(kwargs)}")
     creation._check_mode(mode)
     creation._check_format(zarr_format)
+    if use_consolidated and mode in ("r", "r+"):
+        found = open_consolidated(store, mode=mode, path=path, storage_options=storage_options,
+                                  zarr_format=zarr_format)
+        if not isinstance(found, Group):
+            raise GroupNotFoundError(f"path {normalize_path(path)!r} holds an array, not a "
+                                     f"group")
+        return found
     # a read-only Mapping is only opened read-only: writes are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode=mode, storage_options=storage_options))
@@ -530,8 +551,26 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise ContainsGroupError(f"something already exists at path {path!r} in "
                                          f"{store_name(store)}")
             _init_group(store, path, zarr_format=zarr_format or 2)
-    return Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
-                 zarr_format=asked)
+        g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
+                  zarr_format=asked)
+        if attributes and (mode in ("w", "w-", "x") or (mode == "a" and not exists)):
+            g.attrs.update(attributes)  # a new group's attributes (an existing one keeps its)
+    return g
+
+
+def _format_alias(zarr_format: int | None, zarr_version: int | None) -> int | None:
+    """zarr_format, or zarr_version (its old name) where only that is given; both given must
+    agree."""
+    if zarr_version is None:
+        return zarr_format
+    if zarr_format not in (None, zarr_version):
+        raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} disagree")
+    return zarr_version
+
+
+#: open()'s keywords that open_group takes too (an array's are left out for a group)
+_GROUP_OPEN_KEYS = frozenset(("synchronizer", "zarr_format", "zarr_version", "attributes",
+                              "use_consolidated", "cache_attrs", "chunk_store", "meta_array"))
 
 
 def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # noqa: A001
@@ -549,7 +588,7 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         except ArrayNotFoundError:
             pass
         try:
-            return open_group(store, mode=mode, path=path, **kwargs)
+            return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
         except GroupNotFoundError:
             # a node of the other format than an explicit zarr_format: named as such
             nodes.node_kind(store, path, kwargs.get("zarr_format"))
@@ -561,10 +600,16 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     if kind == "array":
         return creation.open_array(store, mode=mode, path=path, **kwargs)
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
-        return open_group(store, mode=mode, path=path, **kwargs)
+        return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
     if mode in ("r", "r+"):
         raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store_name(store)}")
     return creation.open_array(store, mode=mode, path=path, **kwargs)
+
+
+def _group_kwargs(kwargs: dict) -> dict:
+    """open()'s keywords for open_group: an array's (shape, dtype, chunks...) are left out
+    when the path holds a group, as zarr-python's open leaves them."""
+    return {k: v for k, v in kwargs.items() if k in _GROUP_OPEN_KEYS}
 
 
 def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: str = "r+",

@@ -15,7 +15,6 @@ basic indexing, `oindex` and `vindex`, and only the chunks a selection touches a
 
 from __future__ import annotations
 
-import asyncio
 import os
 import warnings
 
@@ -29,6 +28,7 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
+from chunkstore.aio.run import off_loop
 from chunkstore.engine.array import Array
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
@@ -86,7 +86,7 @@ class ChunkstoreBackendArray(BackendArray):
         key, method = self._reader(key)
 
         async def read(k):
-            return await asyncio.to_thread(method, k)
+            return await off_loop(method, k)  # as AsyncArray reads: one engine, off the loop
 
         return await indexing.async_explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.VECTORIZED, read)

@@ -1,0 +1,257 @@
+"""zarr-python 3's asynchronous API on chunkstore (issue 28): AsyncArray, AsyncGroup and
+chunkstore.api.asynchronous, checked against NumPy and the synchronous API; the event loop
+keeps running while the engine reads; concurrent tasks writing one array through a
+synchronizer (disjoint elements, shared chunks) lose nothing (a model-based test)."""
+
+import asyncio
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import chunkstore as cs
+import chunkstore.api.asynchronous as za
+import chunkstore.api.synchronous as zs
+from chunkstore import AsyncArray, AsyncGroup
+from chunkstore.errors import ContainsGroupError, GroupNotFoundError
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_the_documented_paths_have_zarr_python_3s_names():
+    import zarr.api.asynchronous as zarr_async
+    import zarr.api.synchronous as zarr_sync
+    assert set(zarr_async.__all__) <= set(za.__all__) | {"AsyncArray", "AsyncGroup"}
+    missing = set(zarr_sync.__all__) - set(zs.__all__)
+    assert missing <= {"AsyncArray", "AsyncGroup"}, missing
+
+
+def test_async_array_reads_and_writes_as_numpy(tmp_path):
+    want = np.arange(240, dtype="i4").reshape(12, 20)
+
+    async def main():
+        a = await za.create_array(str(tmp_path / "a.zarr"), shape=want.shape, chunks=(5, 6),
+                                  dtype="i4")
+        assert isinstance(a, AsyncArray) and a.zarr_format == 3 and a.shape == (12, 20)
+        await a.setitem(slice(None), want)
+        np.testing.assert_array_equal(await a.getitem(slice(None)), want)
+        np.testing.assert_array_equal(await a.getitem((slice(2, 9), slice(3, 17, 2))),
+                                      want[2:9, 3:17:2])
+        np.testing.assert_array_equal(await a.oindex.getitem(([1, 7, 3], [0, 19])),
+                                      want[np.ix_([1, 7, 3], [0, 19])])
+        np.testing.assert_array_equal(await a.vindex.getitem(([1, 7, 3], [0, 19, 5])),
+                                      want[[1, 7, 3], [0, 19, 5]])
+        np.testing.assert_array_equal(await a.get_orthogonal_selection(([2], slice(None))),
+                                      want[[2]])
+        np.testing.assert_array_equal(await a.get_coordinate_selection(([0, 11], [0, 19])),
+                                      want[[0, 11], [0, 19]])
+        mask = want % 7 == 0
+        np.testing.assert_array_equal(await a.get_mask_selection(mask), want[mask])
+        np.testing.assert_array_equal(await a.get_block_selection((1, 2)), want[5:10, 12:18])
+        await a.set_orthogonal_selection(([0, 2], [1, 3]), -1)
+        await a.oindex.setitem(([4], [4]), -2)
+        await a.vindex.setitem(([11], [19]), -3)
+        await a.set_block_selection((0, 0), np.zeros((5, 6), "i4"))
+        got = want.copy()
+        got[np.ix_([0, 2], [1, 3])] = -1
+        got[4, 4], got[11, 19] = -2, -3
+        got[0:5, 0:6] = 0
+        np.testing.assert_array_equal(await a.getitem(...), got)
+        assert await a.append(np.ones((3, 20), "i4")) == (15, 20)
+        await a.resize((6, 4))
+        assert a.shape == (6, 4) and a.sync.shape == (6, 4)
+        np.testing.assert_array_equal(await a.getitem(...), got[:6, :4])
+        # chunk (0, 0) holds only the fill value (written as zeros): not stored
+        assert await a.nchunks_initialized() == 1 and await a.nbytes_stored() > 0
+        await a.update_attributes({"u": "m"})
+        assert dict(a.attrs) == {"u": "m"}
+        assert "Shape" in str(a.info) and "Chunks initialized" in str(await a.info_complete())
+        again = await AsyncArray.open(str(tmp_path / "a.zarr"))
+        assert again == a and hash(again) == hash(a)
+        with pytest.raises(AttributeError, match="no attribute 'nope'"):
+            a.nope  # noqa: B018
+
+    run(main())
+
+
+def test_async_group_members_and_creation(tmp_path):
+    async def main():
+        g = await AsyncGroup.from_store(str(tmp_path / "g.zarr"), attributes={"t": 1})
+        assert g.zarr_format == 3 and dict(g.attrs) == {"t": 1}
+        with pytest.raises(ContainsGroupError):
+            await AsyncGroup.from_store(str(tmp_path / "g.zarr"))
+        a = await g.create_array("a", shape=(4,), dtype="f8")
+        await a.setitem(slice(None), np.arange(4.0))
+        sub = await g.create_group("sub", attributes={"s": 2})
+        await sub.zeros("z", shape=(3,), chunks=(2,))
+        await g.require_group("other")
+        await g.setitem("direct", np.arange(3))
+        assert [k async for k in g.keys()] == ["a", "direct", "other", "sub"]
+        assert [k async for k in g.array_keys()] == ["a", "direct"]
+        assert [k async for k in g.group_keys()] == ["other", "sub"]
+        assert [n async for n, _ in g.members(max_depth=None)] == \
+            ["a", "direct", "other", "sub", "sub/z"]
+        assert await g.nmembers() == 4 and await g.nmembers(max_depth=None) == 5
+        assert {n for n, v in [(n, v) async for n, v in g.arrays()]} == {"a", "direct"}
+        assert len([v async for v in g.group_values()]) == 2
+        assert len([v async for v in g.array_values()]) == 2
+        z = await g.getitem("sub/z")
+        assert isinstance(z, AsyncArray) and z.shape == (3,)
+        assert await g.get("missing") is None
+        with pytest.raises(KeyError):
+            await g.getitem("missing")
+        assert await g.contains("sub/z") and not await g.contains("nope")
+        await g.move("direct", "moved")
+        await g.delitem("other")
+        assert [k async for k in g.keys()] == ["a", "moved", "sub"]
+        req = await g.require_array("a", shape=(4,), dtype="f8")
+        np.testing.assert_array_equal(await req.getitem(...), np.arange(4.0))
+        like = await g.zeros_like("zl", a)
+        assert like.shape == (4,) and like.dtype == a.dtype
+        await g.update_attributes({"t": 3})
+        opened = await AsyncGroup.open(str(tmp_path / "g.zarr"))
+        assert dict(opened.attrs) == {"t": 3} and opened == g
+        assert "sub" in str(await g.tree())
+
+    run(main())
+
+
+def test_asynchronous_functions_match_the_synchronous_ones(tmp_path):
+    path = str(tmp_path / "f.zarr")
+
+    async def main():
+        g = await za.group(path, attributes={"a": 1})
+        assert g.zarr_format == 3 and dict(g.attrs) == {"a": 1}
+        z = await za.zeros((6,), chunks=(3,), store=path, path="z")
+        assert z.zarr_format == 3 and (await z.getitem(...) == 0).all()
+        o = await za.ones((2, 2), store={}, zarr_format=2)
+        assert o.zarr_format == 2 and (await o.getitem(...) == 1).all()
+        f = await za.full((3,), fill_value=7, store={})
+        assert (await f.getitem(...) == 7).all()
+        e = await za.empty_like(f)
+        assert e.shape == (3,)
+        arr = await za.array(np.arange(5), store={})
+        np.testing.assert_array_equal(await arr.getitem(...), np.arange(5))
+        fa = await za.from_array({}, data=arr)
+        np.testing.assert_array_equal(await fa.getitem(...), np.arange(5))
+        c = await za.create((4,), chunk_shape=(2,), store={}, config={"write_empty_chunks": True})
+        assert c.chunks == (2,) and c.sync.write_empty_chunks
+        node = await za.open(path, path="z", mode="r")
+        assert isinstance(node, AsyncArray)
+        await za.consolidate_metadata(path)
+        cons = await za.open_consolidated(path)
+        assert isinstance(cons, AsyncGroup) and "Consolidated" in type(cons.sync.store).__name__
+        used = await za.open_group(path, mode="r")  # None: consolidated metadata where present
+        assert "Consolidated" in type(used.sync.store).__name__
+        plain = await za.open_group(path, mode="r", use_consolidated=False)
+        assert "Consolidated" not in type(plain.sync.store).__name__
+        with pytest.raises(GroupNotFoundError):
+            await za.open_group(str(tmp_path / "none.zarr"), mode="r")
+        v2 = await za.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
+        assert v2.zarr_format == 2
+        kept = await za.open_group(str(tmp_path / "v2.zarr"), mode="a")  # existing: kept
+        assert kept.zarr_format == 2
+        await za.save_array(str(tmp_path / "s.zarr"), np.arange(3))
+        np.testing.assert_array_equal(await za.load(str(tmp_path / "s.zarr")), np.arange(3))
+
+    run(main())
+
+
+def test_the_event_loop_keeps_running_while_the_engine_reads(tmp_path):
+    a = cs.create_array(str(tmp_path / "big.zarr"), shape=(2000, 2000), chunks=(250, 250),
+                        dtype="f8")
+    a[...] = np.random.default_rng(0).random((2000, 2000))
+
+    async def main():
+        aa = AsyncArray(cs.open_array(str(tmp_path / "big.zarr"), mode="r"))
+        ticks = 0
+        stop = False
+
+        async def tick():
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        t = asyncio.get_running_loop().create_task(tick())
+        await asyncio.sleep(0)
+        before = ticks
+        got = await asyncio.gather(*(aa.getitem(...) for _ in range(3)))
+        stop = True
+        await t
+        return ticks - before, got
+
+    ran, got = run(main())
+    assert ran > 3
+    for g in got:
+        np.testing.assert_array_equal(g, a[...])
+
+
+def test_errors_reach_the_awaiting_task(tmp_path):
+    async def main():
+        with pytest.raises(cs.errors.ArrayNotFoundError):
+            await za.open_array(str(tmp_path / "none.zarr"), mode="r")
+        a = await za.zeros((4,), store={}, chunks=(2,))
+        with pytest.raises(IndexError):
+            await a.getitem(10)
+        with pytest.raises(TypeError, match="Array"):
+            AsyncArray(np.zeros(3))
+
+    run(main())
+
+
+def test_sync_bugs_of_issue_28(tmp_path):
+    g = cs.open_group(str(tmp_path / "o.zarr"), mode="w", attributes={"x": 1})
+    assert dict(g.attrs) == {"x": 1}
+    with pytest.raises(TypeError, match="use_consolidatd"):
+        cs.open_group(str(tmp_path / "o.zarr"), mode="a", use_consolidatd=True)
+    assert pickle.loads(pickle.dumps(g)) == g and hash(pickle.loads(pickle.dumps(g))) == hash(g)
+    d = np.arange(6)
+    np.testing.assert_array_equal(cs.array(d, shape=d.shape)[...], d)
+    np.testing.assert_array_equal(g.array("a", data=d, shape=d.shape)[...], d)
+    b = g.create("b", shape=(3,), dtype="i4", config={"write_empty_chunks": True})
+    assert b.write_empty_chunks
+    cs.consolidate_metadata(str(tmp_path / "o.zarr"), zarr_format=2)
+    with pytest.raises(Exception, match="format"):
+        cs.consolidate_metadata(str(tmp_path / "o.zarr"), zarr_format=3)
+    c = cs.create(shape=(4,), chunk_shape=(2,), store={}, zarr_format=3,
+                  chunk_key_encoding={"name": "v2", "configuration": {"separator": "."}})
+    assert c.chunks == (2,) and c.metadata.chunk_key_encoding["name"] == "v2"
+    with pytest.raises(ValueError, match="disagree"):
+        cs.create(shape=(4,), chunks=(3,), chunk_shape=(2,), store={})
+    with pytest.raises(ValueError, match="unknown key"):
+        cs.create(shape=(4,), store={}, config={"orde": "C"})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.tuples(st.integers(0, 29), st.integers(1, 8),
+                                   st.integers(-100, 100)), min_size=1, max_size=6),
+                min_size=1, max_size=5))
+def test_concurrent_tasks_writing_one_array_lose_nothing(tmp_path_factory, batches):
+    """Batches of writes run as concurrent tasks (asyncio.gather) through one AsyncArray with
+    a ThreadSynchronizer: within a batch the writes cover disjoint elements but share chunks
+    (chunks of 4); after each batch the array reads as the NumPy model."""
+    path = str(tmp_path_factory.mktemp("m") / "m.zarr")
+    cs.create_array(path, shape=(30,), chunks=(4,), dtype="i8", fill_value=0)
+    model = np.zeros(30, dtype="i8")
+
+    async def main():
+        a = AsyncArray(cs.open_array(path, mode="r+", synchronizer=cs.ThreadSynchronizer()))
+        for batch in batches:
+            taken = np.zeros(30, bool)
+            writes = []
+            for start, n, v in batch:
+                stop = min(30, start + n)
+                if taken[start:stop].any():
+                    continue  # disjoint elements within a batch: the outcome is defined
+                taken[start:stop] = True
+                writes.append((slice(start, stop), v))
+                model[start:stop] = v
+            await asyncio.gather(*(a.setitem(s, v) for s, v in writes))
+            np.testing.assert_array_equal(await a.getitem(...), model)
+
+    run(main())
