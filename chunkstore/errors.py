@@ -89,3 +89,35 @@ class GroupFormatMismatchError(GroupNotFoundError, ContainsGroupError):
 class ArrayMetadataChangedError(ChunkstoreError, RuntimeError):
     """A synchronized write found the array's metadata changed by another handle each time
     it planned itself anew (resized again and again meanwhile); nothing was written."""
+
+
+class NodeTypeValidationError(MetadataError):
+    """A Zarr v3 ``zarr.json`` whose ``node_type`` is not the kind of node it describes
+    ("array" with a group's fields, anything but "array" or "group"): zarr-python 3's name;
+    a MetadataError."""
+
+
+class ZarrUserWarning(UserWarning):
+    """zarr-python 3's warning category for misuse that is not an error (chunkstore warns
+    with it: a compressor given next to h5py's compression= wins)."""
+
+
+class ZarrDeprecationWarning(DeprecationWarning):
+    """zarr-python 3's category for deprecated API (for filters written against zarr)."""
+
+
+class ZarrFutureWarning(FutureWarning):
+    """zarr-python 3's category for behaviour that will change (for filters written against
+    zarr)."""
+
+
+class ZarrRuntimeWarning(RuntimeWarning):
+    """zarr-python 3's category for run-time conditions worth a warning."""
+
+
+# zarr-python 3's names for chunkstore's errors (``zarr.errors``), the same classes: code
+# catching zarr's error catches chunkstore's.
+BaseZarrError = ChunkstoreError
+MetadataValidationError = MetadataError
+NodeNotFoundError = PathNotFoundError
+ArrayIndexError = BoundsCheckError

@@ -14,6 +14,14 @@ class GroupAPIv3:
         """zarr-python 3's ``Group.metadata``: attributes, zarr_format, to_dict()."""
         return GroupMetadata(self.attrs.asdict(), self.zarr_format)
 
+    def array_values(self):
+        """zarr-python 3's ``Group.array_values()``: the member arrays, by name order."""
+        return (a for _, a in self.arrays())
+
+    def group_values(self):
+        """zarr-python 3's ``Group.group_values()``: the member groups, by name order."""
+        return (g for _, g in self.groups())
+
     def info_complete(self):
         """zarr-python 3's ``Group.info_complete()``: the same report as :attr:`info`."""
         return self.info

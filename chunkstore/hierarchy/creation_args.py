@@ -86,8 +86,9 @@ def h5py_compat(compressor, fill_value, kwargs):
         compression = kwargs.pop("compression", "default")
         opts = kwargs.pop("compression_opts", None)
         if compressor != "default":
+            from chunkstore.errors import ZarrUserWarning
             warnings.warn("'compression' and 'compression_opts' are overridden by "
-                          "'compressor'", stacklevel=3)
+                          "'compressor'", ZarrUserWarning, stacklevel=3)
         else:
             compressor = _compressor_from_h5py(compression, opts)
     if "fillvalue" in kwargs:

@@ -73,6 +73,26 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def __repr__(self):
         return f"<chunkstore.Group {self.name!r}{' read-only' if self._read_only else ''}>"
 
+    @classmethod
+    def from_store(cls, store: StoreLike, *, attributes: Mapping[str, Any] | None = None,
+                   zarr_format: int = 3, overwrite: bool = False) -> Group:
+        """zarr-python 3's ``Group.from_store``: a new group at the root of store (Zarr v3
+        unless zarr_format=2), with attributes; ContainsGroupError/ContainsArrayError if a
+        node is there, unless overwrite=True."""
+        g = open_group(store, mode="w" if overwrite else "w-", zarr_format=zarr_format)
+        if attributes:
+            g.attrs.update(attributes)
+        return g
+
+    @classmethod
+    def open(cls, store: StoreLike, zarr_format: int | None = None,
+             use_consolidated: bool | None = None) -> Group:
+        """zarr-python 3's ``Group.open``: the existing group at the root of store
+        (GroupNotFoundError if there is none), through its consolidated metadata where asked
+        (use_consolidated=True)."""
+        return open_group(store, mode="r+", zarr_format=zarr_format,
+                          use_consolidated=use_consolidated)
+
     def __eq__(self, other):
         # two handles on the same path of equal stores (a pickled copy too), as Array's
         return isinstance(other, Group) and self._path == other._path and \

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.errors import MetadataError
+from chunkstore.errors import MetadataError, NodeTypeValidationError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
 from chunkstore.errors import store_name
@@ -271,6 +271,6 @@ def _node_type(store: Mapping, key: str) -> str | None:
     except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
         raise MetadataError(f"invalid metadata at {key!r} in {store_name(store)}: {e}") from None
     if kind not in ("array", "group"):
-        raise MetadataError(f"invalid metadata at {key!r} in {store_name(store)}: node_type must be "
-                            f"'array' or 'group', got {kind!r}")
+        raise NodeTypeValidationError(f"invalid metadata at {key!r} in {store_name(store)}: "
+                                      f"node_type must be 'array' or 'group', got {kind!r}")
     return kind

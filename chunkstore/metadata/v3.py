@@ -40,7 +40,7 @@ from chunkstore.metadata.types_v3 import (_coerce_fill, _to_dtype, decode_data_t
 import numpy as np
 
 from chunkstore.codecs import v3 as _codecs
-from chunkstore.errors import MetadataError
+from chunkstore.errors import MetadataError, NodeTypeValidationError
 from chunkstore.storage.base import listdir
 from chunkstore.errors import store_name
 
@@ -162,7 +162,8 @@ class ArrayMetadataV3:
         if isinstance(self.zarr_format, bool) or self.zarr_format != ZARR_FORMAT_V3:
             raise ValueError(f"zarr_format must be 3, got {self.zarr_format!r}")
         if self.node_type != "array":
-            raise ValueError(f"node_type must be 'array', got {self.node_type!r}")
+            raise NodeTypeValidationError(f"node_type must be 'array', got "
+                                          f"{self.node_type!r}")
         self.shape = _as_int_tuple(self.shape, "shape", 0)
         self.chunks = _as_int_tuple(self.chunks, "chunk_shape", 1)
         if len(self.shape) != len(self.chunks):
@@ -365,7 +366,7 @@ def _check_extensions(doc: Mapping, known: Sequence[str]) -> None:
 def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
     check_required(doc, _ARRAY_KEYS, ZARR_FORMAT_V3)
     if doc["node_type"] != "array":
-        raise ValueError(f"node_type must be 'array', got {doc['node_type']!r}")
+        raise NodeTypeValidationError(f"node_type must be 'array', got {doc['node_type']!r}")
     _check_extensions(doc, _ARRAY_KEYS + _ARRAY_OPTIONAL)
     dtype = decode_data_type_v3(doc["data_type"])
     grid = doc["chunk_grid"]
@@ -429,7 +430,8 @@ def _parse_group_doc(doc: dict, nested: bool = False) -> dict:
     if isinstance(zf, bool) or zf != ZARR_FORMAT_V3:
         raise ValueError(f"zarr_format must be 3, got {zf!r}")
     if doc.get("node_type") != "group":
-        raise ValueError(f"node_type must be 'group', got {doc.get('node_type')!r}")
+        raise NodeTypeValidationError(f"node_type must be 'group', got "
+                                      f"{doc.get('node_type')!r}")
     _check_extensions(doc, _GROUP_KEYS)
     attrs = doc.get("attributes", {})
     if attrs is None:
@@ -463,7 +465,7 @@ def _parse_node_doc(doc: dict, nested: bool = False) -> Any:
         return _parse_array_doc(doc)
     if nt == "group":
         return _parse_group_doc(doc, nested=nested)
-    raise ValueError(f"node_type must be 'array' or 'group', got {nt!r}")
+    raise NodeTypeValidationError(f"node_type must be 'array' or 'group', got {nt!r}")
 
 
 def parse_group_metadata_v3(raw: Any, key: str = METADATA_KEY) -> dict:
@@ -473,7 +475,9 @@ def parse_group_metadata_v3(raw: Any, key: str = METADATA_KEY) -> dict:
     try:
         return _parse_group_doc(_load_json_object(raw))
     except Exception as e:
-        raise MetadataError(f"invalid group metadata at {key!r}: {e}") from e
+        cls = NodeTypeValidationError if isinstance(e, NodeTypeValidationError) else \
+            MetadataError
+        raise cls(f"invalid group metadata at {key!r}: {e}") from e
 
 
 def parse_node_metadata_v3(raw: Any, key: str = METADATA_KEY) -> Any:
@@ -481,7 +485,10 @@ def parse_node_metadata_v3(raw: Any, key: str = METADATA_KEY) -> Any:
     try:
         return _parse_node_doc(_load_json_object(raw))
     except Exception as e:
-        raise MetadataError(f"invalid metadata at {key!r}: {e}") from e
+        # (a wrong node_type keeps its class: zarr-python 3's NodeTypeValidationError)
+        cls = NodeTypeValidationError if isinstance(e, NodeTypeValidationError) else \
+            MetadataError
+        raise cls(f"invalid metadata at {key!r}: {e}") from e
 
 
 def _group_doc(attributes: Mapping | None, consolidated: Mapping | None,

@@ -1,0 +1,69 @@
+"""zarr-python 3 names of issue 28 on the synchronous API: Group.from_store / Group.open,
+array_values / group_values, zarr.errors' names (the same classes, raised where zarr raises
+them), warning categories."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore import errors
+
+
+def test_group_from_store_and_open(tmp_path):
+    path = str(tmp_path / "g.zarr")
+    g = cs.Group.from_store(path, attributes={"a": 1})
+    assert g.zarr_format == 3 and dict(g.attrs) == {"a": 1}
+    with pytest.raises(errors.ContainsGroupError):
+        cs.Group.from_store(path)
+    g2 = cs.Group.from_store(path, overwrite=True, zarr_format=2)
+    assert g2.zarr_format == 2 and dict(g2.attrs) == {}
+    g2.zeros("x", shape=(2,))
+    opened = cs.Group.open(path)
+    assert opened == g2 and list(opened.array_keys()) == ["x"]
+    with pytest.raises(errors.GroupNotFoundError):
+        cs.Group.open(str(tmp_path / "none.zarr"))
+    with pytest.raises(errors.GroupNotFoundError):
+        cs.Group.open(path, zarr_format=3)
+    cs.consolidate_metadata(path)
+    assert "Consolidated" in type(cs.Group.open(path, use_consolidated=True).store).__name__
+
+
+def test_array_values_and_group_values_in_name_order():
+    g = cs.group()
+    for n in ("b", "a"):
+        g.zeros(n, shape=(1,))
+    g.create_group("z")
+    g.create_group("y")
+    assert [a.basename for a in g.array_values()] == ["a", "b"]
+    assert [s.basename for s in g.group_values()] == ["y", "z"]
+
+
+def test_zarr_error_names_are_chunkstores_classes():
+    import zarr.errors as ze
+    assert errors.MetadataValidationError is errors.MetadataError
+    assert errors.BaseZarrError is errors.ChunkstoreError
+    assert errors.NodeNotFoundError is errors.PathNotFoundError
+    assert issubclass(errors.ArrayIndexError, IndexError)
+    assert issubclass(errors.NodeTypeValidationError, errors.MetadataValidationError)
+    for name in ("ZarrUserWarning", "ZarrDeprecationWarning", "ZarrFutureWarning",
+                 "ZarrRuntimeWarning"):
+        assert issubclass(getattr(errors, name), getattr(ze, name).__mro__[1])
+
+
+@pytest.mark.parametrize("doc", [{"zarr_format": 3, "node_type": "grop"},
+                                 {"zarr_format": 3, "node_type": 5}])
+def test_a_wrong_node_type_is_a_node_type_validation_error(doc):
+    st = {"zarr.json": json.dumps(doc).encode()}
+    with pytest.raises(errors.NodeTypeValidationError, match="zarr.json"):
+        cs.open(st, mode="r")
+
+
+def test_the_h5py_compression_warning_is_a_zarr_user_warning():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cs.zeros((4,), compression="gzip", compressor=None, store={})
+    assert any(issubclass(x.category, errors.ZarrUserWarning) for x in w)
+    np.testing.assert_array_equal(cs.zeros((2,), store={})[...], [0, 0])
