@@ -12,7 +12,8 @@ encodes and decodes. Classes register in :mod:`chunkstore.codecs.registry`."""
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 import numbers
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numcodecs
 import numpy as np

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numbers
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numcodecs
 import numpy as np

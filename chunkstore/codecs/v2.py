@@ -12,7 +12,8 @@ wrong decoded size, filter failure) raise :class:`~chunkstore.errors.ChunkDecode
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Literal, Sequence, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, cast
 
 import numpy as np
 from numcodecs.abc import Codec

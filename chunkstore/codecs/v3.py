@@ -32,7 +32,8 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -254,6 +255,7 @@ class ChunkCodecV3(ChunkCodecBase):
         chunk_shape: Sequence[int] | None = None,
         codecs: Sequence[Any] | None = None,
         fill_value: Any = None,
+        parsed: tuple | None = None,
     ) -> None:
         if chunk_shape is None and codecs is None and hasattr(dtype, "codecs"):
             meta = dtype
@@ -265,8 +267,11 @@ class ChunkCodecV3(ChunkCodecBase):
         self.chunk_shape = tuple(int(c) for c in chunk_shape)
         self.fill_value = fill_value
         self._is_object = self.dtype.hasobject
-        self._aa, self._ab, self._bb = parse_codecs(codecs, self.dtype, self.chunk_shape,
-                                                    fill_value)
+        # parsed: the chain's codec objects as the metadata's own parse of these same codecs
+        # made them (bound to this dtype, chunk shape and fill value; immutable): an array
+        # opened parses its chain once, not twice
+        self._aa, self._ab, self._bb = parsed if parsed is not None else parse_codecs(
+            codecs, self.dtype, self.chunk_shape, fill_value)
         self.codecs = [c.to_dict() for c in (*self._aa, self._ab, *self._bb)]
         self._perm = _compose(self._aa, len(self.chunk_shape))
         self._inv = tuple(int(i) for i in np.argsort(self._perm)) if self._perm else ()
@@ -309,8 +314,12 @@ class ChunkCodecV3(ChunkCodecBase):
 
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV3":
-        """Build the codec for an ``ArrayMetadataV3`` (anything with the same attributes)."""
-        return cls(meta.dtype, meta.chunks, meta.codecs, meta.fill_value)
+        """Build the codec for an ``ArrayMetadataV3`` (anything with the same attributes),
+        from the codec objects its parse made where it kept them."""
+        info = getattr(meta, "chain_info", None)
+        parsed = None if not info else (list(info["array_to_array"]), info["array_to_bytes"],
+                                        list(info["bytes_to_bytes"]))
+        return cls(meta.dtype, meta.chunks, meta.codecs, meta.fill_value, parsed=parsed)
 
     def __repr__(self) -> str:
         return (f"ChunkCodecV3(dtype={self.dtype.str!r}, chunk_shape={self.chunk_shape}, "

@@ -13,6 +13,7 @@ from typing import Any
 from chunkstore.errors import ArrayNotFoundError
 from chunkstore.format.layout import ArrayLayout
 from chunkstore.errors import store_name
+from chunkstore.storage import protocol
 
 __all__ = ["ArrayLayout", "layout_for", "read_array_metadata"]
 
@@ -46,8 +47,15 @@ def read_array_metadata(store: MutableMapping, path: str = "",
     prefix = path + "/" if path else ""
     v2_key, key = prefix + V2_KEY, prefix + V3_KEY
     raw = v3_raw = None
+    docs = protocol.consolidated_documents(store)
+    served = docs(key) if docs is not None else None
+    if served is not None:
+        # a consolidated v3 view: the document parsed from its JSON object, once, and no
+        # probe of the store behind for a v2 document
+        v3_raw = served
+        format_hint = 3
     tried_v3 = format_hint == 3
-    if tried_v3:
+    if tried_v3 and v3_raw is None:
         try:
             v3_raw = store[key]
         except KeyError:

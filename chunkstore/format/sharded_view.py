@@ -19,8 +19,8 @@ from __future__ import annotations
 from ..storage import protocol
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 

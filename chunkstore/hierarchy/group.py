@@ -49,7 +49,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise GroupNotFoundError(_no_group(store, self._path))
         self._format = fmt
         key = nodes.metadata_key(self._path, fmt, "group")
-        format_of(fmt).parse_group(store[key], key)
+        docs = protocol.consolidated_documents(store)
+        doc = docs(key) if docs is not None else None
+        # validated: the group's document (from a consolidated view, its JSON object without
+        # the members, each parsed when it is opened rather than all of them here)
+        format_of(fmt).parse_group(doc if doc is not None else store[key], key)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -676,14 +680,28 @@ class TreeView:
     _BOX = ("├── ", "└── ", "│   ")
     _ASCII = ("+-- ", "+-- ", "|   ")  # zarr-python 2's bytes(tree) drawing
 
+    @staticmethod
+    def _members(grp):
+        """(name, (shape, dtype), None) of each member array, (name, None, Group) of each
+        member group, in name order; arrays described from their metadata documents, not
+        opened."""
+        out = []
+        for name in grp.keys():
+            path = grp._child(name)
+            kind, fmt = nodes.node_kind(grp.store, path)
+            if kind == "array":
+                out.append((name, nodes.array_summary(grp.store, path, fmt), None))
+            elif kind == "group":
+                out.append((name, None, grp[name]))
+        return out
+
     def _lines(self, grp, prefix, depth, gfx=_BOX):
-        names = grp.keys()
-        for i, name in enumerate(names):
-            last = i == len(names) - 1
-            node = grp[name]
+        members = self._members(grp)
+        for i, (name, summary, node) in enumerate(members):
+            last = i == len(members) - 1
             branch = gfx[1] if last else gfx[0]
-            if isinstance(node, Array):
-                yield f"{prefix}{branch}{name} {node.shape} {node.dtype}"
+            if summary is not None:
+                yield f"{prefix}{branch}{name} {summary[0]} {summary[1]}"
             else:
                 yield f"{prefix}{branch}{name}"
                 if self.level is None or depth + 1 < self.level:
@@ -703,11 +721,10 @@ class TreeView:
     def _repr_html_(self):
         def render(grp, depth):
             items = []
-            for name in grp.keys():
-                node = grp[name]
-                if isinstance(node, Array):
-                    items.append(f"<li>{html.escape(name)} <code>{node.shape} "
-                                 f"{html.escape(str(node.dtype))}</code></li>")
+            for name, summary, node in self._members(grp):
+                if summary is not None:
+                    items.append(f"<li>{html.escape(name)} <code>{summary[0]} "
+                                 f"{html.escape(str(summary[1]))}</code></li>")
                 elif self.level is None or depth + 1 < self.level:
                     items.append(f"<li><b>{html.escape(name)}</b>{render(node, depth + 1)}</li>")
                 else:

@@ -11,12 +11,35 @@ from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
                                GroupFormatMismatchError, GroupNotFoundError,
                                PathNotFoundError)
+from chunkstore.metadata._common import load_json_object
 from chunkstore.metadata.formats import FORMATS, format_of, node_at
-from chunkstore.errors import store_name
+from chunkstore.errors import MetadataError, store_name
+from chunkstore.storage import protocol
 
 # the document names of each format (metadata.formats holds them; kept here for callers)
 V2_ARRAY, V2_GROUP, V2_ATTRS = FORMATS[2].array_key, FORMATS[2].group_key, FORMATS[2].attrs_key
 V3_META = FORMATS[3].array_key
+
+
+def array_summary(store, path: str, zarr_format: int) -> tuple:
+    """(shape, dtype) of the array at path from its metadata document alone (a consolidated
+    view's JSON object where there is one): what a listing such as tree() shows, without
+    opening the array (no codec chain is built). MetadataError naming the key if the document
+    does not say."""
+    import numpy as np
+    key = metadata_key(path, zarr_format, "array")
+    docs = protocol.consolidated_documents(store)
+    doc = docs(key) if docs is not None else None
+    try:
+        if doc is None:
+            doc = load_json_object(store[key])
+        args = format_of(zarr_format).array_arguments(doc)
+        dt = args["dtype"]
+        dtype = np.dtype([tuple(f) for f in dt] if isinstance(dt, list) else dt)
+        return tuple(int(n) for n in args["shape"]), dtype
+    except (KeyError, TypeError, ValueError) as e:
+        raise MetadataError(f"invalid array metadata at {key!r} in {store_name(store)}: "
+                            f"{e}") from e
 
 
 def prefix(path: str) -> str:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import base64
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

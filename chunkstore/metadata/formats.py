@@ -19,6 +19,7 @@ from chunkstore.errors import MetadataError, NodeTypeValidationError
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import v3 as _v3
 from chunkstore.errors import store_name
+from chunkstore.storage import protocol
 
 __all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
            "kind_of_document", "node_at", "node_document_names"]
@@ -245,6 +246,10 @@ def node_at(store: Mapping, path: str, zarr_format: int | None = None) -> tuple:
     may leave them) the node of the asked format is the one found."""
     p = path + "/" if path else ""
     v2, v3 = FORMATS[2], FORMATS[3]
+    served = _consolidated_kind(store, p + v3.array_key)
+    if served is not None and zarr_format != 2:
+        # a consolidated v3 view describes its nodes: no probe of the store behind
+        return served, 3
     if zarr_format == 3:
         kind = _node_type(store, p + v3.array_key)
         if kind is not None:
@@ -259,9 +264,26 @@ def node_at(store: Mapping, path: str, zarr_format: int | None = None) -> tuple:
     return (None, None) if kind is None else (kind, 3)
 
 
+def _consolidated_kind(store: Mapping, key: str) -> str | None:
+    """The node_type of the v3 document at key where store is a consolidated-metadata view
+    serving it (from the JSON object, no bytes round trip); None otherwise."""
+    docs = protocol.consolidated_documents(store)
+    doc = docs(key) if docs is not None else None
+    if doc is None:
+        return None
+    kind = doc.get("node_type")
+    if kind not in ("array", "group"):
+        raise NodeTypeValidationError(f"invalid metadata at {key!r} in {store_name(store)}: "
+                                      f"node_type must be 'array' or 'group', got {kind!r}")
+    return kind
+
+
 def _node_type(store: Mapping, key: str) -> str | None:
     """The node_type of the v3 document at key, None if there is none; MetadataError if the
     document is not valid."""
+    served = _consolidated_kind(store, key)
+    if served is not None:
+        return served
     try:
         raw = store[key]
     except KeyError:

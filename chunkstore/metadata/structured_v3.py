@@ -6,7 +6,8 @@ endian for them)."""
 from __future__ import annotations
 
 import base64
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -24,7 +24,8 @@ import json
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numcodecs
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,
                                          load_json_object)
@@ -240,6 +241,14 @@ class ArrayMetadataV3:
         if not coords:
             return "c"
         return "c" + sep + sep.join(str(int(c)) for c in coords)
+
+    @property
+    def chain_info(self) -> dict:
+        """The codec chain as its parse made it: ``array_to_array``, ``array_to_bytes``,
+        ``bytes_to_bytes`` (the codec objects, immutable, bound to this array's data type
+        and chunk shape), ``order``, ``compressor``, ``sharding``, ``permutation``. Shared:
+        not to be changed."""
+        return self._info
 
     @property
     def sharding(self) -> dict | None:

@@ -27,7 +27,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         # written through only with mode "r+" (a writable store behind)
         self._store = store  # type: ignore[assignment]
         self._base = path.strip("/")
-        root_key = (self._base + "/" if self._base else "") + META
+        root_key = self._root_key = (self._base + "/" if self._base else "") + META
         try:
             raw = store[root_key]
         except KeyError:
@@ -42,14 +42,38 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             raise ConsolidatedMetadataNotFoundError(
                 f"{root_key!r} in {store_name(store)} has no consolidated metadata")
         pre = self._base + "/" if self._base else ""
-        self._docs = {root_key: raw}
+        # Each document kept as the JSON object it is in the root document: encoded to bytes
+        # only when read as bytes (then kept), parsed by the format layer from the object
+        # (consolidated_document), so opening the hierarchy parses nothing twice.
+        self._docs: dict[str, bytes] = {root_key: raw}
+        self._objects: dict[str, dict] = {root_key: doc}
         for rel, member in cm["metadata"].items():
             try:  # a member named "../../evil" must not reach outside the hierarchy
                 validate_key(rel)
-                self._docs[pre + rel + "/" + META] = json.dumps(member, indent=2).encode()
-            except (TypeError, ValueError, RecursionError) as e:
+            except (TypeError, ValueError) as e:
                 raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
                                     f"{store_name(store)}: member {rel!r}: {e}") from None
+            if not isinstance(member, dict):
+                raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
+                                    f"{store_name(store)}: member {rel!r} is not an object")
+            self._objects[pre + rel + "/" + META] = member
+
+    def consolidated_document(self, key: str) -> dict | None:
+        """The JSON object of the metadata document at key as the consolidated metadata holds
+        it (the root group's without its ``consolidated_metadata``), or None for a key it
+        does not serve. Shared: callers must not change it."""
+        if not self._served(key):
+            return None
+        doc = self._objects.get(key)
+        if doc is not None and key == self._root_key:
+            return {k: v for k, v in doc.items() if k != "consolidated_metadata"}
+        return doc
+
+    def _document(self, key: str) -> bytes:
+        raw = self._docs.get(key)
+        if raw is None:
+            raw = self._docs[key] = json.dumps(self._objects[key], indent=2).encode()
+        return raw
 
     def __repr__(self) -> str:
         return f"ConsolidatedV3Store({store_name(self._store)})"
@@ -62,7 +86,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
 
     def __getitem__(self, key: str) -> bytes:
         if self._served(key):
-            return self._docs[key]
+            return self._document(key)
         return self._store[key]
 
     def getitems(self, keys: Iterable[str]) -> dict:
@@ -70,7 +94,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         documents, other keys from the underlying store.
         """
         keys = list(keys)
-        out = {k: self._docs[k] for k in keys if self._served(k) and k in self._docs}
+        out = {k: self._document(k) for k in keys if self._served(k) and k in self._objects}
         out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
         return out
 
@@ -78,10 +102,10 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return self._served(key)
 
     def __contains__(self, key: Any) -> bool:
-        return key in self._docs if self._served(key) else key in self._store
+        return key in self._objects if self._served(key) else key in self._store
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._docs
+        yield from self._objects
         for k in self._store:
             if not self._served(k):
                 yield k
@@ -95,10 +119,12 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """
         pre = prefix.strip("/")
         pre = pre + "/" if pre else ""
-        names = {k[len(pre):].split("/", 1)[0] for k in self._docs if k.startswith(pre)}
+        names = {k[len(pre):].split("/", 1)[0] for k in self._objects if k.startswith(pre)}
         names.discard(META)
-        names.update(n for n in listdir(self._store, prefix) if n != META and
-                     not (pre + n + "/" + META) in self._store)  # chunk dirs, not nodes
+        # the store's other entries: chunk directories, not nodes the consolidated metadata
+        # does not know (a node it knows is not probed again: no stat per member)
+        names.update(n for n in listdir(self._store, prefix) if n != META and n not in names
+                     and not (pre + n + "/" + META) in self._store)
         return sorted(names)
 
     def getsize(self, prefix: str = "") -> int:

@@ -149,6 +149,13 @@ def local_files(store: object) -> Callable[[list[str]], list[bytes] | None] | No
     return getattr(store, "file_paths", None)
 
 
+def consolidated_documents(store: object) -> Callable[[str], dict | None] | None:
+    """The store's ``consolidated_document(key)`` (a consolidated-metadata view: the JSON
+    object of a metadata document it serves, parsed by the format layer without a bytes
+    round trip), or None."""
+    return getattr(store, "consolidated_document", None)
+
+
 def coalesces_ranges(store: object) -> bool:
     """Whether neighbouring byte ranges of a value are worth one read (False where the store
     reads ranges with no cost per request: ``coalesce_ranges = False``)."""
