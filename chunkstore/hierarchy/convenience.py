@@ -110,9 +110,10 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     return open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
 
 
-def tree(grp, expand=False, level=None):
-    """The hierarchy below grp as text (box-drawing characters), HTML in Jupyter."""
-    return grp.tree(expand=expand, level=level)
+def tree(grp, expand=False, level=None, *, max_nodes=None, plain=False):
+    """The hierarchy below grp as text (box-drawing characters), HTML in Jupyter (see
+    Group.tree)."""
+    return grp.tree(expand=expand, level=level, max_nodes=max_nodes, plain=plain)
 
 
 # ------------------------------------------------------------------------------ copy_store

@@ -10,6 +10,7 @@ import os
 
 from ..storage import protocol
 import html
+import itertools
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, cast
 
@@ -275,9 +276,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             if r is not None:
                 return r
 
-    def tree(self, expand: bool = False, level: int | None = None) -> TreeView:
-        """The hierarchy as text with box-drawing characters (HTML in Jupyter)."""
-        return TreeView(self, level=level)
+    def tree(self, expand: bool = False, level: int | None = None, *,
+             max_nodes: int | None = None, plain: bool = False) -> TreeView:
+        """The hierarchy as text with box-drawing characters (HTML in Jupyter), level levels
+        deep (None: all). max_nodes (zarr-python 3's): at most that many nodes, the text
+        then starting with zarr-python 3's "Truncated at max_nodes=..." line (None: all, as
+        zarr-python 2). plain: accepted (the text has no styling to leave out)."""
+        if max_nodes is not None and (isinstance(max_nodes, bool) or
+                                      not isinstance(max_nodes, int) or max_nodes < 0):
+            raise ValueError(f"max_nodes must be a non-negative integer or None, got "
+                             f"{max_nodes!r}")
+        return TreeView(self, level=level, max_nodes=max_nodes)
 
     # ------------------------------------------------------------------ creating
     def _check_writable(self):
@@ -673,9 +682,11 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
 class TreeView:
     """Text (box-drawing) and HTML rendering of a hierarchy."""
 
-    def __init__(self, grp: Group, level: int | None = None) -> None:
+    def __init__(self, grp: Group, level: int | None = None,
+                 max_nodes: int | None = None) -> None:
         self.group = grp
         self.level = level
+        self.max_nodes = max_nodes
 
     _BOX = ("├── ", "└── ", "│   ")
     _ASCII = ("+-- ", "+-- ", "|   ")  # zarr-python 2's bytes(tree) drawing
@@ -708,15 +719,28 @@ class TreeView:
                     pad = " " * len(gfx[2]) if last else gfx[2]
                     yield from self._lines(node, prefix + pad, depth + 1, gfx)
 
+    def _limited(self, lines):
+        """(lines, at most max_nodes of them; whether some were left out)."""
+        if self.max_nodes is None:
+            return list(lines), False
+        out = list(itertools.islice(lines, self.max_nodes + 1))
+        return out[:self.max_nodes], len(out) > self.max_nodes
+
+    def _truncation(self, cut: bool) -> list[str]:
+        return [f"Truncated at max_nodes={self.max_nodes}, some nodes and their children "
+                f"may be missing"] if cut else []
+
     def __repr__(self):
-        return "\n".join([self.group.name] + list(self._lines(self.group, "", 0)))
+        lines, cut = self._limited(self._lines(self.group, "", 0))
+        return "\n".join(self._truncation(cut) + [self.group.name] + lines)
 
     __str__ = __repr__
 
     def __bytes__(self):
         """The tree drawn in ASCII (+--, |), as zarr-python 2's bytes(g.tree())."""
-        lines = [self.group.name] + list(self._lines(self.group, " ", 0, self._ASCII))
-        return "\n".join(lines).encode("ascii", "backslashreplace")
+        lines, cut = self._limited(self._lines(self.group, " ", 0, self._ASCII))
+        text = "\n".join(self._truncation(cut) + [self.group.name] + lines)
+        return text.encode("ascii", "backslashreplace")
 
     def _repr_html_(self):
         def render(grp, depth):

@@ -71,3 +71,18 @@ def test_a_broken_member_document_is_named_by_tree(tmp_path):
         '{"zarr_format": 3, "node_type": "array", "data_type": "float32"}')
     with pytest.raises(cs.errors.MetadataError, match="a/zarr.json"):
         str(cs.open_group(path, mode="r").tree())
+
+
+def test_tree_max_nodes_truncates_as_zarr_python_3():
+    g = cs.group()
+    for i in range(5):
+        g.zeros(f"a{i}", shape=(1,))
+    text = str(g.tree(max_nodes=3))
+    assert text.splitlines()[0] == ("Truncated at max_nodes=3, some nodes and their children "
+                                    "may be missing")
+    assert text.count("(1,) float64") == 3
+    assert "Truncated" not in str(g.tree(max_nodes=5)) and str(g.tree(plain=True)) == \
+        str(g.tree())
+    assert "Truncated" in bytes(g.tree(max_nodes=1)).decode()
+    with pytest.raises(ValueError, match="max_nodes"):
+        g.tree(max_nodes=-1)
