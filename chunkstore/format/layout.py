@@ -146,6 +146,10 @@ class ArrayLayout:
         """Chunk-grid coordinates of the chunks present in the store (inside the grid)."""
         return self._keys.stored(self.store)
 
+    def count_stored(self) -> int:
+        """How many chunks are present in the store (inside the grid), from one listing."""
+        return len(self._keys.stored_coords(self.store))
+
     def read_chunks(self, keys: Sequence[str]) -> dict[str, bytes]:
         """``{key: encoded chunk}`` of the chunk keys present in ``chunk_store`` (absent
         ones omitted). For a sharded array a shard whose index cannot be decoded raises

@@ -59,6 +59,10 @@ class ShardedLayout(V3Layout):
         """
         return self.view.stored_inner_chunks()
 
+    def count_stored(self) -> int:
+        """How many inner chunks are present in the stored shards (their indexes read)."""
+        return sum(1 for _ in self.stored_chunks())
+
     def stored_chunk_keys(self, shard_coords: Sequence[int]) -> list[str]:
         """The keys of the inner chunks of the shard at shard-grid coordinates *shard_coords*
         that lie inside the array.

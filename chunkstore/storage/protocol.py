@@ -149,6 +149,12 @@ def local_files(store: object) -> Callable[[list[str]], list[bytes] | None] | No
     return getattr(store, "file_paths", None)
 
 
+def recursive_listing(store: object) -> Callable[[str], Iterator[str]] | None:
+    """The store's ``keys_under(prefix)`` (every key below a prefix in one listing: a
+    directory walk, an object store's prefix listing), or None."""
+    return getattr(store, "keys_under", None)
+
+
 def consolidated_documents(store: object) -> Callable[[str], dict | None] | None:
     """The store's ``consolidated_document(key)`` (a consolidated-metadata view: the JSON
     object of a metadata document it serves, parsed by the format layer without a bytes
