@@ -102,7 +102,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if attrs:
         z.attrs.update(attrs)
     if data is not None and write_data:
-        z[...] = data[...] if not isinstance(data, np.ndarray) else data
+        z[...] = data  # an Array streams block by block (bounded memory), not read whole
     return z
 
 

@@ -22,7 +22,13 @@ from chunkstore.storage.base import getitems, setitems
 from chunkstore.storage.normalize import normalize_store
 
 # Bytes of decoded data one copy step holds at most (bounded memory for any array size).
-COPY_BLOCK_BYTES = 256 * 2**20
+def copy_block_bytes() -> int:
+    """The decoded bytes of one block of an array-to-array copy: a batch's worth per pool
+    thread, as assignment of one Array to another streams (chunkstore.engine.streaming), so
+    peak memory stays bounded whatever the arrays' size."""
+    from chunkstore import config
+    from chunkstore.engine.streaming import BLOCK_BYTES_PER_THREAD
+    return BLOCK_BYTES_PER_THREAD * max(1, config.get("threads") or 1)
 
 
 class CopyError(ChunkstoreError, ValueError):
@@ -182,15 +188,17 @@ def copy_array_data(src, dst, progress=None, block_bytes=None):
 
     Blocks follow dst's chunk grid, so every write covers whole destination chunks (no
     read-modify-write); each block holds at most about block_bytes (default
-    COPY_BLOCK_BYTES) of decoded data, and at least one chunk. progress(n) is called with
+    copy_block_bytes()) of decoded data, and at least one chunk (shard). progress(n) is called with
     the number of elements after each block.
     """
-    limit = COPY_BLOCK_BYTES if block_bytes is None else max(1, int(block_bytes))
+    limit = copy_block_bytes() if block_bytes is None else max(1, int(block_bytes))
     if src.shape != dst.shape:
         raise CopyError(f"cannot copy data of shape {src.shape} into shape {dst.shape}")
     if src.size == 0:
         return 0
-    shape, chunks = dst.shape, dst.chunks
+    # blocks of whole stored objects: a sharded destination's shards, not its inner chunks
+    # (a block covering part of a shard would rewrite that shard once per block)
+    shape, chunks = dst.shape, getattr(dst, "write_chunks", dst.chunks)
     itemsize = max(src.dtype.itemsize, dst.dtype.itemsize)
     # Grow the block from one chunk, dimension by dimension from the last, while it fits.
     block = list(chunks)

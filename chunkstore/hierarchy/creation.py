@@ -433,9 +433,10 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
             raise TypeError(f"array() takes its shape from data ({shape}); got "
                             f"shape={given!r}")  # (the data's own shape is accepted)
     kwargs.setdefault("chunks", creation_args.chunks_of(data) or True)
-    if isinstance(data, Array):
-        data = data[...]
-    data = np.asanyarray(data)
+    # An Array is copied block by block (z[...] = data streams, in bounded memory), never
+    # read whole first.
+    if not isinstance(data, Array):
+        data = np.asanyarray(data)
     if kwargs.get("dtype") is None:  # not given, or dtype=None: the data's own (as NumPy)
         kwargs["dtype"] = data.dtype
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",

@@ -285,7 +285,7 @@ def test_convert_npy_memory_is_bounded(tmp_path, monkeypatch):
     data[7, 11] = -1
     data.flush()
     del data
-    monkeypatch.setattr(conv, "COPY_BLOCK_BYTES", 2**20)
+    monkeypatch.setattr(conv, "copy_block_bytes", lambda: 2**20)
     tracemalloc.start()
     try:
         status = cli.main(["convert", str(tmp_path / "big.npy"), str(tmp_path / "big.zarr"),

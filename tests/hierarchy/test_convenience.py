@@ -321,7 +321,7 @@ class TestCopy:
         src = cs.array(np.arange(240, dtype="f8").reshape(12, 20), chunks=(5, 5), store={})
         dst = cs.create((12, 20), chunks=(4, 6), dtype="f8", store={})
         # Room for two destination chunks per block.
-        monkeypatch.setattr(conv, "COPY_BLOCK_BYTES", 2 * 4 * 6 * 8)
+        monkeypatch.setattr(conv, "copy_block_bytes", lambda: 2 * 4 * 6 * 8)
         regions = []
 
         class Spy:
