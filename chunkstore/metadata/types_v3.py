@@ -25,6 +25,7 @@ _NUMERIC = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
             "float16", "float32", "float64", "complex64", "complex128")
 _DATA_TYPES = {name: np.dtype(name) for name in _NUMERIC}
 _DATA_TYPES["string"] = np.dtype(object)
+_NAMES = {np.dtype(name): name for name in _NUMERIC}  # native dtype -> its v3 name
 
 
 def decode_data_type_v3(obj: Any) -> np.dtype:
@@ -68,8 +69,8 @@ def encode_data_type_v3(dtype: Any) -> str | dict:
         return _extension.encode(d)
     if d.fields is not None or d.subdtype is not None:
         raise ValueError(f"unsupported data type {d} for Zarr v3")
-    name = d.newbyteorder("=").name
-    if name not in _DATA_TYPES:
+    name = _NAMES.get(d.newbyteorder("="))  # (dtype.name is slow: NumPy works it out)
+    if name is None:
         raise ValueError(f"unsupported data type {d} for Zarr v3")
     return name
 
