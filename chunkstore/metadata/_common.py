@@ -64,11 +64,15 @@ def check_chunk_addressable(chunks: Sequence[int], dtype: np.dtype, what: str) -
 
 def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
     """value as a tuple of ints >= minimum; ValueError naming what (and the index) if not."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+    # (exact list/tuple and int first: the ABC checks cost a microsecond each, and every
+    # array's metadata parse comes here for its shape and chunks)
+    if type(value) not in (list, tuple) and (
+            isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray))):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
     out = []
     for i, v in enumerate(value):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+        if type(v) is not int and (isinstance(v, (bool, np.bool_)) or
+                                   not isinstance(v, numbers.Integral)):
             raise ValueError(f"{what}[{i}] must be an integer, got {v!r}")
         if v < minimum:
             raise ValueError(f"{what}[{i}] must be >= {minimum}, got {v}")
