@@ -36,7 +36,8 @@ if [ -z "$py" ]; then
   venv="$root/.venv-bench"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "$root[bench]" Cython setuptools wheel
+  # (setuptools as pyproject.toml's build-system requires it: a new venv has an older one)
+  "$venv/bin/python" -m pip install -q "$root[bench]" "Cython>=3.0" "setuptools>=77" wheel
   "$venv/bin/python" -m pip uninstall -q -y chunkstore
   py="$venv/bin/python"
 fi
@@ -84,8 +85,9 @@ for sha in $commits; do
   mkdir -p "$src"
   git -C "$root" archive "$sha" | tar -x -C "$src"
   echo "== $(git -C "$root" log -1 --format='%h %s' "$sha")"
-  (cd "$src" && "$py" setup.py -q build_ext --inplace >/dev/null 2>&1) || {
-    echo "bench.sh: $sha does not build; skipped" >&2; continue; }
+  (cd "$src" && "$py" setup.py -q build_ext --inplace >"$work/build.log" 2>&1) || {
+    echo "bench.sh: $sha does not build; skipped. The build said:" >&2
+    tail -n 30 "$work/build.log" >&2; continue; }
   CHUNKSTORE_BENCH_SRC="$src" "${asv[@]}" run "${args[@]}" --set-commit-hash "$sha" || \
     echo "bench.sh: some benchmarks failed at $sha" >&2
   rm -rf "$src"
