@@ -379,8 +379,10 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[
     - a tuple/list: one entry per dimension; ``None`` or ``-1`` = the whole dimension; a shorter
       sequence is completed with whole dimensions.
 
-    "Whole dimension" of a 0-length dimension is 1. A 0-d shape gives ``()``. Raises
-    ``ValueError`` (naming the dimension) for non-integer or non-positive sizes.
+    "Whole dimension" of a 0-length dimension is 1; a size of 0 is accepted for a 0-length
+    dimension only (Zarr v3 keeps it; Zarr v2 metadata refuses it). A 0-d shape gives
+    ``()``. Raises ``ValueError`` (naming the dimension) for non-integer or non-positive
+    sizes.
     """
     shape = tuple(int(s) for s in shape)
     ndim = len(shape)
@@ -414,7 +416,7 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[
             continue
         if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
             raise ValueError(f"chunk size for dimension {dim} must be an integer, got {c!r}")
-        if c <= 0:
+        if c < 0 or (c == 0 and shape[dim] != 0):
             raise ValueError(f"chunk size for dimension {dim} must be positive, got {c}")
-        out.append(int(c))
+        out.append(int(c))  # (0 only for an empty dimension, as zarr-python 3 allows it)
     return tuple(out)

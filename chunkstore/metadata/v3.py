@@ -158,6 +158,10 @@ class ArrayMetadataV3:
     storage_transformers: list = field(default_factory=list)
     zarr_format: int = ZARR_FORMAT_V3
     node_type: str = "array"
+    # the chunk_shape as stored where it has a 0 (zarr-python 3 writes one for an empty
+    # dimension given chunks 0): written back as it was; ``chunks`` has 1 there (an empty
+    # dimension has no chunks either way, and the grid needs no division by 0)
+    stored_chunk_shape: tuple[int, ...] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.zarr_format, bool) or self.zarr_format != ZARR_FORMAT_V3:
@@ -166,10 +170,16 @@ class ArrayMetadataV3:
             raise NodeTypeValidationError(f"node_type must be 'array', got "
                                           f"{self.node_type!r}")
         self.shape = _as_int_tuple(self.shape, "shape", 0)
-        self.chunks = _as_int_tuple(self.chunks, "chunk_shape", 1)
-        if len(self.shape) != len(self.chunks):
-            raise ValueError(f"shape {list(self.shape)} and chunk_shape {list(self.chunks)} "
+        chunks = _as_int_tuple(self.chunks, "chunk_shape", 0)
+        if len(self.shape) != len(chunks):
+            raise ValueError(f"shape {list(self.shape)} and chunk_shape {list(chunks)} "
                              f"have different lengths")
+        for d, (n, c) in enumerate(zip(self.shape, chunks)):
+            if c == 0 and n != 0:
+                raise ValueError(f"chunk_shape[{d}] must be >= 1, got 0 (only an empty "
+                                 f"dimension may have chunks of 0; this one has length {n})")
+        self.stored_chunk_shape = chunks if 0 in chunks else None
+        self.chunks = tuple(c or 1 for c in chunks)
         self.dtype = _to_dtype(self.dtype)
         check_chunk_addressable(self.chunks, self.dtype, "chunk_shape")
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
@@ -333,7 +343,8 @@ class ArrayMetadataV3:
             "shape": list(self.shape),
             "data_type": self.data_type,
             "chunk_grid": {"name": "regular",
-                           "configuration": {"chunk_shape": list(self.chunks)}},
+                           "configuration": {"chunk_shape": list(
+                               self.stored_chunk_shape or self.chunks)}},
             "chunk_key_encoding": {
                 "name": self.chunk_key_encoding["name"],
                 "configuration": dict(self.chunk_key_encoding["configuration"]),

@@ -67,3 +67,35 @@ def test_the_h5py_compression_warning_is_a_zarr_user_warning():
         cs.zeros((4,), compression="gzip", compressor=None, store={})
     assert any(issubclass(x.category, errors.ZarrUserWarning) for x in w)
     np.testing.assert_array_equal(cs.zeros((2,), store={})[...], [0, 0])
+
+
+def test_an_empty_dimension_with_chunks_of_0_as_zarr_python_3_writes_it():
+    zarr = pytest.importorskip("zarr")
+    from zarr.core.buffer.cpu import Buffer
+    st = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(st, shape=(0, 3), chunks=(0, 3), dtype="f4")
+    raw = {k: v.to_bytes() for k, v in st.items()}
+    a = cs.open_array(raw, mode="r")
+    assert a.shape == (0, 3) and a[...].shape == (0, 3) and a.nchunks_initialized == 0
+    from chunkstore.metadata.v3 import encode_array_metadata_v3, parse_array_metadata_v3
+    assert encode_array_metadata_v3(parse_array_metadata_v3(raw["zarr.json"])) == \
+        raw["zarr.json"]  # written back as it was, 0 included
+    mine = {}
+    cs.create_array(mine, shape=(0, 3), chunks=(0, 3), dtype="f4")
+    assert json.loads(mine["zarr.json"])["chunk_grid"]["configuration"]["chunk_shape"] == [0, 3]
+    z = zarr.open_array({k: Buffer.from_bytes(v) for k, v in mine.items()}, mode="r")
+    assert z.shape == (0, 3)
+    grown = cs.open_array(mine, mode="r+")
+    grown.resize((2, 3))
+    grown[...] = 5
+    np.testing.assert_array_equal(cs.open_array(mine, mode="r")[...], np.full((2, 3), 5.0))
+    with pytest.raises(ValueError, match="positive"):
+        cs.create_array({}, shape=(4, 3), chunks=(0, 3), dtype="f4")
+    with pytest.raises(ValueError, match=r"chunks\[0\]"):
+        cs.create_array({}, shape=(0, 3), chunks=(0, 3), dtype="f4", zarr_format=2)
+    bad = json.loads(raw["zarr.json"])
+    bad["shape"] = [4, 3]
+    with pytest.raises(errors.MetadataError, match="only an empty dimension"):
+        cs.open_array({**raw, "zarr.json": json.dumps(bad).encode()}, mode="r")
