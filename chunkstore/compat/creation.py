@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.storage.store_path import split_store_path
 from chunkstore import config as _config
 from chunkstore.metadata.formats import format_of
 from chunkstore.hierarchy import creation, creation_args
@@ -58,6 +59,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     ``compressors`` (``compressor=`` for v2), each in any spelling chunkstore.codecs.normalize
     accepts. ``config={"order": ..., "write_empty_chunks": ...}`` overrides the global config.
     """
+    store, name = split_store_path(store, name)
     creation._check_format(zarr_format)
     zarr_format = _config.default_zarr_format(zarr_format, 3)
     if data is not None:
@@ -112,6 +114,7 @@ def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards
                dimension_names=None, storage_options=None, overwrite=False, config=None):
     """zarr-python 3's ``from_array``: a new array holding data (a NumPy array or an Array).
     "keep" takes the setting from a source Array (and the default for a NumPy array)."""
+    store, name = split_store_path(store, name)
     src = data if isinstance(data, Array) else None
     if src is not None:
         zarr_format = zarr_format or src.zarr_format

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chunkstore.storage.store_path import split_store_path
 from chunkstore import config as _config
 from chunkstore.hierarchy import creation
 from chunkstore.compat.creation import create_array
@@ -15,6 +16,7 @@ def create_group(store, *, path=None, zarr_format=None, overwrite=False, attribu
     """zarr-python 3's ``create_group``: a new group (Zarr v3 unless zarr_format=2 or the
     config's default_zarr_format), with attributes; raises if something is there unless
     overwrite=True."""
+    store, path = split_store_path(store, path)
     creation._check_format(zarr_format)
     zarr_format = _config.default_zarr_format(zarr_format, 3)
     store = normalize_store(store, mode="a", storage_options=storage_options)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import create, normalize_path, owned_store, save_array
@@ -81,6 +82,7 @@ class LazyLoader(Mapping):
 
 def load(store, path=None, storage_options=None):
     """An array's data as NumPy, or for a group a lazy mapping of name to NumPy array."""
+    store, path = split_store_path(store, path)
     s = normalize_store(store, mode="r", storage_options=storage_options)
     obj = _open(s, mode="r", path=path)
     if isinstance(obj, Array):
@@ -99,6 +101,7 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     through its consolidated metadata (a Group, as zarr-python 2 returns). zarr_format (as
     zarr-python 3 takes it): the group's format, checked (GroupNotFoundError if the group at
     path is of the other format)."""
+    store, path = split_store_path(store, path)
     from chunkstore.hierarchy.group import open_consolidated
     if isinstance(store, Group):
         store, path = store.store, store.path

@@ -12,6 +12,7 @@ from typing import Any, Union, cast
 
 import numpy as np
 
+from chunkstore.storage.store_path import split_store_path
 from chunkstore import config
 from chunkstore.hierarchy import creation_args
 from chunkstore.hierarchy import nodes
@@ -351,6 +352,7 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     codecs (a raw v3 codec chain). h5py's compression=, compression_opts= and fillvalue= are
     accepted, as zarr-python 2 accepts them; and zarr-python 3's chunk_shape (chunks),
     chunk_key_encoding and config={"order", "write_empty_chunks"}."""
+    store, path = split_store_path(store, path)
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
         kwargs, chunks, order, write_empty_chunks, dimension_separator)
@@ -432,6 +434,7 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
         if given is None or tuple(given) != shape:
             raise TypeError(f"array() takes its shape from data ({shape}); got "
                             f"shape={given!r}")  # (the data's own shape is accepted)
+    kwargs["store"], kwargs["path"] = split_store_path(kwargs.get("store"), kwargs.get("path"))
     kwargs.setdefault("chunks", creation_args.chunks_of(data) or True)
     # An Array is copied block by block (z[...] = data streams, in bounded memory), never
     # read whole first.
@@ -575,6 +578,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     an ArrayNotFoundError (modes "r", "r+") or ArrayFormatMismatchError (mode "a"), never
     opened, converted or shadowed; mode "w" replaces it.
     """
+    store, path = split_store_path(store, path)
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
     _check_mode(mode)
@@ -644,6 +648,7 @@ def owned_store(store_like: StoreLike, mode: str = "a",
 def save_array(store: StoreLike, arr: Any, path: str | None = None,
                storage_options: dict | None = None, **kwargs: Any) -> None:
     """Save one NumPy array to store (overwriting what is at path)."""
+    store, path = split_store_path(store, path)
     with owned_store(store, mode="w", storage_options=storage_options) as s:
         array(arr, store=s, path=path, overwrite=True, **kwargs)
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from chunkstore.storage.store_path import StorePath, split_store_path
 from chunkstore.hierarchy import creation
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, Info
@@ -504,6 +505,7 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
           zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Create a group, or open the one already there (overwrite=True replaces it).
     zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
+    store, path = split_store_path(store, path)
     creation._check_format(zarr_format)
     zarr_format = family_format(zarr_format)
     # writes to a read-only Mapping are refused at run time
@@ -538,6 +540,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     read the members' own documents), zarr_version (zarr_format's old name); zarr-python
     2's cache_attrs, chunk_store and meta_array are accepted and not needed. Any other
     keyword is a TypeError naming it (a misspelt one is not silently ignored)."""
+    store, path = split_store_path(store, path)
     attributes = kwargs.pop("attributes", None)
     use_consolidated = kwargs.pop("use_consolidated", None)
     zarr_format = _format_alias(zarr_format, kwargs.pop("zarr_version", None))
@@ -611,6 +614,7 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     """Open an array or a group, whichever the path holds (of an explicit zarr_format only:
     a node of the other format is a PathNotFoundError with modes r, r+, and is refused, as
     open_array and open_group refuse it, with mode a)."""
+    store, path = split_store_path(store, path)
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
@@ -651,8 +655,12 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     """Open a hierarchy whose metadata was consolidated, reading all metadata in one read.
 
     Metadata is served from the consolidated document; chunks come from the store. Writes
-    to chunks pass through with mode "r+"; metadata changes are refused.
+    to chunks pass through with mode "r+"; metadata changes are refused. With a StorePath,
+    metadata_key is below its path (where consolidate_metadata of it writes it).
     """
+    if isinstance(store, StorePath) and store.path:
+        metadata_key = f"{store.path}/{metadata_key}"
+    store, path = split_store_path(store, path)
     store = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
     smode = "r" if mode == "r" else "r+"

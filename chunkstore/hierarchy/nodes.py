@@ -145,6 +145,12 @@ class Node:
         return "/" + self._path if self._path else "/"
 
     @property
+    def store_path(self):
+        """zarr-python 3's ``store_path``: a StorePath of this node's store and path."""
+        from chunkstore.storage.store_path import StorePath
+        return StorePath(self.store, self.path)
+
+    @property
     def basename(self):
         """The last component of the node's path (``""`` for the root)."""
         return self._path.rsplit("/", 1)[-1] if self._path else ""

@@ -488,6 +488,13 @@ def _parse_node_doc(doc: dict, nested: bool = False) -> Any:
     raise NodeTypeValidationError(f"node_type must be 'array' or 'group', got {nt!r}")
 
 
+def _invalid(e: Exception, what: str, key: str) -> MetadataError:
+    """The MetadataError naming key for a parse that raised e (a wrong node_type keeps its
+    class: zarr-python 3's NodeTypeValidationError)."""
+    cls = NodeTypeValidationError if isinstance(e, NodeTypeValidationError) else MetadataError
+    return cls(f"invalid {what} at {key!r}: {e}")
+
+
 def parse_group_metadata_v3(raw: Any, key: str = METADATA_KEY) -> dict:
     """Parse a group ``zarr.json``. Returns ``{"zarr_format": 3, "node_type": "group",
     "attributes": {...}, "consolidated_metadata": None or {relative path: ArrayMetadataV3 or
@@ -495,9 +502,7 @@ def parse_group_metadata_v3(raw: Any, key: str = METADATA_KEY) -> dict:
     try:
         return _parse_group_doc(_load_json_object(raw))
     except Exception as e:
-        cls = NodeTypeValidationError if isinstance(e, NodeTypeValidationError) else \
-            MetadataError
-        raise cls(f"invalid group metadata at {key!r}: {e}") from e
+        raise _invalid(e, "group metadata", key) from e
 
 
 def parse_node_metadata_v3(raw: Any, key: str = METADATA_KEY) -> Any:
@@ -505,10 +510,7 @@ def parse_node_metadata_v3(raw: Any, key: str = METADATA_KEY) -> Any:
     try:
         return _parse_node_doc(_load_json_object(raw))
     except Exception as e:
-        # (a wrong node_type keeps its class: zarr-python 3's NodeTypeValidationError)
-        cls = NodeTypeValidationError if isinstance(e, NodeTypeValidationError) else \
-            MetadataError
-        raise cls(f"invalid metadata at {key!r}: {e}") from e
+        raise _invalid(e, "metadata", key) from e
 
 
 def _group_doc(attributes: Mapping | None, consolidated: Mapping | None,

@@ -26,8 +26,10 @@ from .zip import ZipStore
 from .zarr3_names import FsspecStore, LocalStore
 from .object_store import ObjectStore
 from .normalize import StoreLike, normalize_store
+from .store_path import StorePath
 
 __all__ = [
+    "StorePath",
     "BaseStore",
     "MemoryStore",
     "DirectoryStore",
