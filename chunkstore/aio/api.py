@@ -18,7 +18,6 @@ from chunkstore.compat import hierarchy as _compat_hierarchy
 from chunkstore.hierarchy import convenience as _convenience
 from chunkstore.hierarchy import creation as _creation
 from chunkstore.hierarchy import group as _group
-from chunkstore.hierarchy.group import Group
 
 # The synchronous functions each coroutine runs (from their own modules: the package's top
 # level imports this layer).
