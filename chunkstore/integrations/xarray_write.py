@@ -13,9 +13,9 @@ attribute). It drives xarray's own writing machinery (``dump_to_store`` and its
 
 Every variable is checked before the first write (mode, dimensions, region, append_dim,
 encodings, data types), so a rejected call leaves the store as it was. One deliberate
-difference: dask chunks that do not line up with the store's chunks are written safely,
-each store chunk under a lock (chunkstore's ThreadSynchronizer), instead of being refused
-(xarray's ``safe_chunks``).
+difference: dask chunks that do not line up with the store's chunks (or shards) are
+rechunked to them, so that each stored block is written by one task, instead of being
+refused (xarray's ``safe_chunks``).
 """
 
 from __future__ import annotations
@@ -70,9 +70,8 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     compute: False writes the metadata (and variables that are not dask arrays) now and
     returns a dask ``Delayed`` that writes the rest.
     consolidated: consolidate the group's metadata (default: yes).
-    safe_chunks: accepted for compatibility; dask chunks that straddle store chunks are
-    written under per-chunk locks instead of refused. align_chunks: rechunk dask arrays to
-    the store's chunks (or shards) first.
+    safe_chunks: accepted for compatibility; dask chunks that straddle store chunks (or
+    shards) are rechunked to them instead of refused, as align_chunks=True asks.
     write_empty_chunks: store chunks that hold only the fill value (default: no).
     chunkmanager_store_kwargs: passed to ``dask.array.store``.
     Returns the chunkstore Group, or the ``Delayed`` for compute=False.
@@ -179,7 +178,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
         (``consolidated`` and ``safe_chunks`` are accepted and not needed:
-        misaligned chunks are written under locks; ``cache_members`` as xarray's:
+        misaligned dask chunks are rechunked to the stored grid; ``cache_members`` as xarray's:
         ``array_keys()`` answers with the arrays the group held when opened)."""
         if zarr_format is None:
             zarr_format = zarr_version
@@ -328,8 +327,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         if self.mode not in ("r", "r+"):
             self.group.attrs.put(group_attrs)
         for p in plans:
-            target = self._target(p)
-            writer.add(p["data"], target, p["region"])
+            target, data = self._target(p)
+            writer.add(data, target, p["region"])
         if self.consolidate_on_close:
             from chunkstore.hierarchy.convenience import consolidate_metadata
             consolidate_metadata(self.group.store, path=self.group.path)
@@ -443,8 +442,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 "region": tuple(region[d] for d in v.dims), "action": action, "data": data}
 
     def _target(self, p):
-        """The array p's data goes into: created, resized or opened (per-chunk locks where
-        dask chunks straddle its chunks)."""
+        """(the array p's data goes into: created, resized or opened; the data, a dask array
+        rechunked to the array's grid where its chunks straddle the stored chunks or shards,
+        so that every stored block is written by one task: no update is lost, whatever the
+        scheduler, threads or processes)."""
         name = p["name"]
         path = f"{self.group.path}/{name}" if self.group.path else name
         store = self.group.store
@@ -455,15 +456,12 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             if p["action"] == "append":
                 z.resize(p["shape"])
         data = p["data"]
-        wec = p["encoding"].get("write_empty_chunks")
         if hasattr(data, "dask") and not _aligned(data.chunks, p["region"], z):
-            from chunkstore.sync.synchronizers import ThreadSynchronizer
-            return Array(store, path, synchronizer=ThreadSynchronizer(),
-                         write_empty_chunks=bool(wec if wec is not None else
-                                                 z.write_empty_chunks))
+            data = _align(data, z.write_chunks, p["region"], z.shape)
+        wec = p["encoding"].get("write_empty_chunks")
         if wec is not None and wec != z.write_empty_chunks:
-            return Array(store, path, write_empty_chunks=bool(wec))
-        return z
+            z = Array(store, path, write_empty_chunks=bool(wec))
+        return z, data
 
 
 def _open_for(store, path, mode, zarr_format):

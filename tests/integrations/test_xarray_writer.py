@@ -307,3 +307,25 @@ def test_cache_members_snapshots_the_arrays_as_xarrays_zarrstore(tmp_path):
     assert sorted(live.array_keys()) == ["a", "b"]
     assert sorted(ChunkstoreWritableDataStore.open_group(path, mode="r").array_keys()) == \
         ["a", "b"]
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_misaligned_dask_chunks_lose_nothing_on_any_scheduler(tmp_path, scheduler):
+    """Dask chunks of 7 against stored chunks of 10 (and a region starting mid-chunk): each
+    stored chunk would be read-modified-written by two tasks; they are rechunked to the
+    stored grid first, so even tasks in separate processes never share a chunk."""
+    import dask
+    path = str(tmp_path / "m.zarr")
+    to_chunkstore(xr.Dataset({"v": ("x", np.zeros(100))}), path,
+                  encoding={"v": {"chunks": (10,)}})
+    values = np.arange(1.0, 84.0)
+    part = xr.Dataset({"v": ("x", da.from_array(values, chunks=7))})
+    with dask.config.set(scheduler=scheduler):
+        to_chunkstore(part, path, region={"x": slice(13, 96)})
+        whole = xr.Dataset({"v": ("x", da.from_array(np.arange(100.0) * 2, chunks=7))})
+        to_chunkstore(whole, str(tmp_path / "n.zarr"), encoding={"v": {"chunks": (10,)}})
+    want = np.zeros(100)
+    want[13:96] = values
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
+    np.testing.assert_array_equal(open_dataset(str(tmp_path / "n.zarr"))["v"].values,
+                                  np.arange(100.0) * 2)
