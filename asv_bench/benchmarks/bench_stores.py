@@ -80,10 +80,12 @@ class _StoreBench:
                 self.store.invalidate()
 
     def teardown(self, kind):
+        store = getattr(self, "store", None)  # (None where setup failed before making it)
         try:
-            if kind == "fsspec_memory":
-                self.store.rmdir()
-            self.store.close()
+            if store is not None:
+                if kind == "fsspec_memory":
+                    store.rmdir()
+                store.close()
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
 

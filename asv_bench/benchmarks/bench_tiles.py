@@ -157,7 +157,7 @@ class TileReadsThreads:
         read_tiles(self.read, self.tiles[:200], tile, threads, self.pool)  # warm cache
 
     def teardown(self, case, threads):
-        if self.pool is not None:
+        if getattr(self, "pool", None) is not None:
             self.pool.shutdown()
 
     def time_tile_reads(self, case, threads):
