@@ -23,7 +23,46 @@ _OBJECT_CODECS = {"VariableLengthUTF8": "vlen-utf8", "VariableLengthBytes": "vle
 
 
 class ZDType:
-    """Base: a Zarr data type described by a NumPy dtype."""
+    """Base: a Zarr data type described by a NumPy dtype (zarr-python 3's ``ZDType``: also
+    subscriptable in annotations, ``ZDType[np.dtype, np.generic]``)."""
+
+    def __class_getitem__(cls, item: Any) -> type:
+        return cls  # (zarr-python 3's classes are generic over the dtype and scalar types)
+
+    @property
+    def dtype_cls(self) -> type:
+        """The NumPy dtype class of this data type (``np.dtypes.Int32DType``...)."""
+        return type(self.to_native_dtype())
+
+    def default_scalar(self) -> Any:
+        """zarr-python 3's default value of the type: zero, ``""``, ``b""``, NaT."""
+        d = self.to_native_dtype()
+        if d.hasobject:
+            return b"" if isinstance(self, VariableLengthBytes) else ""
+        if d.kind in "Mm":
+            return np.array("NaT", dtype=d)[()]
+        return np.zeros((), dtype=d)[()]
+
+    def cast_scalar(self, value: Any) -> Any:
+        """value as a scalar of this type (a NumPy scalar; ``str``/``bytes`` for the
+        variable-length types). ValueError/TypeError where it does not convert."""
+        d = self.to_native_dtype()
+        if d.hasobject:
+            if isinstance(self, VariableLengthBytes):
+                return value if isinstance(value, bytes) else str(value).encode()
+            return value if isinstance(value, str) else str(value)
+        return np.array(value, dtype=d)[()]
+
+    def to_json_scalar(self, data: Any, *, zarr_format: int) -> Any:
+        """The JSON spelling of the value data as a ``fill_value`` in that Zarr format (a
+        complex value as a (real, imaginary) pair, as zarr-python 3 gives it)."""
+        d = self.to_native_dtype()
+        out = format_of(zarr_format).fill_to_json(data, d)
+        return tuple(out) if d.kind == "c" and isinstance(out, list) else out
+
+    def from_json_scalar(self, data: Any, *, zarr_format: int) -> Any:
+        """The value a JSON ``fill_value`` spelling stands for in that Zarr format."""
+        return format_of(zarr_format).fill_from_json(data, self.to_native_dtype())
 
     def to_native_dtype(self) -> np.dtype:  # pragma: no cover - abstract
         """The NumPy dtype this data type describes (zarr-python 3's ``ZDType.to_native_dtype``)."""

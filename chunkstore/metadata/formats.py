@@ -17,6 +17,7 @@ import numpy as np
 
 from chunkstore.errors import MetadataError, NodeTypeValidationError
 from chunkstore.metadata import v2 as _v2
+from chunkstore.metadata import types_v2 as _types_v2
 from chunkstore.metadata import v3 as _v3
 from chunkstore.errors import store_name
 from chunkstore.storage import protocol
@@ -64,6 +65,9 @@ class ZarrFormat:
     #: native dtype -> the fill value create_array writes when given none (zarr-python 3's
     #: choice; None: the metadata's own default)
     default_fill: Callable[[np.dtype], Any]
+    #: (value, native dtype) -> the JSON fill_value; (JSON, native dtype) -> the value
+    fill_to_json: Callable[[Any, np.dtype], Any]
+    fill_from_json: Callable[[Any, np.dtype], Any]
 
     def metadata_key(self, kind: str) -> str:
         """The metadata document name of a node of kind ``"array"`` or ``"group"``."""
@@ -185,7 +189,8 @@ FORMATS: dict[int, ZarrFormat] = {
         is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
         consolidated_entry="metadata document",
         fill_value_masks=True, dimension_names_in_metadata=False,
-        default_fill=_v2_default_fill),
+        default_fill=_v2_default_fill, fill_to_json=_types_v2.encode_fill_value,
+        fill_from_json=_types_v2.decode_fill_value),
     3: ZarrFormat(
         zarr_format=3, array_key=_v3.METADATA_KEY, group_key=_v3.METADATA_KEY,
         attrs_key=_v3.METADATA_KEY,
@@ -197,7 +202,8 @@ FORMATS: dict[int, ZarrFormat] = {
         is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
         consolidated_entry="member",
         fill_value_masks=False, dimension_names_in_metadata=True,
-        default_fill=lambda dt: None),
+        default_fill=lambda dt: None, fill_to_json=_v3.encode_fill_value_v3,
+        fill_from_json=_v3.decode_fill_value_v3),
 }
 
 

@@ -99,3 +99,36 @@ def test_an_empty_dimension_with_chunks_of_0_as_zarr_python_3_writes_it():
     bad["shape"] = [4, 3]
     with pytest.raises(errors.MetadataError, match="only an empty dimension"):
         cs.open_array({**raw, "zarr.json": json.dumps(bad).encode()}, mode="r")
+
+
+ZDTYPE_CASES = [("Int32", {}, [7, -3]), ("UInt8", {}, [0, 255]), ("Float64", {}, [1.5, np.nan]),
+                ("Float32", {}, [np.inf, -0.0]), ("Complex64", {}, [1 + 2j]),
+                ("Bool", {}, [True]), ("NullTerminatedBytes", {"length": 4}, [b"ab"]),
+                ("FixedLengthUTF32", {"length": 3}, ["xyz"]),
+                ("DateTime64", {"unit": "s"}, [np.datetime64(5, "s")]),
+                ("VariableLengthUTF8", {}, ["héllo"])]
+
+
+@pytest.mark.parametrize("name,kw,values", ZDTYPE_CASES)
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_zdtype_scalar_methods_match_zarr_python(name, kw, values, fmt):
+    zdt = pytest.importorskip("zarr.core.dtype")
+    import chunkstore.dtype as ours
+    mine, theirs = getattr(ours, name)(**kw), getattr(zdt, name)(**kw)
+    if name == "VariableLengthUTF8":  # object arrays here, NumPy's StringDType there
+        assert mine.dtype_cls is np.dtypes.ObjectDType
+    else:
+        assert mine.dtype_cls is theirs.dtype_cls
+    d_mine, d_theirs = mine.default_scalar(), theirs.default_scalar()
+    assert type(d_mine) is type(d_theirs) and (
+        d_mine == d_theirs or (d_mine != d_mine and d_theirs != d_theirs))
+    for v in values:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = theirs.to_json_scalar(theirs.cast_scalar(v), zarr_format=fmt)
+        got = mine.to_json_scalar(mine.cast_scalar(v), zarr_format=fmt)
+        assert got == want, (name, v, got, want)
+        back = mine.from_json_scalar(got, zarr_format=fmt)
+        assert back == mine.cast_scalar(v) or (back != back and v != v)
+    annotated: ours.ZDType[np.dtype, np.generic] = mine  # subscriptable, as zarr's
+    assert annotated is mine
