@@ -27,9 +27,10 @@ from .zarr3_names import FsspecStore, LocalStore
 from .object_store import ObjectStore
 from .normalize import StoreLike, normalize_store
 from .store_path import StorePath
+from .wrappers import LoggingStore, WrapperStore
 
 __all__ = [
-    "StorePath",
+    "StorePath", "WrapperStore", "LoggingStore",
     "BaseStore",
     "MemoryStore",
     "DirectoryStore",
