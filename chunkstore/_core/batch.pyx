@@ -79,8 +79,10 @@ cdef extern from *:
     char* chunkstore_kept_take(size_t n, size_t* cap) nogil
     void chunkstore_kept_give(char* b, size_t cap, size_t limit) nogil
 
-#: the largest read buffer a thread keeps between batches
-KEPT_MAX = 32 * 2**20
+# the largest read buffer a thread keeps between batches (a C value: __dealloc__ may run
+# while the interpreter shuts down, when module globals are gone)
+cdef size_t _KEPT_MAX = 32 * 2**20
+KEPT_MAX = _KEPT_MAX
 
 
 from chunkstore._core.sysio cimport (
@@ -279,7 +281,7 @@ cdef class _Batch:
         free(self.srclen)
         free(self.ids)
         free(self.paths)
-        chunkstore_kept_give(self.buf, self.cap, KEPT_MAX)
+        chunkstore_kept_give(self.buf, self.cap, _KEPT_MAX)
 
 
 cdef class _Dests:
