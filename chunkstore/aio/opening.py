@@ -18,9 +18,6 @@ def create_kwargs(kwargs: dict, default_format: int) -> dict:
     kw = dict(kwargs)
     if kw.get("zarr_format") is None and kw.get("zarr_version") is None:
         kw["zarr_format"] = config.default_zarr_format(None, default_format)
-    if "zarr_version" in kw:
-        v = kw.pop("zarr_version")
-        kw["zarr_format"] = kw.get("zarr_format") or v
     return kw
 
 

@@ -353,6 +353,7 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     accepted, as zarr-python 2 accepts them; and zarr-python 3's chunk_shape (chunks),
     chunk_key_encoding and config={"order", "write_empty_chunks"}."""
     store, path = split_store_path(store, path)
+    zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
         kwargs, chunks, order, write_empty_chunks, dimension_separator)
@@ -375,9 +376,19 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata, order=order)
 
 
+def format_alias(zarr_format: int | None, zarr_version: int | None) -> int | None:
+    """zarr_format, or zarr_version (its old name, which zarr-python still takes) where only
+    that is given; both given must agree."""
+    if zarr_version is None:
+        return zarr_format
+    if zarr_format not in (None, zarr_version):
+        raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} disagree")
+    return zarr_version
+
+
 def _check_unknown(kwargs):
     # zarr-python accepts a few arguments chunkstore has no use for; anything else is a typo.
-    ignored = {"chunk_store", "zarr_version", "meta_array"}
+    ignored = {"chunk_store", "meta_array"}
     unknown = set(kwargs) - ignored
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
@@ -579,6 +590,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     opened, converted or shadowed; mode "w" replaces it.
     """
     store, path = split_store_path(store, path)
+    zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     _check_unknown(kwargs)
     _check_mode(mode)

@@ -543,7 +543,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     store, path = split_store_path(store, path)
     attributes = kwargs.pop("attributes", None)
     use_consolidated = kwargs.pop("use_consolidated", None)
-    zarr_format = _format_alias(zarr_format, kwargs.pop("zarr_version", None))
+    zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
     for accepted in ("cache_attrs", "chunk_store", "meta_array"):
         kwargs.pop(accepted, None)
     if kwargs:
@@ -592,16 +592,6 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         if attributes and (mode in ("w", "w-", "x") or (mode == "a" and not exists)):
             g.attrs.update(attributes)  # a new group's attributes (an existing one keeps its)
     return g
-
-
-def _format_alias(zarr_format: int | None, zarr_version: int | None) -> int | None:
-    """zarr_format, or zarr_version (its old name) where only that is given; both given must
-    agree."""
-    if zarr_version is None:
-        return zarr_format
-    if zarr_format not in (None, zarr_version):
-        raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} disagree")
-    return zarr_version
 
 
 #: open()'s keywords that open_group takes too (an array's are left out for a group)

@@ -17,7 +17,7 @@ import dask.array as da
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import create, open_array
 
-__all__ = ["from_chunkstore", "to_chunkstore", "aligned"]
+__all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid"]
 
 
 def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kwargs):
@@ -35,15 +35,35 @@ def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kw
     return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False)
 
 
-def aligned(dask_chunks, store_chunks, shape):
-    """True when every dask chunk boundary is a store chunk boundary (or the array's end)."""
-    for sizes, c, n in zip(dask_chunks, store_chunks, shape):
-        pos = 0
-        for s in sizes:
-            pos += s
-            if pos % c and pos != n:
+def aligned(dask_chunks, store_chunks, shape=None, offsets=None):
+    """True when every boundary between dask chunks, shifted by offsets (where the dask
+    array lands in the stored array, default 0), is a boundary of the stored blocks
+    (store_chunks: the chunks, or a sharded array's shards): then no two tasks write one
+    stored block. (shape: accepted for compatibility; the last chunk's end needs no check.)"""
+    offsets = offsets or (0,) * len(store_chunks)
+    for sizes, block, start in zip(dask_chunks, store_chunks, offsets):
+        pos = start
+        for size in sizes[:-1]:
+            pos += size
+            if pos % block:
                 return False
     return True
+
+
+def rechunk_to_grid(darr, store_chunks, offsets=None):
+    """darr rechunked so that its chunk boundaries, shifted by offsets (default 0), fall on
+    the stored blocks' boundaries: each stored block is then written by exactly one task."""
+    offsets = offsets or (0,) * darr.ndim
+    new = []
+    for n, block, start in zip(darr.shape, store_chunks, offsets):
+        first = min(n, (-start) % block or block)
+        sizes = [first] if n else []
+        left = n - first
+        while left > 0:
+            sizes.append(min(block, left))
+            left -= sizes[-1]
+        new.append(tuple(sizes) or (0,))
+    return darr.rechunk(tuple(new))
 
 
 def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, compute=True,
@@ -59,7 +79,9 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
     z = create(shape=darr.shape, chunks=chunks, dtype=create_kwargs.pop("dtype", darr.dtype),
                store=store, path=path, synchronizer=synchronizer, overwrite=overwrite,
                **create_kwargs)
-    if synchronizer is None and not aligned(darr.chunks, z.chunks, z.shape):
-        darr = darr.rechunk(z.chunks)
+    # (the stored blocks are the shards of a sharded array: two tasks writing inner chunks
+    # of one shard would both rewrite it, and processes share no in-process shard lock)
+    if synchronizer is None and not aligned(darr.chunks, z.write_chunks):
+        darr = rechunk_to_grid(darr, z.write_chunks)
     result = da.store(darr, z, lock=False, compute=compute, return_stored=return_stored)
     return z if compute and not return_stored else result

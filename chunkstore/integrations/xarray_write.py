@@ -70,8 +70,9 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     compute: False writes the metadata (and variables that are not dask arrays) now and
     returns a dask ``Delayed`` that writes the rest.
     consolidated: consolidate the group's metadata (default: yes).
-    safe_chunks: accepted for compatibility; dask chunks that straddle store chunks (or
-    shards) are rechunked to them instead of refused, as align_chunks=True asks.
+    safe_chunks, align_chunks: accepted for compatibility; dask chunks that straddle the
+    stored chunks (or shards) are always rechunked to them (what align_chunks=True asks)
+    instead of refused.
     write_empty_chunks: store chunks that hold only the fill value (default: no).
     chunkmanager_store_kwargs: passed to ``dask.array.store``.
     Returns the chunkstore Group, or the ``Delayed`` for compute=False.
@@ -152,17 +153,17 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
     with `open_group`). Holds the write's settings: mode, append_dim, region, chunk
     alignment, write_empty_chunks and whether to consolidate afterwards."""
 
-    __slots__ = ("mode", "append_dim", "region", "align_chunks", "write_empty",
-                 "consolidate_on_close", "zarr_format", "_pending_clear")
+    __slots__ = ("mode", "append_dim", "region", "write_empty", "consolidate_on_close",
+                 "zarr_format", "_pending_clear")
 
-    def __init__(self, group, *, mode="r+", append_dim=None, region=None, align_chunks=False,
+    def __init__(self, group, *, mode="r+", append_dim=None, region=None,
                  write_empty=None, consolidate_on_close=False, close_store=False,
                  use_zarr_fill_value_as_mask=None, pending_clear=False, cache_members=False):
         super().__init__(group, close_store=close_store,
                          use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
                          cache_members=cache_members and not pending_clear)
         self.mode, self.append_dim, self.region = mode, append_dim, region
-        self.align_chunks, self.write_empty = align_chunks, write_empty
+        self.write_empty = write_empty
         self.consolidate_on_close = consolidate_on_close
         self.zarr_format = group.zarr_format
         # mode "w" over an existing group: it is replaced when the first write is checked,
@@ -177,8 +178,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    zarr_version=None):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
-        (``consolidated`` and ``safe_chunks`` are accepted and not needed:
-        misaligned dask chunks are rechunked to the stored grid; ``cache_members`` as xarray's:
+        (``consolidated``, ``safe_chunks`` and ``align_chunks`` are accepted and not needed:
+        misaligned dask chunks are always rechunked to the stored grid; ``cache_members`` as
+        xarray's:
         ``array_keys()`` answers with the arrays the group held when opened)."""
         if zarr_format is None:
             zarr_format = zarr_version
@@ -195,7 +197,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 s.close()
             raise
         return cls(g, mode=mode, append_dim=append_dim, region=write_region,
-                   align_chunks=align_chunks, write_empty=write_empty,
+                   write_empty=write_empty,
                    consolidate_on_close=consolidate_on_close, close_store=owned,
                    use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
                    pending_clear=clear, cache_members=cache_members)
@@ -306,13 +308,14 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                  f"existing dataset dimensions {dims}")
         encoded = {n: encode_zarr_variable(variables[n], name=n, zarr_format=fmt) for n in new}
         group_attrs = {k: encode_zarr_attr_value(v) for k, v in attributes.items()}
+        arrays = {n: self.group[n] for n in written}  # each stored array opened once
         if written:
-            encoded.update(self._encode_like_stored(variables, written))
+            encoded.update(self._encode_like_stored(variables, arrays))
         if self.mode == "a-" and self.append_dim is not None:
             encoded = {n: v for n, v in encoded.items()
                        if n not in existing or self.append_dim in v.dims}
         _check_attrs(group_attrs, f"the attributes of group {self.group.name!r}")
-        plans = [self._plan(n, v, n in check_encoding_set, n in existing)
+        plans = [self._plan(n, v, n in check_encoding_set, arrays)
                  for n, v in encoded.items()]
         for p in plans:
             if p["action"] == "create":
@@ -333,11 +336,12 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             from chunkstore.hierarchy.convenience import consolidate_metadata
             consolidate_metadata(self.group.store, path=self.group.path)
 
-    def _encode_like_stored(self, variables, names):
-        """The variables names (already stored) encoded exactly as the stored ones (units,
-        dtype, scale, fill), transposed to the stored dimension order; ValueError where a
-        dtype, a dimension or a size does not fit."""
-        raw = {n: self.open_store_variable(n, self.group[n]) for n in names}
+    def _encode_like_stored(self, variables, arrays):
+        """The variables stored already (arrays: name -> its Array) encoded exactly as the
+        stored ones (units, dtype, scale, fill), transposed to the stored dimension order;
+        ValueError where a dtype, a dimension or a size does not fit."""
+        names = list(arrays)
+        raw = {n: self.open_store_variable(n, arrays[n]) for n in names}
         decoded, _, _ = conventions.decode_cf_variables(raw, {})
         out = {}
         for n in names:
@@ -374,9 +378,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             out[n] = enc
         return out
 
-    def _plan(self, name, v, check, exists):
+    def _plan(self, name, v, check, arrays):
         """What writing encoded variable v takes: its array's fill value, attributes and
-        encoding (for a new array), the region of the array it fills, the data."""
+        encoding (for a new array), the stored array it goes into (arrays: the stored ones,
+        opened once by store()) and the region of it that it fills, the data."""
         fmt = format_of(self.zarr_format)
         attrs, enc = dict(v.attrs), dict(v.encoding)
         mask = self._mask if self._mask is not None else fmt.fill_value_masks
@@ -417,8 +422,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         action = "create"
         region = {d: slice(None) for d in v.dims}
         shape = v.shape
-        if exists and self.mode != "w":
-            stored = self.group[name]
+        stored = arrays.get(name)  # (the stored array this writes into, if any)
+        if stored is not None:
             action = "write"
             shape = stored.shape
             if self.region is not None:
@@ -429,17 +434,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 shape = tuple(n + v.shape[axis] if i == axis else n
                               for i, n in enumerate(stored.shape))
                 action = "append"
-        data = v.data
-        grid = None
-        if action == "create":
-            grid = zenc.get("shards") or zenc.get("chunks")
-        else:
-            grid = self.group[name].write_chunks
-        if self.align_chunks and hasattr(data, "dask") and isinstance(grid, tuple):
-            data = _align(data, grid, tuple(region[d] for d in v.dims), shape)
         return {"name": name, "dims": v.dims, "dtype": v.dtype, "shape": shape,
-                "var_shape": v.shape, "fill": fill, "attrs": attrs, "encoding": zenc,
-                "region": tuple(region[d] for d in v.dims), "action": action, "data": data}
+                "fill": fill, "attrs": attrs, "encoding": zenc, "stored": stored,
+                "region": tuple(region[d] for d in v.dims), "action": action, "data": v.data}
 
     def _target(self, p):
         """(the array p's data goes into: created, resized or opened; the data, a dask array
@@ -452,12 +449,15 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         if p["action"] == "create":
             z = _create(store, path, p, self.zarr_format)
         else:
-            z = self.group[name]
+            z = p["stored"]
             if p["action"] == "append":
                 z.resize(p["shape"])
         data = p["data"]
-        if hasattr(data, "dask") and not _aligned(data.chunks, p["region"], z):
-            data = _align(data, z.write_chunks, p["region"], z.shape)
+        if hasattr(data, "dask"):  # (dask is there: xarray needs no dask otherwise)
+            from chunkstore.integrations.dask import aligned, rechunk_to_grid
+            offsets = [s.start or 0 for s in p["region"]]
+            if not aligned(data.chunks, z.write_chunks, None, offsets):
+                data = rechunk_to_grid(data, z.write_chunks, offsets)
         wec = p["encoding"].get("write_empty_chunks")
         if wec is not None and wec != z.write_empty_chunks:
             z = Array(store, path, write_empty_chunks=bool(wec))
@@ -467,10 +467,11 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
 def _open_for(store, path, mode, zarr_format):
     """(the group at path of store opened for a write with mode, whether mode "w" still has
     to replace it). Raises before anything is written where the mode does not fit."""
-    if contains_array(store, path) and mode not in ("w",):
+    is_array = contains_array(store, path)
+    if is_array and mode != "w":
         raise ContainsArrayError(f"path {path!r} in {store_name(store)} holds an array, not a "
                                  f"group")
-    exists = contains_group(store, path)
+    exists = not is_array and contains_group(store, path)
     if mode == "w-" and exists:
         raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                  f"{store_name(store)}; use mode='w' to replace it or 'a' to "
@@ -478,19 +479,17 @@ def _open_for(store, path, mode, zarr_format):
     if mode in ("r", "r+") and not exists:
         raise ContainsGroupError(f"no group at path {path!r} in {store_name(store)} to write "
                                  f"into (mode {mode!r})")
-    if exists:
-        g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
-        if mode != "w" and zarr_format not in (None, g.zarr_format):
+    if not exists:  # a new group (mode "w" over an array replaces it at once)
+        return open_group(store, mode="w" if is_array else "a", path=path,
+                          zarr_format=zarr_format), False
+    g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
+    if zarr_format not in (None, g.zarr_format):
+        if mode != "w":
             raise ValueError(f"the group at {path!r} in {store_name(store)} is Zarr "
                              f"v{g.zarr_format}, not v{zarr_format}")
-        if mode == "w" and (zarr_format not in (None, g.zarr_format) or
-                            contains_array(store, path)):
-            # another format (or an array) is replaced at once: nothing of it can be kept
-            return open_group(store, mode="w", path=path, zarr_format=zarr_format), False
-        return g, mode == "w"
-    if contains_array(store, path):  # mode "w" over an array
+        # another format is replaced at once: nothing of it can be kept
         return open_group(store, mode="w", path=path, zarr_format=zarr_format), False
-    return open_group(store, mode="a", path=path, zarr_format=zarr_format), False
+    return g, mode == "w"
 
 
 def _create(store, path, p, zarr_format):
@@ -519,33 +518,6 @@ def _check_attrs(attrs: dict, where: str) -> None:
                    default=json_default)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Invalid attribute in Dataset.attrs. In {where}: {e}") from e
-
-
-def _aligned(dask_chunks, region, z) -> bool:
-    """Whether every boundary between dask chunks (shifted by the region's start) is a
-    boundary of z's write blocks (chunks, or shards): then no two dask tasks share a stored
-    block."""
-    for chunks, s, block in zip(dask_chunks, region, z.write_chunks):
-        edges = (s.start or 0) + np.cumsum(chunks[:-1], dtype=np.int64)
-        if (edges % block).any():
-            return False
-    return True
-
-
-def _align(data, grid, region, shape):
-    """dask array data rechunked so its chunk boundaries, shifted by the region's start,
-    fall on the store's block grid (align_chunks=True)."""
-    new = []
-    for d, (n, block) in enumerate(zip(data.shape, grid)):
-        start = region[d].start or 0
-        first = min(n, (-start) % block or block)
-        sizes = [first] if n else []
-        left = n - first
-        while left > 0:
-            sizes.append(min(block, left))
-            left -= sizes[-1]
-        new.append(tuple(sizes) or (0,))
-    return data.rechunk(tuple(new))
 
 
 def _check_append_dtype(name, raw, old, new):

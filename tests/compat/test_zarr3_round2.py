@@ -132,3 +132,14 @@ def test_zdtype_scalar_methods_match_zarr_python(name, kw, values, fmt):
         assert back == mine.cast_scalar(v) or (back != back and v != v)
     annotated: ours.ZDType[np.dtype, np.generic] = mine  # subscriptable, as zarr's
     assert annotated is mine
+
+
+def test_zarr_version_is_zarr_formats_old_name_not_ignored():
+    """zarr_version=3 used to be accepted and ignored (a v2 array made); it means
+    zarr_format, as zarr-python takes it, and both given must agree."""
+    assert cs.create((3,), store={}, zarr_version=3).zarr_format == 3
+    assert cs.zeros((2,), store={}, zarr_version=3).zarr_format == 3
+    assert cs.open_array({}, shape=(2,), mode="w", zarr_version=3).zarr_format == 3
+    assert cs.open_group({}, mode="w", zarr_version=3).zarr_format == 3
+    with pytest.raises(ValueError, match="disagree"):
+        cs.create((3,), store={}, zarr_version=3, zarr_format=2)

@@ -79,3 +79,26 @@ def test_from_chunkstore_views_with_other_chunks_are_other_dask_arrays():
     assert len({a.name, b.name, c.name}) == 3
     np.testing.assert_array_equal((b + c).compute(), 2 * data)
     assert from_chunkstore(z, chunks=(16, 16)).name == b.name  # the same view: the same name
+
+
+def test_aligned_takes_offsets_and_rechunk_to_grid_lands_on_blocks():
+    import dask.array as da
+    from chunkstore.integrations.dask import aligned, rechunk_to_grid
+    assert aligned(((10, 10, 5),), (10,)) and not aligned(((7, 7),), (10,))
+    assert aligned(((7, 10, 3),), (10,), None, (3,)) and not aligned(((10, 10),), (10,), None, (3,))
+    x = rechunk_to_grid(da.zeros(83, chunks=7), (10,), (13,))
+    assert x.chunks == ((7, 10, 10, 10, 10, 10, 10, 10, 6),)
+    assert aligned(x.chunks, (10,), None, (13,))
+
+
+def test_a_sharded_destination_is_written_shard_by_shard(tmp_path):
+    """Dask chunks on the inner chunks but not the shards: two tasks would both rewrite one
+    shard (processes share no in-process shard lock); they are rechunked to the shards."""
+    import dask
+    import dask.array as da
+    from chunkstore.integrations.dask import to_chunkstore
+    src = np.random.default_rng(1).random((96, 96))
+    with dask.config.set(scheduler="processes", num_workers=2):
+        z = to_chunkstore(da.from_array(src, chunks=(8, 8)), str(tmp_path / "s.zarr"),
+                          chunks=(8, 8), shards=(32, 32), zarr_format=3)
+    np.testing.assert_array_equal(z[...], src)
