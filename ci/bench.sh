@@ -10,6 +10,7 @@
 #   bash ci/bench.sh --python PY          # use PY (with asv and the bench deps) as it is,
 #                                         # instead of making .venv-bench
 # Then: asv preview --config asv_bench/.asv/asv.ci.json   (or open asv_bench/.asv/html/index.html)
+# and bash ci/check_dashboard.sh to check the published page in headless Chromium, offline.
 #
 # Each commit's source is exported (git archive) into a scratch directory and its Cython
 # core built in place there; the current benchmark suite then runs against it (asv's
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --range) range="$2"; shift ;;
     --bench) bench="$2"; shift ;;
     --python) py="$2"; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -41,6 +42,9 @@ if [ -z "$py" ]; then
   "$venv/bin/python" -m pip uninstall -q -y chunkstore
   py="$venv/bin/python"
 fi
+# (absolute: each commit is built from its own directory)
+py="$(command -v "$py")" || { echo "bench.sh: no Python at $py" >&2; exit 1; }
+py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")"
 "$py" -c "import asv" || { echo "bench.sh: asv is not installed for $py" >&2; exit 1; }
 
 if [ -n "$range" ]; then
@@ -94,5 +98,14 @@ for sha in $commits; do
 done
 
 "${asv[@]}" publish --config "$conf"
+# asv's page loads its scripts from CDNs; serve local copies from the system's packages so
+# that the dashboard works offline (asv_bench/offline_assets.py says which packages).
+assets="${CHUNKSTORE_ASV_ASSETS:-/usr/share/javascript}"
+if [ -f "$assets/jquery-flot/jquery.flot.js" ]; then
+  "$py" "$root/asv_bench/offline_assets.py" "$out/html" --assets "$assets"
+else
+  echo "bench.sh: $assets has no jquery-flot: the published page needs the internet for" \
+       "its scripts (see asv_bench/offline_assets.py to make it work offline)" >&2
+fi
 "$py" "$root/asv_bench/check_published.py" "$out/html" --commit "$newest" --bench "$bench"
 echo "published: $out/html/index.html (view: $py -m asv preview --config $conf)"
