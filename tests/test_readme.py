@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import re
 from pathlib import Path
 
@@ -38,8 +39,15 @@ def test_readme_blocks_run_as_pasted_in_order(tmp_path, monkeypatch):
             assert "://" in code  # only blocks that reach a server are skipped
             continue
         out = io.StringIO()
+        zarr_modules = {k: v for k, v in sys.modules.items() if k.split(".")[0] == "zarr"}
         with contextlib.redirect_stdout(out):
             exec(compiled, namespace)  # noqa: S102 - the README's own code
+        # a block may put chunkstore in zarr's place (as a user's script does): undo it, so
+        # that later blocks and tests import zarr-python as before
+        for k in [k for k in sys.modules if k.split(".")[0] == "zarr"]:
+            if sys.modules[k] is not zarr_modules.get(k):
+                del sys.modules[k]
+        sys.modules.update(zarr_modules)
         ran += 1
         if "print(" in code:
             assert out.getvalue().strip(), f"the block at README.md:{line} printed nothing"

@@ -276,7 +276,7 @@ class Array(nodes.Node, ArrayAPIv3):
     def info(self) -> Info:
         """A report of the array's properties (text, and HTML in Jupyter), as zarr-python's
         ``info``."""
-        return Info(self._info_items())
+        return Info(self._info_items(), zarr_format=self._format)
 
     def info_items(self) -> list[tuple[str, str]]:
         """The rows of `.info` as (name, value) pairs."""
@@ -573,10 +573,14 @@ class _Indexer:
 
 
 class Info:
-    """The `.info` report: a table of name/value rows (text, and HTML in Jupyter)."""
+    """The `.info` report: a table of name/value rows (text, and HTML in Jupyter).
 
-    def __init__(self, items: list[tuple[str, str]]) -> None:
+    ``_zarr_format`` is the node's Zarr format (2 or 3), as on zarr-python 3's ``GroupInfo``
+    and ``ArrayInfo``: ome-zarr-py reads ``group.info._zarr_format``."""
+
+    def __init__(self, items: list[tuple[str, str]], zarr_format: int | None = None) -> None:
         self.items = items
+        self._zarr_format = zarr_format
 
     def __repr__(self) -> str:
         w = max(len(k) for k, _ in self.items)

@@ -153,6 +153,12 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         raise ValueError("sharding needs zarr_format=3")
     if compressor == "default":
         compressor = default_compressor()
+    if isinstance(dimension_separator, dict):
+        # zarr-python 3's chunk_key_encoding ("v2" and its separator) on a v2 array
+        if dimension_separator.get("name", "v2") != "v2":
+            raise ValueError(f"a Zarr v2 array's chunk_key_encoding is 'v2', got "
+                             f"{dimension_separator.get('name')!r}")
+        dimension_separator = (dimension_separator.get("configuration") or {}).get("separator")
     filters = list(filters) if filters else []
     # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
     if compressor is not None and not hasattr(compressor, "codec_id"):
@@ -351,15 +357,18 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
     codecs (a raw v3 codec chain). h5py's compression=, compression_opts= and fillvalue= are
     accepted, as zarr-python 2 accepts them; and zarr-python 3's chunk_shape (chunks),
-    chunk_key_encoding and config={"order", "write_empty_chunks"}."""
+    chunk_key_encoding and config={"order", "write_empty_chunks"}, and create_array's
+    compressors= and serializer= (in place of compressor=/codecs=)."""
     store, path = split_store_path(store, path)
     zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
         kwargs, chunks, order, write_empty_chunks, dimension_separator)
-    _check_unknown(kwargs)
     _check_format(zarr_format)
     zarr_format = config.default_zarr_format(zarr_format, 2)
+    compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
+        kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
+    _check_unknown(kwargs)
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))

@@ -18,6 +18,8 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from chunkstore.metadata.zarr3_view import creation_kwargs
+
 # zarr-python 2's object-array shortcuts: dtype name -> numcodecs codec id.
 _OBJECT_SHORTCUTS = {"str": "vlen-utf8", "bytes": "vlen-bytes", "array": "vlen-array"}
 _OBJECT_CODECS = {"vlen-utf8": numcodecs.VLenUTF8, "vlen-bytes": numcodecs.VLenBytes,
@@ -185,3 +187,23 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
         if "write_empty_chunks" in given:
             write_empty_chunks = cfg_wec
     return chunks, order, write_empty_chunks, dimension_separator
+
+
+def zarr3_encoding_args(kwargs: dict, zarr_format: int, dtype: Any, shape: Any,
+                        compressor: Any, filters: Any, codecs: Any,
+                        object_codec: Any) -> tuple[Any, Any, Any, Any]:
+    """create()'s (compressor, filters, codecs, object_codec) with zarr-python 3's
+    create_array spellings taken out of kwargs: ``compressors`` and ``serializer`` (dask's
+    to_zarr and ome-zarr-py pass them to whichever create they find)."""
+    given = {k: kwargs.pop(k) for k in ("compressors", "serializer") if k in kwargs}
+    if not given:
+        return compressor, filters, codecs, object_codec
+    if codecs is not None or not (isinstance(compressor, str) and compressor == "default"):
+        raise ValueError(f"give {' and '.join(given)} (zarr-python 3's spelling) or "
+                         "compressor=/codecs=, not both")
+    ndim = len(shape) if isinstance(shape, (tuple, list)) else 1
+    _, kw = creation_kwargs(zarr_format, np.dtype(dtype if dtype is not None else "f8"), ndim,
+                            filters="auto" if filters is None else filters, **given)
+    # v2: compressor and filters; v3: the whole chain in codecs (filters are in it)
+    return (kw.get("compressor", compressor), kw.get("filters"), kw.get("codecs"),
+            kw.get("object_codec", object_codec))

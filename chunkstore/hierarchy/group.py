@@ -74,7 +74,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             items.append(("Arrays", ", ".join(self.array_keys())))
         if self.group_keys():
             items.append(("Groups", ", ".join(self.group_keys())))
-        return Info(items)
+        return Info(items, zarr_format=self._format)
 
     def __repr__(self):
         return f"<chunkstore.Group {self.name!r}{' read-only' if self._read_only else ''}>"

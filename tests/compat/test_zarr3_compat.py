@@ -506,3 +506,46 @@ def test_data_type_json_round_trip(spec):
     if not isinstance(spec, list):  # zarr-python 3 warns on structured; same document
         assert json.dumps(v3) == json.dumps(
             zarr.dtype.parse_dtype(spec, zarr_format=3).to_json(zarr_format=3))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_create_takes_create_array_encoding_keywords(tmp_path, zarr_format):
+    """dask's to_zarr (on its zarr-python 2 path) and ome-zarr-py hand create_array's
+    keywords to create: compressors=, serializer=, a chunk_key_encoding dict, shards=. The
+    array is encoded as create_array would encode it, and zarr-python reads the values."""
+    data = np.arange(120, dtype="u2").reshape(10, 12)
+    kw = dict(shape=data.shape, chunks=(5, 4), dtype="u2", zarr_format=zarr_format,
+              compressors=[cc.GzipCodec(level=3)] if zarr_format == 3 else numcodecs.GZip(3),
+              chunk_key_encoding={"name": "v2" if zarr_format == 2 else "default",
+                                  "separator": "/"})
+    if zarr_format == 3:
+        kw.update(serializer=cc.BytesCodec(endian="big"), shards=(10, 12))
+    a = cs.create(store=str(tmp_path / "a"), **kw)
+    a[...] = data
+    z = zarr.open_array(str(tmp_path / "a"), mode="r")
+    np.testing.assert_array_equal(z[...], data)
+    if zarr_format == 2:
+        meta = doc(tmp_path / "a", ".zarray")
+        assert meta["compressor"] == {"id": "gzip", "level": 3}
+        assert meta["dimension_separator"] == "/" and (tmp_path / "a" / "1" / "2").is_file()
+    else:
+        codecs = doc(tmp_path / "a")["codecs"]
+        assert codecs[0]["name"] == "sharding_indexed"
+        inner = codecs[0]["configuration"]["codecs"]
+        assert inner == [{"name": "bytes", "configuration": {"endian": "big"}},
+                         {"name": "gzip", "configuration": {"level": 3}}]
+        assert (tmp_path / "a" / "c" / "0" / "0").is_file()
+
+
+def test_create_refuses_both_spellings_and_misfit_encodings():
+    with pytest.raises(ValueError, match="compressors .* or compressor=/codecs=, not both"):
+        cs.create((4,), compressors="auto", compressor=numcodecs.GZip(), store={})
+    with pytest.raises(ValueError, match="Zarr v2 takes one compressor, got 2"):
+        cs.create((4,), compressors=[numcodecs.GZip(), numcodecs.Zstd()], store={},
+                  zarr_format=2)
+    with pytest.raises(ValueError, match="chunk_key_encoding is 'v2', got 'default'"):
+        cs.create((4,), chunk_key_encoding={"name": "default"}, store={}, zarr_format=2)
+    store: dict = {}
+    with pytest.raises(ValueError, match="serializer"):
+        cs.create((4,), serializer=cc.BytesCodec(), store=store, zarr_format=2)
+    assert store == {}                         # nothing written by a refused create
