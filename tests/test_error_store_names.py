@@ -102,3 +102,13 @@ def test_an_unknown_codec_name_offers_the_close_ones():
     with pytest.raises(ValueError) as info:
         cs.create_array({}, shape=3, dtype="i4", compressors=["qwertyuiop"])
     assert len(str(info.value)) < 150
+
+
+@pytest.mark.parametrize("spelling", [{"name": "zstdd"}, {"id": "zstdd"}, "zstdd"])
+def test_every_spelling_of_an_unknown_codec_offers_the_close_ones(spelling):
+    """A v3 codec document and a numcodecs config with a typo get the same hint as a name."""
+    with pytest.raises(ValueError, match=r"'zstdd'.*; did you mean 'zstd'\?$") as info:
+        cs.create_array({}, shape=3, dtype="i4", zarr_format=3, compressors=[spelling])
+    assert len(str(info.value)) < 150
+    with pytest.raises(ValueError, match=r"did you mean 'zstd'\?$"):
+        cs.create(3, store={}, zarr_format=3, codecs=[{"name": "bytes"}, {"name": "zstdd"}])

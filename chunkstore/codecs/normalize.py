@@ -25,16 +25,6 @@ ACCEPTED = ("a codec object (chunkstore.codecs or zarr.codecs), a numcodecs code
             "({'name': ..., 'configuration': ...}), or a codec name")
 
 
-def _close_matches(name: str, known: Any) -> str:
-    """"; did you mean 'zstd'?" for the closest known names (the whole list is long: every
-    numcodecs.* name), or where the names are listed when none is close."""
-    import difflib
-    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-    if close:
-        return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
-    return "; chunkstore.codecs.registry.CODECS lists the known names"
-
-
 def _registry() -> dict:
     """v3 name -> codec class (filled when the package chunkstore.codecs, which imports
     every codec module, is imported: always before this module)."""
@@ -63,7 +53,7 @@ def as_public(obj: Any, argument: str) -> Any:
                 return numcodecs.get_codec({"id": obj})
             except Exception:
                 raise ValueError(f"{argument}: unknown codec name {obj!r}"
-                                 f"{_close_matches(obj, reg)}") from None
+                                 f"{registry.did_you_mean(obj, reg)}") from None
         try:
             return cls()
         except TypeError as e:
@@ -74,7 +64,10 @@ def as_public(obj: Any, argument: str) -> Any:
             try:
                 return numcodecs.get_codec(dict(obj))
             except Exception as e:
-                raise ValueError(f"{argument}: {dict(obj)!r} is not a numcodecs codec: {e}") \
+                known = set(numcodecs.registry.codec_registry)
+                hint = registry.did_you_mean(str(obj["id"]), known) \
+                    if obj["id"] not in known else f": {e}"
+                raise ValueError(f"{argument}: {dict(obj)!r} is not a numcodecs codec{hint}") \
                     from None
         name = obj.get("name")
         if not isinstance(name, str):

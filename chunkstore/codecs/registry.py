@@ -68,6 +68,17 @@ def chain_codec(name: str) -> type[Codec] | None:
     return cls if cls is not None and cls.runs_in_chain() else None
 
 
+def did_you_mean(name: str, known: Any = None) -> str:
+    """"; did you mean 'zstd'?" for the closest of the known names (default: the v3 codec
+    names), or where the names are listed when none is close (the whole list is long)."""
+    import difflib
+    close = difflib.get_close_matches(name, sorted(CODECS if known is None else known), n=3,
+                                      cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return "; chunkstore.codecs.registry.CODECS lists the known names"
+
+
 def v3_names() -> tuple[str, ...]:
     """The v3 codec names the chain runs natively (registration order)."""
     return tuple(n for n, cls in _CODECS.items() if cls.runs_in_chain())

@@ -130,7 +130,7 @@ def parse_codecs(
                 # zarr-python 3's numcodecs wrappers
                 bb.append(NumcodecsBytesCodec.from_config(conf, ctx, name))
                 continue
-            raise ValueError(f"unknown codec {name!r}")
+            raise ValueError(f"unknown codec {name!r}{registry.did_you_mean(name)}")
         if cls.kind == "array_array":
             if ab is not None:
                 raise ValueError(

@@ -353,19 +353,21 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
            attributes: Mapping[str, Any] | None = None, codecs: Sequence[Any] | None = None,
            **kwargs: Any) -> Array:
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
-    (2, the default unless config.set(default_zarr_format=3), or 3) and for Zarr v3: shards
-    (the shard shape; chunks are then the inner chunks), dimension_names, attributes, and
-    codecs (a raw v3 codec chain). h5py's compression=, compression_opts= and fillvalue= are
-    accepted, as zarr-python 2 accepts them; and zarr-python 3's chunk_shape (chunks),
-    chunk_key_encoding and config={"order", "write_empty_chunks"}, and create_array's
-    compressors= and serializer= (in place of compressor=/codecs=)."""
+    (2, the default unless config.set(default_zarr_format=3) or shards= is given, or 3) and
+    for Zarr v3: shards (the shard shape; chunks are then the inner chunks), dimension_names,
+    attributes, and codecs (a raw v3 codec chain). h5py's compression=, compression_opts=
+    and fillvalue= are accepted, as zarr-python 2 accepts them; and zarr-python 3's
+    chunk_shape (chunks), chunk_key_encoding and config={"order", "write_empty_chunks"}, and
+    create_array's compressors= and serializer= (in place of compressor=/codecs=)."""
     store, path = split_store_path(store, path)
     zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
     chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
         kwargs, chunks, order, write_empty_chunks, dimension_separator)
     _check_format(zarr_format)
-    zarr_format = config.default_zarr_format(zarr_format, 2)
+    # shards= exists in Zarr v3 only: asking for them without a format asks for a v3 array
+    # (dask's to_zarr, taking its zarr-python 2 path here, passes shards= to create)
+    zarr_format = config.default_zarr_format(zarr_format, 2 if shards is None else 3)
     compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
         kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
     _check_unknown(kwargs)
