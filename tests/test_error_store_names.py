@@ -111,4 +111,5 @@ def test_every_spelling_of_an_unknown_codec_offers_the_close_ones(spelling):
         cs.create_array({}, shape=3, dtype="i4", zarr_format=3, compressors=[spelling])
     assert len(str(info.value)) < 150
     with pytest.raises(ValueError, match=r"did you mean 'zstd'\?$"):
-        cs.create(3, store={}, zarr_format=3, codecs=[{"name": "bytes"}, {"name": "zstdd"}])
+        cs.create(3, store={}, zarr_format=3, codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
+                                                         {"name": "zstdd"}])
