@@ -149,8 +149,10 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
 def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
                        filters, dimension_separator, shards, dimension_names, attributes,
                        codecs, object_codec):
-    if shards is not None:
-        raise ValueError("sharding needs zarr_format=3")
+    for name, value in (("shards", shards), ("dimension_names", dimension_names),
+                        ("codecs", codecs)):
+        if value is not None:  # (zarr-python 3 refuses them too; dropped, they would be lost)
+            raise ValueError(f"{name}= needs zarr_format=3 (a Zarr v2 array has no {name})")
     if compressor == "default":
         compressor = default_compressor()
     if isinstance(dimension_separator, dict):
@@ -353,7 +355,8 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
            attributes: Mapping[str, Any] | None = None, codecs: Sequence[Any] | None = None,
            **kwargs: Any) -> Array:
     """Create an array. Arguments follow zarr-python 2's `zarr.create`, plus zarr_format
-    (2, the default unless config.set(default_zarr_format=3) or shards= is given, or 3) and
+    (2, the default unless config.set(default_zarr_format=3) or shards=, dimension_names=
+    or codecs= is given, or 3) and
     for Zarr v3: shards (the shard shape; chunks are then the inner chunks), dimension_names,
     attributes, and codecs (a raw v3 codec chain). h5py's compression=, compression_opts=
     and fillvalue= are accepted, as zarr-python 2 accepts them; and zarr-python 3's
@@ -365,9 +368,11 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
         kwargs, chunks, order, write_empty_chunks, dimension_separator)
     _check_format(zarr_format)
-    # shards= exists in Zarr v3 only: asking for them without a format asks for a v3 array
-    # (dask's to_zarr, taking its zarr-python 2 path here, passes shards= to create)
-    zarr_format = config.default_zarr_format(zarr_format, 2 if shards is None else 3)
+    # shards=, dimension_names= and codecs= exist in Zarr v3 only: asking for them without a
+    # format asks for a v3 array (dask's to_zarr, taking its zarr-python 2 path here, passes
+    # shards= and dimension_names= to create)
+    v3_only = shards is not None or dimension_names is not None or codecs is not None
+    zarr_format = config.default_zarr_format(zarr_format, 3 if v3_only else 2)
     compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
         kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
     _check_unknown(kwargs)
