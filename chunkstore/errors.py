@@ -20,15 +20,32 @@ def store_name(store: object) -> str:
 
 
 class ChunkstoreError(Exception):
-    """Base class of every chunkstore-specific error."""
+    """Base class of every chunkstore-specific error.
+
+    chunkstore raises its errors with one message. zarr-python 3's errors may also be made
+    from their parts, ``GroupNotFoundError(store, path)``, which it formats with the class's
+    template (``_msg``); the classes that have one do the same here, so code written against
+    zarr gets zarr's message and not OSError's ``"[Errno store] path"``."""
+
+    #: zarr-python 3's message template for its several-part form (None: no such form)
+    _msg: str | None = None
+
+    def __init__(self, *args: object) -> None:
+        if self._msg is not None and len(args) > 1 and len(args) == self._msg.count("{"):
+            args = (self._msg.format(*args),)
+        super().__init__(*args)
 
 
 class ArrayNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
     """No array at the given path in the store."""
 
+    _msg = "No array found in store {!r} at path {!r}"
+
 
 class GroupNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
     """No group at the given path in the store."""
+
+    _msg = "No group found in store {!r} at path {!r}"
 
 
 class PathNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
@@ -38,9 +55,21 @@ class PathNotFoundError(ChunkstoreError, FileNotFoundError, ValueError):
 class ContainsArrayError(ChunkstoreError, FileExistsError, ValueError):
     """An array already exists where something new was to be created."""
 
+    _msg = "An array exists in store {!r} at path {!r}."
+
 
 class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     """A group already exists where something new was to be created."""
+
+    _msg = "A group exists in store {!r} at path {!r}."
+
+
+class ContainsArrayAndGroupError(ChunkstoreError, ValueError):
+    """Array and group metadata documents both at one path (zarr-python 3's name)."""
+
+    _msg = ("Array and group metadata documents (.zarray and .zgroup) were both found in store "
+            "{!r} at path {!r}. Only one of these files may be present in a given directory / "
+            "prefix. Remove the .zarray file, or the .zgroup file, or both.")
 
 
 class ReadOnlyError(ChunkstoreError, PermissionError):
@@ -49,6 +78,8 @@ class ReadOnlyError(ChunkstoreError, PermissionError):
 
 class MetadataError(ChunkstoreError, ValueError):
     """Metadata that cannot be parsed or is not valid Zarr."""
+
+    _msg = "Invalid value for {!r}. Expected {!r}. Got {!r}."
 
 
 class ChunkNotFoundError(ChunkstoreError, KeyError):

@@ -17,7 +17,7 @@ __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 _PROPERTIES = ("shape", "dtype", "chunks", "shards", "ndim", "size", "attrs", "metadata",
                "path", "name", "basename", "store", "fill_value", "order", "nchunks",
                "cdata_shape", "nbytes", "zarr_format", "compressor", "compressors", "filters",
-               "serializer", "read_only", "write_chunks")
+               "serializer", "read_only", "write_chunks", "_zdtype")
 
 
 class AsyncArray(AsyncNode):
@@ -33,6 +33,12 @@ class AsyncArray(AsyncNode):
     def __repr__(self) -> str:
         return f"<AsyncArray {self._node.store!r} {self._node.path!r} shape={self.shape} " \
                f"dtype={self.dtype}>"
+
+    @property
+    def filters(self) -> tuple:
+        """zarr-python 3's ``filters``: a tuple, empty when there are none (a Zarr v2 array's
+        synchronous ``filters`` keeps zarr-python 2's list or None)."""
+        return tuple(self._node.filters or ())
 
     # ------------------------------------------------------------ opening and creating
     @classmethod

@@ -70,7 +70,7 @@ class BytesCodec(Codec):
             raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
         codec = cls(endian=endian)
         structured = dtype.fields is not None
-        codec._set(itemsize=1 if dtype.kind == "S" else dtype.itemsize, structured=structured,
+        codec._set(itemsize=1 if dtype.kind in "SV" else dtype.itemsize, structured=structured,
                    swap=_multibyte(dtype) and endian != _NATIVE_ENDIAN and not structured)
         return codec
 
@@ -116,8 +116,8 @@ class BytesCodec(Codec):
 
 def _multibyte(dtype: np.dtype) -> bool:
     """Whether dtype's elements are multi-byte numbers (a byte order applies): not 1-byte
-    types, nor fixed-width bytes (``S``), which are sequences of single bytes."""
-    return dtype.itemsize > 1 and dtype.kind != "S"
+    types, nor fixed-width or raw bytes (``S``, ``V``), which are sequences of single bytes."""
+    return dtype.itemsize > 1 and dtype.kind not in "SV"
 
 
 __all__ = ["BytesCodec", "Endian"]

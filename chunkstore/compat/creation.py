@@ -7,6 +7,8 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,24 +18,26 @@ from chunkstore import config as _config
 from chunkstore.metadata.formats import format_of
 from chunkstore.hierarchy import creation, creation_args
 from chunkstore.engine.array import Array
+from chunkstore.errors import ZarrUserWarning
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
 
 
-def guess_chunks(shape, itemsize):
+def guess_chunks(shape, itemsize, max_bytes=64 * 2 ** 20):
     """zarr-python 3's chunks="auto": halve the axes in turn, starting with the first, until a
-    chunk is near a target size that grows with the array (h5py's rule: 128 KiB .. 64 MiB)."""
+    chunk is near a target size that grows with the array (h5py's rule: 128 KiB ..
+    max_bytes, 64 MiB unless given; zarr-python 3 gives 1 MiB for the chunks of shards)."""
     shape = tuple(int(s) for s in shape)
     if itemsize == 0:
         return shape
     chunks = [float(max(s, 1)) for s in shape]
     total = math.prod(chunks) * itemsize
     target = 256 * 1024 * 2 ** math.log10(total / 2 ** 20)
-    target = min(max(target, 128 * 1024), 64 * 2 ** 20)
+    target = min(max(target, 128 * 1024), max_bytes)
     axis = 0
     while True:
         nbytes = math.prod(chunks) * itemsize
         near = nbytes < target or abs(nbytes - target) / target < 0.5
-        if (near and nbytes < 64 * 2 ** 20) or math.prod(chunks) == 1:
+        if (near and nbytes < max_bytes) or math.prod(chunks) == 1:
             break
         chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
         axis += 1
@@ -72,15 +76,15 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     dt = np.dtype("f8" if dtype is None else dtype)
     if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
         dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings
-    if isinstance(shards, str):
-        raise ValueError(f"shards must be a shard shape (a multiple of chunks) or None; "
-                         f"{shards!r} is not supported here")
     cfg_order, wec = creation_args.array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
+    itemsize = 1 if dt.hasobject else dt.itemsize
     if isinstance(chunks, str) and chunks == "auto":
-        chunks = guess_chunks(shape if shards is None else shards,
-                              1 if dt.hasobject else dt.itemsize)
+        # (as zarr-python 3: the chunks of shards aim at 1 MiB)
+        chunks = guess_chunks(shape, itemsize) if shards is None else \
+            guess_chunks(shape, itemsize, max_bytes=2 ** 20)
+    shards = _shards(shards, shape, creation._normalize_shape(chunks))
     dt, enc = creation_kwargs(zarr_format, dt, len(shape), codecs=codecs, filters=filters,
                               serializer=serializer, compressors=compressors,
                               compressor=compressor, order=order, shards=shards,
@@ -106,6 +110,33 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if data is not None and write_data:
         z[...] = data  # an Array streams block by block (bounded memory), not read whole
     return z
+
+
+def _shards(shards, shape, chunks):
+    """create_array's shards= in zarr-python 3's forms -- a shape, {"shape": ...,
+    "index_location": "start" | "end"}, "auto" (two chunks per shard along each axis with
+    more than eight chunks, with zarr's ZarrUserWarning that the rule may change) -- as
+    hierarchy.creation takes it: a shape, or that dict with a shape."""
+    if shards is None:
+        return None
+    if isinstance(shards, Mapping):
+        unknown = set(shards) - {"shape", "index_location"}
+        if "shape" not in shards or unknown:
+            raise ValueError(f"shards as a dict takes 'shape' and 'index_location', got "
+                             f"{dict(shards)!r}")
+        if shards.get("index_location", "end") not in ("start", "end"):
+            raise ValueError(f"shards: index_location must be 'start' or 'end', got "
+                             f"{shards['index_location']!r}")
+        inner = _shards(shards["shape"], shape, chunks)
+        return {"shape": inner, "index_location": shards.get("index_location", "end")}
+    if isinstance(shards, str):
+        if shards != "auto":
+            raise ValueError(f"shards must be a shard shape, a dict with one, 'auto' or None; "
+                             f"got {shards!r}")
+        warnings.warn("Automatic shard shape inference is experimental and may change "
+                      "without notice.", ZarrUserWarning, stacklevel=3)
+        return tuple(c * 2 if s // c > 8 else c for s, c in zip(shape, chunks))
+    return shards
 
 
 def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards="keep",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from chunkstore import config as _config
 from chunkstore.metadata import zarr3_view
+from chunkstore.compat.dtype import parse_dtype
 
 
 class CallableInt(int):
@@ -86,6 +87,13 @@ class ArrayAPIv3:
         """zarr-python 3's ``compressors``: a tuple of the bytes -> bytes codecs (Zarr v3; of
         the inner chunks if sharded) or of the numcodecs compressor (Zarr v2)."""
         return zarr3_view.compressors(self._meta)
+
+    @property
+    def _zdtype(self):
+        """The array's data type as a zarr-python 3 data type object (zarr-python 3 keeps it
+        as ``Array._zdtype``; code written against zarr reads it there)."""
+        return parse_dtype(self.dtype if not self.dtype.hasobject else str,
+                           zarr_format=self.metadata.zarr_format)
 
     @property
     def serializer(self):

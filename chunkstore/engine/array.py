@@ -43,11 +43,22 @@ class Array(nodes.Node, ArrayAPIv3):
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
     """
 
+    _store: MutableMapping
+    _path: str
+    _prefix: str
+    _engine: ChunkEngine
+
     def __init__(self, store: MutableMapping, path: str = "", read_only: bool = False,
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
                  zarr_format: int | None = None, order: str | None = None,
                  _overrides: dict | None = None) -> None:
+        wrapped = getattr(store, "sync", None)
+        if isinstance(wrapped, Array):
+            # zarr-python 3's Array(async_array): this handle shares that array's engine
+            self._store, self._path, self._prefix = wrapped._store, wrapped._path, wrapped._prefix
+            self._engine = wrapped._engine
+            return
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         if order not in (None, "C", "F"):

@@ -267,16 +267,20 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
     if dtype.hasobject or (dtype.kind == "U" and dtype.itemsize == 0):
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
-    if dtype.kind in "VO" and not dtype.hasobject and not dtype.names:
-        raise ValueError(f"cannot create array at path {path!r}: data type {dtype} is not "
-                         f"supported by Zarr v3 here (bool, ints, floats, complex, string, "
-                         f"structured, fixed-width bytes and unicode, datetime64, "
-                         f"timedelta64)")
+    if dtype.kind == "V" and not dtype.names and dtype.subdtype is not None:
+        raise ValueError(f"cannot create array at path {path!r}: data type {dtype} (a "
+                         f"subarray type) is not supported by Zarr v3 here (bool, ints, "
+                         f"floats, complex, string, structured, fixed-width bytes and "
+                         f"unicode, raw bytes, datetime64, timedelta64)")
     if codecs is not None:  # any spelling of a codec chain (chunkstore.codecs.normalize)
         codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)
     grid = chunks
+    index_location = "end"
+    if isinstance(shards, Mapping):  # zarr-python 3's {"shape": ..., "index_location": ...}
+        index_location = shards.get("index_location", "end")
+        shards = shards["shape"]
     if shards is not None:
         shards = _normalize_shape(shards)
         if len(shards) != len(shape) or any(s % c for s, c in zip(shards, chunks)):
@@ -286,7 +290,7 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
             "chunk_shape": list(chunks), "codecs": chain,
             "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
                              {"name": "crc32c"}],
-            "index_location": "end"}}]
+            "index_location": index_location}}]
         grid = shards
     if fill_value is not None and dtype.hasobject and fill_value == 0:
         fill_value = ""

@@ -37,9 +37,21 @@ from chunkstore.errors import store_name
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
+    _store: MutableMapping[str, bytes]
+    _path: str
+    _read_only: bool
+    _synchronizer: Any
+    _format: int
+
     def __init__(self, store: MutableMapping[str, bytes], path: str = "",
                  read_only: bool = False, synchronizer: Any = None, *,
                  zarr_format: int | None = None) -> None:
+        wrapped = getattr(store, "sync", None)
+        if isinstance(wrapped, Group):
+            # zarr-python 3's Group(async_group): a handle on that group
+            store, path = wrapped._store, wrapped._path
+            read_only, synchronizer = wrapped._read_only, wrapped._synchronizer
+            zarr_format = wrapped._format
         self._store = store
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
@@ -98,6 +110,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         (use_consolidated=True)."""
         return open_group(store, mode="r+", zarr_format=zarr_format,
                           use_consolidated=use_consolidated)
+
+    def nmembers(self, max_depth: int | None = 0) -> int:
+        """zarr-python 3's ``nmembers``: how many members ``members(max_depth)`` gives
+        (0: the direct members; None: the whole hierarchy below)."""
+        return len(self.members(max_depth=max_depth))
 
     def __eq__(self, other):
         # two handles on the same path of equal stores (a pickled copy too), as Array's

@@ -5,6 +5,8 @@ registered in zarr-extensions' ``data-types``):
   fill value the base64 of its bytes (trailing NULs dropped, as NumPy drops them).
 - ``{"name": "fixed_length_utf32", "configuration": {"length_bytes": 4k}}``: NumPy ``U<k>``;
   fill value a JSON string.
+- ``{"name": "raw_bytes", "configuration": {"length_bytes": n}}``: NumPy ``V<n>`` (opaque
+  bytes, not structured); fill value the base64 of its n bytes.
 - ``{"name": "numpy.datetime64" | "numpy.timedelta64", "configuration": {"unit": u,
   "scale_factor": s}}``: NumPy ``M8[<s><u>]`` / ``m8[<s><u>]``; fill value the int64 count
   (NaT is -2**63, the default).
@@ -23,9 +25,10 @@ from typing import Any
 import numpy as np
 
 _BYTES = "null_terminated_bytes"
+_RAW = "raw_bytes"
 _UTF32 = "fixed_length_utf32"
 _TIMES = {"numpy.datetime64": "M", "numpy.timedelta64": "m"}
-NAMES = frozenset((_BYTES, _UTF32, *_TIMES))
+NAMES = frozenset((_BYTES, _RAW, _UTF32, *_TIMES))
 _UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as",
           "generic")
 NAT = np.iinfo(np.int64).min
@@ -37,8 +40,8 @@ def is_extension(obj: Any) -> bool:
 
 
 def handles(dtype: np.dtype) -> bool:
-    """Whether a NumPy dtype is stored as one of these types."""
-    return dtype.kind in "SUMm" and dtype.fields is None and dtype.subdtype is None
+    """Whether a NumPy dtype is stored as one of these types (V: unstructured only)."""
+    return dtype.kind in "SUMmV" and dtype.fields is None and dtype.subdtype is None
 
 
 def _positive_int(conf: Mapping, key: str, obj: Any) -> int:
@@ -58,6 +61,8 @@ def decode(obj: Mapping) -> np.dtype:
                          f"{obj!r}")
     if name == _BYTES:
         return np.dtype(f"S{_positive_int(conf, 'length_bytes', obj)}")
+    if name == _RAW:
+        return np.dtype(f"V{_positive_int(conf, 'length_bytes', obj)}")
     if name == _UTF32:
         n = _positive_int(conf, "length_bytes", obj)
         if n % 4:
@@ -79,6 +84,10 @@ def encode(dtype: np.dtype) -> dict:
         if dtype.itemsize == 0:
             raise ValueError("unsupported data type S0 for Zarr v3 (zero-length bytes)")
         return {"name": _BYTES, "configuration": {"length_bytes": dtype.itemsize}}
+    if dtype.kind == "V":
+        if dtype.itemsize == 0:
+            raise ValueError("unsupported data type V0 for Zarr v3 (zero-length raw bytes)")
+        return {"name": _RAW, "configuration": {"length_bytes": dtype.itemsize}}
     if dtype.kind == "U":
         if dtype.itemsize == 0:
             raise ValueError("unsupported data type U0 for Zarr v3 (zero-length strings)")
@@ -102,7 +111,7 @@ def default_fill(dtype: np.dtype) -> Any:
 
 def decode_fill(obj: Any, dtype: np.dtype) -> Any:
     """The fill value of dtype from its JSON."""
-    if dtype.kind == "S":
+    if dtype.kind in "SV":
         if not isinstance(obj, str):
             raise ValueError(f"fill_value of {dtype} must be a base64 string, got {obj!r}")
         try:
@@ -130,6 +139,11 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
     """A user's fill value as a NumPy scalar of dtype (None: the default)."""
     if value is None:
         return default_fill(dtype)
+    if dtype.kind == "V":
+        raw = bytes(value) if isinstance(value, (bytes, bytearray, np.void)) else None
+        if raw is None or len(raw) > dtype.itemsize:
+            raise ValueError(f"fill_value {value!r} is not {dtype.itemsize} raw bytes ({dtype})")
+        return np.array(raw, dtype=dtype)[()]
     if dtype.kind in "SU":
         if dtype.kind == "S" and isinstance(value, str):
             value = value.encode("utf-8")
@@ -156,7 +170,7 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
 def encode_fill(value: Any, dtype: np.dtype) -> Any:
     """The JSON fill_value (as zarr-python 3 writes it)."""
     v = coerce_fill(value, dtype)
-    if dtype.kind == "S":
+    if dtype.kind in "SV":
         return base64.b64encode(bytes(v)).decode("ascii")
     if dtype.kind == "U":
         return str(v)

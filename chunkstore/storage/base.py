@@ -233,6 +233,13 @@ class BaseStore(MutableMapping):
     def __init__(self, mode: str = "a"):
         self._mode = check_mode(mode)
 
+    @classmethod
+    async def open(cls, *args: Any, **kwargs: Any) -> Any:
+        """zarr-python 3's ``await LocalStore.open(root)``, ``await MemoryStore.open()``...:
+        the store made with these arguments (chunkstore's stores are ready when made; there
+        is nothing to wait for)."""
+        return cls(*args, **kwargs)
+
     @property
     def dimension_separator(self) -> str | None:
         """The chunk key separator new v2 arrays in this store get by default (None: ".").

@@ -53,6 +53,7 @@ PUBLIC = {
     "zarr.api": "chunkstore.api",
     "zarr.api.asynchronous": "chunkstore.api.asynchronous",
     "zarr.api.synchronous": "chunkstore.api.synchronous",
+    "zarr.abc.store": "chunkstore.abc.store",
 }
 SKIP = ("zarr._cli",)  # needs typer; no test here uses it
 # zarr-python's data-type subsystem stays whole: its registry (data_type_registry) holds

@@ -199,7 +199,7 @@ def test_auto_chunks_are_zarrs(shape, dtype):
     (dict(compressors=[object()]), r"compressors\[0\]"),
     (dict(codecs=[cc.BytesCodec()], compressors=cc.ZstdCodec()), "codecs"),
     (dict(compressor=numcodecs.Zstd()), "compressor"),
-    (dict(shards="auto"), "shards"),
+    (dict(shards="everywhere"), "shards"),
     (dict(compressors=[numcodecs.Delta(dtype="<i4")]), r"compressors\[0\]"),
 ])
 def test_codec_argument_errors_name_the_argument(kwargs, argument):

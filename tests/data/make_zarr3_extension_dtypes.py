@@ -14,6 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = {  # name: (values, fill_value)
     "bytes": (np.array([b"ab", b"abcdef", b"", b"x\x00y"], dtype="S6"), b"ab"),
     "utf32": (np.array(["a", "xyz", "", "\u00e9\u4e2d"], dtype="U3"), "x"),
+    "raw_bytes": (np.array([b"ab\x00", b"\x00\x00\x01", b"xyz", b"\xff\x00\xfe"], dtype="V3"),
+                  b"\x01\x02\x03"),
     "datetime_ns": (np.array([0, 1, -2, 3], dtype="i8").astype("M8[ns]"), None),
     "datetime_days": (np.array(["2000-01-01", "1969-12-31", "NaT", "2026-11-26"],
                                dtype="M8[D]"), None),

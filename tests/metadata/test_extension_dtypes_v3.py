@@ -1,4 +1,4 @@
-"""zarr-python 3.1's extension data types in Zarr v3 (null_terminated_bytes,
+"""zarr-python 3.1's extension data types in Zarr v3 (null_terminated_bytes, raw_bytes,
 fixed_length_utf32, numpy.datetime64, numpy.timedelta64): golden stores written by
 zarr-python 3.1 (tests/data/make_zarr3_extension_dtypes.py) read as NumPy expects, and
 chunkstore writes the same documents and chunk bytes."""

@@ -251,7 +251,7 @@ def test_unsupported_data_type_names_type_and_key(dt):
     assert repr(shown) in msg
 
 
-@pytest.mark.parametrize("dt", [[("a", "M8[s]")], "V4", "S0"])
+@pytest.mark.parametrize("dt", [[("a", "M8[s]")], "(2,)<i4", "S0", "V0"])
 def test_unsupported_numpy_dtypes(dt):
     with pytest.raises(ValueError, match="unsupported data type"):
         ArrayMetadataV3(shape=(2,), chunks=(2,), dtype=dt)
