@@ -179,6 +179,14 @@ def get(name, default=None):
     raise KeyError(f"unknown setting {name!r}; known: {_known()}")
 
 
+def pprint(**kwargs):
+    """zarr-python 3's ``zarr.config.pprint``: print every setting and its value
+    (``pprint.pprint``'s keywords: ``stream=``, ``width=``...)."""
+    import pprint as _pprint
+    values = {"threads": get("threads"), **_io, **_ZARR3}
+    _pprint.pprint(dict(sorted(values.items())), **kwargs)
+
+
 def default_zarr_format(zarr_format=None, family_default=2):
     """zarr_format if given, else ``default_zarr_format`` if set, else the function family's
     default (2 for zarr-python 2's functions, 3 for zarr-python 3's)."""

@@ -141,7 +141,14 @@ def _like(name: str):
 
 zeros, ones, empty = _filled("zeros"), _filled("ones"), _filled("empty")
 zeros_like, ones_like = _like("zeros_like"), _like("ones_like")
-empty_like, full_like = _like("empty_like"), _like("full_like")
+full_like = _like("full_like")
+
+
+async def empty_like(a: Any, **kwargs: Any) -> AsyncArray:
+    """zarr-python 3's ``empty_like``: a new array shaped like a, with a's fill value unless
+    fill_value= is given (zarr-python 2's synchronous ``empty_like`` leaves no fill value)."""
+    kwargs.setdefault("fill_value", _sync(a).fill_value)
+    return AsyncArray(await off_loop(_cs.full_like, _sync(a), **kwargs))
 
 
 async def full(shape: Any, fill_value: Any, **kwargs: Any) -> AsyncArray:

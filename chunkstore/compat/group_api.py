@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from chunkstore.compat.creation import create_array
-from chunkstore.compat.node_api import GroupMetadata
+from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata
+from chunkstore.storage import protocol
 
 
 class GroupAPIv3:
@@ -11,8 +12,14 @@ class GroupAPIv3:
 
     @property
     def metadata(self):
-        """zarr-python 3's ``Group.metadata``: attributes, zarr_format, to_dict()."""
-        return GroupMetadata(self.attrs.asdict(), self.zarr_format)
+        """zarr-python 3's ``Group.metadata``: attributes, zarr_format, to_dict(), and for a
+        group opened through consolidated metadata its members' metadata
+        (``consolidated_metadata``, read from the consolidated document, not the store)."""
+        consolidated = None
+        if protocol.consolidated_documents(self.store) is not None:
+            consolidated = ConsolidatedMetadata(
+                {name: node.metadata for name, node in sorted(self.items())})
+        return GroupMetadata(self.attrs.asdict(), self.zarr_format, consolidated)
 
     def array_values(self):
         """zarr-python 3's ``Group.array_values()``: the member arrays, by name order."""

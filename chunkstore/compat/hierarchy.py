@@ -5,6 +5,7 @@ from __future__ import annotations
 from chunkstore.storage.store_path import split_store_path
 from chunkstore import config as _config
 from chunkstore.hierarchy import creation
+from chunkstore.hierarchy.creation import contains_group
 from chunkstore.compat.creation import create_array
 from chunkstore.hierarchy.group import Group, _init_group
 from chunkstore.metadata.formats import array_document_format
@@ -31,8 +32,20 @@ def create_group(store, *, path=None, zarr_format=None, overwrite=False, attribu
 def create_hierarchy(*, store, nodes, overwrite=False):
     """zarr-python 3's ``create_hierarchy``: create the groups and arrays described by nodes
     (path -> the metadata objects ``.metadata`` returns, or their ``to_dict()`` documents),
-    parents first; yields (path, node) as each is made."""
+    parents first, with the missing groups between them and the root; yields (path, node)
+    as each is made."""
     store = normalize_store(store, mode="a")
+    nodes = dict(nodes)
+    # as zarr-python 3: the hierarchy is completed, each missing ancestor (the root too) a
+    # group of the format of the node under it, made and yielded before it
+    for path in list(nodes):
+        meta = nodes[path]
+        fmt = (meta.to_dict() if hasattr(meta, "to_dict") else dict(meta)).get("zarr_format", 3)
+        parts = path.strip("/").split("/") if path.strip("/") else []
+        for i in range(len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in nodes and not contains_group(store, parent):
+                nodes[parent] = {"zarr_format": fmt, "node_type": "group", "attributes": {}}
     for path in sorted(nodes, key=lambda p: (p.strip("/").count("/") if p.strip("/") else -1,
                                              p)):
         meta = nodes[path]

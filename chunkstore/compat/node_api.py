@@ -58,25 +58,54 @@ class ArrayConfig:
             other.order, other.write_empty_chunks)
 
 
+class ConsolidatedMetadata:
+    """zarr-python 3's ``GroupMetadata.consolidated_metadata``: ``metadata``, the metadata
+    of a group's direct members by name, taken from the consolidated document (a member
+    group's own ``consolidated_metadata`` holds its members in turn)."""
+
+    kind = "inline"
+    must_understand = False
+
+    def __init__(self, metadata):
+        self.metadata = dict(metadata)
+
+    def to_dict(self):
+        """As zarr-python 3's ``ConsolidatedMetadata.to_dict()``."""
+        return {"kind": self.kind, "must_understand": self.must_understand,
+                "metadata": {k: v.to_dict() for k, v in self.metadata.items()}}
+
+    def __eq__(self, other):
+        return isinstance(other, ConsolidatedMetadata) and self.metadata == other.metadata
+
+    def __repr__(self):
+        return f"ConsolidatedMetadata(kind='inline', metadata={self.metadata!r})"
+
+
 class GroupMetadata:
-    """zarr-python 3's ``Group.metadata``: attributes, zarr_format, node_type and
-    ``to_dict()``."""
+    """zarr-python 3's ``Group.metadata`` (and its ``zarr.core.group.GroupMetadata``, which
+    ``create_hierarchy`` takes): attributes, zarr_format, node_type, consolidated_metadata
+    (None unless the group was opened through consolidated metadata) and ``to_dict()``."""
 
     node_type = "group"
 
-    def __init__(self, attributes, zarr_format):
-        self.attributes = dict(attributes)
+    def __init__(self, attributes=None, zarr_format=3, consolidated_metadata=None):
+        self.attributes = dict(attributes or {})
         self.zarr_format = zarr_format
+        self.consolidated_metadata = consolidated_metadata
 
     def to_dict(self):
-        """The group metadata as zarr-python 3's ``GroupMetadata.to_dict()`` gives it (no
-        consolidated metadata).
-        """
+        """The group metadata as zarr-python 3's ``GroupMetadata.to_dict()`` gives it."""
+        cm = self.consolidated_metadata
         return {"attributes": self.attributes, "zarr_format": self.zarr_format,
-                "node_type": "group", "consolidated_metadata": None}
+                "node_type": "group",
+                "consolidated_metadata": None if cm is None else cm.to_dict()}
+
+    def __eq__(self, other):
+        return isinstance(other, GroupMetadata) and self.to_dict() == other.to_dict()
 
     def __repr__(self):
-        return f"GroupMetadata(attributes={self.attributes!r}, zarr_format={self.zarr_format})"
+        return (f"GroupMetadata(attributes={self.attributes!r}, zarr_format={self.zarr_format}"
+                f", consolidated_metadata={self.consolidated_metadata!r})")
 
 
 class ArrayAPIv3:
@@ -116,6 +145,30 @@ class ArrayAPIv3:
         """zarr-python 3's ``info_complete()``: ``info`` with the stored sizes (which ``info``
         here always has)."""
         return self.info
+
+    def with_config(self, config):
+        """zarr-python 3's ``with_config``: another handle on this array whose ``order``
+        and ``write_empty_chunks`` are those of config (a dict or an ArrayConfig; what it
+        leaves out stays as it is)."""
+        given = config if isinstance(config, dict) else {
+            "order": config.order, "write_empty_chunks": config.write_empty_chunks}
+        unknown = set(given) - {"order", "write_empty_chunks"}
+        if unknown:
+            raise ValueError(f"with_config takes 'order' and 'write_empty_chunks', got "
+                             f"{sorted(unknown)}")
+        order = given.get("order", self.order)
+        if order != self.order and self.ndim > 1:
+            # (zarr-python 3 then returns arrays in that memory order; chunkstore returns
+            # them in the stored order, and says so rather than ignore the request)
+            raise ValueError(f"with_config: order {order!r} for array {self.path!r}, stored "
+                             f"in {self.order!r} order: reads return the stored order here "
+                             f"(np.asfortranarray / np.ascontiguousarray of the result "
+                             f"give the other)")
+        return type(self)(self.store, path=self.path, read_only=self.read_only,
+                          synchronizer=self.synchronizer,
+                          write_empty_chunks=given.get("write_empty_chunks",
+                                                       self.write_empty_chunks),
+                          order=given.get("order", self.order))
 
     def update_attributes(self, new_attributes):
         """zarr-python 3's ``update_attributes``: merge new_attributes in; returns self."""

@@ -553,8 +553,8 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     r+) or GroupFormatMismatchError (a), never opened, converted or shadowed.
 
     zarr-python 3's keywords: attributes (of a group this call creates), use_consolidated
-    (True: read through the group's consolidated metadata, which must exist; None, False:
-    read the members' own documents), zarr_version (zarr_format's old name); zarr-python
+    (True: read through the group's consolidated metadata, which must exist when the group
+    does; None, False: read the members' own documents), zarr_version (zarr_format's old name); zarr-python
     2's cache_attrs, chunk_store and meta_array are accepted and not needed. Any other
     keyword is a TypeError naming it (a misspelt one is not silently ignored)."""
     store, path = split_store_path(store, path)
@@ -567,9 +567,13 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         raise TypeError(f"open_group() got unexpected keyword arguments {sorted(kwargs)}")
     creation._check_mode(mode)
     creation._check_format(zarr_format)
-    if use_consolidated and mode in ("r", "r+"):
-        found = open_consolidated(store, mode=mode, path=path, storage_options=storage_options,
-                                  zarr_format=zarr_format)
+    if use_consolidated and mode == "a" and not contains_group(
+            normalize_store(store, mode="r", storage_options=storage_options),
+            normalize_path(path)):
+        use_consolidated = None  # mode "a" creates the group: there is nothing to consolidate
+    if use_consolidated and mode in ("r", "r+", "a"):
+        found = open_consolidated(store, mode="r+" if mode == "a" else mode, path=path,
+                                  storage_options=storage_options, zarr_format=zarr_format)
         if not isinstance(found, Group):
             raise GroupNotFoundError(f"path {normalize_path(path)!r} holds an array, not a "
                                      f"group")

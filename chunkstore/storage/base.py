@@ -230,6 +230,15 @@ class BaseStore(MutableMapping):
     _mode: str = "a"
     _dimension_separator: str | None = None
 
+    #: zarr-python 3's store capabilities (what the store class can do; ``read_only`` says
+    #: whether this store may): every chunkstore store writes, deletes and lists keys and
+    #: holds consolidated metadata; partial writes (of a byte range) none does.
+    supports_writes: bool = True
+    supports_deletes: bool = True
+    supports_listing: bool = True
+    supports_partial_writes: bool = False
+    supports_consolidated_metadata: bool = True
+
     def __init__(self, mode: str = "a"):
         self._mode = check_mode(mode)
 

@@ -124,3 +124,91 @@ def test_create_array_bad_shards_named(bad):
     with pytest.raises(ValueError, match="shards"):
         cs.create_array(store, shape=(8,), chunks=(2,), dtype="i1", shards=bad)
     assert len(store) == 0
+
+
+def test_config_pprint_lists_the_settings():
+    import io
+    out = io.StringIO()
+    cs.config.pprint(stream=out, width=60)
+    text = out.getvalue()
+    assert "'threads'" in text and "'array.order'" in text
+    with cs.config.set({"array.order": "F"}):
+        out = io.StringIO()
+        cs.config.pprint(stream=out)
+        assert "'array.order': 'F'" in out.getvalue()
+
+
+def test_with_config_is_another_handle_with_that_config():
+    a = cs.create_array(MemoryStore(), shape=(4, 4), chunks=(2, 2), dtype="i4")
+    w = a.with_config({"write_empty_chunks": True})
+    assert w.config.write_empty_chunks is True and a.config.write_empty_chunks is False
+    w[...] = np.arange(16).reshape(4, 4)
+    np.testing.assert_array_equal(a[...], np.arange(16).reshape(4, 4))  # one array
+    assert a.with_config(w.config).config == w.config
+    with pytest.raises(ValueError, match="with_config takes"):
+        a.with_config({"orderr": "F"})
+    # a memory order other than the stored one is refused, not ignored
+    with pytest.raises(ValueError, match="order 'F' for array .* stored in 'C' order"):
+        a.with_config({"order": "F"})
+    one_d = cs.create_array(MemoryStore(), shape=(4,), dtype="i4")
+    assert one_d.with_config({"order": "F"}).config.order == "F"  # one layout for 1-D
+
+
+def test_group_metadata_holds_the_consolidated_members():
+    store = MemoryStore()
+    g = cs.create_group(store=store)
+    g.create_array(name="a", shape=(1,), dtype="f8")
+    child = g.create_group("child", attributes={"kind": "child"})
+    child.create_group("child", attributes={"kind": "grandchild"})
+    assert g.metadata.consolidated_metadata is None       # not opened through it
+    cs.consolidate_metadata(store)
+    for opened in (cs.open_group(store, use_consolidated=True),  # mode "a" too, as zarr's
+                   cs.open_group(store, mode="r", use_consolidated=True),
+                   cs.open_consolidated(store)):
+        cm = opened.metadata.consolidated_metadata
+        assert sorted(cm.metadata) == ["a", "child"]
+        assert cm.metadata["a"].shape == (1,)
+        assert cm.metadata["child"].attributes == {"kind": "child"}
+        inner = opened["child"].metadata.consolidated_metadata
+        assert inner.metadata["child"].attributes == {"kind": "grandchild"}
+        d = opened.metadata.to_dict()["consolidated_metadata"]
+        assert d["kind"] == "inline" and sorted(d["metadata"]) == ["a", "child"]
+    # use_consolidated=True on a group without it is an error naming what is missing;
+    # where nothing is there yet, mode "a" creates the group
+    with pytest.raises(cerr.ConsolidatedMetadataNotFoundError):
+        cs.open_group(cs.group(MemoryStore(), zarr_format=3).store, use_consolidated=True)
+    assert cs.open_group(MemoryStore(), use_consolidated=True).metadata.attributes == {}
+
+
+def test_zarr_core_paths_hold_chunkstores_objects():
+    from chunkstore.core.array import Array, AsyncArray as CoreAsyncArray
+    from chunkstore.core.dtype import Int8
+    from chunkstore.core.group import GroupMetadata
+
+    assert Array is cs.Array and CoreAsyncArray is AsyncArray
+    assert Int8.from_native_dtype(np.dtype("int8")).to_native_dtype() == np.dtype("int8")
+    nodes = dict(cs.create_hierarchy(store=MemoryStore(), nodes={"a/b/c": GroupMetadata()}))
+    assert {"", "a", "a/b", "a/b/c"} <= set(nodes)
+    assert GroupMetadata().to_dict() == {"attributes": {}, "zarr_format": 3,
+                                         "node_type": "group", "consolidated_metadata": None}
+
+
+def test_store_capabilities_as_zarrs(tmp_path):
+    for store in (MemoryStore(), LocalStore(str(tmp_path)), cs.storage.DirectoryStore(
+            str(tmp_path / "d"))):
+        assert store.supports_writes and store.supports_deletes and store.supports_listing
+        assert store.supports_partial_writes is False
+
+
+def test_async_empty_like_keeps_the_fill_value_as_zarr3():
+    from chunkstore.api import asynchronous as aapi
+    for fmt in (2, 3):
+        ref = cs.create_array({}, shape=(3, 4), dtype="u1", zarr_format=fmt, fill_value=100)
+        new = asyncio.run(aapi.empty_like(ref, path="x", zarr_format=fmt))
+        assert new.fill_value == 100 and (cs.Array(new)[...] == 100).all()
+        new = asyncio.run(aapi.empty_like(ref, path="x", zarr_format=fmt, fill_value=4))
+        assert new.fill_value == 4
+        theirs = zarr.create_array({}, shape=(3, 4), dtype="u1", zarr_format=fmt,
+                                   fill_value=100)
+        assert asyncio.run(zarr.api.asynchronous.empty_like(
+            theirs, path="x", zarr_format=fmt)).metadata.fill_value == 100
