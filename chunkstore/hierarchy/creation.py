@@ -155,6 +155,8 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
             raise ValueError(f"{name}= needs zarr_format=3 (a Zarr v2 array has no {name})")
     if compressor == "default":
         compressor = default_compressor()
+    if isinstance(compressor, (list, tuple)) and not compressor:
+        compressor = None  # zarr-python 2 takes any falsy compressor (compressor=[]) as none
     if isinstance(dimension_separator, dict):
         # zarr-python 3's chunk_key_encoding ("v2" and its separator) on a v2 array
         if dimension_separator.get("name", "v2") != "v2":

@@ -158,6 +158,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
     def __getitem__(self, item: str) -> Array | Group:
+        if isinstance(item, str) and not normalize_path(item):
+            # as zarr-python 2: "/" is the root group, "" this group
+            return Group(self._store, path="" if item.startswith("/") else self._path,
+                         read_only=self._read_only, synchronizer=self._synchronizer)
         return self._open_node(self._child(item))
 
     def __getattr__(self, item):
@@ -490,8 +494,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         src, dst = self._child(source), self._child(dest)
         if dst == src or dst.startswith(src + "/"):
             raise ValueError(f"cannot move {src!r} into itself ({dst!r})")
-        if source not in self:
-            raise KeyError(f"no array or group at {src!r} in group {self.name!r}")
+        if source not in self:  # (a ValueError, as zarr-python 2 raises)
+            raise PathNotFoundError(f"cannot move {src!r}: no array or group there in group "
+                                    f"{self.name!r}")
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
         creation._require_parent_groups(self._store, dst, self._format)

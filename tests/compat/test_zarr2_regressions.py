@@ -280,3 +280,23 @@ def test_dtype_str_and_bytes_arrays_read_by_zarr_python(tmp_path, dtype, values)
     p = str(tmp_path / "s.zarr")
     cs.zeros(3, dtype=dtype, store=p, chunks=2)[:] = values
     assert zarr.open_array(p, mode="r")[:].tolist() == values
+
+
+def test_empty_member_paths_are_this_group_and_the_root_as_zarr2():
+    g = cs.group()
+    a = g.create_group("a")
+    assert g["/"] == g and g[""] == g
+    assert a["/"] == g and a[""] == a
+    with pytest.raises(KeyError):       # but "/" names no member to create or delete
+        g.create_group("/")
+    with pytest.raises(KeyError):
+        del g["/"]
+    assert "a" in g
+
+
+@pytest.mark.parametrize("none", [[], (), None])
+def test_a_falsy_compressor_is_no_compressor_as_zarr2(none):
+    z = cs.create(4, compressor=none, store={}, dtype="i2")
+    assert z.compressor is None
+    z[...] = [1, 2, 3, 4]
+    assert z.store["0"] == np.array([1, 2, 3, 4], dtype="<i2").tobytes()

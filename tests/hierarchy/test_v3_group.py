@@ -218,7 +218,7 @@ def test_move_within_v3_group(hierarchy):
     np.testing.assert_array_equal(zg["deep/er/sharded"][...], data["sharded"])
     with pytest.raises(ValueError):
         root.move("a", "a/inside")
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError):
         root.move("nothing", "x")
 
 
