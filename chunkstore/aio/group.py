@@ -112,6 +112,15 @@ class AsyncGroup(AsyncNode):
         for name, node in await self._members(max_depth):
             yield name, wrap(node)
 
+    async def create_hierarchy(self, nodes: dict, *, overwrite: bool = False
+                               ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """zarr-python 3's ``AsyncGroup.create_hierarchy``: the groups and arrays of nodes
+        (paths relative to this group), made off the loop; yields (path, node) of each."""
+        made = await off_loop(lambda: list(self._node.create_hierarchy(nodes,
+                                                                       overwrite=overwrite)))
+        for path, node in made:
+            yield path, wrap(node)
+
     async def nmembers(self, max_depth: int | None = 0) -> int:
         """How many members members(max_depth) gives."""
         return len(await self._members(max_depth))

@@ -4,7 +4,34 @@ from __future__ import annotations
 
 from chunkstore.compat.creation import create_array
 from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata
+from chunkstore.metadata.formats import array_document_format
 from chunkstore.storage import protocol
+
+
+def hierarchy_plan(nodes, has_group):
+    """create_hierarchy's work, in order: (path, document, kind) of each node, parents
+    first, with a group (of the format of the node under it) for each missing ancestor
+    (``has_group(path)``: whether one is there already), as zarr-python 3 completes the
+    hierarchy. nodes: path -> a metadata object (``to_dict()``) or its document."""
+    docs = {p.strip("/"): (m.to_dict() if hasattr(m, "to_dict") else dict(m))
+            for p, m in nodes.items()}
+    for path, doc in list(docs.items()):
+        parts = path.split("/") if path else []
+        for i in range(len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in docs and not has_group(parent):
+                docs[parent] = {"zarr_format": doc.get("zarr_format", 3),
+                                "node_type": "group", "attributes": {}}
+    for path in sorted(docs, key=lambda p: (p.count("/") if p else -1, p)):
+        doc = docs[path]
+        kind = doc.get("node_type") or ("array" if "shape" in doc else "group")
+        yield path, doc, kind
+
+
+def array_from_document(store, path, doc, overwrite):
+    """A new array at path made from its metadata document (create_hierarchy's arrays)."""
+    return create_array(store, name=path, attributes=doc.get("attributes"),
+                        overwrite=overwrite, **array_document_format(doc).array_arguments(doc))
 
 
 class GroupAPIv3:
@@ -20,6 +47,21 @@ class GroupAPIv3:
             consolidated = ConsolidatedMetadata(
                 {name: node.metadata for name, node in sorted(self.items())})
         return GroupMetadata(self.attrs.asdict(), self.zarr_format, consolidated)
+
+    def create_hierarchy(self, nodes, *, overwrite=False):
+        """zarr-python 3's ``Group.create_hierarchy``: create the groups and arrays of nodes
+        (paths relative to this group -> metadata objects or documents), parents first and
+        with the missing groups between, yielding (path, node) as each is made."""
+        prefix = self.path.strip("/") + "/" if self.path.strip("/") else ""
+        for path, doc, kind in hierarchy_plan(
+                nodes, lambda p: p == "" or (p in self and not hasattr(self[p], "shape"))):
+            if kind == "group":
+                if path == "":
+                    continue  # this group
+                yield path, self.create_group(path, overwrite=overwrite,
+                                              attributes=doc.get("attributes"))
+            else:
+                yield path, array_from_document(self.store, prefix + path, doc, overwrite)
 
     def array_values(self):
         """zarr-python 3's ``Group.array_values()``: the member arrays, by name order."""

@@ -212,3 +212,24 @@ def test_async_empty_like_keeps_the_fill_value_as_zarr3():
                                    fill_value=100)
         assert asyncio.run(zarr.api.asynchronous.empty_like(
             theirs, path="x", zarr_format=fmt)).metadata.fill_value == 100
+
+
+def test_group_create_hierarchy_relative_to_the_group():
+    from chunkstore.core.group import GroupMetadata
+    g = cs.create_group(MemoryStore()).create_group("base")
+    arr_meta = cs.create_array({}, shape=(3,), dtype="i2", attributes={"x": 1}).metadata
+    made = dict(g.create_hierarchy({"a/b": GroupMetadata(attributes={"k": 1}),
+                                    "a/c/arr": arr_meta}))
+    assert sorted(made) == ["a", "a/b", "a/c", "a/c/arr"]
+    assert g["a/b"].attrs.asdict() == {"k": 1} and made["a/b"] == g["a/b"]
+    assert g["a/c/arr"].shape == (3,) and g["a/c/arr"].attrs.asdict() == {"x": 1}
+    assert g.store["base/a/c/arr/zarr.json"]              # under the group, not the root
+
+    async def made_async():
+        return [p async for p, _ in AsyncGroup(g).create_hierarchy({"z/y": GroupMetadata()})]
+    assert asyncio.run(made_async()) == ["z", "z/y"]
+    # theirs completes the same hierarchy
+    zg = zarr.create_group({}).create_group("base")
+    assert sorted(dict(zg.create_hierarchy({
+        "a/b": zarr.core.group.GroupMetadata(), "a/c/arr": zarr.create_array(
+            {}, shape=(3,), dtype="i2").metadata}))) == ["a", "a/b", "a/c", "a/c/arr"]
