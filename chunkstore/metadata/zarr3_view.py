@@ -35,6 +35,8 @@ def with_attributes(meta, attributes: Mapping) -> Any:
     copy is shallow (nothing is validated again); ``meta`` itself is left as it is."""
     out = copy.copy(meta)
     out.attributes = dict(attributes)
+    if isinstance(out, ArrayMetadataV2):  # zarr-python 3's ArrayV2Metadata: a tuple or None
+        out.filters = tuple(out.filters) if out.filters else None
     return out
 
 
