@@ -20,28 +20,7 @@ from chunkstore.hierarchy import creation, creation_args
 from chunkstore.engine.array import Array
 from chunkstore.errors import ZarrUserWarning
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
-
-
-def guess_chunks(shape, itemsize, max_bytes=64 * 2 ** 20):
-    """zarr-python 3's chunks="auto": halve the axes in turn, starting with the first, until a
-    chunk is near a target size that grows with the array (h5py's rule: 128 KiB ..
-    max_bytes, 64 MiB unless given; zarr-python 3 gives 1 MiB for the chunks of shards)."""
-    shape = tuple(int(s) for s in shape)
-    if itemsize == 0:
-        return shape
-    chunks = [float(max(s, 1)) for s in shape]
-    total = math.prod(chunks) * itemsize
-    target = 256 * 1024 * 2 ** math.log10(total / 2 ** 20)
-    target = min(max(target, 128 * 1024), max_bytes)
-    axis = 0
-    while True:
-        nbytes = math.prod(chunks) * itemsize
-        near = nbytes < target or abs(nbytes - target) / target < 0.5
-        if (near and nbytes < max_bytes) or math.prod(chunks) == 1:
-            break
-        chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
-        axis += 1
-    return tuple(int(c) for c in chunks)
+from chunkstore.metadata._common import guess_chunks
 
 
 #: create_array's default fill_value: the data type's default (distinct from an explicit None,

@@ -134,3 +134,29 @@ def decode_bool_fill(obj: Any, expected: str = "boolean fill_value expected") ->
     if isinstance(obj, bool) or (isinstance(obj, int) and obj in (0, 1)):
         return np.bool_(bool(obj))
     raise ValueError(f"{expected}, got {obj!r}")
+
+
+def guess_chunks(shape: Any, itemsize: int, max_bytes: int = 64 * 2 ** 20) -> tuple[int, ...]:
+    """The chunk shape zarr-python 2 and 3 choose for ``chunks=True`` / ``"auto"`` (h5py's
+    rule): halve the axes in turn, starting with the first, until a chunk is near a target
+    size that grows with the array (128 KiB up to max_bytes, 64 MiB unless given;
+    zarr-python 3 gives 1 MiB for the chunks of shards). Zero-length axes count as 1."""
+    shape = tuple(int(s) for s in shape)
+    if itemsize == 0:
+        return shape
+    chunks = [float(max(s, 1)) for s in shape]
+    if not chunks:
+        return ()
+    total = math.prod(chunks) * itemsize
+    target = 256 * 1024 * 2 ** math.log10(total / 2 ** 20)
+    target = min(max(target, 128 * 1024), max_bytes)
+    axis = 0
+    while True:
+        nbytes = math.prod(chunks) * itemsize
+        near = nbytes < target or abs(nbytes - target) / target < 0.5
+        if (near and nbytes < max_bytes) or math.prod(chunks) == 1:
+            break
+        chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
+        axis += 1
+    return tuple(int(c) for c in chunks)
+

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numcodecs
-from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,
+from chunkstore.metadata._common import (as_int_tuple, guess_chunks, check_chunk_addressable, check_required, json_default,
                                          load_json_object)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
                                           encode_dtype, encode_fill_value)
@@ -347,33 +347,10 @@ def encode_attrs(attrs: Mapping) -> bytes:
 # chunk shape normalisation
 # --------------------------------------------------------------------------------------------
 
-_TARGET_CHUNK_BYTES = 1 << 20  # 1 MiB
-
-
-def _guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Chunk shape of at most ~1 MiB, obtained by repeatedly halving the longest dimension.
-
-    Starting from the whole array (0-length dims count as 1), the largest chunk dimension is
-    halved (rounding up) until the chunk is at most 1 MiB. Since one halving at most halves
-    the size, the result lies in (512 KiB, 1 MiB] unless the whole array is smaller, or every
-    dimension is already 1. This keeps dimensions balanced and never exceeds the shape.
-    """
-    chunks = [max(int(s), 1) for s in shape]
-    itemsize = max(int(itemsize), 1)
-    nbytes = itemsize * math.prod(chunks)
-    while nbytes > _TARGET_CHUNK_BYTES:
-        i = max(range(len(chunks)), key=lambda d: chunks[d])
-        if chunks[i] == 1:
-            break
-        chunks[i] = -(-chunks[i] // 2)
-        nbytes = itemsize * math.prod(chunks)
-    return tuple(chunks)
-
-
 def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     """Resolve a user ``chunks`` argument against the array ``shape``.
 
-    - ``True``, ``"auto"`` or ``None``: a guess of about 1 MiB per chunk (see ``_guess_chunks``).
+    - ``True``, ``"auto"`` or ``None``: zarr-python's guess (see ``_common.guess_chunks``).
     - ``False``: the whole array as one chunk.
     - an int: that size along every dimension (``-1`` = the whole dimension).
     - a tuple/list: one entry per dimension; ``None`` or ``-1`` = the whole dimension; a shorter
@@ -392,7 +369,7 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[
             raise ValueError(f"chunks {chunks!r} has {len(chunks)} dimensions, shape has 0")
         return ()
     if chunks is None or chunks is True or (isinstance(chunks, str) and chunks == "auto"):
-        return _guess_chunks(shape, itemsize)
+        return guess_chunks(shape, itemsize)
     if chunks is False:
         return full
     if isinstance(chunks, str):

@@ -36,7 +36,7 @@ def with_attributes(meta, attributes: Mapping) -> Any:
     out = copy.copy(meta)
     out.attributes = dict(attributes)
     if isinstance(out, ArrayMetadataV2):  # zarr-python 3's ArrayV2Metadata: a tuple or None
-        out.filters = tuple(out.filters) if out.filters else None
+        out.filters = tuple(out.filters) if out.filters else None  # type: ignore[assignment]
     return out
 
 
