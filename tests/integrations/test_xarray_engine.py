@@ -4,10 +4,9 @@ data: times, scale/offset packing, fill values, coordinates, strings."""
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
-
-import os
 
 import numpy as np
 import pytest
