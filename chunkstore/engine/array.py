@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from chunkstore.engine.core import ChunkEngine
 from chunkstore.errors import ArrayMetadataChangedError, ChunkstoreError, MetadataError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
 from chunkstore.storage.base import getitems, getsize
+from chunkstore.storage.normalize import normalize_store
+from chunkstore.storage.store_path import split_store_path
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.engine import views
@@ -75,6 +77,21 @@ class Array(nodes.Node, ArrayAPIv3):
                                    write_empty_chunks=write_empty_chunks,
                                    missing_chunks=missing_chunks, cache_metadata=cache_metadata,
                                    zarr_format=zarr_format, order=order, overrides=_overrides)
+
+    @classmethod
+    def open(cls, store: Any, *, path: str | None = None, mode: str = "r+",
+             storage_options: dict | None = None, zarr_format: int | None = None,
+             **kwargs: Any) -> "Array":
+        """zarr-python 3's ``Array.open``: the existing array in store (a store, a path or
+        URL, a StorePath) at path: ArrayNotFoundError if there is none. mode "r" opens it
+        read-only; the other keywords are the constructor's (synchronizer=, ...)."""
+        if mode not in ("r", "r+"):
+            raise ValueError(f"Array.open opens an existing array: mode 'r' or 'r+', got "
+                             f"{mode!r} (create_array or open_array(mode=...) create one)")
+        store, path = split_store_path(store, path)
+        store = normalize_store(store, mode=mode, storage_options=storage_options)
+        return cls(cast(MutableMapping, store), path=path or "", read_only=mode == "r",
+                   zarr_format=zarr_format, **kwargs)
 
     # ------------------------------------------------------------------ engine state
     # (what hierarchy.nodes.Node reads of every node)

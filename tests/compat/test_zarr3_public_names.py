@@ -3,6 +3,7 @@ against zarr-python 3 itself where it has the same thing."""
 
 import asyncio
 import json
+import os
 import warnings
 
 import numpy as np
@@ -233,3 +234,23 @@ def test_group_create_hierarchy_relative_to_the_group():
     assert sorted(dict(zg.create_hierarchy({
         "a/b": zarr.core.group.GroupMetadata(), "a/c/arr": zarr.create_array(
             {}, shape=(3,), dtype="i2").metadata}))) == ["a", "a/b", "a/c", "a/c/arr"]
+
+
+def test_array_open_as_zarr(tmp_path):
+    store = MemoryStore()
+    with pytest.raises(cerr.ArrayNotFoundError):
+        cs.Array.open(store)
+    with pytest.raises(zarr.errors.ArrayNotFoundError):
+        zarr.Array.open(zarr.storage.MemoryStore())
+    a = cs.create_array(store, shape=(3,), dtype="i2")
+    a[...] = [1, 2, 3]
+    assert list(cs.Array.open(store)[...]) == [1, 2, 3]
+    assert cs.Array.open(cs.storage.StorePath(store)) == a
+    assert cs.Array.open(store, mode="r").read_only
+    with pytest.raises(ValueError, match="mode 'r' or 'r\\+'"):
+        cs.Array.open(store, mode="w")
+    assert list(cs.Array.open(store)[...]) == [1, 2, 3]    # nothing replaced
+    path = str(tmp_path / "nope.zarr")
+    with pytest.raises(cerr.ArrayNotFoundError):
+        cs.Array.open(path)
+    assert not os.path.exists(path)                         # opening creates nothing
