@@ -16,7 +16,7 @@ __all__ = ["AsyncGroup"]
 
 # What an AsyncGroup answers at once, as zarr-python 3's (no I/O).
 _PROPERTIES = ("attrs", "basename", "name", "path", "read_only", "store", "metadata",
-               "synchronizer", "zarr_format", "info")
+               "synchronizer", "zarr_format", "info", "store_path")
 
 
 def wrap(node: Array | Group) -> AsyncArray | AsyncGroup:

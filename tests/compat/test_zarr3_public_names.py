@@ -254,3 +254,10 @@ def test_array_open_as_zarr(tmp_path):
     with pytest.raises(cerr.ArrayNotFoundError):
         cs.Array.open(path)
     assert not os.path.exists(path)                         # opening creates nothing
+
+
+def test_async_nodes_have_a_store_path():
+    g = cs.group(MemoryStore(), zarr_format=3)
+    a = g.create_array("x", shape=(2,), dtype="i1")
+    assert AsyncGroup(g).store_path == g.store_path
+    assert AsyncArray(a).store_path == a.store_path and a.store_path.path == "x"
