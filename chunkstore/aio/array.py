@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.aio.node import AsyncNode
+from chunkstore.compat.node_api import register_async_view
 from chunkstore.aio.run import off_loop
 from chunkstore.engine.array import Array
 
@@ -196,3 +197,6 @@ class AsyncVIndex:
     async def setitem(self, selection: Any, value: Any) -> None:
         """Vectorised write."""
         await off_loop(self.array.sync.vindex.__setitem__, selection, value)
+
+
+register_async_view(Array, AsyncArray)

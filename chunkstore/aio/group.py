@@ -8,6 +8,7 @@ from typing import Any
 
 from chunkstore.aio.array import AsyncArray
 from chunkstore.aio.node import AsyncNode
+from chunkstore.compat.node_api import register_async_view
 from chunkstore.aio.run import off_loop
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.group import Group
@@ -222,3 +223,6 @@ class AsyncGroup(AsyncNode):
 def _sync(node: Any) -> Any:
     """An Array or Group for an AsyncArray/AsyncGroup (other values as they are)."""
     return node.sync if isinstance(node, (AsyncArray, AsyncGroup)) else node
+
+
+register_async_view(Group, AsyncGroup)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chunkstore.compat.creation import create_array
-from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata
+from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata, async_view
 from chunkstore.metadata.formats import array_document_format
 from chunkstore.storage import protocol
 
@@ -62,6 +62,12 @@ class GroupAPIv3:
                                               attributes=doc.get("attributes"))
             else:
                 yield path, array_from_document(self.store, prefix + path, doc, overwrite)
+
+    @property
+    def _async_group(self):
+        """zarr-python 3's ``Group._async_group``: an AsyncGroup of this group (code written
+        against zarr reads it there)."""
+        return async_view(self)
 
     def array_values(self):
         """zarr-python 3's ``Group.array_values()``: the member arrays, by name order."""

@@ -11,6 +11,25 @@ from chunkstore.metadata import zarr3_view
 from chunkstore.compat.dtype import parse_dtype
 
 
+#: The asynchronous view class of each node class (chunkstore.aio registers AsyncArray for
+#: Array and AsyncGroup for Group when it is imported, which ``import chunkstore`` does): the
+#: nodes are below the asynchronous layer and do not import it.
+ASYNC_VIEWS: dict[type, type] = {}
+
+
+def register_async_view(node_cls: type, view_cls: type) -> None:
+    """Record view_cls as the asynchronous view of node_cls's nodes."""
+    ASYNC_VIEWS[node_cls] = view_cls
+
+
+def async_view(node):
+    """The asynchronous view (AsyncArray, AsyncGroup) of a node."""
+    for node_cls, view_cls in ASYNC_VIEWS.items():
+        if isinstance(node, node_cls):
+            return view_cls(node)
+    raise TypeError(f"no asynchronous view of {type(node).__name__} (import chunkstore.aio)")
+
+
 class CallableInt(int):
     """An int that returns itself when called: ``a.nbytes_stored`` and ``a.nbytes_stored()``."""
 
@@ -116,6 +135,15 @@ class ArrayAPIv3:
         """zarr-python 3's ``compressors``: a tuple of the bytes -> bytes codecs (Zarr v3; of
         the inner chunks if sharded) or of the numcodecs compressor (Zarr v2)."""
         return zarr3_view.compressors(self._meta)
+
+    @property
+    def async_array(self):
+        """zarr-python 3's ``async_array``: an AsyncArray of this array (its coroutines run
+        the same engine off the event loop)."""
+        return async_view(self)
+
+    #: (zarr-python 3 keeps it as ``_async_array``; code written against zarr reads it there)
+    _async_array = async_array
 
     @property
     def _zdtype(self):

@@ -261,3 +261,14 @@ def test_async_nodes_have_a_store_path():
     a = g.create_array("x", shape=(2,), dtype="i1")
     assert AsyncGroup(g).store_path == g.store_path
     assert AsyncArray(a).store_path == a.store_path and a.store_path.path == "x"
+
+
+def test_array_async_array_and_group_async_group():
+    a = cs.create_array(MemoryStore(), shape=(3,), dtype="i2")
+    aa = a.async_array
+    assert isinstance(aa, AsyncArray) and aa.sync is a and a._async_array == aa
+    asyncio.run(aa.setitem(slice(None), np.array([1, 2, 3], dtype="i2")))
+    assert list(a[...]) == [1, 2, 3]
+    assert cs.Array(aa) == a                              # and back
+    g = cs.group(MemoryStore(), zarr_format=3)
+    assert isinstance(g._async_group, AsyncGroup) and g._async_group.sync is g
