@@ -54,13 +54,25 @@ class Array(nodes.Node, ArrayAPIv3):
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
                  zarr_format: int | None = None, order: str | None = None,
-                 _overrides: dict | None = None) -> None:
+                 _overrides: dict | None = None, *, chunk_store: Any = None,
+                 cache_attrs: bool = True, partial_decompress: bool = False,
+                 zarr_version: int | None = None, meta_array: Any = None) -> None:
         wrapped = getattr(store, "sync", None)
         if isinstance(wrapped, Array):
             # zarr-python 3's Array(async_array): this handle shares that array's engine
             self._store, self._path, self._prefix = wrapped._store, wrapped._path, wrapped._prefix
             self._engine = wrapped._engine
             return
+        # zarr-python 2's keywords: cache_attrs and partial_decompress change nothing here
+        # (attributes are read on each access; reads fetch only the bytes they need),
+        # meta_array None is NumPy, zarr_version is zarr_format's old name; a separate chunk
+        # store is refused, not ignored (the chunks would be looked for in the wrong place)
+        check_zarr2_keywords(chunk_store, meta_array)
+        if zarr_version is not None:
+            if zarr_format not in (None, zarr_version):
+                raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} "
+                                 f"disagree")
+            zarr_format = zarr_version
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         if order not in (None, "C", "F"):
@@ -583,6 +595,16 @@ def _fields(fields: Fields) -> list[str] | None:
     if fields is None:
         return None
     return [fields] if isinstance(fields, str) else list(fields)
+
+
+def check_zarr2_keywords(chunk_store: Any, meta_array: Any) -> None:
+    """Refuse the zarr-python 2 constructor keywords chunkstore cannot honour."""
+    if chunk_store is not None:
+        raise ValueError("a separate chunk_store is not supported: chunks and metadata live "
+                         "in one store here")
+    if meta_array is not None and type(meta_array) is not np.ndarray:
+        raise ValueError(f"meta_array must be a NumPy array (or None), got "
+                         f"{type(meta_array).__name__}: chunkstore returns NumPy arrays")
 
 
 class _Indexer:

@@ -17,7 +17,11 @@ class Attributes(MutableMapping):
     read-modify-write runs under the document's lock.
     """
 
-    def __init__(self, store, key, read_only=False, synchronizer=None, zarr_format=2):
+    def __init__(self, store, key=".zattrs", read_only=False, cache=True, synchronizer=None,
+                 zarr_format=2):
+        # cache: zarr-python 2's switch for keeping the attributes in memory; they are read
+        # from the store on each access here (another writer's change is seen), so it has
+        # no effect
         self.store = store
         self.key = key
         self.read_only = read_only

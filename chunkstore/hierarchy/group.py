@@ -19,7 +19,7 @@ import numpy as np
 from chunkstore.storage.store_path import StorePath, split_store_path
 from chunkstore.hierarchy import creation
 from chunkstore.hierarchy import nodes
-from chunkstore.engine.array import Array, Info
+from chunkstore.engine.array import Array, check_zarr2_keywords, Info
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
@@ -45,7 +45,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def __init__(self, store: MutableMapping[str, bytes], path: str = "",
                  read_only: bool = False, synchronizer: Any = None, *,
-                 zarr_format: int | None = None) -> None:
+                 zarr_format: int | None = None, chunk_store: Any = None,
+                 cache_attrs: bool = True, zarr_version: int | None = None,
+                 meta_array: Any = None) -> None:
+        # zarr-python 2's keywords, as Array takes them
+        check_zarr2_keywords(chunk_store, meta_array)
+        zarr_format = creation.format_alias(zarr_format, zarr_version)
         wrapped = getattr(store, "sync", None)
         if isinstance(wrapped, Group):
             # zarr-python 3's Group(async_group): a handle on that group

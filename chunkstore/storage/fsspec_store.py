@@ -92,10 +92,25 @@ class FSStore(BaseStore):
         fs: Any = None,
         normalize_keys: bool = False,
         fsync: bool = False,
+        check: bool = False,
+        create: bool = False,
+        exceptions: tuple[type[BaseException], ...] | None = None,
+        key_separator: str | None = None,
         **storage_kwargs: Any,
     ) -> None:
+        # zarr-python 2's FSStore keywords that are not fsspec options: check (a write and
+        # delete probe, which the first real write does here), create (make the root: done
+        # on the first write), key_separator (dimension_separator's old name), exceptions
+        # (zarr 2 reads any of them, PermissionError and IOError by default, as a missing
+        # key, i.e. as fill values: here only missing_exceptions are, and any other error
+        # is raised, so exceptions is taken and not used)
         super().__init__(mode)
         import fsspec.core
+
+        if key_separator is not None:
+            if dimension_separator not in (None, key_separator):
+                raise ValueError("give dimension_separator or key_separator, not both")
+            dimension_separator = key_separator
 
         if dimension_separator not in (None, ".", "/"):
             raise ValueError(

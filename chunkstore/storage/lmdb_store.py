@@ -177,8 +177,11 @@ class LMDBStore(BaseStore):
         sync: bool = True,
         subdir: bool | None = None,
         dimension_separator: str | None = None,
+        buffers: bool = True,
         **kwargs: Any,
     ) -> None:
+        # buffers: zarr-python 2's switch for reading through lmdb's buffers; values are
+        # copied out as bytes here either way, so it changes nothing (not an lmdb option)
         super().__init__(mode)
         self._set_dimension_separator(dimension_separator)
         self._lmdb = _import_lmdb()

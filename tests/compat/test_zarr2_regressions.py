@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import threading
 
@@ -300,3 +301,40 @@ def test_a_falsy_compressor_is_no_compressor_as_zarr2(none):
     assert z.compressor is None
     z[...] = [1, 2, 3, 4]
     assert z.store["0"] == np.array([1, 2, 3, 4], dtype="<i2").tobytes()
+
+
+def test_zarr2_constructor_keywords_are_taken(tmp_path):
+    """zarr-python 2's Array/Group/Attributes/LMDBStore/FSStore keywords (its own test suite
+    builds its objects with them): taken where they change nothing here, refused where
+    ignoring them would look in the wrong place."""
+    from chunkstore.hierarchy.attrs import Attributes
+    st = cs.MemoryStore()
+    cs.zeros(4, store=st, dtype="i2")[...] = 7
+    a = cs.Array(st, cache_attrs=False, partial_decompress=True, zarr_version=2,
+                 meta_array=np.empty(0), chunk_store=None)
+    assert list(a[...]) == [7, 7, 7, 7]
+    with pytest.raises(ValueError, match="separate chunk_store"):
+        cs.Array(st, chunk_store=cs.MemoryStore())
+    with pytest.raises(ValueError, match="disagree"):
+        cs.Array(st, zarr_format=3, zarr_version=2)
+    g = cs.group(cs.MemoryStore())
+    assert cs.Group(g.store, cache_attrs=False, zarr_version=2, chunk_store=None) == g
+    with pytest.raises(ValueError, match="separate chunk_store"):
+        cs.Group(g.store, chunk_store={})
+    attrs = Attributes(st, cache=False)                  # key defaults to ".zattrs"
+    attrs["x"] = 1
+    assert Attributes(st).asdict() == {"x": 1} and a.attrs["x"] == 1
+
+
+def test_zarr2_store_keywords_are_not_backend_options(tmp_path):
+    pytest.importorskip("lmdb")
+    lm = cs.storage.LMDBStore(str(tmp_path / "l.lmdb"), buffers=True)
+    lm["k"] = b"v"
+    assert lm["k"] == b"v"
+    lm.close()
+    fs = cs.storage.FSStore(str(tmp_path / "f"), check=True, create=True, key_separator="/",
+                            exceptions=(KeyError,))
+    z = cs.zeros((4, 4), chunks=(2, 2), store=fs, dtype="i1")
+    z[...] = 1
+    assert sorted(os.listdir(tmp_path / "f" / "0")) == ["0", "1"]   # "/" separator
+    assert fs.storage_options == {}
