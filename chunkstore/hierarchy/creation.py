@@ -16,7 +16,7 @@ from chunkstore.storage.store_path import split_store_path
 from chunkstore import config
 from chunkstore.hierarchy import creation_args
 from chunkstore.hierarchy import nodes
-from chunkstore.engine.array import Array
+from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path
@@ -111,12 +111,19 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
                shards: ShapeLike | None = None,
                dimension_names: Sequence[str | None] | None = None,
                attributes: Mapping[str, Any] | None = None,
-               codecs: Sequence[Any] | None = None) -> Any:
+               codecs: Sequence[Any] | None = None, *, chunk_store: Any = None,
+               storage_transformers: Sequence[Any] = ()) -> Any:
     """Write the metadata of a new array (and parent groups) into store.
 
     Everything (dtype, fill value, codecs, chunks, what is at path) is checked, and the new
     metadata is opened as an array would open it, before the first key is written or
-    deleted: a creation that fails leaves the store as it was."""
+    deleted: a creation that fails leaves the store as it was. zarr-python 2's chunk_store
+    (None: the chunks go into store) and storage_transformers (none) are taken; a separate
+    chunk store or a transformer is refused."""
+    check_zarr2_keywords(chunk_store, None)
+    if storage_transformers:
+        raise ValueError(f"storage_transformers are not supported, got "
+                         f"{list(storage_transformers)!r}")
     path = normalize_path(path)
     shape = _normalize_shape(shape)
     dtype, object_codec = creation_args.normalize_dtype(dtype, object_codec)

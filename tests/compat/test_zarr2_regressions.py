@@ -338,3 +338,15 @@ def test_zarr2_store_keywords_are_not_backend_options(tmp_path):
     z[...] = 1
     assert sorted(os.listdir(tmp_path / "f" / "0")) == ["0", "1"]   # "/" separator
     assert fs.storage_options == {}
+
+
+def test_init_array_takes_zarr2s_chunk_store_and_transformers_keywords():
+    from chunkstore.hierarchy.creation import init_array
+    store: dict = {}
+    init_array(store, (4,), chunks=2, chunk_store=None, storage_transformers=())
+    assert sorted(store) == [".zarray"]
+    for bad in (dict(chunk_store={}), dict(storage_transformers=[{"type": "x"}])):
+        other: dict = {}
+        with pytest.raises(ValueError, match="not supported"):
+            init_array(other, (4,), **bad)
+        assert other == {}
