@@ -90,6 +90,12 @@ class Array(nodes.Node, ArrayAPIv3):
                                    missing_chunks=missing_chunks, cache_metadata=cache_metadata,
                                    zarr_format=zarr_format, order=order, overrides=_overrides)
 
+    @property
+    def chunk_store(self) -> MutableMapping:
+        """zarr-python 2's ``chunk_store``: the store holding the chunks (the array's store:
+        chunkstore keeps chunks and metadata in one)."""
+        return self._store
+
     @classmethod
     def open(cls, store: Any, *, path: str | None = None, mode: str = "r+",
              storage_options: dict | None = None, zarr_format: int | None = None,

@@ -116,6 +116,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return open_group(store, mode="r+", zarr_format=zarr_format,
                           use_consolidated=use_consolidated)
 
+    @property
+    def chunk_store(self) -> MutableMapping[str, bytes]:
+        """zarr-python 2's ``chunk_store``: the store holding the members' chunks (the
+        group's store: chunkstore keeps chunks and metadata in one)."""
+        return self._store
+
     def nmembers(self, max_depth: int | None = 0) -> int:
         """zarr-python 3's ``nmembers``: how many members ``members(max_depth)`` gives
         (0: the direct members; None: the whole hierarchy below)."""

@@ -15,6 +15,7 @@ own exception and is never turned into "missing".
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, cast
@@ -478,6 +479,23 @@ def _listdir_keys(keys: Iterable[str], prefix: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+_CONTEXTS: dict[type, bool] = {}
+
+
+def _needs_contexts(store: object, fn: Any) -> bool:
+    """Whether store's getitems requires zarr-python 2's ``contexts=`` (a store class
+    written for zarr 2); looked up once per class."""
+    cls = type(store)
+    known = _CONTEXTS.get(cls)
+    if known is None:
+        try:
+            param = inspect.signature(fn).parameters.get("contexts")
+        except (TypeError, ValueError):
+            param = None
+        known = _CONTEXTS[cls] = param is not None and param.default is inspect.Parameter.empty
+    return known
+
+
 def getitems(store: Mapping[str, bytes], keys: Iterable[str]) -> dict[str, bytes]:
     """``{key: value}`` for the *keys* present in *store*; absent keys are omitted.
 
@@ -486,7 +504,10 @@ def getitems(store: Mapping[str, bytes], keys: Iterable[str]) -> dict[str, bytes
     """
     fn = getattr(store, "getitems", None)
     if fn is not None:
-        return fn(list(keys))
+        keys = list(keys)
+        if _needs_contexts(store, fn):  # zarr-python 2's Store.getitems(keys, *, contexts)
+            return dict(fn(keys, contexts={k: {} for k in keys}))
+        return fn(keys)
     out: dict[str, bytes] = {}
     for k in keys:
         try:

@@ -350,3 +350,27 @@ def test_init_array_takes_zarr2s_chunk_store_and_transformers_keywords():
         with pytest.raises(ValueError, match="not supported"):
             init_array(other, (4,), **bad)
         assert other == {}
+
+
+def test_chunk_store_is_the_store_as_zarr2():
+    st = cs.MemoryStore()
+    g = cs.group(st)
+    a = g.zeros("a", shape=4)
+    assert a.chunk_store is a.store and g.chunk_store is g.store
+
+
+def test_a_store_written_for_zarr2_gets_the_contexts_its_getitems_requires():
+    class Zarr2Store(cs.MemoryStore):
+        """A custom store of zarr-python 2's era: getitems(keys, *, contexts)."""
+
+        seen: list = []
+
+        def getitems(self, keys, *, contexts):
+            self.seen.append(dict(contexts))
+            return {k: self[k] for k in keys if k in self}
+
+    st = Zarr2Store()
+    z = cs.zeros(8, chunks=2, store=st, dtype="i2")
+    z[...] = np.arange(8)
+    np.testing.assert_array_equal(z[...], np.arange(8))
+    assert st.seen and all(v == {} for c in st.seen for v in c.values())
