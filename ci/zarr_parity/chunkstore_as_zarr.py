@@ -277,33 +277,4 @@ def pytest_terminal_summary(terminalreporter):
         w(f"chunkstore_as_zarr: not importable {name}: {err}")
 
 
-# A per-test time limit (both runs; pytest-timeout may not be installed): a test that runs
-# longer than $ZARR_PARITY_TEST_TIMEOUT seconds (default 120; 0: none) fails with
-# "TestTimeout", and the run goes on.
-import signal  # noqa: E402
-
-import pytest  # noqa: E402
-
-TEST_TIMEOUT = int(os.environ.get("ZARR_PARITY_TEST_TIMEOUT", "120"))
-
-
-class TestTimeout(Exception):
-    __test__ = False
-
-
-def _alarm(signum, frame):
-    raise TestTimeout(f"TestTimeout: ran past {TEST_TIMEOUT} s")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    if TEST_TIMEOUT <= 0 or not hasattr(signal, "SIGALRM"):
-        yield
-        return
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(TEST_TIMEOUT)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+# (the per-test time limit is ci/zarr_parity/test_timeout.py, loaded with -p test_timeout)

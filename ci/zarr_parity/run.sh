@@ -57,7 +57,7 @@ run() {  # $1: baseline|chunkstore, $2: module, then extra pytest args
     PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -s INT -k 30 "${ZARR_PARITY_MODULE_TIMEOUT:-480}" \
     "$py" -m pytest "tests/$mod" -c "$here/pytest.ini" --rootdir . \
-    -p chunkstore_as_zarr -p no:zarr -p no:cacheprovider -q -rA --tb=short --continue-on-collection-errors \
+    -p chunkstore_as_zarr -p test_timeout -p no:zarr -p no:cacheprovider -q -rA --tb=short --continue-on-collection-errors \
     --junitxml "$out/$which/$name.xml" -o junit_family=xunit1 "$@" \
     > "$out/$which/$name.txt" 2>&1) || true
 }
