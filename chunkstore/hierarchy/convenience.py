@@ -15,7 +15,8 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
-from chunkstore.hierarchy.creation import create, normalize_path, owned_store, save_array
+from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
+                                           save_array)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, store_name
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
@@ -36,23 +37,30 @@ class CopyError(ChunkstoreError, ValueError):
     """A copy could not proceed (the destination exists and if_exists="raise", ...)."""
 
 
-def save_group(store, *args, path=None, storage_options=None, **kwargs):
-    """Save arrays as a group: positional ones as arr_0, arr_1, ..., keywords by name."""
+def save_group(store, *args, path=None, storage_options=None, zarr_format=None,
+               zarr_version=None, **kwargs):
+    """Save arrays as a group: positional ones as arr_0, arr_1, ..., keywords by name
+    (zarr_format / zarr_version: the format, not an array)."""
+    fmt = format_alias(zarr_format, zarr_version)
     if not args and not kwargs:
         raise ValueError("save_group needs at least one array")
     with owned_store(store, mode="w", storage_options=storage_options) as s:
-        g = group(s, overwrite=True, path=path)
+        g = group(s, overwrite=True, path=path, zarr_format=fmt)
         for i, a in enumerate(args):
             g.array(f"arr_{i}", np.asanyarray(a))
         for name, a in kwargs.items():
             g.array(name, np.asanyarray(a))
 
 
-def save(store, *args, path=None, storage_options=None, **kwargs):
+def save(store, *args, path=None, storage_options=None, zarr_format=None, zarr_version=None,
+         **kwargs):
     """save(store, arr) saves one array; save(store, a, b, name=c, ...) saves a group."""
+    fmt = format_alias(zarr_format, zarr_version)
     if len(args) == 1 and not kwargs:
-        return save_array(store, args[0], path=path, storage_options=storage_options)
-    return save_group(store, *args, path=path, storage_options=storage_options, **kwargs)
+        return save_array(store, args[0], path=path, storage_options=storage_options,
+                          zarr_format=fmt)
+    return save_group(store, *args, path=path, storage_options=storage_options,
+                      zarr_format=fmt, **kwargs)
 
 
 class LazyLoader(Mapping):

@@ -7,6 +7,7 @@ from ..storage import protocol
 import contextlib
 import numbers
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Union, cast
 
@@ -176,6 +177,9 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         compressor = numcodecs_codec(compressor, "compressor")
     filters = [f if hasattr(f, "codec_id") else numcodecs_codec(f, f"filters[{i}]")
                for i, f in enumerate(filters)]
+    if object_codec is not None and not dtype.hasobject:
+        warnings.warn(f"an object_codec is only needed for object arrays; {object_codec!r} "
+                      f"is not used for data type {dtype}", UserWarning, stacklevel=4)
     if dtype.hasobject:
         if object_codec is None and not filters:
             raise ValueError("an object array needs an object_codec, e.g. "

@@ -374,3 +374,21 @@ def test_a_store_written_for_zarr2_gets_the_contexts_its_getitems_requires():
     z[...] = np.arange(8)
     np.testing.assert_array_equal(z[...], np.arange(8))
     assert st.seen and all(v == {} for c in st.seen for v in c.values())
+
+
+def test_an_object_codec_for_a_non_object_dtype_warns_as_zarr2():
+    with pytest.warns(UserWarning, match="only needed for object arrays"):
+        z = cs.create(10, chunks=5, dtype="i4", object_codec=numcodecs.JSON(), store={})
+    assert z.filters is None                      # and it is not used
+
+
+def test_save_takes_the_format_keywords_as_zarr2(tmp_path):
+    cs.save_group(str(tmp_path / "g"), zarr_version=2, a=np.arange(3))
+    g = cs.open_group(str(tmp_path / "g"), mode="r")
+    assert g.array_keys() == ["a"] and g.metadata.zarr_format == 2   # not an array "zarr_version"
+    cs.save(str(tmp_path / "a"), np.arange(2), zarr_format=3)
+    assert cs.open_array(str(tmp_path / "a"), mode="r").metadata.zarr_format == 3
+    with pytest.raises(ValueError, match="at least one array"):
+        cs.save_group(str(tmp_path / "e"), zarr_version=2)
+    with pytest.raises(ValueError, match="at least one array"):
+        cs.save(str(tmp_path / "e"), zarr_version=2)
