@@ -267,6 +267,8 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
         raise TypeError(f"dest must be a chunkstore Group, got {type(dest).__name__}")
     if name is None:
         name = source.basename if isinstance(source, (Array, Group)) else None
+        if name is None and isinstance(getattr(source, "name", None), str):
+            name = source.name.rstrip("/").rsplit("/", 1)[-1]  # an h5py object: "/a/b"
         if not name:
             raise CopyError("name is required when the source is at the root of its store")
     with _logger(log) as emit:
@@ -299,7 +301,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     the destination group does not exist yet (so nothing below it exists either)."""
     existing = dest[name] if dest is not None and name in dest else None
     target = _name(dest_path, name)
-    if isinstance(source, Group) and isinstance(existing, Group):
+    source_is_group = _is_group(source)
+    if source_is_group and isinstance(existing, Group):
         existing_blocks = False        # groups merge
     else:
         existing_blocks = existing is not None
@@ -316,7 +319,7 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if log:
         log(f"copy {source.name if hasattr(source, 'name') else name} -> {target}")
     child_path = f"{dest_path}/{name}" if dest_path else name
-    if isinstance(source, Group):
+    if source_is_group:
         g = None
         if not dry_run:
             if existing_blocks:
@@ -324,8 +327,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             g = dest.require_group(name)
             if without_attrs:
                 pass
-            elif isinstance(existing, Group):  # merged into: the attributes are merged too
-                _update_attributes(g, source)
+            elif isinstance(existing, Group) or not isinstance(source, Group):
+                _update_attributes(g, source)  # merged into, or a foreign group's attributes
             else:
                 copy_attributes(source, g)
         elif isinstance(existing, Group):
@@ -333,7 +336,7 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         # A group counts as copied, created or merged into (as zarr-python 2 counts).
         n_copied, n_skipped, n_bytes = 1, 0, 0
         for child_name, child in source.items():
-            if isinstance(child, Group) and not recurse:
+            if _is_group(child) and not recurse:
                 continue
             c, sk, b = _copy(log, child, g, child_path, child_name, recurse, without_attrs,
                              if_exists, dry_run, create_kws)
@@ -361,13 +364,63 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             put_attributes(dst, attrs)
         copy_array_data(read_as(source, kw["dtype"]), dst)
         return 1, 0, source.nbytes
-    # A NumPy array or anything array-like.
-    z = _array_fn(np.asanyarray(source), store=dest.store, path=child_path, **create_kws)
+    if _is_sliceable(source):
+        # An h5py dataset or another sliceable array: its shape, dtype and chunks, its data
+        # in blocks of bounded size (not loaded whole), its attributes.
+        kw = {"shape": source.shape, "dtype": source.dtype}
+        if getattr(source, "chunks", None):
+            kw["chunks"] = tuple(source.chunks)
+        kw.update(create_kws)
+        dst = create(store=dest.store, path=child_path, **kw)
+        if not without_attrs:
+            _update_attributes(dst, source)
+        copy_array_data(source, dst)
+        return 1, 0, dst.nbytes
+    # A NumPy array or anything array-like (an h5py dataset of variable-length strings or
+    # bytes: object elements, stored with the object codec that fits them).
+    data = np.asanyarray(source)
+    if data.dtype.hasobject and "object_codec" not in create_kws and "dtype" not in create_kws:
+        import numcodecs
+        flat = data.reshape(-1)
+        create_kws = {**create_kws, "object_codec": numcodecs.VLenBytes() if flat.size and all(
+            isinstance(v, bytes) for v in flat) else numcodecs.VLenUTF8()}
+    z = _array_fn(data, store=dest.store, path=child_path, **create_kws)
+    if not without_attrs and hasattr(source, "attrs") and not isinstance(source, np.ndarray):
+        _update_attributes(z, source)
     return 1, 0, z.nbytes
 
 
+def _is_group(node):
+    """A group to copy member by member: chunkstore's, or a foreign one (an h5py Group, any
+    mapping of members that is not an array)."""
+    return isinstance(node, Group) or (
+        not isinstance(node, Array) and not hasattr(node, "shape")
+        and callable(getattr(node, "items", None)))
+
+
+def _is_sliceable(node):
+    """A foreign array copied block by block: shape, a fixed-size dtype and slicing."""
+    dtype = getattr(node, "dtype", None)
+    return (not isinstance(node, np.ndarray) and hasattr(node, "shape")
+            and hasattr(node, "__getitem__") and isinstance(dtype, np.dtype)
+            and not dtype.hasobject)
+
+
+def _plain(value):
+    """An attribute value as JSON takes it (h5py gives NumPy scalars and arrays, bytes)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
 def _update_attributes(dest, source):
-    attrs = source.attrs.asdict()
+    attrs = source.attrs
+    attrs = attrs.asdict() if hasattr(attrs, "asdict") else {
+        str(k): _plain(v) for k, v in attrs.items()}  # a foreign node's (h5py) attributes
     if attrs:  # nothing to add: no empty attributes document either
         dest.attrs.update(attrs)
 

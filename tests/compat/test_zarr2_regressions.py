@@ -392,3 +392,27 @@ def test_save_takes_the_format_keywords_as_zarr2(tmp_path):
         cs.save_group(str(tmp_path / "e"), zarr_version=2)
     with pytest.raises(ValueError, match="at least one array"):
         cs.save(str(tmp_path / "e"), zarr_version=2)
+
+
+def test_copy_from_h5py_groups_and_datasets_as_zarr2(tmp_path):
+    """An h5py group is copied as a group (it was written as a junk 0-d array), its
+    datasets block by block with their chunks and attributes, strings with an object
+    codec; the name defaults to the h5py object's own."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f.create_dataset("foo/bar", data=np.arange(10), chunks=(5,))
+        f["foo/bar"].attrs["units"] = "m"
+        f["foo"].attrs["a"] = np.int64(1)
+        f.create_dataset("foo/s", data=np.array(["x", "yy"], dtype=object),
+                         dtype=h5py.string_dtype())
+        g = cs.group()
+        assert cs.copy(f["foo/bar"], g) == (1, 0, 80)          # named "bar", as h5py's
+        np.testing.assert_array_equal(g["bar"][...], np.arange(10))
+        assert g["bar"].chunks == (5,) and g["bar"].attrs.asdict() == {"units": "m"}
+        assert cs.copy(f["foo"], g)[0] == 3
+        assert isinstance(g["foo"], cs.Group) and sorted(g["foo"].keys()) == ["bar", "s"]
+        assert g["foo"].attrs.asdict() == {"a": 1}
+        assert list(g["foo/s"][...]) == [b"x", b"yy"]
+        g2 = cs.group()
+        cs.copy_all(f, g2)
+        np.testing.assert_array_equal(g2["foo/bar"][...], np.arange(10))
