@@ -184,6 +184,10 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         if object_codec is None and not filters:
             raise ValueError("an object array needs an object_codec, e.g. "
                              "numcodecs.VLenUTF8() for strings")
+        if object_codec is None:
+            warnings.warn(f"the object codec of an object array given as its first filter "
+                          f"({filters[0]!r}) is deprecated, as in zarr-python 2: pass "
+                          f"object_codec=", FutureWarning, stacklevel=4)
         if object_codec is not None:
             filters = [object_codec] + filters
     if dimension_separator is None:
@@ -561,7 +565,19 @@ def _create_like(a: Any, kwargs: dict[str, Any], creator: Callable[..., Any]) ->
     empty have their own; zarr-python drops a fill_value given to them too)."""
     kwargs = _like_kwargs(a, kwargs)
     kwargs.pop("fill_value", None)
-    return creator(**kwargs)
+    with _like_plan():
+        return creator(**kwargs)
+
+
+@contextlib.contextmanager
+def _like_plan() -> Iterator[None]:
+    """The *_like plans keep an object array's codec as its first filter (zarr-python 2's
+    *_like, for its fill semantics): chunkstore's choice, not the caller's, so creating from
+    them gives no deprecation warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning,
+                                message="the object codec of an object array")
+        yield
 
 
 def ones_like(a, **kwargs):
@@ -603,7 +619,8 @@ def open_like(a, path, **kwargs):
     """Open (creating as open_array does) an array at path shaped like a: its shape, chunks,
     dtype, and for an Array its compressor, filters, order and fill value."""
     kwargs = _like_kwargs(a, kwargs)
-    return open_array(path, **kwargs)
+    with _like_plan():
+        return open_array(path, **kwargs)
 
 
 def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None = None,

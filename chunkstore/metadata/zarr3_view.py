@@ -84,8 +84,8 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
         comp, flt = chunk_encoding_v2(dtype, filters=filters, compressors=compressors,
                                       compressor=compressor)
         kw = dict(compressor=comp, filters=flt or None)
-        if dtype.hasobject and flt:
-            kw["object_codec"] = None
+        if dtype.hasobject and flt:  # the first filter is the object codec (VLenUTF8...)
+            kw["object_codec"], kw["filters"] = flt[0], flt[1:] or None
         if sep is not None:
             kw["dimension_separator"] = sep
         return dtype, kw

@@ -416,3 +416,16 @@ def test_copy_from_h5py_groups_and_datasets_as_zarr2(tmp_path):
         g2 = cs.group()
         cs.copy_all(f, g2)
         np.testing.assert_array_equal(g2["foo/bar"][...], np.arange(10))
+
+
+def test_an_object_codec_given_only_as_a_filter_is_deprecated_as_zarr2():
+    with pytest.warns(FutureWarning, match="first filter .* deprecated"):
+        z = cs.create(10, chunks=3, dtype=object, filters=[numcodecs.MsgPack()], store={})
+    z[0] = {"a": 1}
+    assert z[0] == {"a": 1}
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # chunkstore's own plans do not warn
+        cs.zeros_like(z)
+        cs.create_array({}, shape=(3,), dtype=str, zarr_format=2)
+        cs.array(np.array(["x"], dtype=object), object_codec=numcodecs.VLenUTF8(), store={})
