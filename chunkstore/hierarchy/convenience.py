@@ -263,8 +263,10 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
     counts are always returned.
     """
     _check_if_exists(if_exists)
-    if not isinstance(dest, Group):
-        raise TypeError(f"dest must be a chunkstore Group, got {type(dest).__name__}")
+    foreign = not isinstance(dest, Group) and _is_group(dest) and hasattr(dest, "create_dataset")
+    if not isinstance(dest, Group) and not foreign:
+        raise CopyError(f"dest must be a group (chunkstore's or h5py's), got "
+                        f"{type(dest).__name__}")
     if name is None:
         name = source.basename if isinstance(source, (Array, Group)) else None
         if name is None and isinstance(getattr(source, "name", None), str):
@@ -272,8 +274,78 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
         if not name:
             raise CopyError("name is required when the source is at the root of its store")
     with _logger(log) as emit:
+        if foreign:
+            return _copy_to_h5py(emit, source, dest, name, not shallow, without_attrs,
+                                 if_exists, dry_run, create_kws)
         return _copy(emit, source, dest, dest.path, name, not shallow, without_attrs,
                      if_exists, dry_run, create_kws)
+
+
+def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dry_run,
+                  create_kws):
+    """copy()'s walk into an h5py group (dest; None in a dry run below a group not made):
+    groups as groups, arrays as datasets with their shape, dtype, chunks and fill value
+    (create_kws are h5py's create_dataset keywords), data in blocks of whole chunks."""
+    target = f"{dest.name.rstrip('/')}/{name}" if dest is not None else name
+    existing = dest[name] if dest is not None and name in dest else None
+    if existing is not None and not (_is_group(source) and _is_group(existing)):
+        if if_exists == "skip_initialized":
+            if_exists = "replace"  # (h5py datasets have no "initialized" chunk count)
+        if if_exists == "raise":
+            raise CopyError(f"an object named {name!r} already exists at {target!r}")
+        if if_exists == "skip":
+            if log:
+                log(f"skip {getattr(source, 'name', name)} -> {target}")
+            return 0, 1, 0
+        if not dry_run:
+            del dest[name]
+    if log:
+        log(f"copy {getattr(source, 'name', name)} -> {target}")
+    attrs = {} if without_attrs else _attributes_of(source)
+    if _is_group(source):
+        g = dest.require_group(name) if not dry_run else (
+            existing if _is_group(existing) else None)
+        if not dry_run:
+            g.attrs.update(attrs)
+        counts = [1, 0, 0]
+        for child_name, child in source.items():
+            if _is_group(child) and not recurse:
+                continue
+            for i, n in enumerate(_copy_to_h5py(log, child, g, child_name, recurse,
+                                                without_attrs, if_exists, dry_run,
+                                                create_kws)):
+                counts[i] += n
+        return counts[0], counts[1], counts[2]
+    if dry_run:
+        return 1, 0, 0
+    kw: dict = {"shape": source.shape, "dtype": source.dtype}
+    chunks = getattr(source, "chunks", None)
+    if chunks and all(chunks) and len(source.shape):
+        kw["chunks"] = tuple(min(c, max(s, 1)) for c, s in zip(chunks, source.shape))
+    fill = getattr(source, "fill_value", None)
+    if fill is not None and not source.dtype.hasobject:
+        kw["fillvalue"] = fill
+    if source.dtype.hasobject:
+        import h5py  # (dest is h5py's)
+        kw["dtype"] = h5py.string_dtype()
+    kw.update(create_kws)
+    ds = dest.create_dataset(name, **kw)
+    ds.attrs.update(attrs)
+    step = max(1, (kw.get("chunks") or (1,))[0]) if len(source.shape) else 0
+    if not len(source.shape):
+        ds[()] = source[()]
+    else:
+        for start in range(0, source.shape[0], step):  # whole chunks along the first axis
+            ds[start:start + step] = source[start:start + step]
+    return 1, 0, source.nbytes
+
+
+def _attributes_of(node):
+    """A node's attributes as a plain dict (chunkstore's, or a foreign node's)."""
+    attrs = node.attrs
+    if hasattr(attrs, "asdict"):
+        return attrs.asdict()
+    return {str(k): _plain(v) for k, v in attrs.items()}
 
 
 @contextlib.contextmanager
@@ -370,6 +442,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         kw = {"shape": source.shape, "dtype": source.dtype}
         if getattr(source, "chunks", None):
             kw["chunks"] = tuple(source.chunks)
+        if getattr(source, "fillvalue", None) is not None:  # h5py's name
+            kw["fill_value"] = source.fillvalue
         kw.update(create_kws)
         dst = create(store=dest.store, path=child_path, **kw)
         if not without_attrs:
@@ -418,9 +492,7 @@ def _plain(value):
 
 
 def _update_attributes(dest, source):
-    attrs = source.attrs
-    attrs = attrs.asdict() if hasattr(attrs, "asdict") else {
-        str(k): _plain(v) for k, v in attrs.items()}  # a foreign node's (h5py) attributes
+    attrs = _attributes_of(source)
     if attrs:  # nothing to add: no empty attributes document either
         dest.attrs.update(attrs)
 

@@ -429,3 +429,34 @@ def test_an_object_codec_given_only_as_a_filter_is_deprecated_as_zarr2():
         cs.zeros_like(z)
         cs.create_array({}, shape=(3,), dtype=str, zarr_format=2)
         cs.array(np.array(["x"], dtype=object), object_codec=numcodecs.VLenUTF8(), store={})
+
+
+def test_copy_into_h5py_as_zarr2(tmp_path):
+    """copy/copy_all into an h5py file: groups as groups, arrays as datasets with shape,
+    dtype, chunks and fill value, strings as h5py strings, attributes, if_exists as for a
+    chunkstore destination; anything but a group as dest is a ValueError."""
+    h5py = pytest.importorskip("h5py")
+    src = cs.group()
+    src.create_group("foo/bar").array("baz", np.arange(100), chunks=(16,), fill_value=7)
+    src["foo"].attrs["a"] = 1
+    src.array("spam", np.array(["x", "yy"], dtype=object), object_codec=numcodecs.VLenUTF8())
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        assert cs.copy(src["foo/bar/baz"], f) == (1, 0, 800)
+        np.testing.assert_array_equal(f["baz"][...], np.arange(100))
+        assert f["baz"].chunks == (16,) and f["baz"].fillvalue == 7
+        cs.copy(src["spam"], f)
+        assert list(f["spam"][...]) == [b"x", b"yy"]
+        assert cs.copy(src["foo"], f)[0] == 3
+        assert list(f["foo/bar"]) == ["baz"] and f["foo"].attrs["a"] == 1
+        with pytest.raises(cs.CopyError, match="already exists"):
+            cs.copy(src["spam"], f)
+        assert cs.copy(src["spam"], f, if_exists="skip") == (0, 1, 0)
+        cs.copy(src["foo/bar/baz"], f, name="baz", if_exists="replace",
+                compression="gzip", compression_opts=9)
+        assert f["baz"].compression == "gzip"
+        g2 = f.create_group("all")
+        cs.copy_all(src, g2)
+        assert sorted(g2) == ["foo", "spam"]
+        np.testing.assert_array_equal(g2["foo/bar/baz"][...], np.arange(100))
+        with pytest.raises(ValueError, match="dest must be a group"):
+            cs.copy(src["spam"], f["baz"])
