@@ -289,13 +289,9 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     target = f"{dest.name.rstrip('/')}/{name}" if dest is not None else name
     existing = dest[name] if dest is not None and name in dest else None
     if existing is not None and not (_is_group(source) and _is_group(existing)):
-        if if_exists == "skip_initialized":
-            if_exists = "replace"  # (h5py datasets have no "initialized" chunk count)
-        if if_exists == "raise":
-            raise CopyError(f"an object named {name!r} already exists at {target!r}")
-        if if_exists == "skip":
-            if log:
-                log(f"skip {getattr(source, 'name', name)} -> {target}")
+        # (h5py datasets have no "initialized" chunk count: skip_initialized replaces them)
+        if _skips(log, source, name, target, "replace" if if_exists == "skip_initialized"
+                  else if_exists):
             return 0, 1, 0
         if not dry_run:
             del dest[name]
@@ -340,6 +336,18 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     return 1, 0, source.nbytes
 
 
+def _skips(log, source, name, target, if_exists):
+    """What if_exists says of a copy whose destination is taken: CopyError ("raise"), True
+    to skip it (logged), False to replace it."""
+    if if_exists == "raise":
+        raise CopyError(f"an object named {name!r} already exists at {target!r}")
+    if if_exists == "skip":
+        if log:
+            log(f"skip {getattr(source, 'name', name)} -> {target}")
+        return True
+    return False
+
+
 def _attributes_of(node):
     """A node's attributes as a plain dict (chunkstore's, or a foreign node's)."""
     attrs = node.attrs
@@ -381,13 +389,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if (existing_blocks and if_exists == "skip_initialized" and isinstance(existing, Array)
             and existing.nchunks_initialized == existing.nchunks):
         if_exists = "skip"             # complete: skip it; anything else is replaced
-    if existing_blocks:
-        if if_exists == "raise":
-            raise CopyError(f"an object named {name!r} already exists at {target!r}")
-        if if_exists == "skip":
-            if log:
-                log(f"skip {source.name} -> {target}")
-            return 0, 1, 0
+    if existing_blocks and _skips(log, source, name, target, if_exists):
+        return 0, 1, 0
     if log:
         log(f"copy {source.name if hasattr(source, 'name') else name} -> {target}")
     child_path = f"{dest_path}/{name}" if dest_path else name
