@@ -159,11 +159,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise KeyError("an empty path names no member")
         return item if absolute else nodes.prefix(self._path) + item
 
-    def _open_node(self, path):
-        if contains_array(self._store, path):
+    def _open_node(self, path, kind=None):
+        # kind: "array" or "group" where a listing has just told (no second look)
+        if kind == "array" or (kind is None and contains_array(self._store, path)):
             return Array(self._store, path=path, read_only=self._read_only,
                          synchronizer=self._synchronizer)
-        if contains_group(self._store, path):
+        if kind == "group" or (kind is None and contains_group(self._store, path)):
             return Group(self._store, path=path, read_only=self._read_only,
                          synchronizer=self._synchronizer)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
@@ -202,13 +203,20 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
         rmdir(self._store, path)
 
-    def _member_names(self):
+    def _member_kinds(self):
+        """(name, "array" | "group") of the direct members, sorted by name: one look at
+        each listed name."""
         out = []
         for name in listdir(self._store, self._path):
             p = nodes.prefix(self._path) + name
-            if contains_array(self._store, p) or contains_group(self._store, p):
-                out.append(name)
+            if contains_array(self._store, p):
+                out.append((name, "array"))
+            elif contains_group(self._store, p):
+                out.append((name, "group"))
         return sorted(out)
+
+    def _member_names(self):
+        return [name for name, _ in self._member_kinds()]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._member_names())
@@ -227,7 +235,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def items(self) -> list[tuple[str, Array | Group]]:  # type: ignore[override]
         """``(name, member)`` pairs of the direct members, sorted by name."""
-        return [(k, self[k]) for k in self._member_names()]
+        pre = nodes.prefix(self._path)
+        return [(k, self._open_node(pre + k, kind)) for k, kind in self._member_kinds()]
 
     @property
     def members(self) -> Members:
@@ -241,17 +250,16 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
 
     def _array_iter(self, recurse, with_nodes=True):
-        for k in self._member_names():
-            p = nodes.prefix(self._path) + k
-            if contains_array(self._store, p):
-                yield k, (self[k] if with_nodes else None)
-            elif recurse and contains_group(self._store, p):
-                yield from self[k]._array_iter(recurse, with_nodes)
+        pre = nodes.prefix(self._path)
+        for k, kind in self._member_kinds():
+            if kind == "array":
+                yield k, (self._open_node(pre + k, kind) if with_nodes else None)
+            elif recurse:
+                yield from self._open_node(pre + k, kind)._array_iter(recurse, with_nodes)
 
     def group_keys(self) -> list[str]:
         """Sorted names of the member groups."""
-        return [k for k in self._member_names()
-                if contains_group(self._store, nodes.prefix(self._path) + k)]
+        return [k for k, kind in self._member_kinds() if kind == "group"]
 
     def arrays(self, recurse: bool = False) -> list[tuple[str, Array]]:
         """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
@@ -259,7 +267,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def groups(self) -> list[tuple[str, Group]]:
         """``(name, Group)`` pairs of the member groups, sorted by name."""
-        return [(k, cast(Group, self[k])) for k in self.group_keys()]
+        pre = nodes.prefix(self._path)
+        return [(k, cast(Group, self._open_node(pre + k, kind)))
+                for k, kind in self._member_kinds() if kind == "group"]
 
     def _ipython_key_completions_(self):
         return self._member_names()

@@ -699,3 +699,24 @@ def test_zarr3_reads_chunkstore_hierarchy(tmp_path, layout):
         assert zg["a"].chunks == (3, 4) and zg["g1/g2/b"].chunks == (7,)
     if layout == "zip":
         zstore.close()
+
+
+def test_listing_a_consolidated_hierarchy_looks_at_each_member_once(monkeypatch):
+    """arrays(), items(), groups() and group_keys() decide each member's kind from one look
+    (they looked two or three times: a cost per member of big hierarchies, issue 30)."""
+    from chunkstore.hierarchy import group as group_module
+    g = cs.group(cs.MemoryStore(), zarr_format=3)
+    for i in range(5):
+        g.create_array(f"a{i}", shape=(2,), dtype="i1")
+    g.create_group("sub").create_array("x", shape=(2,), dtype="i1")
+    calls = []
+    real = group_module.contains_array
+    monkeypatch.setattr(group_module, "contains_array",
+                        lambda store, path: calls.append(path) or real(store, path))
+    assert [k for k, _ in g.arrays()] == [f"a{i}" for i in range(5)]
+    assert len(calls) == len(set(calls)) and {f"a{i}" for i in range(5)} | {"sub"} <= set(calls)
+    calls.clear()
+    assert [k for k, _ in g.items()] == [f"a{i}" for i in range(5)] + ["sub"]
+    assert len(calls) == len(set(calls))            # (the listing's "zarr.json" looked at too)
+    assert g.group_keys() == ["sub"] and [k for k, _ in g.groups()] == ["sub"]
+    assert [k for k, _ in g.arrays(recurse=True)] == [f"a{i}" for i in range(5)] + ["x"]
