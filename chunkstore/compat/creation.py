@@ -6,7 +6,6 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from typing import Any

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chunkstore.compat.creation import create_array
+from chunkstore.hierarchy.creation import contains_group
 from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata, async_view
 from chunkstore.metadata.formats import array_document_format
 from chunkstore.storage import protocol
@@ -54,7 +55,7 @@ class GroupAPIv3:
         with the missing groups between, yielding (path, node) as each is made."""
         prefix = self.path.strip("/") + "/" if self.path.strip("/") else ""
         for path, doc, kind in hierarchy_plan(
-                nodes, lambda p: p == "" or (p in self and not hasattr(self[p], "shape"))):
+                nodes, lambda p: p == "" or contains_group(self.store, prefix + p)):
             if kind == "group":
                 if path == "":
                     continue  # this group

@@ -150,7 +150,7 @@ class ArrayAPIv3:
         """The array's data type as a zarr-python 3 data type object (zarr-python 3 keeps it
         as ``Array._zdtype``; code written against zarr reads it there)."""
         return parse_dtype(self.dtype if not self.dtype.hasobject else str,
-                           zarr_format=self.metadata.zarr_format)
+                           zarr_format=self.zarr_format)
 
     @property
     def serializer(self):
@@ -196,7 +196,7 @@ class ArrayAPIv3:
                           synchronizer=self.synchronizer,
                           write_empty_chunks=given.get("write_empty_chunks",
                                                        self.write_empty_chunks),
-                          order=given.get("order", self.order))
+                          order=order)
 
     def update_attributes(self, new_attributes):
         """zarr-python 3's ``update_attributes``: merge new_attributes in; returns self."""

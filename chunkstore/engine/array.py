@@ -22,8 +22,9 @@ from chunkstore.hierarchy import nodes
 from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.engine.core import ChunkEngine
-from chunkstore.errors import ArrayMetadataChangedError, ChunkstoreError, MetadataError
-from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
+from chunkstore.errors import ArrayMetadataChangedError
+from chunkstore.format import ArrayLayout
+from chunkstore.metadata.formats import format_alias
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.storage.store_path import split_store_path
@@ -68,11 +69,7 @@ class Array(nodes.Node, ArrayAPIv3):
         # meta_array None is NumPy, zarr_version is zarr_format's old name; a separate chunk
         # store is refused, not ignored (the chunks would be looked for in the wrong place)
         check_zarr2_keywords(chunk_store, meta_array)
-        if zarr_version is not None:
-            if zarr_format not in (None, zarr_version):
-                raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} "
-                                 f"disagree")
-            zarr_format = zarr_version
+        zarr_format = format_alias(zarr_format, zarr_version)
         if missing_chunks not in ("fill", "error"):
             raise ValueError(f"missing_chunks must be 'fill' or 'error', got {missing_chunks!r}")
         if order not in (None, "C", "F"):

@@ -209,7 +209,10 @@ def copy_array_data(src, dst, progress=None, block_bytes=None):
         return 0
     # blocks of whole stored objects: a sharded destination's shards, not its inner chunks
     # (a block covering part of a shard would rewrite that shard once per block)
-    shape, chunks = dst.shape, getattr(dst, "write_chunks", dst.chunks)
+    # (an h5py destination may be contiguous, chunks None: the source's chunks then)
+    shape = dst.shape
+    chunks = getattr(dst, "write_chunks", None) or getattr(dst, "chunks", None) or \
+        getattr(src, "chunks", None) or shape
     itemsize = max(src.dtype.itemsize, dst.dtype.itemsize)
     # Grow the block from one chunk, dimension by dimension from the last, while it fits.
     block = list(chunks)
@@ -285,7 +288,8 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
                   create_kws):
     """copy()'s walk into an h5py group (dest; None in a dry run below a group not made):
     groups as groups, arrays as datasets with their shape, dtype, chunks and fill value
-    (create_kws are h5py's create_dataset keywords), data in blocks of whole chunks."""
+    (create_kws are h5py's create_dataset keywords), data in bounded blocks of whole
+    chunks (copy_array_data)."""
     target = f"{dest.name.rstrip('/')}/{name}" if dest is not None else name
     existing = dest[name] if dest is not None and name in dest else None
     if existing is not None and not (_is_group(source) and _is_group(existing)):
@@ -314,7 +318,7 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
         return counts[0], counts[1], counts[2]
     if dry_run:
         return 1, 0, 0
-    kw: dict = {"shape": source.shape, "dtype": source.dtype}
+    kw = {"shape": source.shape, "dtype": source.dtype}
     chunks = getattr(source, "chunks", None)
     if chunks and all(chunks) and len(source.shape):
         kw["chunks"] = tuple(min(c, max(s, 1)) for c, s in zip(chunks, source.shape))
@@ -327,12 +331,7 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     kw.update(create_kws)
     ds = dest.create_dataset(name, **kw)
     ds.attrs.update(attrs)
-    step = max(1, (kw.get("chunks") or (1,))[0]) if len(source.shape) else 0
-    if not len(source.shape):
-        ds[()] = source[()]
-    else:
-        for start in range(0, source.shape[0], step):  # whole chunks along the first axis
-            ds[start:start + step] = source[start:start + step]
+    copy_array_data(source, ds)
     return 1, 0, source.nbytes
 
 

@@ -23,7 +23,7 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
 from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                ReadOnlyError)
-from chunkstore.metadata.formats import format_of, node_document_names
+from chunkstore.metadata.formats import format_alias, format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
                                     normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -163,8 +163,6 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
             raise ValueError(f"{name}= needs zarr_format=3 (a Zarr v2 array has no {name})")
     if compressor == "default":
         compressor = default_compressor()
-    if isinstance(compressor, (list, tuple)) and not compressor:
-        compressor = None  # zarr-python 2 takes any falsy compressor (compressor=[]) as none
     if isinstance(dimension_separator, dict):
         # zarr-python 3's chunk_key_encoding ("v2" and its separator) on a v2 array
         if dimension_separator.get("name", "v2") != "v2":
@@ -411,16 +409,6 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata, order=order)
-
-
-def format_alias(zarr_format: int | None, zarr_version: int | None) -> int | None:
-    """zarr_format, or zarr_version (its old name, which zarr-python still takes) where only
-    that is given; both given must agree."""
-    if zarr_version is None:
-        return zarr_format
-    if zarr_format not in (None, zarr_version):
-        raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} disagree")
-    return zarr_version
 
 
 def _check_unknown(kwargs):

@@ -72,9 +72,12 @@ def _check_storable(dt, whole):
 
 
 def is_no_compressor(compressor):
-    """None, False, "" and "none" (any case) ask for no compressor, as zarr-python 2 allows."""
+    """None, False, "", "none" (any case) and an empty list or tuple ask for no compressor,
+    as zarr-python 2 allows (it takes any falsy compressor as none)."""
     if compressor is None or compressor is False:
         return True
+    if isinstance(compressor, (list, tuple)):
+        return not compressor
     return isinstance(compressor, str) and compressor.strip().lower() in ("", "none")
 
 

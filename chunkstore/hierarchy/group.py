@@ -172,8 +172,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def __getitem__(self, item: str) -> Array | Group:
         if isinstance(item, str) and not normalize_path(item):
             # as zarr-python 2: "/" is the root group, "" this group
-            return Group(self._store, path="" if item.startswith("/") else self._path,
-                         read_only=self._read_only, synchronizer=self._synchronizer)
+            return self._open_node("" if item.startswith("/") else self._path, "group")
         return self._open_node(self._child(item))
 
     def __getattr__(self, item):

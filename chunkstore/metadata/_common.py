@@ -159,4 +159,3 @@ def guess_chunks(shape: Any, itemsize: int, max_bytes: int = 64 * 2 ** 20) -> tu
         chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
         axis += 1
     return tuple(int(c) for c in chunks)
-

@@ -140,8 +140,12 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
     if value is None:
         return default_fill(dtype)
     if dtype.kind == "V":
-        raw = value.tobytes() if isinstance(value, np.void) else bytes(value) \
-            if isinstance(value, (bytes, bytearray)) else None
+        if isinstance(value, np.void):
+            raw = value.tobytes()
+        elif isinstance(value, (bytes, bytearray)):
+            raw = bytes(value)
+        else:
+            raw = None
         if raw is None or len(raw) > dtype.itemsize:
             raise ValueError(f"fill_value {value!r} is not {dtype.itemsize} raw bytes ({dtype})")
         return np.array(raw, dtype=dtype)[()]

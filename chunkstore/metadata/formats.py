@@ -302,3 +302,13 @@ def _node_type(store: Mapping, key: str) -> str | None:
         raise NodeTypeValidationError(f"invalid metadata at {key!r} in {store_name(store)}: "
                                       f"node_type must be 'array' or 'group', got {kind!r}")
     return kind
+
+
+def format_alias(zarr_format: int | None, zarr_version: int | None) -> int | None:
+    """zarr_format, or zarr_version (its old name, which zarr-python still takes) where only
+    that is given; both given must agree."""
+    if zarr_version is None:
+        return zarr_format
+    if zarr_format not in (None, zarr_version):
+        raise ValueError(f"zarr_format={zarr_format} and zarr_version={zarr_version} disagree")
+    return zarr_version

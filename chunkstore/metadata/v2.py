@@ -21,15 +21,14 @@ message naming the key the document was read from.
 from __future__ import annotations
 
 import json
-import math
 import numbers
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numcodecs
-from chunkstore.metadata._common import (as_int_tuple, guess_chunks, check_chunk_addressable, check_required, json_default,
-                                         load_json_object)
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
+                                         guess_chunks, json_default, load_json_object)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
                                           encode_dtype, encode_fill_value)
 import numpy as np

@@ -454,6 +454,9 @@ def test_copy_into_h5py_as_zarr2(tmp_path):
         cs.copy(src["foo/bar/baz"], f, name="baz", if_exists="replace",
                 compression="gzip", compression_opts=9)
         assert f["baz"].compression == "gzip"
+        cs.copy(src["foo/bar/baz"], f, name="contiguous", chunks=None)  # no h5py chunks:
+        assert f["contiguous"].chunks is None                            # blocks by the source's
+        np.testing.assert_array_equal(f["contiguous"][...], np.arange(100))
         g2 = f.create_group("all")
         cs.copy_all(src, g2)
         assert sorted(g2) == ["foo", "spam"]
