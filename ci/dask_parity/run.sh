@@ -27,7 +27,7 @@ mapfile -t tests < <(grep -l zarr "$dask_dir"/tests/test_*.py "$dask_dir"/array/
 run() {  # $1: baseline|chunkstore, then extra pytest args
   local which="$1"; shift
   CHUNKSTORE_AS_ZARR=$([ "$which" = chunkstore ] && echo 1 || echo 0) \
-    PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
+    PYTHONPATH="$here:$here/../zarr_parity${PYTHONPATH:+:$PYTHONPATH}" \
     "$py" -m pytest "${tests[@]}" -p chunkstore_as_zarr -p no:zarr -p no:cacheprovider -q -rA --tb=short \
     -W ignore -W error::dask.array.core.PerformanceWarning "$@" > "$out/$which.txt" 2>&1 || true
 }

@@ -80,7 +80,7 @@ def blocks_of(page_text: str) -> list[tuple[str, str]]:
 def run_page(path: str, lib: str) -> dict:
     """Run one page in a fresh process and directory; its statement count and failures."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from chunkstore_as_zarr import PUBLIC  # noqa: PLC0415 - the same map as the test runs
+    from public_modules import PUBLIC  # noqa: PLC0415 - the same map as the test runs
     blocks = blocks_of(open(path, encoding="utf-8").read())
     total = sum(len(ast.parse(code).body) for _, code in blocks)
     child = CHILD.format(PUBLIC=repr(PUBLIC))
