@@ -1,8 +1,8 @@
 """How costs grow with the work (issue 30), each at two sizes so that growth shows:
 opening a consolidated hierarchy of N arrays and listing them, its tree(), counting the
 stored chunks of an array (nchunks_initialized), and an array-to-array copy (peak memory
-tracked as well). Data written once per asv run by setup_cache; asv_bench/scale_open.py
-compares the hierarchy rows with zarr-python 3 in one run."""
+tracked as well). Data written once per asv run by setup_cache; asv_bench/scale.py
+runs the same workloads against zarr-python 3 and tensorstore in one run."""
 
 from __future__ import annotations
 

@@ -105,6 +105,9 @@ class BloscPath:
 
     __slots__ = ("_spec", "_enc")
     raw = False
+    # what decodes these chunks: any Blosc frame, whatever it was encoded with (see
+    # EngineState.encoding_form)
+    family: tuple = ("blosc",)
 
     def __init__(self, decode_syms: tuple, encode_params: tuple | None) -> None:
         self._spec = (zcodecs.BLOSC, decode_syms, encode_params)
@@ -146,6 +149,12 @@ class ZPath:
     def raw(self) -> bool:
         """Stored bytes are the chunk's bytes: a file can be read straight into the output."""
         return self.kind == zcodecs.RAW
+
+    @property
+    def family(self) -> tuple:
+        """What decodes these chunks: the kind alone (a zstd frame decodes the same whatever
+        its level or checksum flag; so do gzip and zlib streams)."""
+        return ("z", self.kind)
 
     def _spec(self) -> tuple:
         # gzip's header time is 0 (numcodecs' GZip stamps the current second): equal chunks

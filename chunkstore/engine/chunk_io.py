@@ -145,6 +145,17 @@ class EngineState:
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
         self.object_fill = _object_fill(meta) if self.is_object else None
 
+    def encoding_form(self) -> tuple | None:
+        """How this array's stored chunk bytes map to chunk values, for copying them between
+        arrays unchanged: two arrays of equal forms decode the same stored chunk to the same
+        values (the compressor's family, not its level; the stored dtype with its byte order,
+        the chunk's memory order and shape). None where chunks take more than one plain
+        compressor over the raw bytes (filters, transposes, objects): those are re-encoded."""
+        fast = getattr(self.codec, "fast", None)
+        if fast is None or self.is_object:
+            return None
+        return (fast.family, self.codec.dtype, self.codec.order, tuple(self.codec.chunk_shape))
+
     def refresh(self) -> None:
         """Read the metadata again unless it is cached (``cache_metadata``)."""
         if not self.cache_metadata:

@@ -5,6 +5,15 @@ along the destination's chunk boundaries (so that every block covers whole desti
 chunks where the box does, and needs no read-modify-write), each block at most about one
 batch of chunks per pool thread; each block is read from z and written to out, both on the
 thread pool. Peak memory is one block plus what its read and write hold at once.
+
+Where the two arrays store chunks alike (equal encoding forms: the same chunk shape, stored
+dtype and order, and compressors of one family, say a Zarr v2 zstd array copied into a
+sharded v3 zstd array of the same inner chunks) and the box lies on the chunk grid, a block's
+stored chunks are copied as they are instead of decoded and encoded again. Each is still
+decoded once, on the pool, to check it: a chunk that does not decode raises the read's error
+naming its key, and a block with a missing chunk, a chunk that is all the destination's fill
+value (which the destination would not store), or one whose part past the destination's end
+is not its fill value (it would show if the array grew) is read and written the ordinary way.
 """
 
 from __future__ import annotations
@@ -14,7 +23,14 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
+import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore import config
+from chunkstore.engine import indexing as ix
+from chunkstore.engine import scheduling
+from chunkstore.engine.chunk_io import MetadataChanged
+from chunkstore.storage.base import getitems
 
 # Bytes of one block per pool thread (at least one destination chunk per thread is taken).
 BLOCK_BYTES_PER_THREAD = 4 * 2**20
@@ -85,7 +101,71 @@ def assign(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> None:
     chunk_bytes = math.prod(chunks) * itemsize
     # a batch's worth per thread, and at least a chunk per thread so the pool has work
     budget = max(BLOCK_BYTES_PER_THREAD, chunk_bytes) * threads
+    as_stored = _stored_alike(dst, box, src)
     for blk in _blocks(box, chunks, itemsize, budget):
         dsel = tuple(slice(a, b) for a, b in blk)
         ssel = tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(blk, box))
+        if as_stored and _copy_stored(dst, dsel, src, ssel):
+            continue
         dst[dsel] = src[ssel]
+
+
+def _stored_alike(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> bool:
+    """Can dst[box] = src copy src's stored chunks as they are? Equal encoding forms, and
+    the box on dst's chunk grid: it starts on a chunk boundary, and where src's last chunk
+    is partial, the box ends at dst's end (so that chunk is dst's partial last chunk too)."""
+    d, s = dst._engine, src._engine
+    form = d.encoding_form()
+    if form is None or form != s.encoding_form() or d.chunks != s.chunks:
+        return False
+    return all(a % c == 0 and ((b - a) % c == 0 or b == n)
+               for (a, b), c, n in zip(box, d.chunks, dst.shape))
+
+
+def _copy_stored(dst: Any, dsel: tuple[slice, ...], src: Any,
+                 ssel: tuple[slice, ...]) -> bool:
+    """dst[dsel] = src[ssel] by copying src's stored chunks (see the module's docstring).
+    False, with nothing written, where the block must go the ordinary way."""
+    d, s = dst._engine, src._engine
+    chunks = d.chunks
+    ranges = [range(x.start // c, -(-x.stop // c)) for x, c in zip(ssel, chunks)]
+    scoords = np.array(list(itertools.product(*ranges)), dtype=np.int64).reshape(
+        -1, len(chunks))
+    shift = np.array([(a.start - b.start) // c for a, b, c in zip(dsel, ssel, chunks)],
+                     dtype=np.int64)
+    dcoords = scoords + shift
+    skeys = s._chunk_keys(scoords)
+    got = getitems(s.chunk_store, skeys)
+    if len(got) != len(skeys):
+        return False   # a missing chunk reads as src's fill value (or raises): the usual way
+    datas = [got[k] for k in skeys]
+    drop_fill = not d.write_empty_chunks
+    fill = d.fill_item
+    ends = np.asarray(dst.shape, dtype=np.int64) - dcoords * np.asarray(chunks, np.int64)
+    bad: list[int] = []
+
+    def check(lo: int, hi: int) -> None:
+        scratch = scheduling.take_scratch(chunks, s.dtype, s.order)
+        try:
+            for i in range(lo, hi):
+                chunk = s._decode(datas[i], skeys[i], out=scratch)
+                if drop_fill and merge.is_all_fill(chunk, fill):
+                    bad.append(i)
+                    return
+                for axis, (end, c) in enumerate(zip(ends[i].tolist(), chunks)):
+                    if end < c and not merge.is_all_fill(np.ascontiguousarray(
+                            chunk[(slice(None),) * axis + (slice(end, None),)]), fill):
+                        bad.append(i)
+                        return
+        finally:
+            scheduling.give_scratch(scratch)
+
+    scheduling.run(len(datas), check, s.codec.nbytes)
+    if bad:
+        return False
+    sel = ix.basic_or_fancy(dsel, dst.shape, chunks, dst.name)
+    try:
+        d.write_encoded(sel, dict(zip(d._chunk_keys(dcoords), datas)))
+    except MetadataChanged:
+        return False   # another handle resized dst: the ordinary write plans again
+    return True

@@ -138,6 +138,19 @@ class WritePath(ReadPath):
             return
         self._set_prepared(sel, v)
 
+    def write_encoded(self, sel: Selection, encoded: dict[str, Any]) -> None:
+        """Store chunks already encoded, under the write's locks: ``encoded`` maps the key
+        of every chunk the ortho selection sel covers (each whole, or reaching the array's
+        end) to its stored bytes. The caller vouches for them: their encoding form equals
+        this array's (:meth:`encoding_form`), they decode, and none is all fill where empty
+        chunks are not written (see chunkstore.engine.streaming). MetadataChanged when
+        another handle changed the metadata meanwhile (nothing is written then)."""
+        self.check_writable()
+        self.refresh()
+        with self.locked(sel, list(encoded)):
+            self.check_metadata()
+            self._store_chunks(encoded, [])
+
     def _set_prepared(self, sel: Selection, v: np.ndarray, locked: bool = False) -> None:
         post = sel.post
         if post is not None and post[0] == "index":
