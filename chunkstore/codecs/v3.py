@@ -31,6 +31,7 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -204,10 +205,49 @@ def normalize_codecs_with_info(
     codecs: Sequence[Any], dtype: Any, chunk_shape: Sequence[int], fill_value: Any = None
 ) -> tuple[list[dict], dict]:
     """:func:`normalize_codecs` and :func:`codec_chain_info` from one parse of the chain
-    (an array's metadata needs both; the parse is most of the cost of reading it)."""
-    aa, ab, bb = parse_codecs(codecs, dtype, chunk_shape, fill_value)
-    return ([c.to_dict() for c in (*aa, ab, *bb)],
-            _chain_info(aa, ab, bb, len(tuple(chunk_shape))))
+    (an array's metadata needs both; the parse is most of the cost of reading it).
+
+    Parses are remembered by content (the chain's JSON, the dtype, chunk shape and fill
+    value): the arrays of a hierarchy mostly share one chain, and opening thousands of them
+    from consolidated metadata then parses it once. The info and its codec objects are
+    shared (immutable); the normalized list is the caller's own."""
+    try:
+        key = (json.dumps(codecs, sort_keys=True), np.dtype(dtype).str,
+               tuple(chunk_shape), _fill_key(fill_value), type(fill_value))
+    except (TypeError, ValueError):
+        key = None   # not plain JSON (codec objects given by a caller): parsed each time
+    hit = _PARSED.get(key) if key is not None else None
+    if hit is None:
+        aa, ab, bb = parse_codecs(codecs, dtype, chunk_shape, fill_value)
+        hit = ([c.to_dict() for c in (*aa, ab, *bb)],
+               _chain_info(aa, ab, bb, len(tuple(chunk_shape))))
+        if key is not None:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.pop(next(iter(_PARSED)))
+            _PARSED[key] = hit
+    return _json_copy(hit[0]), hit[1]
+
+
+def _fill_key(fill_value: Any) -> Any:
+    """The fill value for a cache key: floats by their bytes (NaN payloads and -0.0 kept
+    apart, as chunkstore compares fill values bytewise), the rest by repr."""
+    if isinstance(fill_value, (float, complex, np.floating, np.complexfloating)):
+        return np.asarray(fill_value).tobytes()
+    return repr(fill_value)
+
+
+def _json_copy(obj: Any) -> Any:
+    """A copy of a JSON value (dicts and lists copied, the rest immutable)."""
+    if isinstance(obj, dict):
+        return {k: _json_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_json_copy(v) for v in obj]
+    return obj
+
+
+# content key -> (normalized chain, chain info): see normalize_codecs_with_info
+_PARSED: dict = {}
+_PARSED_MAX = 256
 
 
 def _chain_info(aa: Sequence[Any], ab: Any, bb: Sequence[Any], ndim: int) -> dict:

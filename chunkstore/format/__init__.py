@@ -54,6 +54,12 @@ def read_array_metadata(store: MutableMapping, path: str = "",
         # probe of the store behind for a v2 document
         v3_raw = served
         format_hint = 3
+    elif docs is not None and format_hint != 3:
+        served = docs(v2_key)
+        if isinstance(served, dict):
+            # a consolidated v2 view: likewise from the JSON object (no bytes round trip)
+            from chunkstore.metadata.v2 import parse_array_metadata
+            return parse_array_metadata(served, v2_key), v2_key
     tried_v3 = format_hint == 3
     if tried_v3 and v3_raw is None:
         try:

@@ -137,7 +137,9 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
                 f"consolidated metadata {mkey!r} in {store_name(store)} is not a zarr_consolidated_format "
                 f"1 document"
             )
-        meta: dict[str, bytes] = {}
+        # the members' documents as JSON objects; their bytes are made when a key is read
+        # (an array opened through the format layer parses the object itself)
+        meta: dict[str, Any] = {}
         for k, v in doc["metadata"].items():
             if not isinstance(k, str):
                 continue
@@ -147,10 +149,23 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
                 raise MetadataError(
                     f"consolidated metadata {mkey!r} in {store_name(store)} has an invalid key {k!r}"
                 ) from None
-            meta[_join(self._base, k)] = _dumps(v)
+            meta[_join(self._base, k)] = v
         self._raw = bytes(raw)
         self._meta = meta
+        self._docs: dict[str, bytes] = {}
         self.consolidated = doc
+
+    def consolidated_document(self, key: str) -> Any:
+        """The JSON object of the metadata document at key as the consolidated metadata holds
+        it, or None for a key it does not serve (see protocol.consolidated_documents).
+        Shared: callers must not change it."""
+        return self._meta.get(key) if self._served(key) else None
+
+    def _document(self, key: str) -> bytes:
+        raw = self._docs.get(key)
+        if raw is None:
+            raw = self._docs[key] = _dumps(self._meta[key])
+        return raw
 
     @property
     def store(self) -> Mapping[str, bytes]:
@@ -179,7 +194,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         if key == self.metadata_key:
             return self._raw
         if self._served(key):
-            return self._meta[key]
+            return self._document(key)
         return self._store[key]
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -195,9 +210,8 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             if k == self.metadata_key:
                 out[k] = self._raw
             elif self._served(k):
-                v = self._meta.get(k)
-                if v is not None:
-                    out[k] = v
+                if k in self._meta:
+                    out[k] = self._document(k)
             else:
                 rest.append(k)
         if rest:
