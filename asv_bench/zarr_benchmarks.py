@@ -273,6 +273,9 @@ def main(argv=None):
     print(f"datasets in {root}, size {args.size}^3; libraries {libs}"
           + (f" (not installed: {missing})" if missing else ""), file=sys.stderr)
     generate(root, args.size)
+    # the datasets written back to disk before any timing: the page cache's writeback would
+    # otherwise run under the first runs of whichever library comes first
+    os.sync()
     cold = args.cold
     results = {}
     try:
