@@ -63,11 +63,47 @@ cdef int _take_addresses(tuple names, dict addr, size_t* a) except -1:
     return 0
 
 
+# Idle contexts, taken and given back with the GIL held (so no lock is needed).
+cdef enum:
+    _POOL_MAX = 16
+
+cdef Ctx* _pool[16]
+cdef int _npool = 0
+
+
+cdef void _drop_zstd_contexts() noexcept:
+    """Free the idle contexts' zstd objects with the library that made them (before the
+    library is replaced: another library's free would crash on them)."""
+    cdef int i
+    for i in range(_npool):
+        if _pool[i].dctx != NULL:
+            _zstd.freeDCtx(_pool[i].dctx)
+            _pool[i].dctx = NULL
+        if _pool[i].cctx != NULL:
+            _zstd.freeCCtx(_pool[i].cctx)
+            _pool[i].cctx = NULL
+            _pool[i].clevel = 0
+            _pool[i].cchecksum = -1
+
+
+def clear_zstd():
+    """Uninstall libzstd (zstd chunks then go through numcodecs). Only while no batch runs:
+    the idle contexts' zstd objects are freed."""
+    global _have_zstd
+    if _have_zstd:
+        _drop_zstd_contexts()
+    _have_zstd = False
+
+
 def set_zstd(dict addr):
-    """Install libzstd's functions (addresses by name, the names of _ZSTD_NAMES)."""
+    """Install libzstd's functions (addresses by name, the names of _ZSTD_NAMES), replacing
+    any installed before. Only while no batch runs: the idle contexts' zstd objects are freed
+    with the library that made them."""
     global _have_zstd
     cdef size_t a[11]
     _take_addresses(_ZSTD_NAMES, addr, a)
+    if _have_zstd:
+        _drop_zstd_contexts()
     _zstd.createDCtx = <zstd_create_fn><void*>a[0]
     _zstd.freeDCtx = <zstd_free_fn><void*>a[1]
     _zstd.decompressDCtx = <zstd_decompress_fn><void*>a[2]
@@ -141,13 +177,6 @@ cdef void _ctx_init(Ctx* x) noexcept nogil:
     x.zd_wbits = 0
     x.zd_level = 0
 
-
-# Idle contexts, taken and given back with the GIL held (so no lock is needed).
-cdef enum:
-    _POOL_MAX = 16
-
-cdef Ctx* _pool[16]
-cdef int _npool = 0
 
 
 cdef Ctx* _ctx_take() except NULL:

@@ -105,8 +105,16 @@ def assign(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> None:
     for blk in _blocks(box, chunks, itemsize, budget):
         dsel = tuple(slice(a, b) for a, b in blk)
         ssel = tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(blk, box))
-        if as_stored and _copy_stored(dst, dsel, src, ssel):
-            continue
+        encoded = _stored_chunks(dst, dsel, src, ssel) if as_stored else None
+        if encoded is not None:
+            sel = ix.basic_or_fancy(dsel, dst.shape, dst._engine.chunks, dst.name)
+            try:
+                dst._engine.write_encoded(sel, encoded)
+                continue
+            except MetadataChanged:
+                pass   # another handle resized dst: the ordinary write plans again
+        # (reading the next block while writing this one was measured slower: the read
+        # takes the pool's idle threads, and the write then runs its shards on one thread)
         dst[dsel] = src[ssel]
 
 
@@ -122,10 +130,11 @@ def _stored_alike(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> bool:
                for (a, b), c, n in zip(box, d.chunks, dst.shape))
 
 
-def _copy_stored(dst: Any, dsel: tuple[slice, ...], src: Any,
-                 ssel: tuple[slice, ...]) -> bool:
-    """dst[dsel] = src[ssel] by copying src's stored chunks (see the module's docstring).
-    False, with nothing written, where the block must go the ordinary way."""
+def _stored_chunks(dst: Any, dsel: tuple[slice, ...], src: Any,
+                   ssel: tuple[slice, ...]) -> dict[str, Any] | None:
+    """{dst chunk key: src's stored bytes} for the chunks of dst[dsel] = src[ssel], each
+    decoded once to check it (see the module's docstring); None where the block must go
+    the ordinary way."""
     d, s = dst._engine, src._engine
     chunks = d.chunks
     ranges = [range(x.start // c, -(-x.stop // c)) for x, c in zip(ssel, chunks)]
@@ -137,7 +146,7 @@ def _copy_stored(dst: Any, dsel: tuple[slice, ...], src: Any,
     skeys = s._chunk_keys(scoords)
     got = getitems(s.chunk_store, skeys)
     if len(got) != len(skeys):
-        return False   # a missing chunk reads as src's fill value (or raises): the usual way
+        return None   # a missing chunk reads as src's fill value (or raises): the usual way
     datas = [got[k] for k in skeys]
     drop_fill = not d.write_empty_chunks
     fill = d.fill_item
@@ -162,10 +171,5 @@ def _copy_stored(dst: Any, dsel: tuple[slice, ...], src: Any,
 
     scheduling.run(len(datas), check, s.codec.nbytes)
     if bad:
-        return False
-    sel = ix.basic_or_fancy(dsel, dst.shape, chunks, dst.name)
-    try:
-        d.write_encoded(sel, dict(zip(d._chunk_keys(dcoords), datas)))
-    except MetadataChanged:
-        return False   # another handle resized dst: the ordinary write plans again
-    return True
+        return None
+    return dict(zip(d._chunk_keys(dcoords), datas))
