@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import numcodecs
 import numpy as np
 
 import chunkstore as cs
@@ -34,9 +35,15 @@ def setup_cache():
                             chunks=(16, 16), dtype="u1", compressors=None)
         a[...] = 1
     for side in COPY_SIDES:
+        values = np.random.default_rng(side).random((side, side), dtype="f4")
         a = cs.create_array(os.path.join(root, f"s{side}.zarr"), shape=(side, side),
                             chunks=(256, 256), dtype="f4", zarr_format=2)
-        a[...] = np.random.default_rng(side).random((side, side), dtype="f4")
+        a[...] = values
+        # the same values compressed otherwise (Blosc lz4): a copy into zstd re-encodes
+        b = cs.create_array(os.path.join(root, f"b{side}.zarr"), shape=(side, side),
+                            chunks=(256, 256), dtype="f4", zarr_format=2,
+                            compressors=numcodecs.Blosc(cname="lz4", clevel=5))
+        b[...] = values
     return root
 
 
@@ -76,19 +83,25 @@ class ChunkCount:
 
 class StreamingCopy:
     """from_array(data=Array) of a float32 v2 array into sharded v3 (256² chunks in 1024²
-    shards): time and peak memory (which stays bounded: blocks, not the whole array)."""
+    shards, zstd): time and peak memory (which stays bounded: blocks, not the whole array).
+    "stored": a zstd source, whose stored chunks are moved as they are; "recode": a Blosc
+    source, every chunk decoded and encoded again."""
 
-    params = list(COPY_SIDES)
-    param_names = ["side"]
+    params = (list(COPY_SIDES), ["stored", "recode"])
+    param_names = ["side", "source"]
 
-    def setup(self, root, side):
-        self.src = cs.open_array(os.path.join(root, f"s{side}.zarr"), mode="r")
-        self.dst = os.path.join(root, f"out{side}.zarr")
+    def setup(self, root, side, source):
+        name = f"s{side}.zarr" if source == "stored" else f"b{side}.zarr"
+        self.src = cs.open_array(os.path.join(root, name), mode="r")
+        self.dst = os.path.join(root, f"out{side}-{source}.zarr")
 
-    def time_from_array(self, root, side):
+    def _copy(self):
         cs.from_array(self.dst, data=self.src, chunks=(256, 256), shards=(1024, 1024),
-                      zarr_format=3, overwrite=True)
+                      compressors=[cs.codecs.ZstdCodec(level=0)], zarr_format=3,
+                      overwrite=True)
 
-    def peakmem_from_array(self, root, side):
-        cs.from_array(self.dst, data=self.src, chunks=(256, 256), shards=(1024, 1024),
-                      zarr_format=3, overwrite=True)
+    def time_from_array(self, root, side, source):
+        self._copy()
+
+    def peakmem_from_array(self, root, side, source):
+        self._copy()
