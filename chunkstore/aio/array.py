@@ -9,7 +9,7 @@ import numpy as np
 
 from chunkstore.aio.node import AsyncNode
 from chunkstore.compat.node_api import register_async_view
-from chunkstore.aio.run import off_loop
+from chunkstore.aio.run import off_loop, read_off_loop
 from chunkstore.engine.array import Array
 
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
@@ -62,7 +62,7 @@ class AsyncArray(AsyncNode):
     # ------------------------------------------------------------ reads and writes
     async def getitem(self, selection: Any, *, prototype: Any = None) -> Any:
         """``array[selection]`` (NumPy-style basic and fancy indexing)."""
-        return await off_loop(self._node.__getitem__, selection)
+        return await read_off_loop(self._node.__getitem__, selection)
 
     async def setitem(self, selection: Any, value: Any) -> None:
         """``array[selection] = value``."""
@@ -71,31 +71,31 @@ class AsyncArray(AsyncNode):
     async def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None,
                                   fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_basic_selection``."""
-        return await off_loop(self._node.get_basic_selection, selection, out=out,
-                              fields=fields)
+        return await read_off_loop(self._node.get_basic_selection, selection, out=out,
+                                   fields=fields)
 
     async def get_orthogonal_selection(self, selection: Any, *, out: Any = None,
                                        fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_orthogonal_selection`` (outer indexing)."""
-        return await off_loop(self._node.get_orthogonal_selection, selection, out=out,
-                              fields=fields)
+        return await read_off_loop(self._node.get_orthogonal_selection, selection, out=out,
+                                   fields=fields)
 
     async def get_coordinate_selection(self, selection: Any, *, out: Any = None,
                                        fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_coordinate_selection`` (points)."""
-        return await off_loop(self._node.get_coordinate_selection, selection, out=out,
-                              fields=fields)
+        return await read_off_loop(self._node.get_coordinate_selection, selection, out=out,
+                                   fields=fields)
 
     async def get_mask_selection(self, mask: Any, *, out: Any = None, fields: Any = None,
                                  prototype: Any = None) -> Any:
         """The Array's ``get_mask_selection``."""
-        return await off_loop(self._node.get_mask_selection, mask, out=out, fields=fields)
+        return await read_off_loop(self._node.get_mask_selection, mask, out=out, fields=fields)
 
     async def get_block_selection(self, selection: Any, *, out: Any = None,
                                   fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_block_selection`` (whole chunks by chunk index)."""
-        return await off_loop(self._node.get_block_selection, selection, out=out,
-                              fields=fields)
+        return await read_off_loop(self._node.get_block_selection, selection, out=out,
+                                   fields=fields)
 
     async def set_basic_selection(self, selection: Any, value: Any, *,
                                   fields: Any = None) -> None:

@@ -19,6 +19,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from chunkstore.storage.protocol import CALLER_LOOP
+
 T = TypeVar("T")
 
 #: worker threads (as asyncio's default executor: the cores plus 4 for I/O waits, at most 32)
@@ -110,8 +112,28 @@ os.register_at_fork(after_in_child=_after_fork)
 async def off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) on a worker thread (with the caller's context variables); the
     event loop runs other tasks meanwhile."""
+    return await _submit(contextvars.copy_context(), fn, args, kwargs)
+
+
+async def read_off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """off_loop for a read: the chunk requests fn makes to a store whose requests are
+    coroutines (ObjectStore) run on this event loop, natively (see
+    chunkstore.storage.protocol.CALLER_LOOP); decoding stays on the worker threads.
+
+    Reads only: a read holds no lock while it waits for a request, so a loop that some
+    other code blocks for a while delays it, nothing more. A write waits for requests under
+    its chunk locks, and a loop blocked on one of those locks (a synchronous write of the
+    same chunks from a coroutine) would then never run the requests: writes send theirs to
+    the store's own I/O loop."""
+    ctx = contextvars.copy_context()
+    ctx.run(CALLER_LOOP.set, asyncio.get_running_loop())
+    return await _submit(ctx, fn, args, kwargs)
+
+
+async def _submit(ctx: contextvars.Context, fn: Callable[..., T], args: tuple,
+                  kwargs: dict) -> T:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     workers = _workers
-    workers.submit((workers.inbox(loop), fut, contextvars.copy_context(), fn, args, kwargs))
+    workers.submit((workers.inbox(loop), fut, ctx, fn, args, kwargs))
     return await fut

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from chunkstore import config
+from chunkstore.storage import protocol
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -81,7 +82,10 @@ def run(n: int, work: Callable[[int, int], object], item_nbytes: int,
         batch = max(1, min(single, -(-n // ((helpers + 1) * 4))))
         bounds = _bounds(n, batch, groups)
         job = _Job(work, bounds)
-        futures = [pool.submit(job.help) for _ in range(min(helpers, len(bounds) - 1))]
+        # helpers make requests for the caller: to its event loop, if it has one (aio reads)
+        caller = protocol.CALLER_LOOP.get()
+        futures = [pool.submit(protocol.with_caller_loop, caller, job.help)
+                   for _ in range(min(helpers, len(bounds) - 1))]
         try:
             job.help()
         finally:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, Literal, cast
 
-from . import fsspec_io
+from . import fsspec_io, protocol
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
 from .remote_version import RemoteVersion
 from chunkstore.errors import StoreError, store_name
@@ -48,6 +48,20 @@ class _Loop:
 
 
 _LOOP = _Loop()
+
+
+class _RequestLoop:
+    """Where a batch's requests run: the asynchronous API caller's own event loop while an
+    engine call it awaits is running (protocol.CALLER_LOOP: obstore's coroutines run on any
+    loop), else the stores' shared I/O loop."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        caller = protocol.caller_loop()
+        return caller if caller is not None else _LOOP.loop
+
+
+_REQUESTS = _RequestLoop()
 
 class NoSuchBucketError(StoreError):
     """The bucket of an object store does not exist: not a missing key (which reads as the
@@ -217,7 +231,8 @@ class ObjectStore(BaseStore):
             return None
         for k in keys:
             validate_key(k)
-        return fsspec_io.Batch(_LOOP, [self._get_call(k) for k in keys], (FileNotFoundError,))
+        return fsspec_io.Batch(_REQUESTS, [self._get_call(k) for k in keys],
+                               (FileNotFoundError,))
 
     def fetched(self, key: str, future: concurrent.futures.Future) -> bytes | None:
         """start_fetch's answer for key: bytes, None if missing; an error names the key."""
@@ -233,7 +248,7 @@ class ObjectStore(BaseStore):
 
         def call(k: str, v: bytes) -> Callable[[], Awaitable[Any]]:
             return lambda: obs.put_async(store, k, v)
-        return fsspec_io.Batch(_LOOP, [call(validate_key(k), bytes(ensure_bytes(v)))
+        return fsspec_io.Batch(_REQUESTS, [call(validate_key(k), bytes(ensure_bytes(v)))
                                        for k, v in zip(keys, values)], ())
 
     def put_error(self, key: str, exc: BaseException) -> BaseException:
@@ -340,8 +355,10 @@ class ObjectStore(BaseStore):
         omitted.
         """
         keys = list(keys)
-        if len(keys) <= 1:
-            return super().getitems(keys)
+        if len(keys) <= 1 and protocol.caller_loop() is None:
+            return super().getitems(keys)   # (for an aio read, even one GET goes on its loop)
+        if not keys:
+            return {}
         batch = self.start_fetch(keys)
         assert batch is not None  # keys is not empty
         try:
@@ -375,7 +392,7 @@ class ObjectStore(BaseStore):
                 return False
             return bytes(await r.bytes_async()), etag, r.meta.get("size")
 
-        return RemoteVersion(self, key, _LOOP, (FileNotFoundError,), get)
+        return RemoteVersion(self, key, _REQUESTS, (FileNotFoundError,), get)
 
     def get_partial(self, key: str, ranges: Iterable[tuple[int, int | None]]) -> list[bytes]:
         """Read byte ranges of one object with ranged GETs.

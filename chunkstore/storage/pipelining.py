@@ -40,6 +40,9 @@ class Prefetch:
         self._started = 0
         self._consumed = 0
         self._lock = threading.Lock()
+        # later batches are started by the pool threads consuming these: they send them
+        # where the caller's first one went (its event loop, for the asynchronous API)
+        self._caller = protocol.caller_loop()
         self._top_up()
 
     def _top_up(self, upto: int = 0) -> None:
@@ -51,7 +54,7 @@ class Prefetch:
             end = min(len(self._keys), max(upto, self._consumed + self._ahead))
             new = self._keys[self._started:end]
             self._started = end
-            batch = self.store.start_fetch(new)
+            batch = protocol.with_caller_loop(self._caller, self.store.start_fetch, new)
             self._batches.append(batch)
             self._futures.update(zip(new, batch.futures))
 
@@ -107,6 +110,7 @@ class WriteBehind:
         self._bytes = 0
         self._error = None
         self._lock = threading.Lock()
+        self._caller = protocol.caller_loop()   # (as Prefetch: the pool threads' puts too)
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Start uploading *mapping* and return without waiting, unless too many bytes are in
@@ -117,7 +121,7 @@ class WriteBehind:
         keys = list(mapping)
         values = [mapping[k] for k in keys]
         nbytes = sum(len(v) for v in values)
-        batch = self.store.start_put(keys, values)
+        batch = protocol.with_caller_loop(self._caller, self.store.start_put, keys, values)
         with self._lock:
             self._pending.append((keys, batch, nbytes))
             self._bytes += nbytes

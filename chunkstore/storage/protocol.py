@@ -37,8 +37,10 @@ behind them offers.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from .base import ValueVersion
@@ -192,3 +194,32 @@ def flusher(store: object) -> Callable[[], None] | None:
 def stray_temporaries(store: object) -> Callable[[], list[str]] | None:
     """The store's ``stray_temporaries()``, or None."""
     return getattr(store, "stray_temporaries", None)
+
+
+#: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a
+#: worker thread (set by chunkstore.aio.run): a store whose requests are coroutines that run
+#: on any loop (ObjectStore) sends them to that loop, so a coroutine's chunk requests run
+#: natively on the caller's own event loop; elsewhere, on the store's own I/O loop.
+CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = \
+    contextvars.ContextVar("chunkstore_caller_loop", default=None)
+
+_T = TypeVar("_T")
+
+
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop of the asynchronous caller (see CALLER_LOOP), or None."""
+    loop = CALLER_LOOP.get()
+    return loop if loop is not None and loop.is_running() else None
+
+
+def with_caller_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., _T],
+                     *args: Any) -> _T:
+    """fn(*args) with CALLER_LOOP set to loop in this thread (a pool thread carrying on a
+    request stream its caller started: a prefetch's later batches, a write-behind's puts)."""
+    if loop is None or CALLER_LOOP.get() is loop:
+        return fn(*args)
+    token = CALLER_LOOP.set(loop)
+    try:
+        return fn(*args)
+    finally:
+        CALLER_LOOP.reset(token)

@@ -221,3 +221,84 @@ def test_a_bucket_gone_under_an_open_sharded_array_is_an_error_not_fill(s3):
     client.delete_bucket(Bucket=bucket)
     with pytest.raises(NoSuchBucketError, match=bucket):
         reader[4:6, 4:6]
+
+
+# ------------------------------------------------------------------ the asynchronous API
+
+
+def _record_loops(monkeypatch):
+    """Patch obstore's get_async/put_async to note each request's key and the event loop it
+    runs on."""
+    import asyncio
+
+    import obstore
+    seen = {"get": [], "put": []}
+    get, put = obstore.get_async, obstore.put_async
+
+    async def get_async(store, key, *a, **kw):
+        seen["get"].append((key, asyncio.get_running_loop()))
+        return await get(store, key, *a, **kw)
+
+    async def put_async(store, key, *a, **kw):
+        seen["put"].append((key, asyncio.get_running_loop()))
+        return await put(store, key, *a, **kw)
+    monkeypatch.setattr(obstore, "get_async", get_async)
+    monkeypatch.setattr(obstore, "put_async", put_async)
+    return seen
+
+
+@pytest.mark.parametrize("layout", ["chunks", "shards"])
+def test_async_reads_run_their_requests_on_the_callers_loop(s3, prefix, monkeypatch, layout):
+    """AsyncArray reads send every GET of a selection to the awaiting coroutine's own event
+    loop (natively; decoding stays on worker threads), one chunk or many, sharded or not,
+    and the loop keeps running other tasks while they are in flight. Writes send theirs to
+    the store's own I/O loop (they wait for requests under chunk locks)."""
+    import asyncio
+
+    data = np.arange(32 * 32, dtype="i4").reshape(32, 32)
+    z = cs.create_array(store(s3, prefix), shape=(32, 32), chunks=(8, 8), dtype="i4",
+                        shards=(16, 16) if layout == "shards" else None)
+    z[...] = data
+    seen = _record_loops(monkeypatch)
+    s3.hold = 0.05
+
+    async def main():
+        a = cs.AsyncArray(cs.open_array(store(s3, prefix), mode="r"))
+        loop = asyncio.get_running_loop()
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+        t = asyncio.create_task(ticker())
+        whole = await a.getitem(slice(None))
+        one = await a.getitem((slice(0, 8), slice(0, 8)))
+        points = await a.get_coordinate_selection(([1, 30], [2, 31]))
+        t.cancel()
+        w = cs.AsyncArray(cs.open_array(store(s3, prefix), mode="r+"))
+        await w.setitem((slice(0, 16), slice(0, 16)), -data[:16, :16])
+        return loop, ticks, whole, one, points
+
+    loop, ticks, whole, one, points = asyncio.run(main())
+    np.testing.assert_array_equal(whole, data)
+    np.testing.assert_array_equal(one, data[:8, :8])
+    np.testing.assert_array_equal(points, data[[1, 30], [2, 31]])
+    # (opening an array reads its metadata synchronously, on the store's own loop)
+    chunk_gets = [(k, x) for k, x in seen["get"] if k.startswith("c/")]
+    assert len(chunk_gets) >= 4 and all(x is loop for _, x in chunk_gets), chunk_gets
+    assert ticks >= 5
+    # (an unsharded write's PUTs go out together on the store's loop; a sharded one's
+    # whole shards are single synchronous PUTs)
+    assert all(x is not loop for _, x in seen["put"])
+    assert seen["put"] or layout == "shards"
+    np.testing.assert_array_equal(z[:16, :16], -data[:16, :16])
+
+
+def test_sync_reads_keep_the_stores_own_loop(s3, prefix, monkeypatch):
+    make_array(s3, prefix)
+    seen = _record_loops(monkeypatch)
+    z = cs.open_array(store(s3, prefix, read_only=True), mode="r")
+    z[...]
+    assert seen["get"] and len({id(x) for _, x in seen["get"]}) == 1
