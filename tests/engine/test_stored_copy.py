@@ -209,3 +209,13 @@ def test_copies_match_numpy(data):
                 block = expected[tuple(slice(i * c, (i + 1) * c)
                                        for i, c in zip(coords, chunks))]
                 assert not (block == dfill).all() or block.size == 0, coords
+
+
+def test_sharded_source_into_v2_moves_the_inner_chunks():
+    data = np.arange(20 * 20, dtype="<i4").reshape(20, 20)
+    src = _v3((20, 20), (5, 5), shards=(10, 10), level=1)
+    src[...] = data
+    dst = _v2((20, 20), (5, 5), level=5)
+    dst[...] = src
+    np.testing.assert_array_equal(dst[...], data)
+    assert _inner_bytes(dst, (1, 3)) == _inner_bytes(src, (1, 3))
