@@ -18,7 +18,7 @@ __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 _PROPERTIES = ("shape", "dtype", "chunks", "shards", "ndim", "size", "attrs", "metadata",
                "path", "name", "basename", "store", "fill_value", "order", "nchunks",
                "cdata_shape", "nbytes", "zarr_format", "compressor", "compressors", "filters",
-               "serializer", "read_only", "write_chunks", "_zdtype", "store_path")
+               "serializer", "read_only", "write_chunks", "_zdtype", "store_path", "config")
 
 
 class AsyncArray(AsyncNode):

@@ -255,3 +255,12 @@ def test_concurrent_tasks_writing_one_array_lose_nothing(tmp_path_factory, batch
             np.testing.assert_array_equal(await a.getitem(...), model)
 
     run(main())
+
+
+def test_async_array_config_is_the_arrays():
+    """AsyncArray.config (zarr-python 3): the array's order and write_empty_chunks."""
+    z = cs.create_array(cs.MemoryStore(), shape=(4, 4), chunks=(2, 2), dtype="i4",
+                        config={"write_empty_chunks": True})
+    a = AsyncArray(z)
+    assert a.config == z.config
+    assert a.config.write_empty_chunks is True and a.config.order == "C"
