@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from chunkstore import config
+from chunkstore.storage import protocol
 from chunkstore.errors import store_name
 
 #: HTTP statuses and S3 error codes that mean "try again later"
@@ -138,8 +139,31 @@ def _settle(fut: concurrent.futures.Future, value: Any = None,
         pass
 
 
+def result(fut: concurrent.futures.Future) -> Any:
+    """A batch future's result. A batch sent to an event loop that is not the store's own
+    (an asynchronous caller's: protocol.CALLER_LOOP) may never run if that loop stops first
+    (asyncio.run ending with the read abandoned): waiting then raises RuntimeError instead of
+    holding the waiting worker thread for ever."""
+    loop = getattr(fut, "chunkstore_loop", None)
+    if loop is None:
+        return fut.result()
+    while True:
+        try:
+            return fut.result(timeout=_LOOP_CHECK_S)
+        except concurrent.futures.TimeoutError:
+            if not loop.is_running():
+                fut.cancel()
+                raise RuntimeError("the event loop awaiting this read stopped before its "
+                                   "requests were answered") from None
+
+
+#: how often a wait for a caller's loop checks that the loop still runs
+_LOOP_CHECK_S = 0.5
+
+
 class Batch:
-    """Requests of one batch in flight on the loop; ``futures[i]`` answers ``calls[i]``.
+    """Requests of one batch in flight on the loop; ``futures[i]`` answers ``calls[i]``
+    (wait with :func:`result`).
 
     A call returning ``missing`` (when its error is one of *missing*) resolves to None."""
 
@@ -147,9 +171,13 @@ class Batch:
                  missing: tuple[type[BaseException], ...]) -> None:
         self.futures: list[concurrent.futures.Future] = [
             concurrent.futures.Future() for _ in calls]
+        loop = fs.loop
+        if loop is protocol.caller_loop():   # an asynchronous caller's loop (see result)
+            for f in self.futures:
+                f.chunkstore_loop = loop  # type: ignore[attr-defined]
         self._task = asyncio.run_coroutine_threadsafe(
             self._run(list(calls), missing, config.get("io_concurrency"),
-                      config.get("io_retries")), fs.loop)
+                      config.get("io_retries")), loop)
 
     async def _run(self, calls: list[Callable], missing: tuple[type[BaseException], ...],
                    limit: int, retries: int) -> None:

@@ -237,7 +237,7 @@ class ObjectStore(BaseStore):
     def fetched(self, key: str, future: concurrent.futures.Future) -> bytes | None:
         """start_fetch's answer for key: bytes, None if missing; an error names the key."""
         try:
-            return future.result()
+            return fsspec_io.result(future)
         except Exception as e:
             raise fsspec_io.with_key(e, key, self) from None
 

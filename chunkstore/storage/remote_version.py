@@ -58,7 +58,7 @@ class RemoteVersion(ValueVersion):
             res = []
             for f in batch.futures:
                 try:
-                    res.append(f.result())
+                    res.append(fsspec_io.result(f))
                 except VersionChanged:
                     raise
                 except Exception as e:

@@ -302,3 +302,45 @@ def test_sync_reads_keep_the_stores_own_loop(s3, prefix, monkeypatch):
     z = cs.open_array(store(s3, prefix, read_only=True), mode="r")
     z[...]
     assert seen["get"] and len({id(x) for _, x in seen["get"]}) == 1
+
+
+def test_abandoned_async_reads_free_their_workers(s3, prefix):
+    """asyncio.run ending while a read's GETs are in flight on its loop: the worker waiting
+    for them is freed (an error nobody awaits), and later reads still get workers."""
+    import asyncio
+
+    from chunkstore.aio import run as aio_run
+    data = make_array(s3, prefix)
+    s3.hold = 0.3
+
+    async def abandon():
+        a = cs.AsyncArray(cs.open_array(store(s3, prefix, read_only=True), mode="r"))
+        asyncio.get_running_loop().create_task(a.getitem(slice(None)))
+        await asyncio.sleep(0.05)          # its GETs are in flight: then the loop ends
+
+    for _ in range(aio_run.WORKERS + 2):
+        asyncio.run(abandon())
+    s3.hold = 0
+
+    async def read():
+        a = cs.AsyncArray(cs.open_array(store(s3, prefix, read_only=True), mode="r"))
+        return await asyncio.wait_for(a.getitem(slice(None)), 20)
+
+    np.testing.assert_array_equal(asyncio.run(read()), data)
+
+
+def test_waiting_on_a_stopped_callers_loop_raises():
+    import asyncio
+    import concurrent.futures
+
+    from chunkstore.storage import fsspec_io
+    loop = asyncio.new_event_loop()         # never run: as a loop that stopped
+    fut = concurrent.futures.Future()
+    fut.chunkstore_loop = loop
+    with pytest.raises(RuntimeError, match="event loop awaiting this read stopped"):
+        fsspec_io.result(fut)
+    assert fut.cancelled()
+    loop.close()
+    done = concurrent.futures.Future()
+    done.set_result(3)
+    assert fsspec_io.result(done) == 3
