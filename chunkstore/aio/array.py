@@ -59,6 +59,11 @@ class AsyncArray(AsyncNode):
         from chunkstore.hierarchy.creation import create
         return cls(await off_loop(create, store=store, **_create_kwargs(kwargs, 3)))
 
+    def with_config(self, config: Any) -> AsyncArray:
+        """zarr-python 3's ``with_config``: another view of this array with config's
+        ``order`` and ``write_empty_chunks`` (see Array.with_config)."""
+        return type(self)(self._node.with_config(config))
+
     # ------------------------------------------------------------ reads and writes
     async def getitem(self, selection: Any, *, prototype: Any = None) -> Any:
         """``array[selection]`` (NumPy-style basic and fancy indexing)."""

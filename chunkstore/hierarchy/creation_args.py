@@ -18,6 +18,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from chunkstore import config
 from chunkstore.metadata.zarr3_view import creation_kwargs
 
 # zarr-python 2's object-array shortcuts: dtype name -> numcodecs codec id.
@@ -189,6 +190,8 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
             order = cfg_order
         if "write_empty_chunks" in given:
             write_empty_chunks = cfg_wec
+    if order is None:   # zarr-python 3's "not given": the configured array.order
+        order = config.get("array.order") or "C"
     return chunks, order, write_empty_chunks, dimension_separator
 
 

@@ -264,3 +264,12 @@ def test_async_array_config_is_the_arrays():
     a = AsyncArray(z)
     assert a.config == z.config
     assert a.config.write_empty_chunks is True and a.config.order == "C"
+
+
+def test_async_array_with_config():
+    z = cs.create_array(cs.MemoryStore(), shape=(4, 4), chunks=(2, 2), dtype="i4")
+    a = AsyncArray(z).with_config({"write_empty_chunks": True})
+    assert isinstance(a, AsyncArray) and a.config.write_empty_chunks is True
+    assert AsyncArray(z).config.write_empty_chunks is False
+    run(a.setitem(slice(None), 0))           # all fill, stored: write_empty_chunks
+    assert z.nchunks_initialized == 4

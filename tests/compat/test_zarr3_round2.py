@@ -143,3 +143,21 @@ def test_zarr_version_is_zarr_formats_old_name_not_ignored():
     assert cs.open_group({}, mode="w", zarr_version=3).zarr_format == 3
     with pytest.raises(ValueError, match="disagree"):
         cs.create((3,), store={}, zarr_version=3, zarr_format=2)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_open_takes_config_and_create_order_none_is_the_configured_order(fmt):
+    """zarr.open(..., config={...}) as zarr-python 3 (it was an unknown keyword), and
+    create(order=None) means array.order, not an error."""
+    store = cs.MemoryStore()
+    cs.create(store=store, path="a", shape=(10,), chunks=(5,), dtype="f8", fill_value=0.0,
+              zarr_format=fmt)
+    a = cs.open(store=store, path="a", config={"write_empty_chunks": True})
+    assert a.config.write_empty_chunks is True
+    a[0:5] = np.zeros(5)
+    assert a.nchunks_initialized == 1
+    b = cs.open_array(store=store, path="a", mode="r", config={"write_empty_chunks": False})
+    assert b.config.write_empty_chunks is False
+    assert cs.create(shape=(4, 4), order=None, zarr_format=fmt).order == "C"
+    with cs.config.set({"array.order": "F"}):
+        assert cs.create(shape=(4, 4), order=None, zarr_format=fmt).order == "F"
