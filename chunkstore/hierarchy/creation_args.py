@@ -183,6 +183,14 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
                                        "." if cke.get("name") == "v2" else "/")}}
         else:
             dimension_separator = cke
+    order, write_empty_chunks = take_config(kwargs, order, write_empty_chunks)
+    return chunks, order, write_empty_chunks, dimension_separator
+
+
+def take_config(kwargs: dict, order: Any, write_empty_chunks: bool) -> tuple[str, bool]:
+    """(order, write_empty_chunks) with zarr-python 3's config={"order",
+    "write_empty_chunks"} taken out of kwargs (what it gives wins); order None is zarr-python
+    3's "not given": the configured array.order."""
     if "config" in kwargs:
         given = dict(kwargs.pop("config") or {})
         cfg_order, cfg_wec = array_config(given)
@@ -190,9 +198,9 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
             order = cfg_order
         if "write_empty_chunks" in given:
             write_empty_chunks = cfg_wec
-    if order is None:   # zarr-python 3's "not given": the configured array.order
+    if order is None:
         order = config.get("array.order") or "C"
-    return chunks, order, write_empty_chunks, dimension_separator
+    return order, write_empty_chunks
 
 
 def zarr3_encoding_args(kwargs: dict, zarr_format: int, dtype: Any, shape: Any,
