@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
+import importlib.util
+import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,10 +67,6 @@ def zstd_ready() -> bool:
 
 def _zstd_libraries(numcodecs_file: str) -> list[ctypes.CDLL]:
     """The libzstd builds at hand, newest first (ZSTD_versionNumber)."""
-    import glob
-    import importlib.util
-    import os
-
     paths = [numcodecs_file]
     spec = importlib.util.find_spec("zstandard")
     if spec is not None and spec.origin:

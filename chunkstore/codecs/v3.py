@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -222,9 +223,10 @@ def normalize_codecs_with_info(
         hit = ([c.to_dict() for c in (*aa, ab, *bb)],
                _chain_info(aa, ab, bb, len(tuple(chunk_shape))))
         if key is not None:
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.pop(next(iter(_PARSED)))
-            _PARSED[key] = hit
+            with _PARSED_LOCK:   # (iterating for the oldest key while another thread inserts)
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.pop(next(iter(_PARSED)))
+                _PARSED[key] = hit
     return _json_copy(hit[0]), hit[1]
 
 
@@ -248,6 +250,7 @@ def _json_copy(obj: Any) -> Any:
 # content key -> (normalized chain, chain info): see normalize_codecs_with_info
 _PARSED: dict = {}
 _PARSED_MAX = 256
+_PARSED_LOCK = threading.Lock()
 
 
 def _chain_info(aa: Sequence[Any], ab: Any, bb: Sequence[Any], ndim: int) -> dict:

@@ -15,6 +15,7 @@ chunk-sized allocation.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -84,8 +85,9 @@ def run(n: int, work: Callable[[int, int], object], item_nbytes: int,
         job = _Job(work, bounds)
         # helpers make requests for the caller: to its event loop, if it has one (aio reads)
         caller = protocol.CALLER_LOOP.get()
-        futures = [pool.submit(protocol.with_caller_loop, caller, job.help)
-                   for _ in range(min(helpers, len(bounds) - 1))]
+        helper = job.help if caller is None else functools.partial(
+            protocol.with_caller_loop, caller, job.help)
+        futures = [pool.submit(helper) for _ in range(min(helpers, len(bounds) - 1))]
         try:
             job.help()
         finally:

@@ -248,7 +248,9 @@ class ObjectStore(BaseStore):
 
         def call(k: str, v: bytes) -> Callable[[], Awaitable[Any]]:
             return lambda: obs.put_async(store, k, v)
-        return fsspec_io.Batch(_REQUESTS, [call(validate_key(k), bytes(ensure_bytes(v)))
+        # (on the stores' own loop, never an asynchronous caller's: a write waits for its
+        # PUTs under chunk locks that a blocked caller's loop could be waiting for)
+        return fsspec_io.Batch(_LOOP, [call(validate_key(k), bytes(ensure_bytes(v)))
                                        for k, v in zip(keys, values)], ())
 
     def put_error(self, key: str, exc: BaseException) -> BaseException:

@@ -110,7 +110,6 @@ class WriteBehind:
         self._bytes = 0
         self._error = None
         self._lock = threading.Lock()
-        self._caller = protocol.caller_loop()   # (as Prefetch: the pool threads' puts too)
 
     def setitems(self, mapping: Mapping[str, Any]) -> None:
         """Start uploading *mapping* and return without waiting, unless too many bytes are in
@@ -121,7 +120,7 @@ class WriteBehind:
         keys = list(mapping)
         values = [mapping[k] for k in keys]
         nbytes = sum(len(v) for v in values)
-        batch = protocol.with_caller_loop(self._caller, self.store.start_put, keys, values)
+        batch = self.store.start_put(keys, values)
         with self._lock:
             self._pending.append((keys, batch, nbytes))
             self._bytes += nbytes

@@ -215,7 +215,7 @@ def caller_loop() -> asyncio.AbstractEventLoop | None:
 def with_caller_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., _T],
                      *args: Any) -> _T:
     """fn(*args) with CALLER_LOOP set to loop in this thread (a pool thread carrying on a
-    request stream its caller started: a prefetch's later batches, a write-behind's puts)."""
+    read its caller started: a prefetch's later batches, a helper's shard reads)."""
     if loop is None or CALLER_LOOP.get() is loop:
         return fn(*args)
     token = CALLER_LOOP.set(loop)

@@ -52,6 +52,8 @@ import pkgutil
 import sys
 import types
 
+from plugin_report import header, write_report  # ci/zarr_parity/, on PYTHONPATH (run.sh)
+
 
 ROUTE = os.environ.get("CHUNKSTORE_AS_ZARR") == "1"
 
@@ -254,31 +256,16 @@ if ADAPT:
 
 
 def pytest_report_header(config):
-    import zarr
-    lines = [f"zarr: {zarr.__name__} {getattr(zarr, '__version__', '?')}"]
-    if ROUTE:
-        lines.append(f"chunkstore_as_zarr2: {len(blended)} zarr modules blended with "
-                     f"chunkstore's, {len(shadowed)} shadowed, {len(left)} left to zarr-python")
-    return lines
+    return header("chunkstore_as_zarr2", ROUTE and f"{len(blended)} zarr modules blended with "
+                  f"chunkstore's, {len(shadowed)} shadowed, {len(left)} left to zarr-python")
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not ROUTE:
-        return
-    w = terminalreporter.write_line
-    for n in notes:
-        w(f"chunkstore_as_zarr2: note: {n}")
-    for name, hits in sorted(blended.items()):
-        w(f"chunkstore_as_zarr2: blended {name} -> {PUBLIC[name]}: chunkstore's "
-          f"{', '.join(hits)}")
-    for name, miss in sorted(missing_names.items()):
-        w(f"chunkstore_as_zarr2: {name}: chunkstore lacks {', '.join(miss)} "
-          f"(zarr-python's kept)")
-    for name in left:
-        extra = f" (but {', '.join(shadowed[name])}: chunkstore's)" if name in shadowed else ""
-        w(f"chunkstore_as_zarr2: left to zarr-python {name}{extra}")
-    for name, err in sorted(failed_imports.items()):
-        w(f"chunkstore_as_zarr2: not importable {name}: {err}")
+    if ROUTE:
+        write_report(terminalreporter.write_line, "chunkstore_as_zarr2", notes,
+                     [f"blended {name} -> {PUBLIC[name]}: chunkstore's {', '.join(hits)}"
+                      for name, hits in sorted(blended.items())],
+                     missing_names, left, shadowed, " (zarr-python's kept)", failed_imports)
 
 
 # (the per-test time limit is ci/zarr_parity/test_timeout.py, loaded with -p test_timeout)

@@ -42,20 +42,13 @@ if [ -n "${ZARR2_PARITY_MODULES:-}" ]; then
 else
   modules=(); for f in "$zdir"/tests/test_*.py; do modules+=("$(basename "$f")"); done
 fi
+source "$repo/ci/zarr_parity/run_module.sh"
 run() {  # $1: baseline|chunkstore, $2: module, then extra pytest args
   local which="$1" mod="$2"; shift 2
-  local name="${mod%.py}"
-  mkdir -p "$out/$which"
   echo "$(date +%T) $which $mod" >&2
   # from a scratch folder: some tests write relative paths
-  (cd "$out/work" && CHUNKSTORE_AS_ZARR=$([ "$which" = chunkstore ] && echo 1 || echo 0) \
-    PYTHONPATH="$here:$here/../zarr_parity:$repo${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout -s INT -k 30 "${ZARR_PARITY_MODULE_TIMEOUT:-480}" \
-    "$py" -m pytest "$zdir/tests/$mod" -c "$here/pytest.ini" --rootdir "$site" \
-    -p chunkstore_as_zarr2 -p test_timeout -p no:cacheprovider -q -rA --tb=short \
-    --continue-on-collection-errors \
-    --junitxml "$out/$which/$name.xml" -o junit_family=xunit1 "$@" \
-    > "$out/$which/$name.txt" 2>&1) || true
+  run_module "$which" "${mod%.py}" "$out/work" "$here:$here/../zarr_parity:$repo" \
+    "$zdir/tests/$mod" -c "$here/pytest.ini" --rootdir "$site" -p chunkstore_as_zarr2 "$@"
 }
 for mod in "${modules[@]}"; do
   run baseline "$mod" "$@"

@@ -44,6 +44,7 @@ import types
 
 ROUTE = os.environ.get("CHUNKSTORE_AS_ZARR") == "1"
 
+from plugin_report import header, write_report  # noqa: E402
 from public_modules import PUBLIC  # noqa: E402 (zarr's public modules -> chunkstore's)
 SKIP = ("zarr._cli",)  # needs typer; no test here uses it
 # zarr-python's data-type subsystem stays whole: its registry (data_type_registry) holds
@@ -242,29 +243,15 @@ def pytest_plugin_registered(plugin, manager):
 
 
 def pytest_report_header(config):
-    import zarr
-    lines = [f"zarr: {zarr.__name__} {getattr(zarr, '__version__', '?')} from {zarr.__file__}"]
-    if ROUTE:
-        lines.append(f"chunkstore_as_zarr: {len(replaced)} zarr modules replaced by chunkstore's, "
-                     f"{len(left)} left to zarr-python")
-    return lines
+    return header("chunkstore_as_zarr", ROUTE and f"{len(replaced)} zarr modules replaced by "
+                  f"chunkstore's, {len(left)} left to zarr-python")
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not ROUTE:
-        return
-    w = terminalreporter.write_line
-    for n in notes:
-        w(f"chunkstore_as_zarr: note: {n}")
-    for name, target in sorted(replaced.items()):
-        w(f"chunkstore_as_zarr: replaced {name} -> {target}")
-    for name, miss in sorted(missing_names.items()):
-        w(f"chunkstore_as_zarr: {name}: chunkstore lacks {', '.join(miss)}")
-    for name in left:
-        extra = f" (but {', '.join(shadowed[name])}: chunkstore's)" if name in shadowed else ""
-        w(f"chunkstore_as_zarr: left to zarr-python {name}{extra}")
-    for name, err in sorted(failed_imports.items()):
-        w(f"chunkstore_as_zarr: not importable {name}: {err}")
+    if ROUTE:
+        write_report(terminalreporter.write_line, "chunkstore_as_zarr", notes,
+                     [f"replaced {name} -> {target}" for name, target in sorted(replaced.items())],
+                     missing_names, left, shadowed)
 
 
 # (the per-test time limit is ci/zarr_parity/test_timeout.py, loaded with -p test_timeout)

@@ -46,20 +46,14 @@ modules=(test_api.py test_api test_array.py test_group.py test_indexing.py test_
          test_properties.py test_tree.py test_v2.py test_errors.py test_codecs
          test_metadata/test_consolidated.py)
 [ -n "${ZARR_PARITY_MODULES:-}" ] && read -r -a modules <<< "$ZARR_PARITY_MODULES"
+source "$here/run_module.sh"
 run() {  # $1: baseline|chunkstore, $2: module, then extra pytest args
   local which="$1" mod="$2"; shift 2
-  local name="${mod//\//__}"  # test_api.py and test_api/ apart
-  mkdir -p "$out/$which"
   [ -e "$ZARR_TESTS/$mod" ] || { echo "no $ZARR_TESTS/$mod: skipped" >&2; return 0; }
   echo "$(date +%T) $which $mod" >&2
   # the tests import `tests.conftest` helpers: run from the checkout's root (tests/..)
-  (cd "$ZARR_TESTS/.." && CHUNKSTORE_AS_ZARR=$([ "$which" = chunkstore ] && echo 1 || echo 0) \
-    PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout -s INT -k 30 "${ZARR_PARITY_MODULE_TIMEOUT:-480}" \
-    "$py" -m pytest "tests/$mod" -c "$here/pytest.ini" --rootdir . \
-    -p chunkstore_as_zarr -p test_timeout -p no:zarr -p no:cacheprovider -q -rA --tb=short --continue-on-collection-errors \
-    --junitxml "$out/$which/$name.xml" -o junit_family=xunit1 "$@" \
-    > "$out/$which/$name.txt" 2>&1) || true
+  run_module "$which" "${mod//\//__}" "$ZARR_TESTS/.." "$here" \
+    "tests/$mod" -c "$here/pytest.ini" --rootdir . -p chunkstore_as_zarr -p no:zarr "$@"
 }
 for mod in "${modules[@]}"; do
   run baseline "$mod" "$@"
