@@ -40,21 +40,31 @@ __all__ = ["for_v2", "for_v3", "zstd_ready", "zlib_ready"]
 _PROBE = (np.arange(20000, dtype="<u4") % 251).tobytes() + bytes(range(256)) * 40 + b"\0" * 999
 
 
+#: libzstd's decoding functions (the rest are the encoder's); ZSTD_isError reads an error
+#: code the same way in every version.
+_ZSTD_DECODER = frozenset(("ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_decompressDCtx",
+                           "ZSTD_getFrameContentSize", "ZSTD_findFrameCompressedSize",
+                           "ZSTD_isError"))
+
+
 @functools.lru_cache(maxsize=1)
 def zstd_ready() -> bool:
-    """libzstd's functions are installed in the kernels: from the newest libzstd at hand,
-    numcodecs' own zstd extension or the ``zstandard`` package's (zstd 1.5.7 compresses
-    ~15% faster than numcodecs' 1.5.6). The library is checked once: the kernels' frames
-    decode through numcodecs, and numcodecs' frames through the kernels, to the same bytes.
-    A frame's bytes may differ from numcodecs' where the library is newer (both are valid
-    zstd frames, decoded by any zstd reader)."""
+    """libzstd's functions are installed in the kernels: the encoder from the newest
+    libzstd at hand, numcodecs' own zstd extension or the ``zstandard`` package's (zstd
+    1.5.7 compresses ~15% faster than numcodecs' 1.5.6), the decoder from numcodecs' build
+    (the library zarr-python reads with: the ``zstandard`` package's build decodes float
+    chunks 5-10% slower here, its objects call ``ZSTD_isError`` once a sequence instead of
+    inlining it). Each pairing is checked once: the kernels' frames decode through
+    numcodecs, and numcodecs' frames through the kernels, to the same bytes. A frame's
+    bytes may differ from numcodecs' where the encoder is newer (both are valid zstd frames,
+    decoded by any zstd reader)."""
     try:
         from numcodecs import zstd as nz
     except ImportError:
         return False
-    for lib in _zstd_libraries(nz.__file__):
+    for addr in _zstd_pairings(_zstd_libraries(nz.__file__), nz.__file__):
         try:
-            zcodecs.set_zstd(_addresses(lib, zcodecs._ZSTD_NAMES))
+            zcodecs.set_zstd(addr)
             if all(_round_trips((zcodecs.ZSTD, level, checksum, 0),
                                 nz.Zstd(level=level, checksum=checksum))
                    for level, checksum in ((0, False), (5, True), (-3, False))):
@@ -63,6 +73,25 @@ def zstd_ready() -> bool:
             pass
         zcodecs.clear_zstd()
     return False
+
+
+def _zstd_pairings(libs: Sequence[ctypes.CDLL],
+                   numcodecs_file: str) -> list[dict[str, int | None]]:
+    """The function tables to try, best first: the newest library's encoder with numcodecs'
+    decoder, then each library whole (newest first)."""
+    tables: list[tuple[ctypes.CDLL, dict[str, int | None]]] = []
+    for lib in libs:
+        try:
+            tables.append((lib, _addresses(lib, zcodecs._ZSTD_NAMES)))
+        except AttributeError:
+            continue
+    wholes = [table for _, table in tables]
+    decoder = next((table for lib, table in tables if lib._name == numcodecs_file), None)
+    if decoder is None or decoder is wholes[0]:
+        return wholes
+    paired = {name: (decoder if name in _ZSTD_DECODER else wholes[0])[name]
+              for name in zcodecs._ZSTD_NAMES}
+    return [paired] + wholes
 
 
 def _zstd_libraries(numcodecs_file: str) -> list[ctypes.CDLL]:

@@ -304,6 +304,33 @@ def test_zstd_library_is_the_newest_at_hand():
         assert zcodecs.decode_bytes(spec, comp.encode(raw), len(raw)) == raw
 
 
+def test_zstd_decoder_is_numcodecs_build_encoder_the_newest():
+    """The first table tried takes its decoding functions from numcodecs' build and its
+    encoding functions from the newest library; every table decodes numcodecs' frames and
+    its frames decode through numcodecs."""
+    from numcodecs import zstd as nz
+
+    libs = fastpath._zstd_libraries(nz.__file__)
+    tables = fastpath._zstd_pairings(libs, nz.__file__)
+    ours = fastpath._addresses(next(lib for lib in libs if lib._name == nz.__file__),
+                               zcodecs._ZSTD_NAMES)
+    newest = fastpath._addresses(libs[0], zcodecs._ZSTD_NAMES)
+    first = tables[0]
+    for name in zcodecs._ZSTD_NAMES:
+        want = ours if name in fastpath._ZSTD_DECODER else newest
+        assert first[name] == want[name], name
+    raw = np.random.default_rng(1).normal(size=20000).astype("<f4").tobytes()
+    spec = (zcodecs.ZSTD, 0, False, 0)
+    comp = numcodecs.Zstd(level=0)
+    try:
+        for table in tables:
+            zcodecs.set_zstd(table)
+            assert bytes(comp.decode(zcodecs.encode_bytes(spec, raw))) == raw
+            assert zcodecs.decode_bytes(spec, comp.encode(raw), len(raw)) == raw
+    finally:
+        zcodecs.set_zstd(tables[0])
+
+
 def test_replacing_the_zstd_library_frees_the_pooled_contexts():
     """Idle contexts hold zstd objects of the library that made them: replacing the library
     frees them with that library first (another library's free would crash the process)."""
@@ -321,7 +348,7 @@ def test_replacing_the_zstd_library_frees_the_pooled_contexts():
         zcodecs.clear_zstd()
         zcodecs.clear_zstd()
     finally:
-        zcodecs.set_zstd(fastpath._addresses(libs[0], zcodecs._ZSTD_NAMES))
+        zcodecs.set_zstd(fastpath._zstd_pairings(libs, nz.__file__)[0])
     assert zcodecs.decode_bytes(spec, zcodecs.encode_bytes(spec, raw), len(raw)) == raw
 
 
