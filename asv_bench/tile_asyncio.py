@@ -5,8 +5,8 @@ run (the volume and tiles of tile_threads.py / benchmarks/bench_tiles.py).
 
 Per case (tile256: 256x256 tiles of (1,512,512) chunks; sharded: 256x256 tiles of a Zarr
 v3 copy with (1,256,256) inner chunks in (1,2048,2048) shards), each way opens the array
-once and reads --reads random tiles with N at a time in flight (N tasks of an
-asyncio.gather over a semaphore; N threads of a ThreadPoolExecutor). Every way is first
+once and reads --reads random tiles with N at a time in flight (N asyncio tasks, each
+taking the next tile when its last read is done; N threads of a ThreadPoolExecutor). Every way is first
 checked against the source volume; then timed --repeat times, ways and N interleaved, and
 the minimum reported. Page cache warm; all read the same files (written by chunkstore).
 
@@ -58,13 +58,15 @@ def read_all(way, arr, tiles, tile, n, pool=None):
         return sum(int(v.sum()) for v in pool.map(lambda t: arr[sel(*t)], tiles))
 
     async def main():
-        gate = asyncio.Semaphore(n)
+        todo = iter(tiles)  # shared: each task takes the next tile, as the pool's threads do
 
-        async def one(t):
-            async with gate:
-                return int((await arr.getitem(sel(*t))).sum())
+        async def task():
+            total = 0
+            for t in todo:
+                total += int((await arr.getitem(sel(*t))).sum())
+            return total
 
-        return sum(await asyncio.gather(*(one(t) for t in tiles)))
+        return sum(await asyncio.gather(*(task() for _ in range(n))))
 
     return asyncio.run(main())
 

@@ -443,3 +443,25 @@ def test_value_broadcast_property(case):
     else:
         z[sel] = value
     np.testing.assert_array_equal(z[...], a)
+
+
+def test_index_arrays_keep_numpy_meaning_where_zarr3_differs():
+    """README Differences: several index arrays broadcast as NumPy's (zarr-python 3 reads
+    two boolean masks as np.ix_ and refuses integer arrays next to implicit slices)."""
+    a = np.arange(125.0).reshape(5, 5, 5)
+    z = cs.array(a, chunks=(2, 2, 2))
+    m1 = np.array([1, 0, 1, 0, 1], bool)
+    m2 = np.array([0, 1, 1, 0, 1], bool)
+    for sel in ([[1, 2, 3], [1, 2, 3]], (Ellipsis, [1, 2, 3]), (m1, m2), (m1, slice(None), m2)):
+        np.testing.assert_array_equal(z[tuple(sel)], a[tuple(sel)])
+    assert z[m1, m2].shape == (3, 5)     # points of both masks; np.ix_ would give (3, 3, 5)
+    for sel, v in ((([1, 2, 3], [1, 2, 3]), -1.0), ((Ellipsis, [0, 4]), -2.0), ((m1, m2), -3.0)):
+        z[sel] = v
+        a[sel] = v
+    np.testing.assert_array_equal(z[...], a)
+    b = np.arange(10000).reshape(1000, 10)
+    zb = cs.array(b, chunks=(300, 3))
+    with pytest.raises(IndexError):
+        zb[np.tile([True, False], 500), np.tile([True, False], 5)]  # NumPy: no broadcast
+    with pytest.raises(IndexError):
+        b[np.tile([True, False], 500), np.tile([True, False], 5)]
