@@ -67,12 +67,11 @@ async def open_consolidated(store: Any, **kwargs: Any) -> AsyncArray | AsyncGrou
 
 
 async def open_like(a: Any, path: str, **kwargs: Any) -> AsyncArray:
-    """An existing array at path, with a's shape, dtype and chunks as defaults."""
-    src = _sync(a)
-    for key in ("shape", "dtype", "chunks"):
-        if hasattr(src, key):
-            kwargs.setdefault(key, getattr(src, key))
-    return await open_array(path, **kwargs)
+    """zarr-python 3's ``open_like``: the array at path (inside ``store=``, a new memory
+    store if not given), created if absent (mode "a") with a's shape, chunks, dtype and, for
+    an array, its encoding and fill value as defaults."""
+    kwargs.setdefault("store", None)  # path is the path inside the store, as zarr-python 3
+    return AsyncArray(await off_loop(_creation.open_like, _sync(a), path, **kwargs))
 
 
 async def create(shape: Any, **kwargs: Any) -> AsyncArray:

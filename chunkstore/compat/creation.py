@@ -48,12 +48,21 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         data = data if isinstance(data, Array) else np.asanyarray(data)
         shape = data.shape if shape is None else shape
         dtype = data.dtype if dtype is None else dtype
+    if data is None and shape is None:  # (zarr-python 3's words)
+        raise ValueError("The data parameter was set to None, but shape was not specified. "
+                         "Either provide a value for data, or specify shape.")
+    if data is None and dtype is None:
+        raise ValueError("The data parameter was set to None, but dtype was not specified. "
+                         "Either provide an array-like value for data, or specify dtype.")
+    # a data type object (chunkstore.compat.dtype's, or zarr-python 3's), by class name
+    vlen_bytes = type(dtype).__name__ == "VariableLengthBytes"
     native = getattr(dtype, "to_native_dtype", None)
-    if callable(native):  # a data type object (chunkstore.compat.dtype's, or zarr-python 3's)
+    if callable(native):
         dtype = str if type(dtype).__name__ == "VariableLengthUTF8" else native()
     dt = np.dtype("f8" if dtype is None else dtype)
-    if dtype is str or (dt.kind == "U" and dt.itemsize == 0):
-        dt = np.dtype(object)  # zarr-python 3's dtype=str: variable-length UTF-8 strings
+    if dtype is str or (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
+        # zarr-python 3's dtype=str (and NumPy's StringDType): variable-length UTF-8 strings
+        dt = np.dtype(object)
     cfg_order, wec = creation_args.array_config(config)
     order = order or cfg_order
     shape = creation._normalize_shape(shape)
@@ -62,11 +71,12 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         # (as zarr-python 3: the chunks of shards aim at 1 MiB)
         chunks = guess_chunks(shape, itemsize) if shards is None else \
             guess_chunks(shape, itemsize, max_bytes=2 ** 20)
-    shards = _shards(shards, shape, creation._normalize_shape(chunks))
+    chunk_shape = creation._normalize_shape(chunks)
     dt, enc = creation_kwargs(zarr_format, dt, len(shape), codecs=codecs, filters=filters,
                               serializer=serializer, compressors=compressors,
-                              compressor=compressor, order=order, shards=shards,
-                              chunk_key_encoding=chunk_key_encoding)
+                              compressor=compressor, order=order,
+                              shards=_shards(shards, shape, chunk_shape), chunks=chunk_shape,
+                              chunk_key_encoding=chunk_key_encoding, vlen_bytes=vlen_bytes)
     kwargs.update(enc)
     attrs = dict(attributes or {})
     if dimension_names is not None and "codecs" not in enc:  # v2: xarray's convention
@@ -76,7 +86,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     # Zarr v2 an explicit None is kept (no fill value: missing chunks read as uninitialised),
     # in v3 it is the default too.
     if fill_value is DEFAULT_FILL:
-        fill_value = format_of(zarr_format).default_fill(dt)
+        fill_value = b"" if vlen_bytes else format_of(zarr_format).default_fill(dt)
     z = creation.create(shape=shape, chunks=chunks, dtype=dt,
                         fill_value=fill_value,
                         order=order, store=store, path=name, overwrite=overwrite,
@@ -137,6 +147,8 @@ def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards
             fill_value = src.fill_value
         if attributes is None:
             attributes = src.attrs.asdict()
+        if chunk_key_encoding is None:  # (the source's, in the same format)
+            chunk_key_encoding = keep.get("chunk_key_encoding")
     kept = {k: "auto" if v == "keep" else v for k, v in
             (("chunks", chunks), ("filters", filters), ("compressors", compressors),
              ("serializer", serializer))}

@@ -22,11 +22,12 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               ReadOnlyError)
+                               MetadataValidationError, ReadOnlyError)
 from chunkstore.metadata.formats import format_alias, format_of, node_document_names
-from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor, encode_array_metadata,
-                                    normalize_chunks)
+from chunkstore.metadata.v2 import (ArrayMetadataV2, IntegerArgumentError, default_compressor,
+                                    encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
+from chunkstore.metadata.zarr3_view import shard_shape_error
 from chunkstore.storage.base import MODES, delitems, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name
@@ -81,10 +82,24 @@ def _normalize_shape(shape: ShapeLike | None) -> tuple[int, ...]:
         raise TypeError("shape is required to create an array")
     if isinstance(shape, (int, numbers.Integral, np.integer)):
         shape = (int(shape),)
+    shape = tuple(shape)
+    if not all(_is_whole(s) for s in shape):
+        raise IntegerArgumentError(f"Expected an iterable of integers. Got {shape} instead. "
+                                   f"(a shape is integers)")
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"shape {shape} has a negative dimension")
     return shape
+
+
+def _is_whole(size: Any) -> bool:
+    """size is an integer; an integral float (3.0) too, as zarr-python 2 takes it (400.5 was
+    cut to 400)."""
+    if isinstance(size, (bool, np.bool_)):
+        return False
+    if isinstance(size, float):
+        return size.is_integer()
+    return isinstance(size, numbers.Integral)
 
 
 def _default_fill(fill_value, dtype, object_codec):
@@ -154,20 +169,34 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     return meta
 
 
+#: zarr-python 3's messages refusing v3-only arguments for a Zarr v2 array (create())
+_V2_REFUSALS = {
+    "shards": "Zarr format 2 arrays can only be created with `shard_shape` set to `None`. "
+              "Got `shard_shape={value}` instead.",
+    "dimension_names": "dimension_names cannot be used for arrays with zarr_format 2.",
+    "codecs": "codecs cannot be used for arrays with zarr_format 2. Use filters and "
+              "compressor instead.",
+}
+
+
 def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
                        filters, dimension_separator, shards, dimension_names, attributes,
                        codecs, object_codec):
     for name, value in (("shards", shards), ("dimension_names", dimension_names),
                         ("codecs", codecs)):
         if value is not None:  # (zarr-python 3 refuses them too; dropped, they would be lost)
-            raise ValueError(f"{name}= needs zarr_format=3 (a Zarr v2 array has no {name})")
+            # zarr-python 3's words first (code matches on them), then chunkstore's
+            raise ValueError(f"{_V2_REFUSALS[name].format(value=value)} ({name}= needs "
+                             f"zarr_format=3: a Zarr v2 array has no {name})")
     if compressor == "default":
         compressor = default_compressor()
     if isinstance(dimension_separator, dict):
         # zarr-python 3's chunk_key_encoding ("v2" and its separator) on a v2 array
         if dimension_separator.get("name", "v2") != "v2":
-            raise ValueError(f"a Zarr v2 array's chunk_key_encoding is 'v2', got "
-                             f"{dimension_separator.get('name')!r}")
+            raise ValueError(f"chunk_key_encoding cannot be used for arrays with zarr_format "
+                             f"2. Use dimension_separator instead. (a Zarr v2 array's "
+                             f"chunk_key_encoding is 'v2', got "
+                             f"{dimension_separator.get('name')!r})")
         dimension_separator = (dimension_separator.get("configuration") or {}).get("separator")
     filters = list(filters) if filters else []
     # zarr-python 3's codec objects, JSON dicts or names -> numcodecs (codecs/normalize.py)
@@ -213,8 +242,10 @@ def _check_parents(store, path):
     for i in range(len(parts)):
         parent = "/".join(parts[:i])
         if nodes.node_kind(store, parent)[0] == "array":
-            raise ContainsArrayError(f"cannot create {path!r}: an array exists at {parent!r} in "
-                                     f"{store_name(store)}")
+            # zarr-python 3's words, then chunkstore's
+            raise ContainsArrayError(f"A parent of {path} is an array - only groups may have "
+                                     f"child nodes. (cannot create {path!r}: an array exists "
+                                     f"at {parent!r} in {store_name(store)})")
 
 
 def _require_parent_groups(store, path, zarr_format=2):
@@ -299,8 +330,8 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
     if shards is not None:
         shards = _normalize_shape(shards)
         if len(shards) != len(shape) or any(s % c for s, c in zip(shards, chunks)):
-            raise ValueError(f"cannot create array at path {path!r}: shards {shards} must be "
-                             f"a multiple of chunks {chunks} in every dimension")
+            raise ValueError(f"cannot create array at path {path!r}: "
+                             f"{shard_shape_error(shards, chunks)}")
         chain = [{"name": "sharding_indexed", "configuration": {
             "chunk_shape": list(chunks), "codecs": chain,
             "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
@@ -309,6 +340,10 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
         grid = shards
     if fill_value is not None and dtype.hasobject and fill_value == 0:
         fill_value = ""
+    elif not dtype.hasobject:
+        # create()'s default fill_value=0 for strings and raw bytes: their zero value, as
+        # in Zarr v2 (zarr.array("a", zarr_format=3) was refused)
+        fill_value = _default_fill(fill_value, dtype, None)
     try:
         meta = ArrayMetadataV3(shape=shape, chunks=grid, dtype=dtype, fill_value=fill_value,
                                codecs=chain, chunk_key_encoding=dimension_separator or "/",
@@ -420,8 +455,12 @@ def _check_unknown(kwargs):
 
 
 def _check_format(zarr_format):
-    if zarr_format not in (2, 3, None):
-        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if zarr_format is not None and (zarr_format not in (2, 3) or not isinstance(
+            zarr_format, (int, np.integer)) or isinstance(zarr_format, bool)):
+        # zarr-python 3's error and words (a ValueError too), then chunkstore's
+        raise MetadataValidationError(f"Invalid value for 'zarr_format'. Expected 2, 3, or "
+                                      f"None. Got '{zarr_format}'. (zarr_format must be 2 or "
+                                      f"3, got {zarr_format!r})")
 
 
 def _refuse(function: str, kwargs: dict, *names: str) -> None:
@@ -605,9 +644,14 @@ def empty_like(a, **kwargs):
 
 def open_like(a, path, **kwargs):
     """Open (creating as open_array does) an array at path shaped like a: its shape, chunks,
-    dtype, and for an Array its compressor, filters, order and fill value."""
+    dtype, and for an Array its compressor, filters, order and fill value.
+
+    path is the store (a path or URL, as zarr-python 2 takes it); with ``store=`` given, it
+    is the path inside that store, as zarr-python 3 takes it."""
     kwargs = _like_kwargs(a, kwargs)
     with _like_plan():
+        if "store" in kwargs:
+            return open_array(kwargs.pop("store"), path=path, **kwargs)
         return open_array(path, **kwargs)
 
 
@@ -619,8 +663,10 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                dimension_separator: str | None = None, write_empty_chunks: bool = False,
                storage_options: dict | None = None, missing_chunks: str = "fill",
                zarr_format: int | None = None, shards: ShapeLike | None = None,
-               dimension_names: Sequence[str | None] | None = None, **kwargs: Any) -> Array:
-    """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does.
+               dimension_names: Sequence[str | None] | None = None,
+               codecs: Sequence[Any] | None = None, **kwargs: Any) -> Array:
+    """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does
+    (with create()'s Zarr v3 arguments: shards, dimension_names, codecs).
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
     returning the fill value. An explicit zarr_format binds: an array of the other format is
@@ -642,7 +688,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
                          zarr_format=config.default_zarr_format(zarr_format, 2),
-                         shards=shards, dimension_names=dimension_names)
+                         shards=shards, dimension_names=dimension_names, codecs=codecs)
     if mode in ("r", "r+"):
         # Reading the metadata is the existence check: one request on a remote store.
         try:

@@ -19,7 +19,7 @@ import numcodecs
 import numpy as np
 
 from chunkstore import config
-from chunkstore.metadata.zarr3_view import creation_kwargs
+from chunkstore.metadata.zarr3_view import creation_kwargs, parse_chunk_key_encoding
 
 # zarr-python 2's object-array shortcuts: dtype name -> numcodecs codec id.
 _OBJECT_SHORTCUTS = {"str": "vlen-utf8", "bytes": "vlen-bytes", "array": "vlen-array"}
@@ -31,6 +31,7 @@ def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any
     """(np.dtype, object_codec) for a user's dtype argument; ValueError if unusable."""
     if dtype is None:
         return np.dtype("f8"), object_codec
+    dtype = zdtype_spelling(dtype)
     if isinstance(dtype, type) and dtype in (str, bytes):
         dtype = dtype.__name__
     if isinstance(dtype, str):
@@ -52,8 +53,30 @@ def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any
         dt = np.dtype(dtype)
     except TypeError as e:  # NumPy's error type, as zarr-python 2 lets it through
         raise TypeError(f"invalid dtype {dtype!r}: {e}") from e
+    if dt.kind == "T":  # NumPy's StringDType ("T"): variable-length strings, as dtype=str
+        return normalize_dtype("str", object_codec)
     _check_storable(dt, dt)
     return dt, object_codec
+
+
+#: zarr-python 3's variable-length data types (by class name) -> the dtype name meaning them
+_VARIABLE_LENGTH = {"VariableLengthUTF8": "str", "VariableLengthBytes": "bytes"}
+
+
+def zdtype_spelling(dtype: Any) -> Any:
+    """dtype, with a zarr-python 3 data type object (zarr's own, or chunkstore.dtype's: one
+    with ``to_native_dtype()``) as the dtype it stands for: the variable-length ones as
+    "str"/"bytes" (an object array with its codec), others as their NumPy dtype; NumPy's
+    variable-length StringDType as "str"."""
+    name = _VARIABLE_LENGTH.get(type(dtype).__name__)
+    if name is not None:
+        return name
+    native = getattr(dtype, "to_native_dtype", None)
+    if callable(native) and not isinstance(dtype, (type, np.dtype)):
+        dtype = native()
+    if isinstance(dtype, np.dtype) and dtype.kind == "T":
+        return "str"
+    return dtype
 
 
 def _check_storable(dt, whole):
@@ -168,21 +191,18 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
     if chunk_shape is not None:
         if chunks not in (True, None) and tuple(np.atleast_1d(chunks)) != tuple(
                 np.atleast_1d(chunk_shape)):
-            raise ValueError(f"chunks={chunks!r} and chunk_shape={chunk_shape!r} disagree")
+            # zarr-python 3's words (it refuses both even where equal), then chunkstore's
+            raise ValueError(f"Only one of chunk_shape or chunks can be provided. "
+                             f"(chunks={chunks!r} and chunk_shape={chunk_shape!r} disagree)")
         chunks = chunk_shape
     cke = kwargs.pop("chunk_key_encoding", None)
     if cke is not None:
         if dimension_separator is not None:
             raise ValueError("give chunk_key_encoding or dimension_separator, not both")
-        if isinstance(cke, str) and cke in ("v2", "default"):
-            cke = {"name": cke}
-        if isinstance(cke, dict):
-            sep = (cke.get("configuration") or {}).get("separator", cke.get("separator"))
-            dimension_separator = {"name": cke.get("name", "default"),
-                                   "configuration": {"separator": sep or (
-                                       "." if cke.get("name") == "v2" else "/")}}
-        else:
-            dimension_separator = cke
+        # a bare separator stays one (either format); any other spelling (a name, a dict, a
+        # (name, separator) pair as zarr-python 3's create takes) becomes the whole encoding
+        dimension_separator = cke if isinstance(cke, str) and cke in (".", "/") else \
+            parse_chunk_key_encoding(cke)
     order, write_empty_chunks = take_config(kwargs, order, write_empty_chunks)
     return chunks, order, write_empty_chunks, dimension_separator
 

@@ -346,6 +346,11 @@ def encode_attrs(attrs: Mapping) -> bytes:
 # chunk shape normalisation
 # --------------------------------------------------------------------------------------------
 
+class IntegerArgumentError(TypeError, ValueError):
+    """A shape or chunk size that is not an integer: zarr-python 3 raises TypeError for it,
+    chunkstore (and zarr-python 2, for chunks) ValueError; this is both."""
+
+
 def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     """Resolve a user ``chunks`` argument against the array ``shape``.
 
@@ -358,7 +363,7 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[
     "Whole dimension" of a 0-length dimension is 1; a size of 0 is accepted for a 0-length
     dimension only (Zarr v3 keeps it; Zarr v2 metadata refuses it). A 0-d shape gives
     ``()``. Raises ``ValueError`` (naming the dimension) for non-integer or non-positive
-    sizes.
+    sizes (IntegerArgumentError, a TypeError too, for a non-integer one).
     """
     shape = tuple(int(s) for s in shape)
     ndim = len(shape)
@@ -391,7 +396,8 @@ def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[
             out.append(f)
             continue
         if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
-            raise ValueError(f"chunk size for dimension {dim} must be an integer, got {c!r}")
+            raise IntegerArgumentError(f"non integer value in chunks: chunk size for "
+                                       f"dimension {dim} must be an integer, got {c!r}")
         if c < 0 or (c == 0 and shape[dim] != 0):
             raise ValueError(f"chunk size for dimension {dim} must be positive, got {c}")
         out.append(int(c))  # (0 only for an empty dimension, as zarr-python 3 allows it)

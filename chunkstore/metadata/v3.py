@@ -102,7 +102,10 @@ def _normalize_chunk_key_encoding(obj: Any) -> dict:
         raise ValueError(f"chunk_key_encoding must be an object, got {obj!r}")
     name = obj.get("name")
     if name not in ("default", "v2"):
-        raise ValueError(f"unsupported chunk_key_encoding {name!r}")
+        # zarr-python 3's words, then chunkstore's
+        raise ValueError(f'Unknown chunk key encoding: "Chunk key encoding {name!r} not found '
+                         f'in registered chunk key encodings: [\'default\', \'v2\']." '
+                         f'(unsupported chunk_key_encoding {name!r})')
     conf = obj.get("configuration") or {}
     if not isinstance(conf, Mapping):
         raise ValueError(f"chunk_key_encoding configuration must be an object, got {conf!r}")

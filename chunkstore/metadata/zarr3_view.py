@@ -9,6 +9,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+import numcodecs
 import numpy as np
 
 from chunkstore.codecs.normalize import (as_public, chunk_encoding_v2, chunk_encoding_v3,
@@ -72,25 +73,46 @@ def codecs(meta) -> Any:
 def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any = None,
                     filters: Any = "auto", serializer: Any = "auto", compressors: Any = "auto",
                     compressor: Any = "auto", order: str = "C", shards: Any = None,
-                    chunk_key_encoding: Any = None) -> tuple[np.dtype, dict]:
+                    chunk_key_encoding: Any = None, chunks: Any = None,
+                    vlen_bytes: bool = False) -> tuple[np.dtype, dict]:
     """(dtype, keyword arguments for chunkstore.hierarchy.creation.create) for zarr-python 3's
-    chunk-encoding arguments in ``zarr_format``."""
-    sep = _separator(chunk_key_encoding)
+    chunk-encoding arguments in ``zarr_format``.
+
+    ``chunks`` (the chunk shape as given) is checked against ``shards`` (Zarr v3);
+    ``vlen_bytes``: the data type is variable-length bytes (an object dtype stored with
+    vlen-bytes: Zarr v2 only here)."""
+    cke = parse_chunk_key_encoding(chunk_key_encoding, zarr_format)
+    sep = None if cke is None else cke["configuration"]["separator"]
+    if vlen_bytes and zarr_format != 2:  # (rather than strings, which it would become)
+        raise ValueError("variable-length bytes (VariableLengthBytes) are stored in Zarr v2 "
+                         "arrays only here (zarr_format=2); for Zarr v3 use fixed-length "
+                         "bytes (NullTerminatedBytes(n), 'S<n>') or strings")
     if zarr_format == 2:
-        if shards is not None or codecs is not None or serializer not in ("auto", None):
-            given = "shards" if shards is not None else "codecs" if codecs is not None \
-                else "serializer"
-            raise ValueError(f"{given} needs zarr_format=3")
+        # zarr-python 3's messages (code matches on them), then chunkstore's
+        if shards is not None:
+            shown = shards.get("shape") if isinstance(shards, Mapping) else shards
+            raise ValueError(f"Zarr format 2 arrays can only be created with `shard_shape` "
+                             f"set to `None`. Got `shard_shape={shown}` instead. (shards "
+                             f"needs zarr_format=3)")
+        if codecs is not None:
+            raise ValueError("codecs cannot be used for arrays with zarr_format 2. Use filters "
+                             "and compressor instead. (codecs needs zarr_format=3)")
+        if serializer not in ("auto", None):
+            raise ValueError("Zarr format 2 arrays do not support `serializer`. (serializer "
+                             "needs zarr_format=3)")
         comp, flt = chunk_encoding_v2(dtype, filters=filters, compressors=compressors,
                                       compressor=compressor)
         kw = dict(compressor=comp, filters=flt or None)
         if dtype.hasobject and flt:  # the first filter is the object codec (VLenUTF8...)
             kw["object_codec"], kw["filters"] = flt[0], flt[1:] or None
+            if vlen_bytes and isinstance(filters, str) and filters == "auto":
+                kw["object_codec"] = numcodecs.VLenBytes()  # ("auto" gives VLenUTF8)
         if sep is not None:
             kw["dimension_separator"] = sep
         return dtype, kw
     if compressor not in ("auto", None):
         raise ValueError("compressor= is for zarr_format=2; use compressors= for Zarr v3")
+    check_shards(shards, chunks)
     if (dtype.kind == "U" and dtype.itemsize == 0) or dtype.hasobject:
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (U<n>: fixed_length_utf32)
     chain = chunk_encoding_v3(dtype, codecs=codecs, filters=filters, serializer=serializer,
@@ -100,21 +122,82 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
         # only in memory, so it reads such chunks back as C)
         chain.insert(0, {"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
     kw = dict(codecs=chain, shards=shards)
-    if sep is not None:
-        # the whole encoding ("default" or "v2"): the v3 metadata takes it as it is
-        kw["dimension_separator"] = {
-            "name": chunk_key_encoding.get("name", "default"),
-            "configuration": {"separator": sep}} if isinstance(chunk_key_encoding, dict) else sep
+    if cke is not None:
+        kw["dimension_separator"] = cke  # the whole encoding: the v3 metadata takes it as is
     return dtype, kw
 
 
-def _separator(chunk_key_encoding):
-    if chunk_key_encoding is None:
+def shard_shape_error(shards: Any, chunks: Any) -> str:
+    """The message for shards that are not a multiple of the chunks (zarr-python 3's
+    words, then chunkstore's)."""
+    return (f"The array's `chunk_shape` (got {shards}) needs to be divisible by the shard's "
+            f"inner `chunk_shape` (got {chunks}). (shards {shards} must be a multiple of "
+            f"chunks {chunks} in every dimension)")
+
+
+def check_shards(shards: Any, chunks: Any) -> None:
+    """ValueError unless the shard shape (a shape, or ``{"shape": ...}``) is a multiple of
+    the chunk shape as given (before create() completes a short one); None: no check."""
+    if isinstance(shards, Mapping):
+        shards = shards.get("shape")
+    if shards is None or chunks is None:
+        return
+    shards, chunks = tuple(shards), tuple(chunks)
+    if len(shards) != len(chunks) or any(s % c for s, c in zip(shards, chunks) if c):
+        raise ValueError(shard_shape_error(shards, chunks))
+
+
+
+
+#: the chunk key encodings there are (zarr-python 3's registry, in its order)
+CHUNK_KEY_ENCODINGS = ("default", "v2")
+
+
+def unknown_chunk_key_encoding(name: Any) -> str:
+    """zarr-python 3's message for a chunk key encoding it has no class for."""
+    return (f'Unknown chunk key encoding: "Chunk key encoding {name!r} not found in registered '
+            f'chunk key encodings: {list(CHUNK_KEY_ENCODINGS)}."')
+
+
+def parse_chunk_key_encoding(cke: Any, zarr_format: int | None = None) -> dict | None:
+    """``{"name": ..., "configuration": {"separator": ...}}`` for a chunk key encoding in any
+    of zarr-python 3's spellings: that dict, ``{"name": ..., "separator": ...}``, a name, a
+    ``(name, separator)`` tuple (``create``'s), an encoding object (``to_dict()``, or
+    ``name`` and ``separator``); and chunkstore's bare separator ``"."``/``"/"`` ("v2" in
+    Zarr v2, else "default"). None stays None. ValueError for an unknown name or separator,
+    and, with ``zarr_format=2``, for a name other than "v2" (both in zarr-python 3's
+    words)."""
+    if cke is None:
         return None
-    if isinstance(chunk_key_encoding, dict):
-        return chunk_key_encoding.get("separator", chunk_key_encoding.get(
-            "configuration", {}).get("separator", "."))
-    return chunk_key_encoding
+    if isinstance(cke, str) and cke in (".", "/"):
+        cke = {"name": "v2" if zarr_format == 2 else "default", "separator": cke}
+    elif isinstance(cke, str):
+        cke = {"name": cke}
+    elif isinstance(cke, (tuple, list)) and len(cke) == 2:
+        cke = {"name": cke[0], "separator": cke[1]}
+    elif not isinstance(cke, Mapping):
+        to_dict = getattr(cke, "to_dict", None)
+        if callable(to_dict):
+            cke = to_dict()
+        elif hasattr(cke, "name") and hasattr(cke, "separator"):
+            cke = {"name": cke.name, "separator": cke.separator}
+        else:
+            raise ValueError(f"chunk_key_encoding must be a dict, a name or a (name, "
+                             f"separator) pair, got {cke!r}")
+    name = cke.get("name")
+    if name not in CHUNK_KEY_ENCODINGS:
+        raise ValueError(unknown_chunk_key_encoding(name))
+    conf = cke.get("configuration") or {}
+    if not isinstance(conf, Mapping):
+        raise ValueError(f"chunk_key_encoding configuration must be a dict, got {conf!r}")
+    sep = cke.get("separator", conf.get("separator", "/" if name == "default" else "."))
+    if sep not in (".", "/"):
+        raise ValueError(f"chunk_key_encoding separator must be '.' or '/', got {sep!r}")
+    if zarr_format == 2 and name != "v2":
+        raise ValueError("Invalid chunk key encoding. For Zarr format 2 arrays, the `name` "
+                         "field of the chunk key encoding must be 'v2'. Got `name` = "
+                         f"{name} instead.")
+    return {"name": name, "configuration": {"separator": sep}}
 
 
 def kept_encoding(src, zarr_format: int) -> dict:
@@ -125,8 +208,10 @@ def kept_encoding(src, zarr_format: int) -> dict:
     if not same:
         return {}
     if isinstance(meta, ArrayMetadataV2):
-        return dict(compressors=meta.compressor, filters=meta.filters)
+        return dict(compressors=meta.compressor, filters=meta.filters,
+                    chunk_key_encoding={"name": "v2", "separator": meta.dimension_separator})
     return dict(compressors=compressors(meta), filters=filters(meta),
                 serializer=serializer(meta),
                 shards=meta.chunks if meta.sharding else None,
-                chunks=meta.inner_chunks or meta.chunks)
+                chunks=meta.inner_chunks or meta.chunks,
+                chunk_key_encoding=meta.chunk_key_encoding)

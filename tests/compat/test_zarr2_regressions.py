@@ -58,7 +58,7 @@ INVALID = {
     "unknown compression": dict(compression="no-such-codec"),
     "bad compression_opts": dict(compression="gzip", compression_opts={"nope": 1}),
     "v3 shards not a multiple": dict(zarr_format=3, chunks=(3, 3), shards=(4, 4)),
-    "v3 bytes dtype": dict(zarr_format=3, dtype="S4"),
+    "v3 bytes fill too long": dict(zarr_format=3, dtype="S4", fill_value=b"toolong"),
     "v3 non-string object codec": dict(zarr_format=3, dtype=object,
                                        object_codec=numcodecs.MsgPack()),
     "v3 fill out of range": dict(zarr_format=3, dtype="u1", fill_value=-1),
