@@ -87,11 +87,14 @@ class GroupAPIv3:
         self.attrs.update(new_attributes)
         return self
 
-    def require_array(self, name, *, shape, dtype=None, **kwargs):
-        """zarr-python 3's ``require_array``: the array at name (its shape must match and
-        dtype be castable), else a new one made by create_array."""
-        if name in self.array_keys():
-            return self.require_dataset(name, shape=shape, dtype=dtype)
+    def require_array(self, name, *, shape, dtype=None, exact=False, **kwargs):
+        """zarr-python 3's ``require_array``: the array at name, else a new one made by
+        create_array (with kwargs). An existing array's shape must be shape and, with a
+        dtype, its data type dtype (exact=True) or one that casts safely to dtype; a group
+        at name, or an array that does not fit, is a TypeError ("Incompatible ...")."""
+        path = self._child(name)
+        if self.__contains__(name):
+            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=True)
         return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
 
     def create_array(self, name, **kwargs):
@@ -100,4 +103,10 @@ class GroupAPIv3:
         self._check_writable()
         kwargs.setdefault("zarr_format", self.zarr_format)
         kwargs.setdefault("synchronizer", self._synchronizer)
+        if kwargs["zarr_format"] == 2 and kwargs.get("compressor", "auto") == "auto" \
+                and kwargs.get("compressors", "auto") == "auto":
+            # zarr-python 3's Group.create_array compresses a Zarr v2 array with numcodecs'
+            # default Blosc unless told otherwise (its create_array function: Zstd)
+            kwargs.pop("compressor", None)
+            kwargs["compressors"] = ({"id": "blosc"},)
         return create_array(self._store, name=self._child(name), **kwargs)

@@ -6,6 +6,11 @@ called (``members(max_depth=)``, zarr-python 3's method)."""
 
 from __future__ import annotations
 
+import json
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
 from chunkstore import config as _config
 from chunkstore.metadata import zarr3_view
 from chunkstore.compat.dtype import parse_dtype
@@ -77,54 +82,135 @@ class ArrayConfig:
             other.order, other.write_empty_chunks)
 
 
+def _plain(obj):
+    """obj's JSON form (tuples as lists, codec objects as their configuration): what two
+    metadata documents are compared by, whichever library's objects they come from."""
+    def default(o):
+        for name in ("to_dict", "get_config"):
+            if callable(getattr(o, name, None)):
+                return getattr(o, name)()
+        if hasattr(o, "item"):  # NumPy scalars
+            return o.item()
+        raise TypeError(f"not JSON: {type(o).__name__}")
+    return json.loads(json.dumps(obj, default=default, allow_nan=True))
+
+
+def _group_document(other) -> dict | None:
+    """other's group metadata document (``to_dict()``, None's consolidated_metadata left
+    out as zarr-python 3 leaves it) when other is group metadata of either library, else
+    None."""
+    if getattr(other, "node_type", None) != "group" or not callable(
+            getattr(other, "to_dict", None)):
+        return None
+    try:
+        doc = _plain(other.to_dict())
+    except (TypeError, ValueError):
+        return None
+    if isinstance(doc, dict) and doc.get("consolidated_metadata", 0) is None:
+        del doc["consolidated_metadata"]
+    return doc
+
+
+def _sort_key(path: str) -> tuple[int, str]:
+    # zarr-python 3's order of the flattened members: parents first, then by name, caseless
+    return path.count("/"), unicodedata.normalize("NFKC", path).casefold()
+
+
 class ConsolidatedMetadata:
     """zarr-python 3's ``GroupMetadata.consolidated_metadata``: ``metadata``, the metadata
     of a group's direct members by name, taken from the consolidated document (a member
-    group's own ``consolidated_metadata`` holds its members in turn)."""
+    group's own ``consolidated_metadata`` holds its members in turn); ``flattened_metadata``
+    has every member below by relative path."""
 
     kind = "inline"
     must_understand = False
 
-    def __init__(self, metadata):
+    def __init__(self, metadata: Mapping[str, Any], kind: str = "inline",
+                 must_understand: bool = False) -> None:
+        if kind != "inline" or must_understand is not False:
+            raise ValueError(f"consolidated metadata is kind 'inline' with must_understand "
+                             f"False, got kind={kind!r}, must_understand={must_understand!r}")
         self.metadata = dict(metadata)
 
-    def to_dict(self):
-        """As zarr-python 3's ``ConsolidatedMetadata.to_dict()``."""
+    @property
+    def flattened_metadata(self) -> dict[str, Any]:
+        """Every member's metadata below the group by relative path ("a", "a/b", ...),
+        parents before their children, as zarr-python 3's ``flattened_metadata``: a member
+        group's entry has an empty consolidated_metadata (its members are entries of their
+        own)."""
+        out: dict[str, Any] = {}
+
+        def flatten(prefix: str, members: Mapping[str, Any]) -> None:
+            for name, meta in members.items():
+                path = prefix + name
+                cm = getattr(meta, "consolidated_metadata", None)
+                if getattr(meta, "node_type", None) == "group" and cm is not None:
+                    out[path] = GroupMetadata(meta.attributes, meta.zarr_format,
+                                              ConsolidatedMetadata({}))
+                    flatten(path + "/", cm.metadata)
+                else:
+                    out[path] = meta
+        flatten("", self.metadata)
+        return {k: out[k] for k in sorted(out, key=_sort_key)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """As zarr-python 3's ``ConsolidatedMetadata.to_dict()``: the flattened members,
+        parents first."""
         return {"kind": self.kind, "must_understand": self.must_understand,
-                "metadata": {k: v.to_dict() for k, v in self.metadata.items()}}
+                "metadata": {k: v.to_dict() for k, v in self.flattened_metadata.items()}}
 
-    def __eq__(self, other):
-        return isinstance(other, ConsolidatedMetadata) and self.metadata == other.metadata
+    def __eq__(self, other: object) -> bool:
+        if not callable(getattr(other, "to_dict", None)) or \
+                getattr(other, "kind", None) != "inline":
+            return NotImplemented
+        try:
+            return _plain(self.to_dict()) == _plain(other.to_dict())  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            return False
 
-    def __repr__(self):
-        return f"ConsolidatedMetadata(kind='inline', metadata={self.metadata!r})"
+    # mutable, compared by value: not hashable
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"ConsolidatedMetadata(metadata={self.metadata!r}, kind='inline', "
+                f"must_understand=False)")
 
 
 class GroupMetadata:
     """zarr-python 3's ``Group.metadata`` (and its ``zarr.core.group.GroupMetadata``, which
     ``create_hierarchy`` takes): attributes, zarr_format, node_type, consolidated_metadata
-    (None unless the group was opened through consolidated metadata) and ``to_dict()``."""
+    (None unless the group was opened through consolidated metadata) and ``to_dict()``.
+    Equal to group metadata of the same document, zarr-python 3's objects included."""
 
     node_type = "group"
 
-    def __init__(self, attributes=None, zarr_format=3, consolidated_metadata=None):
+    def __init__(self, attributes: Mapping[str, Any] | None = None, zarr_format: int = 3,
+                 consolidated_metadata: ConsolidatedMetadata | None = None) -> None:
         self.attributes = dict(attributes or {})
         self.zarr_format = zarr_format
         self.consolidated_metadata = consolidated_metadata
 
-    def to_dict(self):
-        """The group metadata as zarr-python 3's ``GroupMetadata.to_dict()`` gives it."""
-        cm = self.consolidated_metadata
-        return {"attributes": self.attributes, "zarr_format": self.zarr_format,
-                "node_type": "group",
-                "consolidated_metadata": None if cm is None else cm.to_dict()}
+    def to_dict(self) -> dict[str, Any]:
+        """The group metadata as zarr-python 3's ``GroupMetadata.to_dict()`` gives it (no
+        ``consolidated_metadata`` key when there is none)."""
+        out: dict[str, Any] = {"attributes": self.attributes, "zarr_format": self.zarr_format}
+        if self.consolidated_metadata is not None:
+            out["consolidated_metadata"] = self.consolidated_metadata.to_dict()
+        out["node_type"] = "group"
+        return out
 
-    def __eq__(self, other):
-        return isinstance(other, GroupMetadata) and self.to_dict() == other.to_dict()
+    def __eq__(self, other: object) -> bool:
+        theirs = _group_document(other)
+        if theirs is None:
+            return NotImplemented
+        return _group_document(self) == theirs
 
-    def __repr__(self):
+    # mutable, compared by value: not hashable
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
         return (f"GroupMetadata(attributes={self.attributes!r}, zarr_format={self.zarr_format}"
-                f", consolidated_metadata={self.consolidated_metadata!r})")
+                f", consolidated_metadata={self.consolidated_metadata!r}, node_type='group')")
 
 
 class ArrayAPIv3:

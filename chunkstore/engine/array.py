@@ -290,16 +290,18 @@ class Array(nodes.Node, ArrayAPIv3):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
+        # zarr-python 3's: the store and path, shape and dtype (a view says so)
         view = " (view)" if self._engine.overrides is not None else ""
-        return f"<chunkstore.Array {self.name!r} {self.shape} {self.dtype}{view}>"
+        return f"<Array {self.store_path} shape={self.shape} dtype={self.dtype}{view}>"
 
     def __eq__(self, other: object) -> bool:
-        # two handles on the same path of equal stores (a pickled copy too), as zarr-python 3
+        # two handles on the same path of equal stores (a pickled copy too, one reading
+        # through consolidated metadata too), as zarr-python 3
         return (isinstance(other, Array) and self._path == other._path
-                and (self._store is other._store or self._store == other._store))
+                and nodes.same_location(self._store, other._store))
 
     def __hash__(self) -> int:
-        return hash((type(self._store).__name__, self._path))
+        return hash((type(nodes.location_store(self._store)).__name__, self._path))
 
     def __getstate__(self) -> dict[str, Any]:
         e = self._engine

@@ -93,8 +93,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             items.append(("Groups", ", ".join(self.group_keys())))
         return Info(items, zarr_format=self._format)
 
-    def __repr__(self):
-        return f"<chunkstore.Group {self.name!r}{' read-only' if self._read_only else ''}>"
+    def __repr__(self) -> str:
+        # zarr-python 3's: the store and the node's path in it
+        return f"<Group {self.store_path}>"
 
     @classmethod
     def from_store(cls, store: StoreLike, *, attributes: Mapping[str, Any] | None = None,
@@ -128,12 +129,14 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return len(self.members(max_depth=max_depth))
 
     def __eq__(self, other):
-        # two handles on the same path of equal stores (a pickled copy too), as Array's
+        # two handles on the same path of equal stores (a pickled copy too, one reading
+        # through consolidated metadata too), as Array's
         return isinstance(other, Group) and self._path == other._path and \
-            (self._store is other._store or self._store == other._store)
+            nodes.same_location(self._store, other._store)
 
     def __hash__(self):
-        return hash((type(self._store).__name__, self._path))  # equal groups hash equal
+        # equal groups hash equal
+        return hash((type(nodes.location_store(self._store)).__name__, self._path))
 
     def __getstate__(self):
         return {"store": self._store, "path": self._path, "read_only": self._read_only,
@@ -352,8 +355,14 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return g
 
     def require_group(self, name: str, overwrite: bool = False) -> Group:
-        """The subgroup at name, created if absent."""
+        """The subgroup at name, created if absent (overwrite=True: replaced by a new one).
+        An array at name is an error both ContainsArrayError (zarr-python 2's) and TypeError
+        (zarr-python 3's "Incompatible object")."""
         path = self._child(name)
+        if not overwrite and contains_array(self._store, path):
+            raise nodes.IncompatibleArrayError(
+                f"Incompatible object (Array) already exists at path {path!r} in "
+                f"{store_name(self._store)}: require_group needs a group there")
         if overwrite or not contains_group(self._store, path):
             self._check_writable()
         with self._lock(nodes.creation_lock_key(path, "group")):
@@ -400,17 +409,32 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
         if contains_array(self._store, path):
-            a = self[name]
-            shape = creation._normalize_shape(shape)
-            if a.shape != shape:
-                raise TypeError(f"array {a.name!r} has shape {a.shape}, not {shape}")
-            if dtype is not None:
-                dt = np.dtype(dtype)
-                if (exact and a.dtype != dt) or (not exact and not np.can_cast(dt, a.dtype)):
-                    raise TypeError(f"array {a.name!r} has dtype {a.dtype}, incompatible with "
-                                    f"{dt}")
-            return a
+            # zarr-python 2's direction: the requested dtype must cast safely to the stored
+            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=False)
         return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+
+    def _existing_array(self, name: str, path: str, shape: Any, dtype: Any, exact: bool, *,
+                        stored_to_asked: bool) -> Array:
+        """The array at path if it fits shape and dtype, else TypeError ("Incompatible
+        shape/dtype/object", zarr-python's wording). Not exact, the dtypes must cast safely:
+        stored to asked (zarr-python 3's require_array: the data read as the asked dtype
+        loses nothing) or asked to stored (zarr-python 2's require_dataset)."""
+        if not contains_array(self._store, path):
+            raise nodes.IncompatibleGroupError(
+                f"Incompatible object (Group) already exists at path {path!r} in "
+                f"{store_name(self._store)}: an array was required there")
+        a = cast(Array, self._open_node(path, "array"))
+        shape = creation._normalize_shape(shape)
+        if a.shape != shape:
+            raise TypeError(f"Incompatible shape ({a.shape} vs {shape}) of array {a.name!r}")
+        if dtype is not None:
+            native = getattr(dtype, "to_native_dtype", None)  # a zarr-python 3 dtype object
+            dt = native() if callable(native) else np.dtype(dtype)
+            src, dst = (a.dtype, dt) if stored_to_asked else (dt, a.dtype)
+            if (exact and a.dtype != dt) or (not exact and not np.can_cast(src, dst)):
+                raise TypeError(f"Incompatible dtype ({a.dtype} vs {dt}) of array {a.name!r}"
+                                + ("" if exact else f": {src} does not cast safely to {dst}"))
+        return a
 
     def create(self, name: str, **kwargs: Any) -> Array:
         """Create an array at *name* in this group, like ``zarr.Group.create``.
@@ -629,8 +653,11 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         elif mode == "w":
             _init_group(store, path, overwrite=True, zarr_format=zarr_format or 2)
         else:
-            if exists or contains_array(store, path):
-                raise ContainsGroupError(f"something already exists at path {path!r} in "
+            if contains_array(store, path):
+                raise ContainsArrayError(f"an array already exists at path {path!r} in "
+                                         f"{store_name(store)}")
+            if exists:
+                raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                          f"{store_name(store)}")
             _init_group(store, path, zarr_format=zarr_format or 2)
         g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
@@ -694,6 +721,12 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     to chunks pass through with mode "r+"; metadata changes are refused. With a StorePath,
     metadata_key is below its path (where consolidate_metadata of it writes it).
     """
+    use_consolidated = kwargs.pop("use_consolidated", True)
+    if use_consolidated is not True:
+        # zarr-python 3's check: this function is open_group(use_consolidated=True)
+        raise TypeError(f"'use_consolidated' must be True in 'open_consolidated', got "
+                        f"{use_consolidated!r}; use open/open_group with "
+                        f"use_consolidated=False to bypass consolidated metadata")
     if isinstance(store, StorePath) and store.path:
         metadata_key = f"{store.path}/{metadata_key}"
     store, path = split_store_path(store, path)
@@ -785,6 +818,11 @@ class TreeView:
         lines, cut = self._limited(self._lines(self.group, " ", 0, self._ASCII))
         text = "\n".join(self._truncation(cut) + [self.group.name] + lines)
         return text.encode("ascii", "backslashreplace")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None,
+                          **kwargs: Any) -> dict[str, str]:
+        """Jupyter's rich display (zarr-python 3's): the text and the HTML of the tree."""
+        return {"text/plain": repr(self), "text/html": self._repr_html_()}
 
     def _repr_html_(self):
         def render(grp, depth):

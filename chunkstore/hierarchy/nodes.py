@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
+                               ContainsArrayError, ContainsGroupError,
                                GroupFormatMismatchError, GroupNotFoundError,
                                PathNotFoundError)
 from chunkstore.metadata._common import load_json_object
@@ -40,6 +41,33 @@ def array_summary(store, path: str, zarr_format: int) -> tuple:
     except (KeyError, TypeError, ValueError) as e:
         raise MetadataError(f"invalid array metadata at {key!r} in {store_name(store)}: "
                             f"{e}") from e
+
+
+class IncompatibleArrayError(ContainsArrayError, TypeError):
+    """An array is where a group was required (``require_group``): a ContainsArrayError, as
+    zarr-python 2 raises, and a TypeError ("Incompatible object"), as zarr-python 3 raises."""
+
+
+class IncompatibleGroupError(ContainsGroupError, TypeError):
+    """A group is where an array was required (``require_array``): a ContainsGroupError and
+    a TypeError ("Incompatible object"), as zarr-python 3 raises."""
+
+
+def location_store(store):
+    """The store that holds a node's data: a consolidated-metadata view's underlying store,
+    any other store itself. Two handles on one path of one location are the same node,
+    whether or not either reads its metadata through the consolidated document."""
+    if protocol.consolidated_documents(store) is not None:
+        inner = getattr(store, "store", None)
+        if inner is not None:
+            return inner
+    return store
+
+
+def same_location(a, b) -> bool:
+    """Whether stores a and b are one location (see :func:`location_store`)."""
+    a, b = location_store(a), location_store(b)
+    return a is b or a == b
 
 
 def prefix(path: str) -> str:

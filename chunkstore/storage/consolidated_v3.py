@@ -75,6 +75,11 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             raw = self._docs[key] = json.dumps(self._objects[key], indent=2).encode()
         return raw
 
+    @property
+    def store(self) -> Mapping[str, bytes]:
+        """The underlying store (chunks and everything else the view does not serve)."""
+        return self._store
+
     def __repr__(self) -> str:
         return f"ConsolidatedV3Store({store_name(self._store)})"
 
