@@ -33,7 +33,8 @@ def open_group_v3(store: Any, *, mode: str = "a", use_consolidated: Any = None,
             "storage_options", None))
         if mode != "a" or not contains_group(store, normalize_path(path)):
             kwargs["zarr_format"] = config.default_zarr_format(None, 3)
-    if use_consolidated is None and mode in ("r", "r+"):
+    if use_consolidated is None and mode in ("r", "r+") and getattr(
+            store, "supports_consolidated_metadata", True):  # (a store may opt out)
         try:
             return open_group(store, mode=mode, path=path, use_consolidated=True, **kwargs)
         except ConsolidatedMetadataNotFoundError:

@@ -16,6 +16,14 @@ def hierarchy_plan(nodes, has_group):
     hierarchy. nodes: path -> a metadata object (``to_dict()``) or its document."""
     docs = {p.strip("/"): (m.to_dict() if hasattr(m, "to_dict") else dict(m))
             for p, m in nodes.items()}
+    arrays = {p for p, d in docs.items() if _kind(d) == "array"}
+    for path in docs:  # checked before anything is made: a refused plan writes nothing
+        parts = path.split("/") if path else []
+        under = next(("/".join(parts[:i]) for i in range(len(parts))
+                      if "/".join(parts[:i]) in arrays), None)
+        if under is not None:  # (zarr-python 3's words first)
+            raise ValueError(f"Only Zarr groups can contain other nodes. The node at "
+                             f"{path!r} is below the array at {under!r}")
     for path, doc in list(docs.items()):
         parts = path.split("/") if path else []
         for i in range(len(parts)):
@@ -25,8 +33,12 @@ def hierarchy_plan(nodes, has_group):
                                 "node_type": "group", "attributes": {}}
     for path in sorted(docs, key=lambda p: (p.count("/") if p else -1, p)):
         doc = docs[path]
-        kind = doc.get("node_type") or ("array" if "shape" in doc else "group")
-        yield path, doc, kind
+        yield path, doc, _kind(doc)
+
+
+def _kind(doc):
+    """A node document's kind: "array" or "group"."""
+    return doc.get("node_type") or ("array" if "shape" in doc else "group")
 
 
 def array_from_document(store, path, doc, overwrite):

@@ -102,8 +102,10 @@ class WritePath(ReadPath):
             if not ok:
                 if dtype.kind == "O":
                     return self._object_elements(value, shape)
-                raise ValueError(f"could not broadcast value of shape {v.shape} to selection "
-                                 f"of shape {shape} in array {self.name!r}")
+                # zarr-python 3's opening words, then which shapes and where
+                raise ValueError(f"Attempting to set a selection of shape {shape} with a "
+                                 f"value of shape {v.shape}: could not broadcast the value "
+                                 f"to the selection in array {self.name!r}")
         return v
 
     def _object_elements(self, value: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import re
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -17,7 +18,7 @@ from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            save_array)
-from chunkstore.errors import ChunkstoreError, GroupNotFoundError, store_name
+from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
 from chunkstore.storage.base import getitems, setitems
@@ -115,6 +116,9 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
+    if not getattr(store, "supports_consolidated_metadata", True):  # (zarr-python 3's check)
+        raise TypeError(f"Store {store_name(store)} doesn't support consolidated metadata: "
+                        f"nothing was written")
     from chunkstore.hierarchy import nodes
     from chunkstore.metadata.formats import format_of
     kind, found = nodes.node_kind(store, path, zarr_format)
@@ -122,6 +126,11 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
         raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path {path!r} in "
                                  f"{store_name(store)} to consolidate")
     fmt = format_of(found or 2)
+    if (found or 2) == 3:  # zarr-python 3's caveat, word for word (readers may not know it)
+        warnings.warn("Consolidated metadata is currently not part in the Zarr format 3 "
+                      "specification. It may not be supported by other zarr "
+                      "implementations and may change in the future.", ZarrUserWarning,
+                      stacklevel=2)
     fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
     # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
     return open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)

@@ -620,6 +620,13 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
             normalize_store(store, mode="r", storage_options=storage_options),
             normalize_path(path)):
         use_consolidated = None  # mode "a" creates the group: there is nothing to consolidate
+    if use_consolidated is not False and not getattr(
+            normalize_store(store, mode="r", storage_options=storage_options),
+            "supports_consolidated_metadata", True):
+        if use_consolidated:  # (zarr-python 3's words)
+            raise ValueError(f"Store {store_name(store)} doesn't support consolidated "
+                             f"metadata; open with use_consolidated=False or None")
+        use_consolidated = None  # None: the store opts out
     if use_consolidated and mode in ("r", "r+", "a"):
         found = open_consolidated(store, mode="r+" if mode == "a" else mode, path=path,
                                   storage_options=storage_options, zarr_format=zarr_format)
@@ -747,7 +754,8 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
             where = normalize_path(path)
             v3_doc = (where + "/" if where else "") + "zarr.json"
             raise ConsolidatedMetadataNotFoundError(
-                f"no consolidated metadata at path {where!r} in {store_name(store)}: looked "
+                f"Consolidated metadata requested, but none at path {where!r} in "
+                f"{store_name(store)}: looked "
                 f"for Zarr v2's {metadata_key!r} and for 'consolidated_metadata' in Zarr v3's "
                 f"{v3_doc!r} ({'absent' if v3_doc not in store else 'it has none'}); "
                 f"consolidate_metadata() writes it, or open the hierarchy with open()"

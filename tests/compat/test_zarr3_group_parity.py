@@ -185,3 +185,69 @@ def test_tree_mimebundle_escapes_html():
     assert "&lt;img" in bundle["text/html"] and "<img" not in bundle["text/html"]
     assert "<img onerror=alert(1) src=x>" in bundle["text/plain"]
     assert bundle["text/plain"] == repr(g.tree())
+
+
+# ------------------------------------------------------------------ consolidation caveats
+def test_v3_consolidation_warns_as_zarr3_and_v2_does_not():
+    for fmt, warns in ((3, True), (2, False)):
+        g = cs.create_group(MemoryStore(), zarr_format=fmt)
+        g.create_group("a")
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            cs.consolidate_metadata(g.store)
+        ours = [w for w in seen if issubclass(w.category, cerr.ZarrUserWarning)]
+        assert bool(ours) == warns
+        if warns:
+            assert str(ours[0].message).startswith(
+                "Consolidated metadata is currently not part in the Zarr format 3")
+            assert ours[0].filename == __file__   # points at the caller's line
+
+
+class _NoConsolidation(MemoryStore):
+    supports_consolidated_metadata = False
+
+
+def test_a_store_without_consolidated_metadata_opts_out():
+    store = _NoConsolidation()
+    cs.create_group(store, zarr_format=3).create_group("a/b")
+    before = dict(store)
+    with pytest.raises(TypeError, match="doesn't support consolidated metadata"):
+        cs.consolidate_metadata(store)
+    assert dict(store) == before                       # nothing written
+    with pytest.raises(ValueError, match="doesn't support consolidated metadata"):
+        cs.open_group(store, mode="r", use_consolidated=True)
+    for use in (None, False):
+        assert "a" in cs.open_group(store, mode="r", use_consolidated=use)
+
+    async def aio():
+        g = await AsyncGroup.open(store, use_consolidated=None)
+        return await g.contains("a")
+    assert asyncio.run(aio())
+
+
+def test_use_consolidated_without_it_names_the_request():
+    store = MemoryStore()
+    cs.create_group(store, zarr_format=3)
+    with pytest.raises(cerr.ConsolidatedMetadataNotFoundError,
+                       match="Consolidated metadata requested") as e:
+        cs.open_group(store, mode="r", use_consolidated=True)
+    assert isinstance(e.value, ValueError)
+
+
+def test_create_hierarchy_refuses_nodes_below_an_array_before_writing():
+    from chunkstore.compat.node_api import GroupMetadata as GM
+    src = cs.create_array(MemoryStore(), shape=(3,), dtype="i2")
+    for child in ({"zarr_format": 3, "node_type": "group", "attributes": {}},
+                  src.metadata.to_dict()):
+        store = MemoryStore()
+        nodes = {"g": GM(), "g/arr": src.metadata, "g/arr/under": child}
+        with pytest.raises(ValueError, match="Only Zarr groups can contain other nodes"):
+            list(cs.create_hierarchy(store=store, nodes=nodes))
+        assert len(store) == 0
+
+
+def test_a_value_that_does_not_broadcast_names_both_shapes():
+    z = cs.create_array(MemoryStore(), shape=(4, 4), chunks=(2, 2), dtype="i2")
+    with pytest.raises(ValueError, match=r"Attempting to set .* \(2,\) .* \(2, 2\)"):
+        z[np.array([1, 2]), np.array([1, 2])] = np.array([[-1, -2], [-3, -4]])
+    assert not z[...].any() and z.nchunks_initialized == 0
