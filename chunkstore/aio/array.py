@@ -9,7 +9,7 @@ import numpy as np
 
 from chunkstore.aio.node import AsyncNode
 from chunkstore.compat.node_api import register_async_view
-from chunkstore.aio.run import off_loop, read_off_loop
+from chunkstore.aio.run import array_off_loop, off_loop
 from chunkstore.engine.array import Array
 
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
@@ -65,66 +65,74 @@ class AsyncArray(AsyncNode):
         return type(self)(self._node.with_config(config))
 
     # ------------------------------------------------------------ reads and writes
+    def _read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """A read on the workers for this array's chunk store (chunkstore.aio.run)."""
+        return array_off_loop(self._node.chunk_store, True, fn, *args, **kwargs)
+
+    def _write(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """A write on the workers for this array's chunk store (chunkstore.aio.run)."""
+        return array_off_loop(self._node.chunk_store, False, fn, *args, **kwargs)
+
     async def getitem(self, selection: Any, *, prototype: Any = None) -> Any:
         """``array[selection]`` (NumPy-style basic and fancy indexing)."""
-        return await read_off_loop(self._node.__getitem__, selection)
+        return await self._read(self._node.__getitem__, selection)
 
     async def setitem(self, selection: Any, value: Any) -> None:
         """``array[selection] = value``."""
-        await off_loop(self._node.__setitem__, selection, value)
+        await self._write(self._node.__setitem__, selection, value)
 
     async def get_basic_selection(self, selection: Any = Ellipsis, *, out: Any = None,
                                   fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_basic_selection``."""
-        return await read_off_loop(self._node.get_basic_selection, selection, out=out,
+        return await self._read(self._node.get_basic_selection, selection, out=out,
                                    fields=fields)
 
     async def get_orthogonal_selection(self, selection: Any, *, out: Any = None,
                                        fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_orthogonal_selection`` (outer indexing)."""
-        return await read_off_loop(self._node.get_orthogonal_selection, selection, out=out,
+        return await self._read(self._node.get_orthogonal_selection, selection, out=out,
                                    fields=fields)
 
     async def get_coordinate_selection(self, selection: Any, *, out: Any = None,
                                        fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_coordinate_selection`` (points)."""
-        return await read_off_loop(self._node.get_coordinate_selection, selection, out=out,
+        return await self._read(self._node.get_coordinate_selection, selection, out=out,
                                    fields=fields)
 
     async def get_mask_selection(self, mask: Any, *, out: Any = None, fields: Any = None,
                                  prototype: Any = None) -> Any:
         """The Array's ``get_mask_selection``."""
-        return await read_off_loop(self._node.get_mask_selection, mask, out=out, fields=fields)
+        return await self._read(self._node.get_mask_selection, mask, out=out, fields=fields)
 
     async def get_block_selection(self, selection: Any, *, out: Any = None,
                                   fields: Any = None, prototype: Any = None) -> Any:
         """The Array's ``get_block_selection`` (whole chunks by chunk index)."""
-        return await read_off_loop(self._node.get_block_selection, selection, out=out,
+        return await self._read(self._node.get_block_selection, selection, out=out,
                                    fields=fields)
 
     async def set_basic_selection(self, selection: Any, value: Any, *,
                                   fields: Any = None) -> None:
         """The Array's ``set_basic_selection``."""
-        await off_loop(self._node.set_basic_selection, selection, value, fields=fields)
+        await self._write(self._node.set_basic_selection, selection, value, fields=fields)
 
     async def set_orthogonal_selection(self, selection: Any, value: Any, *,
                                        fields: Any = None) -> None:
         """The Array's ``set_orthogonal_selection``."""
-        await off_loop(self._node.set_orthogonal_selection, selection, value, fields=fields)
+        await self._write(self._node.set_orthogonal_selection, selection, value, fields=fields)
 
     async def set_coordinate_selection(self, selection: Any, value: Any, *,
                                        fields: Any = None) -> None:
         """The Array's ``set_coordinate_selection``."""
-        await off_loop(self._node.set_coordinate_selection, selection, value, fields=fields)
+        await self._write(self._node.set_coordinate_selection, selection, value, fields=fields)
 
     async def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         """The Array's ``set_mask_selection``."""
-        await off_loop(self._node.set_mask_selection, mask, value, fields=fields)
+        await self._write(self._node.set_mask_selection, mask, value, fields=fields)
 
     async def set_block_selection(self, selection: Any, value: Any, *,
                                   fields: Any = None) -> None:
         """The Array's ``set_block_selection``."""
-        await off_loop(self._node.set_block_selection, selection, value, fields=fields)
+        await self._write(self._node.set_block_selection, selection, value, fields=fields)
 
     @property
     def oindex(self) -> AsyncOIndex:
@@ -197,11 +205,11 @@ class AsyncVIndex:
 
     async def getitem(self, selection: Any) -> Any:
         """Vectorised indexing of the array."""
-        return await off_loop(self.array.sync.vindex.__getitem__, selection)
+        return await self.array._read(self.array.sync.vindex.__getitem__, selection)
 
     async def setitem(self, selection: Any, value: Any) -> None:
         """Vectorised write."""
-        await off_loop(self.array.sync.vindex.__setitem__, selection, value)
+        await self.array._write(self.array.sync.vindex.__setitem__, selection, value)
 
 
 register_async_view(Array, AsyncArray)

@@ -28,7 +28,7 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
-from chunkstore.aio.run import off_loop
+from chunkstore.aio.run import array_off_loop
 from chunkstore.engine.array import Array
 from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
@@ -86,7 +86,8 @@ class ChunkstoreBackendArray(BackendArray):
         key, method = self._reader(key)
 
         async def read(k):
-            return await off_loop(method, k)  # as AsyncArray reads: one engine, off the loop
+            # as AsyncArray reads: one engine, off the loop, on the workers for its store
+            return await array_off_loop(self._array.chunk_store, True, method, k)
 
         return await indexing.async_explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.VECTORIZED, read)

@@ -5,6 +5,8 @@ synchronizer (disjoint elements, shared chunks) lose nothing (a model-based test
 
 import asyncio
 import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -273,3 +275,49 @@ def test_async_array_with_config():
     assert AsyncArray(z).config.write_empty_chunks is False
     run(a.setitem(slice(None), 0))           # all fill, stored: write_empty_chunks
     assert z.nchunks_initialized == 4
+
+
+class _CountingStore(dict):
+    """A dict store whose chunk reads take a while and count how many run at once."""
+
+    def __init__(self, concurrent_io):
+        super().__init__()
+        self.concurrent_io = concurrent_io
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def __getitem__(self, key):
+        if "/c" not in "/" + key and not key.startswith("c"):
+            return super().__getitem__(key)
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.05)
+        with self.lock:
+            self.now -= 1
+        return super().__getitem__(key)
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_reads_run_on_the_workers_for_their_stores_kind(remote):
+    """A local store's reads (CPU work) run on as many workers as the engine's threads, the
+    rest wait their turn; a store whose requests are round trips gets up to WORKERS at once.
+    The values are right either way."""
+    from chunkstore.aio import run as aio_run
+
+    store = _CountingStore(concurrent_io=remote)
+    data = np.arange(64, dtype="i4")
+    cs.create_array(store, shape=(64,), chunks=(8,), dtype="i4", zarr_format=3)[...] = data
+    a = cs.AsyncArray(cs.open_array(store, mode="r"))
+
+    async def main():
+        return await asyncio.gather(*(a.getitem(slice(8 * i, 8 * i + 8)) for i in range(8)))
+
+    with cs.config.set(threads=2):
+        store.most = 0
+        got = asyncio.run(main())
+    np.testing.assert_array_equal(np.concatenate(got), data)
+    if remote:
+        assert store.most > 2 and store.most <= aio_run.WORKERS
+    else:
+        assert store.most == 2
