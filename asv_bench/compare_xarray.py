@@ -59,6 +59,9 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 write(ds, paths[e], e)
                 times[e, "write"].append(time.perf_counter() - t0)
+            # The reads are timed on files at rest: a write's dirty pages still going to disk
+            # would tax whichever read comes next (the kernel's writeback, on the same cores).
+            os.sync()
             for e in order:
                 t0 = time.perf_counter()
                 results[e] = open_mean(paths[e], e)
