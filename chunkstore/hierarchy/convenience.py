@@ -126,14 +126,16 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
         raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path {path!r} in "
                                  f"{store_name(store)} to consolidate")
     fmt = format_of(found or 2)
-    if (found or 2) == 3:  # zarr-python 3's caveat, word for word (readers may not know it)
+    fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
+    # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
+    g = open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
+    if (found or 2) == 3 and next(iter(g.keys()), None) is not None:
+        # zarr-python 3's caveat, word for word, where it gives it (v3 members consolidated)
         warnings.warn("Consolidated metadata is currently not part in the Zarr format 3 "
                       "specification. It may not be supported by other zarr "
                       "implementations and may change in the future.", ZarrUserWarning,
                       stacklevel=2)
-    fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
-    # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
-    return open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
+    return g
 
 
 def tree(grp, expand=False, level=None, *, max_nodes=None, plain=False):

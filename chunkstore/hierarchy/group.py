@@ -94,8 +94,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return Info(items, zarr_format=self._format)
 
     def __repr__(self) -> str:
-        # zarr-python 3's: the store and the node's path in it
-        return f"<Group {self.store_path}>"
+        # zarr-python 3's: the store and the node's path in it; the root ends in "/" (its
+        # name, which zarr-python 2's repr shows)
+        return f"<Group {self.store_path}{'' if self._path else '/'}>"
 
     @classmethod
     def from_store(cls, store: StoreLike, *, attributes: Mapping[str, Any] | None = None,

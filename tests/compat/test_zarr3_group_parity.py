@@ -175,7 +175,9 @@ def test_reprs_are_zarr3s():
     root = cs.create_array(MemoryStore(), shape=(2,), dtype="f8")
     assert repr(a) == f"<Array {store}/x/arr shape=(2, 3, 4) dtype=uint8>"
     assert str(root) == f"<Array {root.store} shape=(2,) dtype=float64>"
-    assert repr(g) == f"<Group {store}>" and repr(g["x"]) == f"<Group {store}/x>"
+    # the root group's ends in its name "/" (zarr-python 2's tests look for the name)
+    assert repr(g) == f"<Group {store}/>" and repr(g["x"]) == f"<Group {store}/x>"
+    assert g.name in repr(g) and g["x"].name in repr(g["x"])
 
 
 def test_tree_mimebundle_escapes_html():
@@ -189,9 +191,10 @@ def test_tree_mimebundle_escapes_html():
 
 # ------------------------------------------------------------------ consolidation caveats
 def test_v3_consolidation_warns_as_zarr3_and_v2_does_not():
-    for fmt, warns in ((3, True), (2, False)):
+    for fmt, members, warns in ((3, True, True), (3, False, False), (2, True, False)):
         g = cs.create_group(MemoryStore(), zarr_format=fmt)
-        g.create_group("a")
+        if members:   # (zarr-python 3 warns only where v3 members are consolidated)
+            g.create_group("a")
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             cs.consolidate_metadata(g.store)
