@@ -45,9 +45,13 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     creation._check_format(zarr_format)
     zarr_format = _config.default_zarr_format(zarr_format, 3)
     if data is not None:
+        for given, value in (("shape", shape), ("dtype", dtype)):
+            if value is not None:  # (zarr-python 3's check and words: data says both)
+                raise ValueError(f"The data parameter was used, but the {given} parameter "
+                                 f"was also used. This is an error. Either use the data "
+                                 f"parameter, or the {given} parameter, but not both.")
         data = data if isinstance(data, Array) else np.asanyarray(data)
-        shape = data.shape if shape is None else shape
-        dtype = data.dtype if dtype is None else dtype
+        shape, dtype = data.shape, data.dtype
     if data is None and shape is None:  # (zarr-python 3's words)
         raise ValueError("The data parameter was set to None, but shape was not specified. "
                          "Either provide a value for data, or specify shape.")

@@ -228,3 +228,18 @@ def test_a_node_under_an_array_is_refused_in_zarr3_words():
         cs.zeros((2,), store=store, path="arr_1/g/arr_2")
     with pytest.raises(ContainsArrayError, match="an array exists at 'arr_1'"):
         cs.zeros((2,), store=store, path="arr_1/g/arr_2")
+
+
+def test_create_array_refuses_shape_or_dtype_next_to_data():
+    """As zarr-python 3: data gives the shape and the dtype; either given as well is a
+    ValueError naming it, and nothing is created."""
+    data = np.arange(10)
+    for kwargs, name in ((dict(shape=data.shape), "shape"), (dict(shape=(10,), dtype="f4"),
+                                                             "shape"), (dict(dtype="i8"), "dtype")):
+        store = {}
+        with pytest.raises(ValueError, match=f"data parameter was used, but the {name} "):
+            cs.create_array(store, data=data, **kwargs)
+        assert store == {}
+    z = cs.create_array({}, data=data)
+    assert z.shape == (10,) and z.dtype == data.dtype
+    np.testing.assert_array_equal(z[...], data)
