@@ -147,8 +147,6 @@ def check_shards(shards: Any, chunks: Any) -> None:
         raise ValueError(shard_shape_error(shards, chunks))
 
 
-
-
 #: the chunk key encodings there are (zarr-python 3's registry, in its order)
 CHUNK_KEY_ENCODINGS = ("default", "v2")
 
