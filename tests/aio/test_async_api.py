@@ -321,3 +321,51 @@ def test_reads_run_on_the_workers_for_their_stores_kind(remote):
         assert store.most > 2 and store.most <= aio_run.WORKERS
     else:
         assert store.most == 2
+
+
+def test_a_lone_task_keeps_one_worker_and_no_job_is_lost():
+    """The workers hand a job to the thread idle last (a lone task's reads stay on one or
+    two warm threads, not round-robin over all of them), and jobs beyond the limit wait their turn:
+    none is lost or run twice while the limit is lowered and raised under load."""
+    from chunkstore.aio.run import array_off_loop
+
+    local = {}  # a dict: a local store (its reads are CPU work)
+    with cs.config.set(threads=3):
+        barrier = threading.Barrier(3, timeout=20)
+
+        async def warm_then_alone():
+            await asyncio.gather(*(array_off_loop(local, False, barrier.wait)
+                                   for _ in range(3)))          # three threads started
+            return [await array_off_loop(local, False, threading.get_ident)
+                    for _ in range(30)]
+        # one job in flight at a time: it goes to the thread parked last, or (when the one
+        # that ran the previous job has not parked yet) to the one before it; never round
+        # the three as a shared queue hands them out
+        assert len(set(asyncio.run(warm_then_alone()))) <= 2
+
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0, "ran": []}
+
+    def job(i):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.002)
+        with lock:
+            state["now"] -= 1
+            state["ran"].append(i)
+        return i
+
+    async def churn():
+        tasks = [asyncio.ensure_future(array_off_loop(local, False, job, i))
+                 for i in range(200)]
+        for threads in (1, 4, 2, 3):
+            await asyncio.sleep(0.02)
+            cs.config.set(threads=threads)
+        return await asyncio.gather(*tasks)
+
+    with cs.config.set(threads=4):
+        got = asyncio.run(churn())
+    assert got == list(range(200))
+    assert sorted(state["ran"]) == list(range(200))       # each exactly once
+    assert state["most"] <= 4
