@@ -64,6 +64,21 @@ class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     _msg = "A group exists in store {!r} at path {!r}."
 
 
+class IncompatibleArrayError(ContainsArrayError, TypeError):
+    """An array is where a group was required (``require_group``): a ContainsArrayError, as
+    zarr-python 2 raises, and a TypeError ("Incompatible object"), as zarr-python 3 raises."""
+
+
+class IncompatibleGroupError(ContainsGroupError, TypeError):
+    """A group is where an array was required (``require_array``): a ContainsGroupError and
+    a TypeError ("Incompatible object"), as zarr-python 3 raises."""
+
+
+class IntegerArgumentError(ChunkstoreError, TypeError, ValueError):
+    """A shape or chunk size that is not an integer: zarr-python 3 raises TypeError for it,
+    chunkstore (and zarr-python 2, for chunks) ValueError; this is both."""
+
+
 class ContainsArrayAndGroupError(ChunkstoreError, ValueError):
     """Array and group metadata documents both at one path (zarr-python 3's name)."""
 

@@ -9,6 +9,7 @@ from chunkstore import config
 from chunkstore.errors import ConsolidatedMetadataNotFoundError
 from chunkstore.hierarchy.creation import contains_group, normalize_path
 from chunkstore.hierarchy.group import Group, open_group
+from chunkstore.storage import protocol
 from chunkstore.storage.normalize import normalize_store
 
 
@@ -33,8 +34,8 @@ def open_group_v3(store: Any, *, mode: str = "a", use_consolidated: Any = None,
             "storage_options", None))
         if mode != "a" or not contains_group(store, normalize_path(path)):
             kwargs["zarr_format"] = config.default_zarr_format(None, 3)
-    if use_consolidated is None and mode in ("r", "r+") and getattr(
-            store, "supports_consolidated_metadata", True):  # (a store may opt out)
+    if use_consolidated is None and mode in ("r", "r+") and \
+            protocol.holds_consolidated_metadata(store):  # (a store may opt out)
         try:
             return open_group(store, mode=mode, path=path, use_consolidated=True, **kwargs)
         except ConsolidatedMetadataNotFoundError:

@@ -58,13 +58,11 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     if data is None and dtype is None:
         raise ValueError("The data parameter was set to None, but dtype was not specified. "
                          "Either provide an array-like value for data, or specify dtype.")
-    # a data type object (chunkstore.compat.dtype's, or zarr-python 3's), by class name
-    vlen_bytes = type(dtype).__name__ == "VariableLengthBytes"
-    native = getattr(dtype, "to_native_dtype", None)
-    if callable(native):
-        dtype = str if type(dtype).__name__ == "VariableLengthUTF8" else native()
-    dt = np.dtype("f8" if dtype is None else dtype)
-    if dtype is str or (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
+    # a data type object (chunkstore.compat.dtype's, or zarr-python 3's) as its dtype
+    spelled = creation_args.zdtype_spelling(dtype)
+    vlen_bytes = spelled == "bytes" and spelled is not dtype  # (VariableLengthBytes)
+    dt = np.dtype(object) if vlen_bytes else np.dtype(spelled)
+    if (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
         # zarr-python 3's dtype=str (and NumPy's StringDType): variable-length UTF-8 strings
         dt = np.dtype(object)
     cfg_order, wec = creation_args.array_config(config)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from chunkstore.compat.creation import create_array
-from chunkstore.hierarchy.creation import contains_group
+from chunkstore.hierarchy.creation import contains_array, contains_group
+from chunkstore.errors import IncompatibleGroupError, store_name
 from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata, async_view
 from chunkstore.metadata.formats import array_document_format
 from chunkstore.storage import protocol
@@ -17,17 +18,13 @@ def hierarchy_plan(nodes, has_group):
     docs = {p.strip("/"): (m.to_dict() if hasattr(m, "to_dict") else dict(m))
             for p, m in nodes.items()}
     arrays = {p for p, d in docs.items() if _kind(d) == "array"}
-    for path in docs:  # checked before anything is made: a refused plan writes nothing
-        parts = path.split("/") if path else []
-        under = next(("/".join(parts[:i]) for i in range(len(parts))
-                      if "/".join(parts[:i]) in arrays), None)
-        if under is not None:  # (zarr-python 3's words first)
-            raise ValueError(f"Only Zarr groups can contain other nodes. The node at "
-                             f"{path!r} is below the array at {under!r}")
     for path, doc in list(docs.items()):
         parts = path.split("/") if path else []
         for i in range(len(parts)):
             parent = "/".join(parts[:i])
+            if parent in arrays:  # (zarr-python 3's words first; nothing is made yet)
+                raise ValueError(f"Only Zarr groups can contain other nodes. The node at "
+                                 f"{path!r} is below the array at {parent!r}")
             if parent not in docs and not has_group(parent):
                 docs[parent] = {"zarr_format": doc.get("zarr_format", 3),
                                 "node_type": "group", "attributes": {}}
@@ -105,8 +102,12 @@ class GroupAPIv3:
         dtype, its data type dtype (exact=True) or one that casts safely to dtype; a group
         at name, or an array that does not fit, is a TypeError ("Incompatible ...")."""
         path = self._child(name)
-        if self.__contains__(name):
+        if contains_array(self._store, path):
             return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=True)
+        if contains_group(self._store, path):
+            raise IncompatibleGroupError(
+                f"Incompatible object (Group) already exists at path {path!r} in "
+                f"{store_name(self._store)}: an array was required there")
         return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
 
     def create_array(self, name, **kwargs):

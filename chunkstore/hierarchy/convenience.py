@@ -21,6 +21,7 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
+from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems, setitems
 from chunkstore.storage.normalize import normalize_store
 
@@ -116,7 +117,7 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
-    if not getattr(store, "supports_consolidated_metadata", True):  # (zarr-python 3's check)
+    if not protocol.holds_consolidated_metadata(store):  # (zarr-python 3's check)
         raise TypeError(f"Store {store_name(store)} doesn't support consolidated metadata: "
                         f"nothing was written")
     from chunkstore.hierarchy import nodes

@@ -22,12 +22,12 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               MetadataValidationError, ReadOnlyError)
+                               IntegerArgumentError, MetadataValidationError, ReadOnlyError)
 from chunkstore.metadata.formats import format_alias, format_of, node_document_names
-from chunkstore.metadata.v2 import (ArrayMetadataV2, IntegerArgumentError, default_compressor,
+from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
-from chunkstore.metadata.zarr3_view import shard_shape_error
+from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
 from chunkstore.storage.base import MODES, delitems, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name
@@ -169,25 +169,13 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     return meta
 
 
-#: zarr-python 3's messages refusing v3-only arguments for a Zarr v2 array (create())
-_V2_REFUSALS = {
-    "shards": "Zarr format 2 arrays can only be created with `shard_shape` set to `None`. "
-              "Got `shard_shape={value}` instead.",
-    "dimension_names": "dimension_names cannot be used for arrays with zarr_format 2.",
-    "codecs": "codecs cannot be used for arrays with zarr_format 2. Use filters and "
-              "compressor instead.",
-}
-
-
 def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value, order,
                        filters, dimension_separator, shards, dimension_names, attributes,
                        codecs, object_codec):
     for name, value in (("shards", shards), ("dimension_names", dimension_names),
                         ("codecs", codecs)):
         if value is not None:  # (zarr-python 3 refuses them too; dropped, they would be lost)
-            # zarr-python 3's words first (code matches on them), then chunkstore's
-            raise ValueError(f"{_V2_REFUSALS[name].format(value=value)} ({name}= needs "
-                             f"zarr_format=3: a Zarr v2 array has no {name})")
+            raise ValueError(v2_refusal(name, value))
     if compressor == "default":
         compressor = default_compressor()
     if isinstance(dimension_separator, dict):

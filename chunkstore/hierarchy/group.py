@@ -23,6 +23,7 @@ from chunkstore.engine.array import Array, check_zarr2_keywords, Info
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               IncompatibleArrayError,
                                PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.formats import format_of
 from chunkstore.compat.group_api import GroupAPIv3
@@ -360,11 +361,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         An array at name is an error both ContainsArrayError (zarr-python 2's) and TypeError
         (zarr-python 3's "Incompatible object")."""
         path = self._child(name)
-        if not overwrite and contains_array(self._store, path):
-            raise nodes.IncompatibleArrayError(
-                f"Incompatible object (Array) already exists at path {path!r} in "
-                f"{store_name(self._store)}: require_group needs a group there")
         if overwrite or not contains_group(self._store, path):
+            if not overwrite and contains_array(self._store, path):
+                raise IncompatibleArrayError(
+                    f"Incompatible object (Array) already exists at path {path!r} in "
+                    f"{store_name(self._store)}: require_group needs a group there")
             self._check_writable()
         with self._lock(nodes.creation_lock_key(path, "group")):
             if overwrite or not contains_group(self._store, path):
@@ -416,14 +417,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def _existing_array(self, name: str, path: str, shape: Any, dtype: Any, exact: bool, *,
                         stored_to_asked: bool) -> Array:
-        """The array at path if it fits shape and dtype, else TypeError ("Incompatible
-        shape/dtype/object", zarr-python's wording). Not exact, the dtypes must cast safely:
-        stored to asked (zarr-python 3's require_array: the data read as the asked dtype
-        loses nothing) or asked to stored (zarr-python 2's require_dataset)."""
-        if not contains_array(self._store, path):
-            raise nodes.IncompatibleGroupError(
-                f"Incompatible object (Group) already exists at path {path!r} in "
-                f"{store_name(self._store)}: an array was required there")
+        """The array at path (there is one) if it fits shape and dtype, else TypeError
+        ("Incompatible shape/dtype", zarr-python's wording). Not exact, the dtypes must cast
+        safely: stored to asked (zarr-python 3's require_array: the data read as the asked
+        dtype loses nothing) or asked to stored (zarr-python 2's require_dataset)."""
         a = cast(Array, self._open_node(path, "array"))
         shape = creation._normalize_shape(shape)
         if a.shape != shape:
@@ -617,17 +614,13 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         raise TypeError(f"open_group() got unexpected keyword arguments {sorted(kwargs)}")
     creation._check_mode(mode)
     creation._check_format(zarr_format)
-    if use_consolidated and mode == "a" and not contains_group(
-            normalize_store(store, mode="r", storage_options=storage_options),
-            normalize_path(path)):
-        use_consolidated = None  # mode "a" creates the group: there is nothing to consolidate
-    if use_consolidated is not False and not getattr(
-            normalize_store(store, mode="r", storage_options=storage_options),
-            "supports_consolidated_metadata", True):
-        if use_consolidated:  # (zarr-python 3's words)
+    if use_consolidated and mode in ("r", "r+", "a"):
+        probe = normalize_store(store, mode="r", storage_options=storage_options)
+        if mode == "a" and not contains_group(probe, normalize_path(path)):
+            use_consolidated = None  # mode "a" creates the group: nothing to consolidate
+        elif not protocol.holds_consolidated_metadata(probe):  # (zarr-python 3's words)
             raise ValueError(f"Store {store_name(store)} doesn't support consolidated "
                              f"metadata; open with use_consolidated=False or None")
-        use_consolidated = None  # None: the store opts out
     if use_consolidated and mode in ("r", "r+", "a"):
         found = open_consolidated(store, mode="r+" if mode == "a" else mode, path=path,
                                   storage_options=storage_options, zarr_format=zarr_format)

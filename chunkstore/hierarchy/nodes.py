@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
-                               ContainsArrayError, ContainsGroupError,
                                GroupFormatMismatchError, GroupNotFoundError,
                                PathNotFoundError)
 from chunkstore.metadata._common import load_json_object
@@ -41,16 +40,6 @@ def array_summary(store, path: str, zarr_format: int) -> tuple:
     except (KeyError, TypeError, ValueError) as e:
         raise MetadataError(f"invalid array metadata at {key!r} in {store_name(store)}: "
                             f"{e}") from e
-
-
-class IncompatibleArrayError(ContainsArrayError, TypeError):
-    """An array is where a group was required (``require_group``): a ContainsArrayError, as
-    zarr-python 2 raises, and a TypeError ("Incompatible object"), as zarr-python 3 raises."""
-
-
-class IncompatibleGroupError(ContainsGroupError, TypeError):
-    """A group is where an array was required (``require_array``): a ContainsGroupError and
-    a TypeError ("Incompatible object"), as zarr-python 3 raises."""
 
 
 def location_store(store):

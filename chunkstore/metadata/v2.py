@@ -34,7 +34,7 @@ from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fil
 import numpy as np
 from numcodecs.abc import Codec
 
-from chunkstore.errors import MetadataError
+from chunkstore.errors import IntegerArgumentError, MetadataError
 
 __all__ = [
     "ArrayMetadataV2",
@@ -345,11 +345,6 @@ def encode_attrs(attrs: Mapping) -> bytes:
 # --------------------------------------------------------------------------------------------
 # chunk shape normalisation
 # --------------------------------------------------------------------------------------------
-
-class IntegerArgumentError(TypeError, ValueError):
-    """A shape or chunk size that is not an integer: zarr-python 3 raises TypeError for it,
-    chunkstore (and zarr-python 2, for chunks) ValueError; this is both."""
-
 
 def normalize_chunks(chunks: Any, shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     """Resolve a user ``chunks`` argument against the array ``shape``.

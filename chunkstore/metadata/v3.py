@@ -90,7 +90,10 @@ _load_json_object = load_json_object  # shared with the other format
 # --------------------------------------------------------------------------------------------
 
 
-def _normalize_chunk_key_encoding(obj: Any) -> dict:
+def normalize_chunk_key_encoding(obj: Any) -> dict:
+    """A chunk key encoding as the metadata holds it, ``{"name": "default" | "v2",
+    "configuration": {"separator": "." | "/"}}``, from that dict, a name or a bare separator
+    (None: the default); ValueError naming what is wrong."""
     if obj is None:
         obj = {"name": "default"}
     if isinstance(obj, str):
@@ -186,7 +189,7 @@ class ArrayMetadataV3:
         self.dtype = _to_dtype(self.dtype)
         check_chunk_addressable(self.chunks, self.dtype, "chunk_shape")
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
-        self.chunk_key_encoding = _normalize_chunk_key_encoding(self.chunk_key_encoding)
+        self.chunk_key_encoding = normalize_chunk_key_encoding(self.chunk_key_encoding)
         if self.codecs is None:
             self.codecs = default_codecs_v3(self.dtype)
         self.codecs, self._info = _codecs.normalize_codecs_with_info(

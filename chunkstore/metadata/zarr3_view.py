@@ -15,6 +15,7 @@ import numpy as np
 from chunkstore.codecs.normalize import (as_public, chunk_encoding_v2, chunk_encoding_v3,
                                          codec_kind)
 from chunkstore.metadata.v2 import ArrayMetadataV2
+from chunkstore.metadata.v3 import normalize_chunk_key_encoding
 
 
 def _v3_parts(meta) -> dict:
@@ -88,18 +89,10 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
                          "arrays only here (zarr_format=2); for Zarr v3 use fixed-length "
                          "bytes (NullTerminatedBytes(n), 'S<n>') or strings")
     if zarr_format == 2:
-        # zarr-python 3's messages (code matches on them), then chunkstore's
-        if shards is not None:
-            shown = shards.get("shape") if isinstance(shards, Mapping) else shards
-            raise ValueError(f"Zarr format 2 arrays can only be created with `shard_shape` "
-                             f"set to `None`. Got `shard_shape={shown}` instead. (shards "
-                             f"needs zarr_format=3)")
-        if codecs is not None:
-            raise ValueError("codecs cannot be used for arrays with zarr_format 2. Use filters "
-                             "and compressor instead. (codecs needs zarr_format=3)")
-        if serializer not in ("auto", None):
-            raise ValueError("Zarr format 2 arrays do not support `serializer`. (serializer "
-                             "needs zarr_format=3)")
+        for name, value in (("shards", shards), ("codecs", codecs),
+                            ("serializer", None if serializer == "auto" else serializer)):
+            if value is not None:
+                raise ValueError(v2_refusal(name, value))
         comp, flt = chunk_encoding_v2(dtype, filters=filters, compressors=compressors,
                                       compressor=compressor)
         kw = dict(compressor=comp, filters=flt or None)
@@ -127,6 +120,26 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
     return dtype, kw
 
 
+#: zarr-python 3's messages refusing a v3-only argument for a Zarr v2 array
+_V2_REFUSALS = {
+    "shards": "Zarr format 2 arrays can only be created with `shard_shape` set to `None`. "
+              "Got `shard_shape={value}` instead.",
+    "dimension_names": "dimension_names cannot be used for arrays with zarr_format 2.",
+    "codecs": "codecs cannot be used for arrays with zarr_format 2. Use filters and "
+              "compressor instead.",
+    "serializer": "Zarr format 2 arrays do not support `serializer`.",
+}
+
+
+def v2_refusal(name: str, value: Any) -> str:
+    """The message refusing argument name (given value) for a Zarr v2 array: zarr-python 3's
+    words first (code matches on them), then chunkstore's."""
+    if name == "shards" and isinstance(value, Mapping):
+        value = value.get("shape")
+    return (f"{_V2_REFUSALS[name].format(value=value)} ({name}= needs zarr_format=3: a "
+            f"Zarr v2 array has no {name})")
+
+
 def shard_shape_error(shards: Any, chunks: Any) -> str:
     """The message for shards that are not a multiple of the chunks (zarr-python 3's
     words, then chunkstore's)."""
@@ -147,33 +160,22 @@ def check_shards(shards: Any, chunks: Any) -> None:
         raise ValueError(shard_shape_error(shards, chunks))
 
 
-#: the chunk key encodings there are (zarr-python 3's registry, in its order)
-CHUNK_KEY_ENCODINGS = ("default", "v2")
-
-
-def unknown_chunk_key_encoding(name: Any) -> str:
-    """zarr-python 3's message for a chunk key encoding it has no class for."""
-    return (f'Unknown chunk key encoding: "Chunk key encoding {name!r} not found in registered '
-            f'chunk key encodings: {list(CHUNK_KEY_ENCODINGS)}."')
-
-
 def parse_chunk_key_encoding(cke: Any, zarr_format: int | None = None) -> dict | None:
     """``{"name": ..., "configuration": {"separator": ...}}`` for a chunk key encoding in any
-    of zarr-python 3's spellings: that dict, ``{"name": ..., "separator": ...}``, a name, a
-    ``(name, separator)`` tuple (``create``'s), an encoding object (``to_dict()``, or
-    ``name`` and ``separator``); and chunkstore's bare separator ``"."``/``"/"`` ("v2" in
-    Zarr v2, else "default"). None stays None. ValueError for an unknown name or separator,
-    and, with ``zarr_format=2``, for a name other than "v2" (both in zarr-python 3's
-    words)."""
+    of zarr-python 3's spellings: that dict (checked by the metadata's own normaliser,
+    :func:`chunkstore.metadata.v3.normalize_chunk_key_encoding`), ``{"name": ...,
+    "separator": ...}``, a name, a ``(name, separator)`` tuple (``create``'s), an encoding
+    object (``to_dict()``, or ``name`` and ``separator``); and chunkstore's bare separator
+    ``"."``/``"/"`` ("v2" in Zarr v2, else "default"). None stays None. ValueError for an
+    unknown name or separator, and, with ``zarr_format=2``, for a name other than "v2" (in
+    zarr-python 3's words)."""
     if cke is None:
         return None
     if isinstance(cke, str) and cke in (".", "/"):
         cke = {"name": "v2" if zarr_format == 2 else "default", "separator": cke}
-    elif isinstance(cke, str):
-        cke = {"name": cke}
     elif isinstance(cke, (tuple, list)) and len(cke) == 2:
         cke = {"name": cke[0], "separator": cke[1]}
-    elif not isinstance(cke, Mapping):
+    elif not isinstance(cke, (str, Mapping)):
         to_dict = getattr(cke, "to_dict", None)
         if callable(to_dict):
             cke = to_dict()
@@ -182,20 +184,14 @@ def parse_chunk_key_encoding(cke: Any, zarr_format: int | None = None) -> dict |
         else:
             raise ValueError(f"chunk_key_encoding must be a dict, a name or a (name, "
                              f"separator) pair, got {cke!r}")
-    name = cke.get("name")
-    if name not in CHUNK_KEY_ENCODINGS:
-        raise ValueError(unknown_chunk_key_encoding(name))
-    conf = cke.get("configuration") or {}
-    if not isinstance(conf, Mapping):
-        raise ValueError(f"chunk_key_encoding configuration must be a dict, got {conf!r}")
-    sep = cke.get("separator", conf.get("separator", "/" if name == "default" else "."))
-    if sep not in (".", "/"):
-        raise ValueError(f"chunk_key_encoding separator must be '.' or '/', got {sep!r}")
-    if zarr_format == 2 and name != "v2":
+    if isinstance(cke, Mapping) and "separator" in cke:  # the flat spelling
+        cke = {"name": cke.get("name"), "configuration": {"separator": cke["separator"]}}
+    out = normalize_chunk_key_encoding(cke)
+    if zarr_format == 2 and out["name"] != "v2":
         raise ValueError("Invalid chunk key encoding. For Zarr format 2 arrays, the `name` "
                          "field of the chunk key encoding must be 'v2'. Got `name` = "
-                         f"{name} instead.")
-    return {"name": name, "configuration": {"separator": sep}}
+                         f"{out['name']} instead.")
+    return out
 
 
 def kept_encoding(src, zarr_format: int) -> dict:

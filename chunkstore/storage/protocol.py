@@ -170,6 +170,12 @@ def coalesces_ranges(store: object) -> bool:
     return bool(getattr(store, "coalesce_ranges", True))
 
 
+def holds_consolidated_metadata(store: object) -> bool:
+    """Whether consolidated metadata may be written to and read from the store (zarr-python
+    3's ``supports_consolidated_metadata``; a store may opt out with False)."""
+    return bool(getattr(store, "supports_consolidated_metadata", True))
+
+
 def concurrent_io(store: object) -> bool:
     """Whether the store puts a batch's requests in flight at once (``concurrent_io`` True:
     a :class:`ConcurrentIO` store whose requests are round trips)."""
