@@ -114,6 +114,9 @@ class EngineState:
         """Read the array's metadata from the store and adopt it (a view's overrides
         applied)."""
         meta, key = read_array_metadata(self.store, self.path, self.format_hint)
+        # a reload reads the document this handle opened first (where both formats' lie at
+        # the path, a handle never switches between them)
+        self.format_hint = meta.zarr_format
         if self.overrides is not None:
             meta = _overridden(meta, self.overrides, self.name)
         try:

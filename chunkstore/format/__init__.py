@@ -14,6 +14,7 @@ from chunkstore.errors import ArrayNotFoundError
 from chunkstore.format.layout import ArrayLayout
 from chunkstore.errors import store_name
 from chunkstore.storage import protocol
+from chunkstore.storage.base import getitems
 
 __all__ = ["ArrayLayout", "layout_for", "read_array_metadata"]
 
@@ -37,16 +38,22 @@ def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
 
 def read_array_metadata(store: MutableMapping, path: str = "",
                         format_hint: int | None = None) -> tuple[Any, str]:
-    """(metadata, its store key) of the array at ``path``: ``.zarray`` (Zarr v2) else
-    ``zarr.json`` (v3), the v3 document first when ``format_hint`` is 3 (one request on a
-    remote store when the hint is right). ArrayNotFoundError when there is neither, or the
-    v3 document is a group's; MetadataError when the document is invalid."""
+    """(metadata, its store key) of the array at ``path``: ``zarr.json`` (v3) else
+    ``.zarray`` (v2); the v2 document first when ``format_hint`` is 2. Where both lie at path
+    and no format is hinted, the v3 document is used, with zarr-python 3's ZarrUserWarning
+    (as :func:`~chunkstore.metadata.formats.node_at` finds nodes). Without a hint a store
+    whose requests are round trips gets both documents in one batch (one round trip, as
+    with a right hint). ArrayNotFoundError when there is neither, or the v3 document is a
+    group's; MetadataError when the document is invalid."""
     from chunkstore.format.v2 import METADATA_KEY as V2_KEY
     from chunkstore.format.v3 import METADATA_KEY as V3_KEY
+    from chunkstore.metadata.formats import warn_both_formats
     path = (path or "").strip("/")
     prefix = path + "/" if path else ""
     v2_key, key = prefix + V2_KEY, prefix + V3_KEY
-    raw = v3_raw = None
+    raw: Any = None
+    v3_raw: Any = None
+    v2_present: bool | None = None  # (known from a batch read; None: not looked at)
     docs = protocol.consolidated_documents(store)
     served = docs(key) if docs is not None else None
     if served is not None:
@@ -60,13 +67,19 @@ def read_array_metadata(store: MutableMapping, path: str = "",
             # a consolidated v2 view: likewise from the JSON object (no bytes round trip)
             from chunkstore.metadata.v2 import parse_array_metadata
             return parse_array_metadata(served, v2_key), v2_key
-    tried_v3 = format_hint == 3
-    if tried_v3 and v3_raw is None:
+    batch = v3_raw is None and format_hint is None and protocol.concurrent_io(store)
+    if batch:
+        got = getitems(store, [key, v2_key])
+        v3_raw, raw = got.get(key), got.get(v2_key)
+        v2_present = raw is not None
+        if v3_raw is not None:
+            raw = None  # (the v3 document is used)
+    elif v3_raw is None and format_hint != 2:
         try:
             v3_raw = store[key]
         except KeyError:
             pass
-    if v3_raw is None:
+    if v3_raw is None and raw is None and not batch:
         try:
             raw = store[v2_key]
         except KeyError:
@@ -77,12 +90,14 @@ def read_array_metadata(store: MutableMapping, path: str = "",
     from chunkstore.metadata.v3 import parse_node_metadata_v3
     if v3_raw is None:
         try:
-            if tried_v3:
-                raise KeyError(key)
+            if format_hint != 2 or batch:
+                raise KeyError(key)  # (read above)
             v3_raw = store[key]
         except KeyError:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}") from None
     meta = parse_node_metadata_v3(v3_raw, key)
     if getattr(meta, "node_type", None) != "array":
         raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not an array")
+    if format_hint is None:
+        warn_both_formats(store, path, "array", present=v2_present)
     return meta, key

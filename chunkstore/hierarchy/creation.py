@@ -55,13 +55,14 @@ def normalize_path(path: str | None) -> str:
 
 
 def contains_array(store: Mapping[str, bytes], path: str = "") -> bool:
-    """An array (Zarr v2 or v3) is at path."""
-    return nodes.node_kind(store, path)[0] == "array"
+    """An array (Zarr v2 or v3) is at path (where both formats' documents lie, the v3
+    node's kind tells; the opener of the node warns, not this predicate)."""
+    return nodes.node_kind(store, path, warn=False)[0] == "array"
 
 
 def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
-    """A group (Zarr v2 or v3) is at path."""
-    return nodes.node_kind(store, path)[0] == "group"
+    """A group (Zarr v2 or v3) is at path (as contains_array)."""
+    return nodes.node_kind(store, path, warn=False)[0] == "group"
 
 
 def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
@@ -684,9 +685,9 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                       write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
                       cache_metadata=cache_metadata, zarr_format=zarr_format, order=order)
         except ArrayNotFoundError:
-            # (an explicit zarr_format binds: a group of the other format is named as such)
-            nodes.node_kind(store, path, zarr_format, want="array")
-            if contains_group(store, path):
+            # (an explicit zarr_format binds: a group of the other format is named as such;
+            # a probe that only words the error, which warns of nothing)
+            if nodes.node_kind(store, path, zarr_format, want="array", warn=False)[0] == "group":
                 raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not "
                                          f"an array") from None
             raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}") from None
@@ -696,14 +697,21 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     with creation_lock(synchronizer, nodes.creation_lock_key(path, "array"), store):
         # an explicit zarr_format binds: mode "a" neither opens, converts nor creates beside
         # a node of the other format; "w-"/"x" refuse it as any existing node; "w" replaces
-        exists = nodes.node_kind(store, path, zarr_format if mode == "a" else None,
-                                 want="array", creating=True)[0] == "array"
+        # (mode "w" replaces whatever is there: no look first)
+        kind, found = (None, None) if mode == "w" else nodes.node_kind(
+            store, path, zarr_format if mode == "a" else None, want="array", creating=True)
+        exists = kind == "array"
+        # the format of the array opened below: the one found (read first, and not probed
+        # or warned about again where both formats' documents lie at path) or created
+        made = create_kwargs["zarr_format"]
         if mode == "a":
             if not exists:
                 if contains_group(store, path):
                     raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                              f"{store_name(store)}")
                 init_array(store, shape, **create_kwargs)
+            else:
+                made = found
         elif mode == "w":
             init_array(store, shape, overwrite=True, **create_kwargs)
         else:  # w-, x
@@ -713,7 +721,7 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
             init_array(store, shape, **create_kwargs)
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
-                 cache_metadata=cache_metadata, zarr_format=zarr_format, order=order)
+                 cache_metadata=cache_metadata, zarr_format=made, order=order)
 
 
 @contextlib.contextmanager

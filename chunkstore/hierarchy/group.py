@@ -165,13 +165,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return item if absolute else nodes.prefix(self._path) + item
 
     def _open_node(self, path, kind=None):
-        # kind: "array" or "group" where a listing has just told (no second look)
-        if kind == "array" or (kind is None and contains_array(self._store, path)):
+        # kind: "array" or "group" where a listing has just told (no second look); else one
+        # look, whose format the node is then opened in (not probed again)
+        fmt = None
+        if kind is None:
+            kind, fmt = nodes.node_kind(self._store, path)
+        if kind == "array":
             return Array(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer)
-        if kind == "group" or (kind is None and contains_group(self._store, path)):
+                         synchronizer=self._synchronizer, zarr_format=fmt)
+        if kind == "group":
             return Group(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer)
+                         synchronizer=self._synchronizer, zarr_format=fmt)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
     def __getitem__(self, item: str) -> Array | Group:
@@ -640,8 +644,9 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None,
                                 nodes.creation_lock_key(path, "group"), store):
-        exists = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
-                                 want="group", creating=(mode == "a"))[0] == "group"
+        kind, found = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
+                                      want="group", creating=(mode == "a"))
+        exists = kind == "group"
         if mode in ("r", "r+"):
             if not exists:
                 if contains_array(store, path):
@@ -661,8 +666,10 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                          f"{store_name(store)}")
             _init_group(store, path, zarr_format=zarr_format or 2)
+        # (an existing group's format as found: where both formats' documents lie at path,
+        # not probed and warned about twice)
         g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
-                  zarr_format=asked)
+                  zarr_format=found if exists and mode in ("r", "r+", "a") else asked)
         if attributes and (mode in ("w", "w-", "x") or (mode == "a" and not exists)):
             g.attrs.update(attributes)  # a new group's attributes (an existing one keeps its)
     return g
@@ -697,7 +704,12 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
                                     f"{store_name(store)}") from None
     # (the node of an explicit zarr_format first, where both formats' documents lie; a node
     # of the other format is refused by open_array / open_group, never created beside)
-    kind = nodes.node_at(store, path, kwargs.get("zarr_format"))[0]
+    kind, found = nodes.node_at(store, path, kwargs.get("zarr_format"))
+    if kind is not None and kwargs.get("zarr_format") is None \
+            and kwargs.get("zarr_version") is None:
+        # the node's format as found (where both formats' documents lie at path, the
+        # opener below neither probes nor warns again)
+        kwargs = {**kwargs, "zarr_format": found}
     if kind == "array":
         return creation.open_array(store, mode=mode, path=path, **kwargs)
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):

@@ -67,15 +67,16 @@ def prefix(path: str) -> str:
 
 
 def node_kind(store, path: str, zarr_format: int | None = None, *, want: str = "node",
-              creating: bool = False):
+              creating: bool = False, warn: bool = True):
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
 
     zarr_format is the format a caller asked for explicitly (None: either). It binds: a node
     of the other format at path raises :func:`format_mismatch`'s error (want and creating
     choose it) instead of being opened as if it were of the asked format, or taken for
     absent and created over or beside. (Where both formats' documents lie at path, the
-    asked format's node is the one found.)"""
-    kind, fmt = node_at(store, path, zarr_format)
+    asked format's node is the one found; with none asked, the v3 node, with a warning
+    unless warn=False: see :func:`~chunkstore.metadata.formats.node_at`.)"""
+    kind, fmt = node_at(store, path, zarr_format, warn=warn)
     check_format(store, path, kind, fmt, zarr_format, want=want, creating=creating)
     return kind, fmt
 

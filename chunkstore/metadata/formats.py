@@ -23,7 +23,8 @@ from chunkstore.errors import store_name
 from chunkstore.storage import protocol
 
 __all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
-           "kind_of_document", "node_at", "node_document_names"]
+           "kind_of_document", "node_at", "node_document_names",
+           "warn_both_formats"]
 
 
 @dataclass(frozen=True)
@@ -243,31 +244,56 @@ def kind_of_document(store: Mapping, key: str) -> str | None:
     return None
 
 
-def node_at(store: Mapping, path: str, zarr_format: int | None = None) -> tuple:
+def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
+            warn: bool = True) -> tuple:
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
 
-    v2 is probed first (its two documents are told apart by name); a v3 ``zarr.json`` is
-    read for its ``node_type``. MetadataError if that document is not valid. zarr_format 3
-    probes v3 first, so that where both formats' documents lie at one path (as other tools
-    may leave them) the node of the asked format is the one found."""
+    Where both formats' documents lie at one path (a migration tool's output, two tools
+    writing one path), the asked format's node is the one found, and with zarr_format None
+    the v3 node, with zarr-python 3's ZarrUserWarning (:func:`warn_both_formats`): every
+    handle and zarr-python agree on which metadata describes the data (warn=False: a probe
+    that only words an error, no warning). zarr_format 2 probes
+    v2 first (its two documents are told apart by name); otherwise a v3 ``zarr.json`` is
+    read first for its ``node_type``. MetadataError if that document is not valid."""
     p = path + "/" if path else ""
     v2, v3 = FORMATS[2], FORMATS[3]
     served = _consolidated_kind(store, p + v3.array_key)
     if served is not None and zarr_format != 2:
         # a consolidated v3 view describes its nodes: no probe of the store behind
         return served, 3
-    if zarr_format == 3:
+    if zarr_format != 2:
         kind = _node_type(store, p + v3.array_key)
         if kind is not None:
+            if zarr_format is None and warn:
+                warn_both_formats(store, path, kind)
             return kind, 3
     if p + v2.array_key in store:
         return "array", 2
     if p + v2.group_key in store:
         return "group", 2
-    if zarr_format == 3:
+    if zarr_format != 2:
         return None, None  # (probed above)
     kind = _node_type(store, p + v3.array_key)
     return (None, None) if kind is None else (kind, 3)
+
+
+def warn_both_formats(store: Mapping, path: str, kind: str, *,
+                      present: bool | None = None) -> None:
+    """zarr-python 3's ZarrUserWarning where the v2 document of a kind ("array" or "group")
+    node lies at path beside the v3 ``zarr.json`` of that kind which is used (the caller found
+    it, with no format asked): one probe of the store, as zarr-python 3 makes, unless the
+    caller knows (present)."""
+    from chunkstore.errors import ZarrUserWarning
+    v2 = FORMATS[2]
+    name = v2.array_key if kind == "array" else v2.group_key
+    if present is None:
+        present = (path + "/" if path else "") + name in store
+    if present:
+        import warnings
+        warnings.warn(f"Both zarr.json (Zarr format 3) and {name} (Zarr format 2) metadata "
+                      f"objects exist at path {path!r} in {store_name(store)}. Zarr format 3 "
+                      f"will be used (pass zarr_format=2 to open the Zarr format 2 {kind}).",
+                      ZarrUserWarning, stacklevel=4)
 
 
 def _consolidated_kind(store: Mapping, key: str) -> str | None:

@@ -260,3 +260,62 @@ def test_asked_format_is_found_where_both_formats_documents_lie(tmp_path):
             a = cs.open_array(p, mode=mode, zarr_format=fmt)
             assert a.zarr_format == fmt and a[:].tolist() == [fmt, fmt]
         assert cs.open(p, mode="a", zarr_format=fmt).zarr_format == fmt
+
+
+def _both_formats(tmp_path, kind):
+    """A store with a v3 node (3s) and a v2 node (2s) of kind at its root, as a migration
+    tool or zarr-python 3's mode "a" leaves them."""
+    p, v2 = str(tmp_path / "both.zarr"), str(tmp_path / "v2.zarr")
+    if kind == "array":
+        cs.open_array(p, mode="w", shape=(2,), dtype="i4", zarr_format=3)[:] = [3, 3]
+        cs.open_array(v2, mode="w", shape=(2,), dtype="i4", zarr_format=2)[:] = [2, 2]
+    else:
+        cs.open_group(p, mode="w", zarr_format=3).attrs["f"] = 3
+        cs.open_group(v2, mode="w", zarr_format=2).attrs["f"] = 2
+    s, src = DirectoryStore(p), DirectoryStore(v2)
+    s.setitems({k: src[k] for k in src})
+    return p
+
+
+def test_unasked_format_where_both_lie_is_v3_with_zarr3s_warning(tmp_path):
+    # zarr-python 3 reads the v3 node and warns; chunkstore read the v2 one silently, so
+    # the two libraries (and a handle of each) disagreed about the data at one path
+    from chunkstore.errors import ZarrUserWarning
+    p = _both_formats(tmp_path, "array")
+    openers = [lambda: cs.open_array(p, mode="r"), lambda: cs.open_array(p, mode="r+"),
+               lambda: cs.open_array(p, mode="a"), lambda: cs.open(p, mode="r"),
+               lambda: cs.open(p, mode="a"), lambda: cs.Array(DirectoryStore(p)),
+               lambda: cs.open_group(tmp_path)["both.zarr"]]
+    for opener in openers:
+        with pytest.warns(ZarrUserWarning, match=r"Both zarr.json \(Zarr format 3\) and "
+                          r"\.zarray \(Zarr format 2\).*'(both.zarr)?' in DirectoryStore.*Zarr format 3 "
+                          r"will be used") as rec:
+            a = opener()
+        assert len([w for w in rec if w.category is ZarrUserWarning]) == 1, opener
+        assert a.zarr_format == 3 and a[:].tolist() == [3, 3]
+    a = cs.open_array(p, mode="r+")
+    a.resize(3)  # a reload of the handle's metadata stays on the document it opened
+    a[2] = 4
+    assert cs.open_array(p, mode="r", zarr_format=3)[:].tolist() == [3, 3, 4]
+    assert cs.open_array(p, mode="r", zarr_format=2)[:].tolist() == [2, 2]  # untouched
+    # asked for, either format opens without a warning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ZarrUserWarning)
+        assert cs.open_array(p, mode="r", zarr_format=2)[:].tolist() == [2, 2]
+        assert cs.open_array(p, mode="r", zarr_format=3).shape == (3,)
+    # zarr-python 3 agrees about which node is there
+    with pytest.warns(UserWarning):
+        assert zarr.open_array(p, mode="r")[:].tolist() == [3, 3, 4]
+
+
+def test_unasked_group_format_where_both_lie_is_v3_with_zarr3s_warning(tmp_path):
+    from chunkstore.errors import ZarrUserWarning
+    p = _both_formats(tmp_path, "group")
+    for opener in (lambda: cs.open_group(p, mode="r"), lambda: cs.open_group(p, mode="a"),
+                   lambda: cs.open(p, mode="r"), lambda: cs.open(p, mode="a")):
+        with pytest.warns(ZarrUserWarning, match=r"\.zgroup \(Zarr format 2\)") as rec:
+            g = opener()
+        assert len([w for w in rec if w.category is ZarrUserWarning]) == 1, opener
+        assert g.metadata.zarr_format == 3 and g.attrs["f"] == 3
+    assert cs.open_group(p, mode="r", zarr_format=2).attrs["f"] == 2

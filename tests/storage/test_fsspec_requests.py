@@ -155,7 +155,16 @@ def make_array(s3, url, shape=(64, 64), chunks=(8, 8), missing=()):
 def test_array_open_and_chunk_reads_are_one_request_each(s3, url, client):
     data = make_array(s3, url, missing=["3.4"])
     st = store(s3, url, client=client)
+    # Without zarr_format, open reads both formats' documents in one round trip (where both
+    # lie, the v3 one is used with zarr-python 3's warning): the v3 GET is held, and the v2
+    # one is answered meanwhile
+    s3.fail("GET", "/zarr.json", status=0, sleep=0.3)
     z = cs.open_array(st, mode="r")
+    assert sorted(s3.requests()) == [("GET", url[4:] + "/.zarray"),
+                                     ("GET", url[4:] + "/zarr.json")]
+    assert s3.max_active == 2
+    s3.reset()
+    assert cs.open_array(st, mode="r", zarr_format=2).zarr_format == 2  # the format known
     assert s3.requests() == [("GET", url[4:] + "/.zarray")]
     s3.reset()
     assert z[9, 9] == data[9, 9]
@@ -177,8 +186,13 @@ def test_array_open_and_chunk_reads_are_one_request_each(s3, url, client):
 
 def test_open_autodetect_and_consolidated_are_one_request(s3, url):
     make_array(s3, url)
+    s3.fail("GET", "/zarr.json", status=0, sleep=0.3)  # (held: the other GET overlaps it)
     assert isinstance(cs.open(store(s3, url), mode="r"), cs.Array)
-    assert len(s3.requests()) == 1
+    # both formats' documents, in one round trip
+    assert sorted(p for _, p in s3.requests("GET")) == [url[4:] + "/.zarray",
+                                                        url[4:] + "/zarr.json"]
+    assert len(s3.requests()) == 2 and s3.max_active == 2
+    s3.reset()
     g = cs.open_group(store(s3, url + "g"), mode="w")
     for i in range(5):
         g.zeros(f"a{i}", shape=(10,), chunks=(5,), dtype="f8")
@@ -194,6 +208,25 @@ def test_open_autodetect_and_consolidated_are_one_request(s3, url):
     a[...] = np.arange(10.0)  # chunk writes and reads pass through to the store
     np.testing.assert_array_equal(a[...], np.arange(10.0))
     assert sorted(m for m, _ in s3.requests()) == ["GET", "GET", "PUT", "PUT"]
+
+
+@CLIENTS
+def test_both_formats_at_one_path_open_the_v3_array_with_a_warning(s3, url, client):
+    # the batch of both documents tells the v3 array from the v2 one beside it, with no
+    # further request, and zarr-python 3's warning names both
+    from chunkstore.errors import ZarrUserWarning
+    st = store(s3, url, client=client)
+    cs.create_array(st, shape=(4,), chunks=(2,), dtype="i4", fill_value=3, zarr_format=3)
+    cs.open_array(store(s3, url + "v2"), mode="w", shape=(4,), chunks=(2,), dtype="i4",
+                  fill_value=2)
+    st[".zarray"] = store(s3, url + "v2")[".zarray"]
+    s3.reset()
+    with pytest.warns(ZarrUserWarning, match=r"zarr.json \(Zarr format 3\) and \.zarray"):
+        z = cs.open_array(store(s3, url, client=client), mode="r")
+    assert z.zarr_format == 3 and z[...].tolist() == [3, 3, 3, 3]
+    assert len(s3.requests("GET")) == 2 + 2 and len(s3.requests("HEAD")) == 0  # +2 chunks
+    assert cs.open_array(store(s3, url, client=client), mode="r",
+                         zarr_format=2)[...].tolist() == [2, 2, 2, 2]
 
 
 @CLIENTS
@@ -221,8 +254,8 @@ def test_sharded_read_has_no_head_or_listing(s3, url, client):
     z2 = cs.open_array(store(s3, url, client=client), mode="r", zarr_format=3)
     assert s3.requests() == [("GET", url[4:] + "/zarr.json")]
     s3.reset()
-    cs.open_array(store(s3, url, client=client), mode="r")  # v2's key is tried first
-    assert [p for _, p in s3.requests()] == [url[4:] + "/.zarray", url[4:] + "/zarr.json"]
+    cs.open_array(store(s3, url, client=client), mode="r")  # both formats' keys at once
+    assert sorted(p for _, p in s3.requests()) == [url[4:] + "/.zarray", url[4:] + "/zarr.json"]
     s3.reset()
     assert z2[40, 40] == data[40, 40]
     reqs = s3.requests()
@@ -427,7 +460,7 @@ def test_http_read_only_store(http_store):
     data[20:30, 20:30] = -1
     st = FSStore(f"{base}/a.zarr", mode="r")
     r = cs.open_array(st, mode="r")
-    assert log == ["/a.zarr/.zarray"]
+    assert sorted(log) == ["/a.zarr/.zarray", "/a.zarr/zarr.json"]  # (one batch)
     log.clear()
     handler.fail_once.add("/a.zarr/1.3")
     np.testing.assert_array_equal(r[...], data)
