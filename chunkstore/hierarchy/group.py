@@ -25,7 +25,7 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                IncompatibleArrayError,
                                PathNotFoundError, ReadOnlyError)
-from chunkstore.metadata.formats import format_of
+from chunkstore.metadata.formats import format_of, kind_of_read_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
@@ -62,18 +62,31 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         self._path = normalize_path(path)
         self._read_only = bool(read_only)
         self._synchronizer = synchronizer
-        # zarr_format (2 or 3, None: either) binds: a group of the other format is a
-        # GroupNotFoundError naming both formats
-        kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
-        if kind != "group":
-            raise GroupNotFoundError(_no_group(store, self._path))
-        self._format = fmt
-        key = nodes.metadata_key(self._path, fmt, "group")
-        docs = protocol.consolidated_documents(store)
-        doc = docs(key) if docs is not None else None
         # validated: the group's document (from a consolidated view, its JSON object without
-        # the members, each parsed when it is opened rather than all of them here)
-        format_of(fmt).parse_group(doc if doc is not None else store[key], key)
+        # the members, each parsed when it is opened rather than all of them here). Of an
+        # explicit zarr_format that document is read first, one request where it is a group's;
+        # otherwise (or where it is not) the node is looked for, and zarr_format binds: a
+        # group of the other format is a GroupNotFoundError naming both formats.
+        docs = protocol.consolidated_documents(store)
+        fmt, doc = zarr_format, None
+        if fmt is not None:
+            key = nodes.metadata_key(self._path, fmt, "group")
+            doc = docs(key) if docs is not None else None
+            if doc is None:
+                doc = store.get(key)
+            if doc is not None and kind_of_read_document(doc, key, store) != "group":
+                doc = None  # (a v3 array's zarr.json: the look below words the error)
+        if doc is None:
+            kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
+            if kind != "group":
+                raise GroupNotFoundError(_no_group(store, self._path))
+            key = nodes.metadata_key(self._path, fmt, "group")
+            doc = docs(key) if docs is not None else None
+            if doc is None:
+                doc = store[key]
+        assert fmt is not None
+        self._format = fmt
+        format_of(fmt).parse_group(doc, key)
 
     # ------------------------------------------------------------------ properties
     @property

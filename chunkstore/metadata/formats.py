@@ -21,9 +21,10 @@ from chunkstore.metadata import types_v2 as _types_v2
 from chunkstore.metadata import v3 as _v3
 from chunkstore.errors import store_name
 from chunkstore.storage import protocol
+from chunkstore.storage.base import getitems
 
 __all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
-           "kind_of_document", "node_at", "node_document_names",
+           "kind_of_document", "kind_of_read_document", "node_at", "node_document_names",
            "warn_both_formats"]
 
 
@@ -244,6 +245,17 @@ def kind_of_document(store: Mapping, key: str) -> str | None:
     return None
 
 
+def kind_of_read_document(doc: Any, key: str, store: Mapping) -> str:
+    """"array" or "group" for the metadata document doc (raw bytes, or a consolidated
+    view's JSON object) read from key: a v2 document's name tells, a v3 one's node_type
+    (MetadataError if that is not valid)."""
+    name = key.rsplit("/", 1)[-1]
+    for f in FORMATS.values():
+        if f.array_key != f.group_key and name in (f.array_key, f.group_key):
+            return "array" if name == f.array_key else "group"
+    return _parsed_node_type(doc, key, store)
+
+
 def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
             warn: bool = True) -> tuple:
     """("array" | "group", 2 | 3) for the node at path, or (None, None) if there is none.
@@ -252,15 +264,29 @@ def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
     writing one path), the asked format's node is the one found, and with zarr_format None
     the v3 node, with zarr-python 3's ZarrUserWarning (:func:`warn_both_formats`): every
     handle and zarr-python agree on which metadata describes the data (warn=False: a probe
-    that only words an error, no warning). zarr_format 2 probes
-    v2 first (its two documents are told apart by name); otherwise a v3 ``zarr.json`` is
-    read first for its ``node_type``. MetadataError if that document is not valid."""
+    that only words an error, no warning). zarr_format 2 probes v2 first (its two documents
+    are told apart by name); otherwise a v3 ``zarr.json`` is read first for its
+    ``node_type``, and with no format asked a store whose requests are round trips gets the
+    three documents in one batch (one round trip whatever the node). MetadataError if that
+    document is not valid."""
     p = path + "/" if path else ""
     v2, v3 = FORMATS[2], FORMATS[3]
     served = _consolidated_kind(store, p + v3.array_key)
     if served is not None and zarr_format != 2:
         # a consolidated v3 view describes its nodes: no probe of the store behind
         return served, 3
+    if zarr_format is None and protocol.concurrent_io(store):
+        # a store whose requests are round trips: every document that tells, in one batch
+        keys = (p + v3.array_key, p + v2.array_key, p + v2.group_key)
+        got = getitems(store, keys)
+        if keys[0] in got:
+            kind = _parsed_node_type(got[keys[0]], keys[0], store)
+            if warn:
+                warn_both_formats(store, path, kind,
+                                  present=keys[1 if kind == "array" else 2] in got)
+            return kind, 3
+        return ("array", 2) if keys[1] in got else ("group", 2) if keys[2] in got \
+            else (None, None)
     if zarr_format != 2:
         kind = _node_type(store, p + v3.array_key)
         if kind is not None:
@@ -320,8 +346,14 @@ def _node_type(store: Mapping, key: str) -> str | None:
         raw = store[key]
     except KeyError:
         return None
+    return _parsed_node_type(raw, key, store)
+
+
+def _parsed_node_type(raw: Any, key: str, store: Mapping) -> str:
+    """The node_type of the v3 document read from key (raw bytes, or a consolidated view's
+    JSON object); MetadataError if the document is not valid."""
     try:
-        kind = json.loads(raw).get("node_type")
+        kind = (raw if isinstance(raw, Mapping) else json.loads(raw)).get("node_type")
     except (ValueError, AttributeError, UnicodeDecodeError, RecursionError) as e:
         raise MetadataError(f"invalid metadata at {key!r} in {store_name(store)}: {e}") from None
     if kind not in ("array", "group"):

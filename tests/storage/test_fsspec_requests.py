@@ -156,9 +156,9 @@ def test_array_open_and_chunk_reads_are_one_request_each(s3, url, client):
     data = make_array(s3, url, missing=["3.4"])
     st = store(s3, url, client=client)
     # Without zarr_format, open reads both formats' documents in one round trip (where both
-    # lie, the v3 one is used with zarr-python 3's warning): the v3 GET is held, and the v2
-    # one is answered meanwhile
+    # lie, the v3 one is used with zarr-python 3's warning): both GETs held, they overlap
     s3.fail("GET", "/zarr.json", status=0, sleep=0.3)
+    s3.fail("GET", "/.zarray", status=0, sleep=0.3)
     z = cs.open_array(st, mode="r")
     assert sorted(s3.requests()) == [("GET", url[4:] + "/.zarray"),
                                      ("GET", url[4:] + "/zarr.json")]
@@ -186,7 +186,8 @@ def test_array_open_and_chunk_reads_are_one_request_each(s3, url, client):
 
 def test_open_autodetect_and_consolidated_are_one_request(s3, url):
     make_array(s3, url)
-    s3.fail("GET", "/zarr.json", status=0, sleep=0.3)  # (held: the other GET overlaps it)
+    s3.fail("GET", "/zarr.json", status=0, sleep=0.3)  # (both held: they overlap)
+    s3.fail("GET", "/.zarray", status=0, sleep=0.3)
     assert isinstance(cs.open(store(s3, url), mode="r"), cs.Array)
     # both formats' documents, in one round trip
     assert sorted(p for _, p in s3.requests("GET")) == [url[4:] + "/.zarray",
@@ -227,6 +228,27 @@ def test_both_formats_at_one_path_open_the_v3_array_with_a_warning(s3, url, clie
     assert len(s3.requests("GET")) == 2 + 2 and len(s3.requests("HEAD")) == 0  # +2 chunks
     assert cs.open_array(store(s3, url, client=client), mode="r",
                          zarr_format=2)[...].tolist() == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_group_open_is_one_round_trip_in_either_format(s3, url, fmt):
+    # the documents that tell a node's kind and format are fetched at once: opening a group
+    # or a member costs one round trip, not one per probe
+    g = cs.open_group(store(s3, url), mode="w", zarr_format=fmt)
+    g.zeros("a", shape=(4,), chunks=(2,), dtype="i4")
+    s3.reset()
+    for name in ("zarr.json", ".zarray", ".zgroup"):  # each held: at once, they overlap
+        s3.fail("GET", "/" + name, status=0, sleep=0.3)
+    g = cs.open_group(store(s3, url), mode="r")
+    # the three documents at once, then the group's own document (parsed: validated)
+    assert s3.max_active == 3 and {m for m, _ in s3.requests()} == {"GET"}
+    assert len(s3.requests()) == 4
+    assert g.metadata.zarr_format == fmt
+    s3.reset()
+    for name in ("zarr.json", ".zarray", ".zgroup"):
+        s3.fail("GET", "a/" + name, status=0, sleep=0.3)
+    assert g["a"].zarr_format == fmt
+    assert s3.max_active == 3
 
 
 @CLIENTS
