@@ -68,7 +68,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # otherwise (or where it is not) the node is looked for, and zarr_format binds: a
         # group of the other format is a GroupNotFoundError naming both formats.
         docs = protocol.consolidated_documents(store)
-        fmt, doc = zarr_format, None
+        fmt, doc = zarr_format, cast(Any, None)
         if fmt is not None:
             key = nodes.metadata_key(self._path, fmt, "group")
             doc = docs(key) if docs is not None else None

@@ -280,11 +280,11 @@ def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
         keys = (p + v3.array_key, p + v2.array_key, p + v2.group_key)
         got = getitems(store, keys)
         if keys[0] in got:
-            kind = _parsed_node_type(got[keys[0]], keys[0], store)
+            found = _parsed_node_type(got[keys[0]], keys[0], store)
             if warn:
-                warn_both_formats(store, path, kind,
-                                  present=keys[1 if kind == "array" else 2] in got)
-            return kind, 3
+                warn_both_formats(store, path, found,
+                                  present=keys[1 if found == "array" else 2] in got)
+            return found, 3
         return ("array", 2) if keys[1] in got else ("group", 2) if keys[2] in got \
             else (None, None)
     if zarr_format != 2:
