@@ -718,10 +718,11 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     # (the node of an explicit zarr_format first, where both formats' documents lie; a node
     # of the other format is refused by open_array / open_group, never created beside)
     kind, found = nodes.node_at(store, path, kwargs.get("zarr_format"))
-    if kind is not None and kwargs.get("zarr_format") is None \
+    if mode == "a" and kind is not None and kwargs.get("zarr_format") is None \
             and kwargs.get("zarr_version") is None:
-        # the node's format as found (where both formats' documents lie at path, the
-        # opener below neither probes nor warns again)
+        # the existing node's format as found (where both formats' documents lie at path,
+        # the opener below neither probes nor warns again; "w" makes a new node in the
+        # format asked or configured, whatever was there)
         kwargs = {**kwargs, "zarr_format": found}
     if kind == "array":
         return creation.open_array(store, mode=mode, path=path, **kwargs)

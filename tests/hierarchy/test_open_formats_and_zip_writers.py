@@ -307,6 +307,9 @@ def test_unasked_format_where_both_lie_is_v3_with_zarr3s_warning(tmp_path):
     # zarr-python 3 agrees about which node is there
     with pytest.warns(UserWarning):
         assert zarr.open_array(p, mode="r")[:].tolist() == [3, 3, 4]
+    # mode "w" makes a new node in the configured format, not the one found there
+    assert cs.open(p, mode="w", shape=(2,), dtype="i4").zarr_format == 2
+    assert cs.open_array(p, mode="w", shape=(2,), dtype="i4", zarr_format=3).zarr_format == 3
 
 
 def test_unasked_group_format_where_both_lie_is_v3_with_zarr3s_warning(tmp_path):
