@@ -232,13 +232,14 @@ def test_sync_bugs_of_issue_28(tmp_path):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(st.tuples(st.integers(0, 29), st.integers(1, 8),
                                    st.integers(-100, 100)), min_size=1, max_size=6),
-                min_size=1, max_size=5))
-def test_concurrent_tasks_writing_one_array_lose_nothing(tmp_path_factory, batches):
+                min_size=1, max_size=5), st.sampled_from([None, (8,)]))
+def test_concurrent_tasks_writing_one_array_lose_nothing(tmp_path_factory, batches, shards):
     """Batches of writes run as concurrent tasks (asyncio.gather) through one AsyncArray with
     a ThreadSynchronizer: within a batch the writes cover disjoint elements but share chunks
-    (chunks of 4); after each batch the array reads as the NumPy model."""
+    (chunks of 4; sharded: two chunks a shard, so tasks also share shards); after each batch
+    the array reads as the NumPy model."""
     path = str(tmp_path_factory.mktemp("m") / "m.zarr")
-    cs.create_array(path, shape=(30,), chunks=(4,), dtype="i8", fill_value=0)
+    cs.create_array(path, shape=(30,), chunks=(4,), shards=shards, dtype="i8", fill_value=0)
     model = np.zeros(30, dtype="i8")
 
     async def main():
