@@ -51,53 +51,36 @@ def read_array_metadata(store: MutableMapping, path: str = "",
     path = (path or "").strip("/")
     prefix = path + "/" if path else ""
     v2_key, key = prefix + V2_KEY, prefix + V3_KEY
-    raw: Any = None
-    v3_raw: Any = None
-    v2_present: bool | None = None  # (known from a batch read; None: not looked at)
     docs = protocol.consolidated_documents(store)
     served = docs(key) if docs is not None else None
+    # found: {key: document} of what was read; batched: both keys looked at
+    found: dict[str, Any] = {}
+    batched = False
     if served is not None:
         # a consolidated v3 view: the document parsed from its JSON object, once, and no
         # probe of the store behind for a v2 document
-        v3_raw = served
-        format_hint = 3
-    elif docs is not None and format_hint != 3:
-        served = docs(v2_key)
-        if isinstance(served, dict):
-            # a consolidated v2 view: likewise from the JSON object (no bytes round trip)
-            from chunkstore.metadata.v2 import parse_array_metadata
-            return parse_array_metadata(served, v2_key), v2_key
-    batch = v3_raw is None and format_hint is None and protocol.concurrent_io(store)
-    if batch:
-        got = getitems(store, [key, v2_key])
-        v3_raw, raw = got.get(key), got.get(v2_key)
-        v2_present = raw is not None
-        if v3_raw is not None:
-            raw = None  # (the v3 document is used)
-    elif v3_raw is None and format_hint != 2:
-        try:
-            v3_raw = store[key]
-        except KeyError:
-            pass
-    if v3_raw is None and raw is None and not batch:
-        try:
-            raw = store[v2_key]
-        except KeyError:
-            raw = None
-    if raw is not None:
+        found, format_hint = {key: served}, 3
+    elif docs is not None and format_hint != 3 and isinstance(v2_doc := docs(v2_key), dict):
+        # a consolidated v2 view: likewise from the JSON object (no bytes round trip)
+        found = {v2_key: v2_doc}
+    elif format_hint is None and protocol.concurrent_io(store):
+        found, batched = getitems(store, [key, v2_key]), True  # one round trip
+    else:
+        for k in ((v2_key, key) if format_hint == 2 else (key, v2_key)):
+            try:
+                found[k] = store[k]
+                break
+            except KeyError:
+                pass
+    if key not in found:  # (both are found only by the batch, which takes the v3 one)
+        if v2_key not in found:
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}")
         from chunkstore.metadata.v2 import parse_array_metadata
-        return parse_array_metadata(raw, v2_key), v2_key
+        return parse_array_metadata(found[v2_key], v2_key), v2_key
     from chunkstore.metadata.v3 import parse_node_metadata_v3
-    if v3_raw is None:
-        try:
-            if format_hint != 2 or batch:
-                raise KeyError(key)  # (read above)
-            v3_raw = store[key]
-        except KeyError:
-            raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}") from None
-    meta = parse_node_metadata_v3(v3_raw, key)
+    meta = parse_node_metadata_v3(found[key], key)
     if getattr(meta, "node_type", None) != "array":
         raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not an array")
     if format_hint is None:
-        warn_both_formats(store, path, "array", present=v2_present)
+        warn_both_formats(store, path, "array", present=(v2_key in found) if batched else None)
     return meta, key

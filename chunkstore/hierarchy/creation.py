@@ -701,17 +701,12 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
         kind, found = (None, None) if mode == "w" else nodes.node_kind(
             store, path, zarr_format if mode == "a" else None, want="array", creating=True)
         exists = kind == "array"
-        # the format of the array opened below: the one found (read first, and not probed
-        # or warned about again where both formats' documents lie at path) or created
-        made = create_kwargs["zarr_format"]
         if mode == "a":
             if not exists:
                 if contains_group(store, path):
                     raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                              f"{store_name(store)}")
                 init_array(store, shape, **create_kwargs)
-            else:
-                made = found
         elif mode == "w":
             init_array(store, shape, overwrite=True, **create_kwargs)
         else:  # w-, x
@@ -719,9 +714,12 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
                                          f"{store_name(store)}")
             init_array(store, shape, **create_kwargs)
+    # opened in the format found (mode "a": not probed or warned about again where both
+    # formats' documents lie at path) or created
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                  write_empty_chunks=write_empty_chunks, missing_chunks=missing_chunks,
-                 cache_metadata=cache_metadata, zarr_format=made, order=order)
+                 cache_metadata=cache_metadata, order=order,
+                 zarr_format=found if exists and mode == "a" else create_kwargs["zarr_format"])
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                IncompatibleArrayError,
                                PathNotFoundError, ReadOnlyError)
-from chunkstore.metadata.formats import format_of, kind_of_read_document
+from chunkstore.metadata.formats import format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members, family_format
 from chunkstore.storage.base import listdir, rmdir
@@ -67,25 +67,16 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # explicit zarr_format that document is read first, one request where it is a group's;
         # otherwise (or where it is not) the node is looked for, and zarr_format binds: a
         # group of the other format is a GroupNotFoundError naming both formats.
-        docs = protocol.consolidated_documents(store)
-        fmt, doc = zarr_format, cast(Any, None)
-        if fmt is not None:
-            key = nodes.metadata_key(self._path, fmt, "group")
-            doc = docs(key) if docs is not None else None
-            if doc is None:
-                doc = store.get(key)
-            if doc is not None and kind_of_read_document(doc, key, store) != "group":
-                doc = None  # (a v3 array's zarr.json: the look below words the error)
+        fmt = zarr_format
+        doc = None if fmt is None else _group_document(store, self._path, fmt)
         if doc is None:
             kind, fmt = nodes.node_kind(store, self._path, zarr_format, want="group")
-            if kind != "group":
+            doc = None if kind != "group" else _group_document(store, self._path, fmt)
+            if doc is None:  # (none there, or removed since the look)
                 raise GroupNotFoundError(_no_group(store, self._path))
-            key = nodes.metadata_key(self._path, fmt, "group")
-            doc = docs(key) if docs is not None else None
-            if doc is None:
-                doc = store[key]
         assert fmt is not None
         self._format = fmt
+        key = nodes.metadata_key(self._path, fmt, "group")
         format_of(fmt).parse_group(doc, key)
 
     # ------------------------------------------------------------------ properties
@@ -597,6 +588,18 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
         if overwrite or not contains_group(store, path):
             _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
     return Group(store, path=path, synchronizer=synchronizer)
+
+
+def _group_document(store: Any, path: str, fmt: int) -> Any:
+    """The metadata document of a Zarr format fmt group at path (a consolidated view's JSON
+    object, or the stored bytes), None where there is none or the document is an array's
+    (a v3 zarr.json)."""
+    key = nodes.metadata_key(path, fmt, "group")
+    docs = protocol.consolidated_documents(store)
+    doc = docs(key) if docs is not None else None
+    if doc is None:
+        doc = store.get(key)
+    return doc if doc is not None and kind_of_document(store, key, doc) == "group" else None
 
 
 def _no_group(store: Any, path: str) -> str:

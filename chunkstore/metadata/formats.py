@@ -9,13 +9,14 @@ Adding a format means adding an entry here (and its metadata module), not editin
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from chunkstore.errors import MetadataError, NodeTypeValidationError
+from chunkstore.errors import MetadataError, NodeTypeValidationError, ZarrUserWarning
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import types_v2 as _types_v2
 from chunkstore.metadata import v3 as _v3
@@ -24,7 +25,7 @@ from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems
 
 __all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
-           "kind_of_document", "kind_of_read_document", "node_at", "node_document_names",
+           "kind_of_document", "node_at", "node_document_names",
            "warn_both_formats"]
 
 
@@ -233,27 +234,19 @@ def node_document_names() -> set:
     return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
 
 
-def kind_of_document(store: Mapping, key: str) -> str | None:
+def kind_of_document(store: Mapping, key: str, doc: Any = None) -> str | None:
     """"array" or "group" for the metadata document at key (a v2 document's name tells; a
-    v3 zarr.json is read), None if key is not a node's metadata document."""
+    v3 zarr.json is read, or doc where the caller has read it: raw bytes or a consolidated
+    view's JSON object), None if key is not a node's metadata document."""
     name = key.rsplit("/", 1)[-1]
     for f in FORMATS.values():
         if name in (f.array_key, f.group_key):
             if f.array_key != f.group_key:
                 return "array" if name == f.array_key else "group"
+            if doc is not None:
+                return _parsed_node_type(doc, key, store)
             return _node_type(store, key)  # (one read: no probe of the other format)
     return None
-
-
-def kind_of_read_document(doc: Any, key: str, store: Mapping) -> str:
-    """"array" or "group" for the metadata document doc (raw bytes, or a consolidated
-    view's JSON object) read from key: a v2 document's name tells, a v3 one's node_type
-    (MetadataError if that is not valid)."""
-    name = key.rsplit("/", 1)[-1]
-    for f in FORMATS.values():
-        if f.array_key != f.group_key and name in (f.array_key, f.group_key):
-            return "array" if name == f.array_key else "group"
-    return _parsed_node_type(doc, key, store)
 
 
 def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
@@ -309,13 +302,11 @@ def warn_both_formats(store: Mapping, path: str, kind: str, *,
     node lies at path beside the v3 ``zarr.json`` of that kind which is used (the caller found
     it, with no format asked): one probe of the store, as zarr-python 3 makes, unless the
     caller knows (present)."""
-    from chunkstore.errors import ZarrUserWarning
     v2 = FORMATS[2]
     name = v2.array_key if kind == "array" else v2.group_key
     if present is None:
         present = (path + "/" if path else "") + name in store
     if present:
-        import warnings
         warnings.warn(f"Both zarr.json (Zarr format 3) and {name} (Zarr format 2) metadata "
                       f"objects exist at path {path!r} in {store_name(store)}. Zarr format 3 "
                       f"will be used (pass zarr_format=2 to open the Zarr format 2 {kind}).",
