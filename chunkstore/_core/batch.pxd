@@ -37,8 +37,15 @@ cdef class _Batch:
     cdef char* buf
     cdef size_t cap
     cdef size_t maxlen
+    # The shard file that _load_range read last, kept open for the batch's next chunks in
+    # it (held is False until one is: a zero-initialized object holds no descriptor).
+    cdef bint held
+    cdef int held_fd
+    cdef const char* held_path
     cdef int load(self, Py_ssize_t k) noexcept nogil
     cdef int _load_range(self, Py_ssize_t k) noexcept nogil
+    cdef int _file_of(self, Py_ssize_t k) noexcept nogil
+    cdef void _let_go(self) noexcept nogil
     cdef bint _reserve(self, size_t n) noexcept nogil
 
 

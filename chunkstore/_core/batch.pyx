@@ -4,6 +4,7 @@ share around their nogil loops: a batch's encoded chunks and its encoded results
 and the checks of their arguments."""
 
 from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport strcmp
 from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
 
@@ -230,21 +231,21 @@ cdef class _Batch:
         cdef ssize_t r
         if off < 0 or n < 0 or <size_t>n > self.maxlen or not self._reserve(<size_t>n):
             return -1
-        cdef int fd = _open_read(self.paths[k])
+        cdef int fd = self._file_of(k)
         cdef stat st
         cdef long long ident[IDENT_LEN]
         cdef int j
         if fd < 0:
             return -1
         if self.idents != NULL:
-            # the file must be the version whose index gave the range
+            # the file must be the version whose index gave the range (checked for every
+            # chunk, also where the descriptor is the one the last chunk was read through:
+            # a file written in place changes its mtime, ctime or size)
             if _fstat_retry(fd, &st) != 0:
-                close(fd)
                 return -1
             chunkstore_stat_ident(&st, ident)
             for j in range(IDENT_LEN):
                 if ident[j] != self.idents[IDENT_LEN * k + j]:
-                    close(fd)
                     return -1
         while got < <size_t>n:
             r = pread(fd, self.buf + got, <size_t>n - got, off + got)
@@ -253,12 +254,30 @@ cdef class _Batch:
             if r <= 0:
                 break
             got += r
-        close(fd)
         if got != <size_t>n:
             return -1
         self.src[k] = self.buf
         self.srclen[k] = got
         return 0
+
+    cdef int _file_of(self, Py_ssize_t k) noexcept nogil:
+        """A descriptor of chunk k's file: the one the batch holds when the last chunk read
+        was in the same file (a shard's inner chunks come in a row: one open(2) a shard and
+        batch, not one a chunk; on the development VM open and close are most of the
+        system time of a small read); else the file opened now, held instead. -1: it cannot
+        be opened."""
+        if self.held and strcmp(self.held_path, self.paths[k]) == 0:
+            return self.held_fd
+        self._let_go()
+        cdef int fd = _open_read(self.paths[k])
+        if fd >= 0:
+            self.held, self.held_fd, self.held_path = True, fd, self.paths[k]
+        return fd
+
+    cdef void _let_go(self) noexcept nogil:
+        if self.held:
+            close(self.held_fd)
+            self.held = False
 
     cdef bint _reserve(self, size_t n) noexcept nogil:
         """buf holds at least n bytes (False: out of memory)."""
@@ -277,6 +296,7 @@ cdef class _Batch:
         return True
 
     def __dealloc__(self):
+        self._let_go()
         free(self.src)
         free(self.srclen)
         free(self.ids)

@@ -10,6 +10,11 @@ store and the codec, which fill it or raise the same error naming the key as bef
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -319,3 +324,52 @@ def test_a_fifo_where_a_chunk_should_be_raises_instead_of_blocking(tmp_path, kin
     assert not t.is_alive(), "the read blocked on the FIFO"
     assert isinstance(result.get("error"), OSError)
     assert os.path.basename(f) in str(result["error"])
+
+
+_STRACE = shutil.which("strace")
+
+
+@pytest.mark.skipif(_STRACE is None, reason="needs strace to count open(2) calls")
+def test_a_batch_opens_each_shard_file_once(tmp_path):
+    # A shard's inner chunks come in a row in a batch: the kernel reads them all through one
+    # descriptor (an open(2) per chunk was most of a small sharded read's system time). The
+    # second read below has every index cached, so its only opens are the kernel's.
+    path = str(tmp_path / "s.zarr")
+    vol = np.arange(4 * 64 * 64, dtype=np.int32).reshape(4, 64, 64)
+    z = cs.create_array(path, shape=vol.shape, chunks=(1, 16, 16), shards=(1, 64, 64),
+                        dtype=np.int32, zarr_format=3)
+    z[...] = vol
+    script = textwrap.dedent(f"""
+        import os, numpy as np, chunkstore as cs
+        cs.config.set(threads=1)
+        r = cs.open_array({path!r}, mode="r")
+        want = np.arange(4 * 64 * 64, dtype=np.int32).reshape(4, 64, 64)
+        assert (r[...] == want).all()                   # caches the four indexes
+        try:
+            os.open("/nonexistent-MARK", os.O_RDONLY)
+        except OSError:
+            pass
+        assert (r[:, 8:40, 8:40] == want[:, 8:40, 8:40]).all()  # 9 inner chunks a shard
+    """)
+    log = tmp_path / "trace"
+    subprocess.run([_STRACE, "-f", "-e", "trace=open,openat", "-o", str(log),
+                    sys.executable, "-c", script], check=True)
+    after = log.read_text().split("/nonexistent-MARK", 1)[1]
+    opened = re.findall(r'open(?:at)?\([^"]*"([^"]+/c/[^"]+)"', after)
+    assert sorted(opened) == sorted(f"{path}/c/{k}/0/0" for k in range(4))
+
+
+def test_a_batch_alternating_between_shard_files_reads_each_chunk_from_its_own(tmp_path):
+    # vindex points alternate between two shards: the kept descriptor is let go and the
+    # other file opened at every change, never a range read from the wrong shard.
+    path = str(tmp_path / "s.zarr")
+    vol = np.arange(2 * 32 * 32, dtype=np.int32).reshape(2, 32, 32) + 1
+    z = cs.create_array(path, shape=vol.shape, chunks=(1, 8, 8), shards=(1, 32, 32),
+                        dtype=np.int32, zarr_format=3)
+    z[...] = vol
+    r = cs.open_array(path, mode="r")
+    r[...]                                                      # caches the indexes
+    k = np.tile([0, 1], 16)
+    y = np.repeat(np.arange(0, 32, 2), 2)
+    x = (y * 7) % 32
+    np.testing.assert_array_equal(r.vindex[k, y, x], vol[k, y, x])
