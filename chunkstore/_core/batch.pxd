@@ -42,9 +42,12 @@ cdef class _Batch:
     cdef bint held
     cdef int held_fd
     cdef const char* held_path
+    cdef Py_ssize_t held_checked  # the chunk whose identity row the held file matched
+                                  # (-1: none yet)
     cdef int load(self, Py_ssize_t k) noexcept nogil
     cdef int _load_range(self, Py_ssize_t k) noexcept nogil
     cdef int _file_of(self, Py_ssize_t k) noexcept nogil
+    cdef bint _checked_as(self, Py_ssize_t k) noexcept nogil
     cdef void _let_go(self) noexcept nogil
     cdef bint _reserve(self, size_t n) noexcept nogil
 

@@ -237,16 +237,16 @@ cdef class _Batch:
         cdef int j
         if fd < 0:
             return -1
-        if self.idents != NULL:
-            # the file must be the version whose index gave the range (checked for every
-            # chunk, also where the descriptor is the one the last chunk was read through:
-            # a file written in place changes its mtime, ctime or size)
+        if self.idents != NULL and not self._checked_as(k):
+            # the file must be the version whose index gave the range: checked once for the
+            # descriptor (it pins that version; a replaced shard is a new file)
             if _fstat_retry(fd, &st) != 0:
                 return -1
             chunkstore_stat_ident(&st, ident)
             for j in range(IDENT_LEN):
                 if ident[j] != self.idents[IDENT_LEN * k + j]:
                     return -1
+            self.held_checked = k
         while got < <size_t>n:
             r = pread(fd, self.buf + got, <size_t>n - got, off + got)
             if r < 0 and errno == EINTR:
@@ -272,7 +272,20 @@ cdef class _Batch:
         cdef int fd = _open_read(self.paths[k])
         if fd >= 0:
             self.held, self.held_fd, self.held_path = True, fd, self.paths[k]
+            self.held_checked = -1
         return fd
+
+    cdef bint _checked_as(self, Py_ssize_t k) noexcept nogil:
+        """Was the held file found to be the version chunk k's range is of (the identity
+        row of an earlier chunk read through it equals k's)?"""
+        cdef Py_ssize_t c = self.held_checked
+        cdef int j
+        if c < 0:
+            return False
+        for j in range(IDENT_LEN):
+            if self.idents[IDENT_LEN * c + j] != self.idents[IDENT_LEN * k + j]:
+                return False
+        return True
 
     cdef void _let_go(self) noexcept nogil:
         if self.held:
