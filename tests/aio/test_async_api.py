@@ -4,6 +4,7 @@ keeps running while the engine reads; concurrent tasks writing one array through
 synchronizer (disjoint elements, shared chunks) lose nothing (a model-based test)."""
 
 import asyncio
+import os
 import pickle
 import threading
 import time
@@ -370,3 +371,66 @@ def test_a_lone_task_keeps_one_worker_and_no_job_is_lost():
     assert got == list(range(200))
     assert sorted(state["ran"]) == list(range(200))       # each exactly once
     assert state["most"] <= 4
+
+
+def _read_one(path):
+    a = cs.AsyncArray(cs.open_array(path, mode="r"))
+
+    async def main():
+        return await a.getitem(slice(None))
+    return main
+
+
+def test_an_event_loop_is_not_kept_alive_by_the_reads_it_awaited(tmp_path):
+    """Each loop's results are handed over through an inbox kept per loop; the inbox must
+    not keep its loop (and the loop's selector) alive once the loop is gone: a service that
+    calls asyncio.run per request would otherwise grow without end."""
+    import gc
+    import weakref
+    path = str(tmp_path / "a.zarr")
+    cs.create_array(path, shape=(10,), chunks=(5,), dtype="i4", zarr_format=3)[...] = 7
+    refs = []
+    for _ in range(5):
+        loop = asyncio.new_event_loop()
+        np.testing.assert_array_equal(loop.run_until_complete(_read_one(path)()), 7)
+        loop.close()
+        refs.append(weakref.ref(loop))
+        del loop
+    gc.collect()
+    assert [r() for r in refs] == [None] * 5
+
+
+def test_loops_come_and_go_without_leaking_descriptors(tmp_path):
+    import gc
+    path = str(tmp_path / "a.zarr")
+    cs.create_array(path, shape=(10,), chunks=(5,), dtype="i4", zarr_format=3)[...] = 3
+    asyncio.run(_read_one(path)())            # the workers (and their pipes) exist now
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        np.testing.assert_array_equal(asyncio.run(_read_one(path)()), 3)
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_a_loop_without_add_reader_is_woken_another_way(tmp_path):
+    """Loops that cannot watch a pipe (Windows' proactor) get their results through
+    call_soon_threadsafe."""
+    class NoReaders(asyncio.SelectorEventLoop):
+        def add_reader(self, *args, **kwargs):
+            raise NotImplementedError
+
+    path = str(tmp_path / "a.zarr")
+    want = np.arange(100, dtype="i4")
+    cs.create_array(path, shape=(100,), chunks=(7,), dtype="i4", zarr_format=3)[...] = want
+    a = cs.AsyncArray(cs.open_array(path, mode="r"))
+
+    async def main():
+        return await asyncio.gather(*(a.getitem(slice(i, i + 10)) for i in range(0, 100, 10)))
+
+    loop = NoReaders()
+    try:
+        got = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    np.testing.assert_array_equal(np.concatenate(got), want)
