@@ -46,6 +46,8 @@ class Array(nodes.Node, ArrayAPIv3):
     Usually made by `chunkstore.create`/`open_array` and friends, not directly.
     """
 
+    _kind = "array"
+
     _store: MutableMapping
     _path: str
     _prefix: str

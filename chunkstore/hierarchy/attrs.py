@@ -3,10 +3,12 @@ node's `zarr.json` in Zarr v3: metadata.formats knows which)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import MutableMapping
+from typing import Any
 
-from chunkstore.errors import ReadOnlyError
-from chunkstore.metadata.formats import format_of
+from chunkstore.errors import ArrayNotFoundError, GroupNotFoundError, ReadOnlyError, store_name
+from chunkstore.metadata.formats import format_of, kind_of_document
 
 
 class Attributes(MutableMapping):
@@ -15,10 +17,16 @@ class Attributes(MutableMapping):
     Every read goes to the store (other writers' updates are seen); every update rewrites the
     document once. `update()` applies many changes in one write. With a synchronizer the
     read-modify-write runs under the document's lock.
+
+    node_key and kind (a node's attributes: the key of its metadata document, "array" or
+    "group"): an update first checks that the node is still there and of that kind, and
+    raises GroupNotFoundError / ArrayNotFoundError, writing nothing, where another handle
+    removed or moved it (a v2 .zattrs written there would be an orphan that the next node
+    created at the path inherits; a v3 zarr.json written there would bring the node back).
     """
 
     def __init__(self, store, key=".zattrs", read_only=False, cache=True, synchronizer=None,
-                 zarr_format=2):
+                 zarr_format=2, node_key: str | None = None, kind: str | None = None):
         # cache: zarr-python 2's switch for keeping the attributes in memory; they are read
         # from the store on each access here (another writer's change is seen), so it has
         # no effect
@@ -28,6 +36,8 @@ class Attributes(MutableMapping):
         self.synchronizer = synchronizer
         self.zarr_format = zarr_format
         self._format = format_of(zarr_format)
+        self.node_key = node_key
+        self.kind = kind
 
     def asdict(self) -> dict:
         """All attributes, read from the store as a new ``dict`` (``{}`` where the document is
@@ -39,23 +49,35 @@ class Attributes(MutableMapping):
             return {}
         return self._format.read_attributes(raw, self.key)
 
-    def _write(self, d: dict) -> None:
-        self.store[self.key] = self._format.encode_attributes(
-            d, lambda: self.store[self.key], self.key)
+    def _node_document(self) -> Any:
+        """The node's metadata document as stored now (None without node_key); raises
+        where the node is gone or another kind of node is at its path."""
+        if self.node_key is None:
+            return None
+        doc = self.store.get(self.node_key)
+        if doc is None or kind_of_document(self.store, self.node_key, doc) != self.kind:
+            path = self.node_key.rpartition("/")[0]
+            error = GroupNotFoundError if self.kind == "group" else ArrayNotFoundError
+            raise error(f"no {self.kind} at path {path!r} in {store_name(self.store)} any "
+                        f"more (removed or moved since this handle was opened): its "
+                        f"attributes were not written")
+        return doc
 
     def _modify(self, fn) -> None:
         if self.read_only:
             raise ReadOnlyError(f"attributes at {self.key!r} are read-only")
-        lock = self.synchronizer[self.key] if self.synchronizer is not None else None
-        if lock is None:
-            d = self.asdict()
-            fn(d)
-            self._write(d)
-        else:
-            with lock:
+        lock = (self.synchronizer[self.key] if self.synchronizer is not None
+                else contextlib.nullcontext())
+        with lock:
+            doc = self._node_document()
+            if doc is not None and self.node_key == self.key:  # v3: the attributes' document
+                d = self._format.read_attributes(doc, self.key)
+                current = lambda: doc  # noqa: E731 - read once, above
+            else:
                 d = self.asdict()
-                fn(d)
-                self._write(d)
+                current = lambda: self.store[self.key]  # noqa: E731
+            fn(d)
+            self.store[self.key] = self._format.encode_attributes(d, current, self.key)
 
     def __getitem__(self, k):
         return self.asdict()[k]

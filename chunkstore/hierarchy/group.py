@@ -38,6 +38,8 @@ from chunkstore.errors import store_name
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
+    _kind = "group"
+
     _store: MutableMapping[str, bytes]
     _path: str
     _read_only: bool
@@ -562,6 +564,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
 
 def _init_group(store, path, overwrite=False, zarr_format=2):
+    # an array above path refuses the group before anything is removed: with overwrite, the
+    # removal below path would delete that array's chunks (v3 keys "x/c/...")
+    creation._check_parents(store, path)
     if overwrite:
         creation.remove_node(store, path)
     elif contains_array(store, path):
@@ -694,6 +699,9 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
 #: open()'s keywords that open_group takes too (an array's are left out for a group)
 _GROUP_OPEN_KEYS = frozenset(("synchronizer", "zarr_format", "zarr_version", "attributes",
                               "use_consolidated", "cache_attrs", "chunk_store", "meta_array"))
+# open()'s keywords that only a group takes: an array found at the path is opened without
+# them, as zarr-python 3's open ignores them there
+_GROUP_ONLY_KEYS = frozenset(("use_consolidated",))
 
 
 def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # noqa: A001
@@ -705,10 +713,11 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     creation._check_mode(mode)
     store = normalize_store(store, mode=mode, storage_options=storage_options)
     path = normalize_path(path)
+    array_kwargs = {k: v for k, v in kwargs.items() if k not in _GROUP_ONLY_KEYS}
     if mode in ("r", "r+"):
         # The likely node first, its metadata read once: an array is one request (v2).
         try:
-            return creation.open_array(store, mode=mode, path=path, **kwargs)
+            return creation.open_array(store, mode=mode, path=path, **array_kwargs)
         except ArrayNotFoundError:
             pass
         try:
@@ -727,13 +736,14 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         # the opener below neither probes nor warns again; "w" makes a new node in the
         # format asked or configured, whatever was there)
         kwargs = {**kwargs, "zarr_format": found}
+        array_kwargs = {**array_kwargs, "zarr_format": found}
     if kind == "array":
-        return creation.open_array(store, mode=mode, path=path, **kwargs)
+        return creation.open_array(store, mode=mode, path=path, **array_kwargs)
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
         return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
     if mode in ("r", "r+"):
         raise PathNotFoundError(f"nothing (no array or group) at path {path!r} in {store_name(store)}")
-    return creation.open_array(store, mode=mode, path=path, **kwargs)
+    return creation.open_array(store, mode=mode, path=path, **array_kwargs)
 
 
 def _group_kwargs(kwargs: dict) -> dict:

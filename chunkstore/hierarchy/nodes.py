@@ -145,7 +145,10 @@ def attrs_key(path: str, zarr_format: int) -> str:
 
 class Node:
     """What arrays and groups share: where they are, how they are opened, their attributes.
-    Subclasses set _store, _path, _read_only, _synchronizer and _format."""
+    Subclasses set _store, _path, _read_only, _synchronizer and _format, and say which kind
+    they are (_kind)."""
+
+    _kind: str  # "array" or "group"
 
     @property
     def store(self):
@@ -195,4 +198,6 @@ class Node:
         """
         return Attributes(self._store, attrs_key(self._path, self._format),
                           read_only=self._read_only, synchronizer=self._synchronizer,
-                          zarr_format=self._format)
+                          zarr_format=self._format,
+                          node_key=metadata_key(self._path, self._format, self._kind),
+                          kind=self._kind)

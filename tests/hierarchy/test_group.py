@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
-                               ReadOnlyError)
+from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
+                               GroupNotFoundError, ReadOnlyError)
 from conftest import FIXTURES_V2, assert_same, group_cases_v2
 
 GROUP_CASES = group_cases_v2()
@@ -722,3 +722,79 @@ def test_listing_a_consolidated_hierarchy_looks_at_each_member_once(monkeypatch)
     assert len(calls) == len(set(calls))            # (the listing's "zarr.json" looked at too)
     assert g.group_keys() == ["sub"] and [k for k, _ in g.groups()] == ["sub"]
     assert [k for k, _ in g.arrays(recurse=True)] == [f"a{i}" for i in range(5)] + ["x"]
+
+
+# ---------------------------------------------------------------- found by the hierarchy model
+# (tests/hierarchy/test_hierarchy_model.py)
+
+def test_open_with_use_consolidated_opens_the_group_or_the_array_in_every_mode(tmp_path):
+    # zarr-python 3's open passes use_consolidated to the group; an array ignores it
+    path = str(tmp_path / "h.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=2)
+    g.create_group("a")
+    g.zeros("z", shape=(3,))
+    cs.consolidate_metadata(path)
+    for mode in ("r", "r+", "a"):
+        got = cs.open(path, mode=mode, use_consolidated=True)
+        assert isinstance(got, cs.Group) and sorted(got) == ["a", "z"]
+        z = cs.open(path, mode=mode, path="z", use_consolidated=True)
+        assert isinstance(z, cs.Array) and z.shape == (3,)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("how", ["create_group", "require_group", "open_group_w"])
+def test_a_group_refused_below_an_array_deletes_nothing(zarr_format, how):
+    # v3 chunk keys lie below the array's path ("x/c/0"): a group "x/c" created with
+    # overwrite=True used to delete them before the parent check refused it
+    store = cs.MemoryStore()
+    g = cs.group(store, zarr_format=zarr_format)
+    g.array("x", np.arange(1, 7, dtype="i4"), chunks=(3,))
+    before = dict(store)
+    inner = "x/c" if zarr_format == 3 else "x/0"
+    with pytest.raises(ContainsArrayError):
+        if how == "create_group":
+            g.create_group(inner, overwrite=True)
+        elif how == "require_group":
+            g.require_group(inner, overwrite=True)
+        else:
+            cs.open_group(store, mode="w", path=inner)
+    assert dict(store) == before
+    np.testing.assert_array_equal(g["x"][:], np.arange(1, 7))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("how", ["del", "move"])
+def test_attributes_of_a_node_removed_by_another_handle_are_not_written(zarr_format, how):
+    # v2 wrote an orphan .zattrs that the next node made at the path inherited; v3 raised a
+    # bare KeyError (zarr-python 3 rewrites the document: the node comes back)
+    store = cs.MemoryStore()
+    g = cs.group(store, zarr_format=zarr_format)
+    h = g.create_group("a")
+    z = g.zeros("z", shape=(2,))
+    if how == "del":
+        del g["a"], g["z"]
+    else:
+        g.move("a", "b")
+        g.move("z", "y")
+    before = dict(store)
+    with pytest.raises(GroupNotFoundError, match="path 'a'.*removed or moved"):
+        h.attrs["k"] = 1
+    with pytest.raises(GroupNotFoundError):
+        h.attrs.update(k=1)
+    with pytest.raises(ArrayNotFoundError, match="path 'z'"):
+        z.attrs.put({"k": 1})
+    assert dict(store) == before
+    assert g.create_group("a").attrs.asdict() == {}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_group_handle_does_not_write_the_attributes_of_an_array_made_at_its_path(
+        zarr_format):
+    store = cs.MemoryStore()
+    g = cs.group(store, zarr_format=zarr_format)
+    h = g.create_group("a")
+    del g["a"]
+    g.zeros("a", shape=(1,))
+    with pytest.raises(GroupNotFoundError):
+        h.attrs["k"] = 1
+    assert g["a"].attrs.asdict() == {}
