@@ -24,9 +24,9 @@ Hand-offs between the loop and the workers go through pipes (a parked worker wai
 own; each loop watches one of its inbox's), and a thread wakes another only after letting
 go of every lock the woken one takes first: the kernel then runs the woken thread on the
 waker's core when the waker is about to wait, and nobody wakes only to block again. A
-call that does nothing, awaited in a loop on the development VM: 25.7 us a round trip
-with locks and call_soon_threadsafe, 15.5 us so; context switches per round trip 5.4 before (the woken thread met the GIL or
-a lock still held), 2.0 now (perf stat).
+call that does nothing, awaited in a loop on the development VM: 25.7 us a round trip with
+locks and call_soon_threadsafe, 15.5 us so; context switches per round trip 5.4 before
+(the woken thread met the GIL or a lock still held), 2.0 now (perf stat).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from chunkstore import config
 from chunkstore.storage import protocol
@@ -56,10 +56,8 @@ class _Inbox:
     The loop is woken through a pipe of the inbox's own that it watches (add_reader), not
     through call_soon_threadsafe's socket: a pipe's wake-up is a "synchronous" one to the
     kernel, which runs the loop on the waking worker's core when that worker is about to
-    wait (a hand-off on one core, where waking a thread on the other costs two thread
-    wake-ups across cores on a VM). Round trip of a call that does nothing, on the
-    development VM: 27 us through call_soon_threadsafe and a lock, 10-11 us through pipes.
-    Loops without add_reader (Windows' proactor) are woken by call_soon_threadsafe.
+    wait (see the module docstring). Loops without add_reader (Windows' proactor) are woken
+    by call_soon_threadsafe.
 
     The loop is held weakly: an inbox (kept per loop in a WeakKeyDictionary) must not keep
     its loop alive, or every loop that ever awaited a read would live forever."""
