@@ -157,7 +157,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
         dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
-    _check_parents(store, path)
+    missing = _check_parents(store, path)  # before anything is removed or written
     if overwrite:
         remove_node(store, path)
     else:
@@ -165,7 +165,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
         if contains_group(store, path):
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
-    _require_parent_groups(store, path, zarr_format)
+    _write_parent_groups(store, missing, zarr_format)
     store[key] = raw
     return meta
 
@@ -226,25 +226,34 @@ def _check_opens(path, key, raw):
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
 
 
-def _check_parents(store, path):
+def _check_parents(store, path) -> list[str]:
+    """Refuse path where an array is above it (ContainsArrayError); the paths of the groups
+    missing above it, the root's side first (one metadata probe a level, for both)."""
     parts = path.split("/") if path else []
+    missing = []
     for i in range(len(parts)):
         parent = "/".join(parts[:i])
-        if nodes.node_kind(store, parent)[0] == "array":
+        kind = nodes.node_kind(store, parent)[0]
+        if kind == "array":
             # zarr-python 3's words, then chunkstore's
             raise ContainsArrayError(f"A parent of {path} is an array - only groups may have "
                                      f"child nodes. (cannot create {path!r}: an array exists "
                                      f"at {parent!r} in {store_name(store)})")
+        if kind is None:
+            missing.append(parent)
+    return missing
+
+
+def _write_parent_groups(store, missing: list[str], zarr_format: int = 2) -> None:
+    """Write the groups that _check_parents found missing."""
+    for parent in missing:
+        write_group_metadata(store, parent, zarr_format)
 
 
 def _require_parent_groups(store, path, zarr_format=2):
-    """Create the missing groups above path, in zarr_format; refuse if an array is there."""
-    _check_parents(store, path)  # before writing any group
-    parts = path.split("/") if path else []
-    for i in range(len(parts)):
-        parent = "/".join(parts[:i])
-        if nodes.node_kind(store, parent)[0] is None:
-            write_group_metadata(store, parent, zarr_format)
+    """Create the missing groups above path, in zarr_format; refuse if an array is there
+    (before writing any group)."""
+    _write_parent_groups(store, _check_parents(store, path), zarr_format)
 
 
 def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,

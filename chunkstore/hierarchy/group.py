@@ -566,14 +566,14 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 def _init_group(store, path, overwrite=False, zarr_format=2):
     # an array above path refuses the group before anything is removed: with overwrite, the
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
-    creation._check_parents(store, path)
+    missing = creation._check_parents(store, path)
     if overwrite:
         creation.remove_node(store, path)
     elif contains_array(store, path):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
     elif contains_group(store, path):
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
-    creation._require_parent_groups(store, path, zarr_format)
+    creation._write_parent_groups(store, missing, zarr_format)
     creation.write_group_metadata(store, path, zarr_format)
 
 
