@@ -180,7 +180,9 @@ class _Workers:
         if parked is not None:
             parked.wake()
             return
-        threading.Thread(target=self._work, args=(job,), name="chunkstore-aio",
+        # (the first job in a list that the thread empties: a Thread keeps its args as long
+        # as it runs, and a job holds its future, whose loop would then live forever)
+        threading.Thread(target=self._work, args=([job],), name="chunkstore-aio",
                          daemon=True).start()
 
     def _hand(self, job: tuple) -> _Parked:
@@ -191,8 +193,9 @@ class _Workers:
         parked.job = job
         return parked
 
-    def _work(self, job: tuple | None) -> None:
+    def _work(self, first: list[tuple]) -> None:
         me = _Parked()
+        job: tuple | None = first.pop()
         while job is not None:
             box, fut, ctx, fn, args, kwargs = job
             try:

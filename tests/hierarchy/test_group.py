@@ -14,6 +14,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, ReadOnlyError)
+from chunkstore.hierarchy import nodes
 from conftest import FIXTURES_V2, assert_same, group_cases_v2
 
 GROUP_CASES = group_cases_v2()
@@ -798,3 +799,40 @@ def test_a_group_handle_does_not_write_the_attributes_of_an_array_made_at_its_pa
     with pytest.raises(GroupNotFoundError):
         h.attrs["k"] = 1
     assert g["a"].attrs.asdict() == {}
+
+
+class _ReadCounting(dict):
+    """A dict store counting its reads (each a request on a remote store)."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.reads += 1
+        return super().__contains__(key)
+
+    def get(self, key, default=None):
+        self.reads += 1
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("what", ["array", "group"])
+def test_creation_probes_each_level_above_once(zarr_format, what):
+    # each missing level costs one probe of its documents (3 reads: zarr.json, .zarray,
+    # .zgroup), not one to refuse an array above, one to find it missing and one more
+    def reads(depth):
+        store = _ReadCounting()
+        cs.group(store, zarr_format=zarr_format)
+        name = "/".join("abcdefgh"[:depth])
+        store.reads = 0
+        if what == "array":
+            cs.create_array(store, name=name, shape=(4,), dtype="i4", zarr_format=zarr_format)
+        else:
+            cs.open_group(store, mode="w", path=name, zarr_format=zarr_format)
+        assert nodes.node_kind(store, name)[0] == what
+        return store.reads
+    assert reads(5) - reads(1) <= 3 * 4
