@@ -50,12 +50,19 @@ class Attributes(MutableMapping):
         return self._format.read_attributes(raw, self.key)
 
     def _node_document(self) -> Any:
-        """The node's metadata document as stored now (None without node_key); raises
-        where the node is gone or another kind of node is at its path."""
+        """The node's metadata document as stored now where it also holds the attributes
+        (v3's zarr.json), else None; raises where the node is gone or another kind of node
+        is at its path. A v2 document's name tells its kind: it is only looked for, not
+        read (a store that maps it from another format, zarr's N5Store, needs not parse)."""
         if self.node_key is None:
             return None
-        doc = self.store.get(self.node_key)
-        if doc is None or kind_of_document(self.store, self.node_key, doc) != self.kind:
+        if self.node_key != self.key:
+            doc, there = None, self.node_key in self.store
+        else:
+            doc = self.store.get(self.node_key)
+            there = doc is not None and kind_of_document(self.store, self.node_key,
+                                                         doc) == self.kind
+        if not there:
             path = self.node_key.rpartition("/")[0]
             error = GroupNotFoundError if self.kind == "group" else ArrayNotFoundError
             raise error(f"no {self.kind} at path {path!r} in {store_name(self.store)} any "
@@ -70,7 +77,7 @@ class Attributes(MutableMapping):
                 else contextlib.nullcontext())
         with lock:
             doc = self._node_document()
-            if doc is not None and self.node_key == self.key:  # v3: the attributes' document
+            if doc is not None:  # v3: the attributes' own document, read once
                 d = self._format.read_attributes(doc, self.key)
                 current = lambda: doc  # noqa: E731 - read once, above
             else:
