@@ -139,10 +139,10 @@ class EngineState:
         self.chunk_store = layout.chunk_store
         self.codec = layout.codec
         self.chunks = layout.chunks
-        # An array of fewer than 2 dimensions has one layout for both orders, which v3
-        # metadata cannot record: there the handle's own order stands.
+        # Where the metadata cannot tell the order (v3, fewer than 2 dimensions: one layout
+        # for both) the handle's own order stands; a v2 document's order always does.
         self.order = (self.handle_order if self.handle_order is not None
-                      and len(meta.shape) < 2 else meta.order)
+                      and not meta.order_recorded else meta.order)
         self.is_object = meta.dtype.hasobject
         fb = meta.fill_bytes()
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()

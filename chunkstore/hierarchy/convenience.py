@@ -20,7 +20,8 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
                                            save_array)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.hierarchy.group import Group, group, open as _open
-from chunkstore.hierarchy.recode import copy_attributes, copy_plan, put_attributes, read_as
+from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_plan,
+                                         put_attributes, read_as)
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems, setitems
 from chunkstore.storage.normalize import normalize_store
@@ -292,8 +293,20 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
         if foreign:
             return _copy_to_h5py(emit, source, dest, name, not shallow, without_attrs,
                                  if_exists, dry_run, create_kws)
+        _plan_copies(dest, [(name, source)], not shallow, if_exists, create_kws)
         return _copy(emit, source, dest, dest.path, name, not shallow, without_attrs,
-                     if_exists, dry_run, create_kws)
+                     if_exists, dry_run, create_kws, dest.zarr_format)
+
+
+def _plan_copies(dest, members, recurse, if_exists, create_kws):
+    """Plan the copy of every array that copying members ((name, node) pairs) into dest
+    would write, and raise what planning raises (RecodeError: what cannot be made as
+    asked) before anything is written or removed: a copy refused leaves the destination as
+    it was (the walk is a dry run's: arrays that would be skipped are not planned)."""
+    check_changes(dest.zarr_format, **create_kws)
+    for name, node in members:
+        _copy(None, node, dest, dest.path, name, recurse, True, if_exists, True, create_kws,
+              dest.zarr_format, plan=True)
 
 
 def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dry_run,
@@ -387,9 +400,11 @@ def _name(path, name):
 
 
 def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists, dry_run,
-          create_kws):
+          create_kws, fmt, plan=False):
     """Copy source to dest_path/name. dest is the Group there, or None in a dry run where
-    the destination group does not exist yet (so nothing below it exists either)."""
+    the destination group does not exist yet (so nothing below it exists either); fmt: its
+    Zarr format (a new group takes its parent's). plan (with dry_run): plan each array's
+    copy (see _plan_copies)."""
     existing = dest[name] if dest is not None and name in dest else None
     target = _name(dest_path, name)
     source_is_group = _is_group(source)
@@ -419,18 +434,21 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
                 copy_attributes(source, g)
         elif isinstance(existing, Group):
             g = existing
+        child_fmt = g.zarr_format if g is not None else fmt
         # A group counts as copied, created or merged into (as zarr-python 2 counts).
         n_copied, n_skipped, n_bytes = 1, 0, 0
         for child_name, child in source.items():
             if _is_group(child) and not recurse:
                 continue
             c, sk, b = _copy(log, child, g, child_path, child_name, recurse, without_attrs,
-                             if_exists, dry_run, create_kws)
+                             if_exists, dry_run, create_kws, child_fmt, plan)
             n_copied += c
             n_skipped += sk
             n_bytes += b
         return n_copied, n_skipped, n_bytes
     if dry_run:
+        if plan and isinstance(source, Array):
+            copy_plan(source, fmt, **create_kws)  # members take the destination's format
         return 1, 0, 0
     if existing_blocks:
         del dest[name]
@@ -449,7 +467,7 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         if not without_attrs:
             put_attributes(dst, attrs)
         copy_array_data(read_as(source, kw["dtype"]), dst)
-        return 1, 0, source.nbytes
+        return 1, 0, dst.nbytes  # (the copy's: its dtype may be another)
     if _is_sliceable(source):
         # An h5py dataset or another sliceable array: its shape, dtype and chunks, its data
         # in blocks of bounded size (not loaded whole), its attributes.
@@ -521,15 +539,25 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
     """Copy every member of the source group into the dest group (and its attributes).
     Returns (n_copied, n_skipped, n_bytes_copied), counted as `copy` counts them."""
     _check_if_exists(if_exists)
+    members = [(name, child) for name, child in source.items()
+               if not (isinstance(child, Group) and shallow)]
+    ours = isinstance(dest, Group)
+    if ours:  # (planned before the attributes are written too)
+        _plan_copies(dest, members, not shallow, if_exists, create_kws)
     n_copied = n_skipped = n_bytes = 0
     if not without_attrs and not dry_run:
         _update_attributes(dest, source)
-    for name, child in source.items():
-        if isinstance(child, Group) and shallow:
-            continue
-        c, s, b = copy(child, dest, name=name, shallow=shallow, without_attrs=without_attrs,
-                       log=log, if_exists=if_exists, dry_run=dry_run, **create_kws)
-        n_copied += c
-        n_skipped += s
-        n_bytes += b
+    with _logger(log) as emit:
+        for name, child in members:
+            if ours:
+                c, s, b = _copy(emit, child, dest, dest.path, name, not shallow,
+                                without_attrs, if_exists, dry_run, create_kws,
+                                dest.zarr_format)
+            else:  # a foreign destination (h5py's)
+                c, s, b = copy(child, dest, name=name, shallow=shallow,
+                               without_attrs=without_attrs, log=emit, if_exists=if_exists,
+                               dry_run=dry_run, **create_kws)
+            n_copied += c
+            n_skipped += s
+            n_bytes += b
     return n_copied, n_skipped, n_bytes

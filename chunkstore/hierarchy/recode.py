@@ -54,7 +54,8 @@ def cast_fill(fill: Any, old: np.dtype, new: np.dtype) -> Any:
             v = np.asarray(fill, dtype=old).astype(new)
             back = v.astype(old)
         same = back == np.asarray(fill, dtype=old)
-        if old.kind in "fc" and new.kind in "fc":
+        if (old.kind in "fc" and new.kind in "fc") or (old.kind in "mM" and new.kind in "mM"):
+            # NaN and NaT equal nothing, themselves included: kept where the cast keeps them
             same = same or bool(np.isnan(back) and np.isnan(np.asarray(fill, dtype=old)))
         if bool(same):
             return v[()]

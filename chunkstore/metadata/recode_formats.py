@@ -198,6 +198,7 @@ def _to_v2(p: Plan) -> None:
     if src.zarr_format == 3:
         if src.crc32c:
             p.say(f"dropping the crc32c checksum of {name!r}: Zarr v2 has no checksum codec")
+        p.filters = [f for f in p.filters if not _v2_order_of_transpose(f, kw, name)]
         dims = dims_attr(src.dimension_names, len(p.shape))
         if dims is not None and "_ARRAY_DIMENSIONS" not in p.attrs:
             p.attrs["_ARRAY_DIMENSIONS"] = dims
@@ -214,6 +215,22 @@ def _to_v2(p: Plan) -> None:
         codec, kw["object_codec"] = kw["object_codec"], None
         if "filters" not in ch:
             kw["filters"] = [codec] + p.filters
+
+
+def _v2_order_of_transpose(codec: Any, kw: dict, name: str) -> bool:
+    """True for a v3 transpose codec that a Zarr v2 copy has as its order instead (the
+    axes reversed: order "F", as create(order="F", zarr_format=3) writes it), which then
+    goes to kw unless the caller gave an order; RecodeError for any other transpose (v2
+    has C and F order only); False for other codecs."""
+    if getattr(codec, "name", None) != "transpose":
+        return False
+    axes = tuple(codec.order)
+    if axes != tuple(range(len(axes)))[::-1]:
+        raise RecodeError(f"array {name!r} has a transpose codec with order {list(axes)}, "
+                          f"which Zarr v2 cannot express (its only layouts are C and F "
+                          f"order)")
+    kw["order"] = "F"
+    return True
 
 
 TARGETS = {2: _to_v2, 3: _to_v3}

@@ -137,6 +137,11 @@ class ArrayMetadataV2:
     zarr_format: int = ZARR_FORMAT
     attributes: dict | None = None
 
+    @property
+    def order_recorded(self) -> bool:
+        """Does the document tell the memory order? Always (``.zarray``'s ``order``)."""
+        return True
+
     def __post_init__(self) -> None:
         if self.zarr_format != ZARR_FORMAT or isinstance(self.zarr_format, bool):
             raise ValueError(f"zarr_format must be 2, got {self.zarr_format!r}")

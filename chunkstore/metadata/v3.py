@@ -308,6 +308,12 @@ class ArrayMetadataV3:
             dimension_names=self.dimension_names, attributes=self.attributes)
 
     @property
+    def order_recorded(self) -> bool:
+        """Does the document tell the memory order? Not for fewer than 2 dimensions (one
+        layout for both orders: no transpose says which the array was made with)."""
+        return len(self.shape) >= 2
+
+    @property
     def order(self) -> str:
         """Memory layout of a decoded chunk (an inner chunk, if sharded): ``"F"`` when the
         transposes reverse the axes, else ``"C"``."""

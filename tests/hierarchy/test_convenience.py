@@ -438,3 +438,86 @@ class TestCopyStore:
         g = cs.open_group(path, mode="r")
         assert all_paths(g) == all_paths(source)
         np.testing.assert_array_equal(g["x"][:], source["x"][:])
+
+
+# ------------------------------------------------- found by tests/hierarchy/test_copy_model.py
+from chunkstore.recode import RecodeError  # noqa: E402
+
+
+def test_a_refused_copy_leaves_the_destination_as_it_was():
+    src = cs.group(store=cs.MemoryStore())                        # Zarr v2
+    src.create_dataset("a", data=np.arange(4), chunks=2)
+    src.create_dataset("b", data=np.arange(4), chunks=2, compressor=numcodecs.LZMA())
+    store3 = cs.MemoryStore()
+    dst3 = cs.group(store=store3, zarr_format=3)
+    before = dict(store3)
+    for dry_run in (True, False):          # b's LZMA has no Zarr v3 codec: planned first
+        with pytest.raises(RecodeError, match="LZMA"):
+            cs.copy_all(src, dst3, dry_run=dry_run)
+        with pytest.raises(RecodeError, match="LZMA"):
+            cs.copy(src, dst3, "g", dry_run=dry_run)
+    assert dict(store3) == before
+    # if_exists="replace" removed the existing array before the copy was refused
+    store2 = cs.MemoryStore()
+    dst2 = cs.group(store=store2, zarr_format=2)
+    dst2.zeros("x", shape=(3,), dtype="i4", chunks=3)[:] = [1, 2, 3]
+    before = dict(store2)
+    with pytest.raises(RecodeError, match="shards"):
+        cs.copy(src["a"], dst2, "x", if_exists="replace", shards=(2,))
+    assert dict(store2) == before
+    np.testing.assert_array_equal(dst2["x"][:], [1, 2, 3])
+
+
+def test_options_the_destination_format_cannot_hold_are_refused_as_cp_refuses_them():
+    src = cs.group(store=cs.MemoryStore())
+    src.create_group("g")                                         # no arrays in it
+    dst = cs.group(store=cs.MemoryStore(), zarr_format=2)
+    for kws in ({"shards": 8}, {"checksum": True}):
+        with pytest.raises(RecodeError):
+            cs.copy(src["g"], dst, "x", **kws)
+        with pytest.raises(RecodeError):
+            cs.copy_all(src, dst, **kws)
+    assert "x" not in dst
+
+
+def test_copied_bytes_are_the_copys_when_the_dtype_changes():
+    src = cs.array(np.arange(4, dtype="i4"), chunks=2)
+    dest = cs.group(store=cs.MemoryStore())
+    assert cs.copy(src, dest, "x", dtype="f8") == (1, 0, 32)
+    assert dest["x"].nbytes == 32
+
+
+def test_a_v3_array_of_order_f_copies_to_v2_with_order_f():
+    a = cs.create(shape=(2, 3), chunks=(2, 2), dtype="i4", order="F", zarr_format=3,
+                  store=cs.MemoryStore())
+    a[...] = np.arange(6).reshape(2, 3)
+    dest = cs.group(store=cs.MemoryStore(), zarr_format=2)
+    cs.copy(a, dest, "x", chunks=(1, 1))
+    x = dest["x"]
+    assert x.order == "F" and x.filters is None
+    np.testing.assert_array_equal(x[...], np.arange(6).reshape(2, 3))
+    assert cs.zeros_like(a, store=cs.MemoryStore(), zarr_format=2).order == "F"
+    # any other transpose has no Zarr v2 form: refused by name, nothing written
+    b = cs.create_array(cs.MemoryStore(), shape=(2, 3, 4), chunks=(2, 3, 4), dtype="i4",
+                        filters=[cs.codecs.TransposeCodec(order=(1, 0, 2))])
+    before = dict(dest.store)
+    with pytest.raises(RecodeError, match=r"transpose codec with order \[1, 0, 2\]"):
+        cs.copy(b, dest, "y")
+    assert dict(dest.store) == before
+
+
+def test_open_array_reports_a_1d_v2_arrays_order(tmp_path):
+    p = str(tmp_path / "a.zarr")
+    cs.create(shape=(4,), chunks=3, dtype="i4", order="F", store=p)
+    assert cs.open_array(p, mode="r").order == "F"
+    assert cs.open(p, mode="r").order == "F"
+
+
+def test_a_nat_fill_value_stays_nat_when_the_datetime_unit_changes():
+    src = cs.full(shape=(4,), chunks=2, dtype="M8[s]", fill_value=np.datetime64("NaT"))
+    dest = cs.group(store=cs.MemoryStore())
+    cs.copy(src, dest, "x", dtype="M8[ms]")
+    x = dest["x"]
+    assert np.isnat(x.fill_value) and x.nchunks_initialized == 0
+    x.resize((6,))
+    assert np.isnat(x[...]).all()
