@@ -24,6 +24,7 @@ from chunkstore import config
 from chunkstore.engine import scheduling
 from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
+from chunkstore.storage.pipelining import Prefetch
 from chunkstore.sync.locking import selection_box
 from chunkstore.errors import store_name
 
@@ -130,7 +131,16 @@ class EngineState:
     def adopt(self, meta: Any) -> None:
         """Adopt metadata: its layout (chunk grid, codec, chunk keys, and the mapping chunks
         are read from and written to; a sharded array works on its inner chunks, through a
-        view that maps them into their shards), memory order and fill value."""
+        view that maps them into their shards), memory order and fill value.
+
+        Metadata equal to what the handle has (a reload with cache_metadata=False finding the
+        array unchanged) changes nothing: operations running in other threads on this
+        handle keep the layout, codec and chunk store they are using (and the shard index
+        cache is kept)."""
+        old = getattr(self, "meta", None)
+        doc = getattr(meta, "source_document", None)
+        if old is not None and doc is not None and doc == old.source_document:
+            return
         layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
                             cache_index=self.cache_metadata)
         self.meta = meta
@@ -271,7 +281,9 @@ class EngineState:
                     sink.flush()
             raise
         finally:
-            if src is not self.chunk_store:
+            # (the prefetching view this operation made, not the chunk store it read through:
+            # another thread's metadata reload may have replaced self.chunk_store meanwhile)
+            if isinstance(src, Prefetch):
                 src.close()
         if flush and sink is not None:
             sink.flush()

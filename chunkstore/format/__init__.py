@@ -76,11 +76,14 @@ def read_array_metadata(store: MutableMapping, path: str = "",
         if v2_key not in found:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}")
         from chunkstore.metadata.v2 import parse_array_metadata
-        return parse_array_metadata(found[v2_key], v2_key), v2_key
+        meta = parse_array_metadata(found[v2_key], v2_key)
+        meta.source_document = found[v2_key]
+        return meta, v2_key
     from chunkstore.metadata.v3 import parse_node_metadata_v3
     meta = parse_node_metadata_v3(found[key], key)
     if getattr(meta, "node_type", None) != "array":
         raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not an array")
     if format_hint is None:
         warn_both_formats(store, path, "array", present=(v2_key in found) if batched else None)
+    meta.source_document = found[key]
     return meta, key

@@ -136,6 +136,9 @@ class ArrayMetadataV2:
     dimension_separator: str = "."
     zarr_format: int = ZARR_FORMAT
     attributes: dict | None = None
+    # the stored document this was read from (format.read_array_metadata): a reload that
+    # finds the same bytes changes nothing (see engine.chunk_io's adopt)
+    source_document: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def order_recorded(self) -> bool:

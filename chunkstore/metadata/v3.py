@@ -168,6 +168,9 @@ class ArrayMetadataV3:
     # dimension given chunks 0): written back as it was; ``chunks`` has 1 there (an empty
     # dimension has no chunks either way, and the grid needs no division by 0)
     stored_chunk_shape: tuple[int, ...] | None = field(default=None, init=False, repr=False)
+    # the stored document this was read from (format.read_array_metadata): a reload that
+    # finds the same bytes changes nothing (see engine.chunk_io's adopt)
+    source_document: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.zarr_format, bool) or self.zarr_format != ZARR_FORMAT_V3:

@@ -72,3 +72,41 @@ def test_attribute_updates_by_another_handle_do_not_replan(tmp_path, monkeypatch
     a[...] = 2
     assert not seen
     np.testing.assert_array_equal(a[...], 2)
+
+
+@pytest.mark.parametrize("shards", [None, (4,)])
+def test_threads_and_tasks_sharing_a_handle_that_reloads_its_metadata(shards):
+    # cache_metadata=False: every operation reloads the metadata; a reload used to replace
+    # the chunk store under the other threads' operations, one of which then "closed" the
+    # (sharded) chunk store view it had not made: AttributeError. Found by
+    # tests/storage/test_remote_shared_model.py.
+    import asyncio
+    import threading
+    store = cs.MemoryStore()
+    cs.create_array(store, shape=(8,), chunks=(2,), shards=shards, dtype="u1",
+                    fill_value=0)[...] = 1
+    h = cs.open_array(store, mode="r", cache_metadata=False)
+    errors = []
+
+    def reads():
+        try:
+            for _ in range(500):
+                assert h[0] == 1 and (h[:] == 1).all()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=reads) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    a = cs.AsyncArray(h)
+
+    async def main():
+        for _ in range(100):
+            got = await asyncio.gather(*(a.getitem(slice(None)) for _ in range(4)))
+            assert all((g == 1).all() for g in got)
+    asyncio.run(main())
+    # a change is still seen: another handle's resize
+    cs.open_array(store, mode="r+").resize((10,))
+    assert h.shape == (10,) and (h[:8] == 1).all() and (h[8:] == 0).all()

@@ -1,0 +1,955 @@
+"""Model-based test: ONE array shared by several handles on remote-like stores and through
+the asynchronous API, against a NumPy model.
+
+A hypothesis RuleBasedStateMachine draws, once per run:
+
+- a store kind (one per test, so CI covers each): ``obstore`` (ObjectStore over obstore's S3
+  client on a moto server on loopback), ``fsspec_s3`` (FSStore over s3fs on the same
+  server), ``fsspec_memory`` (FSStore on fsspec's memory filesystem), ``directory`` (a
+  DirectoryStore: the control);
+- a format: Zarr v2, v3, or v3 sharded with small inner chunks (2-4 per shard and axis, so
+  one shard holds many);
+- a dtype and fill value (NaN included for floats), a compressor or none;
+- a synchronizer: none, or one ThreadSynchronizer shared by every handle;
+- 2-3 handles on the array, each its own store object on the same bucket/prefix (so caches
+  of metadata and shard indexes are separate), each driven one way: a synchronous ``Array``,
+  an ``AsyncArray`` awaited from a fresh event loop per step (``asyncio.run``), or an
+  ``AsyncArray`` awaited on a long-lived loop in a background thread. Handle 0 is opened
+  with ``cache_metadata=False`` (it always knows the shape); the others draw it.
+
+Rules (each can be switched off with ``CHUNKSTORE_MODEL_DISABLE=rule,rule``):
+
+- ``write``: a random selection (basic, oindex, vindex, mask) written through any handle,
+  synchronously or awaited;
+- ``read``: a random selection read through any handle and compared with the model;
+- ``gather``: 2-3 awaited reads and writes through asyncio.gather on one loop (fresh or the
+  background one), each through its own handle; ``gather_shared``: 2-4 of them all through
+  one handle (the same AsyncArray, so one Array's caches serve concurrent tasks). Without a synchronizer the writes of one gather
+  touch disjoint chunks (disjoint SHARDS for a sharded array), as the README's table
+  requires; with one, any regions (overlaps included). Afterwards the array must equal the
+  model with the gather's writes applied in SOME order (a synchronizer serializes
+  overlapping writes, each overlap ends up wholly one writer's value; disjoint ones lose
+  nothing), and each read must give, for every chunk (inner chunk of a sharded array), the
+  chunk's values in one of the states a serial order passes through: never a torn chunk,
+  another chunk's bytes, or a value nobody wrote. (Not per shard: one write may store a
+  shard twice, its whole chunks first and then its partial chunks' read-modify-writes, and
+  a read taking one version of the shard may see the one in between: README "some chunks
+  from before a write and some from after it".)
+- ``resize`` and ``append`` through any handle;
+- ``delete``: another handle's store deletes one stored chunk/shard object (the model's
+  region becomes the fill value): the next reads through handles that cached that shard's
+  index must see the fill value (README: shard indexes are cached per handle but checked
+  against the shard's version: file identity, ETag / If-Match);
+- ``reopen``: a handle is replaced by a new one on a new store object (new drive mode).
+
+What a handle whose cached metadata another handle changed may do (README "What is safe",
+``cache_metadata``): a read keeps its old shape and gives the model where that shape and the
+array's overlap, the fill value beyond, or raises: never other data. Without a synchronizer
+nothing is written through such a handle (nothing promises where its write lands); with
+one, its write is planned again under the locks with the array's shape, so it must do what
+NumPy does to the model (or refuse a selection that no longer fits). ``append`` through it:
+the model's append, or a ValueError where its old shape differs in another dimension.
+
+Invariants after every step: every handle's full read (through its own drive mode) is as
+above; the stored keys (listed by the server itself: boto3, the memory filesystem, the
+directory) are exactly the chunks (shards) holding a non-fill element
+(write_empty_chunks=False), and nothing else lies under the array (no temporary objects).
+
+Each step runs under a timeout (``STEP_TIMEOUT`` s, on a daemon thread or with
+``future.result(timeout)`` for the background loop): a hang fails the step instead of
+blocking the run.
+
+CI cost: a few short programs per store kind (well under 40 s in all on a 2-core machine).
+Soak mode runs new, longer programs until a time budget is spent, and shrinks failures:
+
+    CHUNKSTORE_SOAK=600 .venv/bin/python -m pytest tests/storage/test_remote_shared_model.py -x -q
+
+(CHUNKSTORE_SOAK=<seconds>, split between the store kinds. CHUNKSTORE_SHRINK=1 shrinks in
+CI mode too.)
+
+Failure this machine found (fixed; example test in tests/engine/test_stale_metadata.py):
+``gather_shared`` on a sharded array through a handle with ``cache_metadata=False`` raised
+``AttributeError: 'ShardedStoreView' object has no attribute 'close'``: each operation's
+metadata reload replaced the handle's chunk store under the other tasks' operations, and
+one of them then "closed" the view it took for its own prefetching one. A reload that finds
+the same document now changes nothing, and an operation closes only the prefetching view it
+made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule, run_state_machine_as_test)
+
+import chunkstore as cs
+from chunkstore.errors import ChunkstoreError
+from chunkstore.storage import DirectoryStore, FSStore
+
+SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
+SHRINK = bool(SOAK) or os.environ.get("CHUNKSTORE_SHRINK", "") not in ("", "0")
+PHASES = [p for p in Phase if SHRINK or p is not Phase.shrink]
+DISABLED = {r.strip() for r in os.environ.get("CHUNKSTORE_MODEL_DISABLE", "").split(",")
+            if r.strip()}
+STEP_TIMEOUT = float(os.environ.get("CHUNKSTORE_MODEL_STEP_TIMEOUT", "60"))
+
+CI_SETTINGS = {
+    # (examples, steps) per store kind: the S3 kinds pay a loopback round trip per request
+    "obstore": (6, 12),
+    "fsspec_s3": (5, 12),
+    "fsspec_memory": (10, 15),
+    "directory": (10, 15),
+}
+SOAK_SETTINGS = settings(max_examples=15, stateful_step_count=30, deadline=None,
+                         phases=PHASES, report_multiple_bugs=False,
+                         suppress_health_check=list(HealthCheck))
+
+STORES = list(CI_SETTINGS)
+logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the moto server's request log
+FORMATS = ["v2", "v3", "v3-sharded"]
+DTYPES = {
+    "<i2": [0, -3],
+    "|u1": [0, 7],
+    "|b1": [False, True],
+    "<f8": [0.0, np.nan, 1.5],
+}
+MAX_DIM = 10
+RULES = ["write", "read", "gather", "gather_shared", "resize", "append", "delete", "reopen"]
+MODES = ["sync", "fresh_loop", "bg_loop"]
+
+
+# What a refusal may be (a stale handle's read, a write whose selection no longer fits):
+# chunkstore's own errors, IndexError/ValueError (as NumPy), OSError (a store error). Never
+# an internal error (AttributeError, TypeError, a bare KeyError, ...).
+REFUSALS = (ChunkstoreError, IndexError, ValueError, OSError)
+
+
+def check_refusal(e, what):
+    if isinstance(e, KeyError) and not isinstance(e, ChunkstoreError):
+        raise AssertionError(f"{what} raised a bare KeyError {e!r}") from e
+    if not isinstance(e, REFUSALS):
+        raise AssertionError(f"{what} raised {type(e).__name__}: {e!r}, not a refusal "
+                             f"(an internal error)") from e
+
+
+def enabled(name):
+    assert name in RULES, name
+    return name not in DISABLED
+
+
+# ---------------------------------------------------------------------------- helpers
+def call_timeout(fn, what):
+    """fn() on a daemon thread; a call still running after STEP_TIMEOUT s fails the step
+    (a hang) instead of blocking the run."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True, name="model-step")
+    t.start()
+    t.join(STEP_TIMEOUT)
+    if t.is_alive():
+        raise AssertionError(f"HANG: {what} still running after {STEP_TIMEOUT} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class BackgroundLoop:
+    """A long-lived event loop running in a background thread."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                       name="model-bg-loop")
+        self.thread.start()
+
+    def run(self, coro, what):
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(STEP_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise AssertionError(f"HANG: {what} on the background loop after "
+                                 f"{STEP_TIMEOUT} s") from None
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def nan_equal(a, b):
+    """Elementwise equality, NaN equal to NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    eq = a == b
+    if a.dtype.kind == "f":
+        eq = eq | (np.isnan(a) & np.isnan(b))
+    return eq
+
+
+def assert_exact(got, expected, what=""):
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, (what, got.shape, expected.shape)
+    assert got.dtype == expected.dtype, (what, got.dtype, expected.dtype)
+    np.testing.assert_array_equal(got, expected, err_msg=what)
+
+
+def random_values(rng, dtype, shape):
+    dt = np.dtype(dtype)
+    k = dt.kind
+    if k == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if k in "iu":
+        pool = [0, 0, 7, 3, 99] + ([-3, -100] if k == "i" else [200])
+        return rng.choice(np.array(pool), size=shape).astype(dt)
+    pool = np.array([0.0, -0.0, 1.5, -2.25, np.nan, 3.0, 0.0, 0.0], dtype=dt)
+    return rng.choice(pool, size=shape)
+
+
+def is_fill(values, fill_arr):
+    """Elementwise: does each element equal the fill value as stored (bytewise; any NaN
+    matches a NaN fill)?"""
+    values = np.ascontiguousarray(values)
+    dt = values.dtype
+    if values.size == 0:
+        return np.ones(values.shape, bool)
+    raw_v = values.reshape(-1).view(np.uint8).reshape(values.size, dt.itemsize)
+    raw_f = np.frombuffer(fill_arr.tobytes(), np.uint8)
+    same = (raw_v == raw_f).all(axis=1).reshape(values.shape)
+    if dt.kind == "f" and np.isnan(fill_arr).all():
+        same |= np.isnan(values)
+    return same
+
+
+def grid(shape, unit):
+    return tuple(-(-s // c) for s, c in zip(shape, unit))
+
+
+# ---------------------------------------------------------------------------- selections
+def draw_slice(draw, n):
+    start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+    stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+    step = draw(st.sampled_from([None, None, 1, 2, 3]))
+    return slice(start, stop, step)
+
+
+def draw_basic(draw, shape):
+    sel = []
+    for n in shape:
+        if n and draw(st.integers(0, 3)) == 0:
+            sel.append(draw(st.integers(-n, n - 1)))
+        else:
+            sel.append(draw_slice(draw, n))
+    return tuple(sel)
+
+
+def draw_ortho(draw, shape):
+    sel = []
+    for n in shape:
+        kind = draw(st.sampled_from(["int", "slice", "array", "bool"]))
+        if kind == "int" and n:
+            sel.append(draw(st.integers(-n, n - 1)))
+        elif kind == "array" and n:
+            sel.append(np.array(draw(st.lists(st.integers(-n, n - 1), max_size=6,
+                                              unique_by=lambda x: x % n)), dtype=np.int64))
+        elif kind == "bool":
+            sel.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)),
+                                dtype=bool))
+        else:
+            sel.append(draw_slice(draw, n))
+    return tuple(sel)
+
+
+def ortho_ix(sel, shape):
+    """(NumPy index, dims dropped by an int) of an orthogonal selection on shape; IndexError
+    where it does not fit the shape."""
+    if len(sel) != len(shape):
+        raise IndexError(f"{len(sel)} indices for {len(shape)} dimensions")
+    idx, drop = [], []
+    for d, (s, n) in enumerate(zip(sel, shape)):
+        if isinstance(s, slice):
+            idx.append(np.arange(n)[s])
+        elif isinstance(s, np.ndarray) and s.dtype == bool:
+            if len(s) != n:
+                raise IndexError(f"boolean index of length {len(s)} for dimension of {n}")
+            idx.append(np.flatnonzero(s))
+        elif isinstance(s, np.ndarray):
+            if len(s) and (s.min() < -n or s.max() >= n):
+                raise IndexError(f"index out of bounds for dimension of {n}")
+            idx.append(s)
+        else:
+            if not -n <= s < n:
+                raise IndexError(f"index {s} out of bounds for dimension of {n}")
+            idx.append(np.array([s]))
+            drop.append(d)
+    return np.ix_(*idx), tuple(drop)
+
+
+def draw_coords(draw, shape):
+    """Unique points (a vindex selection); None where the array is empty."""
+    if not all(shape):
+        return None
+    k = draw(st.integers(0, 8))
+    seen, pts = set(), []
+    for _ in range(k):
+        p = tuple(draw(st.integers(-n, n - 1)) for n in shape)
+        q = tuple(x % n for x, n in zip(p, shape))
+        if q not in seen:
+            seen.add(q)
+            pts.append(p)
+    return tuple(np.array([p[d] for p in pts], dtype=np.int64) for d in range(len(shape)))
+
+
+def draw_mask(draw, shape):
+    size = int(np.prod(shape))
+    return np.array(draw(st.lists(st.booleans(), min_size=size, max_size=size)),
+                    dtype=bool).reshape(shape)
+
+
+def draw_selection(draw, how, shape):
+    """A selection of kind how for an array of shape; None when there is none."""
+    if how == "basic":
+        return draw_basic(draw, shape)
+    if how == "oindex":
+        return draw_ortho(draw, shape)
+    if how == "vindex":
+        return draw_coords(draw, shape)
+    return draw_mask(draw, shape)
+
+
+def numpy_index(how, sel, shape):
+    """(NumPy index, result reshaper) selecting from an array of shape what the chunkstore
+    selection selects; IndexError where it does not fit."""
+    if how == "oindex":
+        ix, drop = ortho_ix(sel, shape)
+
+        def reshape(a):
+            return a.reshape([n for d, n in enumerate(a.shape) if d not in drop])
+        return ix, reshape
+    if how == "mask" and sel.shape != tuple(shape):
+        raise IndexError(f"mask of shape {sel.shape} for an array of {tuple(shape)}")
+    return sel, (lambda a: a)
+
+
+def select(arr, how, sel):
+    ix, reshape = numpy_index(how, sel, arr.shape)
+    return reshape(arr[ix])
+
+
+def element_ids(how, sel, shape):
+    """Flat element ids (into shape) of what the selection selects, shaped as the result."""
+    ids = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    return select(ids, how, sel)
+
+
+def apply_write(model, how, sel, value):
+    """model[selection] = value as NumPy does it (IndexError/ValueError where the selection
+    does not fit model's shape or the value does not broadcast). Returns the flat ids of the
+    elements written."""
+    ix, reshape = numpy_index(how, sel, model.shape)
+    target = model[ix].shape
+    sel_shape = reshape(np.empty(target, bool)).shape
+    model[ix] = np.broadcast_to(value, sel_shape).reshape(target)
+    ids = np.arange(model.size, dtype=np.int64).reshape(model.shape)[ix]
+    return np.unique(np.asarray(ids).reshape(-1))
+
+
+def selection_shape(how, sel, shape):
+    return select(np.empty(shape, bool), how, sel).shape
+
+
+# ---------------------------------------------------------------------------- operations
+# Each operation is (sync_fn(Array), async_fn(AsyncArray) -> coroutine).
+def read_op(how, sel):
+    if how == "basic":
+        return (lambda a: a[sel]), (lambda a: a.getitem(sel))
+    if how == "oindex":
+        return (lambda a: a.oindex[sel]), (lambda a: a.oindex.getitem(sel))
+    if how == "vindex":
+        return (lambda a: a.vindex[sel]), (lambda a: a.get_coordinate_selection(sel))
+    return (lambda a: a.vindex[sel]), (lambda a: a.get_mask_selection(sel))
+
+
+def write_op(how, sel, value):
+    def sync(a):
+        if how == "basic":
+            a[sel] = value
+        elif how == "oindex":
+            a.oindex[sel] = value
+        else:
+            a.vindex[sel] = value
+    if how == "basic":
+        return sync, (lambda a: a.setitem(sel, value))
+    if how == "oindex":
+        return sync, (lambda a: a.oindex.setitem(sel, value))
+    if how == "vindex":
+        return sync, (lambda a: a.vindex.setitem(sel, value))
+    return sync, (lambda a: a.set_mask_selection(sel, value))
+
+
+def full_read_op():
+    return (lambda a: a[...]), (lambda a: a.getitem(Ellipsis))
+
+
+# ---------------------------------------------------------------------------- stores
+class Stores:
+    """Makes store objects of one kind, all on the same data (a new object each call), and
+    lists what lies under the array, as the backend itself sees it."""
+
+    def __init__(self, kind, s3, tmpdir):
+        self.kind, self.s3, self.tmpdir = kind, s3, tmpdir
+        self.prefix = uuid.uuid4().hex
+        self.made = []
+        if kind == "fsspec_memory":
+            self.url = f"memory://chunkstore-remote-model-{self.prefix}"
+
+    def make(self):
+        if self.kind == "obstore":
+            from obstore.store import S3Store
+
+            from chunkstore.storage import ObjectStore
+            client = S3Store(BUCKET, prefix=self.prefix, endpoint=self.s3.endpoint,
+                             access_key_id="k", secret_access_key="s", region="us-east-1",
+                             client_options={"allow_http": True},
+                             retry_config={"max_retries": 2,
+                                           "retry_timeout": timedelta(seconds=10),
+                                           "backoff": {"init_backoff": timedelta(milliseconds=10),
+                                                       "max_backoff": timedelta(milliseconds=50),
+                                                       "base": 2}})
+            store = ObjectStore(client)
+        elif self.kind == "fsspec_s3":
+            store = FSStore(f"s3://{BUCKET}/{self.prefix}",
+                            storage_options=_requests.options(self.s3.endpoint))
+        elif self.kind == "fsspec_memory":
+            store = FSStore(self.url)
+        else:
+            store = DirectoryStore(os.path.join(self.tmpdir, "d.zarr"))
+        self.made.append(store)
+        return store
+
+    def listing(self, path):
+        """Every key under the array's path, relative to it (the backend's own listing)."""
+        if self.kind in ("obstore", "fsspec_s3"):
+            import boto3
+            client = boto3.client("s3", endpoint_url=self.s3.endpoint, aws_access_key_id="k",
+                                  aws_secret_access_key="s", region_name="us-east-1")
+            keys = []
+            pre = f"{self.prefix}/{path}/"
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET,
+                                                                          Prefix=pre):
+                keys += [o["Key"][len(pre):] for o in page.get("Contents", [])]
+            return sorted(keys)
+        if self.kind == "fsspec_memory":
+            import fsspec
+            fs = fsspec.filesystem("memory")
+            root = fs._strip_protocol(self.url) + "/" + path
+            if not fs.exists(root):
+                return []
+            return sorted(p[len(root) + 1:] for p in fs.find(root))
+        root = os.path.join(self.tmpdir, "d.zarr", path)
+        out = []
+        for dirpath, _, files in os.walk(root):
+            for f in files:
+                out.append(os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/"))
+        return sorted(out)
+
+    def close(self):
+        for s in self.made:
+            close = getattr(s, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    pass
+        self.made = []
+        if self.kind == "fsspec_memory":
+            import fsspec
+            fs = fsspec.filesystem("memory")
+            root = fs._strip_protocol(self.url)
+            try:
+                if fs.exists(root):
+                    fs.rm(root, recursive=True)
+            except Exception:
+                pass
+
+
+class Handle:
+    def __init__(self, arr, mode, cache):
+        self.arr, self.mode, self.cache = arr, mode, cache
+        self.aarr = cs.AsyncArray(arr)
+
+    @property
+    def shape(self):
+        return tuple(self.arr.shape)
+
+    def __repr__(self):
+        return f"Handle({self.mode}, cache_metadata={self.cache}, shape={self.shape})"
+
+
+PATH = "arr"
+
+
+# ---------------------------------------------------------------------------- machine
+class SharedArrayMachine(RuleBasedStateMachine):
+    store_kind = "directory"
+    s3 = None
+
+    def __init__(self):
+        super().__init__()
+        self.ready = False
+        self.stores = None
+        self.bg = None
+        self.tmpdir = None
+        self.handles = []
+
+    # ------------------------------------------------------------------ set-up
+    @initialize(data=st.data())
+    def setup(self, data):
+        draw = data.draw
+        fmt = draw(st.sampled_from(FORMATS), label="format")
+        dname = draw(st.sampled_from(list(DTYPES)), label="dtype")
+        fill = draw(st.sampled_from(DTYPES[dname]), label="fill")
+        ndim = draw(st.integers(1, 2), label="ndim")
+        shape = tuple(draw(st.integers(0, MAX_DIM)) for _ in range(ndim))
+        if fmt == "v3-sharded":
+            chunks = tuple(draw(st.integers(1, 2)) for _ in range(ndim))
+            shards = tuple(c * draw(st.integers(2, 4)) for c in chunks)
+        else:
+            chunks = tuple(draw(st.integers(2, 4)) for _ in range(ndim))
+            shards = None
+        compress = draw(st.booleans(), label="compressor")
+        sync_kind = draw(st.sampled_from([None, "thread"]), label="synchronizer")
+        self.seed = draw(st.integers(0, 2**32 - 1), label="seed")
+        self.rng = np.random.default_rng(self.seed)
+
+        self.tmpdir = tempfile.mkdtemp(prefix="cs-remote-model-")
+        self.stores = Stores(self.store_kind, self.s3, self.tmpdir)
+        self.bg = BackgroundLoop()
+        self.sync = cs.ThreadSynchronizer() if sync_kind else None
+        self.fmt, self.dtype, self.fill = fmt, np.dtype(dname), fill
+        self.chunks, self.shards = chunks, shards
+        # the unit a write rewrites whole, and a read takes from one version
+        self.unit = shards or chunks
+        self.zarr_format = 2 if fmt == "v2" else 3
+        self.config_text = (f"store={self.store_kind} format={fmt} dtype={dname} fill={fill!r} "
+                            f"shape={shape} chunks={chunks} shards={shards} "
+                            f"compressor={compress} synchronizer={sync_kind}")
+        kwargs = dict(compressor="default" if compress else None) if fmt == "v2" else \
+            dict(compressor="default" if compress else None)
+        call_timeout(lambda: cs.create(shape, chunks=chunks, dtype=self.dtype, fill_value=fill,
+                                       store=self.stores.make(), path=PATH,
+                                       zarr_format=self.zarr_format, shards=shards,
+                                       write_empty_chunks=False, synchronizer=self.sync,
+                                       **kwargs), "create")
+        n = draw(st.integers(2, 3), label="handles")
+        self.handles = [self._open(draw(st.sampled_from(MODES), label="mode 0"), False)]
+        for i in range(1, n):
+            self.handles.append(self._open(draw(st.sampled_from(MODES), label=f"mode {i}"),
+                                           draw(st.booleans(), label=f"cache {i}")))
+        self.model = np.full(shape, fill, dtype=self.dtype)
+        self.fill_arr = np.full((), fill, dtype=self.dtype)
+        self.history = {shape}
+        self.ready = True
+
+    def teardown(self):
+        self.handles = []
+        if self.bg is not None:
+            self.bg.close()
+        if self.stores is not None:
+            self.stores.close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def _open(self, mode, cache):
+        store = self.stores.make()
+        arr = call_timeout(lambda: cs.open_array(store, mode="r+", path=PATH,
+                                                 cache_metadata=cache,
+                                                 write_empty_chunks=False,
+                                                 synchronizer=self.sync), "open_array")
+        return Handle(arr, mode, cache)
+
+    # ------------------------------------------------------------------ running
+    def _run(self, h, op, what):
+        sync_fn, async_fn = op
+        what = f"{what} through {h!r}; {self.config_text}"
+        if h.mode == "sync":
+            return call_timeout(lambda: sync_fn(h.arr), what)
+        if h.mode == "fresh_loop":
+            async def main():
+                return await async_fn(h.aarr)
+            return call_timeout(lambda: asyncio.run(main()), what)
+        return self.bg.run(async_fn(h.aarr), what)
+
+    def _current(self):
+        return [i for i, h in enumerate(self.handles) if h.shape == self.model.shape]
+
+    def _pick(self, data, current_only, label="handle"):
+        choices = self._current() if current_only else list(range(len(self.handles)))
+        if not choices:
+            choices = [0]
+        i = data.draw(st.sampled_from(choices), label=label)
+        return i, self.handles[i]
+
+    def _value(self, data, sel_shape):
+        form = data.draw(st.sampled_from(["full", "full", "scalar"]), label="value form")
+        if form == "scalar":
+            return random_values(self.rng, self.dtype, ())
+        return random_values(self.rng, self.dtype, sel_shape)
+
+    def _view(self, shape):
+        """What a handle that knows the array as shape must read: the model where shape and
+        the array's shape overlap, the fill value beyond."""
+        if shape == self.model.shape:
+            return self.model
+        expected = np.full(shape, self.fill, dtype=self.dtype)
+        common = tuple(slice(0, min(a, b)) for a, b in zip(shape, self.model.shape))
+        expected[common] = self.model[common]
+        return expected
+
+    def _units_of(self, ids, shape):
+        """The set of units (chunks, or shards when sharded) holding the flat element ids."""
+        if len(ids) == 0:
+            return set()
+        pts = np.stack(np.unravel_index(ids, shape), axis=1)
+        return set(map(tuple, (pts // np.asarray(self.unit)).tolist()))
+
+    # ------------------------------------------------------------------ writes
+    @precondition(lambda self: self.ready and enabled("write"))
+    @rule(data=st.data(), how=st.sampled_from(["basic", "oindex", "vindex", "mask"]))
+    def write(self, data, how):
+        # With a synchronizer any handle may write (a stale one plans again with the
+        # array's shape); without one only handles that know the shape write.
+        i, h = self._pick(data, current_only=self.sync is None)
+        hshape = h.shape
+        stale = hshape != self.model.shape
+        sel = draw_selection(data.draw, how, hshape)
+        if sel is None:
+            return
+        value = self._value(data, selection_shape(how, sel, hshape))
+        new = self.model.copy()
+        try:
+            apply_write(new, how, sel, value)
+            numpy_error = None
+        except (IndexError, ValueError) as e:
+            numpy_error = e
+            assert stale, ("a selection drawn for the array's shape", e)
+        try:
+            self._run(h, write_op(how, sel, value), f"{how} write {sel!r} (handle {i})")
+        except AssertionError:
+            raise
+        except Exception as e:
+            if numpy_error is None:
+                raise
+            check_refusal(e, f"a stale handle's {how} write {sel!r}")
+            return
+        assert numpy_error is None, (f"a write through a stale handle of shape {hshape} "
+                                     f"succeeded though its selection does not fit the "
+                                     f"array's shape {self.model.shape}: {numpy_error}; "
+                                     f"{self.config_text}")
+        self.model = new
+
+    # ------------------------------------------------------------------ reads
+    @precondition(lambda self: self.ready and enabled("read"))
+    @rule(data=st.data(), how=st.sampled_from(["basic", "oindex", "vindex", "mask"]))
+    def read(self, data, how):
+        i, h = self._pick(data, current_only=False)
+        shape = h.shape
+        stale = shape != self.model.shape
+        assert h.cache or not stale, (i, h, self.model.shape)
+        sel = draw_selection(data.draw, how, shape)
+        if sel is None:
+            return
+        expected = select(self._view(shape), how, sel)
+        what = f"{how} read {sel!r} (handle {i}, array {self.model.shape})"
+        try:
+            got = self._run(h, read_op(how, sel), what)
+        except AssertionError:
+            raise
+        except Exception as e:
+            if stale:   # a stale handle may raise instead (never return other data)
+                check_refusal(e, f"stale {what}")
+                return
+            raise
+        assert_exact(got, expected, f"{what}; {self.config_text}")
+
+    # ------------------------------------------------------------------ concurrency
+    @precondition(lambda self: self.ready and enabled("gather") and len(self._current()) > 1)
+    @rule(data=st.data(), bg=st.booleans())
+    def gather(self, data, bg):
+        """Awaited operations at once (asyncio.gather on one loop), each through its own
+        handle (of those that know the array's shape)."""
+        current = self._current()
+        picks = data.draw(st.permutations(current), label="gather handles")
+        self._gather(data, bg, picks[:data.draw(st.integers(2, len(picks)), label="n")])
+
+    @precondition(lambda self: self.ready and enabled("gather_shared"))
+    @rule(data=st.data(), bg=st.booleans(), n=st.integers(2, 4))
+    def gather_shared(self, data, bg, n):
+        """n awaited operations at once (asyncio.gather on one loop), all through ONE
+        handle that knows the array's shape (README: threads of one process sharing one
+        handle are served as separate handles are)."""
+        i = data.draw(st.sampled_from(self._current()), label="gather handle")
+        self._gather(data, bg, [i] * n)
+
+    def _gather(self, data, bg, picks):
+        shape = self.model.shape
+        ops, writes, reads = [], [], []
+        taken = set()
+        for k, i in enumerate(picks):
+            h = self.handles[i]
+            is_write = data.draw(st.booleans(), label=f"gather write {k}")
+            how = data.draw(st.sampled_from(["basic", "oindex", "vindex", "mask"]),
+                            label=f"gather how {k}")
+            sel = draw_selection(data.draw, how, shape)
+            if sel is None:
+                continue
+            if is_write:
+                value = self._value(data, selection_shape(how, sel, shape))
+                probe = self.model.copy()
+                ids = apply_write(probe, how, sel, value)
+                units = self._units_of(ids, shape)
+                if self.sync is None and units & taken:
+                    continue    # without a synchronizer: writers on disjoint chunks/shards
+                taken |= units
+                writes.append((how, sel, value))
+                ops.append((h, write_op(how, sel, value)[1], ("write", i, how, sel)))
+            else:
+                reads.append((len(ops), how, sel))
+                ops.append((h, read_op(how, sel)[1], ("read", i, how, sel)))
+        if not ops:
+            return
+
+        async def main():
+            return await asyncio.gather(*(fn(h.aarr) for h, fn, _ in ops),
+                                        return_exceptions=True)
+
+        what = (f"gather of {[d for _, _, d in ops]} on the "
+                f"{'background' if bg else 'fresh'} loop; {self.config_text}")
+        if bg:
+            results = self.bg.run(main(), what)
+        else:
+            results = call_timeout(lambda: asyncio.run(main()), what)
+        for r, (_, _, d) in zip(results, ops):
+            if isinstance(r, BaseException):
+                raise AssertionError(f"{d} raised {r!r} in {what}") from r
+
+        # the states serial orders of the writes pass through, and where they end
+        states, finals = [self.model], []
+        for order in itertools.permutations(range(len(writes))):
+            m = self.model.copy()
+            for w in order:
+                apply_write(m, *writes[w])
+                states.append(m.copy())
+            finals.append(m)
+        if not writes:
+            finals = [self.model]
+        # each read: every unit (chunk, or shard) from one of those states
+        for pos, how, sel in reads:
+            got = np.asarray(results[pos])
+            ids = element_ids(how, sel, shape)
+            assert got.shape == ids.shape and got.dtype == self.dtype, (
+                f"read {how} {sel!r}: {got.shape} {got.dtype}, expected {ids.shape} "
+                f"{self.dtype}; {what}")
+            if got.size == 0:
+                continue
+            flat_ids, flat_got = ids.reshape(-1), got.reshape(-1)
+            pts = np.stack(np.unravel_index(flat_ids, shape), axis=1)
+            # per chunk (inner chunk of a sharded array): a write may store a shard more
+            # than once (its whole chunks, then its partial ones' read-modify-writes), and a
+            # read may see a shard version between them (README: "some chunks from before a
+            # write and some from after it"); what a shard version never holds is a torn chunk
+            unit_of = [tuple(p) for p in (pts // np.asarray(self.chunks)).tolist()]
+            matches = [nan_equal(flat_got, s.reshape(-1)[flat_ids]) for s in states]
+            for u in set(unit_of):
+                where = np.array([x == u for x in unit_of])
+                assert any(m[where].all() for m in matches), (
+                    f"read {how} {sel!r} in a gather gave, in chunk/shard {u}, "
+                    f"{flat_got[where]!r}: no serial order of the writes passes through "
+                    f"that (expected one of "
+                    f"{[s.reshape(-1)[flat_ids][where].tolist() for s in states]}); {what}")
+        # the array afterwards: the writes applied in some order
+        after = self._run(self.handles[0], full_read_op(), "full read after gather")
+        for f in finals:
+            if nan_equal(after, f).all():
+                self.model = f
+                break
+        else:
+            raise AssertionError(f"after a gather of writes {writes!r} the array is\n"
+                                 f"{after!r}\nnot the model with them in any order "
+                                 f"(lost write?), e.g.\n{finals[0]!r}; {what}")
+
+    # ------------------------------------------------------------------ shape changes
+    @precondition(lambda self: self.ready and enabled("resize"))
+    @rule(data=st.data())
+    def resize(self, data):
+        i, h = self._pick(data, current_only=False)   # resize reads the current shape
+        new = tuple(data.draw(st.integers(0, MAX_DIM), label="new dim")
+                    for _ in self.model.shape)
+        self._run(h, (lambda a: a.resize(*new), lambda a: a.resize(new)),
+                  f"resize to {new} (handle {i})")
+        old = self.model
+        self.model = np.full(new, self.fill, dtype=self.dtype)
+        common = tuple(slice(0, min(a, b)) for a, b in zip(old.shape, new))
+        self.model[common] = old[common]
+        self.history.add(new)
+
+    @precondition(lambda self: self.ready and enabled("append"))
+    @rule(data=st.data())
+    def append(self, data):
+        i, h = self._pick(data, current_only=False)
+        hshape = h.shape
+        shape = self.model.shape
+        axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+        k = data.draw(st.integers(1, 3), label="rows")
+        if shape[axis] + k > MAX_DIM + 4:
+            return
+        vshape = tuple(k if d == axis else n for d, n in enumerate(shape))
+        value = random_values(self.rng, self.dtype, vshape)
+        try:
+            got = self._run(h, (lambda a: a.append(value, axis=axis),
+                                lambda a: a.append(value, axis=axis)),
+                            f"append {vshape} along {axis} (handle {i})")
+        except ValueError:
+            if any(a != b for d, (a, b) in enumerate(zip(hshape, shape)) if d != axis):
+                return
+            raise
+        self.model = np.concatenate([self.model, value], axis=axis)
+        assert tuple(got) == self.model.shape, (got, self.model.shape, self.config_text)
+        self.history.add(self.model.shape)
+
+    # ------------------------------------------------------------------ deletes
+    def _unit_key(self, coords):
+        if self.zarr_format == 2:
+            return ".".join(map(str, coords))
+        return "c/" + "/".join(map(str, coords))
+
+    def _expected_keys(self):
+        shape = self.model.shape
+        if not self.model.size:
+            return set()
+        pts = np.argwhere(~is_fill(self.model, self.fill_arr))
+        units = set(map(tuple, (pts // np.asarray(self.unit)).tolist())) if len(pts) else set()
+        return {self._unit_key(u) for u in units if all(x < g for x, g in
+                                                       zip(u, grid(shape, self.unit)))}
+
+    @precondition(lambda self: self.ready and enabled("delete"))
+    @rule(data=st.data())
+    def delete(self, data):
+        """Another handle's store deletes one stored chunk/shard: its region reads as the
+        fill value from then on, through every handle."""
+        keys = sorted(self._expected_keys())
+        if not keys:
+            return
+        key = data.draw(st.sampled_from(keys), label="key")
+        i, h = self._pick(data, current_only=False, label="deleting handle")
+        store = h.arr.store
+
+        def delete():
+            del store[f"{PATH}/{key}"]
+        call_timeout(delete, f"delete {key} through handle {i}")
+        coords = [int(x) for x in (key.split(".") if self.zarr_format == 2
+                                   else key.split("/")[1:])]
+        region = tuple(slice(c * u, (c + 1) * u) for c, u in zip(coords, self.unit))
+        self.model[region] = self.fill
+
+    # ------------------------------------------------------------------ handles
+    @precondition(lambda self: self.ready and enabled("reopen"))
+    @rule(data=st.data(), mode=st.sampled_from(MODES), cache=st.booleans())
+    def reopen(self, data, mode, cache):
+        i = data.draw(st.integers(0, len(self.handles) - 1), label="reopened handle")
+        self.handles[i] = self._open(mode, cache if i else False)
+
+    # ------------------------------------------------------------------ invariants
+    @invariant()
+    def every_handle_reads_the_model(self):
+        if not self.ready:
+            return
+        for i, h in enumerate(self.handles):
+            hs = h.shape
+            what = f"full read through handle {i} {h!r} (array {self.model.shape})"
+            if hs == self.model.shape:
+                got = self._run(h, full_read_op(), what)
+                assert_exact(got, self.model, f"{what}; {self.config_text}")
+                continue
+            # only a cached-metadata handle may have a shape that is no longer the array's,
+            # and only one the array had
+            assert h.cache, (what, self.config_text)
+            assert hs in self.history, (what, self.history)
+            try:
+                got = self._run(h, full_read_op(), what)
+            except AssertionError:
+                raise
+            except Exception as e:
+                check_refusal(e, f"stale {what}")
+                continue        # the documented alternative to the model's data
+            assert_exact(got, self._view(hs), f"stale {what}; {self.config_text}")
+
+    @invariant()
+    def stored_keys_are_the_non_fill_units(self):
+        if not self.ready:
+            return
+        listed = call_timeout(lambda: self.stores.listing(PATH), "listing")
+        meta = {".zarray", ".zattrs"} if self.zarr_format == 2 else {"zarr.json"}
+        stored = set(listed) - meta
+        expected = self._expected_keys()
+        assert stored == expected, (f"stored extra {sorted(stored - expected)}, missing "
+                                    f"{sorted(expected - stored)}; {self.config_text}")
+
+
+# ---------------------------------------------------------------------------- the tests
+_requests = None
+BUCKET = "requests-test"
+try:
+    from . import test_fsspec_requests as _requests  # the request-counting moto server
+    BUCKET = _requests.BUCKET
+    s3 = _requests.s3  # a module-scoped fixture
+except pytest.skip.Exception:   # (no s3fs/moto: the S3 kinds skip below)
+    pass
+
+
+def _machine(kind, server):
+    return type(f"SharedArrayMachine_{kind}", (SharedArrayMachine,),
+                {"store_kind": kind, "s3": server})
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_shared_array_model(kind, request):
+    server = None
+    if kind in ("obstore", "fsspec_s3"):
+        if _requests is None:
+            pytest.skip("s3fs and moto are needed for the S3 store kinds")
+        if kind == "obstore":
+            pytest.importorskip("obstore")
+        server = request.getfixturevalue("s3")
+        server.reset()
+    machine = _machine(kind, server)
+    if not SOAK:
+        examples, steps = CI_SETTINGS[kind]
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=examples, stateful_step_count=steps, deadline=None, phases=PHASES,
+            report_multiple_bugs=False, suppress_health_check=list(HealthCheck)))
+        return
+    end = time.monotonic() + SOAK / len(STORES)
+    while time.monotonic() < end:
+        run_state_machine_as_test(machine, settings=SOAK_SETTINGS)
