@@ -47,31 +47,19 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 import uuid
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule, run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
+from model_support import (assert_exact, draw_basic, draw_ortho, draw_slice, grid, is_fill,
+                           model_settings, ortho_ix, random_values, run_machine)
 
-SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
-
-# Shrinking a failing program replays it hundreds of times (hypothesis stops after 5
-# minutes): off in CI, where the unshrunk program is printed step by step; on in soak mode or
-# with CHUNKSTORE_SHRINK=1 (a failure found in CI is replayed from the example database).
-SHRINK = bool(SOAK) or os.environ.get("CHUNKSTORE_SHRINK", "") not in ("", "0")
-PHASES = [p for p in Phase if SHRINK or p is not Phase.shrink]
-CI_SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None,
-                       phases=PHASES, report_multiple_bugs=False,
-                       suppress_health_check=list(HealthCheck))
-SOAK_SETTINGS = settings(max_examples=200, stateful_step_count=50, deadline=None,
-                         phases=PHASES, report_multiple_bugs=False,
-                         suppress_health_check=list(HealthCheck))
+CI_SETTINGS = model_settings(40, 25)
+SOAK_SETTINGS = model_settings(200, 50)
 
 FORMATS = ["v2", "v3", "v3-sharded"]
 STORES = ["memory", "directory", "zip", "sqlite", "lmdb", "lru", "fsspec_memory"]
@@ -96,58 +84,6 @@ MAX_DIM = 12
 
 
 # ---------------------------------------------------------------------------- helpers
-def assert_exact(got, expected, what=""):
-    """Same shape, dtype and values; NaN equals NaN."""
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape, (what, got.shape, expected.shape)
-    assert got.dtype == expected.dtype, (what, got.dtype, expected.dtype)
-    np.testing.assert_array_equal(got, expected, err_msg=what)
-
-
-def random_values(rng, dtype, shape):
-    dt = np.dtype(dtype)
-    k = dt.kind
-    if k == "b":
-        return rng.integers(0, 2, shape).astype(bool)
-    if k in "iu":
-        lo = 0 if k == "u" else -100
-        # many values equal to small numbers: chunks that become all fill happen
-        return rng.choice(np.array([lo, 0, 0, 7, -3 if k == "i" else 3, 99, 2**40 if
-                                    dt.itemsize == 8 else 5]), size=shape).astype(dt)
-    if k == "f":
-        pool = np.array([0.0, -0.0, 1.5, -2.25, np.nan, 3.0, 0.0, 0.0], dtype=dt)
-        return rng.choice(pool, size=shape)
-    if k == "c":
-        pool = np.array([0, complex(1, -1), complex(0, 2), -1.5, 0, 0], dtype=dt)
-        return rng.choice(pool, size=shape)
-    if k == "S":
-        return rng.choice(np.array([b"", b"ab", b"xyz", b"q", b""], dtype=dt), size=shape)
-    if k == "U":
-        return rng.choice(np.array(["", "q", "zz", "a", ""], dtype=dt), size=shape)
-    if k == "O":
-        return rng.choice(np.array(["", "ab", "xyz", "q", ""], dtype=object), size=shape)
-    raise AssertionError(dt)
-
-
-def is_fill(values, fill_arr):
-    """Elementwise: does each element equal the fill value as stored (bytewise; any NaN
-    matches a NaN fill)?"""
-    values = np.asarray(values)
-    dt = values.dtype
-    if values.size == 0:
-        return np.ones(values.shape, bool)
-    if dt.kind == "O":
-        fill = fill_arr[()]
-        return np.frompyfunc(lambda x: type(x) is type(fill) and x == fill, 1, 1)(
-            values).astype(bool)
-    raw_v = values.reshape(-1).view(np.uint8).reshape(values.size, dt.itemsize)
-    raw_f = np.frombuffer(fill_arr.tobytes(), np.uint8)
-    same = (raw_v == raw_f).all(axis=1).reshape(values.shape)
-    if dt.kind == "f" and np.isnan(fill_arr).all():
-        same |= np.isnan(values)
-    return same
-
-
 def chunk_coords_of(points, chunks):
     """Set of chunk coordinates holding the given element coordinates ((n, ndim) array)."""
     if len(points) == 0:
@@ -156,74 +92,7 @@ def chunk_coords_of(points, chunks):
     return set(map(tuple, np.unique(cc, axis=0).tolist()))
 
 
-def grid(shape, chunks):
-    return tuple(-(-s // c) for s, c in zip(shape, chunks))
-
-
 # ---------------------------------------------------------------------------- selections
-def draw_slice(draw, n):
-    start = draw(st.one_of(st.none(), st.integers(-n - 2, n + 2)))
-    stop = draw(st.one_of(st.none(), st.integers(-n - 2, n + 2)))
-    step = draw(st.one_of(st.none(), st.sampled_from([1, 1, 2, 3, -1, -2])))
-    return slice(start, stop, step)
-
-
-def draw_basic(draw, shape):
-    sel = []
-    for n in shape:
-        if n and draw(st.integers(0, 3)) == 0:
-            sel.append(draw(st.integers(-n, n - 1)))
-        else:
-            sel.append(draw_slice(draw, n))
-    if draw(st.integers(0, 4)) == 0:
-        k = draw(st.integers(0, len(sel)))
-        sel = sel[:k] + [Ellipsis]
-    return tuple(sel)
-
-
-def draw_ortho(draw, shape):
-    """A selection for .oindex: per dimension an int, a slice, an int array or a bool array."""
-    sel = []
-    for n in shape:
-        kind = draw(st.sampled_from(["int", "slice", "array", "bool"]))
-        if kind == "int" and n:
-            sel.append(draw(st.integers(-n, n - 1)))
-        elif kind == "array" and n:
-            sel.append(np.array(draw(st.lists(st.integers(-n, n - 1), max_size=8)),
-                                dtype=np.int64))
-        elif kind == "bool":
-            sel.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)),
-                                dtype=bool))
-        else:
-            sel.append(draw_slice(draw, n))
-    return tuple(sel)
-
-
-def ortho_ix(sel, shape):
-    """(NumPy index, dims dropped by an int) of an orthogonal selection on shape; IndexError
-    where it does not fit the shape."""
-    if len(sel) != len(shape):
-        raise IndexError(f"{len(sel)} indices for {len(shape)} dimensions")
-    idx, drop = [], []
-    for d, (s, n) in enumerate(zip(sel, shape)):
-        if isinstance(s, slice):
-            idx.append(np.arange(n)[s])
-        elif isinstance(s, np.ndarray) and s.dtype == bool:
-            if len(s) != n:
-                raise IndexError(f"boolean index of length {len(s)} for dimension of {n}")
-            idx.append(np.flatnonzero(s))
-        elif isinstance(s, np.ndarray):
-            if len(s) and (s.min() < -n or s.max() >= n):
-                raise IndexError(f"index out of bounds for dimension of {n}")
-            idx.append(s)
-        else:
-            if not -n <= s < n:
-                raise IndexError(f"index {s} out of bounds for dimension of {n}")
-            idx.append(np.array([s]))
-            drop.append(d)
-    return np.ix_(*idx), tuple(drop)
-
-
 def ortho_shape(sel, shape):
     ix, drop = ortho_ix(sel, shape)
     target = np.empty(shape, dtype=bool)[ix].shape
@@ -737,13 +606,7 @@ def _machine(fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_array_model(fmt):
     """One format per test (so each gets its examples); soak: all, until the time is spent."""
-    machine = _machine(fmt)
-    if not SOAK:
-        run_state_machine_as_test(machine, settings=CI_SETTINGS)
-        return
-    end = time.monotonic() + SOAK / len(FORMATS)
-    while time.monotonic() < end:
-        run_state_machine_as_test(machine, settings=SOAK_SETTINGS)
+    run_machine(_machine(fmt), CI_SETTINGS, SOAK_SETTINGS, len(FORMATS))
 
 
 @pytest.fixture(autouse=True)

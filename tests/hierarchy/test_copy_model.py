@@ -91,18 +91,16 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import warnings
 
 import numcodecs
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule, run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
+from model_support import DISABLED, join, model_settings, on, run_machine, under
 from chunkstore.cli import main as cli_main
 from chunkstore.codecs.registry import parse_spelling
 CopyError = cs.CopyError
@@ -111,16 +109,8 @@ from chunkstore.storage.normalize import normalize_store
 
 zarr = pytest.importorskip("zarr")
 
-SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
-SHRINK = bool(SOAK) or os.environ.get("CHUNKSTORE_SHRINK", "") not in ("", "0")
-PHASES = [p for p in Phase if SHRINK or p is not Phase.shrink]
-DISABLED = {r for r in os.environ.get("CHUNKSTORE_MODEL_DISABLE", "").split(",") if r}
-CI_SETTINGS = settings(max_examples=12, stateful_step_count=8, deadline=None,
-                       phases=PHASES, report_multiple_bugs=False,
-                       suppress_health_check=list(HealthCheck))
-SOAK_SETTINGS = settings(max_examples=60, stateful_step_count=20, deadline=None,
-                         phases=PHASES, report_multiple_bugs=False,
-                         suppress_health_check=list(HealthCheck))
+CI_SETTINGS = model_settings(12, 8)
+SOAK_SETTINGS = model_settings(60, 20)
 
 FORMATS = ["v2", "v3", "v3-sharded"]
 DTYPES = ["|b1", "|i1", "<u2", "<i4", "<i8", "<f4", "<f8", "<c8", "|S3", "<U2", "<M8[s]",
@@ -141,24 +131,7 @@ COMPRESSORS = {"none": None, "zstd:1": numcodecs.Zstd(level=1),
 UNKNOWN = object()             # a value the model does not predict
 
 
-def on(name):
-    """A rule's precondition: the machine is set up and the rule is not disabled."""
-    return lambda self: self.ready and name not in DISABLED
-
-
 # ---------------------------------------------------------------------------- helpers
-def join(base, rel):
-    return f"{base}/{rel}" if base and rel else (base or rel)
-
-
-def parent(p):
-    return p.rsplit("/", 1)[0] if "/" in p else ""
-
-
-def under(p, base):
-    return not base or p == base or p.startswith(base + "/")
-
-
 def grid(shape, chunks):
     return tuple(-(-s // c) for s, c in zip(shape, chunks))
 
@@ -984,10 +957,4 @@ def _machine(fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_copy_model(fmt):
     """One source format per test (each gets its examples); soak: until the time is spent."""
-    machine = _machine(fmt)
-    if not SOAK:
-        run_state_machine_as_test(machine, settings=CI_SETTINGS)
-        return
-    end = time.monotonic() + SOAK / len(FORMATS)
-    while time.monotonic() < end:
-        run_state_machine_as_test(machine, settings=SOAK_SETTINGS)
+    run_machine(_machine(fmt), CI_SETTINGS, SOAK_SETTINGS, len(FORMATS))

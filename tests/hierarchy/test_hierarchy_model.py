@@ -90,32 +90,22 @@ import copy
 import os
 import shutil
 import tempfile
-import time
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule, run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
+from model_support import DISABLED, join, model_settings, on, run_machine, under
 from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
                                ContainsGroupError, GroupNotFoundError, ReadOnlyError)
 
 zarr = pytest.importorskip("zarr")
 
-SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
-SHRINK = bool(SOAK) or os.environ.get("CHUNKSTORE_SHRINK", "") not in ("", "0")
-PHASES = [p for p in Phase if SHRINK or p is not Phase.shrink]
-DISABLED = {r for r in os.environ.get("CHUNKSTORE_MODEL_DISABLE", "").split(",") if r}
-CI_SETTINGS = settings(max_examples=35, stateful_step_count=25, deadline=None,
-                       phases=PHASES, report_multiple_bugs=False,
-                       suppress_health_check=list(HealthCheck))
-SOAK_SETTINGS = settings(max_examples=150, stateful_step_count=50, deadline=None,
-                         phases=PHASES, report_multiple_bugs=False,
-                         suppress_health_check=list(HealthCheck))
+CI_SETTINGS = model_settings(35, 25)
+SOAK_SETTINGS = model_settings(150, 50)
 
 FORMATS = [2, 3]
 STORES = ["memory", "directory", "zip", "sqlite"]
@@ -134,29 +124,11 @@ ATTRS = st.dictionaries(st.sampled_from(ATTR_KEYS), ATTR_VALUES, max_size=3)
 FILLS = [0, 7]
 
 
-def on(name):
-    """A rule's precondition: the machine is set up and the rule is not disabled."""
-    return lambda self: self.ready and name not in DISABLED
-
-
 # ---------------------------------------------------------------------------- model helpers
-def join(base, rel):
-    return f"{base}/{rel}" if base and rel else (base or rel)
-
-
-def parent(p):
-    return p.rsplit("/", 1)[0] if "/" in p else ""
-
-
 def ancestors(p):
     """The proper ancestors of p, the root ("") first."""
     parts = p.split("/") if p else []
     return ["/".join(parts[:i]) for i in range(len(parts))]
-
-
-def under(p, base):
-    """p is base or below it."""
-    return not base or p == base or p.startswith(base + "/")
 
 
 def children(tree, p):
@@ -1195,10 +1167,4 @@ def _machine(fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_hierarchy_model(fmt):
     """One format per test (so each gets its examples); soak: until the time is spent."""
-    machine = _machine(fmt)
-    if not SOAK:
-        run_state_machine_as_test(machine, settings=CI_SETTINGS)
-        return
-    end = time.monotonic() + SOAK / len(FORMATS)
-    while time.monotonic() < end:
-        run_state_machine_as_test(machine, settings=SOAK_SETTINGS)
+    run_machine(_machine(fmt), CI_SETTINGS, SOAK_SETTINGS, len(FORMATS))

@@ -86,26 +86,20 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 import uuid
 from datetime import timedelta
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule, run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
 from chunkstore.storage import DirectoryStore, FSStore
+from model_support import (DISABLED, assert_exact, draw_basic, draw_ortho, grid, is_fill,
+                           model_settings, ortho_ix, random_values, run_machine)
 
-SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
-SHRINK = bool(SOAK) or os.environ.get("CHUNKSTORE_SHRINK", "") not in ("", "0")
-PHASES = [p for p in Phase if SHRINK or p is not Phase.shrink]
-DISABLED = {r.strip() for r in os.environ.get("CHUNKSTORE_MODEL_DISABLE", "").split(",")
-            if r.strip()}
 STEP_TIMEOUT = float(os.environ.get("CHUNKSTORE_MODEL_STEP_TIMEOUT", "60"))
 
 CI_SETTINGS = {
@@ -115,9 +109,7 @@ CI_SETTINGS = {
     "fsspec_memory": (10, 15),
     "directory": (10, 15),
 }
-SOAK_SETTINGS = settings(max_examples=15, stateful_step_count=30, deadline=None,
-                         phases=PHASES, report_multiple_bugs=False,
-                         suppress_health_check=list(HealthCheck))
+SOAK_SETTINGS = model_settings(15, 30)
 
 STORES = list(CI_SETTINGS)
 logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the moto server's request log
@@ -208,104 +200,7 @@ def nan_equal(a, b):
     return eq
 
 
-def assert_exact(got, expected, what=""):
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape, (what, got.shape, expected.shape)
-    assert got.dtype == expected.dtype, (what, got.dtype, expected.dtype)
-    np.testing.assert_array_equal(got, expected, err_msg=what)
-
-
-def random_values(rng, dtype, shape):
-    dt = np.dtype(dtype)
-    k = dt.kind
-    if k == "b":
-        return rng.integers(0, 2, shape).astype(bool)
-    if k in "iu":
-        pool = [0, 0, 7, 3, 99] + ([-3, -100] if k == "i" else [200])
-        return rng.choice(np.array(pool), size=shape).astype(dt)
-    pool = np.array([0.0, -0.0, 1.5, -2.25, np.nan, 3.0, 0.0, 0.0], dtype=dt)
-    return rng.choice(pool, size=shape)
-
-
-def is_fill(values, fill_arr):
-    """Elementwise: does each element equal the fill value as stored (bytewise; any NaN
-    matches a NaN fill)?"""
-    values = np.ascontiguousarray(values)
-    dt = values.dtype
-    if values.size == 0:
-        return np.ones(values.shape, bool)
-    raw_v = values.reshape(-1).view(np.uint8).reshape(values.size, dt.itemsize)
-    raw_f = np.frombuffer(fill_arr.tobytes(), np.uint8)
-    same = (raw_v == raw_f).all(axis=1).reshape(values.shape)
-    if dt.kind == "f" and np.isnan(fill_arr).all():
-        same |= np.isnan(values)
-    return same
-
-
-def grid(shape, unit):
-    return tuple(-(-s // c) for s, c in zip(shape, unit))
-
-
 # ---------------------------------------------------------------------------- selections
-def draw_slice(draw, n):
-    start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
-    stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
-    step = draw(st.sampled_from([None, None, 1, 2, 3]))
-    return slice(start, stop, step)
-
-
-def draw_basic(draw, shape):
-    sel = []
-    for n in shape:
-        if n and draw(st.integers(0, 3)) == 0:
-            sel.append(draw(st.integers(-n, n - 1)))
-        else:
-            sel.append(draw_slice(draw, n))
-    return tuple(sel)
-
-
-def draw_ortho(draw, shape):
-    sel = []
-    for n in shape:
-        kind = draw(st.sampled_from(["int", "slice", "array", "bool"]))
-        if kind == "int" and n:
-            sel.append(draw(st.integers(-n, n - 1)))
-        elif kind == "array" and n:
-            sel.append(np.array(draw(st.lists(st.integers(-n, n - 1), max_size=6,
-                                              unique_by=lambda x: x % n)), dtype=np.int64))
-        elif kind == "bool":
-            sel.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)),
-                                dtype=bool))
-        else:
-            sel.append(draw_slice(draw, n))
-    return tuple(sel)
-
-
-def ortho_ix(sel, shape):
-    """(NumPy index, dims dropped by an int) of an orthogonal selection on shape; IndexError
-    where it does not fit the shape."""
-    if len(sel) != len(shape):
-        raise IndexError(f"{len(sel)} indices for {len(shape)} dimensions")
-    idx, drop = [], []
-    for d, (s, n) in enumerate(zip(sel, shape)):
-        if isinstance(s, slice):
-            idx.append(np.arange(n)[s])
-        elif isinstance(s, np.ndarray) and s.dtype == bool:
-            if len(s) != n:
-                raise IndexError(f"boolean index of length {len(s)} for dimension of {n}")
-            idx.append(np.flatnonzero(s))
-        elif isinstance(s, np.ndarray):
-            if len(s) and (s.min() < -n or s.max() >= n):
-                raise IndexError(f"index out of bounds for dimension of {n}")
-            idx.append(s)
-        else:
-            if not -n <= s < n:
-                raise IndexError(f"index {s} out of bounds for dimension of {n}")
-            idx.append(np.array([s]))
-            drop.append(d)
-    return np.ix_(*idx), tuple(drop)
-
-
 def draw_coords(draw, shape):
     """Unique points (a vindex selection); None where the array is empty."""
     if not all(shape):
@@ -330,9 +225,9 @@ def draw_mask(draw, shape):
 def draw_selection(draw, how, shape):
     """A selection of kind how for an array of shape; None when there is none."""
     if how == "basic":
-        return draw_basic(draw, shape)
+        return draw_basic(draw, shape, ellipsis=False, reverse=False)
     if how == "oindex":
-        return draw_ortho(draw, shape)
+        return draw_ortho(draw, shape, unique=True, reverse=False)
     if how == "vindex":
         return draw_coords(draw, shape)
     return draw_mask(draw, shape)
@@ -943,13 +838,5 @@ def test_shared_array_model(kind, request):
             pytest.importorskip("obstore")
         server = request.getfixturevalue("s3")
         server.reset()
-    machine = _machine(kind, server)
-    if not SOAK:
-        examples, steps = CI_SETTINGS[kind]
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=examples, stateful_step_count=steps, deadline=None, phases=PHASES,
-            report_multiple_bugs=False, suppress_health_check=list(HealthCheck)))
-        return
-    end = time.monotonic() + SOAK / len(STORES)
-    while time.monotonic() < end:
-        run_state_machine_as_test(machine, settings=SOAK_SETTINGS)
+    run_machine(_machine(kind, server), model_settings(*CI_SETTINGS[kind]), SOAK_SETTINGS,
+                len(STORES))
