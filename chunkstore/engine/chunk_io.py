@@ -114,7 +114,8 @@ class EngineState:
     def load_metadata(self) -> None:
         """Read the array's metadata from the store and adopt it (a view's overrides
         applied)."""
-        meta, key = read_array_metadata(self.store, self.path, self.format_hint)
+        meta, key = read_array_metadata(self.store, self.path, self.format_hint,
+                                        known=getattr(self, "meta", None))
         # a reload reads the document this handle opened first (where both formats' lie at
         # the path, a handle never switches between them)
         self.format_hint = meta.zarr_format
@@ -133,13 +134,11 @@ class EngineState:
         are read from and written to; a sharded array works on its inner chunks, through a
         view that maps them into their shards), memory order and fill value.
 
-        Metadata equal to what the handle has (a reload with cache_metadata=False finding the
-        array unchanged) changes nothing: operations running in other threads on this
-        handle keep the layout, codec and chunk store they are using (and the shard index
-        cache is kept)."""
-        old = getattr(self, "meta", None)
-        doc = getattr(meta, "source_document", None)
-        if old is not None and doc is not None and doc == old.source_document:
+        The metadata the handle has already (a reload with cache_metadata=False that found
+        the document unchanged: read_array_metadata's known) changes nothing: operations
+        running in other threads on this handle keep the layout, codec and chunk store they
+        are using (and the shard index cache is kept)."""
+        if meta is getattr(self, "meta", None):
             return
         layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
                             cache_index=self.cache_metadata)

@@ -37,14 +37,18 @@ def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
 
 
 def read_array_metadata(store: MutableMapping, path: str = "",
-                        format_hint: int | None = None) -> tuple[Any, str]:
+                        format_hint: int | None = None, known: Any = None) -> tuple[Any, str]:
     """(metadata, its store key) of the array at ``path``: ``zarr.json`` (v3) else
     ``.zarray`` (v2); the v2 document first when ``format_hint`` is 2. Where both lie at path
     and no format is hinted, the v3 document is used, with zarr-python 3's ZarrUserWarning
     (as :func:`~chunkstore.metadata.formats.node_at` finds nodes). Without a hint a store
     whose requests are round trips gets both documents in one batch (one round trip, as
     with a right hint). ArrayNotFoundError when there is neither, or the v3 document is a
-    group's; MetadataError when the document is invalid."""
+    group's; MetadataError when the document is invalid.
+
+    The metadata keeps the document it was parsed from (``source_document``). known:
+    metadata this function returned before (a handle's, reading it again): returned as it
+    is, not parsed again, where the document read is the one it came from."""
     from chunkstore.format.v2 import METADATA_KEY as V2_KEY
     from chunkstore.format.v3 import METADATA_KEY as V3_KEY
     from chunkstore.metadata.formats import warn_both_formats
@@ -75,15 +79,23 @@ def read_array_metadata(store: MutableMapping, path: str = "",
     if key not in found:  # (both are found only by the batch, which takes the v3 one)
         if v2_key not in found:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store_name(store)}")
+        doc = found[v2_key]
+        if known is not None and doc == known.source_document:
+            return known, v2_key
         from chunkstore.metadata.v2 import parse_array_metadata
-        meta = parse_array_metadata(found[v2_key], v2_key)
-        meta.source_document = found[v2_key]
+        meta = parse_array_metadata(doc, v2_key)
+        meta.source_document = doc
         return meta, v2_key
-    from chunkstore.metadata.v3 import parse_node_metadata_v3
-    meta = parse_node_metadata_v3(found[key], key)
-    if getattr(meta, "node_type", None) != "array":
-        raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, not an array")
+    doc = found[key]
+    if known is not None and doc == known.source_document:
+        meta = known
+    else:
+        from chunkstore.metadata.v3 import parse_node_metadata_v3
+        meta = parse_node_metadata_v3(doc, key)
+        if getattr(meta, "node_type", None) != "array":
+            raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, "
+                                     f"not an array")
+        meta.source_document = doc
     if format_hint is None:
         warn_both_formats(store, path, "array", present=(v2_key in found) if batched else None)
-    meta.source_document = found[key]
     return meta, key
