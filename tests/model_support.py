@@ -188,3 +188,15 @@ def draw_ortho(draw, shape, unique=False, reverse=True):
         else:
             sel.append(draw_slice(draw, n, reverse))
     return tuple(sel)
+
+
+def close_quietly(stores):
+    """Close each store that has close(), whatever it raises (a machine's teardown must
+    not hide the failure it follows)."""
+    for s in stores:
+        close = getattr(s, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001
+                pass

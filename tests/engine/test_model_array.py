@@ -55,8 +55,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
-from model_support import (assert_exact, draw_basic, draw_ortho, draw_slice, grid, is_fill,
-                           model_settings, ortho_ix, random_values, run_machine)
+from model_support import (assert_exact, close_quietly, draw_basic, draw_ortho, draw_slice,
+                           grid, is_fill, model_settings, ortho_ix, random_values,
+                           run_machine)
 
 CI_SETTINGS = model_settings(40, 25)
 SOAK_SETTINGS = model_settings(200, 50)
@@ -192,13 +193,7 @@ class StoreMaker:
         return self.store
 
     def close(self):
-        for s in [self.store] + self.extra:
-            close = getattr(s, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:
-                    pass
+        close_quietly([self.store] + self.extra)
         if self.kind == "fsspec_memory":
             import fsspec
             fs = fsspec.filesystem("memory")

@@ -98,7 +98,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import chunkstore as cs
-from model_support import DISABLED, join, model_settings, on, run_machine, under
+from model_support import (DISABLED, close_quietly, join, model_settings, on, run_machine,
+                           under)
 from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
                                ContainsGroupError, GroupNotFoundError, ReadOnlyError)
 
@@ -296,13 +297,7 @@ class HierarchyMachine(RuleBasedStateMachine):
 
     def teardown(self):
         self.handles = []
-        for s in self.stores:
-            close = getattr(s, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:
-                    pass
+        close_quietly(self.stores)
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
