@@ -21,7 +21,7 @@ from chunkstore.engine import indexing as ix
 from chunkstore.hierarchy import nodes
 from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
-from chunkstore.engine.core import ChunkEngine
+from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.errors import ArrayMetadataChangedError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
@@ -38,6 +38,8 @@ from chunkstore.errors import store_name
 
 # a field name, or several, of a structured dtype
 Fields = str | Sequence[str] | None
+# an chunkstore.engine.indexing function: (selection, shape, chunks, array name) -> Selection
+Normalizer = Callable[[Any, Sequence[int], Sequence[int], str], ix.Selection]
 
 
 class Array(nodes.Node, ArrayAPIv3):
@@ -51,7 +53,7 @@ class Array(nodes.Node, ArrayAPIv3):
     _store: MutableMapping
     _path: str
     _prefix: str
-    _engine: ChunkEngine
+    _handle: EngineHandle
 
     def __init__(self, store: MutableMapping, path: str = "", read_only: bool = False,
                  synchronizer: Any = None, write_empty_chunks: bool = False,
@@ -64,7 +66,7 @@ class Array(nodes.Node, ArrayAPIv3):
         if isinstance(wrapped, Array):
             # zarr-python 3's Array(async_array): this handle shares that array's engine
             self._store, self._path, self._prefix = wrapped._store, wrapped._path, wrapped._prefix
-            self._engine = wrapped._engine
+            self._handle = wrapped._handle
             return
         # zarr-python 2's keywords: cache_attrs and partial_decompress change nothing here
         # (attributes are read on each access; reads fetch only the bytes they need),
@@ -81,9 +83,10 @@ class Array(nodes.Node, ArrayAPIv3):
         self._prefix = self._path + "/" if self._path else ""
         if synchronizer is not None:
             check_synchronizer_path(synchronizer, store)
-        # Every chunk read and write, the metadata and the locks: the engine, whose state is
-        # declared in chunkstore.engine.chunk_io.EngineState.
-        self._engine = ChunkEngine(store, self._path, read_only=read_only,
+        # Every chunk read and write, the metadata and the locks: the handle's engine (one
+        # per version of the metadata, see chunkstore.engine.core), whose state is declared
+        # in chunkstore.engine.chunk_io.EngineState.
+        self._handle = EngineHandle(store, self._path, read_only=read_only,
                                    synchronizer=synchronizer,
                                    write_empty_chunks=write_empty_chunks,
                                    missing_chunks=missing_chunks, cache_metadata=cache_metadata,
@@ -111,14 +114,20 @@ class Array(nodes.Node, ArrayAPIv3):
                    zarr_format=zarr_format, **kwargs)
 
     # ------------------------------------------------------------------ engine state
+    @property
+    def _engine(self) -> ChunkEngine:
+        # the engine of the metadata held now, nothing read: for what the handle's
+        # properties answer; an operation takes self._handle.current() once instead
+        return self._handle.engine
+
     # (what hierarchy.nodes.Node reads of every node)
     @property
     def _read_only(self) -> bool:
-        return self._engine.read_only
+        return self._handle.options.read_only
 
     @property
     def _synchronizer(self) -> Any:
-        return self._engine.synchronizer
+        return self._handle.options.synchronizer
 
     @property
     def _format(self) -> int:
@@ -138,7 +147,7 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def shape(self) -> tuple[int, ...]:
         """The array's shape (read again from the store first when ``cache_metadata`` is False)."""
-        return self._engine.shape
+        return self._handle.current().shape
 
     @shape.setter
     def shape(self, value: Sequence[int]) -> None:
@@ -199,13 +208,13 @@ class Array(nodes.Node, ArrayAPIv3):
         Stored chunks keep their values; missing chunks read as the new fill value."""
         self._engine.check_writable()
         with self._engine.exclusive():
-            self._engine.load_metadata()
+            engine = self._handle.reload()
             try:
-                meta = _replace_meta(self._meta, fill_value=value)
+                meta = _replace_meta(engine.meta, fill_value=value)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
                                  f"{e}") from e
-            self._engine.write_metadata(meta)
+            self._handle.write_metadata(meta)
 
     @property
     def compressor(self) -> Any:
@@ -251,17 +260,17 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def nchunks_initialized(self) -> int:
         """The number of chunks present in the store (from one listing of the array's keys)."""
-        return self._engine.count_stored()
+        return self._handle.current().count_stored()
 
     # mypy cannot add a setter to a property inherited from the base class
     @nodes.Node.read_only.setter  # type: ignore[attr-defined]
     def read_only(self, value: bool) -> None:
-        self._engine.read_only = bool(value)
+        self._handle.options.read_only = bool(value)
 
     @property
     def write_empty_chunks(self) -> bool:
         """Whether chunks that are all fill value are stored (else they are deleted)."""
-        return self._engine.write_empty_chunks
+        return self._handle.options.write_empty_chunks
 
     @property
     def metadata(self) -> Any:
@@ -271,8 +280,8 @@ class Array(nodes.Node, ArrayAPIv3):
         ``attrs`` reads them (and ``Group.metadata``): updates through ``attrs`` or
         ``update_attributes``, by this handle or another, show in ``attributes`` and
         ``to_dict()``. A copy: changing it changes nothing stored."""
-        self._engine.refresh()
-        return zarr3_view.with_attributes(self._meta, self.attrs.asdict())
+        meta = self._handle.current().meta
+        return zarr3_view.with_attributes(meta, self.attrs.asdict())
 
     def __len__(self) -> int:
         if not self.shape:
@@ -293,7 +302,7 @@ class Array(nodes.Node, ArrayAPIv3):
 
     def __repr__(self) -> str:
         # zarr-python 3's: the store and path, shape and dtype (a view says so)
-        view = " (view)" if self._engine.overrides is not None else ""
+        view = " (view)" if self._handle.options.overrides is not None else ""
         return f"<Array {self.store_path} shape={self.shape} dtype={self.dtype}{view}>"
 
     def __eq__(self, other: object) -> bool:
@@ -306,7 +315,7 @@ class Array(nodes.Node, ArrayAPIv3):
         return hash((type(nodes.location_store(self._store)).__name__, self._path))
 
     def __getstate__(self) -> dict[str, Any]:
-        e = self._engine
+        e = self._handle.options
         state = {"store": self._store, "path": self._path, "read_only": e.read_only,
                  "synchronizer": e.synchronizer, "write_empty_chunks": e.write_empty_chunks,
                  "missing_chunks": e.missing_chunks, "cache_metadata": e.cache_metadata,
@@ -355,8 +364,7 @@ class Array(nodes.Node, ArrayAPIv3):
     # ------------------------------------------------------------------ public get/set
     def __getitem__(self, selection: Any) -> Any:
         fields, selection = ix.split_fields(selection)
-        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, fields=fields)
+        return self._read(ix.basic_or_fancy, selection, None, fields)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         if isinstance(value, Array) and self._stream_from(selection, value):
@@ -364,18 +372,28 @@ class Array(nodes.Node, ArrayAPIv3):
         fields, selection = ix.split_fields(selection)
         self._write(ix.basic_or_fancy, selection, value, fields)
 
-    def _write(self, normalize: Callable[[Any, Sequence[int], Sequence[int], str], ix.Selection],
-               selection: Any, value: Any, fields: list[str] | None) -> None:
-        """self[selection] = value, the selection normalized by ``normalize`` (an
+    def _read(self, normalize: Normalizer, selection: Any, out: np.ndarray | None,
+              fields: list[str] | None) -> Any:
+        """self[selection], the selection normalized by ``normalize`` (a
+        chunkstore.engine.indexing function) against the metadata of the engine the read
+        works with throughout (see chunkstore.engine.core)."""
+        engine = self._handle.current()
+        sel = normalize(selection, engine.shape, engine.chunks, self.name)
+        return engine.read(sel, out=out, fields=fields)
+
+    def _write(self, normalize: Normalizer, selection: Any, value: Any,
+               fields: list[str] | None) -> None:
+        """self[selection] = value, the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the shape this handle knows; planned again
         with the new metadata where a synchronized write finds, under its locks, that
-        another handle changed it meanwhile (see ChunkIO._check_metadata)."""
+        another handle changed it meanwhile (see EngineState.check_metadata)."""
+        engine = self._handle.current()
         for _ in range(8):
-            sel = normalize(selection, self.shape, self.chunks, self.name)
+            sel = normalize(selection, engine.shape, engine.chunks, self.name)
             try:
-                return self._engine.write(sel, value, fields=fields)
+                return engine.write(sel, value, fields=fields)
             except MetadataChanged:
-                self._engine.load_metadata()
+                engine = self._handle.reload()
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
@@ -403,8 +421,7 @@ class Array(nodes.Node, ArrayAPIv3):
         """``self[selection]`` for ints, slices and Ellipsis (zarr-python 2's
         ``get_basic_selection``); ``out``: an array of the selection's shape to read into;
         ``fields``: structured fields to take."""
-        sel = ix.basic_or_fancy(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, out=out, fields=_fields(fields))
+        return self._read(ix.basic_or_fancy, selection, out, _fields(fields))
 
     def set_basic_selection(self, selection: Any, value: Any, fields: Fields = None) -> None:
         """``self[selection] = value`` for ints, slices and Ellipsis (zarr-python 2's
@@ -417,8 +434,7 @@ class Array(nodes.Node, ArrayAPIv3):
                                  fields: Fields = None) -> Any:
         """Orthogonal (outer) indexing, ``z.oindex[...]``: per dimension an int, a slice, an int
         array or a boolean array."""
-        sel = ix.orthogonal(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, out=out, fields=_fields(fields))
+        return self._read(ix.orthogonal, selection, out, _fields(fields))
 
     def set_orthogonal_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
@@ -429,8 +445,7 @@ class Array(nodes.Node, ArrayAPIv3):
                                  fields: Fields = None) -> Any:
         """Coordinate (vectorized) indexing, ``z.vindex[ints...]``: one integer array per
         dimension, broadcast together; the result has their broadcast shape."""
-        sel = ix.coordinate(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, out=out, fields=_fields(fields))
+        return self._read(ix.coordinate, selection, out, _fields(fields))
 
     def set_coordinate_selection(self, selection: Any, value: Any,
                                  fields: Fields = None) -> None:
@@ -441,8 +456,7 @@ class Array(nodes.Node, ArrayAPIv3):
                            fields: Fields = None) -> Any:
         """Mask indexing, ``z.vindex[mask]``: a boolean array of the array's shape; the result
         is 1-d, in C order."""
-        sel = ix.mask(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, out=out, fields=_fields(fields))
+        return self._read(ix.mask, selection, out, _fields(fields))
 
     def set_mask_selection(self, selection: Any, value: Any,
                            fields: Fields = None) -> None:
@@ -452,8 +466,7 @@ class Array(nodes.Node, ArrayAPIv3):
     def get_block_selection(self, selection: Any, out: np.ndarray | None = None,
                             fields: Fields = None) -> Any:
         """Block indexing, ``z.blocks[...]``: ints and step-1 slices in units of chunks."""
-        sel = ix.block(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, out=out, fields=_fields(fields))
+        return self._read(ix.block, selection, out, _fields(fields))
 
     def set_block_selection(self, selection: Any, value: Any,
                             fields: Fields = None) -> None:
@@ -476,8 +489,7 @@ class Array(nodes.Node, ArrayAPIv3):
         return _Indexer(self, self.get_block_selection, self.set_block_selection)
 
     def _get_vectorized(self, selection: Any, fields: Fields = None) -> Any:
-        sel = ix.vectorized(selection, self.shape, self.chunks, self.name)
-        return self._engine.read(sel, fields=_fields(fields))
+        return self._read(ix.vectorized, selection, None, _fields(fields))
 
     def _set_vectorized(self, selection: Any, value: Any, fields: Fields = None) -> None:
         self._write(ix.vectorized, selection, value, _fields(fields))
@@ -517,8 +529,8 @@ class Array(nodes.Node, ArrayAPIv3):
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted, and the cut-off
         part of boundary chunks is reset to the fill value, so growing again shows fill."""
-        if self._engine.overrides is not None:
-            self._engine.write_metadata(None)  # a view: PermissionError
+        if self._handle.options.overrides is not None:
+            self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -533,18 +545,18 @@ class Array(nodes.Node, ArrayAPIv3):
         if any(s < 0 for s in new):
             raise ValueError(f"new shape {new} has a negative dimension")
         with self._engine.exclusive():
-            self._engine.load_metadata()
-            old = self.shape
-            chunks = self.chunks
+            engine = self._handle.reload()
+            old = engine.shape
+            chunks = engine.chunks
             # The new shape first: a trim that fails halfway then leaves stale chunks past
             # the end (invisible), never an old shape whose chunks are partly deleted. The
             # stored chunks are listed before, while the grid still covers them.
             shrink = any(n < o for n, o in zip(new, old))
-            plan = self._engine.trim_plan(old, new, chunks) if shrink else None
-            self._engine.write_metadata(self._engine.layout.resized(new))
+            plan = engine.trim_plan(old, new, chunks) if shrink else None
+            engine = self._handle.write_metadata(engine.layout.resized(new))
             if shrink:
                 try:
-                    self._engine.trim_chunks(old, new, chunks, plan)
+                    engine.trim_chunks(old, new, chunks, plan)
                 except BaseException as e:
                     e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
                                f"it may remain: growing it again could show their old values")
@@ -552,8 +564,8 @@ class Array(nodes.Node, ArrayAPIv3):
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append data along axis; returns the new shape."""
-        if self._engine.overrides is not None:
-            self._engine.write_metadata(None)  # a view: PermissionError
+        if self._handle.options.overrides is not None:
+            self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
         data = np.asanyarray(data)
         shape = self.shape
@@ -572,24 +584,25 @@ class Array(nodes.Node, ArrayAPIv3):
         # Hold the array's exclusive lock across resize and write: parallel appends never
         # interleave, and each sees the shape the previous one left.
         with self._engine.exclusive():
-            self._engine.load_metadata()
-            shape = self.shape
+            engine = self._handle.reload()
+            shape = engine.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
-            old_meta = self._meta
-            self._engine.write_metadata(self._engine.layout.resized(new))
+            old_meta = engine.meta
+            engine = self._handle.write_metadata(engine.layout.resized(new))
+            chunks = engine.chunks
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
-                           for d in range(self.ndim))
-            sel = ix.basic_or_fancy(region, new, self.chunks, self.name)
+                           for d in range(len(new)))
+            sel = ix.basic_or_fancy(region, new, chunks, self.name)
             # An append lands whole or not at all: keep the chunks it shares with the old
             # shape (the boundary layer) as stored, to put back if the write fails.
             coords = sel.plan.chunk_coords()
-            touched = self._engine._chunk_keys(coords)
-            saved = getitems(self._engine.chunk_store, self._engine._chunk_keys(
-                coords[coords[:, axis] * self.chunks[axis] < shape[axis]]))
+            touched = engine._chunk_keys(coords)
+            saved = getitems(engine.chunk_store, engine._chunk_keys(
+                coords[coords[:, axis] * chunks[axis] < shape[axis]]))
             try:
-                self._engine._set_prepared(sel, self._engine._prepare_value(data, sel.shape), locked=True)
+                engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)
             except BaseException as e:
-                self._engine.roll_back_append(old_meta, touched, saved, e)
+                self._handle.roll_back_append(old_meta, touched, saved, e)
                 raise
         return new
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chunkstore import config
 from chunkstore.engine import scheduling
-from chunkstore.errors import ChunkNotFoundError, ChunkstoreError, MetadataError, ReadOnlyError
-from chunkstore.format import ArrayLayout, layout_for, read_array_metadata
+from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
+from chunkstore.format import ArrayLayout, layout_for
 from chunkstore.storage.pipelining import Prefetch
 from chunkstore.sync.locking import selection_box
 from chunkstore.errors import store_name
@@ -49,24 +49,29 @@ class MetadataChanged(Exception):
     the handle's (another handle resized the array): the write is planned again."""
 
 
-class EngineState:
-    """One array handle's engine state: what the handle was opened with, and what the
-    array's metadata implies (set together by :meth:`adopt`, never elsewhere).
+class EngineOptions:
+    """What an array handle was opened with: shared by the handle and each engine it makes
+    (one per version of the metadata, see chunkstore.engine.core.EngineHandle).
 
     Parameters
     ----------
     store, path : where the array is.
-    read_only : refuse writes (``ReadOnlyError``).
+    read_only : refuse writes (``ReadOnlyError``); the one option that may change later
+        (``Array.read_only = ...``), for the handle and its engine at once.
     synchronizer : None, or a Thread/ProcessSynchronizer (or any zarr-style one).
     write_empty_chunks : store chunks that are all fill value (else delete them).
     missing_chunks : ``"fill"`` (a missing chunk reads as the fill value) or ``"error"``.
     cache_metadata : keep the metadata read at open (else read it before every operation).
-    zarr_format : the format to look for first (one request on a remote store when right).
+    zarr_format : the format to look for first (one request on a remote store when right);
+        the format found once the metadata is read (a handle never switches formats).
     order : the handle's memory order where the metadata records none (fewer than 2 dims).
     overrides : a view's metadata changes, applied in memory only (see engine.views).
     """
 
-    # what the handle was opened with
+    __slots__ = ("store", "path", "name", "read_only", "synchronizer", "write_empty_chunks",
+                 "missing_chunks", "cache_metadata", "format_hint", "handle_order",
+                 "overrides")
+
     store: MutableMapping
     path: str
     name: str
@@ -78,18 +83,6 @@ class EngineState:
     format_hint: int | None
     handle_order: Literal["C", "F"] | None
     overrides: dict | None
-    # what the metadata implies (adopt)
-    meta: Any
-    layout: ArrayLayout
-    zarr_format: int
-    chunk_store: MutableMapping
-    codec: Any
-    chunks: tuple[int, ...]
-    order: Literal["C", "F"]
-    is_object: bool
-    fill_item: np.ndarray | None
-    object_fill: Any
-    _files_for: tuple | None = None  # (chunk store, codec, the read's Files maker): read.py
 
     def __init__(self, store: MutableMapping, path: str = "", *, read_only: bool = False,
                  synchronizer: Any = None, write_empty_chunks: bool = False,
@@ -108,38 +101,55 @@ class EngineState:
         # (mypy: a str; Array, the only caller, allows only "C", "F" or None)
         self.handle_order = order  # type: ignore[assignment]
         self.overrides = overrides
-        self.load_metadata()
 
-    # ------------------------------------------------------------------ metadata
-    def load_metadata(self) -> None:
-        """Read the array's metadata from the store and adopt it (a view's overrides
-        applied)."""
-        meta, key = read_array_metadata(self.store, self.path, self.format_hint,
-                                        known=getattr(self, "meta", None))
-        # a reload reads the document this handle opened first (where both formats' lie at
-        # the path, a handle never switches between them)
-        self.format_hint = meta.zarr_format
-        if self.overrides is not None:
-            meta = _overridden(meta, self.overrides, self.name)
-        try:
-            self.adopt(meta)
-        except ChunkstoreError:
-            raise
-        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
-            # a codec that parses but cannot be built (say Blosc with blocksize null)
-            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
 
-    def adopt(self, meta: Any) -> None:
-        """Adopt metadata: its layout (chunk grid, codec, chunk keys, and the mapping chunks
-        are read from and written to; a sharded array works on its inner chunks, through a
-        view that maps them into their shards), memory order and fill value.
+class EngineState:
+    """The state of one engine: the handle's options, and what one version of the array's
+    metadata implies (its layout, codec, chunk grid, order and fill value), all set when the
+    engine is made and never changed. New metadata (another handle resized the array, this
+    one wrote it) makes a new engine (chunkstore.engine.core.EngineHandle), so an operation
+    that took an engine at its start plans, reads, decodes and writes with one version of
+    the metadata throughout, whatever other threads reload meanwhile.
 
-        The metadata the handle has already (a reload with cache_metadata=False that found
-        the document unchanged: read_array_metadata's known) changes nothing: operations
-        running in other threads on this handle keep the layout, codec and chunk store they
-        are using (and the shard index cache is kept)."""
-        if meta is getattr(self, "meta", None):
-            return
+    Raises what :func:`chunkstore.format.layout_for` and the codec raise for metadata that
+    parses but cannot be used (the handle words them as MetadataError)."""
+
+    # what the handle was opened with (options.read_only may change: see read_only)
+    options: EngineOptions
+    store: MutableMapping
+    path: str
+    name: str
+    synchronizer: Any
+    write_empty_chunks: bool
+    missing_chunks: str
+    cache_metadata: bool
+    overrides: dict | None
+    # what the metadata implies
+    meta: Any
+    layout: ArrayLayout
+    zarr_format: int
+    chunk_store: MutableMapping
+    codec: Any
+    chunks: tuple[int, ...]
+    order: Literal["C", "F"]
+    is_object: bool
+    fill_item: np.ndarray | None
+    object_fill: Any
+    _files_for: tuple | None = None  # (chunk store, codec, the read's Files maker): read.py
+
+    def __init__(self, options: EngineOptions, meta: Any) -> None:
+        self.options = options
+        self.store = options.store
+        self.path = options.path
+        self.name = options.name
+        self.synchronizer = options.synchronizer
+        self.write_empty_chunks = options.write_empty_chunks
+        self.missing_chunks = options.missing_chunks
+        self.cache_metadata = options.cache_metadata
+        self.overrides = options.overrides
+        # The layout: chunk grid, codec, chunk keys, and the mapping chunks are read from
+        # and written to (a sharded array works on its inner chunks, through a view that
+        # maps them into their shards).
         layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
                             cache_index=self.cache_metadata)
         self.meta = meta
@@ -150,12 +160,18 @@ class EngineState:
         self.chunks = layout.chunks
         # Where the metadata cannot tell the order (v3, fewer than 2 dimensions: one layout
         # for both) the handle's own order stands; a v2 document's order always does.
-        self.order = (self.handle_order if self.handle_order is not None
+        handle_order = options.handle_order
+        self.order = (handle_order if handle_order is not None
                       and not meta.order_recorded else meta.order)
         self.is_object = meta.dtype.hasobject
         fb = meta.fill_bytes()
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
         self.object_fill = _object_fill(meta) if self.is_object else None
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the handle refuses writes (now: it may be switched)."""
+        return self.options.read_only
 
     def encoding_form(self) -> tuple | None:
         """How this array's stored chunk bytes map to chunk values, for copying them between
@@ -168,20 +184,6 @@ class EngineState:
             return None
         return (fast.family, self.codec.dtype, self.codec.order, tuple(self.codec.chunk_shape))
 
-    def refresh(self) -> None:
-        """Read the metadata again unless it is cached (``cache_metadata``)."""
-        if not self.cache_metadata:
-            self.load_metadata()
-
-    def write_metadata(self, meta: Any) -> None:
-        """Store new metadata and adopt it; PermissionError on a view (it would write the
-        view's metadata over its base's)."""
-        if self.overrides is not None:
-            raise PermissionError(f"operation not permitted for views (array {self.name!r}): "
-                                  f"it would change the stored metadata")
-        self.layout.write_metadata(meta)
-        self.adopt(meta)
-
     @property
     def dtype(self) -> np.dtype:
         """The NumPy data type of the elements."""
@@ -189,8 +191,7 @@ class EngineState:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape (the metadata read again first unless cached)."""
-        self.refresh()
+        """The shape, in this engine's metadata."""
         return self.meta.shape
 
     @property
@@ -216,13 +217,12 @@ class EngineState:
         return self._chunk_keys(sel.plan.chunk_coords())
 
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
-        """Grid coordinates of the chunks present in the store (within the current grid)."""
-        self.refresh()  # the current grid: another handle may have resized the array
+        """Grid coordinates of the chunks present in the store (within this engine's grid:
+        take a current engine, EngineHandle.current, for the array's grid now)."""
         return self.layout.stored_chunks()
 
     def count_stored(self) -> int:
-        """How many chunks are present in the store (within the current grid)."""
-        self.refresh()
+        """How many chunks are present in the store (within this engine's grid)."""
         return self.layout.count_stored()
 
     def _schedule(self, plan: OrthoPlan | PointsPlan, keys: list[str] | None = None,

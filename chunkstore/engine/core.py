@@ -1,23 +1,112 @@
-"""ChunkEngine: one array handle's engine, its state and both of its paths.
+"""ChunkEngine: the engine of one array handle for one version of its metadata; EngineHandle:
+the handle's options and the engine it works with now.
 
 A read goes plan -> fetch -> decode/merge (:mod:`chunkstore.engine.read`), a write plan ->
 build or read-modify-write -> encode -> store (:mod:`chunkstore.engine.write`); both work on
-the state :class:`~chunkstore.engine.chunk_io.EngineState` declares and sets when it adopts
-metadata. An :class:`~chunkstore.engine.array.Array` holds one engine (``Array._engine``) and
-asks it for every chunk; a view is an Array whose engine has metadata overrides.
+the state :class:`~chunkstore.engine.chunk_io.EngineState` declares, set once when the
+engine is made. An :class:`~chunkstore.engine.array.Array` holds one EngineHandle
+(``Array._handle``); each operation takes the handle's engine once, at its start
+(:meth:`EngineHandle.current`), and works with it to the end. A handle whose metadata changes
+(it reads it again, ``cache_metadata=False``; it resizes the array) puts a new engine in
+place in one assignment, and operations already running keep theirs: none plans with one
+chunk grid and decodes with another. A view is an Array whose handle has metadata overrides.
 """
 
 from __future__ import annotations
 
-from chunkstore.engine.write import WritePath
+from collections.abc import MutableMapping
+from typing import Any
 
-__all__ = ["ChunkEngine"]
+from chunkstore.engine.chunk_io import EngineOptions, _overridden
+from chunkstore.engine.write import WritePath
+from chunkstore.errors import ChunkstoreError, MetadataError
+from chunkstore.format import read_array_metadata
+from chunkstore.storage.base import delitems, setitems
+
+__all__ = ["ChunkEngine", "EngineHandle"]
 
 
 class ChunkEngine(WritePath):
-    """The engine of one array handle: :meth:`read` and :meth:`write` of selections
-    (normalized by :mod:`chunkstore.engine.indexing`), the locks (:meth:`locked`,
-    :meth:`exclusive`), metadata (:meth:`load_metadata`, :meth:`refresh`,
-    :meth:`write_metadata`) and what resize and append need (:meth:`trim_plan`,
-    :meth:`trim_chunks`, :meth:`roll_back_append`). Its state is
-    :class:`~chunkstore.engine.chunk_io.EngineState`'s (same constructor)."""
+    """The engine of one array handle for one version of its metadata: :meth:`read` and
+    :meth:`write` of selections (normalized by :mod:`chunkstore.engine.indexing` against
+    this engine's shape and chunks), the locks (:meth:`locked`, :meth:`exclusive`) and what
+    resize and append need (:meth:`trim_plan`, :meth:`trim_chunks`). Its state is
+    :class:`~chunkstore.engine.chunk_io.EngineState`'s (same constructor), never changed."""
+
+
+class EngineHandle:
+    """One array handle: what it was opened with (``options``) and the engine of the
+    metadata it holds now (``engine``, replaced whole, never changed: see the module
+    docstring). Reloading or writing the metadata goes through here."""
+
+    __slots__ = ("options", "_now")
+
+    def __init__(self, store: MutableMapping, path: str = "", **options: Any) -> None:
+        self.options = EngineOptions(store, path, **options)
+        # (the metadata last read, before a view's overrides, or None; the engine in place):
+        # one tuple, replaced in one assignment, so that no thread sees one's metadata with
+        # another's engine
+        self._now: tuple[Any, ChunkEngine | None] = (None, None)
+        self.reload()
+
+    @property
+    def engine(self) -> ChunkEngine:
+        """The engine of the metadata this handle holds now (nothing read)."""
+        # (mypy: None only until __init__'s reload returns)
+        return self._now[1]  # type: ignore[return-value]
+
+    def current(self) -> ChunkEngine:
+        """The engine an operation works with from its start to its end: that of the
+        metadata read again now unless it is cached (``cache_metadata``)."""
+        if self.options.cache_metadata:
+            return self.engine
+        return self.reload()
+
+    def reload(self) -> ChunkEngine:
+        """Read the array's metadata from the store; a new engine for it (a view's overrides
+        applied), or the engine in place where the document is the one it was made from."""
+        o = self.options
+        known, engine = self._now
+        meta, key = read_array_metadata(o.store, o.path, o.format_hint, known=known)
+        if meta is known and engine is not None:
+            return engine
+        # a reload reads the document this handle opened first (where both formats' lie at
+        # the path, a handle never switches between them)
+        o.format_hint = meta.zarr_format
+        used = meta if o.overrides is None else _overridden(meta, o.overrides, o.name)
+        try:
+            engine = ChunkEngine(o, used)
+        except ChunkstoreError:
+            raise
+        except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
+            # a codec that parses but cannot be built (say Blosc with blocksize null)
+            raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
+        self._now = (meta, engine)
+        return engine
+
+    def write_metadata(self, meta: Any) -> ChunkEngine:
+        """Store new metadata; the engine for it, now in place. PermissionError on a view
+        (it would write the view's metadata over its base's)."""
+        o = self.options
+        if o.overrides is not None:
+            raise PermissionError(f"operation not permitted for views (array {o.name!r}): "
+                                  f"it would change the stored metadata")
+        self.engine.layout.write_metadata(meta)
+        engine = ChunkEngine(o, meta)
+        # (no document known: the next reload parses the one just written)
+        self._now = (None, engine)
+        return engine
+
+    def roll_back_append(self, old_meta: Any, touched: list[str], saved: dict[str, bytes],
+                         error: BaseException) -> None:
+        """Undo a failed append: delete the chunks it created (first, as that frees space on
+        a full disk), restore the old shape, then the boundary chunks' old bytes. A failure
+        of the roll-back is noted on ``error``."""
+        try:
+            delitems(self.engine.chunk_store, [k for k in touched if k not in saved])
+            engine = self.write_metadata(old_meta)
+            if saved:
+                setitems(engine.chunk_store, saved)
+        except Exception as e2:
+            error.add_note(f"rolling back the append of array {self.options.name!r} to shape "
+                           f"{old_meta.shape} also failed: {e2!r}")

@@ -241,7 +241,6 @@ class ReadPath(EngineState):
     def read(self, sel: Selection, out: Any = None, fields: list[str] | None = None) -> Any:
         """The values of a normalized selection (chunkstore.engine.indexing), read chunk by
         chunk: a new array, a scalar, or ``out`` filled; ``fields`` of a structured dtype."""
-        self.refresh()
         dtype = self.dtype
         rdtype = dtype if fields is None else _field_dtype(dtype, fields)
         direct_out = (out is not None and fields is None and sel.post is None)

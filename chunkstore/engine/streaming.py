@@ -105,11 +105,14 @@ def assign(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> None:
     for blk in _blocks(box, chunks, itemsize, budget):
         dsel = tuple(slice(a, b) for a, b in blk)
         ssel = tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(blk, box))
-        encoded = _stored_chunks(dst, dsel, src, ssel) if as_stored else None
+        # (each block with one engine of each array: see chunkstore.engine.core)
+        d, s = dst._handle.current(), src._handle.current()
+        encoded = (_stored_chunks(d, d.shape, dsel, s, ssel)
+                   if as_stored and _same_form(d, s) else None)
         if encoded is not None:
-            sel = ix.basic_or_fancy(dsel, dst.shape, dst._engine.chunks, dst.name)
+            sel = ix.basic_or_fancy(dsel, d.shape, d.chunks, dst.name)
             try:
-                dst._engine.write_encoded(sel, encoded)
+                d.write_encoded(sel, encoded)
                 continue
             except MetadataChanged:
                 pass   # another handle resized dst: the ordinary write plans again
@@ -123,19 +126,23 @@ def _stored_alike(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> bool:
     the box on dst's chunk grid: it starts on a chunk boundary, and where src's last chunk
     is partial, the box ends at dst's end (so that chunk is dst's partial last chunk too)."""
     d, s = dst._engine, src._engine
-    form = d.encoding_form()
-    if form is None or form != s.encoding_form() or d.chunks != s.chunks:
+    if not _same_form(d, s):
         return False
     return all(a % c == 0 and ((b - a) % c == 0 or b == n)
                for (a, b), c, n in zip(box, d.chunks, dst.shape))
 
 
-def _stored_chunks(dst: Any, dsel: tuple[slice, ...], src: Any,
+def _same_form(d: Any, s: Any) -> bool:
+    """Do engines d and s (ChunkEngines) store chunks alike (chunk shape and encoding)?"""
+    form = d.encoding_form()
+    return form is not None and form == s.encoding_form() and d.chunks == s.chunks
+
+
+def _stored_chunks(d: Any, dshape: Sequence[int], dsel: tuple[slice, ...], s: Any,
                    ssel: tuple[slice, ...]) -> dict[str, Any] | None:
-    """{dst chunk key: src's stored bytes} for the chunks of dst[dsel] = src[ssel], each
-    decoded once to check it (see the module's docstring); None where the block must go
-    the ordinary way."""
-    d, s = dst._engine, src._engine
+    """{dst chunk key: src's stored bytes} for the chunks of dst[dsel] = src[ssel] (d, s:
+    their engines, dshape dst's shape), each decoded once to check it (see the module's
+    docstring); None where the block must go the ordinary way."""
     chunks = d.chunks
     ranges = [range(x.start // c, -(-x.stop // c)) for x, c in zip(ssel, chunks)]
     scoords = np.array(list(itertools.product(*ranges)), dtype=np.int64).reshape(
@@ -150,7 +157,7 @@ def _stored_chunks(dst: Any, dsel: tuple[slice, ...], src: Any,
     datas = [got[k] for k in skeys]
     drop_fill = not d.write_empty_chunks
     fill = d.fill_item
-    ends = np.asarray(dst.shape, dtype=np.int64) - dcoords * np.asarray(chunks, np.int64)
+    ends = np.asarray(dshape, dtype=np.int64) - dcoords * np.asarray(chunks, np.int64)
     bad: list[int] = []
 
     def check(lo: int, hi: int) -> None:

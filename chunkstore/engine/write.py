@@ -15,7 +15,7 @@ from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore.engine.read import ReadPath, _field_dtype
-from chunkstore.storage.base import delitems, getitems, setitems
+from chunkstore.storage.base import delitems, getitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 
 if TYPE_CHECKING:
@@ -124,7 +124,6 @@ class WritePath(ReadPath):
         read-modified-written, encoded and stored (or deleted when all fill value), under the
         write's locks."""
         self.check_writable()
-        self.refresh()
         v = self._prepare_value(value, sel.shape, fields, element=sel.scalar)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
@@ -148,7 +147,6 @@ class WritePath(ReadPath):
         chunks are not written (see chunkstore.engine.streaming). MetadataChanged when
         another handle changed the metadata meanwhile (nothing is written then)."""
         self.check_writable()
-        self.refresh()
         with self.locked(sel, list(encoded)):
             self.check_metadata()
             self._store_chunks(encoded, [])
@@ -441,16 +439,3 @@ class WritePath(ReadPath):
             to_del: list[str] = []
             self._finish_chunk(k, chunk, to_set, to_del)
             self._store_chunks(to_set, to_del)
-
-    def roll_back_append(self, old_meta: Any, touched: list[str], saved: dict[str, bytes],
-                         error: BaseException) -> None:
-        """Undo a failed append: delete the chunks it created (first, as that frees space on
-        a full disk), restore the old shape, then the boundary chunks' old bytes."""
-        try:
-            delitems(self.chunk_store, [k for k in touched if k not in saved])
-            self.write_metadata(old_meta)
-            if saved:
-                setitems(self.chunk_store, saved)
-        except Exception as e2:
-            error.add_note(f"rolling back the append of array {self.name!r} to shape "
-                           f"{old_meta.shape} also failed: {e2!r}")

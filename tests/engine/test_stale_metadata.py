@@ -5,6 +5,7 @@ handle missed another handle's resize is planned again with the new shape (issue
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -110,3 +111,125 @@ def test_threads_and_tasks_sharing_a_handle_that_reloads_its_metadata(shards):
     # a change is still seen: another handle's resize
     cs.open_array(store, mode="r+").resize((10,))
     assert h.shape == (10,) and (h[:8] == 1).all() and (h[8:] == 0).all()
+
+
+# ------------------------------------------------------------- one metadata per operation
+# Two documents for one array at path "a": A with (10, 10) chunks under "." keys, B with
+# (5, 20) chunks under "/" keys, each with its own chunks holding the same values. Whichever
+# an operation reads, it must plan, read and write with that one throughout: a read that
+# normalizes its selection with A and decodes with B returns wrong values (it did, with
+# cache_metadata=False: the shape was read, then the read reloaded the metadata).
+
+VALUES = np.arange(20 * 20, dtype="i4").reshape(20, 20)
+
+
+class _Served(cs.MemoryStore):
+    """A MemoryStore whose "a/.zarray" reads as docs[0] the first time, docs[1] after
+    (when docs is set); counts those reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.docs = None
+        self.reads = 0
+
+    def __getitem__(self, key):
+        if self.docs is not None and key == "a/.zarray":
+            self.reads += 1
+            return self.docs[0] if self.reads == 1 else self.docs[1]
+        return super().__getitem__(key)
+
+
+def _two_layouts(store):
+    """Write A at "a" and B's chunks beside them; returns (doc A, doc B)."""
+    a = cs.open_array(store, path="a", mode="w", shape=(20, 20), chunks=(10, 10), dtype="i4",
+                      dimension_separator=".", fill_value=-1)
+    a[...] = VALUES
+    b = cs.open_array(store, path="b", mode="w", shape=(20, 20), chunks=(5, 20), dtype="i4",
+                      dimension_separator="/", fill_value=-1)
+    b[...] = VALUES
+    for k in [k for k in store if k.startswith("b/") and not k.endswith(".zarray")]:
+        store["a/" + k[2:]] = store[k]
+    return store["a/.zarray"], store["b/.zarray"]
+
+
+@pytest.mark.parametrize("how", ["basic", "oindex", "vindex", "blocks", "get_basic", "iter"])
+def test_a_read_uses_the_metadata_it_started_with(how):
+    store = _Served()
+    doc_a, doc_b = _two_layouts(store)
+    h = cs.open_array(store, path="a", mode="r", cache_metadata=False)
+    want = {"basic": VALUES[3:17, 2:19], "oindex": VALUES[np.ix_([1, 12, 18], [0, 7, 19])],
+            "vindex": VALUES[[1, 12, 18], [0, 7, 19]], "blocks": VALUES[10:20, 0:10],
+            "get_basic": VALUES[3:17, 2:19], "iter": VALUES[:10]}[how]
+    for first, then in ((doc_a, doc_b), (doc_b, doc_a)):
+        store.docs, store.reads = (first, then), 0
+        got = {"basic": lambda: h[3:17, 2:19],
+               "oindex": lambda: h.oindex[[1, 12, 18], [0, 7, 19]],
+               "vindex": lambda: h.vindex[[1, 12, 18], [0, 7, 19]],
+               "blocks": lambda: h.blocks[1, 0],
+               "get_basic": lambda: h.get_basic_selection((slice(3, 17), slice(2, 19))),
+               "iter": lambda: np.array(list(h)[:10])}[how]()
+        if how == "blocks" and first is doc_b:
+            want = VALUES[5:10, :]  # block (1, 0) of B's (5, 20) chunks
+        np.testing.assert_array_equal(got, want)
+    # one metadata request per read (it was two: a round trip more on S3)
+    store.docs, store.reads = (doc_a, doc_a), 0
+    h[0, 0]
+    assert store.reads == 1
+
+
+def test_a_write_uses_the_metadata_it_started_with():
+    store = _Served()
+    doc_a, doc_b = _two_layouts(store)
+    h = cs.open_array(store, path="a", mode="r+", cache_metadata=False)
+    store.docs, store.reads = (doc_a, doc_b), 0
+    h[3:17, 2:19] = 7
+    assert store.reads == 1
+    want = VALUES.copy()
+    want[3:17, 2:19] = 7
+    # A's chunks hold the write whole; B's are as they were
+    for doc, values in ((doc_a, want), (doc_b, VALUES)):
+        store.docs, store.reads = (doc, doc), 0
+        np.testing.assert_array_equal(cs.open_array(store, path="a", mode="r")[...], values)
+
+
+def test_reads_while_another_writer_swaps_the_array_layout():
+    # The document flips between A and B (as an array re-created with other chunks by
+    # another process would, here with both layouts' chunks always present): every read
+    # through a cache_metadata=False handle sees one of them whole, never a mix.
+    import threading
+    store = cs.MemoryStore()
+    doc_a, doc_b = _two_layouts(store)
+    h = cs.open_array(store, path="a", mode="r", cache_metadata=False)
+    stop = threading.Event()
+    errors = []
+
+    def flip():
+        while not stop.is_set():
+            for doc in (doc_b, doc_a):
+                store["a/.zarray"] = doc
+
+    def reads():
+        try:
+            for i in range(300):
+                y, x = i % 7, (3 * i) % 9
+                np.testing.assert_array_equal(h[y:y + 11, x:x + 9],
+                                              VALUES[y:y + 11, x:x + 9])
+                np.testing.assert_array_equal(h.oindex[[y, 19], [x, 13]],
+                                              VALUES[np.ix_([y, 19], [x, 13])])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    flipper = threading.Thread(target=flip)
+    readers = [threading.Thread(target=reads) for _ in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often: the flips land mid-read
+    try:
+        flipper.start()
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join()
+    finally:
+        stop.set()
+        flipper.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
