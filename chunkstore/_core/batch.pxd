@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t
 
 cimport numpy as cnp
 
-from chunkstore._core.projection cimport OrthoPlan
+from chunkstore._core.projection cimport OrthoPlan, PointsPlan
 
 cdef extern from "Python.h":
     ctypedef struct PyObject
@@ -60,7 +60,10 @@ cdef class _Dests:
     cdef int collect(self, list out, Py_ssize_t upto) except -1
 
 
-cdef int _check_decode_args(cnp.ndarray out, cnp.ndarray scratch, int nd,
+cdef int check_ortho_shapes(OrthoPlan plan, cnp.ndarray chunk, cnp.ndarray other,
+                            str other_what) except -1
+cdef int check_points_shapes(PointsPlan plan, cnp.ndarray chunk, cnp.ndarray flat) except -1
+cdef int _check_decode_args(object plan, cnp.ndarray out, cnp.ndarray scratch, int nd,
                             bint points) except -1
 cdef int _check_encode_args(OrthoPlan plan, cnp.ndarray value, cnp.ndarray scratch,
                             const unsigned char[:] pre, Py_ssize_t nolds, Py_ssize_t n,

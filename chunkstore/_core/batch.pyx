@@ -10,7 +10,7 @@ from libc.stdint cimport int64_t
 
 cimport numpy as cnp
 
-from chunkstore._core.projection cimport OrthoPlan
+from chunkstore._core.projection cimport OrthoPlan, PointsPlan
 
 cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject** b, Py_ssize_t n) except -1
@@ -357,12 +357,52 @@ cdef class _Dests:
         free(self.objs); free(self.ptr); free(self.sizes)
 
 
-cdef int _check_decode_args(cnp.ndarray out, cnp.ndarray scratch, int nd,
+cdef int check_ortho_shapes(OrthoPlan plan, cnp.ndarray chunk, cnp.ndarray other,
+                            str other_what) except -1:
+    """chunk (None: not checked) has the plan's chunk shape and other the selection's
+    shape (both of plan.ndim dimensions, checked before): the plan's local and output
+    indices lie within them. Buffers of another shape (metadata that changed between
+    planning and decoding, say) would be read or written out of bounds: an error instead."""
+    cdef int d
+    for d in range(plan.ndim):
+        if other.shape[d] != plan.sel_shape[d]:
+            raise ValueError(f"{other_what} of shape {(<object>other).shape} does not match "
+                             f"the selection's shape {plan.sel_shape}")
+        if chunk is not None and chunk.shape[d] != plan.dims[d].chunk_len:
+            raise ValueError(f"chunk buffer of shape {(<object>chunk).shape} does not match "
+                             f"the plan's chunk shape "
+                             f"{tuple([plan.dims[k].chunk_len for k in range(plan.ndim)])}")
+    return 0
+
+
+cdef int check_points_shapes(PointsPlan plan, cnp.ndarray chunk, cnp.ndarray flat) except -1:
+    """check_ortho_shapes for points: chunk (None: not checked) has the plan's chunk shape,
+    flat (1-d) room for every point."""
+    cdef int d
+    if flat.shape[0] < plan.npoints:
+        raise ValueError(f"points buffer of {flat.shape[0]} elements is shorter than the "
+                         f"{plan.npoints} points")
+    if chunk is None:
+        return 0
+    for d in range(plan.ndim):
+        if chunk.shape[d] != plan.chunk_lens[d]:
+            raise ValueError(f"chunk buffer of shape {(<object>chunk).shape} does not match "
+                             f"the plan's chunk shape "
+                             f"{tuple([plan.chunk_lens[k] for k in range(plan.ndim)])}")
+    return 0
+
+
+cdef int _check_decode_args(object plan, cnp.ndarray out, cnp.ndarray scratch, int nd,
                             bint points) except -1:
-    """The argument checks of the batch decoders: out (nd dimensions, or a flat buffer for
-    points) and scratch (chunk-shaped, contiguous) writable, of one fixed itemsize."""
+    """The argument checks of the batch decoders: out (nd dimensions of the selection's
+    shape, or a flat buffer with room for the points) and scratch (of the plan's chunk
+    shape, contiguous) writable, of one fixed itemsize."""
     if (not points and nd > 64) or scratch.ndim != nd or out.ndim != (1 if points else nd):
         raise ValueError("dimension mismatch")
+    if points:
+        check_points_shapes(<PointsPlan>plan, scratch, out)
+    else:
+        check_ortho_shapes(<OrthoPlan>plan, scratch, out, "output")
     if out.dtype.itemsize != scratch.dtype.itemsize or out.dtype.hasobject:
         raise ValueError("out and scratch must share a fixed itemsize")
     if not out.flags.writeable or not scratch.flags.writeable:
@@ -379,6 +419,7 @@ cdef int _check_encode_args(OrthoPlan plan, cnp.ndarray value, cnp.ndarray scrat
     cdef int nd = plan.ndim
     if nd > 64 or scratch.ndim != nd or value.ndim != nd:
         raise ValueError("dimension mismatch")
+    check_ortho_shapes(plan, scratch, value, "value")
     if value.dtype.itemsize != scratch.dtype.itemsize or scratch.dtype.hasobject:
         raise ValueError("value and scratch must share a fixed itemsize")
     if not scratch.flags.writeable:

@@ -16,7 +16,7 @@ cimport numpy as cnp
 
 from chunkstore._core.kernels cimport DimCopy, copy_nd
 from chunkstore._core.projection cimport OrthoPlan, PointsPlan, DimPlan
-from chunkstore._core.batch cimport _data
+from chunkstore._core.batch cimport _data, check_ortho_shapes, check_points_shapes
 
 cnp.import_array()
 
@@ -116,6 +116,8 @@ cdef int _ortho_copy(OrthoPlan plan, Py_ssize_t i, cnp.ndarray chunk, cnp.ndarra
     cdef Py_ssize_t itemsize = other.dtype.itemsize
     _check_copy(plan.ndim, plan.ndim, i, plan.nchunks, chunk, other, mode,
                 "output" if mode != 1 else "value")
+    check_ortho_shapes(plan, chunk if mode != 2 else None, other,
+                       "output" if mode != 1 else "value")
     cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t* ostr = <Py_ssize_t*>other.strides
     cdef char* cdata = _data(chunk)
@@ -223,6 +225,7 @@ cdef int _points_copy(PointsPlan plan, Py_ssize_t g, cnp.ndarray chunk, cnp.ndar
                       int mode) except -1:
     cdef Py_ssize_t itemsize = flat.dtype.itemsize
     _check_copy(plan.ndim, 1, g, plan.nchunks, chunk, flat, mode, "points buffer")
+    check_points_shapes(plan, chunk if mode != 2 else None, flat)
     cdef Py_ssize_t* cstr = <Py_ssize_t*>chunk.strides
     cdef Py_ssize_t fstr = flat.strides[0]
     cdef char* cdata = _data(chunk)

@@ -446,7 +446,7 @@ def decode_gather(tuple spec, OrthoPlan plan, idx, datas, cnp.ndarray out,
     _codec_from(spec, &c)
     cdef int nd = plan.ndim, d
     cdef Py_ssize_t n = len(datas), k
-    _check_decode_args(out, scratch, nd, False)
+    _check_decode_args(plan, out, scratch, nd, False)
     cdef bint c_order = scratch.flags.c_contiguous
     cdef Py_ssize_t itemsize = out.dtype.itemsize
     cdef size_t expected = scratch.nbytes
@@ -486,7 +486,7 @@ def decode_gather_points(tuple spec, PointsPlan plan, idx, datas, cnp.ndarray ou
     _codec_from(spec, &c)
     cdef int nd = plan.ndim
     cdef Py_ssize_t n = len(datas), k
-    _check_decode_args(out_flat, scratch, nd, True)
+    _check_decode_args(plan, out_flat, scratch, nd, True)
     cdef Py_ssize_t itemsize = out_flat.dtype.itemsize
     cdef size_t expected = scratch.nbytes
     cdef _Batch batch = _Batch(idx, datas, plan.nchunks, True)

@@ -111,6 +111,46 @@ def test_merge_refuses_object_arrays_and_readonly_outputs():
         merge.gather(plan, 0, np.zeros(2), out)
 
 
+
+def test_merge_and_decode_kernels_refuse_buffers_of_other_shapes():
+    # The plan's local and output indices are trusted by the copies (no bounds checks in
+    # the GIL-free loops): a chunk buffer or output of another shape than the plan's would
+    # be read or written out of bounds. Metadata that changed between planning and decoding
+    # once did this (heap corruption); the kernels now refuse it.
+    plan = ix.basic_or_fancy((slice(1, 7), slice(0, 5)), (8, 8), (4, 4), "t").plan
+    good_chunk, good_out = np.zeros((4, 4)), np.zeros((6, 5))
+    merge.gather(plan, 0, good_chunk, good_out)
+    merge.scatter(plan, 0, good_out, good_chunk)
+    with pytest.raises(ValueError, match="chunk buffer of shape \\(2, 8\\)"):
+        merge.gather(plan, 0, np.zeros((2, 8)), good_out)
+    with pytest.raises(ValueError, match="chunk buffer"):
+        merge.scatter(plan, 3, good_out, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="output of shape \\(3, 5\\)"):
+        merge.gather(plan, 0, good_chunk, np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="output"):
+        merge.fill(plan, 1, np.zeros((6, 4)), np.zeros(1))
+    with pytest.raises(ValueError, match="value of shape"):
+        merge.scatter(plan, 0, np.zeros((5, 5)), good_chunk)
+    points = ix.coordinate(([1, 6, 7], [0, 4, 7]), (8, 8), (4, 4), "t").plan
+    merge.gather_points(points, 0, good_chunk, np.zeros(3))
+    with pytest.raises(ValueError, match="chunk buffer"):
+        merge.gather_points(points, 0, np.zeros((8, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match="shorter than the 3 points"):
+        merge.gather_points(points, 0, good_chunk, np.zeros(2))
+    # the batch decoder (the codec's fast path): its scratch is the chunk buffer
+    fast = ChunkCodecV2(np.dtype("<f8"), (4, 4), "C", numcodecs.Blosc(), None).fast
+    data = [numcodecs.Blosc().encode(np.ones((4, 4)))] * plan.nchunks
+    idx = list(range(plan.nchunks))
+    out = np.zeros((6, 5))
+    assert fast.decode(plan, idx, data, out, np.zeros((4, 4))) == -1
+    assert (out == 1).all()
+    with pytest.raises(ValueError, match="chunk buffer"):
+        fast.decode(plan, idx, data, out, np.zeros((2, 8)))
+    with pytest.raises(ValueError, match="output"):
+        fast.decode(plan, idx, data, np.zeros((7, 5)), np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="chunk buffer"):
+        fast.decode_points(points, [0, 1], data[:2], np.zeros(3), np.zeros((16, 1)))
+
 # ------------------------------------------------------------------ chunk keys
 
 @given(st.lists(st.lists(st.integers(-2**63, 2**63 - 1), min_size=3, max_size=3), max_size=40),
