@@ -38,7 +38,7 @@ from chunkstore.errors import store_name
 
 # a field name, or several, of a structured dtype
 Fields = str | Sequence[str] | None
-# an chunkstore.engine.indexing function: (selection, shape, chunks, array name) -> Selection
+# a chunkstore.engine.indexing function: (selection, shape, chunks, array name) -> Selection
 Normalizer = Callable[[Any, Sequence[int], Sequence[int], str], ix.Selection]
 
 
@@ -87,10 +87,10 @@ class Array(nodes.Node, ArrayAPIv3):
         # per version of the metadata, see chunkstore.engine.core), whose state is declared
         # in chunkstore.engine.chunk_io.EngineState.
         self._handle = EngineHandle(store, self._path, read_only=read_only,
-                                   synchronizer=synchronizer,
-                                   write_empty_chunks=write_empty_chunks,
-                                   missing_chunks=missing_chunks, cache_metadata=cache_metadata,
-                                   zarr_format=zarr_format, order=order, overrides=_overrides)
+                                    synchronizer=synchronizer,
+                                    write_empty_chunks=write_empty_chunks,
+                                    missing_chunks=missing_chunks, cache_metadata=cache_metadata,
+                                    zarr_format=zarr_format, order=order, overrides=_overrides)
 
     @property
     def chunk_store(self) -> MutableMapping:
