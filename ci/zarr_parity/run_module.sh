@@ -11,7 +11,7 @@ run_module() {
   (cd "$dir" && CHUNKSTORE_AS_ZARR=$([ "$which" = chunkstore ] && echo 1 || echo 0) \
     PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" \
     timeout -s INT -k 30 "${ZARR_PARITY_MODULE_TIMEOUT:-480}" \
-    "$py" -m pytest "$@" -p test_timeout -p no:cacheprovider -q -rA --tb=short \
+    "$py" -m pytest "$@" -p test_timeout -p no:cacheprovider -q -rA --tb=native \
     --continue-on-collection-errors \
     --junitxml "$out/$which/$name.xml" -o junit_family=xunit1 \
     > "$out/$which/$name.txt" 2>&1) || true
