@@ -41,6 +41,11 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     ``compressors`` (``compressor=`` for v2), each in any spelling chunkstore.codecs.normalize
     accepts. ``config={"order": ..., "write_empty_chunks": ...}`` overrides the global config.
     """
+    for key, instead in (("write_empty_chunks", "config={'write_empty_chunks': ...}"),
+                         ("path", "name=")):
+        if key in kwargs:  # (create() takes both: they would clash with what is passed)
+            raise TypeError(f"create_array() got an unexpected keyword argument {key!r}: "
+                            f"zarr-python 3's create_array takes {instead}")
     store, name = split_store_path(store, name)
     creation._check_format(zarr_format)
     zarr_format = _config.default_zarr_format(zarr_format, 3)

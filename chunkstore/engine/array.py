@@ -205,7 +205,10 @@ class Array(nodes.Node, ArrayAPIv3):
     @fill_value.setter
     def fill_value(self, value: Any) -> None:
         """Change the fill value and store it in the metadata (as zarr-python 2 does).
-        Stored chunks keep their values; missing chunks read as the new fill value."""
+        Stored chunks keep their values; missing chunks read as the new fill value. The
+        part of stored edge chunks past the array's end is set to the new fill value too,
+        so that growing the array later shows the fill value there, as it does for an
+        array whose fill value never changed (zarr-python 2 leaves the old one there)."""
         self._engine.check_writable()
         with self._engine.exclusive():
             engine = self._handle.reload()
@@ -214,7 +217,18 @@ class Array(nodes.Node, ArrayAPIv3):
             except (TypeError, ValueError) as e:
                 raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
                                  f"{e}") from e
-            self._handle.write_metadata(meta)
+            engine = self._handle.write_metadata(meta)
+            shape, chunks = engine.shape, engine.chunks
+            # (as the trim after a shrink from the chunk grid's extent to the shape)
+            extent = tuple(-(-n // c) * c for n, c in zip(shape, chunks))
+            if extent != shape:
+                try:
+                    engine.trim_chunks(extent, shape, chunks)
+                except BaseException as e:
+                    e.add_note(f"array {self.name!r} has its new fill value {value!r}, but "
+                               f"some edge chunks may keep the old one past the array's end: "
+                               f"growing it could show the old fill value there")
+                    raise
 
     @property
     def compressor(self) -> Any:

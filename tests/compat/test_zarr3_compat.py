@@ -343,6 +343,11 @@ def test_create_array_config_argument():
     assert z.nchunks_initialized == 2
     with pytest.raises(ValueError, match="bogus"):
         cs.create_array(cs.MemoryStore(), shape=(4,), dtype="i4", config={"bogus": 1})
+    # zarr-python 2's keywords for these are refused naming zarr 3's (they clashed with
+    # what create_array passes on: "got multiple values for keyword argument")
+    for key, hint in (("write_empty_chunks", "config="), ("path", "name=")):
+        with pytest.raises(TypeError, match=f"argument '{key}'.*{hint}"):
+            cs.create_array(cs.MemoryStore(), shape=(4,), dtype="i4", **{key: "x"})
 
 
 def test_default_zarr_format_switches_v2_family():

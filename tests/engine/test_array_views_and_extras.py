@@ -227,6 +227,27 @@ class TestMetadataExtras:
         assert cs.open_array(a.store).fill_value == 1.5
         np.testing.assert_array_equal(a[:], [1.5] * 4)
 
+    @pytest.mark.parametrize("kw", [dict(zarr_format=2), dict(zarr_format=3),
+                                    dict(zarr_format=3, shards=(8, 4)),
+                                    dict(zarr_format=3, config={"write_empty_chunks": True})])
+    def test_growing_after_a_new_fill_value_shows_the_new_one(self, kw):
+        # Edge chunks hold the fill value past the array's end; a new fill value must reach
+        # there too, or growing the array showed the old one (found by
+        # tests/engine/test_model_array.py once it set fill values)
+        a = cs.create_array(cs.MemoryStore(), shape=(5, 3), chunks=(4, 2), dtype="i4",
+                            fill_value=0, **kw)
+        a[...] = 1
+        a[4, 2] = 9      # the corner chunk: all the new fill value once its padding is
+        a.fill_value = 9
+        a.resize(8, 4)
+        want = np.full((8, 4), 9, dtype="i4")
+        want[:5, :3] = 1
+        want[4, 2] = 9
+        np.testing.assert_array_equal(a[...], want)
+        np.testing.assert_array_equal(cs.open_array(a.store, mode="r")[...], want)
+        if "config" not in kw:
+            assert (1, 1) not in set(map(tuple, a.layout.stored_chunks()))
+
     @pytest.mark.parametrize("compressor", [None, "default"])
     def test_order_f_reads_back_f_ordered(self, compressor):
         d = np.arange(40 * 30 * 3, dtype="i4").reshape(40, 30, 3)

@@ -15,6 +15,10 @@ with cache_metadata=True, some False; handle 0 always False) and runs random ste
 - reads of random selections through any handle, compared with the model;
 - resize (grow and shrink: cut-off data is gone, a new region is the fill value, README
   "Shape changes") and append along an axis, through any handle;
+- a new fill value set through any handle (zarr-python 2's ``fill_value`` setter): stored
+  chunks keep their values, elements of missing chunks read as the new fill value from
+  then on (through handles that read the metadata again; the other cached-metadata handles
+  are opened again, as what they read is their old fill there);
 - opening, closing and reopening handles (from the same store object, or from the store's
   path/URL where that makes a second store object on the same data; with or without the
   zarr_format hint), and opening with the other zarr_format (refused).
@@ -271,6 +275,10 @@ class ArrayMachine(RuleBasedStateMachine):
         self.model = np.full(shape, fill, dtype=dtype)
         self.fill_arr = np.full((), fill, dtype=dtype)
         self.touched = set()           # chunks written (write_empty_chunks=True)
+        # chunks stored when the fill value last changed and not rewritten since: they may
+        # hold nothing but the new fill value (write_empty_chunks=False keeps them)
+        self.legacy = set()
+        self.dname = dname
         self.history = {shape}         # every shape the array has had
         self.ready = True
 
@@ -354,7 +362,9 @@ class ArrayMachine(RuleBasedStateMachine):
         ids = np.unique(np.asarray(ids).reshape(-1))
         pts = np.stack(np.unravel_index(ids, shape), axis=1) if ids.size else \
             np.zeros((0, len(shape)), np.int64)
-        self.touched |= chunk_coords_of(pts, self.chunks)
+        coords = chunk_coords_of(pts, self.chunks)
+        self.touched |= coords
+        self.legacy -= coords
 
     def _draw_write(self, data, how, shape):
         """(selection, value) of a write of kind how, drawn for an array of shape; None
@@ -512,7 +522,38 @@ class ArrayMachine(RuleBasedStateMachine):
         self.model[common] = old[common]
         self.touched = {c for c in self.touched
                         if all(ci * ch < n for ci, ch, n in zip(c, self.chunks, new))}
+        # (a chunk the new shape cuts is rewritten: it is legacy no more)
+        self.legacy = {c for c in self.legacy
+                       if all((ci + 1) * ch <= n for ci, ch, n in zip(c, self.chunks, new))}
         self.history.add(new)
+
+    @precondition(lambda self: self.ready)
+    @rule(data=st.data())
+    def set_fill_value(self, data):
+        # Through any handle (the setter reads the metadata again under the array's lock).
+        i = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
+        h, _ = self.handles[i]
+        choices = [f for f in DTYPES[self.dname]
+                   if not is_fill(np.full((), f, dtype=self.dtype), self.fill_arr)]
+        if not choices:
+            return
+        new = data.draw(st.sampled_from(choices), label="new fill")
+        h.fill_value = new
+        stored = set(map(tuple, self.handles[0][0].layout.stored_chunks()))
+        # elements of chunks not stored read as the new fill value; stored ones keep theirs
+        if self.model.size:
+            idx = np.indices(self.model.shape).reshape(len(self.model.shape), -1).T
+            missing = np.array([tuple(c) not in stored for c in
+                                (idx // np.asarray(self.chunks)).tolist()]
+                               ).reshape(self.model.shape)
+            self.model[missing] = np.full((), new, dtype=self.dtype)
+        self.fill = new
+        self.fill_arr = np.full((), new, dtype=self.dtype)
+        self.legacy = stored
+        # cached-metadata handles other than h know the old fill value: opened again
+        for j, (other, cache) in enumerate(self.handles):
+            if cache and j != i:
+                self.handles[j] = (self._open(True, False), True)
 
     @precondition(lambda self: self.ready)
     @rule(data=st.data())
@@ -589,6 +630,9 @@ class ArrayMachine(RuleBasedStateMachine):
         else:
             expected = nonfill
         expected = {c for c in expected if all(x < n for x, n in zip(c, g))}
+        if not self.wec:
+            # chunks stored before the fill value changed may hold only the new one
+            expected |= stored & self.legacy
         assert stored == expected, (f"stored extra {sorted(stored - expected)}, missing "
                                     f"{sorted(expected - stored)}; {self.config_text}")
         assert h.nchunks_initialized == len(expected)
