@@ -15,6 +15,8 @@ with cache_metadata=True, some False; handle 0 always False) and runs random ste
 - reads of random selections through any handle, compared with the model;
 - resize (grow and shrink: cut-off data is gone, a new region is the fill value, README
   "Shape changes") and append along an axis, through any handle;
+- reads through lazy views of handle 0 (``view()``, ``view(fill_value=...)``: missing
+  chunks read as the view's fill value; ``astype("f8")`` of a numeric Zarr v2 array);
 - a new fill value set through any handle (zarr-python 2's ``fill_value`` setter): stored
   chunks keep their values, elements of missing chunks read as the new fill value from
   then on (through handles that read the metadata again; the other cached-metadata handles
@@ -508,6 +510,36 @@ class ArrayMachine(RuleBasedStateMachine):
             raise
         assert_exact(got, exp, f"{how} read {sel!r} through handle {i} (shape {shape}, "
                                f"array {self.model.shape}); {self.config_text}")
+
+    @precondition(lambda self: self.ready)
+    @rule(data=st.data(), kind=st.sampled_from(["view", "fill", "astype"]))
+    def read_through_a_view(self, data, kind):
+        h = self.handles[0][0]          # (cache_metadata=False: the array's shape)
+        shape = self.model.shape
+        if kind == "view":
+            v, expected = h.view(), self.model
+        elif kind == "fill":
+            choices = [f for f in DTYPES[self.dname]
+                       if not is_fill(np.full((), f, dtype=self.dtype), self.fill_arr)]
+            if not choices or self.dtype.kind == "O":
+                return
+            vfill = data.draw(st.sampled_from(choices), label="view fill")
+            v = h.view(fill_value=vfill)
+            stored = set(map(tuple, h.layout.stored_chunks()))
+            expected = self.model.copy()
+            if expected.size:
+                idx = np.indices(shape).reshape(len(shape), -1).T
+                missing = np.array([tuple(c) not in stored for c in
+                                    (idx // np.asarray(self.chunks)).tolist()]
+                                   ).reshape(shape)
+                expected[missing] = np.full((), vfill, dtype=self.dtype)
+        else:
+            if self.fmt != "v2" or self.dtype.kind not in "iuf":
+                return
+            v, expected = h.astype("f8"), self.model.astype("f8")
+        sel = draw_basic(data.draw, shape)
+        assert_exact(v[sel], expected[sel], f"{kind} view read {sel!r}; {self.config_text}")
+        assert_exact(v[...], expected, f"{kind} view full read; {self.config_text}")
 
     # ------------------------------------------------------------------ shape changes
     @precondition(lambda self: self.ready)
