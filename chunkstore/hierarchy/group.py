@@ -767,6 +767,11 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
         raise TypeError(f"'use_consolidated' must be True in 'open_consolidated', got "
                         f"{use_consolidated!r}; use open/open_group with "
                         f"use_consolidated=False to bypass consolidated metadata")
+    if mode not in ("r", "r+"):
+        # (zarr-python 2's check and words; zarr-python 3 would open_group(mode=...), and
+        # "w" there creates a new, empty hierarchy over the consolidated one)
+        raise ValueError(f"invalid mode, expected either 'r' or 'r+'; found {mode!r} "
+                         f"(open_consolidated opens an existing hierarchy)")
     if isinstance(store, StorePath) and store.path:
         metadata_key = f"{store.path}/{metadata_key}"
     store, path = split_store_path(store, path)

@@ -4,6 +4,7 @@ zarr-python 3 reading hierarchies chunkstore writes."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 import warnings
@@ -635,6 +636,13 @@ def test_open_consolidated_r_plus_writes_chunks_not_metadata(tmp_path):
     with pytest.raises(ReadOnlyError):
         r["sub/y"][0] = 1
     assert r["sub/y"][0] == 9
+    # modes that would create or replace are refused (zarr-python 2's ValueError), and the
+    # hierarchy is as it was; they opened it "r+" before
+    before = sorted(os.listdir(p))
+    for mode in ("a", "w", "w-", "x", "q"):
+        with pytest.raises(ValueError, match=f"expected either 'r' or 'r\\+'; found '{mode}'"):
+            cs.open_consolidated(p, mode=mode)
+    assert sorted(os.listdir(p)) == before and cs.open(p, mode="r", path="sub/y")[0] == 9
 
 
 @pytest.mark.skipif(not GROUP_CASES, reason=f"no fixtures at {FIXTURES_V2}")
