@@ -444,7 +444,7 @@ class ArrayMachine(RuleBasedStateMachine):
             assert stale, ("a selection drawn for the array's shape", e)
         try:
             self._library_write(h, how, sel, value)
-        except Exception as e:
+        except Exception:
             if numpy_error is None:
                 raise
             return      # refused, as NumPy refuses it on the array's shape; nothing written
