@@ -424,6 +424,67 @@ def test_issue_25_reproduction_across_processes(tmp_path, pool):
     assert (cs.open_array(path, mode="r")[...] == [1, 2, 5, 9, 0, 0, 0, 0]).all()
 
 
+
+# ------------------------------------------------------- appends racing stale writers
+APPEND_START = (6, 24)   # rows 4..8 are a partial edge chunk at the start
+APPEND_ROWS = 2          # per append: the edge chunk stays partial every other append
+APPENDS = 12
+
+
+def _appender(path, lock_dir, t0):
+    """Append APPENDS blocks of APPEND_ROWS rows; row r holds 10_000 + r."""
+    a = cs.open_array(path, mode="r+", synchronizer=cs.ProcessSynchronizer(lock_dir))
+    _wait_until(t0)
+    for k in range(APPENDS):
+        start = APPEND_START[0] + k * APPEND_ROWS
+        rows = np.arange(start, start + APPEND_ROWS, dtype=DTYPE)[:, None] + 10_000
+        a.append(np.broadcast_to(rows, (APPEND_ROWS, APPEND_START[1])).copy())
+    return a.shape
+
+
+def _stale_writer(path, lock_dir, w, cols, t0, t1):
+    """Write rows 0..6 of columns cols again and again through a handle opened at the
+    start (cached metadata: shape (6, 24), which the appends make stale); the last tag."""
+    a = cs.open_array(path, mode="r+", synchronizer=cs.ProcessSynchronizer(lock_dir))
+    assert a.shape == APPEND_START
+    _wait_until(t0)
+    tag = 0
+    while tag < 3 or time.time() < t1:
+        tag += 1
+        a[0:APPEND_START[0], cols[0]:cols[1]] = (w + 1) * 100 + tag
+    return tag
+
+
+def _wait_until(t):
+    while time.time() < t:
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("layout", ["v2", "v3", "v3-sharded-zstd"])
+def test_processes_appends_race_writers_with_stale_shapes(tmp_path, pool, layout):
+    """One process appends rows while two others write the first rows through handles whose
+    cached shape the appends make stale, with a ProcessSynchronizer. A stale handle sees the
+    edge chunk (rows 4..8) as partial past row 6; if it wrote it "whole" by its old shape it
+    would clear rows appended meanwhile (issue 25). Every appended row must survive, and
+    the written region end as each writer's last value."""
+    path, locks = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    cs.create(APPEND_START, chunks=CHUNKS, dtype=DTYPE, store=path, fill_value=-1,
+              **LAYOUTS[layout])
+    t0 = time.time() + 0.3
+    shape, last0, last1 = run_processes(pool, [
+        (_appender, (path, locks, t0)),
+        (_stale_writer, (path, locks, 0, (0, 12), t0, t0 + RACE_SECONDS)),
+        (_stale_writer, (path, locks, 1, (12, 24), t0, t0 + RACE_SECONDS))])
+    rows = APPEND_START[0] + APPENDS * APPEND_ROWS
+    assert tuple(shape) == (rows, APPEND_START[1])
+    got = cs.open_array(path, mode="r")[...]
+    want = np.empty((rows, APPEND_START[1]), dtype=DTYPE)
+    want[:APPEND_START[0], :12] = 100 + last0
+    want[:APPEND_START[0], 12:] = 200 + last1
+    want[APPEND_START[0]:] = np.arange(APPEND_START[0], rows, dtype=DTYPE)[:, None] + 10_000
+    np.testing.assert_array_equal(got, want)
+
+
 # ============================================================================ processes
 @pytest.mark.parametrize("layout", ["v2", "v3", "v3-sharded-zstd", "v3-sharded-raw"])
 def test_processes_disjoint_whole_blocks_without_synchronizer(tmp_path, pool, layout):
