@@ -3,6 +3,7 @@ coroutines (see chunkstore.aio)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,12 @@ from chunkstore.engine.array import Array
 
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 
-# What an AsyncArray answers at once, as zarr-python 3's (metadata held in memory: no I/O).
-_PROPERTIES = ("shape", "dtype", "chunks", "shards", "ndim", "size", "attrs", "metadata",
-               "path", "name", "basename", "store", "fill_value", "order", "nchunks",
-               "cdata_shape", "nbytes", "zarr_format", "compressor", "compressors", "filters",
+# What an AsyncArray answers at once, as zarr-python 3's (metadata held in memory: no I/O;
+# the shape and what follows from it are properties below: an Array opened with
+# cache_metadata=False would read the metadata again for them, on the event loop).
+_PROPERTIES = ("dtype", "chunks", "shards", "ndim", "attrs", "metadata",
+               "path", "name", "basename", "store", "fill_value", "order",
+               "zarr_format", "compressor", "compressors", "filters",
                "serializer", "read_only", "write_chunks", "_zdtype", "store_path", "config")
 
 
@@ -174,8 +177,39 @@ class AsyncArray(AsyncNode):
 
     @property
     def info(self) -> Any:
-        """The Array's ``info`` (from the metadata held: no I/O)."""
-        return self._node.info
+        """zarr-python 3's ``info``: the array's properties from the metadata held, without
+        the stored sizes (no I/O: ``await info_complete()`` lists the store for them)."""
+        from chunkstore.engine.array import Info
+        node = self._node
+        return Info(node._info_items(stored=False), zarr_format=node._engine.zarr_format)
+
+    # the shape and what follows from it, from the metadata held (no I/O, as zarr-python
+    # 3's AsyncArray: its metadata is read at open; an operation reads it again where the
+    # Array does, on a worker)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, from the metadata held."""
+        return self._node._engine.shape
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """The size of the whole array in bytes, uncompressed."""
+        return self.size * self._node._engine.dtype.itemsize
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """The shape of the chunk grid: chunks per dimension."""
+        return tuple(-(-n // c) for n, c in zip(self.shape, self._node._engine.chunks))
+
+    @property
+    def nchunks(self) -> int:
+        """The number of chunks in the grid."""
+        return math.prod(self.cdata_shape)
 
 
 class AsyncOIndex:

@@ -352,27 +352,37 @@ class Array(nodes.Node, ArrayAPIv3):
         """The rows of `.info` as (name, value) pairs."""
         return self._info_items()
 
-    def _info_items(self) -> list[tuple[str, str]]:
-        nbytes, stored = self.nbytes, self.nbytes_stored
+    def _info_items(self, stored: bool = True) -> list[tuple[str, str]]:
+        """The rows of ``info``, from one engine; stored=False: from the metadata held alone,
+        without the stored sizes (no I/O: AsyncArray.info, as zarr-python 3's ``info``)."""
+        e = self._handle.current() if stored else self._handle.engine
+        nbytes = math.prod(e.shape) * e.dtype.itemsize
+        fill = e.fill_value
+        filters = zarr3_view.filters(e.meta)
         items = [
             ("Type", "chunkstore.Array"),
             ("Name", self.name),
-            ("Data type", str(self.dtype)),
-            ("Shape", str(self.shape)),
-        ] + self._engine.layout.grid_info_rows() + [
-            ("Order", self.order),
+            ("Data type", str(e.dtype)),
+            ("Shape", str(e.shape)),
+        ] + e.layout.grid_info_rows() + [
+            ("Order", e.order),
             ("Read-only", str(self.read_only)),
-            ("Fill value", repr(self.fill_value.item() if isinstance(self.fill_value, np.generic) else self.fill_value)),
-            ("Compressor", repr(self.compressor)),
-            ("Filters", ", ".join(repr(f) for f in self.filters) if self.filters else "None"),
-        ] + self._engine.layout.codec_info_rows() + [
+            ("Fill value", repr(fill.item() if isinstance(fill, np.generic) else fill)),
+            ("Compressor", repr(e.meta.compressor)),
+            ("Filters", ", ".join(repr(f) for f in filters) if filters else "None"),
+        ] + e.layout.codec_info_rows() + [
             ("Store type", type(self._store).__module__.split(".")[0] + "."
              + type(self._store).__name__),
             ("No. bytes", f"{nbytes} ({human_bytes(nbytes, compact=True)})"),
-            ("No. bytes stored", f"{stored} ({human_bytes(stored, compact=True)})"),
-            ("Storage ratio", f"{nbytes / stored:.1f}" if stored else "-"),
-            ("Chunks initialized", f"{self.nchunks_initialized}/{self.nchunks}"),
         ]
+        if stored:
+            size = getsize(self._store, self._path)
+            grid = math.prod(-(-n // c) for n, c in zip(e.shape, e.chunks))
+            items += [
+                ("No. bytes stored", f"{size} ({human_bytes(size, compact=True)})"),
+                ("Storage ratio", f"{nbytes / size:.1f}" if size else "-"),
+                ("Chunks initialized", f"{e.count_stored()}/{grid}"),
+            ]
         return items
 
     # ------------------------------------------------------------------ public get/set

@@ -194,6 +194,55 @@ def test_the_event_loop_keeps_running_while_the_engine_reads(tmp_path):
         np.testing.assert_array_equal(g, a[...])
 
 
+
+class _ThreadsSeen(cs.MemoryStore):
+    """A MemoryStore that notes the thread of every request."""
+
+    def __init__(self):
+        super().__init__()
+        self.threads = []
+
+    def __getitem__(self, key):
+        self.threads.append(threading.get_ident())
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.threads.append(threading.get_ident())
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self.threads.append(threading.get_ident())
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("cache_metadata", [True, False])
+def test_async_array_properties_and_info_make_no_request_on_the_loop(cache_metadata):
+    # zarr-python 3's AsyncArray answers them from the metadata it holds. The shape of an
+    # Array opened with cache_metadata=False read the metadata again, and info listed the
+    # store for the stored sizes: requests on the event loop's thread (on S3, round trips).
+    store = _ThreadsSeen()
+    cs.create_array(store, shape=(10, 6), chunks=(4, 4), dtype="i2", fill_value=0)[...] = 1
+    a = AsyncArray(cs.open_array(store, mode="r+", cache_metadata=cache_metadata))
+
+    async def main():
+        loop_thread = threading.get_ident()
+        store.threads.clear()
+        got = (a.shape, a.size, a.nbytes, a.cdata_shape, a.nchunks, a.dtype, a.chunks,
+               a.fill_value, a.order, a.ndim, repr(a), str(a.info))
+        on_loop = [t for t in store.threads if t == loop_thread]
+        complete = str(await a.info_complete())
+        await a.resize((12, 6))
+        return got, on_loop, complete, a.shape
+
+    got, on_loop, complete, resized = run(main())
+    assert on_loop == []
+    assert got[:5] == ((10, 6), 60, 120, (3, 2), 6)
+    rows = dict(tuple(p.strip() for p in line.split(":", 1)) for line in got[-1].splitlines())
+    assert rows["Shape"] == "(10, 6)" and "No. bytes stored" not in rows
+    rows = dict(tuple(p.strip() for p in line.split(":", 1)) for line in complete.splitlines())
+    assert "No. bytes stored" in rows and rows["Chunks initialized"] == "6/6"
+    assert resized == (12, 6)   # an operation through the handle updates what it holds
+
 def test_errors_reach_the_awaiting_task(tmp_path):
     async def main():
         with pytest.raises(cs.errors.ArrayNotFoundError):
