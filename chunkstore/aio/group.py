@@ -17,7 +17,7 @@ __all__ = ["AsyncGroup"]
 
 # What an AsyncGroup answers at once, as zarr-python 3's (no I/O).
 _PROPERTIES = ("attrs", "basename", "name", "path", "read_only", "store", "metadata",
-               "synchronizer", "zarr_format", "info", "store_path")
+               "synchronizer", "zarr_format", "store_path")
 
 
 def wrap(node: Array | Group) -> AsyncArray | AsyncGroup:
@@ -214,6 +214,13 @@ class AsyncGroup(AsyncNode):
     async def tree(self, expand: bool | None = None, level: int | None = None) -> Any:
         """The hierarchy as text (the Group's ``tree``)."""
         return await off_loop(self._node.tree, level=level)
+
+    @property
+    def info(self) -> Any:
+        """zarr-python 3's ``info``: what is known of the group without a request (name,
+        type, format, read-only, store type); ``await info_complete()`` counts the members."""
+        from chunkstore.engine.array import Info
+        return Info(self._node._static_info_items(), zarr_format=self._node._format)
 
     async def info_complete(self) -> Any:
         """The Group's ``info_complete()`` (counts its members: it lists the store)."""

@@ -87,10 +87,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """A report on the group: name, type, Zarr format, store and members (zarr-python's
         ``Group.info``).
         """
-        items = [("Name", self.name), ("Type", "chunkstore.Group"),
-                 ("Zarr format", str(self._format)),
-                 ("Read-only", str(self._read_only)),
-                 ("Store type", type(self._store).__name__),
+        items = self._static_info_items() + [
                  ("No. members", str(len(self))),
                  ("No. arrays", str(len(self.array_keys()))),
                  ("No. groups", str(len(self.group_keys())))]
@@ -99,6 +96,13 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         if self.group_keys():
             items.append(("Groups", ", ".join(self.group_keys())))
         return Info(items, zarr_format=self._format)
+
+    def _static_info_items(self) -> list[tuple[str, str]]:
+        """The rows of ``info`` that need no request (AsyncGroup.info: zarr-python 3's)."""
+        return [("Name", self.name), ("Type", "chunkstore.Group"),
+                ("Zarr format", str(self._format)),
+                ("Read-only", str(self._read_only)),
+                ("Store type", type(self._store).__name__)]
 
     def __repr__(self) -> str:
         # zarr-python 3's: the store and the node's path in it; the root ends in "/" (its

@@ -243,6 +243,26 @@ def test_async_array_properties_and_info_make_no_request_on_the_loop(cache_metad
     assert "No. bytes stored" in rows and rows["Chunks initialized"] == "6/6"
     assert resized == (12, 6)   # an operation through the handle updates what it holds
 
+
+def test_async_group_info_makes_no_request_on_the_loop():
+    store = _ThreadsSeen()
+    g = cs.group(store, zarr_format=3)
+    g.create_group("sub")
+    g.zeros("x", shape=3)
+    ag = AsyncGroup(cs.open_group(store, mode="r"))
+
+    async def main():
+        loop_thread = threading.get_ident()
+        store.threads.clear()
+        info = str(ag.info)
+        on_loop = [t for t in store.threads if t == loop_thread]
+        return info, on_loop, str(await ag.info_complete())
+
+    info, on_loop, complete = run(main())
+    assert on_loop == []
+    assert "Zarr format" in info and "No. members" not in info
+    assert "No. members" in complete and "x" in complete
+
 def test_errors_reach_the_awaiting_task(tmp_path):
     async def main():
         with pytest.raises(cs.errors.ArrayNotFoundError):
