@@ -17,7 +17,8 @@ da = pytest.importorskip("dask.array")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,  # noqa: E402
+                                 rule)
 
 import chunkstore as cs  # noqa: E402
 from chunkstore.xarray import (ChunkstoreWritableDataStore, open_dataset,  # noqa: E402
@@ -230,19 +231,28 @@ def test_xarrays_error_words(tmp_path, fmt):
 
 class XarrayWrites(RuleBasedStateMachine):
     """Appends (numpy or dask), region writes with dask chunks that straddle the store's
-    chunks, in-place rewrites in mode "a", rejected writes: after each step the store reads
-    back (chunkstore's engine and xarray's zarr engine) as the NumPy model says."""
+    chunks (and shards), in-place rewrites in mode "a", rejected writes, of a 1-d and a 2-d
+    variable in Zarr v2, v3 or sharded v3: after each step the store reads back
+    (chunkstore's engine and xarray's zarr engine) as the NumPy model says."""
 
     def __init__(self):
         super().__init__()
         import tempfile
         self.dir = tempfile.mkdtemp()
         self.path = os.path.join(self.dir, "m.zarr")
-        self.fmt = 2
+
+    @initialize(layout=st.sampled_from(["v2", "v3", "v3-sharded"]))
+    def create(self, layout):
+        self.fmt = 2 if layout == "v2" else 3
         self.model = np.arange(6.0)
-        to_chunkstore(xr.Dataset({"v": ("t", self.model), "k": ("y", np.arange(3))},
+        self.model2 = np.arange(18.0).reshape(6, 3)
+        enc = {"v": {"chunks": (4,)}, "w": {"chunks": (2, 2)}}
+        if layout == "v3-sharded":   # a dask task's block straddles shards, not just chunks
+            enc = {"v": {"chunks": (2,), "shards": (4,)}, "w": {"chunks": (1, 2), "shards": (2, 4)}}
+        to_chunkstore(xr.Dataset({"v": ("t", self.model), "w": (("t", "y"), self.model2),
+                                  "k": ("y", np.arange(3))},
                                  coords={"t": np.arange(6)}), self.path,
-                      encoding={"v": {"chunks": (4,)}})
+                      zarr_format=self.fmt, encoding=enc)
 
     def teardown(self):
         import shutil
@@ -251,11 +261,15 @@ class XarrayWrites(RuleBasedStateMachine):
     @rule(n=st.integers(1, 7), chunk=st.integers(1, 5), lazy=st.booleans())
     def append(self, n, chunk, lazy):
         values = np.random.default_rng(n * 7 + chunk).random(n)
+        values2 = np.random.default_rng(n * 11 + chunk).random((n, 3))
         data = da.from_array(values, chunks=chunk) if lazy else values
+        data2 = da.from_array(values2, chunks=(chunk, 2)) if lazy else values2
         t0 = len(self.model)
-        to_chunkstore(xr.Dataset({"v": ("t", data)}, coords={"t": np.arange(t0, t0 + n)}),
+        to_chunkstore(xr.Dataset({"v": ("t", data), "w": (("t", "y"), data2)},
+                                 coords={"t": np.arange(t0, t0 + n)}),
                       self.path, append_dim="t")
         self.model = np.concatenate([self.model, values])
+        self.model2 = np.concatenate([self.model2, values2])
 
     @rule(data=st.data(), chunk=st.integers(1, 5))
     def region(self, data, chunk):
@@ -263,16 +277,21 @@ class XarrayWrites(RuleBasedStateMachine):
         start = data.draw(st.integers(0, n - 1))
         stop = data.draw(st.integers(start + 1, n))
         values = -np.arange(start, stop, dtype=float) - 0.5
-        to_chunkstore(xr.Dataset({"v": ("t", da.from_array(values, chunks=chunk))}),
+        values2 = values[:, None] * np.array([1.0, 2.0, 3.0])
+        to_chunkstore(xr.Dataset({"v": ("t", da.from_array(values, chunks=chunk)),
+                                  "w": (("t", "y"), da.from_array(values2, chunks=(chunk, 1)))}),
                       self.path, region={"t": slice(start, stop)})
         self.model[start:stop] = values
+        self.model2[start:stop] = values2
 
     @rule(scale=st.floats(-3, 3, allow_nan=False))
     def rewrite_in_place(self, scale):
-        to_chunkstore(xr.Dataset({"v": ("t", self.model * scale)},
+        to_chunkstore(xr.Dataset({"v": ("t", self.model * scale),
+                                  "w": (("t", "y"), self.model2 * scale)},
                                  coords={"t": np.arange(len(self.model))}),
                       self.path, mode="a")
         self.model = self.model * scale
+        self.model2 = self.model2 * scale
 
     @rule(extra=st.integers(1, 3))
     def rejected_resize(self, extra):
@@ -284,6 +303,7 @@ class XarrayWrites(RuleBasedStateMachine):
     def reads_back_as_the_model(self):
         got = open_dataset(self.path, consolidated=False).load()
         np.testing.assert_array_equal(got["v"].values, self.model)
+        np.testing.assert_array_equal(got["w"].values, self.model2)
         np.testing.assert_array_equal(got["t"].values, np.arange(len(self.model)))
         np.testing.assert_array_equal(got["k"].values, np.arange(3))
         with warnings.catch_warnings():
