@@ -135,7 +135,7 @@ class EngineState:
     is_object: bool
     fill_item: np.ndarray | None
     object_fill: Any
-    _files_for: tuple | None = None  # (chunk store, codec, the read's Files maker): read.py
+    _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
 
     def __init__(self, options: EngineOptions, meta: Any) -> None:
         self.options = options
@@ -280,8 +280,8 @@ class EngineState:
                     sink.flush()
             raise
         finally:
-            # (the prefetching view this operation made, not the chunk store it read through:
-            # another thread's metadata reload may have replaced self.chunk_store meanwhile)
+            # (the prefetching view this operation made, never the engine's chunk store,
+            # which other operations on this engine are reading through)
             if isinstance(src, Prefetch):
                 src.close()
         if flush and sink is not None:

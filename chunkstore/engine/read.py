@@ -125,10 +125,10 @@ class ReadPath(EngineState):
         """files(idx, keys): the Files of a batch's chunks, for decode kernels that read them
         themselves (one GIL-free call a batch: reads scale over threads), where the chunk
         store is plain files (a directory, shards in one) and the codec has a batch kernel;
-        else None. Worked out once per chunk store and codec (new metadata brings new ones)."""
-        cached = getattr(self, "_files_for", None)
-        if cached is not None and cached[0] is self.chunk_store and cached[1] is self.codec:
-            return cached[2]
+        else None. Worked out once per engine (its chunk store and codec never change)."""
+        cached = self._files_for
+        if cached is not None:
+            return cached[0]
         chunk_files = getattr(self.chunk_store, "chunk_files", None)
         nbytes = self.codec.nbytes
         fn = None
@@ -137,7 +137,7 @@ class ReadPath(EngineState):
             # Larger files than a chunk can plausibly encode to go through the store and codec.
             maxlen = 2 * nbytes + 2**16
             fn = lambda idx, keys: chunk_files([keys[i] for i in idx], maxlen)  # noqa: E731
-        self._files_for = (self.chunk_store, self.codec, fn)
+        self._files_for = (fn,)
         return fn
 
     def _fast_decode(self, plan: OrthoPlan | PointsPlan, idx: Sequence[int],
