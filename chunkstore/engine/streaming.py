@@ -107,7 +107,7 @@ def assign(dst: Any, box: Sequence[tuple[int, int]], src: Any) -> None:
         ssel = tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(blk, box))
         # (each block with one engine of each array: see chunkstore.engine.core)
         d, s = dst._handle.current(), src._handle.current()
-        encoded = (_stored_chunks(d, d.shape, dsel, s, ssel)
+        encoded = (_stored_chunks(d, dsel, s, ssel)
                    if as_stored and _same_form(d, s) else None)
         if encoded is not None:
             sel = ix.basic_or_fancy(dsel, d.shape, d.chunks, dst.name)
@@ -138,11 +138,11 @@ def _same_form(d: Any, s: Any) -> bool:
     return form is not None and form == s.encoding_form() and d.chunks == s.chunks
 
 
-def _stored_chunks(d: Any, dshape: Sequence[int], dsel: tuple[slice, ...], s: Any,
+def _stored_chunks(d: Any, dsel: tuple[slice, ...], s: Any,
                    ssel: tuple[slice, ...]) -> dict[str, Any] | None:
     """{dst chunk key: src's stored bytes} for the chunks of dst[dsel] = src[ssel] (d, s:
-    their engines, dshape dst's shape), each decoded once to check it (see the module's
-    docstring); None where the block must go the ordinary way."""
+    their engines), each decoded once to check it (see the module's docstring); None where
+    the block must go the ordinary way."""
     chunks = d.chunks
     ranges = [range(x.start // c, -(-x.stop // c)) for x, c in zip(ssel, chunks)]
     scoords = np.array(list(itertools.product(*ranges)), dtype=np.int64).reshape(
@@ -157,7 +157,7 @@ def _stored_chunks(d: Any, dshape: Sequence[int], dsel: tuple[slice, ...], s: An
     datas = [got[k] for k in skeys]
     drop_fill = not d.write_empty_chunks
     fill = d.fill_item
-    ends = np.asarray(dshape, dtype=np.int64) - dcoords * np.asarray(chunks, np.int64)
+    ends = np.asarray(d.shape, dtype=np.int64) - dcoords * np.asarray(chunks, np.int64)
     bad: list[int] = []
 
     def check(lo: int, hi: int) -> None:
