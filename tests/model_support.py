@@ -169,10 +169,10 @@ def draw_basic(draw, shape, ellipsis=True, reverse=True):
     return tuple(sel)
 
 
-def draw_ortho(draw, shape, unique=False, reverse=True):
-    """A selection for .oindex: per dimension an int, a slice, an int array (of distinct
-    elements where unique: concurrent writes must not hit one element twice) or a bool
-    array."""
+def draw_ortho(draw, shape, unique=False, reverse=True, max_len=8, slice_of=None):
+    """A selection for .oindex: per dimension an int, a slice (draw_slice, or
+    slice_of(draw, n)), an int array of up to max_len elements (distinct elements, at most 6,
+    where unique: concurrent writes must not hit one element twice) or a bool array."""
     sel = []
     for n in shape:
         kind = draw(st.sampled_from(["int", "slice", "array", "bool"]))
@@ -180,13 +180,13 @@ def draw_ortho(draw, shape, unique=False, reverse=True):
             sel.append(draw(st.integers(-n, n - 1)))
         elif kind == "array" and n:
             ints = (st.lists(st.integers(-n, n - 1), max_size=6, unique_by=lambda x: x % n)
-                    if unique else st.lists(st.integers(-n, n - 1), max_size=8))
+                    if unique else st.lists(st.integers(-n, n - 1), max_size=max_len))
             sel.append(np.array(draw(ints), dtype=np.int64))
         elif kind == "bool":
             sel.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)),
                                 dtype=bool))
         else:
-            sel.append(draw_slice(draw, n, reverse))
+            sel.append(draw_slice(draw, n, reverse) if slice_of is None else slice_of(draw, n))
     return tuple(sel)
 
 

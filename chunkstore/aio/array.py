@@ -204,7 +204,7 @@ class AsyncArray(AsyncNode):
     @property
     def cdata_shape(self) -> tuple[int, ...]:
         """The shape of the chunk grid: chunks per dimension."""
-        return tuple(-(-n // c) for n, c in zip(self.shape, self._node._engine.chunks))
+        return self._node._engine.cdata_shape
 
     @property
     def nchunks(self) -> int:

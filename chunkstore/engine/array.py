@@ -252,7 +252,7 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def cdata_shape(self) -> tuple[int, ...]:
         """The shape of the chunk grid: chunks per dimension."""
-        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks))
+        return self._handle.current().cdata_shape
 
     @property
     def nchunks(self) -> int:
@@ -377,11 +377,10 @@ class Array(nodes.Node, ArrayAPIv3):
         ]
         if stored:
             size = getsize(self._store, self._path)
-            grid = math.prod(-(-n // c) for n, c in zip(e.shape, e.chunks))
             items += [
                 ("No. bytes stored", f"{size} ({human_bytes(size, compact=True)})"),
                 ("Storage ratio", f"{nbytes / size:.1f}" if size else "-"),
-                ("Chunks initialized", f"{e.count_stored()}/{grid}"),
+                ("Chunks initialized", f"{e.count_stored()}/{math.prod(e.cdata_shape)}"),
             ]
         return items
 

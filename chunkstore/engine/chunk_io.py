@@ -297,7 +297,7 @@ class EngineState:
             return contextlib.nullcontext()
         if hasattr(sync, "hold"):
             return sync.hold(self.path, sync.chunk_ranges(sel.plan.chunk_coords(),
-                                                           self._grid()))
+                                                           self.cdata_shape))
         return _generic_locks(sync, self._touched_keys(sel) if keys is None else keys)
 
     def _split_locks(self, sel: Selection
@@ -317,7 +317,7 @@ class EngineState:
             return None
         coords = sel.plan.chunk_coords()
         return sync.split_locks(self.path, *selection_box(sel.plan, self.chunks, coords),
-                                self.meta.shape, coords[full], coords[~full], self._grid())
+                                self.meta.shape, coords[full], coords[~full], self.cdata_shape)
 
     def check_metadata(self) -> None:
         """Under a synchronized write's locks, which exclude resizes and metadata changes:
@@ -328,7 +328,9 @@ class EngineState:
         if self.synchronizer is not None and not self.layout.is_current():
             raise MetadataChanged(self.name)
 
-    def _grid(self) -> tuple[int, ...]:
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """The shape of the chunk grid (chunks per dimension), in this engine's metadata."""
         return tuple(-(-s // c) for s, c in zip(self.meta.shape, self.chunks))
 
     def exclusive(self) -> AbstractContextManager[Any]:

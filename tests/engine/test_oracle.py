@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
+from model_support import draw_ortho, ortho_ix
 
 DTYPES = ["|b1", "|i1", "<u2", "<i4", ">i4", "<i8", "<f2", "<f4", ">f8", "<c8", "<c16",
           "|S3", "<U2", "<M8[s]", "<m8[ms]", [("a", "<i2"), ("b", ">f4", (2,))]]
@@ -149,34 +150,8 @@ def basic_selection(draw, shape):
 
 @st.composite
 def ortho_selection(draw, shape):
-    sel = []
-    for n in shape:
-        kind = draw(st.sampled_from(["int", "slice", "array", "bool"]))
-        if kind == "int" and n:
-            sel.append(draw(st.integers(-n, n - 1)))
-        elif kind == "array" and n:
-            sel.append(np.array(draw(st.lists(st.integers(-n, n - 1), max_size=12)), dtype=np.int64))
-        elif kind == "bool":
-            sel.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool))
-        else:
-            sel.append(dim_slice(draw, n))
-    return tuple(sel)
-
-
-def np_ortho(sel, shape):
-    """NumPy index for an orthogonal selection: np.ix_ of per-dim index arrays."""
-    idx, drop = [], []
-    for d, (s, n) in enumerate(zip(sel, shape)):
-        if isinstance(s, slice):
-            idx.append(np.arange(n)[s])
-        elif isinstance(s, np.ndarray) and s.dtype == bool:
-            idx.append(np.flatnonzero(s))
-        elif isinstance(s, np.ndarray):
-            idx.append(s)
-        else:
-            idx.append(np.array([s]))
-            drop.append(d)
-    return np.ix_(*idx) if idx else (), tuple(drop)
+    # (the model tests' strategy, with this file's slices and longer index arrays)
+    return draw_ortho(draw, shape, max_len=12, slice_of=dim_slice)
 
 
 @given(setup=arrays(), data=st.data())
@@ -205,7 +180,7 @@ def test_orthogonal_get_set(setup, data):
     if not ref.ndim:
         return
     sel = data.draw(ortho_selection(ref.shape))
-    nsel, drop = np_ortho(sel, ref.shape)
+    nsel, drop = ortho_ix(sel, ref.shape)
     expected = ref[nsel]
     expected = expected.reshape([n for d, n in enumerate(expected.shape) if d not in drop])
     got = z.oindex[sel]
