@@ -3,7 +3,6 @@ coroutines (see chunkstore.aio)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -16,12 +15,14 @@ from chunkstore.engine.array import Array
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 
 # What an AsyncArray answers at once, as zarr-python 3's (metadata held in memory: no I/O;
-# the shape and what follows from it are properties below: an Array opened with
+# the shape and what follows from it come from the engine held: an Array opened with
 # cache_metadata=False would read the metadata again for them, on the event loop).
 _PROPERTIES = ("dtype", "chunks", "shards", "ndim", "attrs", "metadata",
                "path", "name", "basename", "store", "fill_value", "order",
                "zarr_format", "compressor", "compressors", "filters",
                "serializer", "read_only", "write_chunks", "_zdtype", "store_path", "config")
+# ... and what the metadata held answers (see AsyncArray.__getattr__)
+_HELD = frozenset(("shape", "size", "nbytes", "cdata_shape", "nchunks"))
 
 
 class AsyncArray(AsyncNode):
@@ -183,33 +184,13 @@ class AsyncArray(AsyncNode):
         node = self._node
         return Info(node._info_items(stored=False), zarr_format=node._engine.zarr_format)
 
-    # the shape and what follows from it, from the metadata held (no I/O, as zarr-python
-    # 3's AsyncArray: its metadata is read at open; an operation reads it again where the
-    # Array does, on a worker)
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape, from the metadata held."""
-        return self._node._engine.shape
-
-    @property
-    def size(self) -> int:
-        """The number of elements."""
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        """The size of the whole array in bytes, uncompressed."""
-        return self.size * self._node._engine.dtype.itemsize
-
-    @property
-    def cdata_shape(self) -> tuple[int, ...]:
-        """The shape of the chunk grid: chunks per dimension."""
-        return self._node._engine.cdata_shape
-
-    @property
-    def nchunks(self) -> int:
-        """The number of chunks in the grid."""
-        return math.prod(self.cdata_shape)
+    def __getattr__(self, name: str) -> Any:
+        # the shape and what follows from it, from the metadata held (no I/O, as zarr-python
+        # 3's AsyncArray: its metadata is read at open; an operation reads it again where
+        # the Array does, on a worker)
+        if name in _HELD:
+            return getattr(self._node._engine, name)
+        return super().__getattr__(name)
 
 
 class AsyncOIndex:

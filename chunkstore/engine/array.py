@@ -11,7 +11,6 @@ value, or read-modified-written, and is deleted instead of stored when it is all
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, cast
 
@@ -181,7 +180,7 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def size(self) -> int:
         """The number of elements."""
-        return math.prod(self.shape)
+        return self._handle.current().size
 
     @property
     def itemsize(self) -> int:
@@ -257,12 +256,12 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def nchunks(self) -> int:
         """The number of chunks in the grid."""
-        return math.prod(self.cdata_shape)
+        return self._handle.current().nchunks
 
     @property
     def nbytes(self) -> int:
         """The size of the whole array in bytes, uncompressed."""
-        return self.size * self.itemsize
+        return self._handle.current().nbytes
 
     @property
     def nbytes_stored(self) -> int:
@@ -356,7 +355,7 @@ class Array(nodes.Node, ArrayAPIv3):
         """The rows of ``info``, from one engine; stored=False: from the metadata held alone,
         without the stored sizes (no I/O: AsyncArray.info, as zarr-python 3's ``info``)."""
         e = self._handle.current() if stored else self._handle.engine
-        nbytes = math.prod(e.shape) * e.dtype.itemsize
+        nbytes = e.nbytes
         fill = e.fill_value
         filters = zarr3_view.filters(e.meta)
         items = [
@@ -380,7 +379,7 @@ class Array(nodes.Node, ArrayAPIv3):
             items += [
                 ("No. bytes stored", f"{size} ({human_bytes(size, compact=True)})"),
                 ("Storage ratio", f"{nbytes / size:.1f}" if size else "-"),
-                ("Chunks initialized", f"{e.count_stored()}/{math.prod(e.cdata_shape)}"),
+                ("Chunks initialized", f"{e.count_stored()}/{e.nchunks}"),
             ]
         return items
 

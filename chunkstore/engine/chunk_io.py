@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..storage import protocol
 import contextlib
 import dataclasses
+import math
 
 import numpy as np
 
@@ -328,10 +329,27 @@ class EngineState:
         if self.synchronizer is not None and not self.layout.is_current():
             raise MetadataChanged(self.name)
 
+    # (the shape and what follows from it, in this engine's metadata: Array answers with
+    # a current engine's, AsyncArray with the one held)
     @property
     def cdata_shape(self) -> tuple[int, ...]:
-        """The shape of the chunk grid (chunks per dimension), in this engine's metadata."""
+        """The shape of the chunk grid (chunks per dimension)."""
         return tuple(-(-s // c) for s, c in zip(self.meta.shape, self.chunks))
+
+    @property
+    def nchunks(self) -> int:
+        """The number of chunks in the grid."""
+        return math.prod(self.cdata_shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+        return math.prod(self.meta.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """The size of the whole array in bytes, uncompressed."""
+        return self.size * self.meta.dtype.itemsize
 
     def exclusive(self) -> AbstractContextManager[Any]:
         """The array-wide lock: resize, append and metadata changes."""
