@@ -105,6 +105,11 @@ def random_values(rng, dtype, shape):
         return rng.choice(np.array(["", "q", "zz", "a", ""], dtype=dt), size=shape)
     if k == "O":
         return rng.choice(np.array(["", "ab", "xyz", "q", ""], dtype=object), size=shape)
+    if k in "Mm":
+        unit = np.datetime_data(dt)[0]
+        pool = np.array(["NaT", 0, 1, -86400, 7, 2**40], dtype=f"m8[{unit}]")
+        return rng.choice(pool, size=shape).astype(dt) if k == "m" else (
+            rng.choice(pool, size=shape).view(f"M8[{unit}]").astype(dt))
     raise AssertionError(dt)
 
 

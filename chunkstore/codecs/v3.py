@@ -409,7 +409,9 @@ class ChunkCodecV3(ChunkCodecBase):
         """Return ``chunk`` (shape chunk_shape) via ``out`` as documented."""
         if out is None:
             if self._general and not self._is_object:
-                return np.ascontiguousarray(chunk)  # a C-ordered chunk, always writable
+                # a C-ordered chunk; a copy where the stored bytes' view already is one (a
+                # transpose that moves only dimensions of length 1) and is read-only
+                chunk = np.ascontiguousarray(chunk)
             if writable and not chunk.flags.writeable:
                 return chunk.copy(order="K")
             return chunk

@@ -58,7 +58,8 @@ class Array(nodes.Node, ArrayAPIv3):
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
                  zarr_format: int | None = None, order: str | None = None,
-                 _overrides: dict | None = None, *, chunk_store: Any = None,
+                 _overrides: dict | None = None, *, _locks: Any = None,
+                 chunk_store: Any = None,
                  cache_attrs: bool = True, partial_decompress: bool = False,
                  zarr_version: int | None = None, meta_array: Any = None) -> None:
         wrapped = getattr(store, "sync", None)
@@ -89,7 +90,8 @@ class Array(nodes.Node, ArrayAPIv3):
                                     synchronizer=synchronizer,
                                     write_empty_chunks=write_empty_chunks,
                                     missing_chunks=missing_chunks, cache_metadata=cache_metadata,
-                                    zarr_format=zarr_format, order=order, overrides=_overrides)
+                                    zarr_format=zarr_format, order=order, overrides=_overrides,
+                                    locks=_locks)
 
     @property
     def chunk_store(self) -> MutableMapping:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..storage import protocol
 import contextlib
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -27,6 +28,7 @@ from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for
 from chunkstore.storage.pipelining import Prefetch
 from chunkstore.sync.locking import selection_box
+from chunkstore.sync.synchronizers import handle_locks
 from chunkstore.errors import store_name
 
 if TYPE_CHECKING:
@@ -60,6 +62,12 @@ class EngineOptions:
     read_only : refuse writes (``ReadOnlyError``); the one option that may change later
         (``Array.read_only = ...``), for the handle and its engine at once.
     synchronizer : None, or a Thread/ProcessSynchronizer (or any zarr-style one).
+    locks : what writes hold around the chunks they touch: the synchronizer; without one,
+        in-process locks shared by this process's handles on the array (given by a view, so
+        it shares its array's; else :func:`chunkstore.sync.synchronizers.handle_locks`), so
+        that threads and tasks writing through them never lose each other's elements in
+        one chunk. Only a synchronizer also excludes resizes and checks the metadata under
+        the locks.
     write_empty_chunks : store chunks that are all fill value (else delete them).
     missing_chunks : ``"fill"`` (a missing chunk reads as the fill value) or ``"error"``.
     cache_metadata : keep the metadata read at open (else read it before every operation).
@@ -69,15 +77,16 @@ class EngineOptions:
     overrides : a view's metadata changes, applied in memory only (see engine.views).
     """
 
-    __slots__ = ("store", "path", "name", "read_only", "synchronizer", "write_empty_chunks",
-                 "missing_chunks", "cache_metadata", "format_hint", "handle_order",
-                 "overrides")
+    __slots__ = ("store", "path", "name", "read_only", "synchronizer", "locks",
+                 "write_empty_chunks", "missing_chunks", "cache_metadata", "format_hint",
+                 "handle_order", "overrides")
 
     store: MutableMapping
     path: str
     name: str
     read_only: bool
     synchronizer: Any
+    locks: Any
     write_empty_chunks: bool
     missing_chunks: str
     cache_metadata: bool
@@ -89,12 +98,14 @@ class EngineOptions:
                  synchronizer: Any = None, write_empty_chunks: bool = False,
                  missing_chunks: str = "fill", cache_metadata: bool = True,
                  zarr_format: int | None = None, order: str | None = None,
-                 overrides: dict | None = None) -> None:
+                 overrides: dict | None = None, locks: Any = None) -> None:
         self.store = store
         self.path = (path or "").strip("/")
         self.name = "/" + self.path if self.path else "/"
         self.read_only = bool(read_only)
         self.synchronizer = synchronizer
+        self.locks = (synchronizer if synchronizer is not None else
+                      locks if locks is not None else handle_locks(store, self.path))
         self.write_empty_chunks = bool(write_empty_chunks)
         self.missing_chunks = missing_chunks
         self.cache_metadata = cache_metadata
@@ -121,6 +132,7 @@ class EngineState:
     path: str
     name: str
     synchronizer: Any
+    locks: Any
     write_empty_chunks: bool
     missing_chunks: str
     cache_metadata: bool
@@ -144,6 +156,7 @@ class EngineState:
         self.path = options.path
         self.name = options.name
         self.synchronizer = options.synchronizer
+        self.locks = options.locks
         self.write_empty_chunks = options.write_empty_chunks
         self.missing_chunks = options.missing_chunks
         self.cache_metadata = options.cache_metadata
@@ -291,11 +304,10 @@ class EngineState:
     def locked(self, sel: Selection, keys: list[str] | None = None
                ) -> AbstractContextManager[Any]:
         """What a write of the selection sel must hold for all of it (see chunkstore.sync.synchronizers
-        and chunkstore.sync.locking): the chunks it touches; or, for a zarr-style synchronizer,
-        the locks of all their keys in sorted order."""
-        sync = self.synchronizer
-        if sync is None:
-            return contextlib.nullcontext()
+        and chunkstore.sync.locking): the chunks it touches (in this handle's locks, the
+        synchronizer's or, without one, the in-process ones); or, for a zarr-style
+        synchronizer, the locks of all their keys in sorted order."""
+        sync = self.locks
         if hasattr(sync, "hold"):
             return sync.hold(self.path, sync.chunk_ranges(sel.plan.chunk_coords(),
                                                            self.cdata_shape))
@@ -307,7 +319,7 @@ class EngineState:
         synchronizer: (what to hold for all of it, a function giving the locks for the
         read-modify-write of the partial chunks at given coordinates); else None.
         Neighbouring slabs sharing a row of chunks then only take turns on that row."""
-        sync = self.synchronizer
+        sync = self.locks
         if (not hasattr(sync, "hold") or sel.kind != "ortho"
                 or self.layout.chunks_per_shard is not None
                 or self.is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
@@ -331,7 +343,7 @@ class EngineState:
 
     # (the shape and what follows from it, in this engine's metadata: Array answers with
     # a current engine's, AsyncArray with the one held)
-    @property
+    @functools.cached_property
     def cdata_shape(self) -> tuple[int, ...]:
         """The shape of the chunk grid (chunks per dimension)."""
         return tuple(-(-s // c) for s, c in zip(self.meta.shape, self.chunks))

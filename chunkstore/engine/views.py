@@ -52,7 +52,9 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
     state.update(cache_metadata=True,
                  read_only=array.read_only if read_only is None else read_only,
                  synchronizer=array.synchronizer if synchronizer is None else synchronizer)
-    return {**state, "_overrides": {**inherited, **overrides}}
+    # (without a synchronizer, the view writes under its array's in-process locks)
+    return {**state, "_overrides": {**inherited, **overrides},
+            "_locks": array._handle.options.locks if state["synchronizer"] is None else None}
 
 
 def astype_filters(array: Any, dtype: DTypeLike) -> list[Any]:

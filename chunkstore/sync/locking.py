@@ -50,7 +50,8 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
+__all__ = ["RegionLock", "box_ranges", "chunk_offset", "chunk_ranges", "FULL",
+           "open_region_file"]
 
 BITS = 61                       # bits of each lock space
 E_BASE = 1                      # element space
@@ -65,6 +66,20 @@ def _offsets(coords, base):
     mask = (1 << b) - 1
     shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
     return ((coords & mask) << shifts).sum(axis=1) + base
+
+
+def chunk_offset(coord):
+    """The offset of the chunk at grid coordinate coord (a list of ints) in a chunk space,
+    from the space's base (as _offsets: each coordinate masked to its bits)."""
+    ndim = len(coord)
+    if ndim == 0:
+        return 0
+    b = BITS // ndim
+    mask = (1 << b) - 1
+    off = 0
+    for c in coord:
+        off = (off << b) | (c & mask)
+    return off
 
 
 def _merge_closest(starts, ends, max_ranges):
@@ -224,7 +239,11 @@ class RegionLock:
     process, and (with fd) for other processes through fcntl locks on that file."""
 
     def __init__(self, fd: int | None = None, path: str | None = None) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # (the mutex taken directly where nobody waits: a plain lock's with-statement and
+        # no notify cost a fraction of the Condition's, on every write of every handle)
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
+        self._waiting = 0
         self._starts: list = []   # ranges held in this process: sorted, disjoint
         self._ends: list = []
         self._fd = fd
@@ -240,11 +259,16 @@ class RegionLock:
         self._ends.insert(i, e)
 
     def _unmark(self, ranges):
-        with self._cond:
-            for s, _ in ranges:
-                i = bisect_left(self._starts, s)
-                del self._starts[i], self._ends[i]
-            self._cond.notify_all()
+        with self._mutex:
+            if len(ranges) == len(self._starts):   # (only these held: the usual case)
+                self._starts.clear()
+                self._ends.clear()
+            else:
+                for s, _ in ranges:
+                    i = bisect_left(self._starts, s)
+                    del self._starts[i], self._ends[i]
+            if self._waiting:
+                self._cond.notify_all()
 
     def acquire(self, ranges, kernel_ranges=None):
         """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held.
@@ -252,17 +276,25 @@ class RegionLock:
         rest are only reserved in this process, for kernel_acquire later. A thread thus
         never waits in the in-process table while it holds kernel locks: with that, the
         in-process and the kernel waits together cannot form a cycle."""
-        marked = []
+        marked: list = []
         try:
-            with self._cond:
-                if all(self._free(s, e) for s, e in ranges):
+            with self._mutex:
+                if not self._starts:   # nothing held (the usual case): take them all
+                    marked = sorted(ranges)
+                    self._starts.extend([s for s, _ in marked])
+                    self._ends.extend([e for _, e in marked])
+                elif all(self._free(s, e) for s, e in ranges):
                     for s, e in ranges:
                         self._mark(s, e)
                         marked.append((s, e))
                 else:
                     for s, e in ranges:   # ascending: in-process waits cannot cycle
                         while not self._free(s, e):
-                            self._cond.wait()
+                            self._waiting += 1
+                            try:
+                                self._cond.wait()
+                            finally:
+                                self._waiting -= 1
                         self._mark(s, e)
                         marked.append((s, e))
         except BaseException:
@@ -312,7 +344,7 @@ class RegionLock:
 
     def held(self):
         """Ranges held by threads of this process (for tests and diagnostics)."""
-        with self._cond:
+        with self._mutex:
             return list(zip(self._starts, self._ends))
 
 

@@ -31,10 +31,12 @@ from urllib.parse import quote
 
 import fasteners
 
-from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
-                                open_region_file)
+import numpy as np
 
-__all__ = ["ThreadSynchronizer", "ProcessSynchronizer"]
+from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_offset,
+                                     chunk_ranges, open_region_file)
+
+__all__ = ["ThreadSynchronizer", "ProcessSynchronizer", "handle_locks"]
 
 
 class _Mutex:
@@ -82,7 +84,8 @@ _thread_syncs: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _reset_after_fork():
-    global _registry_guard, _registry
+    global _registry_guard, _registry, _handle_locks_guard
+    _handle_locks_guard = threading.Lock()
     for lock in _registry.values():
         fd = getattr(lock, "_fd", None)
         if fd is not None:
@@ -140,19 +143,18 @@ class _Base:
                 lock = self._regions[array_path] = RegionLock()
             return lock
 
-    @contextlib.contextmanager
     def hold(self, array_path, ranges):
-        """Hold ranges (sorted, disjoint, inclusive) of the array's lock space."""
-        lock = self._region_lock(array_path)
-        lock.acquire(ranges)
-        try:
-            yield
-        finally:
-            lock.release(ranges)
+        """Hold ranges (sorted, disjoint, inclusive) of the array's lock space (a context
+        manager)."""
+        return _Held(self._region_lock(array_path), ranges)
 
     def chunk_ranges(self, coords, grid):
         """What a write holds, for all of it, to own the chunks at coords ((n, ndim) grid
         coordinates; grid: the chunk grid's shape): both chunk spaces."""
+        if len(coords) == 1 and np.ndim(coords) == 2:
+            # one chunk (most small writes): its byte in each space
+            off = chunk_offset(coords[0].tolist())
+            return [(F_BASE + off, F_BASE + off), (P_BASE + off, P_BASE + off)]
         m = self.max_chunk_locks
         return chunk_ranges(coords, grid, m, F_BASE) + chunk_ranges(coords, grid, m, P_BASE)
 
@@ -194,6 +196,22 @@ class _Base:
         return self.hold(array_path, FULL)
 
 
+class _Held:
+    """Ranges of a RegionLock held for a with block."""
+
+    __slots__ = ("_lock", "_ranges")
+
+    def __init__(self, lock, ranges):
+        self._lock, self._ranges = lock, ranges
+
+    def __enter__(self):
+        self._lock.acquire(self._ranges)
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release(self._ranges)
+
+
 class ThreadSynchronizer(_Base):
     """Locks for the threads of one process. Pickles to a fresh, independent synchronizer
     (thread locks cannot cross processes: use ProcessSynchronizer there)."""
@@ -210,6 +228,36 @@ class ThreadSynchronizer(_Base):
 
     def __repr__(self):
         return "ThreadSynchronizer()"
+
+
+# The locks of handles opened without a synchronizer, per array, shared by the handles of one
+# process on one store (stores equal by location: DirectoryStore('/x') twice is one store) and
+# dropped with the last of them.
+_handle_locks_guard = threading.Lock()
+_handle_locks: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def handle_locks(store, path):
+    """The in-process locks of an array opened without a synchronizer: a ThreadSynchronizer
+    shared by every handle of this process on the same array of one store: the same store
+    object, or stores equal by location (a directory, a URL, a database file: two
+    DirectoryStore objects of one directory). Writes through handles sharing it never lose
+    each other's updates to one chunk; other processes need a synchronizer for that
+    (README, "What is safe")."""
+    identity = getattr(store, "_identity", None)
+    try:
+        where = identity() if callable(identity) else None
+        # (a store without a location is keyed by the object: while a handle holds these
+        # locks it holds the store, so no other object can have its id)
+        key = (type(store), where, path) if where is not None else (id(store), path)
+        hash(key)
+    except Exception:  # noqa: BLE001  (an identity that cannot key a dict: the object's)
+        key = (id(store), path)
+    with _handle_locks_guard:
+        locks = _handle_locks.get(key)
+        if locks is None:
+            locks = _handle_locks[key] = ThreadSynchronizer()
+        return locks
 
 
 class ProcessSynchronizer(_Base):

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import chunkstore as cs
 from chunkstore.format.sharded_view import ShardedStoreView
 from chunkstore.codecs.v3 import ChunkCodecV3, normalize_codecs
 from chunkstore.errors import ChunkDecodeError
@@ -518,3 +519,23 @@ def test_bytes_codec_rejects_string():
 def test_little_endian_bytes_are_a_plain_copy():
     x = np.arange(10, dtype="<f8")
     assert ChunkCodecV3("float64", (10,), [BYTES_LE]).encode(x) == x.tobytes()
+
+
+@pytest.mark.parametrize("shards", [None, (1, 6, 1)])
+def test_transpose_of_unit_dimensions_without_compressor_takes_writes(tmp_path, shards):
+    # A transpose that moves only dimensions of length 1 leaves the stored bytes' view
+    # C-contiguous; with no compressor that view is of the read-only stored bytes, and the
+    # point and orthogonal writes that decode the chunk to update it were refused ("chunk
+    # buffer is read-only"; found by tests/compat/test_interop_model.py).
+    kw = {} if shards is None else {"shards": shards}
+    a = cs.create_array(str(tmp_path / "a"), shape=(1, 5, 1), chunks=(1, 3, 1), dtype="|b1",
+                        fill_value=False, filters=[cs.codecs.TransposeCodec(order=(1, 0, 2))],
+                        compressors=None, **kw)
+    want = np.zeros((1, 5, 1), bool)
+    for k in range(3):
+        a.vindex[np.array([0, 0]), np.array([1, k + 2]), np.array([0, 0])] = [True, False]
+        want[0, [1, k + 2], 0] = [True, False]
+        a[0, k:k + 2, 0] = True
+        want[0, k:k + 2, 0] = True
+        np.testing.assert_array_equal(a[...], want)
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "a"), mode="r")[...], want)

@@ -4,6 +4,7 @@ import multiprocessing as mp
 import os
 import pickle
 import threading
+from collections.abc import MutableMapping
 
 import numpy as np
 import pytest
@@ -120,15 +121,46 @@ class _ReadBarrierStore(dict):
         return got
 
 
-def _two_writers_same_chunk(sync, layout):
+class _Alias(MutableMapping):
+    """Another store object on the data of a store (handles on it do not share the
+    in-process locks of handles on the store)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __getitem__(self, key):
+        return self.store[key]
+
+    def __setitem__(self, key, value):
+        self.store[key] = value
+
+    def __delitem__(self, key):
+        del self.store[key]
+
+    def __iter__(self):
+        return iter(self.store)
+
+    def __len__(self):
+        return len(self.store)
+
+    def getitems(self, keys):
+        return self.store.getitems(keys)
+
+
+def _two_writers_same_chunk(sync, layout, handles=1):
+    """Two threads write elements 0 and 1 of one chunk, through one handle or through one
+    handle each (opened on one store object)."""
     store = _ReadBarrierStore()
     z = cs.zeros((4,), chunks=(4,), dtype="i4", store=store, synchronizer=sync,
                  **layout.format_kwargs((4,)))
     z[...] = 0
+    zs = [z] + [cs.open_array(_Alias(store), mode="r+", synchronizer=sync)
+                for _ in range(handles - 1)]
     store.armed = True
     cs.config.set(threads=1)
     try:
-        ts = [threading.Thread(target=z.__setitem__, args=(i, i + 1)) for i in range(2)]
+        ts = [threading.Thread(target=zs[i % handles].__setitem__, args=(i, i + 1))
+              for i in range(2)]
         for t in ts:
             t.start()
         for t in ts:
@@ -140,10 +172,19 @@ def _two_writers_same_chunk(sync, layout):
 
 
 def test_control_without_synchronizer_updates_are_lost(layout):
-    # Documented control: two writers of disjoint elements of one chunk, forced to
-    # interleave; without locks one update is lost, every time.
-    got = _two_writers_same_chunk(None, layout)
+    # Documented control: two handles without a synchronizer on two store objects of
+    # one data without a location (so with in-process locks of their own, as handles in
+    # two processes have), writing disjoint elements of one chunk, forced to interleave:
+    # one update is lost, every time.
+    got = _two_writers_same_chunk(None, layout, handles=2)
     assert got.tolist() in ([1, 0], [0, 2])
+
+
+def test_one_handle_without_synchronizer_keeps_both_updates(layout):
+    # Threads sharing a handle write under its in-process locks: the second writer's
+    # read waits for the first's write (the barrier times out), nothing is lost.
+    got = _two_writers_same_chunk(None, layout)
+    np.testing.assert_array_equal(got, [1, 2])
 
 
 def test_thread_synchronizer_keeps_both_updates(layout):

@@ -1,0 +1,137 @@
+"""Writes without a synchronizer: the threads and asyncio tasks of one process that write
+through one handle, its views, handles on one store object or on stores of one location
+never lose each other's elements in a chunk (README "What is safe"); zarr-python loses them.
+The control, two store objects on one dict's data whose handles do not share locks, is in
+test_sync.py."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.sync.synchronizers import ThreadSynchronizer, handle_locks
+
+LAYOUTS = {"v2": dict(zarr_format=2), "v3": dict(zarr_format=3),
+           "sharded": dict(zarr_format=3, shards=(64,))}
+
+
+def _create(store, layout, n=64):
+    return cs.create_array(store, shape=(n,), chunks=(16,), dtype="i4", fill_value=0,
+                           **LAYOUTS[layout])
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_asyncio_tasks_writing_elements_of_one_chunk_lose_nothing(layout):
+    # 64 concurrent single-element writes, 16 to each chunk (all in one shard when
+    # sharded), through one AsyncArray; five rounds
+    for round_ in range(5):
+        a = _create(cs.MemoryStore(), layout)
+        aa = cs.AsyncArray(a)
+
+        async def main():
+            await asyncio.gather(*[aa.setitem(slice(i, i + 1), np.array([i + 1], "i4"))
+                                   for i in range(64)])
+
+        asyncio.run(main())
+        np.testing.assert_array_equal(a[:], np.arange(1, 65), err_msg=f"round {round_}")
+
+
+def _hammer(writers, n, rounds=30):
+    """Thread k of len(writers) writes elements k, k + len(writers), ... with writers[k],
+    round after round (value round * 1000 + element): each element ends as the last
+    round's value unless an update was lost."""
+    start = threading.Barrier(len(writers))
+    errors = []
+
+    def work(k, z):
+        try:
+            start.wait()
+            for r in range(rounds):
+                for i in range(k, n, len(writers)):
+                    z[i] = r * 1000 + i
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k, z)) for k, z in enumerate(writers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    return (rounds - 1) * 1000 + np.arange(n)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_threads_through_handles_opened_apart_on_one_directory(tmp_path, layout):
+    # each thread opens the array itself (its own DirectoryStore object of one directory),
+    # as dask tasks and thread pools do
+    path = str(tmp_path / "a.zarr")
+    _create(path, layout, n=32)
+    writers = [cs.open_array(path, mode="r+") for _ in range(4)]
+    want = _hammer(writers, 32)
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:], want)
+
+
+@pytest.mark.parametrize("layout", ["v2", "sharded"])
+def test_threads_through_handles_opened_apart_on_one_memory_store(layout):
+    store = cs.MemoryStore()
+    _create(store, layout, n=32)
+    writers = [cs.open_array(store, mode="r+") for _ in range(4)]
+    want = _hammer(writers, 32)
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[:], want)
+
+
+@pytest.mark.parametrize("layout", ["v2", "sharded"])
+def test_threads_through_an_array_and_its_views(layout):
+    a = _create(cs.MemoryStore(), layout, n=32)
+    writers = [a, a.view(), a, a.view()]
+    want = _hammer(writers, 32)
+    np.testing.assert_array_equal(a[:], want)
+
+
+def test_handles_share_locks_by_store_location_and_array(tmp_path):
+    d = str(tmp_path / "s")
+    one = handle_locks(cs.DirectoryStore(d), "a")
+    assert handle_locks(cs.DirectoryStore(d), "a") is one
+    assert handle_locks(cs.DirectoryStore(d), "b") is not one
+    assert handle_locks(cs.DirectoryStore(str(tmp_path / "t")), "a") is not one
+    # stores without a location: one table per store object
+    store = {}
+    mine = handle_locks(store, "a")
+    assert handle_locks(store, "a") is mine
+    assert handle_locks({}, "a") is not mine
+    m = cs.MemoryStore()
+    assert handle_locks(m, "a") is handle_locks(m, "a")
+    assert handle_locks(cs.MemoryStore(), "a") is not handle_locks(m, "a")
+    assert isinstance(one, ThreadSynchronizer)
+
+
+def test_locks_go_with_the_last_handle(tmp_path):
+    from chunkstore.sync import synchronizers
+    path = str(tmp_path / "a.zarr")
+    _create(path, "v2")
+    gc.collect()
+    before = len(synchronizers._handle_locks)
+    a = cs.open_array(path, mode="r+")
+    b = cs.open_array(path, mode="r+")
+    assert b._handle.options.locks is a._handle.options.locks
+    assert len(synchronizers._handle_locks) == before + 1
+    del a, b
+    gc.collect()
+    # nothing keeps the locks of arrays no handle is open on
+    assert len(synchronizers._handle_locks) == before
+
+
+def test_a_synchronizer_is_the_handles_locks(tmp_path):
+    sync = cs.ThreadSynchronizer()
+    a = _create(cs.MemoryStore(), "v3")
+    b = cs.open_array(a.store, mode="r+", synchronizer=sync)
+    assert b._handle.options.locks is sync
+    assert b.synchronizer is sync
+    # without one, the handle reports none (the in-process locks are not a synchronizer)
+    assert a.synchronizer is None
