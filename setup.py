@@ -3,7 +3,7 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-ext_names = ["kernels", "projection", "batch", "merge", "keys", "zcodecs"]
+ext_names = ["kernels", "projection", "batch", "merge", "keys", "zcodecs", "lockspace"]
 extensions = [
     Extension(
         f"chunkstore._core.{name}",

@@ -50,10 +50,13 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from chunkstore._core.lockspace import few_chunk_ranges
+
 __all__ = ["RegionLock", "box_ranges", "chunk_offset", "chunk_ranges", "FULL",
            "open_region_file"]
 
 BITS = 61                       # bits of each lock space
+FEW_CHUNKS = 8                  # writes of up to this many chunks: chunkstore._core.lockspace
 E_BASE = 1                      # element space
 F_BASE = E_BASE + (1 << BITS)   # chunk space, for writes of whole chunks and whole writes
 P_BASE = F_BASE + (1 << BITS)   # chunk space, for read-modify-writes of partial chunks
@@ -105,8 +108,10 @@ def chunk_ranges(coords, grid, max_ranges=256, base=F_BASE):
     if ndim == 0:
         return [(base, base)]
     b = BITS // ndim
-    if n <= min(8, max_ranges):   # few chunks (small writes): plain Python beats numpy's per-call cost
-        return _few_chunk_ranges(coords.tolist(), grid, b, base)
+    if n <= min(FEW_CHUNKS, max_ranges):   # few chunks (small writes): numpy's per-call cost
+        # would be most of it; the same ranges, worked out in C
+        few = few_chunk_ranges(np.ascontiguousarray(coords), tuple(grid), BITS)
+        return [(base + s, base + e) for s, e in few] if base else few
     off = _offsets(coords, base)
     if bool((coords >> b).any()) or bool((coords < 0).any()):
         off = np.unique(off)    # wrapped coordinates: runs of the offsets alone
@@ -130,38 +135,6 @@ def chunk_ranges(coords, grid, max_ranges=256, base=F_BASE):
     ends = off[np.concatenate((breaks, [len(off) - 1]))]
     starts, ends = _merge_closest(starts, ends, max_ranges)
     return list(zip(starts.tolist(), ends.tolist()))
-
-
-def _few_chunk_ranges(coords, grid, b, base):
-    mask = (1 << b) - 1
-    ndim = len(grid)
-    if any(c > mask or c < 0 for row in coords for c in row):
-        offs = sorted({base + sum((c & mask) << (b * (ndim - 1 - d)) for d, c in enumerate(row))
-                       for row in coords})
-        out = []
-        for o in offs:
-            if out and out[-1][1] + 1 == o:
-                out[-1][1] = o
-            else:
-                out.append([o, o])
-        return [tuple(r) for r in out]
-    g = [min(max(int(x), max(row[d] for row in coords) + 1), 1 << b)
-         for d, x in enumerate(grid)]
-    keyed = []
-    for row in sorted(set(map(tuple, coords))):
-        lin = 0
-        off = 0
-        for d, c in enumerate(row):
-            lin = lin * g[d] + c
-            off = (off << b) | c
-        keyed.append((lin, base + off))
-    out = []
-    for lin, off in keyed:
-        if out and out[-1][2] + 1 == lin:
-            out[-1][1], out[-1][2] = off, lin
-        else:
-            out.append([off, off, lin])
-    return [(s_, e_) for s_, e_, _ in out]
 
 
 def box_ranges(lo, hi, shape, max_ranges=256):
@@ -276,7 +249,7 @@ class RegionLock:
         rest are only reserved in this process, for kernel_acquire later. A thread thus
         never waits in the in-process table while it holds kernel locks: with that, the
         in-process and the kernel waits together cannot form a cycle."""
-        marked: list = []
+        marked = []
         try:
             with self._mutex:
                 if not self._starts:   # nothing held (the usual case): take them all

@@ -155,8 +155,10 @@ class _Base:
             # one chunk (most small writes): its byte in each space
             off = chunk_offset(coords[0].tolist())
             return [(F_BASE + off, F_BASE + off), (P_BASE + off, P_BASE + off)]
-        m = self.max_chunk_locks
-        return chunk_ranges(coords, grid, m, F_BASE) + chunk_ranges(coords, grid, m, P_BASE)
+        # (the two spaces lay chunks out alike: work the ranges out once, then place them)
+        rel = chunk_ranges(coords, grid, self.max_chunk_locks, 0)
+        return ([(F_BASE + a, F_BASE + b) for a, b in rel]
+                + [(P_BASE + a, P_BASE + b) for a, b in rel])
 
     def split_locks(self, array_path, lo, hi, shape, whole_coords, partial_coords, grid):
         """The locks of a split write: (what to hold for all of it: its box of elements

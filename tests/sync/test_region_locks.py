@@ -62,6 +62,43 @@ def test_ranges_lock_exactly_the_touched_chunks_of_the_grid(seed):
     assert all(_covers(few, _offset(c, ndim)) for c in touched)
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_few_chunk_ranges_lock_exactly_the_touched_chunks_in_runs(seed):
+    # Writes of up to FEW_CHUNKS chunks (most writes) go through chunkstore._core.lockspace:
+    # the same contract, with repeats, stale grids and coordinates that wrap.
+    from chunkstore.sync.locking import FEW_CHUNKS
+    rng = np.random.default_rng(100 + seed)
+    ndim = int(rng.integers(1, 5))
+    grid = tuple(int(g) for g in rng.integers(1, 6, ndim))
+    every = np.array(list(itertools.product(*[range(g) for g in grid])), dtype=np.int64)
+    n = int(rng.integers(1, FEW_CHUNKS + 1))
+    touched = every[rng.integers(0, len(every), n)]          # repeats happen
+    stale = tuple(int(rng.integers(1, g + 1)) for g in grid)  # a shape seen smaller:
+    r = chunk_ranges(touched, stale)                          # locks more, never less
+    assert all(_covers(r, _offset(c, ndim)) for c in touched)
+    ranges = chunk_ranges(touched, grid)
+    assert ranges == sorted(ranges) and all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    tset = set(map(tuple, touched.tolist()))
+    for c in every:
+        assert _covers(ranges, _offset(c, ndim)) == (tuple(c.tolist()) in tset), c
+    # one range per run of chunks consecutive in the C-order grid
+    lin = sorted({int(np.ravel_multi_index(c, grid)) for c in tset})
+    runs = 1 + sum(1 for a, b in zip(lin, lin[1:]) if b != a + 1)
+    assert len(ranges) == runs
+    # the synchronizers' one-chunk shortcut and both spaces
+    sync = cs.ThreadSynchronizer()
+    one = touched[:1]
+    assert sync.chunk_ranges(one, grid) == chunk_ranges(one, grid) + chunk_ranges(
+        one, grid, base=P_BASE)
+    # wrapped coordinates (past their bits, or negative): each still covered
+    wrapped = touched.copy()
+    wrapped[0, 0] = -1 - int(rng.integers(0, 3))
+    wrapped[-1, -1] += 1 << (BITS // ndim)
+    r = chunk_ranges(wrapped, grid)
+    assert all(_covers(r, _offset(c, ndim)) for c in wrapped)
+    assert r == sorted(r) and all(a[1] < b[0] for a, b in zip(r, r[1:]))
+
+
 def test_slab_is_one_range_and_shared_edge_rows_overlap():
     grid = (64, 64)
     top = chunk_ranges(_box(range(0, 32), range(64)), grid)
