@@ -115,6 +115,18 @@ class EngineOptions:
         self.overrides = overrides
 
 
+def metadata_generation(options: EngineOptions) -> int | None:
+    """Without a synchronizer, how many metadata changes (resize, append, fill value) the
+    handles sharing options' in-process locks have made so far; None with a synchronizer
+    (whose writes read the stored metadata again under their locks instead). Read before the
+    metadata, it dates what was read: an engine made from it is stale once the count moves
+    on (check_metadata)."""
+    if options.synchronizer is not None:
+        return None
+    generation = getattr(options.locks, "generation", None)
+    return None if generation is None else generation(options.path)
+
+
 class EngineState:
     """The state of one engine: the handle's options, and what one version of the array's
     metadata implies (its layout, codec, chunk grid, order and fill value), all set when the
@@ -137,6 +149,9 @@ class EngineState:
     missing_chunks: str
     cache_metadata: bool
     overrides: dict | None
+    # without a synchronizer: the generation of the in-process locks' metadata changes
+    # when the metadata was read (options.metadata_generation, check_metadata)
+    generation: int | None
     # what the metadata implies
     meta: Any
     layout: ArrayLayout
@@ -150,8 +165,10 @@ class EngineState:
     object_fill: Any
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
 
-    def __init__(self, options: EngineOptions, meta: Any) -> None:
+    def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None
+                 ) -> None:
         self.options = options
+        self.generation = generation
         self.store = options.store
         self.path = options.path
         self.name = options.name
@@ -333,12 +350,19 @@ class EngineState:
                                 self.meta.shape, coords[full], coords[~full], self.cdata_shape)
 
     def check_metadata(self) -> None:
-        """Under a synchronized write's locks, which exclude resizes and metadata changes:
-        MetadataChanged if the stored metadata is not this handle's any more (its cached
-        shape would place the write wrongly: an edge chunk written whole would clear
-        elements another handle appended). Without a synchronizer nothing excludes a
-        concurrent resize, and nothing is checked (see README, "What is safe")."""
-        if self.synchronizer is not None and not self.layout.is_current():
+        """Under a write's locks, which exclude resizes and metadata changes:
+        MetadataChanged if the metadata is not this engine's any more (its shape would place
+        the write wrongly: an edge chunk written whole would clear elements another handle
+        appended). With a synchronizer the stored metadata is read again; without one, the
+        in-process locks count the metadata changes made through the handles sharing them,
+        and an engine made before the last is stale (nothing read). Handles in other
+        processes, or on other store objects without a location, need a synchronizer
+        (README, "What is safe")."""
+        if self.synchronizer is not None:
+            if not self.layout.is_current():
+                raise MetadataChanged(self.name)
+        elif self.generation is not None and (
+                metadata_generation(self.options) != self.generation):
             raise MetadataChanged(self.name)
 
     # (the shape and what follows from it, in this engine's metadata: Array answers with
@@ -364,10 +388,13 @@ class EngineState:
         return self.size * self.meta.dtype.itemsize
 
     def exclusive(self) -> AbstractContextManager[Any]:
-        """The array-wide lock: resize, append and metadata changes."""
+        """The array-wide lock: resize, append and metadata changes (without a synchronizer,
+        the in-process locks' whole space, counting a metadata change when left)."""
         sync = self.synchronizer
         if sync is None:
-            return contextlib.nullcontext()
+            locks = self.locks
+            return (locks.exclusive(self.path) if hasattr(locks, "exclusive")
+                    else contextlib.nullcontext())
         layout = self.layout
         lock = (sync.exclusive(self.path) if hasattr(sync, "exclusive")
                 else sync[layout.lock_key])

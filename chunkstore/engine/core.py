@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from chunkstore.engine.chunk_io import EngineOptions, _overridden
+from chunkstore.engine.chunk_io import EngineOptions, _overridden, metadata_generation
 from chunkstore.engine.write import WritePath
 from chunkstore.errors import ChunkstoreError, MetadataError
 from chunkstore.format import read_array_metadata
@@ -67,15 +67,17 @@ class EngineHandle:
         applied), or the engine in place where the document is the one it was made from."""
         o = self.options
         known, engine = self._now
+        # (counted before the read: a change made after it makes this engine stale)
+        generation = metadata_generation(o)
         meta, key = read_array_metadata(o.store, o.path, o.format_hint, known=known)
-        if meta is known and engine is not None:
+        if meta is known and engine is not None and engine.generation == generation:
             return engine
         # a reload reads the document this handle opened first (where both formats' lie at
         # the path, a handle never switches between them)
         o.format_hint = meta.zarr_format
         used = meta if o.overrides is None else _overridden(meta, o.overrides, o.name)
         try:
-            engine = ChunkEngine(o, used)
+            engine = ChunkEngine(o, used, generation)
         except ChunkstoreError:
             raise
         except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
@@ -92,7 +94,9 @@ class EngineHandle:
             raise PermissionError(f"operation not permitted for views (array {o.name!r}): "
                                   f"it would change the stored metadata")
         self.engine.layout.write_metadata(meta)
-        engine = ChunkEngine(o, meta)
+        # (under the array's exclusive lock, whose end counts this change: the engine is
+        # stale then, and the next write through it reads the metadata again)
+        engine = ChunkEngine(o, meta, metadata_generation(o))
         # (no document known: the next reload parses the one just written)
         self._now = (None, engine)
         return engine

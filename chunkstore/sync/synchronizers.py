@@ -117,6 +117,7 @@ class _Base:
         self._guard = threading.Lock()
         self._mutexes = {}
         self._regions = {}
+        self._generations = {}
 
     def _lock_path(self, name):
         return None
@@ -194,8 +195,19 @@ class _Base:
         return held(), window
 
     def exclusive(self, array_path):
-        """The array's whole lock space: no other write of it runs meanwhile."""
-        return self.hold(array_path, FULL)
+        """The array's whole lock space: no other write of it runs meanwhile. Leaving it
+        counts a new generation of the array's metadata (see generation)."""
+        return _Exclusive(self, array_path)
+
+    def generation(self, array_path):
+        """How many times the array's whole lock space was held and left (resizes, appends,
+        metadata changes through this table's handles): an engine made before the last of
+        them may have a stale shape (chunkstore.engine.chunk_io.EngineState.check_metadata)."""
+        return self._generations.get(array_path, 0)
+
+    def _next_generation(self, array_path):
+        with self._guard:
+            self._generations[array_path] = self._generations.get(array_path, 0) + 1
 
 
 class _Held:
@@ -212,6 +224,24 @@ class _Held:
 
     def __exit__(self, *exc):
         self._lock.release(self._ranges)
+
+
+class _Exclusive(_Held):
+    """The whole lock space of an array, held for a with block; leaving it counts a new
+    generation of the array's metadata (before the space is free again, so a write that
+    takes it next sees the new generation)."""
+
+    __slots__ = ("_sync", "_path")
+
+    def __init__(self, sync, array_path):
+        super().__init__(sync._region_lock(array_path), FULL)
+        self._sync, self._path = sync, array_path
+
+    def __exit__(self, *exc):
+        try:
+            self._sync._next_generation(self._path)
+        finally:
+            super().__exit__(*exc)
 
 
 class ThreadSynchronizer(_Base):

@@ -135,3 +135,88 @@ def test_a_synchronizer_is_the_handles_locks(tmp_path):
     assert b.synchronizer is sync
     # without one, the handle reports none (the in-process locks are not a synchronizer)
     assert a.synchronizer is None
+
+
+# --------------------------------------------- metadata changes next to writes, in-process
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_thread_appends_race_writers_with_stale_shapes(tmp_path, layout):
+    # One thread appends rows (its own handle) while two write the first rows through
+    # handles opened before (cached shape (6, 24), which the appends make stale), all on
+    # one directory, no synchronizer. The edge chunk (rows 4..8) is partial past row 6 in
+    # the stale shape: written "whole" by it, it would clear rows appended meanwhile. Under
+    # the in-process locks a stale write sees the metadata changed and plans again.
+    path = str(tmp_path / "a.zarr")
+    kw = dict(LAYOUTS[layout])
+    if "shards" in kw:
+        kw["shards"] = (8, 24)
+    cs.create_array(path, shape=(6, 24), chunks=(4, 12), dtype="i4", fill_value=-1, **kw)
+    appender = cs.open_array(path, mode="r+")
+    writers = [cs.open_array(path, mode="r+") for _ in range(2)]
+    appends, rows = 12, 2
+    stop = threading.Event()
+    last = [0, 0]
+    errors = []
+
+    def append():
+        try:
+            for k in range(appends):
+                start = 6 + k * rows
+                block = np.arange(start, start + rows, dtype="i4")[:, None] + 10_000
+                appender.append(np.broadcast_to(block, (rows, 24)).copy())
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            stop.set()
+
+    def write(w):
+        try:
+            tag = 0
+            while tag < 3 or not stop.is_set():
+                tag += 1
+                writers[w][0:6, w * 12:(w + 1) * 12] = (w + 1) * 100 + tag
+            last[w] = tag
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=append)] + [threading.Thread(target=write, args=(w,))
+                                              for w in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    n = 6 + appends * rows
+    want = np.empty((n, 24), dtype="i4")
+    want[:6, :12] = 100 + last[0]
+    want[:6, 12:] = 200 + last[1]
+    want[6:] = np.arange(6, n, dtype="i4")[:, None] + 10_000
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[...], want)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_stale_handle_writes_by_the_shape_another_handle_left(tmp_path, layout):
+    # handle b shrinks the array; handle a (cached shape) then writes where the old shape
+    # reached: planned again with the new shape, the write does what NumPy does on it (a
+    # slice past the end selects nothing, an index past it is refused) instead of storing
+    # chunks past the end that a later grow would show
+    path = str(tmp_path / "a.zarr")
+    _create(path, layout, n=64)
+    a = cs.open_array(path, mode="r+")
+    b = cs.open_array(path, mode="r+")
+    b.resize((20,))
+    a[40:50] = 7
+    with pytest.raises(IndexError):
+        a[45] = 7
+    a[10:20] = 5            # what fits is written
+    assert a.shape == (20,)
+    b.resize((64,))
+    want = np.zeros(64, "i4")
+    want[10:20] = 5
+    np.testing.assert_array_equal(b[:], want)
+    # a fill value set through one handle is what the next write of the other pads a new
+    # chunk with (a stale engine would pad it with the old fill value 0)
+    a = cs.open_array(path, mode="r+")
+    b.fill_value = 9
+    a[40] = 1               # (chunk 32..48 is not stored)
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[32:48],
+                                  [9] * 8 + [1] + [9] * 7)
