@@ -94,9 +94,11 @@ class EngineHandle:
             raise PermissionError(f"operation not permitted for views (array {o.name!r}): "
                                   f"it would change the stored metadata")
         self.engine.layout.write_metadata(meta)
-        # (under the array's exclusive lock, whose end counts this change: the engine is
-        # stale then, and the next write through it reads the metadata again)
-        engine = ChunkEngine(o, meta, metadata_generation(o))
+        # Under the array's exclusive lock (resize, append, fill value), whose end counts
+        # this change: the engine is of the count after it. (Made elsewhere, its count would
+        # be ahead: its next write would read the metadata again, one read.)
+        generation = metadata_generation(o)
+        engine = ChunkEngine(o, meta, None if generation is None else generation + 1)
         # (no document known: the next reload parses the one just written)
         self._now = (None, engine)
         return engine

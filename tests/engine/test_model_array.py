@@ -28,10 +28,12 @@ with cache_metadata=True, some False; handle 0 always False) and runs random ste
 What a handle whose cached metadata another handle changed must do (README "What is safe",
 cache_metadata): reads keep its old shape, and must give the model's data where that shape
 and the array's overlap and the fill value beyond (a shrink deletes or resets what it cut
-off), or raise: never other data. Writes: without a synchronizer such a handle is not written
-through (nothing promises where its write lands); with one, its write is planned again with
-the array's shape, so it must do exactly what NumPy does to the model (including refusing a
-selection that no longer fits). Append through it: the model's append, or a ValueError where
+off), or raise: never other data. Writes: with a synchronizer, or without one when every
+metadata change since the handle was opened went through handles sharing its in-process
+locks (one store object or location), its write is planned again with the array's shape, so
+it must do exactly what NumPy does to the model (including refusing a selection that no
+longer fits); other stale handles are not written through (nothing promises where their
+writes land). Append through it: the model's append, or a ValueError where
 its old shape differs from the data in another dimension.
 
 Invariants after every step: every handle's full read is as above. The stored chunks are
@@ -282,6 +284,10 @@ class ArrayMachine(RuleBasedStateMachine):
         self.legacy = set()
         self.dname = dname
         self.history = {shape}         # every shape the array has had
+        # the in-process locks of the handle behind each metadata change (resize, append,
+        # fill value), and how many changes there were when each handle was opened
+        self.changes = []
+        self.born = {id(h): 0 for h, _ in self.handles}
         self.ready = True
 
     def teardown(self):
@@ -300,7 +306,19 @@ class ArrayMachine(RuleBasedStateMachine):
                           zarr_format=self.zarr_format if hint else None)
         if not isinstance(src, str) or h.store is not self.maker.store:
             self.maker.extra.append(h.store)
+        if getattr(self, "ready", False):
+            self.born[id(h)] = len(self.changes)
         return h
+
+    def _knows_every_change(self, h):
+        """Without a synchronizer: were all metadata changes since h was opened made through
+        handles sharing h's in-process locks? Then a write through h, stale or not, finds
+        them under its locks and plans again (README "What is safe")."""
+        mine = h._handle.options.locks
+        return all(c is mine for c in self.changes[self.born.get(id(h), 0):])
+
+    def _changed_through(self, h):
+        self.changes.append(h._handle.options.locks)
 
     def _current(self):
         """Handles whose shape is the array's shape (writes go through these)."""
@@ -427,8 +445,15 @@ class ArrayMachine(RuleBasedStateMachine):
         # With a synchronizer any handle may write: one that missed another handle's resize
         # plans the write again with the array's shape (README "What is safe"), i.e. the
         # selection means what NumPy makes of it on the array as it is now, and a selection
-        # that no longer fits raises. Without one, only handles that know the shape write.
-        h = self._pick(data, current_only=self.sync is None)
+        # that no longer fits raises. Without one, handles that know the shape write, and
+        # stale ones that share in-process locks with the handles behind every change since
+        # they were opened (they plan again as synchronized ones do).
+        if self.sync is None:
+            choices = [i for i, (h, _) in enumerate(self.handles)
+                       if h.shape == self.model.shape or self._knows_every_change(h)] or [0]
+            h = self.handles[data.draw(st.sampled_from(choices), label="handle")][0]
+        else:
+            h = self._pick(data, current_only=False)
         hshape = h.shape
         stale = hshape != self.model.shape
         drawn = self._draw_write(data, how, hshape)
@@ -548,6 +573,7 @@ class ArrayMachine(RuleBasedStateMachine):
         h = self._pick(data, current_only=False)   # resize reads the current shape itself
         new = tuple(data.draw(st.integers(0, MAX_DIM)) for _ in self.model.shape)
         h.resize(*new)
+        self._changed_through(h)
         old = self.model
         self.model = np.full(new, self.fill, dtype=self.dtype)
         common = tuple(slice(0, min(a, b)) for a, b in zip(old.shape, new))
@@ -571,6 +597,7 @@ class ArrayMachine(RuleBasedStateMachine):
             return
         new = data.draw(st.sampled_from(choices), label="new fill")
         h.fill_value = new
+        self._changed_through(h)
         stored = set(map(tuple, self.handles[0][0].layout.stored_chunks()))
         # elements of chunks not stored read as the new fill value; stored ones keep theirs
         if self.model.size:
@@ -610,6 +637,7 @@ class ArrayMachine(RuleBasedStateMachine):
             if any(a != b for d, (a, b) in enumerate(zip(hshape, shape)) if d != axis):
                 return
             raise
+        self._changed_through(h)
         self.model = np.concatenate([self.model, value], axis=axis)
         assert tuple(got) == self.model.shape
         region = tuple(slice(shape[d], None) if d == axis else slice(None)
