@@ -150,7 +150,7 @@ class EngineState:
     cache_metadata: bool
     overrides: dict | None
     # without a synchronizer: the generation of the in-process locks' metadata changes
-    # when the metadata was read (options.metadata_generation, check_metadata)
+    # when the metadata was read (metadata_generation, check_metadata)
     generation: int | None
     # what the metadata implies
     meta: Any
