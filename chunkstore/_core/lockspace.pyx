@@ -15,22 +15,17 @@ cdef enum:
     _MAX_DIM = 64
 
 
-cdef inline bint _row_less(const int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t j,
-                           Py_ssize_t ndim) noexcept:
-    cdef Py_ssize_t d
-    for d in range(ndim):
-        if c[i, d] != c[j, d]:
-            return c[i, d] < c[j, d]
-    return False
-
-
-cdef inline bint _row_equal(const int64_t[:, ::1] c, Py_ssize_t i, Py_ssize_t j,
-                            Py_ssize_t ndim) noexcept:
-    cdef Py_ssize_t d
-    for d in range(ndim):
-        if c[i, d] != c[j, d]:
-            return False
-    return True
+cdef list _runs(int64_t* offs, int64_t* keys, Py_ssize_t m):
+    """(first, last) offsets of each run of consecutive keys (m sorted entries)."""
+    out = []
+    cdef Py_ssize_t i = 0, j
+    while i < m:
+        j = i
+        while j + 1 < m and keys[j + 1] == keys[j] + 1:
+            j += 1
+        out.append((offs[i], offs[j]))
+        i = j + 1
+    return out
 
 
 def few_chunk_ranges(const int64_t[:, ::1] coords, tuple grid, int bits):
@@ -46,45 +41,37 @@ def few_chunk_ranges(const int64_t[:, ::1] coords, tuple grid, int bits):
                          f"(grid of {len(grid)})")
     cdef int b = bits // ndim
     cdef int64_t mask = (<int64_t>1 << b) - 1
-    cdef Py_ssize_t order[_MAX_FEW]
+    cdef Py_ssize_t rows[_MAX_FEW]
     cdef int64_t offs[_MAX_FEW]
     cdef int64_t lins[_MAX_FEW]
     cdef int64_t g[_MAX_DIM]
-    cdef Py_ssize_t i, j, k, d, m = 0
+    cdef Py_ssize_t i, k, d, m = 0
     cdef int64_t off, lin, top, x
     cdef bint wraps = False
     for i in range(n):
         for d in range(ndim):
             if coords[i, d] < 0 or coords[i, d] > mask:
                 wraps = True
+    # each chunk's offset, sorted, without repeats (insertion sort: n <= 8); where nothing
+    # wraps, offset order is the rows' order (each coordinate in its own bits)
+    for i in range(n):
+        off = 0
+        for d in range(ndim):
+            off = (off << b) | (coords[i, d] & mask)
+        k = m
+        while k > 0 and offs[k - 1] > off:
+            k -= 1
+        if k > 0 and offs[k - 1] == off:
+            continue
+        for d in range(m, k, -1):
+            offs[d] = offs[d - 1]
+            rows[d] = rows[d - 1]
+        offs[k] = off
+        rows[k] = i
+        m += 1
     if wraps:
-        # the masked offsets, sorted, without repeats
-        for i in range(n):
-            off = 0
-            for d in range(ndim):
-                off = (off << b) | (coords[i, d] & mask)
-            k = m
-            while k > 0 and offs[k - 1] > off:
-                offs[k] = offs[k - 1]
-                k -= 1
-            if k > 0 and offs[k - 1] == off:
-                # a repeat: undo the shift
-                while k < m:
-                    offs[k] = offs[k + 1]
-                    k += 1
-                continue
-            offs[k] = off
-            m += 1
-        out = []
-        i = 0
-        while i < m:
-            j = i
-            while j + 1 < m and offs[j + 1] == offs[j] + 1:
-                j += 1
-            out.append((offs[i], offs[j]))
-            i = j + 1
-        return out
-    # the grid, grown to hold the coordinates and clipped to the bits
+        return _runs(offs, offs, m)
+    # the grid, grown to hold the coordinates and clipped to the bits; runs in its C order
     for d in range(ndim):
         x = int(grid[d])
         top = 0
@@ -96,33 +83,9 @@ def few_chunk_ranges(const int64_t[:, ::1] coords, tuple grid, int bits):
         if x > (<int64_t>1 << b):
             x = <int64_t>1 << b
         g[d] = x
-    # rows in order, without repeats (insertion sort: n <= 8)
-    for i in range(n):
-        k = m
-        while k > 0 and _row_less(coords, i, order[k - 1], ndim):
-            order[k] = order[k - 1]
-            k -= 1
-        if k > 0 and _row_equal(coords, i, order[k - 1], ndim):
-            while k < m:
-                order[k] = order[k + 1]
-                k += 1
-            continue
-        order[k] = i
-        m += 1
     for k in range(m):
         lin = 0
-        off = 0
         for d in range(ndim):
-            lin = lin * g[d] + coords[order[k], d]
-            off = (off << b) | coords[order[k], d]
+            lin = lin * g[d] + coords[rows[k], d]
         lins[k] = lin
-        offs[k] = off
-    out = []
-    i = 0
-    while i < m:
-        j = i
-        while j + 1 < m and lins[j + 1] == lins[j] + 1:
-            j += 1
-        out.append((offs[i], offs[j]))
-        i = j + 1
-    return out
+    return _runs(offs, lins, m)

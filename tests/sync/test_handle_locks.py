@@ -66,20 +66,12 @@ def _hammer(writers, n, rounds=30):
     return (rounds - 1) * 1000 + np.arange(n)
 
 
+@pytest.mark.parametrize("where", ["directory", "memory"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_threads_through_handles_opened_apart_on_one_directory(tmp_path, layout):
-    # each thread opens the array itself (its own DirectoryStore object of one directory),
-    # as dask tasks and thread pools do
-    path = str(tmp_path / "a.zarr")
-    _create(path, layout, n=32)
-    writers = [cs.open_array(path, mode="r+") for _ in range(4)]
-    want = _hammer(writers, 32)
-    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:], want)
-
-
-@pytest.mark.parametrize("layout", ["v2", "sharded"])
-def test_threads_through_handles_opened_apart_on_one_memory_store(layout):
-    store = cs.MemoryStore()
+def test_threads_through_handles_opened_apart(tmp_path, layout, where):
+    # each thread opens the array itself, as dask tasks and thread pools do: from a path
+    # (its own DirectoryStore object of one directory), or from one MemoryStore object
+    store = str(tmp_path / "a.zarr") if where == "directory" else cs.MemoryStore()
     _create(store, layout, n=32)
     writers = [cs.open_array(store, mode="r+") for _ in range(4)]
     want = _hammer(writers, 32)

@@ -4,13 +4,13 @@ import multiprocessing as mp
 import os
 import pickle
 import threading
-from collections.abc import MutableMapping
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.storage.base import getitems as _getitems
+from faults import FaultyStore
 
 CTX = mp.get_context("spawn")  # children start clean: pickling and re-import are exercised
 
@@ -121,30 +121,12 @@ class _ReadBarrierStore(dict):
         return got
 
 
-class _Alias(MutableMapping):
-    """Another store object on the data of a store (handles on it do not share the
-    in-process locks of handles on the store)."""
-
-    def __init__(self, store):
-        self.store = store
-
-    def __getitem__(self, key):
-        return self.store[key]
-
-    def __setitem__(self, key, value):
-        self.store[key] = value
-
-    def __delitem__(self, key):
-        del self.store[key]
-
-    def __iter__(self):
-        return iter(self.store)
-
-    def __len__(self):
-        return len(self.store)
+class _Alias(FaultyStore):
+    """Another store object on the data of a store, with its batched reads (handles on it
+    do not share the in-process locks of handles on the store)."""
 
     def getitems(self, keys):
-        return self.store.getitems(keys)
+        return self.inner.getitems(keys)
 
 
 def _two_writers_same_chunk(sync, layout, handles=1):
