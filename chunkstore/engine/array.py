@@ -131,6 +131,12 @@ class Array(nodes.Node, ArrayAPIv3):
         return self._handle.options.synchronizer
 
     @property
+    def _attrs_locks(self) -> Any:
+        # (Zarr v3 keeps the attributes in zarr.json with the shape: an update must not
+        # write back a shape read before a resize or append of this process)
+        return self._handle.options.locks
+
+    @property
     def _format(self) -> int:
         return self._engine.zarr_format
 

@@ -390,11 +390,9 @@ class EngineState:
     def exclusive(self) -> AbstractContextManager[Any]:
         """The array-wide lock: resize, append and metadata changes (without a synchronizer,
         the in-process locks' whole space, counting a metadata change when left)."""
-        sync = self.synchronizer
-        if sync is None:
-            locks = self.locks
-            return (locks.exclusive(self.path) if hasattr(locks, "exclusive")
-                    else contextlib.nullcontext())
+        sync = self.locks   # (the synchronizer, or the in-process locks)
+        if self.synchronizer is None and not hasattr(sync, "exclusive"):
+            return contextlib.nullcontext()
         layout = self.layout
         lock = (sync.exclusive(self.path) if hasattr(sync, "exclusive")
                 else sync[layout.lock_key])

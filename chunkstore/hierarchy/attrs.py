@@ -15,8 +15,9 @@ class Attributes(MutableMapping):
     """A dict-like view of the JSON document at `key` in `store`.
 
     Every read goes to the store (other writers' updates are seen); every update rewrites the
-    document once. `update()` applies many changes in one write. With a synchronizer the
-    read-modify-write runs under the document's lock.
+    document once. `update()` applies many changes in one write. With a synchronizer (for
+    an array without one: its in-process locks) the read-modify-write runs under the
+    document's lock.
 
     node_key and kind (a node's attributes: the key of its metadata document, "array" or
     "group"): an update first checks that the node is still there and of that kind, and

@@ -192,12 +192,18 @@ class Node:
         return self._format
 
     @property
+    def _attrs_locks(self):
+        # what an attribute update locks: the synchronizer (an array without one: its
+        # in-process locks, as the array's metadata changes take them)
+        return self._synchronizer
+
+    @property
     def attrs(self):
         """The node's user attributes, an :class:`~chunkstore.hierarchy.attrs.Attributes` read
         from and written to the store.
         """
         return Attributes(self._store, attrs_key(self._path, self._format),
-                          read_only=self._read_only, synchronizer=self._synchronizer,
+                          read_only=self._read_only, synchronizer=self._attrs_locks,
                           zarr_format=self._format,
                           node_key=metadata_key(self._path, self._format, self._kind),
                           kind=self._kind)
