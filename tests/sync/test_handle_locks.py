@@ -41,10 +41,11 @@ def test_asyncio_tasks_writing_elements_of_one_chunk_lose_nothing(layout):
         np.testing.assert_array_equal(a[:], np.arange(1, 65), err_msg=f"round {round_}")
 
 
-def _hammer(writers, n, rounds=30):
+def _hammer(writers, n, rounds=31):
     """Thread k of len(writers) writes elements k, k + len(writers), ... with writers[k],
-    round after round (value round * 1000 + element): each element ends as the last
-    round's value unless an update was lost."""
+    round after round (value round * 1000 + element; every other round the fill value 0, so
+    that chunks, and shards, that become all fill are deleted and made again meanwhile):
+    each element ends as the last round's value unless an update was lost."""
     start = threading.Barrier(len(writers))
     errors = []
 
@@ -53,7 +54,7 @@ def _hammer(writers, n, rounds=30):
             start.wait()
             for r in range(rounds):
                 for i in range(k, n, len(writers)):
-                    z[i] = r * 1000 + i
+                    z[i] = 0 if r % 2 else r * 1000 + i + 1
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
@@ -63,7 +64,8 @@ def _hammer(writers, n, rounds=30):
     for t in ts:
         t.join()
     assert not errors, errors
-    return (rounds - 1) * 1000 + np.arange(n)
+    assert rounds % 2, "the last round writes values"
+    return (rounds - 1) * 1000 + np.arange(n) + 1
 
 
 @pytest.mark.parametrize("where", ["directory", "memory"])
