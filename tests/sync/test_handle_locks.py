@@ -259,3 +259,32 @@ def test_attribute_updates_race_appends(tmp_path, zarr_format, handles):
     np.testing.assert_array_equal(got[...], np.repeat(np.arange(rows, dtype="i4"), 4
                                                       ).reshape(rows, 4))
     assert isinstance(got.attrs["n"], int)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_asyncio_appends_attribute_updates_and_writes_through_one_async_array(layout):
+    # one AsyncArray, one gather: appends of rows, writes of elements of the first rows
+    # (in the chunk the appends extend), attribute updates; all land
+    kw = dict(LAYOUTS[layout])
+    if "shards" in kw:
+        kw["shards"] = (16, 4)
+    a = cs.create_array(cs.MemoryStore(), shape=(6, 4), chunks=(8, 4), dtype="i4",
+                        fill_value=-1, **kw)
+    aa = cs.AsyncArray(a)
+
+    async def main():
+        ops = [aa.append(np.full((1, 4), 100 + k, "i4")) for k in range(20)]
+        ops += [aa.setitem((slice(r, r + 1), slice(c, c + 1)), np.array([[r * 4 + c]], "i4"))
+                for r in range(6) for c in range(4)]
+        ops += [aa.update_attributes({f"k{i}": i}) for i in range(10)]
+        await asyncio.gather(*ops)
+
+    asyncio.run(main())
+    got = a[...]
+    assert got.shape == (26, 4)
+    np.testing.assert_array_equal(got[:6], np.arange(24, dtype="i4").reshape(6, 4))
+    # the appends' order is the tasks' order of taking the array's lock: each row whole
+    rows = got[6:, 0]
+    assert sorted(rows.tolist()) == list(range(100, 120))
+    assert (got[6:] == rows[:, None]).all()
+    assert dict(a.attrs) == {f"k{i}": i for i in range(10)}
