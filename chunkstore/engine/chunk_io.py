@@ -168,7 +168,6 @@ class EngineState:
     def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None
                  ) -> None:
         self.options = options
-        self.generation = generation
         self.store = options.store
         self.path = options.path
         self.name = options.name
@@ -178,6 +177,8 @@ class EngineState:
         self.missing_chunks = options.missing_chunks
         self.cache_metadata = options.cache_metadata
         self.overrides = options.overrides
+        # (what check_metadata compares with the in-process locks' count)
+        self.generation = generation
         # The layout: chunk grid, codec, chunk keys, and the mapping chunks are read from
         # and written to (a sharded array works on its inner chunks, through a view that
         # maps them into their shards).
