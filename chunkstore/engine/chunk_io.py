@@ -121,10 +121,8 @@ def metadata_generation(options: EngineOptions) -> int | None:
     (whose writes read the stored metadata again under their locks instead). Read before the
     metadata, it dates what was read: an engine made from it is stale once the count moves
     on (check_metadata)."""
-    if options.synchronizer is not None:
-        return None
-    generation = getattr(options.locks, "generation", None)
-    return None if generation is None else generation(options.path)
+    # (without a synchronizer, locks are a ThreadSynchronizer: handle_locks')
+    return None if options.synchronizer is not None else options.locks.generation(options.path)
 
 
 class EngineState:
@@ -362,8 +360,7 @@ class EngineState:
         if self.synchronizer is not None:
             if not self.layout.is_current():
                 raise MetadataChanged(self.name)
-        elif self.generation is not None and (
-                metadata_generation(self.options) != self.generation):
+        elif metadata_generation(self.options) != self.generation:
             raise MetadataChanged(self.name)
 
     # (the shape and what follows from it, in this engine's metadata: Array answers with
@@ -392,8 +389,6 @@ class EngineState:
         """The array-wide lock: resize, append and metadata changes (without a synchronizer,
         the in-process locks' whole space, counting a metadata change when left)."""
         sync = self.locks   # (the synchronizer, or the in-process locks)
-        if self.synchronizer is None and not hasattr(sync, "exclusive"):
-            return contextlib.nullcontext()
         layout = self.layout
         lock = (sync.exclusive(self.path) if hasattr(sync, "exclusive")
                 else sync[layout.lock_key])

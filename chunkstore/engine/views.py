@@ -52,9 +52,10 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
     state.update(cache_metadata=True,
                  read_only=array.read_only if read_only is None else read_only,
                  synchronizer=array.synchronizer if synchronizer is None else synchronizer)
-    # (without a synchronizer, the view writes under its array's in-process locks)
+    # (without a synchronizer, the view writes under its array's in-process locks; a
+    # synchronizer, when there is one, takes their place)
     return {**state, "_overrides": {**inherited, **overrides},
-            "_locks": array._handle.options.locks if state["synchronizer"] is None else None}
+            "_locks": array._handle.options.locks}
 
 
 def astype_filters(array: Any, dtype: DTypeLike) -> list[Any]:

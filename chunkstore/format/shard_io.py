@@ -14,15 +14,9 @@ _STRIPES = [threading.Lock() for _ in range(256)]
 
 def stripe(store: Any, key: str) -> threading.Lock:
     """In-process lock for a shard's read-modify-write, shared by every view of a store and
-    of the stores equal to it (one location: handles opened apart on one directory), as
-    the in-process locks of handles without a synchronizer are (chunkstore.sync)."""
-    identity = getattr(store, "_identity", None)
-    where = identity() if callable(identity) else None
-    try:
-        return _STRIPES[hash(((type(store), where) if where is not None else id(store), key))
-                        % len(_STRIPES)]
-    except TypeError:  # (an identity that does not hash: the store object's own)
-        return _STRIPES[hash((id(store), key)) % len(_STRIPES)]
+    of the stores of its location (handles opened apart on one directory), as the in-process
+    locks of handles without a synchronizer are (chunkstore.sync)."""
+    return _STRIPES[hash((protocol.location(store), key)) % len(_STRIPES)]
 
 
 def read_if(store: Any, key: str, version: Any, ranges: list) -> list[bytes] | None:

@@ -25,6 +25,8 @@ capability                 what a store offers (the accessor returns it, or None
 :func:`renamer`            ``rename(src, dst)``: move a prefix in one step
 :func:`flusher`            ``flush()``: write out what is buffered
 :func:`stray_temporaries`  ``stray_temporaries()``: leftovers of killed writers (for verify)
+:func:`location`           ``_identity()``: where the data is (a path, a URL): stores equal by
+                           it share in-process locks
 ========================  ==================================================================
 
 The batch and listing capabilities (:class:`BatchReads`, :class:`RecursiveListing`, and
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
@@ -200,6 +202,22 @@ def flusher(store: object) -> Callable[[], None] | None:
 def stray_temporaries(store: object) -> Callable[[], list[str]] | None:
     """The store's ``stray_temporaries()``, or None."""
     return getattr(store, "stray_temporaries", None)
+
+
+def location(store: object) -> Hashable:
+    """What identifies the store's data in this process, for in-process locks: the store's
+    type and ``_identity()`` where it has one (two DirectoryStore objects of one directory
+    give one key), else the object itself (its id: a handle holding a lock table holds the
+    store, so no other object can take the id meanwhile)."""
+    identity = getattr(store, "_identity", None)
+    where = identity() if callable(identity) else None
+    if where is None:
+        return id(store)
+    try:
+        hash(where)
+    except TypeError:   # (an identity that cannot key a dict: the object's own)
+        return id(store)
+    return (type(store), where)
 
 
 #: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a

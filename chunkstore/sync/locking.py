@@ -52,8 +52,7 @@ import numpy as np
 
 from chunkstore._core.lockspace import few_chunk_ranges
 
-__all__ = ["RegionLock", "box_ranges", "chunk_offset", "chunk_ranges", "FULL",
-           "open_region_file"]
+__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
 
 BITS = 61                       # bits of each lock space
 FEW_CHUNKS = 8                  # writes of up to this many chunks: chunkstore._core.lockspace
@@ -69,20 +68,6 @@ def _offsets(coords, base):
     mask = (1 << b) - 1
     shifts = np.array([b * (ndim - 1 - d) for d in range(ndim)], dtype=np.int64)
     return ((coords & mask) << shifts).sum(axis=1) + base
-
-
-def chunk_offset(coord):
-    """The offset of the chunk at grid coordinate coord (a list of ints) in a chunk space,
-    from the space's base (as _offsets: each coordinate masked to its bits)."""
-    ndim = len(coord)
-    if ndim == 0:
-        return 0
-    b = BITS // ndim
-    mask = (1 << b) - 1
-    off = 0
-    for c in coord:
-        off = (off << b) | (c & mask)
-    return off
 
 
 def _merge_closest(starts, ends, max_ranges):

@@ -31,10 +31,9 @@ from urllib.parse import quote
 
 import fasteners
 
-import numpy as np
-
-from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_offset,
-                                     chunk_ranges, open_region_file)
+from chunkstore.storage import protocol
+from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
+                                     open_region_file)
 
 __all__ = ["ThreadSynchronizer", "ProcessSynchronizer", "handle_locks"]
 
@@ -138,6 +137,9 @@ class _Base:
             return lock
 
     def _region_lock(self, array_path):
+        lock = self._regions.get(array_path)   # (made once: every write asks)
+        if lock is not None:
+            return lock
         with self._guard:
             lock = self._regions.get(array_path)
             if lock is None:
@@ -152,10 +154,6 @@ class _Base:
     def chunk_ranges(self, coords, grid):
         """What a write holds, for all of it, to own the chunks at coords ((n, ndim) grid
         coordinates; grid: the chunk grid's shape): both chunk spaces."""
-        if len(coords) == 1 and np.ndim(coords) == 2:
-            # one chunk (most small writes): its byte in each space
-            off = chunk_offset(coords[0].tolist())
-            return [(F_BASE + off, F_BASE + off), (P_BASE + off, P_BASE + off)]
         # (the two spaces lay chunks out alike: work the ranges out once, then place them)
         rel = chunk_ranges(coords, grid, self.max_chunk_locks, 0)
         return ([(F_BASE + a, F_BASE + b) for a, b in rel]
@@ -276,15 +274,7 @@ def handle_locks(store, path):
     DirectoryStore objects of one directory). Writes through handles sharing it never lose
     each other's updates to one chunk; other processes need a synchronizer for that
     (README, "What is safe")."""
-    identity = getattr(store, "_identity", None)
-    try:
-        where = identity() if callable(identity) else None
-        # (a store without a location is keyed by the object: while a handle holds these
-        # locks it holds the store, so no other object can have its id)
-        key = (type(store), where, path) if where is not None else (id(store), path)
-        hash(key)
-    except Exception:  # noqa: BLE001  (an identity that cannot key a dict: the object's)
-        key = (id(store), path)
+    key = (protocol.location(store), path)
     with _handle_locks_guard:
         locks = _handle_locks.get(key)
         if locks is None:

@@ -85,7 +85,7 @@ def test_few_chunk_ranges_lock_exactly_the_touched_chunks_in_runs(seed):
     lin = sorted({int(np.ravel_multi_index(c, grid)) for c in tset})
     runs = 1 + sum(1 for a, b in zip(lin, lin[1:]) if b != a + 1)
     assert len(ranges) == runs
-    # the synchronizers' one-chunk shortcut and both spaces
+    # the synchronizers' ranges: both spaces, worked out once
     sync = cs.ThreadSynchronizer()
     one = touched[:1]
     assert sync.chunk_ranges(one, grid) == chunk_ranges(one, grid) + chunk_ranges(
