@@ -236,7 +236,12 @@ class LMDBStore(BaseStore):
     def _open_env(self) -> Any:
         lmdb = self._lmdb
         kw = dict(self._kwargs)
-        kw.setdefault("max_spare_txns", 4)
+        # No spare read transactions: a spare one keeps its reader slot, and a forked child
+        # closing the inherited environment (it must, to open its own: py-lmdb refuses a
+        # second one) releases the parent's slots, whose next read then fails (MDB_BAD_RSLOT)
+        # or, with a read in flight, loses LMDB's protection of the pages it reads. A read
+        # transaction taking a free slot costs ~0.1 us more.
+        kw.setdefault("max_spare_txns", 0)
         if self._mode == "r":
             if self._lock_opt is None:
                 lockfile = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import os
 import sys
 
@@ -146,6 +147,38 @@ def test_usable_after_fork(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     assert s["child"] == b"2"
     s.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("child_writes", [False, True])
+def test_the_parents_reads_go_on_after_a_forked_child_used_the_path(tmp_path, child_writes):
+    """A forked child opening the environment itself (as a multiprocessing worker does)
+    closes the one it inherited, which used to release the parent's reader slots held by
+    spare read transactions: the parent's next read failed with MDB_BAD_RSLOT (with a read
+    in flight, LMDB would no longer have protected the pages it read)."""
+    import threading
+    import chunkstore as cs
+    path = str(tmp_path / "p.lmdb")
+    z = cs.open_array(LMDBStore(path), mode="w", shape=(8,), chunks=(4,), dtype="i8")
+    z[...] = 1
+    for _ in range(3):  # reads from this thread and another: spare transactions before
+        t = threading.Thread(target=lambda: z[...])
+        t.start()
+        t.join()
+        assert (z[...] == 1).all()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            c = cs.open_array(LMDBStore(path), mode="r+")
+            if child_writes:
+                c[...] = 7
+            code = 0 if (c[...] == (7 if child_writes else 1)).all() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(z[...], np.full(8, 7 if child_writes else 1))
 
 
 def test_long_keys_and_closed(tmp_path):
