@@ -160,3 +160,12 @@ class Layout:
 def layout(request):
     """One of the three array layouts (see Layout); tests taking it run once per layout."""
     return Layout(request.param)
+
+
+@pytest.fixture
+def settled_files(monkeypatch):
+    """Shard files count as settled at once (chunkstore.storage.directory.SETTLE_NS = 0): for
+    tests of what a handle does with the shard indexes it keeps, which it keeps only of
+    files that last changed SETTLE_NS ago (tests/format/test_shard_versions.py)."""
+    from chunkstore.storage import directory
+    monkeypatch.setattr(directory, "SETTLE_NS", 0)

@@ -354,7 +354,8 @@ class ShardedStoreView(MutableMapping):
             index = sh.decode_index(raw)
         except Exception as e:
             raise self._error(skey, e) from e
-        self._remember(skey, reader.version, index)
+        # (kept only where the version will tell this shard from a later rewrite)
+        self._remember(skey, reader.version if reader.settled else None, index)
         return index
 
     def _open(self, skey: str) -> Any:

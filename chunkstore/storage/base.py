@@ -182,6 +182,15 @@ class ValueVersion:
         self._value = value
 
     @property
+    def settled(self) -> bool:
+        """Whether :attr:`version` will tell this version from any later one, so that what
+        was read of it may be kept by version (a shard index cache). True here and for
+        content identities (an ETag); a file's identity made of its inode and timestamps is
+        not, while the clock has not moved past its timestamps' granularity (see
+        chunkstore.storage.directory)."""
+        return True
+
+    @property
     def size(self) -> int:
         """The version's length in bytes."""
         return len(self._value)

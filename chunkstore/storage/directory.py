@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -42,10 +43,24 @@ def _open_fd(path: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+#: how long after its last change (ctime) a file's identity is trusted to tell it from any
+#: later version. A rewrite replaces the file by rename, and the next one may reuse the
+#: freed inode number: with the same size and a timestamp of the same tick (a jiffy on Linux
+#: before multigrain timestamps, a second on ext3 and some NFS servers), the identity would
+#: match, and an index cached for the first version would be taken for the third's. Files
+#: older than this (git's "racily clean" rule) are safe; younger ones are read afresh.
+SETTLE_NS = 2_000_000_000
+
+
 class _FileVersion(ValueVersion):
     """One version of a file: an open descriptor (a rewrite replaces the file by rename, so
     what this reads is the version it opened); version = its identity (device, inode, size,
     mtime and ctime in ns)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether the file last changed SETTLE_NS or more ago (see SETTLE_NS)."""
+        return time.time_ns() - int(self.version[4]) >= SETTLE_NS
 
     def __init__(self, fd: int, ident: tuple, path: bytes) -> None:
         self._fd: int | None = fd

@@ -341,6 +341,8 @@ def test_a_batch_opens_each_shard_file_once(tmp_path):
     z[...] = vol
     script = textwrap.dedent(f"""
         import os, numpy as np, chunkstore as cs
+        from chunkstore.storage import directory
+        directory.SETTLE_NS = 0  # (the files were just written: kept indexes all the same)
         cs.config.set(threads=1)
         r = cs.open_array({path!r}, mode="r")
         want = np.arange(4 * 64 * 64, dtype=np.int32).reshape(4, 64, 64)

@@ -26,6 +26,11 @@ STORES = ["directory", "memory", "lru", "zip", "sqlite", "lmdb", "obstore-memory
 CODECS = ["raw", "zstd", "blosc"]
 
 
+# These tests drive the version checks of cached shard indexes: a file's identity is
+# trusted at once here (directory.SETTLE_NS has its own test at the end).
+pytestmark = pytest.mark.usefixtures("settled_files")
+
+
 def make_store(kind, tmp_path):
     """A store, and a function making another handle on the same data (another process
     would open the same path)."""
@@ -341,3 +346,30 @@ def test_a_chunk_added_where_a_cached_index_said_absent(tmp_path, kind):
     assert a[2] == 5
     b[2:4] = 0  # the shard goes
     assert a[2] == 0 and a[3] == 0
+
+
+def test_an_index_is_cached_only_once_its_file_has_settled(tmp_path, monkeypatch):
+    """A shard file's identity (device, inode, size, mtime, ctime) tells its versions apart
+    only once the clock has moved past its timestamps' tick: a rewrite by rename can reuse
+    the inode number freed by the one before, and with the same size and a timestamp of
+    the same tick (a jiffy, or a second on ext3 and some NFS servers), the third version
+    would pass for the first. So a handle keeps an index only of a file SETTLE_NS old (git's
+    racily-clean rule), and reads of fresher shards take their index from the file."""
+    from chunkstore.storage import directory
+    monkeypatch.setattr(directory, "SETTLE_NS", 2_000_000_000)
+    a = cs.create_array(DirectoryStore(str(tmp_path)), shape=(64,), chunks=(8,),
+                        shards=(32,), dtype="i4")
+    a[...] = np.arange(64)
+    view = a._engine.chunk_store
+    np.testing.assert_array_equal(a[3:40], np.arange(3, 40))
+    assert len(view._cache) == 0            # just written: not kept
+    later = time.time_ns() + 3_000_000_000
+    monkeypatch.setattr(directory.time, "time_ns", lambda: later)
+    np.testing.assert_array_equal(a[3:40], np.arange(3, 40))
+    assert len(view._cache) == 2            # settled: both shards' indexes kept
+    b = cs.open_array(DirectoryStore(str(tmp_path)), mode="r+")
+    b[0:8] = -1                             # a rewrite: a new identity, not kept
+    monkeypatch.setattr(directory.time, "time_ns", lambda: later - 3_000_000_000)
+    want = np.arange(64)
+    want[0:8] = -1
+    np.testing.assert_array_equal(a[...], want)

@@ -155,7 +155,7 @@ def encoded_inner(view, data, coords):
 # ------------------------------------------------------------------------------ reads
 
 
-def test_partial_reads_coalesced_and_index_cached(tmp_path):
+def test_partial_reads_coalesced_and_index_cached(tmp_path, settled_files):
     # (a directory: its versions have an identity, so indexes are cached)
     meta = sharded()
     store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
@@ -303,7 +303,7 @@ def test_write_into_absent_shard():
     assert list(view) == [view.inner_key((6, 2))] and len(view) == 1
 
 
-def test_writes_drop_the_cached_index(tmp_path):
+def test_writes_drop_the_cached_index(tmp_path, settled_files):
     meta = sharded()
     store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
     view = ShardedStoreView(store, meta)
@@ -721,7 +721,7 @@ def test_slots_roundtrip_with_3d_transpose():
     assert_array_same(zarr_open(store)[...], data)
 
 
-def test_index_cache_is_bounded_by_bytes(tmp_path):
+def test_index_cache_is_bounded_by_bytes(tmp_path, settled_files):
     meta = sharded()
     store, data = filled(meta, inner=DirectoryStore(str(tmp_path)))
     one = ShardedStoreView(store, meta).sharding.nchunks * 16
