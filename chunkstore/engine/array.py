@@ -423,7 +423,7 @@ class Array(nodes.Node, ArrayAPIv3):
             try:
                 return engine.write(sel, value, fields=fields)
             except MetadataChanged:
-                engine = self._handle.reload()
+                engine = self._handle.reload(stale=True)
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")

@@ -22,6 +22,7 @@ from chunkstore.engine.write import WritePath
 from chunkstore.errors import ChunkstoreError, MetadataError
 from chunkstore.format import read_array_metadata
 from chunkstore.storage.base import delitems, setitems
+from chunkstore.storage import protocol
 
 __all__ = ["ChunkEngine", "EngineHandle"]
 
@@ -39,10 +40,14 @@ class EngineHandle:
     metadata it holds now (``engine``, replaced whole, never changed: see the module
     docstring). Reloading or writing the metadata goes through here."""
 
-    __slots__ = ("options", "_now")
+    __slots__ = ("options", "_now", "_source")
 
     def __init__(self, store: MutableMapping, path: str = "", **options: Any) -> None:
         self.options = EngineOptions(store, path, **options)
+        # where the metadata is read: the store, until a handle sharing this one's locks
+        # changes it, from then on the live store behind a consolidated-metadata view
+        # (whose snapshot of the document is then stale; see reload)
+        self._source: MutableMapping = store
         # (the metadata last read, before a view's overrides, or None; the engine in place):
         # one tuple, replaced in one assignment, so that no thread sees one's metadata with
         # another's engine
@@ -62,14 +67,20 @@ class EngineHandle:
             return self.engine
         return self.reload()
 
-    def reload(self) -> ChunkEngine:
+    def reload(self, stale: bool = False) -> ChunkEngine:
         """Read the array's metadata from the store; a new engine for it (a view's overrides
-        applied), or the engine in place where the document is the one it was made from."""
+        applied), or the engine in place where the document is the one it was made from.
+        stale: the engine in place was found stale (a write's check_metadata), so the
+        metadata is read from the live store behind a consolidated-metadata view."""
         o = self.options
         known, engine = self._now
         # (counted before the read: a change made after it makes this engine stale)
         generation = metadata_generation(o)
-        meta, key = read_array_metadata(o.store, o.path, o.format_hint, known=known)
+        if stale or (engine is not None and engine.generation != generation):
+            # changed through a handle sharing the locks: a snapshot (consolidated metadata)
+            # would hand the old document back, and writes by it lose data
+            self._source = protocol.live_store(o.store)
+        meta, key = read_array_metadata(self._source, o.path, o.format_hint, known=known)
         if meta is known and engine is not None and engine.generation == generation:
             return engine
         # a reload reads the document this handle opened first (where both formats' lie at

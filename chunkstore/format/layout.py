@@ -27,6 +27,7 @@ from typing import Any
 
 from chunkstore.format.keys import GridKeys
 from chunkstore.storage.base import getitems
+from chunkstore.storage import protocol
 
 __all__ = ["ArrayLayout"]
 
@@ -182,8 +183,8 @@ class ArrayLayout:
         aside, which live beside the layout): one read of the metadata document. A write
         checks it under its locks (which exclude resizes and metadata changes), so a handle's
         cached metadata is never trusted for a write after another handle changed it."""
-        try:
-            raw = self.store[self.metadata_key]
+        try:  # (the document as stored now, not a consolidated snapshot of it)
+            raw = protocol.live_store(self.store)[self.metadata_key]
         except KeyError:
             return False
         if raw == self._verified:

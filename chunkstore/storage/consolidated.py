@@ -173,6 +173,12 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return self._store
 
     @property
+    def snapshot_of(self) -> Mapping[str, bytes]:
+        """The store whose metadata this view serves a snapshot of (protocol.live_store):
+        a handle that learns of a metadata change made beside it reads the documents there."""
+        return self._store
+
+    @property
     def metadata(self) -> dict[str, Any]:
         """The ``"metadata"`` mapping of the consolidated document (keys relative to base)."""
         return self.consolidated["metadata"]

@@ -80,6 +80,12 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """The underlying store (chunks and everything else the view does not serve)."""
         return self._store
 
+    @property
+    def snapshot_of(self) -> Mapping[str, bytes]:
+        """The store whose metadata this view serves a snapshot of (protocol.live_store):
+        a handle that learns of a metadata change made beside it reads the documents there."""
+        return self._store
+
     def __repr__(self) -> str:
         return f"ConsolidatedV3Store({store_name(self._store)})"
 

@@ -204,11 +204,21 @@ def stray_temporaries(store: object) -> Callable[[], list[str]] | None:
     return getattr(store, "stray_temporaries", None)
 
 
+def live_store(store: object) -> Any:
+    """The store itself, or, for a view that serves a snapshot of the metadata documents
+    of the store behind it (consolidated metadata: ``snapshot_of``), that store: the same
+    data, its documents as they are now."""
+    behind = getattr(store, "snapshot_of", None)
+    return store if behind is None else live_store(behind)
+
+
 def location(store: object) -> Hashable:
     """What identifies the store's data in this process, for in-process locks: the store's
     type and ``_identity()`` where it has one (two DirectoryStore objects of one directory
     give one key), else the object itself (its id: a handle holding a lock table holds the
-    store, so no other object can take the id meanwhile)."""
+    store, so no other object can take the id meanwhile). A consolidated-metadata view is
+    located at its store (live_store): handles through it and beside it share locks."""
+    store = live_store(store)
     identity = getattr(store, "_identity", None)
     where = identity() if callable(identity) else None
     if where is None:

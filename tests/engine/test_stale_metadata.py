@@ -233,3 +233,33 @@ def test_reads_while_another_writer_swaps_the_array_layout():
         flipper.join()
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+@pytest.mark.parametrize("kind", [None, "thread", "process"])
+@pytest.mark.parametrize("fmt", ["v2", "v3", "sharded"])
+def test_a_consolidated_handle_writes_by_the_stored_metadata_not_its_snapshot(tmp_path, kind,
+                                                                              fmt):
+    """A member opened through open_consolidated(mode="r+") holds the consolidated
+    snapshot of its metadata. After another handle appended (without a synchronizer: one
+    of this process, sharing its locks; with one: any), a write into the old edge chunk
+    must not store that chunk "whole" by the old shape over the appended elements; after a
+    shrink, a write past the new end is refused (it used to land there, and a later grow
+    showed it). The snapshot was what the retry read again; the stored document is."""
+    sync = None if kind is None else syncs(tmp_path)[kind]
+    path = str(tmp_path / "c.zarr")
+    kw = {"v2": dict(zarr_format=2), "v3": dict(zarr_format=3),
+          "sharded": dict(zarr_format=3, shards=(8,))}[fmt]
+    g = cs.open_group(path, mode="w", zarr_format=kw["zarr_format"])
+    cs.create_array(g.store, name="a", shape=(10,), chunks=(4,), dtype="i4", fill_value=-1,
+                    **kw)[...] = np.arange(10)
+    cs.consolidate_metadata(path)
+    stale = cs.open_consolidated(path, mode="r+", synchronizer=sync)["a"]
+    other = cs.open_array(path, path="a", mode="r+", synchronizer=sync)
+    other.append(np.array([100, 101], dtype="i4"))
+    stale[8:10] = [55, 56]
+    np.testing.assert_array_equal(other[...], np.r_[np.arange(8), 55, 56, 100, 101])
+    other.resize((6,))
+    with pytest.raises(ValueError):
+        stale[8:10] = [7, 7]
+    other.resize((12,))
+    np.testing.assert_array_equal(other[...], np.r_[np.arange(6), [-1] * 6])
