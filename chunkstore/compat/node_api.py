@@ -11,7 +11,6 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from chunkstore import config as _config
 from chunkstore.metadata import zarr3_view
 from chunkstore.compat.dtype import parse_dtype
 
@@ -288,8 +287,3 @@ class ArrayAPIv3:
         """zarr-python 3's ``update_attributes``: merge new_attributes in; returns self."""
         self.attrs.update(new_attributes)
         return self
-
-
-def family_format(zarr_format, family_default=2):
-    """zarr_format, else the config's default_zarr_format, else the family's default."""
-    return _config.default_zarr_format(zarr_format, family_default)

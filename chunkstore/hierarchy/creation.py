@@ -424,13 +424,14 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     # format asks for a v3 array (dask's to_zarr, taking its zarr-python 2 path here, passes
     # shards= and dimension_names= to create)
     v3_only = shards is not None or dimension_names is not None or codecs is not None
-    zarr_format = config.default_zarr_format(zarr_format, 3 if v3_only else 2)
-    compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
-        kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
-    _check_unknown(kwargs)
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
+    zarr_format = nodes.new_node_format(store, normalize_path(path), zarr_format,
+                                        3 if v3_only else 2)
+    compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
+        kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
+    _check_unknown(kwargs)
     with creation_lock(synchronizer, nodes.creation_lock_key(normalize_path(path), "array"),
                        store):
         init_array(store, shape, chunks=chunks, dtype=dtype, compressor=compressor,
@@ -685,8 +686,8 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
-                         zarr_format=config.default_zarr_format(zarr_format, 2),
-                         shards=shards, dimension_names=dimension_names, codecs=codecs)
+                         zarr_format=zarr_format, shards=shards,
+                         dimension_names=dimension_names, codecs=codecs)
     if mode in ("r", "r+"):
         # Reading the metadata is the existence check: one request on a remote store.
         try:
@@ -710,6 +711,8 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
         kind, found = (None, None) if mode == "w" else nodes.node_kind(
             store, path, zarr_format if mode == "a" else None, want="array", creating=True)
         exists = kind == "array"
+        if not exists:  # (created here: in the hierarchy's format unless told)
+            create_kwargs["zarr_format"] = nodes.new_node_format(store, path, zarr_format, 2)
         if mode == "a":
             if not exists:
                 if contains_group(store, path):

@@ -27,7 +27,7 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
                                PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.formats import format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
-from chunkstore.compat.node_api import Members, family_format
+from chunkstore.compat.node_api import Members
 from chunkstore.storage.base import listdir, rmdir
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
@@ -588,14 +588,14 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
     store, path = split_store_path(store, path)
     creation._check_format(zarr_format)
-    zarr_format = family_format(zarr_format)
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group"), store):
         if overwrite or not contains_group(store, path):
-            _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format or 2)
+            _init_group(store, path, overwrite=overwrite,
+                        zarr_format=nodes.new_node_format(store, path, zarr_format, 2))
     return Group(store, path=path, synchronizer=synchronizer)
 
 
@@ -666,7 +666,6 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     # GroupFormatMismatchError, or the ContainsArrayError of an array); w-/x refuse any
     # existing node, w replaces it.
     asked = zarr_format
-    zarr_format = family_format(zarr_format)
     with creation.creation_lock(synchronizer if mode != "r" else None,
                                 nodes.creation_lock_key(path, "group"), store):
         kind, found = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
@@ -680,9 +679,10 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise GroupNotFoundError(_no_group(store, path))
         elif mode == "a":
             if not exists:
-                _init_group(store, path, zarr_format=zarr_format or 2)
+                _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2))
         elif mode == "w":
-            _init_group(store, path, overwrite=True, zarr_format=zarr_format or 2)
+            _init_group(store, path, overwrite=True,
+                        zarr_format=nodes.new_node_format(store, path, asked, 2))
         else:
             if contains_array(store, path):
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
@@ -690,7 +690,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
             if exists:
                 raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                          f"{store_name(store)}")
-            _init_group(store, path, zarr_format=zarr_format or 2)
+            _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2))
         # (an existing group's format as found: where both formats' documents lie at path,
         # not probed and warned about twice)
         g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,

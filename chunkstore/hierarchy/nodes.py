@@ -7,6 +7,7 @@ groups and creation work the same for both formats.
 
 from __future__ import annotations
 
+from chunkstore import config
 from chunkstore.hierarchy.attrs import Attributes
 from chunkstore.errors import (ArrayFormatMismatchError, ArrayNotFoundError, ChunkstoreError,
                                GroupFormatMismatchError, GroupNotFoundError,
@@ -79,6 +80,27 @@ def node_kind(store, path: str, zarr_format: int | None = None, *, want: str = "
     kind, fmt = node_at(store, path, zarr_format, warn=warn)
     check_format(store, path, kind, fmt, zarr_format, want=want, creating=creating)
     return kind, fmt
+
+
+def new_node_format(store, path: str, zarr_format: int | None, family_default: int) -> int:
+    """The Zarr format of a node about to be created at path: zarr_format if given, else
+    the configured ``default_zarr_format`` if set, else the format of the nearest group above
+    path, else family_default. One hierarchy, one format: a v2 node under a v3 group (or the
+    reverse) is invisible to zarr-python's and xarray's traversal from the root (a v3 group
+    lists v3 members only), and its consolidated metadata leaves it out."""
+    if zarr_format is not None:
+        return zarr_format
+    configured = config.default_zarr_format(None, 0)
+    if configured:
+        return configured
+    parts = path.split("/") if path else []
+    for i in range(len(parts) - 1, -1, -1):
+        kind, fmt = node_at(store, "/".join(parts[:i]), None, warn=False)
+        if kind == "group" and fmt is not None:
+            return fmt
+        if kind is not None:
+            break  # an array above path: the creation refuses it, naming the array
+    return family_default
 
 
 def check_format(store, path: str, kind: str | None, found: int | None,

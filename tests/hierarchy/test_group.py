@@ -844,3 +844,32 @@ def test_creation_probes_each_level_above_once(zarr_format, what):
         assert nodes.node_kind(store, name)[0] == what
         return store.reads
     assert reads(5) - reads(1) <= 3 * 4
+
+
+def test_new_nodes_take_the_format_of_the_group_above_them(tmp_path):
+    """zarr-python 2's names create Zarr v2 unless told, except below an existing group:
+    there a node takes that group's format (one hierarchy, one format: a v2 node under a
+    v3 root is invisible to zarr-python 3's traversal and its consolidated metadata). An
+    explicit zarr_format, or the configured default_zarr_format, still wins."""
+    import zarr
+    for root_fmt in (2, 3):
+        path = str(tmp_path / f"r{root_fmt}.zarr")
+        cs.open_group(path, mode="w", zarr_format=root_fmt)
+        made = {"open_group": cs.open_group(path, path="g1", mode="a"),
+                "deep": cs.open_group(path, path="g1/x/y", mode="a"),
+                "group": cs.group(path, path="g2"),
+                "open_array": cs.open_array(path, path="a1", mode="a", shape=(3,), dtype="i4"),
+                "create": cs.create(store=path, path="g1/a2", shape=(3,), dtype="i4"),
+                "zeros": cs.zeros((2,), store=path, path="g2/a3")}
+        assert {k: n.zarr_format for k, n in made.items()} == dict.fromkeys(made, root_fmt)
+        assert cs.open_group(path, path="e", mode="a", zarr_format=5 - root_fmt) \
+            .zarr_format == 5 - root_fmt
+        with cs.config.set({"default_zarr_format": 5 - root_fmt}):
+            assert cs.open_group(path, path="c", mode="a").zarr_format == 5 - root_fmt
+        if root_fmt == 3:  # zarr-python 3 finds every member from the root
+            tree = zarr.open_group(path, mode="r")
+            assert {"a1", "g1", "g1/a2", "g1/x", "g1/x/y", "g2", "g2/a3"} <= \
+                {k for k, _ in tree.members(max_depth=None)}
+    fresh = str(tmp_path / "fresh.zarr")
+    assert cs.open_group(fresh, path="x/y", mode="a").zarr_format == 2
+    assert cs.open_group(fresh, mode="r").zarr_format == 2
