@@ -15,7 +15,8 @@ Every variable is checked before the first write (mode, dimensions, region, appe
 encodings, data types), so a rejected call leaves the store as it was. One deliberate
 difference: dask chunks that do not line up with the store's chunks (or shards) are
 rechunked to them, so that each stored block is written by one task, instead of being
-refused (xarray's ``safe_chunks``).
+refused (xarray's ``safe_chunks``); a region write whose edges cut stored chunks is still
+refused, as xarray refuses it (other processes may write the rest of those chunks).
 """
 
 from __future__ import annotations
@@ -63,16 +64,20 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     variables ("auto": found from ds's coordinates); ds's indexes are not written, and
     every other variable must have at least one of the region's dimensions.
     zarr_format: 2 or 3 for a new group (default: the existing group's, else the
-    configured default, 2).
+    configured default, else the format of the nearest group above it, else 2).
     encoding: {variable: {"chunks", "shards", "compressors", "filters", "serializer",
     "chunk_key_encoding", "write_empty_chunks", "fill_value" (v3), "dtype", "units",
     "_FillValue", "scale_factor", ...}}; it replaces the variable's own ``.encoding``.
     compute: False writes the metadata (and variables that are not dask arrays) now and
     returns a dask ``Delayed`` that writes the rest.
-    consolidated: consolidate the group's metadata (default: yes).
-    safe_chunks, align_chunks: accepted for compatibility; dask chunks that straddle the
-    stored chunks (or shards) are always rechunked to them (what align_chunks=True asks)
-    instead of refused.
+    consolidated: consolidate the group's metadata (default: yes); False also removes the
+    group's consolidated metadata where it has some (it would show the old shapes and
+    members).
+    safe_chunks, align_chunks: dask chunks that straddle the stored chunks (or shards)
+    inside what one call writes are always rechunked to them (what align_chunks=True asks)
+    instead of refused; with safe_chunks=True (and align_chunks=False) a region write (mode
+    "r+") of a dask variable whose region starts or ends inside a stored chunk (shard) is
+    refused, as xarray refuses it: another process may be writing the rest of that chunk.
     write_empty_chunks: store chunks that hold only the fill value (default: no).
     chunkmanager_store_kwargs: passed to ``dask.array.store``.
     Returns the chunkstore Group, or the ``Delayed`` for compute=False.
@@ -154,15 +159,19 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
     alignment, write_empty_chunks and whether to consolidate afterwards."""
 
     __slots__ = ("mode", "append_dim", "region", "write_empty", "consolidate_on_close",
-                 "zarr_format", "_pending_clear")
+                 "zarr_format", "safe_chunks", "_pending_clear")
 
     def __init__(self, group, *, mode="r+", append_dim=None, region=None,
                  write_empty=None, consolidate_on_close=False, close_store=False,
-                 use_zarr_fill_value_as_mask=None, pending_clear=False, cache_members=False):
+                 use_zarr_fill_value_as_mask=None, pending_clear=False, cache_members=False,
+                 safe_chunks=True):
         super().__init__(group, close_store=close_store,
                          use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
                          cache_members=cache_members and not pending_clear)
         self.mode, self.append_dim, self.region = mode, append_dim, region
+        # whether a region write whose edges cut stored chunks (or shards) is refused, as
+        # xarray's safe_chunks (and not align_chunks) asks: see _check_region_edges
+        self.safe_chunks = safe_chunks
         self.write_empty = write_empty
         self.consolidate_on_close = consolidate_on_close
         self.zarr_format = group.zarr_format
@@ -178,9 +187,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    zarr_version=None):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
-        (``consolidated``, ``safe_chunks`` and ``align_chunks`` are accepted and not needed:
-        misaligned dask chunks are always rechunked to the stored grid; ``cache_members`` as
-        xarray's:
+        (``consolidated`` is accepted and not needed; misaligned dask chunks are always
+        rechunked to the stored grid, and ``safe_chunks`` (unless ``align_chunks``) refuses
+        region writes whose edges cut stored chunks; ``cache_members`` as xarray's:
         ``array_keys()`` answers with the arrays the group held when opened)."""
         if zarr_format is None:
             zarr_format = zarr_version
@@ -200,7 +209,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    write_empty=write_empty,
                    consolidate_on_close=consolidate_on_close, close_store=owned,
                    use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
-                   pending_clear=clear, cache_members=cache_members)
+                   pending_clear=clear, cache_members=cache_members,
+                   safe_chunks=safe_chunks and not align_chunks)
 
     # -------------------------------------------------------------- what xarray calls
     def validate_region(self, ds):
@@ -322,6 +332,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 _check_attrs(p["attrs"], f"the attributes of variable {p['name']!r}")
         if self.mode in ("a", "a-") and self.region is None and existing:
             _check_kept_dimensions(self, {p["name"]: p for p in plans})
+        if self.mode == "r+" and self.safe_chunks:
+            for p in plans:
+                _check_region_edges(p)
         # -- everything checked: write
         if self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
@@ -329,12 +342,22 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             self._pending_clear = False
         if self.mode not in ("r", "r+"):
             self.group.attrs.put(group_attrs)
+            if not self.consolidate_on_close:
+                # consolidated metadata left as it was would show readers the old shapes and
+                # members (zarr-python 3 drops a v3 group's as xarray writes it; chunkstore
+                # drops a v2 group's .zmetadata too, which xarray's zarr engine leaves stale,
+                # and the root's, which xarray reads a subgroup through)
+                for where in _self_and_ancestors(self.group.path):
+                    format_of(fmt).unconsolidate(self.group.store, where)
         for p in plans:
             target, data = self._target(p)
             writer.add(data, target, p["region"])
         if self.consolidate_on_close:
+            # the root's, which xarray's zarr engine reads (it opens the root, then the
+            # group in it), and the group's own, which chunkstore's engine reads
             from chunkstore.hierarchy.convenience import consolidate_metadata
-            consolidate_metadata(self.group.store, path=self.group.path)
+            for where in dict.fromkeys(("", self.group.path)):
+                consolidate_metadata(self.group.store, path=where)
 
     def _encode_like_stored(self, variables, arrays):
         """The variables stored already (arrays: name -> its Array) encoded exactly as the
@@ -548,6 +571,41 @@ def _chars(var: Any) -> int:
         return max((len(v) for v in np.asarray(var.values).ravel()
                     if isinstance(v, (str, bytes))), default=0)
     return 0
+
+
+def _self_and_ancestors(path: str) -> list[str]:
+    """path and every group path above it, the root ("") last."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _check_region_edges(p: dict) -> None:
+    """A region write (mode "r+") of a dask variable whose region starts inside a stored
+    chunk (a shard, where the array is sharded), or ends inside one short of the array's
+    end, is refused, as xarray's zarr backend refuses it with safe_chunks=True: the rest of
+    that chunk is someone else's region, and two processes writing one chunk at once lose
+    each other's updates (chunkstore's locks serialize the writers of one process only).
+    Dask chunks inside the region are rechunked to the grid instead (every stored block
+    written by one task). ValueError naming the variable, the dimension and the grid."""
+    data = p["data"]
+    if p["action"] != "write" or not hasattr(data, "dask"):
+        return
+    z = p["stored"]
+    for axis, (dim, sel) in enumerate(zip(p["dims"], p["region"])):
+        size, grid = z.shape[axis], z.write_chunks[axis]
+        start, stop, _ = sel.indices(size)
+        if stop <= start or grid <= 0:
+            continue
+        if start % grid or (stop % grid and stop != size):
+            raise ValueError(
+                f"Specified Zarr chunks encoding['chunks']={tuple(z.chunks)!r} for variable "
+                f"named {p['name']!r} would overlap multiple Dask chunks: the region "
+                f"{dim}={slice(start, stop)} cuts the blocks stored whole (chunks, or "
+                f"shards where sharded) of {grid} along {dim!r} (length {size}), whose "
+                f"other part another write may be writing at the same time, and one of the "
+                f"two would be lost. Align the region to those blocks, or pass "
+                f"safe_chunks=False (or align_chunks=True) where no other process writes "
+                f"them meanwhile.")
 
 
 def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> None:

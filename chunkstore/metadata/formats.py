@@ -56,6 +56,8 @@ class ZarrFormat:
     consolidate: Callable[[Any, str, str], tuple]
     #: (store, group path) -> whether the group holds consolidated metadata
     is_consolidated: Callable[[Mapping, str], bool]
+    #: (store, group path) -> remove the group's consolidated metadata; whether it had any
+    unconsolidate: Callable[[Any, str], bool]
     #: how a consolidation is reported: "{n}" is the count of its entries, named like this
     consolidated_phrase: str
     consolidated_entry: str
@@ -132,6 +134,15 @@ def _v2_is_consolidated(store: Mapping, path: str) -> bool:
     return (path + "/" if path else "") + ".zmetadata" in store
 
 
+def _v2_unconsolidate(store: Any, path: str) -> bool:
+    key = (path + "/" if path else "") + ".zmetadata"
+    try:
+        del store[key]
+    except KeyError:
+        return False
+    return True
+
+
 # -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
 
 
@@ -147,6 +158,18 @@ def _v3_is_consolidated(store: Mapping, path: str) -> bool:
         return False
     return (isinstance(doc, dict) and doc.get("node_type") == "group"
             and isinstance(doc.get("consolidated_metadata"), dict))
+
+
+def _v3_unconsolidate(store: Any, path: str) -> bool:
+    key = (path + "/" if path else "") + _v3.METADATA_KEY
+    raw = store.get(key)
+    if raw is None:
+        return False
+    doc = _v3_doc(raw, key)
+    if doc.get("node_type") != "group" or doc.pop("consolidated_metadata", None) is None:
+        return False
+    store[key] = _v3._json_dumps(doc)  # (the rest of the document as it was)
+    return True
 
 
 def _v3_doc(raw: Any, key: str) -> dict:
@@ -189,7 +212,8 @@ FORMATS: dict[int, ZarrFormat] = {
         parse_group=_v2.parse_group_metadata, group_documents=_v2_group_documents,
         dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
-        is_consolidated=_v2_is_consolidated, consolidated_phrase="{n}",
+        is_consolidated=_v2_is_consolidated, unconsolidate=_v2_unconsolidate,
+        consolidated_phrase="{n}",
         consolidated_entry="metadata document",
         fill_value_masks=True, dimension_names_in_metadata=False,
         default_fill=_v2_default_fill, fill_to_json=_types_v2.encode_fill_value,
@@ -202,7 +226,8 @@ FORMATS: dict[int, ZarrFormat] = {
         dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
-        is_consolidated=_v3_is_consolidated, consolidated_phrase="the metadata of {n}",
+        is_consolidated=_v3_is_consolidated, unconsolidate=_v3_unconsolidate,
+        consolidated_phrase="the metadata of {n}",
         consolidated_entry="member",
         fill_value_masks=False, dimension_names_in_metadata=True,
         default_fill=lambda dt: None, fill_to_json=_v3.encode_fill_value_v3,

@@ -271,16 +271,23 @@ class XarrayWrites(RuleBasedStateMachine):
         self.model = np.concatenate([self.model, values])
         self.model2 = np.concatenate([self.model2, values2])
 
-    @rule(data=st.data(), chunk=st.integers(1, 5))
-    def region(self, data, chunk):
+    @rule(data=st.data(), chunk=st.integers(1, 5),
+          edges=st.sampled_from([{}, {"safe_chunks": False}, {"align_chunks": True}]))
+    def region(self, data, chunk, edges):
         n = len(self.model)
         start = data.draw(st.integers(0, n - 1))
         stop = data.draw(st.integers(start + 1, n))
         values = -np.arange(start, stop, dtype=float) - 0.5
         values2 = values[:, None] * np.array([1.0, 2.0, 3.0])
-        to_chunkstore(xr.Dataset({"v": ("t", da.from_array(values, chunks=chunk)),
-                                  "w": (("t", "y"), da.from_array(values2, chunks=(chunk, 1)))}),
-                      self.path, region={"t": slice(start, stop)})
+        write = xr.Dataset({"v": ("t", da.from_array(values, chunks=chunk)),
+                            "w": (("t", "y"), da.from_array(values2, chunks=(chunk, 1)))})
+        # the blocks a write stores whole along t: v's 4 (chunks or shards), w's 2
+        cut = any(start % g or (stop % g and stop != n) for g in (4, 2))
+        if cut and not edges:  # safe_chunks: refused, as xarray refuses it; nothing written
+            with pytest.raises(ValueError, match="would overlap multiple Dask chunks"):
+                to_chunkstore(write, self.path, region={"t": slice(start, stop)})
+            return
+        to_chunkstore(write, self.path, region={"t": slice(start, stop)}, **edges)
         self.model[start:stop] = values
         self.model2[start:stop] = values2
 
@@ -331,9 +338,10 @@ def test_cache_members_snapshots_the_arrays_as_xarrays_zarrstore(tmp_path):
 
 @pytest.mark.parametrize("scheduler", ["threads", "processes"])
 def test_misaligned_dask_chunks_lose_nothing_on_any_scheduler(tmp_path, scheduler):
-    """Dask chunks of 7 against stored chunks of 10 (and a region starting mid-chunk): each
-    stored chunk would be read-modified-written by two tasks; they are rechunked to the
-    stored grid first, so even tasks in separate processes never share a chunk."""
+    """Dask chunks of 7 against stored chunks of 10 (and a region starting mid-chunk, which
+    align_chunks=True accepts): each stored chunk would be read-modified-written by two
+    tasks; they are rechunked to the stored grid first, so even tasks in separate processes
+    never share a chunk."""
     import dask
     path = str(tmp_path / "m.zarr")
     to_chunkstore(xr.Dataset({"v": ("x", np.zeros(100))}), path,
@@ -341,7 +349,7 @@ def test_misaligned_dask_chunks_lose_nothing_on_any_scheduler(tmp_path, schedule
     values = np.arange(1.0, 84.0)
     part = xr.Dataset({"v": ("x", da.from_array(values, chunks=7))})
     with dask.config.set(scheduler=scheduler):
-        to_chunkstore(part, path, region={"x": slice(13, 96)})
+        to_chunkstore(part, path, region={"x": slice(13, 96)}, align_chunks=True)
         whole = xr.Dataset({"v": ("x", da.from_array(np.arange(100.0) * 2, chunks=7))})
         to_chunkstore(whole, str(tmp_path / "n.zarr"), encoding={"v": {"chunks": (10,)}})
     want = np.zeros(100)
@@ -349,3 +357,78 @@ def test_misaligned_dask_chunks_lose_nothing_on_any_scheduler(tmp_path, schedule
     np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
     np.testing.assert_array_equal(open_dataset(str(tmp_path / "n.zarr"))["v"].values,
                                   np.arange(100.0) * 2)
+
+
+@pytest.mark.parametrize("layout", ["v2", "v3-sharded"])
+def test_region_edges_inside_stored_chunks_are_refused_as_xarray_refuses_them(tmp_path,
+                                                                               layout):
+    """A dask region write (mode "r+") whose region starts or ends inside a stored chunk
+    (a shard, where sharded) is refused with safe_chunks=True, and nothing is written:
+    the rest of that chunk belongs to a neighbouring region, which another process may be
+    writing at the same time (a lost update where no lock reaches: rows were lost this way
+    with 4 processes writing 2-row pieces of 16-row shards)."""
+    path = str(tmp_path / "e.zarr")
+    enc = {"chunks": (4, 8)} if layout == "v2" else {"chunks": (2, 8), "shards": (4, 8)}
+    to_chunkstore(xr.Dataset({"a": (("t", "x"), np.zeros((10, 8)))}), path,
+                  zarr_format=2 if layout == "v2" else 3, encoding={"a": enc})
+
+    def piece(start, stop, lazy=True, **kw):
+        values = np.full((stop - start, 8), float(start + 1))
+        data = da.from_array(values, chunks=(1, 8)) if lazy else values
+        to_chunkstore(xr.Dataset({"a": (("t", "x"), data)}), path,
+                      region={"t": slice(start, stop)}, **kw)
+        return values
+
+    want = np.zeros((10, 8))
+    for start, stop in [(2, 4), (1, 8), (4, 6), (0, 3)]:
+        with pytest.raises(ValueError, match="would overlap multiple Dask chunks.*'t'"):
+            piece(start, stop)
+        np.testing.assert_array_equal(open_dataset(path)["a"].values, want)
+    for start, stop, kw in [(4, 8, {}), (8, 10, {}), (0, 10, {}),      # whole blocks, or
+                            (2, 4, {"lazy": False}),                   # up to the end; NumPy
+                            (5, 7, {"safe_chunks": False}),            # (as xarray); the
+                            (1, 3, {"align_chunks": True})]:           # opt-outs
+        want[start:stop] = piece(start, stop, **kw)
+        np.testing.assert_array_equal(open_dataset(path)["a"].values, want)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_consolidated_false_removes_the_groups_stale_consolidated_metadata(tmp_path, fmt):
+    """Writing with consolidated=False into a consolidated group removes its consolidated
+    metadata (zarr-python 3 drops a v3 group's as xarray writes it; chunkstore a v2 group's
+    .zmetadata too): kept, it would show every reader the old shapes and members, the
+    appended rows and the added variable missing."""
+    path = str(tmp_path / "c.zarr")
+    to_chunkstore(xr.Dataset({"a": ("t", np.arange(6.0))}, coords={"t": np.arange(6)}), path,
+                  zarr_format=fmt, consolidated=True)
+    assert cs.open_consolidated(path, mode="r")["a"].shape == (6,)
+    to_chunkstore(xr.Dataset({"a": ("t", [60.0, 70.0])}, coords={"t": [6, 7]}), path,
+                  append_dim="t", consolidated=False)
+    to_chunkstore(xr.Dataset({"b": ("y", [1, 2])}), path, mode="a", consolidated=False)
+    want = np.concatenate([np.arange(6.0), [60, 70]])
+    ours = open_dataset(path)
+    np.testing.assert_array_equal(ours["a"].values, want)
+    assert set(ours.data_vars) == {"a", "b"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (no consolidated metadata: xarray warns)
+        theirs = xr.open_zarr(path)
+    np.testing.assert_array_equal(theirs["a"].values, want)
+    assert set(theirs.data_vars) == {"a", "b"}
+    with pytest.raises(Exception):
+        cs.open_consolidated(path, mode="r")
+    # consolidated=None (the default) consolidates again, with the new shapes
+    to_chunkstore(xr.Dataset({"c": ("y", [3, 4])}), path, mode="a")
+    g = cs.open_consolidated(path, mode="r")
+    assert g["a"].shape == (8,) and sorted(g.array_keys()) == ["a", "b", "c", "t"]
+
+
+def test_a_new_subgroup_is_written_in_the_format_of_the_group_above(tmp_path):
+    """to_chunkstore(group="g1", mode="a") into a Zarr v3 store writes a v3 group (as
+    to_zarr does): a v2 group there is invisible to zarr-python 3 and xarray's zarr engine."""
+    path = str(tmp_path / "s.zarr")
+    to_chunkstore(xr.Dataset({"a": ("t", np.arange(3.0))}), path, zarr_format=3)
+    to_chunkstore(xr.Dataset({"a": ("t", np.full(3, 2.0))}), path, group="g1", mode="a")
+    assert os.path.exists(os.path.join(path, "g1", "zarr.json"))
+    assert not os.path.exists(os.path.join(path, "g1", ".zgroup"))
+    np.testing.assert_array_equal(xr.open_zarr(path, group="g1")["a"].values, [2.0] * 3)
+    assert sorted(xr.open_datatree(path, engine="zarr").groups) == ["/", "/g1"]
