@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, SupportsInt
+from typing import Any, NamedTuple, NoReturn, SupportsInt
 
 import numpy as np
 
@@ -189,8 +189,13 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
     slices) read the orthogonal box of the arrays' distinct values and index it in memory
     when that box touches no chunk without a selected element; else they become points.
     """
-    if any(s is None for s in sel):
+    if any(s is None for s in sel):  # (Array takes them out first: newaxes_with_advanced)
         raise IndexError(f"newaxis cannot be combined with advanced indexing{_where(name)}")
+    if any(isinstance(s, (bool, np.bool_)) or (isinstance(s, np.ndarray) and s.ndim == 0
+                                                and s.dtype == bool) for s in sel):
+        raise IndexError(f"a 0-d boolean index (True or False) is not supported"
+                         f"{_where(name)}: z[None] adds the axis of length 1 that z[True] "
+                         f"would, and z[None][:0] the empty one of z[False]")
     sel = _expand_nd_masks(sel, shape, name)
     sel = _expand_ellipsis(sel, len(shape), name)
     _refuse_non_integer(sel, name)
@@ -459,6 +464,76 @@ def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
             raise IndexError(f"block selection takes ints and slices, got {type(s).__name__} "
                              f"for dimension {dim}{_where(name)}")
     return orthogonal(tuple(out), shape, chunks, name)
+
+
+class NewAxes(NamedTuple):
+    """How a NumPy key mixing ``None`` with advanced indices maps onto the same key without
+    its Nones (see :func:`newaxes_with_advanced`)."""
+
+    key: tuple        # the key without its Nones: what is read or written
+    perm: tuple       # that key's result axes, in the order of the key with Nones
+    axes: tuple       # where the Nones' unit axes go in the result
+
+
+def newaxes_with_advanced(selection: Any, ndim: int) -> NewAxes | None:
+    """For ``z[key]`` where key holds ``None`` besides index arrays or masks (NumPy allows
+    it, the plans do not): the key without its Nones, and how that key's result becomes
+    NumPy's (a transpose, then unit axes); None for any other key.
+
+    NumPy's rule: the advanced indices' broadcast axes take the place of the first of them
+    where they are adjacent, else go first, and a None (like a slice) parts them, so
+    dropping the Nones may move those axes."""
+    sel = selection if isinstance(selection, tuple) else (selection,)
+    if not any(s is None for s in sel) or not any(_is_fancy(s) for s in sel):
+        return None
+    items: list[tuple[str, Any]] = []   # ("A", advanced) ("S", slice) ("N", None), in order
+    shapes = []                         # the advanced indices' shapes
+    used = sum(np.ndim(s) if np.asarray(s).dtype == bool else 1
+               for s in sel if s is not None and s is not Ellipsis)
+    for i, s in enumerate(sel):
+        if s is None:
+            items.append(("N", i))
+        elif s is Ellipsis:
+            items.extend(("S", (i, k)) for k in range(max(0, ndim - used)))
+        elif isinstance(s, slice):
+            items.append(("S", i))
+        else:
+            a = np.asarray(s) if not _is_int(s) else None
+            if a is not None and a.dtype == bool:
+                # a k-d mask: k index arrays side by side (np.nonzero), one broadcast axis
+                items.extend(("A", i) for _ in range(max(1, a.ndim)))
+                shapes.append((int(a.sum()),))
+            else:
+                items.append(("A", i))
+                shapes.append(() if a is None else a.shape)
+    if not any(s is Ellipsis for s in sel):
+        items.extend(("S", ("tail", k)) for k in range(max(0, ndim - used)))
+    try:
+        nb = len(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None  # the plans name the shapes that do not broadcast
+    target = _layout(items, nb)
+    kept = _layout([it for it in items if it[0] != "N"], nb)
+    nones = tuple(k for k, lab in enumerate(target) if lab[0] == "N")
+    perm = tuple(kept.index(lab) for lab in target if lab[0] != "N")
+    return NewAxes(tuple(s for s in sel if s is not None), perm, nones)
+
+
+def _layout(items: list[tuple[str, Any]], nb: int) -> list[tuple]:
+    """Labels of the result axes of a key of items under NumPy's rule (see
+    newaxes_with_advanced): ("B", k) for the advanced broadcast's axes, the item itself for
+    a slice's or a None's."""
+    adv = [k for k, it in enumerate(items) if it[0] == "A"]
+    block = [("B", k) for k in range(nb)]
+    adjacent = all(items[k][0] == "A" for k in range(adv[0], adv[-1] + 1))
+    out: list[tuple] = [] if adjacent else list(block)
+    for k, it in enumerate(items):
+        if it[0] == "A":
+            if adjacent and k == adv[0]:
+                out.extend(block)
+        else:
+            out.append(it)
+    return out
 
 
 def split_fields(selection: Any) -> tuple[list[str] | None, Any]:

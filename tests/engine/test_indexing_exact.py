@@ -465,3 +465,42 @@ def test_index_arrays_keep_numpy_meaning_where_zarr3_differs():
         zb[np.tile([True, False], 500), np.tile([True, False], 5)]  # NumPy: no broadcast
     with pytest.raises(IndexError):
         b[np.tile([True, False], 500), np.tile([True, False], 5)]
+
+
+_A = np.arange(4 * 5 * 6).reshape(4, 5, 6)
+NEWAXIS_KEYS = [
+    (None, [0, 1]), ([0, 1], None), (None, [0, 2], slice(None), [1, 3]),
+    ([0, 1], None, [1, 2]), (0, None, [1, 2]), (Ellipsis, None, [1, 2]),
+    (None, Ellipsis, [0, 5]), ([1, 0], [2, 2], None),
+    (np.array([[0, 1], [2, 3]]), None, slice(1, 3)), (None, None, [3], [1], [2]),
+    (slice(None), None, [0, 1], None, [2, 3]), (_A[:, :, 0] > 30, None),
+    (None, _A[:, :, 0] > 30, [1]), (None, 1, slice(None), [1, 2]),
+]
+
+
+@pytest.mark.parametrize("key", NEWAXIS_KEYS, ids=range(len(NEWAXIS_KEYS)))
+def test_none_beside_index_arrays_and_masks_as_numpy(key):
+    """None (np.newaxis) beside index arrays or masks: NumPy's shape and axis order (the
+    advanced indices' axes go first where a None parts them), for reads and for writes of
+    arrays and scalars (duplicates: the last value wins)."""
+    z = cs.array(_A, chunks=(2, 3, 4))
+    want = _A[key]
+    got = z[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    for value in (np.arange(want.size).reshape(want.shape) + 1000, 7):
+        model = _A.copy()
+        model[key] = value
+        w = cs.array(_A, chunks=(2, 3, 4))
+        w[key] = value
+        np.testing.assert_array_equal(w[...], model)
+
+
+def test_a_zero_d_boolean_index_is_refused_with_what_to_use_instead():
+    z = cs.array(np.arange(3))
+    for key in (True, (False, 0), (Ellipsis, np.bool_(True))):
+        with pytest.raises(IndexError, match="0-d boolean index.*z\\[None\\]"):
+            z[key]
+        with pytest.raises(IndexError, match="0-d boolean index"):
+            z[key] = 1
+    np.testing.assert_array_equal(z[...], np.arange(3))
