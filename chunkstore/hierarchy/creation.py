@@ -675,7 +675,9 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     store, path = split_store_path(store, path)
     zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
     compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
-    order, write_empty_chunks = creation_args.take_config(kwargs, order, write_empty_chunks)
+    # (zarr-python 3's chunk_shape, chunk_key_encoding and config, as create takes them)
+    chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
+        kwargs, chunks, order, write_empty_chunks, dimension_separator)
     _check_unknown(kwargs)
     _check_mode(mode)
     _check_format(zarr_format)

@@ -243,3 +243,22 @@ def test_create_array_refuses_shape_or_dtype_next_to_data():
     z = cs.create_array({}, data=data)
     assert z.shape == (10,) and z.dtype == data.dtype
     np.testing.assert_array_equal(z[...], data)
+
+
+def test_open_array_takes_zarr3_chunk_shape_and_chunk_key_encoding(tmp_path):
+    """open_array(mode="w") takes zarr-python 3's chunk_shape= and chunk_key_encoding= as
+    create() does (it raised TypeError for them), and zarr-python 3 reads the result."""
+    import os
+
+    import zarr
+    path = str(tmp_path / "a")
+    a = cs.open_array(path, mode="w", zarr_format=3, shape=(4, 4), chunk_shape=(2, 2),
+                      dtype="i4", chunk_key_encoding={"name": "v2", "separator": "."})
+    a[...] = np.arange(16).reshape(4, 4)
+    assert a.chunks == (2, 2)
+    assert sorted(os.listdir(path)) == ["0.0", "0.1", "1.0", "1.1", "zarr.json"]
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...],
+                                  np.arange(16).reshape(4, 4))
+    with pytest.raises(ValueError, match="chunk_key_encoding or dimension_separator"):
+        cs.open_array(str(tmp_path / "b"), mode="w", shape=(4,), dtype="i4",
+                      chunk_key_encoding="/", dimension_separator=".")
