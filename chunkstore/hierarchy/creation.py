@@ -427,8 +427,9 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
-    zarr_format = nodes.new_node_format(store, normalize_path(path), zarr_format,
-                                        3 if v3_only else 2)
+    if v3_only and zarr_format is None:
+        zarr_format = config.default_zarr_format(None, 3)
+    zarr_format = nodes.new_node_format(store, normalize_path(path), zarr_format, 2)
     compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
         kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
     _check_unknown(kwargs)
@@ -713,8 +714,11 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
         kind, found = (None, None) if mode == "w" else nodes.node_kind(
             store, path, zarr_format if mode == "a" else None, want="array", creating=True)
         exists = kind == "array"
-        if not exists:  # (created here: in the hierarchy's format unless told)
-            create_kwargs["zarr_format"] = nodes.new_node_format(store, path, zarr_format, 2)
+        if not exists:  # (created here: in the hierarchy's format unless told, as create)
+            v3_only = shards is not None or dimension_names is not None or codecs is not None
+            create_kwargs["zarr_format"] = nodes.new_node_format(
+                store, path, config.default_zarr_format(None, 3) if v3_only and
+                zarr_format is None else zarr_format, 2)
         if mode == "a":
             if not exists:
                 if contains_group(store, path):

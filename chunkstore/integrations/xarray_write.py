@@ -39,7 +39,7 @@ from chunkstore.hierarchy.creation import contains_array, contains_group, normal
 from chunkstore.hierarchy.group import open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
-from chunkstore.metadata.formats import format_of
+from chunkstore.metadata.formats import FORMATS, format_of
 from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["to_chunkstore", "ChunkstoreWritableDataStore"]
@@ -348,7 +348,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 # drops a v2 group's .zmetadata too, which xarray's zarr engine leaves stale,
                 # and the root's, which xarray reads a subgroup through)
                 for where in _self_and_ancestors(self.group.path):
-                    format_of(fmt).unconsolidate(self.group.store, where)
+                    for f in FORMATS.values():  # (a group above may be of either format)
+                        f.unconsolidate(self.group.store, where)
         for p in plans:
             target, data = self._target(p)
             writer.add(data, target, p["region"])

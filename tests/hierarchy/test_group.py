@@ -866,6 +866,11 @@ def test_new_nodes_take_the_format_of_the_group_above_them(tmp_path):
             .zarr_format == 5 - root_fmt
         with cs.config.set({"default_zarr_format": 5 - root_fmt}):
             assert cs.open_group(path, path="c", mode="a").zarr_format == 5 - root_fmt
+        # shards= (like dimension_names=, codecs=) asks for Zarr v3 whatever the group above
+        assert cs.create(store=path, path="s", shape=(8,), chunks=(2,), shards=(4,),
+                         dtype="i4").zarr_format == 3
+        assert cs.open_array(path, path="s2", mode="w", shape=(8,), chunks=(2,),
+                             shards=(4,), dtype="i4").zarr_format == 3
         if root_fmt == 3:  # zarr-python 3 finds every member from the root
             tree = zarr.open_group(path, mode="r")
             assert {"a1", "g1", "g1/a2", "g1/x", "g1/x/y", "g2", "g2/a3"} <= \
