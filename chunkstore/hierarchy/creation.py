@@ -416,20 +416,15 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     create_array's compressors= and serializer= (in place of compressor=/codecs=)."""
     store, path = split_store_path(store, path)
     zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
-    compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
-    chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
-        kwargs, chunks, order, write_empty_chunks, dimension_separator)
+    compressor, fill_value, chunks, order, write_empty_chunks, dimension_separator = \
+        creation_args.peer_args(kwargs, compressor, fill_value, chunks, order,
+                                write_empty_chunks, dimension_separator)
     _check_format(zarr_format)
-    # shards=, dimension_names= and codecs= exist in Zarr v3 only: asking for them without a
-    # format asks for a v3 array (dask's to_zarr, taking its zarr-python 2 path here, passes
-    # shards= and dimension_names= to create)
-    v3_only = shards is not None or dimension_names is not None or codecs is not None
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
-    if v3_only and zarr_format is None:
-        zarr_format = config.default_zarr_format(None, 3)
-    zarr_format = nodes.new_node_format(store, normalize_path(path), zarr_format, 2)
+    zarr_format = _new_format(store, normalize_path(path), zarr_format, shards,
+                              dimension_names, codecs)
     compressor, filters, codecs, object_codec = creation_args.zarr3_encoding_args(
         kwargs, zarr_format or 2, dtype, shape, compressor, filters, codecs, object_codec)
     _check_unknown(kwargs)
@@ -444,6 +439,19 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata, order=order)
+
+
+def _new_format(store: Any, path: str, zarr_format: int | None, shards: Any,
+                dimension_names: Any, codecs: Any) -> int:
+    """The Zarr format of an array create() or open_array() makes at path: zarr_format,
+    else v3 where shards=, dimension_names= or codecs= ask for it (they exist in v3 only:
+    dask's to_zarr, taking its zarr-python 2 path here, passes shards= and
+    dimension_names=), else as nodes.new_node_format decides (the configured default, the
+    group above, 2)."""
+    if zarr_format is None and (shards is not None or dimension_names is not None
+                                or codecs is not None):
+        zarr_format = config.default_zarr_format(None, 3)
+    return nodes.new_node_format(store, path, zarr_format, 2)
 
 
 def _check_unknown(kwargs):
@@ -673,15 +681,15 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     an ArrayNotFoundError (modes "r", "r+") or ArrayFormatMismatchError (mode "a"), never
     opened, converted or shadowed; mode "w" replaces it.
     """
+    _check_mode(mode)
     store, path = split_store_path(store, path)
     zarr_format = format_alias(zarr_format, kwargs.pop("zarr_version", None))
-    compressor, fill_value = creation_args.h5py_compat(compressor, fill_value, kwargs)
-    # (zarr-python 3's chunk_shape, chunk_key_encoding and config, as create takes them)
-    chunks, order, write_empty_chunks, dimension_separator = creation_args.zarr3_create_args(
-        kwargs, chunks, order, write_empty_chunks, dimension_separator)
-    _check_unknown(kwargs)
-    _check_mode(mode)
     _check_format(zarr_format)
+    # (zarr-python 3's chunk_shape, chunk_key_encoding and config, as create takes them)
+    compressor, fill_value, chunks, order, write_empty_chunks, dimension_separator = \
+        creation_args.peer_args(kwargs, compressor, fill_value, chunks, order,
+                                write_empty_chunks, dimension_separator)
+    _check_unknown(kwargs)
     # a read-only Mapping is only opened read-only: writes are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode=mode, storage_options=storage_options))
@@ -715,10 +723,8 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
             store, path, zarr_format if mode == "a" else None, want="array", creating=True)
         exists = kind == "array"
         if not exists:  # (created here: in the hierarchy's format unless told, as create)
-            v3_only = shards is not None or dimension_names is not None or codecs is not None
-            create_kwargs["zarr_format"] = nodes.new_node_format(
-                store, path, config.default_zarr_format(None, 3) if v3_only and
-                zarr_format is None else zarr_format, 2)
+            create_kwargs["zarr_format"] = _new_format(store, path, zarr_format, shards,
+                                                       dimension_names, codecs)
         if mode == "a":
             if not exists:
                 if contains_group(store, path):

@@ -207,6 +207,16 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
     return chunks, order, write_empty_chunks, dimension_separator
 
 
+def peer_args(kwargs: dict, compressor: Any, fill_value: Any, chunks: Any, order: Any,
+              write_empty_chunks: bool, dimension_separator: Any) -> tuple:
+    """create()'s and open_array()'s zarr-python 2 h5py keywords (h5py_compat) and
+    zarr-python 3 spellings (zarr3_create_args) taken out of kwargs: (compressor,
+    fill_value, chunks, order, write_empty_chunks, dimension_separator)."""
+    compressor, fill_value = h5py_compat(compressor, fill_value, kwargs)
+    return (compressor, fill_value,
+            *zarr3_create_args(kwargs, chunks, order, write_empty_chunks, dimension_separator))
+
+
 def take_config(kwargs: dict, order: Any, write_empty_chunks: bool) -> tuple[str, bool]:
     """(order, write_empty_chunks) with zarr-python 3's config={"order",
     "write_empty_chunks"} taken out of kwargs (what it gives wins); order None is zarr-python

@@ -167,16 +167,6 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             raw = self._docs[key] = _dumps(self._meta[key])
         return raw
 
-    @property
-    def store(self) -> Mapping[str, bytes]:
-        """The underlying store."""
-        return self._store
-
-    @property
-    def snapshot_of(self) -> Mapping[str, bytes]:
-        """The store whose metadata this view serves a snapshot of (protocol.live_store):
-        a handle that learns of a metadata change made beside it reads the documents there."""
-        return self._store
 
     @property
     def metadata(self) -> dict[str, Any]:

@@ -75,16 +75,6 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
             raw = self._docs[key] = json.dumps(self._objects[key], indent=2).encode()
         return raw
 
-    @property
-    def store(self) -> Mapping[str, bytes]:
-        """The underlying store (chunks and everything else the view does not serve)."""
-        return self._store
-
-    @property
-    def snapshot_of(self) -> Mapping[str, bytes]:
-        """The store whose metadata this view serves a snapshot of (protocol.live_store):
-        a handle that learns of a metadata change made beside it reads the documents there."""
-        return self._store
 
     def __repr__(self) -> str:
         return f"ConsolidatedV3Store({store_name(self._store)})"

@@ -189,6 +189,17 @@ class FetchThrough:
 
     _store: MutableMapping[str, bytes]  # the store behind (set by the subclass)
 
+    @property
+    def store(self) -> MutableMapping[str, bytes]:
+        """The underlying store (chunks and everything else the view does not serve)."""
+        return self._store
+
+    @property
+    def snapshot_of(self) -> MutableMapping[str, bytes]:
+        """The store whose metadata this view serves a snapshot of (protocol.live_store):
+        a handle that learns of a metadata change made beside it reads the documents there."""
+        return self._store
+
     def _check_key(self, key: str) -> None:
         """Raise ReadOnlyError where *key* may not be written or deleted through this store."""
         raise NotImplementedError
