@@ -67,7 +67,7 @@ class _Inbox:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop_ref = weakref.ref(loop)
         self.lock = threading.Lock()
-        self.items: list[tuple[asyncio.Future, bool, Any]] = []
+        self.items: list[tuple[_Job, bool, Any]] = []
         self.scheduled = False
         self.wake_r, self.wake_w = _nonblocking_pipe()
         try:
@@ -78,10 +78,10 @@ class _Inbox:
         else:
             weakref.finalize(loop, _close, self.wake_r, self.wake_w)
 
-    def put(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
+    def put(self, job: _Job, ok: bool, value: Any) -> None:
         """Add a finished call (from a worker); wake the loop unless a wake-up is pending."""
         with self.lock:
-            self.items.append((fut, ok, value))
+            self.items.append((job, ok, value))
             if self.scheduled:
                 return
             self.scheduled = True
@@ -108,8 +108,12 @@ class _Inbox:
                 pass
         with self.lock:
             items, self.items, self.scheduled = self.items, [], False
-        for fut, ok, value in items:
+        for job, ok, value in items:
+            job.delivered = True
+            fut = job.fut
             if fut.cancelled():
+                if job.waiter is not None and not job.waiter.done():
+                    job.waiter.set_result(None)  # a cancelled caller waits for the end
                 continue
             if ok:
                 fut.set_result(value)
@@ -132,6 +136,43 @@ def _close(*fds: int) -> None:
             pass
 
 
+class _Job:
+    """One call handed to a worker, and where it stands. Cancelling the awaiting coroutine
+    drops a job no worker has started (it never runs); one already running is not stopped
+    midway (it holds chunk locks and writes whole chunks), and a cancelled caller of a write
+    waits for its end before the CancelledError goes on: a write whose caller was cancelled
+    never lands after writes awaited later (see _submit)."""
+
+    __slots__ = ("box", "fut", "ctx", "fn", "args", "kwargs", "lock", "state", "delivered",
+                 "waiter")
+
+    QUEUED, RUNNING, DROPPED = 0, 1, 2
+
+    def __init__(self, box: _Inbox, fut: asyncio.Future, ctx: contextvars.Context,
+                 fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        self.box, self.fut, self.ctx, self.fn, self.args, self.kwargs = (box, fut, ctx, fn,
+                                                                         args, kwargs)
+        self.lock = threading.Lock()
+        self.state = _Job.QUEUED
+        self.delivered = False  # (on the loop) its result reached the inbox's drain
+        self.waiter: asyncio.Future | None = None  # (on the loop) a cancelled caller's
+
+    def start(self) -> bool:
+        """(a worker) Whether to run the job: it was not dropped; from now on it cannot be."""
+        with self.lock:
+            if self.state != _Job.QUEUED:
+                return False
+            self.state = _Job.RUNNING
+            return True
+
+    def drop(self) -> bool:
+        """(the loop, its caller cancelled) Whether the job will never run."""
+        with self.lock:
+            if self.state == _Job.QUEUED:
+                self.state = _Job.DROPPED
+            return self.state == _Job.DROPPED
+
+
 class _Parked:
     """An idle worker thread, waiting on a pipe of its own for a job handed to it (a pipe,
     not a lock: its wake-up runs the worker on the waker's core when the waker is about to
@@ -141,7 +182,7 @@ class _Parked:
 
     def __init__(self) -> None:
         self.wake_r, self.wake_w = os.pipe()
-        self.job: tuple | None = None
+        self.job: _Job | None = None
 
     def wake(self) -> None:
         os.write(self.wake_w, b"\0")
@@ -165,11 +206,11 @@ class _Workers:
     def __init__(self, size: Callable[[], int]) -> None:
         self.size = size
         self.lock = threading.Lock()
-        self.jobs: collections.deque[tuple] = collections.deque()  # waiting for a turn
+        self.jobs: collections.deque[_Job] = collections.deque()  # waiting for a turn
         self.parked: list[_Parked] = []                             # the last idle at the end
         self.running = 0
 
-    def submit(self, job: tuple) -> None:
+    def submit(self, job: _Job) -> None:
         with self.lock:
             if self.running >= self.size():
                 self.jobs.append(job)  # a worker takes it when one of the running is done
@@ -185,7 +226,7 @@ class _Workers:
         threading.Thread(target=self._work, args=([job],), name="chunkstore-aio",
                          daemon=True).start()
 
-    def _hand(self, job: tuple) -> _Parked:
+    def _hand(self, job: _Job) -> _Parked:
         """Give job, and a turn, to the thread parked last (self.lock held); the caller wakes
         it once it has let go of the lock (the woken thread's first step takes it)."""
         self.running += 1
@@ -193,16 +234,18 @@ class _Workers:
         parked.job = job
         return parked
 
-    def _work(self, first: list[tuple]) -> None:
+    def _work(self, first: list[_Job]) -> None:
         me = _Parked()
-        job: tuple | None = first.pop()
+        job: _Job | None = first.pop()
         while job is not None:
-            box, fut, ctx, fn, args, kwargs = job
-            try:
-                done = (fut, True, ctx.run(fn, *args, **kwargs))
-            except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-                done = (fut, False, e)
-            del fut, ctx, fn, args, kwargs
+            box = job.box
+            done: tuple | None = None
+            if job.start():  # (else dropped: its caller was cancelled before it started)
+                try:
+                    done = (job, True, job.ctx.run(job.fn, *job.args, **job.kwargs))
+                except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+                    done = (job, False, e)
+            job = None
             with self.lock:
                 size = self.size()
                 woken = [self._hand(self.jobs.popleft())  # size() was raised: more turns
@@ -218,7 +261,8 @@ class _Workers:
                 parked.wake()
             # The result goes to the loop last: the loop, woken, wants the GIL, which this
             # thread holds from there to its wait for as little as can be.
-            box.put(*done)
+            if done is not None:
+                box.put(*done)
             del box, done
             if job is None:
                 me.wait()  # until submit hands this thread a job (and its turn)
@@ -259,9 +303,12 @@ os.register_at_fork(after_in_child=_after_fork)
 
 async def off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) on a worker thread (with the caller's context variables); the
-    event loop runs other tasks meanwhile."""
+    event loop runs other tasks meanwhile. Cancelled, it never starts fn if it has not
+    started yet, and else waits for fn to end before raising CancelledError (fn may change
+    something: a cancelled call is then never in flight behind the caller's back)."""
     lanes = _lanes
-    return await _submit(lanes, lanes.remote, contextvars.copy_context(), fn, args, kwargs)
+    return await _submit(lanes, lanes.remote, contextvars.copy_context(), fn, args, kwargs,
+                         True)
 
 
 async def array_off_loop(store: Any, read: bool, fn: Callable[..., T], /, *args: Any,
@@ -270,6 +317,9 @@ async def array_off_loop(store: Any, read: bool, fn: Callable[..., T], /, *args:
     store's kind (see the module docstring). A read's chunk requests to a store whose
     requests are coroutines (ObjectStore) run on this event loop, natively (see
     chunkstore.storage.protocol.CALLER_LOOP); decoding stays on the worker threads.
+
+    Cancelled, a call not started yet never runs; a write that started is waited for (as
+    off_loop's), a read is left to end on its own.
 
     Reads only: a read holds no lock while it waits for a request, so a loop that some
     other code blocks for a while delays it, nothing more. A write waits for requests under
@@ -280,12 +330,25 @@ async def array_off_loop(store: Any, read: bool, fn: Callable[..., T], /, *args:
     if read:
         ctx.run(CALLER_LOOP.set, asyncio.get_running_loop())
     lanes = _lanes
-    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs)
+    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs, not read)
 
 
 async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
-                  fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+                  fn: Callable[..., T], args: tuple, kwargs: dict, wait_started: bool) -> T:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    workers.submit((lanes.inbox(loop), fut, ctx, fn, args, kwargs))
-    return await fut
+    job = _Job(lanes.inbox(loop), fut, ctx, fn, args, kwargs)
+    workers.submit(job)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        # Dropped if no worker started it. A started write is waited for: returning now
+        # would let it land after writes the caller awaits next (and over them).
+        if wait_started and not job.drop() and not job.delivered:
+            waiter = job.waiter = loop.create_future()
+            while not waiter.done():
+                try:
+                    await asyncio.shield(waiter)
+                except asyncio.CancelledError:
+                    continue  # cancelled again: still waiting for the end
+        raise

@@ -507,3 +507,121 @@ def test_a_loop_without_add_reader_is_woken_another_way(tmp_path):
     finally:
         loop.close()
     np.testing.assert_array_equal(np.concatenate(got), want)
+
+
+async def _until(event, timeout=20.0):
+    """Wait (on the loop) until a threading.Event is set; fail after timeout."""
+    for _ in range(int(timeout / 0.002)):
+        if event.is_set():
+            return
+        await asyncio.sleep(0.002)
+    raise AssertionError("the gated write never reached the store")
+
+
+class _GatedStore(cs.MemoryStore):
+    """Writes of keys under "slow/" wait for a gate (a write held in flight on a worker)."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def _hold(self, keys):
+        if any(k.startswith("slow/") and not k.endswith((".zarray", ".zattrs", "zarr.json"))
+               for k in keys):
+            self.entered.set()
+            self.gate.wait(30)
+
+    def __setitem__(self, key, value):
+        self._hold([key])
+        super().__setitem__(key, value)
+
+    def setitems(self, values):
+        self._hold(list(values))
+        super().setitems(values)
+
+
+def test_a_cancelled_write_never_lands_after_the_writes_awaited_next():
+    """Cancelling (or timing out) an awaited write: one no worker started never runs, one
+    already running ends before the CancelledError reaches the caller, so a write awaited
+    next always lands after it (a cancelled write used to run on regardless and could land
+    later, over the next write: 12 of 20 rounds lost all of it)."""
+    import threading
+    store = _GatedStore()
+    slow = cs.create_array(store, name="slow", shape=(4,), chunks=(4,), dtype="i4",
+                           fill_value=0)
+    fast = cs.create_array(store, name="fast", shape=(8, 4), chunks=(1, 4), dtype="i4",
+                           fill_value=0)
+    aslow, afast = cs.AsyncArray(slow), cs.AsyncArray(fast)
+
+    async def main():
+        # a write started on a worker, held there; its caller is cancelled
+        a = asyncio.create_task(aslow.setitem(slice(None), 1))
+        await _until(store.entered)
+        a.cancel()
+        await asyncio.sleep(0.05)
+        assert not a.done()  # waits for the write it started
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await a
+        np.testing.assert_array_equal(slow[...], 1)  # landed before the cancel went on
+        await aslow.setitem(slice(None), 2)          # so the next write wins
+        # writes queued behind busy workers, cancelled before any starts: never run
+        store.gate.clear()
+        store.entered.clear()
+        holders = [asyncio.create_task(aslow.setitem(slice(None), 3))
+                   for _ in range(cs.config.get("threads"))]
+        await _until(store.entered)
+        await asyncio.sleep(0.05)  # (every worker holding a gated write)
+        queued = [asyncio.create_task(afast.setitem(i, 5)) for i in range(8)]
+        await asyncio.sleep(0.01)
+        for t in queued:
+            t.cancel()
+        await asyncio.gather(*queued, return_exceptions=True)
+        store.gate.set()
+        await asyncio.gather(*holders)
+        return [t.cancelled() for t in queued]
+
+    cancelled = asyncio.run(main())
+    assert all(cancelled)
+    np.testing.assert_array_equal(fast[...], 0)   # none of the cancelled writes ran
+    np.testing.assert_array_equal(slow[...], 3)
+    assert threading.active_count() < 100
+
+
+def test_a_timed_out_append_runs_before_the_next_one_or_never(monkeypatch):
+    """asyncio.wait_for(append(...)) timing out: an append still queued never runs (it used
+    to run later regardless: a caller that retried got the row twice, or in another order);
+    one already running ends before the TimeoutError, so the next append goes after it."""
+    import threading
+
+    from chunkstore.aio import run as aio_run
+    monkeypatch.setattr(aio_run, "WORKERS", 1)  # one worker for appends: easy to keep busy
+    store = _GatedStore()
+    z = cs.create_array(store, name="z", shape=(0, 2), chunks=(1, 2), dtype="i4")
+    held = cs.create_array(store, name="slow", shape=(0, 2), chunks=(1, 2), dtype="i4")
+    az, aheld = cs.AsyncArray(z), cs.AsyncArray(held)
+    busy = threading.Event()
+
+    async def main():
+        blocker = asyncio.ensure_future(aio_run.off_loop(busy.wait, 30))
+        await asyncio.sleep(0.05)
+        with pytest.raises(asyncio.TimeoutError):  # queued behind the blocker: dropped
+            await asyncio.wait_for(az.append(np.full((1, 2), 1)), 0.05)
+        busy.set()
+        await blocker
+        await az.append(np.full((1, 2), 2))
+        # running (its chunk write held in the store) when it times out: ends first
+        t = asyncio.ensure_future(asyncio.wait_for(aheld.append(np.full((1, 2), 3)), 0.05))
+        await _until(store.entered)
+        await asyncio.sleep(0.1)
+        assert not t.done()
+        store.gate.set()
+        with pytest.raises(asyncio.TimeoutError):
+            await t
+        await aheld.append(np.full((1, 2), 4))
+
+    asyncio.run(main())
+    np.testing.assert_array_equal(z[...], [[2, 2]])
+    np.testing.assert_array_equal(held[...], [[3, 3], [4, 4]])
