@@ -68,6 +68,13 @@ class NoSuchBucketError(StoreError):
     fill value or "no array here"), an error naming the bucket."""
 
 
+def _below_a_file(e: BaseException) -> bool:
+    """Whether an obstore error says the key lies below a file (a LocalStore's "Not a
+    directory"): no such key can exist, so it is absent (a format probe asks for
+    ``a/zarr.json/zarr.json``), not an I/O error."""
+    return "Not a directory (os error 20)" in str(e)
+
+
 def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
     """Raise NoSuchBucketError where an S3 "not found" answer says the bucket is missing."""
     if "<Code>NoSuchBucket</Code>" in str(exc):
@@ -164,6 +171,22 @@ class ObjectStore(BaseStore):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectStore) and other.store is self.store
 
+    def _identity(self) -> tuple[Any, ...] | None:
+        """Where the data is, for in-process locks (protocol.location): the obstore store's
+        kind, its bucket/endpoint configuration (an HTTP store's URL) and prefix, so that
+        wrappers made apart on one location (``from_url`` twice on one s3:// URL, two
+        ``LocalStore`` of one directory) share the locks of their handles. An in-memory
+        obstore store is its own data: the object (its id; the wrapper that a lock table
+        holds keeps it alive)."""
+        inner = self.store
+        kind = type(inner).__name__
+        if kind == "MemoryStore":
+            return (kind, id(inner))
+        config = getattr(inner, "config", None)
+        where = getattr(inner, "url", None)
+        return (kind, repr(sorted((str(k), str(v)) for k, v in dict(config or {}).items())),
+                str(where), str(getattr(inner, "prefix", None)))
+
     def __hash__(self) -> int:
         return hash(("ObjectStore", id(self.store)))
 
@@ -195,6 +218,8 @@ class ObjectStore(BaseStore):
             _raise_if_no_bucket(e, self)
             raise KeyError(key) from None
         except Exception as e:
+            if _below_a_file(e):
+                raise KeyError(key) from None
             raise fsspec_io.with_key(e, key, self) from None
 
     def __setitem__(self, key: str, value: Any) -> None:
@@ -280,6 +305,8 @@ class ObjectStore(BaseStore):
         except FileNotFoundError:
             return False
         except Exception as e:
+            if _below_a_file(e):
+                return False
             raise fsspec_io.with_key(e, key, self) from None
         return True
 
