@@ -20,7 +20,7 @@ from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
-from chunkstore.sync.synchronizers import check_synchronizer_path
+from chunkstore.sync.synchronizers import check_synchronizer_path, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError)
 from chunkstore.metadata.formats import format_alias, format_of, node_document_names
@@ -66,11 +66,15 @@ def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
 
 
 def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
-    """Delete everything at and below path (at the root: every key, the store itself stays)."""
-    if path:
-        rmdir(store, path)
-    else:  # (a store's rmdir("") may remove the store itself) one bulk delete where it has one
-        delitems(store, list(store.keys()))
+    """Delete everything at and below path (at the root: every key, the store itself stays),
+    with this process's writes of the arrays there excluded and their handles told
+    (sync.synchronizers.replacing: a handle opened before never writes the old layout into
+    what comes next)."""
+    with replacing(store, path):
+        if path:
+            rmdir(store, path)
+        else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
+            delitems(store, list(store.keys()))
 
 
 def _check_mode(mode):

@@ -28,7 +28,8 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
 from chunkstore.metadata.formats import format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
-from chunkstore.storage.base import listdir, rmdir
+from chunkstore.storage.base import listdir
+from chunkstore.sync.synchronizers import replacing
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
 from chunkstore.storage.normalize import StoreLike, normalize_store
@@ -219,7 +220,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(item)
         if item not in self:
             raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
-        rmdir(self._store, path)
+        creation.remove_node(self._store, path)
 
     def _member_kinds(self):
         """(name, "array" | "group") of the direct members, sorted by name: one look at
@@ -556,15 +557,16 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
         creation._require_parent_groups(self._store, dst, self._format)
-        rename = protocol.renamer(self._store)
-        if rename is not None:
-            rename(src, dst)
-            return
-        keys = [k for k in list(self._store.keys()) if k == src or k.startswith(src + "/")]
-        for k in keys:
-            self._store[dst + k[len(src):]] = self._store[k]
-        for k in keys:
-            del self._store[k]
+        with replacing(self._store, src):  # (handles at src: nothing is there any more)
+            rename = protocol.renamer(self._store)
+            if rename is not None:
+                rename(src, dst)
+                return
+            keys = [k for k in list(self._store.keys()) if k == src or k.startswith(src + "/")]
+            for k in keys:
+                self._store[dst + k[len(src):]] = self._store[k]
+            for k in keys:
+                del self._store[k]
 
 
 def _init_group(store, path, overwrite=False, zarr_format=2):

@@ -24,14 +24,18 @@ def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kw
     """A dask array over a chunkstore array (or the array at path in a store), chunked like
     the stored objects unless chunks is given: the shards of a sharded array (one task reads
     a shard, as dask's own from_array sizes them), else the chunks. Its name includes the
-    chunking, so two views of one array with other chunks are different dask arrays."""
+    chunking, the handle and the metadata it reads by (a view's dtype or fill value
+    included), so two views or handles of one array are different dask arrays (dask would
+    take one's blocks for the other's)."""
     z = store_or_array if isinstance(store_or_array, Array) else \
         open_array(store_or_array, mode="r", path=path, **open_kwargs)
     chunks = chunks or z.layout.write_chunks  # (the shards of a sharded array)
     if name is None:
         from dask.base import tokenize
         blocks = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
-        name = f"chunkstore-{z.path or 'root'}-{id(z.store):x}-{tokenize(blocks)}"
+        engine = z._handle.current()  # (the metadata the blocks are read by)
+        name = (f"chunkstore-{z.path or 'root'}-{id(z.store):x}-"
+                f"{tokenize(blocks, repr(engine.meta), id(z._handle))}")
     return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False)
 
 

@@ -282,6 +282,29 @@ def handle_locks(store, path):
         return locks
 
 
+@contextlib.contextmanager
+def replacing(store, path):
+    """Around deleting, replacing or moving the node at path of store: the whole lock space
+    of every array at or below path that this process's handles hold in-process locks for
+    (handle_locks), so that writes through them end first and none starts meanwhile, each
+    counting a new metadata generation when left. A handle opened before then finds, at its
+    next write, that the metadata moved on and reads it again: it writes by the new array's
+    metadata, or fails where there is no array any more, instead of writing the old layout's
+    chunks into the new array (decoded by the new dtype: wrong values) or as orphans that a
+    later array at that path would show. Handles with a synchronizer read the stored
+    metadata under their locks instead, and see it anyway."""
+    where = protocol.location(store)
+    with _handle_locks_guard:
+        tables = sorted(((p, t) for (loc, p), t in list(_handle_locks.items())
+                         if loc == where and (not path or p == path
+                                              or p.startswith(path + "/"))),
+                        key=lambda pt: pt[0])
+    with contextlib.ExitStack() as held:
+        for p, t in tables:
+            held.enter_context(t.exclusive(p))
+        yield
+
+
 class ProcessSynchronizer(_Base):
     """Locks shared by processes through lock files in `path` (created if absent).
 

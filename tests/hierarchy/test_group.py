@@ -878,3 +878,40 @@ def test_new_nodes_take_the_format_of_the_group_above_them(tmp_path):
     fresh = str(tmp_path / "fresh.zarr")
     assert cs.open_group(fresh, path="x/y", mode="a").zarr_format == 2
     assert cs.open_group(fresh, mode="r").zarr_format == 2
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("kind", ["memory", "directory"])
+def test_handles_opened_before_a_delete_move_or_replace_never_write_the_old_layout(
+        tmp_path, fmt, kind):
+    """A handle opened before another handle of the process deleted, moved or re-created
+    its array (with another dtype and chunks): its next write fails where no array is left
+    (it used to store orphan chunks, which the next array at that path then showed), or is
+    planned by the new array's metadata (it used to store the old layout's bytes, read as
+    the new dtype: 1.5e-313 for 7). Writes through the old handle during the change finish
+    before it."""
+    def store():
+        return cs.MemoryStore() if kind == "memory" else cs.DirectoryStore(str(tmp_path / "s"))
+    st = store()
+    g = cs.open_group(st, mode="w", zarr_format=fmt)
+    g2 = cs.open_group(st if kind == "memory" else store(), mode="r+")
+    old = g.zeros("a", shape=(40,), chunks=(20,), dtype="i4", compressor=None)
+    del g2["a"]
+    with pytest.raises(cs.errors.ArrayNotFoundError):
+        old[0:20] = 7
+    new = g2.zeros("a", shape=(40,), chunks=(10,), dtype="f8", compressor=None)
+    np.testing.assert_array_equal(new[...], 0)            # no orphan chunk shows
+    old = g["a"]
+    g2.zeros("a", shape=(40,), chunks=(20,), dtype="i4", compressor=None, overwrite=True)
+    stale = old  # (f8, chunks of 10: the array is i4 with chunks of 20 now)
+    stale[0:10] = 7.0
+    want = np.zeros(40, "i4")
+    want[0:10] = 7
+    np.testing.assert_array_equal(g2["a"][...], want)
+    assert g2["a"].dtype == np.dtype("i4")
+    moved = g["a"]
+    g2.move("a", "b")
+    with pytest.raises(cs.errors.ArrayNotFoundError):
+        moved[0:5] = 1
+    np.testing.assert_array_equal(g2["b"][...], want)
+    assert "a" not in g2

@@ -102,3 +102,27 @@ def test_a_sharded_destination_is_written_shard_by_shard(tmp_path):
         z = to_chunkstore(da.from_array(src, chunks=(8, 8)), str(tmp_path / "s.zarr"),
                           chunks=(8, 8), shards=(32, 32), zarr_format=3)
     np.testing.assert_array_equal(z[...], src)
+
+
+def test_views_and_handles_of_one_array_are_different_dask_arrays():
+    """from_chunkstore names a dask array by its chunking, its handle and the metadata it
+    reads by: a view with another fill value or dtype (or a handle opened after the array
+    was re-created) used to get the same name, and dask took one's blocks for the other's
+    (a + view gave 18 where 9 was due)."""
+    import dask.array as dsk
+
+    from chunkstore.dask import from_chunkstore
+    store = cs.MemoryStore()
+    z = cs.zeros((4, 4), chunks=(2, 2), dtype="i4", store=store)
+    z[:2, :2] = 1
+    v = z.view(fill_value=9)
+    a, b = from_chunkstore(z), from_chunkstore(v)
+    assert a.name != b.name
+    np.testing.assert_array_equal((a + b).compute(), z[...] + v[...])
+    f = from_chunkstore(z.view(dtype="f4"))
+    got = dsk.stack([a.astype("f8"), f.astype("f8")]).compute()
+    np.testing.assert_array_equal(got, np.stack([z[...].astype("f8"),
+                                                 z.view(dtype="f4")[...].astype("f8")]))
+    assert from_chunkstore(z).name == a.name  # one handle: one name (dask reuses it)
+    other = cs.open_array(store, mode="r")
+    assert from_chunkstore(other).name != a.name
