@@ -56,6 +56,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import weakref
 
 import numpy as np
 import pytest
@@ -288,6 +289,9 @@ class ArrayMachine(RuleBasedStateMachine):
         # fill value), and how many changes there were when each handle was opened
         self.changes = []
         self.born = {id(h): 0 for h, _ in self.handles}
+        # handles opened through consolidated metadata (weak references, compared by
+        # identity: an id may be reused by a later handle, and Array == compares locations)
+        self.snapshots = []
         self.ready = True
 
     def teardown(self):
@@ -343,6 +347,22 @@ class ArrayMachine(RuleBasedStateMachine):
             cache = False   # handle 0 always sees the current shape
         self.handles[i] = (self._open(cache, fresh, hint), cache)
 
+    @precondition(lambda self: self.ready and len(self.handles) < 3 and self.path
+                  and self.maker.kind in ("memory", "directory", "sqlite", "lmdb"))
+    @rule(fresh=st.booleans())
+    def open_through_consolidated_metadata(self, fresh):
+        """A handle from open_consolidated(mode="r+"): the consolidated snapshot of the
+        metadata is its cached metadata, and writes through it after a change made beside it
+        must go by the stored metadata as any stale handle's (README "What is safe")."""
+        src = self.maker.source(fresh)
+        cs.consolidate_metadata(src)
+        view = cs.open_consolidated(src, mode="r+", synchronizer=self.sync).store
+        h = cs.Array(view, path=self.path, synchronizer=self.sync,
+                     write_empty_chunks=self.wec)
+        self.born[id(h)] = len(self.changes)
+        self.snapshots.append(weakref.ref(h))
+        self.handles.append((h, True))
+
     @precondition(lambda self: self.ready)
     @rule(fresh=st.booleans())
     def open_with_the_other_format_is_refused(self, fresh):
@@ -352,8 +372,11 @@ class ArrayMachine(RuleBasedStateMachine):
             cs.open_array(self.maker.source(fresh), mode="r", path=self.path,
                           zarr_format=other)
 
-    def _pick(self, data, current_only):
+    def _pick(self, data, current_only, changes_metadata=False):
         choices = self._current() if current_only else list(range(len(self.handles)))
+        if changes_metadata:  # (a consolidated snapshot's handle refuses metadata changes)
+            choices = [i for i in choices
+                       if not any(r() is self.handles[i][0] for r in self.snapshots)]
         if not choices:
             choices = [0]
         return self.handles[data.draw(st.sampled_from(choices), label="handle")][0]
@@ -570,7 +593,8 @@ class ArrayMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ready)
     @rule(data=st.data())
     def resize(self, data):
-        h = self._pick(data, current_only=False)   # resize reads the current shape itself
+        # (resize reads the current shape itself)
+        h = self._pick(data, current_only=False, changes_metadata=True)
         new = tuple(data.draw(st.integers(0, MAX_DIM)) for _ in self.model.shape)
         h.resize(*new)
         self._changed_through(h)
@@ -588,9 +612,9 @@ class ArrayMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ready)
     @rule(data=st.data())
     def set_fill_value(self, data):
-        # Through any handle (the setter reads the metadata again under the array's lock).
-        i = data.draw(st.integers(0, len(self.handles) - 1), label="handle")
-        h, _ = self.handles[i]
+        # Through any handle (the setter reads the metadata again under the array's lock)
+        # but one of consolidated metadata's (it refuses metadata changes)
+        h = self._pick(data, current_only=False, changes_metadata=True)
         choices = [f for f in DTYPES[self.dname]
                    if not is_fill(np.full((), f, dtype=self.dtype), self.fill_arr)]
         if not choices:
@@ -611,7 +635,7 @@ class ArrayMachine(RuleBasedStateMachine):
         self.legacy = stored
         # cached-metadata handles other than h know the old fill value: opened again
         for j, (other, cache) in enumerate(self.handles):
-            if cache and j != i:
+            if cache and other is not h:
                 self.handles[j] = (self._open(True, False), True)
 
     @precondition(lambda self: self.ready)
@@ -621,7 +645,7 @@ class ArrayMachine(RuleBasedStateMachine):
         # shaped for the array as it is now goes at its end. A handle that missed another
         # handle's resize may refuse it up front (its own shape differs from the data's in
         # another dimension): a ValueError, and nothing changes.
-        h = self._pick(data, current_only=False)
+        h = self._pick(data, current_only=False, changes_metadata=True)
         hshape = h.shape
         shape = self.model.shape
         axis = data.draw(st.integers(0, len(shape) - 1))
