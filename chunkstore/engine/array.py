@@ -394,32 +394,30 @@ class Array(nodes.Node, ArrayAPIv3):
     # ------------------------------------------------------------------ public get/set
     def __getitem__(self, selection: Any) -> Any:
         fields, selection = ix.split_fields(selection)
-        if type(selection) is tuple and any(s is None for s in selection):
-            nx = ix.newaxes_with_advanced(selection, self.ndim)
-            if nx is not None:  # None beside index arrays: read without, then NumPy's axes
-                got = self._read(ix.basic_or_fancy, nx.key, None, fields)
-                return np.expand_dims(np.transpose(got, nx.perm), nx.axes)
+        nx = ix.newaxes_with_advanced(selection, self.ndim)
+        if nx is not None:  # None beside index arrays: read without, then NumPy's axes
+            got = self._read(ix.basic_or_fancy, nx.key, None, fields)
+            return np.expand_dims(np.transpose(got, nx.perm), nx.axes)
         return self._read(ix.basic_or_fancy, selection, None, fields)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         if isinstance(value, Array) and self._stream_from(selection, value):
             return
         fields, selection = ix.split_fields(selection)
-        if type(selection) is tuple and any(s is None for s in selection):
-            nx = ix.newaxes_with_advanced(selection, self.ndim)
-            if nx is not None:
-                if np.ndim(value):
-                    # the value in the layout of the key without its Nones: broadcast to
-                    # NumPy's result shape, unit axes out, axes back
-                    engine = self._handle.current()
-                    shape = ix.basic_or_fancy(nx.key, engine.shape, engine.chunks,
-                                              self.name).shape
-                    rest = iter([shape[k] for k in nx.perm])
-                    want = [1 if k in nx.axes else next(rest)
-                            for k in range(len(shape) + len(nx.axes))]
-                    v = np.broadcast_to(np.asarray(value), want)
-                    value = np.transpose(np.squeeze(v, nx.axes), np.argsort(nx.perm))
-                selection = nx.key
+        nx = ix.newaxes_with_advanced(selection, self.ndim)
+        if nx is not None:
+            if np.ndim(value):
+                # the value in the layout of the key without its Nones: broadcast to
+                # NumPy's result shape, unit axes out, axes back
+                engine = self._handle.current()
+                shape = ix.basic_or_fancy(nx.key, engine.shape, engine.chunks,
+                                          self.name).shape
+                rest = iter([shape[k] for k in nx.perm])
+                want = [1 if k in nx.axes else next(rest)
+                        for k in range(len(shape) + len(nx.axes))]
+                v = np.broadcast_to(np.asarray(value), want)
+                value = np.transpose(np.squeeze(v, nx.axes), np.argsort(nx.perm))
+            selection = nx.key
         self._write(ix.basic_or_fancy, selection, value, fields)
 
     def _read(self, normalize: Normalizer, selection: Any, out: np.ndarray | None,

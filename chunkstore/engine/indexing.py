@@ -483,8 +483,17 @@ def newaxes_with_advanced(selection: Any, ndim: int) -> NewAxes | None:
     NumPy's rule: the advanced indices' broadcast axes take the place of the first of them
     where they are adjacent, else go first, and a None (like a slice) parts them, so
     dropping the Nones may move those axes."""
-    sel = selection if isinstance(selection, tuple) else (selection,)
-    if not any(s is None for s in sel) or not any(_is_fancy(s) for s in sel):
+    # (a key that is no tuple is one index: no None beside another. Every z[...] asks: a
+    # plain loop, cheaper than any() of a generator)
+    if type(selection) is not tuple:
+        return None
+    for s in selection:
+        if s is None:
+            break
+    else:
+        return None
+    sel = selection
+    if not any(_is_fancy(s) for s in sel):
         return None
     items: list[tuple[str, Any]] = []   # ("A", advanced) ("S", slice) ("N", None), in order
     shapes = []                         # the advanced indices' shapes

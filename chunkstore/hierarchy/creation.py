@@ -233,10 +233,8 @@ def _check_opens(path, key, raw):
 def _check_parents(store, path) -> list[str]:
     """Refuse path where an array is above it (ContainsArrayError); the paths of the groups
     missing above it, the root's side first (one metadata probe a level, for both)."""
-    parts = path.split("/") if path else []
     missing = []
-    for i in range(len(parts)):
-        parent = "/".join(parts[:i])
+    for parent in nodes.ancestors(path):
         kind = nodes.node_kind(store, parent)[0]
         if kind == "array":
             # zarr-python 3's words, then chunkstore's

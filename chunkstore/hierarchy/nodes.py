@@ -82,6 +82,12 @@ def node_kind(store, path: str, zarr_format: int | None = None, *, want: str = "
     return kind, fmt
 
 
+def ancestors(path: str) -> list[str]:
+    """The paths of the groups above the node at path, the root ("") first."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[:i]) for i in range(len(parts))]
+
+
 def new_node_format(store, path: str, zarr_format: int | None, family_default: int) -> int:
     """The Zarr format of a node about to be created at path: zarr_format if given, else
     the configured ``default_zarr_format`` if set, else the format of the nearest group above
@@ -93,9 +99,8 @@ def new_node_format(store, path: str, zarr_format: int | None, family_default: i
     configured = config.default_zarr_format(None, 0)
     if configured:
         return configured
-    parts = path.split("/") if path else []
-    for i in range(len(parts) - 1, -1, -1):
-        kind, fmt = node_at(store, "/".join(parts[:i]), None, warn=False)
+    for above in reversed(ancestors(path)):  # (the nearest first)
+        kind, fmt = node_at(store, above, None, warn=False)
         if kind == "group" and fmt is not None:
             return fmt
         if kind is not None:

@@ -33,9 +33,8 @@ def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kw
     if name is None:
         from dask.base import tokenize
         blocks = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
-        engine = z._handle.current()  # (the metadata the blocks are read by)
         name = (f"chunkstore-{z.path or 'root'}-{id(z.store):x}-"
-                f"{tokenize(blocks, repr(engine.meta), id(z._handle))}")
+                f"{tokenize(blocks, str(z.dtype), repr(z.fill_value), id(z))}")
     return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False)
 
 

@@ -36,6 +36,7 @@ from chunkstore.compat.creation import create_array
 from chunkstore.engine.array import Array
 from chunkstore.errors import ContainsArrayError, ContainsGroupError, store_name
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
+from chunkstore.hierarchy.nodes import ancestors
 from chunkstore.hierarchy.group import open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
@@ -347,7 +348,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 # members (zarr-python 3 drops a v3 group's as xarray writes it; chunkstore
                 # drops a v2 group's .zmetadata too, which xarray's zarr engine leaves stale,
                 # and the root's, which xarray reads a subgroup through)
-                for where in _self_and_ancestors(self.group.path):
+                for where in (self.group.path, *ancestors(self.group.path)):
                     for f in FORMATS.values():  # (a group above may be of either format)
                         f.unconsolidate(self.group.store, where)
         for p in plans:
@@ -572,12 +573,6 @@ def _chars(var: Any) -> int:
         return max((len(v) for v in np.asarray(var.values).ravel()
                     if isinstance(v, (str, bytes))), default=0)
     return 0
-
-
-def _self_and_ancestors(path: str) -> list[str]:
-    """path and every group path above it, the root ("") last."""
-    parts = path.split("/") if path else []
-    return ["/".join(parts[:i]) for i in range(len(parts), -1, -1)]
 
 
 def _check_region_edges(p: dict) -> None:

@@ -118,6 +118,7 @@ class ObjectStore(BaseStore):
         super().__init__("r" if read_only else "a")
         self.store = store
         self._url: tuple[str, dict[str, Any]] | None = None  # set by from_url, for pickling
+        self._where_key: tuple[Any, ...] | None = None  # (_identity, made once)
 
     @classmethod
     def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, *,
@@ -177,15 +178,19 @@ class ObjectStore(BaseStore):
         wrappers made apart on one location (``from_url`` twice on one s3:// URL, two
         ``LocalStore`` of one directory) share the locks of their handles. An in-memory
         obstore store is its own data: the object (its id; the wrapper that a lock table
-        holds keeps it alive)."""
-        inner = self.store
-        kind = type(inner).__name__
-        if kind == "MemoryStore":
-            return (kind, id(inner))
-        config = getattr(inner, "config", None)
-        where = getattr(inner, "url", None)
-        return (kind, repr(sorted((str(k), str(v)) for k, v in dict(config or {}).items())),
-                str(where), str(getattr(inner, "prefix", None)))
+        holds keeps it alive). Made once: every shard write asks (its stripe lock)."""
+        if self._where_key is None:
+            inner = self.store
+            kind = type(inner).__name__
+            if kind == "MemoryStore":
+                self._where_key = (kind, id(inner))
+            else:
+                config = dict(getattr(inner, "config", None) or {})
+                self._where_key = (kind, repr(sorted((str(k), str(v))
+                                                     for k, v in config.items())),
+                                   str(getattr(inner, "url", None)),
+                                   str(getattr(inner, "prefix", None)))
+        return self._where_key
 
     def __hash__(self) -> int:
         return hash(("ObjectStore", id(self.store)))
