@@ -340,13 +340,33 @@ class EngineState:
                 or self.layout.chunks_per_shard is not None
                 or self.is_object or sel.plan.nchunks < _SPLIT_MIN_CHUNKS):
             return None
-        full = sel.plan.full_mask()
+        full = self.covered(sel.plan)
         nfull = int(full.sum())
         if nfull < _SPLIT_MIN_CHUNKS or nfull == len(full):
             return None
         coords = sel.plan.chunk_coords()
         return sync.split_locks(self.path, *selection_box(sel.plan, self.chunks, coords),
                                 self.meta.shape, coords[full], coords[~full], self.cdata_shape)
+
+    def _edges(self, coords: np.ndarray) -> np.ndarray:
+        """For each row of chunk grid coordinates: does the chunk reach past the array's end
+        (so its part outside the array must hold the fill value)?"""
+        if coords.shape[1] == 0:
+            return np.zeros(len(coords), dtype=np.uint8)
+        over = (coords + 1) * np.asarray(self.chunks, dtype=np.int64) > np.asarray(
+            self.shape, dtype=np.int64)
+        # (mypy: NumPy's stubs type any(axis=1) as a scalar or an array; here an array)
+        return over.any(axis=1).view(np.uint8)  # type: ignore[return-value]
+
+    def covered(self, plan: OrthoPlan) -> np.ndarray:
+        """For each chunk of plan: does a write replace it whole (the selection covers every
+        element of the chunk inside the array)? Not the edge chunks of a view whose shape=
+        cuts the stored array: past the view's end they hold the array's elements (the view
+        cannot tell how many), so those chunks are read, changed and written back."""
+        full = plan.full_mask()
+        if self.overrides is not None and "shape" in self.overrides:
+            full = full & ~self._edges(plan.chunk_coords()).astype(bool)
+        return full
 
     def check_metadata(self) -> None:
         """Under a write's locks, which exclude resizes and metadata changes:

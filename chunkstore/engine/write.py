@@ -201,22 +201,12 @@ class WritePath(ReadPath):
         else:
             to_set[key] = self.codec.encode(chunk)
 
-    def _edges(self, coords: np.ndarray) -> np.ndarray:
-        """For each row of chunk grid coordinates: does the chunk reach past the array's end
-        (so its part outside the array must hold the fill value)?"""
-        if coords.shape[1] == 0:
-            return np.zeros(len(coords), dtype=np.uint8)
-        over = (coords + 1) * np.asarray(self.chunks, dtype=np.int64) > np.asarray(
-            self.shape, dtype=np.int64)
-        # (mypy: NumPy's stubs type any(axis=1) as a scalar or an array; here an array)
-        return over.any(axis=1).view(np.uint8)  # type: ignore[return-value]
-
     def _write_ortho(self, plan: OrthoPlan, keys: list[str], v: np.ndarray,
                      drop: tuple[int, ...], partial_locks: PartialLocks | None = None) -> None:
         n = plan.nchunks
         if n == 0:
             return
-        full = plan.full_mask()
+        full = self.covered(plan)
         edge = self._edges(plan.chunk_coords())
         # chunks that start as fill when nothing is stored: partly covered or at the edge
         prefill = (edge.astype(bool) | ~full).view(np.uint8)

@@ -185,6 +185,29 @@ class TestViews:
             r[0] = 1
         assert z.view(read_only=True).view()._read_only  # a view of a view inherits
 
+    @pytest.mark.parametrize("wec", [True, False])
+    @pytest.mark.parametrize("sharded", [False, True])
+    def test_write_through_a_shorter_view_keeps_elements_past_its_end(self, wec, sharded):
+        # chunk 1 holds elements 4..7; a view of shape 6 ends inside it: a write covering
+        # the view's part of that chunk must not replace the chunk whole (6 and 7 were lost)
+        kw = {"shards": (8,)} if sharded else {}
+        z = cs.create_array({}, shape=(10,), chunks=(4,), dtype="i4", config={"write_empty_chunks": wec},
+                            zarr_format=3 if sharded else 2, **kw)
+        z[:] = np.arange(1, 11)
+        v = z.view(shape=(6,))
+        v[4:6] = 0
+        np.testing.assert_array_equal(z[:], [1, 2, 3, 4, 0, 0, 7, 8, 9, 10])
+        v[:] = np.arange(-6, 0)  # an array over the whole view
+        np.testing.assert_array_equal(z[:], [-6, -5, -4, -3, -2, -1, 7, 8, 9, 10])
+        # 2-d: the view ends inside chunks on both axes
+        m = cs.zeros((6, 6), chunks=(4, 4), dtype="f8", store={}, write_empty_chunks=wec)
+        m[:] = 5
+        mv = m.view(shape=(5, 3))
+        mv[...] = 1
+        want = np.full((6, 6), 5.0)
+        want[:5, :3] = 1
+        np.testing.assert_array_equal(m[:], want)
+
     def test_metadata_changes_refused(self, z):
         v = z.view(shape=50)
         before = dict(z.store)
