@@ -83,7 +83,7 @@ def read_array_metadata(store: MutableMapping, path: str = "",
         if known is not None and doc == known.source_document:
             return known, v2_key
         from chunkstore.metadata.v2 import parse_array_metadata
-        meta = parse_array_metadata(doc, v2_key)
+        meta = parse_array_metadata(doc, v2_key, protocol.key_separator(store))
         meta.source_document = doc
         return meta, v2_key
     doc = found[key]

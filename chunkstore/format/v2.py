@@ -8,6 +8,7 @@ from typing import Any
 
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.format.keys import GridKeys
+from chunkstore.storage import protocol
 from chunkstore.format.layout import ArrayLayout
 from chunkstore.metadata.v2 import encode_array_metadata
 
@@ -40,4 +41,4 @@ class V2Layout(ArrayLayout):
     def decode_metadata(self, raw: Any) -> Any:
         """The Zarr v2 array metadata parsed from the ``.zarray`` document *raw*."""
         from chunkstore.metadata.v2 import parse_array_metadata
-        return parse_array_metadata(raw, self.metadata_key)
+        return parse_array_metadata(raw, self.metadata_key, protocol.key_separator(self.store))

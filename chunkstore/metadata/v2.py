@@ -246,12 +246,14 @@ _REQUIRED_ARRAY_KEYS = ("zarr_format", "shape", "chunks", "dtype", "compressor",
 
 
 def parse_array_metadata(
-    raw: bytes | bytearray | memoryview | str | Mapping, key: str = ".zarray"
+    raw: bytes | bytearray | memoryview | str | Mapping, key: str = ".zarray",
+    default_separator: str | None = None,
 ) -> ArrayMetadataV2:
     """Parse and validate a ``.zarray`` document read from ``key``.
 
     ``raw`` may be the stored bytes, a str or an already-decoded dict. A missing
-    ``dimension_separator`` (or null) means ``"."``. Unknown extra keys are ignored, as
+    ``dimension_separator`` (or null) means ``default_separator`` (the store's, as
+    zarr-python 2 reads documents written before the key existed), else ``"."``. Unknown extra keys are ignored, as
     zarr-python 2 does. Raises :class:`MetadataError` naming ``key`` on any problem.
     """
     try:
@@ -267,7 +269,7 @@ def parse_array_metadata(
             raise ValueError(f"invalid fill_value {doc['fill_value']!r} for dtype {dtype}: {e}") from e
         sep = doc.get("dimension_separator")
         if sep is None:
-            sep = "."
+            sep = default_separator or "."
         shape = doc["shape"]
         chunks = doc["chunks"]
         if not isinstance(shape, list):

@@ -27,6 +27,8 @@ capability                 what a store offers (the accessor returns it, or None
 :func:`stray_temporaries`  ``stray_temporaries()``: leftovers of killed writers (for verify)
 :func:`location`           ``_identity()``: where the data is (a path, a URL): stores equal by
                            it share in-process locks
+:func:`key_separator`      ``dimension_separator``: the chunk key separator of Zarr v2 arrays
+                           whose ``.zarray`` names none (as zarr-python 2 reads them)
 ========================  ==================================================================
 
 The batch and listing capabilities (:class:`BatchReads`, :class:`RecursiveListing`, and
@@ -52,7 +54,7 @@ __all__ = [
     "RecursiveListing", "ConcurrentIO",
     "byte_ranges", "versions", "version_reads", "local_files",
     "coalesces_ranges", "concurrent_io", "closer", "renamer", "flusher",
-    "stray_temporaries",
+    "stray_temporaries", "key_separator",
 ]
 
 #: What every store is: a mutable mapping of string keys to bytes.
@@ -202,6 +204,14 @@ def flusher(store: object) -> Callable[[], None] | None:
 def stray_temporaries(store: object) -> Callable[[], list[str]] | None:
     """The store's ``stray_temporaries()``, or None."""
     return getattr(store, "stray_temporaries", None)
+
+
+def key_separator(store: object) -> str | None:
+    """The store's ``dimension_separator`` ("." or "/"), or None. zarr-python 2 reads a
+    ``.zarray`` without one (written before 2.8, through NestedDirectoryStore say) with its
+    store's; a consolidated view answers for the store behind it."""
+    sep = getattr(live_store(store), "dimension_separator", None)
+    return sep if sep in (".", "/") else None
 
 
 def live_store(store: object) -> Any:

@@ -394,3 +394,35 @@ def test_get_partial_plain_ranges_in_one_call(tmp_path):
         s.get_partial("a", [(0, 1)])
     with pytest.raises(KeyError):
         s.get_partial("a/nope", [(0, 1)])
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: NestedDirectoryStore(p),
+    lambda p: DirectoryStore(p, dimension_separator="/"),
+])
+def test_legacy_v2_array_without_separator_reads_by_the_stores(tmp_path, make):
+    # zarr-python < 2.8 wrote nested chunks (0/0) with no dimension_separator in .zarray;
+    # zarr-python 2 reads (and writes) them by its store's separator: read as all fill
+    # value, and the next write put a dotted 0.0 beside the nested 0/0
+    import json
+
+    import numpy as np
+
+    import chunkstore as cs
+
+    p = tmp_path / "legacy"
+    p.mkdir()
+    doc = {"zarr_format": 2, "shape": [4, 4], "chunks": [2, 2], "dtype": "<i4",
+           "compressor": None, "fill_value": 0, "order": "C", "filters": None}
+    (p / ".zarray").write_text(json.dumps(doc))
+    want = np.arange(16, dtype="<i4").reshape(4, 4)
+    for i in range(2):
+        for j in range(2):
+            (p / str(i)).mkdir(exist_ok=True)
+            (p / str(i) / str(j)).write_bytes(want[2 * i:2 * i + 2, 2 * j:2 * j + 2].tobytes())
+    z = cs.open_array(make(p), mode="r+")
+    np.testing.assert_array_equal(z[:], want)
+    z[0, 0] = 99
+    assert not (p / "0.0").exists() and np.frombuffer((p / "0" / "0").read_bytes(), "<i4")[0] == 99
+    # a plain store reads the document as zarr-python 2 does: "." keys, none stored
+    assert cs.open_array(DirectoryStore(p), mode="r").nchunks_initialized == 0
