@@ -75,8 +75,9 @@ class ZipStore(BaseStore):
     the filesystem supports ``flock``). Taking the claim rereads the archive on disk, so a
     store that did not write while another wrote and flushed changes the current archive
     and keeps the other's work: stores that flush in turn cooperate. Readers take no claim:
-    any number of stores, mode ``"r"`` or not, in any processes, read at once, each from the
-    archive as of its open (or its last claim or flush). A file that does not exist yet is
+    any number of stores, mode ``"r"`` or not, in any processes, read at once, each the
+    archive as it is at each read (one ``stat`` a call tells whether another store flushed
+    since; a store holding the claim reads its own view). A file that does not exist yet is
     created, as an empty archive, by the claim (so that it can be locked). Tools other than
     chunkstore do not see the lock.
 
@@ -182,6 +183,7 @@ class ZipStore(BaseStore):
         if os.path.getsize(self.path) == 0:
             if self._mode == "r":
                 raise StoreError(f"{self.path!r} is an empty file, not a zip archive")
+            self._loaded = loaded
             return
         try:
             zf = zipfile.ZipFile(self.path, "r", allowZip64=self.allowZip64)
@@ -204,8 +206,22 @@ class ZipStore(BaseStore):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
-        if self._absent and not self._pending and os.path.exists(self.path):
-            self._load()  # the archive was created (by someone else) since we opened
+        if self._pending or self._claim_key is not None:
+            return  # (this store's view: its changes apply to the archive as claimed)
+        if self._absent:
+            if os.path.exists(self.path):
+                self._load()  # the archive was created (by someone else) since we opened
+            return
+        # Another store (or process) flushed since this one read the archive: read the new
+        # one. A write's read-modify-write reads chunks before it claims the archive; by an
+        # old snapshot it would put back what the other flushed (its claim rereads the
+        # archive, but not the chunk bytes read before).
+        try:
+            now = _signature(self.path)
+        except FileNotFoundError:
+            return  # (removed by someone else: this store keeps what it read)
+        if now != self._loaded:
+            self._load()
 
     # -- the write claim (one writer at a time; see the class docstring) --------------------
 

@@ -253,3 +253,36 @@ def test_corrupt_member_is_an_error_not_missing(tmp_path):
         with pytest.raises(StoreError):
             s.getitems(["a/1", "a/0"])
         assert s.getitems(["a/1", "a/2"]) == {"a/1": b"B" * 1000}
+
+
+def test_stores_flushing_in_turn_keep_each_others_writes_in_one_chunk(tmp_path):
+    # a write's read-modify-write read chunk 0 from s2's snapshot of the archive (taken at
+    # open), before its claim reread the archive: s1's flushed element came back as 0
+    import numpy as np
+
+    import chunkstore as cs
+
+    p = str(tmp_path / "a.zip")
+    with ZipStore(p, mode="w") as s:
+        cs.zeros(6, chunks=6, dtype="i4", store=s)
+    s1, s2 = ZipStore(p, mode="a"), ZipStore(p, mode="a")
+    a1, a2 = cs.open_array(s1, mode="r+"), cs.open_array(s2, mode="r+")
+    a1[0] = 1
+    s1.flush()
+    a2[1] = 2
+    s2.flush()
+    a1.append(np.array([7], "i4"))  # a metadata change read by s1 after s2's flush
+    s1.flush()
+    a2[2] = 3
+    s2.flush()
+    for s in (s1, s2):
+        s.close()
+    with ZipStore(p, mode="r") as s:
+        np.testing.assert_array_equal(cs.open_array(s, mode="r")[:], [1, 2, 3, 0, 0, 0, 7])
+    # a reader sees what was flushed after its open
+    r = ZipStore(p, mode="r")
+    w = ZipStore(p, mode="a")
+    cs.open_array(w, mode="r+")[5] = 5
+    w.close()
+    np.testing.assert_array_equal(cs.open_array(r, mode="r")[:], [1, 2, 3, 0, 0, 5, 7])
+    r.close()
