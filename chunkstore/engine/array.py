@@ -641,12 +641,15 @@ class Array(nodes.Node, ArrayAPIv3):
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(len(new)))
             sel = ix.basic_or_fancy(region, new, chunks, self.name)
-            # An append lands whole or not at all: keep the chunks it shares with the old
-            # shape (the boundary layer) as stored, to put back if the write fails.
-            coords = sel.plan.chunk_coords()
-            touched = engine._chunk_keys(coords)
-            saved = getitems(engine.chunk_store, engine._chunk_keys(
-                coords[coords[:, axis] * chunks[axis] < shape[axis]]))
+            # An append lands whole or not at all: keep the stored objects (chunks, or
+            # shards) it shares with the old shape (the boundary layer), their bytes as
+            # stored, to put back if the write fails; the others it creates are deleted
+            # (whole: deleting a shard's inner chunks would be a rewrite of the shard,
+            # which fails as the append did on a full disk).
+            layout = engine.layout
+            stored, touched = layout.stored_keys_for(sel.plan.chunk_coords())
+            edge = stored[:, axis] * layout.write_chunks[axis] < shape[axis]
+            saved = getitems(layout.store, [k for k, e in zip(touched, edge) if e])
             try:
                 engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)
             except BaseException as e:

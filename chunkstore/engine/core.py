@@ -116,14 +116,24 @@ class EngineHandle:
 
     def roll_back_append(self, old_meta: Any, touched: list[str], saved: dict[str, bytes],
                          error: BaseException) -> None:
-        """Undo a failed append: delete the chunks it created (first, as that frees space on
-        a full disk), restore the old shape, then the boundary chunks' old bytes. A failure
-        of the roll-back is noted on ``error``."""
-        try:
-            delitems(self.engine.chunk_store, [k for k in touched if k not in saved])
-            engine = self.write_metadata(old_meta)
-            if saved:
-                setitems(engine.chunk_store, saved)
-        except Exception as e2:
-            error.add_note(f"rolling back the append of array {self.options.name!r} to shape "
-                           f"{old_meta.shape} also failed: {e2!r}")
+        """Undo a failed append: delete the stored objects (chunks, or shards) it created
+        (first, as that frees space on a full disk; store keys in ``touched``, those not
+        in ``saved``), restore the old shape, then put back the boundary objects' old bytes
+        (``saved``); each step whatever became of the one before. A step that fails is
+        noted on ``error``."""
+        store = self.engine.layout.store
+        name, shape = self.options.name, old_meta.shape
+        steps = (
+            ("deleting the chunks it created", lambda: delitems(
+                store, [k for k in touched if k not in saved])),
+            ("restoring the old shape", lambda: self.write_metadata(old_meta)),
+            ("putting back the old bytes of its boundary chunks (past the old end they may "
+             "hold appended values, which a later resize would show)",
+             lambda: setitems(store, saved) if saved else None),
+        )
+        for what, step in steps:
+            try:
+                step()
+            except Exception as e2:
+                error.add_note(f"rolling back the append of array {name!r} to shape {shape}: "
+                               f"{what} also failed: {e2!r}")

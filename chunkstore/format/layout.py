@@ -142,6 +142,15 @@ class ArrayLayout:
                              f"{self.write_chunks})")
         return coords
 
+    def stored_keys_for(self, coords: Any) -> tuple[Any, list[str]]:
+        """(stored-grid coordinates, store keys) of the stored objects (chunks, or shards)
+        that hold the chunks at the rows of chunk-grid coordinates ``coords``, each once."""
+        if self.chunks_per_shard is not None:
+            import numpy as np
+            coords = np.unique(coords // np.asarray(self.chunks_per_shard, dtype=np.int64),
+                               axis=0)
+        return coords, self._keys.keys(coords)
+
     # ------------------------------------------------------------------ stored chunks
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
         """Chunk-grid coordinates of the chunks present in the store (inside the grid)."""
