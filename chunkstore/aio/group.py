@@ -91,19 +91,8 @@ class AsyncGroup(AsyncNode):
         return await off_loop(self._node.__contains__, member)
 
     async def _members(self, max_depth: int | None) -> list[tuple[str, Array | Group]]:
-        def walk() -> list[tuple[str, Array | Group]]:
-            out: list[tuple[str, Array | Group]] = []
-
-            def visit(group: Group, prefix: str, depth: int) -> None:
-                for name, node in sorted(group.items()):
-                    out.append((prefix + name, node))
-                    if isinstance(node, Group) and (max_depth is None or depth < max_depth):
-                        visit(node, prefix + name + "/", depth + 1)
-
-            visit(self._node, "", 0)
-            return out
-
-        return await off_loop(walk)
+        # (the Group's members(max_depth): its checks, its order)
+        return list(await off_loop(self._node.members, max_depth))
 
     async def members(self, max_depth: int | None = 0, *,
                       use_consolidated_for_children: bool = True

@@ -17,6 +17,14 @@ def hierarchy_plan(nodes, has_group):
     hierarchy. nodes: path -> a metadata object (``to_dict()``) or its document."""
     docs = {p.strip("/"): (m.to_dict() if hasattr(m, "to_dict") else dict(m))
             for p, m in nodes.items()}
+    formats: dict[int, list[str]] = {2: [], 3: []}
+    for path, doc in docs.items():
+        formats.setdefault(doc.get("zarr_format", 3), []).append(path)
+    if formats[2] and formats[3]:  # (zarr-python 3's words; nothing is made yet)
+        raise ValueError(f"Got data with both Zarr v2 and Zarr v3 nodes, which is invalid. "
+                         f"The following keys map to Zarr v2 nodes: {formats[2]}. The "
+                         f"following keys map to Zarr v3 nodes: {formats[3]}. Ensure that "
+                         f"all nodes have the same Zarr format.")
     arrays = {p for p, d in docs.items() if _kind(d) == "array"}
     for path, doc in list(docs.items()):
         parts = path.split("/") if path else []
@@ -63,11 +71,22 @@ class GroupAPIv3:
         (paths relative to this group -> metadata objects or documents), parents first and
         with the missing groups between, yielding (path, node) as each is made."""
         prefix = self.path.strip("/") + "/" if self.path.strip("/") else ""
+        for key, node in nodes.items():  # (checked before anything is made, as zarr's)
+            fmt = (node.to_dict() if hasattr(node, "to_dict") else dict(node)).get(
+                "zarr_format", 3)
+            if fmt != self.zarr_format:
+                raise ValueError(f"The zarr_format of the nodes must be the same as the "
+                                 f"parent group. The node at {key} has zarr_format {fmt}, "
+                                 f"but the parent group has zarr_format {self.zarr_format}.")
+            if key.strip("/") == "":
+                raise ValueError("The input defines a root node, but a root node already "
+                                 "exists, namely this Group instance. It is an error to use "
+                                 "this method to create a root node.")
         for path, doc, kind in hierarchy_plan(
                 nodes, lambda p: p == "" or contains_group(self.store, prefix + p)):
             if kind == "group":
                 if path == "":
-                    continue  # this group
+                    continue  # this group (completing the plan: nodes has no root)
                 yield path, self.create_group(path, overwrite=overwrite,
                                               attributes=doc.get("attributes"))
             else:

@@ -8,6 +8,7 @@ also says how to shape the output: which dimensions integer indices drop, and th
 from __future__ import annotations
 
 import numbers
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, SupportsInt
@@ -455,6 +456,12 @@ def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
             b = b + nblocks if b < 0 else b
             out.append(slice(b * c, min((b + 1) * c, shape[dim])))
         elif isinstance(s, slice):
+            first = _block_start(s.start, nblocks)
+            if nblocks and not 0 <= first < nblocks:
+                # (zarr-python's rule: a block slice starting outside the grid is an error,
+                # not an empty selection; a stop past the end is cut)
+                raise BoundsCheckError(f"block slice {s} starts out of bounds for dimension "
+                                       f"{dim} with {nblocks} blocks{_where(name)}")
             start, stop, step = s.indices(nblocks)
             if step != 1:
                 raise IndexError(f"block selection slices must have step 1, got {step} for "
@@ -464,6 +471,15 @@ def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
             raise IndexError(f"block selection takes ints and slices, got {type(s).__name__} "
                              f"for dimension {dim}{_where(name)}")
     return orthogonal(tuple(out), shape, chunks, name)
+
+
+def _block_start(start: Any, nblocks: int) -> int:
+    """A block slice's first block as given (None: 0; negative: from the end), not
+    clipped to the grid."""
+    if start is None:
+        return 0
+    b = operator.index(start)
+    return b + nblocks if b < 0 else b
 
 
 class NewAxes(NamedTuple):

@@ -398,11 +398,11 @@ def creation_lock(synchronizer: Any, key: str, store: Any = None) -> Iterator[No
 
 
 def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
-           compressor: Any = "default", fill_value: Any = 0, order: str = "C",
+           compressor: Any = "default", fill_value: Any = 0, order: str | None = None,
            store: StoreLike = None, synchronizer: Any = None, overwrite: bool = False,
            path: str | None = None, filters: Sequence[Any] | None = None,
            cache_metadata: bool = True, read_only: bool = False, object_codec: Any = None,
-           dimension_separator: str | None = None, write_empty_chunks: bool = False,
+           dimension_separator: str | None = None, write_empty_chunks: bool | None = None,
            storage_options: dict | None = None, missing_chunks: str = "fill",
            zarr_format: int | None = None, shards: ShapeLike | None = None,
            dimension_names: Sequence[str | None] | None = None,
@@ -458,7 +458,7 @@ def _new_format(store: Any, path: str, zarr_format: int | None, shards: Any,
 
 def _check_unknown(kwargs):
     # zarr-python accepts a few arguments chunkstore has no use for; anything else is a typo.
-    ignored = {"chunk_store", "meta_array"}
+    ignored = {"chunk_store", "meta_array", "cache_attrs"}
     unknown = set(kwargs) - ignored
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
@@ -667,10 +667,10 @@ def open_like(a, path, **kwargs):
 
 def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None = None,
                chunks: Any = True, dtype: DTypeLike = None, compressor: Any = "default",
-               fill_value: Any = 0, order: str = "C", synchronizer: Any = None,
+               fill_value: Any = 0, order: str | None = None, synchronizer: Any = None,
                filters: Sequence[Any] | None = None, cache_metadata: bool = True,
                path: str | None = None, object_codec: Any = None,
-               dimension_separator: str | None = None, write_empty_chunks: bool = False,
+               dimension_separator: str | None = None, write_empty_chunks: bool | None = None,
                storage_options: dict | None = None, missing_chunks: str = "fill",
                zarr_format: int | None = None, shards: ShapeLike | None = None,
                dimension_names: Sequence[str | None] | None = None,

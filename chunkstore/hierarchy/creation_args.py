@@ -182,7 +182,7 @@ def array_config(config: Any) -> tuple[Any, Any]:
     return order, wec
 
 
-def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks: bool,
+def zarr3_create_args(kwargs: dict, chunks: Any, order: Any, write_empty_chunks: bool | None,
                       dimension_separator: Any) -> tuple[Any, str, bool, Any]:
     """create()'s chunks, order, write_empty_chunks and dimension_separator with zarr-python
     3's spellings taken out of kwargs: chunk_shape (chunks), chunk_key_encoding (a dict or
@@ -208,7 +208,7 @@ def zarr3_create_args(kwargs: dict, chunks: Any, order: str, write_empty_chunks:
 
 
 def peer_args(kwargs: dict, compressor: Any, fill_value: Any, chunks: Any, order: Any,
-              write_empty_chunks: bool, dimension_separator: Any) -> tuple:
+              write_empty_chunks: bool | None, dimension_separator: Any) -> tuple:
     """create()'s and open_array()'s zarr-python 2 h5py keywords (h5py_compat) and
     zarr-python 3 spellings (zarr3_create_args) taken out of kwargs: (compressor,
     fill_value, chunks, order, write_empty_chunks, dimension_separator)."""
@@ -217,20 +217,14 @@ def peer_args(kwargs: dict, compressor: Any, fill_value: Any, chunks: Any, order
             *zarr3_create_args(kwargs, chunks, order, write_empty_chunks, dimension_separator))
 
 
-def take_config(kwargs: dict, order: Any, write_empty_chunks: bool) -> tuple[str, bool]:
+def take_config(kwargs: dict, order: Any, write_empty_chunks: bool | None) -> tuple[str, bool]:
     """(order, write_empty_chunks) with zarr-python 3's config={"order",
-    "write_empty_chunks"} taken out of kwargs (what it gives wins); order None is zarr-python
-    3's "not given": the configured array.order."""
-    if "config" in kwargs:
-        given = dict(kwargs.pop("config") or {})
-        cfg_order, cfg_wec = array_config(given)
-        if "order" in given:
-            order = cfg_order
-        if "write_empty_chunks" in given:
-            write_empty_chunks = cfg_wec
-    if order is None:
-        order = config.get("array.order") or "C"
-    return order, write_empty_chunks
+    "write_empty_chunks"} taken out of kwargs. As zarr-python 3's, an explicit keyword
+    wins over config=, and config= over the configured array.order and
+    array.write_empty_chunks (None is "not given")."""
+    cfg_order, cfg_wec = array_config(kwargs.pop("config", None))
+    return (cfg_order or "C") if order is None else order, \
+        bool(cfg_wec) if write_empty_chunks is None else write_empty_chunks
 
 
 def zarr3_encoding_args(kwargs: dict, zarr_format: int, dtype: Any, shape: Any,

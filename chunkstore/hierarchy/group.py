@@ -587,18 +587,33 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
           path: str | None = None, storage_options: dict | None = None,
           zarr_format: int | None = None, **kwargs: Any) -> Group:
     """Create a group, or open the one already there (overwrite=True replaces it).
-    zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format)."""
+    zarr_format (2 or 3) applies to a new group (2 unless config default_zarr_format).
+
+    zarr-python 3's keywords: attributes (of a group this call creates; an existing group
+    keeps its own), zarr_version (zarr_format's old name); zarr-python 2's cache_attrs,
+    chunk_store and meta_array are accepted and not needed. Any other keyword is a
+    TypeError naming it."""
     store, path = split_store_path(store, path)
+    attributes = kwargs.pop("attributes", None)
+    zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
+    for accepted in ("cache_attrs", "chunk_store", "meta_array"):
+        kwargs.pop(accepted, None)
+    if kwargs:
+        raise TypeError(f"group() got unexpected keyword arguments {sorted(kwargs)}")
     creation._check_format(zarr_format)
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
                  normalize_store(store, mode="a", storage_options=storage_options))
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group"), store):
-        if overwrite or not contains_group(store, path):
+        created = overwrite or not contains_group(store, path)
+        if created:
             _init_group(store, path, overwrite=overwrite,
                         zarr_format=nodes.new_node_format(store, path, zarr_format, 2))
-    return Group(store, path=path, synchronizer=synchronizer)
+        g = Group(store, path=path, synchronizer=synchronizer)
+        if created and attributes:
+            g.attrs.update(attributes)
+    return g
 
 
 def _group_document(store: Any, path: str, fmt: int) -> Any:
