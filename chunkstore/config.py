@@ -88,7 +88,8 @@ except Exception:  # pragma: no cover - numcodecs without blosc
 # zarr-python 3's configuration keys (config.set({"array.order": "F"})) beside chunkstore's
 # own; keys with no meaning here are refused by name.
 
-_ZARR3 = {"array.order": "C", "array.write_empty_chunks": False, "default_zarr_format": None}
+_ZARR3 = {"array.order": "C", "array.write_empty_chunks": False, "default_zarr_format": None,
+          "array.target_shard_size_bytes": None}
 _ALIASES = {"threading.max_workers": "threads", "async.concurrency": "io_concurrency"}
 
 
@@ -112,6 +113,10 @@ def _check(key, value):
         raise ValueError(f"array.order must be 'C' or 'F', got {value!r}")
     if key == "array.write_empty_chunks" and not isinstance(value, bool):
         raise ValueError(f"array.write_empty_chunks must be True or False, got {value!r}")
+    if key == "array.target_shard_size_bytes" and value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"array.target_shard_size_bytes must be a positive integer or None, "
+                         f"got {value!r}")
     if key == "default_zarr_format" and value not in (2, 3, None):
         raise ValueError(f"default_zarr_format must be 2 or 3, got {value!r}")
 
@@ -138,7 +143,8 @@ def set(options=None, **kwargs):  # noqa: A001
       (None: 5);
     - zarr-python 3's keys: ``{"array.order": "F", "async.concurrency": 8,
       "threading.max_workers": 4, "array.write_empty_chunks": True,
-      "default_zarr_format": 3}``.
+      "default_zarr_format": 3, "array.target_shard_size_bytes": 2**26}`` (the last: the
+      size shards=\"auto\" aims at; None: two chunks a shard along axes of more than 8).
 
     Settings not named are left as they are. Unknown keys raise KeyError naming them and
     invalid values ValueError; nothing is set then. Usable as a context manager that

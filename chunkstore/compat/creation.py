@@ -6,6 +6,7 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -82,7 +83,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     dt, enc = creation_kwargs(zarr_format, dt, len(shape), codecs=codecs, filters=filters,
                               serializer=serializer, compressors=compressors,
                               compressor=compressor, order=order,
-                              shards=_shards(shards, shape, chunk_shape), chunks=chunk_shape,
+                              shards=_shards(shards, shape, chunk_shape, itemsize), chunks=chunk_shape,
                               chunk_key_encoding=chunk_key_encoding, vlen_bytes=vlen_bytes)
     kwargs.update(enc)
     attrs = dict(attributes or {})
@@ -107,11 +108,11 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     return z
 
 
-def _shards(shards, shape, chunks):
+def _shards(shards, shape, chunks, itemsize):
     """create_array's shards= in zarr-python 3's forms -- a shape, {"shape": ...,
-    "index_location": "start" | "end"}, "auto" (two chunks per shard along each axis with
-    more than eight chunks, with zarr's ZarrUserWarning that the rule may change) -- as
-    hierarchy.creation takes it: a shape, or that dict with a shape."""
+    "index_location": "start" | "end"}, "auto" (with zarr's ZarrUserWarning that the rule
+    may change: see _auto_shards) -- as hierarchy.creation takes it: a shape, or that dict
+    with a shape."""
     if shards is None:
         return None
     if isinstance(shards, Mapping):
@@ -122,7 +123,7 @@ def _shards(shards, shape, chunks):
         if shards.get("index_location", "end") not in ("start", "end"):
             raise ValueError(f"shards: index_location must be 'start' or 'end', got "
                              f"{shards['index_location']!r}")
-        inner = _shards(shards["shape"], shape, chunks)
+        inner = _shards(shards["shape"], shape, chunks, itemsize)
         return {"shape": inner, "index_location": shards.get("index_location", "end")}
     if isinstance(shards, str):
         if shards != "auto":
@@ -130,8 +131,24 @@ def _shards(shards, shape, chunks):
                              f"got {shards!r}")
         warnings.warn("Automatic shard shape inference is experimental and may change "
                       "without notice.", ZarrUserWarning, stacklevel=3)
-        return tuple(c * 2 if s // c > 8 else c for s, c in zip(shape, chunks))
+        return _auto_shards(shape, chunks, itemsize)
     return shards
+
+
+def _auto_shards(shape, chunks, itemsize):
+    """shards="auto", as zarr-python 3.1 picks them: n chunks a shard along every axis,
+    the largest n whose shard stays within the configured array.target_shard_size_bytes
+    and the array (at least 1); without that setting, 2 along each axis of more than 8
+    chunks."""
+    target = _config.get("array.target_shard_size_bytes")
+    if target is None:
+        return tuple(c * 2 if s // c > 8 else c for s, c in zip(shape, chunks))
+    per_chunk = math.prod(chunks) * itemsize
+    n = 1
+    while per_chunk * (n + 1) ** len(chunks) <= target and all(
+            c * (n + 1) <= s for c, s in zip(chunks, shape)):
+        n += 1
+    return tuple(c * n for c in chunks)
 
 
 def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards="keep",

@@ -132,3 +132,23 @@ def test_block_slices_starting_outside_the_grid_are_errors(lib):
     np.testing.assert_array_equal(z.blocks[3:9], a[900:])
     assert z.blocks[1:1].shape == (0, 10)
     assert issubclass(errors.BoundsCheckError, IndexError)
+
+
+@pytest.mark.parametrize("shape, chunks, target", [
+    ((256, 256), (32, 32), 129 * 129), ((256, 256), (32, 32), 64 * 64),
+    ((256, 256), (64, 32), 128 * 128), ((256,), (2,), 255), ((256,), (2,), 256),
+    ((256,), (2,), 16), ((256,), (2,), 2), ((256,), (2,), 1), ((256,), (2,), None),
+    ((4,), (2,), None), ((1000, 30, 7), (10, 3, 7), 10**5)])
+def test_auto_shards_follow_the_target_shard_size_as_zarr_picks_them(shape, chunks, target):
+    from zarr.core.chunk_grids import _auto_partition
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with zarr.config.set({"array.target_shard_size_bytes": target}):
+            want, _ = _auto_partition(array_shape=shape, chunk_shape=chunks,
+                                      shard_shape="auto", item_size=2)
+        with cs.config.set({"array.target_shard_size_bytes": target}):
+            a = cs.create_array({}, shape=shape, chunks=chunks, shards="auto", dtype="i2")
+    assert a.shards == want and a.chunks == chunks
+    with pytest.raises(ValueError, match="target_shard_size_bytes"):
+        cs.config.set({"array.target_shard_size_bytes": 0})
