@@ -27,7 +27,11 @@ def outcomes(path: str) -> dict[str, tuple[str, str]]:
     except (ET.ParseError, FileNotFoundError):
         return out
     for case in root.iter("testcase"):
-        tid = f"{case.get('classname', '')}::{case.get('name', '')}"
+        # (pytest names a parameter that is a str by its value: chunkstore's
+        # ShardingCodecIndexLocation is a str Enum, zarr's a plain Enum, so one test has
+        # "start" in one run's id and "ShardingCodecIndexLocation.start" in the other's)
+        name = re.sub(r"ShardingCodecIndexLocation\.(start|end)", r"\1", case.get("name", ""))
+        tid = f"{case.get('classname', '')}::{name}"
         state, msg = "passed", ""
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
