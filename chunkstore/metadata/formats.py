@@ -115,11 +115,14 @@ def _v2_array_arguments(doc: Mapping) -> dict:
 
 def _v2_default_fill(dt: np.dtype) -> Any:
     """zarr-python 3's Zarr v2 fill value when none is given: "" for strings (object), 0 for
-    bytes, unicode and times (read as their empty value, the epoch), the type's zero else;
-    none for structured types."""
+    bytes and unicode (read as their empty value), NaT for times (its int64, as zarr-python
+    3 writes it: 0 would read as the epoch, a real date), the type's zero else; none for
+    structured types."""
     if dt.hasobject:
         return ""
-    if dt.kind in "SUVMm":
+    if dt.kind in "Mm":
+        return int(np.iinfo(np.int64).min)
+    if dt.kind in "SUV":
         return 0
     return np.zeros((), dtype=dt)[()].item() if dt.fields is None else None
 

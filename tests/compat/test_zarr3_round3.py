@@ -152,3 +152,18 @@ def test_auto_shards_follow_the_target_shard_size_as_zarr_picks_them(shape, chun
     assert a.shards == want and a.chunks == chunks
     with pytest.raises(ValueError, match="target_shard_size_bytes"):
         cs.config.set({"array.target_shard_size_bytes": 0})
+
+
+@pytest.mark.parametrize("dtype", ["M8[ns]", "m8[us]", "M8[D]", "S3", "U2", "i4", "f8"])
+def test_create_array_v2_default_fill_is_zarrs(dtype):
+    # datetime/timedelta arrays got 0 (unwritten elements read as 1970-01-01, a real date)
+    import json
+
+    s = {}
+    z = cs.create_array(s, shape=(2,), dtype=dtype, zarr_format=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), dtype=dtype,
+                                zarr_format=2)
+    assert json.loads(s[".zarray"])["fill_value"] == ref.metadata.to_dict()["fill_value"]
+    np.testing.assert_array_equal(z[:], ref[:])
