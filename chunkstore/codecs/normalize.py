@@ -162,10 +162,12 @@ def _as_list(value: Any, argument: str) -> list:
 
 def default_serializer(dtype: np.dtype) -> dict:
     """The array -> bytes codec a Zarr v3 chain gets by default for ``dtype`` (the one place
-    that chooses it): ``vlen-utf8`` for strings, ``bytes`` (no configuration for 1-byte and
+    that chooses it): ``vlen-utf8`` for strings, ``vlen-bytes`` for variable-length bytes,
+    ``bytes`` (no configuration for 1-byte and
     structured types and byte strings, else the byte order ``dtype`` has)."""
     if dtype.hasobject:
-        return {"name": "vlen-utf8", "configuration": {}}
+        return {"name": "vlen-bytes" if (dtype.metadata or {}).get("vlen") is bytes
+                else "vlen-utf8", "configuration": {}}
     if dtype.itemsize == 1 or dtype.fields is not None or dtype.kind in "SV":
         return {"name": "bytes"}
     # v3 data types have no byte order: the bytes codec keeps the one asked for

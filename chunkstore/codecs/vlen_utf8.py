@@ -1,6 +1,6 @@
 """``VLenUTF8Codec`` and ``VLenBytesCodec``: variable-length serializers, with zarr-python 3's
-signatures; ``VLenUTF8Codec`` is also the array -> bytes codec of a Zarr v3 chain for the
-``string`` data type."""
+signatures; also the array -> bytes codecs of Zarr v3 chains for the ``string`` and
+``variable_length_bytes`` data types."""
 
 from __future__ import annotations
 
@@ -20,10 +20,19 @@ if TYPE_CHECKING:
 
 
 class _VLen(Codec):
+    """A variable-length serializer: numcodecs' format (a count, then each item's length and
+    bytes), of the data type the subclass names."""
+
     kind = "array_bytes"
+    typesize = 1  # (of the bytes it makes, for a Blosc after it)
+    data_type = ""  # the v3 data type its chain must have (for messages)
 
     def __init__(self) -> None:
-        pass
+        self._codec = self._numcodec()
+
+    @staticmethod
+    def _numcodec() -> Any:
+        raise NotImplementedError
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Self:
@@ -35,46 +44,36 @@ class _VLen(Codec):
     def to_dict(self) -> dict:
         return {"name": self.name, "configuration": {}}
 
-
-@register
-class VLenUTF8Codec(_VLen):
-    """``vlen-utf8``: variable-length UTF-8 strings (the ``string`` data type)."""
-
-    name = "vlen-utf8"
-    typesize = 1
-
-    def __init__(self) -> None:
-        self._codec = numcodecs.VLenUTF8()
-
     @classmethod
-    def from_config(cls, conf: dict, ctx: ChainContext) -> "VLenUTF8Codec":
-        """The codec of a v3 chain (the data type must be ``string``)."""
+    def from_config(cls, conf: dict, ctx: ChainContext) -> Self:
+        """The codec of a v3 chain (the data type must be variable-length: an object one)."""
         _check_keys(conf, (), cls.name)
         if not ctx.dtype.hasobject:
-            raise ValueError(f"codec 'vlen-utf8' needs the string data type, not {ctx.dtype}")
+            raise ValueError(f"codec {cls.name!r} needs the {cls.data_type} data type, not "
+                             f"{ctx.dtype}")
         return cls()
 
     def to_numcodecs(self) -> Any:
-        """The numcodecs VLenUTF8 for a Zarr v2 array (a filter)."""
-        return numcodecs.VLenUTF8()
+        """The numcodecs codec for a Zarr v2 array (a filter)."""
+        return self._numcodec()
 
     def encode(self, arr: np.ndarray) -> Any:
-        """The strings of ``arr`` in C order, numcodecs' VLenUTF8 format."""
+        """The items of ``arr`` in C order, numcodecs' format."""
         flat = np.ascontiguousarray(arr, dtype=object).reshape(-1)
         return self._codec.encode(flat)
 
     def decode(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """The object array of ``shape`` from its encoded strings."""
+        """The object array of ``shape`` from its encoded items."""
         n = math.prod(shape)
         raw = _as_u8(buf)
         # check the header first: a corrupt count would make numcodecs allocate that many items
         if raw.size < 4:
-            raise ValueError(f"vlen-utf8 data too short for a header ({raw.size} bytes)")
+            raise ValueError(f"{self.name} data too short for a header ({raw.size} bytes)")
         count = int.from_bytes(raw[:4].tobytes(), "little")
         if count != n:
-            raise ValueError(f"vlen-utf8 header says {count} items, expected {n}")
+            raise ValueError(f"{self.name} header says {count} items, expected {n}")
         if raw.size < 4 + 4 * n:
-            raise ValueError(f"vlen-utf8 data has {raw.size} bytes, too short for {n} items")
+            raise ValueError(f"{self.name} data has {raw.size} bytes, too short for {n} items")
         out = self._codec.decode(raw)
         out = np.asarray(out, dtype=object)
         if out.size != n:
@@ -83,13 +82,26 @@ class VLenUTF8Codec(_VLen):
 
 
 @register
+class VLenUTF8Codec(_VLen):
+    """``vlen-utf8``: variable-length UTF-8 strings (the ``string`` data type)."""
+
+    name = "vlen-utf8"
+    data_type = "string"
+
+    @staticmethod
+    def _numcodec() -> Any:
+        return numcodecs.VLenUTF8()
+
+
+@register
 class VLenBytesCodec(_VLen):
-    """``vlen-bytes``: variable-length bytes (Zarr v2 arrays only here)."""
+    """``vlen-bytes``: variable-length bytes (the ``variable_length_bytes`` data type)."""
 
     name = "vlen-bytes"
+    data_type = "variable_length_bytes"
 
-    def to_numcodecs(self) -> Any:
-        """The numcodecs VLenBytes for a Zarr v2 array (a filter)."""
+    @staticmethod
+    def _numcodec() -> Any:
         return numcodecs.VLenBytes()
 
 

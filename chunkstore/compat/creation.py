@@ -66,7 +66,8 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
                          "Either provide an array-like value for data, or specify dtype.")
     # a data type object (chunkstore.compat.dtype's, or zarr-python 3's) as its dtype
     spelled = creation_args.zdtype_spelling(dtype)
-    vlen_bytes = spelled == "bytes" and spelled is not dtype  # (VariableLengthBytes)
+    # (VariableLengthBytes, or "bytes" as zarr-python 3 spells it: not NumPy's S0)
+    vlen_bytes = spelled == "bytes" or spelled is bytes
     dt = np.dtype(object) if vlen_bytes else np.dtype(spelled)
     if (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
         # zarr-python 3's dtype=str (and NumPy's StringDType): variable-length UTF-8 strings

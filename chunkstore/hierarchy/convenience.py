@@ -303,6 +303,10 @@ def _plan_copies(dest, members, recurse, if_exists, create_kws):
     would write, and raise what planning raises (RecodeError: what cannot be made as
     asked) before anything is written or removed: a copy refused leaves the destination as
     it was (the walk is a dry run's: arrays that would be skipped are not planned)."""
+    fmt = create_kws.pop("zarr_format", dest.zarr_format)
+    if fmt != dest.zarr_format:  # (the copies are members of dest: of its format)
+        raise ValueError(f"copies into group {dest.path or '/'!r} (Zarr v{dest.zarr_format}) "
+                         f"are Zarr v{dest.zarr_format}, not zarr_format={fmt!r}")
     check_changes(dest.zarr_format, **create_kws)
     for name, node in members:
         _copy(None, node, dest, dest.path, name, recurse, True, if_exists, True, create_kws,

@@ -311,8 +311,9 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
     if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
         raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
-    if dtype.hasobject or (dtype.kind == "U" and dtype.itemsize == 0):
-        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
+    if (dtype.hasobject and (dtype.metadata or {}).get("vlen") is not bytes) or (
+            dtype.kind == "U" and dtype.itemsize == 0):
+        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (else vlen bytes)
     if dtype.kind == "V" and not dtype.names and dtype.subdtype is not None:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} (a "
                          f"subarray type) is not supported by Zarr v3 here (bool, ints, "

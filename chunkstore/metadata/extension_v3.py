@@ -11,8 +11,12 @@ registered in zarr-extensions' ``data-types``):
   "scale_factor": s}}``: NumPy ``M8[<s><u>]`` / ``m8[<s><u>]``; fill value the int64 count
   (NaT is -2**63, the default).
 
-Their chunks go through the ``bytes`` codec as any fixed-size type: UTF-32 code units and
-the int64 counts in the codec's byte order, bytes as they are.
+- ``"variable_length_bytes"``: bytes of any length, an object array (NumPy marks its dtype
+  as h5py's vlen dtypes are marked: :data:`VLEN_BYTES`); fill value the base64 of its bytes;
+  chunks through the ``vlen-bytes`` codec.
+
+The fixed-size ones' chunks go through the ``bytes`` codec: UTF-32 code units and the int64
+counts in the codec's byte order, bytes as they are.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ _RAW = "raw_bytes"
 _UTF32 = "fixed_length_utf32"
 _TIMES = {"numpy.datetime64": "M", "numpy.timedelta64": "m"}
 NAMES = frozenset((_BYTES, _RAW, _UTF32, *_TIMES))
+VLEN = "variable_length_bytes"  # (a bare name in the document, as zarr-python 3 writes it)
+#: the dtype of variable-length bytes: object, marked (it equals np.dtype(object); only
+#: is_vlen_bytes tells them apart, and object alone is the ``string`` data type)
+VLEN_BYTES = np.dtype("O", metadata={"vlen": bytes})
 _UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as",
           "generic")
 NAT = np.iinfo(np.int64).min
@@ -39,8 +47,15 @@ def is_extension(obj: Any) -> bool:
     return isinstance(obj, Mapping) and obj.get("name") in NAMES
 
 
+def is_vlen_bytes(dtype: np.dtype) -> bool:
+    """Whether dtype is VLEN_BYTES (an object dtype marked as variable-length bytes)."""
+    return dtype.kind == "O" and (dtype.metadata or {}).get("vlen") is bytes
+
+
 def handles(dtype: np.dtype) -> bool:
     """Whether a NumPy dtype is stored as one of these types (V: unstructured only)."""
+    if dtype.kind == "O":
+        return is_vlen_bytes(dtype)
     return dtype.kind in "SUMmV" and dtype.fields is None and dtype.subdtype is None
 
 
@@ -78,8 +93,11 @@ def decode(obj: Mapping) -> np.dtype:
     return np.dtype(f"{_TIMES[name]}8[{scale if scale != 1 else ''}{unit}]")
 
 
-def encode(dtype: np.dtype) -> dict:
-    """The ``data_type`` document of a NumPy S, U, datetime64 or timedelta64 dtype."""
+def encode(dtype: np.dtype) -> dict | str:
+    """The ``data_type`` document of a NumPy S, U, V, datetime64 or timedelta64 dtype, or
+    of VLEN_BYTES (its bare name)."""
+    if dtype.kind == "O":
+        return VLEN
     if dtype.kind == "S":
         if dtype.itemsize == 0:
             raise ValueError("unsupported data type S0 for Zarr v3 (zero-length bytes)")
@@ -98,12 +116,14 @@ def encode(dtype: np.dtype) -> dict:
 
 
 def native(dtype: np.dtype) -> np.dtype:
-    """dtype in native byte order."""
-    return dtype.newbyteorder("=")
+    """dtype in native byte order (VLEN_BYTES as it is: it has none)."""
+    return dtype if dtype.kind == "O" else dtype.newbyteorder("=")
 
 
 def default_fill(dtype: np.dtype) -> Any:
     """zarr-python 3's default fill value: empty bytes or string, NaT for times."""
+    if dtype.kind == "O":
+        return b""
     if dtype.kind in "Mm":
         return np.array(NAT, dtype=np.int64).view(dtype)[()]
     return np.zeros((), dtype=dtype)[()]
@@ -111,13 +131,15 @@ def default_fill(dtype: np.dtype) -> Any:
 
 def decode_fill(obj: Any, dtype: np.dtype) -> Any:
     """The fill value of dtype from its JSON."""
-    if dtype.kind in "SV":
+    if dtype.kind in "SVO":
         if not isinstance(obj, str):
             raise ValueError(f"fill_value of {dtype} must be a base64 string, got {obj!r}")
         try:
             raw = base64.b64decode(obj.encode("ascii"), validate=True)
         except (ValueError, UnicodeEncodeError):
             raise ValueError(f"fill_value {obj!r} of {dtype} is not valid base64") from None
+        if dtype.kind == "O":
+            return raw
         if len(raw) > dtype.itemsize:
             raise ValueError(f"fill_value {obj!r} holds {len(raw)} bytes, more than {dtype} "
                              f"holds")
@@ -139,6 +161,12 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
     """A user's fill value as a NumPy scalar of dtype (None: the default)."""
     if value is None:
         return default_fill(dtype)
+    if dtype.kind == "O":
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if not isinstance(value, (bytes, bytearray, np.bytes_)):
+            raise ValueError(f"fill_value {value!r} is not bytes (variable-length bytes)")
+        return bytes(value)
     if dtype.kind == "V":
         if isinstance(value, np.void):
             raw = value.tobytes()
@@ -175,7 +203,7 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
 def encode_fill(value: Any, dtype: np.dtype) -> Any:
     """The JSON fill_value (as zarr-python 3 writes it)."""
     v = coerce_fill(value, dtype)
-    if dtype.kind in "SV":
+    if dtype.kind in "SVO":
         return base64.b64encode(bytes(v)).decode("ascii")
     if dtype.kind == "U":
         return str(v)

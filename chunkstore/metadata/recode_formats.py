@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from chunkstore.metadata import extension_v3 as _extension
+
 from chunkstore.errors import ChunkstoreError
 from chunkstore.metadata.v2 import normalize_chunks
 
@@ -125,9 +127,12 @@ def _to_v3(p: Plan) -> None:
     kw, ch, src, name, ndim = p.kw, p.changes, p.source, p.name, len(p.shape)
     if np.dtype(kw["dtype"]).hasobject:
         oc = kw.pop("object_codec", None)
-        if oc is not None and getattr(oc, "codec_id", None) != "vlen-utf8":
+        codec_id = getattr(oc, "codec_id", None)
+        if codec_id == "vlen-bytes":
+            kw["dtype"] = _extension.VLEN_BYTES  # v3 "variable_length_bytes"
+        elif oc is not None and codec_id != "vlen-utf8":
             raise RecodeError(f"array {name!r} holds {oc.codec_id} objects; Zarr v3 stores "
-                              f"strings only (vlen-utf8)")
+                              f"strings (vlen-utf8) and bytes (vlen-bytes) only")
     if p.filters:
         p.say(f"dropping the filters of {name!r}: Zarr v3 has no place for them (the data "
               f"is re-encoded without)")
@@ -205,8 +210,10 @@ def _to_v2(p: Plan) -> None:
     elif not (p.like and "dimension_separator" not in ch):  # (*_like: the store's default)
         kw["dimension_separator"] = src.key_encoding
     if np.dtype(kw["dtype"]).hasobject and "object_codec" not in kw:
-        import numcodecs  # a v3 string array: variable-length UTF-8 in v2
-        kw["object_codec"] = numcodecs.VLenUTF8()
+        import numcodecs  # a v3 string (or variable-length bytes) array: the same in v2
+        vlen_bytes = _extension.is_vlen_bytes(np.dtype(kw["dtype"]))
+        kw["object_codec"] = numcodecs.VLenBytes() if vlen_bytes else numcodecs.VLenUTF8()
+        kw["dtype"] = np.dtype(object)
     kw["filters"] = p.filters or None
     if p.like and src.zarr_format == 2 and "object_codec" not in ch and \
             kw.get("object_codec") is not None:

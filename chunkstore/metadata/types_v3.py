@@ -25,6 +25,7 @@ _NUMERIC = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
             "float16", "float32", "float64", "complex64", "complex128")
 _DATA_TYPES = {name: np.dtype(name) for name in _NUMERIC}
 _DATA_TYPES["string"] = np.dtype(object)
+_DATA_TYPES[_extension.VLEN] = _extension.VLEN_BYTES
 _NAMES = {np.dtype(name): name for name in _NUMERIC}  # native dtype -> its v3 name
 
 
@@ -60,6 +61,8 @@ def encode_data_type_v3(dtype: Any) -> str | dict:
         return "string"
     d = np.dtype(dtype)
     if d.hasobject:
+        if _extension.is_vlen_bytes(d):
+            return _extension.VLEN
         if d != np.dtype(object):
             raise ValueError(f"unsupported data type {d} for Zarr v3")
         return "string"
@@ -188,10 +191,10 @@ def _family(dtype: np.dtype) -> Any:
 
 
 def _default_fill(dtype: np.dtype) -> Any:
-    if dtype.hasobject:
-        return ""
     if _extension.handles(dtype):
         return _extension.default_fill(dtype)
+    if dtype.hasobject:
+        return ""
     return np.zeros((), dtype=dtype)[()]
 
 

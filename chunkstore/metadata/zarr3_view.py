@@ -14,6 +14,7 @@ import numpy as np
 
 from chunkstore.codecs.normalize import (as_public, chunk_encoding_v2, chunk_encoding_v3,
                                          codec_kind)
+from chunkstore.metadata.extension_v3 import VLEN_BYTES
 from chunkstore.metadata.v2 import ArrayMetadataV2
 from chunkstore.metadata.v3 import normalize_chunk_key_encoding
 
@@ -81,13 +82,9 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
 
     ``chunks`` (the chunk shape as given) is checked against ``shards`` (Zarr v3);
     ``vlen_bytes``: the data type is variable-length bytes (an object dtype stored with
-    vlen-bytes: Zarr v2 only here)."""
+    vlen-bytes)."""
     cke = parse_chunk_key_encoding(chunk_key_encoding, zarr_format)
     sep = None if cke is None else cke["configuration"]["separator"]
-    if vlen_bytes and zarr_format != 2:  # (rather than strings, which it would become)
-        raise ValueError("variable-length bytes (VariableLengthBytes) are stored in Zarr v2 "
-                         "arrays only here (zarr_format=2); for Zarr v3 use fixed-length "
-                         "bytes (NullTerminatedBytes(n), 'S<n>') or strings")
     if zarr_format == 2:
         for name, value in (("shards", shards), ("codecs", codecs),
                             ("serializer", None if serializer == "auto" else serializer)):
@@ -106,7 +103,9 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
     if compressor not in ("auto", None):
         raise ValueError("compressor= is for zarr_format=2; use compressors= for Zarr v3")
     check_shards(shards, chunks)
-    if (dtype.kind == "U" and dtype.itemsize == 0) or dtype.hasobject:
+    if vlen_bytes:
+        dtype = VLEN_BYTES  # v3 "variable_length_bytes"
+    elif (dtype.kind == "U" and dtype.itemsize == 0) or dtype.hasobject:
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (U<n>: fixed_length_utf32)
     chain = chunk_encoding_v3(dtype, codecs=codecs, filters=filters, serializer=serializer,
                               compressors=compressors)

@@ -119,8 +119,8 @@ def test_autoshuffle_resolves_as_numcodecs(typesize, expected):
 
 def test_builtin_v3_names_and_kinds():
     names = registry.v3_names()
-    assert set(names) == {"transpose", "bytes", "vlen-utf8", "sharding_indexed", "blosc",
-                          "gzip", "zstd", "crc32c"}
+    assert set(names) == {"transpose", "bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed",
+                          "blosc", "gzip", "zstd", "crc32c"}
     assert [registry.kind_of(n) for n in ("transpose", "bytes", "sharding_indexed", "zstd")] \
         == ["array_array", "array_bytes", "array_bytes", "bytes_bytes"]
     assert registry.kind_of("lz4") is None

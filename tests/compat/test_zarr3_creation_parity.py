@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import re
 
+import json
+
 import numcodecs
 import numpy as np
 import pytest
@@ -65,18 +67,21 @@ def test_create_takes_zarr3_data_type_objects(dtype, value):
     np.testing.assert_equal(z[:], expected)
 
 
-def test_variable_length_bytes_are_vlen_bytes_in_v2_and_refused_in_v3():
+def test_variable_length_bytes_are_vlen_bytes_in_both_formats():
     """VariableLengthBytes made a string (vlen-utf8) array; in v2 it is a vlen-bytes object
-    array with the b"" fill value, and Zarr v3 (no variable-length bytes here) refuses it
-    rather than making strings."""
+    array with the b"" fill value, in Zarr v3 the variable_length_bytes data type with the
+    vlen-bytes codec (as zarr-python 3 writes it; it was refused here)."""
     z = cs.create_array({}, shape=(3,), dtype=VariableLengthBytes(), zarr_format=2)
     assert z.filters == [numcodecs.VLenBytes()] and z.fill_value == b""
     z[:2] = [b"ab", b"c"]
     assert z[:].tolist() == [b"ab", b"c", b""]
     store: dict = {}
-    with pytest.raises(ValueError, match="VariableLengthBytes"):
-        cs.create_array(store, shape=(3,), dtype=VariableLengthBytes(), zarr_format=3)
-    assert store == {}
+    z = cs.create_array(store, shape=(3,), dtype=VariableLengthBytes(), zarr_format=3)
+    z[:2] = [b"ab", b"c"]
+    assert z[:].tolist() == [b"ab", b"c", b""]
+    doc = json.loads(store["zarr.json"])
+    assert doc["data_type"] == "variable_length_bytes" and doc["fill_value"] == ""
+    assert doc["codecs"][0] == {"name": "vlen-bytes", "configuration": {}}
 
 
 def test_create_array_needs_shape_and_dtype_without_data():

@@ -1,7 +1,9 @@
 """Writes tests/data/zarr3_extension_dtypes.zarr with zarr-python 3.1 (run once, by hand:
 `python tests/data/make_zarr3_extension_dtypes.py` in an environment with zarr 3.1), and the
 expected values in zarr3_extension_dtypes.npz. Each array has chunks of 2 along the first
-dimension and its last chunk left unwritten (read as the fill value)."""
+dimension and its last chunk left unwritten (read as the fill value). Also
+zarr3_vlen_bytes.zarr: variable_length_bytes arrays (VLEN_BYTES below; object values, so
+the test holds them), plain and sharded."""
 
 import os
 import shutil
@@ -23,6 +25,12 @@ CASES = {  # name: (values, fill_value)
     "timedelta_s": (np.array([5, -6, 7, 8], dtype="m8[s]"), np.timedelta64(1, "s")),
 }
 
+#: variable_length_bytes: (values, fill_value, shards)
+VLEN_BYTES = {
+    "plain": ([b"ab", b"", b"x\x00y", b"\xff" * 9], b"zz", None),
+    "sharded": ([b"", b"q", b"abc", b"\x00"], None, (4,)),
+}
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     out = os.path.join(HERE, "zarr3_extension_dtypes.zarr")
@@ -37,4 +45,12 @@ if __name__ == "__main__":
         full[:4] = values
         expected[name] = full
     np.savez(os.path.join(HERE, "zarr3_extension_dtypes.npz"), **expected)
+    from zarr.core.dtype import VariableLengthBytes
+    out = os.path.join(HERE, "zarr3_vlen_bytes.zarr")
+    shutil.rmtree(out, ignore_errors=True)
+    root = zarr.open_group(out, mode="w", zarr_format=3)
+    for name, (values, fill, shards) in VLEN_BYTES.items():
+        a = root.create_array(name, shape=(6,), dtype=VariableLengthBytes(), chunks=(2,),
+                              shards=shards, fill_value=fill)
+        a[:4] = np.array(values, dtype=object)
     print("zarr", zarr.__version__)

@@ -113,3 +113,64 @@ def test_bad_fill_values_are_refused(tmp_path):
     with pytest.raises(ValueError, match="not a"):
         cs.create_array(str(tmp_path / "b"), shape=(2,), dtype="M8[s]",
                         fill_value=np.timedelta64(1, "s"))
+
+
+# -- variable_length_bytes (zarr-python 3's VariableLengthBytes) ------------------------------
+
+VLEN_GOLDEN = os.path.join(DATA, "zarr3_vlen_bytes.zarr")
+VLEN_CASES = {  # as tests/data/make_zarr3_extension_dtypes.py wrote them: values, fill
+    "plain": ([b"ab", b"", b"x\x00y", b"\xff" * 9], b"zz"),
+    "sharded": ([b"", b"q", b"abc", b"\x00"], b""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLEN_CASES))
+def test_variable_length_bytes_golden_reads_and_writes_as_zarr_python(tmp_path, name):
+    # zarr-python 3's v3 variable_length_bytes arrays could not be opened at all
+    values, fill = VLEN_CASES[name]
+    want = np.array(values + [fill, fill], dtype=object)
+    a = cs.open_array(VLEN_GOLDEN, path=name, mode="r")
+    assert a.dtype == object and a.fill_value == fill
+    np.testing.assert_array_equal(a[...], want)
+    np.testing.assert_array_equal(a.oindex[[5, 0, 2]], want[[5, 0, 2]])
+    # written by chunkstore with the same arguments: the same document and chunk bytes
+    gold = _doc(VLEN_GOLDEN, name)
+    out = str(tmp_path / "out.zarr")
+    shards = (4,) if name == "sharded" else None
+    w = cs.create_array(out, shape=(6,), dtype="bytes", chunks=(2,), shards=shards,
+                        fill_value=None if name == "sharded" else fill)
+    w[:4] = np.array(values, dtype=object)
+    doc = json.load(open(os.path.join(out, "zarr.json")))
+    for key in ("data_type", "fill_value", "codecs", "shape"):
+        assert doc[key] == gold[key], key
+    for chunk in sorted(os.listdir(os.path.join(VLEN_GOLDEN, name, "c"))):
+        with open(os.path.join(VLEN_GOLDEN, name, "c", chunk), "rb") as f:
+            wanted = f.read()
+        with open(os.path.join(out, "c", chunk), "rb") as f:
+            assert f.read() == wanted, chunk
+    # kept as variable-length bytes through a resize (the document rewritten)
+    w.resize(7)
+    assert json.load(open(os.path.join(out, "zarr.json")))["data_type"] == \
+        "variable_length_bytes"
+    assert cs.open_array(out, mode="r")[6] == fill
+    zarr = pytest.importorskip("zarr")
+    np.testing.assert_array_equal(zarr.open_array(out, mode="r")[:6], want)
+
+
+def test_variable_length_bytes_copies_between_formats(tmp_path):
+    import numcodecs
+
+    v2 = cs.group(str(tmp_path / "v2"), zarr_format=2)
+    a = v2.create_dataset("a", shape=(3,), chunks=(2,), dtype=object,
+                          object_codec=numcodecs.VLenBytes())
+    a[:] = np.array([b"x", b"", b"\x00"], dtype=object)
+    v3 = cs.group(str(tmp_path / "v3"), zarr_format=3)
+    cs.copy(a, v3, name="a")
+    assert _doc(str(tmp_path / "v3"), "a")["data_type"] == "variable_length_bytes"
+    np.testing.assert_array_equal(v3["a"][:], a[:])
+    back = cs.group(str(tmp_path / "back"), zarr_format=2)
+    cs.copy(v3["a"], back, name="a")
+    assert back["a"].filters[0].codec_id == "vlen-bytes"
+    np.testing.assert_array_equal(back["a"][:], a[:])
+    with pytest.raises(ValueError, match="not bytes"):
+        cs.create_array(str(tmp_path / "bad"), shape=(1,), dtype="bytes", fill_value=3)
