@@ -228,9 +228,12 @@ def cmd_cp(args):
     except RecodeError as e:
         raise UsageError(e.render(CLI_NAMES)) from None
     same = _same_location(args.src, args.dst)
-    if same and (sp == dp or not sp or dp.startswith(sp + "/")):
-        raise CLIError(f"cannot copy {_where(args.src, sp)} into itself "
-                       f"({_where(args.dst, dp)})")
+    if same and (sp == dp or not sp or not dp or dp.startswith(sp + "/")
+                 or sp.startswith(dp + "/")):
+        # (one holds the other: the copy would read what it writes, or, replacing its
+        # destination, delete its own source first)
+        raise CLIError(f"cannot copy {_where(args.src, sp)} to {_where(args.dst, dp)}: one "
+                       f"holds the other")
     # --storage-option goes to whichever of SRC and DST are URLs; the specific ones must
     # name a URL store.
     src_opts = _options(args, "src_storage_options") \

@@ -241,8 +241,18 @@ def test_cp_within_one_store(src):
     run("cp", src, src, "--src-path", "g1", "--dst-path", "copy")
     g = cs.open_group(str(src), mode="r")
     np.testing.assert_array_equal(g["copy/g2/b"][...], np.linspace(0, 1, 50))
-    assert "into itself" in run_error("cp", src, src, "--src-path", "g1", "--dst-path",
-                                      "g1/inner")
+    assert "one holds the other" in run_error("cp", src, src, "--src-path", "g1",
+                                              "--dst-path", "g1/inner")
+    # onto an ancestor of the source: replacing the destination deleted the source first
+    # (the store was left with its root only, and the command said it copied nothing)
+    before = sorted(os.listdir(src / "g1"))
+    for dst in ("", "g1"):
+        assert "one holds the other" in run_error(
+            "cp", src, src, "--src-path", "g1/g2", "--dst-path", dst,
+            "--if-exists", "replace")
+    assert sorted(os.listdir(src / "g1")) == before
+    np.testing.assert_array_equal(cs.open_group(str(src), mode="r")["g1/g2/b"][...],
+                                  np.linspace(0, 1, 50))
 
 
 def test_cp_chunks_must_match_ndim(src, tmp_path):
