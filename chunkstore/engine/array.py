@@ -283,6 +283,11 @@ class Array(nodes.Node, ArrayAPIv3):
         """The number of chunks present in the store (from one listing of the array's keys)."""
         return self._handle.current().count_stored()
 
+    def _stored_chunk_coords(self) -> Iterator[tuple[int, ...]]:
+        """Chunk-grid coordinates of the chunks present in the store (inner chunks of a
+        sharded array): what a copy must write; elsewhere the copy reads its fill value."""
+        return self._handle.current().stored_chunks()
+
     # mypy cannot add a setter to a property inherited from the base class
     @nodes.Node.read_only.setter  # type: ignore[attr-defined]
     def read_only(self, value: bool) -> None:

@@ -16,9 +16,11 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
-from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
+from chunkstore.hierarchy.creation import (_require_parent_groups, create, format_alias,
+                                           normalize_path, owned_store, removed_on_failure,
                                            save_array)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
+from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_plan,
                                          put_attributes, read_as)
@@ -47,12 +49,16 @@ def save_group(store, *args, path=None, storage_options=None, zarr_format=None,
     fmt = format_alias(zarr_format, zarr_version)
     if not args and not kwargs:
         raise ValueError("save_group needs at least one array")
+    arrays = [(f"arr_{i}", np.asanyarray(a)) for i, a in enumerate(args)]
+    arrays += [(name, np.asanyarray(a)) for name, a in kwargs.items()]
+    for name, a in arrays:
+        # what the group's array() would refuse (a data type with no codec, a bad name),
+        # refused before the store is overwritten: a save that fails keeps what was there
+        create(store={}, path=name, shape=a.shape, dtype=a.dtype, zarr_format=fmt)
     with owned_store(store, mode="w", storage_options=storage_options) as s:
         g = group(s, overwrite=True, path=path, zarr_format=fmt)
-        for i, a in enumerate(args):
-            g.array(f"arr_{i}", np.asanyarray(a))
-        for name, a in kwargs.items():
-            g.array(name, np.asanyarray(a))
+        for name, a in arrays:
+            g.array(name, a)
 
 
 def save(store, *args, path=None, storage_options=None, zarr_format=None, zarr_version=None,
@@ -164,11 +170,17 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
     """
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
-    source = normalize_store(source, mode="r")
-    dest = normalize_store(dest, mode="a")
-    sp, dp = normalize_path(source_path), normalize_path(dest_path)
+    return _copy_keys(normalize_store(source, mode="r"), normalize_store(dest, mode="a"),
+                      normalize_path(source_path), normalize_path(dest_path), excludes,
+                      includes, if_exists, log, dry_run, batch)
+
+
+def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run, batch,
+               keep=None):
+    """copy_store's work (stores normalized); keep(key): whether to copy a source key."""
     ex, inc = _compile(excludes), _compile(includes)
-    keys = sorted(k for k in source.keys() if not sp or k == sp or k.startswith(sp + "/"))
+    keys = sorted(k for k in source.keys() if (not sp or k == sp or k.startswith(sp + "/"))
+                  and (keep is None or keep(k)))
     plan = []
     n_skipped = 0
     # The destination's keys in one listing, not one existence check (a request on a
@@ -207,13 +219,14 @@ def _keys_at(store, path):
 
 
 # ------------------------------------------------------------------------------ copy
-def copy_array_data(src, dst, progress=None, block_bytes=None):
+def copy_array_data(src, dst, progress=None, block_bytes=None, skip=None):
     """Copy all data of src into dst (same shape), in chunk-aligned blocks of bounded size.
 
     Blocks follow dst's chunk grid, so every write covers whole destination chunks (no
     read-modify-write); each block holds at most about block_bytes (default
     copy_block_bytes()) of decoded data, and at least one chunk (shard). progress(n) is called with
-    the number of elements after each block.
+    the number of elements after each block. skip(region): whether a block (a tuple of
+    slices) needs no write (see _unstored_blocks).
     """
     limit = copy_block_bytes() if block_bytes is None else max(1, int(block_bytes))
     if src.shape != dst.shape:
@@ -239,11 +252,61 @@ def copy_array_data(src, dst, progress=None, block_bytes=None):
     n = 0
     for origin in _product(grid):
         region = tuple(slice(o, min(o + b, s)) for o, b, s in zip(origin, block, shape))
+        if skip is not None and skip(region):
+            continue
         dst[region] = src[region]
         n += 1
         if progress is not None:
             progress(math.prod(r.stop - r.start for r in region))
     return n
+
+
+def _unstored_blocks(source, copy):
+    """For copy_array_data from the Array source into its new copy (an Array): a skip()
+    telling the blocks that hold no stored chunk of the source, when both arrays read the
+    same fill value where nothing is stored (there the copy reads what the source reads
+    without a write; a write would store the fill value, or, with an object fill of None,
+    the empty string). None where the fill values differ."""
+    if not isinstance(copy, Array) or not _same_fill(source.fill_value, copy.fill_value):
+        return None
+    stored = list(source._stored_chunk_coords())
+    if len(stored) == source.nchunks:
+        return None  # (all stored: nothing to skip)
+    chunks = np.asarray(source.chunks, dtype=np.int64)
+    lo = np.asarray(stored, dtype=np.int64).reshape(len(stored), len(chunks)) * chunks
+    hi = lo + chunks  # each stored chunk's box
+
+    def skip(region):
+        start = np.array([r.start for r in region], dtype=np.int64)
+        stop = np.array([r.stop for r in region], dtype=np.int64)
+        return not bool(np.all((lo < stop) & (hi > start), axis=1).any())
+
+    return skip
+
+
+def _same_fill(a, b):
+    """Whether two fill values read the same (None only as None; NaN as NaN)."""
+    if a is None or b is None:
+        return a is None and b is None
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    except TypeError:  # (no NaN in the type: strings, bytes, objects)
+        return bool(np.all(np.asarray(a) == np.asarray(b)))
+
+
+def _check_apart(dest, members):
+    """CopyError where a member copied into dest and its copy would overlap in one store
+    (one holds the other): a copy into its own subtree reads what it writes, forever; one
+    onto an ancestor, replacing it, deletes its own source first."""
+    here = protocol.location(dest.store)
+    for name, node in members:
+        if not isinstance(node, (Array, Group)) or protocol.location(node.store) != here:
+            continue
+        src = normalize_path(node.path)
+        dst = normalize_path(f"{dest.path}/{name}" if dest.path else name)
+        if src == dst or not src or dst.startswith(src + "/") or src.startswith(dst + "/"):
+            raise CopyError(f"cannot copy {'/' + src!r} to {'/' + dst!r} in "
+                            f"{store_name(dest.store)}: one holds the other")
 
 
 def _product(ranges):
@@ -308,6 +371,7 @@ def _plan_copies(dest, members, recurse, if_exists, create_kws):
         raise ValueError(f"copies into group {dest.path or '/'!r} (Zarr v{dest.zarr_format}) "
                          f"are Zarr v{dest.zarr_format}, not zarr_format={fmt!r}")
     check_changes(dest.zarr_format, **create_kws)
+    _check_apart(dest, members)
     for name, node in members:
         _copy(None, node, dest, dest.path, name, recurse, True, if_exists, True, create_kws,
               dest.zarr_format, plan=True)
@@ -450,27 +514,27 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             n_skipped += sk
             n_bytes += b
         return n_copied, n_skipped, n_bytes
+    raw = isinstance(source, Array) and _raw_copy(source, dest, fmt, create_kws)
     if dry_run:
-        if plan and isinstance(source, Array):
-            copy_plan(source, fmt, **create_kws)  # members take the destination's format
+        if plan and isinstance(source, Array) and not raw:
+            # (members take the destination's format) the copy's metadata made where it
+            # costs nothing: what create() would refuse is refused before anything is written
+            kw, _ = copy_plan(source, fmt, **create_kws)
+            create(store={}, **kw)
         return 1, 0, 0
     if existing_blocks:
         del dest[name]
     if isinstance(source, Array):
-        fmt = dest.zarr_format  # members take the destination group's format
-        if (not create_kws and fmt == source.zarr_format and _plain_store(source)
-                and _plain_store(dest)):
-            copy_store(source.store, dest.store, source_path=source.path,
-                       dest_path=child_path, if_exists="replace",
-                       excludes=[r"(^|/)\.zattrs$"] if without_attrs else None)
-            if without_attrs and fmt == 3:  # v3 attributes live inside zarr.json
-                dest[name].attrs.put({})
-            return 1, 0, source.nbytes
-        kw, attrs = copy_plan(source, fmt, **create_kws)
-        dst = create(store=dest.store, path=child_path, **kw)
-        if not without_attrs:
-            put_attributes(dst, attrs)
-        copy_array_data(read_as(source, kw["dtype"]), dst)
+        with removed_on_failure(dest.store, child_path):
+            if raw:
+                _copy_array_raw(source, dest, child_path, without_attrs)
+                return 1, 0, source.nbytes
+            kw, attrs = copy_plan(source, dest.zarr_format, **create_kws)
+            dst = create(store=dest.store, path=child_path, **kw)
+            if not without_attrs:
+                put_attributes(dst, attrs)
+            copy_array_data(read_as(source, kw["dtype"]), dst,
+                            skip=_unstored_blocks(source, dst))
         return 1, 0, dst.nbytes  # (the copy's: its dtype may be another)
     if _is_sliceable(source):
         # An h5py dataset or another sliceable array: its shape, dtype and chunks, its data
@@ -531,6 +595,42 @@ def _update_attributes(dest, source):
     attrs = _attributes_of(source)
     if attrs:  # nothing to add: no empty attributes document either
         dest.attrs.update(attrs)
+
+
+def _raw_copy(source, dest, fmt, create_kws):
+    """Whether an Array copied into dest (fmt: its format) goes key for key, as stored."""
+    return (not create_kws and fmt == source.zarr_format and _plain_store(source)
+            and (dest is None or _plain_store(dest)))
+
+
+def _copy_array_raw(source, dest, path, without_attrs):
+    """The stored keys of the Array source copied to path in dest's store, as they are:
+    its metadata document read first and written last, with the chunks inside the grid
+    that document describes (an append by another handle meanwhile either is in the copy
+    whole or not at all: never its new shape without its chunks); the groups above path
+    made where missing."""
+    meta, key = read_array_metadata(source.store, source.path, source.zarr_format)
+    layout = layout_for(meta, source.store, source.path)
+
+    def keep(k):
+        if k == key:
+            return False  # (written last, as read first)
+        try:
+            layout.parse_stored_key(k)
+        except ValueError:
+            return False  # a chunk outside that grid (appended since)
+        return True
+
+    _require_parent_groups(dest.store, path, dest.zarr_format)
+    sp = normalize_path(source.path)
+    _copy_keys(source.store, dest.store, sp, path,
+               [r"(^|/)\.zattrs$"] if without_attrs else None, None, "replace", None, False,
+               256, keep)
+    doc = meta.source_document
+    dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = (
+        doc if isinstance(doc, (bytes, bytearray)) else layout.encode_metadata(meta))
+    if without_attrs and dest.zarr_format == 3:  # v3 attributes live inside zarr.json
+        dest[path[len(normalize_path(dest.path)) + 1:] if dest.path else path].attrs.put({})
 
 
 def _plain_store(node):

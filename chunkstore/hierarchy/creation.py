@@ -531,27 +531,30 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
                                       storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(kwargs.get("path"))
-    parts = path.split("/") if path else []
-    new_groups = [p for p in ("/".join(parts[:i]) for i in range(len(parts)))
-                  if nodes.node_kind(kwargs["store"], p)[0] is None]
-    z = create(shape=data.shape, **kwargs)
-    try:
+    with removed_on_failure(kwargs["store"], path):
+        z = create(shape=data.shape, **kwargs)
         z[...] = data
-    except BaseException:
-        with contextlib.suppress(Exception):
-            _remove_created(z.store, path, new_groups)
-        raise
     z.read_only = read_only
     return z
 
 
-def _remove_created(store, path, new_groups):
-    """Undo a creation: the node at path, then the groups made for it (deepest first)."""
-    remove_node(store, path)
-    for g in reversed(new_groups):
-        for name in sorted(node_document_names()):
-            with contextlib.suppress(KeyError):
-                del store[nodes.prefix(g) + name]
+@contextlib.contextmanager
+def removed_on_failure(store, path):
+    """Around the creation of a node at path (not there yet) and the writing of its data:
+    on an exception, what was made (the node, and the groups made above it, deepest first)
+    is removed before the exception goes on: a failed creation leaves no half-written node
+    that reads as valid."""
+    new_groups = [p for p in nodes.ancestors(path) if nodes.node_kind(store, p)[0] is None]
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            remove_node(store, path)
+            for g in reversed(new_groups):
+                for name in sorted(node_document_names()):
+                    with contextlib.suppress(KeyError):
+                        del store[nodes.prefix(g) + name]
+        raise
 
 
 def _like_kwargs(a, kwargs):

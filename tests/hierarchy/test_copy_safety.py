@@ -1,0 +1,166 @@
+"""copy / copy_all / save_group where they lost or tore data (found by a hunt; each test
+failed on the code before): a copy onto its own ancestor deleted its source, into its own
+subtree it recursed; a copy failing midway left a half-written array that read as valid;
+a raw copy racing an append took the new shape without the new chunks; a recoding copy
+stored the fill value of an object array with fill None as ''; a raw copy to a nested name
+made no groups above it; save_group wiped the store before finding an array it refused."""
+
+from collections.abc import MutableMapping
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.hierarchy.convenience import CopyError
+
+
+def _tree():
+    store = {}
+    g = cs.group(store, zarr_format=2)
+    g.create_group("a").create_dataset("b", data=np.arange(20), chunks=(8,))
+    g["a"].create_dataset("c", data=np.arange(5) * 2, chunks=(2,))
+    return store, g
+
+
+@pytest.mark.parametrize("how", ["onto parent", "onto itself", "into own subgroup",
+                                 "copy_all onto itself", "root into a subgroup"])
+def test_copies_that_overlap_their_source_are_refused_with_nothing_changed(how):
+    store, g = _tree()
+    before = dict(store)
+    with pytest.raises(CopyError, match="one holds the other"):
+        if how == "onto parent":
+            cs.copy(g["a/b"], g, name="a", if_exists="replace")
+        elif how == "onto itself":
+            cs.copy(g["a/b"], g["a"], name="b", if_exists="replace", chunks=(3,))
+        elif how == "into own subgroup":
+            cs.copy(g["a"], g["a"], name="x")
+        elif how == "copy_all onto itself":
+            cs.copy_all(g["a"], g["a"], if_exists="replace")
+        else:
+            cs.copy(g, g["a"], name="root")
+    assert store == before
+    # a copy beside its source in the same store is fine
+    cs.copy(g["a/b"], g, name="b2")
+    np.testing.assert_array_equal(g["b2"][:], np.arange(20))
+
+
+def test_v3_string_array_in_f_order_copies_and_makes_likes():
+    src = cs.create_array({}, shape=(4, 3), chunks=(2, 3), dtype=str, order="F")
+    src[:] = np.array([["a", "bb", "c"]] * 4, dtype=object)
+    for fmt in (3, 2):
+        dst = cs.group({}, zarr_format=fmt)
+        cs.copy(src, dst, name="s", chunks=(4, 3))
+        assert dst["s"][:].tolist() == src[:].tolist()
+    assert cs.zeros_like(src, store={}).shape == (4, 3)
+
+
+def test_a_copy_refused_while_planning_writes_nothing():
+    src = cs.group({}, zarr_format=2)
+    src.create_dataset("a", data=np.arange(4))
+    src.create_dataset("s", shape=(2,), dtype=[("f", "<f4", (2,))])
+    src.attrs["x"] = 1
+    store = {}
+    dst = cs.group(store, zarr_format=3)
+    before = dict(store)
+    with pytest.raises(ValueError, match="unsupported data type"):
+        cs.copy_all(src, dst, chunks=(2,))
+    assert store == before
+
+
+class _Flaky(MutableMapping):
+    """A store whose writes fail once a budget of them is spent (a disk filling up)."""
+
+    def __init__(self, budget):
+        self.d, self.budget = {}, budget
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        if self.budget <= 0:
+            raise OSError(28, "No space left on device", k)
+        self.budget -= 1
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(list(self.d))
+
+    def __len__(self):
+        return len(self.d)
+
+
+@pytest.mark.parametrize("kws", [{}, {"chunks": 20}])
+def test_a_copy_failing_midway_leaves_no_half_written_array(kws):
+    src = cs.group({}, zarr_format=2)
+    src.create_dataset("a", data=np.arange(100), chunks=10)
+    src.create_dataset("b", data=np.arange(100), chunks=10)
+    st = _Flaky(6)
+    dst = cs.group(st, zarr_format=2)
+    with pytest.raises(OSError):
+        cs.copy_all(src, dst, **kws)
+    assert sorted(st.d) == [".zgroup"]
+
+
+def test_a_raw_copy_racing_an_append_copies_one_version():
+    class Store(cs.MemoryStore):
+        hook = None
+
+        def keys(self):
+            ks = list(super().keys())
+            if Store.hook:
+                h, Store.hook = Store.hook, None
+                h()  # another handle appends between the listing and the reads
+            return iter(ks)
+
+    st = Store()
+    src = cs.group(st, zarr_format=2)
+    z = src.create_dataset("a", data=np.arange(10), chunks=5, fill_value=-1)
+    other = cs.open_array(st, path="a", mode="a")
+    Store.hook = lambda: other.append(np.arange(10, 20))
+    dst = cs.group({}, zarr_format=2)
+    cs.copy(z, dst)
+    got = dst["a"][:]
+    # the version the copy started from (its metadata is read first), never shape 20
+    # with elements 10..19 missing (read as -1)
+    np.testing.assert_array_equal(got, np.arange(10))
+    assert sorted(k for k in dst.store if k.startswith("a/")) == ["a/.zarray", "a/0", "a/1"]
+
+
+def test_a_recoding_copy_writes_no_chunks_the_source_does_not_store():
+    import numcodecs
+
+    src = cs.group({}, zarr_format=2)
+    a = src.create_dataset("c", shape=(4,), chunks=(2,), dtype=object,
+                           object_codec=numcodecs.VLenUTF8(), fill_value=None)
+    n = src.create_dataset("n", shape=(1000,), chunks=(10,), dtype="f8", fill_value=np.nan)
+    n[500:505] = 1.0
+    dst = cs.group({}, zarr_format=2)
+    cs.copy_all(src, dst, compressor=numcodecs.GZip(1))
+    assert dst["c"][:].tolist() == a[:].tolist() == [None] * 4
+    assert dst["c"].nchunks_initialized == 0
+    np.testing.assert_array_equal(dst["n"][:], n[:])
+    assert dst["n"].nchunks_initialized == 1
+    # another fill value in the copy: the source's fill is written where it reads it
+    f = cs.group({}, zarr_format=2)
+    cs.copy(n, f, name="n", fill_value=0.0)
+    np.testing.assert_array_equal(f["n"][:], n[:])
+
+
+def test_a_raw_copy_to_a_nested_name_makes_the_groups_above():
+    src = cs.zeros(6, chunks=3, dtype="i8", store={})
+    src[:] = np.arange(6)
+    dst = cs.group({}, zarr_format=2)
+    cs.copy(src, dst, name="x/y")
+    assert "x" in dst and list(dst["x"].array_keys()) == ["y"]
+    np.testing.assert_array_equal(dst["x/y"][:], np.arange(6))
+
+
+def test_save_group_refusing_an_array_keeps_the_store(tmp_path):
+    p = str(tmp_path / "sg.zarr")
+    cs.save_group(p, keep=np.arange(3))
+    with pytest.raises(ValueError, match="object_codec"):
+        cs.save_group(p, a=np.arange(2), b=np.array([1, "x"], dtype=object))
+    assert list(cs.open_group(p, mode="r").array_keys()) == ["keep"]
