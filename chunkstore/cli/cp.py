@@ -40,16 +40,19 @@ class Copier:
         self.raw_keys = self.recode_bytes = 0  # what a dry run found to copy
         self.count_keys = False
 
-    def _target_format(self, sp):
-        fmt = (self.recode or {}).get("zarr_format")
-        return fmt or _format(self.src, sp) or 2
+    def _target_format(self, sp, dp):
+        """The format of the copy of sp at dp: --zarr-format, else that of the nearest group
+        above dp in the destination (one hierarchy, one format: a v2 node under a v3 group
+        is invisible from the root, as copy() converts too), else the source's."""
+        from chunkstore.hierarchy.nodes import new_node_format
+        return new_node_format(self.dst, dp, (self.recode or {}).get("zarr_format"),
+                               _format(self.src, sp) or 2)
 
-    def _changes_array(self, sp):
-        if self.recode is None:
-            return False
-        if set(self.recode) - {"zarr_format"}:
+    def _changes(self, sp, dp):
+        """Whether the copy of sp at dp is made anew (decoded and encoded), not raw."""
+        if set(self.recode or {}) - {"zarr_format"}:
             return True
-        return self._target_format(sp) != _format(self.src, sp)
+        return self._target_format(sp, dp) != _format(self.src, sp)
 
     def copy(self, sp, dp):
         """Copy the node at *sp* in the source to *dp* in the destination, as the options ask.
@@ -74,8 +77,8 @@ class Copier:
                 rmdir(self.dst, dp)
         # groups created on the way get the format of what is copied there
         if not self.dry:
-            self._require_parents(dp, self._target_format(sp))
-        if self.recode is None or (src_kind == "array" and not self._changes_array(sp)):
+            self._require_parents(dp, self._target_format(sp, dp))
+        if not self._changes(sp, dp):
             self._raw(sp, dp)
         elif src_kind == "array":
             self._recode_array(sp, dp)
@@ -135,7 +138,7 @@ class Copier:
     def _recode_group(self, sp, dp):
         from chunkstore.hierarchy.group import open_group
         if not self.dry:
-            open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp))
+            open_group(self.dst, mode="a", path=dp, zarr_format=self._target_format(sp, dp))
             self._copy_attrs(sp, dp)
             self.groups += 1
         for name in self._members(sp):
@@ -147,15 +150,16 @@ class Copier:
         from chunkstore.hierarchy.creation import create
         from chunkstore.hierarchy.recode import RecodeError, copy_plan, put_attributes, read_as
         a = Array(self.src, path=sp, read_only=True)
-        changes = {k: v for k, v in self.recode.items() if k not in ("zarr_format", "casting")}
-        casting = self.recode.get("casting", "same_kind")
+        recode = self.recode or {}
+        changes = {k: v for k, v in recode.items() if k not in ("zarr_format", "casting")}
+        casting = recode.get("casting", "same_kind")
         if "dtype" in changes and not _castable(a.dtype, np.dtype(changes["dtype"]), casting):
             # f8 -> i1 gives zeros, f8 -> S3 b'0.5', f8 -> M8 the epoch: never silently
             raise CLIError(f"cannot cast array {a.name!r} of {self.src_spec} from {a.dtype} "
                            f"to {np.dtype(changes['dtype'])} under the {casting!r} casting "
                            f"rule (NumPy's); pass --casting unsafe to cast anyway")
         try:
-            kw, attrs = copy_plan(a, self._target_format(sp), note=_note, **changes)
+            kw, attrs = copy_plan(a, self._target_format(sp, dp), note=_note, **changes)
         except RecodeError as e:
             raise CLIError(e.render(CLI_NAMES)) from None
         if self.dry:  # the metadata alone, in a scratch store: checks every argument

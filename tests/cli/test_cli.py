@@ -636,3 +636,19 @@ def test_progress_counts_are_whole_numbers(src, tmp_path):
     import re
     r = run("cp", src, tmp_path / "k.zarr", "--progress")  # a raw copy: a count of keys
     assert re.search(r"\b(\d+)/\1\b", r.stderr) and not re.search(r"\d\.\d/\d", r.stderr)
+
+
+def test_cp_takes_the_destination_groups_format(src, tmp_path):
+    # a v2 source copied below a v3 group without --zarr-format was written as v2 (with v2
+    # groups above it): invisible from the v3 root, to zarr-python 3 and xarray
+    dst = tmp_path / "v3.zarr"
+    cs.group(str(dst), zarr_format=3)
+    run("cp", src, dst, "--src-path", "a", "--dst-path", "x/y")
+    g = cs.open_group(str(dst), mode="r")
+    assert g["x"].metadata.zarr_format == 3 and g["x/y"].metadata.zarr_format == 3
+    assert list(g["x"].array_keys()) == ["y"]
+    np.testing.assert_array_equal(g["x/y"][...],
+                                  np.arange(10000, dtype="i4").reshape(100, 100))
+    # into a new store (no group above): the source's own format, raw
+    run("cp", src, tmp_path / "new.zarr", "--src-path", "a", "--dst-path", "a")
+    assert (tmp_path / "new.zarr" / "a" / ".zarray").exists()
