@@ -207,6 +207,10 @@ def _to_v2(p: Plan) -> None:
         dims = dims_attr(src.dimension_names, len(p.shape))
         if dims is not None and "_ARRAY_DIMENSIONS" not in p.attrs:
             p.attrs["_ARRAY_DIMENSIONS"] = dims
+        elif dims is None and src.dimension_names is not None:
+            p.say(f"dropping the dimension names {list(src.dimension_names)} of {name!r}: "
+                  f"Zarr v2 keeps them (as xarray's _ARRAY_DIMENSIONS) only when every "
+                  f"dimension has one")
     elif not (p.like and "dimension_separator" not in ch):  # (*_like: the store's default)
         kw["dimension_separator"] = src.key_encoding
     if np.dtype(kw["dtype"]).hasobject and "object_codec" not in kw:

@@ -213,3 +213,14 @@ def test_plan_errors_name_the_option_and_the_array():
         create_kwargs_like(b, chunks=(4, 4))
     with pytest.raises(ValueError):  # RecodeError is a ValueError, as zarr-python raises
         create_kwargs_like(b, chunks=(4, 4))
+
+
+def test_partly_named_dimensions_dropped_for_v2_with_a_note():
+    # Zarr v2 has only xarray's _ARRAY_DIMENSIONS, all strings: ['x', None] cannot go there
+    a = cs.create_array({}, shape=(2, 3), dtype="i4", dimension_names=["x", None])
+    notes = []
+    _, attrs = copy_plan(a, 2, note=notes.append)
+    assert "_ARRAY_DIMENSIONS" not in attrs
+    assert any("dimension names ['x', None]" in n for n in notes)
+    b = cs.create_array({}, shape=(2, 3), dtype="i4", dimension_names=["x", "y"])
+    assert copy_plan(b, 2)[1]["_ARRAY_DIMENSIONS"] == ["x", "y"]
