@@ -212,7 +212,8 @@ class Array(nodes.Node, ArrayAPIv3):
     @fill_value.setter
     def fill_value(self, value: Any) -> None:
         """Change the fill value and store it in the metadata (as zarr-python 2 does).
-        Stored chunks keep their values; missing chunks read as the new fill value. The
+        Stored chunks keep their values; missing chunks read as the new fill value (chunks
+        written all old fill value with write_empty_chunks=False are missing too). The
         part of stored edge chunks past the array's end is set to the new fill value too,
         so that growing the array later shows the fill value there, as it does for an
         array whose fill value never changed (zarr-python 2 leaves the old one there)."""
