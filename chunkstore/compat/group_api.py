@@ -115,6 +115,14 @@ class GroupAPIv3:
         self.attrs.update(new_attributes)
         return self
 
+    async def update_attributes_async(self, new_attributes):
+        """zarr-python 3's ``Group.update_attributes_async``: the group's attributes become
+        new_attributes (replaced, as zarr-python 3.1 does here, where update_attributes
+        merges), written off the event loop; returns the group."""
+        from chunkstore.aio.run import off_loop
+        await off_loop(self.attrs.put, dict(new_attributes))
+        return self
+
     def require_array(self, name, *, shape, dtype=None, exact=False, **kwargs):
         """zarr-python 3's ``require_array``: the array at name, else a new one made by
         create_array (with kwargs). An existing array's shape must be shape and, with a

@@ -629,8 +629,10 @@ def _copy_array_raw(source, dest, path, without_attrs):
     doc = meta.source_document
     dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = (
         doc if isinstance(doc, (bytes, bytearray)) else layout.encode_metadata(meta))
-    if without_attrs and dest.zarr_format == 3:  # v3 attributes live inside zarr.json
-        dest[path[len(normalize_path(dest.path)) + 1:] if dest.path else path].attrs.put({})
+    if without_attrs:  # (attributes kept inside the metadata document: v3's zarr.json)
+        node = dest[path[len(normalize_path(dest.path)) + 1:] if dest.path else path]
+        if node.attrs:
+            node.attrs.put({})
 
 
 def _plain_store(node):

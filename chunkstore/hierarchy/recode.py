@@ -75,9 +75,7 @@ def _plan(array, zarr_format, note, keep_checksum, changes, like=False) -> Plan:
         (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape))
     kw = dict(shape=shape, chunks=a.chunks, dtype=a.dtype, compressor=a.compressor,
               fill_value=a.fill_value, order=a.order, zarr_format=fmt)
-    if a.dtype.hasobject and filters and a.zarr_format == 2:
-        # (a v2 object array's first filter is its object codec; a v3 one's filters are its
-        # array -> array codecs, a transpose say: its serializer is the object codec)
+    if a.dtype.hasobject and filters and source.object_codec_first:
         kw["object_codec"] = filters.pop(0)
     chunks = ch.get("chunks")
     if chunks is not None:

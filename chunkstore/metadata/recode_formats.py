@@ -56,10 +56,13 @@ class Source:
     key_encoding: Any = None            # v3: chunk_key_encoding; v2: dimension separator
     dimension_names: tuple | list | None = None
     crc32c: bool = False                # each chunk carries a crc32c checksum
+    # v2: an object array's first filter is its object codec (v3: filters are the chain's
+    # array -> array codecs, a transpose say; the serializer is the object codec)
+    object_codec_first: bool = False
 
 
 def _v2_source(meta) -> Source:
-    return Source(2, key_encoding=meta.dimension_separator)
+    return Source(2, key_encoding=meta.dimension_separator, object_codec_first=True)
 
 
 def _v3_source(meta) -> Source:

@@ -167,3 +167,15 @@ def test_create_array_v2_default_fill_is_zarrs(dtype):
                                 zarr_format=2)
     assert json.loads(s[".zarray"])["fill_value"] == ref.metadata.to_dict()["fill_value"]
     np.testing.assert_array_equal(z[:], ref[:])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_group_update_attributes_async_replaces_them_as_zarr_does(fmt):
+    for lib in (cs, zarr):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g = lib.Group.from_store({} if lib is cs else zarr.storage.MemoryStore(),
+                                     zarr_format=fmt, attributes={"foo": 100})
+        new = asyncio.run(g.update_attributes_async({"bar": 100}))
+        assert dict(new.attrs) == {"bar": 100}
+        assert dict(new.update_attributes({"baz": 1}).attrs) == {"bar": 100, "baz": 1}
