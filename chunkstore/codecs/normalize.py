@@ -166,8 +166,10 @@ def default_serializer(dtype: np.dtype) -> dict:
     ``bytes`` (no configuration for 1-byte and
     structured types and byte strings, else the byte order ``dtype`` has)."""
     if dtype.hasobject:
-        return {"name": "vlen-bytes" if (dtype.metadata or {}).get("vlen") is bytes
-                else "vlen-utf8", "configuration": {}}
+        # (variable-length bytes: an object dtype marked {"vlen": bytes}, see
+        # metadata.extension_v3.VLEN_BYTES; else strings)
+        vlen_bytes = dtype.metadata is not None and dtype.metadata.get("vlen") is bytes
+        return {"name": "vlen-bytes" if vlen_bytes else "vlen-utf8", "configuration": {}}
     if dtype.itemsize == 1 or dtype.fields is not None or dtype.kind in "SV":
         return {"name": "bytes"}
     # v3 data types have no byte order: the bytes codec keeps the one asked for

@@ -16,6 +16,7 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore import config
 from chunkstore.hierarchy import creation_args
+from chunkstore.metadata.extension_v3 import is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
@@ -311,7 +312,7 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
     if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
         raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
                          f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
-    if (dtype.hasobject and (dtype.metadata or {}).get("vlen") is not bytes) or (
+    if (dtype.hasobject and not is_vlen_bytes(dtype)) or (
             dtype.kind == "U" and dtype.itemsize == 0):
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (else vlen bytes)
     if dtype.kind == "V" and not dtype.names and dtype.subdtype is not None:

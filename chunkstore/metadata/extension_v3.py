@@ -49,7 +49,8 @@ def is_extension(obj: Any) -> bool:
 
 def is_vlen_bytes(dtype: np.dtype) -> bool:
     """Whether dtype is VLEN_BYTES (an object dtype marked as variable-length bytes)."""
-    return dtype.kind == "O" and (dtype.metadata or {}).get("vlen") is bytes
+    meta = dtype.metadata
+    return dtype.kind == "O" and meta is not None and meta.get("vlen") is bytes
 
 
 def handles(dtype: np.dtype) -> bool:
