@@ -30,7 +30,9 @@ from xarray.core.variable import Variable
 
 from chunkstore.aio.run import array_off_loop
 from chunkstore.engine.array import Array
-from chunkstore.errors import ConsolidatedMetadataNotFoundError, MetadataError
+from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
+                               MetadataError, PathNotFoundError, store_name)
+from chunkstore.hierarchy.creation import normalize_path
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
 from chunkstore.metadata.formats import format_of
 from chunkstore.storage.normalize import normalize_store
@@ -93,13 +95,23 @@ class ChunkstoreBackendArray(BackendArray):
             key, self.shape, indexing.IndexingSupport.VECTORIZED, read)
 
     def _getitem(self, key):
-        return self._array[key]
+        return self._as_ndarray(self._array[key])
 
     def _oindex(self, key):
-        return self._array.oindex[key]
+        return self._as_ndarray(self._array.oindex[key])
 
     def _vindex(self, key):
-        return self._array.vindex[key]
+        return self._as_ndarray(self._array.vindex[key])
+
+    def _as_ndarray(self, result):
+        """result as an ndarray of the array's dtype: an all-integer key gives a scalar, from
+        which xarray would infer a new dtype ('<U1' for a '<U3' string)."""
+        if isinstance(result, np.ndarray):
+            return result
+        # assigned, not np.asarray: an object element that is a sequence stays one element
+        out = np.empty((), dtype=self._array.dtype)
+        out[()] = result
+        return out
 
 
 def _xarray_dtype(array):
@@ -141,15 +153,20 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
     def open(cls, store, group=None, consolidated=None, storage_options=None,
              use_zarr_fill_value_as_mask=None, zarr_format=None):
         """Open the group at path `group` in store (a path, URL, store or Group); with
-        zarr_format, only a group of that Zarr format."""
+        zarr_format, only a group of that Zarr format.
+
+        group is taken as xarray's zarr engine takes it: ``"/g1/sub"`` is ``"g1/sub"``, and
+        ``"/"`` (or None, ``""``) the root (for a Group: that group).
+        """
+        path = normalize_path(group)
         if isinstance(store, Group):
-            if group:
-                store = store[group]
+            if path:
+                store = store[path]
             return cls(store, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
         s = normalize_store(store, mode="r", storage_options=storage_options)
         owned = s is not store
         try:
-            g = _open_group(s, group or "", consolidated, zarr_format)
+            g = _open_group(s, path, consolidated, zarr_format)
         except BaseException:
             if owned and hasattr(s, "close"):
                 s.close()
@@ -247,22 +264,58 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
                 close()
 
 
-def _open_group(store, path, consolidated, zarr_format=None):
-    """The group at path (zarr_format: only one of that format), from its consolidated
-    metadata where asked or (consolidated=None) present."""
+def _open_group(store, path: str, consolidated: bool | None,
+                zarr_format: int | None = None) -> Group:
+    """The group at path (normalised; zarr_format: only one of that format), read as xarray's
+    zarr engine reads it.
+
+    consolidated None or True: through the consolidated metadata of the store's root,
+    walking down to path. Where the root has none (or it does not list the group), None
+    reads the members' own documents, with xarray's RuntimeWarning, and True raises
+    ConsolidatedMetadataNotFoundError, as xarray's engine does (a group's own consolidated
+    metadata is not read instead: xarray's appends through the root leave it stale, and
+    its rows would be missing). False: the members' own documents.
+    """
     if consolidated is False:
         return open_group(store, mode="r", path=path, zarr_format=zarr_format)
-    # A group's consolidated metadata is its own: path/.zmetadata (v2) or path/zarr.json (v3).
-    key = f"{path}/.zmetadata" if path else ".zmetadata"
-    try:
-        return open_consolidated(store, metadata_key=key, mode="r", path=path,
-                                 zarr_format=zarr_format)
-    except ConsolidatedMetadataNotFoundError:
-        if consolidated:
-            raise
+    g = _group_from_root_consolidated(store, path, zarr_format)
+    if g is not None:
+        return g
+    if consolidated:
+        raise ConsolidatedMetadataNotFoundError(
+            f"consolidated=True, but the root of {store_name(store)} has no consolidated "
+            f"metadata listing group {path!r} (a group is read through the root's, as "
+            f"xarray's zarr engine reads it); open with consolidated=None or False")
     g = open_group(store, mode="r", path=path, zarr_format=zarr_format)
     _warn(_NOT_CONSOLIDATED)  # as xarray's zarr engine, for consolidated=None
     return g
+
+
+def _group_from_root_consolidated(store, path: str, zarr_format: int | None) -> Group | None:
+    """The group at path read through the root's consolidated metadata, or None where the
+    root has none (nor a group of zarr_format) or its consolidated metadata does not list
+    the group.
+
+    The root's, not the group's own: xarray's to_zarr(group=...) consolidates only the root
+    again, so a group's own document (written by to_zarr of the group's path, or by
+    to_chunkstore) misses whatever such an append added.
+    """
+    try:
+        root = open_consolidated(store, mode="r", zarr_format=zarr_format)
+    except PathNotFoundError:  # no consolidated metadata, or no root group of zarr_format
+        return None
+    node = root
+    if path:
+        if not isinstance(root, Group):
+            return None  # (the root is an array: open_group names what is at path)
+        try:
+            node = root[path]
+        except KeyError:  # a group made after the root was consolidated
+            return None
+    if not isinstance(node, Group):
+        raise GroupNotFoundError(f"path {path!r} in {store_name(store)} holds an array, not "
+                                 f"a group")
+    return node
 
 
 #: xarray's zarr engine's words when consolidated=None finds no consolidated metadata
@@ -413,9 +466,13 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
         filename_or_obj : str, os.PathLike, store or Group
             Where the Zarr hierarchy is: a path, an fsspec URL, a store or a chunkstore Group.
         group : str, optional
-            Path of the group to open within it (default: the root).
+            Path of the group to open within it (default: the root); ``"/g1/sub"`` is
+            ``"g1/sub"`` and ``"/"`` the root, as in xarray's zarr engine.
         consolidated : bool, optional
-            Read consolidated metadata (None: use it where present).
+            Read consolidated metadata (None: use it where present). As xarray's zarr engine,
+            the root's, through which a group is found; where the root has none, None reads
+            the members' own metadata (with a RuntimeWarning) and True raises
+            ConsolidatedMetadataNotFoundError.
         storage_options : dict, optional
             Keyword arguments for the fsspec filesystem of a URL.
         use_zarr_fill_value_as_mask : bool, optional

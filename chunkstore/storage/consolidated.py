@@ -35,9 +35,9 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def _dumps(obj: Any) -> bytes:
+def _dumps(obj: Any, sort_keys: bool = True) -> bytes:
     return json.dumps(
-        obj, indent=4, sort_keys=True, ensure_ascii=True, separators=(",", ": ")
+        obj, indent=4, sort_keys=sort_keys, ensure_ascii=True, separators=(",", ": ")
     ).encode("ascii")
 
 
@@ -164,7 +164,9 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
     def _document(self, key: str) -> bytes:
         raw = self._docs.get(key)
         if raw is None:
-            raw = self._docs[key] = _dumps(self._meta[key])
+            # in the document's own key order: a member's attributes keep the order they
+            # were written in (zarr-python reads them so from .zmetadata)
+            raw = self._docs[key] = _dumps(self._meta[key], sort_keys=False)
         return raw
 
 

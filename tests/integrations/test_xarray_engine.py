@@ -108,7 +108,15 @@ def test_open_options(tmp_path):
         open_dataset(path, group="sub/grp", consolidated=True)
     got = open_dataset(path, group="sub/grp", consolidated=False)
     xr.testing.assert_identical(got.load(), ds)
+    # a group's own consolidated metadata is not the root's: True raises (as xarray's zarr
+    # engine: a group is read through the root's), None reads the members' own documents
     cs.consolidate_metadata(path, path="sub/grp")
+    with pytest.raises(ConsolidatedMetadataNotFoundError, match="root"):
+        open_dataset(path, group="sub/grp", consolidated=True)
+    with pytest.warns(RuntimeWarning, match="consolidated"):
+        xr.testing.assert_identical(
+            open_dataset(path, group="sub/grp", consolidated=None).load(), ds)
+    cs.consolidate_metadata(path)
     for consolidated in (True, None):
         xr.testing.assert_identical(
             open_dataset(path, group="sub/grp", consolidated=consolidated).load(), ds)
