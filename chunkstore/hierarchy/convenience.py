@@ -525,12 +525,14 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if existing_blocks:
         del dest[name]
     if isinstance(source, Array):
-        with removed_on_failure(dest.store, child_path):
+        with removed_on_failure(dest.store, child_path) as made:
             if raw:
+                made.append(child_path)  # (nothing is there: an existing node was deleted)
                 _copy_array_raw(source, dest, child_path, without_attrs)
                 return 1, 0, source.nbytes
             kw, attrs = copy_plan(source, dest.zarr_format, **create_kws)
             dst = create(store=dest.store, path=child_path, **kw)
+            made.append(dst)
             if not without_attrs:
                 put_attributes(dst, attrs)
             copy_array_data(read_as(source, kw["dtype"]), dst,

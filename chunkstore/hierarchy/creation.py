@@ -532,8 +532,9 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
                                       storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(kwargs.get("path"))
-    with removed_on_failure(kwargs["store"], path):
+    with removed_on_failure(kwargs["store"], path) as made:
         z = create(shape=data.shape, **kwargs)
+        made.append(z)
         z[...] = data
     z.read_only = read_only
     return z
@@ -541,14 +542,18 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
 
 @contextlib.contextmanager
 def removed_on_failure(store, path):
-    """Around the creation of a node at path (not there yet) and the writing of its data:
-    on an exception, what was made (the node, and the groups made above it, deepest first)
-    is removed before the exception goes on: a failed creation leaves no half-written node
-    that reads as valid."""
+    """Around the creation of a node at path and the writing of its data; yields a list to
+    which the caller adds the node once made. On an exception after that, the node and the
+    groups made above it (deepest first) are removed before the exception goes on: a failed
+    creation leaves no half-written node that reads as valid. (Before it, nothing: a
+    creation refused, say because a node is there, has changed nothing.)"""
     new_groups = [p for p in nodes.ancestors(path) if nodes.node_kind(store, p)[0] is None]
+    made: list = []
     try:
-        yield
+        yield made
     except BaseException:
+        if not made:
+            raise
         with contextlib.suppress(Exception):
             remove_node(store, path)
             for g in reversed(new_groups):

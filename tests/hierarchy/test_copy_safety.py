@@ -164,3 +164,20 @@ def test_save_group_refusing_an_array_keeps_the_store(tmp_path):
     with pytest.raises(ValueError, match="object_codec"):
         cs.save_group(p, a=np.arange(2), b=np.array([1, "x"], dtype=object))
     assert list(cs.open_group(p, mode="r").array_keys()) == ["keep"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_creation_refused_because_a_node_is_there_keeps_that_node(fmt):
+    # (the clean-up of a failed creation removes only what the creation made)
+    store = {}
+    g = cs.group(store, zarr_format=fmt)
+    g.create_group("x").attrs["k"] = 1
+    g.create_dataset("a", data=np.arange(3))
+    before = dict(store)
+    with pytest.raises(cs.errors.ContainsGroupError):
+        g.array("x", np.zeros((2, 3)))
+    with pytest.raises(cs.errors.ContainsArrayError):
+        cs.array(np.zeros(2), store=store, path="a")
+    with pytest.raises(CopyError):
+        cs.copy(g["a"], g, name="x")
+    assert store == before
