@@ -16,8 +16,8 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import array as _array_fn
-from chunkstore.hierarchy.creation import (_require_parent_groups, create, format_alias,
-                                           normalize_path, owned_store, removed_on_failure,
+from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
+                                           removed_on_failure, require_parent_groups,
                                            save_array)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
@@ -623,7 +623,7 @@ def _copy_array_raw(source, dest, path, without_attrs):
             return False  # a chunk outside that grid (appended since)
         return True
 
-    _require_parent_groups(dest.store, path, dest.zarr_format)
+    require_parent_groups(dest.store, path, dest.zarr_format)
     sp = normalize_path(source.path)
     _copy_keys(source.store, dest.store, sp, path,
                [r"(^|/)\.zattrs$"] if without_attrs else None, None, "replace", None, False,

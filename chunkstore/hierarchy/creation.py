@@ -253,7 +253,7 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2) -> Non
         write_group_metadata(store, parent, zarr_format)
 
 
-def _require_parent_groups(store, path, zarr_format=2):
+def require_parent_groups(store, path, zarr_format=2):
     """Create the missing groups above path, in zarr_format; refuse if an array is there
     (before writing any group)."""
     _write_parent_groups(store, _check_parents(store, path), zarr_format)

@@ -556,7 +556,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                                     f"{self.name!r}")
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
-        creation._require_parent_groups(self._store, dst, self._format)
+        creation.require_parent_groups(self._store, dst, self._format)
         with replacing(self._store, src):  # (handles at src: nothing is there any more)
             rename = protocol.renamer(self._store)
             if rename is not None:
