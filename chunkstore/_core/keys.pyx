@@ -121,7 +121,9 @@ def parse_keys(list names, Py_ssize_t skip, str sep, grid):
             v = 0
             digit = False
             while i < length and raw[i] >= 48 and raw[i] <= 57:
-                if v > 100000000000000000:
+                # (exact: v * 10 + digit must fit int64; grids reach 2**63 - 1 chunks, so
+                # coordinates of 19 digits are real, not overflow)
+                if v > (9223372036854775807 - (raw[i] - 48)) // 10:
                     ok = False
                     break
                 v = v * 10 + (raw[i] - 48)

@@ -41,6 +41,23 @@ def test_parse_keys_edges():
                       "c/99999999999999999999/1", "c/ä/1", "zarr.json"], 2, "/", grid)
     assert got.tolist() == [[1, 2], [1, 9]]
     assert parse_keys(["0", "5"], 0, ".", (3,)).tolist() == [[0]]
+    # coordinates of 19 digits are real (a grid reaches 2**63 - 1 chunks): they were left
+    # out, so resize never deleted such chunks and a later grow showed their old data
+    top = 2 ** 63 - 1
+    names = [str(top - 1), str(top), str(top) + "0", str(2 ** 64 + 1), "12"]
+    assert parse_keys(names, 0, ".", (top,)).tolist() == [[top - 1], [12]]
+    assert parse_keys([f"{top - 1}.{10 ** 18}"], 0, ".", (top, top)).tolist() == \
+        [[top - 1, 10 ** 18]]
+
+
+def test_chunks_at_coordinates_of_19_digits_are_counted_and_trimmed():
+    n = 2 ** 62
+    z = cs.zeros((n,), chunks=(1,), dtype="i4", store={})
+    z[n - 1] = 7
+    assert z.nchunks_initialized == 1
+    z.resize(10)
+    z.resize(n)
+    assert z[n - 1] == 0
     with pytest.raises(ValueError):
         parse_keys(["1"], 0, "//", (3,))
 
