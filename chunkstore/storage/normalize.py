@@ -73,7 +73,10 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
         )
     low = path.rstrip("/\\").lower()
     if low.endswith(".zip"):
-        return ZipStore(path, mode=mode)
+        # Mode "w" of a call means: replace the node it opens (the open removes what is at
+        # its path); a ZipStore's own "w" truncates the whole archive, siblings of that
+        # node included, where a directory or SQLite store keeps them.
+        return ZipStore(path, mode="a" if mode == "w" else mode)
     if low.endswith(".sqlite") or low.endswith(".db"):
         return SQLiteStore(path, mode=mode)
     if low.endswith(".lmdb"):

@@ -286,3 +286,28 @@ def test_stores_flushing_in_turn_keep_each_others_writes_in_one_chunk(tmp_path):
     w.close()
     np.testing.assert_array_equal(cs.open_array(r, mode="r")[:], [1, 2, 3, 0, 0, 5, 7])
     r.close()
+
+
+def test_mode_w_with_a_path_replaces_that_node_only(tmp_path):
+    # a ZipStore's own mode "w" truncates the archive: open_array(zip, mode="w", path="y")
+    # lost the sibling array x, where a directory or SQLite store keeps it
+    import numpy as np
+
+    import chunkstore as cs
+
+    p = str(tmp_path / "f.zip")
+    x = cs.open_array(p, mode="w", path="x", shape=(2,), dtype="i4")
+    x[:] = 5
+    x.store.close()
+    y = cs.open_array(p, mode="w", path="y", shape=(3,), dtype="i4")
+    y[:] = 7
+    y.store.close()
+    g = cs.open_group(p, mode="w", path="g")
+    g.store.close()
+    with ZipStore(p, mode="r") as s:
+        np.testing.assert_array_equal(cs.open_array(s, path="x", mode="r")[:], [5, 5])
+        np.testing.assert_array_equal(cs.open_array(s, path="y", mode="r")[:], [7, 7, 7])
+    # mode "w" at the root still replaces everything
+    z = cs.open_array(p, mode="w", shape=(1,), dtype="i4")
+    z.store.close()
+    assert sorted(names(p)) == [".zarray"]
