@@ -193,6 +193,21 @@ def _same_location(a, b):
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _nested_locations(a, b):
+    """The one of two local stores that lies inside the other's directory (a store written
+    inside another store's directory becomes part of it), or None."""
+    if _is_url(a) or _is_url(b):
+        return None
+    ra, rb = os.path.realpath(a), os.path.realpath(b)
+    if ra == rb:
+        return None
+    if rb.startswith(ra.rstrip(os.sep) + os.sep):
+        return b
+    if ra.startswith(rb.rstrip(os.sep) + os.sep):
+        return a
+    return None
+
+
 def _castable(src: np.dtype, dst: np.dtype, casting: str) -> bool:
     """NumPy's casting rule, stricter where NumPy calls a cast "same_kind" that changes what
     the values mean: numbers to or from strings or datetimes (f8 -> S3 gives b'0.2')."""
@@ -231,6 +246,11 @@ def cmd_cp(args):
                       **{k: v for k, v in recode.items() if k not in ("zarr_format", "casting")})
     except RecodeError as e:
         raise UsageError(e.render(CLI_NAMES)) from None
+    nested = _nested_locations(args.src, args.dst)
+    if nested is not None:
+        raise CLIError(f"cannot copy {args.src} to {args.dst}: {nested} lies inside the "
+                       f"other store (a copy would write into its own source, or read "
+                       f"what it writes)")
     same = _same_location(args.src, args.dst)
     if same and (sp == dp or not sp or not dp or dp.startswith(sp + "/")
                  or sp.startswith(dp + "/")):

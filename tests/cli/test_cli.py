@@ -253,6 +253,12 @@ def test_cp_within_one_store(src):
     assert sorted(os.listdir(src / "g1")) == before
     np.testing.assert_array_equal(cs.open_group(str(src), mode="r")["g1/g2/b"][...],
                                   np.linspace(0, 1, 50))
+    # a destination directory inside the source's (or the reverse): written into the
+    # source's array a, which verify then failed
+    for dst in (src / "a" / "inner", src / "g1"):
+        assert "lies inside the other store" in run_error("cp", src, dst)
+    assert "lies inside the other store" in run_error("cp", src / "g1", src)
+    assert not (src / "a" / "inner").exists()
 
 
 def test_cp_chunks_must_match_ndim(src, tmp_path):
