@@ -162,6 +162,9 @@ class EngineState:
     fill_item: np.ndarray | None
     object_fill: Any
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
+    # a handle on a snapshot of the metadata (consolidated): its first write checks the
+    # stored document (check_metadata); then True
+    snapshot_checked: bool = False
 
     def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None
                  ) -> None:
@@ -376,11 +379,21 @@ class EngineState:
         in-process locks count the metadata changes made through the handles sharing them,
         and an engine made before the last is stale (nothing read). Handles in other
         processes, or on other store objects without a location, need a synchronizer
-        (README, "What is safe")."""
+        (README, "What is safe").
+
+        A handle opened through consolidated metadata checks the stored document at its
+        first write too (one read): the snapshot may be older than the array (re-created
+        with other chunks or another dtype since it was consolidated), and a write planned
+        by it would store chunks the array cannot decode."""
         if self.synchronizer is not None:
             if not self.layout.is_current():
                 raise MetadataChanged(self.name)
-        elif metadata_generation(self.options) != self.generation:
+            return
+        if not self.snapshot_checked and protocol.live_store(self.store) is not self.store:
+            if not self.layout.is_current():
+                raise MetadataChanged(self.name)
+            self.snapshot_checked = True
+        if metadata_generation(self.options) != self.generation:
             raise MetadataChanged(self.name)
 
     # (the shape and what follows from it, in this engine's metadata: Array answers with

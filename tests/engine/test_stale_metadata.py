@@ -263,3 +263,25 @@ def test_a_consolidated_handle_writes_by_the_stored_metadata_not_its_snapshot(tm
         stale[8:10] = [7, 7]
     other.resize((12,))
     np.testing.assert_array_equal(other[...], np.r_[np.arange(6), [-1] * 6])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("change", ["chunks", "dtype"])
+def test_a_consolidated_handle_opened_after_a_recreation_writes_by_the_stored_array(
+        tmp_path, fmt, change):
+    """The consolidated snapshot is older than the array (re-created since, by a tool that
+    did not consolidate again): a write through open_consolidated(mode="r+") stored chunks
+    by the snapshot's layout, which the array could not decode (chunks (2,) into an array
+    of (4,)) or read as other values (int32 bytes into a float32 array)."""
+    path = str(tmp_path / "c.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=fmt)
+    g.create_array("a", shape=(4,), chunks=(2,), dtype="i4")[:] = 1
+    cs.consolidate_metadata(path)
+    new = dict(chunks=(4,), dtype="i4") if change == "chunks" else dict(chunks=(2,),
+                                                                         dtype="f4")
+    cs.open_array(path, path="a", mode="w", shape=(4,), zarr_format=fmt, **new)[:] = 2
+    root = cs.open_consolidated(path, mode="r+")
+    root["a"][:2] = 3
+    got = cs.open_array(path, path="a", mode="r")
+    assert got.dtype == np.dtype(new["dtype"])
+    np.testing.assert_array_equal(got[:], [3, 3, 2, 2])
