@@ -351,7 +351,9 @@ class ShardedStoreView(MutableMapping):
         else:
             raw = reader.read([(0, sh.index_nbytes)])[0]
         try:
-            index = sh.decode_index(raw)
+            # with the shard's size where known: an entry pointing into the index itself
+            # (or past the data) is corruption, not data to return
+            index = sh.decode_index(raw, reader.known_size)
         except Exception as e:
             raise self._error(skey, e) from e
         # (kept only where the version will tell this shard from a later rewrite)

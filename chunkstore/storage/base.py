@@ -195,6 +195,12 @@ class ValueVersion:
         """The version's length in bytes."""
         return len(self._value)
 
+    @property
+    def known_size(self) -> int | None:
+        """The version's length in bytes where telling it costs no request (a remote
+        object's once a read's answer said it), else None."""
+        return self.size
+
     def read(self, ranges: Iterable[tuple[int, int]]) -> list[bytes]:
         """The ``(offset, nbytes)`` ranges (shorter where the value ends first)."""
         v = self._value

@@ -47,6 +47,11 @@ class RemoteVersion(ValueVersion):
         assert self._size is not None
         return self._size
 
+    @property
+    def known_size(self) -> int | None:
+        """The length if a read's answer told it (no request made for it), else None."""
+        return self._size
+
     def _gets(self, spans: list[tuple[int, int | None]]) -> list[bytes]:
         """The spans ([start, end), or the last n bytes: (-n, None)) of this version."""
         if self._whole is not None:

@@ -788,3 +788,32 @@ def test_view_behaves_like_a_dict(ops, location, partial, cache):
     for skey in [fresh.shard_key(c) for c in fresh.stored_shards()]:
         index, _ = fresh.sharding.split(store.inner[skey])
         assert (index[:, 0] != MISSING).any()
+
+
+@pytest.mark.parametrize("location", ["end", "start"])
+def test_index_pointing_into_the_index_is_corruption_on_ranged_reads(tmp_path, location):
+    # a ranged read (the shard's index, then its chunks) took an entry pointing into the
+    # index region as data and returned the index's bytes; a whole-shard read refused it
+    import json
+
+    import chunkstore as cs
+
+    p = str(tmp_path / "s.zarr")
+    cs.create_array(p, shape=(4, 4), chunks=(2, 2), shards={"shape": (4, 4),
+                    "index_location": location}, dtype="i4", compressors=None)
+    doc = json.load(open(p + "/zarr.json"))
+    doc["codecs"][0]["configuration"]["index_codecs"] = [
+        {"name": "bytes", "configuration": {"endian": "little"}}]
+    json.dump(doc, open(p + "/zarr.json", "w"))
+    cs.open_array(p, mode="r+")[:] = np.arange(16).reshape(4, 4)
+    f = p + "/c/0/0"
+    raw = bytearray(open(f, "rb").read())
+    n = 64  # 4 entries of two uint64
+    index = np.frombuffer(bytes(raw[-n:] if location == "end" else raw[:n]),
+                          "<u8").reshape(4, 2).copy()
+    index[0, 0] = len(raw) - n if location == "end" else 0  # chunk 0 now starts in the index
+    new = bytes(raw[:-n]) + index.tobytes() if location == "end" else \
+        index.tobytes() + bytes(raw[n:])
+    open(f, "wb").write(new)
+    with pytest.raises(ChunkDecodeError, match="'c/0/0'.*outside the data"):
+        cs.open_array(p, mode="r")[:2, :2]
