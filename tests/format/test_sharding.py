@@ -490,7 +490,8 @@ def test_truncated_shard(location):
     view = ShardedStoreView(store, meta)
     with pytest.raises(ChunkDecodeError, match="'c/0/1'") as ei:
         view.getitems([view.inner_key((c, 7)) for c in range(4)])
-    assert "truncated" in str(ei.value) or "checksum" in str(ei.value)
+    # (the index's checksum, the shard's size against the index, or a short chunk)
+    assert any(w in str(ei.value) for w in ("truncated", "checksum", "outside the data"))
     store.inner["c/0/1"] = b"tiny"
     view.invalidate()
     with pytest.raises(ChunkDecodeError, match="'c/0/1'.*(bytes|truncated)"):
