@@ -329,6 +329,10 @@ class FSStore(BaseStore):
         if self._memory:
             # MemoryFileSystem.info scans every path first; its store is a dict of files
             return self.fs._strip_protocol(path) in self.fs.store
+        # (not from a listing cached earlier: s3fs answers info() out of its directory
+        # cache, which misses what another handle or process wrote since; a delete of such
+        # a key raised KeyError, a containment check said no)
+        self._invalidate(path)
         try:
             info = self.fs.info(path)
         except self.missing_exceptions:

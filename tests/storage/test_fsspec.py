@@ -41,6 +41,20 @@ def test_s3_layout_and_batch_reads(s3_server, s3store):
     assert "arr/extra" in set(s3store)
 
 
+def test_s3_keys_written_elsewhere_after_a_listing_are_found(s3_server, s3store):
+    # s3fs answers info() from its directory cache: after a listing, a key another process
+    # wrote was "not in" the store, and deleting it raised KeyError (the remote model test)
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_server.storage_options)
+    s3store["arr/0"] = b"a"
+    assert s3store.listdir("arr") == ["0"]  # (fills the directory cache)
+    fs.pipe_file(f"{s3store.root}/arr/1", b"b")
+    assert "arr/1" in s3store
+    del s3store["arr/1"]
+    assert "arr/1" not in s3store and s3store.listdir("arr") == ["0"]
+
+
 def test_s3_pickle(s3_server, s3store):
     s3store["k"] = b"v"
     s2 = pickle.loads(pickle.dumps(s3store))
