@@ -386,9 +386,13 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     target = f"{dest.name.rstrip('/')}/{name}" if dest is not None else name
     existing = dest[name] if dest is not None and name in dest else None
     if existing is not None and not (_is_group(source) and _is_group(existing)):
-        # (h5py datasets have no "initialized" chunk count: skip_initialized replaces them)
-        if _skips(log, source, name, target, "replace" if if_exists == "skip_initialized"
-                  else if_exists):
+        if if_exists == "skip_initialized":
+            # h5py datasets have no "initialized" chunk count to decide it by: refused (as
+            # zarr-python 2 refuses it) rather than replacing the data there
+            raise ValueError(f"if_exists='skip_initialized' needs a destination that counts "
+                             f"its stored chunks; the h5py dataset at {target!r} does not "
+                             f"(use 'skip' or 'replace')")
+        if _skips(log, source, name, target, if_exists):
             return 0, 1, 0
         if not dry_run:
             del dest[name]
@@ -416,8 +420,14 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     if chunks and all(chunks) and len(source.shape):
         kw["chunks"] = tuple(min(c, max(s, 1)) for c, s in zip(chunks, source.shape))
     fill = getattr(source, "fill_value", None)
+    if fill is None:
+        fill = getattr(source, "fillvalue", None)  # (an h5py dataset's name)
     if fill is not None and not source.dtype.hasobject:
         kw["fillvalue"] = fill
+    for h5 in ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset"):
+        value = getattr(source, h5, None)  # h5py to h5py: its filters, as zarr-python 2 keeps
+        if value not in (None, False):
+            kw[h5] = value
     if source.dtype.hasobject:
         import h5py  # (dest is h5py's)
         kw["dtype"] = h5py.string_dtype()

@@ -463,3 +463,17 @@ def test_copy_into_h5py_as_zarr2(tmp_path):
         np.testing.assert_array_equal(g2["foo/bar/baz"][...], np.arange(100))
         with pytest.raises(ValueError, match="dest must be a group"):
             cs.copy(src["spam"], f["baz"])
+        # skip_initialized needs a chunk count h5py has not: refused, as zarr-python 2
+        # refuses it (it replaced the dataset there, losing its data)
+        f.create_dataset("kept", data=np.arange(100, 200))
+        with pytest.raises(ValueError, match="skip_initialized"):
+            cs.copy(src["foo/bar/baz"], f, name="kept", if_exists="skip_initialized")
+        np.testing.assert_array_equal(f["kept"][...], np.arange(100, 200))
+        # h5py to h5py keeps the dataset's filters, as zarr-python 2 does
+        f.create_dataset("gz", data=np.arange(50, dtype="i2"), chunks=(10,),
+                         compression="gzip", compression_opts=1, shuffle=True)
+        g3 = f.create_group("h5copy")
+        cs.copy(f["gz"], g3)
+        assert (g3["gz"].compression, g3["gz"].compression_opts, g3["gz"].shuffle) == \
+            ("gzip", 1, True)
+        np.testing.assert_array_equal(g3["gz"][...], np.arange(50))
