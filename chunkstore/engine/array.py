@@ -21,6 +21,7 @@ from chunkstore.hierarchy import nodes
 from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.engine.core import ChunkEngine, EngineHandle
+from chunkstore.engine.read import FieldNames
 from chunkstore.errors import ArrayMetadataChangedError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
@@ -427,7 +428,7 @@ class Array(nodes.Node, ArrayAPIv3):
         self._write(ix.basic_or_fancy, selection, value, fields)
 
     def _read(self, normalize: Normalizer, selection: Any, out: np.ndarray | None,
-              fields: list[str] | None) -> Any:
+              fields: FieldNames) -> Any:
         """self[selection], the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the metadata of the engine the read
         works with throughout (see chunkstore.engine.core)."""
@@ -436,7 +437,7 @@ class Array(nodes.Node, ArrayAPIv3):
         return engine.read(sel, out=out, fields=fields)
 
     def _write(self, normalize: Normalizer, selection: Any, value: Any,
-               fields: list[str] | None) -> None:
+               fields: FieldNames) -> None:
         """self[selection] = value, the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the shape this handle knows; planned again
         with the new metadata where a synchronized write finds, under its locks, that
@@ -668,10 +669,12 @@ def _replace_meta(meta: Any, **changes: Any) -> Any:
     return dataclasses.replace(meta, **changes)
 
 
-def _fields(fields: Fields) -> list[str] | None:
-    if fields is None:
-        return None
-    return [fields] if isinstance(fields, str) else list(fields)
+def _fields(fields: Fields) -> FieldNames:
+    """fields= of a selection method: one name as it is, a sequence as a list (an empty one
+    is every field, None, as zarr-python 2 takes it)."""
+    if fields is None or isinstance(fields, str):
+        return fields
+    return list(fields) or None
 
 
 def check_zarr2_keywords(chunk_store: Any, meta_array: Any) -> None:

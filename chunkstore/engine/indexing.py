@@ -561,8 +561,10 @@ def _layout(items: list[tuple[str, Any]], nb: int) -> list[tuple]:
     return out
 
 
-def split_fields(selection: Any) -> tuple[list[str] | None, Any]:
-    """Split structured-dtype field names out of a selection: returns (fields, selection)."""
+def split_fields(selection: Any) -> tuple[str | list[str] | None, Any]:
+    """Split structured-dtype field names out of a selection: returns (fields, selection);
+    fields one name (z["f"]: that field's values) or a list (z[["f"]]: a structured array),
+    as NumPy reads them."""
     if type(selection) is tuple:
         for s in selection:  # the common case, ints and slices, in one cheap pass
             t = type(s)
@@ -571,13 +573,15 @@ def split_fields(selection: Any) -> tuple[list[str] | None, Any]:
         else:
             return None, selection
     if isinstance(selection, str):
-        return [selection], ()
+        return selection, ()
     if isinstance(selection, list) and selection and all(isinstance(x, str) for x in selection):
         return list(selection), ()
     if isinstance(selection, tuple):
         fields = [s for s in selection if isinstance(s, str)]
         lists = [s for s in selection if isinstance(s, list) and s
                  and all(isinstance(x, str) for x in s)]
+        if len(fields) == 1 and not lists:
+            return fields[0], tuple(s for s in selection if not isinstance(s, str))
         if fields or lists:
             names = fields + [x for l in lists for x in l]
             rest = tuple(s for s in selection if not (isinstance(s, str) or any(s is l for l in lists)))

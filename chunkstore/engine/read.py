@@ -238,9 +238,11 @@ class ReadPath(EngineState):
                 self._fast_decode(plan, todo_i, todo_d, flat, keys, points=True)
         self._run_io(n, work, self._read_groups(groups), src, inline_bytes=_INLINE)
 
-    def read(self, sel: Selection, out: Any = None, fields: list[str] | None = None) -> Any:
+    def read(self, sel: Selection, out: Any = None, fields: FieldNames = None) -> Any:
         """The values of a normalized selection (chunkstore.engine.indexing), read chunk by
-        chunk: a new array, a scalar, or ``out`` filled; ``fields`` of a structured dtype."""
+        chunk: a new array, a scalar, or ``out`` filled; ``fields`` of a structured dtype
+        (one name: that field's values; a list, even of one: a structured array, as NumPy's
+        ``a["f"]`` and ``a[["f"]]``)."""
         dtype = self.dtype
         rdtype = dtype if fields is None else _field_dtype(dtype, fields)
         direct_out = (out is not None and fields is None and sel.post is None)
@@ -250,7 +252,7 @@ class ReadPath(EngineState):
             if out.shape != sel.shape:
                 raise ValueError(f"out has shape {out.shape}, but the selection has shape "
                                  f"{sel.shape}")
-            if out.dtype != rdtype:
+            if out.dtype != rdtype and not _same_fields(out.dtype, rdtype):
                 raise ValueError(f"out has dtype {out.dtype}, expected {rdtype}")
             if not out.flags.writeable:
                 raise ValueError("out is read-only")
@@ -283,20 +285,33 @@ class ReadPath(EngineState):
         return result
 
 
-def _field_dtype(dtype: np.dtype, fields: Sequence[str]) -> np.dtype:
+#: field names of a structured selection: one name (that field's values) or a list of
+#: names (a structured array of those fields, even of one), as NumPy's a["f"] / a[["f"]]
+FieldNames = str | list[str] | None
+
+
+def _field_dtype(dtype: np.dtype, fields: str | list[str]) -> np.dtype:
+    names = [fields] if isinstance(fields, str) else fields
     if dtype.names is None:
         raise IndexError(f"field selection {fields!r} needs a structured dtype, not {dtype}")
-    for f in fields:
+    for f in names:
         if f not in dtype.names:
             raise IndexError(f"no field {f!r} in dtype {dtype}; fields are {dtype.names}")
-    if len(fields) == 1:
-        return dtype[fields[0]]
-    return np.dtype([(f, dtype[f]) for f in fields])
+    if isinstance(fields, str):
+        return dtype[fields]
+    return np.dtype([(f, dtype[f]) for f in names])
 
 
-def _select_fields(a: np.ndarray, fields: Sequence[str]) -> np.ndarray:
-    if len(fields) == 1:
-        return a[fields[0]]
+def _same_fields(a: np.dtype, b: np.dtype) -> bool:
+    """Whether two structured dtypes have the same fields in the same order, offsets and
+    padding aside (NumPy's a[["f", "g"]] keeps the whole record's layout)."""
+    return (a.names is not None and a.names == b.names
+            and all(a[n] == b[n] for n in a.names))
+
+
+def _select_fields(a: np.ndarray, fields: str | list[str]) -> np.ndarray:
+    if isinstance(fields, str):
+        return a[fields]
     out = np.empty(a.shape, dtype=_field_dtype(a.dtype, fields))
     for f in fields:
         out[f] = a[f]

@@ -14,7 +14,7 @@ import numpy as np
 from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
-from chunkstore.engine.read import ReadPath, _field_dtype
+from chunkstore.engine.read import FieldNames, ReadPath, _field_dtype
 from chunkstore.storage.base import delitems, getitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 
@@ -58,7 +58,7 @@ class WritePath(ReadPath):
     what resize and append need. Built on the read path (a read-modify-write of some fields,
     or of an object array, reads the selection first)."""
 
-    def _prepare_value(self, value: Any, shape: tuple[int, ...], fields: list[str] | None = None,
+    def _prepare_value(self, value: Any, shape: tuple[int, ...], fields: FieldNames = None,
                        element: bool = False) -> np.ndarray:
         """Convert value to the array dtype and check it broadcasts, before any I/O.
         element: the selection is one element, by an int for every dimension (no Ellipsis),
@@ -119,7 +119,7 @@ class WritePath(ReadPath):
                              f"{self.name!r}: {e}") from e
         return v
 
-    def write(self, sel: Selection, value: Any, fields: list[str] | None = None) -> None:
+    def write(self, sel: Selection, value: Any, fields: FieldNames = None) -> None:
         """Write value into a normalized selection: each touched chunk built whole or
         read-modified-written, encoded and stored (or deleted when all fill value), under the
         write's locks."""
@@ -130,8 +130,8 @@ class WritePath(ReadPath):
             with self.locked(sel):
                 self.check_metadata()
                 cur = np.array(self.read(sel), dtype=self.dtype, copy=True)
-                if len(fields) == 1:
-                    cur[fields[0]] = v
+                if isinstance(fields, str):
+                    cur[fields] = v
                 else:
                     for f in fields:
                         cur[f] = v[f]

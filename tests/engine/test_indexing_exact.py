@@ -504,3 +504,29 @@ def test_a_zero_d_boolean_index_is_refused_with_what_to_use_instead():
         with pytest.raises(IndexError, match="0-d boolean index"):
             z[key] = 1
     np.testing.assert_array_equal(z[...], np.arange(3))
+
+
+def test_field_names_as_numpy_reads_them():
+    # a one-name list is a structured array of that field (NumPy's a[["f"]], zarr-python
+    # 2's fields=["f"]); it came back as the bare field; fields=[] is every field
+    a = np.array([(b"aaa", 1, 4.5), (b"bbb", 2, 8.5)],
+                 dtype=[("foo", "S3"), ("bar", "<i4"), ("baz", "<f8")])
+    z = cs.array(a, chunks=1)
+    for get in (lambda f: z.get_basic_selection(..., fields=f),
+                lambda f: z.get_orthogonal_selection(([1, 0],), fields=f)[::-1],
+                lambda f: z.get_coordinate_selection([0, 1], fields=f)):
+        one = get(["foo"])
+        assert one.dtype == np.dtype([("foo", "S3")]) and one.tolist() == a[["foo"]].tolist()
+        assert get("foo").dtype == np.dtype("S3") and get("foo").tolist() == [b"aaa", b"bbb"]
+        assert get([]).dtype == a.dtype and get([]).tolist() == a.tolist()
+    assert z[["foo"]].tolist() == a[["foo"]].tolist() and z["foo"].dtype == np.dtype("S3")
+    assert z["foo", 1] == b"bbb" and z[1, "bar"] == 2
+    # out= with NumPy's own (padded) layout of those fields
+    out = np.zeros_like(a[["foo", "bar"]])
+    z.get_basic_selection(..., out=out, fields=["foo", "bar"])
+    assert out.tolist() == a[["foo", "bar"]].tolist()
+    # writes: one name takes values of the field, a list takes records of those fields
+    z.set_basic_selection(0, b"zz", fields="foo")
+    z.set_basic_selection(1, np.array((b"yy",), dtype=[("foo", "S3")]), fields=["foo"])
+    z.set_basic_selection(..., a, fields=[])  # (every field: whole records)
+    assert z[:].tolist() == a.tolist()
