@@ -559,8 +559,9 @@ class NestedDirectoryStore(DirectoryStore):
 
     def listdir(self, prefix: str = "") -> list[str]:
         """As DirectoryStore.listdir, except in an array's directory (one holding .zarray):
-        there the nested chunk files are listed as dotted chunk keys ("0.1" for 0/1), as
-        zarr-python 2 lists them, so code counting chunk names finds them."""
+        there the nested chunk files are listed by their keys below it ("0/1"), as
+        zarr-python 2.18 lists them: names the store can get, and code counting chunk names
+        finds them."""
         children = super().listdir(prefix)
         if ".zarray" not in children:
             return children
@@ -573,5 +574,5 @@ class NestedDirectoryStore(DirectoryStore):
                 continue
             for dirpath, _, files in os.walk(top):
                 rel = os.path.relpath(dirpath, root).split(os.sep)
-                out.extend(".".join(rel + [f]) for f in files if not is_temp_name(f))
+                out.extend("/".join(rel + [f]) for f in files if not is_temp_name(f))
         return sorted(out)
