@@ -160,12 +160,15 @@ class ChunkCodecV2(ChunkCodecBase):
         cast (``same_kind`` casting, so e.g. native-endian data for a big-endian array is fine).
         """
         chunk = self._as_chunk(chunk)
-        # Flat view of the elements in storage order (copies only if not already laid out so).
-        if self.order == "C":
-            flat = np.ascontiguousarray(chunk).reshape(-1)
-        else:
-            flat = np.asfortranarray(chunk).ravel(order="F")
-        buf: Any = flat
+        # The chunk laid out in storage order (copies only if not already laid out so): in
+        # its shape, as zarr-python 2 hands it to the filters and compressor (codecs that
+        # use the shape, N5's chunk header or ZFPY, need it; the others flatten it in that
+        # order); an object chunk flat, in storage order (an object codec that records the
+        # shape, JSON say, would make zarr-python 2 read an F-ordered chunk transposed).
+        buf: Any = (np.ascontiguousarray(chunk) if self.order == "C"
+                    else np.asfortranarray(chunk))
+        if self._is_object:
+            buf = buf.ravel(order=self.order)
         for f in self.filters:
             buf = f.encode(buf)
         if self.compressor is not None:
@@ -250,13 +253,22 @@ class ChunkCodecV2(ChunkCodecBase):
             buf = decode_checked(comp, data) if comp is not None else data
             for f in reversed(self.filters):
                 buf = decode_checked(f, buf)
-            decoded = as_u8(buf)
+            decoded = as_u8(self._in_storage_order(buf))
             self._check_size(decoded.size, "decoded chunk")
         if out is not None:
             return self._finish_out(out, decoded)
         if writable and not decoded.flags.writeable:
             decoded = decoded.copy()
         return self._shaped(decoded)
+
+    def _in_storage_order(self, buf: Any) -> Any:
+        """A codec's decoded output as a flat sequence in the chunk's storage order: a codec
+        that gives the chunk back in its shape (JSON, N5's chunk wrapper, ZFPY: as zarr-python
+        2 hands chunks to codecs) gives its elements by their indices, in whatever memory
+        layout; a flat one is in storage order already."""
+        if isinstance(buf, np.ndarray) and buf.ndim > 1:
+            return buf.ravel(order=self.order)
+        return buf.reshape(-1, order="A") if isinstance(buf, np.ndarray) else buf
 
     def _decompress_into(self, data: Any, dest: np.ndarray) -> None:
         if self.nbytes == 0:
@@ -276,7 +288,7 @@ class ChunkCodecV2(ChunkCodecBase):
             raise ValueError(f"decoded chunk has {buf.size} items, expected {self.nitems}")
         if buf.dtype != self.dtype:
             buf = buf.astype(self.dtype)
-        arr = buf.reshape(-1, order="A").reshape(self.chunk_shape, order=self.order)
+        arr = self._in_storage_order(buf).reshape(self.chunk_shape, order=self.order)
         if out is not None:
             if out.shape == self.chunk_shape:
                 out[...] = arr

@@ -10,6 +10,8 @@ import numcodecs
 import numpy as np
 import pytest
 
+import chunkstore as cs
+
 from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.metadata.v2 import ArrayMetadataV2, parse_array_metadata
@@ -494,3 +496,35 @@ def test_fixture_chunk_corruption_names_key():
     data[4:8] = (7).to_bytes(4, "little")  # claim a wrong decoded size
     with pytest.raises(ChunkDecodeError, match="expected 280"):
         codec.decode(bytes(data), key="arr/1.2")
+
+
+class _ShapedCodec(numcodecs.abc.Codec):
+    """A filter that uses its input's shape, as N5's chunk wrapper and ZFPY do: it records
+    the shape, and decodes to an array of that shape (C-ordered)."""
+
+    codec_id = "test-shaped"
+
+    def encode(self, buf):
+        a = np.asarray(buf)
+        head = np.array([a.ndim, *a.shape], dtype="<i8").tobytes()
+        return head + np.ascontiguousarray(a).tobytes()
+
+    def decode(self, buf, out=None):
+        b = bytes(buf)
+        ndim = int(np.frombuffer(b[:8], "<i8")[0])
+        shape = tuple(np.frombuffer(b[8:8 + 8 * ndim], "<i8"))
+        return np.frombuffer(b[8 + 8 * ndim:], dtype="<i4").reshape(shape)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_filters_get_the_chunk_in_its_shape_as_zarr_python_2_gives_it(order):
+    # chunks were flattened before the filters: a codec recording the shape (N5's chunk
+    # wrapper) wrote (6,) for a (2, 3) chunk, which neither library could read back
+    numcodecs.register_codec(_ShapedCodec)
+    store = {}
+    z = cs.zeros((4, 6), chunks=(2, 3), dtype="<i4", store=store, order=order,
+                 filters=[_ShapedCodec()], compressor=None)
+    data = np.arange(24, dtype="<i4").reshape(4, 6)
+    z[:] = data
+    assert np.frombuffer(store["0.0"][:24], "<i8").tolist() == [2, 2, 3]
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[:], data)
