@@ -368,9 +368,10 @@ class ShardedStoreView(MutableMapping):
         except KeyError:
             return None
 
-    def _read_index(self, skey: str) -> tuple[np.ndarray | None, Any]:
+    def _read_index(self, skey: str, settled: bool = False) -> tuple[np.ndarray | None, Any]:
         """(index, version) of a shard as it is now; (None, None) if absent. A cached index
-        is taken only while the shard is still its version."""
+        is taken only while the shard is still its version. settled: the version only where
+        it will tell this version from a later rewrite (ValueVersion.settled), else None."""
         if not self._versioned:
             data = self._read_shard(skey)
             if data is None:
@@ -385,7 +386,8 @@ class ShardedStoreView(MutableMapping):
             with reader:
                 if entry is not None and reader.version == entry[0]:
                     return entry[1], entry[0]
-                return self._index_of(skey, reader), reader.version
+                version = reader.version if reader.settled or not settled else None
+                return self._index_of(skey, reader), version
         except KeyError:
             self.invalidate(skey)
             return None, None
@@ -521,8 +523,12 @@ class ShardedStoreView(MutableMapping):
         for (skey, items), path in zip(groups.items(), paths):
             entry = self._cached(skey)
             # A cached index is handed on unchecked: the kernel checks each file's identity
-            # against its version as it opens it.
-            version, index = entry if entry is not None else self._read_index(skey)[::-1]
+            # against its version as it opens it. A file changed too recently for its
+            # identity to tell it from a rewrite within one timestamp tick (the settle rule,
+            # chunkstore.storage.directory) gets no version: the kernel leaves its chunks to
+            # getitems, which reads index and chunks from one open file.
+            version, index = entry if entry is not None else \
+                self._read_index(skey, settled=True)[::-1]
             if version is None:
                 version = _NO_VERSION
             for k, slot in items:
