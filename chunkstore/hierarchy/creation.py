@@ -126,7 +126,7 @@ def _default_fill(fill_value, dtype, object_codec):
 
 
 def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunks: Any = True,
-               dtype: DTypeLike = None, compressor: Any = "default", fill_value: Any = 0,
+               dtype: DTypeLike = None, compressor: Any = "default", fill_value: Any = None,
                order: str = "C", overwrite: bool = False, path: str | None = None,
                filters: Sequence[Any] | None = None, object_codec: Any = None,
                dimension_separator: str | None = None, zarr_format: int | None = 2,
@@ -135,7 +135,8 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
                attributes: Mapping[str, Any] | None = None,
                codecs: Sequence[Any] | None = None, *, chunk_store: Any = None,
                storage_transformers: Sequence[Any] = ()) -> Any:
-    """Write the metadata of a new array (and parent groups) into store.
+    """Write the metadata of a new array (and parent groups) into store. fill_value None
+    (the default, as zarr-python 2's init_array; create's is 0) is a null fill value.
 
     Everything (dtype, fill value, codecs, chunks, what is at path) is checked, and the new
     metadata is opened as an array would open it, before the first key is written or

@@ -477,3 +477,17 @@ def test_copy_into_h5py_as_zarr2(tmp_path):
         assert (g3["gz"].compression, g3["gz"].compression_opts, g3["gz"].shuffle) == \
             ("gzip", 1, True)
         np.testing.assert_array_equal(g3["gz"][...], np.arange(50))
+
+
+def test_init_array_default_fill_value_is_null_as_zarr2():
+    # zarr-python 2's init_array writes "fill_value": null when none is given (create's
+    # default is 0); it wrote 0.0
+    import json
+
+    from chunkstore.hierarchy.creation import init_array
+
+    store = {}
+    init_array(store, shape=(4,), chunks=(2,), dtype="f8")
+    assert json.loads(store[".zarray"])["fill_value"] is None
+    assert json.loads(cs.create((4,), store={}, dtype="f8").store[".zarray"])[
+        "fill_value"] == 0.0
