@@ -883,7 +883,9 @@ class TreeView:
     def __bytes__(self):
         """The tree drawn in ASCII (+--, |), as zarr-python 2's bytes(g.tree())."""
         lines, cut = self._limited(self._lines(self.group, " ", 0, self._ASCII))
-        text = "\n".join(self._truncation(cut) + [self.group.name] + lines)
+        # (zarr-python 2 heads it with the group's base name, "/" for the root)
+        head = self.group.name.rstrip("/").rsplit("/", 1)[-1] or "/"
+        text = "\n".join(self._truncation(cut) + [head] + lines)
         return text.encode("ascii", "backslashreplace")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None,

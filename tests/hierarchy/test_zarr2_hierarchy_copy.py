@@ -55,6 +55,8 @@ class TestHierarchy:
                   " |       +-- baz (100,) float64\n"
                   " +-- foo")
         assert bytes(tree.tree()) == expect.encode()
+        # a subgroup's drawing is headed by its base name, as zarr-python 2's
+        assert bytes(tree["bar"].tree()).decode().splitlines()[0] == "bar"
         # The text form draws the same tree with box characters.
         assert str(tree.tree()).replace("├── ", "+-- ").replace("└── ", "+-- ").replace(
             "│", "|").splitlines() == [ln[1:] if ln != "/" else ln
