@@ -61,7 +61,7 @@ class TestHierarchy:
         assert str(tree.tree()).replace("├── ", "+-- ").replace("└── ", "+-- ").replace(
             "│", "|").splitlines() == [ln[1:] if ln != "/" else ln
                                         for ln in expect.splitlines()]
-        assert bytes(tree["bar"].tree(level=1)) == b"/bar\n +-- baz\n +-- quux"
+        assert bytes(tree["bar"].tree(level=1)) == b"bar\n +-- baz\n +-- quux"
 
     def test_consolidate_metadata_returns_group(self, tmp_path):
         g = cs.group(str(tmp_path / "h.zarr"))
