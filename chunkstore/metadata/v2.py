@@ -87,15 +87,61 @@ def default_compressor() -> Codec:
 
 def _to_codec(obj: Any, what: str) -> Codec:
     if isinstance(obj, Codec):
+        config = obj.get_config()
+        if isinstance(config.get("id"), str):
+            _check_parameters(config, what)
         return obj
     if not isinstance(obj, Mapping):
         raise ValueError(f"{what} must be a codec configuration object, got {obj!r}")
     if "id" not in obj or not isinstance(obj["id"], str):
         raise ValueError(f"{what} configuration has no string 'id': {dict(obj)!r}")
+    _check_parameters(obj, what)
     try:
         return numcodecs.get_codec(dict(obj))
     except Exception as e:  # unknown id, bad parameters
         raise ValueError(f"cannot create {what} {dict(obj)!r}: {e}") from e
+
+
+#: the parameters numcodecs takes at construction but refuses only when it encodes (a bad
+#: level, an unknown Blosc compressor): id -> {parameter: (lowest, highest) or the values}
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    "blosc": {"clevel": (0, 9), "shuffle": (-1, 2), "blocksize": (0, None),
+              "cname": ("blosclz", "lz4", "lz4hc", "zlib", "zstd")},
+    "zstd": {"level": (-131072, 22)},
+    "gzip": {"level": (0, 9)},
+    "zlib": {"level": (-1, 9)},
+    "bz2": {"level": (1, 9)},
+    "lzma": {"preset": (0, 9)},
+    "lz4": {"acceleration": (1, None)},
+}
+
+
+def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
+    """The dtypes of a dtype's fields and sub-arrays, down to the plain ones."""
+    if dtype.names:
+        return [d for n in dtype.names for d in _leaf_dtypes(dtype.fields[n][0])]
+    if dtype.subdtype is not None:
+        return _leaf_dtypes(dtype.subdtype[0])
+    return [dtype]
+
+
+def _check_parameters(obj: Mapping, what: str) -> None:
+    """ValueError naming the parameter of a codec configuration that numcodecs would take
+    now and refuse at the first write (with an error naming neither array nor parameter)."""
+    for name, allowed in _PARAMETERS.get(obj["id"], {}).items():
+        if name not in obj or obj[name] is None:
+            continue
+        v = obj[name]
+        if isinstance(allowed[0], str):
+            if v not in allowed:
+                raise ValueError(f"{what} {obj['id']!r}: {name} must be one of "
+                                 f"{list(allowed)}, got {v!r}")
+            continue
+        lo, hi = allowed
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None
+                                                                         and v > hi):
+            raise ValueError(f"{what} {obj['id']!r}: {name} must be an integer from {lo}"
+                             f"{'' if hi is None else f' to {hi}'}, got {v!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +333,10 @@ def parse_array_metadata(
             dimension_separator=sep,
             zarr_format=ZARR_FORMAT,
         )
+        if any(d.kind in "mM" and np.datetime_data(d)[0] == "generic"
+               for d in _leaf_dtypes(meta.dtype)):
+            raise ValueError(f"dtype {doc['dtype']!r} has no time unit: its values cannot be "
+                             f"read as times (give one, e.g. '<M8[ns]')")
         if meta.dtype.hasobject and not meta.filters:
             raise ValueError(f"dtype {meta.dtype} needs an object codec (e.g. VLenUTF8) as "
                              f"its first filter; filters is {doc['filters']!r}")

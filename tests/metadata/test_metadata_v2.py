@@ -822,3 +822,32 @@ def test_normalize_chunks_guess_is_balanced():
 def test_normalize_chunks_huge_items():
     # A single item bigger than the target: one item per chunk, never zero.
     assert normalize_chunks(True, (10, 10), 8 * 1024 * 1024) == (1, 1)
+
+
+@pytest.mark.parametrize("compressor, words", [
+    ({"id": "blosc", "cname": "lz4", "clevel": 99, "shuffle": 1, "blocksize": 0}, "clevel"),
+    ({"id": "blosc", "cname": "nosuch", "clevel": 5, "shuffle": 1, "blocksize": 0}, "cname"),
+    ({"id": "gzip", "level": 99}, "level"), ({"id": "zlib", "level": 99}, "level"),
+    ({"id": "bz2", "level": 0}, "level"), ({"id": "zstd", "level": "x"}, "level"),
+])
+def test_codec_parameters_numcodecs_refuses_only_when_it_encodes_are_refused_at_open(
+        compressor, words):
+    # they opened, and the first write failed with numcodecs' bare error (no array, key or
+    # parameter named; c-blosc printing to stderr)
+    doc = {"chunks": [2], "compressor": compressor, "dtype": "<i4", "fill_value": 0,
+           "filters": None, "order": "C", "shape": [4], "zarr_format": 2}
+    with pytest.raises(MetadataError, match=f"a/.zarray.*{words}"):
+        parse_array_metadata(json.dumps(doc), "a/.zarray")
+    good = dict(doc, compressor={"id": "blosc", "cname": "zstd", "clevel": 5, "shuffle": -1,
+                                 "blocksize": 0})
+    parse_array_metadata(json.dumps(good), "a/.zarray")
+
+
+def test_a_time_dtype_without_a_unit_is_refused_at_open():
+    doc = {"chunks": [2], "compressor": None, "dtype": "<M8", "fill_value": 0,
+           "filters": None, "order": "C", "shape": [4], "zarr_format": 2}
+    with pytest.raises(MetadataError, match="no time unit"):
+        parse_array_metadata(json.dumps(doc), ".zarray")
+    doc["dtype"], doc["fill_value"] = [["t", "<m8"], ["x", "<i4"]], None
+    with pytest.raises(MetadataError, match="no time unit"):
+        parse_array_metadata(json.dumps(doc), ".zarray")
