@@ -342,3 +342,19 @@ def test_failed_shrink_loses_no_data_inside_the_new_shape(zarr_format):
     # the shrink is committed: the new shape, with every value inside it
     assert z2.shape == (5, 12)
     np.testing.assert_array_equal(z2[:], before[:5])
+
+
+def test_a_chunk_too_big_for_memory_names_the_array_and_its_chunks():
+    # a document written elsewhere may give chunks far larger than the array: a bare
+    # MemoryError named nothing
+    import json
+
+    store = {}
+    cs.zeros((4, 4), chunks=(2, 2), dtype="i4", store=store, path="big")
+    doc = json.loads(store["big/.zarray"])
+    doc["chunks"] = [2 ** 22, 2 ** 22]
+    store["big/.zarray"] = json.dumps(doc).encode()
+    z = cs.open_array(store, path="big", mode="r+")
+    with pytest.raises(MemoryError) as e:
+        z[0, 0] = 1
+    assert "'/big'" in "".join(e.value.__notes__) and "64.0 TiB" in "".join(e.value.__notes__)

@@ -434,7 +434,11 @@ class Array(nodes.Node, ArrayAPIv3):
         works with throughout (see chunkstore.engine.core)."""
         engine = self._handle.current()
         sel = normalize(selection, engine.shape, engine.chunks, self.name)
-        return engine.read(sel, out=out, fields=fields)
+        try:
+            return engine.read(sel, out=out, fields=fields)
+        except MemoryError as e:
+            _note_chunk_size(e, self.name, engine)
+            raise
 
     def _write(self, normalize: Normalizer, selection: Any, value: Any,
                fields: FieldNames) -> None:
@@ -449,6 +453,9 @@ class Array(nodes.Node, ArrayAPIv3):
                 return engine.write(sel, value, fields=fields)
             except MetadataChanged:
                 engine = self._handle.reload(stale=True)
+            except MemoryError as e:
+                _note_chunk_size(e, self.name, engine)
+                raise
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
@@ -663,6 +670,14 @@ class Array(nodes.Node, ArrayAPIv3):
                 self._handle.roll_back_append(old_meta, touched, saved, e)
                 raise
         return new
+
+def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None:
+    """Say on a MemoryError which array's chunks it was (a read or write holds whole chunks,
+    and a chunk shape from a document written elsewhere may be far larger than the array)."""
+    size = int(np.prod(engine.chunks, dtype=np.float64)) * engine.dtype.itemsize
+    error.add_note(f"array {name!r} has chunks of shape {engine.chunks} ({engine.dtype}, "
+                   f"{human_bytes(size)} each), which a read or write holds whole")
+
 
 def _replace_meta(meta: Any, **changes: Any) -> Any:
     import dataclasses
