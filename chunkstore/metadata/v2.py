@@ -119,7 +119,7 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
 def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     """The dtypes of a dtype's fields and sub-arrays, down to the plain ones."""
     if dtype.names:
-        return [d for n in dtype.names for d in _leaf_dtypes(dtype.fields[n][0])]
+        return [d for n in dtype.names for d in _leaf_dtypes(dtype[n])]
     if dtype.subdtype is not None:
         return _leaf_dtypes(dtype.subdtype[0])
     return [dtype]
