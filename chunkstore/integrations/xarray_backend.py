@@ -408,6 +408,10 @@ def _dims_and_attrs(array):
         raise MissingDimensionsError(f"array {array.path!r} has no {DIMENSION_KEY!r} "
                                      f"attribute, which xarray needs to name its "
                                      f"dimensions") from None
+    if not isinstance(dims, list) or not all(isinstance(d, str) for d in dims):
+        # (a string would be taken letter by letter: "xy" as dimensions x and y)
+        raise MetadataError(f"array {array.path!r}: {DIMENSION_KEY} must be a list of "
+                            f"dimension names (strings), got {dims!r}")
     if len(dims) != array.ndim:
         raise MetadataError(f"array {array.path!r} has {array.ndim} dimensions but "
                             f"{DIMENSION_KEY} names {len(dims)}: {dims!r}")

@@ -232,3 +232,17 @@ def test_attribute_order_of_a_consolidated_v2_store_is_kept(tmp_path):
     ours, _, theirs = open_both(path, consolidated=True)
     assert list(ours.attrs) == list(theirs.attrs) == ["title", "history"]
     assert list(ours["v"].attrs) == list(theirs["v"].attrs) == ["units", "long_name", "axis"]
+
+
+@pytest.mark.parametrize("dims", ["xy", [1, 2], "x"])
+def test_array_dimensions_that_are_not_a_list_of_names_are_refused(tmp_path, dims):
+    # "xy" on a 2-d array was read letter by letter, as dimensions x and y
+    from chunkstore.errors import MetadataError
+
+    path = str(tmp_path / "d.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=2)
+    shape = (1,) if dims == "x" else (2, 2)  # (as many dimensions as the value has items)
+    a = g.zeros("v", shape=shape, chunks=shape)
+    a.attrs["_ARRAY_DIMENSIONS"] = dims
+    with pytest.raises(MetadataError, match="_ARRAY_DIMENSIONS"):
+        xr.open_dataset(path, engine="chunkstore", consolidated=False).load()
