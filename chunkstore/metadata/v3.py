@@ -405,9 +405,11 @@ def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
     _check_extensions(doc, _ARRAY_KEYS + _ARRAY_OPTIONAL)
     dtype = decode_data_type_v3(doc["data_type"])
     grid = doc["chunk_grid"]
-    if not isinstance(grid, Mapping) or grid.get("name") != "regular":
-        name = grid.get("name") if isinstance(grid, Mapping) else grid
-        raise ValueError(f"unsupported chunk_grid {name!r} (only 'regular')")
+    if not isinstance(grid, Mapping):
+        raise ValueError(f"chunk_grid must be an object ({{\"name\": \"regular\", "
+                         f"\"configuration\": {{\"chunk_shape\": [...]}}}}), got {grid!r}")
+    if grid.get("name") != "regular":
+        raise ValueError(f"unsupported chunk_grid {grid.get('name')!r} (only 'regular')")
     gconf = grid.get("configuration")
     if not isinstance(gconf, Mapping) or "chunk_shape" not in gconf:
         raise ValueError("chunk_grid configuration has no chunk_shape")
