@@ -120,3 +120,8 @@ class Attributes(MutableMapping):
 
     def __repr__(self):
         return f"Attributes({self.asdict()!r})"
+
+    def _ipython_key_completions_(self) -> list:
+        """The attribute names, for IPython's completion of ``attrs["..."]`` (as
+        zarr-python 2's)."""
+        return sorted(self.asdict())

@@ -491,3 +491,9 @@ def test_init_array_default_fill_value_is_null_as_zarr2():
     assert json.loads(store[".zarray"])["fill_value"] is None
     assert json.loads(cs.create((4,), store={}, dtype="f8").store[".zarray"])[
         "fill_value"] == 0.0
+
+
+def test_attribute_names_complete_in_ipython():
+    z = cs.zeros(3, store={})
+    z.attrs.update({"b": 1, "a": 2})
+    assert z.attrs._ipython_key_completions_() == ["a", "b"]
