@@ -6,6 +6,7 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Mapping
@@ -19,7 +20,9 @@ from chunkstore.metadata.formats import format_of
 from chunkstore.hierarchy import creation, creation_args
 from chunkstore.engine.array import Array
 from chunkstore.errors import ZarrUserWarning
+from chunkstore.metadata.extension_v3 import is_vlen_bytes
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
+from chunkstore.storage.normalize import normalize_store
 from chunkstore.metadata._common import guess_chunks
 
 
@@ -67,7 +70,8 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     # a data type object (chunkstore.compat.dtype's, or zarr-python 3's) as its dtype
     spelled = creation_args.zdtype_spelling(dtype)
     # (VariableLengthBytes, or "bytes" as zarr-python 3 spells it: not NumPy's S0)
-    vlen_bytes = spelled == "bytes" or spelled is bytes
+    vlen_bytes = spelled == "bytes" or spelled is bytes or (
+        isinstance(spelled, np.dtype) and is_vlen_bytes(spelled))  # (an array's own dtype)
     dt = np.dtype(object) if vlen_bytes else np.dtype(spelled)
     if (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
         # zarr-python 3's dtype=str (and NumPy's StringDType): variable-length UTF-8 strings
@@ -96,16 +100,23 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     # in v3 it is the default too.
     if fill_value is DEFAULT_FILL:
         fill_value = b"" if vlen_bytes else format_of(zarr_format).default_fill(dt)
-    z = creation.create(shape=shape, chunks=chunks, dtype=dt,
-                        fill_value=fill_value,
-                        order=order, store=store, path=name, overwrite=overwrite,
-                        storage_options=storage_options, synchronizer=synchronizer,
-                        zarr_format=zarr_format, write_empty_chunks=wec,
-                        dimension_names=dimension_names, **kwargs)
-    if attrs:
-        z.attrs.update(attrs)
-    if data is not None and write_data:
-        z[...] = data  # an Array streams block by block (bounded memory), not read whole
+    store = normalize_store(store, mode="a", storage_options=storage_options)
+    writing = data is not None and write_data
+    # (data a codec refuses leaves no empty array behind; without data the creation is
+    # whole or nothing already, and needs no probe of the groups above for the clean-up)
+    with creation.removed_on_failure(store, creation.normalize_path(name)) if writing \
+            else contextlib.nullcontext([]) as made:
+        z = creation.create(shape=shape, chunks=chunks, dtype=dt,
+                            fill_value=fill_value,
+                            order=order, store=store, path=name, overwrite=overwrite,
+                            synchronizer=synchronizer,
+                            zarr_format=zarr_format, write_empty_chunks=wec,
+                            dimension_names=dimension_names, **kwargs)
+        made.append(z)
+        if attrs:
+            z.attrs.update(attrs)
+        if writing:
+            z[...] = data  # (an Array streams block by block, in bounded memory)
     return z
 
 

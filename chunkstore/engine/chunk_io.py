@@ -487,18 +487,9 @@ def _overridden(meta: Any, overrides: dict, name: str) -> Any:
 
 
 def _object_fill(meta: Any) -> Any:
-    """The fill value of an object array as its elements are: for vlen-bytes the JSON
-    string is base64 (zarr-python 3 writes it so); anything else is the JSON value."""
-    fill = meta.fill_value
-    codec_id = getattr(meta.filters[0], "codec_id", None) if meta.filters else None
-    if codec_id == "vlen-bytes" and isinstance(fill, str):
-        import base64
-        import binascii
-        try:
-            return base64.standard_b64decode(fill.encode("ascii"))
-        except (binascii.Error, UnicodeEncodeError):
-            return fill.encode("utf-8")
-    return fill
+    """The fill value of an object array as its elements are (the metadata holds it so: a
+    vlen-bytes array's as bytes, decoded from the document's base64)."""
+    return meta.fill_value
 
 
 @contextlib.contextmanager

@@ -72,9 +72,10 @@ class WritePath(ReadPath):
         if dtype.kind == "O" and not shape and not (isinstance(value, np.ndarray) and
                                                    value.ndim == 0):
             # One element of an object array: the value itself (a list, an ndarray) is the
-            # element, as in NumPy.
+            # element, as in NumPy; a NumPy str or bytes scalar as the Python one (the vlen
+            # codecs take str and bytes only)
             v: np.ndarray = np.empty((), dtype=object)
-            v[()] = value
+            v[()] = value.item() if isinstance(value, (np.str_, np.bytes_)) else value
             return v
         try:
             v = np.asarray(value, dtype=dtype)

@@ -16,7 +16,7 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore import config
 from chunkstore.hierarchy import creation_args
-from chunkstore.metadata.extension_v3 import is_vlen_bytes
+from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
@@ -310,12 +310,15 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
     if order not in ("C", "F"):
         raise ValueError(f"cannot create array at path {path!r}: order must be 'C' or 'F', "
                          f"got {order!r}")
-    if object_codec is not None and getattr(object_codec, "codec_id", None) != "vlen-utf8":
+    codec_id = getattr(object_codec, "codec_id", None)
+    if object_codec is not None and codec_id not in ("vlen-utf8", "vlen-bytes"):
         raise ValueError(f"cannot create array at path {path!r}: Zarr v3 stores object "
-                         f"arrays as strings (vlen-utf8) only, not with {object_codec!r}")
-    if (dtype.hasobject and not is_vlen_bytes(dtype)) or (
-            dtype.kind == "U" and dtype.itemsize == 0):
-        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (else vlen bytes)
+                         f"arrays as strings (vlen-utf8) and bytes (vlen-bytes) only, not "
+                         f"with {object_codec!r}")
+    if codec_id == "vlen-bytes" or is_vlen_bytes(dtype):
+        dtype = VLEN_BYTES  # v3 "variable_length_bytes"
+    elif dtype.hasobject or (dtype.kind == "U" and dtype.itemsize == 0):
+        dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
     if dtype.kind == "V" and not dtype.names and dtype.subdtype is not None:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} (a "
                          f"subarray type) is not supported by Zarr v3 here (bool, ints, "

@@ -18,6 +18,8 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from chunkstore.metadata.extension_v3 import is_vlen_bytes
+
 from chunkstore import config
 from chunkstore.metadata.zarr3_view import creation_kwargs, parse_chunk_key_encoding
 
@@ -34,6 +36,8 @@ def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any
     dtype = zdtype_spelling(dtype)
     if isinstance(dtype, type) and dtype in (str, bytes):
         dtype = dtype.__name__
+    if isinstance(dtype, np.dtype) and is_vlen_bytes(dtype):
+        dtype = "bytes"  # (a variable-length bytes array's own dtype: its object codec)
     if isinstance(dtype, str):
         key, _, arg = dtype.partition(":")
         codec_id = _OBJECT_SHORTCUTS.get(key)

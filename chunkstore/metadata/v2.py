@@ -116,6 +116,39 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 
+def _object_fill(codec: Any, value: Any) -> Any:
+    """An object array's fill value as its elements are, by its object codec: a str of a
+    vlen-bytes array is taken as UTF-8 text (it was stored as if it were the base64 of the
+    bytes), bytes of a vlen-utf8 array are refused (stored as base64, they read back as
+    that text); anything else as given (zarr-python 2 writes 0 for either)."""
+    codec_id = getattr(codec, "codec_id", None)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if codec_id == "vlen-bytes" and isinstance(value, (str, bytearray)):
+        return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    if codec_id == "vlen-utf8" and isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"fill_value {value!r} is bytes; the array holds strings "
+                         f"(vlen-utf8): give a str")
+    return value
+
+
+def _json_object_fill(doc: Mapping, dtype: np.dtype, fill: Any) -> Any:
+    """The fill value of an object array as its .zarray document spells it: a vlen-bytes
+    array's is the base64 of its bytes (as zarr-python 3 writes it; text that is not
+    base64, as other writers may leave, is its UTF-8 bytes)."""
+    filters = doc.get("filters")
+    if (dtype.kind != "O" or not isinstance(fill, str) or not isinstance(filters, list)
+            or not filters or not isinstance(filters[0], Mapping)
+            or filters[0].get("id") != "vlen-bytes"):
+        return fill
+    import base64
+    import binascii
+    try:
+        return base64.b64decode(fill.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return fill.encode("utf-8")
+
+
 def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     """The dtypes of a dtype's fields and sub-arrays, down to the plain ones."""
     if dtype.names:
@@ -219,6 +252,8 @@ class ArrayMetadataV2:
                 raise ValueError(f"filters must be a list or null, got {self.filters!r}")
             self.filters = [_to_codec(f, f"filters[{i}]") for i, f in enumerate(self.filters)]
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
+        if self.dtype.kind == "O" and self.fill_value is not None and self.filters:
+            self.fill_value = _object_fill(self.filters[0], self.fill_value)
         if self.attributes is not None:
             if not isinstance(self.attributes, Mapping):
                 raise ValueError(f"attributes must be an object, got {self.attributes!r}")
@@ -310,7 +345,8 @@ def parse_array_metadata(
         except Exception as e:
             raise ValueError(f"invalid dtype {doc['dtype']!r}: {e}") from e
         try:
-            fill_value = decode_fill_value(doc["fill_value"], dtype)
+            fill_value = _json_object_fill(doc, dtype,
+                                           decode_fill_value(doc["fill_value"], dtype))
         except Exception as e:
             raise ValueError(f"invalid fill_value {doc['fill_value']!r} for dtype {dtype}: {e}") from e
         sep = doc.get("dimension_separator")
