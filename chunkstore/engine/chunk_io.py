@@ -152,6 +152,7 @@ class EngineState:
     generation: int | None
     # what the metadata implies
     meta: Any
+    stored_meta: Any
     layout: ArrayLayout
     zarr_format: int
     chunk_store: MutableMapping
@@ -166,8 +167,8 @@ class EngineState:
     # stored document (check_metadata); then True
     snapshot_checked: bool = False
 
-    def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None
-                 ) -> None:
+    def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None,
+                 stored: Any = None) -> None:
         self.options = options
         self.store = options.store
         self.path = options.path
@@ -186,6 +187,8 @@ class EngineState:
         layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
                             cache_index=self.cache_metadata)
         self.meta = meta
+        # the metadata as stored: a view's meta is changed in memory (options.overrides)
+        self.stored_meta = meta if stored is None else stored
         self.layout = layout
         self.zarr_format = layout.zarr_format
         self.chunk_store = layout.chunk_store
@@ -386,11 +389,11 @@ class EngineState:
         with other chunks or another dtype since it was consolidated), and a write planned
         by it would store chunks the array cannot decode."""
         if self.synchronizer is not None:
-            if not self.layout.is_current():
+            if not self.layout.is_current(self.stored_meta):
                 raise MetadataChanged(self.name)
             return
         if not self.snapshot_checked and protocol.live_store(self.store) is not self.store:
-            if not self.layout.is_current():
+            if not self.layout.is_current(self.stored_meta):
                 raise MetadataChanged(self.name)
             self.snapshot_checked = True
         if metadata_generation(self.options) != self.generation:

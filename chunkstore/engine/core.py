@@ -88,7 +88,7 @@ class EngineHandle:
         o.format_hint = meta.zarr_format
         used = meta if o.overrides is None else _overridden(meta, o.overrides, o.name)
         try:
-            engine = ChunkEngine(o, used, generation)
+            engine = ChunkEngine(o, used, generation, stored=meta)
         except ChunkstoreError:
             raise
         except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:

@@ -187,11 +187,14 @@ class ArrayLayout:
 
     _verified: bytes | None = None  # (see is_current)
 
-    def is_current(self) -> bool:
+    def is_current(self, metadata: Any = None) -> bool:
         """Whether the array's metadata in the store still is this layout's (attributes
-        aside, which live beside the layout): one read of the metadata document. A write
-        checks it under its locks (which exclude resizes and metadata changes), so a handle's
-        cached metadata is never trusted for a write after another handle changed it."""
+        aside, which live beside the layout), or ``metadata`` (a view's layout is of its
+        changed metadata; the store holds its base's): one read of the metadata document. A
+        write checks it under its locks (which exclude resizes and metadata changes), so a
+        handle's cached metadata is never trusted for a write after another handle changed
+        it."""
+        metadata = self.metadata if metadata is None else metadata
         try:  # (the document as stored now, not a consolidated snapshot of it)
             raw = protocol.live_store(self.store)[self.metadata_key]
         except KeyError:
@@ -200,7 +203,7 @@ class ArrayLayout:
             return True  # the bytes last found to be this layout's metadata: no parsing
         now = self.decode_metadata(raw)
         same = (getattr(now, "node_type", "array") == "array"
-                and _document(now) == _document(self.metadata))
+                and _document(now) == _document(metadata))
         if same:
             self._verified = bytes(raw)
         return same

@@ -285,3 +285,23 @@ def test_a_consolidated_handle_opened_after_a_recreation_writes_by_the_stored_ar
     got = cs.open_array(path, path="a", mode="r")
     assert got.dtype == np.dtype(new["dtype"])
     np.testing.assert_array_equal(got[:], [3, 3, 2, 2])
+
+
+@pytest.mark.parametrize("how", ["consolidated", "synchronizer"])
+def test_views_write_where_their_array_checks_the_stored_document(tmp_path, how):
+    """A view's metadata is changed in memory; the store holds its base's. The check of the
+    stored document (a consolidated handle's first write, every synchronized write) compared
+    it with the view's, failed each time and ended in ArrayMetadataChangedError."""
+    from chunkstore.sync import ThreadSynchronizer
+    path = str(tmp_path / "s.zarr")
+    g = cs.group(path)
+    g.create_dataset("a", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)
+    if how == "consolidated":
+        cs.consolidate_metadata(path)
+        a = cs.open_consolidated(path, mode="r+")["a"]
+    else:
+        a = cs.open_array(path, path="a", mode="r+", synchronizer=ThreadSynchronizer())
+    for i, kw in enumerate(({"fill_value": 0}, {"shape": (6,)}, {"dtype": "u4"})):
+        a.view(**kw)[2 * i:2 * i + 2] = i + 1
+    np.testing.assert_array_equal(cs.open_array(path, path="a", mode="r")[:],
+                                  [1, 1, 2, 2, 3, 3, 0, 0])
