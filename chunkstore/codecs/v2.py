@@ -171,6 +171,11 @@ class ChunkCodecV2(ChunkCodecBase):
             buf = buf.ravel(order=self.order)
         for f in self.filters:
             buf = f.encode(buf)
+            if isinstance(buf, np.ndarray) and buf.ndim > 1 and self.order == "F" and \
+                    not buf.flags.f_contiguous:
+                # (a filter that hands back the chunk in its shape but C-ordered, BitRound's
+                # copy say: the codecs after it take its memory as it lies)
+                buf = np.asfortranarray(buf)
         if self.compressor is not None:
             if isinstance(buf, np.ndarray) and buf.dtype.hasobject:
                 raise TypeError("cannot compress an object array; is an object codec missing?")

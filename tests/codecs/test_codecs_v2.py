@@ -528,3 +528,15 @@ def test_filters_get_the_chunk_in_its_shape_as_zarr_python_2_gives_it(order):
     z[:] = data
     assert np.frombuffer(store["0.0"][:24], "<i8").tolist() == [2, 2, 3]
     np.testing.assert_array_equal(cs.open_array(store, mode="r")[:], data)
+
+
+@pytest.mark.parametrize("comp", [None, numcodecs.Zstd(1), numcodecs.Blosc("lz4", 5)])
+def test_a_filter_that_returns_a_c_ordered_chunk_in_an_f_ordered_array(comp):
+    # BitRound copies its input in C order: in an F-ordered array the compressor stored
+    # that memory as the F-ordered chunk, and the values read back scrambled
+    data = np.arange(24, dtype="f4").reshape(4, 6) / 7
+    z = cs.zeros((4, 6), chunks=(2, 3), dtype="f4", store={}, order="F",
+                 filters=[numcodecs.BitRound(keepbits=20)], compressor=comp)
+    z[:] = data
+    np.testing.assert_allclose(z[:], data, rtol=1e-5)
+    np.testing.assert_allclose(cs.open_array(z.store, mode="r")[:], data, rtol=1e-5)
