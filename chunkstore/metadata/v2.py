@@ -104,16 +104,19 @@ def _to_codec(obj: Any, what: str) -> Codec:
 
 #: the parameters numcodecs takes at construction but refuses only when it encodes (a bad
 #: level, an unknown Blosc compressor): id -> {parameter: (lowest, highest) or the values}
+#: (what numcodecs encodes with is allowed: zstd and lz4 clamp any level, gzip and zlib
+#: take -1 for the default, an lzma preset may carry PRESET_EXTREME)
 _PARAMETERS: dict[str, dict[str, Any]] = {
     "blosc": {"clevel": (0, 9), "shuffle": (-1, 2), "blocksize": (0, None),
               "cname": ("blosclz", "lz4", "lz4hc", "zlib", "zstd")},
-    "zstd": {"level": (-131072, 22)},
-    "gzip": {"level": (0, 9)},
+    "zstd": {"level": (None, None)},
+    "gzip": {"level": (-1, 9)},
     "zlib": {"level": (-1, 9)},
     "bz2": {"level": (1, 9)},
     "lzma": {"preset": (0, 9)},
-    "lz4": {"acceleration": (1, None)},
+    "lz4": {"acceleration": (None, None)},
 }
+_PRESET_EXTREME = 0x80000000  # (lzma's flag, or-ed into a preset)
 
 
 def _object_fill(codec: Any, value: Any) -> Any:
@@ -171,10 +174,13 @@ def _check_parameters(obj: Mapping, what: str) -> None:
                                  f"{list(allowed)}, got {v!r}")
             continue
         lo, hi = allowed
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None
-                                                                         and v > hi):
-            raise ValueError(f"{what} {obj['id']!r}: {name} must be an integer from {lo}"
-                             f"{'' if hi is None else f' to {hi}'}, got {v!r}")
+        if obj["id"] == "lzma" and isinstance(v, int):
+            v &= ~_PRESET_EXTREME
+        if isinstance(v, bool) or not isinstance(v, int) or (lo is not None and v < lo) or (
+                hi is not None and v > hi):
+            bounds = "" if lo is None else f" from {lo}" + ("" if hi is None else f" to {hi}")
+            raise ValueError(f"{what} {obj['id']!r}: {name} must be an integer{bounds}, "
+                             f"got {obj[name]!r}")
 
 
 # --------------------------------------------------------------------------------------------
