@@ -639,8 +639,12 @@ def _copy_array_raw(source, dest, path, without_attrs):
                [r"(^|/)\.zattrs$"] if without_attrs else None, None, "replace", None, False,
                256, keep)
     doc = meta.source_document
-    dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = (
-        doc if isinstance(doc, (bytes, bytearray)) else layout.encode_metadata(meta))
+    if not isinstance(doc, (bytes, bytearray)) or getattr(meta, "separator_from_store",
+                                                             False):
+        # (a document that does not describe the array alone, one naming no separator read
+        # by its store's, is written out whole: in the copy's store it would mean another)
+        doc = layout.encode_metadata(meta)
+    dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = doc
     if without_attrs:  # (attributes kept inside the metadata document: v3's zarr.json)
         node = dest[path[len(normalize_path(dest.path)) + 1:] if dest.path else path]
         if node.attrs:

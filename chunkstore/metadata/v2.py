@@ -224,6 +224,9 @@ class ArrayMetadataV2:
     # the stored document this was read from (format.read_array_metadata): a reload that
     # finds the same bytes changes nothing (see engine.chunk_io's adopt)
     source_document: Any = field(default=None, init=False, repr=False, compare=False)
+    # the document named no dimension_separator (zarr-python < 2.8): the store's was taken,
+    # so the document alone does not describe the array (a copy writes it out whole)
+    separator_from_store: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def order_recorded(self) -> bool:
@@ -382,6 +385,7 @@ def parse_array_metadata(
         if meta.dtype.hasobject and not meta.filters:
             raise ValueError(f"dtype {meta.dtype} needs an object codec (e.g. VLenUTF8) as "
                              f"its first filter; filters is {doc['filters']!r}")
+        meta.separator_from_store = doc.get("dimension_separator") is None and sep != "."
         return meta
     except Exception as e:
         raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e

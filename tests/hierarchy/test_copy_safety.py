@@ -181,3 +181,24 @@ def test_a_creation_refused_because_a_node_is_there_keeps_that_node(fmt):
     with pytest.raises(CopyError):
         cs.copy(g["a"], g, name="x")
     assert store == before
+
+
+def test_a_raw_copy_of_a_legacy_nested_array_records_its_separator(tmp_path):
+    # a .zarray naming no dimension_separator (zarr-python < 2.8), read through a
+    # NestedDirectoryStore by its "/": copied as it was into a plain store, the document
+    # meant "." there, and the copy read as all fill value
+    import json
+
+    p = tmp_path / "legacy"
+    p.mkdir()
+    (p / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": None,
+        "fill_value": 0, "order": "C", "filters": None}))
+    (p / "0").write_bytes(np.array([1, 2], "<i4").tobytes())
+    (p / "1").write_bytes(np.array([3, 4], "<i4").tobytes())
+    src = cs.open_array(cs.NestedDirectoryStore(str(p)), mode="r")
+    np.testing.assert_array_equal(src[:], [1, 2, 3, 4])
+    dst = cs.group(str(tmp_path / "copy"), zarr_format=2)
+    cs.copy(src, dst, name="a")
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "copy"), path="a")[:],
+                                  [1, 2, 3, 4])
