@@ -192,13 +192,14 @@ def test_a_raw_copy_of_a_legacy_nested_array_records_its_separator(tmp_path):
     p = tmp_path / "legacy"
     p.mkdir()
     (p / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": None,
-        "fill_value": 0, "order": "C", "filters": None}))
-    (p / "0").write_bytes(np.array([1, 2], "<i4").tobytes())
-    (p / "1").write_bytes(np.array([3, 4], "<i4").tobytes())
+        "zarr_format": 2, "shape": [2, 2], "chunks": [1, 2], "dtype": "<i4",
+        "compressor": None, "fill_value": 0, "order": "C", "filters": None}))
+    for i in (0, 1):
+        (p / str(i)).mkdir()
+        (p / str(i) / "0").write_bytes(np.array([2 * i + 1, 2 * i + 2], "<i4").tobytes())
     src = cs.open_array(cs.NestedDirectoryStore(str(p)), mode="r")
-    np.testing.assert_array_equal(src[:], [1, 2, 3, 4])
+    want = [[1, 2], [3, 4]]
+    np.testing.assert_array_equal(src[:], want)
     dst = cs.group(str(tmp_path / "copy"), zarr_format=2)
     cs.copy(src, dst, name="a")
-    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "copy"), path="a")[:],
-                                  [1, 2, 3, 4])
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "copy"), path="a")[:], want)
