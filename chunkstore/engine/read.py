@@ -53,7 +53,13 @@ class ReadPath(EngineState):
             if read_into is not None:
                 idx = self._read_into(plan, idx, keys, dest, read_into)
             if files is not None:
-                self._fast_decode(plan, idx, files(idx, keys), dest, keys, files=files)
+                batch = files(idx, keys)
+                if batch is None:  # (shards too fresh for the kernels' check of their file)
+                    batch_i, batch_d = self._fetched(plan, idx, keys, dest)
+                    if batch_i:
+                        self._fast_decode(plan, batch_i, batch_d, dest, keys)
+                    return
+                self._fast_decode(plan, idx, batch, dest, keys, files=files)
                 return
             got = getitems(src, [keys[i] for i in idx])
             buf = None  # one decode buffer per batch, reused chunk after chunk
@@ -177,7 +183,8 @@ class ReadPath(EngineState):
                     # already merged included: when the ranges changed, redo the batch.
                     got = getitems(self.chunk_store, [keys[j] for j in idx])
                     fresh = files(idx, keys)
-                    if restarts < 2 and not np.array_equal(fresh.ranges, datas.ranges):
+                    if (fresh is not None and restarts < 2
+                            and not np.array_equal(fresh.ranges, datas.ranges)):
                         datas, pos, got = fresh, 0, None
                         restarts += 1
                         continue
@@ -192,6 +199,22 @@ class ReadPath(EngineState):
                 gather(plan, i, self._decode(data, key, out=scratch), dest)
             pos = k + 1
         scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
+
+    def _fetched(self, plan: OrthoPlan | PointsPlan, idx: Sequence[int], keys: list[str],
+                 dest: np.ndarray, points: bool = False) -> tuple[list[int], list[Any]]:
+        """A batch's chunks through the store, for the batch kernel on their bytes (the file
+        kernels could not take them, see chunk_files): (indices, bytes) of the present
+        ones; the missing ones' part of dest filled."""
+        got = getitems(self.chunk_store, [keys[i] for i in idx])
+        batch_i, batch_d = [], []
+        for i in idx:
+            data = got.pop(keys[i], None)
+            if data is None:
+                self._fill_missing(plan, i, dest, keys[i], points)
+            else:
+                batch_i.append(i)
+                batch_d.append(data)
+        return batch_i, batch_d
 
     def _fill_missing(self, plan: OrthoPlan | PointsPlan, i: int, dest: np.ndarray, key: str,
                       points: bool = False) -> None:
@@ -214,8 +237,13 @@ class ReadPath(EngineState):
         def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
             if files is not None:
-                self._fast_decode(plan, idx, files(idx, keys), flat, keys, points=True,
-                                  files=files)
+                batch = files(idx, keys)
+                if batch is None:  # (shards too fresh for the kernels' check of their file)
+                    batch_i, batch_d = self._fetched(plan, idx, keys, flat, points=True)
+                    if batch_i:
+                        self._fast_decode(plan, batch_i, batch_d, flat, keys, points=True)
+                    return
+                self._fast_decode(plan, idx, batch, flat, keys, points=True, files=files)
                 return
             got = getitems(src, [keys[g] for g in idx])
             todo_i, todo_d = [], []

@@ -525,11 +525,14 @@ class ShardedStoreView(MutableMapping):
             # A cached index is handed on unchecked: the kernel checks each file's identity
             # against its version as it opens it. A file changed too recently for its
             # identity to tell it from a rewrite within one timestamp tick (the settle rule,
-            # chunkstore.storage.directory) gets no version: the kernel leaves its chunks to
-            # getitems, which reads index and chunks from one open file.
+            # chunkstore.storage.directory) cannot be checked so: then no kernel reads
+            # (None), and the caller's getitems reads each shard's index and chunks from one
+            # open file (a version-less row per chunk would send each chunk there alone).
             version, index = entry if entry is not None else \
                 self._read_index(skey, settled=True)[::-1]
             if version is None:
+                if index is not None:
+                    return None
                 version = _NO_VERSION
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
