@@ -331,12 +331,18 @@ class FSStore(BaseStore):
             return self.fs._strip_protocol(path) in self.fs.store
         # (not from a listing cached earlier: s3fs answers info() out of its directory
         # cache, which misses what another handle or process wrote since; a delete of such
-        # a key raised KeyError, a containment check said no)
-        self._invalidate(path)
+        # a key raised KeyError, a containment check said no. refresh=True asks past the
+        # cache without dropping it: invalidating would drop every ancestor's listing too)
         try:
-            info = self.fs.info(path)
+            info = self.fs.info(path, refresh=True)
         except self.missing_exceptions:
             return False
+        except TypeError:  # a filesystem whose info() takes no refresh
+            self._invalidate(path)
+            try:
+                info = self.fs.info(path)
+            except self.missing_exceptions:
+                return False
         return info.get("type") == "file"
 
     def __contains__(self, key: object) -> bool:
