@@ -77,7 +77,8 @@ class ZipStore(BaseStore):
     and keeps the other's work: stores that flush in turn cooperate. Readers take no claim:
     any number of stores, mode ``"r"`` or not, in any processes, read at once, each the
     archive as it is at each read (one ``stat`` a call tells whether another store flushed
-    since; a store holding the claim reads its own view). A file that does not exist yet is
+    since; a store holding the claim reads its own view; a mode ``"r"`` store, the archive
+    as of its open). A file that does not exist yet is
     created, as an empty archive, by the claim (so that it can be locked). Tools other than
     chunkstore do not see the lock.
 
@@ -212,6 +213,8 @@ class ZipStore(BaseStore):
             if os.path.exists(self.path):
                 self._load()  # the archive was created (by someone else) since we opened
             return
+        if self._mode == "r":
+            return  # (a reader keeps the archive as of its open: no stat a read)
         # Another store (or process) flushed since this one read the archive: read the new
         # one. A write's read-modify-write reads chunks before it claims the archive; by an
         # old snapshot it would put back what the other flushed (its claim rereads the
