@@ -41,9 +41,10 @@ class Copier:
         self.count_keys = False
 
     def _target_format(self, sp, dp):
-        """The format of the copy of sp at dp: --zarr-format, else that of the nearest group
-        above dp in the destination (one hierarchy, one format: a v2 node under a v3 group
-        is invisible from the root, as copy() converts too), else the source's."""
+        """The format of the copy of sp at dp: --zarr-format, else the configured
+        default_zarr_format if set, else that of the nearest group above dp in the
+        destination (one hierarchy, one format: a v2 node under a v3 group is invisible
+        from the root, as copy() converts too), else the source's."""
         from chunkstore.hierarchy.nodes import new_node_format
         return new_node_format(self.dst, dp, (self.recode or {}).get("zarr_format"),
                                _format(self.src, sp) or 2)

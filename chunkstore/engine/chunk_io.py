@@ -462,6 +462,10 @@ class EngineState:
 def _overridden(meta: Any, overrides: dict, name: str) -> Any:
     """meta with the view's overrides applied (and validated as new metadata would be)."""
     changes = dict(overrides)
+    if "dtype" in changes and np.dtype(changes["dtype"]) == meta.dtype:
+        # (the array's own dtype, as equal dtypes are: object is also variable-length
+        # bytes' dtype, whose mark np.dtype(object) has not)
+        changes["dtype"] = meta.dtype
     known = {f.name for f in dataclasses.fields(meta)}
     if "filters" in changes and "filters" not in known:
         raise TypeError(f"array {name!r} has a codec chain, not filters (Zarr v3): "

@@ -355,8 +355,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             target, data = self._target(p)
             writer.add(data, target, p["region"])
         if self.consolidate_on_close:
-            # the root's, which xarray's zarr engine reads (it opens the root, then the
-            # group in it), and the group's own, which chunkstore's engine reads
+            # the root's, which both engines read (they open the root, then the group in
+            # it), and the group's own, for readers that open the group's path as a store
             from chunkstore.hierarchy.convenience import consolidate_metadata
             for where in dict.fromkeys(("", self.group.path)):
                 consolidate_metadata(self.group.store, path=where)
