@@ -26,13 +26,10 @@ class _VLen(Codec):
     kind = "array_bytes"
     typesize = 1  # (of the bytes it makes, for a Blosc after it)
     data_type = ""  # the v3 data type its chain must have (for messages)
+    _numcodec: Any = None  # the numcodecs class of the subclass's format
 
     def __init__(self) -> None:
         self._codec = self._numcodec()
-
-    @staticmethod
-    def _numcodec() -> Any:
-        raise NotImplementedError
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Self:
@@ -85,24 +82,14 @@ class _VLen(Codec):
 class VLenUTF8Codec(_VLen):
     """``vlen-utf8``: variable-length UTF-8 strings (the ``string`` data type)."""
 
-    name = "vlen-utf8"
-    data_type = "string"
-
-    @staticmethod
-    def _numcodec() -> Any:
-        return numcodecs.VLenUTF8()
+    name, data_type, _numcodec = "vlen-utf8", "string", numcodecs.VLenUTF8
 
 
 @register
 class VLenBytesCodec(_VLen):
     """``vlen-bytes``: variable-length bytes (the ``variable_length_bytes`` data type)."""
 
-    name = "vlen-bytes"
-    data_type = "variable_length_bytes"
-
-    @staticmethod
-    def _numcodec() -> Any:
-        return numcodecs.VLenBytes()
+    name, data_type, _numcodec = "vlen-bytes", "variable_length_bytes", numcodecs.VLenBytes
 
 
 __all__ = ["VLenUTF8Codec", "VLenBytesCodec"]

@@ -583,6 +583,20 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
     creation.write_group_metadata(store, path, zarr_format)
 
 
+def _group_keywords(name: str, kwargs: dict, zarr_format: int | None
+                    ) -> tuple[Any, int | None]:
+    """(attributes, zarr_format) with the group keywords of zarr-python 3 (attributes,
+    zarr_version) and 2 (cache_attrs, chunk_store, meta_array: not needed) taken out of
+    kwargs; a TypeError naming any other (a misspelt keyword is not silently ignored)."""
+    attributes = kwargs.pop("attributes", None)
+    zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
+    for accepted in ("cache_attrs", "chunk_store", "meta_array"):
+        kwargs.pop(accepted, None)
+    if kwargs:
+        raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
+    return attributes, zarr_format
+
+
 def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = None,
           path: str | None = None, storage_options: dict | None = None,
           zarr_format: int | None = None, **kwargs: Any) -> Group:
@@ -594,12 +608,7 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
     chunk_store and meta_array are accepted and not needed. Any other keyword is a
     TypeError naming it."""
     store, path = split_store_path(store, path)
-    attributes = kwargs.pop("attributes", None)
-    zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
-    for accepted in ("cache_attrs", "chunk_store", "meta_array"):
-        kwargs.pop(accepted, None)
-    if kwargs:
-        raise TypeError(f"group() got unexpected keyword arguments {sorted(kwargs)}")
+    attributes, zarr_format = _group_keywords("group", kwargs, zarr_format)
     creation._check_format(zarr_format)
     # writes to a read-only Mapping are refused at run time
     store = cast(MutableMapping[str, bytes],
@@ -651,13 +660,8 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     2's cache_attrs, chunk_store and meta_array are accepted and not needed. Any other
     keyword is a TypeError naming it (a misspelt one is not silently ignored)."""
     store, path = split_store_path(store, path)
-    attributes = kwargs.pop("attributes", None)
     use_consolidated = kwargs.pop("use_consolidated", None)
-    zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
-    for accepted in ("cache_attrs", "chunk_store", "meta_array"):
-        kwargs.pop(accepted, None)
-    if kwargs:
-        raise TypeError(f"open_group() got unexpected keyword arguments {sorted(kwargs)}")
+    attributes, zarr_format = _group_keywords("open_group", kwargs, zarr_format)
     creation._check_mode(mode)
     creation._check_format(zarr_format)
     if use_consolidated and mode in ("r", "r+", "a"):

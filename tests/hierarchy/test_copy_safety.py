@@ -5,13 +5,14 @@ a raw copy racing an append took the new shape without the new chunks; a recodin
 stored the fill value of an object array with fill None as ''; a raw copy to a nested name
 made no groups above it; save_group wiped the store before finding an array it refused."""
 
-from collections.abc import MutableMapping
+import errno
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
 from chunkstore.hierarchy.convenience import CopyError
+from faults import FaultyStore
 
 
 def _tree():
@@ -67,41 +68,17 @@ def test_a_copy_refused_while_planning_writes_nothing():
     assert store == before
 
 
-class _Flaky(MutableMapping):
-    """A store whose writes fail once a budget of them is spent (a disk filling up)."""
-
-    def __init__(self, budget):
-        self.d, self.budget = {}, budget
-
-    def __getitem__(self, k):
-        return self.d[k]
-
-    def __setitem__(self, k, v):
-        if self.budget <= 0:
-            raise OSError(28, "No space left on device", k)
-        self.budget -= 1
-        self.d[k] = v
-
-    def __delitem__(self, k):
-        del self.d[k]
-
-    def __iter__(self):
-        return iter(list(self.d))
-
-    def __len__(self):
-        return len(self.d)
-
-
 @pytest.mark.parametrize("kws", [{}, {"chunks": 20}])
 def test_a_copy_failing_midway_leaves_no_half_written_array(kws):
     src = cs.group({}, zarr_format=2)
     src.create_dataset("a", data=np.arange(100), chunks=10)
     src.create_dataset("b", data=np.arange(100), chunks=10)
-    st = _Flaky(6)
+    st = FaultyStore(cs.MemoryStore())
     dst = cs.group(st, zarr_format=2)
+    st.fail_write(lambda key: True, errno.ENOSPC, after=5)  # (a disk filling up)
     with pytest.raises(OSError):
         cs.copy_all(src, dst, **kws)
-    assert sorted(st.d) == [".zgroup"]
+    assert sorted(st.inner) == [".zgroup"]
 
 
 def test_a_raw_copy_racing_an_append_copies_one_version():
