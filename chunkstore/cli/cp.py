@@ -10,6 +10,7 @@ import numpy as np
 
 from chunkstore.engine._text import human_bytes
 from chunkstore.cli import common
+from chunkstore.hierarchy.nodes import overlapping
 from chunkstore.storage.base import keys_under
 from chunkstore.cli.common import (CLIError, Progress, UsageError, _a, _consolidate, _consolidated,
                                    _count_nodes, _format, _is_meta_key, _is_url, _join,
@@ -253,8 +254,7 @@ def cmd_cp(args):
                        f"other store (a copy would write into its own source, or read "
                        f"what it writes)")
     same = _same_location(args.src, args.dst)
-    if same and (sp == dp or not sp or not dp or dp.startswith(sp + "/")
-                 or sp.startswith(dp + "/")):
+    if same and overlapping(sp, dp):
         # (one holds the other: the copy would read what it writes, or, replacing its
         # destination, delete its own source first)
         raise CLIError(f"cannot copy {_where(args.src, sp)} to {_where(args.dst, dp)}: one "

@@ -20,7 +20,6 @@ from chunkstore.metadata.formats import format_of
 from chunkstore.hierarchy import creation, creation_args
 from chunkstore.engine.array import Array
 from chunkstore.errors import ZarrUserWarning
-from chunkstore.metadata.extension_v3 import is_vlen_bytes
 from chunkstore.metadata.zarr3_view import creation_kwargs, kept_encoding
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.metadata._common import guess_chunks
@@ -69,9 +68,8 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
                          "Either provide an array-like value for data, or specify dtype.")
     # a data type object (chunkstore.compat.dtype's, or zarr-python 3's) as its dtype
     spelled = creation_args.zdtype_spelling(dtype)
-    # (VariableLengthBytes, or "bytes" as zarr-python 3 spells it: not NumPy's S0)
-    vlen_bytes = spelled == "bytes" or spelled is bytes or (
-        isinstance(spelled, np.dtype) and is_vlen_bytes(spelled))  # (an array's own dtype)
+    # (VariableLengthBytes or its dtype, or "bytes" as zarr-python 3 spells it: not S0)
+    vlen_bytes = spelled is bytes or (isinstance(spelled, str) and spelled == "bytes")
     dt = np.dtype(object) if vlen_bytes else np.dtype(spelled)
     if (dt.kind == "U" and dt.itemsize == 0) or dt.kind == "T":
         # zarr-python 3's dtype=str (and NumPy's StringDType): variable-length UTF-8 strings

@@ -15,8 +15,7 @@ def hierarchy_plan(nodes, has_group):
     first, with a group (of the format of the node under it) for each missing ancestor
     (``has_group(path)``: whether one is there already), as zarr-python 3 completes the
     hierarchy. nodes: path -> a metadata object (``to_dict()``) or its document."""
-    docs = {p.strip("/"): (m.to_dict() if hasattr(m, "to_dict") else dict(m))
-            for p, m in nodes.items()}
+    docs = {p.strip("/"): _node_document(m) for p, m in nodes.items()}
     formats: dict[int, list[str]] = {2: [], 3: []}
     for path, doc in docs.items():
         formats.setdefault(doc.get("zarr_format", 3), []).append(path)
@@ -39,6 +38,11 @@ def hierarchy_plan(nodes, has_group):
     for path in sorted(docs, key=lambda p: (p.count("/") if p else -1, p)):
         doc = docs[path]
         yield path, doc, _kind(doc)
+
+
+def _node_document(node):
+    """A node's document: a metadata object's to_dict(), or the document as given."""
+    return node.to_dict() if hasattr(node, "to_dict") else dict(node)
 
 
 def _kind(doc):
@@ -72,8 +76,7 @@ class GroupAPIv3:
         with the missing groups between, yielding (path, node) as each is made."""
         prefix = self.path.strip("/") + "/" if self.path.strip("/") else ""
         for key, node in nodes.items():  # (checked before anything is made, as zarr's)
-            fmt = (node.to_dict() if hasattr(node, "to_dict") else dict(node)).get(
-                "zarr_format", 3)
+            fmt = _node_document(node).get("zarr_format", 3)
             if fmt != self.zarr_format:
                 raise ValueError(f"The zarr_format of the nodes must be the same as the "
                                  f"parent group. The node at {key} has zarr_format {fmt}, "

@@ -21,6 +21,7 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
                                            save_array)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
+from chunkstore.hierarchy import nodes
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_plan,
                                          put_attributes, read_as)
@@ -304,7 +305,7 @@ def _check_apart(dest, members):
             continue
         src = normalize_path(node.path)
         dst = normalize_path(f"{dest.path}/{name}" if dest.path else name)
-        if src == dst or not src or dst.startswith(src + "/") or src.startswith(dst + "/"):
+        if nodes.overlapping(src, dst):
             raise CopyError(f"cannot copy {'/' + src!r} to {'/' + dst!r} in "
                             f"{store_name(dest.store)}: one holds the other")
 
@@ -538,7 +539,7 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         with removed_on_failure(dest.store, child_path) as made:
             if raw:
                 made.append(child_path)  # (nothing is there: an existing node was deleted)
-                _copy_array_raw(source, dest, child_path, without_attrs)
+                _copy_array_raw(source, dest, name, without_attrs)
                 return 1, 0, source.nbytes
             kw, attrs = copy_plan(source, dest.zarr_format, **create_kws)
             dst = create(store=dest.store, path=child_path, **kw)
@@ -615,12 +616,13 @@ def _raw_copy(source, dest, fmt, create_kws):
             and (dest is None or _plain_store(dest)))
 
 
-def _copy_array_raw(source, dest, path, without_attrs):
-    """The stored keys of the Array source copied to path in dest's store, as they are:
+def _copy_array_raw(source, dest, name, without_attrs):
+    """The stored keys of the Array source copied to member name of dest, as they are:
     its metadata document read first and written last, with the chunks inside the grid
     that document describes (an append by another handle meanwhile either is in the copy
     whole or not at all: never its new shape without its chunks); the groups above path
     made where missing."""
+    path = normalize_path(f"{dest.path}/{name}")
     meta, key = read_array_metadata(source.store, source.path, source.zarr_format)
     layout = layout_for(meta, source.store, source.path)
 
@@ -645,10 +647,8 @@ def _copy_array_raw(source, dest, path, without_attrs):
         # by its store's, is written out whole: in the copy's store it would mean another)
         doc = layout.encode_metadata(meta)
     dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = doc
-    if without_attrs:  # (attributes kept inside the metadata document: v3's zarr.json)
-        node = dest[path[len(normalize_path(dest.path)) + 1:] if dest.path else path]
-        if node.attrs:
-            node.attrs.put({})
+    if without_attrs and dest[name].attrs:  # (attributes inside the document: v3's)
+        dest[name].attrs.put({})
 
 
 def _plain_store(node):

@@ -18,6 +18,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from chunkstore.metadata._common import leaf_dtypes, unitless_time
 from chunkstore.metadata.extension_v3 import is_vlen_bytes
 
 from chunkstore import config
@@ -36,8 +37,6 @@ def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any
     dtype = zdtype_spelling(dtype)
     if isinstance(dtype, type) and dtype in (str, bytes):
         dtype = dtype.__name__
-    if isinstance(dtype, np.dtype) and is_vlen_bytes(dtype):
-        dtype = "bytes"  # (a variable-length bytes array's own dtype: its object codec)
     if isinstance(dtype, str):
         key, _, arg = dtype.partition(":")
         codec_id = _OBJECT_SHORTCUTS.get(key)
@@ -71,7 +70,7 @@ def zdtype_spelling(dtype: Any) -> Any:
     """dtype, with a zarr-python 3 data type object (zarr's own, or chunkstore.dtype's: one
     with ``to_native_dtype()``) as the dtype it stands for: the variable-length ones as
     "str"/"bytes" (an object array with its codec), others as their NumPy dtype; NumPy's
-    variable-length StringDType as "str"."""
+    variable-length StringDType as "str", a variable-length bytes array's dtype as "bytes"."""
     name = _VARIABLE_LENGTH.get(type(dtype).__name__)
     if name is not None:
         return name
@@ -80,23 +79,21 @@ def zdtype_spelling(dtype: Any) -> Any:
         dtype = native()
     if isinstance(dtype, np.dtype) and dtype.kind == "T":
         return "str"
+    if isinstance(dtype, np.dtype) and is_vlen_bytes(dtype):
+        return "bytes"  # (a variable-length bytes array's own dtype)
     return dtype
 
 
 def _check_storable(dt, whole):
-    if dt.names:
-        for name in dt.names:
-            _check_storable(dt.fields[name][0], whole)
-        return
-    if dt.subdtype is not None:
-        _check_storable(dt.subdtype[0], whole)
-        return
-    if dt.kind in "SUV" and dt.itemsize == 0:
-        raise ValueError(f"data type {whole} has a zero-size {dt}: give a length (e.g. 'S10', "
-                         f"'U10') or use dtype=str / dtype=bytes for variable-length values")
-    if dt.kind in "mM" and np.datetime_data(dt)[0] == "generic":
-        raise ValueError(f"data type {whole} has no time unit ({dt.str}): each write would "
-                         f"store values in its own unit; give one, e.g. 'M8[ns]' or 'm8[s]'")
+    for leaf in leaf_dtypes(dt):
+        if leaf.kind in "SUV" and leaf.itemsize == 0:
+            raise ValueError(f"data type {whole} has a zero-size {leaf}: give a length (e.g. "
+                             f"'S10', 'U10') or use dtype=str / dtype=bytes for "
+                             f"variable-length values")
+        if unitless_time(leaf):
+            raise ValueError(f"data type {whole} has no time unit ({leaf.str}): each write "
+                             f"would store values in its own unit; give one, e.g. 'M8[ns]' "
+                             f"or 'm8[s]'")
 
 
 def is_no_compressor(compressor):

@@ -88,6 +88,12 @@ def ancestors(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(len(parts))]
 
 
+def overlapping(a: str, b: str) -> bool:
+    """Whether the nodes at paths a and b (normalized) overlap: one is the other or holds it
+    (the root holds every node)."""
+    return a == b or not a or not b or b.startswith(a + "/") or a.startswith(b + "/")
+
+
 def new_node_format(store, path: str, zarr_format: int | None, family_default: int) -> int:
     """The Zarr format of a node about to be created at path: zarr_format if given, else
     the configured ``default_zarr_format`` if set, else the format of the nearest group above

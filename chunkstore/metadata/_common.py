@@ -159,3 +159,19 @@ def guess_chunks(shape: Any, itemsize: int, max_bytes: int = 64 * 2 ** 20) -> tu
         chunks[axis % len(chunks)] = math.ceil(chunks[axis % len(chunks)] / 2.0)
         axis += 1
     return tuple(int(c) for c in chunks)
+
+
+def leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
+    """The dtypes of a dtype's fields and sub-arrays, down to the plain ones (the dtype
+    itself where it has neither)."""
+    if dtype.names:
+        return [d for n in dtype.names for d in leaf_dtypes(dtype[n])]
+    if dtype.subdtype is not None:
+        return leaf_dtypes(dtype.subdtype[0])
+    return [dtype]
+
+
+def unitless_time(dtype: np.dtype) -> bool:
+    """Whether dtype is a datetime64/timedelta64 without a unit (generic): its values have
+    no meaning as stored times."""
+    return dtype.kind in "mM" and np.datetime_data(dtype)[0] == "generic"

@@ -28,7 +28,8 @@ from typing import Any
 
 import numcodecs
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
-                                         guess_chunks, json_default, load_json_object)
+                                         guess_chunks, json_default, leaf_dtypes,
+                                         load_json_object, unitless_time)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
                                           encode_dtype, encode_fill_value)
 import numpy as np
@@ -150,15 +151,6 @@ def _json_object_fill(doc: Mapping, dtype: np.dtype, fill: Any) -> Any:
         return base64.b64decode(fill.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):
         return fill.encode("utf-8")
-
-
-def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
-    """The dtypes of a dtype's fields and sub-arrays, down to the plain ones."""
-    if dtype.names:
-        return [d for n in dtype.names for d in _leaf_dtypes(dtype[n])]
-    if dtype.subdtype is not None:
-        return _leaf_dtypes(dtype.subdtype[0])
-    return [dtype]
 
 
 def _check_parameters(obj: Mapping, what: str) -> None:
@@ -378,8 +370,7 @@ def parse_array_metadata(
             dimension_separator=sep,
             zarr_format=ZARR_FORMAT,
         )
-        if any(d.kind in "mM" and np.datetime_data(d)[0] == "generic"
-               for d in _leaf_dtypes(meta.dtype)):
+        if any(unitless_time(d) for d in leaf_dtypes(meta.dtype)):
             raise ValueError(f"dtype {doc['dtype']!r} has no time unit: its values cannot be "
                              f"read as times (give one, e.g. '<M8[ns]')")
         if meta.dtype.hasobject and not meta.filters:
