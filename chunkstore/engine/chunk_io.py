@@ -163,9 +163,9 @@ class EngineState:
     fill_item: np.ndarray | None
     object_fill: Any
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
-    # a handle on a snapshot of the metadata (consolidated): its first write checks the
-    # stored document (check_metadata); then True
-    snapshot_checked: bool = False
+    # False for a handle on a snapshot of the metadata (consolidated) until its first write
+    # has checked the stored document (check_metadata)
+    snapshot_checked: bool
 
     def __init__(self, options: EngineOptions, meta: Any, generation: int | None = None,
                  stored: Any = None) -> None:
@@ -189,6 +189,7 @@ class EngineState:
         self.meta = meta
         # the metadata as stored: a view's meta is changed in memory (options.overrides)
         self.stored_meta = meta if stored is None else stored
+        self.snapshot_checked = protocol.live_store(options.store) is options.store
         self.layout = layout
         self.zarr_format = layout.zarr_format
         self.chunk_store = layout.chunk_store
@@ -392,7 +393,7 @@ class EngineState:
             if not self.layout.is_current(self.stored_meta):
                 raise MetadataChanged(self.name)
             return
-        if not self.snapshot_checked and protocol.live_store(self.store) is not self.store:
+        if not self.snapshot_checked:
             if not self.layout.is_current(self.stored_meta):
                 raise MetadataChanged(self.name)
             self.snapshot_checked = True
