@@ -281,18 +281,16 @@ class WritePath(ReadPath):
             self._store_chunks(to_set, to_del, sink)
 
         if split:
-            # The partly covered chunks under their chunk locks, around the whole ones:
-            # those of the first chunk row before, the rest after, so that slabs of rows
-            # sharing an edge row of chunks do not need it at the same time. (Only when
-            # all partial chunks are in the first or last of at least three rows: another
-            # write touching both groups then also touches a whole chunk, held throughout.)
+            # The whole chunks first, then the partly covered ones under their chunk locks,
+            # all at once: the write takes locks and releases none before the end (two-phase),
+            # so it is serialized with every write it overlaps. (Partial chunks taken in two
+            # groups, the first chunk row before the whole chunks and the last row after,
+            # let a write that touches the box's first and last rows but none of its whole
+            # chunks (points, index arrays, strided slices, in another process) land between
+            # the groups: one write's value in one part of the overlap, the other's in the
+            # other part.)
             coords = plan.chunk_coords()
             part = ~full
-            rows = coords[:, 0] if coords.shape[1] else np.zeros(n, np.int64)
-            first = part & (rows == rows.min())
-            if not (rows.max() - rows.min() >= 2
-                    and np.all(first | ~part | (rows == rows.max()))):
-                first[:] = False
 
             def step(locked: bool) -> None:
                 # Partial chunks are fetched only now (under their locks), and every PUT of
@@ -303,7 +301,7 @@ class WritePath(ReadPath):
                 self._run_io(len(seq), work, None, src, sink, flush=locked)
 
             try:
-                for sub in (first, None, part & ~first):
+                for sub in (None, part):
                     seq = np.flatnonzero(full if sub is None else sub).tolist()
                     if seq and sub is None:
                         step(False)
