@@ -6,8 +6,9 @@ synchronizers pickle, so tasks on other processes or hosts open the same store.
 Unaligned writes: when the dask chunks do not line up with the store's chunks, two tasks
 would read-modify-write the same store chunk and one update could be lost. to_chunkstore
 then rechunks the dask array to the store's chunk grid (so every store chunk is written by
-exactly one task), unless a synchronizer is given, in which case the locks make the
-overlapping writes safe and no rechunk is done.
+exactly one task), unless a ProcessSynchronizer is given, in which case the locks make the
+overlapping writes safe and no rechunk is done (a ThreadSynchronizer's locks do not reach
+the processes of the processes scheduler or of dask.distributed).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import dask.array as da
 
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.creation import create, open_array
+from chunkstore.sync.synchronizers import ThreadSynchronizer
 
 __all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid"]
 
@@ -74,7 +76,8 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
     """Write a dask array to a new chunkstore array with da.store; returns the Array.
 
     chunks: the store's chunk shape (default: the dask array's first chunk in each dim).
-    Unaligned dask chunks are rechunked to the store's grid, unless a synchronizer is given.
+    Unaligned dask chunks are rechunked to the store's grid, unless a synchronizer that
+    works across processes (ProcessSynchronizer) is given.
     compute=False returns the dask Delayed of the store operation instead of writing.
     """
     if chunks is None:
@@ -83,8 +86,11 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
                store=store, path=path, synchronizer=synchronizer, overwrite=overwrite,
                **create_kwargs)
     # (the stored blocks are the shards of a sharded array: two tasks writing inner chunks
-    # of one shard would both rewrite it, and processes share no in-process shard lock)
-    if synchronizer is None and not aligned(darr.chunks, z.write_chunks):
+    # of one shard would both rewrite it, and processes share no in-process shard lock).
+    # A ThreadSynchronizer does not cross processes (it pickles to a fresh one): under the
+    # processes scheduler or dask.distributed, tasks sharing a block would lose updates.
+    if ((synchronizer is None or isinstance(synchronizer, ThreadSynchronizer))
+            and not aligned(darr.chunks, z.write_chunks)):
         darr = rechunk_to_grid(darr, z.write_chunks)
     result = da.store(darr, z, lock=False, compute=compute, return_stored=return_stored)
     return z if compute and not return_stored else result

@@ -46,6 +46,28 @@ def test_to_chunkstore_unaligned_with_synchronizer(tmp_path):
     np.testing.assert_array_equal(z[...], a)
 
 
+def test_to_chunkstore_thread_synchronizer_under_the_processes_scheduler(tmp_path):
+    """A ThreadSynchronizer pickles to a fresh one in each worker process: its locks do not
+    exclude the tasks of other processes, so unaligned dask chunks are rechunked as without a
+    synchronizer (they were written as is, and tasks sharing a store chunk lost updates)."""
+    import dask
+    a = np.random.default_rng(0).integers(1, 1000, (64, 64)).astype("i4")
+    d = da.from_array(a, chunks=(5, 7))
+    with dask.config.set(scheduler="processes", num_workers=4):
+        z = to_chunkstore(d, str(tmp_path / "a.zarr"), chunks=(16, 16),
+                          synchronizer=cs.ThreadSynchronizer())
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "a.zarr"), mode="r")[...], a)
+    assert z.chunks == (16, 16)
+    # (whether the race loses an update is up to timing; the plan is not)
+    stored = to_chunkstore(d, str(tmp_path / "b.zarr"), chunks=(16, 16), compute=False,
+                           return_stored=True, synchronizer=cs.ThreadSynchronizer())
+    assert aligned(stored.chunks, (16, 16))
+    stored = to_chunkstore(d, str(tmp_path / "c.zarr"), chunks=(16, 16), compute=False,
+                           return_stored=True,
+                           synchronizer=cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    assert stored.chunks == d.chunks                  # the locks make unaligned writes safe
+
+
 def test_distributed_local_cluster_write_and_read(tmp_path):
     """A real LocalCluster with two worker processes writes through a ProcessSynchronizer
     with deliberately unaligned chunks, then reads back; the result must match exactly."""
