@@ -12,15 +12,16 @@ shape, so writers whose views of the shape differ still agree on every byte.
   for all of it, its box of elements in the element space [E_BASE, F_BASE) (one byte per
   element; one range per C-order run of the box, so a slab of rows is one range; a box
   needing more than `max_ranges` is covered by coarser ranges) and the F bytes of its whole
-  chunks, and takes the P bytes of its partial chunks only around their read-modify-write.
-  Neighbouring slabs sharing a row of chunks thus only take turns on that row. Why this is
-  enough: two such writes that overlap are serialized whole by the element space; any
-  other write holds both bytes of its chunks throughout, so it excludes the split write's
-  whole chunks, and its read-modify-writes of the split write's partial chunks come wholly
-  before or after (the split write takes them in at most two windows, the first chunk row
-  before its whole chunks and the last after, only when a write touching both would also
-  touch a whole chunk). Disjoint elements of one chunk are never lost: every
-  read-modify-write of a chunk holds its P byte.
+  chunks, and takes the P bytes of all its partial chunks at once, after writing the whole
+  ones, for their read-modify-writes. Neighbouring slabs sharing a row of chunks thus only
+  take turns on that row. Why this is enough: two such writes that overlap are serialized
+  whole by the element space; any other write holds both bytes of its chunks throughout, so
+  it excludes the split write's whole chunks, and its read-modify-writes of the split
+  write's partial chunks come wholly before or after theirs (one window: with two, the
+  first chunk row before the whole chunks and the last after, a write of points or index
+  arrays in both rows and no whole chunk landed between them, half the overlap each
+  write's value). Disjoint elements of one chunk are never lost: every read-modify-write
+  of a chunk holds its P byte.
 - resize, append and metadata updates lock everything (FULL) exclusively, so they exclude
   every write and every write excludes them.
 - Ranges are taken in ascending order (elements, then F, then P), each waiting
