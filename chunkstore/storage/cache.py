@@ -92,6 +92,13 @@ class LRUStoreCache(BaseStore):
         return self._current_size
 
     @property
+    def dimension_separator(self) -> str | None:
+        """The wrapped store's (see BaseStore.dimension_separator): a cache in front of a
+        NestedDirectoryStore reads a ``.zarray`` naming no separator with "/", as the store
+        itself does, and new v2 arrays get its separator."""
+        return protocol.key_separator(self._store)
+
+    @property
     def read_only(self) -> bool:
         """Whether the wrapped store is read-only."""
         return bool(getattr(self._store, "read_only", False))

@@ -212,3 +212,33 @@ def test_threads_keep_the_bound():
     assert not errors, errors
     assert c.current_size <= 64 * 20
     assert c.hits + c.misses == 5 * sum(len(range(t, 200, 3)) for t in range(4))
+
+
+def test_cache_answers_for_the_separator_of_the_store_behind_it(tmp_path):
+    """A .zarray naming no dimension_separator (zarr-python < 2.8 wrote nested arrays so) is
+    read with its store's separator: through a cache in front of a NestedDirectoryStore too,
+    not as an array of missing chunks (all fill value)."""
+    import json
+
+    import numpy as np
+
+    import chunkstore as cs
+    from chunkstore.storage import NestedDirectoryStore
+
+    path = tmp_path / "a.zarr"
+    nested = NestedDirectoryStore(path)
+    a = cs.create(shape=(4, 4), chunks=(2, 2), dtype="i4", store=nested)
+    a[:] = np.arange(16).reshape(4, 4)
+    meta = json.loads(nested[".zarray"])
+    del meta["dimension_separator"]
+    nested[".zarray"] = json.dumps(meta).encode()
+    cached = LRUStoreCache(NestedDirectoryStore(path), max_size=1 << 20)
+    assert cached.dimension_separator == "/"
+    np.testing.assert_array_equal(cs.open_array(cached, mode="r")[:],
+                                  np.arange(16).reshape(4, 4))
+    # a new v2 array through the cache gets the store's separator, as through the store
+    other = NestedDirectoryStore(tmp_path / "b.zarr")
+    b = cs.create(shape=(2, 2), chunks=(1, 1), dtype="i4",
+                  store=LRUStoreCache(other, max_size=1 << 20))
+    b[:] = 1
+    assert "1/1" in other
