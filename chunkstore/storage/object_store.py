@@ -269,6 +269,8 @@ class ObjectStore(BaseStore):
         try:
             return fsspec_io.result(future)
         except Exception as e:
+            if _below_a_file(e):  # (as __getitem__: no such key can exist)
+                return None
             raise fsspec_io.with_key(e, key, self) from None
 
     def start_put(self, keys: list[str], values: list) -> fsspec_io.Batch:
@@ -300,6 +302,26 @@ class ObjectStore(BaseStore):
             self._obs.delete(self.store, key)
         except FileNotFoundError:
             raise KeyError(key) from None
+        self._prune_local([key])
+
+    def _prune_local(self, keys: Iterable[str]) -> None:
+        """On a LocalStore, remove the directories that deletes of keys left empty (as
+        DirectoryStore does, and LocalStore itself with automatic_cleanup=True): an empty
+        directory would stop a later key of its name (a v2 chunk "a/0" where a group
+        "a/0" was) from being written ("Is a directory")."""
+        if type(self.store).__name__ != "LocalStore":
+            return
+        root = os.fspath(getattr(self.store, "prefix", "") or "")
+        if not root:
+            return
+        dirs = {os.path.dirname(k) for k in keys} - {""}
+        for d in sorted(dirs, key=len, reverse=True):
+            while d:
+                try:
+                    os.rmdir(os.path.join(root, d))
+                except OSError:  # not empty (or gone, or not a directory): stop here
+                    break
+                d = os.path.dirname(d)
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
@@ -354,26 +376,43 @@ class ObjectStore(BaseStore):
             return
         try:
             self._obs.delete(self.store, keys)
-        except FileNotFoundError:  # a local store stops at an absent key: go one by one
+        except Exception as e:
+            # a local store stops at an absent key (or one below a file, which cannot
+            # exist either): go one by one
+            if not (isinstance(e, FileNotFoundError) or _below_a_file(e)):
+                raise
             for k in keys:
                 try:
                     self._obs.delete(self.store, k)
                 except FileNotFoundError:
                     pass
+                except Exception as e:
+                    if not _below_a_file(e):
+                        raise
+        self._prune_local(keys)
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         """Iterate over every key at or under *prefix* (recursively)."""
         prefix = normalize_prefix(prefix)
         if prefix and prefix.rstrip("/") in self:  # a value at the prefix itself
             yield prefix.rstrip("/")
-        for batch in self._obs.list(self.store, prefix=prefix.rstrip("/") or None):
-            for meta in batch:
-                yield meta["path"]
+        try:
+            for batch in self._obs.list(self.store, prefix=prefix.rstrip("/") or None):
+                for meta in batch:
+                    yield meta["path"]
+        except Exception as e:
+            if not _below_a_file(e):  # (a prefix below a file: nothing is under it)
+                raise
 
     def listdir(self, prefix: str = "") -> list[str]:
         """Sorted names of the immediate children of *prefix* (objects and common prefixes)."""
         prefix = normalize_prefix(prefix).rstrip("/")
-        res = self._obs.list_with_delimiter(self.store, prefix or None)
+        try:
+            res = self._obs.list_with_delimiter(self.store, prefix or None)
+        except Exception as e:
+            if _below_a_file(e):  # (a prefix below a file: nothing is under it)
+                return []
+            raise
         cut = len(prefix) + 1 if prefix else 0
         prefixes = res["common_prefixes"]
         if type(self.store).__name__ == "LocalStore":

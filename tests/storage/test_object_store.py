@@ -122,3 +122,26 @@ def test_a_key_below_a_file_of_a_local_store_is_absent(tmp_path):
         warnings.simplefilter("ignore")
         cs.consolidate_metadata(st)
     np.testing.assert_array_equal(cs.open_consolidated(st, mode="r")["x/a"][...], [1, 2, 3])
+
+
+def test_keys_below_a_file_of_a_local_store_are_absent_in_batches_and_listings(tmp_path):
+    """As a single read: batch reads, deletes and listings of keys below a file (a v2 chunk
+    key "a/0" where a group "a/0" was) find nothing there instead of raising OSError; so an
+    array handle opened before its hierarchy was replaced reads the fill value, as on a
+    DirectoryStore."""
+    from obstore.store import LocalStore
+    st = ObjectStore(LocalStore(str(tmp_path)))
+    st["a"] = b"1"
+    assert st.getitems(["a/b", "a/c", "a"]) == {"a": b"1"}
+    st.delitems(["b", "a/a"])
+    st.rmdir("a/a")
+    assert st.listdir("a/a") == [] and list(st.keys_under("a/a")) == []
+    assert st.getsize("a/a") == 0 and sorted(st) == ["a"]
+
+    root = cs.open_group(st, mode="w", zarr_format=2)
+    old = root.create_group("g/0").zeros("x", shape=(4,), chunks=(2,), dtype="i4")
+    old[:] = 5
+    del root["g"]
+    new = root.zeros("g", shape=(4,), chunks=(2,), dtype="i4")
+    new[:] = 3   # chunk file "g/0" where the directory "g/0" was (LocalStore left it empty)
+    np.testing.assert_array_equal(old[:], 0)
