@@ -75,6 +75,13 @@ def _below_a_file(e: BaseException) -> bool:
     return "Not a directory (os error 20)" in str(e)
 
 
+def _no_such_object(e: BaseException) -> bool:
+    """Whether an obstore error deleting a key says no object can be there: the key lies
+    below a file, or names a directory (a LocalStore's "Is a directory": a prefix of other
+    keys, which holds no value of its own)."""
+    return _below_a_file(e) or "Is a directory (os error 21)" in str(e)
+
+
 def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
     """Raise NoSuchBucketError where an S3 "not found" answer says the bucket is missing."""
     if "<Code>NoSuchBucket</Code>" in str(exc):
@@ -355,7 +362,10 @@ class ObjectStore(BaseStore):
         items = {validate_key(k): bytes(ensure_bytes(v)) for k, v in mapping.items()}
         if len(items) < 2:  # every key checked before anything is written
             for k, v in items.items():
-                self._obs.put(self.store, k, v)
+                try:
+                    self._obs.put(self.store, k, v)
+                except Exception as e:
+                    raise fsspec_io.with_key(e, k, self) from None
             return
         batch = self.start_put(list(items), list(items.values()))
         errors = []
@@ -379,7 +389,7 @@ class ObjectStore(BaseStore):
         except Exception as e:
             # a local store stops at an absent key (or one below a file, which cannot
             # exist either): go one by one
-            if not (isinstance(e, FileNotFoundError) or _below_a_file(e)):
+            if not (isinstance(e, FileNotFoundError) or _no_such_object(e)):
                 raise
             for k in keys:
                 try:
@@ -387,8 +397,8 @@ class ObjectStore(BaseStore):
                 except FileNotFoundError:
                     pass
                 except Exception as e:
-                    if not _below_a_file(e):
-                        raise
+                    if not _no_such_object(e):
+                        raise fsspec_io.with_key(e, k, self) from None
         self._prune_local(keys)
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:

@@ -137,6 +137,11 @@ def test_keys_below_a_file_of_a_local_store_are_absent_in_batches_and_listings(t
     st.rmdir("a/a")
     assert st.listdir("a/a") == [] and list(st.keys_under("a/a")) == []
     assert st.getsize("a/a") == 0 and sorted(st) == ["a"]
+    st["d/e"] = b"2"
+    st.delitems(["d", "a/a"])   # "d" is a directory here: no value, so nothing to delete
+    assert sorted(st) == ["a", "d/e"]
+    with pytest.raises(OSError, match="'a/x'"):   # an error names the key
+        st.setitems({"a/x": b"3"})
 
     root = cs.open_group(st, mode="w", zarr_format=2)
     old = root.create_group("g/0").zeros("x", shape=(4,), chunks=(2,), dtype="i4")
