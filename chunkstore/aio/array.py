@@ -70,8 +70,12 @@ class AsyncArray(AsyncNode):
 
     # ------------------------------------------------------------ reads and writes
     def _read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """A read on the workers for this array's chunk store (chunkstore.aio.run)."""
-        return array_off_loop(self._node.chunk_store, True, fn, *args, **kwargs)
+        """A read on the workers for this array's chunk store (chunkstore.aio.run). A read
+        into the caller's ``out=`` buffer is waited for when cancelled, as a write is: left
+        to end on its own, it would go on filling the buffer after the CancelledError
+        (TimeoutError) reached the caller, over whatever the caller put there since."""
+        return array_off_loop(self._node.chunk_store, kwargs.get("out") is None, fn, *args,
+                              **kwargs)
 
     def _write(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """A write on the workers for this array's chunk store (chunkstore.aio.run)."""

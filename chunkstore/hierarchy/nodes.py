@@ -226,9 +226,15 @@ class Node:
 
     @property
     def _attrs_locks(self):
-        # what an attribute update locks: the synchronizer (an array without one: its
-        # in-process locks, as the array's metadata changes take them)
-        return self._synchronizer
+        # what an attribute update locks: the synchronizer; without one, the in-process locks
+        # of this process's handles on the node (an array overrides this with its own: the
+        # ones its metadata changes take), so that threads or asyncio tasks updating a
+        # group's attributes at once (a read-modify-write of its document) never lose each
+        # other's keys
+        if self._synchronizer is not None:
+            return self._synchronizer
+        from chunkstore.sync.synchronizers import handle_locks
+        return handle_locks(self._store, self._path)
 
     @property
     def attrs(self):

@@ -625,3 +625,82 @@ def test_a_timed_out_append_runs_before_the_next_one_or_never(monkeypatch):
     asyncio.run(main())
     np.testing.assert_array_equal(z[...], [[2, 2]])
     np.testing.assert_array_equal(held[...], [[3, 3], [4, 4]])
+
+
+class _GatedReads(cs.MemoryStore):
+    """Reads of chunk keys wait for a gate (a read held in flight on a worker)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def _hold(self, keys):
+        if any(not k.endswith((".zarray", ".zattrs", ".zgroup", "zarr.json")) for k in keys):
+            self.entered.set()
+            self.gate.wait(30)
+
+    def __getitem__(self, key):
+        self._hold([key])
+        return super().__getitem__(key)
+
+    def getitems(self, keys, **kwargs):
+        keys = list(keys)
+        self._hold(keys)
+        return super().getitems(keys, **kwargs)
+
+
+@pytest.mark.parametrize("how", ["basic", "orthogonal", "coordinate", "block"])
+def test_a_cancelled_read_into_out_never_writes_it_after_the_cancel(how):
+    """A read into the caller's out= buffer whose caller is cancelled (wait_for timing out)
+    is waited for, as a write is: it used to run on and fill the buffer after the
+    TimeoutError, over what the caller wrote there meanwhile."""
+    store = _GatedReads()
+    z = cs.create((20,), chunks=(5,), dtype="i4", store=store, zarr_format=2)
+    z.store.gate.set()
+    z[:] = np.arange(20)
+    store.gate.clear()
+    a = AsyncArray(z)
+    out = np.zeros(20, dtype="i4")
+    call = {"basic": lambda: a.get_basic_selection(slice(None), out=out),
+            "orthogonal": lambda: a.get_orthogonal_selection((slice(None),), out=out),
+            "coordinate": lambda: a.get_coordinate_selection(np.arange(20), out=out),
+            "block": lambda: a.get_block_selection(slice(None), out=out)}[how]
+
+    async def main():
+        t = asyncio.ensure_future(asyncio.wait_for(call(), 0.05))
+        await _until(store.entered)
+        await asyncio.sleep(0.1)  # timed out meanwhile: waits for the read it started
+        try:
+            assert not t.done()
+        finally:
+            store.gate.set()
+        with pytest.raises(asyncio.TimeoutError):
+            await t
+        out[:] = -1
+        await asyncio.sleep(0.2)  # (where the read to go on, it would be done by now)
+
+    asyncio.run(main())
+    np.testing.assert_array_equal(out, -1)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_concurrent_group_attribute_updates_lose_no_key(tmp_path, zarr_format):
+    """Tasks (and threads) updating a group's attributes at once, without a synchronizer,
+    through one handle or several: every key is kept (a group's update took no lock, so
+    concurrent read-modify-writes of its document lost most keys)."""
+    from concurrent.futures import ThreadPoolExecutor
+    path = str(tmp_path / "g.zarr")
+
+    async def main():
+        g = await za.open_group(path, mode="w", zarr_format=zarr_format)
+        other = await za.open_group(path, mode="r+")
+        await asyncio.gather(*((g if i % 2 else other).update_attributes({f"k{i}": i})
+                               for i in range(40)))
+        return g
+
+    g = asyncio.run(main()).sync
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(lambda i: g.attrs.update({f"t{i}": i}), range(40)))
+    attrs = dict(cs.open_group(path, mode="r").attrs)
+    assert attrs == {**{f"k{i}": i for i in range(40)}, **{f"t{i}": i for i in range(40)}}
