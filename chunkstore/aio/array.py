@@ -154,7 +154,13 @@ class AsyncArray(AsyncNode):
 
     # ------------------------------------------------------------ shape and metadata
     async def resize(self, new_shape: Any, delete_outside_chunks: bool = True) -> None:
-        """Change the shape (chunks wholly outside it are deleted)."""
+        """Change the shape (chunks wholly outside it are deleted: zarr-python 3's
+        ``delete_outside_chunks=False``, keeping them, is refused, not ignored)."""
+        if not delete_outside_chunks:
+            raise NotImplementedError(
+                "AsyncArray.resize(delete_outside_chunks=False): chunkstore always deletes "
+                "the chunks outside the new shape (a shrink's cut-off data is gone, as the "
+                "Array's resize does); nothing was resized")
         shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
         await off_loop(self._node.resize, shape)
 

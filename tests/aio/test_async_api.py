@@ -704,3 +704,18 @@ def test_concurrent_group_attribute_updates_lose_no_key(tmp_path, zarr_format):
         list(ex.map(lambda i: g.attrs.update({f"t{i}": i}), range(40)))
     attrs = dict(cs.open_group(path, mode="r").attrs)
     assert attrs == {**{f"k{i}": i for i in range(40)}, **{f"t{i}": i for i in range(40)}}
+
+
+def test_resize_refuses_to_keep_the_chunks_outside():
+    """zarr-python 3's delete_outside_chunks=False keeps the chunks a shrink leaves outside
+    (growing back shows them); chunkstore deletes them: refused, where it used to be
+    ignored (the data the caller asked to keep was deleted)."""
+    z = cs.create((10,), chunks=(2,), dtype="i4", store=cs.MemoryStore(), zarr_format=3)
+    z[:] = np.arange(10)
+    a = AsyncArray(z)
+    with pytest.raises(NotImplementedError, match="delete_outside_chunks"):
+        run(a.resize((4,), delete_outside_chunks=False))
+    assert z.shape == (10,)
+    np.testing.assert_array_equal(z[:], np.arange(10))
+    run(a.resize((4,)))
+    assert z.shape == (4,)
