@@ -17,6 +17,8 @@ extensions = [
     Extension(f"chunkstore.storage.{name}", [f"chunkstore/storage/{name}.pyx"],
               extra_compile_args=["-O2"])
     for name in ("_fileio", "_filewrite")
+] + [
+    Extension("chunkstore.aio._handoff", ["chunkstore/aio/_handoff.pyx"], extra_compile_args=["-O2"])
 ]
 
 setup(

@@ -9,7 +9,7 @@ import numpy as np
 
 from chunkstore.aio.node import AsyncNode
 from chunkstore.compat.node_api import register_async_view
-from chunkstore.aio.run import array_off_loop, off_loop
+from chunkstore.aio.run import READ, READ_INTO, WRITE, array_off_loop, off_loop
 from chunkstore.engine.array import Array
 
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
@@ -70,16 +70,14 @@ class AsyncArray(AsyncNode):
 
     # ------------------------------------------------------------ reads and writes
     def _read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """A read on the workers for this array's chunk store (chunkstore.aio.run). A read
-        into the caller's ``out=`` buffer is waited for when cancelled, as a write is: left
-        to end on its own, it would go on filling the buffer after the CancelledError
-        (TimeoutError) reached the caller, over whatever the caller put there since."""
-        return array_off_loop(self._node.chunk_store, kwargs.get("out") is None, fn, *args,
-                              **kwargs)
+        """A read on the workers for this array's chunk store (chunkstore.aio.run); one into
+        the caller's ``out=`` buffer is waited for when cancelled (READ_INTO)."""
+        op = READ if kwargs.get("out") is None else READ_INTO
+        return array_off_loop(self._node.chunk_store, op, fn, *args, **kwargs)
 
     def _write(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """A write on the workers for this array's chunk store (chunkstore.aio.run)."""
-        return array_off_loop(self._node.chunk_store, False, fn, *args, **kwargs)
+        return array_off_loop(self._node.chunk_store, WRITE, fn, *args, **kwargs)
 
     async def getitem(self, selection: Any, *, prototype: Any = None) -> Any:
         """``array[selection]`` (NumPy-style basic and fancy indexing)."""

@@ -23,10 +23,23 @@ jobs stopped going to the worker idle the longest.
 Hand-offs between the loop and the workers go through pipes (a parked worker waits on its
 own; each loop watches one of its inbox's), and a thread wakes another only after letting
 go of every lock the woken one takes first: the kernel then runs the woken thread on the
-waker's core when the waker is about to wait, and nobody wakes only to block again. A
-call that does nothing, awaited in a loop on the development VM: 25.7 us a round trip with
-locks and call_soon_threadsafe, 15.5 us so; context switches per round trip 5.4 before
-(the woken thread met the GIL or a lock still held), 2.0 now (perf stat).
+waker's core when the waker is about to wait, and nobody wakes only to block again.
+
+Spinning. A wake-up is still costly where an idle core is halted: on the development VM (a
+Firecracker guest) a call that does nothing, awaited in a loop, took 62-66 us a round trip
+through the pipes, most of it waiting for the woken thread's core to run again (the system
+calls themselves take about 1 us). So a side that expects the other soon spins for it
+instead, without the GIL and politely (chunkstore.aio._handoff): a local worker gone idle
+spins WORKER_SPIN_NS for its next job, when a core is left for the loop besides the workers
+running; the loop, when it has nothing ready, a local call out and a core to spare, spins
+for the result up to twice what its local calls have taken of late (the loop's selector
+watched all along: any event or timer ends the spin at once; calls slower than LOOP_SPIN_NS,
+or a busy machine making them so, end the spinning). Each flag is stored once its thread has
+let go of the GIL, so the thread that sees it takes a free GIL; a job handed to a spinning
+worker is only announced until the loop lets go of the GIL (_Inbox.spin), and the worker goes
+on by itself if that does not come soon. The same round trip now: 14 us; a lone task's
+256x256 tile reads went from 0.65 to 0.85-0.89 of the threaded reads' speed
+(asv_bench/tile_asyncio.py, 2 cores).
 """
 
 from __future__ import annotations
@@ -36,11 +49,13 @@ import contextvars
 import collections
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from chunkstore import config
+from chunkstore.aio import _handoff
 from chunkstore.storage import protocol
 from chunkstore.storage.protocol import CALLER_LOOP
 
@@ -48,6 +63,12 @@ T = TypeVar("T")
 
 #: worker threads (as asyncio's default executor: the cores plus 4 for I/O waits, at most 32)
 WORKERS = min(32, (os.cpu_count() or 1) + 4)
+_CORES = os.cpu_count() or 1
+#: A loop with nothing else to do spins for a local call's result (see "Spinning" in the module
+#: docstring) for up to twice the time its local calls have taken of late, when that is at
+#: most LOOP_SPIN_NS; a local worker gone idle spins WORKER_SPIN_NS for its next job.
+LOOP_SPIN_NS = 1_000_000
+WORKER_SPIN_NS = 100_000
 
 
 class _Inbox:
@@ -62,42 +83,117 @@ class _Inbox:
     The loop is held weakly: an inbox (kept per loop in a WeakKeyDictionary) must not keep
     its loop alive, or every loop that ever awaited a read would live forever."""
 
-    __slots__ = ("loop_ref", "lock", "items", "scheduled", "wake_r", "wake_w", "__weakref__")
+    __slots__ = ("loop_ref", "lock", "items", "scheduled", "wake_r", "wake_w", "spinning",
+                 "done", "gos", "armed", "local_out", "event_fd", "latency",
+                 "__weakref__")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop_ref = weakref.ref(loop)
         self.lock = threading.Lock()
         self.items: list[tuple[_Job, bool, Any]] = []
         self.scheduled = False
+        self.spinning = False        # (under lock) the loop spins for self.done
+        self.done = _handoff.Flag()  # stored by the worker that finishes a call meanwhile
+        # (on the loop) workers handed a job (PENDING), told to go once the loop lets go of
+        # the GIL (or going on by themselves soon after: see _handoff)
+        self.gos: list[_handoff.Flag] = []
+        self.armed = False           # (on the loop) self.spin is scheduled
+        self.local_out = 0           # (on the loop) local-lane calls not delivered yet
+        self.event_fd = _selector_fd(loop)
+        self.latency = 0.0           # (on the loop) of its local calls of late, in ns
         self.wake_r, self.wake_w = _nonblocking_pipe()
         try:
             loop.add_reader(self.wake_r, self.drain)
         except NotImplementedError:
             _close(self.wake_r, self.wake_w)
             self.wake_r = self.wake_w = -1
-        else:
-            weakref.finalize(loop, _close, self.wake_r, self.wake_w)
+            self.event_fd = -1
+        # The pipe is closed with the inbox, not with the loop: a worker still running a
+        # call of the loop's writes to it (no descriptor number reused meanwhile by another
+        # file gets the byte).
+        weakref.finalize(self, _close, self.wake_r, self.wake_w)
 
-    def put(self, job: _Job, ok: bool, value: Any) -> None:
-        """Add a finished call (from a worker); wake the loop unless a wake-up is pending."""
+    def put(self, job: _Job, ok: bool, value: Any) -> _handoff.Flag | None:
+        """Add a finished call (from a worker); wake the loop unless a wake-up is pending.
+        Returns the flag to store instead when the loop spins for it (the worker stores it
+        once it has let go of the GIL)."""
+        loop = self.loop_ref()
+        if loop is None or loop.is_closed():
+            # nobody can await it: not kept (it holds its future, which holds the loop: an
+            # abandoned read finishing after asyncio.run would keep every such loop alive)
+            return None
         with self.lock:
             self.items.append((job, ok, value))
             if self.scheduled:
-                return
+                return None
             self.scheduled = True
+            if self.spinning:
+                return self.done
         if self.wake_w >= 0:
             try:
                 os.write(self.wake_w, b"\0")
             except (BlockingIOError, OSError):  # full (a wake-up is pending), or closed
                 pass                            # with its loop: nobody awaits the result
             return
-        loop = self.loop_ref()
-        if loop is None:
-            return
         try:
             loop.call_soon_threadsafe(self.drain)
         except RuntimeError:  # the loop was closed meanwhile: nobody awaits the result
             pass
+        return None
+
+    def arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(on the loop, a call submitted) Have self.spin run once the loop has run what is
+        ready now."""
+        if not self.armed:
+            self.armed = True
+            loop.call_soon(self.spin)
+
+    def spin(self) -> None:
+        """(on the loop) Tell the workers handed a job to start, letting go of the GIL first;
+        then, when the loop has nothing else to do and a local call is out, spin for its
+        result a while (the loop still answers any event: see _handoff.loop_wait)."""
+        self.armed = False
+        gos = self.gos[:]
+        self.gos.clear()
+        limit = self._spin_limit()
+        if limit <= 0:
+            if gos:
+                _handoff.tell(gos)
+            return
+        with self.lock:
+            if self.items:
+                limit = 0  # a result is in already
+            else:
+                self.done.set(0)
+                self.spinning = True
+        if limit <= 0:
+            if gos:
+                _handoff.tell(gos)
+            self.drain()
+            return
+        _handoff.loop_wait(self.done, gos, limit, self.event_fd)
+        with self.lock:
+            self.spinning = False
+            got = bool(self.items)
+        if got:
+            self.drain()
+
+    def _spin_limit(self) -> int:
+        """How long the loop may spin now (ns): 0 unless it has nothing ready, a local call is
+        out, a core is free for it and local calls have been short of late (on a busy
+        machine they are not: the spins then stop)."""
+        if (self.local_out <= 0 or self.event_fd < 0 or _lanes.local.running >= _CORES
+                or self.latency > LOOP_SPIN_NS):
+            return 0
+        loop = self.loop_ref()
+        ready = getattr(loop, "_ready", None)
+        if ready is None or ready:
+            return 0
+        limit = int(min(LOOP_SPIN_NS, 2 * self.latency + 20_000))
+        timers = getattr(loop, "_scheduled", None)
+        if timers:
+            limit = min(limit, int((timers[0].when() - loop.time()) * 1e9))  # type: ignore[union-attr]
+        return limit
 
     def drain(self) -> None:
         """Set the results of the finished calls (on the loop)."""
@@ -108,8 +204,12 @@ class _Inbox:
                 pass
         with self.lock:
             items, self.items, self.scheduled = self.items, [], False
+        now = time.perf_counter_ns() if items else 0
         for job, ok, value in items:
             job.delivered = True
+            if job.local:
+                self.local_out -= 1
+                self.latency += (now - job.since - self.latency) * 0.25
             fut = job.fut
             if fut.cancelled():
                 if job.waiter is not None and not job.waiter.done():
@@ -119,6 +219,16 @@ class _Inbox:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+
+def _selector_fd(loop: asyncio.AbstractEventLoop) -> int:
+    """The file descriptor that is readable when the loop has an event (its epoll or
+    kqueue), or -1 (the loop then never spins: uvloop, Windows, a select() selector)."""
+    selector = getattr(loop, "_selector", None)
+    try:
+        return int(selector.fileno())  # type: ignore[union-attr]
+    except (AttributeError, TypeError, ValueError, OSError, NotImplementedError):
+        return -1
 
 
 def _nonblocking_pipe() -> tuple[int, int]:
@@ -144,7 +254,7 @@ class _Job:
     never lands after writes awaited later (see _submit)."""
 
     __slots__ = ("box", "fut", "ctx", "fn", "args", "kwargs", "lock", "state", "delivered",
-                 "waiter")
+                 "waiter", "local", "since")
 
     QUEUED, RUNNING, DROPPED = 0, 1, 2
 
@@ -156,6 +266,8 @@ class _Job:
         self.state = _Job.QUEUED
         self.delivered = False  # (on the loop) its result reached the inbox's drain
         self.waiter: asyncio.Future | None = None  # (on the loop) a cancelled caller's
+        self.local = False  # (on the loop) counted in its inbox's local_out
+        self.since = 0      # (on the loop, local calls) when it was submitted (ns)
 
     def start(self) -> bool:
         """(a worker) Whether to run the job: it was not dropped; from now on it cannot be."""
@@ -178,17 +290,18 @@ class _Parked:
     not a lock: its wake-up runs the worker on the waker's core when the waker is about to
     wait, see _Inbox)."""
 
-    __slots__ = ("wake_r", "wake_w", "job")
+    __slots__ = ("wake_r", "wake_w", "job", "state")
 
     def __init__(self) -> None:
         self.wake_r, self.wake_w = os.pipe()
         self.job: _Job | None = None
+        self.state = _handoff.Flag(_handoff.BUSY)
 
     def wake(self) -> None:
-        os.write(self.wake_w, b"\0")
+        _handoff.go(self.state, self.wake_w)
 
-    def wait(self) -> None:
-        os.read(self.wake_r, 1)
+    def wait(self, post: _handoff.Flag | None, spin_ns: int) -> None:
+        _handoff.park(self.state, post, spin_ns, self.wake_r)
 
     def close(self) -> None:
         _close(self.wake_r, self.wake_w)
@@ -203,14 +316,19 @@ class _Workers:
     task keeps busy stay warm on their cores, where a queue hands each job to the thread idle
     the longest, whose core has had time to fall asleep."""
 
-    def __init__(self, size: Callable[[], int]) -> None:
+    def __init__(self, size: Callable[[], int], spin_ns: int = 0) -> None:
         self.size = size
+        self.spin_ns = spin_ns  # how long a thread gone idle spins (with a core to spare)
         self.lock = threading.Lock()
         self.jobs: collections.deque[_Job] = collections.deque()  # waiting for a turn
         self.parked: list[_Parked] = []                             # the last idle at the end
         self.running = 0
 
-    def submit(self, job: _Job) -> None:
+    def submit(self, job: _Job, gos: list[_handoff.Flag] | None = None) -> None:
+        """Run job on a worker. A parked worker handed it is told so at once; given gos (on
+        an event loop), one that spins is only told that it is coming, and its state added
+        to gos: the loop says go once it lets go of the GIL (_Inbox.spin), which spares the
+        worker waking to wait for the GIL."""
         with self.lock:
             if self.running >= self.size():
                 self.jobs.append(job)  # a worker takes it when one of the running is done
@@ -219,7 +337,10 @@ class _Workers:
             if parked is None:
                 self.running += 1
         if parked is not None:
-            parked.wake()
+            if gos is None:
+                parked.wake()
+            elif _handoff.hand(parked.state, parked.wake_w):
+                gos.append(parked.state)
             return
         # (the first job in a list that the thread empties: a Thread keeps its args as long
         # as it runs, and a job holds its future, whose loop would then live forever)
@@ -256,17 +377,24 @@ class _Workers:
                 else:
                     job = None
                     self.running -= 1
-                    self.parked.append(me)  # a job handed from now on waits in the pipe
+                    # spinning while parked, if a core is left for the loop besides those
+                    # running jobs (a job handed from then on waits in the state or the pipe)
+                    me.state.set(_handoff.SPINNING if self.spin_ns and
+                                 self.running + 1 < _CORES else _handoff.BLOCKED)
+                    self.parked.append(me)
             for parked in woken:
                 parked.wake()
             # The result goes to the loop last: the loop, woken, wants the GIL, which this
             # thread holds from there to its wait for as little as can be.
-            if done is not None:
-                box.put(*done)
+            post = box.put(*done) if done is not None else None
             del box, done
             if job is None:
-                me.wait()  # until submit hands this thread a job (and its turn)
+                # until submit hands this thread a job (and its turn); a loop spinning for
+                # the result sees it once this thread has let go of the GIL
+                me.wait(post, self.spin_ns)
                 job, me.job = me.job, None
+            elif post is not None:
+                post.set(1)
 
 
 class _Lanes:
@@ -274,7 +402,7 @@ class _Lanes:
 
     def __init__(self) -> None:
         self.remote = _Workers(lambda: WORKERS)
-        self.local = _Workers(lambda: max(1, config.get("threads")))
+        self.local = _Workers(lambda: max(1, config.get("threads")), WORKER_SPIN_NS)
         self.inboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
@@ -311,40 +439,58 @@ async def off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
                          True)
 
 
-async def array_off_loop(store: Any, read: bool, fn: Callable[..., T], /, *args: Any,
+#: what an array's call does (array_off_loop): read, read into a buffer of the caller's, write
+READ, READ_INTO, WRITE = "read", "read into", "write"
+
+
+async def array_off_loop(store: Any, op: str, fn: Callable[..., T], /, *args: Any,
                          **kwargs: Any) -> T:
-    """off_loop for an array's read (read=True) or write of store, on the workers for
-    store's kind (see the module docstring). A read's chunk requests to a store whose
-    requests are coroutines (ObjectStore) run on this event loop, natively (see
+    """off_loop for an array's call of kind op (READ, READ_INTO, WRITE) on store, on the
+    workers for store's kind (see the module docstring). A read's chunk requests to a store
+    whose requests are coroutines (ObjectStore) run on this event loop, natively (see
     chunkstore.storage.protocol.CALLER_LOOP); decoding stays on the worker threads.
 
     Cancelled, a call not started yet never runs; a write that started is waited for (as
-    off_loop's), a read is left to end on its own.
+    off_loop's), and so is a read into the caller's buffer (``out=``: left to end on its
+    own, it would go on filling the buffer after the CancelledError reached the caller, over
+    whatever the caller put there since); a READ is left to end on its own.
 
     Reads only: a read holds no lock while it waits for a request, so a loop that some
     other code blocks for a while delays it, nothing more. A write waits for requests under
     its chunk locks, and a loop blocked on one of those locks (a synchronous write of the
     same chunks from a coroutine) would then never run the requests: writes send theirs to
     the store's own I/O loop."""
+    if op not in (READ, READ_INTO, WRITE):
+        raise ValueError(f"array_off_loop: op must be READ, READ_INTO or WRITE, not {op!r}")
     ctx = contextvars.copy_context()
-    if read:
+    if op != WRITE:
         ctx.run(CALLER_LOOP.set, asyncio.get_running_loop())
     lanes = _lanes
-    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs, not read)
+    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs, op != READ)
 
 
 async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
                   fn: Callable[..., T], args: tuple, kwargs: dict, wait_started: bool) -> T:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    job = _Job(lanes.inbox(loop), fut, ctx, fn, args, kwargs)
-    workers.submit(job)
+    box = lanes.inbox(loop)
+    job = _Job(box, fut, ctx, fn, args, kwargs)
+    if workers is lanes.local:
+        job.local = True
+        job.since = time.perf_counter_ns()
+        box.local_out += 1
+    workers.submit(job, box.gos)
+    box.arm(loop)
     try:
         return await fut
     except asyncio.CancelledError:
         # Dropped if no worker started it. A started write is waited for: returning now
         # would let it land after writes the caller awaits next (and over them).
-        if wait_started and not job.drop() and not job.delivered:
+        dropped = job.drop()
+        if dropped and job.local and not job.delivered:
+            job.local = False  # (never delivered: it never runs)
+            box.local_out -= 1
+        if wait_started and not dropped and not job.delivered:
             waiter = job.waiter = loop.create_future()
             while not waiter.done():
                 try:

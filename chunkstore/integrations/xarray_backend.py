@@ -28,7 +28,7 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
-from chunkstore.aio.run import array_off_loop
+from chunkstore.aio.run import READ, array_off_loop
 from chunkstore.engine.array import Array
 from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
                                MetadataError, PathNotFoundError, store_name)
@@ -89,7 +89,7 @@ class ChunkstoreBackendArray(BackendArray):
 
         async def read(k):
             # as AsyncArray reads: one engine, off the loop, on the workers for its store
-            return await array_off_loop(self._array.chunk_store, True, method, k)
+            return await array_off_loop(self._array.chunk_store, READ, method, k)
 
         return await indexing.async_explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.VECTORIZED, read)

@@ -398,16 +398,16 @@ def test_a_lone_task_keeps_one_worker_and_no_job_is_lost():
     """The workers hand a job to the thread idle last (a lone task's reads stay on one or
     two warm threads, not round-robin over all of them), and jobs beyond the limit wait their turn:
     none is lost or run twice while the limit is lowered and raised under load."""
-    from chunkstore.aio.run import array_off_loop
+    from chunkstore.aio.run import WRITE, array_off_loop
 
     local = {}  # a dict: a local store (its reads are CPU work)
     with cs.config.set(threads=3):
         barrier = threading.Barrier(3, timeout=20)
 
         async def warm_then_alone():
-            await asyncio.gather(*(array_off_loop(local, False, barrier.wait)
+            await asyncio.gather(*(array_off_loop(local, WRITE, barrier.wait)
                                    for _ in range(3)))          # three threads started
-            return [await array_off_loop(local, False, threading.get_ident)
+            return [await array_off_loop(local, WRITE, threading.get_ident)
                     for _ in range(30)]
         # one job in flight at a time: it goes to the thread parked last, or (when the one
         # that ran the previous job has not parked yet) to the one before it; never round
@@ -428,7 +428,7 @@ def test_a_lone_task_keeps_one_worker_and_no_job_is_lost():
         return i
 
     async def churn():
-        tasks = [asyncio.ensure_future(array_off_loop(local, False, job, i))
+        tasks = [asyncio.ensure_future(array_off_loop(local, WRITE, job, i))
                  for i in range(200)]
         for threads in (1, 4, 2, 3):
             await asyncio.sleep(0.02)
