@@ -134,7 +134,7 @@ class _Inbox:
                 os.write(self.wake_w, b"\0")
             except (BlockingIOError, OSError):  # full (a wake-up is pending), or closed
                 pass                            # with its loop: nobody awaits the result
-            return
+            return None
         try:
             loop.call_soon_threadsafe(self.drain)
         except RuntimeError:  # the loop was closed meanwhile: nobody awaits the result
