@@ -62,9 +62,15 @@ class EngineHandle:
 
     def current(self) -> ChunkEngine:
         """The engine an operation works with from its start to its end: that of the
-        metadata read again now unless it is cached (``cache_metadata``)."""
+        metadata read again now unless it is cached (``cache_metadata``) and no handle
+        sharing this one's in-process locks has changed the metadata since it was read (a
+        count compared, no I/O: a read by cached metadata of an array re-created with
+        another dtype or chunks through such a handle returned its chunks decoded as the
+        old ones, garbage values without an error)."""
         if self.options.cache_metadata:
-            return self.engine
+            engine = self.engine
+            if engine.generation == metadata_generation(self.options):
+                return engine
         return self.reload()
 
     def reload(self, stale: bool = False) -> ChunkEngine:

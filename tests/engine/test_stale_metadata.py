@@ -305,3 +305,24 @@ def test_views_write_where_their_array_checks_the_stored_document(tmp_path, how)
         a.view(**kw)[2 * i:2 * i + 2] = i + 1
     np.testing.assert_array_equal(cs.open_array(path, path="a", mode="r")[:],
                                   [1, 1, 2, 2, 3, 3, 0, 0])
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_cached_handle_reads_by_the_metadata_another_handle_of_the_process_changed(
+        tmp_path, zarr_format):
+    """A handle with cached metadata, no synchronizer: an array re-created through another
+    handle (another dtype and chunks) read as the old layout's values (i2 chunks decoded as
+    i4: garbage, no error); an append by another handle was missing from its reads."""
+    path = str(tmp_path / "g.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=zarr_format)
+    g.create_array("x", shape=(8,), chunks=(2,), dtype="i4")[...] = np.arange(8)
+    old = cs.open_array(path, path="x", mode="r")
+    np.testing.assert_array_equal(old[...], np.arange(8))
+    g.create_array("x", shape=(8,), chunks=(4,), dtype="i2",
+                   overwrite=True)[...] = np.arange(1000, 1008)
+    got = old[...]
+    assert got.dtype == np.int16
+    np.testing.assert_array_equal(got, np.arange(1000, 1008))
+    cs.open_array(path, path="x", mode="r+").append(np.arange(4, dtype="i2"))
+    assert old.shape == (12,)
+    np.testing.assert_array_equal(old[8:], np.arange(4))

@@ -37,12 +37,15 @@ What the README lets a handle see (and so the model):
   (or store object) did. A group handle keeps its path: once its group is gone it lists no
   members and has no attributes, and sees a group made again at its path.
 - An array handle caches its metadata (shape, fill value, chunks) from when it was opened,
-  its attributes are read from the store. Opened on an array that was later resized, it reads
-  with its old shape: the model's values where the two shapes overlap and the fill value
-  beyond, chunk by chunk (what is stored of a chunk is what the array's data and fill value
-  make of it); on an array that was deleted, the fill value. Where another array has been
-  created at its path since, nothing is promised about its values (its codecs may differ).
-  Only handles whose metadata is current are written through (README: not safe otherwise).
+  its attributes are read from the store. When chunkstore (any handle of this process on the
+  store's location) resizes, re-creates, moves or deletes its array, its next operation
+  reads the metadata again: it reads the array there now, or raises ArrayNotFoundError
+  where there is none. Changed by zarr-python 3 instead, it reads with its old metadata: the
+  model's values where the two shapes overlap and the fill value beyond, chunk by chunk
+  (what is stored of a chunk is what the array's data and fill value make of it); on an
+  array that was deleted, the fill value. Where another array has been created at its path
+  since, nothing is promised about its values (its codecs may differ). Only handles whose
+  metadata is current are written through (README: not safe otherwise).
 - Consolidated metadata is a snapshot ("Differences from zarr-python"): a view opened through
   it lists the members, kinds, attributes and array metadata of the last
   ``consolidate_metadata`` (chunks come from the store, read as above), and refuses every
@@ -100,7 +103,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import chunkstore as cs
 from model_support import (DISABLED, close_quietly, join, model_settings, on, run_machine,
                            under)
-from chunkstore.errors import (ConsolidatedMetadataNotFoundError, ContainsArrayError,
+from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
+                               ContainsArrayError,
                                ContainsGroupError, GroupNotFoundError, ReadOnlyError)
 
 zarr = pytest.importorskip("zarr")
@@ -224,6 +228,9 @@ class Handle:
         self.obj, self.path, self.how, self.ro, self.snap, self.meta = \
             obj, path, how, ro, snap, meta
         self.kind = "group" if isinstance(obj, cs.Group) else "array"
+        # (an array handle) chunkstore changed its array since the handle read its metadata:
+        # its next operation reads the metadata again (README, cache_metadata)
+        self.told = False
 
     def __repr__(self):
         extra = " ro" if self.ro else ""
@@ -402,11 +409,13 @@ class HierarchyMachine(RuleBasedStateMachine):
         before = self.keys_now() if expect is not None else None
         self.note(f"{what} via {h!r} -> {'ok' if expect is None else expect.classes}")
         if expect is None:
+            nodes = self.versions()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = fn()
             if apply is not None:
                 apply(result)
+            self.tell(nodes)
             return result
         with pytest.raises(expect.classes):
             with warnings.catch_warnings():
@@ -416,6 +425,25 @@ class HierarchyMachine(RuleBasedStateMachine):
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         assert not changed, f"failed {what} via {h!r} changed keys {changed}"
         return None
+
+    def versions(self):
+        """Each node of the model now, and an array's shape (resize replaces its data)."""
+        return {p: (n, n["data"].shape if n["kind"] == "array" else None)
+                for p, n in self.model.items()}
+
+    def tell(self, before):
+        """After a chunkstore operation: the array handles at or below every path where it
+        deleted, re-created, moved or resized a node (before: versions() taken first) read
+        the metadata again at their next operation (in-process handles on one store location
+        are told)."""
+        changed = {p for p, (n, shape) in before.items()
+                   if self.model.get(p) is not n
+                   or (shape is not None and n["data"].shape != shape)}
+        for h in self.handles:
+            # (every handle at or below a replaced node: a consolidated snapshot's handle
+            # may be on a path the model no longer has)
+            if h.kind == "array" and any(under(h.path, p) for p in changed):
+                h.told = True
 
     def remove_subtree(self, p):
         for q in [q for q in self.model if q and under(q, p)]:
@@ -820,9 +848,11 @@ class HierarchyMachine(RuleBasedStateMachine):
         (one draw in four, so that hierarchies grow)."""
         if now:
             return
+        before = self.versions()
         g = cs.open_group(self.store, mode="w", zarr_format=self.fmt, attributes=attrs)
         self.note(f"open_group(store, mode='w', attributes={attrs})")
         self.model = {"": {"kind": "group", "attrs": dict(attrs)}}
+        self.tell(before)
         self.consolidated = None
         self.handles[0] = Handle(g, "", "open_group(store, mode='w')")
 
@@ -1086,6 +1116,13 @@ class HierarchyMachine(RuleBasedStateMachine):
             node = self.model.get(h.path)
             attrs = node["attrs"] if node is not None else {}
         assert h.obj.attrs.asdict() == attrs, (where, h.obj.attrs.asdict(), attrs)
+        if h.told:
+            # it reads the metadata again: the array there now, or an error where none is
+            if self.kind_at(self.model, h.path) != "array":
+                with pytest.raises((ArrayNotFoundError, ContainsGroupError)):
+                    h.obj[...]
+                return
+            h.meta, h.told = self.meta_of(self.model, h.path), False
         self.check_values(h.obj, h.meta, where)
 
     @invariant()
