@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 import fasteners
 
+from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import protocol
 from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
                                      open_region_file)
@@ -229,15 +230,17 @@ class _Exclusive(_Held):
     generation of the array's metadata (before the space is free again, so a write that
     takes it next sees the new generation)."""
 
-    __slots__ = ("_sync", "_path")
+    __slots__ = ("_sync", "_path", "counts")
 
     def __init__(self, sync, array_path):
         super().__init__(sync._region_lock(array_path), FULL)
         self._sync, self._path = sync, array_path
+        self.counts = True  # (replacing clears it when what it guarded changed nothing)
 
     def __exit__(self, *exc):
         try:
-            self._sync._next_generation(self._path)
+            if self.counts:
+                self._sync._next_generation(self._path)
         finally:
             super().__exit__(*exc)
 
@@ -300,9 +303,16 @@ def replacing(store, path):
                                               or p.startswith(path + "/"))),
                         key=lambda pt: pt[0])
     with contextlib.ExitStack() as held:
-        for p, t in tables:
-            held.enter_context(t.exclusive(p))
-        yield
+        locks = [held.enter_context(t.exclusive(p)) for p, t in tables]
+        try:
+            yield
+        except ReadOnlyError:
+            # refused before anything changed (a read-only store or a consolidated view
+            # refuses the first change): nothing to tell the handles (a handle of a
+            # consolidated snapshot would else read the live store and miss its array)
+            for lock in locks:
+                lock.counts = False
+            raise
 
 
 class ProcessSynchronizer(_Base):

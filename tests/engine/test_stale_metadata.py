@@ -326,3 +326,27 @@ def test_a_cached_handle_reads_by_the_metadata_another_handle_of_the_process_cha
     cs.open_array(path, path="x", mode="r+").append(np.arange(4, dtype="i2"))
     assert old.shape == (12,)
     np.testing.assert_array_equal(old[8:], np.arange(4))
+
+
+def test_a_refused_delete_tells_no_handle():
+    """A delete refused up front (through a consolidated view: ReadOnlyError) changes
+    nothing, so the handles of the arrays below are not told to read their metadata again:
+    a handle of the snapshot, on an array the live store no longer holds, goes on reading by
+    the snapshot (the fill value) instead of failing with ArrayNotFoundError."""
+    import warnings
+    warnings.simplefilter("ignore")
+    store = cs.MemoryStore()
+    root = cs.open_group(store, mode="w", zarr_format=2)
+    root.create_group("ab").create_array("a", shape=(2,), chunks=(3,), dtype="i4",
+                                         fill_value=5)
+    view = cs.consolidate_metadata(store)
+    for k in [k for k in store if k.startswith("ab/a/")]:
+        del store[k]                       # gone from the live store, behind chunkstore
+    snap = view["ab/a"]
+    np.testing.assert_array_equal(snap[...], [5, 5])
+    with pytest.raises(cs.errors.ReadOnlyError):
+        del view["ab"]["a"]
+    with pytest.raises(cs.errors.ReadOnlyError):
+        del view["ab"]
+    assert snap.shape == (2,)
+    np.testing.assert_array_equal(snap[...], [5, 5])
