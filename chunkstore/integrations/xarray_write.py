@@ -259,13 +259,20 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
 
     def _find_region(self, ds, region):
         """region with each "auto" entry replaced by the slice where ds's coordinate values
-        sit in the stored coordinate (a dimension without one: its whole length)."""
+        sit in the stored coordinate (a dimension ds has no coordinate for: its whole length;
+        KeyError where ds has one and the group stores none)."""
         for d, s in region.items():
             if not (isinstance(s, str) and s == "auto"):
                 continue
-            if d not in ds._variables or d not in self.group:
+            if d not in ds._variables:  # no coordinate to look up: the whole length
                 region[d] = slice(0, ds.sizes[d])
                 continue
+            if d not in self.group.array_keys():
+                # (ds's coordinate values cannot be placed: writing them at the start would
+                # put the data where the caller's coordinates do not say; xarray raises too)
+                raise KeyError(f"region={{{d!r}: 'auto'}}: ds has a coordinate {d!r} but "
+                               f"the group {self.group.name!r} stores no array {d!r} to find "
+                               f"its values in; give the region as a slice")
             stored = conventions.decode_cf_variable(
                 d, self.open_store_variable(d, self.group[d]).compute())
             where = pd.Index(stored.data).get_indexer(ds[d].data)

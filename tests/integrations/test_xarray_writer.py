@@ -124,6 +124,23 @@ def test_region_auto_finds_the_slice_from_the_coordinates(tmp_path, fmt):
     np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
 
 
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_region_auto_with_a_coordinate_the_store_lacks_is_refused(tmp_path, fmt):
+    """ds's coordinate t=[3, 4] cannot be found in a group that stores no t: the write is
+    refused (xarray raises KeyError), not put at t=0..1."""
+    path = str(tmp_path / "r.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.zeros(6))}), path, zarr_format=fmt)
+    part = xr.Dataset({"v": ("t", [1.0, 2.0])}, coords={"t": [3, 4]})
+    with pytest.raises(KeyError, match="'t'"):
+        to_chunkstore(part, path, region="auto")
+    with pytest.raises(KeyError, match="'t'"):
+        to_chunkstore(part, path, region={"t": "auto"}, mode="a")
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, np.zeros(6))
+    # a dimension ds has no coordinate for is still its whole length
+    to_chunkstore(part.drop_vars("t"), path, region="auto")
+    np.testing.assert_array_equal(open_dataset(path)["v"].values, [1, 2, 0, 0, 0, 0])
+
 def test_align_chunks_rechunks_dask_to_the_stored_chunks(tmp_path):
     path = str(tmp_path / "a.zarr")
     to_chunkstore(xr.Dataset({"v": ("x", np.zeros(20))}), path,
