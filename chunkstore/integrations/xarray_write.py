@@ -40,7 +40,7 @@ from chunkstore.hierarchy.nodes import ancestors
 from chunkstore.hierarchy.group import open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
-from chunkstore.metadata.formats import FORMATS, format_of
+from chunkstore.metadata.formats import FORMATS, format_of, is_consolidated
 from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["to_chunkstore", "ChunkstoreWritableDataStore"]
@@ -363,10 +363,16 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             writer.add(data, target, p["region"])
         if self.consolidate_on_close:
             # the root's, which both engines read (they open the root, then the group in
-            # it), and the group's own, for readers that open the group's path as a store
+            # it), and the group's own, for readers that open the group's path as a store;
+            # and that of each group between them that keeps some (an earlier write to it
+            # consolidated it): left as it was, a reader opening that group's path would
+            # see this group's old shapes and members. Deepest first, so that each is made
+            # from fresh documents below it.
             from chunkstore.hierarchy.convenience import consolidate_metadata
-            for where in dict.fromkeys(("", self.group.path)):
-                consolidate_metadata(self.group.store, path=where)
+            store, path = self.group.store, self.group.path
+            between = [a for a in ancestors(path)[1:] if is_consolidated(store, a)]
+            for where in dict.fromkeys((path, *reversed(between), "")):
+                consolidate_metadata(store, path=where)
 
     def _encode_like_stored(self, variables, arrays):
         """The variables stored already (arrays: name -> its Array) encoded exactly as the

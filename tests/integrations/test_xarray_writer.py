@@ -449,3 +449,27 @@ def test_a_new_subgroup_is_written_in_the_format_of_the_group_above(tmp_path):
     assert not os.path.exists(os.path.join(path, "g1", ".zgroup"))
     np.testing.assert_array_equal(xr.open_zarr(path, group="g1")["a"].values, [2.0] * 3)
     assert sorted(xr.open_datatree(path, engine="zarr").groups) == ["/", "/g1"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_consolidated_metadata_of_groups_between_root_and_the_group_written_is_refreshed(
+        tmp_path, fmt):
+    """g1 consolidated by a write to it, then g1/g2 appended to (and g1/g3 created): a reader
+    opening g1's path as the store read g1's consolidated metadata, stale (g2 with its old
+    length, no g3), through either engine."""
+    path = str(tmp_path / "n.zarr")
+    ds = xr.Dataset({"a": ("t", np.arange(4.0))}, coords={"t": [1, 2, 3, 4]})
+    more = xr.Dataset({"a": ("t", [10.0, 11.0])}, coords={"t": [5, 6]})
+    to_chunkstore(ds, path, group="g1/g2", zarr_format=fmt)
+    to_chunkstore(ds, path, group="g1", mode="a")
+    to_chunkstore(more, path, group="g1/g2", append_dim="t")
+    to_chunkstore(ds, path, group="g1/g3")
+    want = [0, 1, 2, 3, 10, 11]
+    for engine in ("chunkstore", "zarr"):
+        for consolidated in (None, True):
+            got = xr.open_dataset(path + "/g1", engine=engine, group="g2",
+                                  consolidated=consolidated)
+            np.testing.assert_array_equal(got["a"].values, want)
+            got = xr.open_dataset(path + "/g1", engine=engine, group="g3",
+                                  consolidated=consolidated)
+            np.testing.assert_array_equal(got["a"].values, np.arange(4.0))
