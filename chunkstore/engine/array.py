@@ -562,7 +562,9 @@ class Array(nodes.Node, ArrayAPIv3):
              synchronizer: Any = None) -> "Array":
         """A lazy view of the stored chunks with other metadata (zarr-python 2's
         ``Array.view``). Nothing is read or written until the view is indexed; resize,
-        append and setting the fill value of a view raise PermissionError."""
+        append and setting the fill value of a view raise PermissionError. A view with a
+        fill value or dtype of its own stores every chunk it writes, even one all its fill
+        value (deleted, it would read as the array's fill value through the array)."""
         return Array(**views.view_state(self, shape, chunks, dtype, fill_value, filters,
                                         read_only, synchronizer))
 

@@ -204,6 +204,13 @@ class EngineState:
         fb = meta.fill_bytes()
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
         self.object_fill = _object_fill(meta) if self.is_object else None
+        if (self.stored_meta is not meta and not self.write_empty_chunks
+                and (meta.dtype != self.stored_meta.dtype
+                     or fb != self.stored_meta.fill_bytes())):
+            # A view with a fill value (or dtype) of its own stores the chunks it writes
+            # that are all its fill value: deleted, they would read as the array's own fill
+            # value through the array and every other handle (the values written lost).
+            self.write_empty_chunks = True
 
     @property
     def read_only(self) -> bool:

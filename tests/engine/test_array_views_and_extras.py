@@ -311,3 +311,20 @@ class TestDtypes:
         assert cs.open_array(a.store).fill_value == np.zeros((), dt)[()]
         with pytest.raises(ValueError, match="bytes"):
             cs.create(4, dtype=dt, fill_value=b"x" * 12, store={})
+
+
+@pytest.mark.parametrize("zarr_format, shards", [(2, None), (3, None), (3, (6,))])
+def test_a_view_with_its_own_fill_value_stores_the_chunks_it_fills_with_it(zarr_format, shards):
+    """Written through view(fill_value=5), a chunk all 5 was deleted as "empty": the array
+    (fill -1) and every other handle then read -1 where 5 had been written."""
+    kw = {} if shards is None else {"shards": shards}
+    z = cs.create_array({}, shape=(8,), chunks=(3,), dtype="i4", fill_value=-1,
+                        zarr_format=zarr_format, **kw)
+    z[:] = np.arange(8)
+    v = z.view(fill_value=5)
+    v[0:3] = 5
+    np.testing.assert_array_equal(z[:], [5, 5, 5, 3, 4, 5, 6, 7])
+    np.testing.assert_array_equal(v[:], [5, 5, 5, 3, 4, 5, 6, 7])
+    z[0:3] = -1                     # the array's own fill: its chunk deleted, as always
+    np.testing.assert_array_equal(v[0:3], [5, 5, 5])   # the view reads a missing chunk so
+    assert z.nchunks_initialized == 2
