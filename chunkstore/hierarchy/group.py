@@ -762,6 +762,13 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         # format asked or configured, whatever was there)
         kwargs = {**kwargs, "zarr_format": found}
         array_kwargs = {**array_kwargs, "zarr_format": found}
+    if mode in ("w", "w-", "x"):
+        # a new node, whatever was at path: an array where a shape is given, else a group
+        # (zarr-python 2's and 3's choice; "w" replaced a group by a group, or refused to
+        # replace an array without a shape, where they make the node asked for)
+        if "shape" in kwargs:
+            return creation.open_array(store, mode=mode, path=path, **array_kwargs)
+        return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
     if kind == "array":
         return creation.open_array(store, mode=mode, path=path, **array_kwargs)
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
