@@ -287,13 +287,17 @@ class ArrayMetadataV2:
     def fill_bytes(self) -> bytes | None:
         """The fill value as exactly ``dtype.itemsize`` raw bytes in the array's byte order.
 
-        A ``None`` fill value gives all-zero bytes. For object dtype there is no fixed-size
-        representation and ``None`` is returned; the caller must fill object arrays itself
-        (with :attr:`fill_value`, or ``None`` if that is null).
+        A ``None`` fill value gives all-zero bytes, except for datetime64/timedelta64: NaT
+        (as zarr-python 3 reads them; zero would be the epoch, a real date). For object
+        dtype there is no fixed-size representation and ``None`` is returned; the caller
+        must fill object arrays itself (with :attr:`fill_value`, or ``None`` if that is
+        null).
         """
         if self.dtype.hasobject:
             return None
         if self.fill_value is None:
+            if self.dtype.kind in "mM":
+                return np.array("NaT", dtype=self.dtype).tobytes()
             return bytes(self.dtype.itemsize)
         return np.array(self.fill_value, dtype=self.dtype).tobytes()
 

@@ -241,3 +241,19 @@ def test_create_array_data_keeps_dtype(zarr_format):
     assert z.dtype == np.dtype("i8") and z[0] == BIG
     z = cs.create_array({}, data=[BIG, 3], dtype=None, zarr_format=zarr_format)
     assert z.dtype == np.dtype("i8") and z[0] == BIG
+
+
+@pytest.mark.parametrize("dtype", ["M8[ns]", "m8[s]"])
+def test_a_v2_time_array_with_a_null_fill_reads_missing_elements_as_nat(tmp_path, dtype):
+    """fill_value null in a .zarray: missing elements of a datetime/timedelta array read as
+    NaT, as zarr-python 3 reads them (they read as zero: the epoch, a real date)."""
+    zarr = pytest.importorskip("zarr")
+    path = str(tmp_path / "t.zarr")
+    a = cs.create_array(path, shape=(4,), chunks=(2,), dtype=dtype, fill_value=None,
+                        zarr_format=2)
+    a[0] = np.array(5, dtype=dtype)
+    want = np.array([5, "NaT", "NaT", "NaT"], dtype=dtype)
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:], want)
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], want)
+    a[0:2] = np.array(["NaT", "NaT"], dtype=dtype)   # all fill: the chunk is not kept
+    assert a.nchunks_initialized == 0
