@@ -403,9 +403,10 @@ class HierarchyMachine(RuleBasedStateMachine):
                 return a
         return None
 
-    def run(self, h, what, fn, expect, apply=None):
+    def run(self, h, what, fn, expect, apply=None, replaced=None):
         """Run fn; expect: None (must succeed; then apply() updates the model) or an Expect.
-        A failure must leave the store's keys and values as they were."""
+        A failure must leave the store's keys and values as they were. replaced: the path a
+        creation with overwrite clears first (see tell)."""
         before = self.keys_now() if expect is not None else None
         self.note(f"{what} via {h!r} -> {'ok' if expect is None else expect.classes}")
         if expect is None:
@@ -415,7 +416,7 @@ class HierarchyMachine(RuleBasedStateMachine):
                 result = fn()
             if apply is not None:
                 apply(result)
-            self.tell(nodes)
+            self.tell(nodes, replaced)
             return result
         with pytest.raises(expect.classes):
             with warnings.catch_warnings():
@@ -431,18 +432,22 @@ class HierarchyMachine(RuleBasedStateMachine):
         return {p: (n, n["data"].shape if n["kind"] == "array" else None)
                 for p, n in self.model.items()}
 
-    def tell(self, before):
-        """After a chunkstore operation: the array handles at or below every path where it
-        deleted, re-created, moved or resized a node (before: versions() taken first) read
-        the metadata again at their next operation (in-process handles on one store location
-        are told)."""
-        changed = {p for p, (n, shape) in before.items()
-                   if self.model.get(p) is not n
-                   or (shape is not None and n["data"].shape != shape)}
+    def tell(self, before, replaced=None):
+        """After a chunkstore operation: the array handles that read the metadata again at
+        their next operation (README, cache_metadata: in-process handles on one store
+        location are told). before: versions() taken first. Told: the handles at or below a
+        path whose node it deleted, replaced or moved, or that it created with overwrite
+        (replaced: that path; whatever was there is removed first, even where the model had
+        nothing: a consolidated snapshot's handle may be on such a path), and those at a
+        path whose array it resized."""
+        gone = {p for p, (n, _) in before.items() if self.model.get(p) is not n}
+        if replaced is not None:
+            gone.add(replaced)
+        resized = {p for p, (n, shape) in before.items()
+                   if self.model.get(p) is n and shape is not None and n["data"].shape != shape}
         for h in self.handles:
-            # (every handle at or below a replaced node: a consolidated snapshot's handle
-            # may be on a path the model no longer has)
-            if h.kind == "array" and any(under(h.path, p) for p in changed):
+            if h.kind == "array" and (h.path in resized
+                                      or any(under(h.path, p) for p in gone)):
                 h.told = True
 
     def remove_subtree(self, p):
@@ -607,7 +612,7 @@ class HierarchyMachine(RuleBasedStateMachine):
             self.model[p] = {"kind": "group", "attrs": dict(attrs or {})}
         self.run(h, f"create_group({name!r}, overwrite={overwrite}, attributes={attrs})",
                  lambda: h.obj.create_group(name, overwrite=overwrite, attributes=attrs),
-                 expect, apply)
+                 expect, apply, replaced=p if overwrite else None)
 
     @precondition(on("create_array"))
     @rule(data=st.data(), api=st.sampled_from(["create_dataset", "create_dataset data",
@@ -682,7 +687,7 @@ class HierarchyMachine(RuleBasedStateMachine):
                 self.handles.append(Handle(a, p, f"{api}() result", ro=h.ro,
                                            meta=self.meta_of(self.model, p)))
         self.run(h, f"{api}({name!r}, shape={dims}, fill={fill}, overwrite={overwrite})",
-                 fn, expect, apply)
+                 fn, expect, apply, replaced=p if overwrite else None)
 
     @precondition(on("create_with_overwrite_below_an_array"))
     @rule(data=st.data(), api=st.sampled_from(["create_group", "require_group",
