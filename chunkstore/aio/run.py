@@ -31,15 +31,17 @@ through the pipes, most of it waiting for the woken thread's core to run again (
 calls themselves take about 1 us). So a side that expects the other soon spins for it
 instead, without the GIL and politely (chunkstore.aio._handoff): a local worker gone idle
 spins WORKER_SPIN_NS for its next job, when a core is left for the loop besides the workers
-running; the loop, when it has nothing ready, a local call out and a core to spare, spins
-for the result up to twice what its local calls have taken of late (the loop's selector
-watched all along: any event or timer ends the spin at once; calls slower than LOOP_SPIN_NS,
-or a busy machine making them so, end the spinning). Each flag is stored once its thread has
-let go of the GIL, so the thread that sees it takes a free GIL; a job handed to a spinning
-worker is only announced until the loop lets go of the GIL (_Inbox.spin), and the worker goes
-on by itself if that does not come soon. The same round trip now: 14 us; a lone task's
-256x256 tile reads went from 0.65 to 0.85-0.89 of the threaded reads' speed
-(asv_bench/tile_asyncio.py, 2 cores).
+running; the loop, when it has nothing ready, one local call out (a lone task's: with more,
+results come often enough, and spinning took time from the workers and tasks) and a core to
+spare, spins for the result up to twice what its local calls have taken of late (the loop's
+selector watched all along: any event or timer ends the spin at once; calls slower than
+LOOP_SPIN_NS, or a busy machine making them so, end the spinning). Each flag is stored once
+its thread has let go of the GIL, so the thread that sees it takes a free GIL; a job handed
+to a spinning worker is only announced until the loop lets go of the GIL (_Inbox.spin), and
+the worker goes on by itself if that does not come soon. The same round trip now: 14 us. A
+lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 2 cores, alternating A/B, min
+of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248 s (sharded), 0.59-0.63
+-> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged (within 0.02 s).
 """
 
 from __future__ import annotations
@@ -179,10 +181,12 @@ class _Inbox:
             self.drain()
 
     def _spin_limit(self) -> int:
-        """How long the loop may spin now (ns): 0 unless it has nothing ready, a local call is
-        out, a core is free for it and local calls have been short of late (on a busy
-        machine they are not: the spins then stop)."""
-        if (self.local_out <= 0 or self.event_fd < 0 or _lanes.local.running >= _CORES
+        """How long the loop may spin now (ns): 0 unless it has nothing ready, one local call
+        is out (a lone task's: with more, results come often enough, and a spinning loop
+        took time from the workers and the tasks: 4 tasks' tile reads 5-15% slower), a core
+        is free for it and local calls have been short of late (on a busy machine they are
+        not: the spins then stop)."""
+        if (self.local_out != 1 or self.event_fd < 0 or _lanes.local.running >= _CORES
                 or self.latency > LOOP_SPIN_NS):
             return 0
         loop = self.loop_ref()
@@ -479,8 +483,11 @@ async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
         job.local = True
         job.since = time.perf_counter_ns()
         box.local_out += 1
-    workers.submit(job, box.gos)
-    box.arm(loop)
+    # (a spinning worker's go deferred to the loop's spin: only a lone local call is spun for)
+    lone = box.local_out == 1 and job.local
+    workers.submit(job, box.gos if lone else None)
+    if lone:
+        box.arm(loop)
     try:
         return await fut
     except asyncio.CancelledError:
