@@ -173,12 +173,25 @@ class _Inbox:
                 _handoff.tell(gos)
             self.drain()
             return
-        _handoff.loop_wait(self.done, gos, limit, self.event_fd)
+        try:
+            _handoff.loop_wait(self.done, gos, limit, self.event_fd)
+        except BaseException:
+            # A Python signal handler's exception, raised as the spin returns (a signal that
+            # came during it ran its handler only then): the inbox must not stay "spinning"
+            # (results would never wake the loop again), nor keep results that came.
+            if self._unspin():
+                loop = self.loop_ref()
+                if loop is not None and not loop.is_closed():
+                    loop.call_soon(self.drain)
+            raise
+        if self._unspin():
+            self.drain()
+
+    def _unspin(self) -> bool:
+        """(on the loop, a spin over) Results from now on wake the loop; whether some came."""
         with self.lock:
             self.spinning = False
-            got = bool(self.items)
-        if got:
-            self.drain()
+            return bool(self.items)
 
     def _spin_limit(self) -> int:
         """How long the loop may spin now (ns): 0 unless it has nothing ready, one local call

@@ -289,3 +289,41 @@ def test_reads_abandoned_at_the_end_of_asyncio_run_keep_no_loop_or_descriptor():
             break
     assert [r() for r in refs] == [None] * 10
     assert fds() <= before + 2
+
+
+class _RaisingOnce(_Spins):
+    """A signal handler's exception raised as the loop's spin returns (a signal that came
+    during the spin runs its Python handler only then)."""
+
+    def __init__(self):
+        super().__init__()
+        self.raised = False
+
+    def loop_wait(self, done, gos, limit, fd):
+        seen = super().loop_wait(done, gos, limit, fd)
+        if not self.raised:
+            self.raised = True
+            raise RuntimeError("from a signal handler")
+        return seen
+
+
+@needs_two_cores
+def test_an_exception_raised_as_a_spin_returns_loses_no_result(monkeypatch):
+    """The exception goes to the loop's exception handler (it came from a callback), but
+    the inbox must not stay "spinning": a result would then never wake the loop again."""
+    local = {}
+    _warm(local)
+    spins = _RaisingOnce()
+    monkeypatch.setattr(aio_run, "_handoff", spins)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        got = [await asyncio.wait_for(array_off_loop(local, READ, lambda i=i: i), 5)
+               for i in range(20)]
+        return got, errors
+
+    got, errors = _within(lambda: asyncio.run(main()))
+    assert spins.raised and len(errors) == 1
+    assert got == list(range(20))
