@@ -12,7 +12,11 @@ sleeping on it (which would cost the very wake-up saved).
 
 Spinning threads must not take cores from threads that have work (other processes' too):
 every few microseconds a spinner yields its core to any thread waiting for one, and gives up
-at its time limit (the callers shorten the loop's after spins that came to nothing).
+at its time limit. And where the cores are wanted, spinning is a loss even so (the spinners
+use up their share of the CPU, and the thread that then has the work to do waits its turn:
+4 processes of lone-task reads on a busy 2-core machine took 2.6-3.6x as long as without
+spinning): a spinner that finds it had the CPU for under half of its spin (its thread's CPU
+time against the clock) stops the whole process spinning for a while (set_backoff).
 
 A worker's state: BUSY (running), SPINNING (parked, spinning), BLOCKED (parked, asleep on its
 pipe), PENDING (handed a job while it spun; the loop that handed it holds the GIL and says
@@ -51,6 +55,27 @@ cdef extern from *:
         struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
         return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
     }
+    static inline long long cs_cpu_ns(void) {
+        struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+    }
+    /* until when (monotonic ns) this process spins no more: its spinners were descheduled */
+    static long long cs_contended_until = 0;
+    static long long cs_backoff_ns = 100000000;  /* set_backoff */
+    static inline int cs_contended(long long now) {
+        return now < __atomic_load_n(&cs_contended_until, __ATOMIC_RELAXED);
+    }
+    static inline void cs_set_contended(long long until) {
+        __atomic_store_n(&cs_contended_until, until, __ATOMIC_RELAXED);
+    }
+    /* a spin from (wall0, cpu0) to now: had the thread the CPU for under half of it? */
+    static inline void cs_judge(long long wall0, long long cpu0) {
+        long long wall = cs_now_ns() - wall0;
+        if (wall >= 20000 && 2 * (cs_cpu_ns() - cpu0) < wall)
+            __atomic_store_n(&cs_contended_until, cs_now_ns() + cs_backoff_ns,
+                             __ATOMIC_RELAXED);
+    }
+    static inline void cs_set_backoff(long long ns) { cs_backoff_ns = ns; }
     static inline void cs_relax(void) {
     #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -63,6 +88,11 @@ cdef extern from *:
     void cs_store(int* p, int v) nogil
     bint cs_cas(int* p, int expect, int v) nogil
     long long cs_now_ns() nogil
+    long long cs_cpu_ns() nogil
+    bint cs_contended(long long now) nogil
+    void cs_set_contended(long long until) nogil
+    void cs_judge(long long wall0, long long cpu0) nogil
+    void cs_set_backoff(long long ns) nogil
     void cs_relax() nogil
 
 cdef enum:
@@ -151,12 +181,18 @@ def park(Flag state, Flag post, long long spin_ns, int wake_fd) -> None:
     cdef long long pending_until = 0
     cdef int i = 0, st
     cdef bint handed = False
+    cdef long long wall0, cpu0 = 0
     if post is not None:
         p = &post.value
     with nogil:
         if p != NULL:
             cs_store(p, 1)
-        until = cs_now_ns() + spin_ns
+        wall0 = cs_now_ns()
+        if cs_contended(wall0):
+            spin_ns = 0   # (a job handed meanwhile still ends the wait below at once)
+        else:
+            cpu0 = cs_cpu_ns()
+        until = wall0 + spin_ns
         while True:
             st = cs_load(&state.value)
             if st == C_HANDED:
@@ -180,12 +216,31 @@ def park(Flag state, Flag post, long long spin_ns, int wake_fd) -> None:
                         break
                     continue
                 sched_yield()  # (a thread waiting for this core runs first)
+        if spin_ns:
+            cs_judge(wall0, cpu0)
         if not handed:
             while True:
                 r = read(wake_fd, &b, 1)
                 if r >= 0 or errno != EINTR:
                     break
         cs_store(&state.value, C_BUSY)
+
+
+def contended() -> bool:
+    """Whether this process spins no more for now: a spinner found it had had the CPU for
+    under half of its spin (other threads or processes wanted the cores), or the caller
+    said so (set_contended); spinning resumes set_backoff's time after the last finding."""
+    return cs_contended(cs_now_ns())
+
+
+def set_backoff(long long ns) -> None:
+    """How long a spinner that found itself descheduled stops the process spinning (ns)."""
+    cs_set_backoff(ns)
+
+
+def set_contended(long long ns) -> None:
+    """Spin no more for the next ns nanoseconds (0: spin again from now on)."""
+    cs_set_contended(cs_now_ns() + ns if ns > 0 else 0)
 
 
 def tell(list gos) -> None:
@@ -212,6 +267,7 @@ def loop_wait(Flag done, list gos, long long spin_ns, int event_fd) -> int:
     cdef long long until
     cdef int i = 0
     cdef int seen = 0
+    cdef long long wall0, cpu0 = 0
     cdef pollfd pfd
     cdef Flag f
     if n > 64:  # (the rest with the GIL: more than 64 workers handed jobs at once is rare)
@@ -227,7 +283,12 @@ def loop_wait(Flag done, list gos, long long spin_ns, int event_fd) -> int:
         for k in range(n):
             # (fails when the worker went on by itself, and perhaps parked again since)
             cs_cas(flags[k], C_PENDING, C_HANDED)
-        until = cs_now_ns() + spin_ns
+        wall0 = cs_now_ns()
+        if spin_ns > 0 and cs_contended(wall0):
+            spin_ns = 0
+        if spin_ns > 0:
+            cpu0 = cs_cpu_ns()
+        until = wall0 + spin_ns
         while spin_ns > 0:
             if cs_load(&done.value):
                 seen = 1
@@ -242,4 +303,6 @@ def loop_wait(Flag done, list gos, long long spin_ns, int event_fd) -> int:
                     seen = 2
                     break
                 sched_yield()  # (a thread waiting for this core runs first)
+        if spin_ns > 0:
+            cs_judge(wall0, cpu0)
     return seen

@@ -71,6 +71,12 @@ _CORES = os.cpu_count() or 1
 #: most LOOP_SPIN_NS; a local worker gone idle spins WORKER_SPIN_NS for its next job.
 LOOP_SPIN_NS = 1_000_000
 WORKER_SPIN_NS = 100_000
+#: A spin of the loop for a lone local call that lasted over twice the call's CPU time plus
+#: CONTENDED_SLACK_NS, or that ran out (the call took over twice as long as calls of late),
+#: stops the process spinning for BACKOFF_NS: its threads wait for a core (or for I/O).
+CONTENDED_SLACK_NS = 200_000
+BACKOFF_NS = 100_000_000
+_handoff.set_backoff(BACKOFF_NS)  # (the spinners' own finding: see _handoff)
 
 
 class _Inbox:
@@ -86,7 +92,7 @@ class _Inbox:
     its loop alive, or every loop that ever awaited a read would live forever."""
 
     __slots__ = ("loop_ref", "lock", "items", "scheduled", "wake_r", "wake_w", "spinning",
-                 "done", "gos", "armed", "local_out", "event_fd", "latency",
+                 "done", "gos", "armed", "local_out", "event_fd", "latency", "spun",
                  "__weakref__")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -103,6 +109,7 @@ class _Inbox:
         self.local_out = 0           # (on the loop) local-lane calls not delivered yet
         self.event_fd = _selector_fd(loop)
         self.latency = 0.0           # (on the loop) of its local calls of late, in ns
+        self.spun = 0                # (on the loop) how long its last spin waited (ns)
         self.wake_r, self.wake_w = _nonblocking_pipe()
         try:
             loop.add_reader(self.wake_r, self.drain)
@@ -173,8 +180,9 @@ class _Inbox:
                 _handoff.tell(gos)
             self.drain()
             return
+        t0 = time.perf_counter_ns()
         try:
-            _handoff.loop_wait(self.done, gos, limit, self.event_fd)
+            outcome = _handoff.loop_wait(self.done, gos, limit, self.event_fd)
         except BaseException:
             # A Python signal handler's exception, raised as the spin returns (a signal that
             # came during it ran its handler only then): the inbox must not stay "spinning"
@@ -184,7 +192,12 @@ class _Inbox:
                 if loop is not None and not loop.is_closed():
                     loop.call_soon(self.drain)
             raise
+        if outcome == 0 and self.latency and limit >= self._limit_now():
+            # the call took over twice as long as calls of late: its threads wait for a core
+            # (or for I/O), and spinning only takes more from them
+            _handoff.set_contended(BACKOFF_NS)
         if self._unspin():
+            self.spun = time.perf_counter_ns() - t0 if outcome == 1 else 0
             self.drain()
 
     def _unspin(self) -> bool:
@@ -200,17 +213,21 @@ class _Inbox:
         is free for it and local calls have been short of late (on a busy machine they are
         not: the spins then stop)."""
         if (self.local_out != 1 or self.event_fd < 0 or _lanes.local.running >= _CORES
-                or self.latency > LOOP_SPIN_NS):
+                or self.latency > LOOP_SPIN_NS or _handoff.contended()):
             return 0
         loop = self.loop_ref()
         ready = getattr(loop, "_ready", None)
         if ready is None or ready:
             return 0
-        limit = int(min(LOOP_SPIN_NS, 2 * self.latency + 20_000))
+        limit = self._limit_now()
         timers = getattr(loop, "_scheduled", None)
         if timers:
             limit = min(limit, int((timers[0].when() - loop.time()) * 1e9))  # type: ignore[union-attr]
         return limit
+
+    def _limit_now(self) -> int:
+        """The spin's limit by the calls' latency (ns): twice theirs of late, and 20 us."""
+        return int(min(LOOP_SPIN_NS, 2 * self.latency + 20_000))
 
     def drain(self) -> None:
         """Set the results of the finished calls (on the loop)."""
@@ -222,11 +239,16 @@ class _Inbox:
         with self.lock:
             items, self.items, self.scheduled = self.items, [], False
         now = time.perf_counter_ns() if items else 0
+        spun, self.spun = self.spun, 0
         for job, ok, value in items:
             job.delivered = True
             if job.local:
                 self.local_out -= 1
                 self.latency += (now - job.since - self.latency) * 0.25
+                if job.lone and spun > 2 * job.cpu + CONTENDED_SLACK_NS:
+                    # the loop spun for a lone call far longer than the call's CPU time: its
+                    # threads waited for a core (or for I/O): spinning only takes more
+                    _handoff.set_contended(BACKOFF_NS)
             fut = job.fut
             if fut.cancelled():
                 if job.waiter is not None and not job.waiter.done():
@@ -271,7 +293,7 @@ class _Job:
     never lands after writes awaited later (see _submit)."""
 
     __slots__ = ("box", "fut", "ctx", "fn", "args", "kwargs", "lock", "state", "delivered",
-                 "waiter", "local", "since")
+                 "waiter", "local", "since", "cpu", "lone")
 
     QUEUED, RUNNING, DROPPED = 0, 1, 2
 
@@ -285,6 +307,8 @@ class _Job:
         self.waiter: asyncio.Future | None = None  # (on the loop) a cancelled caller's
         self.local = False  # (on the loop) counted in its inbox's local_out
         self.since = 0      # (on the loop, local calls) when it was submitted (ns)
+        self.cpu = 0        # (its worker) the CPU time it took (ns)
+        self.lone = False   # (on the loop) the only local call out when submitted
 
     def start(self) -> bool:
         """(a worker) Whether to run the job: it was not dropped; from now on it cannot be."""
@@ -379,10 +403,12 @@ class _Workers:
             box = job.box
             done: tuple | None = None
             if job.start():  # (else dropped: its caller was cancelled before it started)
+                cpu = time.thread_time_ns()
                 try:
                     done = (job, True, job.ctx.run(job.fn, *job.args, **job.kwargs))
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
                     done = (job, False, e)
+                job.cpu = time.thread_time_ns() - cpu
             job = None
             with self.lock:
                 size = self.size()
@@ -497,7 +523,7 @@ async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
         job.since = time.perf_counter_ns()
         box.local_out += 1
     # (a spinning worker's go deferred to the loop's spin: only a lone local call is spun for)
-    lone = box.local_out == 1 and job.local
+    lone = job.lone = box.local_out == 1 and job.local
     workers.submit(job, box.gos if lone else None)
     if lone:
         box.arm(loop)

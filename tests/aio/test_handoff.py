@@ -41,6 +41,20 @@ def _within(fn, timeout=60):
     return out["value"]
 
 
+@pytest.fixture(autouse=True)
+def _spinning_allowed(monkeypatch):
+    """The process may spin whatever the machine's load and the calls' waits (slow or
+    sleeping calls, or a busy machine, stop it for BACKOFF_NS: see
+    test_lone_calls_that_wait_stop_the_spinning, which turns that back on)."""
+    backoff = aio_run.BACKOFF_NS
+    monkeypatch.setattr(aio_run, "BACKOFF_NS", 0)
+    _handoff.set_backoff(0)
+    _handoff.set_contended(0)
+    yield
+    _handoff.set_backoff(backoff)
+    _handoff.set_contended(0)
+
+
 def _warm(local):
     """A local worker parked (spinning or asleep) for the next job."""
     async def main():
@@ -327,3 +341,29 @@ def test_an_exception_raised_as_a_spin_returns_loses_no_result(monkeypatch):
     got, errors = _within(lambda: asyncio.run(main()))
     assert spins.raised and len(errors) == 1
     assert got == list(range(20))
+
+
+@needs_two_cores
+def test_lone_calls_that_wait_stop_the_spinning(monkeypatch):
+    """A lone call that took far longer than its CPU time (its threads waited for a core,
+    or for I/O) stops the process spinning for BACKOFF_NS: spinning where the cores are
+    wanted only took more from the threads with work (4 processes' lone-task reads on a busy
+    2-core machine: 2.6-3.6x as long)."""
+    monkeypatch.setattr(aio_run, "BACKOFF_NS", 10**9)
+    _handoff.set_backoff(10**9)
+    spins = _Spins()
+    monkeypatch.setattr(aio_run, "_handoff", spins)
+    local = {}
+    _warm(local)
+
+    async def main():
+        for _ in range(20):
+            await array_off_loop(local, READ, lambda: None)
+        await array_off_loop(local, READ, time.sleep, 0.01)   # 10 ms, no CPU
+        assert _handoff.contended()
+        spins.limits.clear()
+        for _ in range(20):
+            await array_off_loop(local, READ, lambda: None)
+        return list(spins.limits)
+
+    assert asyncio.run(main()) == []              # no spin while contended
