@@ -38,7 +38,11 @@ selector watched all along: any event or timer ends the spin at once; calls slow
 LOOP_SPIN_NS, or a busy machine making them so, end the spinning). Each flag is stored once
 its thread has let go of the GIL, so the thread that sees it takes a free GIL; a job handed
 to a spinning worker is only announced until the loop lets go of the GIL (_Inbox.spin), and
-the worker goes on by itself if that does not come soon. The same round trip now: 14 us. A
+the worker goes on by itself if that does not come soon. Where the cores are wanted,
+spinning is a loss (4 processes of lone-task reads on a busy 2-core machine took 2.6-3.6x as
+long): a spinner that had the CPU for under half of its spin, or a loop spin for a lone call
+that lasted over twice the call's CPU time plus CONTENDED_SLACK_NS or ran out, stops the
+process spinning for BACKOFF_NS (_handoff.contended). The same round trip now: 14 us. A
 lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 2 cores, alternating A/B, min
 of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248 s (sharded), 0.59-0.63
 -> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged (within 0.02 s).
