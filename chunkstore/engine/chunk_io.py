@@ -470,11 +470,23 @@ class EngineState:
 def _overridden(meta: Any, overrides: dict, name: str) -> Any:
     """meta with the view's overrides applied (and validated as new metadata would be)."""
     changes = dict(overrides)
+    known = {f.name for f in dataclasses.fields(meta)}
+    chain = changes.pop("astype", None)
+    if chain and "filters" in known:
+        # astype views: AsType filters from the stored dtype, in front of the stored filters
+        # (made from the metadata read now: see chunkstore.engine.views.view_state)
+        from numcodecs import AsType
+        source, filters = meta.dtype, list(meta.filters or [])
+        for dtype in chain:
+            filters.insert(0, AsType(encode_dtype=source.str, decode_dtype=np.dtype(dtype).str))
+            source = np.dtype(dtype)
+        changes.update(filters=filters, dtype=source)
+    elif chain:
+        changes["filters"] = None  # (refused below: Zarr v3 has no filters)
     if "dtype" in changes and np.dtype(changes["dtype"]) == meta.dtype:
         # (the array's own dtype, as equal dtypes are: object is also variable-length
         # bytes' dtype, whose mark np.dtype(object) has not)
         changes["dtype"] = meta.dtype
-    known = {f.name for f in dataclasses.fields(meta)}
     if "filters" in changes and "filters" not in known:
         raise TypeError(f"array {name!r} has a codec chain, not filters (Zarr v3): "
                         f"astype() and view(filters=) need a Zarr v2 array")

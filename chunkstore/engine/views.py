@@ -32,9 +32,15 @@ _DIGEST_BATCH = 256
 def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None,
                chunks: Any = None, dtype: DTypeLike | None = None, fill_value: Any = None,
                filters: Any = None, read_only: bool | None = None,
-               synchronizer: Any = None) -> dict[str, Any]:
+               synchronizer: Any = None, astype: DTypeLike | None = None) -> dict[str, Any]:
     """``Array.view``'s arguments for a new Array: array's state with the view's metadata
-    overrides (its engine applies them in memory)."""
+    overrides (its engine applies them in memory).
+
+    astype: ``Array.astype``'s dtype. Over the stored metadata (no dtype or filters of a view
+    under it) it is kept as a dtype (the ``"astype"`` override, one per astype of astype),
+    whose AsType filter the engine makes from the metadata it reads: an astype view of an
+    array that another handle re-creates with another dtype or filters converts the new
+    array's values (a filter made once would decode its chunks as the old dtype's)."""
     overrides: dict[str, Any] = {}
     if shape is not None:
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -49,6 +55,16 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
         overrides["filters"] = list(filters) or None
     state = array.__getstate__()
     inherited = state.pop("_overrides", None) or {}
+    if "astype" in inherited and (dtype is not None or filters is not None):
+        # a view with a dtype or filters of its own over an astype view: the filters that
+        # the astype view works with now, fixed (as views over views of overrides are)
+        inherited = {k: v for k, v in inherited.items() if k != "astype"}
+        inherited.update(dtype=array.dtype, filters=list(array.filters or []) or None)
+    if astype is not None:
+        if "dtype" in inherited or "filters" in inherited:
+            overrides.update(dtype=np.dtype(astype), filters=astype_filters(array, astype))
+        else:
+            overrides["astype"] = tuple(inherited.get("astype", ())) + (np.dtype(astype),)
     state.update(cache_metadata=True,
                  read_only=array.read_only if read_only is None else read_only,
                  synchronizer=array.synchronizer if synchronizer is None else synchronizer)

@@ -350,3 +350,24 @@ def test_a_refused_delete_tells_no_handle():
         del view["ab"]
     assert snap.shape == (2,)
     np.testing.assert_array_equal(snap[...], [5, 5])
+
+
+def test_an_astype_view_converts_the_values_of_an_array_recreated_with_another_dtype():
+    # The AsType filter was made once, from the dtype and filters of the array when the view
+    # was made: after re-creation with f8 (same item size as i8) the view decoded the new
+    # chunks as i8 (values near 4.6e18, no error); with a Delta filter added, as undeltaed.
+    import numcodecs
+    store = cs.storage.MemoryStore()
+    g = cs.open_group(store, mode="w", zarr_format=2)
+    x = g.create_dataset("x", shape=(4,), chunks=(2,), dtype="i8", data=[1, 2, 3, 4])
+    a, aa = x.astype("f4"), x.astype("f8").astype("f4")
+    np.testing.assert_array_equal(a[:], [1, 2, 3, 4])
+    g.create_dataset("x", shape=(4,), chunks=(2,), dtype="f8", overwrite=True,
+                     data=[.5, .25, .75, 2.5])
+    for v in (a, aa, a.view(fill_value=1.0)):
+        assert v.dtype == np.float32
+        np.testing.assert_array_equal(v[:], np.float32([.5, .25, .75, 2.5]))
+    g.create_dataset("x", shape=(4,), chunks=(2,), dtype="i8", overwrite=True,
+                     data=[1, 2, 3, 4], filters=[numcodecs.Delta("i8")])
+    np.testing.assert_array_equal(a[:], np.float32([1, 2, 3, 4]))
+    np.testing.assert_array_equal(aa[:], np.float32([1, 2, 3, 4]))
