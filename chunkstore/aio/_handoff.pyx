@@ -15,8 +15,9 @@ every few microseconds a spinner yields its core to any thread waiting for one, 
 at its time limit. And where the cores are wanted, spinning is a loss even so (the spinners
 use up their share of the CPU, and the thread that then has the work to do waits its turn:
 4 processes of lone-task reads on a busy 2-core machine took 2.6-3.6x as long as without
-spinning): a spinner that finds it had the CPU for under half of its spin (its thread's CPU
-time against the clock) stops the whole process spinning for a while (set_backoff).
+spinning): three spins in a row that found their thread had the CPU for under half of the
+spin (its CPU time against the clock) stop the whole process spinning for a while
+(set_backoff).
 
 A worker's state: BUSY (running), SPINNING (parked, spinning), BLOCKED (parked, asleep on its
 pipe), PENDING (handed a job while it spun; the loop that handed it holds the GIL and says
@@ -69,11 +70,20 @@ cdef extern from *:
         __atomic_store_n(&cs_contended_until, until, __ATOMIC_RELAXED);
     }
     /* a spin from (wall0, cpu0) to now: had the thread the CPU for under half of it? */
+    /* spins in a row that found their thread descheduled (one alone: an interrupt, the
+       hypervisor taking the core a while) */
+    static int cs_strikes = 0;
     static inline void cs_judge(long long wall0, long long cpu0) {
         long long wall = cs_now_ns() - wall0;
-        if (wall >= 20000 && 2 * (cs_cpu_ns() - cpu0) < wall)
+        if (wall < 20000)
+            return;
+        if (2 * (cs_cpu_ns() - cpu0) >= wall) {
+            __atomic_store_n(&cs_strikes, 0, __ATOMIC_RELAXED);
+        } else if (__atomic_add_fetch(&cs_strikes, 1, __ATOMIC_RELAXED) >= 3) {
+            __atomic_store_n(&cs_strikes, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&cs_contended_until, cs_now_ns() + cs_backoff_ns,
                              __ATOMIC_RELAXED);
+        }
     }
     static inline void cs_set_backoff(long long ns) { cs_backoff_ns = ns; }
     static inline void cs_relax(void) {

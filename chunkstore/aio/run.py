@@ -40,9 +40,10 @@ its thread has let go of the GIL, so the thread that sees it takes a free GIL; a
 to a spinning worker is only announced until the loop lets go of the GIL (_Inbox.spin), and
 the worker goes on by itself if that does not come soon. Where the cores are wanted,
 spinning is a loss (4 processes of lone-task reads on a busy 2-core machine took 2.6-3.6x as
-long): a spinner that had the CPU for under half of its spin, or a loop spin for a lone call
-that lasted over twice the call's CPU time plus CONTENDED_SLACK_NS or ran out, stops the
-process spinning for BACKOFF_NS (_handoff.contended). The same round trip now: 14 us. A
+long): spinners that had the CPU for under half of their spins, or a loop spin for a lone
+call that lasted over twice the call's CPU time plus CONTENDED_SLACK_NS, stop the process
+spinning for BACKOFF_NS (_handoff.contended; the spinners' finding takes three spins in a
+row: one alone is an interrupt, or the hypervisor taking the core a while). The same round trip now: 14 us. A
 lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 2 cores, alternating A/B, min
 of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248 s (sharded), 0.59-0.63
 -> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged (within 0.02 s).
@@ -76,10 +77,11 @@ _CORES = os.cpu_count() or 1
 LOOP_SPIN_NS = 1_000_000
 WORKER_SPIN_NS = 100_000
 #: A spin of the loop for a lone local call that lasted over twice the call's CPU time plus
-#: CONTENDED_SLACK_NS, or that ran out (the call took over twice as long as calls of late),
-#: stops the process spinning for BACKOFF_NS: its threads wait for a core (or for I/O).
+#: CONTENDED_SLACK_NS stops the process spinning for BACKOFF_NS: its threads wait for a core
+#: (or for I/O). (A spin that ran out stopped it too at first: an odd slow read then cost
+#: 0.1 s without spinning, a lone task's tiles 0.305 -> 0.405 s on a quiet machine.)
 CONTENDED_SLACK_NS = 200_000
-BACKOFF_NS = 100_000_000
+BACKOFF_NS = 20_000_000
 _handoff.set_backoff(BACKOFF_NS)  # (the spinners' own finding: see _handoff)
 
 
@@ -196,10 +198,6 @@ class _Inbox:
                 if loop is not None and not loop.is_closed():
                     loop.call_soon(self.drain)
             raise
-        if outcome == 0 and self.latency and limit >= self._limit_now():
-            # the call took over twice as long as calls of late: its threads wait for a core
-            # (or for I/O), and spinning only takes more from them
-            _handoff.set_contended(BACKOFF_NS)
         if self._unspin():
             self.spun = time.perf_counter_ns() - t0 if outcome == 1 else 0
             self.drain()
