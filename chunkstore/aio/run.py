@@ -43,10 +43,11 @@ spinning is a loss (4 processes of lone-task reads on a busy 2-core machine took
 long): spinners that had the CPU for under half of their spins, or a loop spin for a lone
 call that lasted over twice the call's CPU time plus CONTENDED_SLACK_NS, stop the process
 spinning for BACKOFF_NS (_handoff.contended; the spinners' finding takes three spins in a
-row: one alone is an interrupt, or the hypervisor taking the core a while). The same round trip now: 14 us. A
-lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 2 cores, alternating A/B, min
-of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248 s (sharded), 0.59-0.63
--> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged (within 0.02 s).
+row: one alone is an interrupt, or the hypervisor taking the core a while). The same round
+trip now: 14 us. A lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 2 cores,
+alternating A/B, min of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248
+s (sharded), 0.59-0.63 -> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged
+(within 0.02 s).
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ class _Inbox:
         limit = self._limit_now()
         timers = getattr(loop, "_scheduled", None)
         if timers:
-            limit = min(limit, int((timers[0].when() - loop.time()) * 1e9))  # type: ignore[union-attr]
+            due = timers[0].when() - loop.time()  # type: ignore[union-attr]
+            limit = min(limit, int(due * 1e9))
         return limit
 
     def _limit_now(self) -> int:
