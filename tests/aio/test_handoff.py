@@ -18,6 +18,7 @@ import chunkstore as cs
 from chunkstore.aio import _handoff
 from chunkstore.aio import run as aio_run
 from chunkstore.aio.run import READ, WRITE, array_off_loop
+from timeouts import call_within
 
 needs_two_cores = pytest.mark.skipif((os.cpu_count() or 1) < 2,
                                      reason="a loop spins only with a core to spare")
@@ -25,20 +26,7 @@ needs_two_cores = pytest.mark.skipif((os.cpu_count() or 1) < 2,
 
 def _within(fn, timeout=60):
     """fn() in a thread, failing (not hanging the suite) when it has not ended in time."""
-    out = {}
-
-    def target():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            out["error"] = e
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"{fn} did not end within {timeout} s"
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return call_within(fn, timeout)
 
 
 @pytest.fixture(autouse=True)
@@ -359,7 +347,9 @@ def test_lone_calls_that_wait_stop_the_spinning(monkeypatch):
     async def main():
         for _ in range(20):
             await array_off_loop(local, READ, lambda: None)
-        await array_off_loop(local, READ, time.sleep, 0.01)   # 10 ms, no CPU
+        box = aio_run._lanes.inbox(asyncio.get_running_loop())
+        box.latency = 490_000   # the loop spins up to 1 ms for the next call
+        await array_off_loop(local, READ, time.sleep, 0.0004)  # 0.4 ms waited, no CPU
         assert _handoff.contended()
         spins.limits.clear()
         for _ in range(20):

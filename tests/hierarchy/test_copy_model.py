@@ -148,11 +148,18 @@ def comparable(a):
     return a
 
 
+def null_fill(dtype):
+    """What a Zarr v2 array with fill_value null reads where nothing is stored: zeros, NaT
+    for datetime64/timedelta64 (as zarr-python 3 reads them)."""
+    dtype = np.dtype(dtype)
+    return np.array("NaT", dtype)[()] if dtype.kind in "Mm" else np.zeros((), dtype)[()]
+
+
 def is_fill(a, fill):
-    """Elementwise: a equals fill (NaN equals NaN); fill None: zeros are fill."""
+    """Elementwise: a equals fill (NaN equals NaN); fill None: null_fill is fill."""
     a = np.asarray(a)
     if fill is None:
-        fill = np.zeros((), a.dtype)[()]
+        fill = null_fill(a.dtype)
     f = np.asarray(fill, dtype=a.dtype)
     if a.dtype.kind in "Mm":
         return a.view("i8") == f.view("i8")
@@ -363,7 +370,7 @@ def make_array(store, path, fmt, spec):
         z.attrs.put(attrs)
     dtype = np.dtype(spec["dtype"])
     fill = spec["fill"]
-    data = np.full(spec["shape"], fill if fill is not None else np.zeros((), dtype)[()],
+    data = np.full(spec["shape"], fill if fill is not None else null_fill(dtype),
                    dtype=dtype)
     rng = np.random.default_rng(spec["seed"])
     write_chunks = spec["shards"] or spec["chunks"]
@@ -376,7 +383,7 @@ def make_array(store, path, fmt, spec):
         if what == "data":
             vals = random_values(rng, dtype, sub, fill)
         else:
-            vals = np.full(sub, fill if fill is not None else np.zeros((), dtype)[()],
+            vals = np.full(sub, fill if fill is not None else null_fill(dtype),
                            dtype=dtype)
         z[reg] = vals
         data[reg] = vals
@@ -770,12 +777,12 @@ class CopyMachine(RuleBasedStateMachine):
             fill = np.asarray(data.draw(st.sampled_from([2, 0, 1])), dtype=dtype)[()]
             kws["fill_value"] = fill
         elif self.dfmt == 2:
-            fill = None         # zarr-python 2's empty: no fill value (reads as zeros)
+            fill = None         # zarr-python 2's empty: no fill value (reads as null_fill)
         else:                   # zarr-python 3's default fill value: NaT for datetimes
             fill = np.array("NaT", dtype) [()] if dtype.kind in "Mm" else zero
         new = {p: (dict(m, attrs=dict(m["attrs"]))) for p, m in self.dst.items()}
         new[name] = {"kind": "array", "fmt": self.dfmt, "data": np.full(
-            n["data"].shape, zero if fill is None else fill, dtype=dtype),
+            n["data"].shape, null_fill(dtype) if fill is None else fill, dtype=dtype),
             "dtype": dtype, "fill": fill, "attrs": {}, "dims": None, "chunks": chunks,
             "shards": shards, "crc": (self.dfmt == 3 and n["fmt"] == 3 and n["crc"]),
             "raw": None, "order": n["order"], "empty": fn == "empty"}

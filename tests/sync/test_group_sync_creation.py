@@ -2,12 +2,12 @@
 creation lock), with thread and process locks, Zarr v2 and v3, and across processes."""
 
 import multiprocessing as mp
-import threading
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
+from timeouts import call_within
 
 CTX = mp.get_context("spawn")
 TIMEOUT = 20  # seconds; a creation takes milliseconds, a deadlock never returns
@@ -41,21 +41,7 @@ def _sync(kind, tmp_path):
 
 
 def _call_with_timeout(fn):
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # reported in the test thread
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(TIMEOUT)
-    assert not t.is_alive(), f"did not return within {TIMEOUT} s (deadlock)"
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return call_within(fn, TIMEOUT)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
