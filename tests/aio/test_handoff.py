@@ -86,17 +86,27 @@ def test_hand_park_and_tell_move_a_workers_state_as_documented():
 
 
 # ------------------------------------------------------------------ the loop's spins
-@needs_two_cores
-def test_a_spinning_loop_answers_another_threads_callback_at_once(monkeypatch):
-    # spins as long as the call takes: only the event can end it early
+def _long_spins(monkeypatch):
+    """A warm local store whose lone calls the loop spins for as long as they take (4 s:
+    only an event or a timer can end a spin early); the loop's calls "take 2 s" once
+    _as_if_slow is called on it."""
     monkeypatch.setattr(aio_run, "LOOP_SPIN_NS", 10 * 10**9)
     local = {}
     _warm(local)
+    return local
+
+
+def _as_if_slow(loop):
+    aio_run._lanes.inbox(loop).latency = 2e9
+
+
+@needs_two_cores
+def test_a_spinning_loop_answers_another_threads_callback_at_once(monkeypatch):
+    local = _long_spins(monkeypatch)
 
     async def main():
         loop = asyncio.get_running_loop()
-        box = aio_run._lanes.inbox(loop)
-        box.latency = 2e9   # "calls take 2 s": the loop spins up to 4 s for this one
+        _as_if_slow(loop)
         t0 = time.monotonic()
         seen = loop.create_future()
         threading.Timer(0.1, loop.call_soon_threadsafe,
@@ -111,13 +121,10 @@ def test_a_spinning_loop_answers_another_threads_callback_at_once(monkeypatch):
 
 @needs_two_cores
 def test_a_spinning_loop_runs_its_timers_on_time(monkeypatch):
-    monkeypatch.setattr(aio_run, "LOOP_SPIN_NS", 10 * 10**9)
-    local = {}
-    _warm(local)
+    local = _long_spins(monkeypatch)
 
     async def main():
-        box = aio_run._lanes.inbox(asyncio.get_running_loop())
-        box.latency = 2e9
+        _as_if_slow(asyncio.get_running_loop())
         t0 = time.monotonic()
 
         async def timer():
