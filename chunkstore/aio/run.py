@@ -71,7 +71,9 @@ T = TypeVar("T")
 
 #: worker threads (as asyncio's default executor: the cores plus 4 for I/O waits, at most 32)
 WORKERS = min(32, (os.cpu_count() or 1) + 4)
-_CORES = os.cpu_count() or 1
+# the cores this process may run on (a container's or taskset's, not the machine's)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+    os.cpu_count() or 1)
 #: A loop with nothing else to do spins for a local call's result (see "Spinning" in the module
 #: docstring) for up to twice the time its local calls have taken of late, when that is at
 #: most LOOP_SPIN_NS; a local worker gone idle spins WORKER_SPIN_NS for its next job.
@@ -93,7 +95,8 @@ class _Inbox:
     through call_soon_threadsafe's socket: a pipe's wake-up is a "synchronous" one to the
     kernel, which runs the loop on the waking worker's core when that worker is about to
     wait (see the module docstring). Loops without add_reader (Windows' proactor) are woken
-    by call_soon_threadsafe.
+    by call_soon_threadsafe. A loop spinning for a lone call's result (spin) is not woken:
+    the worker stores its done flag instead.
 
     The loop is held weakly: an inbox (kept per loop in a WeakKeyDictionary) must not keep
     its loop alive, or every loop that ever awaited a read would live forever."""
@@ -176,38 +179,35 @@ class _Inbox:
             if gos:
                 _handoff.tell(gos)
             return
-        with self.lock:
-            if self.items:
-                limit = 0  # a result is in already
-            else:
-                self.done.set(0)
-                self.spinning = True
-        if limit <= 0:
-            if gos:
-                _handoff.tell(gos)
-            self.drain()
-            return
+        outcome, ended = 0, False
         t0 = time.perf_counter_ns()
         try:
-            outcome = _handoff.loop_wait(self.done, gos, limit, self.event_fd)
-        except BaseException:
-            # A Python signal handler's exception, raised as the spin returns (a signal that
-            # came during it ran its handler only then): the inbox must not stay "spinning"
-            # (results would never wake the loop again), nor keep results that came.
-            if self._unspin():
+            with self.lock:
+                ready = bool(self.items)  # (a result is in already: no spin)
+                if not ready:
+                    self.done.set(0)
+                    self.spinning = True
+            if ready:
+                if gos:
+                    _handoff.tell(gos)
+            else:
+                outcome = _handoff.loop_wait(self.done, gos, limit, self.event_fd)
+            ended = True
+        finally:
+            # Whatever happened (a Python signal handler's exception can be raised at any
+            # line here, and as the spin returns: its signal came during the spin), results
+            # from now on wake the loop, and those that came are delivered: an inbox left
+            # "spinning" would never wake the loop again.
+            with self.lock:
+                self.spinning = False
+                got = bool(self.items)
+            if got and not ended:
                 loop = self.loop_ref()
                 if loop is not None and not loop.is_closed():
                     loop.call_soon(self.drain)
-            raise
-        if self._unspin():
+        if got:
             self.spun = time.perf_counter_ns() - t0 if outcome == 1 else 0
             self.drain()
-
-    def _unspin(self) -> bool:
-        """(on the loop, a spin over) Results from now on wake the loop; whether some came."""
-        with self.lock:
-            self.spinning = False
-            return bool(self.items)
 
     def _spin_limit(self) -> int:
         """How long the loop may spin now (ns): 0 unless it has nothing ready, one local call
@@ -331,9 +331,10 @@ class _Job:
 
 
 class _Parked:
-    """An idle worker thread, waiting on a pipe of its own for a job handed to it (a pipe,
-    not a lock: its wake-up runs the worker on the waker's core when the waker is about to
-    wait, see _Inbox)."""
+    """An idle worker thread, spinning on its state for a while (see "Spinning" in the
+    module docstring), then waiting on a pipe of its own for a job handed to it (a pipe, not
+    a lock: its wake-up runs the worker on the waker's core when the waker is about to wait,
+    see _Inbox)."""
 
     __slots__ = ("wake_r", "wake_w", "job", "state")
 

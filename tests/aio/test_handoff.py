@@ -89,11 +89,13 @@ def test_hand_park_and_tell_move_a_workers_state_as_documented():
 def _long_spins(monkeypatch):
     """A warm local store whose lone calls the loop spins for as long as they take (4 s:
     only an event or a timer can end a spin early); the loop's calls "take 2 s" once
-    _as_if_slow is called on it."""
+    _as_if_slow is called on it. Returns it and the spins' record."""
     monkeypatch.setattr(aio_run, "LOOP_SPIN_NS", 10 * 10**9)
+    spins = _Spins()
+    monkeypatch.setattr(aio_run, "_handoff", spins)
     local = {}
     _warm(local)
-    return local
+    return local, spins
 
 
 def _as_if_slow(loop):
@@ -102,7 +104,7 @@ def _as_if_slow(loop):
 
 @needs_two_cores
 def test_a_spinning_loop_answers_another_threads_callback_at_once(monkeypatch):
-    local = _long_spins(monkeypatch)
+    local, spins = _long_spins(monkeypatch)
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -117,11 +119,12 @@ def test_a_spinning_loop_answers_another_threads_callback_at_once(monkeypatch):
         return at
 
     assert _within(lambda: asyncio.run(main())) < 0.8
+    assert max(spins.limits) > 10**9   # (the loop did spin, for up to 4 s)
 
 
 @needs_two_cores
 def test_a_spinning_loop_runs_its_timers_on_time(monkeypatch):
-    local = _long_spins(monkeypatch)
+    local, spins = _long_spins(monkeypatch)
 
     async def main():
         _as_if_slow(asyncio.get_running_loop())
@@ -136,6 +139,7 @@ def test_a_spinning_loop_runs_its_timers_on_time(monkeypatch):
         return await t
 
     assert _within(lambda: asyncio.run(main())) < 0.8
+    assert spins.limits and max(spins.limits) <= 0.1e9   # (spun, until the timer was due)
 
 
 class _Spins:
@@ -143,6 +147,7 @@ class _Spins:
 
     def __init__(self):
         self.limits = []
+        self.hands = []
 
     def __getattr__(self, name):
         return getattr(_handoff, name)
@@ -150,6 +155,11 @@ class _Spins:
     def loop_wait(self, done, gos, limit, fd):
         self.limits.append(limit)
         return _handoff.loop_wait(done, gos, limit, fd)
+
+    def hand(self, state, fd):
+        announced = _handoff.hand(state, fd)
+        self.hands.append(announced)
+        return announced
 
 
 @needs_two_cores
@@ -180,20 +190,28 @@ def test_spins_stop_when_local_calls_are_slow_and_come_back_when_they_are_fast(m
 
 
 # ------------------------------------------------------------------ no job lost or kept
-def test_a_job_handed_by_a_loop_that_stops_before_saying_go_still_runs():
+@needs_two_cores
+def test_a_job_handed_by_a_loop_that_stops_before_saying_go_still_runs(monkeypatch):
     """The loop tells a spinning worker its job is coming, and says go once it lets go of
     the GIL: a loop stopped in between never says it. The worker goes on by itself, so the
     job runs and its turn is given back (with one worker, the next call would else wait
     forever)."""
+    # (the worker still spins when the next loop hands it the job: asyncio.run's teardown
+    # takes longer than a worker's usual spin)
+    monkeypatch.setattr(aio_run._lanes.local, "spin_ns", 10**9)
+    spins = _Spins()
+    monkeypatch.setattr(aio_run, "_handoff", spins)
     local = {}
     ran = threading.Event()
     with cs.config.set(threads=1):
         _warm(local)
+        spins.hands.clear()
         loop = asyncio.new_event_loop()
         try:
             task = loop.create_task(array_off_loop(local, WRITE, ran.set))
             loop.call_soon(loop.stop)
             loop.run_forever()   # one round: the job handed, the go never said
+            assert spins.hands == [True]   # announced (PENDING), not told
             assert ran.wait(10)
             _within(lambda: _warm(local), timeout=20)
             loop.run_until_complete(task)
@@ -345,6 +363,7 @@ def test_lone_calls_that_wait_stop_the_spinning(monkeypatch):
     wanted only took more from the threads with work (4 processes' lone-task reads on a busy
     2-core machine: 2.6-3.6x as long)."""
     monkeypatch.setattr(aio_run, "BACKOFF_NS", 10**9)
+    monkeypatch.setattr(aio_run, "LOOP_SPIN_NS", 50_000_000)
     _handoff.set_backoff(10**9)
     spins = _Spins()
     monkeypatch.setattr(aio_run, "_handoff", spins)
@@ -355,8 +374,8 @@ def test_lone_calls_that_wait_stop_the_spinning(monkeypatch):
         for _ in range(20):
             await array_off_loop(local, READ, lambda: None)
         box = aio_run._lanes.inbox(asyncio.get_running_loop())
-        box.latency = 490_000   # the loop spins up to 1 ms for the next call
-        await array_off_loop(local, READ, time.sleep, 0.0004)  # 0.4 ms waited, no CPU
+        box.latency = 20_000_000   # the loop spins up to 40 ms for the next call
+        await array_off_loop(local, READ, time.sleep, 0.003)  # 3 ms waited, no CPU
         assert _handoff.contended()
         spins.limits.clear()
         for _ in range(20):
