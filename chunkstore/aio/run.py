@@ -408,12 +408,15 @@ class _Workers:
             box = job.box
             done: tuple | None = None
             if job.start():  # (else dropped: its caller was cancelled before it started)
-                cpu = time.thread_time_ns()
+                # (the CPU time only of a lone call, the only kind judged: see drain; the
+                # thread's CPU clock is a system call, not free on every job)
+                cpu = time.thread_time_ns() if job.lone else 0
                 try:
                     done = (job, True, job.ctx.run(job.fn, *job.args, **job.kwargs))
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
                     done = (job, False, e)
-                job.cpu = time.thread_time_ns() - cpu
+                if job.lone:
+                    job.cpu = time.thread_time_ns() - cpu
             job = None
             with self.lock:
                 size = self.size()
