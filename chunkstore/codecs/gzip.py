@@ -20,8 +20,20 @@ class _GZip(numcodecs.GZip):
 
     def encode(self, buf: Any) -> bytes:
         import gzip
-        return gzip.compress(memoryview(numcodecs.compat.ensure_contiguous_ndarray(buf)),
-                             compresslevel=self.level, mtime=0)
+        import io
+        # (GzipFile, as numcodecs and the GIL-free kernels write it: gzip.compress with
+        # mtime 0 writes another OS byte in the header)
+        out = io.BytesIO()
+        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=self.level, mtime=0) as g:
+            g.write(memoryview(numcodecs.compat.ensure_contiguous_ndarray(buf)))
+        return out.getvalue()
+
+
+def stampless(codec: Any) -> Any:
+    """The codec to encode with in place of ``codec``: numcodecs' own GZip becomes one that
+    writes mtime 0 (same stream, decoded alike); any other codec (a subclass too: it may
+    change the format) is itself."""
+    return _GZip(level=codec.level) if type(codec) is numcodecs.GZip else codec
 
 
 @register
@@ -59,4 +71,4 @@ class GzipCodec(BytesBytesCodec):
         np.copyto(dest, _as_u8(self.decode(buf)))
 
 
-__all__ = ["GzipCodec"]
+__all__ = ["GzipCodec", "stampless"]

@@ -19,6 +19,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
+from chunkstore.codecs.gzip import stampless
 from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
                                       check_vlen_header, decode_checked, out_target, to_bytes,
                                       zstd_decoded_size)
@@ -96,7 +97,7 @@ class ChunkCodecV2(ChunkCodecBase):
 
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
-        "_is_object", "_size_reader", "fast_blosc", "fast_blosc_encode", "fast",
+        "_is_object", "_size_reader", "_encoder", "fast_blosc", "fast_blosc_encode", "fast",
     )
 
     def __init__(
@@ -113,6 +114,9 @@ class ChunkCodecV2(ChunkCodecBase):
             raise ValueError(f"order must be 'C' or 'F', got {order!r}")
         self.order = cast(Literal["C", "F"], order)  # checked above
         self.compressor = compressor
+        # (equal chunks encode to equal bytes whenever written: numcodecs' GZip stamps the
+        # current second into the header; copies made a second apart differed)
+        self._encoder = stampless(compressor)
         self.filters = tuple(filters) if filters else ()
         self.nitems = math.prod(self.chunk_shape)
         self.nbytes = self.nitems * self.dtype.itemsize
@@ -179,7 +183,7 @@ class ChunkCodecV2(ChunkCodecBase):
         if self.compressor is not None:
             if isinstance(buf, np.ndarray) and buf.dtype.hasobject:
                 raise TypeError("cannot compress an object array; is an object codec missing?")
-            buf = self.compressor.encode(buf)
+            buf = self._encoder.encode(buf)
         return to_bytes(buf)
 
     # ---------------------------------------------------------------------------- decoding
