@@ -467,6 +467,17 @@ class EngineState:
         return chunk
 
 
+def astype_filters(stored: np.dtype, filters: Any, dtypes: Sequence[Any]) -> list[Any]:
+    """The filters of an astype view (``Array.astype``, astype of astype for each further
+    dtype): one AsType filter per step, the last step's outermost, in front of filters."""
+    from numcodecs import AsType
+    source, chain = np.dtype(stored), list(filters or [])
+    for dtype in dtypes:
+        chain.insert(0, AsType(encode_dtype=source.str, decode_dtype=np.dtype(dtype).str))
+        source = np.dtype(dtype)
+    return chain
+
+
 def _overridden(meta: Any, overrides: dict, name: str) -> Any:
     """meta with the view's overrides applied (and validated as new metadata would be)."""
     changes = dict(overrides)
@@ -475,12 +486,8 @@ def _overridden(meta: Any, overrides: dict, name: str) -> Any:
     if chain and "filters" in known:
         # astype views: AsType filters from the stored dtype, in front of the stored filters
         # (made from the metadata read now: see chunkstore.engine.views.view_state)
-        from numcodecs import AsType
-        source, filters = meta.dtype, list(meta.filters or [])
-        for dtype in chain:
-            filters.insert(0, AsType(encode_dtype=source.str, decode_dtype=np.dtype(dtype).str))
-            source = np.dtype(dtype)
-        changes.update(filters=filters, dtype=source)
+        changes.update(filters=astype_filters(meta.dtype, meta.filters, chain),
+                       dtype=np.dtype(chain[-1]))
     elif chain:
         changes["filters"] = None  # (refused below: Zarr v3 has no filters)
     if "dtype" in changes and np.dtype(changes["dtype"]) == meta.dtype:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from chunkstore.engine.chunk_io import astype_filters
 from chunkstore.hierarchy import nodes
 from chunkstore.storage.base import getitems
 
@@ -62,7 +63,7 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
         inherited.update(dtype=array.dtype, filters=list(array.filters or []) or None)
     if astype is not None:
         if "dtype" in inherited or "filters" in inherited:
-            overrides.update(dtype=np.dtype(astype), filters=astype_filters(array, astype))
+            overrides.update(dtype=np.dtype(astype), filters=astype_filters(array.dtype, array.filters, [astype]))
         else:
             overrides["astype"] = tuple(inherited.get("astype", ())) + (np.dtype(astype),)
     state.update(cache_metadata=True,
@@ -72,15 +73,6 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
     # synchronizer, when there is one, takes their place)
     return {**state, "_overrides": {**inherited, **overrides},
             "_locks": array._handle.options.locks}
-
-
-def astype_filters(array: Any, dtype: DTypeLike) -> list[Any]:
-    """``Array.astype``'s filters: an AsType filter (stored dtype -> dtype) in front of the
-    array's filters."""
-    from numcodecs import AsType
-    dtype = np.dtype(dtype)
-    return [AsType(encode_dtype=array.dtype.str, decode_dtype=dtype.str)] + list(
-        array.filters or [])
 
 
 def islice(array: Any, start: int | None = None, end: int | None = None) -> Iterator[Any]:
