@@ -62,7 +62,7 @@ cdef extern from *:
     }
     /* until when (monotonic ns) this process spins no more: its spinners were descheduled */
     static long long cs_contended_until = 0;
-    static long long cs_backoff_ns = 100000000;  /* set_backoff */
+    static long long cs_backoff_ns = 20000000;  /* set_backoff (chunkstore.aio.run sets it) */
     static inline int cs_contended(long long now) {
         return now < __atomic_load_n(&cs_contended_until, __ATOMIC_RELAXED);
     }
