@@ -769,7 +769,9 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         if "shape" in kwargs:
             return creation.open_array(store, mode=mode, path=path, **array_kwargs)
         return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
-    if kind == "array":
+    if kind == "array" or (kind == "group" and mode == "a" and "shape" in kwargs):
+        # (a shape asks for an array: over a group, open_array's ContainsGroupError, as
+        # zarr-python 2 refuses it, rather than the group with the shape ignored)
         return creation.open_array(store, mode=mode, path=path, **array_kwargs)
     if kind == "group" or (mode not in ("r", "r+") and "shape" not in kwargs):
         return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))

@@ -1,5 +1,5 @@
 """zarr.open(mode="w") makes the node asked for, whatever was at the path (zarr-python 2 and 3:
-an array where a shape is given, else a group)."""
+an array where a shape is given, else a group); mode="a" with a shape over a group is refused."""
 
 import pytest
 
@@ -26,3 +26,18 @@ def test_open_w_without_shape_replaces_array_by_group(fmt):
     g = cs.open(store, mode="w", path="a", zarr_format=fmt)
     assert isinstance(g, cs.Group)
     assert isinstance(cs.open(store, mode="r", path="a"), cs.Group)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_open_a_with_shape_on_group_is_refused(fmt):
+    """open(mode="a", shape=...) over a group asks for an array: ContainsGroupError naming
+    the path (zarr-python 2 raises it; 3 a TypeError), the group and its members kept; it
+    returned the group with the shape ignored."""
+    store = MemoryStore()
+    g = cs.open_group(store, mode="w", zarr_format=fmt)
+    g.create_array("h/x", shape=(2,), dtype="i1")[:] = 1
+    before = dict(store.items())
+    with pytest.raises(cs.ContainsGroupError, match="'h'"):
+        cs.open(store, mode="a", path="h", shape=(3,), dtype="i4", zarr_format=fmt)
+    assert dict(store.items()) == before
+    assert isinstance(cs.open(store, mode="a", path="h"), cs.Group)
