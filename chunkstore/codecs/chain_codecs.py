@@ -23,7 +23,7 @@ import numpy as np
 
 from chunkstore.codecs._public import Codec
 from chunkstore.codecs.common import as_u8 as _as_u8
-from chunkstore.codecs.common import decode_checked
+from chunkstore.codecs.common import decode_checked, stampless
 from chunkstore.codecs.numcodecs import BYTES_BYTES
 
 _NATIVE_ENDIAN = sys.byteorder  # "little" or "big"
@@ -137,7 +137,8 @@ class NumcodecsBytesCodec(BytesBytesCodec):
             raise ValueError(f"codec {name!r} is not a bytes -> bytes codec; only numcodecs "
                              f"compressors and checksums work in a Zarr v3 chain here")
         try:
-            self.numcodec = numcodecs.get_codec({"id": cid, **dict(conf)})
+            # (a gzip stream with no time stamp: see stampless)
+            self.numcodec = stampless(numcodecs.get_codec({"id": cid, **dict(conf)}))
         except Exception as e:
             raise ValueError(f"codec {name!r}: invalid configuration {dict(conf)!r}: {e}") \
                 from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numcodecs
 import numpy as np
 
 from chunkstore.errors import ChunkDecodeError, store_name
@@ -13,6 +14,34 @@ from chunkstore.errors import ChunkDecodeError, store_name
 #: the one table, re-exported by chunkstore.codecs.blosc
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 SHUFFLE_NAMES = {v: k for k, v in SHUFFLES.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# gzip without a time stamp
+# --------------------------------------------------------------------------------------------
+
+
+class StamplessGZip(numcodecs.GZip):
+    """numcodecs' GZip writing no time stamp into the gzip header (mtime 0), so that equal
+    chunks encode to equal bytes whenever they are written (numcodecs stamps the current
+    second: copies of one array made a second apart differed byte for byte)."""
+
+    def encode(self, buf: Any) -> bytes:
+        import gzip
+        import io
+        # (GzipFile, as numcodecs and the GIL-free kernels write it: gzip.compress with
+        # mtime 0 writes another OS byte in the header)
+        out = io.BytesIO()
+        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=self.level, mtime=0) as g:
+            g.write(memoryview(numcodecs.compat.ensure_contiguous_ndarray(buf)))
+        return out.getvalue()
+
+
+def stampless(codec: Any) -> Any:
+    """The codec to encode with in place of ``codec``: numcodecs' own GZip becomes one that
+    writes mtime 0 (same stream, decoded alike); any other codec (a subclass too: it may
+    change the format) is itself."""
+    return StamplessGZip(level=codec.level) if type(codec) is numcodecs.GZip else codec
 
 
 # --------------------------------------------------------------------------------------------

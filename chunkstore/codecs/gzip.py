@@ -10,30 +10,8 @@ import numpy as np
 
 from chunkstore.codecs.chain_codecs import (BytesBytesCodec, ChainContext, _as_u8, _check_keys,
                                             _int)
+from chunkstore.codecs.common import StamplessGZip
 from chunkstore.codecs.registry import register
-
-
-class _GZip(numcodecs.GZip):
-    """numcodecs' GZip writing no time stamp into the gzip header (mtime 0), so that equal
-    chunks encode to equal bytes whenever they are written (numcodecs stamps the current
-    second: copies of one array made a second apart differed byte for byte)."""
-
-    def encode(self, buf: Any) -> bytes:
-        import gzip
-        import io
-        # (GzipFile, as numcodecs and the GIL-free kernels write it: gzip.compress with
-        # mtime 0 writes another OS byte in the header)
-        out = io.BytesIO()
-        with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=self.level, mtime=0) as g:
-            g.write(memoryview(numcodecs.compat.ensure_contiguous_ndarray(buf)))
-        return out.getvalue()
-
-
-def stampless(codec: Any) -> Any:
-    """The codec to encode with in place of ``codec``: numcodecs' own GZip becomes one that
-    writes mtime 0 (same stream, decoded alike); any other codec (a subclass too: it may
-    change the format) is itself."""
-    return _GZip(level=codec.level) if type(codec) is numcodecs.GZip else codec
 
 
 @register
@@ -49,7 +27,7 @@ class GzipCodec(BytesBytesCodec):
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
             raise ValueError(f"GzipCodec level must be an integer 0..9, got {level!r}")
         self.level = level
-        self.numcodec = _GZip(level=level)
+        self.numcodec = StamplessGZip(level=level)
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext) -> "GzipCodec":
@@ -71,4 +49,4 @@ class GzipCodec(BytesBytesCodec):
         np.copyto(dest, _as_u8(self.decode(buf)))
 
 
-__all__ = ["GzipCodec", "stampless"]
+__all__ = ["GzipCodec"]

@@ -19,10 +19,9 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
-from chunkstore.codecs.gzip import stampless
 from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
-                                      check_vlen_header, decode_checked, out_target, to_bytes,
-                                      zstd_decoded_size)
+                                      check_vlen_header, decode_checked, out_target, stampless,
+                                      to_bytes, zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 

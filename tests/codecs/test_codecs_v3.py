@@ -539,3 +539,24 @@ def test_transpose_of_unit_dimensions_without_compressor_takes_writes(tmp_path, 
         want[0, k:k + 2, 0] = True
         np.testing.assert_array_equal(a[...], want)
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "a"), mode="r")[...], want)
+
+
+def test_numcodecs_gzip_in_a_chain_carries_no_time_stamp(tmp_path, monkeypatch):
+    """zarr-python 3's ``numcodecs.gzip`` in a v3 chain writes mtime 0 (numcodecs' GZip
+    stamps the current second: equal chunks written at different times differed), and
+    the stream reads back here and in zarr-python."""
+    import gzip as gzip_module
+
+    monkeypatch.setattr(gzip_module.time, "time", lambda: 1_700_000_000.0)
+    z = cs.create_array(str(tmp_path / "a"), shape=(6, 3), chunks=(2, 3), dtype="<i4",
+                        zarr_format=3, compressors=[{"name": "numcodecs.crc32c"}, {
+                            "name": "numcodecs.gzip", "configuration": {"level": 1}}])
+    z[:] = np.arange(18).reshape(6, 3)
+    first = bytes(z.store["c/0/0"])
+    monkeypatch.setattr(gzip_module.time, "time", lambda: 1_700_000_009.0)
+    z[:2] = np.arange(6).reshape(2, 3)
+    assert bytes(z.store["c/0/0"]) == first
+    assert first[:2] == b"\x1f\x8b" and first[4:8] == b"\0\0\0\0"
+    zarr = pytest.importorskip("zarr")
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...],
+                                  np.arange(18).reshape(6, 3))
