@@ -255,7 +255,8 @@ def test_deflate_level_0_goes_through_numcodecs(fixed_clock):
         z, store, data = _one_chunk(comp)
         assert z._engine.codec.fast is None
         z[...] = data
-        assert store["0.0"] == comp.encode(data.tobytes())
+        # numcodecs' stream, but with no time in a gzip header (as every gzip chunk)
+        assert store["0.0"] == _no_time(comp.encode)(data.tobytes())
 
 
 def test_blosc_keeps_its_own_path():
