@@ -95,13 +95,45 @@ class ChunkstoreBackendArray(BackendArray):
             key, self.shape, indexing.IndexingSupport.VECTORIZED, read)
 
     def _getitem(self, key):
-        return self._as_ndarray(self._array[key])
+        return self._as_ndarray(self._array[self._pinned(key)])
 
     def _oindex(self, key):
-        return self._as_ndarray(self._array.oindex[key])
+        return self._as_ndarray(self._array.oindex[self._pinned(key)])
 
     def _vindex(self, key):
-        return self._as_ndarray(self._array.vindex[key])
+        return self._as_ndarray(self._array.vindex[self._pinned(key)])
+
+    def _pinned(self, key: tuple) -> tuple:
+        """key with its slices and negative indices resolved against the shape the variable
+        was opened with. The Array follows this process's appends and resizes of the array
+        (its handle reloads the metadata), so `slice(None)` or `-1` would select by the new
+        shape: rows past the variable's end, the values of coordinates it does not have.
+        An index past a dimension that shrank since is an IndexError naming the array."""
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != len(self.shape):
+            return key
+        now = self._array.shape
+        out = []
+        for d, (k, n) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                r = range(start, stop, step)
+                k = slice(r.start, r.stop if r.stop >= 0 else None, r.step)
+                top = max(r) if len(r) else -1
+            elif isinstance(k, (int, np.integer)):
+                k = int(k) + n if k < 0 else int(k)
+                top = k
+            elif isinstance(k, np.ndarray) and k.dtype.kind in "iu":
+                k = np.where(k < 0, k + n, k) if k.size else k
+                top = int(k.max()) if k.size else -1
+            else:
+                top = -1  # a boolean mask: its length is checked by the read
+            if top >= now[d] and top < n:
+                raise IndexError(f"array {self._array.name!r}: dimension {d} is {now[d]} long "
+                                 f"now, {n} when the dataset was opened (resized since: "
+                                 f"open it again)")
+            out.append(k)
+        return tuple(out)
 
     def _as_ndarray(self, result):
         """result as an ndarray of the array's dtype: an all-integer key gives a scalar, from

@@ -246,3 +246,28 @@ def test_array_dimensions_that_are_not_a_list_of_names_are_refused(tmp_path, dim
     a.attrs["_ARRAY_DIMENSIONS"] = dims
     with pytest.raises(MetadataError, match="_ARRAY_DIMENSIONS"):
         xr.open_dataset(path, engine="chunkstore", consolidated=False).load()
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_lazy_variable_keeps_the_shape_it_was_opened_with(fmt):
+    # The Array under a lazy variable follows this process's appends (its handle reloads
+    # the metadata); xarray's full slices and negative indices must still select by the
+    # variable's own shape (the zarr engine's answer), never rows appended since.
+    store = cs.MemoryStore()
+    to_chunkstore(first(), store, zarr_format=fmt)
+    # (cache=False: every access reads, not the values an earlier one loaded)
+    lazy = xr.open_dataset(store, engine="chunkstore", consolidated=True, cache=False)
+    to_chunkstore(more(), store, append_dim="t")
+    want = first().v
+    assert lazy.v.shape == (3,)
+    np.testing.assert_array_equal(lazy.v.values, want.values)
+    np.testing.assert_array_equal(lazy.v.isel(t=-1).values, want.isel(t=-1).values)
+    np.testing.assert_array_equal(lazy.v.isel(t=[-1, 0]).values, [2.0, 0.0])
+    np.testing.assert_array_equal(lazy.v.isel(t=slice(None, None, -1)).values, [2.0, 1.0, 0.0])
+    ix = xr.DataArray([-1, 1], dims="p")
+    np.testing.assert_array_equal(lazy.v.isel(t=ix).values, [2.0, 1.0])
+    # shrunk below the variable's end: an error naming the array, not fewer rows
+    cs.open_array(store, path="v", mode="r+").resize(2)
+    with pytest.raises(IndexError, match="'/v'"):
+        lazy.v.values
+    np.testing.assert_array_equal(lazy.v[:2].values, [0.0, 1.0])
