@@ -108,12 +108,28 @@ def _is_whole(size: Any) -> bool:
     return isinstance(size, numbers.Integral)
 
 
-def _default_fill(fill_value, dtype, object_codec):
-    """zarr-python's conventions for fill values that don't fit the dtype as given."""
+def _default_fill(fill_value, dtype, object_codec, first_filter=None):
+    """zarr-python's conventions for fill values that don't fit the dtype as given (the
+    0 default of an object array: by the object_codec given; its kind: by the array's
+    first filter, its object codec however given)."""
     if dtype.hasobject:
         if fill_value == 0 and not isinstance(fill_value, str):
-            codec_id = getattr(object_codec, "codec_id", None)
-            return {"vlen-utf8": "", "vlen-bytes": b""}.get(codec_id)
+            return {"vlen-utf8": "", "vlen-bytes": b""}.get(
+                getattr(object_codec, "codec_id", None))
+        codec_id = getattr(first_filter, "codec_id", None)
+        if fill_value is None:
+            return None
+        if codec_id in ("vlen-utf8", "vlen-bytes") and not isinstance(
+                fill_value, (str, bytes, bytearray)):
+            # (a number would read back as itself among the strings: zarr-python 3 reads
+            # it as its text, zarr-python 2 as the number)
+            kind, what = ("a str", "strings") if codec_id == "vlen-utf8" else ("bytes", "bytes")
+            raise ValueError(f"fill_value {fill_value!r} is not {kind}; the array holds "
+                             f"{what} ({codec_id})")
+        if codec_id == "json2" and isinstance(fill_value, (bytes, bytearray)):
+            # (JSON holds no bytes: stored as base64 text, they would read back as that)
+            raise ValueError(f"fill_value {fill_value!r} is bytes; JSON (json2) holds no "
+                             f"bytes: give a str")
         return fill_value
     if isinstance(fill_value, (int, float)) and fill_value == 0:
         if dtype.kind == "S":
@@ -214,7 +230,11 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
             filters = [object_codec] + filters
     if dimension_separator is None:
         dimension_separator = getattr(store, "dimension_separator", None) or "."
-    fill_value = _default_fill(fill_value, dtype, object_codec)
+    try:
+        fill_value = _default_fill(fill_value, dtype, object_codec,
+                                   filters[0] if dtype.hasobject else None)
+    except ValueError as e:
+        raise ValueError(f"cannot create array at path {path!r}: {e}") from e
     try:
         meta = ArrayMetadataV2(shape=shape, chunks=chunks, dtype=dtype, compressor=compressor,
                                fill_value=fill_value, order=order, filters=filters or None,

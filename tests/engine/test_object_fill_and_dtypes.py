@@ -85,3 +85,22 @@ def test_numpy_str_and_bytes_scalars_are_stored(fmt):
     b = cs.create_array({}, shape=(2,), dtype="bytes", zarr_format=fmt)
     b[1] = np.bytes_(b"xy")
     assert s[:].tolist() == ["ab", ""] and b[:].tolist() == [b"", b"xy"]
+
+
+@pytest.mark.parametrize("codec, fill", [("VLenUTF8", 5), ("VLenUTF8", 2.5),
+                                         ("VLenBytes", 5), ("JSON", b"ab")])
+def test_a_v2_object_arrays_fill_of_another_kind_is_refused(codec, fill):
+    """A number as the fill value of a string or bytes array read back as that number among
+    the strings (zarr-python 3 reads its text), and bytes for a JSON array as their base64
+    text: refused when the array is made, naming the path; 0 (zarr-python 2's default)
+    is still the empty string or bytes."""
+    import numcodecs
+    store = {}
+    with pytest.raises(ValueError, match="cannot create array at path 'x'.*fill_value"):
+        cs.create((2,), dtype=object, object_codec=getattr(numcodecs, codec)(),
+                  fill_value=fill, store=store, path="x")
+    assert not store
+    z = cs.create((2,), dtype=object, object_codec=getattr(numcodecs, codec)(), fill_value=0,
+                  store=store)
+    assert z[:].tolist() == {"VLenUTF8": ["", ""], "VLenBytes": [b"", b""],
+                             "JSON": [None, None]}[codec]
