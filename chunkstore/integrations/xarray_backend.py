@@ -119,7 +119,7 @@ class ChunkstoreBackendArray(BackendArray):
                 start, stop, step = k.indices(n)
                 r = range(start, stop, step)
                 k = slice(r.start, r.stop if r.stop >= 0 else None, r.step)
-                top = max(r) if len(r) else -1
+                top = max(r[0], r[-1]) if len(r) else -1  # (O(1), not max(r))
             elif isinstance(k, (int, np.integer)):
                 k = int(k) + n if k < 0 else int(k)
                 top = k
