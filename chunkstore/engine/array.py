@@ -651,7 +651,6 @@ class Array(nodes.Node, ArrayAPIv3):
             shape = engine.shape
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
             old_meta = engine.meta
-            engine = self._handle.write_metadata(engine.layout.resized(new))
             chunks = engine.chunks
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
                            for d in range(len(new)))
@@ -660,11 +659,14 @@ class Array(nodes.Node, ArrayAPIv3):
             # shards) it shares with the old shape (the boundary layer), their bytes as
             # stored, to put back if the write fails; the others it creates are deleted
             # (whole: deleting a shard's inner chunks would be a rewrite of the shard,
-            # which fails as the append did on a full disk).
+            # which fails as the append did on a full disk). They are read before the new
+            # shape is written (the keys do not depend on the shape): a read that fails
+            # then leaves the array as it was, not grown by fill values.
             layout = engine.layout
             stored, touched = layout.stored_keys_for(sel.plan.chunk_coords())
             edge = stored[:, axis] * layout.write_chunks[axis] < shape[axis]
             saved = getitems(layout.store, [k for k, e in zip(touched, edge) if e])
+            engine = self._handle.write_metadata(layout.resized(new))
             try:
                 engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)
             except BaseException as e:

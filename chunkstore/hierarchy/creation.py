@@ -24,12 +24,12 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
 from chunkstore.sync.synchronizers import check_synchronizer_path, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError)
-from chunkstore.metadata.formats import format_alias, format_of, node_document_names
+from chunkstore.metadata.formats import FORMATS, format_alias, format_of, node_document_names
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
-from chunkstore.storage.base import MODES, delitems, rmdir
+from chunkstore.storage.base import MODES, delitems, keys_under, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name
 
@@ -72,10 +72,25 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
     (sync.synchronizers.replacing: a handle opened before never writes the old layout into
     what comes next)."""
     with replacing(store, path):
+        # The node documents first: a delete that fails midway (an I/O error, an interrupt
+        # in a directory store's tree walk, whose order is the filesystem's) then leaves
+        # keys no node owns, never an array whose metadata is still there while some of
+        # its chunks are gone (they would read as the fill value: wrong data, no error).
         if path:
+            delitems(store, documents_first(keys_under(store, path), only_documents=True))
             rmdir(store, path)
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
-            delitems(store, list(store.keys()))
+            delitems(store, documents_first(list(store.keys())))
+
+
+def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[str]:
+    """keys with the node documents first, in the order that hides a node before its parts
+    go: the metadata documents (an array's, a group's) before the attribute documents, then
+    (unless only_documents) every other key (chunks)."""
+    order = {n: 0 for f in FORMATS.values() for n in (f.array_key, f.group_key)}
+    order.update({f.attrs_key: 1 for f in FORMATS.values() if f.attrs_key not in order})
+    ranked = sorted(((order.get(k.rsplit("/", 1)[-1], 2), i) for i, k in enumerate(keys)))
+    return [keys[i] for r, i in ranked if r < 2 or not only_documents]
 
 
 def _check_mode(mode):

@@ -28,7 +28,7 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
 from chunkstore.metadata.formats import format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
-from chunkstore.storage.base import listdir
+from chunkstore.storage.base import delitems, listdir
 from chunkstore.sync.synchronizers import replacing
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
@@ -563,10 +563,24 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 rename(src, dst)
                 return
             keys = [k for k in list(self._store.keys()) if k == src or k.startswith(src + "/")]
-            for k in keys:
-                self._store[dst + k[len(src):]] = self._store[k]
-            for k in keys:
-                del self._store[k]
+            # Copied with the node documents last and deleted with them first (and a failed
+            # copy removed again): a move that fails midway leaves the source whole and no
+            # node at dest, or dest whole; never a node whose metadata is there while some
+            # of its chunks are not (they would read as the fill value: wrong data).
+            order = creation.documents_first(keys)
+            copied: list[str] = []
+            try:
+                for k in reversed(order):
+                    self._store[dst + k[len(src):]] = self._store[k]
+                    copied.append(dst + k[len(src):])
+            except BaseException as e:
+                try:
+                    delitems(self._store, creation.documents_first(copied))
+                except Exception as e2:
+                    e.add_note(f"moving {src!r} to {dest!r} failed, and removing what was "
+                               f"copied to {dst!r} failed too: {e2!r}")
+                raise
+            delitems(self._store, order)
 
 
 def _init_group(store, path, overwrite=False, zarr_format=2):

@@ -1,0 +1,131 @@
+"""Operations failing midway (an I/O error from the store) never leave a node that reads
+wrong values: append is all or nothing also when a read fails, a delete hides the node
+before its chunks go, a move copies the node documents last."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import MutableMapping
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import ArrayNotFoundError
+from chunkstore.storage.memory import MemoryStore
+
+
+class SortedFaultStore(MutableMapping):
+    """A plain mapping store (no rmdir, keys listed sorted, as a directory or a key-value
+    database lists them) that raises EIO on the store calls ``fail(op, key)`` picks."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.fail = lambda op, key: False
+
+    def _check(self, op: str, key: str) -> None:
+        if self.fail(op, key):
+            raise OSError(errno.EIO, "injected I/O error", key)
+
+    def __getitem__(self, key: str) -> bytes:
+        self._check("get", key)
+        return self.data[key]
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self._check("set", key)
+        self.data[key] = bytes(value)
+
+    def __delitem__(self, key: str) -> None:
+        self._check("del", key)
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(sorted(self.data))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+
+def _chunk(key: str) -> bool:
+    name = key.rsplit("/", 1)[-1]
+    return not name.startswith(".") and name != "zarr.json"
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_append_whose_boundary_read_fails_keeps_the_old_shape(fmt):
+    store = SortedFaultStore()
+    z = cs.zeros((5, 4), chunks=(2, 4), dtype="i4", store=store, zarr_format=fmt)
+    z[...] = 1
+    boundary = "2.0" if fmt == 2 else "c/2/0"
+    # the read of the boundary chunk (saved to be put back on failure) fails
+    store.fail = lambda op, key: op == "get" and key == boundary
+    with pytest.raises(OSError):
+        z.append(np.full((3, 4), 9, dtype="i4"))
+    store.fail = lambda op, key: False
+    # all or nothing: the array was not grown by rows reading as the fill value
+    fresh = cs.open_array(store, mode="r")
+    assert fresh.shape == (5, 4) and z.shape == (5, 4)
+    np.testing.assert_array_equal(fresh[...], 1)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("how", ["del", "overwrite", "del_group"])
+def test_failed_delete_leaves_no_array_missing_chunks(fmt, how):
+    store = SortedFaultStore()
+    g = cs.group(store=store, zarr_format=fmt)
+    a = g.zeros("sub/a", shape=(8,), chunks=(2,), dtype="i4")
+    a[...] = np.arange(1, 9)
+    deleted: list[str] = []
+
+    def fail(op, key):  # the second chunk delete fails (the first went through)
+        if op == "del" and _chunk(key):
+            deleted.append(key)
+            return len(deleted) == 2
+        return False
+
+    store.fail = fail
+    with pytest.raises(OSError):
+        if how == "del":
+            del g["sub/a"]
+        elif how == "del_group":
+            del g["sub"]
+        else:
+            g.zeros("sub/a", shape=(3,), chunks=(3,), dtype="f8", overwrite=True)
+    store.fail = lambda op, key: False
+    assert deleted[:1] and deleted[0] not in store  # a chunk is gone...
+    # ...so the array must be gone too, not read with that chunk as the fill value
+    with pytest.raises((KeyError, ArrayNotFoundError)):
+        cs.open_group(store, mode="r")["sub/a"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_failed_move_leaves_no_half_copied_array(fmt):
+    inner = MemoryStore()
+    store = SortedFaultStore()
+    store.data = inner._data  # (the same dict)
+    g = cs.group(store=store, zarr_format=fmt)
+    a = g.zeros("a", shape=(8,), chunks=(2,), dtype="i4")
+    a[...] = np.arange(1, 9)
+    written: list[str] = []
+
+    def fail(op, key):  # the second chunk written at the destination fails
+        if op == "set" and key.startswith("b/") and _chunk(key):
+            written.append(key)
+            return len(written) == 2
+        return False
+
+    store.fail = fail
+    with pytest.raises(OSError):
+        g.move("a", "b")
+    store.fail = lambda op, key: False
+    fresh = cs.open_group(store, mode="r")
+    np.testing.assert_array_equal(fresh["a"][...], np.arange(1, 9))
+    assert "b" not in fresh  # no node reading its uncopied chunks as the fill value
+    assert not [k for k in store if k.startswith("b/")]  # what was copied is removed
+    # the move goes through once the store works
+    g.move("a", "b")
+    np.testing.assert_array_equal(cs.open_group(store, mode="r")["b"][...], np.arange(1, 9))
+    assert "a" not in cs.open_group(store, mode="r")
