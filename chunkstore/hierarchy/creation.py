@@ -78,7 +78,14 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
         # its chunks are gone (they would read as the fill value: wrong data, no error).
         if path:
             delitems(store, documents_first(keys_under(store, path), only_documents=True))
-            rmdir(store, path)
+            try:
+                rmdir(store, path)
+            except BaseException as e:
+                e.add_note(f"the node at {path!r} is removed, but keys below it may remain "
+                           f"(an array created there without overwrite=True would show "
+                           f"them): create with overwrite=True, or call the store's "
+                           f"rmdir({path!r})")
+                raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
 

@@ -129,3 +129,16 @@ def test_failed_move_leaves_no_half_copied_array(fmt):
     g.move("a", "b")
     np.testing.assert_array_equal(cs.open_group(store, mode="r")["b"][...], np.arange(1, 9))
     assert "a" not in cs.open_group(store, mode="r")
+
+
+def test_failed_delete_says_what_remains():
+    store = SortedFaultStore()
+    g = cs.group(store=store, zarr_format=3)
+    g.zeros("a", shape=(8,), chunks=(2,), dtype="i4")[...] = 1
+    store.fail = lambda op, key: op == "del" and key == "a/c/1"
+    with pytest.raises(OSError) as info:
+        del g["a"]
+    assert any("overwrite=True" in n for n in info.value.__notes__)
+    store.fail = lambda op, key: False
+    z = g.zeros("a", shape=(8,), chunks=(2,), dtype="i4", overwrite=True)
+    np.testing.assert_array_equal(z[...], 0)  # the leftovers went with the overwrite
