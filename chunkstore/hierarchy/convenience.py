@@ -15,7 +15,7 @@ import numpy as np
 
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
-from chunkstore.hierarchy.creation import array as _array_fn
+from chunkstore.hierarchy.creation import array as _array_fn, document_rank
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            removed_on_failure, require_parent_groups,
                                            save_array)
@@ -180,8 +180,10 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
                keep=None):
     """copy_store's work (stores normalized); keep(key): whether to copy a source key."""
     ex, inc = _compile(excludes), _compile(includes)
-    keys = sorted(k for k in source.keys() if (not sp or k == sp or k.startswith(sp + "/"))
-                  and (keep is None or keep(k)))
+    # The chunks first and the node documents last: a copy failing midway then leaves keys
+    # no node owns, never a node whose uncopied chunks read as the fill value.
+    keys = sorted((k for k in source.keys() if (not sp or k == sp or k.startswith(sp + "/"))
+                   and (keep is None or keep(k))), key=lambda k: (-document_rank(k), k))
     plan = []
     n_skipped = 0
     # The destination's keys in one listing, not one existence check (a request on a

@@ -94,10 +94,17 @@ def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[s
     """keys with the node documents first, in the order that hides a node before its parts
     go: the metadata documents (an array's, a group's) before the attribute documents, then
     (unless only_documents) every other key (chunks)."""
-    order = {n: 0 for f in FORMATS.values() for n in (f.array_key, f.group_key)}
-    order.update({f.attrs_key: 1 for f in FORMATS.values() if f.attrs_key not in order})
-    ranked = sorted(((order.get(k.rsplit("/", 1)[-1], 2), i) for i, k in enumerate(keys)))
+    ranked = sorted(((document_rank(k), i) for i, k in enumerate(keys)))
     return [keys[i] for r, i in ranked if r < 2 or not only_documents]
+
+
+def document_rank(key: str) -> int:
+    """0 for a node's metadata document (an array's, a group's), 1 for an attribute
+    document, 2 for any other key (a chunk)."""
+    name = key.rsplit("/", 1)[-1]
+    if any(name in (f.array_key, f.group_key) for f in FORMATS.values()):
+        return 0
+    return 1 if any(name == f.attrs_key for f in FORMATS.values()) else 2
 
 
 def _check_mode(mode):

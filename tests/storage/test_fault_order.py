@@ -142,3 +142,28 @@ def test_failed_delete_says_what_remains():
     store.fail = lambda op, key: False
     z = g.zeros("a", shape=(8,), chunks=(2,), dtype="i4", overwrite=True)
     np.testing.assert_array_equal(z[...], 0)  # the leftovers went with the overwrite
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_failed_copy_store_leaves_no_node_missing_chunks(fmt):
+    source = MemoryStore()
+    a = cs.group(store=source, zarr_format=fmt).zeros("x/a", shape=(8,), chunks=(2,), dtype="i4")
+    a[...] = np.arange(1, 9)
+    dest = SortedFaultStore()
+    # the second chunk write fails (the batch is written key by key)
+    written: list[str] = []
+
+    def fail(op, key):
+        if op == "set" and _chunk(key):
+            written.append(key)
+            return len(written) == 2
+        return False
+
+    dest.fail = fail
+    with pytest.raises(OSError):
+        cs.copy_store(source, dest)
+    dest.fail = lambda op, key: False
+    with pytest.raises((KeyError, ArrayNotFoundError)):
+        cs.open_array(dest, path="x/a", mode="r")  # not an array reading 0 for its chunks
+    cs.copy_store(source, dest, if_exists="replace")
+    np.testing.assert_array_equal(cs.open_array(dest, path="x/a")[...], np.arange(1, 9))
