@@ -54,6 +54,20 @@ def _chunk(key: str) -> bool:
     return not name.startswith(".") and name != "zarr.json"
 
 
+class SecondChunk:
+    """A fault rule: the second chunk operation op ("set", "del") on keys under prefix fails
+    (the first goes through); seen: the chunk keys it was asked about."""
+
+    def __init__(self, op: str, prefix: str = "") -> None:
+        self.op, self.prefix, self.seen = op, prefix, []
+
+    def __call__(self, op: str, key: str) -> bool:
+        if op == self.op and key.startswith(self.prefix) and _chunk(key):
+            self.seen.append(key)
+            return len(self.seen) == 2
+        return False
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_append_whose_boundary_read_fails_keeps_the_old_shape(fmt):
     store = SortedFaultStore()
@@ -78,15 +92,7 @@ def test_failed_delete_leaves_no_array_missing_chunks(fmt, how):
     g = cs.group(store=store, zarr_format=fmt)
     a = g.zeros("sub/a", shape=(8,), chunks=(2,), dtype="i4")
     a[...] = np.arange(1, 9)
-    deleted: list[str] = []
-
-    def fail(op, key):  # the second chunk delete fails (the first went through)
-        if op == "del" and _chunk(key):
-            deleted.append(key)
-            return len(deleted) == 2
-        return False
-
-    store.fail = fail
+    store.fail = rule = SecondChunk("del")
     with pytest.raises(OSError):
         if how == "del":
             del g["sub/a"]
@@ -95,7 +101,7 @@ def test_failed_delete_leaves_no_array_missing_chunks(fmt, how):
         else:
             g.zeros("sub/a", shape=(3,), chunks=(3,), dtype="f8", overwrite=True)
     store.fail = lambda op, key: False
-    assert deleted[:1] and deleted[0] not in store  # a chunk is gone...
+    assert rule.seen[:1] and rule.seen[0] not in store  # a chunk is gone...
     # ...so the array must be gone too, not read with that chunk as the fill value
     with pytest.raises((KeyError, ArrayNotFoundError)):
         cs.open_group(store, mode="r")["sub/a"]
@@ -109,15 +115,7 @@ def test_failed_move_leaves_no_half_copied_array(fmt):
     g = cs.group(store=store, zarr_format=fmt)
     a = g.zeros("a", shape=(8,), chunks=(2,), dtype="i4")
     a[...] = np.arange(1, 9)
-    written: list[str] = []
-
-    def fail(op, key):  # the second chunk written at the destination fails
-        if op == "set" and key.startswith("b/") and _chunk(key):
-            written.append(key)
-            return len(written) == 2
-        return False
-
-    store.fail = fail
+    store.fail = SecondChunk("set", "b/")  # (at the destination)
     with pytest.raises(OSError):
         g.move("a", "b")
     store.fail = lambda op, key: False
@@ -150,16 +148,7 @@ def test_failed_copy_store_leaves_no_node_missing_chunks(fmt):
     a = cs.group(store=source, zarr_format=fmt).zeros("x/a", shape=(8,), chunks=(2,), dtype="i4")
     a[...] = np.arange(1, 9)
     dest = SortedFaultStore()
-    # the second chunk write fails (the batch is written key by key)
-    written: list[str] = []
-
-    def fail(op, key):
-        if op == "set" and _chunk(key):
-            written.append(key)
-            return len(written) == 2
-        return False
-
-    dest.fail = fail
+    dest.fail = SecondChunk("set")  # (the batch is written key by key)
     with pytest.raises(OSError):
         cs.copy_store(source, dest)
     dest.fail = lambda op, key: False
