@@ -63,7 +63,8 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
         inherited.update(dtype=array.dtype, filters=list(array.filters or []) or None)
     if astype is not None:
         if "dtype" in inherited or "filters" in inherited:
-            overrides.update(dtype=np.dtype(astype), filters=astype_filters(array.dtype, array.filters, [astype]))
+            overrides.update(dtype=np.dtype(astype),
+                             filters=astype_filters(array.dtype, array.filters, [astype]))
         else:
             overrides["astype"] = tuple(inherited.get("astype", ())) + (np.dtype(astype),)
     state.update(cache_metadata=True,

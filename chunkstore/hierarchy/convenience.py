@@ -15,7 +15,8 @@ import numpy as np
 
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
-from chunkstore.hierarchy.creation import array as _array_fn, document_rank
+from chunkstore.metadata.formats import document_rank
+from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            removed_on_failure, require_parent_groups,
                                            save_array)

@@ -24,7 +24,8 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
 from chunkstore.sync.synchronizers import check_synchronizer_path, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError)
-from chunkstore.metadata.formats import FORMATS, format_alias, format_of, node_document_names
+from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
+                                         node_document_names)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -88,23 +89,6 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
                 raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
-
-
-def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[str]:
-    """keys with the node documents first, in the order that hides a node before its parts
-    go: the metadata documents (an array's, a group's) before the attribute documents, then
-    (unless only_documents) every other key (chunks)."""
-    ranked = sorted(((document_rank(k), i) for i, k in enumerate(keys)))
-    return [keys[i] for r, i in ranked if r < 2 or not only_documents]
-
-
-def document_rank(key: str) -> int:
-    """0 for a node's metadata document (an array's, a group's), 1 for an attribute
-    document, 2 for any other key (a chunk)."""
-    name = key.rsplit("/", 1)[-1]
-    if any(name in (f.array_key, f.group_key) for f in FORMATS.values()):
-        return 0
-    return 1 if any(name == f.attrs_key for f in FORMATS.values()) else 2
 
 
 def _check_mode(mode):

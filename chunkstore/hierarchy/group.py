@@ -25,7 +25,7 @@ from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundE
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                IncompatibleArrayError,
                                PathNotFoundError, ReadOnlyError)
-from chunkstore.metadata.formats import format_of, kind_of_document
+from chunkstore.metadata.formats import documents_first, format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
 from chunkstore.storage.base import delitems, listdir
@@ -567,7 +567,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             # copy removed again): a move that fails midway leaves the source whole and no
             # node at dest, or dest whole; never a node whose metadata is there while some
             # of its chunks are not (they would read as the fill value: wrong data).
-            order = creation.documents_first(keys)
+            order = documents_first(keys)
             copied: list[str] = []
             try:
                 for k in reversed(order):
@@ -575,7 +575,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                     copied.append(dst + k[len(src):])
             except BaseException as e:
                 try:
-                    delitems(self._store, creation.documents_first(copied))
+                    delitems(self._store, documents_first(copied))
                 except Exception as e2:
                     e.add_note(f"moving {src!r} to {dest!r} failed, and removing what was "
                                f"copied to {dst!r} failed too: {e2!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from chunkstore.errors import store_name
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems
 
-__all__ = ["ZarrFormat", "FORMATS", "array_document_format", "format_of", "is_consolidated",
+__all__ = ["ZarrFormat", "FORMATS", "document_rank", "documents_first", "array_document_format", "format_of", "is_consolidated",
            "kind_of_document", "node_at", "node_document_names",
            "warn_both_formats"]
 
@@ -260,6 +260,23 @@ def is_consolidated(store: Mapping, path: str) -> bool:
 def node_document_names() -> set:
     """Every document name a node of any format may have (metadata and attributes)."""
     return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
+
+
+def document_rank(key: str) -> int:
+    """0 for a node's metadata document (an array's, a group's), 1 for an attribute
+    document, 2 for any other key (a chunk)."""
+    name = key.rsplit("/", 1)[-1]
+    if any(name in (f.array_key, f.group_key) for f in FORMATS.values()):
+        return 0
+    return 1 if any(name == f.attrs_key for f in FORMATS.values()) else 2
+
+
+def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[str]:
+    """keys in the order that hides a node before its parts go (deletes; copies run it
+    backwards): metadata documents, then attribute documents, then (unless only_documents)
+    every other key (chunks), each rank in the order given."""
+    ranked = sorted(keys, key=document_rank)
+    return [k for k in ranked if not only_documents or document_rank(k) < 2]
 
 
 def kind_of_document(store: Mapping, key: str, doc: Any = None) -> str | None:
