@@ -222,7 +222,7 @@ class Array(nodes.Node, ArrayAPIv3):
         with self._engine.exclusive():
             engine = self._handle.reload()
             try:
-                meta = _replace_meta(engine.meta, fill_value=value)
+                meta = engine.meta.with_fill_value(value)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
                                  f"{e}") from e
@@ -680,11 +680,6 @@ def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None
     size = int(np.prod(engine.chunks, dtype=np.float64)) * engine.dtype.itemsize
     error.add_note(f"array {name!r} has chunks of shape {engine.chunks} ({engine.dtype}, "
                    f"{human_bytes(size)} each), which a read or write holds whole")
-
-
-def _replace_meta(meta: Any, **changes: Any) -> Any:
-    import dataclasses
-    return dataclasses.replace(meta, **changes)
 
 
 def _fields(fields: Fields) -> FieldNames:

@@ -26,7 +26,7 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError)
 from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
                                          node_document_names)
-from chunkstore.metadata.v2 import (ArrayMetadataV2, default_compressor,
+from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
@@ -129,20 +129,7 @@ def _default_fill(fill_value, dtype, object_codec, first_filter=None):
         if fill_value == 0 and not isinstance(fill_value, str):
             return {"vlen-utf8": "", "vlen-bytes": b""}.get(
                 getattr(object_codec, "codec_id", None))
-        codec_id = getattr(first_filter, "codec_id", None)
-        if fill_value is None:
-            return None
-        if codec_id in ("vlen-utf8", "vlen-bytes") and not isinstance(
-                fill_value, (str, bytes, bytearray)):
-            # (a number would read back as itself among the strings: zarr-python 3 reads
-            # it as its text, zarr-python 2 as the number)
-            kind, what = ("a str", "strings") if codec_id == "vlen-utf8" else ("bytes", "bytes")
-            raise ValueError(f"fill_value {fill_value!r} is not {kind}; the array holds "
-                             f"{what} ({codec_id})")
-        if codec_id == "json2" and isinstance(fill_value, (bytes, bytearray)):
-            # (JSON holds no bytes: stored as base64 text, they would read back as that)
-            raise ValueError(f"fill_value {fill_value!r} is bytes; JSON (json2) holds no "
-                             f"bytes: give a str")
+        check_object_fill(first_filter, fill_value)
         return fill_value
     if isinstance(fill_value, (int, float)) and fill_value == 0:
         if dtype.kind == "S":

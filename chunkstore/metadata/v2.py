@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import dataclasses
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,6 +41,7 @@ from chunkstore.errors import IntegerArgumentError, MetadataError
 __all__ = [
     "ArrayMetadataV2",
     "ZARR_FORMAT",
+    "check_object_fill",
     "decode_dtype",
     "decode_fill_value",
     "default_compressor",
@@ -134,6 +136,28 @@ def _object_fill(codec: Any, value: Any) -> Any:
         raise ValueError(f"fill_value {value!r} is bytes; the array holds strings "
                          f"(vlen-utf8): give a str")
     return value
+
+
+def check_object_fill(codec: Any, value: Any) -> None:
+    """Refuse a fill value given for a new object array (or set on one) that its elements
+    cannot be: a number where the array holds strings or bytes (vlen-utf8, vlen-bytes: it
+    would read back as itself among them, where zarr-python 3 reads its text), or bytes
+    where JSON (json2) holds the elements (stored as base64 text, it would read back as
+    that). Documents already stored keep being read as zarr-python 2 reads them; None (null)
+    is always a fill value."""
+    if value is None:
+        return
+    codec_id = getattr(codec, "codec_id", None)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if codec_id in ("vlen-utf8", "vlen-bytes") and not isinstance(
+            value, (str, bytes, bytearray)):
+        kind, what = ("a str", "strings") if codec_id == "vlen-utf8" else ("bytes", "bytes")
+        raise ValueError(f"fill_value {value!r} is not {kind}; the array holds {what} "
+                         f"({codec_id})")
+    if codec_id == "json2" and isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"fill_value {value!r} is bytes; JSON (json2) holds no bytes: "
+                         f"give a str")
 
 
 def _json_object_fill(doc: Mapping, dtype: np.dtype, fill: Any) -> Any:
@@ -318,6 +342,14 @@ class ArrayMetadataV2:
         if self.attributes is not None:
             d["attributes"] = self.attributes
         return d
+
+    def with_fill_value(self, value: Any) -> "ArrayMetadataV2":
+        """This metadata with a new fill value given by a user (the ``fill_value`` setter):
+        checked as at creation (check_object_fill); ValueError or TypeError if the value
+        does not fit the dtype."""
+        if self.dtype.kind == "O" and self.filters:
+            check_object_fill(self.filters[0], value)
+        return dataclasses.replace(self, fill_value=value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV2):

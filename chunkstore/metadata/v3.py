@@ -29,6 +29,7 @@ Every ``parse_*`` function raises ``MetadataError`` naming the key on any proble
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass, field
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
@@ -374,6 +375,11 @@ class ArrayMetadataV3:
         d["node_type"] = "array"
         d["storage_transformers"] = []
         return d
+
+    def with_fill_value(self, value: Any) -> "ArrayMetadataV3":
+        """This metadata with a new fill value given by a user (the ``fill_value`` setter);
+        ValueError or TypeError if the value does not fit the data type."""
+        return dataclasses.replace(self, fill_value=value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV3):

@@ -104,3 +104,24 @@ def test_a_v2_object_arrays_fill_of_another_kind_is_refused(codec, fill):
                   store=store)
     assert z[:].tolist() == {"VLenUTF8": ["", ""], "VLenBytes": [b"", b""],
                              "JSON": [None, None]}[codec]
+
+
+@pytest.mark.parametrize("codec, fill", [("VLenUTF8", 5), ("VLenUTF8", b"ab"),
+                                         ("VLenBytes", 2.5), ("JSON", b"ab")])
+def test_a_v2_object_arrays_fill_value_setter_refuses_another_kind(codec, fill):
+    """The fill_value setter takes the creation's rule: a number set on a string or bytes
+    array read back as that number among the strings (bytes on a JSON array, as their base64
+    text once reopened). Refused, naming the array; the stored fill value and data stay."""
+    import numcodecs
+    store = {}
+    z = cs.create((4,), chunks=(2,), dtype=object, object_codec=getattr(numcodecs, codec)(),
+                  store=store, path="x")
+    z[:2] = {"VLenUTF8": ["a", "b"], "VLenBytes": [b"a", b"b"], "JSON": ["a", "b"]}[codec]
+    before = dict(store)
+    with pytest.raises(ValueError, match=r"invalid fill_value .* for array '/x'"):
+        z.fill_value = fill
+    assert store == before
+    assert cs.open_array(store, path="x")[:].tolist() == z[:].tolist()
+    good = {"VLenUTF8": "z", "VLenBytes": b"z", "JSON": "z"}[codec]
+    z.fill_value = good
+    assert cs.open_array(store, path="x")[2:].tolist() == [good, good]
