@@ -64,6 +64,12 @@ class ContainsGroupError(ChunkstoreError, FileExistsError, ValueError):
     _msg = "A group exists in store {!r} at path {!r}."
 
 
+class StrayChunksError(ChunkstoreError, FileExistsError, ValueError):
+    """Keys of no node lie where a new array was to be created (keys named as its chunks
+    would be) or a node moved to (any key): a delete that failed midway leaves them, and the
+    new or moved array would read them as its own chunks."""
+
+
 class IncompatibleArrayError(ContainsArrayError, TypeError):
     """An array is where a group was required (``require_group``): a ContainsArrayError, as
     zarr-python 2 raises, and a TypeError ("Incompatible object"), as zarr-python 3 raises."""

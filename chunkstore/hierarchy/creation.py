@@ -23,9 +23,10 @@ from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
-                               IntegerArgumentError, MetadataValidationError, ReadOnlyError)
+                               IntegerArgumentError, MetadataValidationError, ReadOnlyError,
+                               StrayChunksError)
 from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
-                                         node_document_names)
+                                         node_document_names, stray_chunk_keys)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -83,12 +84,27 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
                 rmdir(store, path)
             except BaseException as e:
                 e.add_note(f"the node at {path!r} is removed, but keys below it may remain "
-                           f"(an array created there without overwrite=True would show "
-                           f"them): create with overwrite=True, or call the store's "
-                           f"rmdir({path!r})")
+                           f"(an array created there without overwrite=True is refused "
+                           f"while they do): create with overwrite=True, or call the "
+                           f"store's rmdir({path!r})")
                 raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
+
+
+def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
+    """StrayChunksError where keys named as chunks, of no node, lie at path: a delete that
+    failed midway leaves them (remove_node takes the documents first), and an array made
+    there would read them as its own chunks, old values where its fill value belongs. (One
+    listing of path; overwrite=True removes them.)"""
+    stray = stray_chunk_keys(keys_under(store, path), path)
+    if stray:
+        shown = ", ".join(repr(k) for k in stray[:3]) + (", ..." if len(stray) > 3 else "")
+        raise StrayChunksError(
+            f"cannot create array at path {path!r} in {store_name(store)}: {len(stray)} "
+            f"key(s) named as chunks, of no array, lie there ({shown}; left by a delete that "
+            f"failed?) and would read as the new array's chunks: create with "
+            f"overwrite=True, or remove them (the store's rmdir({path!r}))")
 
 
 def _check_mode(mode):
@@ -187,6 +203,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
         if contains_group(store, path):
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
+        _refuse_stray_chunks(store, path)
     _write_parent_groups(store, missing, zarr_format)
     store[key] = raw
     return meta

@@ -9,6 +9,7 @@ Adding a format means adding an entry here (and its metadata module), not editin
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -260,6 +261,23 @@ def is_consolidated(store: Mapping, path: str) -> bool:
 def node_document_names() -> set:
     """Every document name a node of any format may have (metadata and attributes)."""
     return {n for f in FORMATS.values() for n in (f.array_key, f.group_key, f.attrs_key)}
+
+
+# A chunk's (or shard's) key below its array, in any encoding: v2's "0.1" / "0/1" (0-d: "0"),
+# v3's default "c/0/1" / "c.0.1" (0-d: "c")
+_CHUNK_KEY = re.compile(r"(?:c(?:[./]\d+)*|\d+(?:[./]\d+)*)")
+
+
+def stray_chunk_keys(keys: Sequence[str], path: str) -> list[str]:
+    """The keys among keys (all at or below path) that an array made at path could read as
+    its chunks: named as a chunk of some encoding, and below no node's documents (keys of a
+    node below path are that node's)."""
+    base = path + "/" if path else ""
+    names = node_document_names()
+    owners = {k.rsplit("/", 1)[0] + "/" for k in keys
+              if "/" in k[len(base):] and k.rsplit("/", 1)[-1] in names}
+    return [k for k in keys if k.startswith(base) and _CHUNK_KEY.fullmatch(k[len(base):])
+            and not any(k.startswith(o) for o in owners)]
 
 
 def document_rank(key: str) -> int:

@@ -140,6 +140,15 @@ class MemoryStore(BaseStore):
             keys = list(self._data)
         return _listdir_keys(keys, prefix)
 
+    def keys_under(self, prefix: str = "") -> Iterator[str]:
+        """Every key at or under *prefix* (one pass over the keys, under the lock)."""
+        prefix = normalize_prefix(prefix)
+        with self._lock:
+            if not prefix:
+                return iter(list(self._data))
+            p = prefix + "/"
+            return iter([k for k in self._data if k.startswith(p) or k == prefix])
+
     def rmdir(self, prefix: str = "") -> None:
         """Delete every key under *prefix* (all keys if *prefix* is empty).
 

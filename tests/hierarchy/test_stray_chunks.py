@@ -1,0 +1,109 @@
+"""Keys of no node where an array is made or a node moved to: a delete that failed midway
+(remove_node takes the node's documents first) leaves its chunks behind, and an array made
+there without overwrite=True read them as its own (old values where its fill value belongs);
+a move onto them mixed them in. Both are refused now, naming the keys; overwrite=True (or
+the store's rmdir) clears them. Each test failed on the code before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import StrayChunksError
+from chunkstore.storage.memory import MemoryStore
+
+from tests.storage.test_fault_order import SecondChunk, SortedFaultStore
+
+
+def _failed_delete(fmt: int, path: str = "sub/a", chunks: tuple = (2,),
+                   shape: tuple = (8,)) -> tuple[SortedFaultStore, cs.Group]:
+    """A store where deleting the array at path failed after its documents went."""
+    store = SortedFaultStore()
+    g = cs.group(store=store, zarr_format=fmt)
+    g.zeros(path, shape=shape, chunks=chunks, dtype="i4")[...] = 7
+    store.fail = SecondChunk("del")
+    with pytest.raises(OSError):
+        del g[path]
+    store.fail = lambda op, key: False
+    return store, g
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("how", ["zeros", "create_array", "require_dataset", "open_array"])
+def test_an_array_made_over_a_failed_deletes_chunks_is_refused(fmt, how):
+    store, g = _failed_delete(fmt)
+    stray = sorted(k for k in store.data if k.startswith("sub/a/"))
+    assert stray and "a" not in g["sub"]
+    before = dict(store.data)
+    with pytest.raises(StrayChunksError, match=r"path 'sub/a'.*overwrite=True") as info:
+        if how == "zeros":
+            g.zeros("sub/a", shape=(8,), chunks=(2,), dtype="i4")
+        elif how == "create_array":
+            g.create_array("sub/a", shape=(8,), chunks=(2,), dtype="i4")
+        elif how == "require_dataset":
+            g.require_dataset("sub/a", shape=(8,), chunks=(2,), dtype="i4")
+        else:
+            cs.open_array(store, mode="a", path="sub/a", shape=(8,), chunks=(2,), dtype="i4",
+                          zarr_format=fmt)
+    assert repr(stray[0]) in str(info.value)
+    assert store.data == before  # nothing written, nothing removed
+    # overwrite=True clears them: the new array reads its fill value
+    z = g.zeros("sub/a", shape=(8,), chunks=(2,), dtype="i4", overwrite=True)
+    np.testing.assert_array_equal(z[...], 0)
+    np.testing.assert_array_equal(cs.open_array(store, path="sub/a", mode="r")[...], 0)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_setitem_overwrites_them(fmt):
+    """g[name] = data overwrites (as in zarr-python): the leftovers go."""
+    store, g = _failed_delete(fmt)
+    g["sub/a"] = np.zeros(3, dtype="i4")
+    np.testing.assert_array_equal(cs.open_array(store, path="sub/a", mode="r")[...], 0)
+
+
+@pytest.mark.parametrize("fmt, chunk_keys", [
+    (2, ["x/0"]), (2, ["x/0.1"]), (2, ["x/0/1"]), (3, ["x/c"]), (3, ["x/c/0/1"]),
+    (3, ["x/c.0.1"]), (3, ["x/0.1"])])
+def test_every_chunk_key_encoding_counts(fmt, chunk_keys):
+    store = MemoryStore()
+    cs.group(store=store, zarr_format=fmt)
+    for k in chunk_keys:
+        store[k] = b"\x01" * 8
+    with pytest.raises(StrayChunksError):
+        cs.group(store=store).zeros("x", shape=(2, 2), chunks=(1, 1), dtype="i4")
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_keys_that_are_no_chunks_or_belong_to_a_node_below_do_not_block(fmt):
+    """A file of another kind (notes.txt), and the chunks of an array below the path (y/0,
+    whose chunk y/0/0 is named as a chunk of y: its documents tell it owns them), are
+    nobody's leftovers."""
+    store = MemoryStore()
+    root = cs.group(store=store, zarr_format=fmt)
+    store["x/notes.txt"] = b"hello"
+    root.zeros("x", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
+    assert store["x/notes.txt"] == b"hello"
+    root.zeros("y/0", shape=(4,), chunks=(2,), dtype="i4")[...] = 3
+    del store[{2: "y/.zgroup", 3: "y/zarr.json"}[fmt]]  # y: a path, no group document
+    assert any(k in store for k in ("y/0/0", "y/0/c/0"))
+    root.zeros("y", shape=(4,), chunks=(2,), dtype="i4")
+    np.testing.assert_array_equal(cs.open_array(store, path="y", mode="r")[...], 0)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_move_onto_a_failed_deletes_chunks_is_refused(fmt):
+    """Moving an array whose second chunk was never written onto the leftovers read the
+    leftover as that chunk ([1, 2, 7, 7] where [1, 2, 0, 0] was moved)."""
+    store, g = _failed_delete(fmt, path="b", shape=(4,))
+    a = g.zeros("a", shape=(4,), chunks=(2,), dtype="i4")
+    a[:2] = [1, 2]
+    before = dict(store.data)
+    with pytest.raises(StrayChunksError, match=r"cannot move 'a' to 'b'.*rmdir"):
+        g.move("a", "b")
+    assert store.data == before
+    np.testing.assert_array_equal(g["a"][...], [1, 2, 0, 0])
+    for k in [k for k in store.data if k.startswith("b/")]:
+        del store[k]
+    g.move("a", "b")
+    np.testing.assert_array_equal(cs.open_group(store, mode="r")["b"][...], [1, 2, 0, 0])
