@@ -221,7 +221,7 @@ class ReadPath(EngineState):
         """A missing chunk: the fill value in its part of dest (or ChunkNotFoundError)."""
         self._missing(key)
         if self.is_object:
-            dest[plan.selections(i)[1]] = self.fill_value
+            dest[plan.selections(i)[1]] = self.object_missing
         elif points:
             merge.fill_points(plan, i, dest, self.fill_item)
         else:

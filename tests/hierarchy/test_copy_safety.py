@@ -116,7 +116,7 @@ def test_a_recoding_copy_writes_no_chunks_the_source_does_not_store():
     n[500:505] = 1.0
     dst = cs.group({}, zarr_format=2)
     cs.copy_all(src, dst, compressor=numcodecs.GZip(1))
-    assert dst["c"][:].tolist() == a[:].tolist() == [None] * 4
+    assert dst["c"][:].tolist() == a[:].tolist() == [""] * 4  # (zarr-python 3 reads "")
     assert dst["c"].nchunks_initialized == 0
     np.testing.assert_array_equal(dst["n"][:], n[:])
     assert dst["n"].nchunks_initialized == 1
