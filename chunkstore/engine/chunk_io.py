@@ -205,7 +205,7 @@ class EngineState:
         fb = meta.fill_bytes()
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
         self.object_fill = _object_fill(meta) if self.is_object else None
-        self.object_missing = _object_missing(meta) if self.is_object else None
+        self.object_missing = meta.object_missing_value() if self.is_object else None
         if (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
                      or fb != self.stored_meta.fill_bytes())):
@@ -526,21 +526,6 @@ def _object_fill(meta: Any) -> Any:
     """The fill value of an object array as its elements are (the metadata holds it so: a
     vlen-bytes array's as bytes, decoded from the document's base64)."""
     return meta.fill_value
-
-
-def _object_missing(meta: Any) -> Any:
-    """What an object array's missing chunks read as: its fill value, but "" (b"") for a
-    Zarr v2 string (vlen-utf8) or bytes (vlen-bytes) array whose fill_value is null, as
-    zarr-python 3 reads them. zarr-python 3 (xarray's to_zarr) writes string arrays so and
-    leaves out their chunks that hold only empty strings: read as None, those were lost."""
-    fill = meta.fill_value
-    if fill is None and meta.zarr_format == 2 and meta.filters:
-        codec_id = getattr(meta.filters[0], "codec_id", None)
-        if codec_id == "vlen-utf8":
-            return ""
-        if codec_id == "vlen-bytes":
-            return b""
-    return fill
 
 
 @contextlib.contextmanager

@@ -343,6 +343,20 @@ class ArrayMetadataV2:
             d["attributes"] = self.attributes
         return d
 
+    def object_missing_value(self) -> Any:
+        """What an object array's missing chunks read as: its fill value, but "" (b"") for
+        a string (vlen-utf8) or bytes (vlen-bytes) array whose fill_value is null, as
+        zarr-python 3 reads them. zarr-python 3 (xarray's to_zarr) writes string arrays so
+        and leaves out their chunks that hold only empty strings: read as None, those were
+        lost. (None is no element these codecs store: they write it as "".)"""
+        if self.fill_value is None and self.filters:
+            codec_id = getattr(self.filters[0], "codec_id", None)
+            if codec_id == "vlen-utf8":
+                return ""
+            if codec_id == "vlen-bytes":
+                return b""
+        return self.fill_value
+
     def with_fill_value(self, value: Any) -> "ArrayMetadataV2":
         """This metadata with a new fill value given by a user (the ``fill_value`` setter):
         checked as at creation (check_object_fill); ValueError or TypeError if the value

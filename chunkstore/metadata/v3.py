@@ -376,6 +376,10 @@ class ArrayMetadataV3:
         d["storage_transformers"] = []
         return d
 
+    def object_missing_value(self) -> Any:
+        """What an object array's missing chunks read as: its fill value."""
+        return self.fill_value
+
     def with_fill_value(self, value: Any) -> "ArrayMetadataV3":
         """This metadata with a new fill value given by a user (the ``fill_value`` setter);
         ValueError or TypeError if the value does not fit the data type."""
