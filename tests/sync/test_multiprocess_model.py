@@ -3,8 +3,8 @@ checked step by step against a NumPy model.
 
 A seeded random-program generator (hypothesis does not drive processes well) draws, per
 program, a format (Zarr v2, v3, sharded v3 with several inner chunks per shard and the index
-at the start or the end), a store (DirectoryStore, NestedDirectoryStore, SQLiteStore,
-LMDBStore), a
+at the start or the end), a compressor (none, Blosc, Zstd), an order (C, F), a store
+(DirectoryStore, NestedDirectoryStore, SQLiteStore, LMDBStore), a
 dtype and fill value (NaN included), write_empty_chunks, a synchronizer (none,
 ThreadSynchronizer, ProcessSynchronizer), 1 or 2 threads per worker, a shape (1-3 dims) and
 chunks. Each of W (3) long-lived worker processes keeps its own handles on the array (some
@@ -60,6 +60,7 @@ import threading
 import time
 import traceback
 
+import numcodecs
 import numpy as np
 import pytest
 
@@ -314,6 +315,9 @@ class Program:
         self.wec = bool(rng.integers(2))
         self.sync_kind = pick(SYNCS)
         self.nthreads = int(rng.integers(1, 3))
+        # raw chunks (a shard's size then stays the same when rewritten), Blosc, Zstd
+        self.compressor = pick(["none", "default", "zstd"])
+        self.order = pick(["C", "C", "F"])
         ndim = pick([1, 2, 2, 2, 3])
         self.chunks = tuple(int(rng.integers(1, 4)) for _ in range(ndim))
         self.shards = None
@@ -333,7 +337,8 @@ class Program:
         self.locks = os.path.join(tmpdir, "locks")
         self.text = (f"seed={seed} format={self.fmt} store={self.store_kind} "
                      f"dtype={self.dtype} fill={self.fill!r} wec={self.wec} "
-                     f"sync={self.sync_kind} threads={self.nthreads} shape={self.shape} "
+                     f"sync={self.sync_kind} threads={self.nthreads} compressor={self.compressor} "
+                     f"order={self.order} shape={self.shape} "
                      f"chunks={self.chunks} shards={self.shards}")
         self.step_no = 0
         for k, v in force.items():       # (a test that needs one configuration)
@@ -507,7 +512,9 @@ def run_program(workers, seed, settle=(), **force):
         sync = _sync_of(p.sync_kind, p.locks)
         cs.create(p.shape, chunks=p.chunks, dtype=p.dtype, fill_value=p.fill,
                   store=parent_store, zarr_format=2 if p.fmt == "v2" else 3, shards=shards,
-                  write_empty_chunks=p.wec, synchronizer=sync)
+                  write_empty_chunks=p.wec, synchronizer=sync, order=p.order,
+                  compressor={"none": None, "default": "default",
+                              "zstd": numcodecs.Zstd(level=1)}[p.compressor])
         cfg = {"store": p.store_kind, "path": p.path, "sync": p.sync_kind, "locks": p.locks,
                "wec": p.wec, "fill": p.fill}
         workers.all("w_setup", cfg)
