@@ -105,6 +105,66 @@ def test_handles_share_locks_by_store_location_and_array(tmp_path):
     assert isinstance(one, ThreadSynchronizer)
 
 
+class _GatedDirectoryStore(cs.DirectoryStore):
+    """A DirectoryStore whose chunk writes wait for a gate (a write held under its locks)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def _hold(self, keys):
+        if any(k.rsplit("/", 1)[-1] not in (".zarray", ".zattrs", "zarr.json") for k in keys):
+            self.entered.set()
+            self.gate.wait(30)
+
+    def __setitem__(self, key, value):
+        self._hold([key])
+        super().__setitem__(key, value)
+
+    def setitems(self, values):
+        values = dict(values)
+        self._hold(list(values))
+        super().setitems(values)
+
+
+def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
+    d = str(tmp_path / "s")
+    one = handle_locks(cs.DirectoryStore(d), "a")
+    for other in (cs.storage.LocalStore(d), cs.storage.NestedDirectoryStore(d),
+                  _GatedDirectoryStore(d)):
+        assert handle_locks(other, "a") is one, type(other).__name__
+    assert handle_locks(cs.storage.LocalStore(str(tmp_path / "t")), "a") is not one
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_local_store_and_a_path_on_one_directory_lose_no_element(tmp_path, layout):
+    """A handle opened on LocalStore(path) (zarr-python 3's name for a DirectoryStore) and
+    one opened on the path (or a DirectoryStore of it, a subclass here) used to take two
+    tables of in-process locks (the location key held the store's own class): a write of
+    element 1 went through while a write of element 0 of the same chunk was between its
+    read and its store, which then stored element 1's old value ([1, 0])."""
+    path = str(tmp_path / "a.zarr")
+    cs.create_array(path, shape=(16,), chunks=(8,), dtype="i4", fill_value=0,
+                    **{**LAYOUTS[layout], **({"shards": (16,)} if layout == "sharded" else {})})
+    held = _GatedDirectoryStore(path)
+    a = cs.open_array(held, mode="r+")
+    b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
+    first = threading.Thread(target=a.__setitem__, args=(0, 1))
+    first.start()
+    try:
+        assert held.entered.wait(10)
+        done = threading.Event()
+        second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
+        second.start()
+        assert not done.wait(0.2), "the second write did not wait for the first's chunk"
+    finally:
+        held.gate.set()
+        first.join(30)
+    second.join(30)
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
+
+
 def test_locks_go_with_the_last_handle(tmp_path):
     from chunkstore.sync import synchronizers
     path = str(tmp_path / "a.zarr")
