@@ -135,21 +135,30 @@ def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
                   _GatedDirectoryStore(d)):
         assert handle_locks(other, "a") is one, type(other).__name__
     assert handle_locks(cs.storage.LocalStore(str(tmp_path / "t")), "a") is not one
+    (tmp_path / "link").symlink_to(d)  # one directory through a symbolic link
+    assert handle_locks(cs.DirectoryStore(str(tmp_path / "link")), "a") is one
 
 
+@pytest.mark.parametrize("other", ["LocalStore", "symlink"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_a_local_store_and_a_path_on_one_directory_lose_no_element(tmp_path, layout):
-    """A handle opened on LocalStore(path) (zarr-python 3's name for a DirectoryStore) and
-    one opened on the path (or a DirectoryStore of it, a subclass here) used to take two
-    tables of in-process locks (the location key held the store's own class): a write of
-    element 1 went through while a write of element 0 of the same chunk was between its
-    read and its store, which then stored element 1's old value ([1, 0])."""
+def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout, other):
+    """A handle opened on LocalStore(path) (zarr-python 3's name for a DirectoryStore), or on
+    a symbolic link to the directory, and one opened on the path (a DirectoryStore of it, a
+    subclass here) used to take two tables of in-process locks (the location key held the
+    store's own class, and the path as given): a write of element 1 went through while a
+    write of element 0 of the same chunk was between its read and its store, which then
+    stored element 1's old value ([1, 0])."""
     path = str(tmp_path / "a.zarr")
     cs.create_array(path, shape=(16,), chunks=(8,), dtype="i4", fill_value=0,
                     **{**LAYOUTS[layout], **({"shards": (16,)} if layout == "sharded" else {})})
     held = _GatedDirectoryStore(path)
     a = cs.open_array(held, mode="r+")
-    b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
+    if other == "symlink":
+        link = tmp_path / "link.zarr"
+        link.symlink_to(path)
+        b = cs.open_array(str(link), mode="r+")
+    else:
+        b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
     first = threading.Thread(target=a.__setitem__, args=(0, 1))
     first.start()
     try:
