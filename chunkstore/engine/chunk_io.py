@@ -28,7 +28,7 @@ from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for
 from chunkstore.storage.pipelining import Prefetch
 from chunkstore.sync.locking import selection_box
-from chunkstore.sync.synchronizers import handle_locks
+from chunkstore.sync.synchronizers import handle_locks, register_synchronizer
 from chunkstore.errors import store_name
 
 if TYPE_CHECKING:
@@ -106,6 +106,8 @@ class EngineOptions:
         self.synchronizer = synchronizer
         self.locks = (synchronizer if synchronizer is not None else
                       locks if locks is not None else handle_locks(store, self.path))
+        if synchronizer is not None:
+            register_synchronizer(store, self.path, synchronizer)
         self.write_empty_chunks = bool(write_empty_chunks)
         self.missing_chunks = missing_chunks
         self.cache_metadata = cache_metadata

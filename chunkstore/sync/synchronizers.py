@@ -285,6 +285,24 @@ def handle_locks(store, path):
         return locks
 
 
+# The synchronizers (with a lock space: exclusive) of this process's handles opened with one,
+# per array (stores equal by location, as above); replacing holds them too.
+_synced: dict = {}
+
+
+def register_synchronizer(store, path, synchronizer):
+    """Note that a handle of the array at path of store writes under synchronizer's locks
+    (replacing then waits for its writes too)."""
+    if not hasattr(synchronizer, "exclusive"):
+        return  # (a zarr-style synchronizer: no lock space to hold)
+    key = (protocol.location(store), path)
+    with _handle_locks_guard:
+        syncs = _synced.get(key)
+        if syncs is None:
+            syncs = _synced[key] = weakref.WeakSet()
+        syncs.add(synchronizer)
+
+
 @contextlib.contextmanager
 def replacing(store, path):
     """Around deleting, replacing or moving the node at path of store: the whole lock space
@@ -295,15 +313,25 @@ def replacing(store, path):
     metadata, or fails where there is no array any more, instead of writing the old layout's
     chunks into the new array (decoded by the new dtype: wrong values) or as orphans that a
     later array at that path would show. Handles with a synchronizer read the stored
-    metadata under their locks instead, and see it anyway."""
+    metadata under their locks, once they hold them; so the whole lock space of each
+    synchronizer this process's handles of those arrays were opened with is held too (a
+    synchronized write that had checked the metadata before the change used to store chunks
+    of the old layout into the new array: undecodable, or read by another dtype)."""
     where = protocol.location(store)
+
+    def below(p):
+        return not path or p == path or p.startswith(path + "/")
+
     with _handle_locks_guard:
         tables = sorted(((p, t) for (loc, p), t in list(_handle_locks.items())
-                         if loc == where and (not path or p == path
-                                              or p.startswith(path + "/"))),
-                        key=lambda pt: pt[0])
+                         if loc == where and below(p)), key=lambda pt: pt[0])
+        for key in [k for k, syncs in _synced.items() if not syncs]:
+            del _synced[key]
+        synced = sorted(((p, s) for (loc, p), syncs in _synced.items()
+                         if loc == where and below(p) for s in list(syncs)),
+                        key=lambda ps: (ps[0], id(ps[1])))
     with contextlib.ExitStack() as held:
-        locks = [held.enter_context(t.exclusive(p)) for p, t in tables]
+        locks = [held.enter_context(t.exclusive(p)) for p, t in tables + synced]
         try:
             yield
         except ReadOnlyError:

@@ -357,3 +357,70 @@ def test_asyncio_appends_attribute_updates_and_writes_through_one_async_array(la
     assert sorted(rows.tolist()) == list(range(100, 120))
     assert (got[6:] == rows[:, None]).all()
     assert dict(a.attrs) == {f"k{i}": i for i in range(10)}
+
+
+class _GatedMemoryStore(cs.MemoryStore):
+    """A MemoryStore whose chunk writes under "x/" wait for a gate, once armed."""
+
+    def __init__(self):
+        super().__init__()
+        self.armed = False
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def _hold(self, keys):
+        if self.armed and any(k.startswith("x/") and k.rsplit("/", 1)[-1] not in (
+                ".zarray", ".zattrs", "zarr.json") for k in keys):
+            self.armed = False
+            self.entered.set()
+            self.gate.wait(30)
+
+    def __setitem__(self, key, value):
+        self._hold([key])
+        super().__setitem__(key, value)
+
+    def setitems(self, values):
+        values = dict(values)
+        self._hold(list(values))
+        super().setitems(values)
+
+
+@pytest.mark.parametrize("same_synchronizer", [False, True])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_recreating_an_array_waits_for_a_synchronized_write(zarr_format, same_synchronizer):
+    """Re-creating an array (overwrite=True) through the hierarchy while a handle opened
+    with a ThreadSynchronizer is writing it: the re-creation waits for the write, which
+    then cannot store chunks of the old layout into the new array. It used to hold only the
+    in-process locks of handles without a synchronizer: the synchronized write, past its
+    metadata check, stored an int32 chunk of 8 into the new float64 array of chunks of 16
+    (ChunkDecodeError on every read of it; same-sized chunks read as garbage values)."""
+    store = _GatedMemoryStore()
+    sync = cs.ThreadSynchronizer()
+    g = cs.open_group(store, mode="w", zarr_format=zarr_format)
+    g.create_array("x", shape=(16,), chunks=(8,), dtype="i4", fill_value=0)
+    w = cs.open_array(store, path="x", mode="r+", synchronizer=sync)
+    creator = cs.open_group(store, mode="r+", synchronizer=sync if same_synchronizer else None)
+    store.armed = True
+    writer = threading.Thread(target=w.__setitem__, args=(slice(0, 8), 7))
+    writer.start()
+    done = threading.Event()
+
+    def recreate():
+        creator.create_array("x", shape=(16,), chunks=(16,), dtype="f8", fill_value=-1.0,
+                             overwrite=True)
+        done.set()
+
+    try:
+        assert store.entered.wait(10)
+        remaker = threading.Thread(target=recreate)
+        remaker.start()
+        assert not done.wait(0.2), "the re-creation did not wait for the write in flight"
+    finally:
+        store.gate.set()
+        writer.join(30)
+    remaker.join(30)
+    assert done.is_set()
+    new = cs.open_array(store, path="x", mode="r")
+    np.testing.assert_array_equal(new[...], np.full(16, -1.0))
+    w[8:] = 5  # the old handle writes by the new array's metadata
+    np.testing.assert_array_equal(new[...], [-1.0] * 8 + [5.0] * 8)
