@@ -308,6 +308,17 @@ class BaseStore(MutableMapping):
         where = self._where()
         return None if where is None else (where,)
 
+    def _real_path(self, path: str) -> str:
+        """path with every symbolic link on the way resolved (once a path): the identity of
+        a store of a file or directory, so that stores of one file opened through a link
+        and through its path are the same store, and their handles share its in-process
+        locks (protocol.location; by the path as given, writes of disjoint elements of one
+        chunk through the two lost each other's updates)."""
+        real = self.__dict__.get("_real_path_cache")
+        if real is None or real[0] != path:
+            real = self._real_path_cache = (path, os.path.realpath(path))
+        return real[1]
+
     def _reopen_args(self) -> dict[str, Any] | None:
         """Constructor keywords a pickled copy is made with, besides ``mode`` and
         ``dimension_separator`` (None: pickled as an object)."""

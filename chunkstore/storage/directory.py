@@ -170,15 +170,7 @@ class DirectoryStore(BaseStore):
         return self.path
 
     def _identity(self) -> tuple[Any, ...]:
-        # The directory itself, through any symbolic link on the way: a store of a link to
-        # it is the same store, and its handles share the directory's in-process locks
-        # (protocol.location; by the path as given, writes of disjoint elements of one chunk
-        # through the two lost each other's updates). Resolved once a path.
-        path = self.path
-        real = self.__dict__.get("_real_path")
-        if real is None or real[0] != path:
-            real = self._real_path = (path, os.path.realpath(path))
-        return (real[1],)
+        return (self._real_path(self.path),)  # (the directory through any link: base.py)
 
     def __getstate__(self) -> dict[str, Any]:
         return {

@@ -311,6 +311,9 @@ class LMDBStore(BaseStore):
     def _where(self) -> str:
         return self.path
 
+    def _identity(self) -> tuple[Any, ...]:
+        return (self._real_path(self.path),)  # (the file through any link: base.py)
+
     def _reopen_args(self) -> dict[str, Any]:
         return {"path": self.path, "map_size": self.map_size, "lock": self._lock_opt,
                 "sync": self.sync, "subdir": self.subdir, **self._kwargs}

@@ -275,7 +275,8 @@ class SQLiteStore(BaseStore):
         return self.path
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.path, self._memory_uri)
+        path = self.path if self._memory_uri is not None else self._real_path(self.path)
+        return (path, self._memory_uri)
 
     def _reopen_args(self) -> dict[str, Any]:
         if self._memory_uri is not None:

@@ -331,6 +331,9 @@ class ZipStore(BaseStore):
     def _where(self) -> str:
         return self.path
 
+    def _identity(self) -> tuple[Any, ...]:
+        return (self._real_path(self.path),)  # (the file through any link: base.py)
+
     def _reopen_args(self) -> dict[str, Any]:
         if not self._closed:
             self.flush()  # the copy reads the archive: what is pending goes into it first

@@ -139,6 +139,29 @@ def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
     assert handle_locks(cs.DirectoryStore(str(tmp_path / "link")), "a") is one
 
 
+@pytest.mark.parametrize("kind", ["SQLiteStore", "LMDBStore", "ZipStore"])
+def test_file_stores_through_a_symbolic_link_share_their_locations_locks(tmp_path, kind):
+    """A database or archive opened through a symbolic link and through its path is one
+    store: its handles share one table of in-process locks (the path as given made two, and
+    writes of disjoint elements of one chunk through them could lose each other's)."""
+    if kind == "LMDBStore":
+        pytest.importorskip("lmdb")
+    make = getattr(cs.storage, kind)
+    path = str(tmp_path / ("s.zip" if kind == "ZipStore" else "s.db"))
+    one = make(path, mode="a") if kind == "ZipStore" else make(path)
+    try:
+        locks = handle_locks(one, "a")
+        (tmp_path / "link").symlink_to(path)
+        other = make(str(tmp_path / "link"), mode="r") if kind == "ZipStore" else make(
+            str(tmp_path / "link"))
+        try:
+            assert handle_locks(other, "a") is locks
+        finally:
+            other.close()
+    finally:
+        one.close()
+
+
 @pytest.mark.parametrize("other", ["LocalStore", "symlink"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout, other):
