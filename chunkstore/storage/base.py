@@ -308,6 +308,12 @@ class BaseStore(MutableMapping):
         where = self._where()
         return None if where is None else (where,)
 
+    def _location_kind(self) -> type:
+        """The class whose stores of one ``_identity()`` hold the same data (with it, the key
+        of this process's in-process locks: protocol.location). A subclass that only renames
+        or presets a store keeps its base's (LocalStore's is DirectoryStore)."""
+        return type(self)
+
     def _real_path(self, path: str) -> str:
         """path with every symbolic link on the way resolved (once a path): the identity of
         a store of a file or directory, so that stores of one file opened through a link

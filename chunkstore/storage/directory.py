@@ -172,6 +172,9 @@ class DirectoryStore(BaseStore):
     def _identity(self) -> tuple[Any, ...]:
         return (self._real_path(self.path),)  # (the directory through any link: base.py)
 
+    def _location_kind(self) -> type:
+        return DirectoryStore  # (LocalStore, NestedDirectoryStore, TempStore: one directory)
+
     def __getstate__(self) -> dict[str, Any]:
         return {
             "path": self.path,

@@ -163,6 +163,9 @@ class FSStore(BaseStore):
     def _identity(self) -> tuple[Any, ...]:
         return (self.fs, self.root)
 
+    def _location_kind(self) -> type:
+        return FSStore  # (FsspecStore, zarr-python 3's name, is one)
+
     def _reopen_args(self) -> dict[str, Any] | None:
         return {"url": self.url, "storage_options": self.storage_options,
                 "missing_exceptions": self.missing_exceptions, "fs": self._given_fs,

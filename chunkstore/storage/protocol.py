@@ -224,8 +224,10 @@ def live_store(store: object) -> Any:
 
 def location(store: object) -> Hashable:
     """What identifies the store's data in this process, for in-process locks: the store's
-    kind (location_type) and ``_identity()`` where it has one (two DirectoryStore objects of
-    one directory give one key, and so do a DirectoryStore and a LocalStore of it), else the
+    kind (its ``_location_kind()``, else its class) and ``_identity()`` where it has one (two
+    DirectoryStore objects of one directory give one key, and so do a DirectoryStore and a
+    LocalStore of it: a LocalStore's writes and a path's lost each other's elements in one
+    chunk while the key held the class itself), else the
     object itself (its id: a handle holding a lock table holds the store, so no other object
     can take the id meanwhile). A consolidated-metadata view is located at its store
     (live_store): handles through it and beside it share locks."""
@@ -238,26 +240,8 @@ def location(store: object) -> Hashable:
         hash(where)
     except TypeError:   # (an identity that cannot key a dict: the object's own)
         return id(store)
-    return (location_type(type(store)), where)
-
-
-_LOCATION_TYPES: dict[type, type] = {}
-
-
-def location_type(cls: type) -> type:
-    """The class that says where a store of class cls keeps its data: the nearest in its MRO
-    defining ``_identity`` or ``_where``. Subclasses that only rename or preset a store
-    (LocalStore, TempStore and NestedDirectoryStore of DirectoryStore, FsspecStore of FSStore)
-    keep its data at the same place under the same keys: their handles must share the
-    in-process locks of the same directory or URL opened as the base class (their own type
-    in the key made a LocalStore's writes and a path's lose each other's elements in one
-    chunk, and a delete through one not wait for the other's writes)."""
-    found = _LOCATION_TYPES.get(cls)
-    if found is None:
-        found = next((k for k in cls.__mro__
-                      if "_identity" in k.__dict__ or "_where" in k.__dict__), cls)
-        _LOCATION_TYPES[cls] = found
-    return found
+    kind = getattr(store, "_location_kind", None)
+    return (kind() if callable(kind) else type(store), where)
 
 
 #: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a
