@@ -6,12 +6,17 @@ Environment: CHUNKSTORE_SOAK=<seconds> runs new examples until the time is spent
 between a test's parametrizations), with shrinking; CHUNKSTORE_SHRINK=1 shrinks in CI mode
 too (off by default: shrinking replays a failing program hundreds of times, and the
 unshrunk one is printed step by step); CHUNKSTORE_MODEL_DISABLE=name,name turns rules or
-checks off by name, to look past a known failure while soaking.
+checks off by name, to look past a known failure while soaking;
+CHUNKSTORE_MODEL_STEP_TIMEOUT=<seconds> (default 60): a step still running after it is a hang
+(call_timeout, BackgroundLoop).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
+import threading
 import time
 
 import numpy as np
@@ -205,3 +210,57 @@ def close_quietly(stores):
                 close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+STEP_TIMEOUT = float(os.environ.get("CHUNKSTORE_MODEL_STEP_TIMEOUT", "60"))
+
+
+def call_timeout(fn, what):
+    """fn() on a daemon thread; a call still running after STEP_TIMEOUT s fails the step
+    (a hang) instead of blocking the run."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True, name="model-step")
+    t.start()
+    t.join(STEP_TIMEOUT)
+    if t.is_alive():
+        raise AssertionError(f"HANG: {what} still running after {STEP_TIMEOUT} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class BackgroundLoop:
+    """A long-lived event loop running in a background thread."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                       name="model-bg-loop")
+        self.thread.start()
+
+    def submit(self, coro):
+        """coro on the loop: its concurrent.futures.Future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, what):
+        """coro's result; a hang (STEP_TIMEOUT) fails the step."""
+        fut = self.submit(coro)
+        try:
+            return fut.result(STEP_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise AssertionError(f"HANG: {what} on the background loop after "
+                                 f"{STEP_TIMEOUT} s") from None
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()

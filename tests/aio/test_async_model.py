@@ -57,7 +57,6 @@ CI cost: a few seconds. Soak: CHUNKSTORE_SOAK=<seconds> (see tests/model_support
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -71,9 +70,9 @@ import chunkstore as cs
 from chunkstore import AsyncArray
 from chunkstore.errors import ChunkstoreError
 from chunkstore.storage import DirectoryStore, LocalStore
-from model_support import DISABLED, assert_exact, model_settings, run_machine
+from model_support import (STEP_TIMEOUT, BackgroundLoop, DISABLED, assert_exact,
+                           call_timeout, model_settings, run_machine)
 
-STEP_TIMEOUT = float(os.environ.get("CHUNKSTORE_MODEL_STEP_TIMEOUT", "60"))
 FORMATS = ["v2", "v3", "v3-sharded"]
 KINDS = ["setitem", "basic", "ortho", "coord", "mask", "vindex", "block"]
 DRIVERS = ["fresh", "bg", "thread_S", "thread_T"]
@@ -111,41 +110,9 @@ class FaultyMemoryStore(cs.MemoryStore):
         super().setitems(values)
 
 
-class BackgroundLoop:
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
-                                       name="amodel-bg-loop")
-        self.thread.start()
-
-    def submit(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 def run_fresh(coro, what="step"):
     """asyncio.run(coro) on a daemon thread, failing on a hang."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(STEP_TIMEOUT)
-    if t.is_alive():
-        raise AssertionError(f"HANG: {what} still running after {STEP_TIMEOUT} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    return call_timeout(lambda: asyncio.run(coro), what)
 
 
 class Write:

@@ -85,13 +85,11 @@ Gathers and reads now compare values with -0.0 apart from 0.0 (same_values).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 import logging
 import os
 import shutil
 import tempfile
-import threading
 import uuid
 from datetime import timedelta
 
@@ -103,10 +101,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import chunkstore as cs
 from chunkstore.errors import ChunkstoreError
 from chunkstore.storage import DirectoryStore, FSStore
-from model_support import (DISABLED, assert_exact, draw_basic, draw_ortho, grid, is_fill,
-                           model_settings, ortho_ix, random_values, run_machine)
+from model_support import (DISABLED, BackgroundLoop, assert_exact, call_timeout, draw_basic,
+                           draw_ortho, grid, is_fill, model_settings, ortho_ix, random_values,
+                           run_machine)
 
-STEP_TIMEOUT = float(os.environ.get("CHUNKSTORE_MODEL_STEP_TIMEOUT", "60"))
 
 CI_SETTINGS = {
     # (examples, steps) per store kind: the S3 kinds pay a loopback round trip per request
@@ -151,52 +149,6 @@ def enabled(name):
 
 
 # ---------------------------------------------------------------------------- helpers
-def call_timeout(fn, what):
-    """fn() on a daemon thread; a call still running after STEP_TIMEOUT s fails the step
-    (a hang) instead of blocking the run."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True, name="model-step")
-    t.start()
-    t.join(STEP_TIMEOUT)
-    if t.is_alive():
-        raise AssertionError(f"HANG: {what} still running after {STEP_TIMEOUT} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-class BackgroundLoop:
-    """A long-lived event loop running in a background thread."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
-                                       name="model-bg-loop")
-        self.thread.start()
-
-    def run(self, coro, what):
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(STEP_TIMEOUT)
-        except concurrent.futures.TimeoutError:
-            fut.cancel()
-            raise AssertionError(f"HANG: {what} on the background loop after "
-                                 f"{STEP_TIMEOUT} s") from None
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise: the same value as the array keeps it, NaN equal to NaN, but -0.0 not
     0.0 (README, ``write_empty_chunks``: a chunk of -0.0 is stored under a 0.0 fill, a

@@ -105,27 +105,43 @@ def test_handles_share_locks_by_store_location_and_array(tmp_path):
     assert isinstance(one, ThreadSynchronizer)
 
 
-class _GatedDirectoryStore(cs.DirectoryStore):
-    """A DirectoryStore whose chunk writes wait for a gate (a write held under its locks)."""
+def _chunk_key(key: str) -> bool:
+    return key.rsplit("/", 1)[-1] not in (".zarray", ".zattrs", "zarr.json")
 
-    def __init__(self, path):
-        super().__init__(path)
-        self.gate = threading.Event()
-        self.entered = threading.Event()
 
-    def _hold(self, keys):
-        if any(k.rsplit("/", 1)[-1] not in (".zarray", ".zattrs", "zarr.json") for k in keys):
-            self.entered.set()
-            self.gate.wait(30)
+def _gated(base: type, holds, armed: bool) -> type:
+    """A subclass of store class base whose first write, once armed, of keys holds picks
+    waits for its gate (a write held under its locks); entered is set when it waits."""
 
-    def __setitem__(self, key, value):
-        self._hold([key])
-        super().__setitem__(key, value)
+    class Gated(base):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.armed = armed
+            self.gate = threading.Event()
+            self.entered = threading.Event()
 
-    def setitems(self, values):
-        values = dict(values)
-        self._hold(list(values))
-        super().setitems(values)
+        def _hold(self, keys):
+            if self.armed and any(holds(k) for k in keys):
+                self.armed = False
+                self.entered.set()
+                self.gate.wait(30)
+
+        def __setitem__(self, key, value):
+            self._hold([key])
+            super().__setitem__(key, value)
+
+        def setitems(self, values):
+            values = dict(values)
+            self._hold(list(values))
+            super().setitems(values)
+
+    return Gated
+
+
+# chunk writes wait for the gate; under "x/" only and once armed
+_GatedDirectoryStore = _gated(cs.DirectoryStore, _chunk_key, armed=True)
+_GatedMemoryStore = _gated(cs.MemoryStore,
+                           lambda k: k.startswith("x/") and _chunk_key(k), armed=False)
 
 
 def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
@@ -380,32 +396,6 @@ def test_asyncio_appends_attribute_updates_and_writes_through_one_async_array(la
     assert sorted(rows.tolist()) == list(range(100, 120))
     assert (got[6:] == rows[:, None]).all()
     assert dict(a.attrs) == {f"k{i}": i for i in range(10)}
-
-
-class _GatedMemoryStore(cs.MemoryStore):
-    """A MemoryStore whose chunk writes under "x/" wait for a gate, once armed."""
-
-    def __init__(self):
-        super().__init__()
-        self.armed = False
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def _hold(self, keys):
-        if self.armed and any(k.startswith("x/") and k.rsplit("/", 1)[-1] not in (
-                ".zarray", ".zattrs", "zarr.json") for k in keys):
-            self.armed = False
-            self.entered.set()
-            self.gate.wait(30)
-
-    def __setitem__(self, key, value):
-        self._hold([key])
-        super().__setitem__(key, value)
-
-    def setitems(self, values):
-        values = dict(values)
-        self._hold(list(values))
-        super().setitems(values)
 
 
 @pytest.mark.parametrize("same_synchronizer", [False, True])
