@@ -205,3 +205,51 @@ class FaultProxy:
     def close(self):
         self._server.shutdown()
         self._server.server_close()
+
+
+class SortedFaultStore(MutableMapping):
+    """A plain mapping store (no rmdir, keys listed sorted, as a directory or a key-value
+    database lists them) that raises EIO on the store calls ``fail(op, key)`` picks."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.fail = lambda op, key: False
+
+    def _check(self, op: str, key: str) -> None:
+        if self.fail(op, key):
+            raise OSError(errno.EIO, "injected I/O error", key)
+
+    def __getitem__(self, key: str) -> bytes:
+        self._check("get", key)
+        return self.data[key]
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        self._check("set", key)
+        self.data[key] = bytes(value)
+
+    def __delitem__(self, key: str) -> None:
+        self._check("del", key)
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(sorted(self.data))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+
+class SecondChunk:
+    """A fault rule: the second chunk operation op ("set", "del") on keys under prefix fails
+    (the first goes through); seen: the chunk keys it was asked about."""
+
+    def __init__(self, op: str, prefix: str = "") -> None:
+        self.op, self.prefix, self.seen = op, prefix, []
+
+    def __call__(self, op: str, key: str) -> bool:
+        if op == self.op and key.startswith(self.prefix) and is_chunk(key):
+            self.seen.append(key)
+            return len(self.seen) == 2
+        return False

@@ -13,7 +13,7 @@ import chunkstore as cs
 from chunkstore.errors import StrayChunksError
 from chunkstore.storage.memory import MemoryStore
 
-from tests.storage.test_fault_order import SecondChunk, SortedFaultStore
+from faults import SecondChunk, SortedFaultStore
 
 
 def _failed_delete(fmt: int, path: str = "sub/a", chunks: tuple = (2,),
