@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 from collections.abc import MutableMapping
 
 
@@ -253,3 +254,34 @@ class SecondChunk:
             self.seen.append(key)
             return len(self.seen) == 2
         return False
+
+
+def gated_store(base, holds, armed=True, once=True):
+    """A subclass of store class base whose writes of keys holds(key) picks wait for its
+    gate while armed (a write held in flight, under its locks); entered is set when one
+    waits. once: the first held write disarms it."""
+
+    class Gated(base):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.armed = armed
+            self.gate = threading.Event()
+            self.entered = threading.Event()
+
+        def _hold(self, keys):
+            if self.armed and any(holds(k) for k in keys):
+                if once:
+                    self.armed = False
+                self.entered.set()
+                self.gate.wait(30)
+
+        def __setitem__(self, key, value):
+            self._hold([key])
+            super().__setitem__(key, value)
+
+        def setitems(self, values):
+            values = dict(values)
+            self._hold(list(values))
+            super().setitems(values)
+
+    return Gated

@@ -92,6 +92,14 @@ def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
             delitems(store, documents_first(list(store.keys())))
 
 
+def stray_keys_error(head: str, keys: Sequence[str], remedy: str) -> StrayChunksError:
+    """The StrayChunksError of keys no node owns lying where head (what was refused) would
+    put a node: what they are, and remedy."""
+    shown = ", ".join(repr(k) for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+    return StrayChunksError(f"{head}: {len(keys)} key(s) of no node lie there ({shown}; left "
+                            f"by a delete that failed?) and {remedy}")
+
+
 def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
     """StrayChunksError where keys named as chunks, of no node, lie at path: a delete that
     failed midway leaves them (remove_node takes the documents first), and an array made
@@ -99,12 +107,10 @@ def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
     listing of path; overwrite=True removes them.)"""
     stray = stray_chunk_keys(keys_under(store, path), path)
     if stray:
-        shown = ", ".join(repr(k) for k in stray[:3]) + (", ..." if len(stray) > 3 else "")
-        raise StrayChunksError(
-            f"cannot create array at path {path!r} in {store_name(store)}: {len(stray)} "
-            f"key(s) named as chunks, of no array, lie there ({shown}; left by a delete that "
-            f"failed?) and would read as the new array's chunks: create with "
-            f"overwrite=True, or remove them (the store's rmdir({path!r}))")
+        raise stray_keys_error(
+            f"cannot create array at path {path!r} in {store_name(store)}", stray,
+            f"would read as the new array's chunks: create with overwrite=True, or remove "
+            f"them (the store's rmdir({path!r}))")
 
 
 def _check_mode(mode):

@@ -24,7 +24,7 @@ from chunkstore.hierarchy.creation import contains_array, contains_group, normal
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                IncompatibleArrayError,
-                               PathNotFoundError, ReadOnlyError, StrayChunksError)
+                               PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.formats import documents_first, format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
@@ -557,15 +557,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
         existing = keys_under(self._store, dst)
-        if existing:
-            # (not in a node at dst: checked above) a chunk of the moved array that is not
-            # stored would read as the one lying there
-            shown = ", ".join(repr(k) for k in existing[:3]) + (
-                ", ..." if len(existing) > 3 else "")
-            raise StrayChunksError(
-                f"cannot move {src!r} to {dst!r}: {len(existing)} key(s) of no node lie "
-                f"there ({shown}; left by a delete that failed?) and would mix with what is "
-                f"moved: remove them first (the store's rmdir({dst!r}))")
+        if existing:  # (of no node at dst: checked above) an unstored chunk would read them
+            raise creation.stray_keys_error(
+                f"cannot move {src!r} to {dst!r}", existing,
+                f"would mix with what is moved: remove them first (the store's "
+                f"rmdir({dst!r}))")
         creation.require_parent_groups(self._store, dst, self._format)
         with replacing(self._store, src):  # (handles at src: nothing is there any more)
             rename = protocol.renamer(self._store)

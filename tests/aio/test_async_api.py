@@ -19,6 +19,7 @@ import chunkstore.api.asynchronous as za
 import chunkstore.api.synchronous as zs
 from chunkstore import AsyncArray, AsyncGroup
 from chunkstore.errors import ContainsGroupError, GroupNotFoundError
+from faults import gated_store, is_chunk
 
 
 def run(coro):
@@ -518,28 +519,9 @@ async def _until(event, timeout=20.0):
     raise AssertionError("the gated write never reached the store")
 
 
-class _GatedStore(cs.MemoryStore):
-    """Writes of keys under "slow/" wait for a gate (a write held in flight on a worker)."""
-
-    def __init__(self):
-        super().__init__()
-        import threading
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def _hold(self, keys):
-        if any(k.startswith("slow/") and not k.endswith((".zarray", ".zattrs", "zarr.json"))
-               for k in keys):
-            self.entered.set()
-            self.gate.wait(30)
-
-    def __setitem__(self, key, value):
-        self._hold([key])
-        super().__setitem__(key, value)
-
-    def setitems(self, values):
-        self._hold(list(values))
-        super().setitems(values)
+# writes of chunks under "slow/" wait for the gate (a write held in flight on a worker)
+_GatedStore = gated_store(cs.MemoryStore, lambda k: k.startswith("slow/") and is_chunk(k),
+                          once=False)
 
 
 def test_a_cancelled_write_never_lands_after_the_writes_awaited_next():

@@ -15,6 +15,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.sync.synchronizers import ThreadSynchronizer, handle_locks
+from faults import gated_store, is_chunk
 
 LAYOUTS = {"v2": dict(zarr_format=2), "v3": dict(zarr_format=3),
            "sharded": dict(zarr_format=3, shards=(64,))}
@@ -105,43 +106,10 @@ def test_handles_share_locks_by_store_location_and_array(tmp_path):
     assert isinstance(one, ThreadSynchronizer)
 
 
-def _chunk_key(key: str) -> bool:
-    return key.rsplit("/", 1)[-1] not in (".zarray", ".zattrs", "zarr.json")
-
-
-def _gated(base: type, holds, armed: bool) -> type:
-    """A subclass of store class base whose first write, once armed, of keys holds picks
-    waits for its gate (a write held under its locks); entered is set when it waits."""
-
-    class Gated(base):
-        def __init__(self, *args):
-            super().__init__(*args)
-            self.armed = armed
-            self.gate = threading.Event()
-            self.entered = threading.Event()
-
-        def _hold(self, keys):
-            if self.armed and any(holds(k) for k in keys):
-                self.armed = False
-                self.entered.set()
-                self.gate.wait(30)
-
-        def __setitem__(self, key, value):
-            self._hold([key])
-            super().__setitem__(key, value)
-
-        def setitems(self, values):
-            values = dict(values)
-            self._hold(list(values))
-            super().setitems(values)
-
-    return Gated
-
-
 # chunk writes wait for the gate; under "x/" only and once armed
-_GatedDirectoryStore = _gated(cs.DirectoryStore, _chunk_key, armed=True)
-_GatedMemoryStore = _gated(cs.MemoryStore,
-                           lambda k: k.startswith("x/") and _chunk_key(k), armed=False)
+_GatedDirectoryStore = gated_store(cs.DirectoryStore, is_chunk, armed=True)
+_GatedMemoryStore = gated_store(cs.MemoryStore, lambda k: k.startswith("x/") and is_chunk(k),
+                                armed=False)
 
 
 def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
