@@ -9,6 +9,7 @@ from typing import Any
 
 from . import fsspec_io, fsspec_ranges
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
+from .directory import DirectoryStore
 from .local_files import (atomic_write, check_inside, is_temp_name, remove_tree,
                           unlink_files)
 
@@ -161,10 +162,16 @@ class FSStore(BaseStore):
         return self.url
 
     def _identity(self) -> tuple[Any, ...]:
+        if self._local:  # a directory: as a DirectoryStore of it (see _location_kind)
+            return (self._real_path(self.root),)
         return (self.fs, self.root)
 
     def _location_kind(self) -> type:
-        return FSStore  # (FsspecStore, zarr-python 3's name, is one)
+        """FSStore (FsspecStore, zarr-python 3's name, is one); DirectoryStore for a local
+        directory: its files are a DirectoryStore's (one file per key, written by rename), so
+        handles through ``file://`` and through the path share in-process locks (with
+        separate ones, writes of disjoint elements of one chunk lost each other's)."""
+        return DirectoryStore if self._local else FSStore
 
     def _reopen_args(self) -> dict[str, Any] | None:
         return {"url": self.url, "storage_options": self.storage_options,

@@ -116,8 +116,11 @@ def test_stores_renaming_a_store_class_share_its_locations_locks(tmp_path):
     d = str(tmp_path / "s")
     one = handle_locks(cs.DirectoryStore(d), "a")
     for other in (cs.storage.LocalStore(d), cs.storage.NestedDirectoryStore(d),
-                  _GatedDirectoryStore(d)):
+                  _GatedDirectoryStore(d), cs.storage.FSStore("file://" + d),
+                  cs.storage.FsspecStore.from_url(d)):
         assert handle_locks(other, "a") is one, type(other).__name__
+    # a remote filesystem's store keeps its own kind: no directory of this machine
+    assert handle_locks(cs.storage.FSStore("memory://" + d), "a") is not one
     assert handle_locks(cs.storage.LocalStore(str(tmp_path / "t")), "a") is not one
     (tmp_path / "link").symlink_to(d)  # one directory through a symbolic link
     assert handle_locks(cs.DirectoryStore(str(tmp_path / "link")), "a") is one
@@ -146,7 +149,7 @@ def test_file_stores_through_a_symbolic_link_share_their_locations_locks(tmp_pat
         one.close()
 
 
-@pytest.mark.parametrize("other", ["LocalStore", "symlink"])
+@pytest.mark.parametrize("other", ["LocalStore", "symlink", "FSStore"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout, other):
     """A handle opened on LocalStore(path) (zarr-python 3's name for a DirectoryStore), or on
@@ -164,6 +167,8 @@ def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout,
         link = tmp_path / "link.zarr"
         link.symlink_to(path)
         b = cs.open_array(str(link), mode="r+")
+    elif other == "FSStore":  # fsspec's file:// (was its own kind: FSStore)
+        b = cs.open_array(cs.storage.FSStore("file://" + path), mode="r+")
     else:
         b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
     first = threading.Thread(target=a.__setitem__, args=(0, 1))
