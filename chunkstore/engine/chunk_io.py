@@ -28,7 +28,7 @@ from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for
 from chunkstore.storage.pipelining import Prefetch
 from chunkstore.sync.locking import selection_box
-from chunkstore.sync.synchronizers import handle_locks, register_synchronizer
+from chunkstore.sync.synchronizers import handle_locks, layered_locks, register_synchronizer
 from chunkstore.errors import store_name
 
 if TYPE_CHECKING:
@@ -62,12 +62,14 @@ class EngineOptions:
     read_only : refuse writes (``ReadOnlyError``); the one option that may change later
         (``Array.read_only = ...``), for the handle and its engine at once.
     synchronizer : None, or a Thread/ProcessSynchronizer (or any zarr-style one).
-    locks : what writes hold around the chunks they touch: the synchronizer; without one,
-        in-process locks shared by this process's handles on the array (given by a view, so
-        it shares its array's; else :func:`chunkstore.sync.synchronizers.handle_locks`), so
-        that threads and tasks writing through them never lose each other's elements in
-        one chunk. Only a synchronizer also excludes resizes and checks the metadata under
-        the locks.
+    locks : what writes hold around the chunks they touch: in-process locks shared by this
+        process's handles on the array (given by a view, so it shares its array's; else
+        :func:`chunkstore.sync.synchronizers.handle_locks`), so that threads and tasks
+        writing through them never lose each other's elements in one chunk; with a
+        synchronizer, those and then the synchronizer's (``layered_locks``: handles opened
+        with different synchronizers, or one with and one without, exclude each other in
+        this process). Only a synchronizer also checks the metadata under the locks (it
+        excludes other processes' resizes).
     write_empty_chunks : store chunks that are all fill value (else delete them).
     missing_chunks : ``"fill"`` (a missing chunk reads as the fill value) or ``"error"``.
     cache_metadata : keep the metadata read at open (else read it before every operation).
@@ -104,8 +106,8 @@ class EngineOptions:
         self.name = "/" + self.path if self.path else "/"
         self.read_only = bool(read_only)
         self.synchronizer = synchronizer
-        self.locks = (synchronizer if synchronizer is not None else
-                      locks if locks is not None else handle_locks(store, self.path))
+        self.locks = (locks if locks is not None else handle_locks(store, self.path)
+                      if synchronizer is None else layered_locks(store, self.path, synchronizer))
         if synchronizer is not None:
             register_synchronizer(store, self.path, synchronizer)
         self.write_empty_chunks = bool(write_empty_chunks)

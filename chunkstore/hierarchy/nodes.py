@@ -226,14 +226,14 @@ class Node:
 
     @property
     def _attrs_locks(self):
-        # what an attribute update locks: the synchronizer; without one, the in-process locks
-        # of this process's handles on the node (an array overrides this with its own: the
-        # ones its metadata changes take), so that threads or asyncio tasks updating a
-        # group's attributes at once (a read-modify-write of its document) never lose each
-        # other's keys
+        # what an attribute update locks: the in-process locks of this process's handles on
+        # the node, then the synchronizer's when it has one (an array overrides this with
+        # its own: the ones its metadata changes take), so that threads or asyncio tasks
+        # updating a group's attributes at once (a read-modify-write of its document)
+        # never lose each other's keys, whatever synchronizer each handle was opened with
+        from chunkstore.sync.synchronizers import handle_locks, layered_locks
         if self._synchronizer is not None:
-            return self._synchronizer
-        from chunkstore.sync.synchronizers import handle_locks
+            return layered_locks(self._store, self._path, self._synchronizer)
         return handle_locks(self._store, self._path)
 
     @property

@@ -36,7 +36,7 @@ from chunkstore.storage import protocol
 from chunkstore.sync.locking import (F_BASE, FULL, P_BASE, RegionLock, box_ranges, chunk_ranges,
                                      open_region_file)
 
-__all__ = ["ThreadSynchronizer", "ProcessSynchronizer", "handle_locks"]
+__all__ = ["ThreadSynchronizer", "ProcessSynchronizer", "handle_locks", "layered_locks"]
 
 
 class _Mutex:
@@ -283,6 +283,105 @@ def handle_locks(store, path):
         if locks is None:
             locks = _handle_locks[key] = ThreadSynchronizer()
         return locks
+
+
+def layered_locks(store, path, synchronizer):
+    """What a handle of the node at path of store opened with synchronizer locks: the
+    in-process locks every handle of this process on it takes (handle_locks), then the
+    synchronizer's, for a region-locking synchronizer (Thread/ProcessSynchronizer: a
+    _Layered); a zarr-style synchronizer (only ``sync[key]``) is used alone, as zarr does.
+
+    With the synchronizer's locks alone, a handle of the process opened with another
+    synchronizer, or with none, wrote the same chunk at once, and one of the writes of
+    disjoint elements was lost (README, "What is safe")."""
+    if not all(hasattr(synchronizer, a) for a in ("hold", "exclusive", "split_locks")):
+        return synchronizer
+    return _Layered(handle_locks(store, path), synchronizer)
+
+
+class _Layered:
+    """A synchronizer's locks under this process's in-process locks of one node
+    (layered_locks): every lock is taken in the in-process table first, then in the
+    synchronizer, over the same ranges (worked out once, by the synchronizer), and let go of
+    in reverse. A thread thus never waits in-process while it holds a synchronizer's lock
+    that another thread of the process wants first: threads that meet in the synchronizer
+    met in the table before (the same ranges), and the kernel locks come last."""
+
+    __slots__ = ("inner", "outer")
+
+    def __init__(self, inner, outer):
+        self.inner, self.outer = inner, outer
+
+    @property
+    def max_chunk_locks(self):
+        """The synchronizer's (the ranges both layers hold are its)."""
+        return self.outer.max_chunk_locks
+
+    def __getitem__(self, key):
+        """The exclusive lock of key: both layers' (a context manager, as zarr's)."""
+        return _Pair(self.inner[key], self.outer[key])
+
+    def hold(self, array_path, ranges):
+        """Hold ranges of the array's lock space in both layers (a context manager)."""
+        return _Pair(self.inner.hold(array_path, ranges), self.outer.hold(array_path, ranges))
+
+    def chunk_ranges(self, coords, grid):
+        """The synchronizer's ranges for the chunks at coords (both layers hold these)."""
+        return self.outer.chunk_ranges(coords, grid)
+
+    def split_locks(self, array_path, lo, hi, shape, whole_coords, partial_coords, grid):
+        """Both layers' split locks (see _Base.split_locks): the in-process table's held
+        first; the partial chunks' windows of the table take nothing more (it holds them
+        for all of the write), the synchronizer's take its kernel locks."""
+        args = (array_path, lo, hi, shape, whole_coords, partial_coords, grid)
+        held_in, window_in = self.inner.split_locks(*args)
+        held_out, window_out = self.outer.split_locks(*args)
+        return _Pair(held_in, held_out), lambda coords: _Pair(window_in(coords),
+                                                              window_out(coords))
+
+    def exclusive(self, array_path):
+        """The array's whole lock space in both layers (each counts a generation)."""
+        return _Pair(self.inner.exclusive(array_path), self.outer.exclusive(array_path))
+
+    def generation(self, array_path):
+        """The in-process table's count of metadata changes (see _Base.generation)."""
+        return self.inner.generation(array_path)
+
+    def __repr__(self):
+        return f"{self.outer!r} (under this process's locks of the node)"
+
+
+class _Pair:
+    """Two locks (context managers) held as one: the first taken first, let go of last."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __enter__(self):
+        self.first.__enter__()
+        try:
+            self.second.__enter__()
+        except BaseException:
+            self.first.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.second.__exit__(*exc)
+        finally:
+            self.first.__exit__(*exc)
+
+    def acquire(self):
+        """Take both (a lock's interface, as a synchronizer's ``sync[key]`` has)."""
+        self.__enter__()
+        return True
+
+    def release(self):
+        """Let go of both."""
+        self.__exit__(None, None, None)
 
 
 # The synchronizers (with a lock space: exclusive) of this process's handles opened with one,

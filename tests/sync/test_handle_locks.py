@@ -202,14 +202,86 @@ def test_locks_go_with_the_last_handle(tmp_path):
     assert len(synchronizers._handle_locks) == before
 
 
-def test_a_synchronizer_is_the_handles_locks(tmp_path):
+def test_a_synchronizer_is_taken_under_the_in_process_locks(tmp_path):
     sync = cs.ThreadSynchronizer()
     a = _create(cs.MemoryStore(), "v3")
     b = cs.open_array(a.store, mode="r+", synchronizer=sync)
-    assert b._handle.options.locks is sync
+    locks = b._handle.options.locks
+    assert locks.outer is sync and locks.inner is a._handle.options.locks
     assert b.synchronizer is sync
     # without one, the handle reports none (the in-process locks are not a synchronizer)
     assert a.synchronizer is None
+
+
+def _sync(kind, tmp_path, n):
+    if kind == "none":
+        return None
+    if kind == "thread":
+        return cs.ThreadSynchronizer()
+    return cs.ProcessSynchronizer(str(tmp_path / f"locks{n}"))
+
+
+# pairs of synchronizers two handles of one array are opened with (each its own object)
+_MIXED = [("none", "thread"), ("thread", "none"), ("thread", "thread"), ("none", "process"),
+          ("process", "thread"), ("process", "process")]
+
+
+@pytest.mark.parametrize("kinds", _MIXED, ids=["-".join(k) for k in _MIXED])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_handles_with_different_synchronizers_lose_no_element(tmp_path, layout, kinds):
+    """Two handles of one array in one process, opened with different synchronizers (or
+    one with and one without): a write of element 1 waits for a write of element 0 of the
+    same chunk that is between its read and its store. Each handle used to lock only in its
+    own synchronizer (or only in-process), so the second write went through and the first
+    then stored element 1's old value ([1, 0]); two ProcessSynchronizers of different
+    directories excluded each other only by chance of a shared lock file."""
+    path = str(tmp_path / "a.zarr")
+    _create(path, layout, n=16)
+    held = _GatedDirectoryStore(path)
+    a = cs.open_array(held, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
+    b = cs.open_array(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
+    first = threading.Thread(target=a.__setitem__, args=(0, 1))
+    first.start()
+    try:
+        assert held.entered.wait(10)
+        done = threading.Event()
+        second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
+        second.start()
+        assert not done.wait(0.2), "the second write did not wait for the first's chunk"
+    finally:
+        held.gate.set()
+        first.join(30)
+    second.join(30)
+    assert done.is_set()
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
+
+
+@pytest.mark.parametrize("kinds", _MIXED, ids=["-".join(k) for k in _MIXED])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_group_attribute_updates_with_different_synchronizers_lose_no_key(
+        tmp_path, zarr_format, kinds):
+    """Attribute updates of one group through handles opened with different synchronizers
+    (a read-modify-write of its document each) take turns: neither loses the other's key."""
+    path = str(tmp_path / "g.zarr")
+    cs.open_group(path, mode="w", zarr_format=zarr_format)
+    doc = ".zattrs" if zarr_format == 2 else "zarr.json"
+    store = gated_store(cs.DirectoryStore, lambda k: k == doc, armed=True)(path)
+    g1 = cs.open_group(store, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
+    g2 = cs.open_group(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
+    first = threading.Thread(target=g1.attrs.__setitem__, args=("one", 1))
+    first.start()
+    try:
+        assert store.entered.wait(10)
+        done = threading.Event()
+        second = threading.Thread(target=lambda: (g2.attrs.__setitem__("two", 2),
+                                                  done.set()))
+        second.start()
+        assert not done.wait(0.2), "the second update did not wait for the first"
+    finally:
+        store.gate.set()
+        first.join(30)
+    second.join(30)
+    assert dict(cs.open_group(path, mode="r").attrs) == {"one": 1, "two": 2}
 
 
 # --------------------------------------------- metadata changes next to writes, in-process
