@@ -120,13 +120,15 @@ class EngineOptions:
 
 
 def metadata_generation(options: EngineOptions) -> int | None:
-    """Without a synchronizer, how many metadata changes (resize, append, fill value) the
-    handles sharing options' in-process locks have made so far; None with a synchronizer
-    (whose writes read the stored metadata again under their locks instead). Read before the
-    metadata, it dates what was read: an engine made from it is stale once the count moves
-    on (check_metadata)."""
-    # (without a synchronizer, locks are a ThreadSynchronizer: handle_locks')
-    return None if options.synchronizer is not None else options.locks.generation(options.path)
+    """How many metadata changes (resize, append, fill value) the handles sharing options'
+    in-process locks have made so far (with a Thread/ProcessSynchronizer too: its locks are
+    taken under those, see layered_locks); None with a zarr-style synchronizer, which has no
+    such count. Read before the metadata, it dates what was read: an engine made from it is
+    stale once the count moves on (EngineHandle.current, check_metadata; a synchronizer's
+    writes also read the stored metadata again under their locks, which sees other
+    processes' changes)."""
+    generation = getattr(options.locks, "generation", None)
+    return None if generation is None else int(generation(options.path))
 
 
 class EngineState:

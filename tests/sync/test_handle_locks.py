@@ -482,3 +482,27 @@ def test_recreating_an_array_waits_for_a_synchronized_write(zarr_format, same_sy
     np.testing.assert_array_equal(new[...], np.full(16, -1.0))
     w[8:] = 5  # the old handle writes by the new array's metadata
     np.testing.assert_array_equal(new[...], [-1.0] * 8 + [5.0] * 8)
+
+
+@pytest.mark.parametrize("kind", ["thread", "process"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_synchronized_handle_reads_what_another_handle_of_the_process_changed(
+        tmp_path, layout, kind):
+    """A handle opened with a synchronizer (metadata cached) reads by the metadata another
+    handle of the process left: an append, then the array re-created with another dtype and
+    chunks. It used to keep the metadata it opened with until reopened: the old shape, then
+    the new array's chunks decoded as the old dtype (garbage, no error)."""
+    path = str(tmp_path / "a.zarr")
+    _create(path, layout, n=16)[:] = np.arange(16)
+    a = cs.open_array(path, mode="r+", synchronizer=_sync(kind, tmp_path, 0))
+    np.testing.assert_array_equal(a[:], np.arange(16))
+    b = cs.open_array(path, mode="r+")
+    b.append(np.arange(16, 20))
+    np.testing.assert_array_equal(a[:], np.arange(20))
+    fresh = cs.create_array(path, shape=(8,), chunks=(4,), dtype="f8", fill_value=0.5,
+                            overwrite=True, **{k: v for k, v in LAYOUTS[layout].items()
+                                               if k != "shards"})
+    fresh[:3] = [1.5, 2.5, 3.5]
+    got = a[:]
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [1.5, 2.5, 3.5] + [0.5] * 5)
