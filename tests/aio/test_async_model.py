@@ -5,8 +5,10 @@ among them, and on several event loops at once), cancellation at random moments,
 
 A hypothesis RuleBasedStateMachine draws once per run a store (``MemoryStore``, or a
 ``DirectoryStore`` whose other handles open the directory as another ``DirectoryStore``, as
-``LocalStore`` or through a symbolic link: all one location, README "What is safe"), a format (Zarr v2, v3, v3 sharded with 2 inner chunks a shard and axis),
-a small 2-d int32 array (chunks of 1-4) and a fill value. Handles on the array: ``A``, an
+``LocalStore`` or through a symbolic link: all one location, README "What is safe"), a
+format (Zarr v2, v3, v3 sharded with 2 inner chunks a shard and axis), a small 2-d int32
+array (chunks of 1-4), a fill value, and a synchronizer for each of B, C and T (none, a
+ThreadSynchronizer or a ProcessSynchronizer, each its own). Handles on the array: ``A``, an
 ``AsyncArray`` over the synchronous ``S`` (one Array object: the tasks' calls and the threads'
 share its caches); ``B``, an ``AsyncArray`` over another handle (another store object on the
 same directory, or the same memory store); ``T``, another synchronous handle. Event loops:
@@ -77,6 +79,7 @@ FORMATS = ["v2", "v3", "v3-sharded"]
 KINDS = ["setitem", "basic", "ortho", "coord", "mask", "vindex", "block"]
 DRIVERS = ["fresh", "bg", "thread_S", "thread_T"]
 CANCELS = ["never", "before_start", "turns", "wait_for"]
+SYNCS = ["none", "thread", "process"]
 
 
 class FaultyMemoryStore(cs.MemoryStore):
@@ -182,8 +185,9 @@ class AsyncModel(RuleBasedStateMachine):
     @initialize(kind=st.sampled_from(["memory", "directory", "local_store", "symlink"]),
                 fmt=st.sampled_from(FORMATS),
                 rows=st.integers(1, 10), cols=st.integers(1, 10), c0=st.integers(1, 4),
-                c1=st.integers(1, 4), fill=st.sampled_from([0, -1]))
-    def setup(self, kind, fmt, rows, cols, c0, c1, fill):
+                c1=st.integers(1, 4), fill=st.sampled_from([0, -1]),
+                syncs=st.lists(st.sampled_from(SYNCS), min_size=3, max_size=3))
+    def setup(self, kind, fmt, rows, cols, c0, c1, fill, syncs):
         self.tmp = tempfile.mkdtemp(prefix="amodel-")
         self.kind, self.fmt, self.fill = kind, fmt, fill
         self.chunks = (c0, c1)
@@ -207,10 +211,14 @@ class AsyncModel(RuleBasedStateMachine):
         self.S = cs.create((rows, cols), chunks=self.chunks, dtype="i4", fill_value=fill,
                            store=self.store, path="a", **kw)
         self.A = AsyncArray(self.S)
-        self.B = AsyncArray(cs.open_array(self.store2, path="a", mode="r+"))
+        # B, C and T each with a drawn synchronizer, or none (README "What is safe": handles
+        # of one process exclude each other whatever synchronizer each has)
+        sync = [self.synchronizer(k, i) for i, k in enumerate(syncs)]
+        self.B = AsyncArray(cs.open_array(self.store2, path="a", mode="r+",
+                                          synchronizer=sync[0]))
         self.C = AsyncArray(cs.open_array(self.store2, path="a", mode="r+",
-                                          cache_metadata=False))
-        self.T = cs.open_array(self.store2, path="a", mode="r+")
+                                          cache_metadata=False, synchronizer=sync[1]))
+        self.T = cs.open_array(self.store2, path="a", mode="r+", synchronizer=sync[2])
         self.model = np.full((rows, cols), fill, dtype="i4")
         self.counter = 1
         self.bg = BackgroundLoop()
@@ -225,8 +233,18 @@ class AsyncModel(RuleBasedStateMachine):
             shutil.rmtree(self.tmp, ignore_errors=True)
             if os.path.islink(self.tmp + ".link"):
                 os.unlink(self.tmp + ".link")
+            for i in range(3):
+                shutil.rmtree(self.tmp + f".locks{i}", ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
+    def synchronizer(self, kind, i):
+        """A new synchronizer of kind (SYNCS) for the i-th handle opened with one."""
+        if kind == "thread":
+            return cs.ThreadSynchronizer()
+        if kind == "process":
+            return cs.ProcessSynchronizer(self.tmp + f".locks{i}")
+        return None
+
     def value(self, rng=None):
         """A value nobody wrote yet; or (a quarter of the writes) the fill value, which
         empties chunks (write_empty_chunks=False deletes them)."""
