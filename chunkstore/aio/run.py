@@ -207,7 +207,7 @@ class _Inbox:
                     loop.call_soon(self.drain)
         if got:
             self.spun = time.perf_counter_ns() - t0 if outcome == 1 else 0
-            self.drain()
+            self.drain(piped=False)
 
     def _spin_limit(self) -> int:
         """How long the loop may spin now (ns): 0 unless it has nothing ready, one local call
@@ -233,9 +233,11 @@ class _Inbox:
         """The spin's limit by the calls' latency (ns): twice theirs of late, and 20 us."""
         return int(min(LOOP_SPIN_NS, 2 * self.latency + 20_000))
 
-    def drain(self) -> None:
-        """Set the results of the finished calls (on the loop)."""
-        if self.wake_r >= 0:
+    def drain(self, piped: bool = True) -> None:
+        """Set the results of the finished calls (on the loop). piped: called for a byte on
+        the inbox's pipe (its reader), which is read first; spin calls it without (a
+        byte that came anyway makes the reader call it again, for nothing)."""
+        if piped and self.wake_r >= 0:
             try:
                 os.read(self.wake_r, 4096)
             except BlockingIOError:
@@ -514,15 +516,20 @@ async def array_off_loop(store: Any, op: str, fn: Callable[..., T], /, *args: An
     if op not in (READ, READ_INTO, WRITE):
         raise ValueError(f"array_off_loop: op must be READ, READ_INTO or WRITE, not {op!r}")
     ctx = contextvars.copy_context()
+    # (asyncio.get_running_loop costs a system call, getpid: asked once a call)
+    loop = asyncio.get_running_loop()
     if op != WRITE:
-        ctx.run(CALLER_LOOP.set, asyncio.get_running_loop())
+        ctx.run(CALLER_LOOP.set, loop)
     lanes = _lanes
-    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs, op != READ)
+    return await _submit(lanes, lanes.for_store(store), ctx, fn, args, kwargs, op != READ,
+                         loop)
 
 
 async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
-                  fn: Callable[..., T], args: tuple, kwargs: dict, wait_started: bool) -> T:
-    loop = asyncio.get_running_loop()
+                  fn: Callable[..., T], args: tuple, kwargs: dict, wait_started: bool,
+                  loop: asyncio.AbstractEventLoop | None = None) -> T:
+    if loop is None:
+        loop = asyncio.get_running_loop()
     fut = loop.create_future()
     box = lanes.inbox(loop)
     job = _Job(box, fut, ctx, fn, args, kwargs)
