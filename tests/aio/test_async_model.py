@@ -5,7 +5,8 @@ among them, and on several event loops at once), cancellation at random moments,
 
 A hypothesis RuleBasedStateMachine draws once per run a store (``MemoryStore``, or a
 ``DirectoryStore`` whose other handles open the directory as another ``DirectoryStore``, as
-``LocalStore`` or through a symbolic link: all one location, README "What is safe"), a
+``LocalStore``, as ``FSStore("file://...")`` or through a symbolic link: all one location,
+README "What is safe"), a
 format (Zarr v2, v3, v3 sharded with 2 inner chunks a shard and axis), a small 2-d int32
 array (chunks of 1-4), a fill value, and a synchronizer for each of B, C and T (none, a
 ThreadSynchronizer or a ProcessSynchronizer, each its own). Handles on the array: ``A``, an
@@ -182,7 +183,8 @@ def pick(rng, options):
 
 class AsyncModel(RuleBasedStateMachine):
 
-    @initialize(kind=st.sampled_from(["memory", "directory", "local_store", "symlink"]),
+    @initialize(kind=st.sampled_from(["memory", "directory", "local_store", "symlink",
+                                      "fsspec"]),
                 fmt=st.sampled_from(FORMATS),
                 rows=st.integers(1, 10), cols=st.integers(1, 10), c0=st.integers(1, 4),
                 c1=st.integers(1, 4), fill=st.sampled_from([0, -1]),
@@ -202,6 +204,8 @@ class AsyncModel(RuleBasedStateMachine):
             self.store = DirectoryStore(self.tmp)
             if kind == "local_store":  # (zarr-python 3's name for the same store)
                 self.store2 = LocalStore(self.tmp)
+            elif kind == "fsspec":     # fsspec's file:// (the directory, as a DirectoryStore)
+                self.store2 = cs.storage.FSStore("file://" + self.tmp)
             elif kind == "symlink":    # the same directory through a symbolic link
                 os.symlink(self.tmp, self.tmp + ".link")
                 self.store2 = DirectoryStore(self.tmp + ".link")
