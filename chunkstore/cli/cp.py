@@ -77,6 +77,8 @@ class Copier:
                 return
             if not self.dry:
                 rmdir(self.dst, dp)
+        elif src_kind == "array":
+            self._leftovers(dp)
         # groups created on the way get the format of what is copied there
         if not self.dry:
             self._require_parents(dp, self._target_format(sp, dp))
@@ -86,6 +88,20 @@ class Copier:
             self._recode_array(sp, dp)
         else:
             self._recode_group(sp, dp)
+
+    def _leftovers(self, dp):
+        """Keys of no node at dp, where an array is copied, would read as its chunks (a
+        failed delete leaves them): refused, or with --if-exists replace removed."""
+        from chunkstore.hierarchy.convenience import leftover_keys
+        from chunkstore.hierarchy.creation import stray_keys_error
+        from chunkstore.storage.base import delitems
+        stray = leftover_keys(self.dst, dp)
+        if stray and self.if_exists != "replace":
+            raise CLIError(str(stray_keys_error(
+                f"cannot copy to {_where(self.dst_spec, dp)}", stray,
+                "would read as the copy's chunks: use --if-exists replace, or remove them")))
+        if stray and not self.dry:
+            delitems(self.dst, stray)
 
     def _members(self, path):
         from chunkstore.storage.base import listdir
@@ -122,9 +138,16 @@ class Copier:
 
     def _raw(self, sp, dp):
         from chunkstore.hierarchy.convenience import copy_store
+        # Nothing is at dp (or it was removed: replace): keys below it are refused as
+        # copy_store refuses them (keys of no node where an array below goes, a key the
+        # copy would overwrite), unless replacing
+        mode = "replace" if self.if_exists == "replace" else "raise"
         if self.dry:
             if self.count_keys:  # listing a big remote store costs: only for a bar
                 self.raw_keys += len(keys_under(self.src, sp))
+            if mode == "raise":  # (what the real copy would refuse, refused before it)
+                copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
+                           if_exists=mode, dry_run=True)
             return
         keys = keys_under(self.src, sp)
         arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])
@@ -132,7 +155,7 @@ class Copier:
         self.groups += groups
         per_key = 1 if self.recode is None else 0  # a recoding copy's bar counts bytes
         n, _, nbytes = copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
-                                  if_exists="replace",
+                                  if_exists=mode,
                                   log=lambda _msg: self.progress.update(per_key))
         self.keys += n
         self.bytes += nbytes

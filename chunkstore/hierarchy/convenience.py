@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..storage import base as _store_base
+import bisect
 import builtins
 import contextlib
 import math
@@ -15,11 +16,12 @@ import numpy as np
 
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
-from chunkstore.metadata.formats import document_rank
+from chunkstore.metadata.formats import (document_rank, documents_first, kind_of_document,
+                                         stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            removed_on_failure, require_parent_groups,
-                                           save_array)
+                                           save_array, stray_keys_error)
 from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
@@ -27,7 +29,7 @@ from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_plan,
                                          put_attributes, read_as)
 from chunkstore.storage import protocol
-from chunkstore.storage.base import getitems, setitems
+from chunkstore.storage.base import delitems, getitems, keys_under, setitems
 from chunkstore.storage.normalize import normalize_store
 
 # Bytes of decoded data one copy step holds at most (bounded memory for any array size).
@@ -169,6 +171,14 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
 
     excludes/includes are regular expressions matched against the key relative to
     source_path (an include overrides an exclude). Returns (n_copied, n_skipped, n_bytes).
+
+    Key by key as zarr-python 2's, but each array whole, so that a copied array reads what
+    its source reads: where the destination holds a node at a copied array's path,
+    if_exists "raise" raises CopyError (even where no key is shared: a node of the other
+    format), "skip" skips all of the array's keys, "replace" removes every key below the
+    path that the copy does not write; keys of no node there that the copy would read as
+    its own (a failed delete's chunks) raise StrayChunksError ("raise", "skip") or are
+    removed ("replace"). Everything is checked before the first write.
     """
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
@@ -179,7 +189,11 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
 
 def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run, batch,
                keep=None):
-    """copy_store's work (stores normalized); keep(key): whether to copy a source key."""
+    """copy_store's work (stores normalized); keep(key): whether to copy a source key.
+
+    Key by key as zarr-python 2, but each array (node) whole: what the destination holds at
+    a copied node's path besides the copy's keys is settled before anything is written
+    (_settle_nodes), so a copied array reads exactly what its source reads."""
     ex, inc = _compile(excludes), _compile(includes)
     # The chunks first and the node documents last: a copy failing midway then leaves keys
     # no node owns, never a node whose uncopied chunks read as the fill value.
@@ -187,26 +201,42 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
                    and (keep is None or keep(k))), key=lambda k: (-document_rank(k), k))
     plan = []
     n_skipped = 0
-    # The destination's keys in one listing, not one existence check (a request on a
-    # remote store) per key; "replace" needs none.
-    existing = None if if_exists == "replace" else _keys_at(dest, dp)
     for k in keys:
         rel = k[len(sp) + 1:] if sp else k
         if any(p.search(rel) for p in ex) and not any(p.search(rel) for p in inc):
             n_skipped += 1
             continue
-        dk = f"{dp}/{rel}" if dp else rel
-        if existing is not None and dk in existing:
-            if if_exists == "raise":
+        plan.append((k, f"{dp}/{rel}" if dp else rel))
+    # The destination's keys in one listing, not one existence check (a request on a
+    # remote store) per key.
+    existing = sorted(_keys_at(dest, dp))
+    present = set(existing)
+    # the documents read once, before anything is written: the nodes are told by them, and
+    # what is written is what was looked at
+    docs = getitems(source, [k for k, _ in plan if document_rank(k) == 0])
+    skipped, remove, hide = _settle_nodes(source, dest, plan, docs, existing, if_exists)
+    if if_exists == "raise":
+        for _, dk in plan:
+            if dk in present:
                 raise CopyError(f"key {dk!r} already exists in {dest!r}")
-            if if_exists == "skip":
-                n_skipped += 1
-                continue
-        plan.append((k, dk))
+    kept = []
+    for k, dk in plan:
+        if _under_any(dk, skipped) or (if_exists == "skip" and dk in present):
+            n_skipped += 1
+        else:
+            kept.append((k, dk))
+    plan = kept
+    if log is not None:
+        for dk in remove:
+            log(f"remove {dk}")
+    if not dry_run and (hide or remove):
+        # the replaced node's documents first: one failing midway leaves keys of no node
+        # (refused by a later copy or creation there), never a mixture that reads as a node
+        delitems(dest, documents_first(hide + remove))
     n_bytes = 0
     for lo in range(0, len(plan), batch):
         part = plan[lo:lo + batch]
-        data = getitems(source, [k for k, _ in part])
+        data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
         out = {dk: data[k] for k, dk in part if k in data}
         n_bytes += sum(len(v) for v in out.values())
         if log is not None:
@@ -215,6 +245,100 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
         if not dry_run:
             setitems(dest, out)
     return len(plan), n_skipped, n_bytes
+
+
+def _settle_nodes(source, dest, plan, docs, existing, if_exists):
+    """What copy_store does with the destination's keys at each node it copies (plan: its
+    (source key, destination key) pairs; docs: the source's node documents among them;
+    existing: the destination's keys below dest_path, sorted): (the paths of the nodes
+    skipped whole, nothing at or below them written; the destination keys to remove; the
+    documents to remove before writing, hiding a node being replaced).
+
+    A node of the destination at a copied array's path (any format or kind) refuses the copy
+    (CopyError, "raise"), keeps it out whole ("skip": none of the array's keys is written,
+    not its chunks beside the old document) or goes whole ("replace": every key below the
+    path that the copy does not write, as copy() replaces). Keys named as chunks with no
+    node there (a failed delete's) would read as the copy's chunks: StrayChunksError
+    ("raise", "skip"), removed ("replace"). A group copied where a node of another kind
+    or format is: CopyError, its subtree skipped, or that node's documents and chunks
+    removed (a group merges into a group of its format, as zarr-python 2's)."""
+    written = {dk for _, dk in plan}
+    nodes_at = []
+    for k, dk in plan:
+        if k in docs:
+            kind = kind_of_document(source, k, docs[k])
+            if kind is not None:
+                nodes_at.append((dk.rsplit("/", 1)[0] if "/" in dk else "", kind))
+    skipped: set = set()
+    remove: list = []
+    hide: list = []
+    for path, kind in sorted(set(nodes_at)):  # (parents before their members)
+        if _under_any(path, skipped):
+            continue
+        below = _keys_below(existing, path)
+        pre = nodes.prefix(path)
+        here = [k for k in below if "/" not in k[len(pre):]]  # keys directly at path
+        docs_here = [k for k in here if document_rank(k) == 0]
+        other_docs = [k for k in docs_here if k not in written]
+        if kind == "array":
+            if docs_here:  # a node is there
+                if if_exists == "raise":
+                    raise CopyError(f"a node already exists at {path!r} in {dest!r}")
+                if if_exists == "skip":
+                    skipped.add(path)
+                    continue
+                hide += [k for k in docs_here if k in written]
+                remove += [k for k in below if k not in written]
+                continue
+            stray = _leftovers_among(below, path)
+            if stray and if_exists != "replace":
+                raise stray_keys_error(
+                    f"cannot copy an array to path {path!r} in {store_name(dest)}", stray,
+                    f"would read as the copy's chunks: copy with if_exists='replace', or "
+                    f"remove them (the store's rmdir({path!r}))")
+            remove += [k for k in stray if k not in written]
+        elif other_docs:  # a group where an array, or a node of the other format, is
+            if if_exists == "raise":
+                raise CopyError(f"a node already exists at {path!r} in {dest!r}")
+            if if_exists == "skip":
+                skipped.add(path)
+                continue
+            remove += [k for k in here if document_rank(k) < 2 and k not in written]
+            remove += [k for k in stray_chunk_keys(below, path) if k not in written]
+    return skipped, remove, hide
+
+
+def _keys_below(keys, path):
+    """The keys at or below path among keys (sorted): one range of them."""
+    if not path:
+        return list(keys)
+    lo = bisect.bisect_left(keys, path)
+    hi = bisect.bisect_left(keys, path + "0")  # ("/" sorts right before "0")
+    return [k for k in keys[lo:hi] if k == path or k.startswith(path + "/")]
+
+
+def _under_any(key, paths):
+    """Whether key lies at or below one of paths (a set; "" is the root)."""
+    if not paths:
+        return False
+    parts = key.split("/")
+    return "" in paths or any("/".join(parts[:i]) in paths for i in range(1, len(parts) + 1))
+
+
+def leftover_keys(store, path):
+    """The keys at path in store that an array copied there would take for its own while no
+    node is there (see _leftovers_among). One listing."""
+    return _leftovers_among(keys_under(store, path), path)
+
+
+def _leftovers_among(keys, path):
+    """Among keys (all at or below path), those an array made at path would take for its
+    own while no node is there: chunk keys of no node (stray_chunk_keys: a failed delete
+    leaves them) and attribute documents of none."""
+    pre = nodes.prefix(path)
+    return stray_chunk_keys(keys, path) + [
+        k for k in keys if k.startswith(pre) and "/" not in k[len(pre):]
+        and document_rank(k) == 1]
 
 
 def _keys_at(store, path):
@@ -482,11 +606,13 @@ def _name(path, name):
 
 
 def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists, dry_run,
-          create_kws, fmt, plan=False):
+          create_kws, fmt, plan=False, store=None):
     """Copy source to dest_path/name. dest is the Group there, or None in a dry run where
-    the destination group does not exist yet (so nothing below it exists either); fmt: its
+    the destination group does not exist yet (so no node below it exists either); fmt: its
     Zarr format (a new group takes its parent's). plan (with dry_run): plan each array's
-    copy (see _plan_copies)."""
+    copy (see _plan_copies). store: the destination store (dest's; given below a group a
+    dry run has not made)."""
+    store = dest.store if store is None else store
     existing = dest[name] if dest is not None and name in dest else None
     target = _name(dest_path, name)
     source_is_group = _is_group(source)
@@ -523,12 +649,24 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             if _is_group(child) and not recurse:
                 continue
             c, sk, b = _copy(log, child, g, child_path, child_name, recurse, without_attrs,
-                             if_exists, dry_run, create_kws, child_fmt, plan)
+                             if_exists, dry_run, create_kws, child_fmt, plan, store)
             n_copied += c
             n_skipped += sk
             n_bytes += b
         return n_copied, n_skipped, n_bytes
     raw = isinstance(source, Array) and _raw_copy(source, dest, fmt, create_kws)
+    if not existing_blocks:
+        # keys of no node where the copy goes would read as its chunks: refused (in the
+        # plan, before anything is written) unless replacing, which clears them
+        stray = leftover_keys(store, child_path)
+        if stray and if_exists != "replace":
+            raise stray_keys_error(
+                f"cannot copy {getattr(source, 'name', None) or name!r} to {target!r} in "
+                f"{store_name(store)}", stray,
+                f"would read as the copy's chunks: copy with if_exists='replace', or "
+                f"remove them (the store's rmdir({child_path!r}))")
+        if stray and not dry_run:
+            delitems(store, stray)
     if dry_run:
         if plan and isinstance(source, Array) and not raw:
             # (members take the destination's format) the copy's metadata made where it

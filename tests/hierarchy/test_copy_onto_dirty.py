@@ -1,0 +1,230 @@
+"""Copies into a destination that already holds keys at the copy's path: the chunks of an
+older array there (of another shape, dtype, chunk grid or format), or the chunks a failed
+delete left with no node (remove_node takes the documents first). A copied array whose
+source does not store some chunk reads its fill value there, so any key the destination
+still holds under that name read as the copy's data: old values, no error. The copy now
+reads exactly as its source, or raises before anything in the destination changes
+(README "Differences from zarr-python": copy_store works array by array). Each test
+failed on the code before (NumPy is the oracle)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+import chunkstore.cli as cli
+from chunkstore.errors import StrayChunksError
+from chunkstore.storage.memory import MemoryStore
+
+WANT = np.array([1, 2, 0, 0], dtype="i4")   # the source: chunk 1 never written
+
+
+def _source(fmt: int, **kw) -> tuple[MemoryStore, cs.Group]:
+    store = MemoryStore()
+    g = cs.group(store=store, zarr_format=fmt)
+    a = g.zeros("a", shape=(4,), chunks=(2,), dtype="i4", **kw)
+    a[:2] = [1, 2]
+    return store, g
+
+
+def _leftovers(store: MemoryStore, path: str, fmt: int, **kw) -> None:
+    """The chunks of an array at path (all 9) whose documents are gone: a failed delete."""
+    kw = {"shape": (4,), "chunks": (2,), "dtype": "i4", **kw}
+    z = cs.zeros(store=store, path=path, zarr_format=fmt, **kw)
+    z[...] = 9
+    for k in [k for k in store.keys() if k.startswith(path + "/")
+              and k.rsplit("/", 1)[-1] in (".zarray", ".zattrs", "zarr.json")]:
+        del store[k]
+
+
+def _dest(fmt: int) -> tuple[MemoryStore, cs.Group]:
+    store = MemoryStore()
+    return store, cs.group(store=store, zarr_format=fmt)
+
+
+def _reads(store, path, want=WANT) -> None:
+    np.testing.assert_array_equal(cs.open_array(store, path=path, mode="r")[...], want)
+
+
+def _snap(store) -> dict:
+    return {k: bytes(store[k]) for k in store.keys()}
+
+
+def _keys_under(store, path) -> dict:
+    return {k[len(path):]: bytes(store[k]) for k in store.keys() if k.startswith(path + "/")}
+
+
+# ------------------------------------------------------------------ copy_store (raw keys)
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("if_exists", ["raise", "skip"])
+def test_copy_store_onto_leftover_chunks_is_refused(fmt, if_exists):
+    """[1, 2, 9, 9] was read where [1, 2, 0, 0] was copied ('skip': [9, 9, 9, 9])."""
+    src, _ = _source(fmt)
+    dst, _ = _dest(fmt)
+    _leftovers(dst, "b", fmt)
+    before = _snap(dst)
+    with pytest.raises(StrayChunksError, match=r"'b'.*'b/(c/)?0'"):
+        cs.copy_store(src, dst, source_path="a", dest_path="b", if_exists=if_exists)
+    assert _snap(dst) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_copy_store_replace_clears_leftover_chunks(fmt):
+    src, _ = _source(fmt)
+    dst, _ = _dest(fmt)
+    _leftovers(dst, "b", fmt)
+    cs.copy_store(src, dst, source_path="a", dest_path="b", if_exists="replace")
+    _reads(dst, "b")
+    assert _keys_under(dst, "b") == _keys_under(src, "a")
+
+
+OLDER = [  # an older array at the destination path, each chunk stored (no fill value)
+    {"shape": (4,), "chunks": (2,), "dtype": "i4"},
+    {"shape": (6,), "chunks": (1,), "dtype": "i4"},
+    {"shape": (3,), "chunks": (2,), "dtype": "f8"},
+    {"shape": (4, 2), "chunks": (2, 1), "dtype": "i2"},
+    {"shape": (8,), "chunks": (2,), "shards": (4,), "dtype": "i4"},
+]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("older", range(len(OLDER)))
+@pytest.mark.parametrize("older_fmt", [2, 3])
+def test_copy_store_replace_of_an_older_array_reads_as_the_source(fmt, older, older_fmt):
+    """Replacing key by key left the older array's other chunks (and, of another format,
+    its document) under the copy: [1, 2, 9, 9]."""
+    kw = dict(OLDER[older])
+    if "shards" in kw and older_fmt == 2:
+        pytest.skip("no shards in Zarr v2")
+    src, _ = _source(fmt)
+    dst, _ = _dest(fmt)
+    cs.zeros(store=dst, path="b", zarr_format=older_fmt, **kw)[...] = 9
+    cs.copy_store(src, dst, source_path="a", dest_path="b", if_exists="replace")
+    _reads(dst, "b")
+    assert _keys_under(dst, "b") == _keys_under(src, "a")
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("older_fmt", [2, 3])
+def test_copy_store_skip_keeps_an_older_array_whole(fmt, older_fmt):
+    """'skip' kept the older array's document and chunk 1 but wrote the source's chunk 0
+    where the older array had none: [1, 2, 9, 9] read as the older array."""
+    src, _ = _source(fmt)
+    dst, _ = _dest(fmt)
+    old = cs.zeros(store=dst, path="b", zarr_format=older_fmt, shape=(4,), chunks=(2,),
+                   dtype="i4")
+    old[2:] = 9
+    before = _snap(dst)
+    copied, skipped, _ = cs.copy_store(src, dst, source_path="a", dest_path="b",
+                                       if_exists="skip")
+    assert _snap(dst) == before
+    assert copied == 0 and skipped == len(_keys_under(src, "a"))
+    _reads(dst, "b", [0, 0, 9, 9])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_copy_store_raise_refuses_a_node_of_the_other_format(fmt):
+    """No key is shared between a v2 and a v3 array at one path: 'raise' wrote the copy's
+    documents beside the older array's."""
+    src, _ = _source(fmt)
+    dst, _ = _dest(fmt)
+    cs.zeros(store=dst, path="b", zarr_format=5 - fmt, shape=(4,), chunks=(2,), dtype="i4")
+    before = _snap(dst)
+    with pytest.raises(cs.CopyError, match="'b'"):
+        cs.copy_store(src, dst, source_path="a", dest_path="b", if_exists="raise")
+    assert _snap(dst) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_copy_store_of_a_group_checks_each_array_below(fmt):
+    """Leftovers at a member's path deep below the copied group count too."""
+    src, g = _source(fmt)
+    g.create_group("sub").zeros("c", shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    dst, _ = _dest(fmt)
+    _leftovers(dst, "x/sub/c", fmt)
+    before = _snap(dst)
+    with pytest.raises(StrayChunksError, match="x/sub/c"):
+        cs.copy_store(src, dst, dest_path="x", if_exists="raise")
+    assert _snap(dst) == before
+    cs.copy_store(src, dst, dest_path="x", if_exists="replace")
+    _reads(dst, "x/sub/c")
+    _reads(dst, "x/a")
+
+
+# ------------------------------------------------------------------ copy / copy_all
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("kws", [{}, {"chunks": (2,)}], ids=["raw", "recoded"])
+@pytest.mark.parametrize("if_exists", ["raise", "skip", "skip_initialized"])
+@pytest.mark.parametrize("how", ["copy", "copy_all"])
+def test_copy_onto_leftover_chunks_is_refused(fmt, kws, if_exists, how):
+    """A raw copy read [1, 2, 9, 9]; a recoded one raised only after copy_all had written
+    the members before."""
+    _, g = _source(fmt)
+    g.zeros("0first", shape=(2,), dtype="i4")  # (a member copied before "a")
+    dst, dg = _dest(fmt)
+    _leftovers(dst, "a", fmt)
+    before = _snap(dst)
+    with pytest.raises(StrayChunksError, match=r"to '/a'.*'a/(c/)?0'"):
+        if how == "copy":
+            cs.copy(g["a"], dg, "a", if_exists=if_exists, **kws)
+        else:
+            cs.copy_all(g, dg, if_exists=if_exists, **kws)
+    assert _snap(dst) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("kws", [{}, {"chunks": (2,)}], ids=["raw", "recoded"])
+@pytest.mark.parametrize("how", ["copy", "copy_all"])
+def test_copy_replace_clears_leftover_chunks(fmt, kws, how):
+    _, g = _source(fmt)
+    dst, dg = _dest(fmt)
+    _leftovers(dst, "a", fmt)
+    if how == "copy":
+        cs.copy(g["a"], dg, "a", if_exists="replace", **kws)
+    else:
+        cs.copy_all(g, dg, if_exists="replace", **kws)
+    _reads(dst, "a")
+    assert not [k for k in dst.keys() if k.rsplit("/", 1)[-1] in ("1", "c/1")]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_copied_group_over_leftovers_below_is_refused(fmt):
+    """The group is new in the destination, its member's path holds leftovers."""
+    _, g = _source(fmt)
+    dst, dg = _dest(fmt)
+    _leftovers(dst, "g/a", fmt)
+    before = _snap(dst)
+    with pytest.raises(StrayChunksError, match="g/a"):
+        cs.copy(g, dg, "g")
+    assert _snap(dst) == before
+
+
+# ------------------------------------------------------------------ chunkstore cp
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("opts", [[], ["--chunks", "2"]], ids=["raw", "recoded"])
+@pytest.mark.parametrize("what", ["array", "group"])
+def test_cp_onto_leftover_chunks(tmp_path, capsys, fmt, opts, what):
+    """cp read [1, 2, 9, 9] (raw), or raised after writing the groups above (recoded)."""
+    src_path, dst_path = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    _, g = _source(fmt)
+    cs.copy_store(g.store, cs.DirectoryStore(src_path))
+    dst = cs.DirectoryStore(dst_path)
+    cs.group(store=dst, zarr_format=fmt)
+    sp, dp, at = ("a", "b", "b") if what == "array" else ("", "x", "x/a")
+    _leftovers(dst, at, fmt)
+    for k in ("x/.zgroup", "x/zarr.json"):  # (x: no node, a path below the root)
+        dst.pop(k, None)
+    before = _snap(dst)
+    rc = cli.main(["cp", src_path, dst_path, "--src-path", sp, "--dst-path", dp,
+                   "--no-progress", *opts])
+    err = capsys.readouterr().err
+    assert rc == 1 and at in err and "of no node" in err, err
+    assert _snap(dst) == before
+    rc = cli.main(["cp", src_path, dst_path, "--src-path", sp, "--dst-path", dp,
+                   "--no-progress", "--if-exists", "replace", *opts])
+    assert rc == 0, capsys.readouterr().err
+    _reads(dst_path, at)
+    assert os.path.isdir(dst_path)
