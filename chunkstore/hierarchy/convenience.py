@@ -279,7 +279,6 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
         pre = nodes.prefix(path)
         here = [k for k in below if "/" not in k[len(pre):]]  # keys directly at path
         docs_here = [k for k in here if document_rank(k) == 0]
-        other_docs = [k for k in docs_here if k not in written]
         if kind == "array":
             if docs_here:  # a node is there
                 if if_exists == "raise":
@@ -297,12 +296,18 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
                     f"would read as the copy's chunks: copy with if_exists='replace', or "
                     f"remove them (the store's rmdir({path!r}))")
             remove += [k for k in stray if k not in written]
-        elif other_docs:  # a group where an array, or a node of the other format, is
+            continue
+        # a group: one of its format merges into it; where an array is, or a node of the
+        # other format (a v3 zarr.json, array's or group's, is read to tell)
+        other = [k for k in docs_here if k not in written or
+                 kind_of_document(dest, k) != "group"]
+        if other:
             if if_exists == "raise":
                 raise CopyError(f"a node already exists at {path!r} in {dest!r}")
             if if_exists == "skip":
                 skipped.add(path)
                 continue
+            hide += [k for k in other if k in written]
             remove += [k for k in here if document_rank(k) < 2 and k not in written]
             remove += [k for k in stray_chunk_keys(below, path) if k not in written]
     return skipped, remove, hide
@@ -606,14 +611,20 @@ def _name(path, name):
 
 
 def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists, dry_run,
-          create_kws, fmt, plan=False, store=None):
+          create_kws, fmt, plan=False, store=None, cleared=False):
     """Copy source to dest_path/name. dest is the Group there, or None in a dry run where
     the destination group does not exist yet (so no node below it exists either); fmt: its
     Zarr format (a new group takes its parent's). plan (with dry_run): plan each array's
     copy (see _plan_copies). store: the destination store (dest's; given below a group a
-    dry run has not made)."""
+    dry run has not made). cleared: a dry run below a node the real copy removes first
+    (what lies there now is gone by then)."""
     store = dest.store if store is None else store
     existing = dest[name] if dest is not None and name in dest else None
+    child_path = f"{dest_path}/{name}" if dest_path else name
+    if dest is None and not cleared and nodes.node_kind(store, child_path, warn=False)[0]:
+        # a dry run below a group not made yet: a node may be there all the same (below a
+        # path with no group document), and the real copy will find it
+        existing = _open(store, mode="r", path=child_path)
     target = _name(dest_path, name)
     source_is_group = _is_group(source)
     if source_is_group and isinstance(existing, Group):
@@ -627,7 +638,6 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         return 0, 1, 0
     if log:
         log(f"copy {source.name if hasattr(source, 'name') else name} -> {target}")
-    child_path = f"{dest_path}/{name}" if dest_path else name
     if source_is_group:
         g = None
         if not dry_run:
@@ -649,13 +659,14 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             if _is_group(child) and not recurse:
                 continue
             c, sk, b = _copy(log, child, g, child_path, child_name, recurse, without_attrs,
-                             if_exists, dry_run, create_kws, child_fmt, plan, store)
+                             if_exists, dry_run, create_kws, child_fmt, plan, store,
+                             cleared or (dry_run and existing_blocks))
             n_copied += c
             n_skipped += sk
             n_bytes += b
         return n_copied, n_skipped, n_bytes
     raw = isinstance(source, Array) and _raw_copy(source, dest, fmt, create_kws)
-    if not existing_blocks:
+    if not existing_blocks and not cleared:
         # keys of no node where the copy goes would read as its chunks: refused (in the
         # plan, before anything is written) unless replacing, which clears them
         stray = leftover_keys(store, child_path)

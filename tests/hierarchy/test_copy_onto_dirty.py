@@ -228,3 +228,59 @@ def test_cp_onto_leftover_chunks(tmp_path, capsys, fmt, opts, what):
     assert rc == 0, capsys.readouterr().err
     _reads(dst_path, at)
     assert os.path.isdir(dst_path)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("if_exists", ["replace", "skip_initialized"])
+def test_a_group_replacing_an_array_is_not_refused_for_that_arrays_chunks(fmt, if_exists):
+    """The plan saw the v3 array's chunk 'a/c/0' as leftovers at the member path 'a/c' of
+    the group replacing it (the real copy removes the array first)."""
+    _, g = _source(fmt)
+    g.zeros("g/c", shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    dst, dg = _dest(3)
+    dg.zeros("a", shape=(4,), chunks=(2,), dtype="i4")[:2] = 9   # (not all chunks stored)
+    cs.copy(g["g"], dg, "a", if_exists=if_exists)
+    _reads(dst, "a/c")
+    assert not [k for k in dst.keys() if k in ("a/c/0", "a/c/1")]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_node_below_a_path_with_no_group_is_seen_by_the_plan(fmt):
+    """An array at 'g/c' with no group document at 'g': copy_all planned 'g' as new (so
+    nothing below it), wrote 'a', then raised CopyError at 'g/c' (now refused first)."""
+    _, g = _source(fmt)
+    g.zeros("g/c", shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    dst, dg = _dest(fmt)
+    cs.zeros(store=dst, path="g/c", shape=(3,), chunks=(3,), dtype="i4", zarr_format=fmt)[:] = 9
+    for k in ("g/.zgroup", "g/zarr.json"):
+        dst.pop(k, None)
+    before = _snap(dst)
+    with pytest.raises(cs.CopyError, match="'c'"):
+        cs.copy_all(g, dg)
+    assert _snap(dst) == before
+    cs.copy_all(g, dg, if_exists="replace")
+    _reads(dst, "g/c")
+    _reads(dst, "a")
+
+
+@pytest.mark.parametrize("if_exists", ["raise", "skip", "replace"])
+def test_copy_store_of_a_group_onto_a_v3_array(if_exists):
+    """Both documents are zarr.json: the group was taken for one to merge into ('skip'
+    kept the array's document and wrote the member below it)."""
+    src, g = _source(3)
+    g.zeros("g/c", shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    dst, dg = _dest(3)
+    dg.zeros("x", shape=(4,), chunks=(2,), dtype="i4")[...] = 9
+    before = _snap(dst)
+    if if_exists == "raise":
+        with pytest.raises(cs.CopyError, match="'x'"):
+            cs.copy_store(src, dst, source_path="g", dest_path="x", if_exists=if_exists)
+        assert _snap(dst) == before
+    elif if_exists == "skip":
+        cs.copy_store(src, dst, source_path="g", dest_path="x", if_exists=if_exists)
+        assert _snap(dst) == before
+    else:
+        cs.copy_store(src, dst, source_path="g", dest_path="x", if_exists=if_exists)
+        assert isinstance(cs.open(dst, path="x", mode="r"), cs.Group)
+        _reads(dst, "x/c")
+        assert _keys_under(dst, "x") == _keys_under(src, "g")
