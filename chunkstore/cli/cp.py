@@ -138,14 +138,15 @@ class Copier:
 
     def _raw(self, sp, dp):
         from chunkstore.hierarchy.convenience import copy_store
-        # Nothing is at dp (or it was removed: replace): keys below it are refused as
-        # copy_store refuses them (keys of no node where an array below goes, a key the
-        # copy would overwrite), unless replacing
-        mode = "replace" if self.if_exists == "replace" else "raise"
+        # Nothing is at dp (or it was removed: replace); what lies below it copy_store
+        # settles node by node as --if-exists says (a node below a path with no group:
+        # refused, skipped or replaced; keys of no node where an array goes: refused, or
+        # removed by replace)
+        mode = self.if_exists
         if self.dry:
             if self.count_keys:  # listing a big remote store costs: only for a bar
                 self.raw_keys += len(keys_under(self.src, sp))
-            if mode == "raise":  # (what the real copy would refuse, refused before it)
+            if mode != "replace":  # (what the real copy would refuse, refused before it)
                 copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
                            if_exists=mode, dry_run=True)
             return

@@ -284,3 +284,26 @@ def test_copy_store_of_a_group_onto_a_v3_array(if_exists):
         assert isinstance(cs.open(dst, path="x", mode="r"), cs.Group)
         _reads(dst, "x/c")
         assert _keys_under(dst, "x") == _keys_under(src, "g")
+
+
+@pytest.mark.parametrize("if_exists", ["raise", "skip"])
+def test_cp_of_a_group_keeps_a_node_below_a_path_with_no_group(tmp_path, capsys, if_exists):
+    """An array at 'g/c' and no group at 'g': cp replaced it whatever --if-exists said."""
+    src_path, dst_path = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    _, g = _source(2)
+    g.zeros("g/c", shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    cs.copy_store(g.store, cs.DirectoryStore(src_path))
+    dst = cs.DirectoryStore(dst_path)
+    cs.group(store=dst, zarr_format=2)
+    cs.zeros(store=dst, path="g/c", shape=(3,), chunks=(3,), dtype="i4")[:] = 9
+    del dst["g/.zgroup"]
+    before = _snap(dst)
+    rc = cli.main(["cp", src_path, dst_path, "--src-path", "g", "--dst-path", "g",
+                   "--no-progress", "--if-exists", if_exists])
+    err = capsys.readouterr().err
+    if if_exists == "raise":
+        assert rc == 1 and "'g/c'" in err, err
+        assert _snap(dst) == before
+    else:
+        assert rc == 0, err
+    _reads(dst_path, "g/c", [9, 9, 9])
