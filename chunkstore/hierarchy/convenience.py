@@ -299,11 +299,11 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
             continue
         # a group: one of its format merges into it; where an array is, or a node of the
         # other format (a v3 zarr.json, array's or group's, is read to tell)
+        if docs_here and if_exists == "raise":  # (before any member's: parents first)
+            raise CopyError(f"a node already exists at {path!r} in {dest!r}")
         other = [k for k in docs_here if k not in written or
                  kind_of_document(dest, k) != "group"]
         if other:
-            if if_exists == "raise":
-                raise CopyError(f"a node already exists at {path!r} in {dest!r}")
             if if_exists == "skip":
                 skipped.add(path)
                 continue
