@@ -26,7 +26,8 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
                                StrayChunksError)
 from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
-                                         node_document_names, stray_chunk_keys)
+                                         node_document_names, nodes_in_chunk_space,
+                                         stray_chunk_keys)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -105,12 +106,21 @@ def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
     failed midway leaves them (remove_node takes the documents first), and an array made
     there would read them as its own chunks, old values where its fill value belongs. (One
     listing of path; overwrite=True removes them.)"""
-    stray = stray_chunk_keys(keys_under(store, path), path)
+    keys = keys_under(store, path)
+    stray = stray_chunk_keys(keys, path)
     if stray:
         raise stray_keys_error(
             f"cannot create array at path {path!r} in {store_name(store)}", stray,
             f"would read as the new array's chunks: create with overwrite=True, or remove "
             f"them (the store's rmdir({path!r}))")
+    # (a node there is not stray: its keys are its own, and the array's would mix with them)
+    inside = nodes_in_chunk_space(keys, path)
+    if inside:
+        raise ContainsGroupError(
+            f"cannot create array at path {path!r} in {store_name(store)}: a node lies at "
+            f"{inside[0]!r}, among the array's chunk keys (its chunks would be written among "
+            f"that node's keys, and read back from them); create with overwrite=True "
+            f"(which removes it), or choose another path")
 
 
 def _check_mode(mode):

@@ -273,11 +273,28 @@ def stray_chunk_keys(keys: Sequence[str], path: str) -> list[str]:
     its chunks: named as a chunk of some encoding, and below no node's documents (keys of a
     node below path are that node's)."""
     base = path + "/" if path else ""
-    names = node_document_names()
-    owners = {k.rsplit("/", 1)[0] + "/" for k in keys
-              if "/" in k[len(base):] and k.rsplit("/", 1)[-1] in names}
+    owners = _owners(keys, base)
     return [k for k in keys if k.startswith(base) and _CHUNK_KEY.fullmatch(k[len(base):])
             and not any(k.startswith(o) for o in owners)]
+
+
+def nodes_in_chunk_space(keys: Sequence[str], path: str) -> list[str]:
+    """The paths of the nodes below path (told by their documents among keys, all at or
+    below path) that lie where an array made at path keeps chunks (``path/c``, ``path/0``,
+    ``path/0/1``...): the array's chunk keys and that node's keys would be one namespace,
+    its writes landing among the node's keys and its reads taking theirs (or a failed
+    delete's chunks the node now seems to own) for its own."""
+    base = path + "/" if path else ""
+    return sorted(o[:-1] for o in _owners(keys, base)
+                  if _CHUNK_KEY.fullmatch(o[len(base):-1]))
+
+
+def _owners(keys: Sequence[str], base: str) -> set[str]:
+    """The prefixes ("<node path>/") of the nodes strictly below base whose documents are
+    among keys."""
+    names = node_document_names()
+    return {k.rsplit("/", 1)[0] + "/" for k in keys
+            if "/" in k[len(base):] and k.rsplit("/", 1)[-1] in names}
 
 
 def document_rank(key: str) -> int:

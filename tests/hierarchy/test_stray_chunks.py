@@ -76,19 +76,58 @@ def test_every_chunk_key_encoding_counts(fmt, chunk_keys):
 
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_keys_that_are_no_chunks_or_belong_to_a_node_below_do_not_block(fmt):
-    """A file of another kind (notes.txt), and the chunks of an array below the path (y/0,
-    whose chunk y/0/0 is named as a chunk of y: its documents tell it owns them), are
-    nobody's leftovers."""
+    """A file of another kind (notes.txt), and the chunks of an array below the path (y/s,
+    whose chunk y/s/0 is named as a chunk of some array: its documents tell it owns them),
+    are nobody's leftovers."""
     store = MemoryStore()
     root = cs.group(store=store, zarr_format=fmt)
     store["x/notes.txt"] = b"hello"
     root.zeros("x", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
     assert store["x/notes.txt"] == b"hello"
-    root.zeros("y/0", shape=(4,), chunks=(2,), dtype="i4")[...] = 3
+    root.zeros("y/s", shape=(4,), chunks=(2,), dtype="i4")[...] = 3
     del store[{2: "y/.zgroup", 3: "y/zarr.json"}[fmt]]  # y: a path, no group document
-    assert any(k in store for k in ("y/0/0", "y/0/c/0"))
     root.zeros("y", shape=(4,), chunks=(2,), dtype="i4")
     np.testing.assert_array_equal(cs.open_array(store, path="y", mode="r")[...], 0)
+    np.testing.assert_array_equal(cs.open_array(store, path="y/s", mode="r")[...], 3)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_an_array_over_a_failed_deletes_chunks_that_a_group_below_seems_to_own(fmt):
+    """A v3 array at y deleted up to its documents leaves y/c/0, y/c/1; a group made at y/c
+    then seemed to own them, and a new array at y read them as its chunks ([9 9 9 9])."""
+    store = MemoryStore()
+    root = cs.group(store=store, zarr_format=fmt)
+    root.zeros("y", shape=(4,), chunks=(2,), dtype="i4", zarr_format=3)[...] = 9
+    del store["y/zarr.json"]        # a delete failing after the documents: y/c/0, y/c/1 left
+    root.create_group("y/c")
+    del store[{2: "y/.zgroup", 3: "y/zarr.json"}[fmt]]  # y: a path, no group document
+    before = dict(store.items())
+    with pytest.raises(cs.errors.ContainsGroupError, match="'y/c'"):
+        root.zeros("y", shape=(4,), chunks=(2,), dtype="i4", zarr_format=3)
+    assert dict(store.items()) == before
+    z = root.zeros("y", shape=(4,), chunks=(2,), dtype="i4", zarr_format=3, overwrite=True)
+    np.testing.assert_array_equal(z[...], 0)
+
+
+@pytest.mark.parametrize("kind", ["group", "array"])
+@pytest.mark.parametrize("below", ["0", "c", "1/0"])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_an_array_over_a_node_where_its_chunks_go_is_refused(fmt, below, kind):
+    """A node below the path where a new array keeps chunks (y/0, y/c, y/1/0): the array's
+    chunk keys and the node's would be one namespace (y's chunk 0 of Zarr v2 with "/" keys
+    is y/0, the node's document y/0/.zarray ...): refused, nothing written."""
+    store = MemoryStore()
+    root = cs.group(store=store, zarr_format=fmt)
+    if kind == "group":
+        root.create_group("y/" + below)
+    else:
+        root.zeros("y/" + below, shape=(2,), chunks=(2,), dtype="i4")[...] = 5
+    del store[{2: "y/.zgroup", 3: "y/zarr.json"}[fmt]]  # y: a path, no group document
+    before = dict(store.items())
+    first = "y/" + below.split("/")[0]  # (y/1/0's parent group y/1 is named first)
+    with pytest.raises(cs.errors.ContainsGroupError, match=f"'{first}'"):
+        root.zeros("y", shape=(4,), chunks=(2,), dtype="i4")
+    assert dict(store.items()) == before
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
