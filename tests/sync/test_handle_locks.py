@@ -89,6 +89,24 @@ def test_threads_through_an_array_and_its_views(layout):
     np.testing.assert_array_equal(a[:], want)
 
 
+def _second_waits(held, first, second):
+    """Run first (a write that the gated store held holds in flight) and, once it is held,
+    second in another thread: second must wait for first (they take one lock); both end."""
+    one = threading.Thread(target=first)
+    one.start()
+    try:
+        assert held.entered.wait(10)
+        done = threading.Event()
+        two = threading.Thread(target=lambda: (second(), done.set()))
+        two.start()
+        assert not done.wait(0.2), "the second write did not wait for the first"
+    finally:
+        held.gate.set()
+        one.join(30)
+    two.join(30)
+    assert done.is_set(), "the second write did not end"
+
+
 def test_handles_share_locks_by_store_location_and_array(tmp_path):
     d = str(tmp_path / "s")
     one = handle_locks(cs.DirectoryStore(d), "a")
@@ -171,18 +189,7 @@ def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout,
         b = cs.open_array(cs.storage.FSStore("file://" + path), mode="r+")
     else:
         b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
-    first = threading.Thread(target=a.__setitem__, args=(0, 1))
-    first.start()
-    try:
-        assert held.entered.wait(10)
-        done = threading.Event()
-        second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
-        second.start()
-        assert not done.wait(0.2), "the second write did not wait for the first's chunk"
-    finally:
-        held.gate.set()
-        first.join(30)
-    second.join(30)
+    _second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2))
     np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
 
 
@@ -233,26 +240,14 @@ def test_handles_with_different_synchronizers_lose_no_element(tmp_path, layout, 
     one with and one without): a write of element 1 waits for a write of element 0 of the
     same chunk that is between its read and its store. Each handle used to lock only in its
     own synchronizer (or only in-process), so the second write went through and the first
-    then stored element 1's old value ([1, 0]); two ProcessSynchronizers of different
-    directories excluded each other only by chance of a shared lock file."""
+    then stored element 1's old value ([1, 0]) (two ProcessSynchronizers of different
+    directories shared nothing at all)."""
     path = str(tmp_path / "a.zarr")
     _create(path, layout, n=16)
     held = _GatedDirectoryStore(path)
     a = cs.open_array(held, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
     b = cs.open_array(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
-    first = threading.Thread(target=a.__setitem__, args=(0, 1))
-    first.start()
-    try:
-        assert held.entered.wait(10)
-        done = threading.Event()
-        second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
-        second.start()
-        assert not done.wait(0.2), "the second write did not wait for the first's chunk"
-    finally:
-        held.gate.set()
-        first.join(30)
-    second.join(30)
-    assert done.is_set()
+    _second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2))
     np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
 
 
@@ -268,19 +263,8 @@ def test_group_attribute_updates_with_different_synchronizers_lose_no_key(
     store = gated_store(cs.DirectoryStore, lambda k: k == doc, armed=True)(path)
     g1 = cs.open_group(store, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
     g2 = cs.open_group(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
-    first = threading.Thread(target=g1.attrs.__setitem__, args=("one", 1))
-    first.start()
-    try:
-        assert store.entered.wait(10)
-        done = threading.Event()
-        second = threading.Thread(target=lambda: (g2.attrs.__setitem__("two", 2),
-                                                  done.set()))
-        second.start()
-        assert not done.wait(0.2), "the second update did not wait for the first"
-    finally:
-        store.gate.set()
-        first.join(30)
-    second.join(30)
+    _second_waits(store, lambda: g1.attrs.__setitem__("one", 1),
+                  lambda: g2.attrs.__setitem__("two", 2))
     assert dict(cs.open_group(path, mode="r").attrs) == {"one": 1, "two": 2}
 
 
