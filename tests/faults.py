@@ -259,11 +259,12 @@ class SecondChunk:
 def gated_store(base, holds, armed=True, once=True):
     """A subclass of store class base whose writes of keys holds(key) picks wait for its
     gate while armed (a write held in flight, under its locks); entered is set when one
-    waits. once: the first held write disarms it."""
+    waits. once: the first held write disarms it. Remote stores' pipelined writes
+    (start_put: ObjectStore, FSStore on S3) are held as their other writes are."""
 
     class Gated(base):
-        def __init__(self, *args):
-            super().__init__(*args)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
             self.armed = armed
             self.gate = threading.Event()
             self.entered = threading.Event()
@@ -284,4 +285,30 @@ def gated_store(base, holds, armed=True, once=True):
             self._hold(list(values))
             super().setitems(values)
 
+        if hasattr(base, "start_put"):
+            def start_put(self, keys, values):
+                self._hold(list(keys))
+                return super().start_put(keys, values)
+
     return Gated
+
+
+def second_write_waits(held, a, b, timeout=10):
+    """Write element 0 through handle a, whose store held (a gated_store, armed) holds the
+    chunk write in flight, then element 1 of the same chunk through handle b, then let a's
+    write go. Returns whether b's write waited for a's (True where a and b share their locks);
+    both writes are done on return (read the array to see whether one was lost)."""
+    first = threading.Thread(target=a.__setitem__, args=(0, 1))
+    first.start()
+    done = threading.Event()
+    second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
+    try:
+        assert held.entered.wait(timeout), "the first write never reached its chunk write"
+        second.start()
+        waited = not done.wait(0.3)
+    finally:
+        held.gate.set()
+        first.join(30)
+    second.join(30)
+    assert done.is_set(), "the second write did not end"
+    return waited

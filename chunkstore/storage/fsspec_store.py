@@ -7,7 +7,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from . import fsspec_io, fsspec_ranges
+from . import fsspec_io, fsspec_ranges, protocol
 from .base import BaseStore, ensure_bytes, normalize_prefix, validate_key
 from .directory import DirectoryStore
 from .local_files import (atomic_write, check_inside, is_temp_name, remove_tree,
@@ -143,6 +143,8 @@ class FSStore(BaseStore):
 
         self._local = isinstance(self.fs, LocalFileSystem)
         self._memory = type(self.fs) is MemoryFileSystem
+        protocols = self.fs.protocol
+        self._s3 = "s3" in (protocols if isinstance(protocols, (tuple, list)) else (protocols,))
         if self._local:
             self.root = os.path.abspath(self.root)
         # Async filesystems (S3, GCS, Azure, HTTP) get every request of a batch in flight at
@@ -162,16 +164,38 @@ class FSStore(BaseStore):
         return self.url
 
     def _identity(self) -> tuple[Any, ...]:
+        """Where the data is, for in-process locks (protocol.location): a directory's real
+        path (see _location_kind); on S3 the endpoint, bucket and prefix (protocol.s3_identity:
+        not the credentials or other s3fs options); elsewhere the filesystem's class, its
+        arguments and options, and the root. Not the filesystem object: fsspec tells its
+        instances apart by a token that holds, besides every option, the thread that made a
+        synchronous one, so an FSStore of memory:// made on a worker thread and one made on
+        the main thread took separate locks (a write of each to one chunk lost one)."""
         if self._local:  # a directory: as a DirectoryStore of it (see _location_kind)
             return (self._real_path(self.root),)
-        return (self.fs, self.root)
+        if self._s3:
+            bucket, _, prefix = self.root.partition("/")
+            fs = self.fs
+            endpoint = (getattr(fs, "endpoint_url", None)   # (s3fs: before client_kwargs')
+                        or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url"))
+            return protocol.s3_identity(endpoint, bucket, prefix)
+        args = getattr(self.fs, "storage_args", None)
+        options = getattr(self.fs, "storage_options", None)
+        if args is None or options is None:     # (not made by fsspec's instance cache)
+            return (self.fs, self.root)
+        from fsspec.utils import tokenize
+        return (f"{type(self.fs).__module__}.{type(self.fs).__qualname__}",
+                tokenize(*args, **options), self.root)
 
     def _location_kind(self) -> type:
         """FSStore (FsspecStore, zarr-python 3's name, is one); DirectoryStore for a local
         directory: its files are a DirectoryStore's (one file per key, written by rename), so
         handles through ``file://`` and through the path share in-process locks (with
-        separate ones, writes of disjoint elements of one chunk lost each other's)."""
-        return DirectoryStore if self._local else FSStore
+        separate ones, writes of disjoint elements of one chunk lost each other's);
+        protocol.S3Objects on S3, where an ObjectStore (obstore) reaches the same objects."""
+        if self._local:
+            return DirectoryStore
+        return protocol.S3Objects if self._s3 else FSStore
 
     def _reopen_args(self) -> dict[str, Any] | None:
         return {"url": self.url, "storage_options": self.storage_options,

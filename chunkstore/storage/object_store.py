@@ -180,24 +180,36 @@ class ObjectStore(BaseStore):
         return isinstance(other, ObjectStore) and other.store is self.store
 
     def _identity(self) -> tuple[Any, ...] | None:
-        """Where the data is, for in-process locks (protocol.location): the obstore store's
-        kind, its bucket/endpoint configuration (an HTTP store's URL) and prefix, so that
-        wrappers made apart on one location (``from_url`` twice on one s3:// URL, two
-        ``LocalStore`` of one directory) share the locks of their handles. An in-memory
-        obstore store is its own data: the object (its id; the wrapper that a lock table
-        holds keeps it alive). Made once: every shard write asks (its stripe lock)."""
+        """Where the data is, for in-process locks (protocol.location): an S3 store's
+        endpoint, bucket and prefix (protocol.s3_identity; not its credentials, region or
+        client options, which reach the same objects); another obstore store's kind, its
+        configuration (an HTTP store's URL) and prefix, so that wrappers made apart on one
+        location (``from_url`` twice on one URL, two ``LocalStore`` of one directory) share
+        the locks of their handles. An in-memory obstore store is its own data: the object
+        (its id; the wrapper that a lock table holds keeps it alive). Made once: every shard
+        write asks (its stripe lock)."""
         if self._where_key is None:
             inner = self.store
             kind = type(inner).__name__
+            config = dict(getattr(inner, "config", None) or {})
             if kind == "MemoryStore":
                 self._where_key = (kind, id(inner))
+            elif kind == "S3Store" and config.get("bucket"):
+                self._where_key = protocol.s3_identity(config.get("endpoint"),
+                                                       str(config["bucket"]),
+                                                       str(getattr(inner, "prefix", None) or ""))
             else:
-                config = dict(getattr(inner, "config", None) or {})
                 self._where_key = (kind, repr(sorted((str(k), str(v))
                                                      for k, v in config.items())),
                                    str(getattr(inner, "url", None)),
                                    str(getattr(inner, "prefix", None)))
         return self._where_key
+
+    def _location_kind(self) -> type:
+        """protocol.S3Objects on S3 (the objects an FSStore over s3fs reaches too), else
+        ObjectStore."""
+        where = self._identity()
+        return protocol.S3Objects if where and where[0] == "s3" else ObjectStore
 
     def __hash__(self) -> int:
         return hash(("ObjectStore", id(self.store)))

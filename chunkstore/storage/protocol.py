@@ -244,6 +244,23 @@ def location(store: object) -> Hashable:
     return (kind() if callable(kind) else type(store), where)
 
 
+
+class S3Objects:
+    """The location kind (``_location_kind()``) of objects in an S3 bucket, whichever client
+    a store reaches them with (ObjectStore: obstore's; FSStore: s3fs), with s3_identity as
+    the identity: handles through either client, with any credentials, region or client
+    options, share in-process locks (keyed by the client's configuration and the store's
+    class, writes of disjoint elements of one chunk through two such handles lost one)."""
+
+
+def s3_identity(endpoint: object, bucket: str, prefix: str) -> tuple[Any, ...]:
+    """Where an S3 store's objects are: its endpoint (None for AWS, whose bucket names are
+    global; no trailing slash), bucket and key prefix (no slash at its end: the store's keys
+    are ``prefix/key``)."""
+    where = str(endpoint).rstrip("/") if endpoint else None
+    return ("s3", where, bucket, prefix.rstrip("/"))
+
+
 #: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a
 #: worker thread (set by chunkstore.aio.run): a store whose requests are coroutines that run
 #: on any loop (ObjectStore) sends them to that loop, so a coroutine's chunk requests run

@@ -190,3 +190,46 @@ def test_local_writes_are_atomic_and_prune(tmp_path):
     assert os.listdir(tmp_path / "r") == []
     assert list(FSStore(str(tmp_path / "missing"), mode="r")) == []
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("other", ["thread", "skip_instance_cache", "fs"])
+def test_memory_stores_made_apart_share_their_locations_locks(other):
+    """Two handles of one array on fsspec's memory filesystem, each on its own FSStore of
+    one URL: one made on another thread (as a thread pool's worker opening the array), with
+    skip_instance_cache, or on a filesystem object given. A write of element 1 waits for a
+    write of element 0 of the same chunk that is between its read and its store. The
+    location was the filesystem object, equal by fsspec's token, which holds the thread that
+    made it (and every option): the handles took separate in-process locks, the second
+    write went through and the first then stored element 1's old value ([1, 0])."""
+    import threading
+    import uuid
+
+    import fsspec
+    import numpy as np
+
+    import chunkstore as cs
+    from chunkstore.sync.synchronizers import handle_locks
+    from faults import gated_store, is_chunk, second_write_waits
+
+    url = f"memory://locks-{uuid.uuid4().hex}"
+    cs.create_array(FSStore(url), shape=(16,), chunks=(8,), dtype="i4", fill_value=0,
+                    zarr_format=2)
+    held = gated_store(FSStore, is_chunk)(url)
+    if other == "thread":
+        made: list = []
+        t = threading.Thread(target=lambda: made.append(FSStore(url)))
+        t.start()
+        t.join()
+        store = made[0]
+    elif other == "fs":
+        store = FSStore(url.split("://")[1],
+                        fs=fsspec.filesystem("memory", skip_instance_cache=True))
+    else:
+        store = FSStore(url, storage_options={"skip_instance_cache": True})
+    try:
+        a, b = cs.open_array(held, mode="r+"), cs.open_array(store, mode="r+")
+        waited = second_write_waits(held, a, b)
+        np.testing.assert_array_equal(cs.open_array(FSStore(url), mode="r")[:2], [1, 2])
+        assert waited and handle_locks(held, "") is handle_locks(store, "")
+    finally:
+        FSStore(url).rmdir()

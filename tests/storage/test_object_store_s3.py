@@ -346,3 +346,54 @@ def test_waiting_on_a_stopped_callers_loop_raises():
     done = concurrent.futures.Future()
     done.set_result(3)
     assert fsspec_io.result(done) == 3
+
+
+# ------------------------------------------------------------------ in-process locks
+def _one_bucket_store(kind, s3, prefix, gated=False):
+    """A store of kind on the server's bucket and prefix (as a gated_store that holds its
+    first chunk write where gated)."""
+    from faults import gated_store, is_chunk
+
+    so = _so(s3)
+    if kind.startswith("obstore"):
+        cls = gated_store(ObjectStore, is_chunk) if gated else ObjectStore
+        if kind == "obstore-url":       # (what cs.open_array("s3://...") opens)
+            return cls.from_url(f"s3://{BUCKET}/{prefix}", so)
+        creds = dict(access_key_id="k", secret_access_key="s", region="us-east-1")
+        if kind == "obstore-credentials":   # another key pair, another region, same objects
+            creds = dict(access_key_id="k2", secret_access_key="s2", region="eu-west-1")
+        return cls(S3Store(BUCKET, prefix=prefix, endpoint=s3.endpoint + "/",
+                           client_options={"allow_http": True}, **creds))
+    cls = gated_store(cs.storage.FSStore, is_chunk) if gated else cs.storage.FSStore
+    if kind == "fsspec-options":        # endpoint given at the top, other credentials
+        so = {"key": "k2", "secret": "s2", "endpoint_url": s3.endpoint,
+              "skip_instance_cache": True}
+    return cls(f"s3://{BUCKET}/{prefix}/", storage_options=so)
+
+
+_BUCKET_PAIRS = [("obstore", "obstore-credentials"), ("obstore-url", "obstore"),
+                 ("fsspec", "fsspec-options"), ("obstore", "fsspec"), ("fsspec", "obstore-url")]
+
+
+@pytest.mark.parametrize("kinds", _BUCKET_PAIRS, ids=["-".join(k) for k in _BUCKET_PAIRS])
+@pytest.mark.parametrize("layout", ["v2", "sharded"])
+def test_stores_of_one_bucket_and_prefix_share_in_process_locks(s3, prefix, kinds, layout):
+    """Two handles of one array, each on its own store object of one bucket and prefix:
+    obstore's client with other credentials or another region, one made from the s3:// URL,
+    s3fs with other options, or one of each client. A write of element 1 waits for a write
+    of element 0 of the same chunk (shard) that is between its read and its PUT. The stores'
+    locations took the clients' configuration (credentials, region, every s3fs option) and
+    their class: the two handles took separate in-process locks, the second write went
+    through, and the first then stored element 1's old value ([1, 0])."""
+    from faults import second_write_waits
+
+    from chunkstore.sync.synchronizers import handle_locks
+    kw = dict(zarr_format=3, shards=(8,)) if layout == "sharded" else dict(zarr_format=2)
+    cs.create_array(_one_bucket_store(kinds[0], s3, prefix), shape=(16,), chunks=(4,),
+                    dtype="i4", fill_value=0, **kw)
+    held = _one_bucket_store(kinds[0], s3, prefix, gated=True)
+    other = _one_bucket_store(kinds[1], s3, prefix)
+    a, b = cs.open_array(held, mode="r+"), cs.open_array(other, mode="r+")
+    waited = second_write_waits(held, a, b)
+    np.testing.assert_array_equal(cs.open_array(store(s3, prefix), mode="r")[:2], [1, 2])
+    assert waited and handle_locks(held, "") is handle_locks(other, "")
