@@ -563,12 +563,16 @@ def test_split_locked_write_reads_partial_chunks_only_under_their_locks(s3, url)
     # Another process may update a partial chunk (disjoint elements) until this write holds
     # that chunk's lock: the read-modify-write must read it after taking the lock, not use
     # bytes prefetched when the write began. The other process's write is simulated as it
-    # would land: just before the chunk's lock is granted.
+    # would land: just before the chunk's lock is granted, through a store of no location
+    # (a wrapper: it shares none of this process's in-process locks, as another process;
+    # a handle of this process on the URL would wait for the write's locks, for ever).
+    from faults import FaultyStore
+
     sync = cs.ThreadSynchronizer()
     z = cs.open_array(store(s3, url), mode="w", shape=(80, 80), chunks=(8, 8), dtype="i4",
                       synchronizer=sync)
     z[...] = 0
-    other = cs.open_array(store(s3, url), mode="r+")
+    other = cs.open_array(FaultyStore(store(s3, url)), mode="r+")
     split_locks = sync.split_locks
 
     def patched(*args):
