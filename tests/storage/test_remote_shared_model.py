@@ -12,7 +12,9 @@ A hypothesis RuleBasedStateMachine draws, once per run:
 - a dtype and fill value (NaN included for floats), a compressor or none;
 - 2-3 handles on the array, each its own store object on the same bucket/prefix (so caches
   of metadata and shard indexes are separate; made on a worker thread or the main one, as
-  tasks of a thread pool opening the array make theirs), each with its OWN synchronizer:
+  tasks of a thread pool opening the array make theirs; on S3, handles after the first may
+  draw another client configuration, or the other client: ObjectStore for FSStore and back),
+  each with its OWN synchronizer:
   none, a ThreadSynchronizer, or a ProcessSynchronizer on a lock directory of its own; each
   driven one way: a synchronous ``Array``, an ``AsyncArray`` awaited from a fresh event loop
   per step (``asyncio.run``), or an ``AsyncArray`` awaited on a long-lived loop in a
@@ -285,13 +287,22 @@ class Stores:
         if kind == "fsspec_memory":
             self.url = f"memory://chunkstore-remote-model-{self.prefix}"
 
-    def make(self):
-        if self.kind == "obstore":
+    def make(self, variant=0):
+        """A new store object; on S3, variant 1 configures its client otherwise (other
+        credentials and region for obstore; the endpoint given at the top and other
+        credentials for s3fs), variant 2 is the other client (s3fs for obstore and back):
+        the same objects, one location."""
+        kind = self.kind
+        if variant == 2 and kind in ("obstore", "fsspec_s3"):
+            kind = "fsspec_s3" if kind == "obstore" else "obstore"
+        creds = ("k2", "s2", "eu-west-1") if variant == 1 else ("k", "s", "us-east-1")
+        if kind == "obstore":
             from obstore.store import S3Store
 
             from chunkstore.storage import ObjectStore
             client = S3Store(BUCKET, prefix=self.prefix, endpoint=self.s3.endpoint,
-                             access_key_id="k", secret_access_key="s", region="us-east-1",
+                             access_key_id=creds[0], secret_access_key=creds[1],
+                             region=creds[2],
                              client_options={"allow_http": True},
                              retry_config={"max_retries": 2,
                                            "retry_timeout": timedelta(seconds=10),
@@ -299,10 +310,14 @@ class Stores:
                                                        "max_backoff": timedelta(milliseconds=50),
                                                        "base": 2}})
             store = ObjectStore(client)
-        elif self.kind == "fsspec_s3":
-            store = FSStore(f"s3://{BUCKET}/{self.prefix}",
-                            storage_options=_requests.options(self.s3.endpoint))
-        elif self.kind == "fsspec_memory":
+        elif kind == "fsspec_s3":
+            options = _requests.options(self.s3.endpoint)
+            if variant == 1:
+                options = {**options, "key": "k2", "secret": "s2",
+                           "endpoint_url": self.s3.endpoint + "/",
+                           "client_kwargs": {"region_name": "eu-west-1"}}
+            store = FSStore(f"s3://{BUCKET}/{self.prefix}", storage_options=options)
+        elif kind == "fsspec_memory":
             store = FSStore(self.url)
         else:
             store = DirectoryStore(os.path.join(self.tmpdir, "d.zarr"))
@@ -356,9 +371,9 @@ class Stores:
 
 
 class Handle:
-    def __init__(self, arr, mode, cache, sync=None, on_thread=False):
+    def __init__(self, arr, mode, cache, sync=None, on_thread=False, variant=0):
         self.arr, self.mode, self.cache, self.sync = arr, mode, cache, sync
-        self.on_thread = on_thread
+        self.on_thread, self.variant = on_thread, variant
         self.aarr = cs.AsyncArray(arr)
 
     @property
@@ -367,7 +382,8 @@ class Handle:
 
     def __repr__(self):
         return (f"Handle({self.mode}, cache_metadata={self.cache}, synchronizer={self.sync}, "
-                f"store made on {'a worker' if self.on_thread else 'the main'} thread, "
+                f"store {type(self.arr.store).__name__} variant {self.variant} made on "
+                f"{'a worker' if self.on_thread else 'the main'} thread, "
                 f"shape={self.shape})")
 
 
@@ -462,7 +478,11 @@ class SharedArrayMachine(RuleBasedStateMachine):
         one location: README "What is safe")."""
         sync_kind = data.draw(st.sampled_from(SYNCS), label=f"synchronizer {i}")
         on_thread = data.draw(st.booleans(), label=f"store {i} made on a worker thread")
-        store = call_timeout(self.stores.make, "store") if on_thread else self.stores.make()
+        variant = data.draw(st.integers(0, 2), label=f"store {i} variant") if i else 0
+
+        def make():
+            return self.stores.make(variant)
+        store = call_timeout(make, "store") if on_thread else make()
         sync = None
         if sync_kind == "thread":
             sync = cs.ThreadSynchronizer()
@@ -474,7 +494,7 @@ class SharedArrayMachine(RuleBasedStateMachine):
                                                  cache_metadata=cache,
                                                  write_empty_chunks=False,
                                                  synchronizer=sync), "open_array")
-        h = Handle(arr, mode, cache, sync_kind, on_thread)
+        h = Handle(arr, mode, cache, sync_kind, on_thread, variant)
         others = [o for j, o in enumerate(self.handles) if j != i]
         if others:
             assert in_process_locks(arr) is in_process_locks(others[0].arr), (
