@@ -244,7 +244,6 @@ def location(store: object) -> Hashable:
     return (kind() if callable(kind) else type(store), where)
 
 
-
 class S3Objects:
     """The location kind (``_location_kind()``) of objects in an S3 bucket, whichever client
     a store reaches them with (ObjectStore: obstore's; FSStore: s3fs), with s3_identity as
