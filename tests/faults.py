@@ -242,18 +242,66 @@ class SortedFaultStore(MutableMapping):
         return key in self.data
 
 
-class SecondChunk:
-    """A fault rule: the second chunk operation op ("set", "del") on keys under prefix fails
-    (the first goes through); seen: the chunk keys it was asked about."""
+class NthChunk:
+    """A fault rule: the n-th chunk operation op ("set", "del") on keys under prefix fails
+    (the others go through); seen: the chunk keys it was asked about; hit: whether it
+    failed one."""
 
-    def __init__(self, op: str, prefix: str = "") -> None:
-        self.op, self.prefix, self.seen = op, prefix, []
+    def __init__(self, op: str, n: int, prefix: str = "") -> None:
+        self.op, self.n, self.prefix, self.seen = op, n, prefix, []
+
+    @property
+    def hit(self) -> bool:
+        return len(self.seen) >= self.n
 
     def __call__(self, op: str, key: str) -> bool:
         if op == self.op and key.startswith(self.prefix) and is_chunk(key):
             self.seen.append(key)
-            return len(self.seen) == 2
+            return len(self.seen) == self.n
         return False
+
+
+class SecondChunk(NthChunk):
+    """A fault rule: the second chunk operation op ("set", "del") on keys under prefix fails
+    (the first goes through); seen: the chunk keys it was asked about."""
+
+    def __init__(self, op: str, prefix: str = "") -> None:
+        super().__init__(op, 2, prefix)
+
+
+def faulty_memory_store():
+    """A chunkstore MemoryStore (so, everything a MemoryStore does for chunkstore: byte
+    ranges, listings) whose writes and deletes of the keys ``store.fail(op, key)`` picks
+    ("set", "del") raise EIO; batches go key by key, so that one fails midway."""
+    from chunkstore.storage.memory import MemoryStore
+
+    class FaultyMemoryStore(MemoryStore):
+        fail = staticmethod(lambda op, key: False)
+
+        def _check(self, op, key):
+            if self.fail(op, key):
+                raise OSError(errno.EIO, "injected I/O error", key)
+
+        def __setitem__(self, key, value):
+            self._check("set", key)
+            super().__setitem__(key, value)
+
+        def __delitem__(self, key):
+            self._check("del", key)
+            super().__delitem__(key)
+
+        def setitems(self, mapping):
+            for k, v in dict(mapping).items():
+                self[k] = v
+
+        def delitems(self, keys):
+            for k in list(keys):
+                try:
+                    del self[k]
+                except KeyError:
+                    pass
+
+    return FaultyMemoryStore()
 
 
 def gated_store(base, holds, armed=True, once=True):

@@ -11,6 +11,7 @@ value, or read-modified-written, and is deleted instead of stored when it is all
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, cast
 
@@ -30,7 +31,7 @@ from chunkstore.storage.normalize import normalize_store
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.storage.memory import MemoryStore  # (its == compares every value)
 from chunkstore.sync.synchronizers import check_synchronizer_path
-from chunkstore.engine import views
+from chunkstore.engine import trim, views
 from chunkstore.metadata import zarr3_view
 from chunkstore.compat.node_api import ArrayAPIv3, CallableInt
 from chunkstore.errors import store_name
@@ -226,17 +227,25 @@ class Array(nodes.Node, ArrayAPIv3):
             except (TypeError, ValueError) as e:
                 raise ValueError(f"invalid fill_value {value!r} for array {self.name!r}: "
                                  f"{e}") from e
-            engine = self._handle.write_metadata(meta)
+            self._finish_pending_trim(engine)
             shape, chunks = engine.shape, engine.chunks
             # (as the trim after a shrink from the chunk grid's extent to the shape)
             extent = tuple(-(-n // c) * c for n, c in zip(shape, chunks))
-            if extent != shape:
+            plan = engine.trim_plan(extent, shape, chunks) if extent != shape else None
+            if plan is not None and (plan[0] or plan[1]):
+                trim.begin(engine, extent, shape)  # (completed by the next change if need be)
+            else:
+                plan = None
+            engine = self._handle.write_metadata(meta)
+            if plan is not None:
                 try:
-                    engine.trim_chunks(extent, shape, chunks)
+                    engine.trim_chunks(extent, shape, chunks, plan)
+                    trim.end(engine)
                 except BaseException as e:
                     e.add_note(f"array {self.name!r} has its new fill value {value!r}, but "
-                               f"some edge chunks may keep the old one past the array's end: "
-                               f"growing it could show the old fill value there")
+                               f"some edge chunks may keep the old one past the array's end "
+                               f"until its next resize, append or fill value change, which "
+                               f"resets them first ({trim.marker_key(engine)!r} records it)")
                     raise
 
     @property
@@ -609,21 +618,54 @@ class Array(nodes.Node, ArrayAPIv3):
             raise ValueError(f"new shape {new} has a negative dimension")
         with self._engine.exclusive():
             engine = self._handle.reload()
+            # an earlier shrink's trim that failed: completed before the shape changes (a
+            # grow would show its stale chunks)
+            self._finish_pending_trim(engine)
             old = engine.shape
             chunks = engine.chunks
             # The new shape first: a trim that fails halfway then leaves stale chunks past
             # the end (invisible), never an old shape whose chunks are partly deleted. The
-            # stored chunks are listed before, while the grid still covers them.
+            # stored chunks are listed before, while the grid still covers them; the marker
+            # is stored before the shape, so that no grow can miss what a failed trim left.
             shrink = any(n < o for n, o in zip(new, old))
             plan = engine.trim_plan(old, new, chunks) if shrink else None
-            engine = self._handle.write_metadata(engine.layout.resized(new))
-            if shrink:
+            if plan is not None and not (plan[0] or plan[1]):
+                plan = None  # nothing stored past the new end: nothing to trim
+            if plan is not None:
+                trim.begin(engine, old, new)
+            try:
+                engine = self._handle.write_metadata(engine.layout.resized(new))
+            except BaseException:
+                if plan is not None:  # (the old shape stands: the marker is moot)
+                    with contextlib.suppress(Exception):
+                        trim.end(engine)
+                raise
+            if plan is not None:
                 try:
                     engine.trim_chunks(old, new, chunks, plan)
+                    trim.end(engine)
                 except BaseException as e:
-                    e.add_note(f"array {self.name!r} has its new shape {new}, but chunks past "
-                               f"it may remain: growing it again could show their old values")
+                    e.add_note(f"array {self.name!r} has its new shape {new}; chunks past it "
+                               f"may remain until its next resize, append or fill value "
+                               f"change, which deletes them first "
+                               f"({trim.marker_key(engine)!r} records the trim)")
                     raise
+
+    def _finish_pending_trim(self, engine: ChunkEngine, raw: Any = None) -> None:
+        """Complete the trim an earlier shrink left pending (its marker, chunkstore.engine.trim;
+        ``raw``: its bytes already read, else it is looked for: one read), under the array's
+        exclusive lock, with ``engine`` of the metadata as stored now. Raises what the store
+        raises, nothing changed but chunks past the array's end."""
+        raw = trim.read_marker(engine) if raw is None else raw
+        if raw is None:
+            return
+        try:
+            trim.complete(engine, raw)
+        except BaseException as e:
+            e.add_note(f"completing the trim of an earlier shrink of array {self.name!r} "
+                       f"({trim.marker_key(engine)!r}) failed: the array keeps its shape "
+                       f"{engine.shape} and everything in it")
+            raise
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append data along axis; returns the new shape."""
@@ -665,7 +707,14 @@ class Array(nodes.Node, ArrayAPIv3):
             layout = engine.layout
             stored, touched = layout.stored_keys_for(sel.plan.chunk_coords())
             edge = stored[:, axis] * layout.write_chunks[axis] < shape[axis]
-            saved = getitems(layout.store, [k for k, e in zip(touched, edge) if e])
+            keep = [k for k, e in zip(touched, edge) if e]
+            # (an earlier shrink's pending trim looked for in the same batch: no round trip
+            # more; completed before the grow, which would show its stale chunks)
+            marker = trim.marker_key(engine)
+            saved = getitems(layout.store, keep + [marker])
+            if marker in saved:
+                self._finish_pending_trim(engine, saved[marker])
+                saved = getitems(layout.store, keep)  # (the trim may have rewritten them)
             engine = self._handle.write_metadata(layout.resized(new))
             try:
                 engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)

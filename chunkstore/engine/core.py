@@ -14,6 +14,7 @@ chunk grid and decodes with another. A view is an Array whose handle has metadat
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -127,19 +128,32 @@ class EngineHandle:
         in ``saved``), restore the old shape, then put back the boundary objects' old bytes
         (``saved``); each step whatever became of the one before. A step that fails is
         noted on ``error``."""
-        store = self.engine.layout.store
+        from chunkstore.engine import trim
+        grown = self.engine
+        store = grown.layout.store
         name, shape = self.options.name, old_meta.shape
         steps = (
             ("deleting the chunks it created", lambda: delitems(
                 store, [k for k in touched if k not in saved])),
+            # what a step that fails leaves past the old end (created chunks, appended
+            # values in boundary chunks) is then trimmed by the next resize or append
+            # before it grows the array (chunkstore.engine.trim)
+            ("recording the trim of what it leaves past the old end",
+             lambda: trim.begin(grown, grown.shape, shape)),
             ("restoring the old shape", lambda: self.write_metadata(old_meta)),
             ("putting back the old bytes of its boundary chunks (past the old end they may "
-             "hold appended values, which a later resize would show)",
+             "hold appended values, which a later resize that grows the array deletes "
+             "first where the trim was recorded)",
              lambda: setitems(store, saved) if saved else None),
         )
+        failed = False
         for what, step in steps:
             try:
                 step()
             except Exception as e2:
+                failed = True
                 error.add_note(f"rolling back the append of array {name!r} to shape {shape}: "
                                f"{what} also failed: {e2!r}")
+        if not failed:
+            with contextlib.suppress(Exception):  # (left: the next change completes it)
+                trim.end(grown)

@@ -160,6 +160,22 @@ class ArrayLayout:
         """How many chunks are present in the store (inside the grid), from one listing."""
         return len(self._keys.stored_coords(self.store))
 
+    def listed_extent(self) -> tuple[int, ...]:
+        """The smallest shape, at least this one, whose stored grid holds every stored
+        object (chunk, or shard) found under the array's path, inside the grid or past it
+        (one listing of the array's keys)."""
+        from chunkstore.storage.base import keys_under
+        step = self.write_chunks
+        extent = [-(-n // w) * w for n, w in zip(self.metadata.shape, step)]
+        for key in keys_under(self.store, self.path):
+            try:
+                coords = self._keys.parse(key)
+            except ValueError:
+                continue  # (not one of this grid's keys: never read as a chunk)
+            if coords is not None and len(coords) == len(extent):
+                extent = [max(e, (c + 1) * w) for e, c, w in zip(extent, coords, step)]
+        return tuple(extent)
+
     def read_chunks(self, keys: Sequence[str]) -> dict[str, bytes]:
         """``{key: encoded chunk}`` of the chunk keys present in ``chunk_store`` (absent
         ones omitted). For a sharded array a shard whose index cannot be decoded raises
