@@ -233,10 +233,18 @@ class Array(nodes.Node, ArrayAPIv3):
             extent = tuple(-(-n // c) * c for n, c in zip(shape, chunks))
             plan = engine.trim_plan(extent, shape, chunks) if extent != shape else None
             if plan is not None and (plan[0] or plan[1]):
-                trim.begin(engine, extent, shape)  # (completed by the next change if need be)
+                # (before the new fill value: edge chunks left with the old one past the end
+                # are then always recorded, and reset by the next change)
+                trim.begin(engine, extent, shape)
             else:
                 plan = None
-            engine = self._handle.write_metadata(meta)
+            try:
+                engine = self._handle.write_metadata(meta)
+            except BaseException:
+                if plan is not None:  # (the old fill value stands: the marker is moot)
+                    with contextlib.suppress(Exception):
+                        trim.end(engine)
+                raise
             if plan is not None:
                 try:
                     engine.trim_chunks(extent, shape, chunks, plan)
@@ -600,7 +608,10 @@ class Array(nodes.Node, ArrayAPIv3):
     # ------------------------------------------------------------------ shape changes
     def resize(self, *shape: Any) -> None:
         """Change the shape. Chunks wholly outside the new shape are deleted, and the cut-off
-        part of boundary chunks is reset to the fill value, so growing again shows fill."""
+        part of boundary chunks is reset to the fill value, so growing again shows fill. A
+        trim that fails midway is recorded in the store (:mod:`chunkstore.engine.trim`) and
+        completed by the next resize, append or fill value change, before it changes
+        anything (README "Shape changes")."""
         if self._handle.options.overrides is not None:
             self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
