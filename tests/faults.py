@@ -252,6 +252,7 @@ class NthChunk:
 
     @property
     def hit(self) -> bool:
+        """Whether the n-th operation came (and failed)."""
         return len(self.seen) >= self.n
 
     def __call__(self, op: str, key: str) -> bool:
