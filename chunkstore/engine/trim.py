@@ -45,7 +45,8 @@ MARKER_NAME = ".chunkstore-trim"
 
 def marker_key(engine: ChunkEngine) -> str:
     """The store key of the array's pending-trim marker."""
-    return engine.layout._prefix + MARKER_NAME
+    path = engine.layout.path
+    return f"{path}/{MARKER_NAME}" if path else MARKER_NAME
 
 
 def _store(engine: ChunkEngine) -> Any:
