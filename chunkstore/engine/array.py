@@ -671,7 +671,8 @@ class Array(nodes.Node, ArrayAPIv3):
         if raw is None:
             return
         try:
-            trim.complete(engine, raw)
+            trim.complete(engine, raw, lambda extent: ChunkEngine(
+                engine.options, engine.layout.resized(extent)))
         except BaseException as e:
             e.add_note(f"completing the trim of an earlier shrink of array {self.name!r} "
                        f"({trim.marker_key(engine)!r}) failed: the array keeps its shape "

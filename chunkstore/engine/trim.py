@@ -28,14 +28,34 @@ then completes the trim.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems
 
 if TYPE_CHECKING:
-    from chunkstore.engine.core import ChunkEngine
+    from chunkstore.format.layout import ArrayLayout
+
+
+class EngineLike(Protocol):
+    """What this module uses of a chunkstore.engine.core.ChunkEngine (not imported: core
+    imports this module, for the rollback of a failed append)."""
+
+    @property
+    def layout(self) -> ArrayLayout: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def chunks(self) -> tuple[int, ...]: ...
+
+    def trim_chunks(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int],
+                    plan: Any = None) -> None: ...
 
 __all__ = ["MARKER_NAME", "marker_key", "read_marker", "begin", "end", "complete"]
 
@@ -43,24 +63,24 @@ __all__ = ["MARKER_NAME", "marker_key", "read_marker", "begin", "end", "complete
 MARKER_NAME = ".chunkstore-trim"
 
 
-def marker_key(engine: ChunkEngine) -> str:
+def marker_key(engine: EngineLike) -> str:
     """The store key of the array's pending-trim marker."""
     path = engine.layout.path
     return f"{path}/{MARKER_NAME}" if path else MARKER_NAME
 
 
-def _store(engine: ChunkEngine) -> Any:
+def _store(engine: EngineLike) -> Any:
     # (the store itself behind a consolidated-metadata view, as the metadata is written)
     return protocol.live_store(engine.layout.store)
 
 
-def read_marker(engine: ChunkEngine) -> bytes | None:
+def read_marker(engine: EngineLike) -> bytes | None:
     """The marker's bytes, or None where no trim is pending (one read)."""
     key = marker_key(engine)
     return getitems(_store(engine), [key]).get(key)
 
 
-def begin(engine: ChunkEngine, extent: Sequence[int], target: Sequence[int]) -> None:
+def begin(engine: EngineLike, extent: Sequence[int], target: Sequence[int]) -> None:
     """Store the marker before a trim from ``extent`` to ``target``: until :func:`end`
     removes it, the chunks past ``target`` (within ``extent``) may hold old values."""
     doc = {"chunkstore_pending_trim": {"from": [int(n) for n in extent],
@@ -68,7 +88,7 @@ def begin(engine: ChunkEngine, extent: Sequence[int], target: Sequence[int]) -> 
     _store(engine)[marker_key(engine)] = json.dumps(doc).encode()
 
 
-def end(engine: ChunkEngine) -> None:
+def end(engine: EngineLike) -> None:
     """Remove the marker: the trim it recorded is complete."""
     try:
         del _store(engine)[marker_key(engine)]
@@ -88,13 +108,14 @@ def _extent(raw: Any, ndim: int) -> tuple[int, ...] | None:
     return tuple(doc)
 
 
-def complete(engine: ChunkEngine, raw: Any) -> None:
+def complete(engine: EngineLike, raw: Any,
+             widened: Callable[[tuple[int, ...]], EngineLike]) -> None:
     """Complete the trim a marker (its bytes: ``raw``) records, under the array's exclusive
     lock: delete the stored chunks past the current shape within the recorded extent and
     reset the part of boundary chunks past it to the fill value; then remove the marker.
-    ``engine`` must be of the metadata as stored now (read under that lock). Raises what
-    the store raises, the marker left in place."""
-    from chunkstore.engine.core import ChunkEngine
+    ``engine`` must be of the metadata as stored now (read under that lock); ``widened``
+    makes an engine of that metadata with another shape. Raises what the store raises, the
+    marker left in place."""
     shape, layout = engine.shape, engine.layout
     recorded = _extent(raw, engine.ndim)
     if recorded is None:  # (not ours, or torn): whatever the listing finds past the end
@@ -103,6 +124,5 @@ def complete(engine: ChunkEngine, raw: Any) -> None:
     if extent != shape:
         # The stored chunks are listed in the extent's grid (the current one lists only
         # those inside the shape); nothing but the listing depends on the shape.
-        wide = ChunkEngine(engine.options, layout.resized(extent))
-        wide.trim_chunks(extent, shape, engine.chunks)
+        widened(extent).trim_chunks(extent, shape, engine.chunks)
     end(engine)
