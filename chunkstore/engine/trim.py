@@ -43,19 +43,24 @@ class EngineLike(Protocol):
     imports this module, for the rollback of a failed append)."""
 
     @property
-    def layout(self) -> ArrayLayout: ...
+    def layout(self) -> ArrayLayout:
+        """The array's layout (its store, path and chunk keys)."""
 
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape in the engine's metadata."""
 
     @property
-    def ndim(self) -> int: ...
+    def ndim(self) -> int:
+        """The number of dimensions."""
 
     @property
-    def chunks(self) -> tuple[int, ...]: ...
+    def chunks(self) -> tuple[int, ...]:
+        """The chunk shape."""
 
     def trim_chunks(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int],
-                    plan: Any = None) -> None: ...
+                    plan: Any = None) -> None:
+        """Delete the chunks past new within old; reset boundary chunks past new."""
 
 __all__ = ["MARKER_NAME", "marker_key", "read_marker", "begin", "end", "complete"]
 
