@@ -342,22 +342,28 @@ def gated_store(base, holds, armed=True, once=True):
     return Gated
 
 
-def second_write_waits(held, a, b, timeout=10):
-    """Write element 0 through handle a, whose store held (a gated_store, armed) holds the
-    chunk write in flight, then element 1 of the same chunk through handle b, then let a's
-    write go. Returns whether b's write waited for a's (True where a and b share their locks);
-    both writes are done on return (read the array to see whether one was lost)."""
-    first = threading.Thread(target=a.__setitem__, args=(0, 1))
-    first.start()
+def second_waits(held, first, second, timeout=10):
+    """Run first (a write that held, a gated_store armed, holds in flight) and, once it is
+    held, second in another thread, then let first go. Returns whether second waited for
+    first (True where they take one lock); both are done on return."""
+    one = threading.Thread(target=first)
+    one.start()
     done = threading.Event()
-    second = threading.Thread(target=lambda: (b.__setitem__(1, 2), done.set()))
+    two = threading.Thread(target=lambda: (second(), done.set()))
     try:
-        assert held.entered.wait(timeout), "the first write never reached its chunk write"
-        second.start()
+        assert held.entered.wait(timeout), "the first write never reached its held write"
+        two.start()
         waited = not done.wait(0.3)
     finally:
         held.gate.set()
-        first.join(30)
-    second.join(30)
+        one.join(30)
+    two.join(30)
     assert done.is_set(), "the second write did not end"
     return waited
+
+
+def second_write_waits(held, a, b, timeout=10):
+    """second_waits of element 0 written through handle a (its store: held) and element 1
+    of the same chunk through handle b (read the array to see whether one was lost)."""
+    return second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2),
+                        timeout)

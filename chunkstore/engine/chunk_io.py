@@ -128,7 +128,7 @@ def metadata_generation(options: EngineOptions) -> int | None:
     writes also read the stored metadata again under their locks, which sees other
     processes' changes)."""
     generation = getattr(options.locks, "generation", None)
-    return None if generation is None else int(generation(options.path))
+    return None if generation is None else generation(options.path)
 
 
 class EngineState:

@@ -209,8 +209,8 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
         plan.append((k, f"{dp}/{rel}" if dp else rel))
     # The destination's keys in one listing, not one existence check (a request on a
     # remote store) per key.
-    existing = sorted(_keys_at(dest, dp))
-    present = set(existing)
+    present = _keys_at(dest, dp)
+    existing = sorted(present)
     # the documents read once, before anything is written: the nodes are told by them, and
     # what is written is what was looked at
     docs = getitems(source, [k for k, _ in plan if document_rank(k) == 0])

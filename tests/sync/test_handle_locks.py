@@ -15,7 +15,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.sync.synchronizers import ThreadSynchronizer, handle_locks
-from faults import gated_store, is_chunk
+from faults import gated_store, is_chunk, second_waits, second_write_waits
 
 LAYOUTS = {"v2": dict(zarr_format=2), "v3": dict(zarr_format=3),
            "sharded": dict(zarr_format=3, shards=(64,))}
@@ -87,24 +87,6 @@ def test_threads_through_an_array_and_its_views(layout):
     writers = [a, a.view(), a, a.view()]
     want = _hammer(writers, 32)
     np.testing.assert_array_equal(a[:], want)
-
-
-def _second_waits(held, first, second):
-    """Run first (a write that the gated store held holds in flight) and, once it is held,
-    second in another thread: second must wait for first (they take one lock); both end."""
-    one = threading.Thread(target=first)
-    one.start()
-    try:
-        assert held.entered.wait(10)
-        done = threading.Event()
-        two = threading.Thread(target=lambda: (second(), done.set()))
-        two.start()
-        assert not done.wait(0.2), "the second write did not wait for the first"
-    finally:
-        held.gate.set()
-        one.join(30)
-    two.join(30)
-    assert done.is_set(), "the second write did not end"
 
 
 def test_handles_share_locks_by_store_location_and_array(tmp_path):
@@ -189,7 +171,7 @@ def test_handles_of_one_directory_opened_apart_lose_no_element(tmp_path, layout,
         b = cs.open_array(cs.storage.FSStore("file://" + path), mode="r+")
     else:
         b = cs.open_array(cs.storage.LocalStore(path), mode="r+")
-    _second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2))
+    assert second_write_waits(held, a, b), "the second write did not wait for the first's"
     np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
 
 
@@ -247,7 +229,7 @@ def test_handles_with_different_synchronizers_lose_no_element(tmp_path, layout, 
     held = _GatedDirectoryStore(path)
     a = cs.open_array(held, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
     b = cs.open_array(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
-    _second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2))
+    assert second_write_waits(held, a, b), "the second write did not wait for the first's"
     np.testing.assert_array_equal(cs.open_array(path, mode="r")[:2], [1, 2])
 
 
@@ -263,8 +245,8 @@ def test_group_attribute_updates_with_different_synchronizers_lose_no_key(
     store = gated_store(cs.DirectoryStore, lambda k: k == doc, armed=True)(path)
     g1 = cs.open_group(store, mode="r+", synchronizer=_sync(kinds[0], tmp_path, 0))
     g2 = cs.open_group(path, mode="r+", synchronizer=_sync(kinds[1], tmp_path, 1))
-    _second_waits(store, lambda: g1.attrs.__setitem__("one", 1),
-                  lambda: g2.attrs.__setitem__("two", 2))
+    assert second_waits(store, lambda: g1.attrs.__setitem__("one", 1),
+                        lambda: g2.attrs.__setitem__("two", 2)), "the update did not wait"
     assert dict(cs.open_group(path, mode="r").attrs) == {"one": 1, "two": 2}
 
 
