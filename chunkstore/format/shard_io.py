@@ -14,9 +14,10 @@ _STRIPES = [threading.Lock() for _ in range(256)]
 
 def stripe(store: Any, key: str) -> threading.Lock:
     """In-process lock for a shard's read-modify-write, shared by every view of a store and
-    of the stores of its location (handles opened apart on one directory), as the in-process
+    of the stores of its location (handles opened apart on one directory, or through
+    stores of roots one inside the other: protocol.node_location), as the in-process
     locks of handles without a synchronizer are (chunkstore.sync)."""
-    return _STRIPES[hash((protocol.location(store), key)) % len(_STRIPES)]
+    return _STRIPES[hash(protocol.node_location(store, key)) % len(_STRIPES)]
 
 
 def read_if(store: Any, key: str, version: Any, ranges: list) -> list[bytes] | None:

@@ -431,13 +431,15 @@ def _check_apart(dest, members):
     """CopyError where a member copied into dest and its copy would overlap in one store
     (one holds the other): a copy into its own subtree reads what it writes, forever; one
     onto an ancestor, replacing it, deletes its own source first."""
-    here = protocol.location(dest.store)
     for name, node in members:
-        if not isinstance(node, (Array, Group)) or protocol.location(node.store) != here:
+        if not isinstance(node, (Array, Group)):
             continue
         src = normalize_path(node.path)
         dst = normalize_path(f"{dest.path}/{name}" if dest.path else name)
-        if nodes.overlapping(src, dst):
+        # (where each is: a store of a directory above the other's reaches the same nodes)
+        (src_place, src_at) = protocol.node_location(node.store, src)
+        (dst_place, dst_at) = protocol.node_location(dest.store, dst)
+        if src_place == dst_place and nodes.overlapping(src_at, dst_at):
             raise CopyError(f"cannot copy {'/' + src!r} to {'/' + dst!r} in "
                             f"{store_name(dest.store)}: one holds the other")
 

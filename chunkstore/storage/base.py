@@ -308,6 +308,12 @@ class BaseStore(MutableMapping):
         where = self._where()
         return None if where is None else (where,)
 
+    def _nesting(self) -> tuple[Any, str] | None:
+        """For a store whose locations nest (a directory holds the directories of other
+        stores): (its place, its root's path there), see protocol.node_location; None: a
+        store of its own (a file, a database, memory)."""
+        return None
+
     def _location_kind(self) -> type:
         """The class whose stores of one ``_identity()`` hold the same data (with it, the key
         of this process's in-process locks: protocol.location). A subclass that only renames

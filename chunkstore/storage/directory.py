@@ -172,6 +172,11 @@ class DirectoryStore(BaseStore):
     def _identity(self) -> tuple[Any, ...]:
         return (self._real_path(self.path),)  # (the directory through any link: base.py)
 
+    def _nesting(self) -> tuple[Any, str]:
+        """The directories of this machine, and this one's real path (a node's directory is
+        the same reached from any directory above it: protocol.node_location)."""
+        return (None, self._real_path(self.path))
+
     def _location_kind(self) -> type:
         return DirectoryStore  # (LocalStore, NestedDirectoryStore, TempStore: one directory)
 

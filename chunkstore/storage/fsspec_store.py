@@ -187,6 +187,17 @@ class FSStore(BaseStore):
         return (f"{type(self.fs).__module__}.{type(self.fs).__qualname__}",
                 tokenize(*args, **options), self.root)
 
+    def _nesting(self) -> tuple[Any, str]:
+        """(place, root) for protocol.node_location: a local directory's as a
+        DirectoryStore's; on S3 the endpoint and bucket, and the prefix; elsewhere the
+        filesystem (as in _identity) and the root."""
+        where = self._identity()
+        if self._local:
+            return (None, where[0])
+        if self._s3:
+            return (where[:3], where[3])
+        return (where[:-1], self.root)
+
     def _location_kind(self) -> type:
         """FSStore (FsspecStore, zarr-python 3's name, is one); DirectoryStore for a local
         directory: its files are a DirectoryStore's (one file per key, written by rename), so

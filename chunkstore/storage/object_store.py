@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, Literal, cast
 
 from . import fsspec_io, protocol
+from .directory import DirectoryStore
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
 from .remote_version import RemoteVersion
 from chunkstore.errors import StoreError, store_name
@@ -102,6 +103,15 @@ def _obstore() -> ModuleType:
         raise ImportError("ObjectStore needs obstore: pip install chunkstore[obstore]") \
             from None
     return obstore
+
+
+#: The configuration keys that name where an obstore store's objects are (the rest are
+#: credentials and client options), per store class; classes not named: all of them.
+_PLACE_KEYS = {
+    "GCSStore": frozenset({"bucket", "base_url"}),
+    "AzureStore": frozenset({"account_name", "container_name", "endpoint", "use_emulator",
+                             "use_fabric_endpoint"}),
+}
 
 
 class ObjectStore(BaseStore):
@@ -194,21 +204,45 @@ class ObjectStore(BaseStore):
             config = dict(getattr(inner, "config", None) or {})
             if kind == "MemoryStore":
                 self._where_key = (kind, id(inner))
+            elif kind == "LocalStore" and getattr(inner, "prefix", None) is not None:
+                # a directory of this machine, one file per key as a DirectoryStore's: its
+                # handles and a DirectoryStore's of the directory share their locks
+                self._where_key = (self._real_path(str(inner.prefix)),)
             elif kind == "S3Store" and config.get("bucket"):
                 self._where_key = protocol.s3_identity(config.get("endpoint"),
                                                        str(config["bucket"]),
                                                        str(getattr(inner, "prefix", None) or ""))
             else:
+                # GCS and Azure: the keys that name the place, not credentials or client
+                # options (two stores of one bucket with other credentials took apart locks)
+                named = _PLACE_KEYS.get(kind)
+                if named is not None:
+                    config = {k: v for k, v in config.items() if k in named}
                 self._where_key = (kind, repr(sorted((str(k), str(v))
                                                      for k, v in config.items())),
                                    str(getattr(inner, "url", None)),
                                    str(getattr(inner, "prefix", None)))
         return self._where_key
 
-    def _location_kind(self) -> type:
-        """protocol.S3Objects on S3 (the objects an FSStore over s3fs reaches too), else
-        ObjectStore."""
+    def _nesting(self) -> tuple[Any, str] | None:
+        """(place, root) for protocol.node_location: a directory's real path (LocalStore), an
+        S3 store's endpoint and bucket and its prefix, another store's configuration and
+        its prefix; None for an in-memory store (its own data)."""
         where = self._identity()
+        if where is None or where[0] == "MemoryStore":
+            return None
+        if len(where) == 1:
+            return (None, where[0])
+        if where[0] == "s3":
+            return (where[:3], where[3])
+        return (where[:3], where[3] if where[3] != "None" else "")
+
+    def _location_kind(self) -> type:
+        """protocol.S3Objects on S3 (the objects an FSStore over s3fs reaches too),
+        DirectoryStore for a LocalStore (a directory of this machine), else ObjectStore."""
+        where = self._identity()
+        if where and len(where) == 1:
+            return DirectoryStore
         return protocol.S3Objects if where and where[0] == "s3" else ObjectStore
 
     def __hash__(self) -> int:

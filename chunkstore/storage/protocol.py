@@ -27,6 +27,9 @@ capability                 what a store offers (the accessor returns it, or None
 :func:`stray_temporaries`  ``stray_temporaries()``: leftovers of killed writers (for verify)
 :func:`location`           ``_identity()``: where the data is (a path, a URL): stores equal by
                            it share in-process locks
+:func:`node_location`      ``_nesting()``: the place and root path of a store whose locations
+                           nest (a directory, an S3 prefix): a node reached through stores of
+                           two roots, one inside the other, is one node
 :func:`key_separator`      ``dimension_separator``: the chunk key separator of Zarr v2 arrays
                            whose ``.zarray`` names none (as zarr-python 2 reads them)
 ========================  ==================================================================
@@ -54,7 +57,7 @@ __all__ = [
     "RecursiveListing", "ConcurrentIO",
     "byte_ranges", "versions", "version_reads", "local_files",
     "coalesces_ranges", "concurrent_io", "closer", "renamer", "flusher",
-    "stray_temporaries", "key_separator",
+    "stray_temporaries", "key_separator", "location", "node_location", "node_below",
 ]
 
 #: What every store is: a mutable mapping of string keys to bytes.
@@ -242,6 +245,34 @@ def location(store: object) -> Hashable:
         return id(store)
     kind = getattr(store, "_location_kind", None)
     return (kind() if callable(kind) else type(store), where)
+
+
+def node_location(store: object, path: str) -> tuple[Hashable, str]:
+    """Where the node at path of store is, for this process's in-process locks: (the place,
+    the node's path there). Stores whose locations nest (``_nesting()``: a directory, an S3
+    or fsspec prefix) give their place and root path, and the node's path is the root's
+    joined with path, so the array at ``sub/arr`` of a directory's store and the array of
+    the store of ``dir/sub/arr`` itself are one node: their handles share in-process locks
+    (keyed by each store and the path as given, writes of disjoint elements of one chunk
+    through the two lost one). Other stores: (location(store), path)."""
+    store = live_store(store)
+    nesting = getattr(store, "_nesting", None)
+    base = nesting() if callable(nesting) else None
+    if base is None:
+        return location(store), path.strip("/")
+    place, root = base
+    kind = getattr(store, "_location_kind", None)
+    path = path.strip("/")
+    root = root.strip("/")
+    return ((kind() if callable(kind) else type(store), place),
+            f"{root}/{path}" if root and path else root or path)
+
+
+def node_below(node: tuple[Hashable, str], top: tuple[Hashable, str]) -> bool:
+    """Whether node (a node_location) is top or below it."""
+    (place, path), (top_place, top_path) = node, top
+    return place == top_place and (not top_path or path == top_path
+                                   or path.startswith(top_path + "/"))
 
 
 class S3Objects:

@@ -263,8 +263,32 @@ class ThreadSynchronizer(_Base):
         return "ThreadSynchronizer()"
 
 
-# The locks of handles opened without a synchronizer, per array, shared by the handles of one
-# process on one store (stores equal by location: DirectoryStore('/x') twice is one store) and
+class _NodeLocks(ThreadSynchronizer):
+    """This process's in-process locks of one node (handle_locks), shared by its handles
+    through stores of any root above it: each names the node by its own path in its store
+    (``sub/arr`` from the root's store, nothing from the store of the node's directory), so
+    the table holds one lock space whatever array path it is given, and a document's lock
+    by the document's name (``sub/arr/zarr.json`` and ``zarr.json`` are one)."""
+
+    def __getitem__(self, key):
+        return super().__getitem__(key.rpartition("/")[2])
+
+    def _region_lock(self, array_path):
+        return super()._region_lock("")
+
+    def generation(self, array_path):
+        return super().generation("")
+
+    def _next_generation(self, array_path):
+        super()._next_generation("")
+
+    def __repr__(self):
+        return "ThreadSynchronizer() (this process's locks of the node)"
+
+
+# The locks of handles opened without a synchronizer, per node (protocol.node_location),
+# shared by the handles of one process on one store (stores equal by location:
+# DirectoryStore('/x') twice is one store), or on stores of roots one inside the other, and
 # dropped with the last of them.
 _handle_locks_guard = threading.Lock()
 _handle_locks: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
@@ -277,11 +301,11 @@ def handle_locks(store, path):
     DirectoryStore objects of one directory). Writes through handles sharing it never lose
     each other's updates to one chunk; other processes need a synchronizer for that
     (README, "What is safe")."""
-    key = (protocol.location(store), path)
+    key = protocol.node_location(store, path)
     with _handle_locks_guard:
         locks = _handle_locks.get(key)
         if locks is None:
-            locks = _handle_locks[key] = ThreadSynchronizer()
+            locks = _handle_locks[key] = _NodeLocks()
         return locks
 
 
@@ -394,12 +418,13 @@ def register_synchronizer(store, path, synchronizer):
     (replacing then waits for its writes too)."""
     if not hasattr(synchronizer, "exclusive"):
         return  # (a zarr-style synchronizer: no lock space to hold)
-    key = (protocol.location(store), path)
+    key = protocol.node_location(store, path)
     with _handle_locks_guard:
         syncs = _synced.get(key)
         if syncs is None:
-            syncs = _synced[key] = weakref.WeakSet()
-        syncs.add(synchronizer)
+            syncs = _synced[key] = weakref.WeakKeyDictionary()
+        # (the path as the handle names the array: the synchronizer's locks are keyed so)
+        syncs.setdefault(synchronizer, set()).add(path)
 
 
 @contextlib.contextmanager
@@ -416,21 +441,18 @@ def replacing(store, path):
     synchronizer this process's handles of those arrays were opened with is held too (a
     synchronized write that had checked the metadata before the change used to store chunks
     of the old layout into the new array: undecodable, or read by another dtype)."""
-    where = protocol.location(store)
-
-    def below(p):
-        return not path or p == path or p.startswith(path + "/")
-
+    top = protocol.node_location(store, path)
     with _handle_locks_guard:
-        tables = sorted(((p, t) for (loc, p), t in list(_handle_locks.items())
-                         if loc == where and below(p)), key=lambda pt: pt[0])
+        tables = sorted(((node[1], "", t) for node, t in list(_handle_locks.items())
+                         if protocol.node_below(node, top)), key=lambda nt: nt[0])
         for key in [k for k, syncs in _synced.items() if not syncs]:
             del _synced[key]
-        synced = sorted(((p, s) for (loc, p), syncs in _synced.items()
-                         if loc == where and below(p) for s in list(syncs)),
-                        key=lambda ps: (ps[0], id(ps[1])))
+        synced = sorted(((node[1], p, s) for node, syncs in _synced.items()
+                         if protocol.node_below(node, top)
+                         for s, paths in list(syncs.items()) for p in paths),
+                        key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     with contextlib.ExitStack() as held:
-        locks = [held.enter_context(t.exclusive(p)) for p, t in tables + synced]
+        locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]
         try:
             yield
         except ReadOnlyError:

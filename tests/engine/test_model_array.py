@@ -25,8 +25,9 @@ with cache_metadata=True, some False; handle 0 always False) and runs random ste
   then on (through handles that read the metadata again; the other cached-metadata handles
   are opened again, as what they read is their old fill there);
 - opening, closing and reopening handles (from the same store object, or from the store's
-  path/URL where that makes a second store object on the same data; with or without the
-  zarr_format hint), and opening with the other zarr_format (refused).
+  path/URL where that makes a second store object on the same data, or from the path/URL
+  of a directory below it that holds the array; with or without the zarr_format hint), and
+  opening with the other zarr_format (refused).
 
 What a handle whose cached metadata another handle changed must do (README "What is safe",
 cache_metadata): reads keep its old shape, and must give the model's data where that shape
@@ -310,9 +311,17 @@ class ArrayMachine(RuleBasedStateMachine):
         cs.config.set(threads=None)
 
     # ------------------------------------------------------------------ handles
-    def _open(self, cache, fresh, hint=False):
-        src = self.maker.source(fresh)
-        h = cs.open_array(src, mode="r+", path=self.path, cache_metadata=cache,
+    def _open(self, cache, fresh, hint=False, nested=0):
+        src, path = self.maker.source(fresh), self.path
+        if nested and isinstance(src, str) and self.path and self.maker.kind in (
+                "directory", "fsspec_memory"):
+            # from the store of a directory (prefix) below the store's root: the array at
+            # "g/arr" opened as "arr" of "<root>/g", or as the root of "<root>/g/arr" (one
+            # array, whose handles share their in-process locks: protocol.node_location)
+            parts = self.path.split("/")
+            k = min(nested, len(parts))
+            src, path = src + "/" + "/".join(parts[:k]), "/".join(parts[k:])
+        h = cs.open_array(src, mode="r+", path=path, cache_metadata=cache,
                           write_empty_chunks=self.wec, synchronizer=self.sync,
                           zarr_format=self.zarr_format if hint else None)
         if not isinstance(src, str) or h.store is not self.maker.store:
@@ -336,9 +345,10 @@ class ArrayMachine(RuleBasedStateMachine):
         return [i for i, (h, _) in enumerate(self.handles) if h.shape == self.model.shape]
 
     @precondition(lambda self: self.ready and len(self.handles) < 3)
-    @rule(cache=st.booleans(), fresh=st.booleans(), hint=st.booleans())
-    def open_handle(self, cache, fresh, hint):
-        self.handles.append((self._open(cache, fresh, hint), cache))
+    @rule(cache=st.booleans(), fresh=st.booleans(), hint=st.booleans(),
+          nested=st.integers(0, 2))
+    def open_handle(self, cache, fresh, hint, nested):
+        self.handles.append((self._open(cache, fresh, hint, nested), cache))
 
     @precondition(lambda self: self.ready and len(self.handles) > 1)
     @rule(data=st.data())
@@ -347,12 +357,13 @@ class ArrayMachine(RuleBasedStateMachine):
         del self.handles[i]
 
     @precondition(lambda self: self.ready)
-    @rule(data=st.data(), cache=st.booleans(), fresh=st.booleans(), hint=st.booleans())
-    def reopen(self, data, cache, fresh, hint):
+    @rule(data=st.data(), cache=st.booleans(), fresh=st.booleans(), hint=st.booleans(),
+          nested=st.integers(0, 2))
+    def reopen(self, data, cache, fresh, hint, nested):
         i = data.draw(st.integers(0, len(self.handles) - 1))
         if i == 0:
             cache = False   # handle 0 always sees the current shape
-        self.handles[i] = (self._open(cache, fresh, hint), cache)
+        self.handles[i] = (self._open(cache, fresh, hint, nested), cache)
 
     @precondition(lambda self: self.ready and len(self.handles) < 3 and self.path
                   and self.maker.kind in ("memory", "directory", "sqlite", "lmdb"))
@@ -750,7 +761,7 @@ class ArrayMachine(RuleBasedStateMachine):
         if not self.wec:
             # chunks stored before the fill value changed may hold only the new one
             expected |= stored & self.legacy
-        if (self.path + "/" if self.path else "") + ".chunkstore-trim" in h.store:
+        if (h.path + "/" if h.path else "") + ".chunkstore-trim" in h.store:
             # a failed trim pending: boundary chunks it did not reset may be stored too
             expected |= {c for c in stored
                          if any((x + 1) * ch > n for x, ch, n in zip(c, self.chunks, shape))}

@@ -180,3 +180,24 @@ def test_a_raw_copy_of_a_legacy_nested_array_records_its_separator(tmp_path):
     dst = cs.group(str(tmp_path / "copy"), zarr_format=2)
     cs.copy(src, dst, name="a")
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "copy"), path="a")[:], want)
+
+
+@pytest.mark.parametrize("how", ["into own subgroup", "onto parent"])
+def test_overlap_is_found_through_stores_of_nested_directories(tmp_path, how):
+    """The source opened from the store of its own directory, the destination from the
+    store of the root above it: one node seen from two roots. Compared by each store and
+    the path as given, they seemed apart: the copy into its own subtree recursed, the one
+    onto its parent deleted its source first."""
+    root = str(tmp_path / "root.zarr")
+    g = cs.open_group(root, mode="w", zarr_format=2)
+    g.create_group("a").create_dataset("b", data=np.arange(20), chunks=(8,))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(CopyError, match="one holds the other"):
+        if how == "into own subgroup":
+            cs.copy(cs.open_group(str(tmp_path / "root.zarr" / "a"), mode="r"), g["a"],
+                    name="x")
+        else:
+            cs.copy(cs.open_array(str(tmp_path / "root.zarr" / "a" / "b"), mode="r"), g,
+                    name="a", if_exists="replace")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    np.testing.assert_array_equal(g["a/b"][:], np.arange(20))

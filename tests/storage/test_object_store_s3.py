@@ -397,3 +397,25 @@ def test_stores_of_one_bucket_and_prefix_share_in_process_locks(s3, prefix, kind
     waited = second_write_waits(held, a, b)
     np.testing.assert_array_equal(cs.open_array(store(s3, prefix), mode="r")[:2], [1, 2])
     assert waited and handle_locks(held, "") is handle_locks(other, "")
+
+
+@pytest.mark.parametrize("kinds", [("obstore", "obstore"), ("obstore", "fsspec"),
+                                   ("fsspec", "obstore-url")], ids="-".join)
+def test_stores_of_nested_prefixes_share_the_nodes_locks(s3, prefix, kinds):
+    """The array at sub/arr of the store of a prefix, and at arr of the store of the prefix
+    /sub: one array. Keyed by each store's prefix and the path as given, the two handles
+    took separate in-process locks, and a write of element 1 went through while a write of
+    element 0 of the same chunk was between its read and its PUT ([1, 0])."""
+    from faults import second_write_waits
+
+    from chunkstore.sync.synchronizers import handle_locks
+    cs.create_array(_one_bucket_store(kinds[0], s3, prefix), name="sub/arr", shape=(16,),
+                    chunks=(4,), dtype="i4", fill_value=0, zarr_format=3)
+    held = _one_bucket_store(kinds[0], s3, prefix, gated=True)
+    other = _one_bucket_store(kinds[1], s3, prefix + "/sub")
+    a = cs.open_array(held, path="sub/arr", mode="r+")
+    b = cs.open_array(other, path="arr", mode="r+")
+    waited = second_write_waits(held, a, b)
+    np.testing.assert_array_equal(
+        cs.open_array(store(s3, prefix), path="sub/arr", mode="r")[:2], [1, 2])
+    assert waited and handle_locks(held, "sub/arr") is handle_locks(other, "arr")

@@ -472,3 +472,110 @@ def test_a_synchronized_handle_reads_what_another_handle_of_the_process_changed(
     got = a[:]
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, [1.5, 2.5, 3.5] + [0.5] * 5)
+
+
+@pytest.mark.parametrize("opened", ["array path", "group member", "parent store"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_handles_opened_through_nested_roots_lose_no_element(tmp_path, layout, opened):
+    """One array opened from the store of its root directory with its path ("sub/arr") and
+    from the store of its own directory (or of its parent) with the rest: one node, so one
+    table of in-process locks. Keyed by the store's directory and the path as given, they
+    took two, and a write of element 1 through one went through while a write of element 0
+    of the same chunk through the other was between its read and its store ([1, 0])."""
+    root = str(tmp_path / "root.zarr")
+    cs.open_group(root, mode="w")
+    cs.create_array(root, name="sub/arr", shape=(16,), chunks=(8,), dtype="i4",
+                    fill_value=0,
+                    **{**LAYOUTS[layout], **({"shards": (16,)} if layout == "sharded" else {})})
+    held = _GatedDirectoryStore(root)
+    a = cs.open_array(held, path="sub/arr", mode="r+")
+    if opened == "array path":
+        b = cs.open_array(str(tmp_path / "root.zarr" / "sub" / "arr"), mode="r+")
+    elif opened == "group member":
+        b = cs.open_group(str(tmp_path / "root.zarr" / "sub"), mode="r+")["arr"]
+    else:
+        b = cs.open_array(cs.DirectoryStore(str(tmp_path / "root.zarr" / "sub")), path="arr",
+                          mode="r+")
+    assert second_write_waits(held, a, b), "the second write did not wait for the first's"
+    np.testing.assert_array_equal(cs.open_array(root, path="sub/arr", mode="r")[:2], [1, 2])
+
+
+def test_threads_through_nested_roots_lose_nothing(tmp_path):
+    root = str(tmp_path / "root.zarr")
+    cs.open_group(root, mode="w")
+    cs.create_array(root, name="sub/arr", shape=(32,), chunks=(16,), dtype="i4", fill_value=0)
+    writers = [cs.open_array(root, path="sub/arr", mode="r+"),
+               cs.open_array(str(tmp_path / "root.zarr" / "sub" / "arr"), mode="r+"),
+               cs.open_group(str(tmp_path / "root.zarr" / "sub"), mode="r+")["arr"],
+               cs.open_group(root, mode="r+")["sub/arr"]]
+    want = _hammer(writers, 32)
+    np.testing.assert_array_equal(cs.open_array(root, path="sub/arr", mode="r")[:], want)
+
+
+def test_nodes_share_locks_through_stores_of_nested_locations(tmp_path):
+    """handle_locks is keyed by the node wherever its store's root is: a directory's store
+    and a path below it, a store of the node's own directory (a DirectoryStore, obstore's
+    LocalStore, fsspec's file://), fsspec's memory:// prefixes one inside the other; not
+    by a sibling, nor by a node of another directory of the same name."""
+    obstore = pytest.importorskip("obstore")
+    import uuid
+    root = tmp_path / "root.zarr"
+    (root / "sub" / "arr").mkdir(parents=True)
+    one = handle_locks(cs.DirectoryStore(str(root)), "sub/arr")
+    assert handle_locks(cs.DirectoryStore(str(root / "sub")), "arr") is one
+    assert handle_locks(cs.DirectoryStore(str(root / "sub" / "arr")), "") is one
+    assert handle_locks(cs.storage.FSStore("file://" + str(root / "sub")), "/arr/") is one
+    assert handle_locks(cs.storage.ObjectStore(obstore.store.LocalStore(str(root / "sub"))),
+                        "arr") is one
+    assert handle_locks(cs.DirectoryStore(str(root)), "sub/arr2") is not one
+    assert handle_locks(cs.DirectoryStore(str(root)), "sub") is not one
+    assert handle_locks(cs.DirectoryStore(str(tmp_path / "other" / "sub")), "arr") is not one
+    url = f"memory://nest-{uuid.uuid4().hex}"
+    mem = handle_locks(cs.storage.FSStore(url), "a/b")
+    assert handle_locks(cs.storage.FSStore(url + "/a"), "b") is mem
+    assert handle_locks(cs.storage.FSStore(url + "/a/b"), "") is mem
+    assert handle_locks(cs.storage.FSStore(url + "/a"), "c") is not mem
+
+
+def test_deleting_a_group_waits_for_writes_through_a_store_of_a_directory_below(tmp_path):
+    """Deleting sub from the root's store holds the locks of the array below it opened from
+    the store of the array's own directory: its handle, writing next, finds the array gone
+    instead of writing its chunks as orphans that a later array at that path would show."""
+    root = str(tmp_path / "root.zarr")
+    g = cs.open_group(root, mode="w")
+    cs.create_array(root, name="sub/arr", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)
+    a = cs.open_array(str(tmp_path / "root.zarr" / "sub" / "arr"), mode="r+")
+    a[:] = 1
+    del g["sub"]
+    with pytest.raises(cs.errors.ArrayNotFoundError):
+        a[0:2] = 5
+    assert not (tmp_path / "root.zarr" / "sub").exists()  # (no orphan chunk written)
+    again = cs.create_array(root, name="sub/arr", shape=(8,), chunks=(4,), dtype="i4",
+                            fill_value=0)
+    np.testing.assert_array_equal(again[:], np.zeros(8, "i4"))
+
+
+def test_gcs_and_azure_stores_share_locks_by_bucket_not_credentials():
+    """obstore's GCS and Azure stores of one bucket (container) and prefix, made with other
+    credentials or client options, reach the same objects: their handles share one table of
+    in-process locks (keyed by the whole configuration, they took two), and so do stores of
+    prefixes one inside the other; another bucket does not."""
+    store = pytest.importorskip("obstore.store")
+    from chunkstore.storage import ObjectStore
+
+    def gcs(bucket="b", prefix="p", **kw):
+        return ObjectStore(store.GCSStore(bucket, prefix=prefix, **kw))
+
+    one = handle_locks(gcs(skip_signature=True), "g/a")
+    assert handle_locks(gcs(bearer_token="t"), "g/a") is one
+    assert handle_locks(gcs(prefix="p/g", skip_signature=True), "a") is one
+    assert handle_locks(gcs(bucket="c", skip_signature=True), "g/a") is not one
+
+    def azure(container="c", prefix="p", **kw):
+        return ObjectStore(store.AzureStore(container, prefix=prefix, account_name="acct",
+                                            **kw))
+
+    two = handle_locks(azure(skip_signature=True), "a")
+    assert handle_locks(azure(sas_key="k=v"), "a") is two
+    assert handle_locks(azure(prefix="", skip_signature=True), "p/a") is two
+    assert handle_locks(azure(container="d", skip_signature=True), "a") is not two
