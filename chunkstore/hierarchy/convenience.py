@@ -17,12 +17,14 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.metadata.formats import (document_rank, documents_first, kind_of_document,
+                                         nodes_in_chunk_space,
                                          stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            removed_on_failure, require_parent_groups,
                                            save_array, stray_keys_error)
-from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
+from chunkstore.errors import (ChunkstoreError, ContainsGroupError, GroupNotFoundError,
+                               ZarrUserWarning, store_name)
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
 from chunkstore.hierarchy.group import Group, group, open as _open
@@ -264,11 +266,14 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
     removed (a group merges into a group of its format, as zarr-python 2's)."""
     written = {dk for _, dk in plan}
     nodes_at = []
+    source_of = {}
     for k, dk in plan:
         if k in docs:
             kind = kind_of_document(source, k, docs[k])
             if kind is not None:
-                nodes_at.append((dk.rsplit("/", 1)[0] if "/" in dk else "", kind))
+                at = dk.rsplit("/", 1)[0] if "/" in dk else ""
+                nodes_at.append((at, kind))
+                source_of[at] = "/" + (k.rsplit("/", 1)[0] if "/" in k else "")
     skipped: set = set()
     remove: list = []
     hide: list = []
@@ -289,6 +294,7 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
                 hide += [k for k in docs_here if k in written]
                 remove += [k for k in below if k not in written]
                 continue
+            _refuse_node_in_chunk_space(below, path, source_of[path], "/" + path, dest)
             stray = _leftovers_among(below, path)
             if stray and if_exists != "replace":
                 raise stray_keys_error(
@@ -671,7 +677,11 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if not existing_blocks and not cleared:
         # keys of no node where the copy goes would read as its chunks: refused (in the
         # plan, before anything is written) unless replacing, which clears them
-        stray = leftover_keys(store, child_path)
+        keys = keys_under(store, child_path)
+        if not source_is_group:
+            _refuse_node_in_chunk_space(keys, child_path,
+                                        getattr(source, "name", None) or name, target, store)
+        stray = _leftovers_among(keys, child_path)
         if stray and if_exists != "replace":
             raise stray_keys_error(
                 f"cannot copy {getattr(source, 'name', None) or name!r} to {target!r} in "
@@ -729,6 +739,20 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if not without_attrs and hasattr(source, "attrs") and not isinstance(source, np.ndarray):
         _update_attributes(z, source)
     return 1, 0, z.nbytes
+
+
+def _refuse_node_in_chunk_space(keys, path, what, target, store):
+    """ContainsGroupError where a node lies among the chunk keys of the array copied to path
+    (keys: the destination's at or below it), as creation refuses it: a raw copy's chunks
+    would be written over that node's keys (a v2 array at g/0 whose chunk 1 is g/0/1 took
+    the chunk g/0.1 of an array copied to g with "/" keys), and read back from them."""
+    inside = nodes_in_chunk_space(keys, path)
+    if inside:
+        raise ContainsGroupError(
+            f"cannot copy {what!r} to {target!r} in "
+            f"{store_name(store)}: a node lies at {inside[0]!r}, among the copy's chunk "
+            f"keys (its chunks would be written among that node's keys); choose another "
+            f"path, or remove that node")
 
 
 def _is_group(node):

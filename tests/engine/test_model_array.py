@@ -284,7 +284,9 @@ class ArrayMachine(RuleBasedStateMachine):
         # matter most resize through one while another holds the old shape
         for _ in range(draw(st.integers(0, 2), label="extra handles")):
             cache = draw(st.booleans(), label="cache_metadata")
-            self.handles.append((self._open(cache, draw(st.booleans(), label="fresh")), cache))
+            self.handles.append((self._open(cache, draw(st.booleans(), label="fresh"),
+                                            nested=draw(st.integers(0, 2), label="nested")),
+                                 cache))
         self.model = np.full(shape, fill, dtype=dtype)
         self.fill_arr = np.full((), fill, dtype=dtype)
         self.touched = set()           # chunks written (write_empty_chunks=True)
@@ -313,14 +315,13 @@ class ArrayMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ handles
     def _open(self, cache, fresh, hint=False, nested=0):
         src, path = self.maker.source(fresh), self.path
-        if nested and isinstance(src, str) and self.path and self.maker.kind in (
-                "directory", "fsspec_memory"):
+        if nested and self.path and self.maker.kind in ("directory", "fsspec_memory"):
             # from the store of a directory (prefix) below the store's root: the array at
             # "g/arr" opened as "arr" of "<root>/g", or as the root of "<root>/g/arr" (one
             # array, whose handles share their in-process locks: protocol.node_location)
             parts = self.path.split("/")
             k = min(nested, len(parts))
-            src, path = src + "/" + "/".join(parts[:k]), "/".join(parts[k:])
+            src, path = self.maker.url + "/" + "/".join(parts[:k]), "/".join(parts[k:])
         h = cs.open_array(src, mode="r+", path=path, cache_metadata=cache,
                           write_empty_chunks=self.wec, synchronizer=self.sync,
                           zarr_format=self.zarr_format if hint else None)

@@ -311,3 +311,44 @@ def test_cp_of_a_group_keeps_a_node_below_a_path_with_no_group(tmp_path, capsys,
     else:
         assert rc == 0, err
     _reads(dst_path, "g/c", [9, 9, 9])
+
+
+def _array_below_an_undocumented_path() -> tuple[dict, cs.Group, cs.Array]:
+    """A source array (2-d, Zarr v2, "/" chunk keys: its chunk (0, 1) is "0/1") and a
+    destination holding a v2 array at g/0 (its chunk 1 is g/0/1) with no group document at
+    g, as another tool or a failed delete leaves it."""
+    src: dict = {}
+    a = cs.create_array(src, name="x", shape=(2, 4), chunks=(1, 2), dtype="i4", fill_value=0,
+                        zarr_format=2, dimension_separator="/")
+    a[:] = np.arange(8).reshape(2, 4) + 100
+    dst: dict = {}
+    cs.group(dst, zarr_format=2)
+    cs.create_array(dst, name="g/0", shape=(4,), chunks=(2,), dtype="i4", fill_value=0,
+                    zarr_format=2)[:] = [1, 2, 3, 4]
+    del dst["g/.zgroup"]
+    return dst, cs.open_group(dst, mode="r+"), a
+
+
+@pytest.mark.parametrize("how", ["copy", "copy recoded", "copy_all", "copy_store raise",
+                                 "copy_store replace"])
+def test_a_copy_onto_a_path_with_a_node_among_its_chunk_keys_is_refused(how):
+    """The copy's chunk keys (g/0/1) are that node's (its chunk 1): a raw copy wrote the
+    source's chunk over it, and the array at g/0 read [100 101 102 103] where [1 2 3 4]
+    was stored, with no error. Refused as creation refuses an array there
+    (ContainsGroupError), the destination unchanged."""
+    dst, root, a = _array_below_an_undocumented_path()
+    before = dict(dst)
+    with pytest.raises(cs.errors.ContainsGroupError, match="'g/0'"):
+        if how == "copy":
+            cs.copy(a, root, name="g")
+        elif how == "copy recoded":
+            cs.copy(a, root, name="g", chunks=(2, 2))
+        elif how == "copy_all":
+            src = cs.group({}, zarr_format=2)
+            src.create_array("g", data=np.ones((2, 4), "i4"), chunks=(1, 2))
+            cs.copy_all(src, root)
+        else:
+            cs.copy_store(a.store, dst, source_path="x", dest_path="g",
+                          if_exists=how.split()[1])
+    assert dst == before
+    np.testing.assert_array_equal(cs.open_array(dst, path="g/0", mode="r")[:], [1, 2, 3, 4])

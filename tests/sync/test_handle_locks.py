@@ -579,3 +579,32 @@ def test_gcs_and_azure_stores_share_locks_by_bucket_not_credentials():
     assert handle_locks(azure(sas_key="k=v"), "a") is two
     assert handle_locks(azure(prefix="", skip_signature=True), "p/a") is two
     assert handle_locks(azure(container="d", skip_signature=True), "a") is not two
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_group_attribute_updates_through_nested_roots_take_one_lock(tmp_path, fmt):
+    """A group's attributes updated through the root's store (path sub) and through the
+    store of its own directory: one document, so one lock (keyed by the key as each store
+    names it, sub/.zattrs and .zattrs, two threads' updates each read the document before
+    the other wrote it, and one's keys were lost)."""
+    root = str(tmp_path / "root.zarr")
+    cs.open_group(root, mode="w", zarr_format=fmt).create_group("sub")
+    a = cs.open_group(root, mode="r+")["sub"]
+    b = cs.open_group(str(tmp_path / "root.zarr" / "sub"), mode="r+")
+    doc = ".zattrs" if fmt == 2 else "zarr.json"
+    la, lb = a._attrs_locks, b._attrs_locks  # (held: a table lives while it is used)
+    assert la is lb and la["sub/" + doc] is lb[doc]
+    start = threading.Barrier(2)
+
+    def update(g, k):
+        start.wait()
+        for i in range(20):
+            g.attrs[f"{k}{i}"] = i
+
+    ts = [threading.Thread(target=update, args=(g, k)) for g, k in ((a, "a"), (b, "b"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    got = dict(cs.open_group(root, mode="r")["sub"].attrs)
+    assert got == {f"{k}{i}": i for k in "ab" for i in range(20)}
