@@ -48,6 +48,12 @@ trip now: 14 us. A lone task's random 256x256 tiles (asv_bench/tile_asyncio.py, 
 alternating A/B, min of 3): 0.425-0.464 s -> 0.305 s (tile256), 0.384-0.385 s -> 0.232-0.248
 s (sharded), 0.59-0.63 -> 0.82-0.89 of the threaded reads' speed; 4 and 16 tasks unchanged
 (within 0.02 s).
+
+A lone call's spin runs in the step of the task that submitted it, where the loop has
+nothing else ready (_Inbox.spin_now; the selector is watched all the same): no loop
+iteration runs the spin, and none resumes the task, which returns the result without
+suspending. A no-op call awaited in a loop: 14.4-14.7 -> 11.2-11.5 us a round trip
+(alternating, 3 runs each).
 """
 
 from __future__ import annotations
@@ -208,6 +214,24 @@ class _Inbox:
         if got:
             self.spun = time.perf_counter_ns() - t0 if outcome == 1 else 0
             self.drain(piped=False)
+
+    def spin_now(self) -> bool:
+        """(on the loop, in the step of the task that submitted a lone local call) Spin for
+        its result now, as spin would in the loop's next iteration, where the loop has
+        nothing else ready (then True: the result was delivered if it came meanwhile; if
+        not, it wakes the loop as usual). False, nothing done: the caller arms the spin."""
+        if self._spin_limit() <= 0:
+            return False
+        try:
+            self.spin()
+        except Exception as e:  # noqa: BLE001 - (a signal handler's, raised in the spin)
+            # where a spin run as a callback sends it: the loop's exception handler (the
+            # call goes on, and its result comes as any other's)
+            loop = self.loop_ref()
+            if loop is not None:
+                loop.call_exception_handler({"message": "exception while spinning for a "
+                                             "call's result", "exception": e})
+        return True
 
     def _spin_limit(self) -> int:
         """How long the loop may spin now (ns): 0 unless it has nothing ready, one local call
@@ -541,7 +565,10 @@ async def _submit(lanes: _Lanes, workers: _Workers, ctx: contextvars.Context,
     lone = job.lone = box.local_out == 1 and job.local
     workers.submit(job, box.gos if lone else None)
     if lone:
-        box.arm(loop)
+        if box.armed or not box.spin_now():
+            box.arm(loop)
+        elif fut.done():
+            return fut.result()
     try:
         return await fut
     except asyncio.CancelledError:
