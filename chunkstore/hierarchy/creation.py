@@ -219,6 +219,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
         if contains_group(store, path):
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
+        refuse_snapshot(store, f"create an array at path {path!r}")
         _refuse_stray_chunks(store, path)
     _write_parent_groups(store, missing, zarr_format)
     store[key] = raw
@@ -283,6 +284,19 @@ def _check_opens(path, key, raw):
         Array({key: raw}, path=path)
     except Exception as e:
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+
+
+def refuse_snapshot(store, what: str) -> None:
+    """ReadOnlyError where store is a view serving a consolidated snapshot of the metadata
+    (protocol.live_store): a node is never created through one. Asked after the checks for
+    a node at the path (which the snapshot answers, as every read of the view) and before
+    those for keys of no node there (which a listing of the store answers: an array made in
+    the store since the snapshot seemed absent, and its chunks keys of no node, a
+    StrayChunksError naming a failed delete)."""
+    if protocol.live_store(store) is not store:
+        raise ReadOnlyError(f"cannot {what} in {store_name(store)}: its metadata is a "
+                            f"consolidated snapshot; change the store itself, and "
+                            f"consolidate again")
 
 
 def _check_parents(store, path) -> list[str]:

@@ -556,13 +556,15 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                                     f"{self.name!r}")
         if contains_array(self._store, dst) or contains_group(self._store, dst):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
+        # an array above dst first (ContainsArrayError): its chunk keys there are not stray
+        parents = creation._check_parents(self._store, dst)
         existing = keys_under(self._store, dst)
         if existing:  # (of no node at dst: checked above) an unstored chunk would read them
             raise creation.stray_keys_error(
                 f"cannot move {src!r} to {dst!r}", existing,
                 f"would mix with what is moved: remove them first (the store's "
                 f"rmdir({dst!r}))")
-        creation.require_parent_groups(self._store, dst, self._format)
+        creation._write_parent_groups(self._store, parents, self._format)
         with replacing(self._store, src):  # (handles at src: nothing is there any more)
             rename = protocol.renamer(self._store)
             if rename is not None:
@@ -599,6 +601,7 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
     elif contains_group(store, path):
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
+    creation.refuse_snapshot(store, f"create a group at path {path!r}")
     creation._write_parent_groups(store, missing, zarr_format)
     creation.write_group_metadata(store, path, zarr_format)
 

@@ -20,7 +20,7 @@ Rules: ``create_group`` (nested paths, ``overwrite``, ``attributes``), arrays th
 ``[k] = v`` / ``update`` / ``del`` / ``put`` through any handle, writes and ``resize`` through
 an array handle, ``consolidate_metadata`` and opening through it, replacing the whole
 hierarchy (``open_group(mode="w")``), members opened by path (``open_group``/``open_array``/
-``open``/a ``StorePath``), changes made by zarr-python 3 itself on a directory (groups,
+``open``/a ``StorePath``; on a directory, an array from the path of its own directory), changes made by zarr-python 3 itself on a directory (groups,
 arrays, attributes, deletes below the root), and reads of random (often missing) paths
 (``in``, ``[]``, ``get``, ``visit``, ``array_keys(recurse=True)``, ``members(max_depth=None)``).
 Operations
@@ -516,14 +516,25 @@ class HierarchyMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ready and len(self.handles) < 7
                   and "open_by_path" not in DISABLED)
     @rule(data=st.data(), opener=st.sampled_from(["open_group/open_array", "open",
-                                                  "StorePath"]), fresh=st.booleans())
+                                                  "StorePath", "its directory"]),
+          fresh=st.booleans())
     def open_by_path(self, data, opener, fresh):
         """A member opened from the store and its path (mode "r+"), not through a group:
-        the node's kind, or the not-found error (a KeyError's or FileNotFoundError's)."""
+        the node's kind, or the not-found error (a KeyError's or FileNotFoundError's).
+        "its directory": an array opened from the path of its own directory (a store whose
+        root is the array's: one array all the same, its handles share in-process locks
+        with the others', protocol.node_location)."""
         p = data.draw(st.sampled_from(sorted(q for q in self.model if q)) if len(self.model)
                       > 1 else st.just("a"), label="path")
         kind = self.kind_at(self.model, p)
         src = self._second_store() if fresh else self.store
+        if opener == "its directory":
+            if self.kind != "directory" or kind != "array":
+                return
+            a = cs.open_array(os.path.join(self.path, *p.split("/")), mode="r+")
+            self.handles.append(Handle(a, p, f"open_array(<dir>/{p})",
+                                       meta=self.meta_of(self.model, p)))
+            return
         if opener == "open_group/open_array":
             fn = (lambda: cs.open_array(src, mode="r+", path=p)) if kind == "array" else \
                 (lambda: cs.open_group(src, mode="r+", path=p))
@@ -1103,8 +1114,10 @@ class HierarchyMachine(RuleBasedStateMachine):
             text = tree_text(tree, h.path, name)
             assert str(g.tree()) == text, (where, str(g.tree()), text)
 
-    def check_values(self, a, meta, where):
-        expected = view_values(meta, self.model.get(a.path))
+    def check_values(self, a, meta, where, path=None):
+        """a's values as its metadata meta reads the model's node at path (a.path unless
+        given: a handle opened from its own directory has the path "")."""
+        expected = view_values(meta, self.model.get(a.path if path is None else path))
         assert a.shape == meta[1], (where, a.shape, meta)
         if expected is None:
             return
@@ -1128,7 +1141,7 @@ class HierarchyMachine(RuleBasedStateMachine):
                     h.obj[...]
                 return
             h.meta, h.told = self.meta_of(self.model, h.path), False
-        self.check_values(h.obj, h.meta, where)
+        self.check_values(h.obj, h.meta, where, h.path)
 
     @invariant()
     def store_holds_exactly_the_model(self):

@@ -146,3 +146,41 @@ def test_a_move_onto_a_failed_deletes_chunks_is_refused(fmt):
         del store[k]
     g.move("a", "b")
     np.testing.assert_array_equal(cs.open_group(store, mode="r")["b"][...], [1, 2, 0, 0])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_move_to_a_path_inside_an_array_is_refused_as_below_an_array(fmt):
+    """A move to g/c/0 where g/c is an array (its chunk 0 there, in Zarr v2) is refused as a
+    node below an array (ContainsArrayError, as creation there), not taken for a move onto a
+    failed delete's chunks (StrayChunksError: those keys are the array's)."""
+    store = MemoryStore()
+    g = cs.group(store=store, zarr_format=fmt)
+    g.create_group("a")
+    g.zeros("c", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
+    before = dict(store)
+    with pytest.raises(cs.errors.ContainsArrayError, match="'c'"):
+        g.move("a", "c/0")
+    with pytest.raises(cs.errors.ContainsArrayError, match="'c'"):
+        g.move("a", "c/c/0")
+    assert dict(store) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_creation_through_a_consolidated_view_is_refused_as_read_only(fmt):
+    """An array made in the store after the snapshot was consolidated is not in the view,
+    but its chunks are listed through it: creating it again through the view raised
+    StrayChunksError (its chunks seemed keys of no node, left by a failed delete). A view
+    never creates a node: ReadOnlyError, the store unchanged."""
+    store = MemoryStore()
+    cs.group(store=store, zarr_format=fmt)
+    cs.consolidate_metadata(store)
+    cs.open_group(store, mode="r+", use_consolidated=False).zeros(
+        "b", shape=(4,), chunks=(2,), dtype="i4")[...] = 3
+    view = cs.open_consolidated(store, mode="r+")
+    assert "b" not in view
+    before = dict(store)
+    with pytest.raises(cs.errors.ReadOnlyError, match="consolidated snapshot"):
+        view.require_dataset("b", shape=(4,), chunks=(2,), dtype="i4")
+    with pytest.raises(cs.errors.ReadOnlyError, match="consolidated snapshot"):
+        view.create_group("b2")
+    assert dict(store) == before
