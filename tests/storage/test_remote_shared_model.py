@@ -10,7 +10,8 @@ A hypothesis RuleBasedStateMachine draws, once per run:
 - a format: Zarr v2, v3, or v3 sharded with small inner chunks (2-4 per shard and axis, so
   one shard holds many);
 - a dtype and fill value (NaN included for floats), a compressor or none;
-- 2-3 handles on the array, each its own store object on the same bucket/prefix (so caches
+- 2-3 handles on the array, each its own store object on the same bucket/prefix (or, for
+  handles after the first, one rooted at the array's own prefix or directory; so caches
   of metadata and shard indexes are separate; made on a worker thread or the main one, as
   tasks of a thread pool opening the array make theirs; on S3, handles after the first may
   draw another client configuration, or the other client: ObjectStore for FSStore and back),
@@ -287,12 +288,14 @@ class Stores:
         if kind == "fsspec_memory":
             self.url = f"memory://chunkstore-remote-model-{self.prefix}"
 
-    def make(self, variant=0):
+    def make(self, variant=0, nested=False):
         """A new store object; on S3, variant 1 configures its client otherwise (other
         credentials and region for obstore; the endpoint given at the top and other
         credentials for s3fs), variant 2 is the other client (s3fs for obstore and back):
-        the same objects, one location."""
+        the same objects, one location. nested: rooted at the array itself (its prefix or
+        directory, PATH below the others' root): the array is the store's root node."""
         kind = self.kind
+        sub = f"/{PATH}" if nested else ""
         if variant == 2 and kind in ("obstore", "fsspec_s3"):
             kind = "fsspec_s3" if kind == "obstore" else "obstore"
         creds = ("k2", "s2", "eu-west-1") if variant == 1 else ("k", "s", "us-east-1")
@@ -300,7 +303,7 @@ class Stores:
             from obstore.store import S3Store
 
             from chunkstore.storage import ObjectStore
-            client = S3Store(BUCKET, prefix=self.prefix, endpoint=self.s3.endpoint,
+            client = S3Store(BUCKET, prefix=self.prefix + sub, endpoint=self.s3.endpoint,
                              access_key_id=creds[0], secret_access_key=creds[1],
                              region=creds[2],
                              client_options={"allow_http": True},
@@ -316,11 +319,11 @@ class Stores:
                 options = {**options, "key": "k2", "secret": "s2",
                            "endpoint_url": self.s3.endpoint + "/",
                            "client_kwargs": {"region_name": "eu-west-1"}}
-            store = FSStore(f"s3://{BUCKET}/{self.prefix}", storage_options=options)
+            store = FSStore(f"s3://{BUCKET}/{self.prefix}{sub}", storage_options=options)
         elif kind == "fsspec_memory":
-            store = FSStore(self.url)
+            store = FSStore(self.url + sub)
         else:
-            store = DirectoryStore(os.path.join(self.tmpdir, "d.zarr"))
+            store = DirectoryStore(os.path.join(self.tmpdir, "d.zarr") + sub)
         self.made.append(store)
         return store
 
@@ -382,7 +385,8 @@ class Handle:
 
     def __repr__(self):
         return (f"Handle({self.mode}, cache_metadata={self.cache}, synchronizer={self.sync}, "
-                f"store {type(self.arr.store).__name__} variant {self.variant} made on "
+                f"store {type(self.arr.store).__name__} variant {self.variant}"
+                f"{' rooted at the array' if not self.arr.path else ''} made on "
                 f"{'a worker' if self.on_thread else 'the main'} thread, "
                 f"shape={self.shape})")
 
@@ -479,9 +483,12 @@ class SharedArrayMachine(RuleBasedStateMachine):
         sync_kind = data.draw(st.sampled_from(SYNCS), label=f"synchronizer {i}")
         on_thread = data.draw(st.booleans(), label=f"store {i} made on a worker thread")
         variant = data.draw(st.integers(0, 2), label=f"store {i} variant") if i else 0
+        # a store rooted at the array's own prefix (directory): one array all the same,
+        # whose handles share the in-process locks (protocol.node_location)
+        nested = data.draw(st.booleans(), label=f"store {i} rooted at the array") if i else False
 
         def make():
-            return self.stores.make(variant)
+            return self.stores.make(variant, nested)
         store = call_timeout(make, "store") if on_thread else make()
         sync = None
         if sync_kind == "thread":
@@ -490,7 +497,7 @@ class SharedArrayMachine(RuleBasedStateMachine):
             sync = cs.ProcessSynchronizer(os.path.join(
                 self.tmpdir, f"locks-{len(self.process_syncs)}"))
             self.process_syncs.append(sync)
-        arr = call_timeout(lambda: cs.open_array(store, mode="r+", path=PATH,
+        arr = call_timeout(lambda: cs.open_array(store, mode="r+", path="" if nested else PATH,
                                                  cache_metadata=cache,
                                                  write_empty_chunks=False,
                                                  synchronizer=sync), "open_array")
@@ -719,7 +726,7 @@ class SharedArrayMachine(RuleBasedStateMachine):
         store = h.arr.store
 
         def delete():
-            del store[f"{PATH}/{key}"]
+            del store[f"{h.arr.path}/{key}" if h.arr.path else key]
         call_timeout(delete, f"delete {key} through handle {i}")
         coords = [int(x) for x in (key.split(".") if self.zarr_format == 2
                                    else key.split("/")[1:])]
