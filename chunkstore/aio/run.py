@@ -173,14 +173,15 @@ class _Inbox:
             self.armed = True
             loop.call_soon(self.spin)
 
-    def spin(self) -> None:
+    def spin(self, limit: int | None = None) -> None:
         """(on the loop) Tell the workers handed a job to start, letting go of the GIL first;
         then, when the loop has nothing else to do and a local call is out, spin for its
         result a while (the loop still answers any event: see _handoff.loop_wait)."""
         self.armed = False
         gos = self.gos[:]
         self.gos.clear()
-        limit = self._spin_limit()
+        if limit is None:  # (spin_now gives the one it worked out)
+            limit = self._spin_limit()
         if limit <= 0:
             if gos:
                 _handoff.tell(gos)
@@ -220,10 +221,11 @@ class _Inbox:
         its result now, as spin would in the loop's next iteration, where the loop has
         nothing else ready (then True: the result was delivered if it came meanwhile; if
         not, it wakes the loop as usual). False, nothing done: the caller arms the spin."""
-        if self._spin_limit() <= 0:
+        limit = self._spin_limit()
+        if limit <= 0:
             return False
         try:
-            self.spin()
+            self.spin(limit)
         except Exception as e:  # noqa: BLE001 - (a signal handler's, raised in the spin)
             # where a spin run as a callback sends it: the loop's exception handler (the
             # call goes on, and its result comes as any other's)

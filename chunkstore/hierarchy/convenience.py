@@ -17,14 +17,13 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.metadata.formats import (document_rank, documents_first, kind_of_document,
-                                         nodes_in_chunk_space,
                                          stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
-                                           removed_on_failure, require_parent_groups,
-                                           save_array, stray_keys_error)
-from chunkstore.errors import (ChunkstoreError, ContainsGroupError, GroupNotFoundError,
-                               ZarrUserWarning, store_name)
+                                           refuse_node_in_chunk_space, removed_on_failure,
+                                           require_parent_groups, save_array,
+                                           stray_keys_error)
+from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
 from chunkstore.hierarchy.group import Group, group, open as _open
@@ -294,7 +293,9 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
                 hide += [k for k in docs_here if k in written]
                 remove += [k for k in below if k not in written]
                 continue
-            _refuse_node_in_chunk_space(below, path, source_of[path], "/" + path, dest)
+            refuse_node_in_chunk_space(below, path,
+                                       f"cannot copy {source_of[path]!r} to {'/' + path!r}",
+                                       dest, _CHUNK_SPACE_REMEDY)
             stray = _leftovers_among(below, path)
             if stray and if_exists != "replace":
                 raise stray_keys_error(
@@ -317,6 +318,11 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
             remove += [k for k in here if document_rank(k) < 2 and k not in written]
             remove += [k for k in stray_chunk_keys(below, path) if k not in written]
     return skipped, remove, hide
+
+
+# (a copy refused where a node lies among its chunk keys: that node is not at the copy's
+# path, so no if_exists replaces it)
+_CHUNK_SPACE_REMEDY = "choose another path, or remove that node"
 
 
 def _keys_below(keys, path):
@@ -679,8 +685,9 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         # plan, before anything is written) unless replacing, which clears them
         keys = keys_under(store, child_path)
         if not source_is_group:
-            _refuse_node_in_chunk_space(keys, child_path,
-                                        getattr(source, "name", None) or name, target, store)
+            refuse_node_in_chunk_space(
+                keys, child_path, f"cannot copy {getattr(source, 'name', None) or name!r} to "
+                f"{target!r}", store, _CHUNK_SPACE_REMEDY)
         stray = _leftovers_among(keys, child_path)
         if stray and if_exists != "replace":
             raise stray_keys_error(
@@ -739,20 +746,6 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if not without_attrs and hasattr(source, "attrs") and not isinstance(source, np.ndarray):
         _update_attributes(z, source)
     return 1, 0, z.nbytes
-
-
-def _refuse_node_in_chunk_space(keys, path, what, target, store):
-    """ContainsGroupError where a node lies among the chunk keys of the array copied to path
-    (keys: the destination's at or below it), as creation refuses it: a raw copy's chunks
-    would be written over that node's keys (a v2 array at g/0 whose chunk 1 is g/0/1 took
-    the chunk g/0.1 of an array copied to g with "/" keys), and read back from them."""
-    inside = nodes_in_chunk_space(keys, path)
-    if inside:
-        raise ContainsGroupError(
-            f"cannot copy {what!r} to {target!r} in "
-            f"{store_name(store)}: a node lies at {inside[0]!r}, among the copy's chunk "
-            f"keys (its chunks would be written among that node's keys); choose another "
-            f"path, or remove that node")
 
 
 def _is_group(node):

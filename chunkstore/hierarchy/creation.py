@@ -114,13 +114,22 @@ def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
             f"would read as the new array's chunks: create with overwrite=True, or remove "
             f"them (the store's rmdir({path!r}))")
     # (a node there is not stray: its keys are its own, and the array's would mix with them)
+    refuse_node_in_chunk_space(keys, path, f"cannot create array at path {path!r}", store,
+                               "create with overwrite=True (which removes it), or choose "
+                               "another path")
+
+
+def refuse_node_in_chunk_space(keys: Sequence[str], path: str, doing: str,
+                               store: Mapping[str, bytes], remedy: str) -> None:
+    """ContainsGroupError where a node lies where an array at path keeps its chunks (keys:
+    the store's at or below path; see nodes_in_chunk_space): the array's chunk keys and that
+    node's would be one namespace. doing: what is refused; remedy: what to do instead."""
     inside = nodes_in_chunk_space(keys, path)
     if inside:
         raise ContainsGroupError(
-            f"cannot create array at path {path!r} in {store_name(store)}: a node lies at "
-            f"{inside[0]!r}, among the array's chunk keys (its chunks would be written among "
-            f"that node's keys, and read back from them); create with overwrite=True "
-            f"(which removes it), or choose another path")
+            f"{doing} in {store_name(store)}: a node lies at {inside[0]!r}, among the "
+            f"array's chunk keys (its chunks would be written among that node's keys, and "
+            f"read back from them); {remedy}")
 
 
 def _check_mode(mode):

@@ -164,39 +164,35 @@ class FSStore(BaseStore):
         return self.url
 
     def _identity(self) -> tuple[Any, ...]:
-        """Where the data is, for in-process locks (protocol.location): a directory's real
-        path (see _location_kind); on S3 the endpoint, bucket and prefix (protocol.s3_identity:
-        not the credentials or other s3fs options); elsewhere the filesystem's class, its
-        arguments and options, and the root. Not the filesystem object: fsspec tells its
-        instances apart by a token that holds, besides every option, the thread that made a
-        synchronous one, so an FSStore of memory:// made on a worker thread and one made on
-        the main thread took separate locks (a write of each to one chunk lost one)."""
-        if self._local:  # a directory: as a DirectoryStore of it (see _location_kind)
-            return (self._real_path(self.root),)
+        """Where the data is, for in-process locks (protocol.location): the place (see
+        _nesting) and the root in it."""
+        place, root = self._nesting()
+        return (root,) if place is None else place + (root,)
+
+    def _nesting(self) -> tuple[Any, str]:
+        """(place, root) for protocol.node_location and _identity: a directory's real path
+        in the machine's directories (None: as a DirectoryStore of it, see _location_kind);
+        on S3 the endpoint and bucket (protocol.s3_place: not the credentials or other s3fs
+        options) and the prefix; elsewhere the filesystem's class, its arguments and options,
+        and the root. Not the filesystem object: fsspec tells its instances apart by a token
+        that holds, besides every option, the thread that made a synchronous one, so an
+        FSStore of memory:// made on a worker thread and one made on the main thread took
+        separate locks (a write of each to one chunk lost one)."""
+        if self._local:
+            return (None, self._real_path(self.root))
         if self._s3:
             bucket, _, prefix = self.root.partition("/")
             fs = self.fs
             endpoint = (getattr(fs, "endpoint_url", None)   # (s3fs: before client_kwargs')
                         or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url"))
-            return protocol.s3_identity(endpoint, bucket, prefix)
+            return (protocol.s3_place(endpoint, bucket), prefix.rstrip("/"))
         args = getattr(self.fs, "storage_args", None)
         options = getattr(self.fs, "storage_options", None)
         if args is None or options is None:     # (not made by fsspec's instance cache)
-            return (self.fs, self.root)
+            return ((self.fs,), self.root)
         from fsspec.utils import tokenize
-        return (f"{type(self.fs).__module__}.{type(self.fs).__qualname__}",
-                tokenize(*args, **options), self.root)
-
-    def _nesting(self) -> tuple[Any, str]:
-        """(place, root) for protocol.node_location: a local directory's as a
-        DirectoryStore's; on S3 the endpoint and bucket, and the prefix; elsewhere the
-        filesystem (as in _identity) and the root."""
-        where = self._identity()
-        if self._local:
-            return (None, where[0])
-        if self._s3:
-            return (where[:3], where[3])
-        return (where[:-1], self.root)
+        return ((f"{type(self.fs).__module__}.{type(self.fs).__qualname__}",
+                 tokenize(*args, **options)), self.root)
 
     def _location_kind(self) -> type:
         """FSStore (FsspecStore, zarr-python 3's name, is one); DirectoryStore for a local

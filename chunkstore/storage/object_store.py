@@ -135,7 +135,8 @@ class ObjectStore(BaseStore):
         super().__init__("r" if read_only else "a")
         self.store = store
         self._url: tuple[str, dict[str, Any]] | None = None  # set by from_url, for pickling
-        self._where_key: tuple[Any, ...] | None = None  # (_identity, made once)
+        # (_located, made once)
+        self._where_key: tuple[type, tuple[Any, ...], tuple[Any, str] | None] | None = None
 
     @classmethod
     def from_url(cls, url: str, storage_options: dict[str, Any] | None = None, *,
@@ -189,61 +190,58 @@ class ObjectStore(BaseStore):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectStore) and other.store is self.store
 
-    def _identity(self) -> tuple[Any, ...] | None:
-        """Where the data is, for in-process locks (protocol.location): an S3 store's
-        endpoint, bucket and prefix (protocol.s3_identity; not its credentials, region or
-        client options, which reach the same objects); another obstore store's kind, its
-        configuration (an HTTP store's URL) and prefix, so that wrappers made apart on one
-        location (``from_url`` twice on one URL, two ``LocalStore`` of one directory) share
-        the locks of their handles. An in-memory obstore store is its own data: the object
-        (its id; the wrapper that a lock table holds keeps it alive). Made once: every shard
-        write asks (its stripe lock)."""
+    def _located(self) -> tuple[type, tuple[Any, ...], tuple[Any, str] | None]:
+        """(location kind, identity, nesting) of the obstore store behind, for in-process
+        locks (protocol.location, protocol.node_location). Made once: every shard write asks
+        (its stripe lock).
+
+        - S3: the endpoint, bucket and prefix (protocol.s3_identity; not the credentials,
+          region or client options, which reach the same objects), of kind
+          protocol.S3Objects (the objects an FSStore over s3fs reaches too);
+        - LocalStore: the directory's real path, as a DirectoryStore of it (one file per
+          key, as a DirectoryStore's: their handles share locks);
+        - in memory: the object itself (its id; the wrapper that a lock table holds keeps
+          it alive), nesting in nothing;
+        - another: its kind, configuration (for GCS and Azure only the keys naming the
+          place, not credentials or client options), URL and prefix, so that wrappers made
+          apart on one location (``from_url`` twice on one URL) share their handles'
+          locks."""
         if self._where_key is None:
             inner = self.store
             kind = type(inner).__name__
             config = dict(getattr(inner, "config", None) or {})
+            prefix = str(getattr(inner, "prefix", None) or "")
+            located: tuple[type, tuple[Any, ...], tuple[Any, str] | None]
             if kind == "MemoryStore":
-                self._where_key = (kind, id(inner))
-            elif kind == "LocalStore" and getattr(inner, "prefix", None) is not None:
-                # a directory of this machine, one file per key as a DirectoryStore's: its
-                # handles and a DirectoryStore's of the directory share their locks
-                self._where_key = (self._real_path(str(inner.prefix)),)
+                located = (ObjectStore, (kind, id(inner)), None)
+            elif kind == "LocalStore" and prefix:
+                real = self._real_path(prefix)
+                located = (DirectoryStore, (real,), (None, real))
             elif kind == "S3Store" and config.get("bucket"):
-                self._where_key = protocol.s3_identity(config.get("endpoint"),
-                                                       str(config["bucket"]),
-                                                       str(getattr(inner, "prefix", None) or ""))
+                place = protocol.s3_place(config.get("endpoint"), str(config["bucket"]))
+                located = (protocol.S3Objects, protocol.s3_identity(
+                    config.get("endpoint"), str(config["bucket"]), prefix), (place, prefix))
             else:
-                # GCS and Azure: the keys that name the place, not credentials or client
-                # options (two stores of one bucket with other credentials took apart locks)
                 named = _PLACE_KEYS.get(kind)
                 if named is not None:
                     config = {k: v for k, v in config.items() if k in named}
-                self._where_key = (kind, repr(sorted((str(k), str(v))
-                                                     for k, v in config.items())),
-                                   str(getattr(inner, "url", None)),
-                                   str(getattr(inner, "prefix", None)))
+                place = (kind, repr(sorted((str(k), str(v)) for k, v in config.items())),
+                         str(getattr(inner, "url", None)))
+                located = (ObjectStore, place + (prefix,), (place, prefix))
+            self._where_key = located
         return self._where_key
 
+    def _identity(self) -> tuple[Any, ...] | None:
+        """Where the data is, for in-process locks (see _located)."""
+        return self._located()[1]
+
     def _nesting(self) -> tuple[Any, str] | None:
-        """(place, root) for protocol.node_location: a directory's real path (LocalStore), an
-        S3 store's endpoint and bucket and its prefix, another store's configuration and
-        its prefix; None for an in-memory store (its own data)."""
-        where = self._identity()
-        if where is None or where[0] == "MemoryStore":
-            return None
-        if len(where) == 1:
-            return (None, where[0])
-        if where[0] == "s3":
-            return (where[:3], where[3])
-        return (where[:3], where[3] if where[3] != "None" else "")
+        """(place, root) for protocol.node_location (see _located)."""
+        return self._located()[2]
 
     def _location_kind(self) -> type:
-        """protocol.S3Objects on S3 (the objects an FSStore over s3fs reaches too),
-        DirectoryStore for a LocalStore (a directory of this machine), else ObjectStore."""
-        where = self._identity()
-        if where and len(where) == 1:
-            return DirectoryStore
-        return protocol.S3Objects if where and where[0] == "s3" else ObjectStore
+        """The class whose stores of one identity hold the same data (see _located)."""
+        return self._located()[0]
 
     def __hash__(self) -> int:
         return hash(("ObjectStore", id(self.store)))

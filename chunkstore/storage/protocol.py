@@ -287,8 +287,13 @@ def s3_identity(endpoint: object, bucket: str, prefix: str) -> tuple[Any, ...]:
     """Where an S3 store's objects are: its endpoint (None for AWS, whose bucket names are
     global; no trailing slash), bucket and key prefix (no slash at its end: the store's keys
     are ``prefix/key``)."""
-    where = str(endpoint).rstrip("/") if endpoint else None
-    return ("s3", where, bucket, prefix.rstrip("/"))
+    return s3_place(endpoint, bucket) + (prefix.rstrip("/"),)
+
+
+def s3_place(endpoint: object, bucket: str) -> tuple[Any, ...]:
+    """An S3 bucket as a place that stores' prefixes nest in (``_nesting()``): s3_identity
+    without the prefix."""
+    return ("s3", str(endpoint).rstrip("/") if endpoint else None, bucket)
 
 
 #: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a

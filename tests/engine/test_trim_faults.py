@@ -46,6 +46,15 @@ def _model(shape, data=DATA):
     return out
 
 
+def _shrink_failing(store, z):
+    """Shrink z to NEW with its trim's first chunk delete failing (its marker left
+    pending); the store's faults are off afterwards."""
+    store.fail = NthChunk("del", 1)
+    with pytest.raises(OSError):
+        z.resize(NEW)
+    store.fail = lambda op, key: False
+
+
 def _failed_shrinks(fmt, wec, op):
     """(store, array) after a shrink to NEW whose n-th chunk op failed, for n = 1, 2, ...
     until the shrink goes through (the last one yielded has no fault)."""
@@ -116,9 +125,7 @@ def test_a_grow_after_a_failed_trim_shows_the_fill_value(fmt, wec, op, grow):
 def test_a_grow_whose_completion_fails_changes_nothing():
     for fmt in FORMATS:
         store, z = _array(fmt, False)
-        store.fail = NthChunk("del", 1)
-        with pytest.raises(OSError):
-            z.resize(NEW)
+        _shrink_failing(store, z)
         store.fail = lambda op, key: True   # the store refuses every write now
         with pytest.raises(OSError) as info:
             z.resize(SHAPE)
@@ -139,9 +146,7 @@ def test_a_second_shrink_then_a_grow():
     # the second shrink completes the first's trim (its marker) before its own
     for fmt in FORMATS:
         store, z = _array(fmt, False)
-        store.fail = NthChunk("del", 1)
-        with pytest.raises(OSError):
-            z.resize(NEW)
+        _shrink_failing(store, z)
         store.fail = NthChunk("set", 1)
         with pytest.raises(OSError):
             z.resize(3, 9)     # fails while completing the first trim: nothing changes
@@ -170,10 +175,7 @@ def test_a_failed_fill_value_trim_then_a_grow():
 
 def test_the_marker_is_no_chunk_and_goes_with_the_array():
     store, z = _array("v3", False)
-    store.fail = NthChunk("del", 1)
-    with pytest.raises(OSError):
-        z.resize(NEW)
-    store.fail = lambda op, key: False
+    _shrink_failing(store, z)
     doc = json.loads(store["a/" + MARKER])
     assert doc == {"chunkstore_pending_trim": {"from": list(SHAPE), "to": list(NEW)}}
     assert z.nchunks_initialized == 6
@@ -197,10 +199,7 @@ def test_the_marker_is_no_chunk_and_goes_with_the_array():
 def test_a_marker_that_cannot_be_read_trims_everything_past_the_end():
     for fmt in FORMATS:
         store, z = _array(fmt, True)
-        store.fail = NthChunk("del", 1)
-        with pytest.raises(OSError):
-            z.resize(NEW)
-        store.fail = lambda op, key: False
+        _shrink_failing(store, z)
         store["a/" + MARKER] = b"{torn"
         z.resize(SHAPE)
         np.testing.assert_array_equal(z[...], _model(SHAPE), err_msg=fmt)
