@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 import numpy as np
@@ -462,17 +463,26 @@ class Array(nodes.Node, ArrayAPIv3):
         """self[selection] = value, the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the shape this handle knows; planned again
         with the new metadata where a synchronized write finds, under its locks, that
-        another handle changed it meanwhile (see EngineState.check_metadata)."""
+        another handle changed it meanwhile (see EngineState.check_metadata). Planned again,
+        a write holds the metadata guard (EngineState.metadata_guard) from its read of the
+        metadata to its end, so a steady appender cannot change the metadata between the
+        two again and again (on 16 cores, a writer racing one gave up after 8 plans)."""
         engine = self._handle.current()
-        for _ in range(8):
-            sel = normalize(selection, engine.shape, engine.chunks, self.name)
-            try:
-                return engine.write(sel, value, fields=fields)
-            except MetadataChanged:
-                engine = self._handle.reload(stale=True)
-            except MemoryError as e:
-                _note_chunk_size(e, self.name, engine)
-                raise
+        guard: AbstractContextManager[Any] = contextlib.nullcontext()
+        for attempt in range(8):
+            with guard:
+                if attempt:
+                    engine = self._handle.reload(stale=True)
+                sel = normalize(selection, engine.shape, engine.chunks, self.name)
+                try:
+                    return engine.write(sel, value, fields=fields)
+                except MetadataChanged:
+                    # (changed by a handle outside these locks: one without the synchronizer,
+                    # or in another process without one; the guard cannot hold those off)
+                    guard = engine.metadata_guard()
+                except MemoryError as e:
+                    _note_chunk_size(e, self.name, engine)
+                    raise
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")

@@ -27,7 +27,7 @@ from chunkstore.engine import scheduling
 from chunkstore.errors import ChunkNotFoundError, ReadOnlyError
 from chunkstore.format import ArrayLayout, layout_for
 from chunkstore.storage.pipelining import Prefetch
-from chunkstore.sync.locking import selection_box
+from chunkstore.sync.locking import GUARD, selection_box
 from chunkstore.sync.synchronizers import handle_locks, layered_locks, register_synchronizer
 from chunkstore.errors import store_name
 
@@ -449,6 +449,18 @@ class EngineState:
         # The attributes share the metadata document with the shape (v3): an attribute
         # update (under that document's lock) must not write back a shape read before this.
         return _both(lock, sync[layout.metadata_lock_key])
+
+    def metadata_guard(self) -> AbstractContextManager[Any]:
+        """What a write planned again (Array._write) holds from its read of the metadata to
+        its end: the guard byte of the array's lock space (chunkstore.sync.locking.GUARD),
+        which every metadata change (exclusive(): all of the space) needs and no write's
+        chunk locks touch. No resize, append or metadata change of a handle sharing these
+        locks comes between that read and the write's check_metadata, and other writes go on
+        meanwhile. Locks without a lock space (a zarr-style synchronizer): nothing."""
+        sync = self.locks
+        if hasattr(sync, "hold"):
+            return sync.hold(self.path, GUARD)
+        return contextlib.nullcontext()
 
     def check_writable(self) -> None:
         """ReadOnlyError naming the array and store when the handle is read-only."""

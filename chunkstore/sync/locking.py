@@ -24,6 +24,11 @@ shape, so writers whose views of the shape differ still agree on every byte.
   of a chunk holds its P byte.
 - resize, append and metadata updates lock everything (FULL) exclusively, so they exclude
   every write and every write excludes them.
+- Byte 0, below the three parts, is the metadata guard (GUARD): only FULL covers it besides.
+  A write that found the metadata changed under its locks holds it from its next read of
+  the metadata to its end (EngineState.metadata_guard), so no metadata change comes between
+  them; writes that do not hold it never wait for it. Taken before everything else, it
+  keeps the order below.
 - Ranges are taken in ascending order (elements, then F, then P), each waiting
   until it is free. A holder waits only for ranges above everything it holds, so the start
   of the range waited for rises along any chain of waiters: no cycle, no deadlock.
@@ -53,7 +58,7 @@ import numpy as np
 
 from chunkstore._core.lockspace import few_chunk_ranges
 
-__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "open_region_file"]
+__all__ = ["RegionLock", "box_ranges", "chunk_ranges", "FULL", "GUARD", "open_region_file"]
 
 BITS = 61                       # bits of each lock space
 FEW_CHUNKS = 8                  # writes of up to this many chunks: chunkstore._core.lockspace
@@ -61,6 +66,7 @@ E_BASE = 1                      # element space
 F_BASE = E_BASE + (1 << BITS)   # chunk space, for writes of whole chunks and whole writes
 P_BASE = F_BASE + (1 << BITS)   # chunk space, for read-modify-writes of partial chunks
 FULL = ((0, P_BASE + (1 << BITS)),)   # inclusive (start, end): everything, below 2**63
+GUARD = ((0, 0),)                     # the metadata guard (see above): FULL's first byte
 
 
 def _offsets(coords, base):

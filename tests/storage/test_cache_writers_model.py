@@ -40,7 +40,7 @@ class M(RuleBasedStateMachine):
         self.fmt = fmt
         self.kind = kind
         if kind == "dir":
-            self.tmp = tempfile.mkdtemp(dir="/tmp/hB")
+            self.tmp = tempfile.mkdtemp(prefix="cache-writers-")
             self.inner = cs.DirectoryStore(self.tmp)
             self.inner2 = cs.DirectoryStore(self.tmp)
         else:

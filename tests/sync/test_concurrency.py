@@ -485,6 +485,59 @@ def test_processes_appends_race_writers_with_stale_shapes(tmp_path, pool, layout
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("sync", ["none", "thread", "process"])
+@pytest.mark.parametrize("layout", ["v2", "v3-sharded-zstd"])
+def test_write_planned_again_is_not_starved_by_a_steady_appender(tmp_path, monkeypatch,
+                                                                 layout, sync):
+    """An appender (another handle) that changes the shape between a write's read of the
+    metadata and its locks every time, as a steady appender on many cores can: the write,
+    planned again, holds the metadata guard from its read of the metadata, so the next
+    append waits for it and the write lands. (It used to plan again 8 times, each spoilt by
+    an append, and give up with ArrayMetadataChangedError: seen on a 16-core machine.)
+    The appends all land too, after it."""
+    from chunkstore.engine import chunk_io
+
+    path = str(tmp_path / "a.zarr")
+    cs.create(APPEND_START, chunks=CHUNKS, dtype=DTYPE, store=path, fill_value=-1,
+              **LAYOUTS[layout])
+
+    def opened():
+        s = {"none": None, "thread": shared_thread,
+             "process": cs.ProcessSynchronizer(str(tmp_path / "locks"))}[sync]
+        return cs.open_array(path, mode="r+", synchronizer=s)
+
+    shared_thread = cs.ThreadSynchronizer()
+    writer, appender = opened(), opened()
+    writer_thread = threading.get_ident()
+    appends: list[threading.Thread] = []
+    row = np.full((1, APPEND_START[1]), 7, dtype=DTYPE)
+    original = chunk_io.EngineState.locked
+
+    def locked(self, *args, **kwargs):
+        # in the writer, between its plan and its locks: an append by the other handle,
+        # given half a second to land (under the guard it waits for the write instead)
+        if threading.get_ident() == writer_thread and len(appends) < 12:
+            t = threading.Thread(target=appender.append, args=(row,))
+            appends.append(t)
+            t.start()
+            t.join(0.5)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(chunk_io.EngineState, "locked", locked)
+    writer[0:3, 0:5] = 42
+    monkeypatch.setattr(chunk_io.EngineState, "locked", original)
+    for t in appends:
+        t.join(10)
+        assert not t.is_alive()
+    assert len(appends) == 2   # the first plan spoilt by one append; the second one waited
+    want = np.full((APPEND_START[0] + 2, APPEND_START[1]), -1, dtype=DTYPE)
+    want[0:3, 0:5] = 42
+    want[APPEND_START[0]:] = 7
+    got = cs.open_array(path, mode="r")
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got[...], want)
+
+
 # ============================================================================ processes
 @pytest.mark.parametrize("layout", ["v2", "v3", "v3-sharded-zstd", "v3-sharded-raw"])
 def test_processes_disjoint_whole_blocks_without_synchronizer(tmp_path, pool, layout):
