@@ -16,7 +16,7 @@ from chunkstore.codecs.v2 import ChunkCodecV2
 from chunkstore.errors import ChunkDecodeError
 from chunkstore.metadata.v2 import ArrayMetadataV2, parse_array_metadata
 
-FIXTURES = "/work/shared/fixtures/v2"
+FIXTURES = os.path.join(os.environ.get("CHUNKSTORE_FIXTURES", "/work/shared/fixtures"), "v2")
 
 
 def _load_cases():

@@ -32,7 +32,7 @@ from chunkstore.metadata.v2 import (
     parse_group_metadata,
 )
 
-FIXTURES = "/work/shared/fixtures/v2"
+FIXTURES = os.path.join(os.environ.get("CHUNKSTORE_FIXTURES", "/work/shared/fixtures"), "v2")
 
 
 def _json_like_zarr(obj) -> bytes:

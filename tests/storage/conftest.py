@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from chunkstore.storage import (
     ZipStore,
 )
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(os.environ.get("CHUNKSTORE_FIXTURES", "/work/shared/fixtures"))
 
 S3_BUCKET = "chunkstore-test"
 S3_KEY = "testing"
