@@ -8,6 +8,7 @@ pool tasks or dask's threaded scheduler neither deadlock nor use more threads th
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -356,3 +357,33 @@ def test_a_remote_shard_is_still_read_in_one_batch(tmp_path, threads, monkeypatc
     census = _Census(monkeypatch)
     np.testing.assert_array_equal(z[...], vol)
     assert census.peak == 1 and census.names == {threading.current_thread().name}
+
+
+def test_threads_from_the_environment_read_once_and_again_after_a_reset(monkeypatch):
+    """CHUNKSTORE_THREADS is read at the first use, kept (every read asks for the thread
+    count: no environment lookup each time), read again after config.set(threads=None), and
+    an explicit setting wins; a bad value raises ValueError naming the variable at each use
+    until it is fixed."""
+    try:
+        monkeypatch.setenv("CHUNKSTORE_THREADS", "3")
+        cs.config.set(threads=None)
+        assert cs.config.get("threads") == 3
+        monkeypatch.setenv("CHUNKSTORE_THREADS", "5")
+        assert cs.config.get("threads") == 3          # kept until a reset
+        cs.config.set(threads=None)
+        assert cs.config.get("threads") == 5
+        with cs.config.set(threads=2):
+            assert cs.config.get("threads") == 2
+        assert cs.config.get("threads") == 5
+        monkeypatch.setenv("CHUNKSTORE_THREADS", "many")
+        with pytest.raises(ValueError, match="CHUNKSTORE_THREADS"):
+            cs.config.set(threads=None)
+        for _ in range(2):
+            with pytest.raises(ValueError, match="CHUNKSTORE_THREADS"):
+                cs.config.get("threads")
+        monkeypatch.delenv("CHUNKSTORE_THREADS")
+        cs.config.set(threads=None)
+        assert cs.config.get("threads") == (os.cpu_count() or 1)
+    finally:
+        monkeypatch.delenv("CHUNKSTORE_THREADS", raising=False)
+        cs.config.set(threads=None)
