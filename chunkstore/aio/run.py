@@ -91,6 +91,8 @@ WORKER_SPIN_NS = 100_000
 #: 0.1 s without spinning, a lone task's tiles 0.305 -> 0.405 s on a quiet machine.)
 CONTENDED_SLACK_NS = 200_000
 BACKOFF_NS = 20_000_000
+#: The CPU time of one lone call in CPU_SAMPLE (per worker) is taken for that judgement.
+CPU_SAMPLE = 4
 _handoff.set_backoff(BACKOFF_NS)  # (the spinners' own finding: see _handoff)
 
 
@@ -277,7 +279,7 @@ class _Inbox:
             if job.local:
                 self.local_out -= 1
                 self.latency += (now - job.since - self.latency) * 0.25
-                if job.lone and spun > 2 * job.cpu + CONTENDED_SLACK_NS:
+                if job.lone and job.cpu >= 0 and spun > 2 * job.cpu + CONTENDED_SLACK_NS:
                     # the loop spun for a lone call far longer than the call's CPU time: its
                     # threads waited for a core (or for I/O): spinning only takes more
                     _handoff.set_contended(BACKOFF_NS)
@@ -339,7 +341,7 @@ class _Job:
         self.waiter: asyncio.Future | None = None  # (on the loop) a cancelled caller's
         self.local = False  # (on the loop) counted in its inbox's local_out
         self.since = 0      # (on the loop, local calls) when it was submitted (ns)
-        self.cpu = 0        # (its worker) the CPU time it took (ns)
+        self.cpu = -1       # (its worker) the CPU time it took (ns; -1: not measured)
         self.lone = False   # (on the loop) the only local call out when submitted
 
     def start(self) -> bool:
@@ -432,18 +434,20 @@ class _Workers:
     def _work(self, first: list[_Job]) -> None:
         me = _Parked()
         job: _Job | None = first.pop()
+        lone = 0  # lone calls run by this thread: the CPU time of every CPU_SAMPLE-th is taken
         while job is not None:
             box = job.box
             done: tuple | None = None
             if job.start():  # (else dropped: its caller was cancelled before it started)
-                # (the CPU time only of a lone call, the only kind judged: see drain; the
-                # thread's CPU clock is a system call, not free on every job)
-                cpu = time.thread_time_ns() if job.lone else 0
+                # (the CPU time only of some lone calls, the only kind judged: see drain; the
+                # thread's CPU clock is a system call, 0.44 us twice a call)
+                timed = job.lone and not (lone := lone + 1) % CPU_SAMPLE
+                cpu = time.thread_time_ns() if timed else 0
                 try:
                     done = (job, True, job.ctx.run(job.fn, *job.args, **job.kwargs))
                 except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
                     done = (job, False, e)
-                if job.lone:
+                if timed:
                     job.cpu = time.thread_time_ns() - cpu
             job = None
             with self.lock:

@@ -374,8 +374,12 @@ def test_lone_calls_that_wait_stop_the_spinning(monkeypatch):
         for _ in range(20):
             await array_off_loop(local, READ, lambda: None)
         box = aio_run._lanes.inbox(asyncio.get_running_loop())
-        box.latency = 20_000_000   # the loop spins up to 40 ms for the next call
-        await array_off_loop(local, READ, time.sleep, 0.003)  # 3 ms waited, no CPU
+        # (the CPU time of one lone call in CPU_SAMPLE per worker is taken: within that many)
+        for _ in range(aio_run.CPU_SAMPLE):
+            box.latency = 20_000_000   # the loop spins up to 40 ms for the next call
+            await array_off_loop(local, READ, time.sleep, 0.003)  # 3 ms waited, no CPU
+            if _handoff.contended():
+                break
         assert _handoff.contended()
         spins.limits.clear()
         for _ in range(20):
