@@ -53,7 +53,8 @@ A lone call's spin runs in the step of the task that submitted it, where the loo
 nothing else ready (_Inbox.spin_now; the selector is watched all the same): no loop
 iteration runs the spin, and none resumes the task, which returns the result without
 suspending. A no-op call awaited in a loop: 14.4-14.7 -> 11.2-11.5 us a round trip
-(alternating, 3 runs each).
+(alternating, 3 runs each). Then 8.3 us: the thread count (config) no longer looked up in
+the environment at each job, and the CPU time taken of one lone call in CPU_SAMPLE.
 """
 
 from __future__ import annotations
