@@ -29,6 +29,10 @@ shape, so writers whose views of the shape differ still agree on every byte.
   the metadata to its end (EngineState.metadata_guard), so no metadata change comes between
   them; writes that do not hold it never wait for it. Taken before everything else, it
   keeps the order below.
+- In this process's table a request of the whole space (FULL) that waits is served before
+  any thread that holds nothing there starts (threads holding ranges go on: they may need
+  more to finish). So a stream of short writes does not keep an append waiting. The
+  kernel's locks give no such order between processes.
 - Ranges are taken in ascending order (elements, then F, then P), each waiting
   until it is free. A holder waits only for ranges above everything it holds, so the start
   of the range waited for rises along any chain of waiters: no cycle, no deadlock.
@@ -211,6 +215,13 @@ class RegionLock:
         self._waiting = 0
         self._starts: list = []   # ranges held in this process: sorted, disjoint
         self._ends: list = []
+        # Fairness to requests of the whole space (FULL: resize, append, metadata changes):
+        # while one waits, a thread holding nothing here waits for it to be served first (a
+        # stream of writes, each short, used to keep an append waiting for seconds). Threads
+        # holding ranges are not held back (they may need more to finish: a write's guard,
+        # then its chunks), so no cycle: the whole request waits only for holders.
+        self._whole_waiting = 0
+        self._holds: dict[int, int] = {}  # thread -> acquisitions it holds here
         self._fd = fd
         self._path = path
 
@@ -223,7 +234,7 @@ class RegionLock:
         self._starts.insert(i, s)
         self._ends.insert(i, e)
 
-    def _unmark(self, ranges):
+    def _unmark(self, ranges, held=True):
         with self._mutex:
             if len(ranges) == len(self._starts):   # (only these held: the usual case)
                 self._starts.clear()
@@ -232,8 +243,22 @@ class RegionLock:
                 for s, _ in ranges:
                     i = bisect_left(self._starts, s)
                     del self._starts[i], self._ends[i]
+            if held:  # (counted in acquire: not ranges marked by an acquire that failed)
+                me = threading.get_ident()
+                n = self._holds.get(me, 0) - 1
+                if n > 0:
+                    self._holds[me] = n
+                else:
+                    self._holds.pop(me, None)
             if self._waiting:
                 self._cond.notify_all()
+
+    def _wait(self):
+        self._waiting += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiting -= 1
 
     def acquire(self, ranges, kernel_ranges=None):
         """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held.
@@ -242,8 +267,14 @@ class RegionLock:
         never waits in the in-process table while it holds kernel locks: with that, the
         in-process and the kernel waits together cannot form a cycle."""
         marked = []
+        me = threading.get_ident()
+        whole = len(ranges) == 1 and ranges[0] == FULL[0]
         try:
             with self._mutex:
+                mine = self._holds.get(me, 0)
+                if self._whole_waiting and not mine and not whole:
+                    while self._whole_waiting:   # served first (see __init__)
+                        self._wait()
                 if not self._starts:   # nothing held (the usual case): take them all
                     marked = sorted(ranges)
                     self._starts.extend([s for s, _ in marked])
@@ -253,18 +284,21 @@ class RegionLock:
                         self._mark(s, e)
                         marked.append((s, e))
                 else:
-                    for s, e in ranges:   # ascending: in-process waits cannot cycle
-                        while not self._free(s, e):
-                            self._waiting += 1
-                            try:
-                                self._cond.wait()
-                            finally:
-                                self._waiting -= 1
-                        self._mark(s, e)
-                        marked.append((s, e))
+                    self._whole_waiting += whole
+                    try:
+                        for s, e in ranges:   # ascending: in-process waits cannot cycle
+                            while not self._free(s, e):
+                                self._wait()
+                            self._mark(s, e)
+                            marked.append((s, e))
+                    finally:
+                        self._whole_waiting -= whole
+                        if whole and not self._whole_waiting and self._waiting:
+                            self._cond.notify_all()  # (those held back: see __init__)
+                self._holds[me] = mine + 1
         except BaseException:
             if marked:
-                self._unmark(marked)
+                self._unmark(marked, held=False)
             raise
         try:
             self.kernel_acquire(ranges if kernel_ranges is None else kernel_ranges)

@@ -516,3 +516,87 @@ def test_fork_while_a_thread_holds_a_region(tmp_path):
         p.join(30)
     assert p.exitcode == 0
     np.testing.assert_array_equal(z[0:8, :], 2)
+
+
+def _wait_for(cond, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.001)
+
+
+def test_a_waiting_whole_space_request_is_served_before_new_writes():
+    """Fairness: while a request of the whole space (resize, append, metadata change) waits,
+    a thread holding nothing waits for it to be served, even for ranges that are free, so a
+    stream of short writes cannot keep an append waiting (one waited 1.6-7.8 s behind 8
+    writing threads). A thread that holds ranges is not held back (it may need more to
+    finish), else it and the whole request would wait for each other."""
+    lock = RegionLock()
+    a, b = [(F_BASE + 1, F_BASE + 1)], [(F_BASE + 5, F_BASE + 5)]
+    order = []
+    lock.acquire(a)                         # a write in progress
+    whole = threading.Event()
+
+    def resize():
+        lock.acquire(FULL)
+        order.append("whole")
+        whole.wait(10)
+        lock.release(FULL)
+
+    def write():
+        lock.acquire(b)                     # free, but the whole request came first
+        order.append("write")
+        lock.release(b)
+
+    r_done, r_err = _in_thread(resize)
+    _wait_for(lambda: lock._whole_waiting == 1)
+    w_done, w_err = _in_thread(write)
+    assert not w_done.wait(0.3) and order == []
+    # the holder goes on taking more (a write's guard, then its chunks): not held back
+    lock.acquire([(P_BASE + 1, P_BASE + 1)])
+    lock.release([(P_BASE + 1, P_BASE + 1)])
+    lock.release(a)
+    _wait_for(lambda: order == ["whole"])
+    assert not w_done.wait(0.1)             # still behind the whole space, now held
+    whole.set()
+    assert r_done.wait(10) and w_done.wait(10) and not r_err and not w_err
+    assert order == ["whole", "write"]
+    assert lock.held() == [] and lock._holds == {}
+
+
+def test_appends_are_not_starved_by_a_stream_of_writes(tmp_path):
+    """An append through one handle while 6 threads write small overlapping regions through
+    others in a loop: each append is served (every write holds its chunks a short while),
+    and nothing is lost: the appended rows are all there and every written element holds a
+    writer's value."""
+    path = str(tmp_path / "a.zarr")
+    a = cs.create((32, 32), chunks=(8, 8), dtype="i4", store=path, fill_value=-1)
+    stop = threading.Event()
+    errors = []
+
+    def writer(i):
+        h = cs.open_array(path, mode="r+")
+        rng = np.random.default_rng(i)
+        try:
+            while not stop.is_set():
+                y, x = (int(v) for v in rng.integers(0, 24, 2))
+                h[y:y + 8, x:x + 8] = i
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(10):
+            done, err = _in_thread(lambda: a.append(np.full((1, 32), 99, dtype="i4")))
+            assert done.wait(60) and not err
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors
+    got = cs.open_array(path, mode="r")[...]
+    assert got.shape == (42, 32)
+    assert (got[32:] == 99).all()
+    assert np.isin(got[:32], [-1, 0, 1, 2, 3, 4, 5]).all()
