@@ -236,6 +236,7 @@ class DirtyCopyMachine(RuleBasedStateMachine):
         api: "copy_store", "copy" (copy/copy_all) or "cp"."""
         new, strays = dict(self.dst), set(self.strays)
         skipped: list[str] = []
+        written: list[str] = []   # nodes the copy writes (not those it skips or merges into)
         for q in self.members(sp):
             p = dp + q[len(sp):]
             if any(under(p, s) for s in skipped):
@@ -250,6 +251,7 @@ class DirtyCopyMachine(RuleBasedStateMachine):
                     skipped.append(p)
                     continue
                 self.predict_array(new, strays, p, values, m)
+                written.append(p)
                 continue
             # a group
             if p in new and new[p] is None:   # a group there: merged into
@@ -266,12 +268,14 @@ class DirtyCopyMachine(RuleBasedStateMachine):
                     del new[r]
                 strays.difference_update({r for r in strays if under(r, p)})
             new[p] = None
-        top = self.dst.get(dp, 0)
-        if api == "cp" and dp not in skipped and not (top is None and self.src[sp] is None):
-            # (cp makes the groups above a node it writes; not above one it skips or
-            # merges into)
-            for a in self.ancestors(dp):
-                new.setdefault(a, None)
+            written.append(p)
+        if api == "cp":
+            # (cp makes the groups above each node it writes, members of a group it merges
+            # into too: a v2 group with no document above them gets one; none above a node
+            # it skips or merges into without writing below)
+            for w in written:
+                for a in self.ancestors(w):
+                    new.setdefault(a, None)
         return new, strays
 
     def chunk_space_taken(self, sp, dp):
