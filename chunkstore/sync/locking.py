@@ -216,12 +216,13 @@ class RegionLock:
         self._starts: list = []   # ranges held in this process: sorted, disjoint
         self._ends: list = []
         # Fairness to requests of the whole space (FULL: resize, append, metadata changes):
-        # while one waits, a thread holding nothing here waits for it to be served first (a
-        # stream of writes, each short, used to keep an append waiting for seconds). Threads
-        # holding ranges are not held back (they may need more to finish: a write's guard,
-        # then its chunks), so no cycle: the whole request waits only for holders.
+        # while one waits, a new request waits for it to be served first (a stream of
+        # writes, each short, used to keep an append waiting for seconds). The one thread
+        # that takes more while holding ranges here, the holder of the metadata guard (then
+        # its write's chunks), is not held back, so no cycle: the whole request waits only
+        # for holders, and holders never for it.
         self._whole_waiting = 0
-        self._holds: dict[int, int] = {}  # thread -> acquisitions it holds here
+        self._guard_holder: int | None = None
         self._fd = fd
         self._path = path
 
@@ -234,7 +235,7 @@ class RegionLock:
         self._starts.insert(i, s)
         self._ends.insert(i, e)
 
-    def _unmark(self, ranges, held=True):
+    def _unmark(self, ranges):
         with self._mutex:
             if len(ranges) == len(self._starts):   # (only these held: the usual case)
                 self._starts.clear()
@@ -243,13 +244,8 @@ class RegionLock:
                 for s, _ in ranges:
                     i = bisect_left(self._starts, s)
                     del self._starts[i], self._ends[i]
-            if held:  # (counted in acquire: not ranges marked by an acquire that failed)
-                me = threading.get_ident()
-                n = self._holds.get(me, 0) - 1
-                if n > 0:
-                    self._holds[me] = n
-                else:
-                    self._holds.pop(me, None)
+            if ranges and ranges[0][1] == 0:  # (the guard: FULL's never ends at 0)
+                self._guard_holder = None
             if self._waiting:
                 self._cond.notify_all()
 
@@ -267,12 +263,11 @@ class RegionLock:
         never waits in the in-process table while it holds kernel locks: with that, the
         in-process and the kernel waits together cannot form a cycle."""
         marked = []
-        me = threading.get_ident()
-        whole = len(ranges) == 1 and ranges[0] == FULL[0]
+        whole = bool(ranges) and ranges[0] == FULL[0]
         try:
             with self._mutex:
-                mine = self._holds.get(me, 0)
-                if self._whole_waiting and not mine and not whole:
+                if self._whole_waiting and not whole and (
+                        self._guard_holder != threading.get_ident()):
                     while self._whole_waiting:   # served first (see __init__)
                         self._wait()
                 if not self._starts:   # nothing held (the usual case): take them all
@@ -295,10 +290,11 @@ class RegionLock:
                         self._whole_waiting -= whole
                         if whole and not self._whole_waiting and self._waiting:
                             self._cond.notify_all()  # (those held back: see __init__)
-                self._holds[me] = mine + 1
+                if ranges and ranges[0][1] == 0:
+                    self._guard_holder = threading.get_ident()
         except BaseException:
             if marked:
-                self._unmark(marked, held=False)
+                self._unmark(marked)
             raise
         try:
             self.kernel_acquire(ranges if kernel_ranges is None else kernel_ranges)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
-from chunkstore.sync.locking import (BITS, E_BASE, F_BASE, FULL, P_BASE, RegionLock, box_ranges,
+from chunkstore.sync.locking import (BITS, E_BASE, F_BASE, FULL, GUARD, P_BASE, RegionLock, box_ranges,
                                 chunk_ranges)
 
 CTX = mp.get_context("spawn")
@@ -527,10 +527,9 @@ def _wait_for(cond, timeout=10.0):
 
 def test_a_waiting_whole_space_request_is_served_before_new_writes():
     """Fairness: while a request of the whole space (resize, append, metadata change) waits,
-    a thread holding nothing waits for it to be served, even for ranges that are free, so a
-    stream of short writes cannot keep an append waiting (one waited 1.6-7.8 s behind 8
-    writing threads). A thread that holds ranges is not held back (it may need more to
-    finish), else it and the whole request would wait for each other."""
+    a new request waits for it to be served, even for ranges that are free, so a stream of
+    short writes cannot keep an append waiting (one waited 1.6-7.8 s behind 8 writing
+    threads)."""
     lock = RegionLock()
     a, b = [(F_BASE + 1, F_BASE + 1)], [(F_BASE + 5, F_BASE + 5)]
     order = []
@@ -552,16 +551,30 @@ def test_a_waiting_whole_space_request_is_served_before_new_writes():
     _wait_for(lambda: lock._whole_waiting == 1)
     w_done, w_err = _in_thread(write)
     assert not w_done.wait(0.3) and order == []
-    # the holder goes on taking more (a write's guard, then its chunks): not held back
-    lock.acquire([(P_BASE + 1, P_BASE + 1)])
-    lock.release([(P_BASE + 1, P_BASE + 1)])
     lock.release(a)
     _wait_for(lambda: order == ["whole"])
     assert not w_done.wait(0.1)             # still behind the whole space, now held
     whole.set()
     assert r_done.wait(10) and w_done.wait(10) and not r_err and not w_err
     assert order == ["whole", "write"]
-    assert lock.held() == [] and lock._holds == {}
+    assert lock.held() == []
+
+
+def test_the_metadata_guards_holder_is_not_held_back_by_a_waiting_whole_request():
+    """A write planned again holds the metadata guard, then takes its chunks: a request of
+    the whole space waiting meanwhile (for the guard) must not hold those back, or each
+    would wait for the other."""
+    lock = RegionLock()
+    lock.acquire(GUARD)
+    r_done, r_err = _in_thread(lambda: (lock.acquire(FULL), lock.release(FULL)))
+    _wait_for(lambda: lock._whole_waiting == 1)
+    chunk = [(F_BASE + 3, F_BASE + 3), (P_BASE + 3, P_BASE + 3)]
+    lock.acquire(chunk)                     # this thread, the guard's holder: goes on
+    assert not r_done.wait(0.1)
+    lock.release(chunk)
+    lock.release(GUARD)
+    assert r_done.wait(10) and not r_err
+    assert lock.held() == [] and lock._guard_holder is None
 
 
 def test_appends_are_not_starved_by_a_stream_of_writes(tmp_path):
