@@ -30,9 +30,10 @@ shape, so writers whose views of the shape differ still agree on every byte.
   them; writes that do not hold it never wait for it. Taken before everything else, it
   keeps the order below.
 - In this process's table a request of the whole space (FULL) that waits is served before
-  any thread that holds nothing there starts (threads holding ranges go on: they may need
-  more to finish). So a stream of short writes does not keep an append waiting. The
-  kernel's locks give no such order between processes.
+  requests that come after it (the guard's holder alone goes on: it takes its write's
+  chunks while holding the guard, which the whole request waits for). So a stream of short
+  writes does not keep an append waiting. The kernel's locks give no such order between
+  processes.
 - Ranges are taken in ascending order (elements, then F, then P), each waiting
   until it is free. A holder waits only for ranges above everything it holds, so the start
   of the range waited for rises along any chain of waiters: no cycle, no deadlock.
