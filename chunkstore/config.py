@@ -190,15 +190,13 @@ def set(options=None, **kwargs):  # noqa: A001
 def get(name, default=None):
     """Current value of a setting: "threads", "io_concurrency", "io_retries", or a
     zarr-python 3 key ("array.order", "async.concurrency", ...)."""
-    if name == "threads":  # (first: every read asks)
-        return _settings["threads"] or _default_threads()
     key = _ALIASES.get(name, name)
+    if key == "threads":  # (first: every read asks)
+        return _settings["threads"] or _default_threads()
     if key in _ZARR3:
         return _ZARR3[key]
     if key in _io:
         return _io[key]
-    if key == "threads":
-        return _settings["threads"] or _default_threads()
     if default is not None:
         return default
     raise KeyError(f"unknown setting {name!r}; known: {_known()}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, cast
 
 import numpy as np
@@ -468,7 +467,7 @@ class Array(nodes.Node, ArrayAPIv3):
         metadata to its end, so a steady appender cannot change the metadata between the
         two again and again (on 16 cores, a writer racing one gave up after 8 plans)."""
         engine = self._handle.current()
-        guard: AbstractContextManager[Any] = contextlib.nullcontext()
+        guard: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         for attempt in range(8):
             with guard:
                 if attempt:

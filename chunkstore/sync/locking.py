@@ -76,6 +76,11 @@ FULL = ((0, P_BASE + (1 << BITS)),)   # inclusive (start, end): everything, belo
 GUARD = ((0, 0),)                     # the metadata guard (see above): FULL's first byte
 
 
+def _is_guard(ranges):
+    """Whether ranges are the metadata guard (the only ranges that end at byte 0)."""
+    return bool(ranges) and ranges[0][1] == 0
+
+
 def _offsets(coords, base):
     ndim = coords.shape[1]
     b = BITS // ndim
@@ -193,13 +198,19 @@ def _kernel_lock(fd, start, end, path):
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
                 continue
-            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise LockingUnsupportedError(
-                    e.errno, f"byte-range fcntl locks are not available on the filesystem of "
-                             f"lock file {path!r} ({e.strerror}); put the synchronizer's "
-                             f"directory where POSIX locks work (NFS with lockd or v4, "
-                             f"Lustre mounted with -o flock, GPFS)") from e
+            _raise_unsupported(e, path)
             raise
+
+
+def _raise_unsupported(e, path):
+    """LockingUnsupportedError, from e, when e says the lock file's filesystem has no
+    byte-range locks."""
+    if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        raise LockingUnsupportedError(
+            e.errno, f"byte-range fcntl locks are not available on the filesystem of "
+                     f"lock file {path!r} ({e.strerror}); put the synchronizer's "
+                     f"directory where POSIX locks work (NFS with lockd or v4, "
+                     f"Lustre mounted with -o flock, GPFS)") from e
 
 
 def _kernel_try(fd, start, end, path):
@@ -210,8 +221,8 @@ def _kernel_try(fd, start, end, path):
     except OSError as e:
         if e.errno in (errno.EAGAIN, errno.EACCES, errno.EDEADLK):
             return False
-        _kernel_lock(fd, start, end, path)  # (raises what the blocking request raises)
-        return True
+        _raise_unsupported(e, path)
+        raise
 
 
 # The whole space taken from the kernel in pieces when it is not free at once, in ascending
@@ -268,7 +279,7 @@ class RegionLock:
                 for s, _ in ranges:
                     i = bisect_left(self._starts, s)
                     del self._starts[i], self._ends[i]
-            if ranges and ranges[0][1] == 0:  # (the guard: FULL's never ends at 0)
+            if _is_guard(ranges):
                 self._guard_holder = None
             if self._waiting:
                 self._cond.notify_all()
@@ -314,7 +325,7 @@ class RegionLock:
                         self._whole_waiting -= whole
                         if whole and not self._whole_waiting and self._waiting:
                             self._cond.notify_all()  # (those held back: see __init__)
-                if ranges and ranges[0][1] == 0:
+                if _is_guard(ranges):
                     self._guard_holder = threading.get_ident()
         except BaseException:
             if marked:

@@ -455,11 +455,6 @@ def _stale_writer(path, lock_dir, w, cols, t0, t1):
     return tag
 
 
-def _wait_until(t):
-    while time.time() < t:
-        time.sleep(0.001)
-
-
 @pytest.mark.parametrize("layout", ["v2", "v3", "v3-sharded-zstd"])
 def test_processes_appends_race_writers_with_stale_shapes(tmp_path, pool, layout):
     """One process appends rows while two others write the first rows through handles whose
