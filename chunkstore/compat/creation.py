@@ -82,7 +82,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         # (as zarr-python 3: the chunks of shards aim at 1 MiB)
         chunks = guess_chunks(shape, itemsize) if shards is None else \
             guess_chunks(shape, itemsize, max_bytes=2 ** 20)
-    chunk_shape = creation._normalize_shape(chunks)
+    chunk_shape = creation._normalize_shape(chunks, "chunks")
     dt, enc = creation_kwargs(zarr_format, dt, len(shape), codecs=codecs, filters=filters,
                               serializer=serializer, compressors=compressors,
                               compressor=compressor, order=order,
@@ -142,7 +142,7 @@ def _shards(shards, shape, chunks, itemsize):
         warnings.warn("Automatic shard shape inference is experimental and may change "
                       "without notice.", ZarrUserWarning, stacklevel=3)
         return _auto_shards(shape, chunks, itemsize)
-    return shards
+    return creation._normalize_shape(shards, "shards")
 
 
 def _auto_shards(shape, chunks, itemsize):

@@ -137,18 +137,21 @@ def _check_mode(mode):
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
 
 
-def _normalize_shape(shape: ShapeLike | None) -> tuple[int, ...]:
+def _normalize_shape(shape: ShapeLike | None, what: str = "shape") -> tuple[int, ...]:
+    """shape as a tuple of ints; what names the argument in errors ("chunks", "shards")."""
     if shape is None:
-        raise TypeError("shape is required to create an array")
+        if what == "shape":
+            raise TypeError("shape is required to create an array")
+        raise TypeError(f"{what} must be an integer or an iterable of integers; got None")
     if isinstance(shape, (int, numbers.Integral, np.integer)):
         shape = (int(shape),)
     shape = tuple(shape)
     if not all(_is_whole(s) for s in shape):
         raise IntegerArgumentError(f"Expected an iterable of integers. Got {shape} instead. "
-                                   f"(a shape is integers)")
+                                   f"(the {what} is integers)")
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
-        raise ValueError(f"shape {shape} has a negative dimension")
+        raise ValueError(f"{what} {shape} has a negative dimension")
     return shape
 
 
@@ -410,7 +413,7 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
         index_location = shards.get("index_location", "end")
         shards = shards["shape"]
     if shards is not None:
-        shards = _normalize_shape(shards)
+        shards = _normalize_shape(shards, "shards")
         if len(shards) != len(shape) or any(s % c for s, c in zip(shards, chunks)):
             raise ValueError(f"cannot create array at path {path!r}: "
                              f"{shard_shape_error(shards, chunks)}")

@@ -244,8 +244,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                  f"{d}={s!r}")
             if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
                 raise ValueError(f"region {d}={s!r}: negative bounds are not supported")
-        outside = [n for n, v in ds.variables.items()
-                   if n not in ds.indexes and not set(region) & set(v.dims)]
+        # (indexes too, as xarray: an index outside the region would be dropped unwritten,
+        # its values, which may differ from the stored ones, ignored without a word)
+        outside = [n for n, v in ds.variables.items() if not set(region) & set(v.dims)]
         if region and outside:
             raise ValueError(f"all variables in the dataset to write must have at least one "
                              f"dimension in common with the region's dimensions "

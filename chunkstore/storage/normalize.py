@@ -73,10 +73,12 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
         )
     low = path.rstrip("/\\").lower()
     if low.endswith(".zip"):
-        # Mode "w" of a call means: replace the node it opens (the open removes what is at
-        # its path); a ZipStore's own "w" truncates the whole archive, siblings of that
-        # node included, where a directory or SQLite store keeps them.
-        return ZipStore(path, mode="a" if mode == "w" else mode)
+        # A call's mode is about the node it opens: "w" replaces it (the open removes what
+        # is at its path), "w-"/"x" refuse it if it exists. A ZipStore's own modes are about
+        # the archive ("w" truncates it, siblings of that node included; "w-" refuses an
+        # existing archive), so those open it to append, and the node check decides, as in
+        # a directory or SQLite store.
+        return ZipStore(path, mode="a" if mode in ("w", "w-", "x") else mode)
     if low.endswith(".sqlite") or low.endswith(".db"):
         return SQLiteStore(path, mode=mode)
     if low.endswith(".lmdb"):

@@ -103,6 +103,19 @@ def test_non_integer_shape_or_chunks_is_a_type_error(shape, chunks):
     assert cs.create(shape=(4.0, 2), store={}).shape == (4, 2)  # integral: as zarr 2
 
 
+@pytest.mark.parametrize("shape", [(5,), ()])
+def test_chunks_none_is_refused_naming_the_chunks(shape):
+    """create_array(chunks=None) is refused (as zarr-python 3) by an error that names the
+    chunks, not the shape that was given; so are non-integer chunks and shards."""
+    with pytest.raises(TypeError, match="chunks must be an integer") as e:
+        cs.create_array(cs.storage.MemoryStore(), shape=shape, chunks=None, dtype="i4")
+    assert "shape" not in str(e.value)
+    with pytest.raises(TypeError, match="the chunks is integers"):
+        cs.create_array({}, shape=(8,), chunks=(2.5,), dtype="i4")
+    with pytest.raises(TypeError, match="the shards is integers"):
+        cs.create_array({}, shape=(8,), chunks=(2,), shards=(4.5,), dtype="i4")
+
+
 @pytest.mark.parametrize("bad", ["3.0", 3.0, 4, True])
 def test_invalid_zarr_format_is_a_metadata_validation_error(bad):
     match = re.escape(f"Invalid value for 'zarr_format'. Expected 2, 3, or None. Got '{bad}'.")

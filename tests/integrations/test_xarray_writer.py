@@ -126,6 +126,27 @@ def test_region_auto_finds_the_slice_from_the_coordinates(tmp_path, fmt):
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
+def test_region_refuses_an_index_coordinate_outside_its_dimensions(tmp_path, fmt):
+    """An explicit region over t with an index coordinate x in ds (no t in its dims) is
+    refused, as xarray's zarr engine refuses it: written, x's values (here different from the
+    stored ones) would be dropped without a word. Dropping x first writes the region."""
+    path = str(tmp_path / "r.zarr")
+    ds = xr.Dataset({"a": (("t", "x"), np.zeros((4, 3)))},
+                    coords={"t": np.arange(4), "x": np.arange(3)})
+    to_chunkstore(ds, path, zarr_format=fmt)
+    part = (ds.isel(t=slice(0, 2)) + 1).drop_vars("t").assign_coords(x=[10, 11, 12])
+    with pytest.raises(ValueError, match=r"\['x'\] have none"):
+        to_chunkstore(part, path, region={"t": slice(0, 2)})
+    back = open_dataset(path)
+    np.testing.assert_array_equal(back["a"].values, np.zeros((4, 3)))
+    np.testing.assert_array_equal(back["x"].values, np.arange(3))
+    to_chunkstore(part.drop_vars("x"), path, region={"t": slice(0, 2)})
+    want = np.zeros((4, 3))
+    want[:2] = 1
+    np.testing.assert_array_equal(open_dataset(path)["a"].values, want)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
 def test_region_auto_with_a_coordinate_the_store_lacks_is_refused(tmp_path, fmt):
     """ds's coordinate t=[3, 4] cannot be found in a group that stores no t: the write is
     refused (xarray raises KeyError), not put at t=0..1."""

@@ -328,3 +328,25 @@ def test_r_plus_on_missing_location_is_writable(tmp_path, name):
         s["a/b"] = b"1"
     with normalize_store(str(tmp_path / name), mode="r") as s:
         assert s["a/b"] == b"1"
+
+
+@pytest.mark.parametrize("name", ["wd.zarr", "wd.zip", "wd.sqlite", "wd.lmdb"])
+@pytest.mark.parametrize("mode", ["w-", "x"])
+def test_create_only_mode_checks_the_node_not_the_store(tmp_path, name, mode):
+    """open_array(mode="w-"/"x") refuses an existing node, not an existing store: a new node
+    in an existing archive or directory is created, and the siblings are kept."""
+    import chunkstore as cs
+    from chunkstore.errors import ContainsArrayError
+    p = str(tmp_path / name)
+    y = cs.open_array(p, mode="w", path="y", shape=(3,), dtype="i4")
+    y[:] = 7
+    y.store.close()
+    x = cs.open_array(p, mode=mode, path="new", shape=(2,), dtype="i4")
+    x[:] = [1, 2]
+    x.store.close()
+    with pytest.raises(ContainsArrayError):
+        cs.open_array(p, mode=mode, path="y", shape=(3,), dtype="i4")
+    r = cs.open_group(p, mode="r")
+    np.testing.assert_array_equal(r["y"][:], [7, 7, 7])
+    np.testing.assert_array_equal(r["new"][:], [1, 2])
+    r.store.close()
