@@ -212,6 +212,10 @@ class EngineState:
         self.fill_item = None if fb is None else np.frombuffer(fb, dtype=meta.dtype).copy()
         self.object_fill = _object_fill(meta) if self.is_object else None
         self.object_missing = meta.object_missing_value() if self.is_object else None
+        if self.object_missing is None and self.dtype.names is not None:
+            # a structured dtype with object fields (its fill value can only be None): None
+            # fits no field; NumPy's empty element does (None in object fields, zeros)
+            self.object_missing = np.empty((), self.dtype)
         if (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
                      or fb != self.stored_meta.fill_bytes())):
@@ -480,7 +484,8 @@ class EngineState:
         """A chunk buffer filled with the fill value (in the chunk's order)."""
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
-            chunk.fill(self.fill_value)
+            chunk[...] = self.object_missing if self.dtype.names is not None else \
+                self.fill_value
         else:
             # (mypy: fill_item is None only for object arrays)
             chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]

@@ -225,8 +225,14 @@ class ArrayLayout:
         return same
 
     def resized(self, shape: Sequence[int]) -> Any:
-        """The array metadata with ``shape`` in place of the current one."""
-        return dataclasses.replace(self.metadata, shape=tuple(shape))
+        """The array metadata with ``shape`` in place of the current one. Chunks of 0 stored
+        for an empty dimension (as zarr-python 3 writes them) are kept while it stays empty;
+        grown, it has the chunks of 1 the engine has used for it."""
+        meta, shape = self.metadata, tuple(shape)
+        stored = meta.document_chunks
+        chunks = meta.chunks if stored is None else tuple(
+            s if n == 0 else c for s, c, n in zip(stored, meta.chunks, shape))
+        return dataclasses.replace(meta, shape=shape, chunks=chunks)
 
     # ------------------------------------------------------------------ info
     def grid_info_rows(self) -> list[tuple[str, str]]:

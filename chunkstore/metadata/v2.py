@@ -243,6 +243,9 @@ class ArrayMetadataV2:
     # the document named no dimension_separator (zarr-python < 2.8): the store's was taken,
     # so the document alone does not describe the array (a copy writes it out whole)
     separator_from_store: bool = field(default=False, init=False, repr=False, compare=False)
+    # the chunks as stored when one is 0 (an empty dimension's, as zarr-python 3 writes it;
+    # ``chunks`` has 1 there, a grid the engine can address), written back as they were
+    document_chunks: tuple[int, ...] | None = field(default=None, init=False, repr=False)
 
     @property
     def order_recorded(self) -> bool:
@@ -253,11 +256,17 @@ class ArrayMetadataV2:
         if self.zarr_format != ZARR_FORMAT or isinstance(self.zarr_format, bool):
             raise ValueError(f"zarr_format must be 2, got {self.zarr_format!r}")
         self.shape = _as_int_tuple(self.shape, "shape", 0)
-        self.chunks = _as_int_tuple(self.chunks, "chunks", 1)
-        if len(self.shape) != len(self.chunks):
+        chunks = _as_int_tuple(self.chunks, "chunks", 0)
+        if len(self.shape) != len(chunks):
             raise ValueError(
-                f"shape {list(self.shape)} and chunks {list(self.chunks)} have different lengths"
+                f"shape {list(self.shape)} and chunks {list(chunks)} have different lengths"
             )
+        for d, (n, c) in enumerate(zip(self.shape, chunks)):
+            if c == 0 and n != 0:
+                raise ValueError(f"chunks[{d}] must be >= 1, got 0 (only an empty dimension "
+                                 f"may have chunks of 0; this one has length {n})")
+        self.document_chunks = chunks if 0 in chunks else None
+        self.chunks = tuple(c or 1 for c in chunks)
         self.dtype = np.dtype(self.dtype)
         if self.dtype.subdtype is not None:
             raise ValueError(f"sub-array dtype {self.dtype} is not a valid array dtype")
@@ -329,7 +338,7 @@ class ArrayMetadataV2:
         """The JSON-ready ``.zarray`` document, with ``"attributes"`` when they are known
         (see the class)."""
         d = {
-            "chunks": list(self.chunks),
+            "chunks": list(self.document_chunks or self.chunks),
             "compressor": None if self.compressor is None else self.compressor.get_config(),
             "dimension_separator": self.dimension_separator,
             "dtype": encode_dtype(self.dtype),

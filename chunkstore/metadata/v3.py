@@ -168,7 +168,7 @@ class ArrayMetadataV3:
     # the chunk_shape as stored where it has a 0 (zarr-python 3 writes one for an empty
     # dimension given chunks 0): written back as it was; ``chunks`` has 1 there (an empty
     # dimension has no chunks either way, and the grid needs no division by 0)
-    stored_chunk_shape: tuple[int, ...] | None = field(default=None, init=False, repr=False)
+    document_chunks: tuple[int, ...] | None = field(default=None, init=False, repr=False)
     # the stored document this was read from (format.read_array_metadata): a reload that
     # finds the same bytes changes nothing (see engine.chunk_io's adopt)
     source_document: Any = field(default=None, init=False, repr=False, compare=False)
@@ -188,7 +188,7 @@ class ArrayMetadataV3:
             if c == 0 and n != 0:
                 raise ValueError(f"chunk_shape[{d}] must be >= 1, got 0 (only an empty "
                                  f"dimension may have chunks of 0; this one has length {n})")
-        self.stored_chunk_shape = chunks if 0 in chunks else None
+        self.document_chunks = chunks if 0 in chunks else None
         self.chunks = tuple(c or 1 for c in chunks)
         self.dtype = _to_dtype(self.dtype)
         check_chunk_addressable(self.chunks, self.dtype, "chunk_shape")
@@ -360,7 +360,7 @@ class ArrayMetadataV3:
             "data_type": self.data_type,
             "chunk_grid": {"name": "regular",
                            "configuration": {"chunk_shape": list(
-                               self.stored_chunk_shape or self.chunks)}},
+                               self.document_chunks or self.chunks)}},
             "chunk_key_encoding": {
                 "name": self.chunk_key_encoding["name"],
                 "configuration": dict(self.chunk_key_encoding["configuration"]),

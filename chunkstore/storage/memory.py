@@ -15,13 +15,20 @@ class MemoryStore(BaseStore):
     """A store holding its values in a ``dict`` in memory. Thread-safe.
 
     ``MemoryStore(data=None, mode="a")``: *data* is an optional mapping to start from (its
-    items are copied and validated). Pickling copies the contents. Two memory stores compare
-    equal when they hold the same items.
+    items are copied and validated); zarr-python 3's ``MemoryStore(store_dict=,
+    read_only=)`` spelling is taken too. Pickling copies the contents. Two memory stores
+    compare equal when they hold the same items.
     """
 
     def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a",
-                 dimension_separator: str | None = None, *, read_only: bool = False):
-        # read_only: zarr-python 3's MemoryStore(store_dict, read_only=)
+                 dimension_separator: str | None = None, *, read_only: bool = False,
+                 store_dict: Mapping[str, Any] | None = None):
+        # read_only, store_dict: zarr-python 3's MemoryStore(store_dict, read_only=)
+        if store_dict is not None:
+            if data is not None:
+                raise TypeError("MemoryStore: give data or store_dict (the same argument, "
+                                "zarr-python 3's name), not both")
+            data = store_dict
         super().__init__("r" if read_only else mode)
         self._set_dimension_separator(dimension_separator)
         self._data: dict[str, bytes] = {}

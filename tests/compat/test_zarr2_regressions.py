@@ -151,6 +151,28 @@ def test_object_field_default_fill_is_null():
     assert json.loads(s[".zarray"])["fill_value"] is None
 
 
+@pytest.mark.parametrize("fill", ["default", None])
+def test_object_field_array_reads_and_writes_chunks_not_yet_stored(monkeypatch, fill):
+    """With the null fill value (the only one a structured dtype with object fields takes),
+    missing chunks read as NumPy's empty element (None in object fields, zeros elsewhere)
+    and a write of part of a new chunk fills the rest so; both raised TypeError."""
+    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True, raising=False)
+    dt = [("a", object), ("b", "i4")]
+    kw = {} if fill == "default" else {"fill_value": None}
+    z = cs.create(5, chunks=2, dtype=dt, object_codec=numcodecs.Pickle(), store={}, **kw)
+    assert z.fill_value is None
+    empty = np.empty(5, dtype=dt)
+    assert z[:].tolist() == empty.tolist() == [(None, 0)] * 5
+    z[1] = ("x", 1)
+    z[4] = ({"k": 2}, 3)
+    want = empty.copy()
+    want[1], want[4] = ("x", 1), ({"k": 2}, 3)
+    assert z[:].tolist() == want.tolist()
+    assert z[0:2].tolist() == want[0:2].tolist()
+    assert cs.open_array(z.store, mode="r").oindex[[4, 2, 1]].tolist() == \
+        want[[4, 2, 1]].tolist()
+
+
 def test_stored_fill_bytes_of_object_field_are_never_turned_into_objects():
     # A document another writer made with object addresses in its fill value.
     s = cs.MemoryStore()

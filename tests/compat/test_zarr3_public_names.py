@@ -274,3 +274,18 @@ def test_array_async_array_and_group_async_group():
     assert cs.Array(aa) == a                              # and back
     g = cs.group(MemoryStore(), zarr_format=3)
     assert isinstance(g._async_group, AsyncGroup) and g._async_group.sync is g
+
+
+def test_memory_store_takes_zarr3s_store_dict_keyword():
+    """MemoryStore(store_dict=..., read_only=...) as zarr-python 3 spells it; the dict's items
+    are what the store holds (as zarr's, whose signature is checked to have that name)."""
+    import inspect
+    assert "store_dict" in inspect.signature(zarr.storage.MemoryStore).parameters
+    s = MemoryStore(store_dict={"a": b"1"}, read_only=True)
+    assert s.read_only and dict(s) == {"a": b"1"}
+    assert dict(MemoryStore({"b": b"2"})) == {"b": b"2"}  # zarr-python 2's positional data
+    with pytest.raises(TypeError, match="not both"):
+        MemoryStore({"a": b"1"}, store_dict={"a": b"1"})
+    z = cs.create_array(MemoryStore(store_dict={}), shape=(3,), dtype="i4")
+    z[:] = [1, 2, 3]
+    assert z[:].tolist() == [1, 2, 3]

@@ -93,12 +93,51 @@ def test_an_empty_dimension_with_chunks_of_0_as_zarr_python_3_writes_it():
     np.testing.assert_array_equal(cs.open_array(mine, mode="r")[...], np.full((2, 3), 5.0))
     with pytest.raises(ValueError, match="positive"):
         cs.create_array({}, shape=(4, 3), chunks=(0, 3), dtype="f4")
-    with pytest.raises(ValueError, match=r"chunks\[0\]"):
-        cs.create_array({}, shape=(0, 3), chunks=(0, 3), dtype="f4", zarr_format=2)
     bad = json.loads(raw["zarr.json"])
     bad["shape"] = [4, 3]
     with pytest.raises(errors.MetadataError, match="only an empty dimension"):
         cs.open_array({**raw, "zarr.json": json.dumps(bad).encode()}, mode="r")
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_chunks_of_0_are_kept_while_their_dimension_stays_empty(fmt):
+    """zarr-python 3 writes chunks of 0 for an empty dimension in both formats (v2's
+    "chunks": [0, 3] too, which chunkstore refused to open). Opened, resized with that
+    dimension still empty, or its attributes changed, the document keeps the 0 (zarr-python
+    reads it back); grown, the dimension has chunks of 1, and both libraries read the values."""
+    zarr = pytest.importorskip("zarr")
+    from zarr.core.buffer.cpu import Buffer
+    doc = ".zarray" if fmt == 2 else "zarr.json"
+
+    def chunks_of(store):
+        d = json.loads(store[doc])
+        return d["chunks"] if fmt == 2 else d["chunk_grid"]["configuration"]["chunk_shape"]
+
+    def zarr_reads(store):
+        return zarr.open_array({k: Buffer.from_bytes(v) for k, v in store.items()}, mode="r")
+
+    st = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(st, shape=(0, 3), chunks=(0, 3), dtype="f4", zarr_format=fmt)
+    raw = {k: v.to_bytes() for k, v in st.items()}
+    assert chunks_of(raw) == [0, 3]
+    a = cs.open_array(raw, mode="r+")
+    assert a.shape == (0, 3) and a[...].shape == (0, 3)
+    a.attrs["k"] = 1
+    a.resize((0, 5))
+    assert chunks_of(raw) == [0, 3]
+    assert zarr_reads(raw).shape == (0, 5)
+    a.resize((2, 5))
+    assert chunks_of(raw) == [1, 3]
+    a[...] = np.arange(10).reshape(2, 5)
+    np.testing.assert_array_equal(zarr_reads(raw)[...], np.arange(10).reshape(2, 5))
+    np.testing.assert_array_equal(cs.open_array(raw, mode="r")[...],
+                                  np.arange(10).reshape(2, 5))
+    mine = {}
+    cs.create_array(mine, shape=(0, 3), chunks=(0, 3), dtype="f4", zarr_format=fmt)
+    assert chunks_of(mine) == [0, 3]
+    assert zarr_reads(mine).shape == (0, 3)
 
 
 ZDTYPE_CASES = [("Int32", {}, [7, -3]), ("UInt8", {}, [0, 255]), ("Float64", {}, [1.5, np.nan]),
