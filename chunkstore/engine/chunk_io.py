@@ -191,8 +191,10 @@ class EngineState:
         # The layout: chunk grid, codec, chunk keys, and the mapping chunks are read from
         # and written to (a sharded array works on its inner chunks, through a view that
         # maps them into their shards).
+        # (a view's: the array's own shape beside the view's, whose grid may end before)
+        whole = None if stored is None or stored is meta else stored.shape
         layout = layout_for(meta, self.store, self.path, synchronizer=self.synchronizer,
-                            cache_index=self.cache_metadata)
+                            cache_index=self.cache_metadata, array_shape=whole)
         self.meta = meta
         # the metadata as stored: a view's meta is changed in memory (options.overrides)
         self.stored_meta = meta if stored is None else stored

@@ -7,7 +7,7 @@ in a store (metadata keys, chunk keys, the chunk store view). Upper layers ask a
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.errors import ArrayNotFoundError
@@ -20,10 +20,13 @@ __all__ = ["ArrayLayout", "layout_for", "read_array_metadata"]
 
 
 def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
-               synchronizer: Any = None, cache_index: bool = True) -> ArrayLayout:
+               synchronizer: Any = None, cache_index: bool = True,
+               array_shape: Sequence[int] | None = None) -> ArrayLayout:
     """The layout of the array with ``metadata`` at ``path`` in ``store``: v2, v3, or
     sharded v3. ``synchronizer`` and ``cache_index`` go to a sharded array's shard view
-    (shard locks; keeping decoded shard indexes across calls)."""
+    (shard locks; keeping decoded shard indexes across calls). ``array_shape``: the shape
+    of the array as stored, where ``metadata`` is a view's with another (a write keeps the
+    array's chunks past the view's end; default: metadata's)."""
     if metadata.zarr_format == 2:
         from chunkstore.format.v2 import V2Layout
         cls: type[ArrayLayout] = V2Layout
@@ -33,7 +36,8 @@ def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
     else:
         from chunkstore.format.sharded import ShardedLayout
         cls = ShardedLayout
-    return cls(store, path, metadata, synchronizer=synchronizer, cache_index=cache_index)
+    return cls(store, path, metadata, synchronizer=synchronizer, cache_index=cache_index,
+               array_shape=array_shape)
 
 
 def read_array_metadata(store: MutableMapping, path: str = "",

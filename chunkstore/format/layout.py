@@ -53,6 +53,7 @@ class ArrayLayout:
         holds for array-wide changes (resize, append, metadata).
     metadata_lock_key : the key whose lock attribute updates hold when the attributes share
         the metadata document (Zarr v3), else None.
+    array_shape : the array's shape as stored; a view's metadata may give another shape.
     """
 
     zarr_format: int = 0
@@ -62,10 +63,14 @@ class ArrayLayout:
     _stored_kind = "chunk"  # what a stored object is called in messages
 
     def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True) -> None:
+                 synchronizer: Any = None, cache_index: bool = True,
+                 array_shape: Sequence[int] | None = None) -> None:
         self.store = store
         self.path = (path or "").strip("/")
         self.metadata = metadata
+        # the array's shape as stored (a view's metadata may give another: see layout_for)
+        self.array_shape: tuple[int, ...] = tuple(
+            metadata.shape if array_shape is None else array_shape)
         self._prefix = self.path + "/" if self.path else ""
         self.chunk_store: MutableMapping = store
         self.chunks: tuple[int, ...] = tuple(metadata.chunks)

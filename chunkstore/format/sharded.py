@@ -22,15 +22,17 @@ class ShardedLayout(V3Layout):
     _stored_kind = "shard"
 
     def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True) -> None:
+                 synchronizer: Any = None, cache_index: bool = True,
+                 array_shape: Sequence[int] | None = None) -> None:
         super().__init__(store, path, metadata, synchronizer=synchronizer,
-                         cache_index=cache_index)
+                         cache_index=cache_index, array_shape=array_shape)
         self._keys = self.view.shard_keys  # the store holds shards, keyed like v3 chunks
 
     def _setup(self, synchronizer: Any, cache_index: bool) -> None:
         from chunkstore.format.sharded_view import ShardedStoreView
         view = ShardedStoreView(self.store, self.metadata, prefix=self.path,
-                                synchronizer=synchronizer, cache_index=cache_index)
+                                synchronizer=synchronizer, cache_index=cache_index,
+                                array_shape=self.array_shape)
         self.view = view
         self.chunk_store = view
         self.codec = view.codec

@@ -76,8 +76,12 @@ class ShardedStoreView(MutableMapping):
 
     def __init__(self, store: MutableMapping, meta: Any, prefix: str = "",
                  synchronizer: Any = None, *, cache_index: bool = True,
-                 max_gap: int = 1 << 16, max_cache_bytes: int = 64 << 20) -> None:
+                 max_gap: int = 1 << 16, max_cache_bytes: int = 64 << 20,
+                 array_shape: Sequence[int] | None = None) -> None:
         self._store = store
+        # the array's shape as stored where meta is a view's with another: the inner chunks
+        # a write must keep are the array's (see _live_slots)
+        self._array_shape = None if array_shape is None else tuple(array_shape)
         self._synchronizer = synchronizer
         self._cache_enabled = bool(cache_index)
         self._max_gap = int(max_gap)
@@ -95,7 +99,7 @@ class ShardedStoreView(MutableMapping):
         return {"store": self._store, "meta": self.meta,
                 "prefix": self._prefix.rstrip("/"), "synchronizer": self._synchronizer,
                 "cache_index": self._cache_enabled, "max_gap": self._max_gap,
-                "max_cache_bytes": self._max_cache_bytes}
+                "max_cache_bytes": self._max_cache_bytes, "array_shape": self._array_shape}
 
     def __setstate__(self, state: dict) -> None:
         # (mypy flags any __init__ call on an instance; unpickling rebuilds this one)
@@ -124,6 +128,10 @@ class ShardedStoreView(MutableMapping):
         self.shard_shape = tuple(int(c) for c in meta.chunks)
         self.chunks_per_shard = tuple(s // c for s, c in zip(self.shard_shape, self.inner_chunks))
         self.inner_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.inner_chunks))
+        # the inner chunks of the array as stored (a view's grid may end before: their
+        # chunks past its end are the array's all the same, and a write keeps them)
+        whole = meta.shape if self._array_shape is None else self._array_shape
+        self.array_grid_shape = tuple(-(-s // c) for s, c in zip(whole, self.inner_chunks))
         self.shard_grid_shape = tuple(-(-s // c) for s, c in zip(meta.shape, self.shard_shape))
         inner_codecs = [c.to_dict() for c in info["array_to_array"]] + sh.inner.codecs
         self.codec = _v3.ChunkCodecV3(meta.dtype, self.inner_chunks, inner_codecs,
@@ -569,7 +577,9 @@ class ShardedStoreView(MutableMapping):
         return stack
 
     def _live_slots(self, skey: str) -> set[int] | None:
-        """Index rows of this shard's inner chunks that intersect the array (None: all)."""
+        """Index rows of this shard's inner chunks that intersect the array as stored (None:
+        all): a write covering them all replaces the shard without reading it, and the
+        rest are outside the array (a view's shape is not the array's: see __init__)."""
         try:
             shard = self._shard_coords(skey)
         except ValueError:
@@ -577,7 +587,7 @@ class ShardedStoreView(MutableMapping):
         if not shard:
             return {0}
         counts = [max(0, min(n, g - s * n)) for s, n, g in
-                  zip(shard, self.chunks_per_shard, self.inner_grid_shape)]
+                  zip(shard, self.chunks_per_shard, self.array_grid_shape)]
         slots = np.zeros(counts, dtype=np.int64)
         for axis, (c, st) in enumerate(zip(counts, self._axis_strides)):
             shape = [1] * len(counts)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.codecs.v2 import ChunkCodecV2
@@ -23,8 +23,9 @@ class V2Layout(ArrayLayout):
     zarr_format = 2
 
     def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True) -> None:
-        super().__init__(store, path, metadata)
+                 synchronizer: Any = None, cache_index: bool = True,
+                 array_shape: Sequence[int] | None = None) -> None:
+        super().__init__(store, path, metadata, array_shape=array_shape)
         self.codec = ChunkCodecV2.from_metadata(metadata)
         self._keys = GridKeys(self.path, self.stored_grid_shape,
                               metadata.dimension_separator, default=False)

@@ -3,7 +3,7 @@ the ``default`` (``c/1/2``, 0-d: ``c``) or ``v2`` (``1.2``, 0-d: ``0``) key enco
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.format.keys import GridKeys
@@ -32,8 +32,9 @@ class V3Layout(ArrayLayout):
     zarr_format = 3
 
     def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True) -> None:
-        super().__init__(store, path, metadata)
+                 synchronizer: Any = None, cache_index: bool = True,
+                 array_shape: Sequence[int] | None = None) -> None:
+        super().__init__(store, path, metadata, array_shape=array_shape)
         self._setup(synchronizer, cache_index)
         enc = metadata.chunk_key_encoding
         self._keys = GridKeys(self.path, self.stored_grid_shape,

@@ -19,7 +19,8 @@ with cache_metadata=True, some False; handle 0 always False) and runs random ste
   or the completion of a trim an earlier failure left pending): the shape it sets or the
   old one stands, and the later grows and reads show the model's data, never old values;
 - reads through lazy views of handle 0 (``view()``, ``view(fill_value=...)``: missing
-  chunks read as the view's fill value; ``astype("f8")`` of a numeric Zarr v2 array);
+  chunks read as the view's fill value; ``astype("f8")`` of a numeric Zarr v2 array), and
+  writes through its views of a smaller shape (the rest of the array is kept);
 - a new fill value set through any handle (zarr-python 2's ``fill_value`` setter): stored
   chunks keep their values, elements of missing chunks read as the new fill value from
   then on (through handles that read the metadata again; the other cached-metadata handles
@@ -520,6 +521,29 @@ class ArrayMachine(RuleBasedStateMachine):
                                      f"{self.model.shape}: {numpy_error}; {self.config_text}")
         self.model = new
         self._mark_touched(np_index)
+
+    @precondition(lambda self: self.ready and 0 not in self.model.shape)
+    @rule(data=st.data(), how=st.sampled_from(["basic", "oindex", "vindex", "mask", "fancy"]))
+    def write_through_a_smaller_view(self, data, how):
+        """A write through handle 0's view(shape=...) no larger than the array: what it
+        selects in the view's region changes as NumPy changes it, every other element of the
+        array keeps its value (a view whose grid ends inside a chunk or a shard keeps the
+        array's data past its end: a sharded array's shards were rebuilt without it)."""
+        h = self.handles[0][0]
+        vshape = tuple(data.draw(st.integers(1, n), label="view dim")
+                       for n in self.model.shape)
+        drawn = self._draw_write(data, how, vshape)
+        if drawn is None:
+            return
+        sel, value = drawn
+        region = tuple(slice(0, n) for n in vshape)
+        sub = self.model[region].copy()
+        np_index = self._apply(sub, how, sel, value)
+        self._library_write(h.view(shape=vshape), how, sel, value)
+        self.model[region] = sub
+        ids = np.arange(self.model.size, dtype=np.int64).reshape(self.model.shape)[region]
+        self._mark_touched(np.unravel_index(np.unique(np.asarray(ids[np_index]).ravel()),
+                                            self.model.shape))
 
     # ------------------------------------------------------------------ reads
     def _view(self, shape):
