@@ -198,10 +198,15 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
                          f"{_where(name)}: z[None] adds the axis of length 1 that z[True] "
                          f"would, and z[None][:0] the empty one of z[False]")
     sel = _expand_nd_masks(sel, shape, name)
+    parted = _ellipsis_parts_advanced(sel)
     sel = _expand_ellipsis(sel, len(shape), name)
     _refuse_non_integer(sel, name)
     sel = _masks_to_positions(sel, shape, name)
     adv = [d for d, s in enumerate(sel) if not isinstance(s, slice)]
+    # NumPy's rule: the broadcast axes take the advanced indices' place where these are
+    # adjacent in the key, else go first; an Ellipsis between them parts them even where it
+    # stands for no dimension (z[:, [0, 1], ..., 2] of a 3-d z)
+    adjacent = _adjacent(adv) and parted is None
     arrays = [d for d in adv if _is_fancy(sel[d])]
     if len(arrays) == 1 and len(adv) >= 1:
         # One index array, maybe ints too: NumPy broadcasts ints with it; orthogonal
@@ -211,7 +216,7 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
         arr = np.asarray(sel[d])
         if arr.ndim == 1:
             s = orthogonal(sel, shape, chunks, name)
-            if _adjacent(adv):
+            if adjacent:
                 return s
             order = [i for i in range(len(s.shape))]
             # advanced axis position in s.shape, counting only non-dropped axes
@@ -234,7 +239,7 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
         # The box holds chunks without a selected element (z[[0, -1], [0, 1], :] picks
         # 2 of the box's 4 corners): a write would rewrite those, unasked, so each element
         # becomes a point instead.
-        return _mixed_points(sel, adv, bcast, shape, chunks)
+        return _mixed_points(sel, adv, bcast, shape, chunks, adjacent)
     # The orthogonal box over the distinct values touches exactly the selection's chunks
     # (and is cheaper than points): read it, then index it with NumPy in memory.
     box: list[Any] = []
@@ -249,6 +254,10 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
             box.append(u)
             remap.append(inv.reshape(a.shape))
     s = orthogonal(tuple(box), shape, chunks, name)
+    if parted is not None:
+        # (the Ellipsis back where it stood, for no dimension: NumPy then parts the
+        # advanced indices of remap as it parted the key's)
+        remap.insert(parted, Ellipsis)
     dummy = np.empty(s.shape, dtype=np.uint8)[tuple(remap)]
     return Selection("ortho", s.plan, dummy.shape, s.drop, ("index", tuple(remap)))
 
@@ -267,14 +276,14 @@ def _box_is_exact(bcast: Sequence[np.ndarray], lens: Sequence[int]) -> bool:
 
 
 def _mixed_points(sel: tuple[Any, ...], adv: list[int], bcast: Sequence[np.ndarray],
-                  shape: Sequence[int], chunks: Sequence[int]) -> Selection:
+                  shape: Sequence[int], chunks: Sequence[int], adjacent: bool) -> Selection:
     """A mixed selection (advanced indices adv, broadcast to bcast, and slices) as points:
     every selected element's coordinates in the C order of NumPy's result, whose axes are
     the broadcast shape in place of the advanced indices when those are adjacent, else
     first, and each slice's axis."""
     bshape = bcast[0].shape
     sliced = [d for d in range(len(shape)) if d not in adv]
-    before = [d for d in sliced if d < adv[0]] if _adjacent(adv) else []
+    before = [d for d in sliced if d < adv[0]] if adjacent else []
     after = [d for d in sliced if d not in before]
     ranges = {}
     for d in sliced:
@@ -371,6 +380,23 @@ def _adjacent(dims: Sequence[int]) -> bool:
     return all(b - a == 1 for a, b in zip(dims, dims[1:]))
 
 
+def _ellipsis_parts_advanced(sel: Any) -> int | None:
+    """Where sel (no Nones) has an Ellipsis between two advanced indices (ints or arrays),
+    the dimension it stands before; else None."""
+    if type(sel) is not tuple:
+        return None
+    for at, s in enumerate(sel):
+        if s is Ellipsis:
+            break
+    else:
+        return None
+    advanced = [k for k, s in enumerate(sel) if s is not Ellipsis and not isinstance(s, slice)]
+    if not (advanced and advanced[0] < at < advanced[-1]):
+        return None
+    return sum(np.ndim(s) if isinstance(s, np.ndarray) and s.dtype == bool else 1
+               for s in sel[:at])
+
+
 def orthogonal(selection: Any, shape: Sequence[int], chunks: Sequence[int],
                name: str = "") -> Selection:
     """z.oindex[...]: per dimension an int, a slice, an int array or a boolean array."""
@@ -401,6 +427,12 @@ def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
                          f"({len(shape)}), got {len(sel)}{_where(name)}")
     arrs = []
     for dim, s in enumerate(sel):
+        if isinstance(s, slice) or s is Ellipsis or s is None:
+            what = "a slice" if isinstance(s, slice) else repr(s)
+            raise IndexError(f"coordinate selection (vindex) takes an integer array (or an "
+                             f"integer) for every dimension; dimension {dim} got {what}: "
+                             f"slices, Ellipsis and None are orthogonal selections "
+                             f"(oindex, or z[...]){_where(name)}")
         a = np.asarray(s)
         if a.dtype == bool or (a.dtype.kind not in "iu" and a.size):
             raise IndexError(f"coordinate index for dimension {dim} must be integers, got "
@@ -519,7 +551,8 @@ def newaxes_with_advanced(selection: Any, ndim: int) -> NewAxes | None:
         if s is None:
             items.append(("N", i))
         elif s is Ellipsis:
-            items.extend(("S", (i, k)) for k in range(max(0, ndim - used)))
+            # (for no dimension it still parts advanced indices: "E", no axis of its own)
+            items.extend([("S", (i, k)) for k in range(max(0, ndim - used))] or [("E", i)])
         elif isinstance(s, slice):
             items.append(("S", i))
         else:
@@ -556,7 +589,7 @@ def _layout(items: list[tuple[str, Any]], nb: int) -> list[tuple]:
         if it[0] == "A":
             if adjacent and k == adv[0]:
                 out.extend(block)
-        else:
+        elif it[0] != "E":
             out.append(it)
     return out
 

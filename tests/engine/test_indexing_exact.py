@@ -274,6 +274,10 @@ def mixed_cases(draw):
             vals = draw(st.lists(st.integers(-n, n - 1), min_size=int(np.prod(sub)),
                                  max_size=int(np.prod(sub))))
             sel.append(np.array(vals, dtype=np.int64).reshape(sub))
+    if draw(st.booleans()):
+        # an Ellipsis standing for no dimension: between two advanced indices it parts them
+        # (NumPy then puts the broadcast axes first)
+        sel.insert(draw(st.integers(0, len(sel))), Ellipsis)
     sel = tuple(sel)
     rshape = np.empty(shape, dtype=np.uint8)[sel].shape
     # a value NumPy broadcasts: leading axes dropped, some axes 1, or a scalar
@@ -478,6 +482,32 @@ NEWAXIS_KEYS = [
 ]
 
 
+ELLIPSIS_KEYS = [
+    (slice(None), [0, 1], Ellipsis, 2), ([1, 2], Ellipsis, [0, 4], [1, 2]),
+    (0, Ellipsis, [1, 2], slice(None)), (slice(None), 0, Ellipsis, [1, 2]),
+    (None, [0, 1], Ellipsis, 1, 2), ([0, 3], Ellipsis, slice(1, 4), [2, 5]),
+    (_A[:, :, 0] > 30, Ellipsis, [1]), ([[0], [1]], 2, Ellipsis, [0, 1, 2]),
+]
+
+
+@pytest.mark.parametrize("key", ELLIPSIS_KEYS, ids=range(len(ELLIPSIS_KEYS)))
+def test_an_ellipsis_parts_advanced_indices_as_numpy(key):
+    """An Ellipsis between advanced indices parts them even where it stands for no
+    dimension: NumPy puts the broadcast axes first (the values came back transposed, and
+    writes landed transposed)."""
+    z = cs.array(_A, chunks=(2, 3, 4))
+    want = _A[key]
+    got = z[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    value = np.arange(want.size).reshape(want.shape) + 1000
+    model = _A.copy()
+    model[key] = value
+    w = cs.array(_A, chunks=(2, 3, 4))
+    w[key] = value
+    np.testing.assert_array_equal(w[...], model)
+
+
 @pytest.mark.parametrize("key", NEWAXIS_KEYS, ids=range(len(NEWAXIS_KEYS)))
 def test_none_beside_index_arrays_and_masks_as_numpy(key):
     """None (np.newaxis) beside index arrays or masks: NumPy's shape and axis order (the
@@ -530,3 +560,10 @@ def test_field_names_as_numpy_reads_them():
     z.set_basic_selection(1, np.array((b"yy",), dtype=[("foo", "S3")]), fields=["foo"])
     z.set_basic_selection(..., a, fields=[])  # (every field: whole records)
     assert z[:].tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("key", [([0, 1], slice(1, 3)), (Ellipsis, [0, 1]), ([0], None)])
+def test_vindex_names_a_slice_ellipsis_or_none_as_what_it_does_not_take(key):
+    z = cs.array(np.arange(12).reshape(3, 4))
+    with pytest.raises(IndexError, match="takes an integer array .* for every dimension"):
+        z.vindex[key]
