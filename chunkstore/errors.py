@@ -122,6 +122,11 @@ class StoreError(ChunkstoreError, OSError):
     """A store is unusable: unclosed zip, broken database, etc."""
 
 
+class NoSuchBucketError(StoreError):
+    """The bucket of an object store does not exist: not a missing key (which reads as the
+    fill value or "no array here"), an error naming the store."""
+
+
 class ConsolidatedMetadataNotFoundError(PathNotFoundError):
     """A store has no consolidated metadata document (``.zmetadata``) where one was expected."""
 

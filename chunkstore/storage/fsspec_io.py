@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from chunkstore import config
 from chunkstore.storage import protocol
-from chunkstore.errors import store_name
+from chunkstore.errors import NoSuchBucketError, store_name
 
 #: HTTP statuses and S3 error codes that mean "try again later"
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -79,16 +79,19 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def with_key(exc: BaseException, key: str, store: object) -> BaseException:
-    """exc, of the same type, with a message naming the key and the store; an error whose
-    type cannot be rebuilt that way (a client library's own) becomes an OSError (a
-    TimeoutError for timeouts) caused by it."""
+def with_key(exc: BaseException, key: str, store: object, *,
+             what: str | None = None) -> BaseException:
+    """exc, of the same type, with a message naming the key (or ``what`` the request did:
+    "listing 'a/'") and the store; an error whose type cannot be rebuilt that way (a client
+    library's own) becomes an OSError (a TimeoutError for timeouts) caused by it."""
     text = str(exc).split("\n\nDebug source:")[0]  # obstore appends a Rust debug dump
-    msg = f"{key!r} in {store_name(store)}: {text}"
+    msg = f"{what or repr(key)} in {store_name(store)}: {text}"
     name = type(exc).__name__
     new: BaseException
     try:
-        if name in ("PermissionDeniedError", "UnauthenticatedError"):  # obstore's 403/401
+        if name in ("PermissionDeniedError", "UnauthenticatedError") or (
+                name == "GenericError" and "status code: 403 Forbidden" in text):
+            # obstore's 403/401 (a listing's 403 comes as a GenericError)
             new = PermissionError(msg)
         elif isinstance(exc, OSError) and exc.errno is not None:
             new = type(exc)(exc.errno, msg)
@@ -99,8 +102,8 @@ def with_key(exc: BaseException, key: str, store: object) -> BaseException:
     except Exception:
         timeout = "Timeout" in name or isinstance(exc, asyncio.TimeoutError) or (
             name == "GenericError" and bool(_OBSTORE_TIMEOUT.search(str(exc))))
-        new = (TimeoutError if timeout else OSError)(f"{key!r} in {store_name(store)}: "
-                                                     f"{name}: {text}")
+        new = (TimeoutError if timeout else OSError)(
+            f"{what or repr(key)} in {store_name(store)}: {name}: {text}")
     new.__cause__ = exc
     return new
 
@@ -161,6 +164,34 @@ def result(fut: concurrent.futures.Future) -> Any:
 _LOOP_CHECK_S = 0.5
 
 
+
+def no_such_bucket(exc: BaseException) -> bool:
+    """Whether a "not found" error of an object store says its bucket is missing, not the
+    key: S3's NoSuchBucket (in obstore's message, as the XML code; behind s3fs's
+    FileNotFoundError, as the botocore error that caused it)."""
+    e: BaseException | None = exc
+    for _ in range(8):  # (a cause chain is short; a cycle is not followed forever)
+        if e is None:
+            return False
+        if "<Code>NoSuchBucket</Code>" in str(e) or type(e).__name__ == "NoSuchBucket":
+            return True
+        response = getattr(e, "response", None)
+        if isinstance(response, dict) and isinstance(response.get("Error"), dict) \
+                and response["Error"].get("Code") == "NoSuchBucket":
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def raise_if_no_bucket(exc: BaseException, where: object) -> None:
+    """Raise NoSuchBucketError naming the store where exc says its bucket is missing (a
+    missing bucket read as missing keys gives fill values, or "no array here")."""
+    if no_such_bucket(exc):
+        raise NoSuchBucketError(
+            f"the bucket of {store_name(where)} does not exist (S3 answered NoSuchBucket); "
+            f"check the URL and the endpoint") from None
+
+
 class Batch:
     """Requests of one batch in flight on the loop; ``futures[i]`` answers ``calls[i]``
     (wait with :func:`result`).
@@ -196,7 +227,10 @@ class Batch:
                     if fut.cancelled():
                         return
                     value = await _retrying(calls[i], retries)
-            except missing:
+            except missing as e:
+                if no_such_bucket(e):  # (not a missing key: the waiting thread raises it)
+                    _settle(fut, exc=e)
+                    return
                 value = None
             except asyncio.CancelledError:
                 fut.cancel()

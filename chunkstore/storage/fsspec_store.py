@@ -144,7 +144,14 @@ class FSStore(BaseStore):
         self._local = isinstance(self.fs, LocalFileSystem)
         self._memory = type(self.fs) is MemoryFileSystem
         protocols = self.fs.protocol
-        self._s3 = "s3" in (protocols if isinstance(protocols, (tuple, list)) else (protocols,))
+        protocols = protocols if isinstance(protocols, (tuple, list)) else (protocols,)
+        self._s3 = "s3" in protocols
+        self._http = bool({"http", "https"} & set(protocols))
+        if self._http:
+            # read-only (HTTP has no listing, PUT or DELETE fsspec can rely on): writes are
+            # refused naming the store, before any request (mode "w" raised a bare
+            # NotImplementedError from fsspec; "a" sent PUTs to whatever server answered)
+            self._mode = "r"
         if self._local:
             self.root = os.path.abspath(self.root)
         # Async filesystems (S3, GCS, Azure, HTTP) get every request of a batch in flight at
@@ -265,7 +272,8 @@ class FSStore(BaseStore):
             return v
         try:
             v = self.fs.cat_file(path)
-        except self.missing_exceptions:
+        except self.missing_exceptions as e:
+            fsspec_io.raise_if_no_bucket(e, self)
             raise KeyError(key) from None
         return v if type(v) is bytes else ensure_bytes(v)
 
@@ -318,6 +326,7 @@ class FSStore(BaseStore):
         try:
             v = future.result()
         except Exception as e:
+            fsspec_io.raise_if_no_bucket(e, self)
             raise fsspec_io.with_key(e, key, self) from None
         return v if v is None or type(v) is bytes else ensure_bytes(v)
 
@@ -375,8 +384,11 @@ class FSStore(BaseStore):
         # a key raised KeyError, a containment check said no. refresh=True asks past the
         # cache without dropping it: invalidating would drop every ancestor's listing too)
         try:
-            info = self.fs.info(path, refresh=True)
-        except self.missing_exceptions:
+            # (HTTP's info() hands keywords to aiohttp, whose TypeError fsspec turns into
+            # FileNotFoundError: every key was missing there; it has no cache to ask past)
+            info = self.fs.info(path) if self._http else self.fs.info(path, refresh=True)
+        except self.missing_exceptions as e:
+            fsspec_io.raise_if_no_bucket(e, self)
             return False
         except TypeError:  # a filesystem whose info() takes no refresh
             self._invalidate(path)
@@ -395,8 +407,11 @@ class FSStore(BaseStore):
         self._invalidate(path)
         try:
             return self.fs.find(path, withdirs=False, detail=detail)
-        except self.missing_exceptions:
+        except self.missing_exceptions as e:
+            fsspec_io.raise_if_no_bucket(e, self)
             return {} if detail else []
+        except OSError as e:  # (named: the client's message alone names neither)
+            raise fsspec_io.with_key(e, path, self, what=f"listing {path!r}") from None
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         """Sorted iterator over every key at or under *prefix* (recursively)."""
@@ -423,12 +438,15 @@ class FSStore(BaseStore):
         self._invalidate(path)
         try:
             entries = self.fs.ls(path, detail=True)
-        except self.missing_exceptions:
+        except self.missing_exceptions as e:
+            fsspec_io.raise_if_no_bucket(e, self)
             return []
+        except OSError as e:
+            raise fsspec_io.with_key(e, path, self, what=f"listing {path!r}") from None
         me = path.rstrip("/").lstrip("/")
         names = set()
-        for e in entries:
-            name = e["name"].rstrip("/")
+        for entry in entries:
+            name = entry["name"].rstrip("/")
             if name.lstrip("/") == me:
                 continue  # ls of a file lists the file itself
             base = name.rsplit("/", 1)[-1]
@@ -554,8 +572,13 @@ class FSStore(BaseStore):
                 self.fs.rm(paths)
                 self._invalidate()
                 return
-            except self.missing_exceptions:
-                pass
+            except self.missing_exceptions as e:
+                fsspec_io.raise_if_no_bucket(e, self)
+            except OSError as e:
+                self._invalidate()
+                more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+                raise fsspec_io.with_key(e, paths[0], self,
+                                         what=f"deleting {paths[0]!r}{more}") from None
         for p in paths:
             try:
                 self.fs.rm_file(p)

@@ -23,7 +23,7 @@ from . import fsspec_io, protocol
 from .directory import DirectoryStore
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
 from .remote_version import RemoteVersion
-from chunkstore.errors import StoreError, store_name
+from chunkstore.errors import NoSuchBucketError, store_name  # noqa: F401 (re-exported)
 
 #: obstore store classes that talk to a server (each request a round trip)
 _REMOTE = frozenset({"S3Store", "GCSStore", "AzureStore", "HTTPStore"})
@@ -64,11 +64,6 @@ class _RequestLoop:
 
 _REQUESTS = _RequestLoop()
 
-class NoSuchBucketError(StoreError):
-    """The bucket of an object store does not exist: not a missing key (which reads as the
-    fill value or "no array here"), an error naming the bucket."""
-
-
 def _below_a_file(e: BaseException) -> bool:
     """Whether an obstore error says the key lies below a file (a LocalStore's "Not a
     directory"): no such key can exist, so it is absent (a format probe asks for
@@ -85,10 +80,7 @@ def _no_such_object(e: BaseException) -> bool:
 
 def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
     """Raise NoSuchBucketError where an S3 "not found" answer says the bucket is missing."""
-    if "<Code>NoSuchBucket</Code>" in str(exc):
-        raise NoSuchBucketError(
-            f"the bucket of {store_name(where)} does not exist (S3 answered NoSuchBucket); "
-            f"check the URL and the endpoint") from None
+    fsspec_io.raise_if_no_bucket(exc, where)
 
 
 #: obstore S3 clients made by ObjectStore.from_url, by (pid, URL, options)
@@ -353,6 +345,8 @@ class ObjectStore(BaseStore):
             self._obs.delete(self.store, key)
         except FileNotFoundError:
             raise KeyError(key) from None
+        except Exception as e:
+            raise fsspec_io.with_key(e, key, self, what=f"deleting {key!r}") from None
         self._prune_local([key])
 
     def _prune_local(self, keys: Iterable[str]) -> None:
@@ -389,9 +383,7 @@ class ObjectStore(BaseStore):
         return True
 
     def __iter__(self) -> Iterator[str]:
-        for batch in self._obs.list(self.store):
-            for meta in batch:
-                yield meta["path"]
+        return self.keys_under("")
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -434,7 +426,10 @@ class ObjectStore(BaseStore):
             # a local store stops at an absent key (or one below a file, which cannot
             # exist either): go one by one
             if not (isinstance(e, FileNotFoundError) or _no_such_object(e)):
-                raise
+                _raise_if_no_bucket(e, self)
+                more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+                raise fsspec_io.with_key(e, keys[0], self,
+                                         what=f"deleting {keys[0]!r}{more}") from None
             for k in keys:
                 try:
                     self._obs.delete(self.store, k)
@@ -456,7 +451,9 @@ class ObjectStore(BaseStore):
                     yield meta["path"]
         except Exception as e:
             if not _below_a_file(e):  # (a prefix below a file: nothing is under it)
-                raise
+                _raise_if_no_bucket(e, self)
+                raise fsspec_io.with_key(e, prefix, self,
+                                         what=f"listing {prefix or '/'!r}") from None
 
     def listdir(self, prefix: str = "") -> list[str]:
         """Sorted names of the immediate children of *prefix* (objects and common prefixes)."""
@@ -466,7 +463,9 @@ class ObjectStore(BaseStore):
         except Exception as e:
             if _below_a_file(e):  # (a prefix below a file: nothing is under it)
                 return []
-            raise
+            _raise_if_no_bucket(e, self)
+            raise fsspec_io.with_key(e, prefix, self,
+                                     what=f"listing {prefix or '/'!r}") from None
         cut = len(prefix) + 1 if prefix else 0
         prefixes = res["common_prefixes"]
         if type(self.store).__name__ == "LocalStore":

@@ -709,3 +709,86 @@ def test_a_shard_rewritten_between_its_index_and_chunks_is_read_again(s3, url, m
     np.testing.assert_array_equal(r[...], new)
     assert done
     assert len([p for m, p in s3.requests("GET") if p.endswith("/c/0")]) == 4
+
+
+@CLIENTS
+def test_a_missing_bucket_is_an_error_never_missing_keys(s3, client):
+    """A bucket that does not exist, or is deleted under an open handle, raises
+    NoSuchBucketError naming the store, through s3fs as through obstore: s3fs's
+    FileNotFoundError read as a missing key gave "no array here", an empty listing and,
+    for an open array, fill values."""
+    import boto3
+
+    from chunkstore.errors import NoSuchBucketError
+
+    missing = f"s3://no-such-{uuid.uuid4().hex[:12]}/a"
+    st = store(s3, missing, client=client)
+    with pytest.raises(NoSuchBucketError, match="no-such-"):
+        cs.open_array(st, mode="r")
+    with pytest.raises(NoSuchBucketError):
+        st[".zarray"]
+    with pytest.raises(NoSuchBucketError):
+        list(st)
+    if client == "s3fs":  # (obstore's HEAD answers 404 without the code)
+        with pytest.raises(NoSuchBucketError):
+            ".zarray" in st
+    bucket = f"gone-{uuid.uuid4().hex[:12]}"
+    boto = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id="k",
+                        aws_secret_access_key="s", region_name="us-east-1")
+    boto.create_bucket(Bucket=bucket)
+    z = cs.open_array(store(s3, f"s3://{bucket}/a", client=client), mode="w", shape=(8,),
+                      chunks=(4,), dtype="i4", fill_value=0)
+    z[...] = np.arange(1, 9)
+    reader = cs.open_array(store(s3, f"s3://{bucket}/a", client=client), mode="r")
+    for obj in boto.list_objects_v2(Bucket=bucket).get("Contents", []):
+        boto.delete_object(Bucket=bucket, Key=obj["Key"])
+    boto.delete_bucket(Bucket=bucket)
+    with pytest.raises(NoSuchBucketError, match=bucket):
+        reader[...]
+
+
+def test_http_store_answers_membership_and_refuses_writes_before_any_request(http_store):
+    """Over http(s) an FSStore is read-only: `key in store` is answered (HTTP's info() took
+    refresh= to aiohttp, whose error made every key missing), and writes, deletes and
+    mode "w" raise ReadOnlyError naming the store before any PUT or DELETE is sent (a bare
+    NotImplementedError from fsspec, or PUTs sent to the server)."""
+    base, root, log, handler = http_store
+    z = cs.open_array(DirectoryStore(root / "a.zarr"), mode="w", shape=(8,), chunks=(4,),
+                      dtype="i4")
+    z[...] = np.arange(8)
+    st = FSStore(f"{base}/a.zarr")
+    assert st.read_only
+    assert ".zarray" in st and "0" in st and "5" not in st
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    for write in (lambda: st.__setitem__("0", b"x"), lambda: st.__delitem__("0"),
+                  lambda: cs.open_array(FSStore(f"{base}/a.zarr"), mode="w", shape=(2,),
+                                        dtype="i4"),
+                  lambda: cs.open_group(f"{base}/g", mode="w")):
+        with pytest.raises(ReadOnlyError, match="127.0.0.1"):
+            write()
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+    np.testing.assert_array_equal(cs.open_array(st, mode="r")[...], np.arange(8))
+
+
+@CLIENTS
+def test_failed_listings_and_bulk_deletes_name_what_and_the_store(s3, url, client):
+    """A LIST or a bulk DELETE that fails raises an OSError (PermissionError for a 403)
+    naming the listing or the keys and the store: obstore's own GenericError went out as it
+    was, and s3fs's as "[Errno ...] injected"."""
+    g = cs.open_group(store(s3, url, client=client), mode="w")
+    z = g.create_array("x", shape=(8,), chunks=(2,), dtype="i4")
+    z[...] = np.arange(8)
+    for status, error in ((500, OSError), (403, PermissionError)):
+        s3.reset()
+        s3.fail("GET", "/" + BUCKET, status=status, times=100,
+                code="AccessDenied" if status == 403 else "InternalError")
+        with pytest.raises(error, match="listing .* in (ObjectStore|FSStore)"):
+            list(g.keys())
+    s3.reset()
+    s3.fail("POST", "/" + BUCKET, status=500, times=100)
+    with pytest.raises(OSError, match="deleting .* in (ObjectStore|FSStore)"):
+        z.resize((2,))
+    s3.reset()
+    z.resize((2,))
+    z.resize((8,))
+    np.testing.assert_array_equal(z[...], [0, 1] + [0] * 6)
