@@ -46,6 +46,8 @@ class ArrayLayout:
     codec : encodes and decodes one chunk (``encode(ndarray)``, ``decode(bytes, key=...)``).
     chunk_store : the mapping whose keys are ``chunk_key``s: the store itself, or for a
         sharded array a ``ShardedStoreView`` over it.
+    live_chunk_store : chunk_store as the store holds it now, past a cache or a consolidated
+        view (protocol.live_store): what writes read.
     chunk_grid_shape : chunks along each dimension.
     stored_grid_shape : stored objects (chunks, or shards) along each dimension.
     metadata_key : the store key of the array's metadata document.
@@ -73,6 +75,9 @@ class ArrayLayout:
             metadata.shape if array_shape is None else array_shape)
         self._prefix = self.path + "/" if self.path else ""
         self.chunk_store: MutableMapping = store
+        # chunk_store as the store holds it now, past a cache (protocol.live_store): what a
+        # write reads to merge into (a cached chunk would merge another handle's update away)
+        self.live_chunk_store: MutableMapping = protocol.live_store(store)
         self.chunks: tuple[int, ...] = tuple(metadata.chunks)
         self.codec: Any = None
         self._keys: GridKeys  # the stored objects' keys, set by each implementation
@@ -158,12 +163,13 @@ class ArrayLayout:
 
     # ------------------------------------------------------------------ stored chunks
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
-        """Chunk-grid coordinates of the chunks present in the store (inside the grid)."""
-        return self._keys.stored(self.store)
+        """Chunk-grid coordinates of the chunks present in the store (inside the grid), as
+        it lists them now (past a cache: a resize's trim deletes by this)."""
+        return self._keys.stored(protocol.live_store(self.store))
 
     def count_stored(self) -> int:
         """How many chunks are present in the store (inside the grid), from one listing."""
-        return len(self._keys.stored_coords(self.store))
+        return len(self._keys.stored_coords(protocol.live_store(self.store)))
 
     def listed_extent(self) -> tuple[int, ...]:
         """The smallest shape, at least this one, whose stored grid holds every stored
@@ -172,7 +178,7 @@ class ArrayLayout:
         from chunkstore.storage.base import keys_under
         step = self.write_chunks
         extent = [-(-n // w) * w for n, w in zip(self.metadata.shape, step)]
-        for key in keys_under(self.store, self.path):
+        for key in keys_under(protocol.live_store(self.store), self.path):
             try:
                 coords = self._keys.parse(key)
             except ValueError:

@@ -10,6 +10,7 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.format.v3 import V3Layout
+from chunkstore.storage import protocol
 
 __all__ = ["ShardedLayout"]
 
@@ -35,6 +36,12 @@ class ShardedLayout(V3Layout):
                                 array_shape=self.array_shape)
         self.view = view
         self.chunk_store = view
+        live = protocol.live_store(self.store)
+        # (the shards as the store holds them now, past a cache: what writes read)
+        self.live_view = view if live is self.store else ShardedStoreView(
+            live, self.metadata, prefix=self.path, synchronizer=synchronizer,
+            cache_index=False, array_shape=self.array_shape)
+        self.live_chunk_store = self.live_view
         self.codec = view.codec
         self.chunks = tuple(view.inner_chunks)
         self.shards = tuple(view.shard_shape)
@@ -57,9 +64,9 @@ class ShardedLayout(V3Layout):
 
     def stored_chunks(self) -> Iterator[tuple[int, ...]]:
         """Inner-grid coordinates of the inner chunks present in the stored shards (inside the
-        grid).
+        grid), as the store holds them now (past a cache).
         """
-        return self.view.stored_inner_chunks()
+        return self.live_view.stored_inner_chunks()
 
     def count_stored(self) -> int:
         """How many inner chunks are present in the stored shards (their indexes read)."""

@@ -325,10 +325,11 @@ class ShardedStoreView(MutableMapping):
             data = c.encode(data)
         return _v3._to_bytes(data)
 
-    def _read_shard(self, skey: str) -> bytes | None:
-        """The whole shard (after the post codecs), or None if absent."""
+    def _read_shard(self, skey: str, fresh: bool = False) -> bytes | None:
+        """The whole shard (after the post codecs), or None if absent; fresh: from the store
+        behind a cache (protocol.live_store)."""
         try:
-            data = self._store[skey]
+            data = (protocol.live_store(self._store) if fresh else self._store)[skey]
         except KeyError:
             return None
         if self._post:
@@ -613,8 +614,9 @@ class ShardedStoreView(MutableMapping):
             self._store[skey] = data
 
     def _current_chunks(self, skey: str) -> list:
-        """The shard's encoded inner chunks (None = absent), read whole."""
-        data = self._read_shard(skey)
+        """The shard's encoded inner chunks (None = absent), read whole from the store as it
+        is now (not through a cache: see protocol.live_store)."""
+        data = self._read_shard(skey, fresh=True)
         chunks: list = [None] * self.sharding.nchunks
         if data is None:
             return chunks

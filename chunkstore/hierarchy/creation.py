@@ -300,12 +300,12 @@ def _check_opens(path, key, raw):
 
 def refuse_snapshot(store, what: str) -> None:
     """ReadOnlyError where store is a view serving a consolidated snapshot of the metadata
-    (protocol.live_store): a node is never created through one. Asked after the checks for
+    (protocol.is_snapshot): a node is never created through one. Asked after the checks for
     a node at the path (which the snapshot answers, as every read of the view) and before
     those for keys of no node there (which a listing of the store answers: an array made in
     the store since the snapshot seemed absent, and its chunks keys of no node, a
     StrayChunksError naming a failed delete)."""
-    if protocol.live_store(store) is not store:
+    if protocol.is_snapshot(store):
         raise ReadOnlyError(f"cannot {what} in {store_name(store)}: its metadata is a "
                             f"consolidated snapshot; change the store itself, and "
                             f"consolidate again")

@@ -32,7 +32,11 @@ class LRUStoreCache(BaseStore):
     - The list of keys, ``listdir`` results and membership answers are cached too.
     - Writes and deletes through the cache go to the underlying store first, then
       invalidate the affected cached value and every cached listing. Changes made to the
-      underlying store by others are not seen until :meth:`invalidate`.
+      underlying store by others are not seen by reads until :meth:`invalidate`; but an
+      array handle's writes through the cache read what they merge into (chunks, shards,
+      the metadata they check, the listing a resize trims by) from the underlying store
+      (``cache_of``, see ``protocol.live_store``), and share in-process locks with handles
+      beside it, so they never undo another handle's update.
     - ``hits`` and ``misses`` count value lookups served from / not from the cache.
     - Thread-safe. Read-only when the underlying store is.
     - Pickling pickles the underlying store and the bound; the copy starts empty.
@@ -79,6 +83,12 @@ class LRUStoreCache(BaseStore):
     @property
     def store(self) -> MutableMapping[str, bytes]:
         """The underlying store."""
+        return self._store
+
+    @property
+    def cache_of(self) -> MutableMapping[str, bytes]:
+        """The store this caches (protocol.live_store): handles through the cache and beside
+        it share in-process locks, and writes read what they merge into from there."""
         return self._store
 
     @property

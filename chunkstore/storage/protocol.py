@@ -219,10 +219,21 @@ def key_separator(store: object) -> str | None:
 
 def live_store(store: object) -> Any:
     """The store itself, or, for a view that serves a snapshot of the metadata documents
-    of the store behind it (consolidated metadata: ``snapshot_of``), that store: the same
-    data, its documents as they are now."""
+    of the store behind it (consolidated metadata: ``snapshot_of``) or values it cached
+    (LRUStoreCache: ``cache_of``), that store: the same data, as it is now. Handles through
+    such a view and beside it share in-process locks (location), and what a write reads
+    (the chunks it merges into, the metadata it checks) comes from there: read through a
+    cache, another handle's update of a chunk was merged away."""
     behind = getattr(store, "snapshot_of", None)
+    if behind is None:
+        behind = getattr(store, "cache_of", None)
     return store if behind is None else live_store(behind)
+
+
+def is_snapshot(store: object) -> bool:
+    """Whether store is a view serving a consolidated snapshot of the metadata documents
+    (``snapshot_of``): no node is created through one."""
+    return getattr(store, "snapshot_of", None) is not None
 
 
 def location(store: object) -> Hashable:

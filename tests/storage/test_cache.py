@@ -242,3 +242,56 @@ def test_cache_answers_for_the_separator_of_the_store_behind_it(tmp_path):
                   store=LRUStoreCache(other, max_size=1 << 20))
     b[:] = 1
     assert "1/1" in other
+
+
+def _stores(kind, tmp_path):
+    """(the store a plain handle uses, a cache of the same data) of kind."""
+    if kind == "memory":
+        inner = MemoryStore()
+        return inner, LRUStoreCache(inner, max_size=1 << 20)
+    return DirectoryStore(tmp_path / "d"), LRUStoreCache(DirectoryStore(tmp_path / "d"),
+                                                          max_size=1 << 20)
+
+
+@pytest.mark.parametrize("kind", ["memory", "directory"])
+@pytest.mark.parametrize("layout", ["v2", "v3", "sharded"])
+def test_writes_through_a_cache_never_merge_another_handles_update_away(kind, layout,
+                                                                        tmp_path):
+    """A handle through an LRUStoreCache and one beside it, in turn: the cached handle's
+    writes merge into the chunks (and check the metadata) as the store holds them now, and
+    the two share in-process locks. A write through the cache merged into its cached copy
+    of a chunk (the other's update lost, a deleted chunk's old values back), and kept its
+    cached shape (an append's elements overwritten with fill values)."""
+    import numpy as np
+
+    import chunkstore as cs
+
+    plain_store, cached_store = _stores(kind, tmp_path)
+    kw = {"zarr_format": 2} if layout == "v2" else {"zarr_format": 3}
+    if layout == "sharded":
+        kw["shards"] = (4,)
+    cs.create_array(plain_store, shape=(8,), chunks=(4,) if layout != "sharded" else (2,),
+                    dtype="i4", fill_value=0, **kw)[...] = 9
+    want = np.full(8, 9, dtype="i4")
+    cached = cs.open_array(cached_store, mode="r+")
+    plain = cs.open_array(plain_store, mode="r+")
+    assert (cached[...] == want).all()  # the cache holds every chunk now
+    plain[1] = 2
+    cached[0] = 1
+    want[:2] = [1, 2]
+    np.testing.assert_array_equal(plain[...], want)
+    plain[4:8] = 0      # the chunk (or the shard's chunks) all fill: deleted
+    cached[3] = 5
+    want[4:], want[3] = 0, 5
+    np.testing.assert_array_equal(plain[...], want)
+    plain.append(np.arange(11, 15, dtype="i4"))
+    cached[7] = 99      # planned again with the appended shape
+    want = np.concatenate([want, np.arange(11, 15, dtype="i4")])
+    want[7] = 99
+    np.testing.assert_array_equal(plain[...], want)
+    assert cached.shape == (12,)
+    plain.resize((4,))
+    with pytest.raises(IndexError):
+        cached[10] = 77
+    plain.resize((12,))
+    np.testing.assert_array_equal(plain[...], np.concatenate([want[:4], np.zeros(8, "i4")]))
