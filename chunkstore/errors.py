@@ -122,6 +122,12 @@ class StoreError(ChunkstoreError, OSError):
     """A store is unusable: unclosed zip, broken database, etc."""
 
 
+class CopyError(ChunkstoreError, RuntimeError, ValueError):
+    """A copy could not proceed (the destination exists and if_exists="raise", ...): a
+    RuntimeError as zarr-python 2's ``zarr.errors.CopyError``, and a ValueError as
+    chunkstore raised it before."""
+
+
 class NoSuchBucketError(StoreError):
     """The bucket of an object store does not exist: not a missing key (which reads as the
     fill value or "no array here"), an error naming the store."""

@@ -85,6 +85,10 @@ async def create_array(store: Any, **kwargs: Any) -> AsyncArray:
     return AsyncArray(await off_loop(_cs.create_array, store, **kwargs))
 
 
+create_array.__signature__ = _compat_creation.create_array_signature(  # type: ignore[attr-defined]
+    "store")
+
+
 async def from_array(store: Any, *, data: Any, **kwargs: Any) -> AsyncArray:
     """zarr-python 3's ``from_array``: a new array holding data (NumPy, Array, AsyncArray)."""
     return AsyncArray(await off_loop(_cs.from_array, store, data=_sync(data), **kwargs))

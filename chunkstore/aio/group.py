@@ -10,6 +10,7 @@ from chunkstore.aio.array import AsyncArray
 from chunkstore.aio.node import AsyncNode
 from chunkstore.compat.node_api import register_async_view
 from chunkstore.aio.run import off_loop
+from chunkstore.compat.creation import create_array_signature
 from chunkstore.engine.array import Array
 from chunkstore.hierarchy.group import Group
 
@@ -171,6 +172,9 @@ class AsyncGroup(AsyncNode):
     async def create_array(self, name: str, **kwargs: Any) -> AsyncArray:
         """A new array at name (zarr-python 3's ``create_array`` arguments)."""
         return AsyncArray(await off_loop(self._node.create_array, name, **kwargs))
+
+    create_array.__signature__ = create_array_signature(  # type: ignore[attr-defined]
+        "self", "name", zarr_format=None)
 
     async def require_array(self, name: str, *, shape: Any, **kwargs: Any) -> AsyncArray:
         """The array at name if it fits shape (and dtype), else a new one."""

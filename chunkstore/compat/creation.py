@@ -7,6 +7,7 @@ chunkstore.metadata.zarr3_view); the arrays themselves are made by chunkstore.hi
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -116,6 +117,18 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
         if writing:
             z[...] = data  # (an Array streams block by block, in bounded memory)
     return z
+
+
+def create_array_signature(*leading: str, **defaults: Any) -> inspect.Signature:
+    """create_array's keywords behind the positional parameters ``leading`` (``"self",
+    "name"`` for ``Group.create_array``), with other ``defaults``: the signature of a
+    function that forwards them, so that ``inspect.signature`` and editors show them (its
+    own is ``**kwargs``)."""
+    params = [p.replace(default=defaults[p.name]) if p.name in defaults else p
+              for p in inspect.signature(create_array).parameters.values()
+              if p.name != "store" and p.name not in leading]
+    first = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in leading]
+    return inspect.Signature(first + params)
 
 
 def _shards(shards, shape, chunks, itemsize):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chunkstore.compat.creation import create_array
+from chunkstore.compat.creation import create_array, create_array_signature
 from chunkstore.hierarchy.creation import contains_array, contains_group
 from chunkstore.errors import IncompatibleGroupError, store_name
 from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata, async_view
@@ -144,7 +144,8 @@ class GroupAPIv3:
         """zarr-python 3's ``Group.create_array``; the array gets the group's Zarr format
         unless zarr_format= says otherwise."""
         self._check_writable()
-        kwargs.setdefault("zarr_format", self.zarr_format)
+        if kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = self.zarr_format
         kwargs.setdefault("synchronizer", self._synchronizer)
         if kwargs["zarr_format"] == 2 and kwargs.get("compressor", "auto") == "auto" \
                 and kwargs.get("compressors", "auto") == "auto":
@@ -153,3 +154,6 @@ class GroupAPIv3:
             kwargs.pop("compressor", None)
             kwargs["compressors"] = ({"id": "blosc"},)
         return create_array(self._store, name=self._child(name), **kwargs)
+
+    create_array.__signature__ = create_array_signature(  # type: ignore[attr-defined]
+        "self", "name", zarr_format=None)

@@ -23,7 +23,7 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
                                            refuse_node_in_chunk_space, removed_on_failure,
                                            require_parent_groups, save_array,
                                            stray_keys_error)
-from chunkstore.errors import ChunkstoreError, GroupNotFoundError, ZarrUserWarning, store_name
+from chunkstore.errors import CopyError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
 from chunkstore.hierarchy.group import Group, group, open as _open
@@ -41,10 +41,6 @@ def copy_block_bytes() -> int:
     from chunkstore import config
     from chunkstore.engine.streaming import BLOCK_BYTES_PER_THREAD
     return BLOCK_BYTES_PER_THREAD * max(1, config.get("threads") or 1)
-
-
-class CopyError(ChunkstoreError, ValueError):
-    """A copy could not proceed (the destination exists and if_exists="raise", ...)."""
 
 
 def save_group(store, *args, path=None, storage_options=None, zarr_format=None,

@@ -289,3 +289,25 @@ def test_memory_store_takes_zarr3s_store_dict_keyword():
     z = cs.create_array(MemoryStore(store_dict={}), shape=(3,), dtype="i4")
     z[:] = [1, 2, 3]
     assert z[:].tolist() == [1, 2, 3]
+
+
+def test_forwarding_create_array_methods_show_create_arrays_keywords():
+    """Group.create_array, AsyncGroup.create_array and the asynchronous create_array take
+    **kwargs through to create_array; their signatures show its keywords (as zarr-python 3's
+    do), a group's zarr_format defaulting to the group's own."""
+    import inspect
+
+    from chunkstore.api import asynchronous as aio
+    g = cs.group(MemoryStore(), zarr_format=2)
+    for fn, first in ((g.create_array, ["name"]), (AsyncGroup.create_array, ["self", "name"]),
+                      (aio.create_array, ["store"])):
+        params = inspect.signature(fn).parameters
+        assert list(params)[:len(first)] == first
+        for kw in ("shape", "dtype", "chunks", "shards", "compressors", "fill_value"):
+            assert params[kw].kind is inspect.Parameter.KEYWORD_ONLY, (fn, kw)
+    assert inspect.signature(g.create_array).parameters["zarr_format"].default is None
+    assert "name" in inspect.signature(aio.create_array).parameters
+    assert g.create_array("a", shape=(2,), dtype="i4", zarr_format=None).metadata \
+        .zarr_format == 2
+    for name in ("shape", "chunks", "shards", "compressors", "fill_value"):
+        assert name in inspect.signature(zarr.Group.create_array).parameters

@@ -176,8 +176,13 @@ class TestCopy:
     def test_if_exists_raise(self, source):
         dest = cs.group({})
         cs.copy(source["x"], dest)
-        with pytest.raises(CopyError, match="x"):
+        with pytest.raises(CopyError, match="x") as info:
             cs.copy(source["x"], dest)
+        # zarr-python 2's zarr.errors.CopyError is a RuntimeError; chunkstore's is also a
+        # ValueError, as it was, and lives in chunkstore.errors as zarr 2's does
+        from chunkstore import errors
+        assert isinstance(info.value, (errors.CopyError, RuntimeError, ValueError))
+        assert issubclass(errors.CopyError, RuntimeError) and errors.CopyError is CopyError
         with pytest.raises(ValueError, match="if_exists"):
             cs.copy(source["x"], dest, if_exists="sometimes")
 
