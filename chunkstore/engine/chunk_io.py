@@ -221,7 +221,12 @@ class EngineState:
             # a structured dtype with object fields (its fill value can only be None): None
             # fits no field; NumPy's empty element does (None in object fields, zeros)
             self.object_missing = np.empty((), self.dtype)
-        if (self.stored_meta is not meta and not self.write_empty_chunks
+        if self.stored_meta.fill_value is None:
+            # No fill value (Zarr v2's null): a chunk left out is undefined, and zarr-python
+            # 2 reads uninitialised memory there (chunkstore and zarr-python 3 read zeros,
+            # NaT, ""): every chunk is stored, as zarr-python 2 stores them.
+            self.write_empty_chunks = True
+        elif (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
                      or fb != self.stored_meta.fill_bytes())):
             # A view with a fill value (or dtype) of its own stores the chunks it writes
