@@ -182,6 +182,11 @@ class ChunkCodecV2(ChunkCodecBase):
         if self.compressor is not None:
             if isinstance(buf, np.ndarray) and buf.dtype.hasobject:
                 raise TypeError("cannot compress an object array; is an object codec missing?")
+            if isinstance(buf, np.ndarray) and buf.dtype.names is not None:
+                # a structured chunk as raw records of its item size (the same bytes, and
+                # Blosc's shuffle by the same type size): one with a datetime field exports
+                # no buffer ("cannot include dtype 'M' in a buffer")
+                buf = buf.view(np.dtype(("V", buf.dtype.itemsize)))
             buf = self._encoder.encode(buf)
         return to_bytes(buf)
 

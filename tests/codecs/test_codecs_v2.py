@@ -563,3 +563,36 @@ def test_gzip_chunks_carry_no_time_stamp(level, monkeypatch, tmp_path):
                       compressor=numcodecs.GZip(level=level), zarr_format=2)
     z[:] = numcodecs.Delta(dtype="<i4").encode(data)
     assert bytes(z.store["0"]) == first
+
+
+@pytest.mark.parametrize("compressor", [None, numcodecs.Zlib(), numcodecs.Zstd(),
+                                        numcodecs.Blosc(), numcodecs.GZip(1), numcodecs.LZ4()])
+def test_structured_chunks_with_a_datetime_field_are_compressed(compressor):
+    """A structured dtype with a datetime64 field: its chunks export no buffer ("cannot
+    include dtype 'M' in a buffer"), so LZ4 always failed, and Zstd, Blosc and GZip for a
+    record broadcast into a chunk. They are compressed as raw records of the item size,
+    the bytes zarr-python 2 compresses for other structured dtypes."""
+    import chunkstore as cs
+    dt = np.dtype([("d", "<M8[s]"), ("u", "<i2")])
+    rec = np.array((np.datetime64("2001-01-01", "s"), 3), dtype=dt)
+    z = cs.create(shape=(3,), chunks=(2,), dtype=dt, fill_value=None, compressor=compressor,
+                  store={})
+    z[...] = rec
+    assert z[:].tolist() == np.full(3, rec).tolist()
+    z[1] = np.array((np.datetime64("NaT", "s"), -1), dtype=dt)
+    want = np.full(3, rec)
+    want[1] = np.array((np.datetime64("NaT", "s"), -1), dtype=dt)
+    assert cs.open_array(z.store, mode="r")[:].tolist() == want.tolist()
+
+
+def test_structured_chunks_compress_to_the_bytes_of_the_records():
+    """Raw records of the item size give the bytes the structured array itself gives
+    (Blosc shuffles by that type size), so arrays zarr-python 2 wrote are written alike."""
+    from chunkstore.codecs.v2 import ChunkCodecV2
+    from chunkstore.metadata.v2 import ArrayMetadataV2
+    dt = np.dtype([("a", "<i8"), ("u", "<i2")])
+    chunk = np.zeros(4, dt)
+    chunk["a"], chunk["u"] = np.arange(4) * 1000, 7
+    blosc = numcodecs.Blosc(shuffle=numcodecs.Blosc.SHUFFLE)
+    meta = ArrayMetadataV2(shape=(4,), chunks=(4,), dtype=dt, compressor=blosc, fill_value=None)
+    assert ChunkCodecV2.from_metadata(meta).encode(chunk) == blosc.encode(chunk)
