@@ -184,7 +184,10 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
         if dtype.kind == "U" and isinstance(value, bytes):
             raise ValueError(f"fill_value {value!r} is bytes; {dtype} holds strings")
         arr = np.array(value, dtype=dtype)
-        if arr.item() != value and not (isinstance(value, np.generic) and arr[()] == value):
+        # (NumPy drops trailing NULs: b"a\x00" in S4 reads back b"a", and is the same value)
+        nul = b"\x00" if dtype.kind == "S" else "\x00"
+        size = dtype.itemsize if dtype.kind == "S" else dtype.itemsize // 4
+        if len(value) > size or arr.item() != value.rstrip(nul):
             raise ValueError(f"fill_value {value!r} does not fit {dtype}")
         return arr[()]
     if isinstance(value, (np.datetime64, np.timedelta64)):  # (timedelta64 is Integral)

@@ -118,7 +118,11 @@ def coerce_fill(value: Any, dtype: np.dtype) -> Any:
     if isinstance(value, str):
         return decode_fill(value, dtype)
     if isinstance(value, bytes):
-        return np.frombuffer(value, dtype=dtype)[0]
+        # the raw record: shorter bytes are padded with zeros (b"" is all zeros, as in v2)
+        if len(value) > dtype.itemsize:
+            raise ValueError(f"fill_value {value!r} is {len(value)} bytes; {dtype} records "
+                             f"are {dtype.itemsize}")
+        return np.frombuffer(value.ljust(dtype.itemsize, b"\x00"), dtype=dtype)[0]
     try:
         return np.array(value if not isinstance(value, list) else tuple(value),
                         dtype=dtype)[()]

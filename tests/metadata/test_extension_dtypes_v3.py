@@ -174,3 +174,30 @@ def test_variable_length_bytes_copies_between_formats(tmp_path):
     np.testing.assert_array_equal(back["a"][:], a[:])
     with pytest.raises(ValueError, match="not bytes"):
         cs.create_array(str(tmp_path / "bad"), shape=(1,), dtype="bytes", fill_value=3)
+
+
+@pytest.mark.parametrize("dtype, fill, stored", [
+    ("S4", b"a\x00", b"a"), ("S4", np.bytes_(b"a\x00"), b"a"), ("U3", "a\x00", "a"),
+    ("S2", b"ab", b"ab")])
+def test_v3_fixed_width_fill_ending_in_nul_is_the_value_without_it(dtype, fill, stored):
+    """NumPy drops trailing NULs, so b"a\\x00" in S4 is b"a": such a fill is taken (as
+    zarr-python 3 takes it), where it was refused as not fitting; one too long still is."""
+    import chunkstore as cs
+    z = cs.create_array({}, shape=(2,), chunks=(2,), dtype=dtype, fill_value=fill)
+    assert z.fill_value == stored and z[:].tolist() == [stored] * 2
+    with pytest.raises(ValueError, match="does not fit"):
+        cs.create_array({}, shape=(2,), chunks=(2,), dtype=dtype,
+                        fill_value=fill[:1] * 5 if isinstance(fill, (bytes, str)) else b"xxxxx")
+
+
+def test_v3_structured_fill_as_raw_bytes_is_padded_or_refused():
+    """A structured fill given as bytes: shorter ones are the record padded with zeros (b""
+    all zeros, as in v2; it raised IndexError), longer ones are refused (they were cut)."""
+    import chunkstore as cs
+    dt = [("a", "u1"), ("b", "<f4")]
+    z = cs.create_array({}, shape=(2,), chunks=(2,), dtype=dt, fill_value=b"")
+    assert z.fill_value.tolist() == (0, 0.0)
+    z = cs.create_array({}, shape=(2,), chunks=(2,), dtype=dt, fill_value=b"\x07")
+    assert z.fill_value.tolist() == (7, 0.0)
+    with pytest.raises(ValueError, match="10 bytes"):
+        cs.create_array({}, shape=(2,), chunks=(2,), dtype=dt, fill_value=b"\x01" * 10)
