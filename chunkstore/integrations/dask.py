@@ -9,15 +9,25 @@ then rechunks the dask array to the store's chunk grid (so every store chunk is 
 exactly one task), unless a ProcessSynchronizer is given, in which case the locks make the
 overlapping writes safe and no rechunk is done (a ThreadSynchronizer's locks do not reach
 the processes of the processes scheduler or of dask.distributed).
+
+Stores whose pickled copies do not reach the same data (a MemoryStore copies its contents,
+a ZipStore's copy keeps its writes until it is closed: protocol.copies_share_data) cannot
+take writes from tasks that run on copies of the graph (the processes scheduler, and
+dask.distributed, which pickles the graph even for workers in this process): such a
+task raises, naming the store, where its writes would be lost without a word.
 """
 
 from __future__ import annotations
 
+import math
+
 import dask.array as da
 
 from chunkstore.engine.array import Array
+from chunkstore.errors import store_name
 from chunkstore.hierarchy.creation import create, open_array
-from chunkstore.sync.synchronizers import ThreadSynchronizer
+from chunkstore.storage import protocol
+from chunkstore.sync.synchronizers import ProcessSynchronizer
 
 __all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid"]
 
@@ -71,6 +81,40 @@ def rechunk_to_grid(darr, store_chunks, offsets=None):
     return darr.rechunk(tuple(new))
 
 
+class _Target:
+    """The array a dask write stores into, as the tasks get it: where the graph was copied
+    to run them (pickled) and the array's store does not share its data with its copies
+    (protocol.copies_share_data), a write raises instead of landing in a copy."""
+
+    def __init__(self, z: Array) -> None:
+        self.z = z
+        self.copied = False
+        self.shape, self.dtype, self.ndim = z.shape, z.dtype, z.ndim
+
+    def __getstate__(self) -> dict:
+        return {"z": self.z}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["z"])  # type: ignore[misc]
+        self.copied = not protocol.copies_share_data(self.z.store)
+
+    def _check(self) -> None:
+        if self.copied:
+            raise RuntimeError(
+                f"cannot write array {self.z.path or '/'!r} of {store_name(self.z.store)} "
+                f"from a copy of the dask graph (the processes scheduler, or "
+                f"dask.distributed, pickles it): this store's copies do not share its data, "
+                f"so the writes would be lost; use the threaded scheduler, or a store at a "
+                f"location (a directory, a database file, a URL)")
+
+    def __setitem__(self, key, value) -> None:
+        self._check()
+        self.z[key] = value
+
+    def __getitem__(self, key):
+        return self.z[key]
+
+
 def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, compute=True,
                   chunks=None, return_stored=False, **create_kwargs):
     """Write a dask array to a new chunkstore array with da.store; returns the Array.
@@ -79,18 +123,26 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
     Unaligned dask chunks are rechunked to the store's grid, unless a synchronizer that
     works across processes (ProcessSynchronizer) is given.
     compute=False returns the dask Delayed of the store operation instead of writing.
+    A store whose pickled copies do not share its data (MemoryStore, ZipStore) takes the
+    writes of the threaded scheduler; tasks on copies of the graph raise (module docstring).
     """
+    if any(math.isnan(c) for sizes in darr.chunks for c in sizes):
+        raise ValueError(f"cannot write a dask array of unknown chunk sizes {darr.chunks} "
+                         f"to chunkstore: call its compute_chunk_sizes() first")
     if chunks is None:
-        chunks = tuple(c[0] if c else 1 for c in darr.chunks)
+        # (the first non-empty chunk's size: a leading empty chunk is no chunk shape)
+        chunks = tuple(next((c for c in sizes if c), 1) for sizes in darr.chunks)
     z = create(shape=darr.shape, chunks=chunks, dtype=create_kwargs.pop("dtype", darr.dtype),
                store=store, path=path, synchronizer=synchronizer, overwrite=overwrite,
                **create_kwargs)
     # (the stored blocks are the shards of a sharded array: two tasks writing inner chunks
     # of one shard would both rewrite it, and processes share no in-process shard lock).
-    # A ThreadSynchronizer does not cross processes (it pickles to a fresh one): under the
-    # processes scheduler or dask.distributed, tasks sharing a block would lose updates.
-    if ((synchronizer is None or isinstance(synchronizer, ThreadSynchronizer))
-            and not aligned(darr.chunks, z.write_chunks)):
+    # Only a ProcessSynchronizer's locks reach the processes of the processes scheduler or
+    # dask.distributed (a ThreadSynchronizer pickles to a fresh one, and so may others):
+    # there tasks sharing a block would lose updates.
+    if not isinstance(synchronizer, ProcessSynchronizer) and not aligned(darr.chunks,
+                                                                         z.write_chunks):
         darr = rechunk_to_grid(darr, z.write_chunks)
-    result = da.store(darr, z, lock=False, compute=compute, return_stored=return_stored)
+    result = da.store(darr, _Target(z), lock=False, compute=compute,
+                      return_stored=return_stored)
     return z if compute and not return_stored else result

@@ -254,6 +254,10 @@ class BaseStore(MutableMapping):
     supports_listing: bool = True
     supports_partial_writes: bool = False
     supports_consolidated_metadata: bool = True
+    #: Whether a pickled copy of the store reaches the same data (a directory, a database
+    #: file, a URL), so that writes through copies in other processes (dask's workers) land
+    #: where this store sees them: protocol.copies_share_data.
+    copies_share_data: bool = True
 
     def __init__(self, mode: str = "a"):
         self._mode = check_mode(mode)

@@ -161,6 +161,12 @@ class FSStore(BaseStore):
         self._cat_kw = fsspec_io.cat_kwargs(self.fs) if self._async else {}
 
     @property
+    def copies_share_data(self) -> bool:  # type: ignore[override]
+        """Whether a pickled copy reaches the same files: not for fsspec's memory://
+        filesystem, which lives in this process (protocol.copies_share_data)."""
+        return not self._memory
+
+    @property
     def dimension_separator(self) -> str | None:
         """The chunk key separator new v2 arrays in this store get by default (None: ".")."""
         return self._dimension_separator

@@ -31,6 +31,9 @@ class KVStore(BaseStore):
 
     ``dimension_separator`` is taken from the wrapped object when it has one."""
 
+    #: (what a copy of the wrapped object reaches is not known: protocol.copies_share_data)
+    copies_share_data = False
+
     def __init__(self, mutable_mapping: Any, mode: str = "a"):
         if not is_mapping_like(mutable_mapping):
             raise TypeError(

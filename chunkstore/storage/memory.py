@@ -20,6 +20,9 @@ class MemoryStore(BaseStore):
     compare equal when they hold the same items.
     """
 
+    #: (a pickled copy holds a copy of the data: protocol.copies_share_data)
+    copies_share_data = False
+
     def __init__(self, data: Mapping[str, Any] | None = None, mode: str = "a",
                  dimension_separator: str | None = None, *, read_only: bool = False,
                  store_dict: Mapping[str, Any] | None = None):

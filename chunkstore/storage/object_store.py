@@ -278,6 +278,12 @@ class ObjectStore(BaseStore):
         except Exception as e:
             raise fsspec_io.with_key(e, key, self) from None
 
+    @property
+    def copies_share_data(self) -> bool:  # type: ignore[override]
+        """Whether a pickled copy reaches the same objects: not for obstore's MemoryStore,
+        whose objects live in this process (protocol.copies_share_data)."""
+        return type(self.store).__name__ != "MemoryStore"
+
     # ------------------------------------------------------------------ pipelining
     @property
     def concurrent_io(self) -> bool:

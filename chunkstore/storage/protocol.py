@@ -189,6 +189,18 @@ def concurrent_io(store: object) -> bool:
     return bool(getattr(store, "concurrent_io", False))
 
 
+def copies_share_data(store: object) -> bool:
+    """Whether a pickled copy of store reaches the same data, so that writes through it in
+    another process land where store sees them (``copies_share_data``: True for stores at a
+    location; False for one holding its data in this process, a MemoryStore or a dict, or
+    buffering its writes until it is closed, a ZipStore). A view (a cache, a consolidated
+    view) answers for the store behind it."""
+    behind = live_store(store)
+    if behind is not store:
+        return copies_share_data(behind)
+    return bool(getattr(store, "copies_share_data", False))
+
+
 def closer(store: object) -> Callable[[], None] | None:
     """The store's ``close()``, or None."""
     return getattr(store, "close", None)

@@ -91,6 +91,9 @@ class ZipStore(BaseStore):
     archive (in mode ``"a"`` or ``"r"``).
     """
 
+    #: (a copy's writes wait in it until it is closed: protocol.copies_share_data)
+    copies_share_data = False
+
     def __init__(
         self,
         path: str | os.PathLike,

@@ -148,3 +148,55 @@ def test_views_and_handles_of_one_array_are_different_dask_arrays():
     assert from_chunkstore(z).name == a.name  # one handle: one name (dask reuses it)
     other = cs.open_array(store, mode="r")
     assert from_chunkstore(other).name != a.name
+
+
+def test_stores_whose_copies_do_not_share_their_data_refuse_writes_from_copied_graphs(
+        tmp_path):
+    """A MemoryStore (its pickled copy holds a copy of the data) or a ZipStore (its copy
+    keeps its writes until it is closed) written by to_chunkstore under the processes
+    scheduler: the tasks raise, naming the store (the writes landed in copies and the
+    write returned with nothing stored). The threaded scheduler writes them."""
+    import dask
+    import pytest
+    a = np.arange(40, dtype="i4")
+    d = da.from_array(a, chunks=10)
+    for make in (cs.MemoryStore, lambda: cs.ZipStore(str(tmp_path / "z.zip"), mode="w")):
+        with dask.config.set(scheduler="processes", num_workers=2):
+            with pytest.raises(RuntimeError, match="copy of the dask graph"):
+                to_chunkstore(d, make(), chunks=10)
+        with dask.config.set(scheduler="threads"):
+            z = to_chunkstore(d, make(), chunks=10)
+        np.testing.assert_array_equal(z[...], a)
+    with dask.config.set(scheduler="processes", num_workers=2):
+        to_chunkstore(d, str(tmp_path / "dir.zarr"), chunks=10)
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "dir.zarr"))[...], a)
+
+
+def test_only_a_process_synchronizer_spares_the_rechunk():
+    """Any synchronizer but a ProcessSynchronizer (a zarr-python 2 style one with thread
+    locks, say) may not reach the worker processes: unaligned chunks are rechunked (they
+    were written as they were, and tasks sharing a chunk lost updates)."""
+    import threading
+
+    class ZarrStyleThreadSync:
+        def __init__(self):
+            self.locks = {}
+
+        def __getitem__(self, key):
+            return self.locks.setdefault(key, threading.Lock())
+
+    d = da.from_array(np.arange(30, dtype="i4"), chunks=3)
+    stored = to_chunkstore(d, cs.MemoryStore(), chunks=10, compute=False,
+                           return_stored=True, synchronizer=ZarrStyleThreadSync())
+    assert aligned(stored.chunks, (10,))
+
+
+def test_default_chunks_skip_an_empty_leading_dask_chunk_and_unknown_sizes_are_named():
+    import pytest
+    d = da.from_array(np.arange(10, dtype="i4"), chunks=((0, 4, 6),))
+    z = to_chunkstore(d, cs.MemoryStore())
+    assert z.chunks == (4,)
+    np.testing.assert_array_equal(z[...], np.arange(10))
+    unknown = d[d > 5]
+    with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
+        to_chunkstore(unknown, cs.MemoryStore())
