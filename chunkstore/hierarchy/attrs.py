@@ -9,6 +9,7 @@ from typing import Any
 
 from chunkstore.errors import ArrayNotFoundError, GroupNotFoundError, ReadOnlyError, store_name
 from chunkstore.metadata.formats import format_of, kind_of_document
+from chunkstore.sync.locking import GUARD
 
 
 class Attributes(MutableMapping):
@@ -76,7 +77,15 @@ class Attributes(MutableMapping):
             raise ReadOnlyError(f"attributes at {self.key!r} are read-only")
         lock = (self.synchronizer[self.key] if self.synchronizer is not None
                 else contextlib.nullcontext())
-        with lock:
+        # The node's metadata guard first, where the locks have a lock space (a delete,
+        # move or replacement of the node holds all of it: sync.synchronizers.replacing):
+        # the check that the node is still there and the write are then one step to them
+        # (between the two, a delete made the update write the document back: the node
+        # came back, or a v2 .zattrs was left for the next node at the path).
+        guard = (self.synchronizer.hold(self.node_key.rpartition("/")[0], GUARD)
+                 if self.node_key is not None and hasattr(self.synchronizer, "hold")
+                 else contextlib.nullcontext())
+        with guard, lock:
             doc = self._node_document()
             if doc is not None:  # v3: the attributes' own document, read once
                 d = self._format.read_attributes(doc, self.key)

@@ -69,12 +69,14 @@ def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     return nodes.node_kind(store, path, warn=False)[0] == "group"
 
 
-def remove_node(store: MutableMapping[str, bytes], path: str) -> None:
+def remove_node(store: MutableMapping[str, bytes], path: str,
+                synchronizer: Any = None) -> None:
     """Delete everything at and below path (at the root: every key, the store itself stays),
     with this process's writes of the arrays there excluded and their handles told
     (sync.synchronizers.replacing: a handle opened before never writes the old layout into
-    what comes next)."""
-    with replacing(store, path):
+    what comes next), and the node's lock space in synchronizer held (the deleting
+    handle's: other processes' attribute updates of the node end first, or find it gone)."""
+    with replacing(store, path, synchronizer):
         # The node documents first: a delete that fails midway (an I/O error, an interrupt
         # in a directory store's tree walk, whose order is the filesystem's) then leaves
         # keys no node owns, never an array whose metadata is still there while some of

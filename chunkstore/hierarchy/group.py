@@ -220,7 +220,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(item)
         if item not in self:
             raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
-        creation.remove_node(self._store, path)
+        creation.remove_node(self._store, path, self._synchronizer)
 
     def _member_kinds(self):
         """(name, "array" | "group") of the direct members, sorted by name: one look at
@@ -565,7 +565,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 f"would mix with what is moved: remove them first (the store's "
                 f"rmdir({dst!r}))")
         creation._write_parent_groups(self._store, parents, self._format)
-        with replacing(self._store, src):  # (handles at src: nothing is there any more)
+        # (handles at src: nothing is there any more)
+        with replacing(self._store, src, self._synchronizer):
             rename = protocol.renamer(self._store)
             if rename is not None:
                 rename(src, dst)

@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import shutil
+import sys
 import threading
 import uuid
 from collections.abc import Iterable
@@ -158,12 +159,38 @@ def unlink_files(paths: Iterable[str],
     return dirs
 
 
+#: how many times remove_tree walks a tree that others keep writing into
+_REMOVE_TRIES = 5
+
+
+def _rmtree(path: str) -> None:
+    """shutil.rmtree of a tree other writers may touch meanwhile (another process's
+    temporary file renamed away, a file written into a directory just emptied): what
+    vanished is no error, and a directory found not empty is walked again, a few times."""
+    def gone(_fn: object, _path: str, exc: BaseException) -> None:
+        if not isinstance(exc, FileNotFoundError):
+            raise exc
+    for attempt in range(_REMOVE_TRIES):
+        try:
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(path, onexc=gone)
+            else:
+                shutil.rmtree(path, onerror=lambda f, p, info: gone(f, p, info[1]))
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY or attempt == _REMOVE_TRIES - 1:
+                raise
+
+
 def remove_tree(path: str, keep_root: bool) -> None:
     """Remove the directory *path* and everything under it (symlinks removed, never
-    followed); with *keep_root* only its contents. A missing *path* is no error."""
+    followed); with *keep_root* only its contents. A missing *path* is no error, nor a file
+    that another writer removes meanwhile (see _rmtree)."""
     if not keep_root:
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            _rmtree(path)
         return
     try:
         names = os.listdir(path)
@@ -172,9 +199,12 @@ def remove_tree(path: str, keep_root: bool) -> None:
     for n in names:
         p = os.path.join(path, n)
         if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p)
+            _rmtree(p)
         else:
-            os.unlink(p)
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 def _ancestors(d: str, root: str) -> list[str]:

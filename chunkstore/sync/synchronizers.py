@@ -428,7 +428,7 @@ def register_synchronizer(store, path, synchronizer):
 
 
 @contextlib.contextmanager
-def replacing(store, path):
+def replacing(store, path, synchronizer=None):
     """Around deleting, replacing or moving the node at path of store: the whole lock space
     of every array at or below path that this process's handles hold in-process locks for
     (handle_locks), so that writes through them end first and none starts meanwhile, each
@@ -440,8 +440,15 @@ def replacing(store, path):
     metadata under their locks, once they hold them; so the whole lock space of each
     synchronizer this process's handles of those arrays were opened with is held too (a
     synchronized write that had checked the metadata before the change used to store chunks
-    of the old layout into the new array: undecodable, or read by another dtype)."""
+    of the old layout into the new array: undecodable, or read by another dtype).
+
+    The node's own in-process table is held whether or not a handle keeps it (and
+    synchronizer's lock space of the node, where one is given: the handle's doing the
+    change): an attribute update of the node holds its guard there (hierarchy.attrs), so it
+    ends before, or finds the node gone after (it wrote the document back: a deleted or
+    moved node came back, or a v2 .zattrs was left for the next node there)."""
     top = protocol.node_location(store, path)
+    own = handle_locks(store, path)  # (kept alive while held: the WeakValueDictionary's)
     with _handle_locks_guard:
         tables = sorted(((node[1], "", t) for node, t in list(_handle_locks.items())
                          if protocol.node_below(node, top)), key=lambda nt: nt[0])
@@ -450,6 +457,12 @@ def replacing(store, path):
         synced = sorted(((node[1], p, s) for node, syncs in _synced.items()
                          if protocol.node_below(node, top)
                          for s, paths in list(syncs.items()) for p in paths),
+                        key=lambda nps: (nps[0], id(nps[2]), nps[1]))
+    if not any(t is own for _, _, t in tables):
+        tables = sorted(tables + [(top[1], "", own)], key=lambda nt: nt[0])
+    if hasattr(synchronizer, "exclusive") and not any(
+            s is synchronizer and p == path for _, p, s in synced):
+        synced = sorted(synced + [(top[1], path, synchronizer)],
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     with contextlib.ExitStack() as held:
         locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]

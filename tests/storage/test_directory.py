@@ -426,3 +426,44 @@ def test_legacy_v2_array_without_separator_reads_by_the_stores(tmp_path, make):
     assert not (p / "0.0").exists() and np.frombuffer((p / "0" / "0").read_bytes(), "<i4")[0] == 99
     # a plain store reads the document as zarr-python 2 does: "." keys, none stored
     assert cs.open_array(DirectoryStore(p), mode="r").nchunks_initialized == 0
+
+
+def test_removing_a_tree_that_others_write_into_walks_it_again(tmp_path, monkeypatch):
+    """rmdir of a node's directory while another writer touches it: a file gone meanwhile
+    (another writer's temporary file renamed away) is no error, and a directory found not
+    empty (a file written into it just after it was emptied) is walked again; both made
+    del g[name] fail half done."""
+    import errno
+    import shutil
+
+    from chunkstore.storage import local_files
+
+    store = DirectoryStore(str(tmp_path / "d"))
+    store["a/x"] = b"1"
+    store["a/b/y"] = b"2"
+    real, calls = shutil.rmtree, []
+
+    def racing_rmtree(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 1:
+            (tmp_path / "d" / "a" / "late").write_bytes(b"3")  # written meanwhile
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(local_files.shutil, "rmtree", racing_rmtree)
+    store.rmdir("a")
+    assert len(calls) == 2 and list(store) == []
+    monkeypatch.setattr(local_files.shutil, "rmtree", real)
+    # a file another writer renames away during the walk is no error either
+    store["a/x"] = b"1"
+    real_unlink, seen = os.unlink, []
+
+    def vanishing_unlink(p, *args, **kwargs):
+        if not seen:
+            seen.append(p)
+            real_unlink(p, *args, **kwargs)
+        return real_unlink(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", vanishing_unlink)
+    store.rmdir("a")
+    assert list(store) == []

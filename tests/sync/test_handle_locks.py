@@ -608,3 +608,55 @@ def test_group_attribute_updates_through_nested_roots_take_one_lock(tmp_path, fm
         t.join()
     got = dict(cs.open_group(root, mode="r")["sub"].attrs)
     assert got == {f"{k}{i}": i for k in "ab" for i in range(20)}
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("kind", ["group", "array"])
+@pytest.mark.parametrize("change", ["delete", "move"])
+def test_an_attribute_update_and_a_delete_or_move_of_its_node_are_one_step_each(
+        tmp_path, monkeypatch, fmt, kind, change):
+    """An attribute update checks that its node is still there, then writes the document: a
+    delete or move of the node between the two made the update write it back (a v3 node
+    came back; a v2 .zattrs was left for the next node at the path). The update now holds
+    the node's guard, which the delete or move waits for: the node ends up gone (the
+    update landed before it) and nothing is left at its path."""
+    from chunkstore.hierarchy import attrs as attrs_mod
+
+    path = str(tmp_path / "h.zarr")
+    g = cs.open_group(path, mode="w", zarr_format=fmt)
+    if kind == "group":
+        g.create_group("a")
+    else:
+        g.create_array("a", shape=(4,), chunks=(2,), dtype="i4")
+    node = cs.open_group(path, mode="r+")["a"]
+    checked, real = threading.Event(), attrs_mod.Attributes._node_document
+
+    def slow_check(self):
+        doc = real(self)
+        checked.set()
+        threading.Event().wait(0.3)  # the window a delete fell into
+        return doc
+
+    monkeypatch.setattr(attrs_mod.Attributes, "_node_document", slow_check)
+    errors = []
+
+    def update():
+        try:
+            node.attrs["k"] = 1
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=update)
+    t.start()
+    assert checked.wait(10)
+    if change == "delete":
+        del g["a"]
+    else:
+        g.move("a", "b")
+    t.join()
+    assert not errors
+    assert "a" not in cs.open_group(path, mode="r")
+    assert not (tmp_path / "h.zarr" / "a").exists() or not any(
+        (tmp_path / "h.zarr" / "a").rglob("*"))
+    if change == "move":
+        assert cs.open_group(path, mode="r")["b"].attrs.asdict() == {"k": 1}
