@@ -135,7 +135,15 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
         raise GroupNotFoundError(f"no Zarr v{zarr_format} group at path {path!r} in "
                                  f"{store_name(store)} to consolidate")
     fmt = format_of(found or 2)
-    fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
+    # Under the locks an attribute update of the group takes in this process (its guard,
+    # then its attributes' document): v3 writes the members into the group's zarr.json,
+    # beside the attributes read at the start, and updates made meanwhile were lost; and
+    # a delete of the group waits, or is found (a deleted group was written back).
+    from chunkstore.sync.locking import GUARD
+    from chunkstore.sync.synchronizers import handle_locks
+    locks = handle_locks(store, path)
+    with locks.hold(path, GUARD), locks[nodes.attrs_key(path, found or 2)]:
+        fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
     # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
     g = open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
     if (found or 2) == 3 and next(iter(g.keys()), None) is not None:

@@ -288,3 +288,41 @@ def test_a_reused_read_buffer_never_serves_a_previous_chunks_bytes(tmp_path):
         for _ in range(3):
             for i, got in ex.map(read, [1, 0, 2, 3, 4, 5, 6, 7, 7, 6, 1, 0]):
                 np.testing.assert_array_equal(got, rows[i])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_attribute_updates_of_a_group_being_consolidated_are_kept(tmp_path, monkeypatch, fmt):
+    """Zarr v3 consolidates into the group's own zarr.json, beside the attributes it read at
+    the start: an update of the group's attributes made while it walked the members was
+    lost (53-65 of 200 kept with two threads). Consolidation holds the locks attribute
+    updates take, so the update waits and is kept."""
+    import threading
+    import warnings
+
+    import chunkstore as cs
+    from chunkstore.metadata import v3 as v3_meta
+
+    path = str(tmp_path / "c.zarr")
+    root = cs.open_group(path, mode="w", zarr_format=fmt)
+    root.create_array("x", shape=(2,), dtype="i4")
+    walking, real = threading.Event(), v3_meta.listdir
+
+    def slow_listdir(store, prefix=""):
+        walking.set()
+        threading.Event().wait(0.3)
+        return real(store, prefix)
+
+    monkeypatch.setattr(v3_meta, "listdir", slow_listdir)
+
+    def consolidate():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cs.consolidate_metadata(path)
+
+    t = threading.Thread(target=consolidate)
+    t.start()
+    if fmt == 3:
+        assert walking.wait(10)
+    cs.open_group(path, mode="r+").attrs["k"] = 1
+    t.join()
+    assert cs.open_group(path, mode="r").attrs.asdict() == {"k": 1}
