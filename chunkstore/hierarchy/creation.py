@@ -196,7 +196,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
                dimension_names: Sequence[str | None] | None = None,
                attributes: Mapping[str, Any] | None = None,
                codecs: Sequence[Any] | None = None, *, chunk_store: Any = None,
-               storage_transformers: Sequence[Any] = ()) -> Any:
+               storage_transformers: Sequence[Any] = (), synchronizer: Any = None) -> Any:
     """Write the metadata of a new array (and parent groups) into store. fill_value None
     (the default, as zarr-python 2's init_array; create's is 0) is a null fill value.
 
@@ -204,7 +204,8 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     metadata is opened as an array would open it, before the first key is written or
     deleted: a creation that fails leaves the store as it was. zarr-python 2's chunk_store
     (None: the chunks go into store) and storage_transformers (none) are taken; a separate
-    chunk store or a transformer is refused."""
+    chunk store or a transformer is refused. synchronizer: whose creation locks the parent
+    groups written on the way are written under."""
     check_zarr2_keywords(chunk_store, None)
     if storage_transformers:
         raise ValueError(f"storage_transformers are not supported, got "
@@ -235,7 +236,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
         refuse_snapshot(store, f"create an array at path {path!r}")
         _refuse_stray_chunks(store, path)
-    _write_parent_groups(store, missing, zarr_format)
+    _write_parent_groups(store, missing, zarr_format, synchronizer)
     store[key] = raw
     return meta
 
@@ -329,16 +330,32 @@ def _check_parents(store, path) -> list[str]:
     return missing
 
 
-def _write_parent_groups(store, missing: list[str], zarr_format: int = 2) -> None:
-    """Write the groups that _check_parents found missing."""
+def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
+                         synchronizer: Any = None) -> None:
+    """Write the groups that _check_parents found missing; with a synchronizer each under
+    its creation lock, looked at again there: one made meanwhile is kept (written over, a
+    group made at once lost its attributes), an array made meanwhile refuses the creation
+    (written over, its document became a group's, above its chunks). (Without one, nothing
+    excludes a creator elsewhere: no second look, which costs a probe a level.)"""
     for parent in missing:
-        write_group_metadata(store, parent, zarr_format)
+        if synchronizer is None:
+            write_group_metadata(store, parent, zarr_format)
+            continue
+        with creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store):
+            kind = nodes.node_kind(store, parent)[0]
+            if kind == "array":
+                raise ContainsArrayError(
+                    f"A parent of a node being created is an array - only groups may have "
+                    f"child nodes. (an array was created at {parent!r} in "
+                    f"{store_name(store)} meanwhile)")
+            if kind is None:
+                write_group_metadata(store, parent, zarr_format)
 
 
-def require_parent_groups(store, path, zarr_format=2):
+def require_parent_groups(store, path, zarr_format=2, synchronizer=None):
     """Create the missing groups above path, in zarr_format; refuse if an array is there
     (before writing any group)."""
-    _write_parent_groups(store, _check_parents(store, path), zarr_format)
+    _write_parent_groups(store, _check_parents(store, path), zarr_format, synchronizer)
 
 
 def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,
@@ -524,7 +541,7 @@ def create(shape: ShapeLike, chunks: Any = True, dtype: DTypeLike = None,
                    filters=filters, object_codec=object_codec,
                    dimension_separator=dimension_separator, zarr_format=zarr_format or 2,
                    shards=shards, dimension_names=dimension_names, attributes=attributes,
-                   codecs=codecs)
+                   codecs=codecs, synchronizer=synchronizer)
     return Array(store, path=normalize_path(path), read_only=read_only,
                  synchronizer=synchronizer, write_empty_chunks=write_empty_chunks,
                  missing_chunks=missing_chunks, cache_metadata=cache_metadata, order=order)
@@ -827,14 +844,14 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                 if contains_group(store, path):
                     raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                              f"{store_name(store)}")
-                init_array(store, shape, **create_kwargs)
+                init_array(store, shape, synchronizer=synchronizer, **create_kwargs)
         elif mode == "w":
-            init_array(store, shape, overwrite=True, **create_kwargs)
+            init_array(store, shape, overwrite=True, synchronizer=synchronizer, **create_kwargs)
         else:  # w-, x
             if exists:
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
                                          f"{store_name(store)}")
-            init_array(store, shape, **create_kwargs)
+            init_array(store, shape, synchronizer=synchronizer, **create_kwargs)
     # opened in the format found (mode "a": not probed or warned about again where both
     # formats' documents lie at path) or created
     return Array(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,

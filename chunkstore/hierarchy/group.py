@@ -365,7 +365,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         self._check_writable()
         path = self._child(name)
         with self._lock(nodes.creation_lock_key(path, "group")):
-            _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
+            _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
+                        synchronizer=self._synchronizer)
         g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
         if attributes:
             g.attrs.update(attributes)
@@ -384,7 +385,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             self._check_writable()
         with self._lock(nodes.creation_lock_key(path, "group")):
             if overwrite or not contains_group(self._store, path):
-                _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format)
+                _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
+                            synchronizer=self._synchronizer)
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer)
 
@@ -564,7 +566,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 f"cannot move {src!r} to {dst!r}", existing,
                 f"would mix with what is moved: remove them first (the store's "
                 f"rmdir({dst!r}))")
-        creation._write_parent_groups(self._store, parents, self._format)
+        creation._write_parent_groups(self._store, parents, self._format, self._synchronizer)
         # (handles at src: nothing is there any more)
         with replacing(self._store, src, self._synchronizer):
             rename = protocol.renamer(self._store)
@@ -592,7 +594,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             delitems(self._store, order)
 
 
-def _init_group(store, path, overwrite=False, zarr_format=2):
+def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None):
     # an array above path refuses the group before anything is removed: with overwrite, the
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
     missing = creation._check_parents(store, path)
@@ -603,7 +605,7 @@ def _init_group(store, path, overwrite=False, zarr_format=2):
     elif contains_group(store, path):
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
     creation.refuse_snapshot(store, f"create a group at path {path!r}")
-    creation._write_parent_groups(store, missing, zarr_format)
+    creation._write_parent_groups(store, missing, zarr_format, synchronizer)
     creation.write_group_metadata(store, path, zarr_format)
 
 
@@ -642,7 +644,8 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
         created = overwrite or not contains_group(store, path)
         if created:
             _init_group(store, path, overwrite=overwrite,
-                        zarr_format=nodes.new_node_format(store, path, zarr_format, 2))
+                        zarr_format=nodes.new_node_format(store, path, zarr_format, 2),
+                        synchronizer=synchronizer)
         g = Group(store, path=path, synchronizer=synchronizer)
         if created and attributes:
             g.attrs.update(attributes)
@@ -724,10 +727,12 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise GroupNotFoundError(_no_group(store, path))
         elif mode == "a":
             if not exists:
-                _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2))
+                _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2),
+                            synchronizer=synchronizer)
         elif mode == "w":
             _init_group(store, path, overwrite=True,
-                        zarr_format=nodes.new_node_format(store, path, asked, 2))
+                        zarr_format=nodes.new_node_format(store, path, asked, 2),
+                        synchronizer=synchronizer)
         else:
             if contains_array(store, path):
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
@@ -735,7 +740,8 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
             if exists:
                 raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                          f"{store_name(store)}")
-            _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2))
+            _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2),
+                        synchronizer=synchronizer)
         # (an existing group's format as found: where both formats' documents lie at path,
         # not probed and warned about twice)
         g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,

@@ -157,9 +157,12 @@ def format_mismatch(store, path: str, kind: str, found: int, asked: int, *,
 
 
 def creation_lock_key(path: str, kind: str) -> str:
-    """The lock held while creating a node of kind at path. Named after the v2 metadata key
-    whatever the format, so that creators of either format at one path exclude each other."""
-    return prefix(path) + FORMATS[2].metadata_key(kind)
+    """The lock held while creating a node at path: one key whatever the kind and format
+    (the v2 array document's name, the lock a zarr-style synchronizer's resize holds), so
+    that creators of an array, a group, or a parent group on the way to a node below, of
+    either format, at one path exclude each other (a group's creator and an array's at one
+    path took different locks, and a parent group was written over an array made at once)."""
+    return prefix(path) + FORMATS[2].metadata_key("array")
 
 
 def metadata_key(path: str, zarr_format: int, kind: str) -> str:

@@ -915,3 +915,49 @@ def test_handles_opened_before_a_delete_move_or_replace_never_write_the_old_layo
         moved[0:5] = 1
     np.testing.assert_array_equal(g2["b"][...], want)
     assert "a" not in g2
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_parent_group_written_on_the_way_never_overwrites_an_array_made_meanwhile(
+        monkeypatch, fmt):
+    """create_group("t/x") found no node at t and wrote the group t on the way, with no
+    lock and no second look: an array created at t meanwhile had its document overwritten
+    by a group's (v3; v2 kept both documents) above its chunks. The parent group is now
+    written under t's creation lock (one lock per path, whatever the kind), looked at again
+    there: the array stands and the group's creation is refused."""
+    import threading
+
+    from chunkstore.hierarchy import creation
+
+    store = cs.MemoryStore()
+    sync = cs.ThreadSynchronizer()
+    root = cs.group(store, zarr_format=fmt, synchronizer=sync)
+    real, checked, made = creation._check_parents, threading.Event(), threading.Event()
+
+    def slow_check(st, path):
+        missing = real(st, path)
+        if path.endswith("/x"):
+            checked.set()
+            assert made.wait(10)   # the array at t is created in this window
+        return missing
+
+    monkeypatch.setattr(creation, "_check_parents", slow_check)
+    errors = []
+
+    def make_group():
+        try:
+            root.create_group("t/x")
+        except Exception as e:  # noqa: BLE001 - checked below
+            errors.append(e)
+
+    t = threading.Thread(target=make_group)
+    t.start()
+    assert checked.wait(10)
+    a = root.create_array("t", shape=(4,), chunks=(2,), dtype="i4")
+    a[:] = [1, 2, 3, 4]
+    made.set()
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], cs.errors.ContainsArrayError)
+    again = cs.open_group(store, mode="r")
+    assert isinstance(again["t"], cs.Array) and again["t"][:].tolist() == [1, 2, 3, 4]
+    assert "t/x" not in again
