@@ -22,7 +22,7 @@ from chunkstore import config
 from chunkstore.hierarchy.convenience import CopyError
 from chunkstore.errors import ReadOnlyError
 from chunkstore.storage import DirectoryStore, FSStore, ObjectStore, normalize_store
-from faults import serving
+from faults import serving, stop_server
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -105,8 +105,8 @@ def s3():
                  region_name="us-east-1").create_bucket(Bucket=BUCKET)
     rec.endpoint = endpoint
     yield rec
-    server.shutdown()
-    thread.join()
+    stop_server(server)
+    thread.join(5)
 
 
 def options(endpoint, **config_kwargs):
@@ -473,8 +473,8 @@ def http_store(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", tmp_path, log, handler
-    server.shutdown()
-    thread.join()
+    stop_server(server)
+    thread.join(5)
 
 
 def test_http_read_only_store(http_store):
