@@ -81,6 +81,13 @@ class ArrayLayout:
         self.chunks: tuple[int, ...] = tuple(metadata.chunks)
         self.codec: Any = None
         self._keys: GridKeys  # the stored objects' keys, set by each implementation
+        self._setup(synchronizer, cache_index)
+
+    def _setup(self, synchronizer: Any, cache_index: bool) -> None:
+        """(each format) The codec and the stored objects' keys, and whatever else the
+        format's layout holds; synchronizer and cache_index are for a sharded array's shard
+        view (shard locks; keeping decoded shard indexes across calls)."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.path!r} shape={self.metadata.shape} "

@@ -6,7 +6,7 @@ the unsharded v3 layout keys chunks."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from chunkstore.format.v3 import V3Layout
@@ -21,13 +21,6 @@ class ShardedLayout(V3Layout):
     ShardedStoreView that maps inner chunk keys into the shards."""
 
     _stored_kind = "shard"
-
-    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True,
-                 array_shape: Sequence[int] | None = None) -> None:
-        super().__init__(store, path, metadata, synchronizer=synchronizer,
-                         cache_index=cache_index, array_shape=array_shape)
-        self._keys = self.view.shard_keys  # the store holds shards, keyed like v3 chunks
 
     def _setup(self, synchronizer: Any, cache_index: bool) -> None:
         from chunkstore.format.sharded_view import ShardedStoreView
@@ -49,6 +42,7 @@ class ShardedLayout(V3Layout):
         # the view's inner keys, bound once (reads and writes ask for them per call)
         self.chunk_key = view.inner_key  # type: ignore[method-assign]
         self.chunk_keys = view.inner_keys  # type: ignore[method-assign]
+        self._keys = view.shard_keys  # the store holds shards, keyed like v3 chunks
 
     def parse_chunk_key(self, key: str) -> tuple[int, ...] | None:
         """Inner-chunk coordinates of an inner chunk key ``<shard key>|<i>.<j>``; None for

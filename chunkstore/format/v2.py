@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.codecs.v2 import ChunkCodecV2
@@ -22,13 +21,10 @@ class V2Layout(ArrayLayout):
 
     zarr_format = 2
 
-    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True,
-                 array_shape: Sequence[int] | None = None) -> None:
-        super().__init__(store, path, metadata, array_shape=array_shape)
-        self.codec = ChunkCodecV2.from_metadata(metadata)
+    def _setup(self, synchronizer: Any, cache_index: bool) -> None:
+        self.codec = ChunkCodecV2.from_metadata(self.metadata)
         self._keys = GridKeys(self.path, self.stored_grid_shape,
-                              metadata.dimension_separator, default=False)
+                              self.metadata.dimension_separator, default=False)
 
     @property
     def metadata_key(self) -> str:

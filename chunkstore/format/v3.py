@@ -3,7 +3,6 @@ the ``default`` (``c/1/2``, 0-d: ``c``) or ``v2`` (``1.2``, 0-d: ``0``) key enco
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from chunkstore.format.keys import GridKeys
@@ -31,18 +30,12 @@ class V3Layout(ArrayLayout):
 
     zarr_format = 3
 
-    def __init__(self, store: MutableMapping, path: str, metadata: Any, *,
-                 synchronizer: Any = None, cache_index: bool = True,
-                 array_shape: Sequence[int] | None = None) -> None:
-        super().__init__(store, path, metadata, array_shape=array_shape)
-        self._setup(synchronizer, cache_index)
-        enc = metadata.chunk_key_encoding
-        self._keys = GridKeys(self.path, self.stored_grid_shape,
-                              enc["configuration"]["separator"], enc["name"] == "default")
-
     def _setup(self, synchronizer: Any, cache_index: bool) -> None:
         from chunkstore.codecs.v3 import ChunkCodecV3
         self.codec = ChunkCodecV3.from_metadata(self.metadata)
+        enc = self.metadata.chunk_key_encoding
+        self._keys = GridKeys(self.path, self.stored_grid_shape,
+                              enc["configuration"]["separator"], enc["name"] == "default")
 
     @property
     def metadata_key(self) -> str:

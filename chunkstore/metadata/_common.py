@@ -62,6 +62,24 @@ def check_chunk_addressable(chunks: Sequence[int], dtype: np.dtype, what: str) -
                          f"hold {nbytes} bytes, more than can be addressed (2**63 - 1)")
 
 
+def chunk_grid(shape: tuple[int, ...], value: Any, what: str
+               ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """(the chunks the engine works with, the chunks as the document states them where one
+    is 0, else None) of a document's chunks value for shape: ints >= 0, as many as shape's,
+    0 only for an empty dimension (zarr-python 3 writes chunks of 0 there, in both formats;
+    the engine has 1 there: an empty dimension has no chunks either way, and the grid needs
+    no division by 0). ValueError naming what, and the dimension, if not."""
+    chunks = as_int_tuple(value, what, 0)
+    if len(shape) != len(chunks):
+        raise ValueError(f"shape {list(shape)} and {what} {list(chunks)} have different "
+                         f"lengths")
+    for d, (n, c) in enumerate(zip(shape, chunks)):
+        if c == 0 and n != 0:
+            raise ValueError(f"{what}[{d}] must be >= 1, got 0 (only an empty dimension may "
+                             f"have chunks of 0; this one has length {n})")
+    return tuple(c or 1 for c in chunks), (chunks if 0 in chunks else None)
+
+
 def as_int_tuple(value: Any, what: str, minimum: int) -> tuple[int, ...]:
     """value as a tuple of ints >= minimum; ValueError naming what (and the index) if not."""
     # (exact list/tuple and int first: the ABC checks cost a microsecond each, and every

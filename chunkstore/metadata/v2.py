@@ -29,6 +29,7 @@ from typing import Any
 
 import numcodecs
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
+                                         chunk_grid,
                                          guess_chunks, json_default, leaf_dtypes,
                                          load_json_object, unitless_time)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
@@ -256,17 +257,7 @@ class ArrayMetadataV2:
         if self.zarr_format != ZARR_FORMAT or isinstance(self.zarr_format, bool):
             raise ValueError(f"zarr_format must be 2, got {self.zarr_format!r}")
         self.shape = _as_int_tuple(self.shape, "shape", 0)
-        chunks = _as_int_tuple(self.chunks, "chunks", 0)
-        if len(self.shape) != len(chunks):
-            raise ValueError(
-                f"shape {list(self.shape)} and chunks {list(chunks)} have different lengths"
-            )
-        for d, (n, c) in enumerate(zip(self.shape, chunks)):
-            if c == 0 and n != 0:
-                raise ValueError(f"chunks[{d}] must be >= 1, got 0 (only an empty dimension "
-                                 f"may have chunks of 0; this one has length {n})")
-        self.document_chunks = chunks if 0 in chunks else None
-        self.chunks = tuple(c or 1 for c in chunks)
+        self.chunks, self.document_chunks = chunk_grid(self.shape, self.chunks, "chunks")
         self.dtype = np.dtype(self.dtype)
         if self.dtype.subdtype is not None:
             raise ValueError(f"sub-array dtype {self.dtype} is not a valid array dtype")

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required, json_default,
+from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
+                                         chunk_grid, json_default,
                                          load_json_object)
 from chunkstore.metadata.types_v3 import (_coerce_fill, _to_dtype, decode_data_type_v3,
                                           decode_fill_value_v3, encode_data_type_v3,
@@ -180,16 +181,7 @@ class ArrayMetadataV3:
             raise NodeTypeValidationError(f"node_type must be 'array', got "
                                           f"{self.node_type!r}")
         self.shape = _as_int_tuple(self.shape, "shape", 0)
-        chunks = _as_int_tuple(self.chunks, "chunk_shape", 0)
-        if len(self.shape) != len(chunks):
-            raise ValueError(f"shape {list(self.shape)} and chunk_shape {list(chunks)} "
-                             f"have different lengths")
-        for d, (n, c) in enumerate(zip(self.shape, chunks)):
-            if c == 0 and n != 0:
-                raise ValueError(f"chunk_shape[{d}] must be >= 1, got 0 (only an empty "
-                                 f"dimension may have chunks of 0; this one has length {n})")
-        self.document_chunks = chunks if 0 in chunks else None
-        self.chunks = tuple(c or 1 for c in chunks)
+        self.chunks, self.document_chunks = chunk_grid(self.shape, self.chunks, "chunk_shape")
         self.dtype = _to_dtype(self.dtype)
         check_chunk_addressable(self.chunks, self.dtype, "chunk_shape")
         self.fill_value = _coerce_fill(self.fill_value, self.dtype)
