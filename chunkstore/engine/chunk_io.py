@@ -162,8 +162,6 @@ class EngineState:
     layout: ArrayLayout
     zarr_format: int
     chunk_store: MutableMapping
-    # the chunks as the store holds them now, past a cache (what writes merge into)
-    live_chunk_store: MutableMapping
     codec: Any
     chunks: tuple[int, ...]
     order: Literal["C", "F"]
@@ -204,7 +202,6 @@ class EngineState:
         self.layout = layout
         self.zarr_format = layout.zarr_format
         self.chunk_store = layout.chunk_store
-        self.live_chunk_store = layout.live_chunk_store
         self.codec = layout.codec
         self.chunks = layout.chunks
         # Where the metadata cannot tell the order (v3, fewer than 2 dimensions: one layout

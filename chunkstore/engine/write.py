@@ -237,8 +237,9 @@ class WritePath(ReadPath):
         # (a split write reads each partial chunk only once it holds that chunk's lock)
         # the chunk store, or a pipelining.Prefetch over it (no Mapping: it has getitems)
         # (read as the store holds them now: live_chunk_store, past any cache)
-        src: Any = self.live_chunk_store if split else prefetch(
-            self.live_chunk_store, [keys[i] for i in seq if not full[i]], self.codec.nbytes)
+        live = self.layout.live_chunk_store
+        src: Any = live if split else prefetch(
+            live, [keys[i] for i in seq if not full[i]], self.codec.nbytes)
         sink = None if errors_first else write_behind(self.chunk_store)
 
         # work returns (to_set, to_del) when errors_first (stored by the caller), else None
@@ -297,8 +298,7 @@ class WritePath(ReadPath):
                 # Partial chunks are fetched only now (under their locks), and every PUT of
                 # a locked step lands (or raises) before its locks are released.
                 nonlocal src
-                src = prefetch(self.live_chunk_store, [keys[i] for i in seq if not full[i]],
-                               self.codec.nbytes)
+                src = prefetch(live, [keys[i] for i in seq if not full[i]], self.codec.nbytes)
                 self._run_io(len(seq), work, None, src, sink, flush=locked)
 
             try:
@@ -323,7 +323,7 @@ class WritePath(ReadPath):
                 results = [work(lo, min(n, lo + scheduling.MAX_BATCH))
                            for lo in range(0, n, scheduling.MAX_BATCH)]
             finally:
-                if src is not self.live_chunk_store:
+                if src is not live:
                     src.close()
             for to_set, to_del in results:
                 self._store_chunks(to_set, to_del)
@@ -368,7 +368,7 @@ class WritePath(ReadPath):
 
         _, seq, groups = self._schedule(plan)
 
-        src = prefetch(self.live_chunk_store, [keys[g] for g in seq], self.codec.nbytes)
+        src = prefetch(self.layout.live_chunk_store, [keys[g] for g in seq], self.codec.nbytes)
 
         def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
@@ -414,7 +414,7 @@ class WritePath(ReadPath):
         for c in cut:  # the caller holds the array's exclusive lock
             k = self._chunk_key(c)
             try:
-                data = self.live_chunk_store[k]
+                data = self.layout.live_chunk_store[k]
             except KeyError:
                 continue
             chunk = self._decode(data, k, writable=True)
