@@ -84,8 +84,13 @@ class AsyncGroup(AsyncNode):
         await off_loop(self._node.__setitem__, key, value)
 
     async def delitem(self, key: str) -> None:
-        """Delete the member at key and everything below it."""
-        await off_loop(self._node.__delitem__, key)
+        """Delete the member at key and everything below it; nothing there is no error, as
+        in zarr-python 3 (the synchronous Group's ``del`` raises KeyError, as zarr-python
+        2's)."""
+        try:
+            await off_loop(self._node.__delitem__, key)
+        except KeyError:
+            pass
 
     async def contains(self, member: str) -> bool:
         """Whether a member exists at path member."""

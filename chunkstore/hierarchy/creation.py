@@ -21,7 +21,7 @@ from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
-from chunkstore.sync.synchronizers import check_synchronizer_path, replacing
+from chunkstore.sync.synchronizers import check_synchronizer_path, handle_locks, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
                                StrayChunksError)
@@ -332,15 +332,12 @@ def _check_parents(store, path) -> list[str]:
 
 def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
                          synchronizer: Any = None) -> None:
-    """Write the groups that _check_parents found missing; with a synchronizer each under
-    its creation lock, looked at again there: one made meanwhile is kept (written over, a
-    group made at once lost its attributes), an array made meanwhile refuses the creation
-    (written over, its document became a group's, above its chunks). (Without one, nothing
-    excludes a creator elsewhere: no second look, which costs a probe a level.)"""
+    """Write the groups that _check_parents found missing, each under its creation lock
+    (synchronizer's, or this process's: see creation_lock), looked at again there (a probe
+    a level): one made meanwhile is kept (written over, a group made at once lost its
+    attributes), an array made meanwhile refuses the creation (written over, its document
+    became a group's, above its chunks)."""
     for parent in missing:
-        if synchronizer is None:
-            write_group_metadata(store, parent, zarr_format)
-            continue
         with creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store):
             kind = nodes.node_kind(store, parent)[0]
             if kind == "array":
@@ -477,11 +474,18 @@ def creation_lock(synchronizer: Any, key: str, store: Any = None) -> Iterator[No
     not take it a second time (it would wait for itself forever).
 
     With ``store``: a synchronizer whose lock directory lies inside the store is refused
-    (ValueError) before its lock file or anything else is written."""
+    (ValueError) before its lock file or anything else is written; and without a
+    synchronizer, the node's in-process locks are held (sync.synchronizers.handle_locks:
+    those every handle of this process on the node shares), so threads and asyncio tasks
+    creating one node at once behave as processes with a synchronizer (two
+    require_group of one path raised ContainsGroupError; a parent group written on the way
+    overwrote an array created at once)."""
     if synchronizer is None:
-        yield
-        return
-    if store is not None:
+        if store is None:
+            yield
+            return
+        synchronizer = handle_locks(store, key.rpartition("/")[0])
+    elif store is not None:
         check_synchronizer_path(synchronizer, store)
     lock = synchronizer[key]
     # The lock object, and (lock directory or synchronizer, key): two ProcessSynchronizer

@@ -250,12 +250,22 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def values(self) -> list[Array | Group]:  # type: ignore[override]
         """The direct members (arrays and groups), sorted by name."""
-        return [self[k] for k in self._member_names()]
+        return [node for _, node in self.items()]
 
     def items(self) -> list[tuple[str, Array | Group]]:  # type: ignore[override]
         """``(name, member)`` pairs of the direct members, sorted by name."""
+        return list(self._opened(self._member_kinds()))
+
+    def _opened(self, listed):
+        """(name, node) of listed (name, kind) members, each opened; one removed since the
+        listing is left out, as zarr-python 3 leaves it out (opening it raised: a listing
+        racing a delete failed)."""
         pre = nodes.prefix(self._path)
-        return [(k, self._open_node(pre + k, kind)) for k, kind in self._member_kinds()]
+        for k, kind in listed:
+            try:
+                yield k, self._open_node(pre + k, kind)
+            except (ArrayNotFoundError, GroupNotFoundError, KeyError):
+                continue
 
     @property
     def members(self) -> Members:
@@ -269,12 +279,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
 
     def _array_iter(self, recurse, with_nodes=True):
-        pre = nodes.prefix(self._path)
         for k, kind in self._member_kinds():
-            if kind == "array":
-                yield k, (self._open_node(pre + k, kind) if with_nodes else None)
-            elif recurse:
-                yield from self._open_node(pre + k, kind)._array_iter(recurse, with_nodes)
+            if kind == "array" and not with_nodes:
+                yield k, None
+                continue
+            if kind != "array" and not recurse:
+                continue
+            for _, node in self._opened([(k, kind)]):  # (none: removed since listed)
+                if isinstance(node, Group):
+                    yield from node._array_iter(recurse, with_nodes)
+                else:
+                    yield k, node
 
     def group_keys(self) -> list[str]:
         """Sorted names of the member groups."""
@@ -286,9 +301,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def groups(self) -> list[tuple[str, Group]]:
         """``(name, Group)`` pairs of the member groups, sorted by name."""
-        pre = nodes.prefix(self._path)
-        return [(k, cast(Group, self._open_node(pre + k, kind)))
-                for k, kind in self._member_kinds() if kind == "group"]
+        return [(k, cast(Group, node)) for k, node in
+                self._opened([kv for kv in self._member_kinds() if kv[1] == "group"])]
 
     def _ipython_key_completions_(self):
         return self._member_names()
@@ -300,8 +314,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def _walk(self, prefix=""):
         """(relative path, node) for every node below this group, depth first, sorted."""
-        for name in self._member_names():
-            node = self[name]
+        for name, node in self._opened(self._member_kinds()):
             rel = nodes.prefix(prefix) + name
             yield rel, node
             if isinstance(node, Group):
@@ -356,7 +369,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise ReadOnlyError(f"group {self.name!r} in {store_name(self._store)} is read-only")
 
     def _lock(self, key):
-        return creation.creation_lock(self._synchronizer, key)
+        return creation.creation_lock(self._synchronizer, key, self._store)
 
     def create_group(self, name: str, overwrite: bool = False,
                      attributes: Mapping[str, Any] | None = None) -> Group:
