@@ -345,6 +345,14 @@ class Array(nodes.Node, ArrayAPIv3):
         a = self[...]
         return a if dtype is None else a.astype(dtype, copy=False)
 
+    @property
+    def view_overrides(self) -> dict[str, Any] | None:
+        """What a view changes of the stored metadata in memory (``shape``, ``chunks``,
+        ``dtype``, ``fill_value``, ``filters`` of :meth:`view`, ``astype`` of :meth:`astype`), or None
+        where the array is no view: its stored bytes are then what it reads."""
+        overrides = self._handle.options.overrides
+        return None if overrides is None else dict(overrides)
+
     def __repr__(self) -> str:
         # zarr-python 3's: the store and path, shape and dtype (a view says so)
         view = " (view)" if self._handle.options.overrides is not None else ""

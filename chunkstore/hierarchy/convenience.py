@@ -786,9 +786,12 @@ def _update_attributes(dest, source):
 
 
 def _raw_copy(source, dest, fmt, create_kws):
-    """Whether an Array copied into dest (fmt: its format) goes key for key, as stored."""
+    """Whether an Array copied into dest (fmt: its format) goes key for key, as stored: not
+    a view (view(), astype()), whose stored keys are not what it reads (they were copied:
+    the copy of a dtype view read as the stored dtype, of a fill view with the stored
+    fill)."""
     return (not create_kws and fmt == source.zarr_format and _plain_store(source)
-            and (dest is None or _plain_store(dest)))
+            and source.view_overrides is None and (dest is None or _plain_store(dest)))
 
 
 def _copy_array_raw(source, dest, name, without_attrs):
@@ -812,9 +815,14 @@ def _copy_array_raw(source, dest, name, without_attrs):
 
     require_parent_groups(dest.store, path, dest.zarr_format)
     sp = normalize_path(source.path)
+    # keys a batch: as many stored objects (chunks, or shards) as one copy block holds
+    # decoded (a stored one is no larger, compressed), at most 256: 256 of 4 MiB chunks
+    # at once took a 400 MiB copy from 107 to 463 MiB
+    stored = math.prod(layout.write_chunks) * max(1, meta.dtype.itemsize)
+    batch = max(1, min(256, copy_block_bytes() // max(1, stored)))
     _copy_keys(source.store, dest.store, sp, path,
                [r"(^|/)\.zattrs$"] if without_attrs else None, None, "replace", None, False,
-               256, keep)
+               batch, keep)
     doc = meta.source_document
     if not isinstance(doc, (bytes, bytearray)) or getattr(meta, "separator_from_store",
                                                              False):

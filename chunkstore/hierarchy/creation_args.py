@@ -58,8 +58,25 @@ def normalize_dtype(dtype: Any, object_codec: Any = None) -> tuple[np.dtype, Any
         raise TypeError(f"invalid dtype {dtype!r}: {e}") from e
     if dt.kind == "T":  # NumPy's StringDType ("T"): variable-length strings, as dtype=str
         return normalize_dtype("str", object_codec)
+    dt = without_metadata(dt)
     _check_storable(dt, dt)
     return dt, object_codec
+
+
+def without_metadata(dt: np.dtype) -> np.dtype:
+    """dt without the metadata a library attaches to it or to a field's (h5py's string
+    encoding on a compound dataset's fields): no Zarr document holds it, and a field's
+    made the v2 dtype unreadable ("invalid structured dtype field '|S3'")."""
+    if dt.names is not None:
+        fields = dt.fields
+        assert fields is not None
+        return np.dtype({"names": list(dt.names),
+                         "formats": [without_metadata(fields[n][0]) for n in dt.names],
+                         "offsets": [fields[n][1] for n in dt.names],
+                         "itemsize": dt.itemsize})
+    if dt.subdtype is not None:
+        return np.dtype((without_metadata(dt.subdtype[0]), dt.subdtype[1]))
+    return np.dtype(dt.str) if dt.metadata and dt.kind != "O" else dt
 
 
 #: zarr-python 3's variable-length data types (by class name) -> the dtype name meaning them

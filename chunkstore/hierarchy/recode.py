@@ -99,8 +99,14 @@ def _plan(array, zarr_format, note, keep_checksum, changes, like=False) -> Plan:
             filters = []
     if "filters" in ch:
         filters = []  # the caller's filters replace the source's (passed on below)
-    encoding_changed = dtype_changed or any(k in ch and not _same(ch[k], getattr(a, k, None))
-                                            for k in _ENCODING)
+    view = a.view_overrides if hasattr(a, "view_overrides") else None
+    if view and ({"dtype", "astype", "filters"} & set(view)):
+        # a view reading the stored bytes as another dtype (view(dtype=), astype): its
+        # filters are how it reads them (an astype's AsType); the copy holds its values
+        filters = []
+    # (a view's stored bytes are not what it reads: never copied as they are)
+    encoding_changed = bool(view) or dtype_changed or any(
+        k in ch and not _same(ch[k], getattr(a, k, None)) for k in _ENCODING)
     return Plan(name=a.name, shape=shape, source=source, kw=kw, changes=ch,
                 filters=filters, attrs=a.attrs.asdict(), dtype_changed=dtype_changed,
                 encoding_changed=encoding_changed, keep_checksum=keep_checksum, note=note,

@@ -519,3 +519,17 @@ def test_attribute_names_complete_in_ipython():
     z = cs.zeros(3, store={})
     z.attrs.update({"b": 1, "a": 2})
     assert z.attrs._ipython_key_completions_() == ["a", "b"]
+
+
+def test_dtype_metadata_of_a_field_is_left_out():
+    """h5py attaches its string encoding to a compound dataset's fields (dtype metadata):
+    such a dtype made Zarr v2 arrays fail ("invalid structured dtype field '|S3'"). The
+    metadata is left out (no Zarr document holds it); the values are the same."""
+    field = np.dtype("S3", metadata={"h5py_encoding": "ascii"})
+    dt = np.dtype([("a", "<i4"), ("s", field)])
+    data = np.array([(1, b"ab"), (2, b"xyz")], dtype=dt)
+    for fmt in (2, 3):
+        z = cs.array(data, store={}, zarr_format=fmt)
+        assert z.dtype == np.dtype([("a", "<i4"), ("s", "S3")])
+        assert z.dtype.fields["s"][0].metadata is None
+        assert z[:].tolist() == data.tolist()

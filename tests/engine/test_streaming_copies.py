@@ -54,3 +54,18 @@ def test_copies_stream_in_bounded_memory(source, tmp_path, how):
     np.testing.assert_array_equal(got[::97, ::89], source[::97, ::89])
     np.testing.assert_array_equal(got[-3:, -5:], source[-3:, -5:])
     assert got.shape == SHAPE and got.dtype == source.dtype
+
+
+def test_a_raw_copy_takes_as_many_keys_at_once_as_one_block_holds(tmp_path):
+    """copy() in the same format, no options (the stored keys copied as they are), takes
+    keys in batches of one copy block's bytes: it took 256 keys at once, a 400 MiB array of
+    4 MiB chunks whole (107 -> 463 MiB of RSS)."""
+    src = cs.open_group(str(tmp_path / "s.zarr"), mode="w")
+    z = src.create_dataset("x", shape=(32, 512, 512), chunks=(1, 512, 512), dtype="f8",
+                           compressor=None)  # 2 MiB chunks, 64 MiB in all
+    for i in range(0, 32, 8):
+        z[i:i + 8] = i
+    dest = cs.open_group(str(tmp_path / "d.zarr"), mode="w")
+    peak = _peak(lambda: cs.copy(src["x"], dest, name="x"))
+    assert peak < 0.55 * z.nbytes, f"peak {peak / 2**20:.0f} MiB"
+    np.testing.assert_array_equal(dest["x"][::8, 0, 0], [0, 8, 16, 24])

@@ -526,3 +526,27 @@ def test_a_nat_fill_value_stays_nat_when_the_datetime_unit_changes():
     assert np.isnat(x.fill_value) and x.nchunks_initialized == 0
     x.resize((6,))
     assert np.isnat(x[...]).all()
+
+
+@pytest.mark.parametrize("fmt, how", [(2, "dtype"), (2, "fill"), (2, "astype"),
+                                      (3, "dtype"), (3, "fill")])  # (astype: v2 only)
+@pytest.mark.parametrize("options", [{}, {"chunks": 2}])
+def test_a_copy_of_a_view_reads_as_the_view(fmt, how, options):
+    """copy() of a view (view(dtype=), view(fill_value=), astype()) holds what the view
+    reads: the raw copy (same format, no options) copied the stored keys, so the copy read
+    as the stored array; a recoding copy of an astype view kept its AsType filter (a later
+    write of 1.5 read back 1.0)."""
+    z = cs.create(shape=(12,), chunks=(4,), dtype="i4", fill_value=0, store={},
+                  zarr_format=fmt)
+    z[:5] = -1
+    view = {"dtype": lambda: z.view(dtype="u4"), "fill": lambda: z.view(fill_value=5),
+            "astype": lambda: z.astype("f8")}[how]()
+    dest = cs.group({}, zarr_format=fmt)
+    cs.copy(view, dest, name="x", **options)
+    x = dest["x"]
+    assert x.dtype == view.dtype
+    np.testing.assert_array_equal(x[...], view[...])
+    if how == "astype":
+        assert not x.filters
+        x[0] = 1.5
+        assert x[0] == 1.5
