@@ -568,8 +568,9 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
         return 1, 0, 0
     kw = {"shape": source.shape, "dtype": source.dtype}
     chunks = getattr(source, "chunks", None)
-    if chunks and all(chunks) and len(source.shape):
-        kw["chunks"] = tuple(min(c, max(s, 1)) for c, s in zip(chunks, source.shape))
+    if chunks and all(chunks) and len(source.shape) and all(source.shape):
+        # (an empty dimension: no chunks given, h5py refuses any larger than the data)
+        kw["chunks"] = tuple(min(c, s) for c, s in zip(chunks, source.shape))
     fill = getattr(source, "fill_value", None)
     if fill is None:
         fill = getattr(source, "fillvalue", None)  # (an h5py dataset's name)
@@ -744,6 +745,13 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if data.dtype.hasobject and "object_codec" not in create_kws and "dtype" not in create_kws:
         import numcodecs
         flat = data.reshape(-1)
+        if _h5_text(source):
+            # (h5py hands UTF-8 strings out as bytes: decoded, they are the text
+            # the dataset holds, as `chunkstore convert` reads them; kept as bytes, a str
+            # array copied into HDF5 and back came back as bytes)
+            flat = np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in flat],
+                            dtype=object)
+            data = flat.reshape(data.shape)
         create_kws = {**create_kws, "object_codec": numcodecs.VLenBytes() if flat.size and all(
             isinstance(v, bytes) for v in flat) else numcodecs.VLenUTF8()}
     z = _array_fn(data, store=dest.store, path=child_path, **create_kws)
@@ -832,6 +840,19 @@ def _copy_array_raw(source, dest, name, without_attrs):
     dest.store[f"{path}/{key[len(sp) + 1:] if sp else key}" if path else key] = doc
     if without_attrs and dest[name].attrs:  # (attributes inside the document: v3's)
         dest[name].attrs.put({})
+
+
+def _h5_text(source) -> bool:
+    """Whether source is an h5py dataset of variable-length UTF-8 strings (ASCII ones may
+    hold any bytes: they are kept as bytes)."""
+    try:
+        import h5py
+    except ImportError:
+        return False
+    if not isinstance(source, h5py.Dataset):
+        return False
+    info = h5py.check_string_dtype(source.dtype)
+    return info is not None and info.length is None and info.encoding == "utf-8"
 
 
 def _plain_store(node):

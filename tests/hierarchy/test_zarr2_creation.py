@@ -166,3 +166,25 @@ def test_no_warning_for_plain_creation():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cs.zeros(3, compressor=None)
+
+
+def test_copies_between_h5py_and_chunkstore_keep_empty_arrays_and_utf8_strings(tmp_path):
+    """An array with an empty dimension copies into an HDF5 file (chunks of 1 were asked
+    for, larger than the data: h5py refused), and an HDF5 dataset of UTF-8 strings copies
+    in as strings (h5py hands them out as bytes: they came in as bytes, a str array's round
+    trip through HDF5 came back as bytes); ASCII ones, which may hold any bytes, stay bytes."""
+    h5py = pytest.importorskip("h5py")
+    empty = cs.create(shape=(0, 3), chunks=(4, 3), dtype="u1", store={})
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        cs.copy(empty, f, name="e")
+        assert f["e"].shape == (0, 3)
+        f.create_dataset("s", data=np.array(["x", "héllo"], dtype=object),
+                         dtype=h5py.string_dtype("utf-8"))
+        f.create_dataset("b", data=np.array([b"\xff", b"y"], dtype=object),
+                         dtype=h5py.string_dtype("ascii"))
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        g = cs.group({})
+        cs.copy(f["s"], g, name="s")
+        cs.copy(f["b"], g, name="b")
+    assert g["s"][...].tolist() == ["x", "héllo"]
+    assert g["b"][...].tolist() == [b"\xff", b"y"]
