@@ -7,6 +7,7 @@ import bisect
 import re
 
 from chunkstore.storage.base import keys_under
+from chunkstore.engine.trim import MARKER_NAME
 from chunkstore.cli.common import (Progress, _format, _join, _kind, _message, _norm,
                                    _one_line, _open_node, _options, _plural, _progress_enabled,
                                    _stores, _where)
@@ -38,7 +39,9 @@ To make data fully verifiable, copy it with a checksum on every chunk:
   chunkstore cp SRC DST --zarr-format 3 --checksum
 
 Stray temporary files of interrupted writes (a killed writer's '.partial' files) are listed;
-readers ignore them. Exit status: 0 sound, 1 a problem found, 2 sound but strays left.
+readers ignore them, as the chunks past the shape that an interrupted shrink left (its trim
+is recorded, and the next resize or append completes it). Exit status: 0 sound, 1 a problem
+found, 2 sound but strays or a pending trim left.
 --remove-strays deletes those older than --older-than seconds (default 600: a writer
 renames its temporary file within moments of making it, so an old one is no live write's).
 """
@@ -58,6 +61,7 @@ class Verifier:
                          "corrupt shard": 0}
         self.chunks = self.arrays = 0
         self.bad_metadata = set()  # array paths whose metadata was already reported
+        self.trim_leftovers: dict[str, int] = {}  # array path -> keys past its shape
 
     def report(self, kind, key, text):
         """Count a problem of *kind* and print one line naming it and the store key *key*."""
@@ -70,16 +74,21 @@ class Verifier:
                  "corrupt shard": "corrupt shard"}[kind]
         print(f"{label} {key!r}: {_one_line(text)}", flush=True)
 
-    def classify(self, layout, keys):
+    def classify(self, layout, keys, trim_pending=False):
         """[(key, stored-grid coordinates)] of the stored objects (chunks, or shards) among
-        keys, parsed by the array's layout; reports keys outside the grid. Other keys are
+        keys, parsed by the array's layout; reports keys outside the grid (counted as a
+        pending trim's leftovers where one is recorded: trim_pending). Other keys are
         ignored (as every Zarr reader ignores them)."""
         stored = []
         for key in keys:
             try:
                 coords = layout.parse_stored_key(key)
             except ValueError as e:
-                self.report("outside the grid", key, _message(e))
+                if trim_pending:
+                    self.trim_leftovers[layout.path] = self.trim_leftovers.get(
+                        layout.path, 0) + 1
+                else:
+                    self.report("outside the grid", key, _message(e))
                 continue
             if coords is not None:
                 stored.append((key, coords))
@@ -167,7 +176,11 @@ class Verifier:
                 self.report("metadata", nodes.metadata_key(path, fmt, "array"), _message(e))
                 continue
             own = [k for k in keys[lo:hi] if not _inside_other(k, prefix, array_set)]
-            plans.append((layout, self.classify(layout, own)))
+            # (a shrink interrupted after its new shape was written records its trim:
+            # the chunks past the shape are its leftovers, which the next resize or append
+            # deletes before it changes anything; no damage)
+            pending = prefix + MARKER_NAME in own
+            plans.append((layout, self.classify(layout, own, pending)))
             self.arrays += 1
         self.progress.total(sum(len(stored) for _, stored in plans))
         for layout, stored in plans:
@@ -320,6 +333,10 @@ def cmd_verify(args):
     strays = _remove_strays(strays, args) if args.remove_strays else strays
     for p in strays:  # harmless to readers, so not a failure; but worth deleting
         print(f"stray temporary file of an interrupted write: {p}")
+    for apath, n in v.trim_leftovers.items():  # harmless too: recorded, completed later
+        print(f"array {apath or '/'!r}: a shrink was interrupted, its trim is pending "
+              f"({_plural(n, 'chunk key')} past the shape, never read): the next resize or "
+              f"append completes it (z.resize(z.shape) does now)")
     if found:
         names = {"metadata": "invalid metadata", "consolidated": "stale .zmetadata",
                  "consolidated v3": "stale consolidated metadata",
@@ -327,9 +344,11 @@ def cmd_verify(args):
         print(f"{head}: FAILED, " + ", ".join(f"{n} {names.get(k, k)}"
                                               for k, n in found.items()))
         return 1
-    if strays:
-        print(f"{head}: OK, {_plural(len(strays), 'stray temporary file')} left "
-              f"(--remove-strays deletes them)")
+    if strays or v.trim_leftovers:
+        left = [_plural(len(strays), "stray temporary file")] if strays else []
+        left += [_plural(len(v.trim_leftovers), "pending trim")] if v.trim_leftovers else []
+        print(f"{head}: OK, {' and '.join(left)} left"
+              + (" (--remove-strays deletes the strays)" if strays else ""))
         return 2
     print(f"{head}: OK")
     return 0

@@ -658,3 +658,31 @@ def test_cp_takes_the_destination_groups_format(src, tmp_path):
     # into a new store (no group above): the source's own format, raw
     run("cp", src, tmp_path / "new.zarr", "--src-path", "a", "--dst-path", "a")
     assert (tmp_path / "new.zarr" / "a" / ".zarray").exists()
+
+
+def test_verify_reports_a_pending_trim_as_such_not_as_damage(tmp_path, monkeypatch):
+    """A shrink interrupted after its new shape was written records its trim and leaves the
+    chunks past the shape (never read; the next resize or append deletes them first):
+    verify reported them as keys outside the grid, FAILED; it now says a trim is pending
+    (exit 2, as for strays), and OK once a resize completed it."""
+    from chunkstore.engine import write as write_mod
+
+    path = tmp_path / "t.zarr"
+    z = cs.create((100,), chunks=10, dtype="i4", store=str(path))
+    z[:] = np.arange(100)
+
+    def failing_delete(store, keys):
+        raise OSError(5, "injected: the trim's delete fails")
+
+    monkeypatch.setattr(write_mod, "delitems", failing_delete)
+    with pytest.raises(OSError):
+        z.resize(50)
+    monkeypatch.undo()
+    r = run("verify", path, code=2)
+    assert "a shrink was interrupted, its trim is pending" in r.stdout
+    assert "outside the grid" not in r.stdout
+    assert r.stdout.strip().splitlines()[-1].endswith("OK, 1 pending trim left")
+    z = cs.open_array(str(path), mode="r+")
+    z.resize(z.shape)
+    r = run("verify", path, code=0)
+    assert r.stdout.strip().endswith(": OK")
