@@ -434,7 +434,9 @@ def test_copy_from_h5py_groups_and_datasets_as_zarr2(tmp_path):
         assert cs.copy(f["foo"], g)[0] == 3
         assert isinstance(g["foo"], cs.Group) and sorted(g["foo"].keys()) == ["bar", "s"]
         assert g["foo"].attrs.asdict() == {"a": 1}
-        assert list(g["foo/s"][...]) == [b"x", b"yy"]
+        # (UTF-8 strings come in as str, as `chunkstore convert` reads them: h5py hands
+        # them out as bytes, which zarr-python 2 keeps; README "Differences")
+        assert list(g["foo/s"][...]) == ["x", "yy"]
         g2 = cs.group()
         cs.copy_all(f, g2)
         np.testing.assert_array_equal(g2["foo/bar"][...], np.arange(10))
