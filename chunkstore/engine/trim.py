@@ -75,8 +75,12 @@ def marker_key(engine: EngineLike) -> str:
 
 
 def _store(engine: EngineLike) -> Any:
-    # (the store itself behind a consolidated-metadata view, as the metadata is written)
-    return protocol.live_store(engine.layout.store)
+    # (the store itself behind a consolidated-metadata view, as the metadata is written; a
+    # cache is written through, which keeps its listings exact)
+    store: Any = engine.layout.store
+    while protocol.is_snapshot(store):
+        store = store.snapshot_of
+    return store
 
 
 def read_marker(engine: EngineLike) -> bytes | None:

@@ -228,7 +228,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     _check_opens(path, key, raw)
     missing = _check_parents(store, path)  # before anything is removed or written
     if overwrite:
-        remove_node(store, path)
+        remove_node(store, path, synchronizer)
     else:
         if contains_array(store, path):
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")

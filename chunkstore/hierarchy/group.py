@@ -612,7 +612,7 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None):
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
     missing = creation._check_parents(store, path)
     if overwrite:
-        creation.remove_node(store, path)
+        creation.remove_node(store, path, synchronizer)
     elif contains_array(store, path):
         raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
     elif contains_group(store, path):
@@ -727,8 +727,11 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
     # GroupFormatMismatchError, or the ContainsArrayError of an array); w-/x refuse any
     # existing node, w replaces it.
     asked = zarr_format
+    # (a read-only open takes no creation lock: it creates nothing, and need not wait for
+    # a creation or a removal of a tree there)
     with creation.creation_lock(synchronizer if mode != "r" else None,
-                                nodes.creation_lock_key(path, "group"), store):
+                                nodes.creation_lock_key(path, "group"),
+                                store if mode != "r" else None):
         kind, found = nodes.node_kind(store, path, asked if mode in ("r", "r+", "a") else None,
                                       want="group", creating=(mode == "a"))
         exists = kind == "group"

@@ -660,3 +660,47 @@ def test_an_attribute_update_and_a_delete_or_move_of_its_node_are_one_step_each(
         (tmp_path / "h.zarr" / "a").rglob("*"))
     if change == "move":
         assert cs.open_group(path, mode="r")["b"].attrs.asdict() == {"k": 1}
+
+
+def _slow_attribute_update(path, sync_dir, checked):
+    """(a forked child) Update node a's attributes through a ProcessSynchronizer, pausing
+    between the check that the node is there and the write."""
+    import time
+
+    from chunkstore.hierarchy import attrs as attrs_mod
+    real = attrs_mod.Attributes._node_document
+
+    def slow(self):
+        doc = real(self)
+        checked.set()
+        time.sleep(0.5)
+        return doc
+
+    attrs_mod.Attributes._node_document = slow
+    g = cs.open_group(path, mode="r+", synchronizer=cs.ProcessSynchronizer(sync_dir))
+    try:
+        g["a"].attrs["k"] = 1
+    except Exception:  # noqa: BLE001 - the node may be gone: refused, as it should be
+        pass
+
+
+def test_an_overwrite_with_a_synchronizer_waits_for_another_process_attribute_update(
+        tmp_path):
+    """create(..., overwrite=True, synchronizer=S) holds S's lock space of the node while it
+    removes the old one, as a delete does: another process's attribute update between its
+    check and its write wrote the old array's zarr.json back over the new array."""
+    import multiprocessing as mp
+    path, sync_dir = str(tmp_path / "h.zarr"), str(tmp_path / "locks")
+    g = cs.open_group(path, mode="w", zarr_format=3)
+    g.create_array("a", shape=(8,), chunks=(2,), dtype="i4")
+    ctx = mp.get_context("fork")
+    checked = ctx.Event()
+    child = ctx.Process(target=_slow_attribute_update, args=(path, sync_dir, checked))
+    child.start()
+    assert checked.wait(20)
+    cs.create(shape=(4,), chunks=(2,), dtype="f8", store=path, path="a", overwrite=True,
+              zarr_format=3, synchronizer=cs.ProcessSynchronizer(sync_dir))
+    child.join(20)
+    a = cs.open_array(path, path="a", mode="r")
+    assert a.shape == (4,) and a.dtype == np.dtype("f8")
+    assert a.attrs.asdict() == {}
