@@ -30,10 +30,12 @@ class ShardedLayout(V3Layout):
         self.view = view
         self.chunk_store = view
         live = protocol.live_store(self.store)
-        # (the shards as the store holds them now, past a cache: what writes read)
+        # (the shards as the store holds them now, past a cache: what writes read; its
+        # decoded indexes are kept as the view's are, each checked against the version of
+        # its shard the store has now)
         self.live_view = view if live is self.store else ShardedStoreView(
             live, self.metadata, prefix=self.path, synchronizer=synchronizer,
-            cache_index=False, array_shape=self.array_shape)
+            cache_index=cache_index, array_shape=self.array_shape)
         self.live_chunk_store = self.live_view
         self.codec = view.codec
         self.chunks = tuple(view.inner_chunks)
