@@ -382,3 +382,30 @@ def second_write_waits(held, a, b, timeout=10):
     of the same chunk through handle b (read the array to see whether one was lost)."""
     return second_waits(held, lambda: a.__setitem__(0, 1), lambda: b.__setitem__(1, 2),
                         timeout)
+
+
+def run_threads(calls, timeout=60.0):
+    """Run each (fn, args) of calls on its own thread at once; their results in order. The
+    first error any raised is raised; a thread still running after timeout seconds fails
+    the test (a deadlock)."""
+    import threading
+
+    results = [None] * len(calls)
+    errors = []
+
+    def run(i, fn, args):
+        try:
+            results[i] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - reraised below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(i, fn, args), daemon=True)
+          for i, (fn, args) in enumerate(calls)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+        assert not t.is_alive(), "a thread did not finish: deadlock?"
+    if errors:
+        raise errors[0]
+    return results

@@ -448,7 +448,9 @@ def replacing(store, path, synchronizer=None):
     ends before, or finds the node gone after (it wrote the document back: a deleted or
     moved node came back, or a v2 .zattrs was left for the next node there)."""
     top = protocol.node_location(store, path)
-    own = handle_locks(store, path)  # (kept alive while held: the WeakValueDictionary's)
+    # (made if no handle keeps it, and kept alive while held: the WeakValueDictionary's;
+    # the listing below takes it, a node being below itself)
+    own = handle_locks(store, path)  # noqa: F841
     with _handle_locks_guard:
         tables = sorted(((node[1], "", t) for node, t in list(_handle_locks.items())
                          if protocol.node_below(node, top)), key=lambda nt: nt[0])
@@ -458,8 +460,6 @@ def replacing(store, path, synchronizer=None):
                          if protocol.node_below(node, top)
                          for s, paths in list(syncs.items()) for p in paths),
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
-    if not any(t is own for _, _, t in tables):
-        tables = sorted(tables + [(top[1], "", own)], key=lambda nt: nt[0])
     if hasattr(synchronizer, "exclusive") and not any(
             s is synchronizer and p == path for _, p, s in synced):
         synced = sorted(synced + [(top[1], path, synchronizer)],

@@ -17,6 +17,7 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
                                GroupNotFoundError, ReadOnlyError)
 from chunkstore.hierarchy import nodes
 from conftest import FIXTURES_V2, assert_same, group_cases_v2
+from faults import run_threads
 
 GROUP_CASES = group_cases_v2()
 
@@ -971,7 +972,6 @@ def test_threads_requiring_one_group_all_get_it(monkeypatch, fmt):
     """Without a synchronizer, creation holds this process's locks of the node: threads
     (or asyncio tasks) requiring one group at once all get it (they all passed the check
     and all but one raised ContainsGroupError)."""
-    import threading
     import time
 
     from chunkstore.hierarchy import creation
@@ -984,20 +984,8 @@ def test_threads_requiring_one_group_all_get_it(monkeypatch, fmt):
 
     monkeypatch.setattr(creation, "_check_parents", slow_check)
     root = cs.group(cs.MemoryStore(), zarr_format=fmt)
-    errors, got = [], []
-
-    def require():
-        try:
-            got.append(root.require_group("g/sub").path)
-        except Exception as e:  # noqa: BLE001 - checked below
-            errors.append(e)
-
-    threads = [threading.Thread(target=require) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and got == ["g/sub"] * 6
+    got = run_threads([(lambda: root.require_group("g/sub").path, ())] * 6)
+    assert got == ["g/sub"] * 6
 
 
 @pytest.mark.parametrize("fmt", [2, 3])

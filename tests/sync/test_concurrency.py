@@ -44,6 +44,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ChunkDecodeError
+import faults
 
 SOAK = float(os.environ.get("CHUNKSTORE_SOAK", "0") or 0)
 RACE_SECONDS = SOAK if SOAK else 1.0      # how long each racing test races
@@ -298,25 +299,7 @@ def run_processes(pool, calls, timeout=None):
 
 
 def run_threads(calls, timeout=None):
-    results = [None] * len(calls)
-    errors = []
-
-    def run(i, fn, args):
-        try:
-            results[i] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - reraised below
-            errors.append(e)
-
-    ts = [threading.Thread(target=run, args=(i, fn, args), daemon=True)
-          for i, (fn, args) in enumerate(calls)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout or (RACE_SECONDS + 60))
-        assert not t.is_alive(), "a thread did not finish: deadlock?"
-    if errors:
-        raise errors[0]
-    return results
+    return faults.run_threads(calls, timeout or (RACE_SECONDS + 60))
 
 
 def assert_reads_ok(reader_results):
