@@ -259,6 +259,7 @@ def cmd_convert(args):
     exists and ``--if-exists`` is ``raise``.
     """
     from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
+    from chunkstore.hierarchy.staging import HeldDocuments
     from chunkstore.storage.base import rmdir
     kind = _input_kind(args.input)
     root = _norm(args.path)
@@ -283,8 +284,12 @@ def cmd_convert(args):
         with remove_node_if_new(store, root), \
                 Progress(show, total=plan.nbytes if show else None, desc="convert",
                          unit="B") as bar:
-            conv = Converter(store, args, bar)
+            # node documents held back until every dataset is written (hierarchy.staging):
+            # a convert killed before then leaves no node that reads as complete
+            staged = HeldDocuments(store, root)
+            conv = Converter(staged, args, bar)
             convert(conv, args.input, root)
+            staged.publish()
             _refresh_consolidated(store, root)
     what = [_plural(conv.arrays, "array")]
     if conv.groups:

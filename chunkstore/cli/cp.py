@@ -292,6 +292,7 @@ def cmd_cp(args):
     specs = [(args.src, "r+", src_opts)] if same else \
         [(args.src, "r", src_opts), (args.dst, "a", dst_opts)]
     from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
+    from chunkstore.hierarchy.staging import HeldDocuments
     with contextlib.nullcontext() if same else remove_store_if_new(args.dst), \
             _stores(*specs) as opened:
         src = opened[0]
@@ -310,8 +311,14 @@ def cmd_cp(args):
         total = (plan.recode_bytes if recode else plan.raw_keys) if show else None
         with remove_node_if_new(dst, dp), \
                 Progress(show, total=total, desc="cp", unit="B" if recode else "key") as bar:
-            copier = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists, bar)
+            # The copy's node documents are held back and written once every chunk is
+            # (hierarchy.staging): a copy killed before then leaves no node, never one whose
+            # missing chunks read as the fill value.
+            staged = HeldDocuments(dst, dp)
+            copier = Copier(src, staged, args.src, args.dst, recode or None, args.if_exists,
+                            bar)
             copier.copy(sp, dp)
+            staged.publish()
             if recode and _consolidated(src, sp) and _kind(dst, dp) == "group":
                 _consolidate(dst, dp)
             _refresh_consolidated(dst, dp)

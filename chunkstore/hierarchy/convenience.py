@@ -26,6 +26,7 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
 from chunkstore.errors import CopyError, GroupNotFoundError, ZarrUserWarning, store_name
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
+from chunkstore.hierarchy.staging import HeldDocuments
 from chunkstore.hierarchy.group import Group, group, open as _open
 from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_plan,
                                          put_attributes, read_as)
@@ -718,12 +719,16 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
                 _copy_array_raw(source, dest, name, without_attrs)
                 return 1, 0, source.nbytes
             kw, attrs = copy_plan(source, dest.zarr_format, **create_kws)
-            dst = create(store=dest.store, path=child_path, **kw)
+            # its documents written once its chunks are (staging): a copy killed before then
+            # leaves no array, never one whose uncopied chunks read as the fill value
+            staged = HeldDocuments(dest.store, child_path)
+            dst = create(store=staged, path=child_path, **kw)
             made.append(dst)
             if not without_attrs:
                 put_attributes(dst, attrs)
             copy_array_data(read_as(source, kw["dtype"]), dst,
                             skip=_unstored_blocks(source, dst))
+            staged.publish()
         return 1, 0, dst.nbytes  # (the copy's: its dtype may be another)
     if _is_sliceable(source):
         # An h5py dataset or another sliceable array: its shape, dtype and chunks, its data

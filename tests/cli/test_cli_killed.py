@@ -1,0 +1,148 @@
+"""A copy killed half-way (SIGKILL, a lost machine: nothing runs to undo it) leaves no node
+that reads as complete: `chunkstore cp` (raw and recoding), `chunkstore convert` and the
+API's recoding copy() write their node documents once the chunks are stored
+(chunkstore.hierarchy.staging), so a killed one leaves keys of no node, which chunkstore
+and zarr-python both refuse to open, and a re-run refuses (or, replacing, removes).
+
+Each copy runs in a child process whose DirectoryStore ends the process (os._exit, no
+cleanup) at its Nth chunk write."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+import chunkstore.cli as cli
+from chunkstore.errors import NodeNotFoundError
+
+KILL = """
+import os, sys
+from chunkstore.storage.directory import DirectoryStore
+from chunkstore.metadata.formats import document_rank
+written = [0]
+_put = DirectoryStore.__setitem__
+def put(self, key, value):
+    _put(self, key, value)
+    if document_rank(key) == 2:
+        written[0] += 1
+        if written[0] == {after}:
+            os._exit(9)  # killed: nothing runs after this
+def puts(self, mapping):
+    for k, v in mapping.items():
+        put(self, k, v)
+DirectoryStore.__setitem__ = put
+DirectoryStore.setitems = puts
+"""
+
+
+def run_killed(body: str, after: int) -> None:
+    """Run body in a child whose directory stores die at their after-th chunk write; it
+    must have died there (exit status 9)."""
+    code = KILL.format(after=after) + textwrap.dedent(body)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 9, (r.returncode, r.stdout, r.stderr)
+
+
+def cli_killed(args, after):
+    run_killed(f"from chunkstore.cli import main\nsys.exit(main({[str(a) for a in args]!r}))",
+               after)
+
+
+def chunk_files(path):
+    return [p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".z", "zarr"))]
+
+
+def assert_no_node(path, sub=""):
+    """Neither chunkstore nor zarr-python opens anything at path/sub (and chunks are
+    there: the copy was killed midway, not before its first write)."""
+    assert chunk_files(path)
+    with pytest.raises(NodeNotFoundError):
+        cs.open(str(path), mode="r", path=sub)
+    zarr = pytest.importorskip("zarr")
+    with pytest.raises(Exception) as e:
+        zarr.open(str(path), mode="r", path=sub)
+    assert "not found" in str(e.value).lower() or "no " in str(e.value).lower(), e.value
+
+
+@pytest.fixture
+def data():
+    return np.arange(40 * 40, dtype="f8").reshape(40, 40) + 1
+
+
+@pytest.fixture
+def src(tmp_path, data):
+    path = tmp_path / "src.zarr"
+    root = cs.group(str(path))
+    root.attrs["title"] = "source"
+    root.array("a", data, chunks=(10, 10))
+    root.array("b", data[::2] * 2, chunks=(5, 40))
+    return path
+
+
+@pytest.mark.parametrize("opts", [
+    ["--chunks", "4,4"],                                   # recoded, same format
+    ["--zarr-format", "3"],                                # recoded into v3
+    ["--zarr-format", "3", "--chunks", "4,4", "--shards", "8,8"],
+    [],                                                    # raw: documents last as well
+])
+def test_cp_of_an_array_killed_leaves_no_array(src, tmp_path, capsys, data, opts):
+    dst = tmp_path / "dst.zarr"
+    cli_killed(["cp", src, dst, "--src-path", "a", *opts], after=5)
+    assert_no_node(dst)
+    # a re-run refuses the keys left (they would read as its chunks) unless replacing
+    assert cli.main([str(a) for a in ["cp", src, dst, "--src-path", "a", *opts]]) == 1
+    assert "of no node" in capsys.readouterr().err
+    assert cli.main([str(a) for a in ["cp", src, dst, "--src-path", "a", *opts,
+                                      "--if-exists", "replace"]]) == 0
+    np.testing.assert_array_equal(cs.open_array(str(dst), mode="r")[:], data)
+
+
+@pytest.mark.parametrize("opts", [["--chunks", "4,4"], ["--zarr-format", "3"]])
+def test_cp_of_a_group_killed_in_its_second_array_leaves_no_node(src, tmp_path, opts):
+    dst = tmp_path / "dst.zarr"
+    # a has 100 chunks of 4x4 (or 16 of 10x10), b 20 x 10 or 4: killed inside b's
+    cli_killed(["cp", src, dst, *opts], after=110 if "--chunks" in opts else 18)
+    assert (dst / "a").is_dir() and chunk_files(dst / "b")
+    assert_no_node(dst)
+    for sub in ("a", "b"):  # the array copied whole is not shown either: nothing is
+        with pytest.raises(NodeNotFoundError):
+            cs.open(str(dst), mode="r", path=sub)
+
+
+def test_cp_into_an_existing_group_killed_shows_no_new_member(src, tmp_path, data):
+    dst = tmp_path / "dst.zarr"
+    g = cs.group(str(dst))
+    g.array("kept", data[:2], chunks=(2, 2))
+    cli_killed(["cp", src, dst, "--src-path", "a", "--dst-path", "copy", "--chunks", "4,4"],
+               after=7)
+    g = cs.open_group(str(dst), mode="r")
+    assert list(g) == ["kept"]
+    np.testing.assert_array_equal(g["kept"][:], data[:2])
+    assert chunk_files(dst / "copy")
+
+
+def test_convert_killed_leaves_no_node(tmp_path, data):
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=data, y=data[:5])
+    out = tmp_path / "out.zarr"
+    cli_killed(["convert", npz, out, "--chunks", "4,4"], after=20)
+    assert_no_node(out)
+
+
+def test_api_copy_with_new_encoding_killed_leaves_no_member(src, tmp_path):
+    dst = tmp_path / "dst.zarr"
+    cs.group(str(dst))
+    run_killed(f"""
+        import chunkstore as cs
+        src = cs.open_array({str(src)!r}, mode="r", path="a")
+        cs.copy(src, cs.open_group({str(dst)!r}), name="c", chunks=(4, 4))
+        """, after=9)
+    g = cs.open_group(str(dst), mode="r")
+    assert "c" not in g and list(g) == []
+    assert chunk_files(dst / "c")
