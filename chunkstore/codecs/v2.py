@@ -78,6 +78,26 @@ def _size_reader(compressor: Codec | None) -> Callable[[Any], int | None] | None
     return None
 
 
+def misplaced_object_filter(filters: Sequence[Codec]) -> str | None:
+    """Why an object array's filter chain cannot store its values, or None: a filter that
+    takes objects (Categorize with dtype object) after the object codec (the first filter),
+    which has made the objects bytes by then. zarr-python 2 writes such a chain without a
+    word (``object_codec=VLenUTF8(), filters=[Categorize(...)]``): every chunk is stored as
+    zeros, the values lost, and reads fail."""
+    for f in list(filters)[1:]:
+        dt = getattr(f, "dtype", None)
+        try:
+            takes_objects = dt is not None and np.dtype(dt).hasobject
+        except TypeError:
+            takes_objects = False
+        if takes_objects:
+            return (f"filter {f!r} takes objects, but comes after the object codec "
+                    f"{list(filters)[0]!r}, which turns them into bytes first (every chunk "
+                    f"would be stored as zeros): give it as the object codec "
+                    f"(object_codec={f!r}) instead")
+    return None
+
+
 class ChunkCodecV2(ChunkCodecBase):
     """Encode and decode the chunks of one Zarr v2 array.
 
@@ -96,7 +116,8 @@ class ChunkCodecV2(ChunkCodecBase):
 
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
-        "_is_object", "_size_reader", "_encoder", "fast_blosc", "fast_blosc_encode", "fast",
+        "_is_object", "_unwritable", "_size_reader", "_encoder", "fast_blosc", "fast_blosc_encode",
+        "fast",
     )
 
     def __init__(
@@ -124,6 +145,8 @@ class ChunkCodecV2(ChunkCodecBase):
             raise ValueError(
                 f"dtype {self.dtype} needs an object codec (e.g. VLenUTF8) as its first filter"
             )
+        # (an array stored so, by zarr-python 2, is read as it decodes; writes are refused)
+        self._unwritable = misplaced_object_filter(self.filters) if self._is_object else None
         self._size_reader = None if self.filters else _size_reader(compressor)
         # The GIL-free batch decode applies to plain Blosc with no filters.
         self.fast_blosc = (blosc_symbols() if (_Blosc is not None and type(compressor) is _Blosc
@@ -162,6 +185,8 @@ class ChunkCodecV2(ChunkCodecBase):
         ``chunk`` must have the chunk shape; if its dtype differs from the array dtype it is
         cast (``same_kind`` casting, so e.g. native-endian data for a big-endian array is fine).
         """
+        if self._unwritable is not None:
+            raise ValueError(f"cannot encode a chunk: {self._unwritable}")
         chunk = self._as_chunk(chunk)
         # The chunk laid out in storage order (copies only if not already laid out so): in
         # its shape, as zarr-python 2 hands it to the filters and compressor (codecs that

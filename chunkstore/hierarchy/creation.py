@@ -19,6 +19,7 @@ from chunkstore.hierarchy import creation_args
 from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
+from chunkstore.codecs.v2 import misplaced_object_filter
 from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
                                          numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path, handle_locks, replacing
@@ -277,6 +278,9 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
                           f"object_codec=", FutureWarning, stacklevel=4)
         if object_codec is not None:
             filters = [object_codec] + filters
+        problem = misplaced_object_filter(filters)
+        if problem is not None:
+            raise ValueError(f"cannot create array at path {path!r}: {problem}")
     if dimension_separator is None:
         dimension_separator = getattr(store, "dimension_separator", None) or "."
     try:
