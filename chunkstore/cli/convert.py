@@ -197,7 +197,7 @@ def _convert_hdf5(conv, path, root):
                 dt = np.dtype(object)
             else:
                 fv = obj.fillvalue
-                if fv is not None and dt.names is None:
+                if fv is not None:
                     extra["fill_value"] = fv
             is_scale = obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
             z = conv.array(dest, source, dtype=dt, chunks=chunks,

@@ -367,6 +367,23 @@ def test_convert_hdf5(tmp_path):
     assert "DIMENSION_LIST" not in g["v"].attrs and "CLASS" not in g["x"].attrs
 
 
+@pytest.mark.parametrize("fmt", ["2", "3"])
+def test_convert_hdf5_compound_keeps_its_fill_value(tmp_path, fmt):
+    """A compound dataset's fill value is the array's (it was dropped: the default read
+    where HDF5 reads its fill), a string field's too."""
+    h5py = pytest.importorskip("h5py")
+    dt = np.dtype([("a", "<i4"), ("b", "<f8"), ("s", "S5")])
+    fill = np.array((7, 2.5, b"xy"), dtype=dt)[()]
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        d = f.create_dataset("x", shape=(10,), dtype=dt, chunks=(5,), fillvalue=fill)
+        d[:3] = np.array([(1, 1.0, b"a")] * 3, dtype=dt)
+        want = d[:]
+    run("convert", tmp_path / "c.h5", tmp_path / "c.zarr", "--zarr-format", fmt)
+    z = cs.open_array(str(tmp_path / "c.zarr"), path="x", mode="r")
+    assert z.fill_value == fill
+    assert_same(z[:], want)
+
+
 def test_convert_existing_output(tmp_path):
     np.save(tmp_path / "a.npy", np.arange(5))
     np.save(tmp_path / "b.npy", np.arange(7))
