@@ -428,7 +428,7 @@ def register_synchronizer(store, path, synchronizer):
 
 
 @contextlib.contextmanager
-def replacing(store, path, synchronizer=None):
+def replacing(store, path, synchronizer=None, below=()):
     """Around deleting, replacing or moving the node at path of store: the whole lock space
     of every array at or below path that this process's handles hold in-process locks for
     (handle_locks), so that writes through them end first and none starts meanwhile, each
@@ -446,7 +446,12 @@ def replacing(store, path, synchronizer=None):
     synchronizer's lock space of the node, where one is given: the handle's doing the
     change): an attribute update of the node holds its guard there (hierarchy.attrs), so it
     ends before, or finds the node gone after (it wrote the document back: a deleted or
-    moved node came back, or a v2 .zattrs was left for the next node there)."""
+    moved node came back, or a v2 .zattrs was left for the next node there). below: the
+    paths of the nodes under path (the caller lists them): synchronizer's lock space of each
+    is held too, so that another process's attribute update of a member, which holds that
+    member's guard in the synchronizer, ends first or finds it gone (a v3 member's document
+    written back after the delete made the deleted array reappear, its chunks gone: fill
+    values read as its data)."""
     top = protocol.node_location(store, path)
     # (made if no handle keeps it, and kept alive while held: the WeakValueDictionary's;
     # the listing below takes it, a node being below itself)
@@ -460,10 +465,11 @@ def replacing(store, path, synchronizer=None):
                          if protocol.node_below(node, top)
                          for s, paths in list(syncs.items()) for p in paths),
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
-    if hasattr(synchronizer, "exclusive") and not any(
-            s is synchronizer and p == path for _, p, s in synced):
-        synced = sorted(synced + [(top[1], path, synchronizer)],
-                        key=lambda nps: (nps[0], id(nps[2]), nps[1]))
+    if hasattr(synchronizer, "exclusive"):
+        mine = {p for _, p, s in synced if s is synchronizer}
+        extra = [(protocol.node_location(store, p)[1], p, synchronizer)
+                 for p in dict.fromkeys([path, *below]) if p not in mine]
+        synced = sorted(synced + extra, key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     with contextlib.ExitStack() as held:
         locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]
         try:
