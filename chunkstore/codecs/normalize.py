@@ -103,10 +103,10 @@ def _numcodec_json(codec: Any, argument: str, dtype: np.dtype | None) -> dict:
 
 def _checked_numcodec(doc: dict, argument: str) -> dict:
     kind = codec_kind(doc)
-    if doc["name"].startswith("numcodecs.") and kind != "bytes_bytes":
+    if doc["name"].startswith("numcodecs.") and kind not in ("bytes_bytes", "array_array"):
         raise ValueError(f"{argument}: {doc['name']!r} is an {_KIND_WORDS.get(kind, 'unknown')} "
-                         f"numcodecs codec; only numcodecs compressors and checksums work in "
-                         f"a Zarr v3 chain here (use zarr_format=2 for it)")
+                         f"numcodecs codec; only numcodecs filters, compressors and checksums "
+                         f"work in a Zarr v3 chain here (use zarr_format=2 for it)")
     return doc
 
 

@@ -2,20 +2,27 @@
 ``"numcodecs.<id>"`` in a Zarr v3 chain (``LZMA(preset=1)`` -> ``{"name": "numcodecs.lzma",
 "configuration": {"preset": 1}}``).
 
-The bytes -> bytes ones (compressors and checksums) work in v3 chains here; the array -> array
-ones (``Delta``, ``FixedScaleOffset``, ...) and ``PCodec``/``ZFPY`` are accepted for Zarr v2
-arrays only (as their numcodecs codec)."""
+The bytes -> bytes ones (compressors and checksums) and the array -> array ones (``Delta``,
+``FixedScaleOffset``, ``Quantize``, ``BitRound``, ``PackBits``, ``AsType``: filters) work in
+v3 chains here, with zarr-python 3's bytes (the filter gets the chunk as a C-ordered array,
+and its output, in the data type and shape zarr-python 3 resolves, goes on down the chain);
+``PCodec``/``ZFPY`` are accepted for Zarr v2 arrays only (as their numcodecs codec)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.registry import register
 
 if TYPE_CHECKING:
     from typing import Self
+
+    from chunkstore.codecs.chain_codecs import ChainContext
 
 #: numcodecs ids that are bytes -> bytes codecs (what the v3 chain here can run)
 BYTES_BYTES = ("blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle", "crc32",
@@ -49,10 +56,94 @@ class _Numcodec(Codec):
         return f"{type(self).__name__}({args})"
 
 
+class _NumcodecFilter(_Numcodec):
+    """An array -> array numcodecs codec bound, in a v3 chain, to the data type and shape it
+    gets (``from_config``): it encodes to, and decodes from, the data type and shape that
+    zarr-python 3's wrapper resolves (``encoded_dtype``, ``encoded_shape``)."""
+
+    # (set by from_config: the input's data type and shape, the output's, the codec)
+    _bound: tuple | None = None
+
+    @classmethod
+    def from_config(cls, conf: dict, ctx: ChainContext) -> Self:
+        """The codec of a v3 chain whose input is ``ctx.dtype`` chunks of ``ctx.shape``; the
+        data-type fields zarr-python 3 fills in from the array (FixedScaleOffset's and
+        Quantize's ``dtype``, AsType's ``decode_dtype``) filled in likewise."""
+        from chunkstore.codecs.chain_codecs import _native  # (chain_codecs imports this module)
+        conf = dict(conf)
+        name = cls.name
+        dtype, shape = ctx.dtype, tuple(ctx.shape)
+        if cls.codec_id in ("fixedscaleoffset", "quantize") and conf.get("dtype") is None:
+            conf["dtype"] = dtype.str
+        if cls.codec_id == "astype":
+            if conf.get("encode_dtype") is None:
+                raise ValueError(f"codec {name!r}: missing configuration field 'encode_dtype'")
+            if conf.get("decode_dtype") is None:
+                conf["decode_dtype"] = dtype.str
+        if cls.codec_id == "packbits" and dtype != np.dtype(bool):
+            raise ValueError(f"codec {name!r} takes a bool data type, got {dtype}")
+        codec = cls(**conf)
+        numcodec = codec.to_numcodecs()
+        try:
+            if cls.codec_id == "packbits":
+                out = (np.dtype("u1"), (1 + math.ceil(math.prod(shape) / 8),))
+            elif cls.codec_id in ("delta", "fixedscaleoffset") and conf.get("astype"):
+                out = (_native(np.dtype(conf["astype"])), shape)
+            elif cls.codec_id == "astype":
+                out = (_native(np.dtype(conf["encode_dtype"])), shape)
+            else:
+                out = (dtype, shape)
+        except TypeError as e:
+            raise ValueError(f"codec {name!r}: {e}") from None
+        codec._set(_bound=(dtype, shape, out[0], out[1], numcodec))
+        return codec
+
+    def _binding(self) -> tuple:
+        if self._bound is None:
+            raise ValueError(f"{self!r} is not bound to a chain (from_config)")
+        return self._bound
+
+    def encoded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the codec's output (PackBits: the packed bytes, with their header)."""
+        return self._binding()[3]
+
+    def encoded_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The data type of the codec's output."""
+        return self._binding()[2]
+
+    def encode_array(self, arr: np.ndarray) -> np.ndarray:
+        """The chunk (its input data type and shape) encoded."""
+        _, _, out_dtype, out_shape, numcodec = self._binding()
+        return _as(np.asarray(numcodec.encode(np.ascontiguousarray(arr))), out_dtype,
+                   out_shape)
+
+    def decode_array(self, arr: np.ndarray) -> np.ndarray:
+        """The chunk decoded back to the codec's input data type and shape."""
+        in_dtype, in_shape, _, _, numcodec = self._binding()
+        out = np.asarray(numcodec.decode(np.ascontiguousarray(arr)))
+        if out.size != math.prod(in_shape):
+            raise ValueError(f"codec {self.name!r} decoded {out.size} elements, expected "
+                             f"{math.prod(in_shape)} (a chunk of shape {in_shape})")
+        return _as(out, in_dtype, in_shape)
+
+
+def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A codec's output as the data type and shape the chain resolved for it: its bits where
+    the item sizes agree (BitRound hands back the integer view of the floats it rounded,
+    which zarr-python stores as they are), else its values cast."""
+    out = out.reshape(shape)
+    if out.dtype == dtype:
+        return out
+    if out.dtype.itemsize == dtype.itemsize and not out.dtype.hasobject:
+        return out.view(dtype)
+    return out.astype(dtype)
+
+
 def _make(class_name: str, codec_id: str) -> type:
     kind = ("bytes_bytes" if codec_id in BYTES_BYTES else
             "array_array" if codec_id in ARRAY_ARRAY else "array_bytes")
-    return register(type(class_name, (_Numcodec,), {
+    base = _NumcodecFilter if kind == "array_array" else _Numcodec
+    return register(type(class_name, (base,), {
         "codec_id": codec_id, "name": "numcodecs." + codec_id, "kind": kind,
         "__doc__": f"numcodecs' {codec_id!r} codec."}))
 

@@ -141,6 +141,9 @@ def parse_codecs(
                 )
             c: Any = cls.from_config(conf, ctx)  # an array -> array codec: encoded_shape
             ctx.shape = c.encoded_shape(ctx.shape)
+            encoded_dtype = getattr(c, "encoded_dtype", None)  # (a numcodecs filter's)
+            if encoded_dtype is not None:
+                ctx.dtype = encoded_dtype(ctx.dtype)
             aa.append(c)
         elif cls.kind == "array_bytes":
             if ab is not None:
@@ -159,6 +162,13 @@ def parse_codecs(
             bb.append(cls.from_config(conf, ctx))
     if ab is None:
         raise ValueError("codecs has no array -> bytes codec (e.g. 'bytes')")
+    filters = [c.name for c in aa if not isinstance(c, TransposeCodec)]
+    if filters and ab.name == "sharding_indexed":
+        # (its inner chunks are read one by one through the inner chain, which a filter of
+        # the whole shard, Delta's running difference say, is not part of)
+        raise ValueError(f"codec {filters[0]!r} before 'sharding_indexed' is not supported: "
+                         f"put it in the sharding codec's own codecs (as zarr-python 3's "
+                         f"create_array(filters=..., shards=...) does)")
     return aa, ab, bb
 
 
@@ -171,11 +181,13 @@ def normalize_codecs(
     return [c.to_dict() for c in (*aa, ab, *bb)]
 
 
-def _compose(aa: Sequence[TransposeCodec], ndim: int) -> tuple[int, ...]:
-    """The permutation ``p`` with ``encoded = chunk.transpose(p)`` for the transposes ``aa``."""
+def _compose(aa: Sequence[Any], ndim: int) -> tuple[int, ...]:
+    """The permutation ``p`` with ``encoded = chunk.transpose(p)`` for the transposes among
+    ``aa`` (a chain with numcodecs filters is run codec by codec: ChunkCodecV3)."""
     perm = tuple(range(ndim))
     for c in aa:
-        perm = tuple(perm[o] for o in c.order)
+        if isinstance(c, TransposeCodec):
+            perm = tuple(perm[o] for o in c.order)
     return perm
 
 
@@ -289,6 +301,7 @@ class ChunkCodecV3(ChunkCodecBase):
     __slots__ = (
         "dtype", "chunk_shape", "order", "filters", "nitems", "nbytes", "fill_value", "codecs",
         "_aa", "_ab", "_bb", "_perm", "_inv", "_enc_shape", "_general", "_is_object",
+        "_steps",
         "_bytes", "_direct_reader", "fast_blosc", "fast_blosc_encode", "fast",
     )
 
@@ -320,10 +333,24 @@ class ChunkCodecV3(ChunkCodecBase):
         self._inv = tuple(int(i) for i in np.argsort(self._perm)) if self._perm else ()
         self._enc_shape = tuple(self.chunk_shape[p] for p in self._perm)
         self.order, self._general = _order_of(self._perm)
+        # numcodecs filters in the chain (Delta, FixedScaleOffset, ...): the chain is run
+        # codec by codec (_steps: each array -> array codec with the data type and shape
+        # it decodes to), none of the paths that take the stored bytes as the chunk's own
+        self._steps: tuple | None = None
+        if any(not isinstance(c, TransposeCodec) for c in self._aa):
+            steps, dtype, shape = [], self.dtype, self.chunk_shape
+            for c in self._aa:
+                steps.append((c, dtype, shape))
+                shape = c.encoded_shape(shape)
+                dtype = c.encoded_dtype(dtype) if hasattr(c, "encoded_dtype") else dtype
+            self._steps = (tuple(steps), dtype, shape)
+            self._general = True
         self._bytes = self._ab if isinstance(self._ab, BytesCodec) else None
         # "filters": why decode cannot go straight into the caller's buffer (empty: it can)
         why = []
-        if self._general:
+        if self._steps is not None:
+            why.append("numcodecs filters")
+        elif self._general:
             why.append("transpose")
         if self._bytes is None:
             why.append(self._ab.name)
@@ -333,7 +360,7 @@ class ChunkCodecV3(ChunkCodecBase):
         # the innermost bytes -> bytes codec can decompress straight into a buffer if it says
         # its decoded size up front (blosc, zstd)
         self._direct_reader = (
-            self._bb[0] if self._bytes is not None and self._bb
+            self._bb[0] if self._bytes is not None and self._bb and self._steps is None
             and self._bb[0].size_reader is not None else None
         )
         # bytes (native endian) + blosc and nothing else: the stored bytes are a plain Blosc
@@ -386,7 +413,13 @@ class ChunkCodecV3(ChunkCodecBase):
         A dtype other than the array's is cast (``same_kind``; any byte order is fine).
         """
         chunk = self._as_chunk(chunk)
-        arr = chunk.transpose(self._perm) if self._aa else chunk
+        if self._steps is not None:
+            arr = chunk
+            for c, _, _ in self._steps[0]:
+                arr = (arr.transpose(c.order) if isinstance(c, TransposeCodec)
+                       else c.encode_array(arr))
+        else:
+            arr = chunk.transpose(self._perm) if self._aa else chunk
         buf = self._ab.encode(arr)
         for c in self._bb:
             buf = c.encode(buf)
@@ -425,7 +458,7 @@ class ChunkCodecV3(ChunkCodecBase):
         return view
 
     def _declared_size(self, data: Any) -> int | None:
-        if self._bytes is None or len(self._bb) > 1:
+        if self._bytes is None or len(self._bb) > 1 or self._steps is not None:
             return None
         if not self._bb:
             return _as_u8(_as_buffer(data)).size
@@ -439,6 +472,17 @@ class ChunkCodecV3(ChunkCodecBase):
         return buf
 
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
+        if self._steps is not None:
+            # numcodecs filters: each codec of the chain in turn, back to the chunk
+            steps, enc_dtype, enc_shape = self._steps
+            buf = data
+            for c in reversed(self._bb):
+                buf = c.decode(buf)
+            arr = self._ab.decode(buf, enc_shape, enc_dtype)
+            for c, dtype, shape in reversed(steps):
+                arr = (arr.transpose(np.argsort(c.order)) if isinstance(c, TransposeCodec)
+                       else c.decode_array(arr))
+            return self._deliver(out, arr, writable)
         if self._bytes is None:
             # vlen-utf8 or sharding: decode everything, then place
             buf = data

@@ -120,7 +120,11 @@ def test_autoshuffle_resolves_as_numcodecs(typesize, expected):
 def test_builtin_v3_names_and_kinds():
     names = registry.v3_names()
     assert set(names) == {"transpose", "bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed",
-                          "blosc", "gzip", "zstd", "crc32c"}
+                          "blosc", "gzip", "zstd", "crc32c",
+                          # zarr-python 3's numcodecs filters (array -> array)
+                          *(f"numcodecs.{n}" for n in ("delta", "fixedscaleoffset",
+                                                       "quantize", "bitround", "packbits",
+                                                       "astype"))}
     assert [registry.kind_of(n) for n in ("transpose", "bytes", "sharding_indexed", "zstd")] \
         == ["array_array", "array_bytes", "array_bytes", "bytes_bytes"]
     assert registry.kind_of("lz4") is None
