@@ -22,8 +22,6 @@ from chunkstore.codecs.registry import register
 if TYPE_CHECKING:
     from typing import Self
 
-    from chunkstore.codecs.chain_codecs import ChainContext
-
 #: numcodecs ids that are bytes -> bytes codecs (what the v3 chain here can run)
 BYTES_BYTES = ("blosc", "lz4", "zstd", "zlib", "gzip", "bz2", "lzma", "shuffle", "crc32",
                "crc32c", "adler32", "fletcher32", "jenkins_lookup3")
@@ -65,11 +63,10 @@ class _NumcodecFilter(_Numcodec):
     _bound: tuple | None = None
 
     @classmethod
-    def from_config(cls, conf: dict, ctx: ChainContext) -> Self:
+    def from_config(cls, conf: dict, ctx: Any) -> Self:
         """The codec of a v3 chain whose input is ``ctx.dtype`` chunks of ``ctx.shape``; the
         data-type fields zarr-python 3 fills in from the array (FixedScaleOffset's and
         Quantize's ``dtype``, AsType's ``decode_dtype``) filled in likewise."""
-        from chunkstore.codecs.chain_codecs import _native  # (chain_codecs imports this module)
         conf = dict(conf)
         name = cls.name
         dtype, shape = ctx.dtype, tuple(ctx.shape)
@@ -84,6 +81,7 @@ class _NumcodecFilter(_Numcodec):
             raise ValueError(f"codec {name!r} takes a bool data type, got {dtype}")
         codec = cls(**conf)
         numcodec = codec.to_numcodecs()
+        out: tuple[np.dtype, tuple[int, ...]]
         try:
             if cls.codec_id == "packbits":
                 out = (np.dtype("u1"), (1 + math.ceil(math.prod(shape) / 8),))
@@ -125,6 +123,11 @@ class _NumcodecFilter(_Numcodec):
             raise ValueError(f"codec {self.name!r} decoded {out.size} elements, expected "
                              f"{math.prod(in_shape)} (a chunk of shape {in_shape})")
         return _as(out, in_dtype, in_shape)
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    """dtype in this machine's byte order (a chain's decoded chunks are native)."""
+    return dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype
 
 
 def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
