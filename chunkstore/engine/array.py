@@ -702,24 +702,28 @@ class Array(nodes.Node, ArrayAPIv3):
             self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
         data = np.asanyarray(data)
-        shape = self.shape
-        if data.ndim != self.ndim:
-            raise ValueError(f"cannot append data with {data.ndim} dimensions to array "
-                             f"{self.name!r} with {self.ndim}")
-        axis = axis + self.ndim if axis < 0 else axis
-        if not 0 <= axis < self.ndim:
-            raise ValueError(f"axis {axis} is out of range for array {self.name!r} with "
-                             f"{self.ndim} dimensions")
-        for d in range(self.ndim):
-            if d != axis and data.shape[d] != shape[d]:
-                raise ValueError(f"cannot append data of shape {data.shape} to array of shape "
-                                 f"{shape} along axis {axis}: dimension {d} differs")
-        data = np.asarray(data, dtype=self.dtype) if not self._engine.is_object else data
         # Hold the array's exclusive lock across resize and write: parallel appends never
-        # interleave, and each sees the shape the previous one left.
+        # interleave, and each sees the shape the previous one left. The data is checked
+        # against that shape, read under the lock: checked against a cached one that another
+        # handle had since widened, it was broadcast across the new columns.
         with self._engine.exclusive():
             engine = self._handle.reload()
             shape = engine.shape
+            ndim = len(shape)
+            if data.ndim != ndim:
+                raise ValueError(f"cannot append data with {data.ndim} dimensions to array "
+                                 f"{self.name!r} with {ndim}")
+            axis = axis + ndim if axis < 0 else axis
+            if not 0 <= axis < ndim:
+                raise ValueError(f"axis {axis} is out of range for array {self.name!r} with "
+                                 f"{ndim} dimensions")
+            for d in range(ndim):
+                if d != axis and data.shape[d] != shape[d]:
+                    raise ValueError(f"cannot append data of shape {data.shape} to array "
+                                     f"{self.name!r} of shape {shape} along axis {axis}: "
+                                     f"dimension {d} differs")
+            if not engine.is_object:
+                data = np.asarray(data, dtype=engine.dtype)
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
             old_meta = engine.meta
             chunks = engine.chunks

@@ -371,3 +371,28 @@ def test_an_astype_view_converts_the_values_of_an_array_recreated_with_another_d
                      data=[1, 2, 3, 4], filters=[numcodecs.Delta("i8")])
     np.testing.assert_array_equal(a[:], np.float32([1, 2, 3, 4]))
     np.testing.assert_array_equal(aa[:], np.float32([1, 2, 3, 4]))
+
+
+@pytest.mark.parametrize("cache", [True, False])
+@pytest.mark.parametrize("fmt", ["v2", "v3", "sharded"])
+def test_an_append_checks_the_data_against_the_shape_it_grows(tmp_path, cache, fmt):
+    """An append through a handle whose cached shape another process (zarr-python here)
+    widened along another axis: the data is checked against the
+    stored shape under the append's lock. It was checked against the cached (4, 1) and then
+    broadcast across the new columns: rows [9 9 9], [8 8 8] stored without an error. Data
+    of the stored shape is appended, not refused by the cached one."""
+    path = str(tmp_path / "a.zarr")
+    kw = {"v2": dict(zarr_format=2), "v3": {}, "sharded": dict(shards=(4, 4))}[fmt]
+    cs.create_array(path, shape=(4, 1), chunks=(2, 2), dtype="i4", fill_value=0, **kw)[:] = 1
+    z = cs.open_array(path, mode="r+", cache_metadata=cache)
+    zarr = pytest.importorskip("zarr")  # (another library: nothing shared in-process)
+    other = zarr.open_array(path, mode="r+")
+    other.resize((4, 3))
+    other[:, 1:] = 5
+    with pytest.raises(ValueError, match=r"shape \(2, 1\).*of shape \(4, 3\).*dimension 1"):
+        z.append(np.array([[9], [8]], dtype="i4"))
+    want = np.array([[1, 5, 5]] * 4, dtype="i4")
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:], want)
+    assert z.append(np.array([[9, 9, 9]], dtype="i4")) == (5, 3)
+    np.testing.assert_array_equal(cs.open_array(path, mode="r")[:],
+                                  np.vstack([want, [[9, 9, 9]]]))
