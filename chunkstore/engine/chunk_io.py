@@ -169,6 +169,8 @@ class EngineState:
     fill_item: np.ndarray | None
     object_fill: Any
     object_missing: Any  # what missing chunks of an object array read as
+    # a view's: the array's own fill value where the view's differs (see _new_chunk)
+    pad_fill: np.ndarray | None = None
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
     # False for a handle on a snapshot of the metadata (consolidated) until its first write
     # has checked the stored document (check_metadata)
@@ -230,6 +232,11 @@ class EngineState:
             # that are all its fill value: deleted, they would read as the array's own fill
             # value through the array and every other handle (the values written lost).
             self.write_empty_chunks = True
+        stored_fb = self.stored_meta.fill_bytes()
+        if (self.stored_meta is not meta and not self.is_object and fb != stored_fb
+                and stored_fb is not None and len(stored_fb) == meta.dtype.itemsize):
+            # (the array's fill value as the view's data type reads its bytes)
+            self.pad_fill = np.frombuffer(stored_fb, dtype=meta.dtype).copy()
 
     @property
     def read_only(self) -> bool:
@@ -487,8 +494,11 @@ class EngineState:
                 writable: bool = False) -> np.ndarray:
         return self.codec.decode(data, out=out, key=key, store=self.store, writable=writable)
 
-    def _new_chunk(self) -> np.ndarray:
-        """A chunk buffer filled with the fill value (in the chunk's order)."""
+    def _new_chunk(self, coords: Sequence[int] | None = None) -> np.ndarray:
+        """A chunk buffer filled with the fill value (in the chunk's order). A view with a
+        fill value of its own (pad_fill) fills the part of chunk coords past the array's end
+        with the array's fill value: that padding shows once the array grows, which must
+        show the array's fill value there, not a view's that was never written."""
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
             chunk[...] = self.object_missing if self.dtype.names is not None else \
@@ -496,6 +506,12 @@ class EngineState:
         else:
             # (mypy: fill_item is None only for object arrays)
             chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]
+            if self.pad_fill is not None and coords is not None:
+                for d, (c, n, size) in enumerate(zip(coords, self.chunks, self.meta.shape)):
+                    inside = size - int(c) * n
+                    if inside < n:
+                        chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
+                            self.pad_fill.reshape(())
         return chunk
 
 

@@ -228,9 +228,12 @@ class WritePath(ReadPath):
         # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
         # (if partly covered and stored), merged with the value and encoded in one GIL-free
         # call a batch.
-        fast = None if self.is_object else getattr(self.codec, "fast", None)
+        # (not for a view padding new edge chunks with the array's fill value: _new_chunk)
+        fast = None if self.is_object or self.pad_fill is not None else \
+            getattr(self.codec, "fast", None)
         if fast is not None and not fast.can_encode:
             fast = None
+        coords = plan.chunk_coords() if self.pad_fill is not None else None
 
         _, seq, groups = self._schedule(plan, keys)
         split = partial_locks is not None and groups is None and not errors_first
@@ -263,12 +266,13 @@ class WritePath(ReadPath):
                     todo.append(i)
                     olds.append(None if full[i] else existing.get(k))
                     continue
+                at = None if coords is None else coords[i]
                 if full[i]:
-                    chunk = self._new_chunk() if edge[i] else np.empty(
+                    chunk = self._new_chunk(at) if edge[i] else np.empty(
                         self.chunks, dtype=self.dtype, order=self.order)
                 else:
                     data = existing.get(k)
-                    chunk = (self._new_chunk() if data is None
+                    chunk = (self._new_chunk(at) if data is None
                              else self._decode(data, k, writable=True))
                 if self.is_object:
                     csel, osel = plan.selections(i)
@@ -369,6 +373,7 @@ class WritePath(ReadPath):
         _, seq, groups = self._schedule(plan)
 
         src = prefetch(self.layout.live_chunk_store, [keys[g] for g in seq], self.codec.nbytes)
+        coords = plan.chunk_coords() if self.pad_fill is not None else None
 
         def work(lo: int, hi: int) -> None:
             idx = seq[lo:hi]
@@ -378,7 +383,8 @@ class WritePath(ReadPath):
             for g in idx:
                 k = keys[g]
                 data = existing.get(k)
-                chunk = self._new_chunk() if data is None else self._decode(data, k, writable=True)
+                chunk = (self._new_chunk(None if coords is None else coords[g]) if data is None
+                         else self._decode(data, k, writable=True))
                 if self.is_object:
                     csel, pts = plan.selections(g)
                     chunk[csel] = flat[pts]

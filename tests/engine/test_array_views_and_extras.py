@@ -328,3 +328,25 @@ def test_a_view_with_its_own_fill_value_stores_the_chunks_it_fills_with_it(zarr_
     z[0:3] = -1                     # the array's own fill: its chunk deleted, as always
     np.testing.assert_array_equal(v[0:3], [5, 5, 5])   # the view reads a missing chunk so
     assert z.nchunks_initialized == 2
+
+
+@pytest.mark.parametrize("fmt,kw", [(2, {}), (3, {}), (3, {"shards": (4, 8)}),
+                                    (2, {"order": "F"})])
+@pytest.mark.parametrize("how", ["slice", "oindex", "vindex"])
+def test_a_fill_views_write_pads_new_edge_chunks_with_the_arrays_fill(fmt, kw, how):
+    """A view with a fill value of its own writing a new edge chunk: the part past the
+    array's end holds the array's fill value, which growing the array shows (it held the
+    view's, never written: 5s appeared after a resize)."""
+    z = cs.create((6, 10), chunks=(4, 4), dtype="i4", fill_value=0, zarr_format=fmt,
+                  store=cs.MemoryStore(), **kw)
+    v = z.view(fill_value=5)
+    if how == "slice":
+        v[4:6, 8:10] = 1
+    elif how == "oindex":
+        v.oindex[[4, 5], [8, 9]] = 1
+    else:
+        v.vindex[[4, 5, 4, 5], [8, 8, 9, 9]] = 1
+    model = np.zeros((8, 12), dtype="i4")
+    model[4:6, 8:10] = 1
+    z.resize((8, 12))
+    np.testing.assert_array_equal(z[:], model)
