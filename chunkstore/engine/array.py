@@ -429,7 +429,9 @@ class Array(nodes.Node, ArrayAPIv3):
         nx = ix.newaxes_with_advanced(selection, self.ndim)
         if nx is not None:  # None beside index arrays: read without, then NumPy's axes
             got = self._read(ix.basic_or_fancy, nx.key, None, fields)
-            return np.expand_dims(np.transpose(got, nx.perm), nx.axes)
+            # (a sub-array field's own axes trail the selection's, where they stay)
+            perm = tuple(nx.perm) + tuple(range(len(nx.perm), got.ndim))
+            return np.expand_dims(np.transpose(got, perm), nx.axes)
         return self._read(ix.basic_or_fancy, selection, None, fields)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
@@ -447,8 +449,12 @@ class Array(nodes.Node, ArrayAPIv3):
                 rest = iter([shape[k] for k in nx.perm])
                 want = [1 if k in nx.axes else next(rest)
                         for k in range(len(shape) + len(nx.axes))]
-                v = np.broadcast_to(np.asarray(value), want)
-                value = np.transpose(np.squeeze(v, nx.axes), np.argsort(nx.perm))
+                # a sub-array field's own axes trail the selection's
+                sub = engine.dtype[fields].shape if isinstance(fields, str) else ()
+                v = np.broadcast_to(np.asarray(value), want + list(sub))
+                perm = tuple(np.argsort(nx.perm)) + tuple(range(len(shape),
+                                                                len(shape) + len(sub)))
+                value = np.transpose(np.squeeze(v, nx.axes), perm)
             selection = nx.key
         self._write(ix.basic_or_fancy, selection, value, fields)
 

@@ -567,3 +567,31 @@ def test_vindex_names_a_slice_ellipsis_or_none_as_what_it_does_not_take(key):
     z = cs.array(np.arange(12).reshape(3, 4))
     with pytest.raises(IndexError, match="takes an integer array .* for every dimension"):
         z.vindex[key]
+
+
+SUBARRAY = np.dtype([("a", "<i4"), ("b", "<f8", (2,)), ("c", "<i2", (2, 3))])
+
+
+@pytest.mark.parametrize("key", [
+    (None, 1, [0, 3]),
+    ([0, 2], None, slice(1, 3)),
+    (np.array([True, False, True]), None),
+    (None, [2, 0], None, [1, 3]),
+    (slice(None), None, np.array([[0], [3]])),
+])
+@pytest.mark.parametrize("field", ["a", "b", "c"])
+def test_none_beside_index_arrays_with_a_subarray_field(key, field):
+    """A sub-array field's own axes trail NumPy's result axes, None and index arrays
+    included: reads and writes equal NumPy's (both raised: 'axes don't match array').
+    (Zarr v2: v3 has no sub-array fields.)"""
+    a = np.zeros((3, 4), dtype=SUBARRAY)
+    a["a"] = np.arange(12).reshape(3, 4)
+    a["b"] = np.arange(24).reshape(3, 4, 2)
+    a["c"] = np.arange(72).reshape(3, 4, 2, 3)
+    z = cs.array(a, chunks=(2, 2), zarr_format=2)
+    np.testing.assert_array_equal(z[key + (field,)], a[key][field])
+    want = a.copy()
+    value = np.arange(want[key][field].size, dtype="f8").reshape(want[key][field].shape) + 100
+    want[field][key] = value  # (NumPy: the field's view, then the key)
+    z[key + (field,)] = value
+    np.testing.assert_array_equal(z[:], want)
