@@ -31,9 +31,10 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import json
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -262,7 +263,7 @@ def _json_copy(obj: Any) -> Any:
 # content key -> (normalized chain, chain info): see normalize_codecs_with_info
 _PARSED: dict = {}
 _PARSED_MAX = 256
-_PARSED_LOCK = threading.Lock()
+_PARSED_LOCK = ForkSafeLock()
 
 
 def _chain_info(aa: Sequence[Any], ab: Any, bb: Sequence[Any], ndim: int) -> dict:

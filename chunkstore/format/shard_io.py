@@ -3,16 +3,18 @@ and merging nearby byte ranges into one request."""
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 from ..storage import protocol
-import threading
 from typing import Any
 
 __all__ = ["coalesce", "read_if", "stripe"]
 
-_STRIPES = [threading.Lock() for _ in range(256)]
+# (made anew in a forked child: a stripe a parent thread held at the fork hung the child)
+_STRIPES = [ForkSafeLock() for _ in range(256)]
 
 
-def stripe(store: Any, key: str) -> threading.Lock:
+def stripe(store: Any, key: str) -> ForkSafeLock:
     """In-process lock for a shard's read-modify-write, shared by every view of a store and
     of the stores of its location (handles opened apart on one directory, or through
     stores of roots one inside the other: protocol.node_location), as the in-process

@@ -16,8 +16,9 @@ The shard format itself (index layout, encode/decode of a whole shard) is
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 from ..storage import protocol
-import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -92,7 +93,7 @@ class ShardedStoreView(MutableMapping):
         # shard key -> (version of the shard, its decoded index): see _cached
         self._cache: OrderedDict[str, tuple[Any, np.ndarray]] = OrderedDict()
         self._cache_bytes = 0
-        self._cache_lock = threading.Lock()
+        self._cache_lock = ForkSafeLock()  # (a handle used in a forked child)
         self.set_metadata(meta)
 
     def __getstate__(self) -> dict:

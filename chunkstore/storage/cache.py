@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 from . import protocol
 import threading
 from collections import OrderedDict
@@ -67,7 +69,7 @@ class LRUStoreCache(BaseStore):
         self._init_cache()
 
     def _init_cache(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = ForkSafeLock(threading.RLock)
         self._values: OrderedDict[str, bytes] = OrderedDict()
         self._current_size = 0
         self._keys_cache: list[str] | None = None

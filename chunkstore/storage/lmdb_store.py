@@ -5,6 +5,8 @@ The module is named ``lmdb_store`` so that it never shadows the ``lmdb`` package
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import errno
 import os
 import threading
@@ -43,7 +45,7 @@ class _SharedEnv:
 
 
 _REGISTRY: dict[str, _SharedEnv] = {}
-_REGISTRY_LOCK = threading.Lock()
+_REGISTRY_LOCK = ForkSafeLock()
 _REGISTRY_PID = [os.getpid()]
 
 

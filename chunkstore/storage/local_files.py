@@ -5,13 +5,14 @@ write does not leave the store root through a symlink."""
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import contextlib
 import errno
 import os
 import re
 import shutil
 import sys
-import threading
 import uuid
 from collections.abc import Iterable
 from typing import TypedDict
@@ -39,7 +40,7 @@ class _TokenState(TypedDict):
 
 
 _token_state: _TokenState = {"pid": None, "prefix": "", "n": 0}
-_token_lock = threading.Lock()
+_token_lock = ForkSafeLock()
 
 
 def reserve_tokens(n: int) -> tuple[bytes, int]:

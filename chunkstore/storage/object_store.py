@@ -10,6 +10,8 @@ are concurrent (deletes: one bulk request)."""
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import asyncio
 import concurrent.futures
 import json
@@ -85,7 +87,7 @@ def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
 
 #: obstore S3 clients made by ObjectStore.from_url, by (pid, URL, options)
 _CLIENTS: dict[tuple[int, str, str], Any] = {}
-_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_LOCK = ForkSafeLock()
 
 
 def _obstore() -> ModuleType:

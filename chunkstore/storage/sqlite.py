@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import contextlib
 import errno
 import os
@@ -104,7 +106,7 @@ class SQLiteStore(BaseStore):
         self._local = threading.local()
         # (owning thread, connection); connections of finished threads are closed lazily
         self._all_conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._conns_lock = threading.Lock()
+        self._conns_lock = ForkSafeLock()
         self._pid = os.getpid()
         self._closed = False
         self._setup_done = False

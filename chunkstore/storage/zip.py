@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chunkstore.forksafe import ForkSafeLock
+
 import errno
 import os
 import re
@@ -32,7 +34,7 @@ _DELETED = object()
 
 # The archive's writer in this process, by real path: the store holding the write claim.
 _WRITERS: dict[str, weakref.ref] = {}
-_WRITERS_LOCK = threading.Lock()
+_WRITERS_LOCK = ForkSafeLock()
 
 
 class ZipStore(BaseStore):

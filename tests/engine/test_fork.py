@@ -2,6 +2,7 @@
 pool does not survive fork (the child makes its own), and Blosc's global thread pool, a known
 fork trap, is switched off."""
 
+import contextlib
 import multiprocessing as mp
 
 import numcodecs
@@ -142,3 +143,89 @@ def test_child_does_not_inherit_the_parents_busy_threads():
     finally:
         scheduling._release(got)
     assert busy == 0
+
+
+def _write_shard_element(path, sync_dir):
+    z = cs.open_array(path, mode="r+", synchronizer=cs.ProcessSynchronizer(sync_dir))
+    z[0, 1] = 42
+
+
+@pytest.mark.parametrize("synchronized", [True, False])
+def test_a_child_forked_while_a_parent_thread_holds_shard_locks_writes(tmp_path,
+                                                                      synchronized):
+    """A parent thread inside a shard's read-modify-write at the fork held its in-process
+    shard lock (format/shard_io's stripes): the child inherited it held, hung at its first
+    write of such a shard, holding its kernel region locks, and every other writer of
+    those chunks (the parent's too) hung behind it. Here a parent thread holds every stripe
+    (and a sharded view's index-cache lock) across the fork: the child writes and ends."""
+    import threading
+
+    from chunkstore.format import shard_io
+    path, sync_dir = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    sync = cs.ProcessSynchronizer(sync_dir) if synchronized else None
+    z = cs.create(shape=(16, 16), chunks=(4, 4), shards=(16, 16), zarr_format=3, dtype="i4",
+                  fill_value=-1, store=path, synchronizer=sync)
+    z[5, 5] = 7
+    held, done = threading.Event(), threading.Event()
+    view_lock = z._handle.engine.layout.chunk_store._cache_lock
+
+    def hold():
+        with contextlib.ExitStack() as stack:
+            for lock in shard_io._STRIPES:
+                stack.enter_context(lock)
+            stack.enter_context(view_lock)
+            held.set()
+            done.wait(60)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        ctx = mp.get_context("fork")
+        if synchronized:
+            p = ctx.Process(target=_write_shard_element, args=(path, sync_dir))
+        else:  # (the parent's handle, used in the child)
+            p = ctx.Process(target=z.__setitem__, args=((0, 1), 42))
+        p.start()
+        p.join(30)
+        hung = p.is_alive()
+        if hung:
+            p.kill()
+            p.join()
+    finally:
+        done.set()
+        t.join()
+    assert not hung and p.exitcode == 0
+    assert cs.open_array(path, mode="r")[0, 1] == 42 and z[5, 5] == 7
+
+
+def _child_takes(lock, q):
+    q.put(lock.acquire(timeout=5))
+
+
+def test_a_fork_safe_lock_held_by_a_parent_thread_is_free_in_the_child():
+    import threading
+
+    from chunkstore.forksafe import ForkSafeLock
+    for factory in (threading.Lock, threading.RLock):
+        lock, held, done = ForkSafeLock(factory), threading.Event(), threading.Event()
+
+        def hold():
+            with lock:
+                held.set()
+                done.wait(30)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        try:
+            assert held.wait(10)
+            ctx = mp.get_context("fork")
+            q = ctx.Queue()
+            p = ctx.Process(target=_child_takes, args=(lock, q))
+            p.start()
+            assert q.get(timeout=30) is True
+            p.join(10)
+            assert not lock.acquire(blocking=False)  # (the parent's still held)
+        finally:
+            done.set()
+            t.join()
