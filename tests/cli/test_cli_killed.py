@@ -146,3 +146,61 @@ def test_api_copy_with_new_encoding_killed_leaves_no_member(src, tmp_path):
     g = cs.open_group(str(dst), mode="r")
     assert "c" not in g and list(g) == []
     assert chunk_files(dst / "c")
+
+
+COUNT_ALL = """
+import os, sys
+from chunkstore.storage.directory import DirectoryStore
+written = [0]
+_put = DirectoryStore.__setitem__
+def put(self, key, value):
+    _put(self, key, value)
+    written[0] += 1
+    if written[0] == {after}:
+        os._exit(9)
+def puts(self, mapping):
+    for k, v in mapping.items():
+        put(self, k, v)
+DirectoryStore.__setitem__ = put
+DirectoryStore.setitems = puts
+import atexit
+atexit.register(lambda: print("WRITES", written[0]))
+"""
+
+
+@pytest.mark.parametrize("opts", [["--chunks", "20,20"], ["--zarr-format", "3"]])
+def test_cp_killed_at_every_write_leaves_only_whole_nodes(tmp_path, data, opts):
+    """A recoding cp of a group killed at each of its writes in turn, the documents' too
+    (published last: deepest first, an array's attributes before its document): whatever
+    opens in the destination is whole, and reads as its source."""
+    src = tmp_path / "src.zarr"
+    root = cs.group(str(src))
+    root.attrs["title"] = "source"
+    g = root.create_group("g")
+    g.attrs["k"] = 1
+    g.array("a", data, chunks=(20, 20)).attrs["units"] = "m"
+    root.array("b", data[:5], chunks=(5, 20))
+    args = ["cp", str(src), None, *opts]
+
+    def run(after, dst):
+        code = COUNT_ALL.format(after=after) + (
+            f"from chunkstore.cli import main\nmain({[str(dst) if a is None else a for a in args]!r})")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+
+    total = int(run(0, tmp_path / "count.zarr").stdout.split("WRITES")[-1])
+    assert total > 8
+    want = {"": root, "g": g, "g/a": g["a"], "b": root["b"]}
+    for after in range(1, total):
+        dst = tmp_path / f"d{after}.zarr"
+        assert run(after, dst).returncode == 9
+        for path, source in want.items():
+            try:
+                node = cs.open(str(dst), mode="r", path=path)
+            except NodeNotFoundError:
+                continue
+            assert node.attrs.asdict() == source.attrs.asdict(), (after, path)
+            if isinstance(source, cs.Array):
+                np.testing.assert_array_equal(node[...], source[...], err_msg=f"{after} {path}")
+            else:  # a group shown: every member below it is there, whole
+                assert sorted(node) == sorted(source), (after, path)
