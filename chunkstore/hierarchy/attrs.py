@@ -82,9 +82,17 @@ class Attributes(MutableMapping):
         # the check that the node is still there and the write are then one step to them
         # (between the two, a delete made the update write the document back: the node
         # came back, or a v2 .zattrs was left for the next node at the path).
-        guard = (self.synchronizer.hold(self.node_key.rpartition("/")[0], GUARD)
-                 if self.node_key is not None and hasattr(self.synchronizer, "hold")
-                 else contextlib.nullcontext())
+        # With a synchronizer, the guards of the groups above too (their delete or move in
+        # another process holds them: synchronizers._Layered.guard_under_groups).
+        node = self.node_key.rpartition("/")[0] if self.node_key is not None else None
+        if node is None:
+            guard: Any = contextlib.nullcontext()
+        elif hasattr(self.synchronizer, "guard_under_groups"):
+            guard = self.synchronizer.guard_under_groups(node)
+        elif hasattr(self.synchronizer, "hold"):
+            guard = self.synchronizer.hold(node, GUARD)
+        else:
+            guard = contextlib.nullcontext()
         with guard, lock:
             doc = self._node_document()
             if doc is not None:  # v3: the attributes' own document, read once

@@ -26,9 +26,9 @@ from chunkstore.sync.synchronizers import check_synchronizer_path, handle_locks,
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
                                StrayChunksError)
-from chunkstore.metadata.formats import (document_rank, documents_first, format_alias,
-                                         format_of, node_document_names,
-                                         nodes_in_chunk_space, stray_chunk_keys)
+from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
+                                         node_document_names, nodes_in_chunk_space,
+                                         stray_chunk_keys)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -77,7 +77,7 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
     (sync.synchronizers.replacing: a handle opened before never writes the old layout into
     what comes next), and the node's lock space in synchronizer held (the deleting
     handle's: other processes' attribute updates of the node end first, or find it gone)."""
-    with replacing(store, path, synchronizer, nodes_below(store, path, synchronizer)):
+    with replacing(store, path, synchronizer):
         # The node documents first: a delete that fails midway (an I/O error, an interrupt
         # in a directory store's tree walk, whose order is the filesystem's) then leaves
         # keys no node owns, never an array whose metadata is still there while some of
@@ -94,17 +94,6 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
                 raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
-
-
-def nodes_below(store: Mapping[str, bytes], path: str, synchronizer: Any) -> list[str]:
-    """The paths of the nodes below path (their documents' folders), where a synchronizer
-    is given: its locks of each are held while the tree goes (sync.synchronizers.replacing).
-    One listing; none without a synchronizer (this process's own handles are found by
-    their lock tables)."""
-    if not hasattr(synchronizer, "exclusive"):
-        return []
-    found = {k.rpartition("/")[0] for k in keys_under(store, path) if document_rank(k) < 2}
-    return sorted(p for p in found if p != path.strip("/"))
 
 
 def stray_keys_error(head: str, keys: Sequence[str], remedy: str) -> StrayChunksError:

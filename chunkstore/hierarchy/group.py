@@ -581,8 +581,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 f"rmdir({dst!r}))")
         creation._write_parent_groups(self._store, parents, self._format, self._synchronizer)
         # (handles at src: nothing is there any more)
-        with replacing(self._store, src, self._synchronizer,
-                       creation.nodes_below(self._store, src, self._synchronizer)):
+        with replacing(self._store, src, self._synchronizer):
             rename = protocol.renamer(self._store)
             if rename is not None:
                 rename(src, dst)

@@ -349,6 +349,22 @@ class _Layered:
         """Hold ranges of the array's lock space in both layers (a context manager)."""
         return _Pair(self.inner.hold(array_path, ranges), self.outer.hold(array_path, ranges))
 
+    def guard_under_groups(self, node_path):
+        """What an attribute update of the node at node_path holds: its metadata guard in
+        this process's table, then, in the synchronizer, the guards of the groups above it
+        (the root first) and its own. A delete or move of any of those groups in another
+        process holds that group's whole space (replacing), so the update ends before it or
+        finds the node gone: with only its own guard, an update of a member wrote the
+        member's document back after its group was deleted (a deleted v3 array came back,
+        its chunks gone). Every thread takes the synchronizer's guards in path order, the
+        order a delete takes a group's space and then its members'."""
+        from chunkstore.sync.locking import GUARD
+        parts = node_path.split("/") if node_path else []
+        above = ["/".join(parts[:i]) for i in range(len(parts))]
+        return _Chain([self.inner.hold(node_path, GUARD),
+                       *(self.outer.hold(a, GUARD) for a in above),
+                       self.outer.hold(node_path, GUARD)])
+
     def chunk_ranges(self, coords, grid):
         """The synchronizer's ranges for the chunks at coords (both layers hold these)."""
         return self.outer.chunk_ranges(coords, grid)
@@ -373,6 +389,28 @@ class _Layered:
 
     def __repr__(self):
         return f"{self.outer!r} (under this process's locks of the node)"
+
+
+class _Chain:
+    """Locks (context managers) held as one: taken in order, let go of in reverse."""
+
+    __slots__ = ("locks", "_stack")
+
+    def __init__(self, locks):
+        self.locks = locks
+        self._stack = None
+
+    def __enter__(self):
+        stack = contextlib.ExitStack()
+        with stack:
+            for lock in self.locks:
+                stack.enter_context(lock)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc):
+        stack, self._stack = self._stack, None
+        stack.__exit__(*exc)
 
 
 class _Pair:
@@ -428,7 +466,7 @@ def register_synchronizer(store, path, synchronizer):
 
 
 @contextlib.contextmanager
-def replacing(store, path, synchronizer=None, below=()):
+def replacing(store, path, synchronizer=None):
     """Around deleting, replacing or moving the node at path of store: the whole lock space
     of every array at or below path that this process's handles hold in-process locks for
     (handle_locks), so that writes through them end first and none starts meanwhile, each
@@ -446,12 +484,7 @@ def replacing(store, path, synchronizer=None, below=()):
     synchronizer's lock space of the node, where one is given: the handle's doing the
     change): an attribute update of the node holds its guard there (hierarchy.attrs), so it
     ends before, or finds the node gone after (it wrote the document back: a deleted or
-    moved node came back, or a v2 .zattrs was left for the next node there). below: the
-    paths of the nodes under path (the caller lists them): synchronizer's lock space of each
-    is held too, so that another process's attribute update of a member, which holds that
-    member's guard in the synchronizer, ends first or finds it gone (a v3 member's document
-    written back after the delete made the deleted array reappear, its chunks gone: fill
-    values read as its data)."""
+    moved node came back, or a v2 .zattrs was left for the next node there)."""
     top = protocol.node_location(store, path)
     # (made if no handle keeps it, and kept alive while held: the WeakValueDictionary's;
     # the listing below takes it, a node being below itself)
@@ -466,10 +499,15 @@ def replacing(store, path, synchronizer=None, below=()):
                          for s, paths in list(syncs.items()) for p in paths),
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     if hasattr(synchronizer, "exclusive"):
-        mine = {p for _, p, s in synced if s is synchronizer}
-        extra = [(protocol.node_location(store, p)[1], p, synchronizer)
-                 for p in dict.fromkeys([path, *below]) if p not in mine]
-        synced = sorted(synced + extra, key=lambda nps: (nps[0], id(nps[2]), nps[1]))
+        synced = sorted(synced + [(top[1], path, synchronizer)],
+                        key=lambda nps: (nps[0], id(nps[2]), nps[1]))
+    # One entry per lock space: two ProcessSynchronizer objects of one lock directory share
+    # its region files (one lock per file in the process, not re-entrant), and holding one
+    # twice made the thread wait for itself (a handle opened with one, a delete with the
+    # other).
+    seen: set = set()
+    synced = [nps for nps in synced
+              if not (_space_of(nps[2], nps[1]) in seen or seen.add(_space_of(nps[2], nps[1])))]
     with contextlib.ExitStack() as held:
         locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]
         try:
@@ -481,6 +519,15 @@ def replacing(store, path, synchronizer=None, below=()):
             for lock in locks:
                 lock.counts = False
             raise
+
+
+def _space_of(synchronizer, path):
+    """What identifies the lock space of the node at path in synchronizer: a process
+    synchronizer's region file (shared by every such object of its directory), else the
+    object's own table."""
+    where = synchronizer.path if isinstance(synchronizer, ProcessSynchronizer) else \
+        id(synchronizer)
+    return where, path
 
 
 class ProcessSynchronizer(_Base):

@@ -710,11 +710,11 @@ def test_an_overwrite_with_a_synchronizer_waits_for_another_process_attribute_up
 @pytest.mark.parametrize("change", ["delete", "move"])
 def test_a_group_delete_or_move_with_a_synchronizer_waits_for_a_members_attribute_update(
         tmp_path, fmt, change):
-    """Deleting or moving group g (synchronizer S) holds S's lock space of every node below
-    it, not only g's: another process's attribute update of member g/a, between its check
-    and its write, wrote g/a's document back after the delete (v3: the deleted array came
-    back with its chunks gone, reading fill values; v2: a .zattrs left for the next node
-    there)."""
+    """An attribute update of member g/a through synchronizer S holds S's guards of the
+    groups above it (the root's, g's) and a delete or move of g holds g's whole space: an
+    update in another process, between its check and its write, wrote g/a's document back
+    after the delete (v3: the deleted array came back with its chunks gone, reading fill
+    values; v2: a .zattrs left for the next node there)."""
     import multiprocessing as mp
     path, sync_dir = str(tmp_path / "h.zarr"), str(tmp_path / "locks")
     root = cs.open_group(path, mode="w", zarr_format=fmt)
@@ -740,3 +740,44 @@ def test_a_group_delete_or_move_with_a_synchronizer_waits_for_a_members_attribut
         a = root["h/a"]
         assert a.attrs.asdict() == {"k": 1}  # (the update ended before the move)
         np.testing.assert_array_equal(a[:], 5)
+
+
+def _delete_in_thread(group, name):
+    import threading
+    t = threading.Thread(target=group.__delitem__, args=(name,), daemon=True)
+    t.start()
+    t.join(20)
+    return not t.is_alive()
+
+
+@pytest.mark.parametrize("target", ["g/a", "g"])
+def test_a_delete_through_another_synchronizer_object_of_the_lock_directory(tmp_path, target):
+    """Handles of g/a opened with two ProcessSynchronizer objects of one lock directory, a
+    delete with a third: each lock space is held once (one lock per region file in the
+    process, not re-entrant): the delete waited for itself."""
+    store = cs.DirectoryStore(str(tmp_path / "data"))
+    locks = str(tmp_path / "locks")
+    root = cs.open_group(store, mode="w")
+    root.create_group("g").zeros("a", shape=(4,), chunks=(2,), dtype="i4")
+    handles = [cs.open_array(store, path="g/a", mode="r+",
+                             synchronizer=cs.ProcessSynchronizer(locks)) for _ in range(2)]
+    handles[0][:] = 1
+    r = cs.open_group(store, mode="a", synchronizer=cs.ProcessSynchronizer(locks))
+    assert _delete_in_thread(r, target)
+    assert target not in r
+
+
+def test_deleting_a_big_group_with_a_synchronizer_opens_no_file_per_member(tmp_path):
+    """The delete holds the group's own lock space: no lock file per member is opened (and
+    kept open: one per member made a group of 1,000 members undeletable at the usual limit
+    of open files)."""
+    import os
+    store = cs.DirectoryStore(str(tmp_path / "data"))
+    g = cs.open_group(store, mode="w").create_group("g")
+    for i in range(60):
+        g.zeros(f"a{i}", shape=(2,), chunks=(2,), dtype="i1")
+    r = cs.open_group(store, mode="a", synchronizer=cs.ProcessSynchronizer(str(tmp_path / "l")))
+    before = len(os.listdir("/proc/self/fd"))
+    del r["g"]
+    assert len(os.listdir("/proc/self/fd")) - before < 5
+    assert "g" not in r and len(os.listdir(tmp_path / "l")) < 10
