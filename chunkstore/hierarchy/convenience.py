@@ -203,8 +203,10 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
     ex, inc = _compile(excludes), _compile(includes)
     # The chunks first and the node documents last: a copy failing midway then leaves keys
     # no node owns, never a node whose uncopied chunks read as the fill value.
+    # (consolidated metadata after every node document: it shows the nodes it lists)
     keys = sorted((k for k in source.keys() if (not sp or k == sp or k.startswith(sp + "/"))
-                   and (keep is None or keep(k))), key=lambda k: (-document_rank(k), k))
+                   and (keep is None or keep(k))),
+                  key=lambda k: (k.rsplit("/", 1)[-1] == ".zmetadata", -document_rank(k), k))
     plan = []
     n_skipped = 0
     for k in keys:

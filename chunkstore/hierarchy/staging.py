@@ -27,6 +27,11 @@ from chunkstore.storage.base import normalize_prefix
 __all__ = ["HeldDocuments"]
 
 
+def _consolidated(key: str) -> bool:
+    """Whether key is a Zarr v2 consolidated-metadata document (written after every node)."""
+    return key.rsplit("/", 1)[-1] == ".zmetadata"
+
+
 def _under(key: str, prefix: str) -> bool:
     return not prefix or key == prefix or key.startswith(prefix + "/")
 
@@ -41,10 +46,16 @@ class HeldDocuments(MutableMapping):
     to the store as they are written. A document deleted through the view is dropped if held,
     else deleted in the store."""
 
-    # The view is where its documents live now: never a snapshot or cache of the store
-    # behind it (protocol.live_store), or a write's metadata check would read past it.
-    snapshot_of = None
+    # The view is where its documents live now, not a cache of the store behind it
+    # (protocol.live_store), or a write's metadata check would read past it. A store that
+    # is a consolidated snapshot stays one seen through the view: no node is created
+    # through it (creation refuses before anything is written).
     cache_of = None
+
+    @property
+    def snapshot_of(self) -> Any:
+        """The store behind the view's store where that is a consolidated snapshot."""
+        return getattr(self._store, "snapshot_of", None)
 
     def __init__(self, store: MutableMapping, path: str = "") -> None:
         self._store = store
@@ -75,8 +86,9 @@ class HeldDocuments(MutableMapping):
         return store_name(self._store)
 
     def holds(self, key: str) -> bool:
-        """Whether a write of key is held (a node document at or below the view's path)."""
-        return _under(key, self._root) and document_rank(key) < 2
+        """Whether a write of key is held (a node document at or below the view's path, or
+        a Zarr v2 consolidated-metadata document there, which shows the nodes it lists)."""
+        return _under(key, self._root) and (document_rank(key) < 2 or _consolidated(key))
 
     # ------------------------------------------------------------------ mapping
     def __getitem__(self, key: str) -> bytes:
@@ -182,10 +194,12 @@ class HeldDocuments(MutableMapping):
         """Write the held documents to the store: the deepest nodes first, and each node's
         attribute document before the one that makes it a node, so that a publish cut short
         leaves only nodes whose data is whole (and parents later, never members missing
-        below a parent shown). The view then holds nothing; it may go on being used."""
+        below a parent shown); consolidated metadata last of all. The view then holds
+        nothing; it may go on being used."""
         with self._lock:
             held = dict(self._held)
-        order = sorted(held, key=lambda k: (-k.count("/"), -document_rank(k), k))
+        order = sorted(held, key=lambda k: (_consolidated(k), -k.count("/"),
+                                            -document_rank(k), k))
         for k in order:
             self._store[k] = held[k]
             with self._lock:

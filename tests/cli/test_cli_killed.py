@@ -204,3 +204,19 @@ def test_cp_killed_at_every_write_leaves_only_whole_nodes(tmp_path, data, opts):
                 np.testing.assert_array_equal(node[...], source[...], err_msg=f"{after} {path}")
             else:  # a group shown: every member below it is there, whole
                 assert sorted(node) == sorted(source), (after, path)
+
+
+@pytest.mark.parametrize("opts", [[], ["--chunks", "4,4"]])
+def test_cp_of_a_consolidated_group_killed_leaves_no_consolidated_metadata(src, tmp_path,
+                                                                          data, opts):
+    """The v2 consolidated-metadata document is written after every node document (it
+    lists the nodes: written among the chunks, it opened a killed copy's array through
+    open_consolidated, reading fill values for the chunks not copied)."""
+    cs.consolidate_metadata(str(src))
+    dst = tmp_path / "dst.zarr"
+    cli_killed(["cp", src, dst, *opts], after=3)
+    assert chunk_files(dst) and not (dst / ".zmetadata").exists()
+    with pytest.raises(Exception, match="onsolidated metadata|not found|no "):
+        cs.open_consolidated(str(dst), mode="r")
+    assert cli.main([str(a) for a in ["cp", src, dst, *opts, "--if-exists", "replace"]]) == 0
+    np.testing.assert_array_equal(cs.open_consolidated(str(dst), mode="r")["a"][:], data)

@@ -134,3 +134,28 @@ def test_a_failed_api_copy_removes_its_chunks(tmp_path, monkeypatch):
         cs.copy(src, g, name="c", chunks=(5, 5))
     assert calls and "c" not in g
     assert [k for k in g.store if k.startswith("c/")] == []
+
+
+def test_consolidated_metadata_is_held_and_published_last():
+    store = Recording()
+    view = HeldDocuments(store, "")
+    for k in [".zmetadata", ".zgroup", "a/.zarray", "a/0"]:
+        view[k] = b"{}"
+    view.publish()
+    assert store.order == ["a/0", "a/.zarray", ".zgroup", ".zmetadata"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_copy_into_a_consolidated_view_is_refused_before_any_write(fmt):
+    """A consolidated snapshot seen through the view is one still: the copy's creation is
+    refused up front (it wrote every chunk, then failed to publish, leaving them)."""
+    from chunkstore.errors import ReadOnlyError
+    store = {}
+    g = cs.open_group(store, mode="w", zarr_format=fmt)
+    g.create_dataset("x", data=np.arange(4), chunks=(2,))
+    cs.consolidate_metadata(store)
+    before = dict(store)
+    with pytest.raises(ReadOnlyError, match="consolidated snapshot"):
+        cs.copy(cs.array(np.arange(10.0), chunks=(3,)), cs.open_consolidated(store, mode="r+"),
+                name="b", chunks=(5,))
+    assert store == before
