@@ -1,51 +1,52 @@
-"""Locks that a forked child gets anew: one a parent thread held at the fork would stay held
-forever in the child (no thread of the child releases it), and the child's first use would
-hang, holding whatever else it had taken (a writer's kernel region locks: then every other
-writer of those chunks waited too)."""
+"""Locks a forked child gets anew (plain threading locks, replaced by the fork handler while
+the child has one thread): one a parent thread held at the fork stayed held in the child,
+whose first use hung, holding what else it had taken (a writer's kernel region locks)."""
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from typing import Any, Callable
 
-__all__ = ["ForkSafeLock"]
+__all__ = ["fork_safe", "on_fork"]
 
-_generation = 0  # forks since import, in this process's line (the child's count)
+# (weak reference to the owner, attribute, factory) of every lock fork_safe made
+_entries: list[tuple[Any, str, Callable[[], Any]]] = []
+_hooks: list[Callable[[], None]] = []
+_guard = threading.Lock()
+_prune_at = 64
+
+
+def fork_safe(owner: Any, name: str, factory: Callable[[], Any] = threading.Lock) -> Any:
+    """Set ``owner.name`` to ``factory()`` (a threading.Lock by default; owner: an object
+    or a module) and make it anew in every forked child; returns the lock."""
+    global _prune_at
+    lock = factory()
+    setattr(owner, name, lock)
+    with _guard:
+        _entries.append((weakref.ref(owner), name, factory))
+        if len(_entries) > _prune_at:  # (owners gone: dropped, in amortized O(1))
+            _entries[:] = [e for e in _entries if e[0]() is not None]
+            _prune_at = max(64, 2 * len(_entries))
+    return lock
+
+
+def on_fork(hook: Callable[[], None]) -> None:
+    """Call hook in every forked child (after the locks of fork_safe are made anew)."""
+    with _guard:
+        _hooks.append(hook)
 
 
 def _after_fork_in_child() -> None:
-    global _generation
-    _generation += 1
+    global _guard
+    _guard = threading.Lock()  # (the child's one thread: nothing else runs here)
+    for ref, name, factory in _entries:
+        owner = ref()
+        if owner is not None:
+            setattr(owner, name, factory())
+    for hook in _hooks:
+        hook()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class ForkSafeLock:
-    """A threading.Lock (or what ``factory`` makes: RLock), made anew in a forked child at its
-    first use there; a context manager with acquire/release, as the lock is."""
-
-    __slots__ = ("_factory", "_lock", "_gen")
-
-    def __init__(self, factory: Callable[[], Any] = threading.Lock) -> None:
-        self._factory, self._lock, self._gen = factory, factory(), _generation
-
-    def _now(self) -> Any:
-        if self._gen != _generation:  # (forked since: the parent's may be held)
-            self._lock, self._gen = self._factory(), _generation
-        return self._lock
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Take the lock (threading.Lock.acquire)."""
-        return self._now().acquire(blocking, timeout)
-
-    def release(self) -> None:
-        """Let the lock go."""
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self._now().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self._lock.__exit__(*exc)

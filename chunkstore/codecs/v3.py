@@ -31,7 +31,9 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import threading
+import sys
 
 import json
 import math
@@ -263,7 +265,7 @@ def _json_copy(obj: Any) -> Any:
 # content key -> (normalized chain, chain info): see normalize_codecs_with_info
 _PARSED: dict = {}
 _PARSED_MAX = 256
-_PARSED_LOCK = ForkSafeLock()
+_PARSED_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_PARSED_LOCK")
 
 
 def _chain_info(aa: Sequence[Any], ab: Any, bb: Sequence[Any], ndim: int) -> dict:

@@ -3,7 +3,8 @@ and merging nearby byte ranges into one request."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import on_fork
+import threading
 
 from ..storage import protocol
 from typing import Any
@@ -11,10 +12,11 @@ from typing import Any
 __all__ = ["coalesce", "read_if", "stripe"]
 
 # (made anew in a forked child: a stripe a parent thread held at the fork hung the child)
-_STRIPES = [ForkSafeLock() for _ in range(256)]
+_STRIPES = [threading.Lock() for _ in range(256)]
+on_fork(lambda: _STRIPES.__setitem__(slice(None), [threading.Lock() for _ in _STRIPES]))
 
 
-def stripe(store: Any, key: str) -> ForkSafeLock:
+def stripe(store: Any, key: str) -> threading.Lock:
     """In-process lock for a shard's read-modify-write, shared by every view of a store and
     of the stores of its location (handles opened apart on one directory, or through
     stores of roots one inside the other: protocol.node_location), as the in-process

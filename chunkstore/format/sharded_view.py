@@ -16,7 +16,8 @@ The shard format itself (index layout, encode/decode of a whole shard) is
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import threading
 
 from ..storage import protocol
 from collections import OrderedDict
@@ -93,7 +94,8 @@ class ShardedStoreView(MutableMapping):
         # shard key -> (version of the shard, its decoded index): see _cached
         self._cache: OrderedDict[str, tuple[Any, np.ndarray]] = OrderedDict()
         self._cache_bytes = 0
-        self._cache_lock = ForkSafeLock()  # (a handle used in a forked child)
+        # (made anew in a forked child: a handle used there)
+        self._cache_lock: threading.Lock = fork_safe(self, "_cache_lock")
         self.set_metadata(meta)
 
     def __getstate__(self) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
 
 from . import protocol
 import threading
@@ -69,7 +69,7 @@ class LRUStoreCache(BaseStore):
         self._init_cache()
 
     def _init_cache(self) -> None:
-        self._lock = ForkSafeLock(threading.RLock)
+        self._lock = fork_safe(self, "_lock", threading.RLock)
         self._values: OrderedDict[str, bytes] = OrderedDict()
         self._current_size = 0
         self._keys_cache: list[str] | None = None

@@ -5,7 +5,8 @@ The module is named ``lmdb_store`` so that it never shadows the ``lmdb`` package
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import sys
 
 import errno
 import os
@@ -45,7 +46,7 @@ class _SharedEnv:
 
 
 _REGISTRY: dict[str, _SharedEnv] = {}
-_REGISTRY_LOCK = ForkSafeLock()
+_REGISTRY_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_REGISTRY_LOCK")
 _REGISTRY_PID = [os.getpid()]
 
 

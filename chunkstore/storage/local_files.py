@@ -5,7 +5,8 @@ write does not leave the store root through a symlink."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import threading
 
 import contextlib
 import errno
@@ -40,7 +41,7 @@ class _TokenState(TypedDict):
 
 
 _token_state: _TokenState = {"pid": None, "prefix": "", "n": 0}
-_token_lock = ForkSafeLock()
+_token_lock: threading.Lock = fork_safe(sys.modules[__name__], "_token_lock")
 
 
 def reserve_tokens(n: int) -> tuple[bytes, int]:

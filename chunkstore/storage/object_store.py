@@ -10,7 +10,8 @@ are concurrent (deletes: one bulk request)."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import sys
 
 import asyncio
 import concurrent.futures
@@ -87,7 +88,7 @@ def _raise_if_no_bucket(exc: BaseException, where: object) -> None:
 
 #: obstore S3 clients made by ObjectStore.from_url, by (pid, URL, options)
 _CLIENTS: dict[tuple[int, str, str], Any] = {}
-_CLIENTS_LOCK = ForkSafeLock()
+_CLIENTS_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_CLIENTS_LOCK")
 
 
 def _obstore() -> ModuleType:

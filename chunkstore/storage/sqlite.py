@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
 
 import contextlib
 import errno
@@ -106,7 +106,7 @@ class SQLiteStore(BaseStore):
         self._local = threading.local()
         # (owning thread, connection); connections of finished threads are closed lazily
         self._all_conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._conns_lock = ForkSafeLock()
+        self._conns_lock: threading.Lock = fork_safe(self, "_conns_lock")
         self._pid = os.getpid()
         self._closed = False
         self._setup_done = False

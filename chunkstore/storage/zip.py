@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import ForkSafeLock
+from chunkstore.forksafe import fork_safe
+import sys
 
 import errno
 import os
@@ -34,7 +35,7 @@ _DELETED = object()
 
 # The archive's writer in this process, by real path: the store holding the write claim.
 _WRITERS: dict[str, weakref.ref] = {}
-_WRITERS_LOCK = ForkSafeLock()
+_WRITERS_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_WRITERS_LOCK")
 
 
 class ZipStore(BaseStore):

@@ -199,33 +199,59 @@ def test_a_child_forked_while_a_parent_thread_holds_shard_locks_writes(tmp_path,
     assert cs.open_array(path, mode="r")[0, 1] == 42 and z[5, 5] == 7
 
 
-def _child_takes(lock, q):
-    q.put(lock.acquire(timeout=5))
+class _Owner:
+    """Something holding locks (weakly referable, as stores and views are)."""
 
 
-def test_a_fork_safe_lock_held_by_a_parent_thread_is_free_in_the_child():
+def _child_takes(owner, q):
+    """(a forked child) Take each of owner's locks from several threads at once."""
+    import threading
+    got = []
+
+    def take():
+        for lock in (owner.lock, owner.rlock):
+            if lock.acquire(timeout=5):
+                got.append(True)
+                lock.release()
+            else:
+                got.append(False)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    q.put(got)
+
+
+def test_fork_safe_locks_held_by_a_parent_thread_are_free_in_the_child():
+    """Locks made by fork_safe are made anew in a forked child (by the fork handler, while
+    the child has one thread: made at first use instead, threads taking one at once each
+    made their own and released the other's)."""
     import threading
 
-    from chunkstore.forksafe import ForkSafeLock
-    for factory in (threading.Lock, threading.RLock):
-        lock, held, done = ForkSafeLock(factory), threading.Event(), threading.Event()
+    from chunkstore.forksafe import fork_safe
+    owner = _Owner()
+    fork_safe(owner, "lock")
+    fork_safe(owner, "rlock", threading.RLock)
+    held, done = threading.Event(), threading.Event()
 
-        def hold():
-            with lock:
-                held.set()
-                done.wait(30)
+    def hold():
+        with owner.lock, owner.rlock:
+            held.set()
+            done.wait(30)
 
-        t = threading.Thread(target=hold)
-        t.start()
-        try:
-            assert held.wait(10)
-            ctx = mp.get_context("fork")
-            q = ctx.Queue()
-            p = ctx.Process(target=_child_takes, args=(lock, q))
-            p.start()
-            assert q.get(timeout=30) is True
-            p.join(10)
-            assert not lock.acquire(blocking=False)  # (the parent's still held)
-        finally:
-            done.set()
-            t.join()
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_takes, args=(owner, q))
+        p.start()
+        assert q.get(timeout=60) == [True] * 8
+        p.join(10)
+        assert not owner.lock.acquire(blocking=False)  # (the parent's still held)
+    finally:
+        done.set()
+        t.join()
