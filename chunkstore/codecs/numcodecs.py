@@ -81,19 +81,22 @@ class _NumcodecFilter(_Numcodec):
             raise ValueError(f"codec {name!r} takes a bool data type, got {dtype}")
         codec = cls(**conf)
         numcodec = codec.to_numcodecs()
+        # out: the data type the codec declares for its output (its byte order kept: what
+        # it reads its input as when decoding), and the shape
         out: tuple[np.dtype, tuple[int, ...]]
         try:
             if cls.codec_id == "packbits":
                 out = (np.dtype("u1"), (1 + math.ceil(math.prod(shape) / 8),))
             elif cls.codec_id in ("delta", "fixedscaleoffset") and conf.get("astype"):
-                out = (_native(np.dtype(conf["astype"])), shape)
+                out = (np.dtype(conf["astype"]), shape)
             elif cls.codec_id == "astype":
-                out = (_native(np.dtype(conf["encode_dtype"])), shape)
+                out = (np.dtype(conf["encode_dtype"]), shape)
             else:
                 out = (dtype, shape)
         except TypeError as e:
             raise ValueError(f"codec {name!r}: {e}") from None
-        codec._set(_bound=(dtype, shape, out[0], out[1], numcodec))
+        # (the chain goes on in native byte order: the bytes codec writes the order it names)
+        codec._set(_bound=(dtype, shape, _native(out[0]), out[1], numcodec, out[0]))
         return codec
 
     def _binding(self) -> tuple:
@@ -111,14 +114,15 @@ class _NumcodecFilter(_Numcodec):
 
     def encode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk (its input data type and shape) encoded."""
-        _, _, out_dtype, out_shape, numcodec = self._binding()
+        _, _, out_dtype, out_shape, numcodec, _ = self._binding()
         return _as(np.asarray(numcodec.encode(np.ascontiguousarray(arr))), out_dtype,
                    out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk decoded back to the codec's input data type and shape."""
-        in_dtype, in_shape, _, _, numcodec = self._binding()
-        out = np.asarray(numcodec.decode(np.ascontiguousarray(arr)))
+        in_dtype, in_shape, _, _, numcodec, declared = self._binding()
+        # (its values in the byte order the codec declares, which it reads its input as)
+        out = np.asarray(numcodec.decode(np.ascontiguousarray(_as(arr, declared, arr.shape))))
         if out.size != math.prod(in_shape):
             raise ValueError(f"codec {self.name!r} decoded {out.size} elements, expected "
                              f"{math.prod(in_shape)} (a chunk of shape {in_shape})")
@@ -137,6 +141,8 @@ def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     out = out.reshape(shape)
     if out.dtype == dtype:
         return out
+    if _native(out.dtype) == _native(dtype):
+        return out.astype(dtype)  # (the byte order alone differs: the values kept)
     if out.dtype.itemsize == dtype.itemsize and not out.dtype.hasobject:
         return out.view(dtype)
     return out.astype(dtype)

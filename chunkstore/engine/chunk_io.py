@@ -234,9 +234,8 @@ class EngineState:
             self.write_empty_chunks = True
         stored_fb = self.stored_meta.fill_bytes()
         if (self.stored_meta is not meta and not self.is_object and fb != stored_fb
-                and stored_fb is not None and len(stored_fb) == meta.dtype.itemsize):
-            # (the array's fill value as the view's data type reads its bytes)
-            self.pad_fill = np.frombuffer(stored_fb, dtype=meta.dtype).copy()
+                and stored_fb is not None):
+            self.pad_fill = _as_view_reads(stored_fb, self.stored_meta, meta)
 
     @property
     def read_only(self) -> bool:
@@ -513,6 +512,35 @@ class EngineState:
                         chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
                             self.pad_fill.reshape(())
         return chunk
+
+
+def _as_view_reads(stored_fill: bytes, stored: Any, meta: Any) -> np.ndarray | None:
+    """The array's fill value (its bytes, stored_fill) as a view of metadata meta reads an
+    element holding it: through the view's own filters where it has them (an AsType
+    converting values), else its bytes in the view's data type; None where that cannot be
+    worked out (the view then pads with its own fill value)."""
+    stored_filters = list(getattr(stored, "filters", None) or [])
+    view_filters = list(getattr(meta, "filters", None) or [])
+    try:
+        if view_filters == stored_filters:
+            if len(stored_fill) != meta.dtype.itemsize:
+                return None
+            return np.frombuffer(stored_fill, dtype=meta.dtype).copy()
+        # the element as stored (the array's filters), read back by the view's filters
+        buf: Any = np.frombuffer(stored_fill, dtype=stored.dtype).copy()
+        for f in stored_filters:
+            buf = f.encode(buf)
+        buf = np.frombuffer(bytes(np.ascontiguousarray(buf).view(np.uint8)), np.uint8)
+        for f in reversed(view_filters):
+            buf = f.decode(buf)
+        out = np.asarray(buf).reshape(-1)
+        if out.dtype != meta.dtype:
+            if out.nbytes != meta.dtype.itemsize:
+                return None
+            out = out.view(meta.dtype)
+        return out.copy() if out.size == 1 else None
+    except (TypeError, ValueError):
+        return None
 
 
 def astype_filters(stored: np.dtype, filters: Any, dtypes: Sequence[Any]) -> list[Any]:

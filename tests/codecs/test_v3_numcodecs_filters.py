@@ -129,3 +129,22 @@ def test_packbits_needs_bool():
     with pytest.raises(ValueError, match="numcodecs.packbits.*bool"):
         cs.create_array(cs.MemoryStore(), shape=(4,), chunks=(2,), dtype="i4",
                         filters=[cnc.PackBits()], zarr_format=3)
+
+
+@pytest.mark.parametrize("zf,cf", [
+    (lambda: nz.Delta(dtype="i4", astype=">i2"), lambda: cnc.Delta(dtype="i4", astype=">i2")),
+    (lambda: nz.AsType(encode_dtype=">i2", decode_dtype="i4"),
+     lambda: cnc.AsType(encode_dtype=">i2", decode_dtype="i4")),
+])
+def test_a_big_endian_filter_output_keeps_its_values(tmp_path, zf, cf):
+    """A filter whose output data type is big-endian: the bytes codec stores the values in
+    its own byte order (zarr-python's bytes), and they decode back (they were reinterpreted,
+    byte-swapped values stored and read). (zarr-python 3 itself does not read these back.)"""
+    want = (np.arange(35, dtype="i4").reshape(SHAPE) % 11) * 37
+    ours = cs.create_array(str(tmp_path / "c"), shape=SHAPE, chunks=CHUNKS, dtype="i4",
+                           filters=[cf()], zarr_format=3, fill_value=0)
+    ours[...] = want
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "c"), mode="r")[...], want)
+    theirs = _zarr_array(tmp_path / "z", "i4", [zf()])
+    theirs[...] = want
+    assert _chunks(tmp_path / "c") == _chunks(tmp_path / "z")

@@ -350,3 +350,16 @@ def test_a_fill_views_write_pads_new_edge_chunks_with_the_arrays_fill(fmt, kw, h
     model[4:6, 8:10] = 1
     z.resize((8, 12))
     np.testing.assert_array_equal(z[:], model)
+
+
+def test_a_converting_views_edge_chunk_padding_is_the_arrays_fill_as_the_view_reads_it():
+    """A view whose filters convert values (an AsType from the stored i4 to f4) pads with
+    the array's fill value as it reads it (7.0, stored as 7): its own fill bytes read as
+    the view's type gave 0 after the array grew, and before the fix the view's fill (1)."""
+    z = cs.create(store=cs.MemoryStore(), shape=(10,), chunks=(4,), dtype="i4", fill_value=7,
+                  zarr_format=2)
+    v = z.view(dtype="f4", filters=[numcodecs.AsType(encode_dtype="i4", decode_dtype="f4")],
+               fill_value=1.5)
+    v[8:10] = 1.0
+    z.resize((12,))
+    assert z[8:12].tolist() == [1, 1, 7, 7]
