@@ -384,23 +384,34 @@ def v3_codec(codec, itemsize):
 
 
 def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
-    """The v3 codec chain for chunkstore's arguments: [transpose for order "F"], bytes (or
-    vlen-utf8 for strings), the compressor, then crc32c if given among filters."""
+    """The v3 codec chain for chunkstore's arguments: [transpose for order "F"], the
+    array -> array filters (numcodecs' Delta, FixedScaleOffset, ...: zarr-python 3's
+    numcodecs.<id>), bytes (or vlen-utf8 for strings), the compressor, then crc32c if given
+    among filters."""
+    from chunkstore.codecs.normalize import codec_json, codec_kind
     chain = []
     if order == "F" and ndim > 1:
         chain.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
+    checksums = []
+    for i, f in enumerate(filters or []):
+        doc = codec_json(f, f"filters[{i}]", dtype) if getattr(f, "codec_id", None) not in (
+            None, "crc32c") else None
+        if doc is not None and codec_kind(doc) == "array_array":
+            chain.append(doc)
+            continue
+        c = v3_codec(f, dtype.itemsize)
+        if c["name"] != "crc32c":
+            raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only CRC32C and "
+                             f"numcodecs' array -> array filters (Delta, FixedScaleOffset, "
+                             f"Quantize, BitRound, PackBits, AsType) do")
+        checksums.append(c)
     # v3 data types have no byte order: the bytes codec stores the one asked for.
     chain.append(default_serializer(dtype))
     if compressor == "default":
         compressor = default_compressor()
     if compressor is not None:
         chain.append(v3_codec(compressor, dtype.itemsize if not dtype.hasobject else 1))
-    for f in filters or []:
-        c = v3_codec(f, dtype.itemsize)
-        if c["name"] != "crc32c":
-            raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only CRC32C does")
-        chain.append(c)
-    return chain
+    return chain + checksums
 
 
 def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,

@@ -44,7 +44,7 @@ class HeldDocuments(MutableMapping):
     Reads through the view see the held documents (an array made through it opens and writes
     through it as through the store); reads of the store itself do not see them. Chunks go
     to the store as they are written. A document deleted through the view is dropped if held,
-    else deleted in the store."""
+    and deleted in the store."""
 
     # The view is where its documents live now, not a cache of the store behind it
     # (protocol.live_store), or a write's metadata check would read past it. A store that
@@ -105,10 +105,15 @@ class HeldDocuments(MutableMapping):
             self._store[key] = value
 
     def __delitem__(self, key: str) -> None:
+        # (from the store too: an older document there, one the held one was to replace,
+        # would else show once the view is published)
         with self._lock:
-            if self._held.pop(key, None) is not None:
-                return
-        del self._store[key]
+            held = self._held.pop(key, None)
+        try:
+            del self._store[key]
+        except KeyError:
+            if held is None:
+                raise
 
     def __contains__(self, key: object) -> bool:
         with self._lock:
@@ -150,13 +155,12 @@ class HeldDocuments(MutableMapping):
 
     def delitems(self, keys: Iterable[str]) -> None:
         """Drop the held documents among keys, delete the rest in the store."""
-        rest = []
+        keys = list(keys)
         with self._lock:
             for k in keys:
-                if self._held.pop(k, None) is None:
-                    rest.append(k)
-        if rest:
-            _base.delitems(self._store, rest)
+                self._held.pop(k, None)
+        if keys:  # (from the store too, as __delitem__; absent ones are ignored)
+            _base.delitems(self._store, keys)
 
     def keys_under(self, prefix: str = "") -> Iterator[str]:
         """The keys at or below prefix: held documents and the store's."""

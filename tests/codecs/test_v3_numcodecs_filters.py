@@ -148,3 +148,16 @@ def test_a_big_endian_filter_output_keeps_its_values(tmp_path, zf, cf):
     theirs = _zarr_array(tmp_path / "z", "i4", [zf()])
     theirs[...] = want
     assert _chunks(tmp_path / "c") == _chunks(tmp_path / "z")
+
+
+def test_create_places_numcodecs_filters_before_the_serializer_in_v3():
+    """create(zarr_format=3, filters=[numcodecs.Delta(...)]) (zarr-python 2's spelling):
+    the filter goes in front of the bytes codec, a CRC32C after the compressor (the filter
+    was refused: 'has no Zarr v3 codec')."""
+    import numcodecs
+    z = cs.create(shape=6, chunks=3, dtype="i4", zarr_format=3,
+                  filters=[numcodecs.Delta(dtype="i4"), numcodecs.CRC32C()])
+    z[:] = np.arange(6) * 3
+    names = [c["name"] for c in json.loads(z.store["zarr.json"])["codecs"]]
+    assert names[0] == "numcodecs.delta" and names[1] == "bytes" and names[-1] == "crc32c"
+    assert list(z[:]) == [0, 3, 6, 9, 12, 15]

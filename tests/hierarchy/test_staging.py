@@ -159,3 +159,18 @@ def test_a_copy_into_a_consolidated_view_is_refused_before_any_write(fmt):
         cs.copy(cs.array(np.arange(10.0), chunks=(3,)), cs.open_consolidated(store, mode="r+"),
                 name="b", chunks=(5,))
     assert store == before
+
+
+def test_a_delete_through_the_view_reaches_the_stores_older_document():
+    store = MemoryStore()
+    store["g/.zattrs"] = b'{"old": 1}'
+    view = HeldDocuments(store, "g")
+    view["g/.zattrs"] = b'{"new": 1}'
+    del view["g/.zattrs"]      # the attributes removed: the older ones must not show
+    view.publish()
+    assert "g/.zattrs" not in store
+    store["g/a/.zattrs"] = b"{}"
+    view["g/a/.zattrs"] = b'{"x": 1}'
+    view.delitems(["g/a/.zattrs"])
+    view.publish()
+    assert "g/a/.zattrs" not in store
