@@ -20,8 +20,8 @@ from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.v2 import misplaced_object_filter
-from chunkstore.codecs.normalize import (chunk_encoding_v3, default_serializer,
-                                         numcodecs_codec)
+from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
+                                         default_serializer, numcodecs_codec)
 from chunkstore.sync.synchronizers import check_synchronizer_path, handle_locks, replacing
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
@@ -388,7 +388,6 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     array -> array filters (numcodecs' Delta, FixedScaleOffset, ...: zarr-python 3's
     numcodecs.<id>), bytes (or vlen-utf8 for strings), the compressor, then crc32c if given
     among filters."""
-    from chunkstore.codecs.normalize import codec_json, codec_kind
     chain = []
     if order == "F" and ndim > 1:
         chain.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})

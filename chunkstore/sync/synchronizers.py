@@ -506,8 +506,13 @@ def replacing(store, path, synchronizer=None):
     # twice made the thread wait for itself (a handle opened with one, a delete with the
     # other).
     seen: set = set()
-    synced = [nps for nps in synced
-              if not (_space_of(nps[2], nps[1]) in seen or seen.add(_space_of(nps[2], nps[1])))]
+    once = []
+    for nps in synced:
+        space = _space_of(nps[2], nps[1])
+        if space not in seen:
+            seen.add(space)
+            once.append(nps)
+    synced = once
     with contextlib.ExitStack() as held:
         locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]
         try:
