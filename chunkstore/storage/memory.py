@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from chunkstore.forksafe import fork_safe
+
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -35,7 +37,7 @@ class MemoryStore(BaseStore):
         super().__init__("r" if read_only else mode)
         self._set_dimension_separator(dimension_separator)
         self._data: dict[str, bytes] = {}
-        self._lock = threading.RLock()
+        self._lock = fork_safe(self, "_lock", threading.RLock)  # (anew in a forked child)
         if data:
             for k, v in data.items():
                 self._data[validate_key(k)] = ensure_bytes(v)
@@ -64,7 +66,7 @@ class MemoryStore(BaseStore):
         self._mode = state["mode"]
         self._dimension_separator = state.get("dimension_separator")
         self._data = state["data"]
-        self._lock = threading.RLock()
+        self._lock = fork_safe(self, "_lock", threading.RLock)  # (anew in a forked child)
 
     # -- mapping ---------------------------------------------------------------------------
 

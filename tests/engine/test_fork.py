@@ -255,3 +255,36 @@ def test_fork_safe_locks_held_by_a_parent_thread_are_free_in_the_child():
     finally:
         done.set()
         t.join()
+
+
+def _read_store(store, q):
+    store["k2"] = b"w"           # (a write takes the store's lock)
+    q.put(bytes(store["k"]) + bytes(store["k2"]))
+
+
+def test_a_memory_store_locked_by_a_parent_thread_reads_in_a_forked_child():
+    """A MemoryStore's lock held by a parent thread at the fork is made anew in the child
+    (its first write there hung)."""
+    import threading
+    store = cs.MemoryStore()
+    store["k"] = b"v"
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with store._lock:
+            held.set()
+            done.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_read_store, args=(store, q))
+        p.start()
+        assert q.get(timeout=30) == b"vw"
+        p.join(10)
+    finally:
+        done.set()
+        t.join()
