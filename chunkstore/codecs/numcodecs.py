@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
+from chunkstore.codecs.chain_codecs import ChainContext, _native
 from chunkstore.codecs.registry import register
 
 if TYPE_CHECKING:
@@ -59,11 +60,17 @@ class _NumcodecFilter(_Numcodec):
     gets (``from_config``): it encodes to, and decodes from, the data type and shape that
     zarr-python 3's wrapper resolves (``encoded_dtype``, ``encoded_shape``)."""
 
-    # (set by from_config: the input's data type and shape, the output's, the codec)
-    _bound: tuple | None = None
+    # Set by from_config: the input's data type and shape; the output's data type in native
+    # byte order (the chain goes on in it: the bytes codec writes the order it names) and
+    # as the codec declares it (the byte order it reads its input in when decoding), and its
+    # shape; the numcodecs codec (None: not bound to a chain).
+    in_dtype = out_dtype = declared_dtype = np.dtype(object)
+    in_shape: tuple[int, ...] = ()
+    out_shape: tuple[int, ...] = ()
+    numcodec: Any = None
 
     @classmethod
-    def from_config(cls, conf: dict, ctx: Any) -> Self:
+    def from_config(cls, conf: dict, ctx: ChainContext) -> Self:
         """The codec of a v3 chain whose input is ``ctx.dtype`` chunks of ``ctx.shape``; the
         data-type fields zarr-python 3 fills in from the array (FixedScaleOffset's and
         Quantize's ``dtype``, AsType's ``decode_dtype``) filled in likewise."""
@@ -80,58 +87,54 @@ class _NumcodecFilter(_Numcodec):
         if cls.codec_id == "packbits" and dtype != np.dtype(bool):
             raise ValueError(f"codec {name!r} takes a bool data type, got {dtype}")
         codec = cls(**conf)
-        numcodec = codec.to_numcodecs()
-        # out: the data type the codec declares for its output (its byte order kept: what
-        # it reads its input as when decoding), and the shape
-        out: tuple[np.dtype, tuple[int, ...]]
+        out_shape = shape
         try:
             if cls.codec_id == "packbits":
-                out = (np.dtype("u1"), (1 + math.ceil(math.prod(shape) / 8),))
+                declared = np.dtype("u1")
+                out_shape = (1 + math.ceil(math.prod(shape) / 8),)
             elif cls.codec_id in ("delta", "fixedscaleoffset") and conf.get("astype"):
-                out = (np.dtype(conf["astype"]), shape)
+                declared = np.dtype(conf["astype"])
             elif cls.codec_id == "astype":
-                out = (np.dtype(conf["encode_dtype"]), shape)
+                declared = np.dtype(conf["encode_dtype"])
             else:
-                out = (dtype, shape)
+                declared = dtype
         except TypeError as e:
             raise ValueError(f"codec {name!r}: {e}") from None
-        # (the chain goes on in native byte order: the bytes codec writes the order it names)
-        codec._set(_bound=(dtype, shape, _native(out[0]), out[1], numcodec, out[0]))
+        codec._set(in_dtype=dtype, in_shape=shape, out_dtype=_native(declared),
+                   declared_dtype=declared, out_shape=out_shape,
+                   numcodec=codec.to_numcodecs())
         return codec
 
-    def _binding(self) -> tuple:
-        if self._bound is None:
+    def _check_bound(self) -> None:
+        if self.numcodec is None:
             raise ValueError(f"{self!r} is not bound to a chain (from_config)")
-        return self._bound
 
     def encoded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape of the codec's output (PackBits: the packed bytes, with their header)."""
-        return self._binding()[3]
+        self._check_bound()
+        return self.out_shape
 
     def encoded_dtype(self, dtype: np.dtype) -> np.dtype:
         """The data type of the codec's output."""
-        return self._binding()[2]
+        self._check_bound()
+        return self.out_dtype
 
     def encode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk (its input data type and shape) encoded."""
-        _, _, out_dtype, out_shape, numcodec, _ = self._binding()
-        return _as(np.asarray(numcodec.encode(np.ascontiguousarray(arr))), out_dtype,
-                   out_shape)
+        self._check_bound()
+        return _as(np.asarray(self.numcodec.encode(np.ascontiguousarray(arr))),
+                   self.out_dtype, self.out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk decoded back to the codec's input data type and shape."""
-        in_dtype, in_shape, _, _, numcodec, declared = self._binding()
+        self._check_bound()
         # (its values in the byte order the codec declares, which it reads its input as)
-        out = np.asarray(numcodec.decode(np.ascontiguousarray(_as(arr, declared, arr.shape))))
-        if out.size != math.prod(in_shape):
+        given = _as(arr, self.declared_dtype, arr.shape)
+        out = np.asarray(self.numcodec.decode(np.ascontiguousarray(given)))
+        if out.size != math.prod(self.in_shape):
             raise ValueError(f"codec {self.name!r} decoded {out.size} elements, expected "
-                             f"{math.prod(in_shape)} (a chunk of shape {in_shape})")
-        return _as(out, in_dtype, in_shape)
-
-
-def _native(dtype: np.dtype) -> np.dtype:
-    """dtype in this machine's byte order (a chain's decoded chunks are native)."""
-    return dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype
+                             f"{math.prod(self.in_shape)} (a chunk of shape {self.in_shape})")
+        return _as(out, self.in_dtype, self.in_shape)
 
 
 def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

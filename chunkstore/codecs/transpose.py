@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from chunkstore.codecs._public import Codec
 from chunkstore.codecs.chain_codecs import ChainContext, _check_keys, _int
 from chunkstore.codecs.registry import register
@@ -57,6 +59,18 @@ class TransposeCodec(Codec):
     def encoded_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape of the codec's output for an input of ``shape``."""
         return tuple(shape[o] for o in self.order)
+
+    def encoded_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The data type of the codec's output: its input's."""
+        return dtype
+
+    def encode_array(self, arr: np.ndarray) -> np.ndarray:
+        """The chunk with its axes permuted (a view)."""
+        return arr.transpose(self.order)
+
+    def decode_array(self, arr: np.ndarray) -> np.ndarray:
+        """The encoded chunk's axes put back (a view)."""
+        return arr.transpose(np.argsort(self.order))
 
     def to_dict(self) -> dict:
         """The JSON document."""

@@ -31,18 +31,17 @@ turns it into a ``MetadataError`` naming the ``zarr.json`` key).
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-import threading
-import sys
-
 import json
 import math
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from chunkstore.codecs import registry
+from chunkstore.forksafe import fork_safe
 from chunkstore.codecs._public import Codec
 # The codec classes, each in its own module, re-exported here, where they always were; and
 # the helpers other modules reach through this module.
@@ -142,11 +141,8 @@ def parse_codecs(
                     f"codec {name!r} (codecs[{i}]) is an array -> array codec and must come "
                     f"before the array -> bytes codec {ab.name!r}"
                 )
-            c: Any = cls.from_config(conf, ctx)  # an array -> array codec: encoded_shape
-            ctx.shape = c.encoded_shape(ctx.shape)
-            encoded_dtype = getattr(c, "encoded_dtype", None)  # (a numcodecs filter's)
-            if encoded_dtype is not None:
-                ctx.dtype = encoded_dtype(ctx.dtype)
+            c: Any = cls.from_config(conf, ctx)  # an array -> array codec
+            ctx.shape, ctx.dtype = c.encoded_shape(ctx.shape), c.encoded_dtype(ctx.dtype)
             aa.append(c)
         elif cls.kind == "array_bytes":
             if ab is not None:
@@ -337,16 +333,14 @@ class ChunkCodecV3(ChunkCodecBase):
         self._enc_shape = tuple(self.chunk_shape[p] for p in self._perm)
         self.order, self._general = _order_of(self._perm)
         # numcodecs filters in the chain (Delta, FixedScaleOffset, ...): the chain is run
-        # codec by codec (_steps: each array -> array codec with the data type and shape
-        # it decodes to), none of the paths that take the stored bytes as the chunk's own
-        self._steps: tuple | None = None
+        # codec by codec (_steps: the data type and shape the array -> bytes codec gets),
+        # none of the paths that take the stored bytes as the chunk's own
+        self._steps: tuple[np.dtype, tuple[int, ...]] | None = None
         if any(not isinstance(c, TransposeCodec) for c in self._aa):
-            steps, dtype, shape = [], self.dtype, self.chunk_shape
+            dtype, shape = self.dtype, self.chunk_shape
             for c in self._aa:
-                steps.append((c, dtype, shape))
-                shape = c.encoded_shape(shape)
-                dtype = c.encoded_dtype(dtype) if hasattr(c, "encoded_dtype") else dtype
-            self._steps = (tuple(steps), dtype, shape)
+                dtype, shape = c.encoded_dtype(dtype), c.encoded_shape(shape)
+            self._steps = (dtype, shape)
             self._general = True
         self._bytes = self._ab if isinstance(self._ab, BytesCodec) else None
         # "filters": why decode cannot go straight into the caller's buffer (empty: it can)
@@ -418,9 +412,8 @@ class ChunkCodecV3(ChunkCodecBase):
         chunk = self._as_chunk(chunk)
         if self._steps is not None:
             arr = chunk
-            for c, _, _ in self._steps[0]:
-                arr = (arr.transpose(c.order) if isinstance(c, TransposeCodec)
-                       else c.encode_array(arr))
+            for c in self._aa:
+                arr = c.encode_array(arr)
         else:
             arr = chunk.transpose(self._perm) if self._aa else chunk
         buf = self._ab.encode(arr)
@@ -477,14 +470,13 @@ class ChunkCodecV3(ChunkCodecBase):
     def _decode(self, data: Any, out: np.ndarray | None, writable: bool) -> np.ndarray:
         if self._steps is not None:
             # numcodecs filters: each codec of the chain in turn, back to the chunk
-            steps, enc_dtype, enc_shape = self._steps
+            enc_dtype, enc_shape = self._steps
             buf = data
             for c in reversed(self._bb):
                 buf = c.decode(buf)
             arr = self._ab.decode(buf, enc_shape, enc_dtype)
-            for c, dtype, shape in reversed(steps):
-                arr = (arr.transpose(np.argsort(c.order)) if isinstance(c, TransposeCodec)
-                       else c.decode_array(arr))
+            for c in reversed(self._aa):
+                arr = c.decode_array(arr)
             return self._deliver(out, arr, writable)
         if self._bytes is None:
             # vlen-utf8 or sharding: decode everything, then place

@@ -3,9 +3,9 @@ and merging nearby byte ranges into one request."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import on_fork
 import threading
 
+from chunkstore.forksafe import on_fork
 from ..storage import protocol
 from typing import Any
 

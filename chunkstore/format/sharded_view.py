@@ -16,9 +16,9 @@ The shard format itself (index layout, encode/decode of a whole shard) is
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
 import threading
 
+from chunkstore.forksafe import fork_safe
 from ..storage import protocol
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence

@@ -16,7 +16,8 @@ import numpy as np
 
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
-from chunkstore.metadata.formats import (document_rank, documents_first, kind_of_document,
+from chunkstore.metadata.formats import (document_rank, documents_first,
+                                         is_consolidated_document, kind_of_document,
                                          stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
@@ -206,7 +207,7 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
     # (consolidated metadata after every node document: it shows the nodes it lists)
     keys = sorted((k for k in source.keys() if (not sp or k == sp or k.startswith(sp + "/"))
                    and (keep is None or keep(k))),
-                  key=lambda k: (k.rsplit("/", 1)[-1] == ".zmetadata", -document_rank(k), k))
+                  key=lambda k: (is_consolidated_document(k), -document_rank(k), k))
     plan = []
     n_skipped = 0
     for k in keys:

@@ -393,17 +393,15 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
         chain.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
     checksums = []
     for i, f in enumerate(filters or []):
-        doc = codec_json(f, f"filters[{i}]", dtype) if getattr(f, "codec_id", None) not in (
-            None, "crc32c") else None
-        if doc is not None and codec_kind(doc) == "array_array":
+        doc = codec_json(f, f"filters[{i}]", dtype)
+        if codec_kind(doc) == "array_array":
             chain.append(doc)
-            continue
-        c = v3_codec(f, dtype.itemsize)
-        if c["name"] != "crc32c":
+        elif doc.get("name") == "crc32c":
+            checksums.append(doc)
+        else:
             raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only CRC32C and "
                              f"numcodecs' array -> array filters (Delta, FixedScaleOffset, "
                              f"Quantize, BitRound, PackBits, AsType) do")
-        checksums.append(c)
     # v3 data types have no byte order: the bytes codec stores the one asked for.
     chain.append(default_serializer(dtype))
     if compressor == "default":

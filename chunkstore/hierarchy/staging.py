@@ -20,16 +20,11 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from chunkstore.metadata.formats import document_rank
+from chunkstore.metadata.formats import document_rank, is_consolidated_document
 from chunkstore.storage import base as _base
 from chunkstore.storage.base import normalize_prefix
 
 __all__ = ["HeldDocuments"]
-
-
-def _consolidated(key: str) -> bool:
-    """Whether key is a Zarr v2 consolidated-metadata document (written after every node)."""
-    return key.rsplit("/", 1)[-1] == ".zmetadata"
 
 
 def _under(key: str, prefix: str) -> bool:
@@ -88,7 +83,8 @@ class HeldDocuments(MutableMapping):
     def holds(self, key: str) -> bool:
         """Whether a write of key is held (a node document at or below the view's path, or
         a Zarr v2 consolidated-metadata document there, which shows the nodes it lists)."""
-        return _under(key, self._root) and (document_rank(key) < 2 or _consolidated(key))
+        return _under(key, self._root) and (document_rank(key) < 2
+                                            or is_consolidated_document(key))
 
     # ------------------------------------------------------------------ mapping
     def __getitem__(self, key: str) -> bytes:
@@ -135,9 +131,9 @@ class HeldDocuments(MutableMapping):
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The values of those of keys that exist (held documents, then the store's)."""
         keys = list(keys)
-        held = self.held
-        out = {k: held[k] for k in keys if k in held}
-        rest = [k for k in keys if k not in held]
+        with self._lock:  # (a chunk batch's every read comes here: no copy of the held)
+            out = {k: self._held[k] for k in keys if k in self._held}
+        rest = [k for k in keys if k not in out]
         if rest:
             out.update(_base.getitems(self._store, rest))
         return out
@@ -202,7 +198,7 @@ class HeldDocuments(MutableMapping):
         nothing; it may go on being used."""
         with self._lock:
             held = dict(self._held)
-        order = sorted(held, key=lambda k: (_consolidated(k), -k.count("/"),
+        order = sorted(held, key=lambda k: (is_consolidated_document(k), -k.count("/"),
                                             -document_rank(k), k))
         for k in order:
             self._store[k] = held[k]

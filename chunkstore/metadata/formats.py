@@ -135,11 +135,11 @@ def _v2_consolidate(store: Any, path: str, metadata_key: str) -> tuple:
 
 
 def _v2_is_consolidated(store: Mapping, path: str) -> bool:
-    return (path + "/" if path else "") + ".zmetadata" in store
+    return (path + "/" if path else "") + V2_CONSOLIDATED in store
 
 
 def _v2_unconsolidate(store: Any, path: str) -> bool:
-    key = (path + "/" if path else "") + ".zmetadata"
+    key = (path + "/" if path else "") + V2_CONSOLIDATED
     try:
         del store[key]
     except KeyError:
@@ -295,6 +295,16 @@ def _owners(keys: Sequence[str], base: str) -> set[str]:
     names = node_document_names()
     return {k.rsplit("/", 1)[0] + "/" for k in keys
             if "/" in k[len(base):] and k.rsplit("/", 1)[-1] in names}
+
+
+#: the Zarr v2 consolidated-metadata document's name (v3 keeps it in the group's zarr.json)
+V2_CONSOLIDATED = ".zmetadata"
+
+
+def is_consolidated_document(key: str) -> bool:
+    """Whether key is a Zarr v2 consolidated-metadata document: it shows the nodes it lists,
+    so a copy writes it after every node document."""
+    return key.rsplit("/", 1)[-1] == V2_CONSOLIDATED
 
 
 def document_rank(key: str) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from chunkstore.forksafe import fork_safe
-
 from . import protocol
 import threading
 from collections import OrderedDict

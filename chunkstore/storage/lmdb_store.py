@@ -5,17 +5,16 @@ The module is named ``lmdb_store`` so that it never shadows the ``lmdb`` package
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-import sys
-
 import errno
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, TypeVar
 
+from chunkstore.forksafe import fork_safe
 from ..errors import StoreError
 from .base import (BaseStore, byte_span, ensure_bytes, normalize_prefix, store_error,
                    validate_key)

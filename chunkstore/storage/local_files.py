@@ -5,19 +5,18 @@ write does not leave the store root through a symlink."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-import threading
-
 import contextlib
 import errno
 import os
 import re
 import shutil
 import sys
+import threading
 import uuid
 from collections.abc import Iterable
 from typing import TypedDict
 
+from chunkstore.forksafe import fork_safe
 from ..errors import StoreError
 
 __all__ = ["TEMP_SUFFIX", "atomic_write", "check_inside", "discard", "fsync_dir",

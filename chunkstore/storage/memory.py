@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from chunkstore.forksafe import fork_safe
 from .base import BaseStore, ValueVersion, _listdir_keys, _under, ensure_bytes, normalize_prefix, validate_key
 
 __all__ = ["MemoryStore"]

@@ -10,18 +10,17 @@ are concurrent (deletes: one bulk request)."""
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-import sys
-
 import asyncio
 import concurrent.futures
 import json
 import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, Literal, cast
 
+from chunkstore.forksafe import fork_safe
 from . import fsspec_io, protocol
 from .directory import DirectoryStore
 from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key

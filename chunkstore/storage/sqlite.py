@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-
 import contextlib
 import errno
 import os
@@ -15,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from chunkstore.forksafe import fork_safe
 from ..errors import StoreError
 from .base import (BaseStore, ensure_bytes, normalize_prefix, read_spans, store_error,
                    validate_key)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from chunkstore.forksafe import fork_safe
-import sys
-
 import errno
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -16,6 +14,7 @@ from zlib import error as zlib_error
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from chunkstore.forksafe import fork_safe
 from ..errors import StoreError
 from .base import (BaseStore, _slice, ensure_bytes, normalize_prefix, read_spans,
                    validate_key)

@@ -361,9 +361,10 @@ class _Layered:
         from chunkstore.sync.locking import GUARD
         parts = node_path.split("/") if node_path else []
         above = ["/".join(parts[:i]) for i in range(len(parts))]
-        return _Chain([self.inner.hold(node_path, GUARD),
-                       *(self.outer.hold(a, GUARD) for a in above),
-                       self.outer.hold(node_path, GUARD)])
+        held = self.outer.hold(node_path, GUARD)
+        for a in reversed(above):  # (pairs nested: taken in order, let go of in reverse)
+            held = _Pair(self.outer.hold(a, GUARD), held)
+        return _Pair(self.inner.hold(node_path, GUARD), held)
 
     def chunk_ranges(self, coords, grid):
         """The synchronizer's ranges for the chunks at coords (both layers hold these)."""
@@ -389,28 +390,6 @@ class _Layered:
 
     def __repr__(self):
         return f"{self.outer!r} (under this process's locks of the node)"
-
-
-class _Chain:
-    """Locks (context managers) held as one: taken in order, let go of in reverse."""
-
-    __slots__ = ("locks", "_stack")
-
-    def __init__(self, locks):
-        self.locks = locks
-        self._stack = None
-
-    def __enter__(self):
-        stack = contextlib.ExitStack()
-        with stack:
-            for lock in self.locks:
-                stack.enter_context(lock)
-            self._stack = stack.pop_all()
-        return self
-
-    def __exit__(self, *exc):
-        stack, self._stack = self._stack, None
-        stack.__exit__(*exc)
 
 
 class _Pair:

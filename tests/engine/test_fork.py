@@ -145,6 +145,30 @@ def test_child_does_not_inherit_the_parents_busy_threads():
     assert busy == 0
 
 
+@contextlib.contextmanager
+def held_by_a_parent_thread(locks):
+    """Hold locks in another thread of this process for the body (what a fork meets when a
+    thread of the parent is inside them)."""
+    import threading
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            held.set()
+            done.wait(60)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        done.set()
+        t.join()
+
+
 def _write_shard_element(path, sync_dir):
     z = cs.open_array(path, mode="r+", synchronizer=cs.ProcessSynchronizer(sync_dir))
     z[0, 1] = 42
@@ -158,29 +182,14 @@ def test_a_child_forked_while_a_parent_thread_holds_shard_locks_writes(tmp_path,
     write of such a shard, holding its kernel region locks, and every other writer of
     those chunks (the parent's too) hung behind it. Here a parent thread holds every stripe
     (and a sharded view's index-cache lock) across the fork: the child writes and ends."""
-    import threading
-
     from chunkstore.format import shard_io
     path, sync_dir = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
     sync = cs.ProcessSynchronizer(sync_dir) if synchronized else None
     z = cs.create(shape=(16, 16), chunks=(4, 4), shards=(16, 16), zarr_format=3, dtype="i4",
                   fill_value=-1, store=path, synchronizer=sync)
     z[5, 5] = 7
-    held, done = threading.Event(), threading.Event()
     view_lock = z._handle.engine.layout.chunk_store._cache_lock
-
-    def hold():
-        with contextlib.ExitStack() as stack:
-            for lock in shard_io._STRIPES:
-                stack.enter_context(lock)
-            stack.enter_context(view_lock)
-            held.set()
-            done.wait(60)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        assert held.wait(10)
+    with held_by_a_parent_thread([*shard_io._STRIPES, view_lock]):
         ctx = mp.get_context("fork")
         if synchronized:
             p = ctx.Process(target=_write_shard_element, args=(path, sync_dir))
@@ -192,9 +201,6 @@ def test_a_child_forked_while_a_parent_thread_holds_shard_locks_writes(tmp_path,
         if hung:
             p.kill()
             p.join()
-    finally:
-        done.set()
-        t.join()
     assert not hung and p.exitcode == 0
     assert cs.open_array(path, mode="r")[0, 1] == 42 and z[5, 5] == 7
 
@@ -234,17 +240,7 @@ def test_fork_safe_locks_held_by_a_parent_thread_are_free_in_the_child():
     owner = _Owner()
     fork_safe(owner, "lock")
     fork_safe(owner, "rlock", threading.RLock)
-    held, done = threading.Event(), threading.Event()
-
-    def hold():
-        with owner.lock, owner.rlock:
-            held.set()
-            done.wait(30)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        assert held.wait(10)
+    with held_by_a_parent_thread([owner.lock, owner.rlock]):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
         p = ctx.Process(target=_child_takes, args=(owner, q))
@@ -252,10 +248,6 @@ def test_fork_safe_locks_held_by_a_parent_thread_are_free_in_the_child():
         assert q.get(timeout=60) == [True] * 8
         p.join(10)
         assert not owner.lock.acquire(blocking=False)  # (the parent's still held)
-    finally:
-        done.set()
-        t.join()
-
 
 def _read_store(store, q):
     store["k2"] = b"w"           # (a write takes the store's lock)
@@ -265,26 +257,12 @@ def _read_store(store, q):
 def test_a_memory_store_locked_by_a_parent_thread_reads_in_a_forked_child():
     """A MemoryStore's lock held by a parent thread at the fork is made anew in the child
     (its first write there hung)."""
-    import threading
     store = cs.MemoryStore()
     store["k"] = b"v"
-    held, done = threading.Event(), threading.Event()
-
-    def hold():
-        with store._lock:
-            held.set()
-            done.wait(30)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        assert held.wait(10)
+    with held_by_a_parent_thread([store._lock]):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
         p = ctx.Process(target=_read_store, args=(store, q))
         p.start()
         assert q.get(timeout=30) == b"vw"
         p.join(10)
-    finally:
-        done.set()
-        t.join()
