@@ -6,16 +6,16 @@ the child paths holding `.zarray` or `.zgroup`.
 
 from __future__ import annotations
 
-import os
-
-from ..storage import protocol
+import contextlib
 import html
 import itertools
+import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, cast
 
 import numpy as np
 
+from chunkstore.storage import protocol
 from chunkstore.storage.store_path import StorePath, split_store_path
 from chunkstore.hierarchy import creation
 from chunkstore.hierarchy import nodes
@@ -566,6 +566,18 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         src, dst = self._child(source), self._child(dest)
         if dst == src or dst.startswith(src + "/"):
             raise ValueError(f"cannot move {src!r} into itself ({dst!r})")
+        # Both paths' creation locks, in path order, across the checks and the move: a
+        # creation at dst (or a re-creation at src) by another thread, task or process
+        # between the check that dst is free and the copy mixed its document with the moved
+        # chunks (both calls succeeded; chunks read as the fill value or failed to decode)
+        # or was deleted with the source.
+        with contextlib.ExitStack() as locks:
+            for p in sorted((src, dst)):
+                locks.enter_context(self._lock(nodes.creation_lock_key(p, "array")))
+            self._move_locked(source, dest, src, dst)
+
+    def _move_locked(self, source: str, dest: str, src: str, dst: str) -> None:
+        """move, with the creation locks of src and dst held."""
         if source not in self:  # (a ValueError, as zarr-python 2 raises)
             raise PathNotFoundError(f"cannot move {src!r}: no array or group there in group "
                                     f"{self.name!r}")

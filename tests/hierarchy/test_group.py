@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import threading
 import warnings
 
 import numpy as np
@@ -529,6 +530,54 @@ class TestMove:
             g.move("a", "a")
         assert all_paths(g) == ["a", "a/x"]
         np.testing.assert_array_equal(g["a/x"][:], np.arange(4))
+
+    @pytest.mark.parametrize("overwrite", [False, True])
+    @pytest.mark.parametrize("kind", ["dict", "directory"])
+    def test_a_creation_at_the_destination_during_a_move_waits_for_it(
+            self, tmp_path, monkeypatch, kind, overwrite):
+        # A creation at dest, run in the window between the move's check that dest is free
+        # and its copy, used to succeed as well: the moved chunks mixed with the new
+        # document (read as its fill value, or undecodable), or were deleted with it. Now
+        # the creation waits for the move (both hold dest's creation lock), then is
+        # refused or replaces what was moved: one serial order or the other.
+        from chunkstore.hierarchy import creation
+        root = cs.open_group(make_store(kind, tmp_path), mode="w", zarr_format=3)
+        root.create_array("a", shape=(8,), chunks=(2,), dtype="i4", fill_value=0)[...] = \
+            np.arange(1, 9)
+        checked, created = threading.Event(), threading.Event()
+        write_parents = creation._write_parent_groups
+
+        def pausing(*args, **kwargs):  # (called by the move after its checks of dest)
+            if threading.current_thread().name == "mover":
+                checked.set()
+                created.wait(1.0)  # (the creator's chance: with the fix it waits for us)
+            return write_parents(*args, **kwargs)
+
+        monkeypatch.setattr(creation, "_write_parent_groups", pausing)
+        errors = {}
+
+        def create():
+            checked.wait(5)
+            try:
+                root.create_array("b", shape=(3,), chunks=(3,), dtype="i4", fill_value=9,
+                                  overwrite=overwrite)
+            except Exception as e:  # noqa: BLE001 - looked at below
+                errors["create"] = e
+            created.set()
+
+        creator = threading.Thread(target=create)
+        mover = threading.Thread(target=lambda: root.move("a", "b"), name="mover")
+        creator.start()
+        mover.start()
+        mover.join(10)
+        creator.join(10)
+        if overwrite:  # the move first, then the creation replaced what it moved
+            assert "a" not in root
+            np.testing.assert_array_equal(root["b"][...], [9, 9, 9])
+        else:          # the move first; the creation finds b there
+            assert isinstance(errors.get("create"), ContainsArrayError)
+            assert "a" not in root
+            np.testing.assert_array_equal(root["b"][...], np.arange(1, 9))
 
     def test_move_errors(self, tree_group):
         g = tree_group
