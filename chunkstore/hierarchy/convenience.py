@@ -34,6 +34,7 @@ from chunkstore.hierarchy.recode import (check_changes, copy_attributes, copy_pl
 from chunkstore.storage import protocol
 from chunkstore.storage.base import delitems, getitems, keys_under, setitems
 from chunkstore.storage.normalize import normalize_store
+from chunkstore.sync.synchronizers import replacing
 
 # Bytes of decoded data one copy step holds at most (bounded memory for any array size).
 def copy_block_bytes() -> int:
@@ -223,7 +224,8 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
     # the documents read once, before anything is written: the nodes are told by them, and
     # what is written is what was looked at
     docs = getitems(source, [k for k, _ in plan if document_rank(k) == 0])
-    skipped, remove, hide = _settle_nodes(source, dest, plan, docs, existing, if_exists)
+    skipped, remove, hide, replaced = _settle_nodes(source, dest, plan, docs, existing,
+                                                    if_exists)
     if if_exists == "raise":
         for _, dk in plan:
             if dk in present:
@@ -238,22 +240,39 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
     if log is not None:
         for dk in remove:
             log(f"remove {dk}")
-    if not dry_run and (hide or remove):
-        # the replaced node's documents first: one failing midway leaves keys of no node
-        # (refused by a later copy or creation there), never a mixture that reads as a node
-        delitems(dest, documents_first(hide + remove))
     n_bytes = 0
-    for lo in range(0, len(plan), batch):
-        part = plan[lo:lo + batch]
-        data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
-        out = {dk: data[k] for k, dk in part if k in data}
-        n_bytes += sum(len(v) for v in out.values())
-        if log is not None:
-            for k, dk in part:
-                log(f"copy {k} -> {dk}")
-        if not dry_run:
-            setitems(dest, out)
+    with contextlib.ExitStack() as held:
+        if not dry_run and (hide or remove):
+            # This process's handles of the nodes replaced are told (as a delete or an
+            # overwrite tells them): one opened before wrote the old layout's chunks into
+            # the copy (read by the copy's dtype by every reader) and read the copy's chunks
+            # by the old dtype. (Only the topmost of nested paths: one holds those below.)
+            for path in _topmost(replaced):
+                held.enter_context(replacing(dest, path))
+            # the replaced node's documents first: one failing midway leaves keys of no
+            # node (refused by a later copy or creation there), never a mixture that reads
+            # as a node
+            delitems(dest, documents_first(hide + remove))
+        for lo in range(0, len(plan), batch):
+            part = plan[lo:lo + batch]
+            data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
+            out = {dk: data[k] for k, dk in part if k in data}
+            n_bytes += sum(len(v) for v in out.values())
+            if log is not None:
+                for k, dk in part:
+                    log(f"copy {k} -> {dk}")
+            if not dry_run:
+                setitems(dest, out)
     return len(plan), n_skipped, n_bytes
+
+
+def _topmost(paths):
+    """The paths of paths (sorted) that lie below none of the others."""
+    top: list = []
+    for path in sorted(paths):
+        if not _under_any(path, top):
+            top.append(path)
+    return top
 
 
 def _settle_nodes(source, dest, plan, docs, existing, if_exists):
@@ -261,7 +280,8 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
     (source key, destination key) pairs; docs: the source's node documents among them;
     existing: the destination's keys below dest_path, sorted): (the paths of the nodes
     skipped whole, nothing at or below them written; the destination keys to remove; the
-    documents to remove before writing, hiding a node being replaced).
+    documents to remove before writing, hiding a node being replaced; the paths where
+    something is removed or hidden).
 
     A node of the destination at a copied array's path (any format or kind) refuses the copy
     (CopyError, "raise"), keeps it out whole ("skip": none of the array's keys is written,
@@ -284,6 +304,7 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
     skipped: set = set()
     remove: list = []
     hide: list = []
+    replaced: set = set()
     for path, kind in sorted(set(nodes_at)):  # (parents before their members)
         if _under_any(path, skipped):
             continue
@@ -300,6 +321,7 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
                     continue
                 hide += [k for k in docs_here if k in written]
                 remove += [k for k in below if k not in written]
+                replaced.add(path)
                 continue
             refuse_node_in_chunk_space(below, path,
                                        f"cannot copy {source_of[path]!r} to {'/' + path!r}",
@@ -311,6 +333,8 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
                     f"would read as the copy's chunks: copy with if_exists='replace', or "
                     f"remove them (the store's rmdir({path!r}))")
             remove += [k for k in stray if k not in written]
+            if stray:
+                replaced.add(path)
             continue
         # a group: one of its format merges into it; where an array is, or a node of the
         # other format (a v3 zarr.json, array's or group's, is read to tell)
@@ -325,7 +349,8 @@ def _settle_nodes(source, dest, plan, docs, existing, if_exists):
             hide += [k for k in other if k in written]
             remove += [k for k in here if document_rank(k) < 2 and k not in written]
             remove += [k for k in stray_chunk_keys(below, path) if k not in written]
-    return skipped, remove, hide
+            replaced.add(path)
+    return skipped, remove, hide, replaced
 
 
 # (a copy refused where a node lies among its chunk keys: that node is not at the copy's

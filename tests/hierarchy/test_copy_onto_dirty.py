@@ -110,6 +110,30 @@ def test_copy_store_replace_of_an_older_array_reads_as_the_source(fmt, older, ol
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("group", [False, True])
+def test_a_handle_of_an_array_copy_store_replaced_follows_it(tmp_path, fmt, group):
+    """A handle opened before copy_store(if_exists="replace") put another dtype's array in
+    its place read the new chunks by its old dtype (f8 bytes of ints: tiny floats) and wrote
+    f8 bytes into the new i8 array, which every reader then read as huge ints. Its handles
+    are now told, as by a delete or an overwrite: the old handle reads and writes the new
+    array. (group: the array replaced as a member of a copied group.)"""
+    dst_store = cs.DirectoryStore(str(tmp_path / "dst"))
+    src_store = cs.DirectoryStore(str(tmp_path / "src"))
+    old = cs.open_array(dst_store, path="g/a" if group else "a", mode="w", shape=(6,),
+                        chunks=(3,), dtype="f8", zarr_format=fmt)
+    old[...] = np.arange(6.0)
+    new = cs.open_array(src_store, path="g/a" if group else "a", mode="w", shape=(6,),
+                        chunks=(3,), dtype="i8", zarr_format=fmt)
+    new[...] = np.arange(100, 106)
+    cs.copy_store(src_store, dst_store, if_exists="replace")
+    np.testing.assert_array_equal(old[...], np.arange(100, 106))
+    assert old.dtype == np.dtype("i8")
+    old[0] = 1
+    fresh = cs.open_array(dst_store, path="g/a" if group else "a", mode="r")
+    np.testing.assert_array_equal(fresh[...], [1, *range(101, 106)])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
 @pytest.mark.parametrize("older_fmt", [2, 3])
 def test_copy_store_skip_keeps_an_older_array_whole(fmt, older_fmt):
     """'skip' kept the older array's document and chunk 1 but wrote the source's chunk 0
