@@ -85,8 +85,10 @@ class EngineHandle:
         generation = metadata_generation(o)
         if stale or (engine is not None and engine.generation != generation):
             # changed through a handle sharing the locks: a snapshot (consolidated metadata)
-            # would hand the old document back, and writes by it lose data
+            # would hand the old document back, and writes by it lose data; and a cache's
+            # chunks of the node are the old node's (read by the new metadata: wrong values)
             self._source = protocol.live_store(o.store)
+            protocol.forget_cached(o.store, o.path)
         meta, key = read_array_metadata(self._source, o.path, o.format_hint, known=known)
         if meta is known and engine is not None and engine.generation == generation:
             return engine

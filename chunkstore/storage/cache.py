@@ -141,6 +141,16 @@ class LRUStoreCache(BaseStore):
             self._values.clear()
             self._current_size = 0
 
+    def forget_under(self, path: str) -> None:
+        """Drop the cached values of the node at path (every key at or below it; the root's
+        "": every value) and every cached listing (protocol.forget_cached)."""
+        prefix = f"{path.strip('/')}/" if path.strip("/") else ""
+        with self._lock:
+            self._gen += 1
+            for key in [k for k in self._values if k.startswith(prefix)]:
+                self._forget(key)
+            self._invalidate_listings()
+
     def invalidate_keys(self) -> None:
         """Drop the cached key listings (the cached values are kept)."""
         with self._lock:

@@ -211,6 +211,17 @@ def renamer(store: object) -> Callable[[str, str], None] | None:
     return getattr(store, "rename", None)
 
 
+def forget_cached(store: object, path: str) -> None:
+    """Have a view that caches values (LRUStoreCache: ``forget_under``) drop what it holds
+    of the node at path, and its listings: called by a handle that found the node's
+    metadata changed through another handle of this process, which then reads the new
+    metadata from the live store; its chunks, read through the cache, were the old node's
+    (decoded by the new dtype: wrong values; deleted by a shrink: back after a growth)."""
+    forget = getattr(store, "forget_under", None)
+    if forget is not None:
+        forget(path)
+
+
 def flusher(store: object) -> Callable[[], None] | None:
     """The store's ``flush()``, or None."""
     return getattr(store, "flush", None)

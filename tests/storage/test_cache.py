@@ -295,3 +295,40 @@ def test_writes_through_a_cache_never_merge_another_handles_update_away(kind, la
         cached[10] = 77
     plain.resize((12,))
     np.testing.assert_array_equal(plain[...], np.concatenate([want[:4], np.zeros(8, "i4")]))
+
+
+@pytest.mark.parametrize("path", ["", "g/a"])
+@pytest.mark.parametrize("change", ["recreate", "append", "shrink-grow"])
+def test_a_cached_handle_that_sees_another_handles_change_reads_the_new_node(
+        tmp_path, path, change):
+    """A handle reading through an LRUStoreCache, after another handle of this process (on
+    the directory itself) changed the array, read the new metadata but the old chunks still
+    cached: f8 bytes as i8 (huge ints), appended rows as the fill value, values cut off by a
+    shrink back after a growth. The cache's values of the node are now dropped when the
+    handle finds the change, and it reads the array as it is (NumPy is the oracle)."""
+    import numpy as np
+
+    import chunkstore as cs
+    d = str(tmp_path / "a.zarr")
+    cs.open_array(d, path=path, mode="w", shape=(10,), chunks=(2,), dtype="f8",
+                  fill_value=-1)[...] = np.arange(10) + 0.5
+    cached = cs.open_array(LRUStoreCache(DirectoryStore(d), max_size=2**20), path=path)
+    np.testing.assert_array_equal(cached[...], np.arange(10) + 0.5)  # (cached now)
+    if change == "recreate":
+        other = cs.open_array(d, path=path, mode="w", shape=(10,), chunks=(2,), dtype="i8",
+                              fill_value=-1)
+        other[...] = want = np.arange(100, 110)
+    else:
+        other = cs.open_array(d, path=path)
+        if change == "append":
+            other.append(np.array([10.5, 11.5]))
+            want = np.arange(12) + 0.5
+        else:
+            other.resize(5)
+            other.resize(10)
+            want = np.concatenate([np.arange(5) + 0.5, np.full(5, -1.0)])
+    np.testing.assert_array_equal(cached[...], want)
+    assert cached.dtype == want.dtype
+    cached[0] = 7
+    want[0] = 7
+    np.testing.assert_array_equal(cs.open_array(d, path=path, mode="r")[...], want)
