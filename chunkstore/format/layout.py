@@ -236,8 +236,8 @@ class ArrayLayout:
         if raw == self._verified:
             return True  # the bytes last found to be this layout's metadata: no parsing
         now = self.decode_metadata(raw)
-        same = (getattr(now, "node_type", "array") == "array"
-                and _document(now) == _document(metadata))
+        # (a v3 group's document parses to a dict: the array was replaced by a group)
+        same = isinstance(now, type(metadata)) and _document(now) == _document(metadata)
         if same:
             self._verified = bytes(raw)
         return same

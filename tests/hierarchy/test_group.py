@@ -1064,3 +1064,33 @@ def test_listing_members_skips_one_removed_meanwhile(monkeypatch, fmt):
     seen = []
     root.visitkeys(seen.append)
     assert seen == ["a", "h"]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("how", ["synchronizer", "consolidated"])
+def test_a_write_to_an_array_another_library_replaced_by_a_group_names_it(tmp_path, fmt, how):
+    """A write through a handle whose array zarr-python replaced by a group meanwhile (so
+    that no in-process count tells the handle): the write's check of the stored document
+    parsed a v3 group's zarr.json as array metadata and raised AttributeError ('dict' object
+    has no attribute 'to_dict'). Now ArrayNotFoundError, as for v2, and nothing written."""
+    import zarr
+    d = str(tmp_path / "s.zarr")
+    g = cs.open_group(d, mode="w", zarr_format=fmt)
+    g.create_array("x", shape=(10,), chunks=(5,), dtype="f8")[...] = np.arange(10.0)
+    if how == "synchronizer":
+        a = cs.open_array(d, path="x", synchronizer=cs.ProcessSynchronizer(
+            str(tmp_path / "locks")))
+    else:
+        cs.consolidate_metadata(d)
+        a = cs.open_consolidated(d, mode="r+")["x"]
+    a[...]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zg = zarr.open_group(d, mode="a", use_consolidated=False)
+        del zg["x"]
+        zg.create_group("x")
+    with pytest.raises(ArrayNotFoundError, match="'x'"):
+        a[0:5] = -1
+    store = cs.DirectoryStore(d)
+    assert nodes.node_kind(store, "x")[0] == "group"
+    assert not {"x/0", "x/c/0"} & set(store.keys())  # no chunk written into the group
