@@ -23,7 +23,7 @@ from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.engine.read import FieldNames
-from chunkstore.errors import ArrayMetadataChangedError
+from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
 from chunkstore.storage.base import getitems, getsize
@@ -119,9 +119,15 @@ class Array(nodes.Node, ArrayAPIv3):
     # ------------------------------------------------------------------ engine state
     @property
     def _engine(self) -> ChunkEngine:
-        # the engine of the metadata held now, nothing read: for what the handle's
-        # properties answer; an operation takes self._handle.current() once instead
-        return self._handle.engine
+        # the engine of the metadata held now, read again only where another handle of this
+        # process changed it (EngineHandle.followed): for what the handle's properties
+        # answer; an operation takes self._handle.current() once instead. (Where the array
+        # is gone, the last one held: its properties still describe it, as zarr-python's,
+        # while its operations raise.)
+        try:
+            return self._handle.followed()
+        except ArrayNotFoundError:
+            return self._handle.engine
 
     # (what hierarchy.nodes.Node reads of every node)
     @property
@@ -426,13 +432,16 @@ class Array(nodes.Node, ArrayAPIv3):
     # ------------------------------------------------------------------ public get/set
     def __getitem__(self, selection: Any) -> Any:
         fields, selection = ix.split_fields(selection)
-        nx = ix.newaxes_with_advanced(selection, self.ndim)
+        # (the key is parsed by the metadata the read works with: a held ndim of an array
+        # re-created meanwhile with another placed NumPy's new axes wrongly)
+        engine = self._handle.current()
+        nx = ix.newaxes_with_advanced(selection, engine.ndim)
         if nx is not None:  # None beside index arrays: read without, then NumPy's axes
-            got = self._read(ix.basic_or_fancy, nx.key, None, fields)
+            got = self._read(ix.basic_or_fancy, nx.key, None, fields, engine)
             # (a sub-array field's own axes trail the selection's, where they stay)
             perm = tuple(nx.perm) + tuple(range(len(nx.perm), got.ndim))
             return np.expand_dims(np.transpose(got, perm), nx.axes)
-        return self._read(ix.basic_or_fancy, selection, None, fields)
+        return self._read(ix.basic_or_fancy, selection, None, fields, engine)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         if isinstance(value, Array) and self._stream_from(selection, value):
@@ -459,11 +468,12 @@ class Array(nodes.Node, ArrayAPIv3):
         self._write(ix.basic_or_fancy, selection, value, fields)
 
     def _read(self, normalize: Normalizer, selection: Any, out: np.ndarray | None,
-              fields: FieldNames) -> Any:
+              fields: FieldNames, engine: ChunkEngine | None = None) -> Any:
         """self[selection], the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the metadata of the engine the read
-        works with throughout (see chunkstore.engine.core)."""
-        engine = self._handle.current()
+        works with throughout (see chunkstore.engine.core; given, or the current one)."""
+        if engine is None:
+            engine = self._handle.current()
         sel = normalize(selection, engine.shape, engine.chunks, self.name)
         try:
             return engine.read(sel, out=out, fields=fields)
@@ -645,13 +655,15 @@ class Array(nodes.Node, ArrayAPIv3):
             raise TypeError(f"new shape {tuple(shape)} of array {self.name!r} must be "
                             f"integers, got {bad[0]!r} ({type(bad[0]).__name__})")
         new = tuple(int(s) for s in shape)
-        if len(new) != self.ndim:
-            raise ValueError(f"new shape {new} has {len(new)} dimensions; array {self.name!r} "
-                             f"has {self.ndim}")
         if any(s < 0 for s in new):
             raise ValueError(f"new shape {new} has a negative dimension")
         with self._engine.exclusive():
             engine = self._handle.reload()
+            # (by the metadata as stored now: another process may have re-created the array
+            # with another number of dimensions)
+            if len(new) != engine.ndim:
+                raise ValueError(f"new shape {new} has {len(new)} dimensions; array "
+                                 f"{self.name!r} has {engine.ndim}")
             # an earlier shrink's trim that failed: completed before the shape changes (a
             # grow would show its stale chunks)
             self._finish_pending_trim(engine)

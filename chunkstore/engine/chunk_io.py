@@ -79,7 +79,7 @@ class EngineOptions:
     overrides : a view's metadata changes, applied in memory only (see engine.views).
     """
 
-    __slots__ = ("store", "path", "name", "read_only", "synchronizer", "locks",
+    __slots__ = ("store", "path", "name", "read_only", "synchronizer", "locks", "counts",
                  "write_empty_chunks", "missing_chunks", "cache_metadata", "format_hint",
                  "handle_order", "overrides")
 
@@ -89,6 +89,7 @@ class EngineOptions:
     read_only: bool
     synchronizer: Any
     locks: Any
+    counts: Any
     write_empty_chunks: bool
     missing_chunks: str
     cache_metadata: bool
@@ -108,6 +109,12 @@ class EngineOptions:
         self.synchronizer = synchronizer
         self.locks = (locks if locks is not None else handle_locks(store, self.path)
                       if synchronizer is None else layered_locks(store, self.path, synchronizer))
+        # What counts this process's metadata changes of the node (metadata_generation):
+        # the locks, or where they have no count (a zarr-style synchronizer's), the
+        # in-process locks every other handle's change counts in (a handle opened with one
+        # missed a re-creation through another handle: new chunks decoded by the old dtype).
+        self.counts = self.locks if hasattr(self.locks, "generation") else \
+            handle_locks(store, self.path)
         if synchronizer is not None:
             register_synchronizer(store, self.path, synchronizer)
         self.write_empty_chunks = bool(write_empty_chunks)
@@ -119,16 +126,16 @@ class EngineOptions:
         self.overrides = overrides
 
 
-def metadata_generation(options: EngineOptions) -> int | None:
-    """How many metadata changes (resize, append, fill value) the handles sharing options'
-    in-process locks have made so far (with a Thread/ProcessSynchronizer too: its locks are
-    taken under those, see layered_locks); None with a zarr-style synchronizer, which has no
-    such count. Read before the metadata, it dates what was read: an engine made from it is
-    stale once the count moves on (EngineHandle.current, check_metadata; a synchronizer's
-    writes also read the stored metadata again under their locks, which sees other
-    processes' changes)."""
-    generation = getattr(options.locks, "generation", None)
-    return None if generation is None else generation(options.path)
+def metadata_generation(options: EngineOptions) -> int:
+    """How many metadata changes (resize, append, fill value, re-creation, delete) the
+    handles sharing options' in-process locks have made so far (with a Thread/
+    ProcessSynchronizer too: its locks are taken under those, see layered_locks; a handle
+    with a zarr-style synchronizer reads the in-process count, but its own changes, under
+    that synchronizer's locks alone, are not counted). Read before the metadata, it dates
+    what was read: an engine made from it is stale once the count moves on
+    (EngineHandle.current, check_metadata; a synchronizer's writes also read the stored
+    metadata again under their locks, which sees other processes' changes)."""
+    return options.counts.generation(options.path)
 
 
 class EngineState:

@@ -68,10 +68,17 @@ class EngineHandle:
         count compared, no I/O: a read by cached metadata of an array re-created with
         another dtype or chunks through such a handle returned its chunks decoded as the
         old ones, garbage values without an error)."""
-        if self.options.cache_metadata:
-            engine = self.engine
-            if engine.generation == metadata_generation(self.options):
-                return engine
+        return self.followed() if self.options.cache_metadata else self.reload()
+
+    def followed(self) -> ChunkEngine:
+        """The engine of the metadata held, read again first where a handle sharing this
+        one's in-process locks changed the metadata since it was read (a count compared, no
+        I/O otherwise): what a handle's properties answer (``dtype``, ``ndim``, ``chunks``
+        described the array a handle opened before a re-creation through another handle, while
+        its reads worked with the new one)."""
+        engine = self.engine
+        if engine.generation == metadata_generation(self.options):
+            return engine
         return self.reload()
 
     def reload(self, stale: bool = False) -> ChunkEngine:
@@ -118,7 +125,7 @@ class EngineHandle:
         # this change: the engine is of the count after it. (Made elsewhere, its count would
         # be ahead: its next write would read the metadata again, one read.)
         generation = metadata_generation(o)
-        engine = ChunkEngine(o, meta, None if generation is None else generation + 1)
+        engine = ChunkEngine(o, meta, generation + 1)
         # (no document known: the next reload parses the one just written)
         self._now = (None, engine)
         return engine

@@ -95,7 +95,14 @@ def islice(array: Any, start: int | None = None, end: int | None = None) -> Iter
             block_start = j - j % step
             block = array[block_start:min(block_start + step, n)]
         # (mypy: block_start is an int once block is not None)
-        yield block[j - block_start]  # type: ignore[operator]
+        k = j - block_start  # type: ignore[operator]
+        if k >= len(block):
+            # (another handle shrank the array meanwhile: NumPy's bare IndexError named
+            # neither the array nor the cause)
+            raise IndexError(f"array {array.name!r} has {array.shape[0]} rows along dimension "
+                             f"0 now, fewer than when islice({start}, {end}) began: row {j} "
+                             f"is gone (resized by another handle?)")
+        yield block[k]
 
 
 def digest(array: Any, hashname: str = "sha1") -> bytes:

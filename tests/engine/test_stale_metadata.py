@@ -396,3 +396,69 @@ def test_an_append_checks_the_data_against_the_shape_it_grows(tmp_path, cache, f
     assert z.append(np.array([[9, 9, 9]], dtype="i4")) == (5, 3)
     np.testing.assert_array_equal(cs.open_array(path, mode="r")[:],
                                   np.vstack([want, [[9, 9, 9]]]))
+
+
+class _ZarrStyleSync:
+    """zarr-python 2's kind of synchronizer: only ``sync[key]`` -> a lock."""
+
+    def __init__(self) -> None:
+        import collections
+        import threading
+        self.locks = collections.defaultdict(threading.Lock)
+
+    def __getitem__(self, key):
+        return self.locks[key]
+
+
+def test_a_handle_with_a_zarr_style_synchronizer_follows_a_recreation(tmp_path):
+    """Such a handle had no count of this process's metadata changes: after another
+    handle re-created the array as i8 it read the new chunks by its old dtype (f8 bytes of
+    ints: tiny floats)."""
+    p = str(tmp_path / "a.zarr")
+    cs.open_array(p, mode="w", shape=(4,), chunks=(2,), dtype="f8")[...] = [0.5, 1.5, 2.5, 3.5]
+    a = cs.open_array(p, synchronizer=_ZarrStyleSync())
+    a[...]
+    cs.open_array(p, mode="w", shape=(4,), chunks=(2,), dtype="i8")[...] = [100, 101, 102, 103]
+    np.testing.assert_array_equal(a[...], [100, 101, 102, 103])
+    assert a.dtype == np.dtype("i8")
+    a[0] = 7
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[...], [7, 101, 102, 103])
+
+
+def test_a_handle_parses_keys_and_answers_by_the_array_recreated_with_more_dimensions(
+        tmp_path):
+    """After another handle re-created the array 1-d -> 2-d, the first read with None beside
+    index arrays placed NumPy's new axes by the held ndim ((2, 1, 4), not (2, 4, 1)), the
+    first such write raised a bare StopIteration, resize compared with the held ndim, and
+    dtype/ndim/chunks described the old array until something read the shape."""
+    p = str(tmp_path / "a.zarr")
+    m = np.arange(12, dtype="i2").reshape(3, 4)
+    a = cs.open_array(p, mode="w", shape=(6,), chunks=(3,), dtype="i4")
+    b = cs.open_array(p)
+    c = cs.open_array(p)
+    d = cs.open_array(p)
+    cs.open_array(p, mode="w", shape=(3, 4), chunks=(3, 2), dtype="i2")[...] = m
+    assert (d.dtype, d.ndim, d.chunks) == (np.dtype("i2"), 2, (3, 2))
+    got = a[[0, 1], ..., None]
+    assert got.shape == m[[0, 1], ..., None].shape == (2, 4, 1)
+    np.testing.assert_array_equal(got, m[[0, 1], ..., None])
+    b[[0, 1], None] = np.array([[[7, 7, 7, 7]], [[8, 8, 8, 8]]])
+    m[:2] = [[7] * 4, [8] * 4]
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[...], m)
+    with pytest.raises(ValueError, match="has 2"):
+        c.resize(7)
+    c.resize(4, 4)
+    assert c.shape == (4, 4)
+
+
+def test_islice_names_the_array_another_handle_shrank(tmp_path):
+    """It raised NumPy's bare IndexError (index 1 is out of bounds for axis 0 with size 1)."""
+    p = str(tmp_path / "a.zarr")
+    a = cs.open_array(p, mode="w", shape=(10,), chunks=(3,), dtype="f8")
+    a[...] = np.arange(10.0)
+    it = a.islice(0, 10)
+    assert next(it) == 0.0
+    cs.open_array(p).resize(4)
+    assert [next(it) for _ in range(3)] == [1.0, 2.0, 3.0]
+    with pytest.raises(IndexError, match="'/'.*4 rows.*row 4 is gone"):
+        next(it)
