@@ -572,8 +572,10 @@ class FSStore(BaseStore):
             for d in sorted(dirs, key=len, reverse=True):
                 self._prune_local(d)
             return
-        if getattr(self.fs, "async_impl", False):
-            # one bulk request (S3 DeleteObjects ignores absent keys)
+        literal = [p for p in paths if not _has_magic(p)]
+        if getattr(self.fs, "async_impl", False) and len(literal) == len(paths):
+            # one bulk request (S3 DeleteObjects ignores absent keys); fsspec's rm expands
+            # glob patterns, so only for paths without their characters (see _remove)
             try:
                 self.fs.rm(paths)
                 self._invalidate()
@@ -612,13 +614,33 @@ class FSStore(BaseStore):
         files = [p for p in self._find(path) if p.rstrip("/").lstrip("/").startswith(
             base.lstrip("/") + "/") or not base]
         if files:
+            self._remove(files)
+        self._invalidate()
+
+    def _remove(self, paths: list[str]) -> None:
+        """Delete the files at paths, absent ones ignored: those whose path holds a glob
+        character (``*``, ``?``, ``[``: legal in keys and URLs) one by one with rm_file,
+        the rest in one rm. fsspec's rm expands glob patterns: deleting an array named
+        ``a*`` deleted the chunks of ``a`` and ``ab`` as well, and a store at
+        ``s3://b/run[1].zarr`` those of ``s3://b/run1.zarr``."""
+        literal = [p for p in paths if not _has_magic(p)]
+        if literal:
             try:
-                self.fs.rm(files)
+                self.fs.rm(literal)
             except self.missing_exceptions:
                 pass
-        self._invalidate()
+        for p in paths:
+            if _has_magic(p):
+                try:
+                    self.fs.rm_file(p)
+                except self.missing_exceptions:
+                    pass
 
     def clear(self) -> None:
         """Delete every key (``rmdir("")``)."""
         self.rmdir("")
 
+
+def _has_magic(path: str) -> bool:
+    """Whether fsspec reads path as a glob pattern (it holds ``*``, ``?`` or ``[``)."""
+    return "*" in path or "?" in path or "[" in path

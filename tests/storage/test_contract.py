@@ -209,6 +209,21 @@ def test_listdir_rmdir_getsize(store):
     assert store.getsize() == 0
 
 
+@pytest.mark.parametrize("name", ["a*", "a?", "a[b]"])
+def test_deleting_keys_with_glob_characters_deletes_only_them(store, name):
+    """fsspec's rm reads paths as glob patterns: FSStore's rmdir and bulk delete of a key
+    of array "a*" deleted the keys of "a" and "ab" too (on S3: every write of fill values,
+    resize, delete, move and overwrite of such an array). Keys are literal names."""
+    others = {"a/0": b"a", "ab/0": b"ab", "a/zarr.json": b"{}", "ab/zarr.json": b"{}"}
+    store.setitems({**others, f"{name}/0": b"x", f"{name}/1": b"y", f"{name}/zarr.json": b"{}"})
+    store.delitems([f"{name}/0"])
+    assert {k: store[k] for k in others} == others
+    assert f"{name}/1" in store and f"{name}/0" not in store
+    store.rmdir(name)
+    assert {k: store[k] for k in others} == others
+    assert not [k for k in store.keys() if k.startswith(name + "/")]
+
+
 def test_get_partial(store):
     store["k"] = bytes(range(100))
     assert store.get_partial("k", [(0, 10), (90, None), (-5, None), (95, 10), (200, 5)]) == [
