@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from chunkstore.aio.array import AsyncArray
 from chunkstore.aio.group import AsyncGroup, _sync, wrap
+from chunkstore.aio.node import held, held_all
 from chunkstore.aio.opening import create_kwargs as _create_kwargs
 from chunkstore.aio.opening import open_group_v3 as _open_group
 from chunkstore.aio.run import off_loop
@@ -45,25 +46,31 @@ __all__ = ["array", "consolidate_metadata", "copy", "copy_all", "copy_store", "c
 async def open(store: Any = None, *, mode: str | None = None, path: str | None = None,
                **kwargs: Any) -> AsyncArray | AsyncGroup:
     """The array or group at path (zarr-python 3's ``open``; mode default "a")."""
-    return wrap(await off_loop(_cs.open, store, mode=mode or "a", path=path, **kwargs))
+    return wrap(*await off_loop(held(_cs.open), store, mode=mode or "a", path=path, **kwargs))
 
 
-async def open_array(store: Any = None, **kwargs: Any) -> AsyncArray:
-    """An existing array (``chunkstore.open_array``'s arguments)."""
-    return AsyncArray(await off_loop(_cs.open_array, store, **kwargs))
+async def open_array(store: Any = None, *, mode: str | None = None,
+                     **kwargs: Any) -> AsyncArray:
+    """The array at path (``chunkstore.open_array``'s arguments), as zarr-python 3's
+    ``open_array``: without mode (or with "r", "r+") an existing one, ArrayNotFoundError (a
+    FileNotFoundError) where there is none; modes "a", "w", "w-" create one. (The
+    synchronous ``open_array`` keeps zarr-python 2's default, "a": a mistyped path given a
+    shape made a new empty array.)"""
+    return AsyncArray(*await off_loop(held(_cs.open_array), store, mode=mode or "r+",
+                                      **kwargs))
 
 
 async def open_group(store: Any = None, *, mode: str = "a", use_consolidated: Any = None,
                      **kwargs: Any) -> AsyncGroup:
     """A group, created with mode "a", "w", "w-" (zarr-python 3's ``open_group``:
     attributes=, use_consolidated=, zarr_format=)."""
-    return AsyncGroup(await off_loop(_open_group, store, mode=mode,
+    return AsyncGroup(*await off_loop(held(_open_group), store, mode=mode,
                                      use_consolidated=use_consolidated, **kwargs))
 
 
 async def open_consolidated(store: Any, **kwargs: Any) -> AsyncArray | AsyncGroup:
     """The hierarchy opened through its consolidated metadata."""
-    return wrap(await off_loop(_cs.open_consolidated, store, **kwargs))
+    return wrap(*await off_loop(held(_cs.open_consolidated), store, **kwargs))
 
 
 async def open_like(a: Any, path: str, **kwargs: Any) -> AsyncArray:
@@ -71,18 +78,18 @@ async def open_like(a: Any, path: str, **kwargs: Any) -> AsyncArray:
     store if not given), created if absent (mode "a") with a's shape, chunks, dtype and, for
     an array, its encoding and fill value as defaults."""
     kwargs.setdefault("store", None)  # path is the path inside the store, as zarr-python 3
-    return AsyncArray(await off_loop(_creation.open_like, _sync(a), path, **kwargs))
+    return AsyncArray(*await off_loop(held(_creation.open_like), _sync(a), path, **kwargs))
 
 
 async def create(shape: Any, **kwargs: Any) -> AsyncArray:
     """A new array (``chunkstore.create``'s arguments, and zarr-python 3's chunk_shape,
     chunk_key_encoding, config)."""
-    return AsyncArray(await off_loop(_cs.create, shape, **_create_kwargs(kwargs, 3)))
+    return AsyncArray(*await off_loop(held(_cs.create), shape, **_create_kwargs(kwargs, 3)))
 
 
 async def create_array(store: Any, **kwargs: Any) -> AsyncArray:
     """zarr-python 3's ``create_array`` (Zarr v3 by default)."""
-    return AsyncArray(await off_loop(_cs.create_array, store, **kwargs))
+    return AsyncArray(*await off_loop(held(_cs.create_array), store, **kwargs))
 
 
 create_array.__signature__ = _compat_creation.create_array_signature(  # type: ignore[attr-defined]
@@ -91,40 +98,40 @@ create_array.__signature__ = _compat_creation.create_array_signature(  # type: i
 
 async def from_array(store: Any, *, data: Any, **kwargs: Any) -> AsyncArray:
     """zarr-python 3's ``from_array``: a new array holding data (NumPy, Array, AsyncArray)."""
-    return AsyncArray(await off_loop(_cs.from_array, store, data=_sync(data), **kwargs))
+    return AsyncArray(*await off_loop(held(_cs.from_array), store, data=_sync(data), **kwargs))
 
 
 async def create_group(store: Any, **kwargs: Any) -> AsyncGroup:
     """zarr-python 3's ``create_group``."""
-    return AsyncGroup(await off_loop(_cs.create_group, store, **kwargs))
+    return AsyncGroup(*await off_loop(held(_cs.create_group), store, **kwargs))
 
 
 async def create_hierarchy(*, store: Any, nodes: dict, overwrite: bool = False):
     """zarr-python 3's ``create_hierarchy``: (path, node) as each is made."""
-    made = await off_loop(lambda: list(_cs.create_hierarchy(store=store, nodes=nodes,
-                                                            overwrite=overwrite)))
-    for path, node in made:
-        yield path, wrap(node)
+    made = await off_loop(lambda: held_all(_cs.create_hierarchy(store=store, nodes=nodes,
+                                                                 overwrite=overwrite)))
+    for path, node, attributes in made:
+        yield path, wrap(node, attributes)
 
 
 async def group(store: Any = None, *, overwrite: bool = False, path: str | None = None,
                 **kwargs: Any) -> AsyncGroup:
     """A group, created if absent (Zarr v3 unless zarr_format=2), replaced with
     overwrite=True (zarr-python 3's ``group``)."""
-    return AsyncGroup(await off_loop(_open_group, store, mode="w" if overwrite else "a",
-                                     path=path, **kwargs))
+    return AsyncGroup(*await off_loop(held(_open_group), store,
+                                      mode="w" if overwrite else "a", path=path, **kwargs))
 
 
 async def array(data: Any, **kwargs: Any) -> AsyncArray:
     """A new array holding a copy of data."""
-    return AsyncArray(await off_loop(_cs.array, _sync(data), **kwargs))
+    return AsyncArray(*await off_loop(held(_cs.array), _sync(data), **kwargs))
 
 
 def _filled(name: str):
     fn = getattr(_cs, name)
 
     async def make(shape: Any, **kwargs: Any) -> AsyncArray:
-        return AsyncArray(await off_loop(fn, shape, **_create_kwargs(kwargs, 3)))
+        return AsyncArray(*await off_loop(held(fn), shape, **_create_kwargs(kwargs, 3)))
 
     make.__name__ = make.__qualname__ = name
     make.__doc__ = f"``chunkstore.{name}`` (a new array), as a coroutine."
@@ -135,7 +142,7 @@ def _like(name: str):
     fn = getattr(_cs, name)
 
     async def make(a: Any, **kwargs: Any) -> AsyncArray:
-        return AsyncArray(await off_loop(fn, _sync(a), **kwargs))
+        return AsyncArray(*await off_loop(held(fn), _sync(a), **kwargs))
 
     make.__name__ = make.__qualname__ = name
     make.__doc__ = f"``chunkstore.{name}`` (a new array shaped like a), as a coroutine."
@@ -151,19 +158,19 @@ async def empty_like(a: Any, **kwargs: Any) -> AsyncArray:
     """zarr-python 3's ``empty_like``: a new array shaped like a, with a's fill value unless
     fill_value= is given (zarr-python 2's synchronous ``empty_like`` leaves no fill value)."""
     kwargs.setdefault("fill_value", _sync(a).fill_value)
-    return AsyncArray(await off_loop(_cs.full_like, _sync(a), **kwargs))
+    return AsyncArray(*await off_loop(held(_cs.full_like), _sync(a), **kwargs))
 
 
 async def full(shape: Any, fill_value: Any, **kwargs: Any) -> AsyncArray:
     """``chunkstore.full`` (a new array filled with fill_value), as a coroutine."""
-    return AsyncArray(await off_loop(_cs.full, shape, fill_value=fill_value,
+    return AsyncArray(*await off_loop(held(_cs.full), shape, fill_value=fill_value,
                                      **_create_kwargs(kwargs, 3)))
 
 
 async def consolidate_metadata(store: Any, path: str | None = None,
                                zarr_format: int | None = None) -> AsyncGroup:
     """Consolidate the metadata of the hierarchy at path; the group opened through it."""
-    return AsyncGroup(await off_loop(_cs.consolidate_metadata, store, path=path or "",
+    return AsyncGroup(*await off_loop(held(_cs.consolidate_metadata), store, path=path or "",
                                      zarr_format=zarr_format))
 
 

@@ -7,17 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.aio.node import AsyncNode
+from chunkstore.aio.node import AsyncNode, held
 from chunkstore.compat.node_api import register_async_view
 from chunkstore.aio.run import READ, READ_INTO, WRITE, array_off_loop, off_loop
 from chunkstore.engine.array import Array
+from chunkstore.metadata import zarr3_view
 
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 
 # What an AsyncArray answers at once, as zarr-python 3's (metadata held in memory: no I/O;
 # the shape and what follows from it come from the engine held: an Array opened with
 # cache_metadata=False would read the metadata again for them, on the event loop).
-_PROPERTIES = ("dtype", "chunks", "shards", "ndim", "attrs", "metadata",
+_PROPERTIES = ("dtype", "chunks", "shards", "ndim",
                "path", "name", "basename", "store", "fill_value", "order",
                "zarr_format", "compressor", "compressors", "filters",
                "serializer", "read_only", "write_chunks", "_zdtype", "store_path", "config")
@@ -52,7 +53,7 @@ class AsyncArray(AsyncNode):
         default... as zarr-python 3: its ``zarr_format=`` binds)."""
         from chunkstore.hierarchy.creation import open_array
         kwargs.setdefault("mode", "r+")
-        return cls(await off_loop(open_array, store, **kwargs))
+        return cls(*await off_loop(held(open_array), store, **kwargs))
 
     @classmethod
     async def create(cls, store: Any, **kwargs: Any) -> AsyncArray:
@@ -61,7 +62,7 @@ class AsyncArray(AsyncNode):
         ``chunkstore.api.asynchronous.create``'s arguments)."""
         from chunkstore.aio.opening import create_kwargs as _create_kwargs
         from chunkstore.hierarchy.creation import create
-        return cls(await off_loop(create, store=store, **_create_kwargs(kwargs, 3)))
+        return cls(*await off_loop(held(create), store=store, **_create_kwargs(kwargs, 3)))
 
     def with_config(self, config: Any) -> AsyncArray:
         """zarr-python 3's ``with_config``: another view of this array with config's
@@ -166,11 +167,6 @@ class AsyncArray(AsyncNode):
         """Append data along axis; returns the new shape."""
         return await off_loop(self._node.append, data, axis=axis)
 
-    async def update_attributes(self, new_attributes: dict) -> AsyncArray:
-        """Add or replace attributes (one write); returns self."""
-        await off_loop(self._node.attrs.update, new_attributes)
-        return self
-
     async def info_complete(self) -> Any:
         """The Array's ``info_complete()`` (stored bytes and chunks counted: it lists the
         store)."""
@@ -190,15 +186,21 @@ class AsyncArray(AsyncNode):
         the stored sizes (no I/O: ``await info_complete()`` lists the store for them)."""
         from chunkstore.engine.array import Info
         node = self._node
-        return Info(node._info_items(stored=False), zarr_format=node._engine.zarr_format)
+        return Info(node._info_items(stored=False), zarr_format=node._handle.engine.zarr_format)
 
     def __getattr__(self, name: str) -> Any:
         # the shape and what follows from it, from the metadata held (no I/O, as zarr-python
         # 3's AsyncArray: its metadata is read at open; an operation reads it again where
         # the Array does, on a worker)
         if name in _HELD:
-            return getattr(self._node._engine, name)
+            return getattr(self._node._handle.engine, name)
         return super().__getattr__(name)
+
+    @property
+    def metadata(self) -> Any:
+        """zarr-python 3's ``metadata``: the array metadata held, with the attributes held
+        (no I/O; the Array's ``metadata`` reads the attributes)."""
+        return zarr3_view.with_attributes(self._node._handle.engine.meta, self.attrs)
 
 
 class AsyncOIndex:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from chunkstore.aio.array import AsyncArray
-from chunkstore.aio.node import AsyncNode
+from chunkstore.aio.node import AsyncNode, held, held_all
 from chunkstore.compat.node_api import register_async_view
 from chunkstore.aio.run import off_loop
 from chunkstore.compat.creation import create_array_signature
@@ -17,21 +17,24 @@ from chunkstore.hierarchy.group import Group
 __all__ = ["AsyncGroup"]
 
 # What an AsyncGroup answers at once, as zarr-python 3's (no I/O).
-_PROPERTIES = ("attrs", "basename", "name", "path", "read_only", "store", "metadata",
-               "synchronizer", "zarr_format", "store_path")
+_PROPERTIES = ("basename", "name", "path", "read_only", "store", "synchronizer",
+               "zarr_format", "store_path")
 
 
-def wrap(node: Array | Group) -> AsyncArray | AsyncGroup:
-    """The asynchronous view of a node: AsyncArray or AsyncGroup."""
-    return AsyncArray(node) if isinstance(node, Array) else AsyncGroup(node)
+def wrap(node: Array | Group, attributes: dict | None = None) -> AsyncArray | AsyncGroup:
+    """The asynchronous view of a node: AsyncArray or AsyncGroup (holding attributes, its
+    attributes as read off the event loop: see chunkstore.aio.node.held)."""
+    return (AsyncArray(node, attributes) if isinstance(node, Array) else
+            AsyncGroup(node, attributes))
+
 
 
 def _array_method(method: str, doc: str) -> Any:
     """AsyncGroup's coroutine for the Group's ``<method>(name, *args, **kwargs)``, which makes
     an array (AsyncArray/AsyncGroup arguments passed as their synchronous nodes)."""
     async def make(self: AsyncGroup, name: str, *args: Any, **kwargs: Any) -> AsyncArray:
-        made = await off_loop(getattr(self._node, method), name, *map(_sync, args), **kwargs)
-        return AsyncArray(made)
+        return AsyncArray(*await off_loop(held(getattr(self._node, method)), name,
+                                          *map(_sync, args), **kwargs))
 
     make.__name__ = make.__qualname__ = method
     make.__doc__ = doc
@@ -54,7 +57,7 @@ class AsyncGroup(AsyncNode):
         """A new group at the root of store (zarr-python 3's ``AsyncGroup.from_store``):
         raises if something is there unless overwrite=True."""
         from chunkstore.compat.hierarchy import create_group
-        return cls(await off_loop(create_group, store, zarr_format=zarr_format,
+        return cls(*await off_loop(held(create_group), store, zarr_format=zarr_format,
                                   overwrite=overwrite, attributes=attributes))
 
     @classmethod
@@ -64,13 +67,13 @@ class AsyncGroup(AsyncNode):
         use_consolidated: True needs consolidated metadata, False ignores it, None uses it
         where present."""
         from chunkstore.aio.opening import open_group_v3 as _open_group
-        return cls(await off_loop(_open_group, store, mode="r+", zarr_format=zarr_format,
+        return cls(*await off_loop(held(_open_group), store, mode="r+", zarr_format=zarr_format,
                                   use_consolidated=use_consolidated))
 
     # ------------------------------------------------------------ members
     async def getitem(self, key: str) -> AsyncArray | AsyncGroup:
         """The member at key (a path below this group); KeyError if there is none."""
-        return wrap(await off_loop(self._node.__getitem__, key))
+        return wrap(*await off_loop(held(self._node.__getitem__), key))
 
     async def get(self, key: str, default: Any = None) -> Any:
         """The member at key, or default."""
@@ -96,26 +99,27 @@ class AsyncGroup(AsyncNode):
         """Whether a member exists at path member."""
         return await off_loop(self._node.__contains__, member)
 
-    async def _members(self, max_depth: int | None) -> list[tuple[str, Array | Group]]:
-        # (the Group's members(max_depth): its checks, its order)
-        return list(await off_loop(self._node.members, max_depth))
+    async def _members(self, max_depth: int | None) -> list[tuple[str, Array | Group, dict]]:
+        # (the Group's members(max_depth): its checks, its order; listed, opened and their
+        # attributes read on a worker: the property Group.members lists the store)
+        return await off_loop(lambda: held_all(self._node.members(max_depth)))
 
     async def members(self, max_depth: int | None = 0, *,
                       use_consolidated_for_children: bool = True
                       ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
         """(path, node) of the members, direct ones (max_depth=0) or down to max_depth
         levels below (None: all), parents before their children."""
-        for name, node in await self._members(max_depth):
-            yield name, wrap(node)
+        for name, node, attributes in await self._members(max_depth):
+            yield name, wrap(node, attributes)
 
     async def create_hierarchy(self, nodes: dict, *, overwrite: bool = False
                                ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
         """zarr-python 3's ``AsyncGroup.create_hierarchy``: the groups and arrays of nodes
         (paths relative to this group), made off the loop; yields (path, node) of each."""
-        made = await off_loop(lambda: list(self._node.create_hierarchy(nodes,
-                                                                       overwrite=overwrite)))
-        for path, node in made:
-            yield path, wrap(node)
+        made = await off_loop(lambda: held_all(self._node.create_hierarchy(
+            nodes, overwrite=overwrite)))
+        for path, node, attributes in made:
+            yield path, wrap(node, attributes)
 
     async def nmembers(self, max_depth: int | None = 0) -> int:
         """How many members members(max_depth) gives."""
@@ -138,15 +142,15 @@ class AsyncGroup(AsyncNode):
 
     async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
         """(name, AsyncArray) of the direct member arrays."""
-        for name, node in await self._members(0):
+        for name, node, attributes in await self._members(0):
             if isinstance(node, Array):
-                yield name, AsyncArray(node)
+                yield name, AsyncArray(node, attributes)
 
     async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
         """(name, AsyncGroup) of the direct member groups."""
-        for name, node in await self._members(0):
+        for name, node, attributes in await self._members(0):
             if isinstance(node, Group):
-                yield name, AsyncGroup(node)
+                yield name, AsyncGroup(node, attributes)
 
     async def array_values(self) -> AsyncIterator[AsyncArray]:
         """The direct member arrays."""
@@ -158,33 +162,42 @@ class AsyncGroup(AsyncNode):
         async for _, node in self.groups():
             yield node
 
+    @property
+    def metadata(self) -> Any:
+        """zarr-python 3's ``metadata``: the attributes held, the format, and for a group
+        opened through consolidated metadata its members' (from that document, in
+        memory)."""
+        return self._node.metadata_with(self.attrs)
+
     # ------------------------------------------------------------ creating members
     async def create_group(self, name: str, *, overwrite: bool = False,
                            attributes: dict | None = None) -> AsyncGroup:
         """A new subgroup (raises if something is there unless overwrite=True)."""
-        return AsyncGroup(await off_loop(self._node.create_group, name, overwrite=overwrite,
-                                         attributes=attributes))
+        return AsyncGroup(*await off_loop(held(self._node.create_group), name,
+                                          overwrite=overwrite, attributes=attributes))
 
     async def require_group(self, name: str, overwrite: bool = False) -> AsyncGroup:
         """The subgroup at name, created if absent."""
-        return AsyncGroup(await off_loop(self._node.require_group, name, overwrite=overwrite))
+        return AsyncGroup(*await off_loop(held(self._node.require_group), name,
+                                          overwrite=overwrite))
 
     async def require_groups(self, *names: str) -> tuple[AsyncGroup, ...]:
         """The subgroups at names, each created if absent."""
-        groups = await off_loop(self._node.require_groups, *names)
-        return tuple(AsyncGroup(g) for g in groups)
+        groups = await off_loop(lambda: held_all(
+            (None, g) for g in self._node.require_groups(*names)))
+        return tuple(AsyncGroup(g, attributes) for _, g, attributes in groups)
 
     async def create_array(self, name: str, **kwargs: Any) -> AsyncArray:
         """A new array at name (zarr-python 3's ``create_array`` arguments)."""
-        return AsyncArray(await off_loop(self._node.create_array, name, **kwargs))
+        return AsyncArray(*await off_loop(held(self._node.create_array), name, **kwargs))
 
     create_array.__signature__ = create_array_signature(  # type: ignore[attr-defined]
         "self", "name", zarr_format=None)
 
     async def require_array(self, name: str, *, shape: Any, **kwargs: Any) -> AsyncArray:
         """The array at name if it fits shape (and dtype), else a new one."""
-        return AsyncArray(await off_loop(self._node.require_array, name, shape=shape,
-                                         **kwargs))
+        return AsyncArray(*await off_loop(held(self._node.require_array), name, shape=shape,
+                                          **kwargs))
 
     create_dataset = _array_method("create_dataset", "zarr-python 2's name for creating an "
                                                      "array (``Group.create_dataset``).")
@@ -200,11 +213,6 @@ class AsyncGroup(AsyncNode):
                                           "fill_value.")
 
     # ------------------------------------------------------------ the group itself
-    async def update_attributes(self, new_attributes: dict) -> AsyncGroup:
-        """Add or replace attributes (one write); returns self."""
-        await off_loop(self._node.attrs.update, new_attributes)
-        return self
-
     async def move(self, source: str, dest: str) -> None:
         """Move the member at source to dest."""
         await off_loop(self._node.move, source, dest)

@@ -64,11 +64,15 @@ class GroupAPIv3:
         """zarr-python 3's ``Group.metadata``: attributes, zarr_format, to_dict(), and for a
         group opened through consolidated metadata its members' metadata
         (``consolidated_metadata``, read from the consolidated document, not the store)."""
+        return self.metadata_with(self.attrs.asdict())
+
+    def metadata_with(self, attributes):
+        """``metadata`` with these attributes (an AsyncGroup's, held: no read of them)."""
         consolidated = None
         if protocol.consolidated_documents(self.store) is not None:
             consolidated = ConsolidatedMetadata(
                 {name: node.metadata for name, node in sorted(self.items())})
-        return GroupMetadata(self.attrs.asdict(), self.zarr_format, consolidated)
+        return GroupMetadata(attributes, self.zarr_format, consolidated)
 
     def create_hierarchy(self, nodes, *, overwrite=False):
         """zarr-python 3's ``Group.create_hierarchy``: create the groups and arrays of nodes

@@ -264,6 +264,65 @@ def test_async_group_info_makes_no_request_on_the_loop():
     assert "Zarr format" in info and "No. members" not in info
     assert "No. members" in complete and "x" in complete
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_members_attributes_and_metadata_make_no_request_on_the_loop(zarr_format):
+    """Group.members (a property, which lists the store and opens every member) was
+    evaluated on the loop before the listing went to a worker, and AsyncArray/AsyncGroup
+    attrs and metadata read the attributes document on the loop at each use (a slow store:
+    the loop stalled for the whole listing). They now answer from the attributes held, read
+    on a worker when the view was made, as zarr-python 3's; update_attributes refreshes
+    them."""
+    store = _ThreadsSeen()
+
+    async def main():
+        loop_thread = threading.get_ident()
+        root = await za.open_group(store, mode="w", zarr_format=zarr_format)
+        for i in range(3):
+            await root.create_array(f"a{i}", shape=(4,), dtype="i4", attributes={"i": i})
+        await root.create_group("g", attributes={"kind": "group"})
+        store.threads.clear()
+        members = [(n, dict(m.attrs)) async for n, m in root.members()]
+        n = await root.nmembers()
+        arrays = [(n, a.attrs["i"], a.metadata.attributes) async for n, a in root.arrays()]
+        groups = [(n, g.metadata.attributes) async for n, g in root.groups()]
+        a1 = await root.getitem("a1")
+        got = (a1.attrs, a1.metadata.attributes, root.attrs, root.metadata.attributes)
+        on_loop = [t for t in store.threads if t == loop_thread]
+        await a1.update_attributes({"j": 5})
+        cs.open_array(store, path="a1").attrs["other"] = 1  # another handle's change
+        return members, n, arrays, groups, got, on_loop, a1.attrs, \
+            (await root.getitem("a1")).attrs
+
+    members, n, arrays, groups, got, on_loop, updated, anew = run(main())
+    assert on_loop == []
+    assert n == 4 and sorted(members) == [("a0", {"i": 0}), ("a1", {"i": 1}), ("a2", {"i": 2}),
+                                           ("g", {"kind": "group"})]
+    assert sorted(arrays) == [(f"a{i}", i, {"i": i}) for i in range(3)]
+    assert groups == [("g", {"kind": "group"})]
+    assert got == ({"i": 1}, {"i": 1}, {}, {})
+    assert updated == {"i": 1, "j": 5}                 # refreshed by update_attributes
+    assert anew == {"i": 1, "j": 5, "other": 1}         # a view made anew reads the change
+
+
+def test_open_array_without_a_mode_opens_only_as_zarr_python_3s():
+    """zarr-python 3's asynchronous open_array creates nothing unless its mode says so:
+    chunkstore's passed zarr-python 2's default mode "a" on (a mistyped path with shape=
+    made a new empty array; without shape, a TypeError instead of ArrayNotFoundError)."""
+    from chunkstore.errors import ArrayNotFoundError
+
+    async def main():
+        store = cs.MemoryStore()
+        for kwargs in ({}, {"shape": (3,), "dtype": "i4"}):
+            with pytest.raises(ArrayNotFoundError) as e:
+                await za.open_array(store, path="typo", **kwargs)
+            assert isinstance(e.value, FileNotFoundError)
+        assert list(store.keys()) == []
+        made = await za.open_array(store, path="x", mode="a", shape=(3,), dtype="i4")
+        assert (await za.open_array(store, path="x")).shape == made.shape == (3,)
+
+    run(main())
+
+
 def test_errors_reach_the_awaiting_task(tmp_path):
     async def main():
         with pytest.raises(cs.errors.ArrayNotFoundError):
