@@ -81,7 +81,7 @@ def rechunk_to_grid(darr, store_chunks, offsets=None):
     return darr.rechunk(tuple(new))
 
 
-class _Target:
+class Target:
     """The array a dask write stores into, as the tasks get it: where the graph was copied
     to run them (pickled) and the array's store does not share its data with its copies
     (protocol.copies_share_data), a write raises instead of landing in a copy."""
@@ -143,6 +143,6 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
     if not isinstance(synchronizer, ProcessSynchronizer) and not aligned(darr.chunks,
                                                                          z.write_chunks):
         darr = rechunk_to_grid(darr, z.write_chunks)
-    result = da.store(darr, _Target(z), lock=False, compute=compute,
+    result = da.store(darr, Target(z), lock=False, compute=compute,
                       return_stored=return_stored)
     return z if compute and not return_stored else result

@@ -339,7 +339,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         for p in plans:
             if p["action"] == "create":
                 _check_attrs(p["attrs"], f"the attributes of variable {p['name']!r}")
-        if self.mode in ("a", "a-") and self.region is None and existing:
+        if self.mode in ("a", "a-") and existing:
             _check_kept_dimensions(self, {p["name"]: p for p in plans})
         if self.mode == "r+" and self.safe_chunks:
             for p in plans:
@@ -492,14 +492,18 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             if p["action"] == "append":
                 z.resize(p["shape"])
         data = p["data"]
-        if hasattr(data, "dask"):  # (dask is there: xarray needs no dask otherwise)
-            from chunkstore.integrations.dask import aligned, rechunk_to_grid
-            offsets = [s.start or 0 for s in p["region"]]
-            if not aligned(data.chunks, z.write_chunks, None, offsets):
-                data = rechunk_to_grid(data, z.write_chunks, offsets)
         wec = p["encoding"].get("write_empty_chunks")
         if wec is not None and wec != z.write_empty_chunks:
             z = Array(store, path, write_empty_chunks=bool(wec))
+        if hasattr(data, "dask"):  # (dask is there: xarray needs no dask otherwise)
+            from chunkstore.integrations.dask import Target, aligned, rechunk_to_grid
+            offsets = [s.start or 0 for s in p["region"]]
+            if not aligned(data.chunks, z.write_chunks, None, offsets):
+                data = rechunk_to_grid(data, z.write_chunks, offsets)
+            # tasks run on a copy of the graph (the processes scheduler, dask.distributed)
+            # raise where the store's copies share no data (a MemoryStore): their writes
+            # were lost, and the variable read as its fill value, with no error
+            return Target(z), data
         return z, data
 
 
@@ -619,18 +623,25 @@ def _check_region_edges(p: dict) -> None:
 
 
 def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> None:
-    """mode "a" replaces the variables written and keeps the others: a replaced variable
-    whose dimension has another length than a kept variable's would leave a group no
-    engine can open (xarray raises too). ValueError naming both, before any write."""
+    """mode "a" writes the variables given (created, replaced, appended to or written into)
+    and keeps the others: after it every dimension must have one length, or no engine can
+    open the group. ValueError naming two variables that disagree, before any write: a
+    replaced variable of another length than a kept one (xarray raises too), and what
+    xarray's zarr engine accepts and leaves unopenable: an append that leaves out a stored
+    variable of the append dimension, a new variable of an append shorter than the
+    appended, a new variable of a region write (made the region's length)."""
     g = store.group
-    kept = [n for n in g.array_keys() if n not in plans]
-    if not kept:
-        return
     sizes: dict = {}
     for name, p in plans.items():
-        if p["action"] == "create":
-            for d, n in zip(p["dims"], p["shape"]):
-                sizes.setdefault(d, (n, name))
+        for d, n in zip(p["dims"], p["shape"]):  # (each plan's shape after the write)
+            if d in sizes and sizes[d][0] != n:
+                raise ValueError(
+                    f"conflicting sizes for dimension {d!r}: {sizes[d][0]} in variable "
+                    f"{sizes[d][1]!r}, {n} in variable {name!r} after this write "
+                    f"(a new variable of an append or a region write is made only the "
+                    f"appended or region's length); write them to the same length")
+            sizes.setdefault(d, (n, name))
+    kept = [n for n in g.array_keys() if n not in plans]
     for name in kept:
         try:
             stored = store.open_store_variable(name, g[name])
@@ -639,9 +650,9 @@ def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> N
         for d, n in zip(stored.dims, stored.shape):
             if d in sizes and sizes[d][0] != n:
                 raise ValueError(f"conflicting sizes for dimension {d!r}: {sizes[d][0]} in "
-                                 f"variable {sizes[d][1]!r} being written, {n} in the stored "
-                                 f"variable {name!r}, which mode 'a' keeps; write both, or "
-                                 f"use mode 'w'")
+                                 f"variable {sizes[d][1]!r} after this write, {n} in the "
+                                 f"stored variable {name!r}, which mode 'a' keeps; write both, "
+                                 f"or use mode 'w'")
 
 
 def _check_variable_name(name: Any) -> None:

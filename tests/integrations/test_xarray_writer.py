@@ -173,6 +173,70 @@ def test_align_chunks_rechunks_dask_to_the_stored_chunks(tmp_path):
     np.testing.assert_array_equal(open_dataset(path)["v"].values, want)
 
 
+def test_dask_data_into_a_memory_store_from_a_copied_graph_raises(tmp_path):
+    """Under the processes scheduler the tasks wrote into pickled copies of a MemoryStore:
+    the write returned, and the variable read as its fill value (NaN) everywhere. They now
+    raise, naming the array and store, as chunkstore.dask.to_chunkstore's do; the threaded
+    scheduler writes them, and a directory takes the processes' writes."""
+    import dask
+    ds = xr.Dataset({"v": ("t", np.arange(12.0))}).chunk({"t": 4})
+    with dask.config.set(scheduler="processes", num_workers=2):
+        with pytest.raises(RuntimeError, match="'v' of MemoryStore.*copy of the dask graph"):
+            to_chunkstore(ds, cs.MemoryStore())
+        to_chunkstore(ds, str(tmp_path / "d.zarr"))
+    np.testing.assert_array_equal(open_dataset(str(tmp_path / "d.zarr"))["v"].values,
+                                  np.arange(12.0))
+    store = cs.MemoryStore()
+    with dask.config.set(scheduler="threads"):
+        to_chunkstore(ds, store)
+    np.testing.assert_array_equal(cs.open_array(store, path="v")[...], np.arange(12.0))
+
+
+_TV = xr.Dataset({"v": ("t", np.arange(6.0)), "w": ("t", np.arange(6.0) * 2)},
+                 coords={"t": np.arange(6)})
+_UNOPENABLE = {  # writes that xarray's zarr engine accepts, leaving dimensions that disagree
+    "append without a stored variable of the dimension": (
+        lambda: xr.Dataset({"v": ("t", np.arange(6.0, 9.0))}, coords={"t": np.arange(6, 9)}),
+        dict(append_dim="t"), "9 in variable 'v'.*6 in the stored variable 'w'"),
+    "a new variable of a region write": (
+        lambda: _TV.isel(t=slice(1, 3)).assign(z=("t", np.ones(2))).drop_vars("t"),
+        dict(mode="a", region={"t": slice(1, 3)}), "2 in variable 'z', 6 in variable 'v'"),
+    "a new variable of an append": (
+        lambda: xr.Dataset({"v": ("t", np.arange(6.0, 9.0)), "w": ("t", np.zeros(3)),
+                            "new": ("t", np.ones(3))}, coords={"t": np.arange(6, 9)}),
+        dict(append_dim="t"), "3 in variable 'new', 9 in variable 'v'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_UNOPENABLE))
+def test_mode_a_writes_leaving_dimensions_that_disagree_are_refused(tmp_path, case):
+    """Each left a group that neither engine opens ("conflicting sizes for dimension 't'");
+    now refused before anything is written, the stored dataset unchanged."""
+    make, kwargs, match = _UNOPENABLE[case]
+    p = str(tmp_path / "s.zarr")
+    to_chunkstore(_TV, p)
+    before = _files(p)
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 't': " + match):
+        to_chunkstore(make(), p, **kwargs)
+    assert _files(p) == before
+    xr.testing.assert_identical(open_dataset(p).load(), _TV)
+
+
+def test_mode_a_appends_and_region_writes_that_keep_dimensions_agreeing_still_work(tmp_path):
+    p = str(tmp_path / "s.zarr")
+    to_chunkstore(_TV, p)
+    more = xr.Dataset({"v": ("t", np.arange(6.0, 9.0)), "w": ("t", np.zeros(3))},
+                      coords={"t": np.arange(6, 9)})
+    to_chunkstore(more, p, append_dim="t")
+    to_chunkstore(_TV.isel(t=slice(1, 3))[["v"]].drop_vars("t") * 0, p, mode="a",
+                  region={"t": slice(1, 3)})
+    to_chunkstore(xr.Dataset({"q": ("x", np.ones(3))}), p, mode="a")
+    want = xr.concat([_TV, more], dim="t")
+    want["v"][1:3] = 0
+    want["q"] = ("x", np.ones(3))
+    xr.testing.assert_identical(open_dataset(p).load(), want)
+
+
 def test_load_async_reads_every_variable_off_the_event_loop(tmp_path):
     path = str(tmp_path / "l.zarr")
     ds = xr.Dataset({n: (("x", "y"), np.random.default_rng(i).random((40, 30)))
