@@ -67,7 +67,7 @@ class AsyncArray(AsyncNode):
     def with_config(self, config: Any) -> AsyncArray:
         """zarr-python 3's ``with_config``: another view of this array with config's
         ``order`` and ``write_empty_chunks`` (see Array.with_config)."""
-        return type(self)(self._node.with_config(config))
+        return type(self)(self._node.with_config(config), self._attributes)
 
     # ------------------------------------------------------------ reads and writes
     def _read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:

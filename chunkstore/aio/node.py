@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from chunkstore.aio.run import off_loop
+
+N = TypeVar("N", bound="AsyncNode")
 
 
 def held(make: Callable[..., Any]) -> Callable[..., tuple[Any, dict]]:
@@ -52,11 +56,9 @@ class AsyncNode:
             self._attributes = self._node.attrs.asdict()
         return self._attributes
 
-    async def update_attributes(self, new_attributes: dict) -> Any:
+    async def update_attributes(self: N, new_attributes: dict) -> N:
         """Add or replace attributes (one write, off the event loop); the attributes held
         are those stored after it. Returns self."""
-        from chunkstore.aio.run import off_loop
-
         def update() -> dict:
             attrs = self._node.attrs
             attrs.update(new_attributes)
