@@ -28,7 +28,6 @@ def wrap(node: Array | Group, attributes: dict | None = None) -> AsyncArray | As
             AsyncGroup(node, attributes))
 
 
-
 def _array_method(method: str, doc: str) -> Any:
     """AsyncGroup's coroutine for the Group's ``<method>(name, *args, **kwargs)``, which makes
     an array (AsyncArray/AsyncGroup arguments passed as their synchronous nodes)."""

@@ -80,7 +80,11 @@ class AsyncNode:
         return f"<{type(self).__name__} {self._node.store!r} {self._node.path!r}>"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._node == self._node
+        # (and the attributes held, where both views hold some: zarr-python 3's views of
+        # one node differ once one's update_attributes changed what it holds)
+        return type(other) is type(self) and other._node == self._node and (
+            self._attributes is None or other._attributes is None
+            or self._attributes == other._attributes)
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, hash(self._node)))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from chunkstore.compat.creation import create_array, create_array_signature
 from chunkstore.hierarchy.creation import contains_array, contains_group
 from chunkstore.errors import IncompatibleGroupError, store_name
@@ -66,7 +69,7 @@ class GroupAPIv3:
         (``consolidated_metadata``, read from the consolidated document, not the store)."""
         return self.metadata_with(self.attrs.asdict())
 
-    def metadata_with(self, attributes):
+    def metadata_with(self: Any, attributes: Mapping[str, Any]) -> GroupMetadata:
         """``metadata`` with these attributes (an AsyncGroup's, held: no read of them)."""
         consolidated = None
         if protocol.consolidated_documents(self.store) is not None:

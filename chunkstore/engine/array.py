@@ -23,7 +23,7 @@ from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.engine.read import FieldNames
-from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
+from chunkstore.errors import ArrayMetadataChangedError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
 from chunkstore.storage.base import getitems, getsize
@@ -120,14 +120,9 @@ class Array(nodes.Node, ArrayAPIv3):
     @property
     def _engine(self) -> ChunkEngine:
         # the engine of the metadata held now, read again only where another handle of this
-        # process changed it (EngineHandle.followed): for what the handle's properties
-        # answer; an operation takes self._handle.current() once instead. (Where the array
-        # is gone, the last one held: its properties still describe it, as zarr-python's,
-        # while its operations raise.)
-        try:
-            return self._handle.followed()
-        except ArrayNotFoundError:
-            return self._handle.engine
+        # process changed it (EngineHandle.described): for what the handle's properties
+        # answer; an operation takes self._handle.current() once instead
+        return self._handle.described()
 
     # (what hierarchy.nodes.Node reads of every node)
     @property

@@ -130,8 +130,8 @@ def metadata_generation(options: EngineOptions) -> int:
     """How many metadata changes (resize, append, fill value, re-creation, delete) the
     handles sharing options' in-process locks have made so far (with a Thread/
     ProcessSynchronizer too: its locks are taken under those, see layered_locks; a handle
-    with a zarr-style synchronizer reads the in-process count, but its own changes, under
-    that synchronizer's locks alone, are not counted). Read before the metadata, it dates
+    with a zarr-style synchronizer reads the in-process count, and its own changes are
+    counted there by EngineHandle.write_metadata). Read before the metadata, it dates
     what was read: an engine made from it is stale once the count moves on
     (EngineHandle.current, check_metadata; a synchronizer's writes also read the stored
     metadata again under their locks, which sees other processes' changes)."""

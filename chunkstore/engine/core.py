@@ -20,7 +20,7 @@ from typing import Any
 
 from chunkstore.engine.chunk_io import EngineOptions, _overridden, metadata_generation
 from chunkstore.engine.write import WritePath
-from chunkstore.errors import ChunkstoreError, MetadataError
+from chunkstore.errors import ArrayNotFoundError, ChunkstoreError, MetadataError
 from chunkstore.format import read_array_metadata
 from chunkstore.storage.base import delitems, setitems
 from chunkstore.storage import protocol
@@ -41,7 +41,7 @@ class EngineHandle:
     metadata it holds now (``engine``, replaced whole, never changed: see the module
     docstring). Reloading or writing the metadata goes through here."""
 
-    __slots__ = ("options", "_now", "_source")
+    __slots__ = ("options", "_now", "_source", "_gone_at")
 
     def __init__(self, store: MutableMapping, path: str = "", **options: Any) -> None:
         self.options = EngineOptions(store, path, **options)
@@ -49,6 +49,8 @@ class EngineHandle:
         # changes it, from then on the live store behind a consolidated-metadata view
         # (whose snapshot of the document is then stale; see reload)
         self._source: MutableMapping = store
+        # (the count of metadata changes when the array was last found gone: see described)
+        self._gone_at: int | None = None
         # (the metadata last read, before a view's overrides, or None; the engine in place):
         # one tuple, replaced in one assignment, so that no thread sees one's metadata with
         # another's engine
@@ -80,6 +82,21 @@ class EngineHandle:
         if engine.generation == metadata_generation(self.options):
             return engine
         return self.reload()
+
+    def described(self) -> ChunkEngine:
+        """What the handle's properties answer by: ``followed()``, or where the array is
+        gone, the engine held (its properties still describe it, as zarr-python's do,
+        while its operations raise); a gone array is looked for again only once the count
+        of this process's changes moves (each property of a deleted array read the store:
+        one request a property on S3)."""
+        generation = metadata_generation(self.options)
+        if self._gone_at == generation:
+            return self.engine
+        try:
+            return self.followed()
+        except ArrayNotFoundError:
+            self._gone_at = generation
+            return self.engine
 
     def reload(self, stale: bool = False) -> ChunkEngine:
         """Read the array's metadata from the store; a new engine for it (a view's overrides
@@ -123,8 +140,13 @@ class EngineHandle:
         self.engine.layout.write_metadata(meta)
         # Under the array's exclusive lock (resize, append, fill value), whose end counts
         # this change: the engine is of the count after it. (Made elsewhere, its count would
-        # be ahead: its next write would read the metadata again, one read.)
+        # be ahead: its next write would read the metadata again, one read.) A zarr-style
+        # synchronizer's lock counts nothing: the change is counted here (else this handle
+        # read the metadata again after each of its own changes, and dropped what a cache
+        # held of the array; and this process's other handles missed the change).
         generation = metadata_generation(o)
+        if o.counts is not o.locks:
+            o.counts.count_change(o.path)
         engine = ChunkEngine(o, meta, generation + 1)
         # (no document known: the next reload parses the one just written)
         self._now = (None, engine)

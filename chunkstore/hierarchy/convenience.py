@@ -246,9 +246,8 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             # This process's handles of the nodes replaced are told (as a delete or an
             # overwrite tells them): one opened before wrote the old layout's chunks into
             # the copy (read by the copy's dtype by every reader) and read the copy's chunks
-            # by the old dtype. (Only the topmost of nested paths: one holds those below.)
-            for path in _topmost(replaced):
-                held.enter_context(replacing(dest, path))
+            # by the old dtype. (Their lock spaces in one go: see replacing.)
+            held.enter_context(replacing(dest, _topmost(replaced)))
             # the replaced node's documents first: one failing midway leaves keys of no
             # node (refused by a later copy or creation there), never a mixture that reads
             # as a node

@@ -239,6 +239,9 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         _refuse_stray_chunks(store, path)
     _write_parent_groups(store, missing, zarr_format, synchronizer)
     store[key] = raw
+    # counted as a change of the node's metadata: a handle of an array deleted there before
+    # describes the new one (EngineHandle.described looks for a gone array again only then)
+    handle_locks(store, path).count_change(path)
     return meta
 
 

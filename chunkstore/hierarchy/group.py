@@ -566,13 +566,16 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         src, dst = self._child(source), self._child(dest)
         if dst == src or dst.startswith(src + "/"):
             raise ValueError(f"cannot move {src!r} into itself ({dst!r})")
-        # Both paths' creation locks, in path order, across the checks and the move: a
-        # creation at dst (or a re-creation at src) by another thread, task or process
-        # between the check that dst is free and the copy mixed its document with the moved
-        # chunks (both calls succeeded; chunks read as the fill value or failed to decode)
-        # or was deleted with the source.
+        # The creation locks of both paths and of the groups above dst (which the move may
+        # write), across the checks and the move: a creation at dst (or a re-creation at
+        # src) by another thread, task or process between the check that dst is free and
+        # the copy mixed its document with the moved chunks (both calls succeeded; chunks
+        # read as the fill value or failed to decode) or was deleted with the source. All
+        # taken before any check, a path before the paths above it, as a creation takes its
+        # own and then its parents' (taking a parent's after its own, as the creation of
+        # dst's parents does, a move waited for another that held it and wanted this one's).
         with contextlib.ExitStack() as locks:
-            for p in sorted((src, dst)):
+            for p in sorted({src, dst, *nodes.ancestors(dst)}, reverse=True):
                 locks.enter_context(self._lock(nodes.creation_lock_key(p, "array")))
             self._move_locked(source, dest, src, dst)
 

@@ -20,6 +20,7 @@ task raises, naming the store, where its writes would be lost without a word.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import dask.array as da
 
@@ -29,7 +30,7 @@ from chunkstore.hierarchy.creation import create, open_array
 from chunkstore.storage import protocol
 from chunkstore.sync.synchronizers import ProcessSynchronizer
 
-__all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid"]
+__all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid", "Target"]
 
 
 def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kwargs):
@@ -107,11 +108,11 @@ class Target:
                 f"so the writes would be lost; use the threaded scheduler, or a store at a "
                 f"location (a directory, a database file, a URL)")
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         self._check()
         self.z[key] = value
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self.z[key]
 
 

@@ -630,6 +630,9 @@ def _check_kept_dimensions(store: ChunkstoreWritableDataStore, plans: dict) -> N
     xarray's zarr engine accepts and leaves unopenable: an append that leaves out a stored
     variable of the append dimension, a new variable of an append shorter than the
     appended, a new variable of a region write (made the region's length)."""
+    if all(p["action"] == "write" for p in plans.values()):
+        return  # (stored variables written in place: no length changes; a region write
+        # opened every other variable of the group for nothing)
     g = store.group
     sizes: dict = {}
     for name, p in plans.items():

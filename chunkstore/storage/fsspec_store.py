@@ -572,27 +572,12 @@ class FSStore(BaseStore):
             for d in sorted(dirs, key=len, reverse=True):
                 self._prune_local(d)
             return
-        literal = [p for p in paths if not _has_magic(p)]
-        if getattr(self.fs, "async_impl", False) and len(literal) == len(paths):
-            # one bulk request (S3 DeleteObjects ignores absent keys); fsspec's rm expands
-            # glob patterns, so only for paths without their characters (see _remove)
-            try:
-                self.fs.rm(paths)
-                self._invalidate()
-                return
-            except self.missing_exceptions as e:
-                fsspec_io.raise_if_no_bucket(e, self)
-            except OSError as e:
-                self._invalidate()
-                more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
-                raise fsspec_io.with_key(e, paths[0], self,
-                                         what=f"deleting {paths[0]!r}{more}") from None
-        for p in paths:
-            try:
-                self.fs.rm_file(p)
-            except self.missing_exceptions:
-                pass
-        self._invalidate()
+        try:
+            # (one bulk request where the filesystem is asynchronous: S3's DeleteObjects,
+            # which ignores absent keys; else a request a key)
+            self._remove(paths, bulk=bool(getattr(self.fs, "async_impl", False)))
+        finally:
+            self._invalidate()
 
     def rmdir(self, prefix: str = "") -> None:
         """Delete everything under *prefix* (all contents if *prefix* is empty).
@@ -613,28 +598,36 @@ class FSStore(BaseStore):
         base = path.rstrip("/")
         files = [p for p in self._find(path) if p.rstrip("/").lstrip("/").startswith(
             base.lstrip("/") + "/") or not base]
-        if files:
-            self._remove(files)
-        self._invalidate()
+        try:
+            if files:
+                self._remove(files)
+        finally:
+            self._invalidate()
 
-    def _remove(self, paths: list[str]) -> None:
-        """Delete the files at paths, absent ones ignored: those whose path holds a glob
-        character (``*``, ``?``, ``[``: legal in keys and URLs) one by one with rm_file,
-        the rest in one rm. fsspec's rm expands glob patterns: deleting an array named
-        ``a*`` deleted the chunks of ``a`` and ``ab`` as well, and a store at
-        ``s3://b/run[1].zarr`` those of ``s3://b/run1.zarr``."""
-        literal = [p for p in paths if not _has_magic(p)]
+    def _remove(self, paths: list[str], bulk: bool = True) -> None:
+        """Delete the files at paths, absent ones ignored (a missing bucket raises
+        NoSuchBucketError): with bulk, those without a glob character in one rm, else one
+        by one with rm_file. fsspec's rm expands glob patterns (``*``, ``?``, ``[``: legal
+        in keys and URLs): deleting an array named ``a*`` deleted the chunks of ``a`` and
+        ``ab`` as well, and a store at ``s3://b/run[1].zarr`` those of
+        ``s3://b/run1.zarr``."""
+        one_by_one = paths
+        literal = [p for p in paths if not _has_magic(p)] if bulk else []
         if literal:
             try:
                 self.fs.rm(literal)
-            except self.missing_exceptions:
-                pass
-        for p in paths:
-            if _has_magic(p):
-                try:
-                    self.fs.rm_file(p)
-                except self.missing_exceptions:
-                    pass
+                one_by_one = [p for p in paths if _has_magic(p)]
+            except self.missing_exceptions as e:
+                fsspec_io.raise_if_no_bucket(e, self)  # (else: each on its own, below)
+            except OSError as e:
+                more = f" and {len(literal) - 1} more" if len(literal) > 1 else ""
+                raise fsspec_io.with_key(e, literal[0], self,
+                                         what=f"deleting {literal[0]!r}{more}") from None
+        for p in one_by_one:
+            try:
+                self.fs.rm_file(p)
+            except self.missing_exceptions as e:
+                fsspec_io.raise_if_no_bucket(e, self)
 
     def clear(self) -> None:
         """Delete every key (``rmdir("")``)."""

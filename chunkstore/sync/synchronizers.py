@@ -208,6 +208,11 @@ class _Base:
         with self._guard:
             self._generations[array_path] = self._generations.get(array_path, 0) + 1
 
+    def count_change(self, array_path):
+        """Count a change of the array's metadata made under other locks than this table's
+        (a zarr-style synchronizer's): this table's handles read the metadata again."""
+        self._next_generation(array_path)
+
 
 class _Held:
     """Ranges of a RegionLock held for a with block."""
@@ -446,7 +451,10 @@ def register_synchronizer(store, path, synchronizer):
 
 @contextlib.contextmanager
 def replacing(store, path, synchronizer=None):
-    """Around deleting, replacing or moving the node at path of store: the whole lock space
+    """Around deleting, replacing or moving the node at path of store (a path, or several:
+    their lock spaces are taken together, in one order, as one path's are; taken path by
+    path, two changes of crossing paths each held one and waited for the other's): the
+    whole lock space
     of every array at or below path that this process's handles hold in-process locks for
     (handle_locks), so that writes through them end first and none starts meanwhile, each
     counting a new metadata generation when left. A handle opened before then finds, at its
@@ -464,21 +472,26 @@ def replacing(store, path, synchronizer=None):
     change): an attribute update of the node holds its guard there (hierarchy.attrs), so it
     ends before, or finds the node gone after (it wrote the document back: a deleted or
     moved node came back, or a v2 .zattrs was left for the next node there)."""
-    top = protocol.node_location(store, path)
-    # (made if no handle keeps it, and kept alive while held: the WeakValueDictionary's;
-    # the listing below takes it, a node being below itself)
-    own = handle_locks(store, path)  # noqa: F841
+    paths = [path] if isinstance(path, str) else list(path)
+    tops = [protocol.node_location(store, p) for p in paths]
+    # (made if no handle keeps them, and kept alive while held: the WeakValueDictionary's;
+    # the listing below takes them, a node being below itself)
+    own = [handle_locks(store, p) for p in paths]  # noqa: F841
+
+    def below(node):
+        return any(protocol.node_below(node, top) for top in tops)
+
     with _handle_locks_guard:
         tables = sorted(((node[1], "", t) for node, t in list(_handle_locks.items())
-                         if protocol.node_below(node, top)), key=lambda nt: nt[0])
+                         if below(node)), key=lambda nt: nt[0])
         for key in [k for k, syncs in _synced.items() if not syncs]:
             del _synced[key]
         synced = sorted(((node[1], p, s) for node, syncs in _synced.items()
-                         if protocol.node_below(node, top)
-                         for s, paths in list(syncs.items()) for p in paths),
+                         if below(node)
+                         for s, ps in list(syncs.items()) for p in ps),
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     if hasattr(synchronizer, "exclusive"):
-        synced = sorted(synced + [(top[1], path, synchronizer)],
+        synced = sorted(synced + [(top[1], p, synchronizer) for top, p in zip(tops, paths)],
                         key=lambda nps: (nps[0], id(nps[2]), nps[1]))
     # One entry per lock space: two ProcessSynchronizer objects of one lock directory share
     # its region files (one lock per file in the process, not re-entrant), and holding one

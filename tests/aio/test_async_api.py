@@ -323,6 +323,21 @@ def test_open_array_without_a_mode_opens_only_as_zarr_python_3s():
     run(main())
 
 
+def test_views_of_one_node_differ_once_their_attributes_do():
+    """As zarr-python 3's: a view whose update_attributes changed what it holds is not equal
+    to another view of the node that holds the old attributes (they compared equal)."""
+    async def main():
+        store = cs.MemoryStore()
+        a = await za.create_array(store, name="x", shape=(2,), dtype="i4",
+                                  attributes={"k": 1})
+        b = await za.open_array(store, path="x")
+        same = a == b
+        await a.update_attributes({"k": 2})
+        return same, a == b, a == await za.open_array(store, path="x"), hash(a) == hash(b)
+
+    assert run(main()) == (True, False, True, True)
+
+
 def test_errors_reach_the_awaiting_task(tmp_path):
     async def main():
         with pytest.raises(cs.errors.ArrayNotFoundError):

@@ -462,3 +462,58 @@ def test_islice_names_the_array_another_handle_shrank(tmp_path):
     assert [next(it) for _ in range(3)] == [1.0, 2.0, 3.0]
     with pytest.raises(IndexError, match="'/'.*4 rows.*row 4 is gone"):
         next(it)
+
+
+class _Counting(cs.MemoryStore):
+    """A MemoryStore that counts its reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.reads += 1
+        return super().__contains__(key)
+
+    def getitems(self, keys, **kwargs):
+        keys = list(keys)
+        self.reads += len(keys)
+        return super().getitems(keys, **kwargs)
+
+
+def test_properties_of_an_array_another_handle_deleted_read_the_store_once():
+    """They describe the array last held (its operations raise); each property read looked
+    for the array again (one request a property on S3) until the count of changes moves."""
+    s = _Counting()
+    g = cs.group(store=s)
+    a = g.create_array("x", shape=(8,), chunks=(4,), dtype="i4")
+    del g["x"]
+    s.reads = 0
+    for _ in range(50):
+        assert (a.dtype, a.chunks, a.ndim, a.fill_value) == (np.dtype("i4"), (4,), 1, 0)
+    assert s.reads <= 3
+    with pytest.raises(cs.errors.ArrayNotFoundError):
+        a[...]
+    g.create_array("x", shape=(3,), chunks=(3,), dtype="f8")  # the count moves: followed
+    assert (a.dtype, a.shape) == (np.dtype("f8"), (3,))
+
+
+def test_a_zarr_style_synchronized_handle_counts_its_own_changes(tmp_path):
+    """Its own resize and appends were counted nowhere, so it read the metadata again after
+    each and dropped what an LRUStoreCache held of the array; other handles of the process
+    missed them."""
+    cache = cs.LRUStoreCache(cs.MemoryStore(), max_size=2**20)
+    a = cs.open_array(cache, mode="w", shape=(8,), chunks=(4,), dtype="i4",
+                      synchronizer=_ZarrStyleSync())
+    a[...] = np.arange(8)
+    other = cs.open_array(cache.store)
+    a[...]
+    for _ in range(3):
+        a.append(np.arange(2))
+    assert cache.current_size > 0  # (its chunks still cached)
+    assert other.shape == (14,)
+    np.testing.assert_array_equal(other[...], np.concatenate([np.arange(8)] + [np.arange(2)] * 3))

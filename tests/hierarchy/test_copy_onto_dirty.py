@@ -133,6 +133,50 @@ def test_a_handle_of_an_array_copy_store_replaced_follows_it(tmp_path, fmt, grou
     np.testing.assert_array_equal(fresh[...], [1, *range(101, 106)])
 
 
+def test_replacing_copies_whose_paths_cross_do_not_wait_for_each_other(monkeypatch):
+    """copy_store held the lock space of each replaced path in turn, in path order; but the
+    space of "a" holds "a/x" too, so a copy replacing "a" and "a-b" held "a/x" before "a-b"
+    and one replacing "a-b" and "a/x" held "a-b" before "a/x": each waited for the other.
+    The spaces are now taken at once, in one order. (A pause after each is taken forces
+    the interleaving.)"""
+    import contextlib
+    import threading
+    import time
+    from chunkstore.hierarchy import convenience
+    real = convenience.replacing
+
+    @contextlib.contextmanager
+    def slow(*args, **kwargs):
+        with real(*args, **kwargs):
+            time.sleep(0.3)
+            yield
+
+    monkeypatch.setattr(convenience, "replacing", slow)
+    dest = MemoryStore()
+    g = cs.group(store=dest, zarr_format=2)
+    handles = [g.create_group("a").create_array("x", shape=(4,), chunks=(2,), dtype="i4"),
+               g.create_array("a-b", shape=(4,), chunks=(2,), dtype="i4")]
+    for h in handles:
+        h[...] = 1
+    sources = []
+    for layout in (("a", "a-b"), ("a/x", "a-b")):
+        src = MemoryStore()
+        sg = cs.group(store=src, zarr_format=2)
+        for path in layout:
+            sg.create_array(path, shape=(3,), chunks=(3,), dtype="f8")[...] = len(sources) + 2
+        sources.append(src)
+    done = []
+    threads = [threading.Thread(target=lambda s=s: done.append(
+        cs.copy_store(s, dest, if_exists="replace")), daemon=True) for s in sources]
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    for t in threads:
+        t.join(20)
+    assert len(done) == 2, "the copies wait for each other"
+    np.testing.assert_array_equal(cs.open_array(dest, path="a-b")[...], [3.0] * 3)
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 @pytest.mark.parametrize("older_fmt", [2, 3])
 def test_copy_store_skip_keeps_an_older_array_whole(fmt, older_fmt):

@@ -579,6 +579,47 @@ class TestMove:
             assert "a" not in root
             np.testing.assert_array_equal(root["b"][...], np.arange(1, 9))
 
+    @pytest.mark.parametrize("moves", [(("c", "b/x"), ("c", "b")),
+                                       (("c", "b"), ("c", "b/x")),
+                                       (("c", "b/x/y"), ("d", "b/x"))])
+    def test_moves_whose_locks_cross_do_not_wait_for_each_other(self, monkeypatch, moves):
+        """A move took the creation locks of its paths in path order, then those of the
+        groups it writes above dest: move('c', 'b/x') held b/x and c and waited for b, which
+        move('c', 'b') held while it waited for c. Each lock is now held a while (a pause
+        after taking it) to force the interleaving; both moves end, one of them refused."""
+        import contextlib
+        import time
+        from chunkstore.hierarchy import creation
+        real = creation.creation_lock
+
+        @contextlib.contextmanager
+        def slow(sync, key, store=None):
+            with real(sync, key, store):
+                time.sleep(0.1)
+                yield
+
+        monkeypatch.setattr(creation, "creation_lock", slow)
+        g = cs.group(store=cs.MemoryStore(), zarr_format=2)
+        for name in ("c", "d"):
+            g.create_array(name, shape=(2,), chunks=(2,), dtype="i4")[...] = 1
+        done = {}
+
+        def move(k):
+            try:
+                g.move(*moves[k])
+                done[k] = "moved"
+            except Exception as e:  # noqa: BLE001 - looked at below
+                done[k] = type(e).__name__
+
+        threads = [threading.Thread(target=move, args=(k,), daemon=True) for k in (0, 1)]
+        threads[0].start()
+        time.sleep(0.05)
+        threads[1].start()
+        for t in threads:
+            t.join(20)
+        assert not any(t.is_alive() for t in threads), f"the moves wait for each other: {done}"
+        assert "moved" in done.values()
+
     def test_move_errors(self, tree_group):
         g = tree_group
         with pytest.raises(ValueError, match="nope"):   # zarr-python 2's ValueError

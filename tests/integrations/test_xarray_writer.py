@@ -237,6 +237,36 @@ def test_mode_a_appends_and_region_writes_that_keep_dimensions_agreeing_still_wo
     xr.testing.assert_identical(open_dataset(p).load(), want)
 
 
+def test_a_region_write_opens_only_the_variables_it_writes(tmp_path):
+    """The check of dimension lengths opened every other variable of the group for a region
+    write, which changes no length (region writes come many at a time)."""
+    class Reads(cs.MemoryStore):
+        def __init__(self):
+            super().__init__()
+            self.keys_read = []
+
+        def __getitem__(self, key):
+            self.keys_read.append(key)
+            return super().__getitem__(key)
+
+        def getitems(self, keys, **kwargs):
+            keys = list(keys)
+            self.keys_read.extend(keys)
+            return super().getitems(keys, **kwargs)
+
+    store = Reads()
+    ds = xr.Dataset({f"v{i}": ("t", np.arange(6.0)) for i in range(5)})
+    to_chunkstore(ds, store)
+    reads = {}
+    for mode in ("r+", "a"):  # (r+ checks no lengths: what listing the group costs)
+        store.keys_read.clear()
+        to_chunkstore(ds[["v0"]].isel(t=slice(0, 3)) * 0, store, mode=mode,
+                      region={"t": slice(0, 3)})
+        reads[mode] = len([k for k in store.keys_read if k.split("/")[0] != "v0"])
+    assert reads["a"] <= reads["r+"] + 2, reads  # (mode "a" writes the group attributes)
+    np.testing.assert_array_equal(open_dataset(store)["v0"].values, [0, 0, 0, 3, 4, 5])
+
+
 def test_load_async_reads_every_variable_off_the_event_loop(tmp_path):
     path = str(tmp_path / "l.zarr")
     ds = xr.Dataset({n: (("x", "y"), np.random.default_rng(i).random((40, 30)))

@@ -233,3 +233,17 @@ def test_memory_stores_made_apart_share_their_locations_locks(other):
         assert waited and handle_locks(held, "") is handle_locks(store, "")
     finally:
         FSStore(url).rmdir()
+
+
+def test_s3_deletes_in_a_missing_bucket_name_it_whatever_the_keys(s3_server):
+    """A key with a glob character is deleted on its own (fsspec's bulk rm would expand
+    it), and its delete in a missing bucket was silently ignored; it raises as the bulk
+    delete does."""
+    from chunkstore.storage.object_store import NoSuchBucketError
+    s = FSStore("s3://no-such-bucket-here/r", storage_options=s3_server.storage_options)
+    try:
+        for keys in (["plain/0"], ["glob*/0"], ["a/0", "b[1]/0"]):
+            with pytest.raises(NoSuchBucketError, match="does not exist"):
+                s.delitems(keys)
+    finally:
+        s.close()
