@@ -409,3 +409,21 @@ def run_threads(calls, timeout=60.0):
     if errors:
         raise errors[0]
     return results
+
+
+class ReadCounting(dict):
+    """A dict store counting its reads (each a request on a remote store): ``reads``."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.reads += 1
+        return super().__contains__(key)
+
+    def get(self, key, default=None):
+        self.reads += 1
+        return super().get(key, default)

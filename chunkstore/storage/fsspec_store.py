@@ -572,12 +572,9 @@ class FSStore(BaseStore):
             for d in sorted(dirs, key=len, reverse=True):
                 self._prune_local(d)
             return
-        try:
-            # (one bulk request where the filesystem is asynchronous: S3's DeleteObjects,
-            # which ignores absent keys; else a request a key)
-            self._remove(paths, bulk=bool(getattr(self.fs, "async_impl", False)))
-        finally:
-            self._invalidate()
+        # (one bulk request where the filesystem is asynchronous: S3's DeleteObjects, which
+        # ignores absent keys; else a request a key)
+        self._remove(paths, bulk=bool(getattr(self.fs, "async_impl", False)))
 
     def rmdir(self, prefix: str = "") -> None:
         """Delete everything under *prefix* (all contents if *prefix* is empty).
@@ -598,19 +595,22 @@ class FSStore(BaseStore):
         base = path.rstrip("/")
         files = [p for p in self._find(path) if p.rstrip("/").lstrip("/").startswith(
             base.lstrip("/") + "/") or not base]
-        try:
-            if files:
-                self._remove(files)
-        finally:
-            self._invalidate()
+        self._remove(files)
 
     def _remove(self, paths: list[str], bulk: bool = True) -> None:
         """Delete the files at paths, absent ones ignored (a missing bucket raises
-        NoSuchBucketError): with bulk, those without a glob character in one rm, else one
-        by one with rm_file. fsspec's rm expands glob patterns (``*``, ``?``, ``[``: legal
-        in keys and URLs): deleting an array named ``a*`` deleted the chunks of ``a`` and
-        ``ab`` as well, and a store at ``s3://b/run[1].zarr`` those of
-        ``s3://b/run1.zarr``."""
+        NoSuchBucketError), then forget the cached listings: with bulk, those without a glob
+        character in one rm, else one by one with rm_file. fsspec's rm expands glob patterns
+        (``*``, ``?``, ``[``: legal in keys and URLs): deleting an array named ``a*``
+        deleted the chunks of ``a`` and ``ab`` as well, and a store at
+        ``s3://b/run[1].zarr`` those of ``s3://b/run1.zarr``."""
+        try:
+            self._delete(paths, bulk)
+        finally:
+            self._invalidate()
+
+    def _delete(self, paths: list[str], bulk: bool) -> None:
+        """_remove's deletes (its listings forgotten by _remove, whatever happens)."""
         one_by_one = paths
         literal = [p for p in paths if not _has_magic(p)] if bulk else []
         if literal:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from faults import ReadCounting
 
 
 def syncs(tmp_path):
@@ -464,31 +465,10 @@ def test_islice_names_the_array_another_handle_shrank(tmp_path):
         next(it)
 
 
-class _Counting(cs.MemoryStore):
-    """A MemoryStore that counts its reads."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads = 0
-
-    def __getitem__(self, key):
-        self.reads += 1
-        return super().__getitem__(key)
-
-    def __contains__(self, key):
-        self.reads += 1
-        return super().__contains__(key)
-
-    def getitems(self, keys, **kwargs):
-        keys = list(keys)
-        self.reads += len(keys)
-        return super().getitems(keys, **kwargs)
-
-
 def test_properties_of_an_array_another_handle_deleted_read_the_store_once():
     """They describe the array last held (its operations raise); each property read looked
     for the array again (one request a property on S3) until the count of changes moves."""
-    s = _Counting()
+    s = ReadCounting()
     g = cs.group(store=s)
     a = g.create_array("x", shape=(8,), chunks=(4,), dtype="i4")
     del g["x"]

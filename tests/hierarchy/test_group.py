@@ -18,7 +18,7 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
                                GroupNotFoundError, ReadOnlyError)
 from chunkstore.hierarchy import nodes
 from conftest import FIXTURES_V2, assert_same, group_cases_v2
-from faults import run_threads
+from faults import ReadCounting, run_threads
 
 GROUP_CASES = group_cases_v2()
 
@@ -900,24 +900,6 @@ def test_a_group_handle_does_not_write_the_attributes_of_an_array_made_at_its_pa
     assert g["a"].attrs.asdict() == {}
 
 
-class _ReadCounting(dict):
-    """A dict store counting its reads (each a request on a remote store)."""
-
-    reads = 0
-
-    def __getitem__(self, key):
-        self.reads += 1
-        return super().__getitem__(key)
-
-    def __contains__(self, key):
-        self.reads += 1
-        return super().__contains__(key)
-
-    def get(self, key, default=None):
-        self.reads += 1
-        return super().get(key, default)
-
-
 @pytest.mark.parametrize("zarr_format", [2, 3])
 @pytest.mark.parametrize("what", ["array", "group"])
 def test_creation_probes_each_level_above_once(zarr_format, what):
@@ -926,7 +908,7 @@ def test_creation_probes_each_level_above_once(zarr_format, what):
     # creation lock before its group is written (a node made there meanwhile is not
     # written over): not one to refuse an array above, one to find it missing and more
     def reads(depth):
-        store = _ReadCounting()
+        store = ReadCounting()
         cs.group(store, zarr_format=zarr_format)
         name = "/".join("abcdefgh"[:depth])
         store.reads = 0
