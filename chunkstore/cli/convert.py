@@ -42,8 +42,12 @@ class Converter:
     every option against every dataset before the real store is touched (see cli/safety.py)
     and sums the bytes to convert for the progress bar."""
 
-    def __init__(self, store, args, progress, dry=False):
+    def __init__(self, store, args, progress, dry=False, zarr_format=2):
         self.dry = dry
+        # the store written (checked for keys of no node where an array goes: the dry run's
+        # scratch store has none), and the format of every node made (that of the group
+        # above, unless --zarr-format says: see Convert.node_format)
+        self.target, self.fmt = store, zarr_format
         if dry:
             from chunkstore.storage.memory import MemoryStore
             store = MemoryStore()
@@ -69,10 +73,10 @@ class Converter:
         dtype = np.dtype(dtype if dtype is not None else source.dtype)
         kw = self._kw(source.shape, chunks, what)
         kw.update(extra)
-        fmt = getattr(self.args, "zarr_format", None) or 2
+        self._leftovers(path)
         try:
             z = create(shape=source.shape, dtype=dtype, store=self.store, path=path,
-                       zarr_format=fmt, **kw)
+                       zarr_format=self.fmt, **kw)
         except (TypeError, ValueError) as e:
             if not self.dry:
                 raise
@@ -86,14 +90,31 @@ class Converter:
                         block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
         return z
 
+    def _leftovers(self, path):
+        """Keys of no node at path, where an array is made, would read as its chunks (a
+        failed delete leaves them): refused in the dry run, before anything is written, or
+        with --if-exists replace removed (the real run). (The array's creation refused them
+        only once the convert had written other arrays, and --if-exists replace did not
+        remove them.)"""
+        from chunkstore.hierarchy.convenience import leftover_keys
+        from chunkstore.hierarchy.creation import stray_keys_error
+        from chunkstore.storage.base import delitems
+        stray = leftover_keys(self.target, path)
+        if stray and self.args.if_exists != "replace":
+            raise CLIError(str(stray_keys_error(
+                f"cannot convert into {_where(self.args.output, path)}", stray,
+                "would read as the new array's chunks: use --if-exists replace, or remove "
+                "them")))
+        if stray and not self.dry:
+            delitems(self.store, stray)
+
     def group(self, path):
-        """Open (or create) the group at *path* in the output store, in the Zarr format asked for
-        (default 2).
-        """
+        """Open (or create) the group at *path* in the output store, in the format of the
+        nodes made (``--zarr-format``, else that of the group above the destination, else
+        2)."""
         from chunkstore.hierarchy.group import open_group
         self.groups += 1
-        return open_group(self.store, mode="a", path=path,
-                          zarr_format=getattr(self.args, "zarr_format", None) or 2)
+        return open_group(self.store, mode="a", path=path, zarr_format=self.fmt)
 
 
 def _h5_json(v):
@@ -259,6 +280,7 @@ def cmd_convert(args):
     exists and ``--if-exists`` is ``raise``.
     """
     from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
+    from chunkstore.hierarchy.nodes import new_node_format
     from chunkstore.hierarchy.staging import HeldDocuments
     from chunkstore.storage.base import rmdir
     kind = _input_kind(args.input)
@@ -274,8 +296,12 @@ def cmd_convert(args):
             if args.if_exists == "skip":
                 print(f"skipped: {_where(args.output, root)} already holds {_a(existing)}")
                 return 0
+        # The nodes' format: --zarr-format, else that of the group above root, as cp and
+        # the API choose it (one hierarchy, one format: a v2 node under a v3 group is not
+        # seen from the root by zarr-python, nor by its consolidated metadata).
+        fmt = new_node_format(store, root, getattr(args, "zarr_format", None), 2)
         # A dry run first: every dataset checked against the options, nothing written yet.
-        plan = Converter(store, args, Progress(False), dry=True)
+        plan = Converter(store, args, Progress(False), dry=True, zarr_format=fmt)
         with quiet():
             convert(plan, args.input, root)
         if existing is not None:
@@ -287,7 +313,7 @@ def cmd_convert(args):
             # node documents held back until every dataset is written (hierarchy.staging):
             # a convert killed before then leaves no node that reads as complete
             staged = HeldDocuments(store, root)
-            conv = Converter(staged, args, bar)
+            conv = Converter(staged, args, bar, zarr_format=fmt)
             convert(conv, args.input, root)
             staged.publish()
             _refresh_consolidated(store, root)

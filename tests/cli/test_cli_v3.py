@@ -346,6 +346,46 @@ def test_rm_and_cp_keep_v3_consolidated_metadata_true(cli, v3src, tmp_path):
 
 
 # ------------------------------------------------------------------------------ convert
+def test_convert_below_a_v3_group_makes_v3_nodes(cli, tmp_path):
+    """Without --zarr-format, convert made Zarr v2 nodes under a v3 root, which zarr-python
+    (and the root's consolidated metadata) does not see; it now takes the format of the
+    group above the destination, as cp and the API do."""
+    out_store = tmp_path / "s.zarr"
+    cs.open_group(str(out_store), mode="w", zarr_format=3).zeros("a", shape=3)
+    np.save(tmp_path / "x.npy", np.arange(5))
+    np.savez(tmp_path / "m.npz", p=np.ones(2), q=np.arange(3))
+    cli("convert", tmp_path / "x.npy", out_store, "--path", "new")
+    cli("convert", tmp_path / "m.npz", out_store, "--path", "deep/er")
+    zg = zarr.open_group(str(out_store), mode="r")
+    assert sorted(k for k, _ in zg.members(max_depth=None)) == \
+        ["a", "deep", "deep/er", "deep/er/p", "deep/er/q", "new"]
+    np.testing.assert_array_equal(zg["new"][...], np.arange(5))
+    np.testing.assert_array_equal(zg["deep/er/q"][...], np.arange(3))
+    assert not list(out_store.rglob(".z*"))
+
+
+def test_convert_onto_keys_of_no_node_refuses_before_writing_or_replaces(cli, tmp_path):
+    """Keys a failed delete left at an array's path: the array's creation refused them
+    only after the convert had written the arrays before it (left behind), and
+    --if-exists replace could not remove them. Now refused before anything is written, and
+    removed with --if-exists replace, as cp does."""
+    out_store = tmp_path / "s.zarr"
+    g = cs.open_group(str(out_store), mode="w", zarr_format=2)
+    g.array("g/b", np.arange(4.0) + 7, chunks=(4,))
+    os.remove(out_store / "g" / "b" / ".zarray")  # chunk g/b/0 left with no node
+    os.remove(out_store / "g" / ".zgroup")
+    np.savez(tmp_path / "m.npz", a=np.ones(3), b=np.zeros(4))
+    before = sorted(p.relative_to(out_store) for p in out_store.rglob("*") if p.is_file())
+    _, err = cli("convert", tmp_path / "m.npz", out_store, "--path", "g", code=1)
+    assert "'g/b/0'" in err and "--if-exists replace" in err
+    assert sorted(p.relative_to(out_store) for p in out_store.rglob("*")
+                  if p.is_file()) == before
+    cli("convert", tmp_path / "m.npz", out_store, "--path", "g", "--if-exists", "replace")
+    np.testing.assert_array_equal(cs.open_array(str(out_store), path="g/b")[...], np.zeros(4))
+    np.testing.assert_array_equal(cs.open_array(str(out_store), path="g/a")[...], np.ones(3))
+
+
+# ------------------------------------------------------------------------------ convert
 def test_convert_to_v3(cli, tmp_path):
     npy = tmp_path / "a.npy"
     np.save(npy, np.arange(24, dtype="i2").reshape(4, 6))
