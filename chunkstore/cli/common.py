@@ -246,3 +246,20 @@ def _options(args, specific=None):
                                getattr(args, specific, None) if specific else None)
     except argparse.ArgumentTypeError as e:
         raise UsageError(str(e)) from None
+
+
+def clear_leftovers(store, path, head, whose, if_exists, dry):
+    """Keys of no node at path, where a command makes an array, would read as its chunks (a
+    failed delete leaves them): CLIError naming them (head: what is refused, as the user
+    named it; whose: "the copy's"...) unless if_exists is "replace", which removes them
+    (not in a dry run, which only checks)."""
+    from chunkstore.hierarchy.convenience import leftover_keys
+    from chunkstore.hierarchy.creation import stray_keys_error
+    from chunkstore.storage.base import delitems
+    stray = leftover_keys(store, path)
+    if stray and if_exists != "replace":
+        raise CLIError(str(stray_keys_error(
+            head, stray, f"would read as {whose} chunks: use --if-exists replace, or remove "
+                         f"them")))
+    if stray and not dry:
+        delitems(store, stray)

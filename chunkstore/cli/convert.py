@@ -45,8 +45,8 @@ class Converter:
     def __init__(self, store, args, progress, dry=False, zarr_format=2):
         self.dry = dry
         # the store written (checked for keys of no node where an array goes: the dry run's
-        # scratch store has none), and the format of every node made (that of the group
-        # above, unless --zarr-format says: see Convert.node_format)
+        # scratch store has none), and the format of every node made (cmd_convert's: that
+        # of the group above, unless --zarr-format says)
         self.target, self.fmt = store, zarr_format
         if dry:
             from chunkstore.storage.memory import MemoryStore
@@ -91,22 +91,14 @@ class Converter:
         return z
 
     def _leftovers(self, path):
-        """Keys of no node at path, where an array is made, would read as its chunks (a
-        failed delete leaves them): refused in the dry run, before anything is written, or
-        with --if-exists replace removed (the real run). (The array's creation refused them
-        only once the convert had written other arrays, and --if-exists replace did not
-        remove them.)"""
-        from chunkstore.hierarchy.convenience import leftover_keys
-        from chunkstore.hierarchy.creation import stray_keys_error
-        from chunkstore.storage.base import delitems
-        stray = leftover_keys(self.target, path)
-        if stray and self.args.if_exists != "replace":
-            raise CLIError(str(stray_keys_error(
-                f"cannot convert into {_where(self.args.output, path)}", stray,
-                "would read as the new array's chunks: use --if-exists replace, or remove "
-                "them")))
-        if stray and not self.dry:
-            delitems(self.store, stray)
+        """Keys of no node at path, where an array is made: refused in the dry run, before
+        anything is written, or with --if-exists replace removed in the real one
+        (common.clear_leftovers; the array's creation refused them only once the convert had
+        written other arrays, and --if-exists replace did not remove them)."""
+        from chunkstore.cli.common import clear_leftovers
+        clear_leftovers(self.target, path, f"cannot convert into "
+                        f"{_where(self.args.output, path)}", "the new array's",
+                        self.args.if_exists, self.dry)
 
     def group(self, path):
         """Open (or create) the group at *path* in the output store, in the format of the

@@ -90,18 +90,11 @@ class Copier:
             self._recode_group(sp, dp)
 
     def _leftovers(self, dp):
-        """Keys of no node at dp, where an array is copied, would read as its chunks (a
-        failed delete leaves them): refused, or with --if-exists replace removed."""
-        from chunkstore.hierarchy.convenience import leftover_keys
-        from chunkstore.hierarchy.creation import stray_keys_error
-        from chunkstore.storage.base import delitems
-        stray = leftover_keys(self.dst, dp)
-        if stray and self.if_exists != "replace":
-            raise CLIError(str(stray_keys_error(
-                f"cannot copy to {_where(self.dst_spec, dp)}", stray,
-                "would read as the copy's chunks: use --if-exists replace, or remove them")))
-        if stray and not self.dry:
-            delitems(self.dst, stray)
+        """Keys of no node at dp, where an array is copied: refused, or with --if-exists
+        replace removed (common.clear_leftovers)."""
+        from chunkstore.cli.common import clear_leftovers
+        clear_leftovers(self.dst, dp, f"cannot copy to {_where(self.dst_spec, dp)}",
+                        "the copy's", self.if_exists, self.dry)
 
     def _members(self, path):
         from chunkstore.storage.base import listdir

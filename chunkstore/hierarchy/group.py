@@ -580,7 +580,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             self._move_locked(source, dest, src, dst)
 
     def _move_locked(self, source: str, dest: str, src: str, dst: str) -> None:
-        """move, with the creation locks of src and dst held."""
+        """move, with the creation locks of src, dst and the groups above dst held."""
         if source not in self:  # (a ValueError, as zarr-python 2 raises)
             raise PathNotFoundError(f"cannot move {src!r}: no array or group there in group "
                                     f"{self.name!r}")

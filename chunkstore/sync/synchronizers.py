@@ -204,14 +204,12 @@ class _Base:
         them may have a stale shape (chunkstore.engine.chunk_io.EngineState.check_metadata)."""
         return self._generations.get(array_path, 0)
 
-    def _next_generation(self, array_path):
+    def count_change(self, array_path):
+        """Count a change of the array's metadata (leaving its whole lock space does; a
+        creation, and a change made under other locks than this table's, a zarr-style
+        synchronizer's, call it): this table's handles read the metadata again."""
         with self._guard:
             self._generations[array_path] = self._generations.get(array_path, 0) + 1
-
-    def count_change(self, array_path):
-        """Count a change of the array's metadata made under other locks than this table's
-        (a zarr-style synchronizer's): this table's handles read the metadata again."""
-        self._next_generation(array_path)
 
 
 class _Held:
@@ -245,7 +243,7 @@ class _Exclusive(_Held):
     def __exit__(self, *exc):
         try:
             if self.counts:
-                self._sync._next_generation(self._path)
+                self._sync.count_change(self._path)
         finally:
             super().__exit__(*exc)
 
@@ -284,8 +282,8 @@ class _NodeLocks(ThreadSynchronizer):
     def generation(self, array_path):
         return super().generation("")
 
-    def _next_generation(self, array_path):
-        super()._next_generation("")
+    def count_change(self, array_path):
+        super().count_change("")
 
     def __repr__(self):
         return "ThreadSynchronizer() (this process's locks of the node)"
