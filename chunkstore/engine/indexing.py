@@ -437,7 +437,10 @@ def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
         if a.dtype == bool or (a.dtype.kind not in "iu" and a.size):
             raise IndexError(f"coordinate index for dimension {dim} must be integers, got "
                              f"{a.dtype}{_where(name)}")
-        arrs.append(a.astype(np.int64))
+        # bounds checked before broadcasting, as NumPy does (an index broadcast against an
+        # empty array is out of bounds all the same)
+        arrs.append(_wrap_bounds(a.astype(np.int64).reshape(-1), dim, shape[dim], name
+                                 ).reshape(a.shape))
     try:
         b = np.broadcast_arrays(*arrs)
     except ValueError:
@@ -446,7 +449,7 @@ def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
     out_shape = b[0].shape if b else ()
     coords = np.empty((len(shape), int(np.prod(out_shape, dtype=np.int64))), dtype=np.int64)
     for dim, a in enumerate(b):
-        coords[dim] = _wrap_bounds(a.reshape(-1), dim, shape[dim], name)
+        coords[dim] = a.reshape(-1)
     return Selection("points", PointsPlan(shape, chunks, coords), tuple(out_shape))
 
 

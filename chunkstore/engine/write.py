@@ -53,6 +53,16 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     return True
 
 
+def _with_context(e: Exception, message: str) -> Exception:
+    """An error of e's type saying message, or of the nearest of ValueError, TypeError and
+    ArithmeticError when e's type is not made from a message alone (UnicodeEncodeError)."""
+    try:
+        return type(e)(message)
+    except TypeError:
+        base = next(b for b in (ValueError, TypeError, ArithmeticError) if isinstance(e, b))
+        return base(message)
+
+
 class WritePath(ReadPath):
     """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
     what resize and append need. Built on the read path (a read-modify-write of some fields,
@@ -78,12 +88,19 @@ class WritePath(ReadPath):
             v[()] = value.item() if isinstance(value, (np.str_, np.bytes_)) else value
             return v
         try:
-            v = np.asarray(value, dtype=dtype)
-        except (ValueError, TypeError) as e:
+            if dtype.kind != "O" and isinstance(value, (np.generic, int, float, complex)):
+                # A scalar (a NumPy one too) converts by NumPy's scalar rule, which refuses
+                # what does not fit (np.int64(70000) into int16, NaN into int32), where
+                # asarray's cast would store a wrapped value
+                v = np.empty((), dtype=dtype)
+                v[()] = value
+            else:
+                v = np.asarray(value, dtype=dtype)
+        except (ValueError, TypeError, OverflowError) as e:
             if dtype.kind == "O":
                 return self._object_elements(value, shape)
-            raise type(e)(f"cannot store value in array {self.name!r} of dtype {dtype}: {e}") \
-                from e
+            raise _with_context(e, f"cannot store value in array {self.name!r} of dtype "
+                                   f"{dtype}: {e}") from e
         if element and v.ndim and v.size == 1 and not shape:
             # A sequence of one item for one element: NumPy 2 refuses it, NumPy 1 takes it
             # with a warning; assign it to a one-element probe to do as this NumPy does.
@@ -93,6 +110,12 @@ class WritePath(ReadPath):
             except (ValueError, TypeError) as e:
                 raise ValueError(f"could not broadcast value of shape {v.shape} to one "
                                  f"element of array {self.name!r}: {e}") from e
+        elif v.ndim > len(shape) and isinstance(value, (list, tuple)) and dtype.kind != "O":
+            # nested lists deeper than the selection: NumPy refuses them (an array's
+            # leading unit dimensions are dropped below, as NumPy drops them)
+            raise ValueError(f"could not broadcast a list of {v.ndim} nested levels (shape "
+                             f"{v.shape}) to a selection of shape {shape} in array "
+                             f"{self.name!r}: setting an array element with a sequence")
         while v.ndim > len(shape) and v.shape[0] == 1:
             v = v[0]
         if v.ndim:
@@ -387,7 +410,10 @@ class WritePath(ReadPath):
                          else self._decode(data, k, writable=True))
                 if self.is_object:
                     csel, pts = plan.selections(g)
-                    chunk[csel] = flat[pts]
+                    if chunk.ndim:
+                        chunk[csel] = flat[pts]
+                    else:  # (the one element: as an array it would be stored as the element)
+                        chunk[()] = flat[pts].reshape(-1)[-1]
                 else:
                     merge.scatter_points(plan, g, flat, chunk)
                 self._finish_chunk(k, chunk, to_set, to_del)

@@ -595,3 +595,86 @@ def test_none_beside_index_arrays_with_a_subarray_field(key, field):
     want[field][key] = value  # (NumPy: the field's view, then the key)
     z[key + (field,)] = value
     np.testing.assert_array_equal(z[:], want)
+
+
+# --- values NumPy refuses, refused before anything is stored (found by a NumPy-oracle fuzz)
+
+SCALARS_NUMPY_REFUSES = [
+    ("i2", np.int64(70000)), ("i4", np.float64("nan")), ("i4", np.float32("inf")),
+    ("i4", np.float64(1e20)), ("i4", np.uint64(2**64 - 1)), ("i8", np.float64("-inf")),
+]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype,value", SCALARS_NUMPY_REFUSES)
+@pytest.mark.parametrize("key", [1, slice(0, 2), Ellipsis])
+def test_a_numpy_scalar_that_does_not_fit_is_refused_as_numpy_refuses_it(fmt, dtype, value,
+                                                                          key):
+    # asarray(value, dtype) casts a NumPy scalar unsafely (70000 -> 4464, NaN -> INT_MIN);
+    # NumPy's setitem converts it as a Python number and raises
+    ref = np.arange(3, dtype=dtype)
+    with pytest.raises((OverflowError, ValueError)) as want:
+        ref[key] = value
+    a = cs.open_array({}, mode="w", shape=(3,), chunks=(2,), dtype=dtype, zarr_format=fmt)
+    a[:] = np.arange(3, dtype=dtype)
+    with pytest.raises(want.type, match="array '/'"):
+        a[key] = value
+    np.testing.assert_array_equal(a[:], np.arange(3, dtype=dtype))
+
+
+def test_numpy_scalars_that_fit_and_zero_d_arrays_store_as_numpy():
+    for dtype, value in [("i2", np.int64(-7)), ("f4", np.float64(1e300)), ("u1", np.uint64(5)),
+                         ("i2", np.array(70000)), ("i4", np.str_("12")), ("?", np.int8(3))]:
+        ref = np.zeros(3, dtype=dtype)
+        with np.errstate(all="ignore"):
+            ref[0:2] = value
+            a = cs.open_array({}, mode="w", shape=(3,), chunks=(2,), dtype=dtype)
+            a[0:2] = value
+        np.testing.assert_array_equal(a[:], ref)
+
+
+@pytest.mark.parametrize("dtype,value", [("S5", "é"), ("U3", b"\xff")])
+def test_text_that_cannot_be_converted_raises_a_value_error_naming_the_array(dtype, value):
+    ref = np.zeros(3, dtype=dtype)
+    with pytest.raises(ValueError):  # (NumPy: UnicodeEncodeError / UnicodeDecodeError)
+        ref[1] = value
+    a = cs.open_array({}, mode="w", shape=(3,), chunks=(2,), dtype=dtype, fill_value=None)
+    a[:] = np.array(["ab", "c", "d"], dtype=dtype)
+    with pytest.raises(ValueError, match=f"array '/' of dtype .{dtype}"):
+        a[1] = value
+    np.testing.assert_array_equal(a[:], np.array(["ab", "c", "d"], dtype=dtype))
+
+
+@pytest.mark.parametrize("value", [[[1]], [[1, 2]], [[[5]]]])
+def test_a_list_nested_deeper_than_the_selection_is_refused_as_numpy_refuses_it(value):
+    ref = np.zeros(2)
+    with pytest.raises(ValueError):
+        ref[0:2] = value
+    a = cs.open_array({}, mode="w", shape=(2,), chunks=(2,), dtype="f8")
+    with pytest.raises(ValueError, match="nested"):
+        a[0:2] = value
+    a[0:2] = np.ones((1, 1, 2))  # an array's leading unit dimensions drop, as in NumPy
+    np.testing.assert_array_equal(a[:], np.ones(2))
+
+
+@pytest.mark.parametrize("key", [(10, np.array([], dtype=int)), (np.array([], dtype=int), 5),
+                                 (np.int64(-9), np.zeros((0, 2), dtype=int))])
+def test_an_out_of_bounds_index_beside_an_empty_index_array_is_refused(key):
+    ref = np.zeros((8, 3))
+    with pytest.raises(IndexError):
+        ref[key]
+    a = cs.open_array({}, mode="w", shape=(8, 3), chunks=(2, 2), dtype="f8")
+    for op in (lambda: a[key], lambda: a.vindex[key], lambda: a.__setitem__(key, 1.0),
+               lambda: a.vindex.__setitem__(key, 1.0)):
+        with pytest.raises(IndexError, match="out of bounds for dimension"):
+            op()
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_vindex_write_of_a_zero_d_string_array_stores_the_string(fmt):
+    a = cs.open_array({}, mode="w", shape=(), chunks=(), dtype=str, zarr_format=fmt)
+    a.vindex[()] = "a"
+    assert a[()] == "a"
+    b = cs.open_array({}, mode="w", shape=(2,), chunks=(1,), dtype=str, zarr_format=fmt)
+    b.vindex[[1]] = "xy"
+    assert b[1] == "xy"
