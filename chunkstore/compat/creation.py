@@ -92,7 +92,12 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     kwargs.update(enc)
     attrs = dict(attributes or {})
     if dimension_names is not None and "codecs" not in enc:  # v2: xarray's convention
-        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+        names = [dimension_names] if isinstance(dimension_names, str) else \
+            list(dimension_names)
+        if len(names) != len(shape):  # (v3's metadata refuses it so; xarray could not open it)
+            raise ValueError(f"dimension_names has {len(names)} entries, the array has "
+                             f"{len(shape)} dimensions")
+        attrs["_ARRAY_DIMENSIONS"] = names
         dimension_names = None
     # As zarr-python 3: no fill_value given is the data type's default (zero, "", NaT); in
     # Zarr v2 an explicit None is kept (no fill value: missing chunks read as uninitialised),
@@ -103,17 +108,17 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
     writing = data is not None and write_data
     # (data a codec refuses leaves no empty array behind; without data the creation is
     # whole or nothing already, and needs no probe of the groups above for the clean-up)
+    create_kwargs = dict(shape=shape, chunks=chunks, dtype=dt, fill_value=fill_value,
+                         order=order, store=store, path=name, overwrite=overwrite,
+                         synchronizer=synchronizer, zarr_format=zarr_format,
+                         write_empty_chunks=wec, dimension_names=dimension_names,
+                         attributes=attrs or None, **kwargs)
+    if writing and overwrite:
+        creation.check_object_data(data, store, creation.normalize_path(name), create_kwargs)
     with creation.removed_on_failure(store, creation.normalize_path(name)) if writing \
             else contextlib.nullcontext([]) as made:
-        z = creation.create(shape=shape, chunks=chunks, dtype=dt,
-                            fill_value=fill_value,
-                            order=order, store=store, path=name, overwrite=overwrite,
-                            synchronizer=synchronizer,
-                            zarr_format=zarr_format, write_empty_chunks=wec,
-                            dimension_names=dimension_names, **kwargs)
+        z = creation.create(**create_kwargs)
         made.append(z)
-        if attrs:
-            z.attrs.update(attrs)
         if writing:
             z[...] = data  # (an Array streams block by block, in bounded memory)
     return z
@@ -175,7 +180,7 @@ def _auto_shards(shape, chunks, itemsize):
 
 
 def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards="keep",
-               filters="keep", compressors="keep", serializer="keep", fill_value=None,
+               filters="keep", compressors="keep", serializer="keep", fill_value=DEFAULT_FILL,
                order=None, zarr_format=None, attributes=None, chunk_key_encoding=None,
                dimension_names=None, storage_options=None, overwrite=False, config=None):
     """zarr-python 3's ``from_array``: a new array holding data (a NumPy array or an Array).
@@ -190,10 +195,14 @@ def from_array(store, *, data, write_data=True, name=None, chunks="keep", shards
             keep.get(key, "auto") if value == "keep" else value
             for key, value in (("chunks", chunks), ("shards", shards), ("filters", filters),
                                 ("compressors", compressors), ("serializer", serializer)))
-        if fill_value is None:
+        if fill_value is DEFAULT_FILL:
             fill_value = src.fill_value
         if attributes is None:
             attributes = src.attrs.asdict()
+        if dimension_names is None:  # (as zarr-python 3 keeps them)
+            dimension_names = getattr(src.metadata, "dimension_names", None) or None
+        if order is None:  # (a v2 source's order, as zarr-python 3 keeps it)
+            order = keep.get("order")
         if chunk_key_encoding is None:  # (the source's, in the same format)
             chunk_key_encoding = keep.get("chunk_key_encoding")
     kept = {k: "auto" if v == "keep" else v for k, v in

@@ -21,11 +21,9 @@ def create_group(store, *, path=None, zarr_format=None, overwrite=False, attribu
     zarr_format = _config.default_zarr_format(zarr_format, 3)
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = creation.normalize_path(path)
-    _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format)
-    g = Group(store, path)
-    if attributes:
-        g.attrs.update(attributes)
-    return g
+    _init_group(store, path, overwrite=overwrite, zarr_format=zarr_format,
+                attributes=attributes)
+    return Group(store, path)
 
 
 def create_hierarchy(*, store, nodes, overwrite=False):

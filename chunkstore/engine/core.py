@@ -113,6 +113,7 @@ class EngineHandle:
             # chunks of the node are the old node's (read by the new metadata: wrong values)
             self._source = protocol.live_store(o.store)
             protocol.forget_cached(o.store, o.path)
+        protocol.follow_cached(o.store, o.path, o.counts.counter, generation)
         meta, key = read_array_metadata(self._source, o.path, o.format_hint, known=known)
         if meta is known and engine is not None and engine.generation == generation:
             return engine
@@ -147,6 +148,7 @@ class EngineHandle:
         generation = metadata_generation(o)
         if o.counts is not o.locks:
             o.counts.count_change(o.path)
+        protocol.changed_cached(o.store, o.path, o.counts.counter, generation, generation + 1)
         engine = ChunkEngine(o, meta, generation + 1)
         # (no document known: the next reload parses the one just written)
         self._now = (None, engine)

@@ -115,16 +115,21 @@ def load(store, path=None, storage_options=None):
 
 
 def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_options=None,
-                         zarr_format=None):
+                         zarr_format=None, synchronizer=None):
     """Write every metadata document of the hierarchy at path into one key (.zmetadata).
 
     store may be a path string or URL, like everywhere else; returns the hierarchy opened
     through its consolidated metadata (a Group, as zarr-python 2 returns). zarr_format (as
     zarr-python 3 takes it): the group's format, checked (GroupNotFoundError if the group at
-    path is of the other format)."""
+    path is of the other format). synchronizer (chunkstore's; a Group's own by default):
+    the lock that other processes' attribute updates of the group take; a v3 group's
+    consolidated metadata is written into its zarr.json beside its attributes, and without
+    that lock an update made meanwhile in another process is lost."""
     store, path = split_store_path(store, path)
     from chunkstore.hierarchy.group import open_consolidated
     if isinstance(store, Group):
+        if synchronizer is None:
+            synchronizer = store.synchronizer
         store, path = store.store, store.path
     store = normalize_store(store, mode="a", storage_options=storage_options)
     path = normalize_path(path)
@@ -142,10 +147,22 @@ def consolidate_metadata(store, path="", metadata_key=".zmetadata", storage_opti
     # then its attributes' document): v3 writes the members into the group's zarr.json,
     # beside the attributes read at the start, and updates made meanwhile were lost; and
     # a delete of the group waits, or is found (a deleted group was written back).
+    # With a synchronizer, its locks too (under the in-process ones, as an attribute
+    # update with it takes them: Attributes._modify).
     from chunkstore.sync.locking import GUARD
-    from chunkstore.sync.synchronizers import handle_locks
+    from chunkstore.sync.synchronizers import handle_locks, layered_locks
+    key = nodes.attrs_key(path, found or 2)
     locks = handle_locks(store, path)
-    with locks.hold(path, GUARD), locks[nodes.attrs_key(path, found or 2)]:
+    with contextlib.ExitStack() as held:
+        if synchronizer is not None and hasattr(synchronizer, "hold"):
+            layered = layered_locks(store, path, synchronizer)
+            held.enter_context(layered.guard_under_groups(path))
+            held.enter_context(layered[key])
+        else:
+            held.enter_context(locks.hold(path, GUARD))
+            held.enter_context(locks[key])
+            if synchronizer is not None:  # (a zarr-style one: only sync[key])
+                held.enter_context(synchronizer[key])
         fmt.consolidate(store, path, metadata_key)  # v3: inside the group's own zarr.json
     # (a v3 group has no document at this key: open_consolidated then reads its zarr.json)
     g = open_consolidated(store, metadata_key=nodes.prefix(path) + metadata_key, path=path)
@@ -678,7 +695,15 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
         existing_blocks = False        # groups merge
     else:
         existing_blocks = existing is not None
-    if (existing_blocks and if_exists == "skip_initialized" and isinstance(existing, Array)
+    if existing_blocks and if_exists == "skip_initialized" and not isinstance(existing,
+                                                                             Array):
+        # it decides by an existing array's stored chunks: an array copied over a group
+        # (which it replaced, its arrays' data and all) is refused, in the plan before
+        # anything is written (zarr-python 2 fails there too)
+        raise CopyError(f"if_exists='skip_initialized' skips or replaces an existing array; "
+                        f"{target!r} holds a group, and the source is an array (use 'skip' "
+                        f"to leave the group, or 'replace' to replace it)")
+    if (existing_blocks and if_exists == "skip_initialized"
             and existing.nchunks_initialized == existing.nchunks):
         if_exists = "skip"             # complete: skip it; anything else is replaced
     if existing_blocks and _skips(log, source, name, target, if_exists):

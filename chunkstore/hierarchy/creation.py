@@ -227,6 +227,9 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
         dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
+    # (a v3 array's attributes are in raw; a v2 array's go into .zattrs, made now: the
+    # attributes are checked before anything is removed)
+    attribute_docs = array_attribute_documents(path, zarr_format, attributes)
     missing = _check_parents(store, path)  # before anything is removed or written
     if overwrite:
         remove_node(store, path, synchronizer)
@@ -239,6 +242,8 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         _refuse_stray_chunks(store, path)
     _write_parent_groups(store, missing, zarr_format, synchronizer)
     store[key] = raw
+    for name, doc in attribute_docs.items():
+        store[nodes.prefix(path) + name] = doc
     # counted as a change of the node's metadata: a handle of an array deleted there before
     # describes the new one (EngineHandle.described looks for a gone array again only then)
     handle_locks(store, path).count_change(path)
@@ -360,6 +365,27 @@ def require_parent_groups(store, path, zarr_format=2, synchronizer=None):
     """Create the missing groups above path, in zarr_format; refuse if an array is there
     (before writing any group)."""
     _write_parent_groups(store, _check_parents(store, path), zarr_format, synchronizer)
+
+
+def group_documents(path: str, zarr_format: int,
+                    attributes: Mapping[str, Any] | None) -> dict[str, bytes]:
+    """The metadata documents of a new group at path, with its attributes (name -> bytes);
+    attributes that JSON cannot hold raise (TypeError, ValueError) naming the group."""
+    try:
+        return format_of(zarr_format).group_documents(attributes)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"cannot create group at path {path!r}: its attributes: {e}") from e
+
+
+def array_attribute_documents(path: str, zarr_format: int,
+                              attributes: Mapping[str, Any] | None) -> dict[str, bytes]:
+    """The documents of a new array's attributes beside its metadata document (Zarr v2's
+    .zattrs; name -> bytes); attributes that JSON cannot hold raise (TypeError,
+    ValueError) naming the array."""
+    try:
+        return format_of(zarr_format).array_attribute_documents(attributes)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"cannot create array at path {path!r}: its attributes: {e}") from e
 
 
 def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,
@@ -653,12 +679,34 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
                                       storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(kwargs.get("path"))
+    if kwargs.get("overwrite"):
+        check_object_data(data, kwargs["store"], path, dict(kwargs, shape=data.shape))
     with removed_on_failure(kwargs["store"], path) as made:
         z = create(shape=data.shape, **kwargs)
         made.append(z)
         z[...] = data
     z.read_only = read_only
     return z
+
+
+def check_object_data(data: Any, store: Any, path: str, create_kwargs: dict) -> None:
+    """Before a creation with overwrite=True replaces the node at path, write object data
+    into a scratch copy of the new array (in memory), so that data its codec cannot encode
+    (an int among the strings of a vlen-utf8 array) is refused with the store as it was:
+    the replaced node would be gone already when the write failed (the data is encoded
+    twice then: object data only, and only where a node is replaced). Other data, an Array
+    (copied block by block) and a path with nothing there need no such check."""
+    if not (isinstance(data, np.ndarray) and data.dtype.hasobject) or \
+            nodes.node_kind(store, path)[0] is None:
+        return
+    scratch_kwargs = dict(create_kwargs, store={}, overwrite=False, synchronizer=None)
+    scratch_kwargs.pop("storage_options", None)
+    try:
+        create(**scratch_kwargs)[...] = data
+    except (TypeError, ValueError, OverflowError) as e:
+        raise type(e)(f"cannot store the data in the array at path {path!r} of "
+                      f"{store_name(store)}: {e} (nothing was changed: the node there is "
+                      f"kept)") from e
 
 
 @contextlib.contextmanager
@@ -699,12 +747,15 @@ def _like_kwargs(a, kwargs):
         return kw
     if "chunks" not in kwargs and creation_args.chunks_of(a):
         kwargs["chunks"] = creation_args.chunks_of(a)  # h5py datasets, bcolz
-    for name in ("shape", "dtype", "order"):
+    for name in ("shape", "dtype"):
         if kwargs.get(name) is None and hasattr(a, name):  # (None: as not given)
-            v = getattr(a, name)
-            if name == "order":
-                v = "F" if (a.flags.f_contiguous and not a.flags.c_contiguous) else "C"
-            kwargs[name] = v
+            kwargs[name] = getattr(a, name)
+    if kwargs.get("order") is None:
+        flags = getattr(a, "flags", None)
+        if hasattr(flags, "f_contiguous"):  # NumPy's layout
+            kwargs["order"] = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+        elif getattr(a, "order", None) in ("C", "F"):  # zarr-python's arrays say it
+            kwargs["order"] = a.order
     return kwargs
 
 
@@ -769,6 +820,8 @@ def full_like(a, **kwargs):
         If no ``fill_value`` is given and *a* has none.
     """
     kwargs = _like_kwargs(a, kwargs)
+    if "fill_value" not in kwargs and getattr(a, "fill_value", None) is not None:
+        kwargs["fill_value"] = a.fill_value  # (a zarr-python array's, as zarr.full_like)
     if "fill_value" not in kwargs:
         raise TypeError("full_like needs fill_value when a has none")
     return full(**kwargs)

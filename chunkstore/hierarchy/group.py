@@ -23,7 +23,7 @@ from chunkstore.engine.array import Array, check_zarr2_keywords, Info
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.errors import (ArrayNotFoundError, ConsolidatedMetadataNotFoundError,
                                ContainsArrayError, ContainsGroupError, GroupNotFoundError,
-                               IncompatibleArrayError,
+                               IncompatibleArrayError, IncompatibleGroupError,
                                PathNotFoundError, ReadOnlyError)
 from chunkstore.metadata.formats import documents_first, format_of, kind_of_document
 from chunkstore.compat.group_api import GroupAPIv3
@@ -116,10 +116,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         """zarr-python 3's ``Group.from_store``: a new group at the root of store (Zarr v3
         unless zarr_format=2), with attributes; ContainsGroupError/ContainsArrayError if a
         node is there, unless overwrite=True."""
-        g = open_group(store, mode="w" if overwrite else "w-", zarr_format=zarr_format)
-        if attributes:
-            g.attrs.update(attributes)
-        return g
+        return open_group(store, mode="w" if overwrite else "w-", zarr_format=zarr_format,
+                          attributes=attributes)
 
     @classmethod
     def open(cls, store: StoreLike, zarr_format: int | None = None,
@@ -379,11 +377,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(name)
         with self._lock(nodes.creation_lock_key(path, "group")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
-                        synchronizer=self._synchronizer)
-        g = Group(self._store, path, read_only=self._read_only, synchronizer=self._synchronizer)
-        if attributes:
-            g.attrs.update(attributes)
-        return g
+                        synchronizer=self._synchronizer, attributes=attributes)
+        return Group(self._store, path, read_only=self._read_only,
+                     synchronizer=self._synchronizer)
 
     def require_group(self, name: str, overwrite: bool = False) -> Group:
         """The subgroup at name, created if absent (overwrite=True: replaced by a new one).
@@ -443,7 +439,13 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         if contains_array(self._store, path):
             # zarr-python 2's direction: the requested dtype must cast safely to the stored
             return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=False)
-        return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+        try:
+            return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+        except ContainsGroupError as e:  # (a group there: zarr-python 3's TypeError too)
+            if isinstance(e, TypeError):
+                raise
+            raise IncompatibleGroupError(f"Incompatible object (Group) already exists: {e}; "
+                                         f"an array was required there") from None
 
     def _existing_array(self, name: str, path: str, shape: Any, dtype: Any, exact: bool, *,
                         stored_to_asked: bool) -> Array:
@@ -588,6 +590,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise ContainsArrayError(f"cannot move {src!r} to {dst!r}: something is there")
         # an array above dst first (ContainsArrayError): its chunk keys there are not stray
         parents = creation._check_parents(self._store, dst)
+        # (before the keys of no node: through a snapshot, a node made since seems absent
+        # and its chunks such keys, a StrayChunksError naming a failed delete)
+        creation.refuse_snapshot(self._store, f"move {src!r} to {dst!r}")
         existing = keys_under(self._store, dst)
         if existing:  # (of no node at dst: checked above) an unstored chunk would read them
             raise creation.stray_keys_error(
@@ -622,7 +627,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             delitems(self._store, order)
 
 
-def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None):
+def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
+                attributes=None):
+    # the documents, attributes included, are made before anything is removed: attributes
+    # JSON cannot hold (a set) refuse the creation with the store as it was (set after the
+    # creation, their TypeError came with the replaced node already gone)
+    docs = creation.group_documents(path, zarr_format, attributes)
     # an array above path refuses the group before anything is removed: with overwrite, the
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
     missing = creation._check_parents(store, path)
@@ -634,7 +644,8 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None):
         raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
     creation.refuse_snapshot(store, f"create a group at path {path!r}")
     creation._write_parent_groups(store, missing, zarr_format, synchronizer)
-    creation.write_group_metadata(store, path, zarr_format)
+    for name, doc in docs.items():
+        store[nodes.prefix(path) + name] = doc
 
 
 def _group_keywords(name: str, kwargs: dict, zarr_format: int | None
@@ -673,10 +684,8 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
         if created:
             _init_group(store, path, overwrite=overwrite,
                         zarr_format=nodes.new_node_format(store, path, zarr_format, 2),
-                        synchronizer=synchronizer)
+                        synchronizer=synchronizer, attributes=attributes)
         g = Group(store, path=path, synchronizer=synchronizer)
-        if created and attributes:
-            g.attrs.update(attributes)
     return g
 
 
@@ -757,13 +766,13 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                                              f"a group")
                 raise GroupNotFoundError(_no_group(store, path))
         elif mode == "a":
-            if not exists:
+            if not exists:  # (a new group's attributes: an existing one keeps its own)
                 _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2),
-                            synchronizer=synchronizer)
+                            synchronizer=synchronizer, attributes=attributes)
         elif mode == "w":
             _init_group(store, path, overwrite=True,
                         zarr_format=nodes.new_node_format(store, path, asked, 2),
-                        synchronizer=synchronizer)
+                        synchronizer=synchronizer, attributes=attributes)
         else:
             if contains_array(store, path):
                 raise ContainsArrayError(f"an array already exists at path {path!r} in "
@@ -772,13 +781,11 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
                 raise ContainsGroupError(f"a group already exists at path {path!r} in "
                                          f"{store_name(store)}")
             _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2),
-                        synchronizer=synchronizer)
+                        synchronizer=synchronizer, attributes=attributes)
         # (an existing group's format as found: where both formats' documents lie at path,
         # not probed and warned about twice)
         g = Group(store, path=path, read_only=(mode == "r"), synchronizer=synchronizer,
                   zarr_format=found if exists and mode in ("r", "r+", "a") else asked)
-        if attributes and (mode in ("w", "w-", "x") or (mode == "a" and not exists)):
-            g.attrs.update(attributes)  # a new group's attributes (an existing one keeps its)
     return g
 
 
@@ -805,7 +812,8 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
         try:
             return creation.open_array(store, mode=mode, path=path, **array_kwargs)
         except ArrayNotFoundError:
-            pass
+            if "shape" in kwargs:  # (a shape asks for an array: not a group, as zarr 3)
+                raise
         try:
             return open_group(store, mode=mode, path=path, **_group_kwargs(kwargs))
         except GroupNotFoundError:
@@ -913,15 +921,18 @@ class TreeView:
     def _members(grp):
         """(name, (shape, dtype), None) of each member array, (name, None, Group) of each
         member group, in name order; arrays described from their metadata documents, not
-        opened."""
+        opened. A member removed since the listing is left out, as items() leaves it out."""
         out = []
         for name in grp.keys():
             path = grp._child(name)
-            kind, fmt = nodes.node_kind(grp.store, path)
-            if kind == "array":
-                out.append((name, nodes.array_summary(grp.store, path, fmt), None))
-            elif kind == "group":
-                out.append((name, None, grp[name]))
+            try:
+                kind, fmt = nodes.node_kind(grp.store, path)
+                if kind == "array":
+                    out.append((name, nodes.array_summary(grp.store, path, fmt), None))
+                elif kind == "group":
+                    out.append((name, None, grp[name]))
+            except (ArrayNotFoundError, GroupNotFoundError, KeyError):
+                continue
         return out
 
     def _lines(self, grp, prefix, depth, gfx=_BOX):

@@ -31,9 +31,15 @@ def array_summary(store, path: str, zarr_format: int) -> tuple:
     key = metadata_key(path, zarr_format, "array")
     docs = protocol.consolidated_documents(store)
     doc = docs(key) if docs is not None else None
+    if doc is None:
+        try:
+            raw = store[key]
+        except KeyError:
+            # gone since it was listed (another handle deleted it): not invalid metadata
+            raise ArrayNotFoundError(store_name(store), path) from None
     try:
         if doc is None:
-            doc = load_json_object(store[key])
+            doc = load_json_object(raw)
         args = format_of(zarr_format).array_arguments(doc)
         dt = args["dtype"]
         dtype = np.dtype([tuple(f) for f in dt] if isinstance(dt, list) else dt)

@@ -46,6 +46,9 @@ class ZarrFormat:
     parse_group: Callable[[Any, str], dict]
     #: attributes (or None) -> {key name: document} of a new group
     group_documents: Callable[[Mapping | None], dict]
+    #: attributes (or None) -> {key name: document} of a new array's attributes beside its
+    #: metadata document (v3 keeps them in it: none)
+    array_attribute_documents: Callable[[Mapping | None], dict]
     #: (native dtype, object codec id or None) -> the data type's metadata spelling
     dtype_to_json: Callable[[np.dtype, Any], Any]
     #: metadata spelling -> (a dtype-like, object codec id or None)
@@ -85,6 +88,10 @@ class ZarrFormat:
 
 def _v2_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) -> bytes:
     return _v2.encode_attrs(attrs)  # the whole document: nothing else to keep
+
+
+def _v2_array_attribute_documents(attributes: Mapping | None) -> dict:
+    return {".zattrs": _v2.encode_attrs(attributes)} if attributes else {}
 
 
 def _v2_group_documents(attributes: Mapping | None) -> dict:
@@ -214,6 +221,7 @@ FORMATS: dict[int, ZarrFormat] = {
         zarr_format=2, array_key=".zarray", group_key=".zgroup", attrs_key=".zattrs",
         read_attributes=_v2.parse_attrs, encode_attributes=_v2_encode_attributes,
         parse_group=_v2.parse_group_metadata, group_documents=_v2_group_documents,
+        array_attribute_documents=_v2_array_attribute_documents,
         dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
         is_consolidated=_v2_is_consolidated, unconsolidate=_v2_unconsolidate,
@@ -227,6 +235,7 @@ FORMATS: dict[int, ZarrFormat] = {
         attrs_key=_v3.METADATA_KEY,
         read_attributes=_v3_read_attributes, encode_attributes=_v3_encode_attributes,
         parse_group=_v3.parse_group_metadata_v3, group_documents=_v3_group_documents,
+        array_attribute_documents=lambda attributes: {},  # (in the array's zarr.json)
         dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,

@@ -202,7 +202,8 @@ def kept_encoding(src, zarr_format: int) -> dict:
         return {}
     if isinstance(meta, ArrayMetadataV2):
         return dict(compressors=meta.compressor, filters=meta.filters,
-                    chunk_key_encoding={"name": "v2", "separator": meta.dimension_separator})
+                    chunk_key_encoding={"name": "v2", "separator": meta.dimension_separator},
+                    order=meta.order)
     return dict(compressors=compressors(meta), filters=filters(meta),
                 serializer=serializer(meta),
                 shards=meta.chunks if meta.sharding else None,

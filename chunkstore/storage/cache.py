@@ -76,6 +76,9 @@ class LRUStoreCache(BaseStore):
         self._listdir_cache: dict[str, list[str]] = {}
         self._contains_cache: dict[str, bool] = {}
         self._gen = 0  # bumped by every write: results read before a write are not cached
+        # node path -> (the in-process table counting the node's metadata changes, its count)
+        # when a handle last opened or followed the node through this cache (follow_node)
+        self._followed: dict[str, tuple[object, int]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -150,6 +153,32 @@ class LRUStoreCache(BaseStore):
             for key in [k for k in self._values if k.startswith(prefix)]:
                 self._forget(key)
             self._invalidate_listings()
+
+    def follow_node(self, path: str, counter: object, generation: int) -> None:
+        """(an array handle, before it reads the node's metadata through this cache) Drop
+        what is cached of the node at path (forget_under) unless this cache's values of it
+        were validated at the same count of this process's metadata changes of the node
+        (``generation`` of the in-process table ``counter``, which this cache then keeps
+        alive so the count goes on): a handle opened after another handle, through another
+        store object of the same location, re-created or resized the array read the old
+        array's cached metadata and chunks mixed with the new one's."""
+        key = path.strip("/")
+        with self._lock:
+            seen = self._followed.get(key)
+            if seen is not None and seen[0] is counter and seen[1] == generation:
+                return
+            self.forget_under(key)
+            self._followed[key] = (counter, generation)
+
+    def changed_node(self, path: str, counter: object, before: int, after: int) -> None:
+        """(an array handle that changed the node's metadata through this cache, under its
+        locks) The cache's values of the node, valid at count ``before``, are valid at
+        ``after``: the change went through the cache, which dropped what it replaced. (At
+        another count they were not validated: the next handle drops them.)"""
+        key = path.strip("/")
+        with self._lock:
+            if self._followed.get(key) == (counter, before):
+                self._followed[key] = (counter, after)
 
     def invalidate_keys(self) -> None:
         """Drop the cached key listings (the cached values are kept)."""

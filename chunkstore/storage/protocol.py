@@ -222,6 +222,28 @@ def forget_cached(store: object, path: str) -> None:
         forget(path)
 
 
+def follow_cached(store: object, path: str, counter: object, generation: int) -> None:
+    """Have a view that caches values (LRUStoreCache: ``follow_node``) drop what it holds
+    of the node at path unless it was validated at this count (``generation`` of the
+    in-process table ``counter``) of this process's changes of the node's metadata: called
+    by an array handle before it reads the metadata, a new handle too (it had no count to
+    find moved, and read another handle's re-created array by the old one's cached
+    metadata and chunks)."""
+    follow = getattr(store, "follow_node", None)
+    if follow is not None:
+        follow(path, counter, generation)
+
+
+def changed_cached(store: object, path: str, counter: object, before: int,
+                   after: int) -> None:
+    """Tell a view that caches values (LRUStoreCache: ``changed_node``) that the node's
+    metadata was changed through it, from count ``before`` to ``after`` (see
+    follow_cached): a handle's own resize or append then keeps what it caches."""
+    changed = getattr(store, "changed_node", None)
+    if changed is not None:
+        changed(path, counter, before, after)
+
+
 def flusher(store: object) -> Callable[[], None] | None:
     """The store's ``flush()``, or None."""
     return getattr(store, "flush", None)

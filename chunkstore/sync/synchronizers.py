@@ -198,6 +198,11 @@ class _Base:
         counts a new generation of the array's metadata (see generation)."""
         return _Exclusive(self, array_path)
 
+    @property
+    def counter(self):
+        """The table whose count generation() reads: this one."""
+        return self
+
     def generation(self, array_path):
         """How many times the array's whole lock space was held and left (resizes, appends,
         metadata changes through this table's handles): an engine made before the last of
@@ -386,6 +391,11 @@ class _Layered:
     def exclusive(self, array_path):
         """The array's whole lock space in both layers (each counts a generation)."""
         return _Pair(self.inner.exclusive(array_path), self.outer.exclusive(array_path))
+
+    @property
+    def counter(self):
+        """The table whose count generation() reads: the in-process one."""
+        return self.inner
 
     def generation(self, array_path):
         """The in-process table's count of metadata changes (see _Base.generation)."""

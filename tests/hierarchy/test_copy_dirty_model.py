@@ -244,6 +244,10 @@ class DirtyCopyMachine(RuleBasedStateMachine):
             values = self.src[q]
             m = mode
             if m == "skip_initialized":
+                if p in new and values is not None and new[p] is None:
+                    # an array onto a group: refused (it decides by an existing array's
+                    # chunks), in the plan before anything is written
+                    raise Refused(cs.CopyError)
                 m = "skip" if p in new and new[p] is not None and self.complete(p) else \
                     ("replace" if p in new else "raise")
             if values is not None:

@@ -332,3 +332,44 @@ def test_a_cached_handle_that_sees_another_handles_change_reads_the_new_node(
     cached[0] = 7
     want[0] = 7
     np.testing.assert_array_equal(cs.open_array(d, path=path, mode="r")[...], want)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("change", ["recreate", "shrink-grow", "delete"])
+def test_a_handle_opened_through_a_cache_after_another_handles_change_reads_the_new_node(
+        tmp_path, fmt, change):
+    """The handle is opened through the cache only after the change (its cache had the old
+    array's metadata and chunk 0; the handles that put them there are gone): it read the
+    old fill value and chunk 0 with the new array's chunk 1, two arrays mixed. The cache
+    keeps the count of this process's changes of the node it last saw, and drops what it
+    holds of the node when a handle opens it at another count."""
+    import gc
+
+    import numpy as np
+
+    import chunkstore as cs
+    d = str(tmp_path / "t.zarr")
+    cache = LRUStoreCache(DirectoryStore(d), max_size=2**24)
+    g = cs.open_group(cache, mode="w", zarr_format=fmt)
+    g.create_dataset("b", shape=(10,), chunks=5, dtype="i4")[:] = np.arange(10)
+    np.testing.assert_array_equal(g["b"][:5], np.arange(5))  # (metadata, chunk 0 cached)
+    gc.collect()
+    other = cs.open_group(d, mode="r+")
+    if change == "recreate":
+        other.create_dataset("b", shape=(10,), chunks=5, dtype="i4", fill_value=-7,
+                             overwrite=True)[5:] = 100
+        want = np.array([-7] * 5 + [100] * 5)
+    elif change == "shrink-grow":
+        other["b"].resize(3)
+        other["b"].resize(10)
+        want = np.array([0, 1, 2] + [0] * 7)
+    else:
+        del other["b"]
+        with pytest.raises(cs.errors.ArrayNotFoundError):
+            g["b"]
+        return
+    np.testing.assert_array_equal(g["b"][:], want)
+    # an unchanged node's cached values are kept by the next handle (a hit, not a miss)
+    hits = cache.hits
+    np.testing.assert_array_equal(g["b"][:], want)
+    assert cache.hits > hits

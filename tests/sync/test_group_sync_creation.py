@@ -106,3 +106,64 @@ def test_four_processes_create_and_write_arrays_in_one_group(tmp_path):
         expected = np.repeat(w * 1000 + np.arange(0, 40, 8), 8)[:, None] * np.ones(40, "i4")
         np.testing.assert_array_equal(g[f"arr{w}"][:], expected)
     np.testing.assert_array_equal(g["shared"][:], np.arange(1, 5)[:, None] * np.ones(40, "i4"))
+
+
+# -------------------------------------- consolidate_metadata beside another process's attrs
+class _SlowRoot(cs.DirectoryStore):
+    """Reading the root's zarr.json announces it (ev) and then takes 0.3 s: another process
+    writing attributes meanwhile lands between the consolidation's read and its write."""
+
+    ev = None
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        if key == "zarr.json":
+            self.ev.set()
+            __import__("time").sleep(0.3)
+        return value
+
+
+def _consolidate_slowly(path, locks, ev, done, how):
+    _SlowRoot.ev = ev
+    store = _SlowRoot(path)
+    sync = cs.ProcessSynchronizer(locks)
+    if how == "argument":
+        cs.consolidate_metadata(store, synchronizer=sync)
+    else:
+        cs.consolidate_metadata(cs.open_group(store, mode="r+", synchronizer=sync))
+    done.set()
+
+
+def _update_attrs_when_read(path, locks, ev, done, out):
+    g = cs.open_group(path, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+    n = 0
+    while not done.is_set():
+        if ev.wait(0.05):
+            ev.clear()
+            g.attrs[f"b{n}"] = n
+            n += 1
+    out.put(n)
+
+
+@pytest.mark.parametrize("how", ["argument", "group's"])
+def test_v3_consolidation_keeps_another_process_attribute_updates(tmp_path, how):
+    # v3 consolidated metadata goes into the root's zarr.json beside its attributes: a
+    # consolidation took only this process's locks, and an update another process made
+    # with a ProcessSynchronizer between its read and its write was lost
+    path, locks = str(tmp_path / "t.zarr"), str(tmp_path / "locks")
+    g = cs.open_group(path, mode="w", zarr_format=3)
+    g.create_dataset("x", shape=(4,), dtype="i4")
+    ctx = mp.get_context("fork")
+    ev, done, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_update_attrs_when_read, args=(path, locks, ev, done, out)),
+             ctx.Process(target=_consolidate_slowly, args=(path, locks, ev, done, how))]
+    for p in procs:
+        p.start()
+    n = out.get(timeout=60)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert n >= 1  # (an update was made while the consolidation read)
+    attrs = dict(cs.open_group(path, mode="r").attrs)
+    assert attrs == {f"b{i}": i for i in range(n)}
+    assert "x" in cs.open_consolidated(path).keys()

@@ -1,0 +1,187 @@
+"""Creations that must refuse with the store as it was, and creation arguments that must not
+be dropped (found by comparing every creation function with zarr-python 2 and 3 over
+existing nodes). Each test compares every key and value of the store before and after."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import ArrayNotFoundError, ContainsGroupError, CopyError
+
+
+def _hierarchy(fmt):
+    store = cs.MemoryStore()
+    g = cs.group(store, zarr_format=fmt)
+    g.create_dataset("a", shape=(4,), chunks=(2,), dtype="i4")[:] = [1, 2, 3, 4]
+    g.create_group("g").create_dataset("x", shape=(2,), dtype="i4")[:] = [7, 8]
+    return store, g
+
+
+def _snapshot(store):
+    return {k: bytes(store[k]) for k in store}
+
+
+BAD_OBJECTS = np.array([1, "x", None], dtype=object)  # (vlen-utf8 refuses the int)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("call", ["save", "save_array", "save_array over a group", "array",
+                                  "create_array", "from_array"])
+def test_object_data_a_codec_refuses_leaves_the_replaced_node(fmt, call):
+    # found only when the data was written, after overwrite=True had removed the node there
+    store, _ = _hierarchy(fmt)
+    before = _snapshot(store)
+    v2 = {"object_codec": __import__("numcodecs").VLenUTF8()} if fmt == 2 else {}
+    calls = {
+        "save": lambda: cs.save(store, BAD_OBJECTS, path="a", zarr_format=fmt, **v2),
+        "save_array": lambda: cs.save_array(store, BAD_OBJECTS, path="a", zarr_format=fmt,
+                                            **v2),
+        "save_array over a group": lambda: cs.save_array(store, BAD_OBJECTS, path="g",
+                                                         zarr_format=fmt, **v2),
+        "array": lambda: cs.array(BAD_OBJECTS, store=store, path="a", overwrite=True,
+                                  zarr_format=fmt, **v2),
+        "create_array": lambda: cs.create_array(store, name="a", data=BAD_OBJECTS,
+                                                overwrite=True, zarr_format=fmt),
+        "from_array": lambda: cs.from_array(store, name="a", data=BAD_OBJECTS,
+                                            overwrite=True, zarr_format=fmt),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # (v2 with no object codec given: refused for that, before anything, too)
+        with pytest.raises((TypeError, ValueError),
+                           match="nothing was changed|needs an object_codec"):
+            calls[call]()
+    assert _snapshot(store) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("call", ["create_array", "Group.create_array", "create_group",
+                                  "Group.create_group", "open_group", "group", "from_array",
+                                  "Group.from_store"])
+def test_attributes_json_cannot_hold_refuse_the_creation_before_anything_is_removed(fmt,
+                                                                                     call):
+    # they were set after the creation: the node replaced was gone when they raised
+    store, root = _hierarchy(fmt)
+    before = _snapshot(store)
+    bad = {"when": {1, 2}}
+    calls = {
+        "create_array": lambda: cs.create_array(store, name="a", shape=(2,), dtype="i4",
+                                                attributes=bad, overwrite=True,
+                                                zarr_format=fmt),
+        "Group.create_array": lambda: root.create_array("a", shape=(2,), dtype="i4",
+                                                        attributes=bad, overwrite=True),
+        "create_group": lambda: cs.create_group(store, path="g", attributes=bad,
+                                                overwrite=True, zarr_format=fmt),
+        "Group.create_group": lambda: root.create_group("g", attributes=bad, overwrite=True),
+        "open_group": lambda: cs.open_group(store, path="g", mode="w", attributes=bad,
+                                            zarr_format=fmt),
+        "group": lambda: cs.group(store, path="g", overwrite=True, attributes=bad,
+                                  zarr_format=fmt),
+        "from_array": lambda: cs.from_array(store, name="a", data=np.arange(3),
+                                            attributes=bad, overwrite=True, zarr_format=fmt),
+        "Group.from_store": lambda: cs.Group.from_store(store, attributes=bad,
+                                                        overwrite=True, zarr_format=fmt),
+    }
+    with pytest.raises((TypeError, ValueError), match="set"):
+        calls[call]()
+    assert _snapshot(store) == before
+
+
+@pytest.mark.parametrize("call", ["create", "zeros", "array", "create_dataset",
+                                  "create_array"])
+def test_v2_array_attributes_are_written(call):
+    # create(attributes=) was dropped for Zarr v2 (no .zattrs); zarr-python 3 writes them
+    store = cs.MemoryStore()
+    attrs = {"k": 1, "units": "m"}
+    g = cs.group(store, zarr_format=2)
+    made = {
+        "create": lambda: cs.create(shape=(3,), store=store, path="a", attributes=attrs,
+                                    zarr_format=2),
+        "zeros": lambda: cs.zeros((3,), store=store, path="a", attributes=attrs,
+                                  zarr_format=2),
+        "array": lambda: cs.array(np.arange(3), store=store, path="a", attributes=attrs,
+                                  zarr_format=2),
+        "create_dataset": lambda: g.create_dataset("a", shape=(3,), attributes=attrs),
+        "create_array": lambda: cs.create_array(store, name="a", shape=(3,), dtype="i4",
+                                                attributes=attrs, zarr_format=2),
+    }[call]()
+    assert dict(made.attrs) == attrs
+    assert dict(cs.open_array(store, path="a", mode="r").attrs) == attrs
+    zarr = pytest.importorskip("zarr")
+    from zarr.core.buffer.cpu import Buffer
+    theirs = zarr.storage.MemoryStore({k: Buffer.from_bytes(bytes(v)) for k, v in store.items()})
+    assert dict(zarr.open_array(store=theirs, path="a", mode="r").attrs) == attrs
+
+
+def test_v2_dimension_names_of_the_wrong_length_are_refused():
+    store = cs.MemoryStore()
+    with pytest.raises(ValueError, match="dimension_names has 3 entries"):
+        cs.create_array(store, name="a", shape=(10,), dtype="i4", zarr_format=2,
+                        dimension_names=["p", "q", "r"])
+    assert len(store) == 0
+    z = cs.create_array(store, name="a", shape=(10,), dtype="i4", zarr_format=2,
+                        dimension_names=["p"])
+    assert z.attrs["_ARRAY_DIMENSIONS"] == ["p"]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_copy_skip_initialized_refuses_an_array_onto_a_group(dry_run):
+    # an array copied onto a group replaced the group and its arrays' data
+    store, root = _hierarchy(2)
+    src = cs.group(cs.MemoryStore())
+    src.create_dataset("g", shape=(3,), dtype="i4")[:] = 5
+    before = _snapshot(store)
+    with pytest.raises(CopyError, match="skip_initialized"):
+        cs.copy(src["g"], root, if_exists="skip_initialized", dry_run=dry_run)
+    with pytest.raises(CopyError, match="skip_initialized"):
+        cs.copy_all(src, root, if_exists="skip_initialized", dry_run=dry_run)
+    assert _snapshot(store) == before
+
+
+def test_like_functions_take_a_zarr_python_array():
+    zarr = pytest.importorskip("zarr")
+    z = zarr.create_array(store={}, shape=(8, 6), chunks=(2, 3), dtype="f4", fill_value=1.5)
+    for fn, fill in [(cs.zeros_like, 0), (cs.ones_like, 1), (cs.full_like, 1.5)]:
+        a = fn(z)
+        assert (a.shape, a.chunks, a.dtype) == ((8, 6), (2, 3), np.dtype("f4"))
+        np.testing.assert_array_equal(a[...], np.full((8, 6), fill, "f4"))
+    assert cs.empty_like(z).shape == (8, 6)
+
+
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_open_with_a_shape_over_a_group_raises_array_not_found(mode):
+    # it returned the group, the array arguments ignored (zarr-python 3: ArrayNotFoundError)
+    store, _ = _hierarchy(3)
+    with pytest.raises(ArrayNotFoundError):
+        cs.open(store, mode=mode, path="g", shape=(20,), dtype="f8")
+    assert isinstance(cs.open(store, mode=mode, path="g"), cs.Group)
+
+
+def test_require_dataset_over_a_group_is_a_type_error_too():
+    store, root = _hierarchy(2)
+    with pytest.raises(ContainsGroupError) as e:
+        root.require_dataset("g", shape=(2,), dtype="i4")
+    assert isinstance(e.value, TypeError)
+
+
+def test_from_array_keeps_what_zarr_python_3_keeps():
+    # from NumPy in Zarr v2: the data type's default fill value (it wrote null, and with
+    # write_data=False the array had no fill value at all)
+    z = cs.from_array(cs.MemoryStore(), name="a", data=np.arange(4.0), zarr_format=2,
+                      write_data=False)
+    assert z.fill_value == 0.0
+    np.testing.assert_array_equal(z[...], np.zeros(4))
+    # from an Array: its dimension names, and a v2 source's order
+    src = cs.create_array(cs.MemoryStore(), shape=(4, 2), dtype="i4",
+                          dimension_names=["y", "x"], attributes={"k": 1})
+    z = cs.from_array(cs.MemoryStore(), data=src)
+    assert z.metadata.dimension_names == ("y", "x")
+    f = cs.create_array(cs.MemoryStore(), shape=(4, 2), dtype="i4", order="F", zarr_format=2)
+    f[...] = np.arange(8).reshape(4, 2)
+    z = cs.from_array(cs.MemoryStore(), data=f, zarr_format=2)
+    assert z.order == "F"
+    np.testing.assert_array_equal(z[...], np.arange(8).reshape(4, 2))
