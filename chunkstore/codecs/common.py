@@ -44,6 +44,24 @@ def stampless(codec: Any) -> Any:
     return StamplessGZip(level=codec.level) if type(codec) is numcodecs.GZip else codec
 
 
+#: ids of the codecs that encode object arrays (variable-length strings, bytes and arrays,
+#: JSON, MsgPack, Pickle): Zarr v2's object codecs, and v3's vlen serializers
+OBJECT_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2",
+                              "pickle"})
+
+
+def object_codec_id(codec: Any) -> str | None:
+    """The id of codec where it encodes object arrays (OBJECT_CODEC_IDS), in any of its
+    forms: a numcodecs codec, chunkstore's or zarr-python 3's v3 codec, a JSON dict; else
+    None."""
+    name = getattr(codec, "codec_id", None)
+    if name is None:
+        doc = codec if isinstance(codec, dict) else (
+            codec.to_dict() if callable(getattr(codec, "to_dict", None)) else {})
+        name = doc.get("name") or doc.get("id") if isinstance(doc, dict) else None
+    return name if name in OBJECT_CODEC_IDS else None
+
+
 # --------------------------------------------------------------------------------------------
 # buffer helpers
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 from chunkstore.storage.store_path import split_store_path
 from chunkstore import config
 from chunkstore.hierarchy import creation_args
+from chunkstore.codecs.common import object_codec_id
 from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
@@ -276,6 +277,12 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
     if object_codec is not None and not dtype.hasobject:
         warnings.warn(f"an object_codec is only needed for object arrays; {object_codec!r} "
                       f"is not used for data type {dtype}", UserWarning, stacklevel=4)
+    if not dtype.hasobject:
+        for i, f in enumerate(filters):
+            if object_codec_id(f) is not None:  # (no reader could decode the chunks)
+                raise ValueError(f"cannot create array at path {path!r}: filters[{i}] {f!r} "
+                                 f"encodes object arrays, and the data type is {dtype}: "
+                                 f"leave it out, or use dtype=object")
     if dtype.hasobject:
         if object_codec is None and not filters:
             raise ValueError("an object array needs an object_codec, e.g. "

@@ -30,6 +30,7 @@ from xarray.core.variable import Variable
 
 from chunkstore.aio.run import READ, array_off_loop
 from chunkstore.engine.array import Array
+from chunkstore.codecs.vlen_utf8 import VLenBytesCodec
 from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
                                MetadataError, PathNotFoundError, store_name)
 from chunkstore.hierarchy.creation import normalize_path
@@ -149,8 +150,10 @@ class ChunkstoreBackendArray(BackendArray):
 def _xarray_dtype(array):
     # Object arrays hold variable-length strings; xarray marks them with a vlen dtype.
     if array.dtype.hasobject:
+        # (Zarr v2: the object codec is the first filter; v3: the serializer is)
         ids = {getattr(f, "codec_id", None) for f in (array.filters or [])}
-        return coding.strings.create_vlen_dtype(bytes if "vlen-bytes" in ids else str)
+        vlen_bytes = "vlen-bytes" in ids or isinstance(array.serializer, VLenBytesCodec)
+        return coding.strings.create_vlen_dtype(bytes if vlen_bytes else str)
     return array.dtype
 
 

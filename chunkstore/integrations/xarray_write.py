@@ -32,6 +32,7 @@ from xarray.backends.common import ArrayWriter
 from xarray.backends.zarr import (FillValueCoder, encode_zarr_attr_value, encode_zarr_variable,
                                   extract_zarr_variable_encoding)
 
+from chunkstore.codecs.common import object_codec_id
 from chunkstore.compat.creation import create_array
 from chunkstore.engine.array import Array
 from chunkstore.errors import ContainsArrayError, ContainsGroupError, store_name
@@ -243,7 +244,14 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 raise ValueError(f"step on all slices in region must be 1 or None: region "
                                  f"{d}={s!r}")
             if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
-                raise ValueError(f"region {d}={s!r}: negative bounds are not supported")
+                # from the end of the stored dimension, as xarray's zarr engine takes them
+                sizes = self.get_dimensions()
+                if d not in sizes:
+                    raise ValueError(f"region {d}={s!r}: negative bounds count from the end "
+                                     f"of the stored dimension {d!r}, and the group "
+                                     f"{self.group.name!r} stores none")
+                start, stop, _ = s.indices(sizes[d])
+                region[d] = slice(start, stop)
         # (indexes too, as xarray: an index outside the region would be dropped unwritten,
         # its values, which may differ from the stored ones, ignored without a word)
         outside = [n for n, v in ds.variables.items() if not set(region) & set(v.dims)]
@@ -545,6 +553,17 @@ def _create(store, path, p, zarr_format):
     kw = {k: enc.pop(k) for k in ("compressors", "filters", "serializer", "chunk_key_encoding")
           if k in enc}  # create_array maps them to Zarr v2's where the group is v2
     dt = p["dtype"]
+    # A variable read from variable-length strings or bytes keeps its source's object codec
+    # in .encoding: as a filter of fixed-width data xarray encoded, no engine could read the
+    # array (xarray's zarr engine refuses it); as a v2 filter in a v3 array, it is refused.
+    # Object data is written as str, fixed-width data as itself: each with the codec its
+    # format gives it.
+    if object_codec_id(kw.get("serializer")) is not None:
+        del kw["serializer"]
+    if isinstance(kw.get("filters"), (list, tuple)):
+        kw["filters"] = [f for f in kw["filters"] if object_codec_id(f) is None]
+        if not kw["filters"]:
+            del kw["filters"]  # (the format's defaults: str's object codec in v2)
     dtype = str if dt.hasobject else dt
     attrs = {k: encode_zarr_attr_value(v) for k, v in p["attrs"].items()}
     return create_array(store, name=path, shape=p["shape"], dtype=dtype, chunks=chunks,
