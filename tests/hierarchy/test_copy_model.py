@@ -538,6 +538,9 @@ class CopyMachine(RuleBasedStateMachine):
         is_group = src["kind"] == "group"
         blocks = existing is not None and not (is_group and existing["kind"] == "group")
         mode = if_exists
+        if blocks and mode == "skip_initialized" and existing["kind"] == "group":
+            errors.append(CopyError)  # an array onto a group: refused (README)
+            return
         if blocks and mode == "skip_initialized" and existing["kind"] == "array" and \
                 self.dest_initialized(target):
             mode = "skip"
