@@ -19,6 +19,18 @@ def store_name(store: object) -> str:
     return r if len(r) <= 200 else r[:190] + "...>"
 
 
+def with_context(e: Exception, message: str) -> Exception:
+    """An error of e's type saying message (the caller raises it ``from e``), or of the
+    nearest of ValueError, TypeError and ArithmeticError where e's type is not made from a
+    message alone (a UnicodeEncodeError takes five arguments)."""
+    try:
+        return type(e)(message)
+    except TypeError:
+        base = next((b for b in (ValueError, TypeError, ArithmeticError) if isinstance(e, b)),
+                    ValueError)
+        return base(message)
+
+
 class ChunkstoreError(Exception):
     """Base class of every chunkstore-specific error.
 

@@ -112,7 +112,9 @@ class EngineHandle:
             # would hand the old document back, and writes by it lose data; and a cache's
             # chunks of the node are the old node's (read by the new metadata: wrong values)
             self._source = protocol.live_store(o.store)
-            protocol.forget_cached(o.store, o.path)
+            if stale:  # (another process's change, counted nowhere: follow_cached misses it)
+                protocol.forget_cached(o.store, o.path)
+        # a cache's values of the node from another count of this process's changes dropped
         protocol.follow_cached(o.store, o.path, o.counts.counter, generation)
         meta, key = read_array_metadata(self._source, o.path, o.format_hint, known=known)
         if meta is known and engine is not None and engine.generation == generation:

@@ -15,6 +15,7 @@ from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore.engine.read import FieldNames, ReadPath, _field_dtype
+from chunkstore.errors import with_context
 from chunkstore.storage.base import delitems, getitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
 
@@ -53,16 +54,6 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     return True
 
 
-def _with_context(e: Exception, message: str) -> Exception:
-    """An error of e's type saying message, or of the nearest of ValueError, TypeError and
-    ArithmeticError when e's type is not made from a message alone (UnicodeEncodeError)."""
-    try:
-        return type(e)(message)
-    except TypeError:
-        base = next(b for b in (ValueError, TypeError, ArithmeticError) if isinstance(e, b))
-        return base(message)
-
-
 class WritePath(ReadPath):
     """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
     what resize and append need. Built on the read path (a read-modify-write of some fields,
@@ -99,7 +90,7 @@ class WritePath(ReadPath):
         except (ValueError, TypeError, OverflowError) as e:
             if dtype.kind == "O":
                 return self._object_elements(value, shape)
-            raise _with_context(e, f"cannot store value in array {self.name!r} of dtype "
+            raise with_context(e, f"cannot store value in array {self.name!r} of dtype "
                                    f"{dtype}: {e}") from e
         if element and v.ndim and v.size == 1 and not shape:
             # A sequence of one item for one element: NumPy 2 refuses it, NumPy 1 takes it

@@ -36,7 +36,7 @@ from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
 from chunkstore.storage.base import MODES, delitems, keys_under, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
-from chunkstore.errors import store_name
+from chunkstore.errors import store_name, with_context
 
 #: a shape (or chunk/shard shape): an int for one dimension, or one int per dimension
 ShapeLike = Union[int, Sequence[int]]
@@ -381,7 +381,8 @@ def group_documents(path: str, zarr_format: int,
     try:
         return format_of(zarr_format).group_documents(attributes)
     except (TypeError, ValueError) as e:
-        raise type(e)(f"cannot create group at path {path!r}: its attributes: {e}") from e
+        raise with_context(e, f"cannot create group at path {path!r}: its attributes: "
+                           f"{e}") from e
 
 
 def array_attribute_documents(path: str, zarr_format: int,
@@ -392,7 +393,8 @@ def array_attribute_documents(path: str, zarr_format: int,
     try:
         return format_of(zarr_format).array_attribute_documents(attributes)
     except (TypeError, ValueError) as e:
-        raise type(e)(f"cannot create array at path {path!r}: its attributes: {e}") from e
+        raise with_context(e, f"cannot create array at path {path!r}: its attributes: "
+                           f"{e}") from e
 
 
 def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_format: int = 2,
@@ -711,9 +713,9 @@ def check_object_data(data: Any, store: Any, path: str, create_kwargs: dict) -> 
     try:
         create(**scratch_kwargs)[...] = data
     except (TypeError, ValueError, OverflowError) as e:
-        raise type(e)(f"cannot store the data in the array at path {path!r} of "
-                      f"{store_name(store)}: {e} (nothing was changed: the node there is "
-                      f"kept)") from e
+        raise with_context(e, f"cannot store the data in the array at path {path!r} of "
+                              f"{store_name(store)}: {e} (nothing was changed: the node "
+                              f"there is kept)") from e
 
 
 @contextlib.contextmanager

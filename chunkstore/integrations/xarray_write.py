@@ -233,6 +233,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 raise ValueError(f"region='auto' needs mode 'r+' or 'a', got "
                                  f"mode={self.mode!r}")
             region = self._find_region(ds, region)
+        sizes = None
         for d, s in region.items():
             if d not in ds.dims:
                 raise ValueError(f"all keys in ``region`` are not in Dataset dimensions: "
@@ -245,7 +246,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                  f"{d}={s!r}")
             if (s.start is not None and s.start < 0) or (s.stop is not None and s.stop < 0):
                 # from the end of the stored dimension, as xarray's zarr engine takes them
-                sizes = self.get_dimensions()
+                # (the stored sizes read once, at the first such bound)
+                sizes = sizes if sizes is not None else self.get_dimensions()
                 if d not in sizes:
                     raise ValueError(f"region {d}={s!r}: negative bounds count from the end "
                                      f"of the stored dimension {d!r}, and the group "

@@ -185,3 +185,14 @@ def test_from_array_keeps_what_zarr_python_3_keeps():
     z = cs.from_array(cs.MemoryStore(), data=f, zarr_format=2)
     assert z.order == "F"
     np.testing.assert_array_equal(z[...], np.arange(8).reshape(4, 2))
+
+
+def test_object_data_that_cannot_be_utf8_encoded_is_a_value_error_naming_the_array():
+    # a lone surrogate: the codec's UnicodeEncodeError cannot be rebuilt from one message
+    # (it was a TypeError, "function takes exactly 5 arguments")
+    store, _ = _hierarchy(3)
+    before = _snapshot(store)
+    with pytest.raises(ValueError, match="path 'a'.*surrogates.*nothing was changed"):
+        cs.save_array(store, np.array(["\ud800", "x"], dtype=object), path="a",
+                      zarr_format=3)
+    assert _snapshot(store) == before
