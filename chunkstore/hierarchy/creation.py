@@ -224,13 +224,13 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         compressor = None
     chunks = normalize_chunks(chunks, shape, dtype.itemsize)
     key = nodes.metadata_key(path, zarr_format, "array")
+    # (a v3 array's attributes go into raw; a v2 array's into .zattrs, made now: either way
+    # they are checked before anything is removed, and refused as attributes)
+    attribute_docs = array_attribute_documents(path, zarr_format, attributes)
     meta, raw = _NEW_ARRAY_METADATA[zarr_format](
         store, path, shape, chunks, dtype, compressor, fill_value, order, filters,
         dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
-    # (a v3 array's attributes are in raw; a v2 array's go into .zattrs, made now: the
-    # attributes are checked before anything is removed)
-    attribute_docs = array_attribute_documents(path, zarr_format, attributes)
     missing = _check_parents(store, path)  # before anything is removed or written
     if overwrite:
         remove_node(store, path, synchronizer)
@@ -867,9 +867,12 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                storage_options: dict | None = None, missing_chunks: str = "fill",
                zarr_format: int | None = None, shards: ShapeLike | None = None,
                dimension_names: Sequence[str | None] | None = None,
-               codecs: Sequence[Any] | None = None, **kwargs: Any) -> Array:
+               codecs: Sequence[Any] | None = None,
+               attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> Array:
     """Open an array, creating it for modes "a", "w", "w-"/"x" as zarr-python 2 does
-    (with create()'s Zarr v3 arguments: shards, dimension_names, codecs).
+    (with create()'s Zarr v3 arguments: shards, dimension_names, codecs, attributes).
+    attributes are those of an array created here, as zarr-python 3's open_array takes
+    them: an existing array opened (mode "a") keeps its own.
 
     missing_chunks="error" makes reading an absent chunk raise ChunkNotFoundError instead of
     returning the fill value. An explicit zarr_format binds: an array of the other format is
@@ -893,7 +896,8 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
                          fill_value=fill_value, order=order, path=path, filters=filters,
                          object_codec=object_codec, dimension_separator=dimension_separator,
                          zarr_format=zarr_format, shards=shards,
-                         dimension_names=dimension_names, codecs=codecs)
+                         dimension_names=dimension_names, codecs=codecs,
+                         attributes=attributes)
     if mode in ("r", "r+"):
         # Reading the metadata is the existence check: one request on a remote store.
         try:

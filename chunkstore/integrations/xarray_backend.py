@@ -15,8 +15,11 @@ basic indexing, `oindex` and `vindex`, and only the chunks a selection touches a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +164,7 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
     """The arrays of one chunkstore Group as xarray variables (reading; the writing half is
     ChunkstoreWritableDataStore)."""
 
-    __slots__ = ("group", "_close_store", "_mask", "_member_names")
+    __slots__ = ("group", "_close_store", "_mask", "_member_names", "_dropped")
 
     def __init__(self, group, close_store=False, use_zarr_fill_value_as_mask=None,
                  cache_members=False):
@@ -171,6 +174,20 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
         # xarray's ZarrStore(cache_members=True): array_keys() answers with the arrays the
         # group held when opened (None: ask the group each time)
         self._member_names = tuple(group.array_keys()) if cache_members else None
+        # names of arrays never opened (open_dataset's drop_variables): one chunkstore or
+        # xarray cannot decode then keeps nobody from opening the rest of the group
+        self._dropped = frozenset()
+
+    def drop(self, names: Any) -> None:
+        """Leave the arrays *names* (a name, or an iterable of names; None: none) out of the
+        variables and dimensions read from here on (``open_dataset(drop_variables=)``): they
+        are never opened, so one that cannot be decoded does not stop the rest."""
+        if names is None:
+            self._dropped = frozenset()
+        elif isinstance(names, str):
+            self._dropped = frozenset([names])
+        else:
+            self._dropped = frozenset(names)
 
     @property
     def zarr_group(self):
@@ -222,6 +239,8 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
     def _arrays(self):
         out = []
         for name in self.group.array_keys():
+            if name in self._dropped:
+                continue
             try:
                 out.append((name, self.group[name]))
             except MetadataError as e:
@@ -262,8 +281,7 @@ class ChunkstoreDataStore(AbstractWritableDataStore):
             if not fmt.fill_value_masks:  # the Zarr fill value, kept apart from CF's
                 encoding["fill_value"] = array.fill_value
             if "_FillValue" in attrs:
-                dt = "string" if array.dtype.hasobject else array.dtype
-                attrs["_FillValue"] = FillValueCoder.decode(attrs["_FillValue"], dt)
+                attrs["_FillValue"] = _decode_cf_fill(attrs["_FillValue"], array)
         return Variable(dims, data, attrs, encoding)
 
     def get_variables(self):
@@ -455,6 +473,25 @@ def _dims_and_attrs(array):
     return tuple(dims), attrs
 
 
+def _decode_cf_fill(value: Any, array: Any) -> Any:
+    """The CF ``_FillValue`` attribute *value* of a Zarr v3 array (where the Zarr fill value is
+    not the mask) as xarray's zarr engine decodes it, and also for fixed-width bytes (``|S``),
+    which xarray's writers encode (base64) but its reader refuses. Raises a ValueError naming
+    the array where it cannot be decoded."""
+    dtype = array.dtype
+    try:
+        if dtype.hasobject:
+            return FillValueCoder.decode(value, "string")
+        if dtype.kind in "SV" and isinstance(value, str):
+            return np.array(base64.standard_b64decode(value), dtype=dtype)[()]
+        if dtype.kind == "U":
+            return np.array(value, dtype=dtype)[()]
+        return FillValueCoder.decode(value, dtype)
+    except (ValueError, TypeError, binascii.Error) as e:
+        raise ValueError(f"array {array.path!r}: its _FillValue attribute {value!r} cannot be "
+                         f"decoded for data type {dtype}: {e}") from None
+
+
 def _normalize_path(obj):
     return os.fspath(obj) if isinstance(obj, os.PathLike) else obj
 
@@ -481,6 +518,7 @@ class ChunkstoreBackendEntrypoint(BackendEntrypoint):
     def _decode(self, store, mask_and_scale, decode_times, concat_characters, decode_coords,
                 drop_variables, use_cftime, decode_timedelta):
         try:
+            store.drop(drop_variables)
             return StoreBackendEntrypoint().open_dataset(
                 store, mask_and_scale=mask_and_scale, decode_times=decode_times,
                 concat_characters=concat_characters, decode_coords=decode_coords,

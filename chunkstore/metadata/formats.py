@@ -203,6 +203,14 @@ def _v3_encode_attributes(attrs: Mapping, current: Callable[[], Any], key: str) 
     return _v3._json_dumps(doc)
 
 
+def _v3_array_attribute_documents(attributes: Mapping | None) -> dict:
+    # none beside zarr.json, which holds them; encoded once here all the same, so that
+    # attributes JSON cannot hold are refused as such (TypeError, ValueError)
+    if attributes:
+        _v3._json_dumps({"attributes": attributes})
+    return {}
+
+
 def _v3_group_documents(attributes: Mapping | None) -> dict:
     return {_v3.METADATA_KEY: _v3.encode_group_metadata_v3(attributes or {})}
 
@@ -235,7 +243,7 @@ FORMATS: dict[int, ZarrFormat] = {
         attrs_key=_v3.METADATA_KEY,
         read_attributes=_v3_read_attributes, encode_attributes=_v3_encode_attributes,
         parse_group=_v3.parse_group_metadata_v3, group_documents=_v3_group_documents,
-        array_attribute_documents=lambda attributes: {},  # (in the array's zarr.json)
+        array_attribute_documents=_v3_array_attribute_documents,
         dtype_to_json=lambda native, codec: _v3.encode_data_type_v3(native),
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,

@@ -117,6 +117,27 @@ def test_v2_array_attributes_are_written(call):
     assert dict(zarr.open_array(store=theirs, path="a", mode="r").attrs) == attrs
 
 
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_open_array_takes_the_attributes_of_an_array_it_creates(fmt):
+    """open_array(mode="w"/"w-"/"a", attributes=) as zarr-python 3's: the attributes of the
+    array created (it was refused as an unknown keyword); an existing array opened with mode
+    "a" keeps its own, and attributes JSON cannot hold leave the replaced array as it was."""
+    store = cs.MemoryStore()
+    made = cs.open_array(store, path="a", mode="w", shape=(3,), dtype="i4",
+                         attributes={"u": 1}, zarr_format=fmt)
+    made[:] = [1, 2, 3]
+    assert dict(cs.open_array(store, path="a", mode="r").attrs) == {"u": 1}
+    assert dict(cs.open_array(store, path="a", mode="a", attributes={"u": 2}).attrs) == {"u": 1}
+    fresh = cs.open_array(store, path="b", mode="w-", shape=(2,), dtype="i4",
+                          attributes={"v": [1]}, zarr_format=fmt)
+    assert dict(fresh.attrs) == {"v": [1]}
+    before = _snapshot(store)
+    with pytest.raises(TypeError, match="attributes"):
+        cs.open_array(store, path="a", mode="w", shape=(3,), dtype="i4",
+                      attributes={"u": {1}}, zarr_format=fmt)
+    assert _snapshot(store) == before
+
 def test_v2_dimension_names_of_the_wrong_length_are_refused():
     store = cs.MemoryStore()
     with pytest.raises(ValueError, match="dimension_names has 3 entries"):

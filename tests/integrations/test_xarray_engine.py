@@ -374,6 +374,41 @@ def test_an_array_of_an_unknown_data_type_does_not_block_its_group(tmp_path):
     assert set(kept.variables) == {"t"}
 
 
+def test_fixed_width_bytes_with_a_cf_fill_value_round_trip_in_v3(tmp_path):
+    """A v3 |S variable with a CF _FillValue (xarray's writers store it base64-encoded, as
+    to_chunkstore does) reads back with that fill masked; xarray's own reader refuses it
+    ("Unsupported dtype"), and chunkstore refused the whole group, drop_variables or not."""
+    path = str(tmp_path / "s.zarr")
+    ds = xr.Dataset({"s": (("x",), np.array([b"ab", b"zz", b"cd"], dtype="S2")),
+                     "v": (("x",), np.array([1.0, 2.0, 3.0], dtype="f4"))})
+    ds["s"].encoding["_FillValue"] = b"zz"
+    to_chunkstore(ds, path, mode="w", zarr_format=3)
+    back = xr.open_dataset(path, engine="chunkstore")
+    assert back["s"].encoding["_FillValue"] == b"zz"
+    got = back["s"].values
+    assert got[0] == b"ab" and got[2] == b"cd" and not isinstance(got[1], bytes)  # masked
+    raw = xr.open_dataset(path, engine="chunkstore", mask_and_scale=False)
+    np.testing.assert_array_equal(raw["s"].values, np.array([b"ab", b"zz", b"cd"]))
+
+
+def test_drop_variables_never_opens_the_dropped_array(tmp_path):
+    """drop_variables leaves an array out before it is opened, so one whose CF attributes
+    cannot be decoded does not stop the rest of the group; kept, its error names it."""
+    import zarr
+    path = str(tmp_path / "g.zarr")
+    g = zarr.open_group(path, mode="w", zarr_format=3)
+    t = g.create_array("t", shape=(3,), dtype="f4", dimension_names=["x"])
+    t[:] = [1, 2, 3]
+    bad = g.create_array("bad", shape=(3,), dtype="i4", dimension_names=["x"])
+    bad.attrs["_FillValue"] = "not a number"
+    with pytest.raises(ValueError, match="'bad'.*_FillValue"):
+        xr.open_dataset(path, engine="chunkstore")
+    for drop in ("bad", ["bad"]):
+        kept = xr.open_dataset(path, engine="chunkstore", drop_variables=drop)
+        assert set(kept.variables) == {"t"}
+        np.testing.assert_array_equal(kept["t"].values, [1, 2, 3])
+
+
 def test_consolidated_none_without_consolidated_metadata_warns_as_xarray(tmp_path):
     """consolidated=None on a group without consolidated metadata: read, with xarray's zarr
     engine's RuntimeWarning; consolidated=False: no warning; True: an error."""
