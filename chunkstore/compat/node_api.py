@@ -277,11 +277,12 @@ class ArrayAPIv3:
                              f"in {self.order!r} order: reads return the stored order here "
                              f"(np.asfortranarray / np.ascontiguousarray of the result "
                              f"give the other)")
-        return type(self)(self.store, path=self.path, read_only=self.read_only,
-                          synchronizer=self.synchronizer,
-                          write_empty_chunks=given.get("write_empty_chunks",
-                                                       self.write_empty_chunks),
-                          order=order)
+        # (everything else as this handle's: the format found, missing_chunks,
+        # cache_metadata, a view's overrides, the locks)
+        state = self.__getstate__()
+        state.update(write_empty_chunks=given.get("write_empty_chunks",
+                                                  self.write_empty_chunks), order=order)
+        return type(self)(**state, _locks=self._handle.options.locks)
 
     def update_attributes(self, new_attributes):
         """zarr-python 3's ``update_attributes``: merge new_attributes in; returns self."""

@@ -373,7 +373,11 @@ class Array(nodes.Node, ArrayAPIv3):
         state = {"store": self._store, "path": self._path, "read_only": e.read_only,
                  "synchronizer": e.synchronizer, "write_empty_chunks": e.write_empty_chunks,
                  "missing_chunks": e.missing_chunks, "cache_metadata": e.cache_metadata,
-                 "order": e.handle_order}
+                 "order": e.handle_order,
+                 # the format found: where both formats' documents lie at the path, a copy
+                 # (unpickled on a dask worker, a view, with_config) must not open the other
+                 # array there
+                 "zarr_format": e.format_hint}
         if e.overrides is not None:
             state["_overrides"] = e.overrides
         return state

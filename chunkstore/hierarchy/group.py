@@ -150,8 +150,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return hash((type(nodes.location_store(self._store)).__name__, self._path))
 
     def __getstate__(self):
+        # (the format found: where both formats' documents lie at the path, a copy must
+        # not open the other group there)
         return {"store": self._store, "path": self._path, "read_only": self._read_only,
-                "synchronizer": self._synchronizer}
+                "synchronizer": self._synchronizer, "zarr_format": self._format}
 
     def __setstate__(self, state):
         self.__init__(**state)

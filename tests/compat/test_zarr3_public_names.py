@@ -155,6 +155,20 @@ def test_with_config_is_another_handle_with_that_config():
     assert one_d.with_config({"order": "F"}).config.order == "F"  # one layout for 1-D
 
 
+
+def test_with_config_keeps_the_handles_other_options():
+    """missing_chunks, cache_metadata and read_only stay as the handle's (with_config opened
+    a fresh handle with the defaults: a missing chunk read as fill where it was an error)."""
+    store = MemoryStore()
+    cs.create_array(store, shape=(4,), chunks=(2,), dtype="i4")[:2] = [1, 2]
+    a = cs.open_array(store, mode="r", missing_chunks="error", cache_metadata=False)
+    w = a.with_config({"write_empty_chunks": True})
+    with pytest.raises(cs.errors.ChunkNotFoundError):
+        w[:]
+    np.testing.assert_array_equal(w[:2], [1, 2])
+    assert w.__getstate__()["cache_metadata"] is False and w.read_only
+
+
 def test_group_metadata_holds_the_consolidated_members():
     store = MemoryStore()
     g = cs.create_group(store=store)

@@ -6,10 +6,13 @@ other); after each step every opener without ``zarr_format`` (``open``, ``open_a
 ``open_group``, a group's member, ``Array``/``Group``), and zarr-python 3, must agree with
 the model: the v3 node where there is one, else the v2 node, with its own values, and
 zarr-python 3's ZarrUserWarning exactly where a v2 document of the same kind lies beside
-it. ``zarr_format=2``/``3`` opens that format's node."""
+it. ``zarr_format=2``/``3`` opens that format's node, and so do that handle's copies
+(pickled, views, ``with_config``: they opened the v3 node, before they were given the format
+found)."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import warnings
 
@@ -60,6 +63,17 @@ def _values(node):
     return ("array", node[:].tolist())
 
 
+def _copies(node):
+    """What makes another handle of node: a pickle (dask workers), and an array's view,
+    astype view and with_config handle."""
+    yield pickle.loads(pickle.dumps(node))
+    if isinstance(node, cs.Array):
+        yield node.view()
+        if node.metadata.zarr_format == 2:  # (astype views: Zarr v2 filters only)
+            yield node.astype("i8")
+        yield node.with_config({"write_empty_chunks": True})
+
+
 def _expected(kind, value):
     return ("array", [value, value, -value]) if kind == "array" else ("group", value)
 
@@ -88,9 +102,12 @@ def _agree(root, model):
         assert len(ours) == (1 if warns else 0), (opener, [str(w.message) for w in rec])
         assert node.metadata.zarr_format == want_fmt
         assert _values(node) == _expected(kind, value)
-    for fmt, (k, v) in model.items():  # each format's node, asked for
+    for fmt, (k, v) in model.items():  # each format's node, asked for, and its copies
         node = (cs.open_array if k == "array" else cs.open_group)(p, mode="r", zarr_format=fmt)
         assert _values(node) == _expected(k, v)
+        for copy in _copies(node):  # (they opened the v3 node where both lay)
+            assert copy.metadata.zarr_format == fmt
+            assert _values(copy) == _expected(k, v)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = zarr.open(p, mode="r")  # zarr-python 3 finds the same node
