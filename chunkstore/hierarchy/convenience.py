@@ -195,7 +195,8 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
     """Copy raw keys from one store to another, as they are (fast: no decoding).
 
     excludes/includes are regular expressions matched against the key relative to
-    source_path (an include overrides an exclude). Returns (n_copied, n_skipped, n_bytes).
+    source_path (an include overrides an exclude). Returns (n_copied, n_skipped, n_bytes);
+    with dry_run, nothing is read or written and n_bytes is 0 (as zarr-python 2's).
 
     Key by key as zarr-python 2's, but each array whole, so that a copied array reads what
     its source reads: where the destination holds a node at a copied array's path,
@@ -271,14 +272,15 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             delitems(dest, documents_first(hide + remove))
         for lo in range(0, len(plan), batch):
             part = plan[lo:lo + batch]
-            data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
-            out = {dk: data[k] for k, dk in part if k in data}
-            n_bytes += sum(len(v) for v in out.values())
             if log is not None:
                 for k, dk in part:
                     log(f"copy {k} -> {dk}")
-            if not dry_run:
-                setitems(dest, out)
+            if dry_run:  # (nothing read: zarr-python 2's dry run counts no bytes either)
+                continue
+            data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
+            out = {dk: data[k] for k, dk in part if k in data}
+            n_bytes += sum(len(v) for v in out.values())
+            setitems(dest, out)
     return len(plan), n_skipped, n_bytes
 
 
