@@ -175,18 +175,28 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise KeyError("an empty path names no member")
         return item if absolute else nodes.prefix(self._path) + item
 
+    def _member_kind(self, path):
+        """"array" or "group" for the node at path in this group's Zarr format, else None.
+
+        A hierarchy is of one format (a v2 group's members are the nodes with v2 documents,
+        a v3 group's those with a ``zarr.json``), as zarr-python 3 traverses it: where another
+        tool left both formats' documents at a member's path, the member is the node of the
+        group's format (a group opened with zarr_format=2 showed the v3 node's values there),
+        and a node of the other format alone is no member."""
+        kind, fmt = nodes.node_at(self._store, path, self._format, warn=False)
+        return kind if fmt == self._format else None
+
     def _open_node(self, path, kind=None):
         # kind: "array" or "group" where a listing has just told (no second look); else one
-        # look, whose format the node is then opened in (not probed again)
-        fmt = None
+        # look. Opened in this group's format (see _member_kind).
         if kind is None:
-            kind, fmt = nodes.node_kind(self._store, path)
+            kind = self._member_kind(path)
         if kind == "array":
             return Array(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer, zarr_format=fmt)
+                         synchronizer=self._synchronizer, zarr_format=self._format)
         if kind == "group":
             return Group(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer, zarr_format=fmt)
+                         synchronizer=self._synchronizer, zarr_format=self._format)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
     def __getitem__(self, item: str) -> Array | Group:
@@ -210,7 +220,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             path = self._child(item)
         except (KeyError, ValueError, TypeError):
             return False
-        return contains_array(self._store, path) or contains_group(self._store, path)
+        return self._member_kind(path) is not None
 
     def __setitem__(self, item: str, value: Any) -> None:
         self.array(item, value, overwrite=True)
@@ -227,11 +237,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         each listed name."""
         out = []
         for name in listdir(self._store, self._path):
-            p = nodes.prefix(self._path) + name
-            if contains_array(self._store, p):
-                out.append((name, "array"))
-            elif contains_group(self._store, p):
-                out.append((name, "group"))
+            kind = self._member_kind(nodes.prefix(self._path) + name)
+            if kind is not None:
+                out.append((name, kind))
         return sorted(out)
 
     def _member_names(self):
@@ -928,7 +936,7 @@ class TreeView:
         for name in grp.keys():
             path = grp._child(name)
             try:
-                kind, fmt = nodes.node_kind(grp.store, path)
+                kind, fmt = grp._member_kind(path), grp._format
                 if kind == "array":
                     out.append((name, nodes.array_summary(grp.store, path, fmt), None))
                 elif kind == "group":

@@ -3,12 +3,13 @@ leave them (zarr-python's migration, zarr-python 3's mode "a"): a model-based te
 sequences put and remove a node of either kind in either format at one path (written beside
 each other as another tool would: chunkstore itself refuses to create one format over the
 other); after each step every opener without ``zarr_format`` (``open``, ``open_array``,
-``open_group``, a group's member, ``Array``/``Group``), and zarr-python 3, must agree with
+``open_group``, ``Array``/``Group``), and zarr-python 3, must agree with
 the model: the v3 node where there is one, else the v2 node, with its own values, and
 zarr-python 3's ZarrUserWarning exactly where a v2 document of the same kind lies beside
 it. ``zarr_format=2``/``3`` opens that format's node, and so do that handle's copies
 (pickled, views, ``with_config``: they opened the v3 node, before they were given the format
-found)."""
+found). Through the v2 root group, as through zarr-python 3's, the member is the v2 node, or
+none."""
 
 from __future__ import annotations
 
@@ -78,6 +79,32 @@ def _expected(kind, value):
     return ("array", [value, value, -value]) if kind == "array" else ("group", value)
 
 
+def _agree_as_member(root, model):
+    """Through the (v2) root group, x is the v2 node, or no member where there is none: a
+    hierarchy is of one format, as zarr-python 3 traverses it (it showed the v3 node)."""
+    g = cs.open_group(str(root), mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zg = zarr.open_group(str(root), mode="r")
+        theirs = list(zg)
+    if 2 not in model:
+        assert "x" not in g and list(g) == theirs == []
+        with pytest.raises(KeyError):
+            g["x"]
+        return
+    kind, value = model[2]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        node = g["x"]
+    assert not [w for w in rec if issubclass(w.category, ZarrUserWarning)]
+    assert node.metadata.zarr_format == 2 and _values(node) == _expected(kind, value)
+    assert "x" in g and list(g) == theirs == ["x"]
+    assert (g.array_keys() if kind == "array" else g.group_keys()) == ["x"]
+    zx = zg["x"]
+    got = ("group", zx.attrs["v"]) if isinstance(zx, zarr.Group) else ("array", zx[:].tolist())
+    assert got == _expected(kind, value)
+
+
 def _agree(root, model):
     p = str(root / "x")
     want_fmt = 3 if 3 in model else 2 if 2 in model else None
@@ -89,7 +116,6 @@ def _agree(root, model):
     warns = want_fmt == 3 and model.get(2, (None,))[0] == kind
     openers = [lambda: cs.open(p, mode="r"), lambda: cs.open(p, mode="r+"),
                lambda: cs.open(p, mode="a"),
-               lambda: cs.open_group(str(root), mode="r")["x"],
                (lambda: cs.open_array(p, mode="r")) if kind == "array" else
                (lambda: cs.open_group(p, mode="r")),
                (lambda: cs.Array(DirectoryStore(p))) if kind == "array" else
@@ -108,6 +134,7 @@ def _agree(root, model):
         for copy in _copies(node):  # (they opened the v3 node where both lay)
             assert copy.metadata.zarr_format == fmt
             assert _values(copy) == _expected(k, v)
+    _agree_as_member(root, model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = zarr.open(p, mode="r")  # zarr-python 3 finds the same node
