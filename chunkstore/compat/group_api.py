@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chunkstore.compat.creation import create_array, create_array_signature
-from chunkstore.hierarchy.creation import contains_array, contains_group
+from chunkstore.hierarchy.creation import contains_group
 from chunkstore.errors import IncompatibleGroupError, store_name
 from chunkstore.compat.node_api import ConsolidatedMetadata, GroupMetadata, async_view
 from chunkstore.metadata.formats import array_document_format
@@ -139,9 +139,11 @@ class GroupAPIv3:
         dtype, its data type dtype (exact=True) or one that casts safely to dtype; a group
         at name, or an array that does not fit, is a TypeError ("Incompatible ...")."""
         path = self._child(name)
-        if contains_array(self._store, path):
-            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=True)
-        if contains_group(self._store, path):
+        kind = self._member_kind(path)  # (of this group's format: see Group._member_kind)
+        if kind == "array":
+            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=True,
+                                        options=kwargs)
+        if kind == "group":
             raise IncompatibleGroupError(
                 f"Incompatible object (Group) already exists at path {path!r} in "
                 f"{store_name(self._store)}: an array was required there")

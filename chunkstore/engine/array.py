@@ -66,7 +66,17 @@ class Array(nodes.Node, ArrayAPIv3):
                  zarr_version: int | None = None, meta_array: Any = None) -> None:
         wrapped = getattr(store, "sync", None)
         if isinstance(wrapped, Array):
-            # zarr-python 3's Array(async_array): this handle shares that array's engine
+            # zarr-python 3's Array(async_array): this handle shares that array's engine,
+            # options and all (others given are refused, as zarr-python 3 refuses them: a
+            # read_only=True dropped left a writable handle)
+            given = (path, read_only, synchronizer, write_empty_chunks, missing_chunks,
+                     cache_metadata, zarr_format, order, _overrides, _locks, chunk_store,
+                     cache_attrs, partial_decompress, zarr_version, meta_array)
+            if given != ("", False, None, False, "fill", True, None, None, None, None, None,
+                         True, False, None, None):
+                raise TypeError("Array(async_array) takes no other arguments: the handle "
+                                "shares the AsyncArray's options (with_config, or "
+                                "open_array(..., read_only=...), give others)")
             self._store, self._path, self._prefix = wrapped._store, wrapped._path, wrapped._prefix
             self._handle = wrapped._handle
             return
@@ -94,6 +104,10 @@ class Array(nodes.Node, ArrayAPIv3):
                                     missing_chunks=missing_chunks, cache_metadata=cache_metadata,
                                     zarr_format=zarr_format, order=order, overrides=_overrides,
                                     locks=_locks)
+        # an explicit zarr_format binds (as open_array's and zarr-python 3's Array.open): the
+        # array of the other format, alone at the path, is not opened in its place
+        nodes.check_format(store, self._path, "array", self._handle.options.format_hint,
+                           zarr_format, want="array")
 
     @property
     def chunk_store(self) -> MutableMapping:

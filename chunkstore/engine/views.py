@@ -70,10 +70,14 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
     state.update(cache_metadata=True,
                  read_only=array.read_only if read_only is None else read_only,
                  synchronizer=array.synchronizer if synchronizer is None else synchronizer)
-    # (without a synchronizer, the view writes under its array's in-process locks; a
-    # synchronizer, when there is one, takes their place)
-    return {**state, "_overrides": {**inherited, **overrides},
-            "_locks": array._handle.options.locks}
+    out = {**state, "_overrides": {**inherited, **overrides}}
+    if synchronizer is None:
+        # the view writes under its array's locks (its in-process ones, and its
+        # synchronizer's); a synchronizer given to the view makes its own over the same
+        # in-process ones (given the array's, the view took none of the synchronizer's:
+        # processes writing through such views lost each other's elements)
+        out["_locks"] = array._handle.options.locks
+    return out
 
 
 def islice(array: Any, start: int | None = None, end: int | None = None) -> Iterator[Any]:

@@ -71,6 +71,21 @@ def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     return nodes.node_kind(store, path, warn=False)[0] == "group"
 
 
+def refuse_existing(store: Mapping[str, bytes], path: str, zarr_format: int) -> None:
+    """ContainsArrayError/ContainsGroupError where a node (of either format) is at path: a
+    creation without overwrite of a node of zarr_format there. One of the other format is
+    named as such (a group's members are of its format, so that node is no member of the
+    group it lies in, and "already exists" alone would puzzle)."""
+    kind, fmt = nodes.node_kind(store, path, warn=False)
+    if kind is None:
+        return
+    cls = ContainsArrayError if kind == "array" else ContainsGroupError
+    what = "an array" if kind == "array" else "a group"
+    other = "" if fmt == zarr_format else (f" (a Zarr format {fmt} {kind}: a Zarr format "
+                                           f"{zarr_format} node is not created beside it)")
+    raise cls(f"{what} already exists at path {path!r} in {store_name(store)}{other}")
+
+
 def remove_node(store: MutableMapping[str, bytes], path: str,
                 synchronizer: Any = None) -> None:
     """Delete everything at and below path (at the root: every key, the store itself stays),
@@ -235,10 +250,7 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     if overwrite:
         remove_node(store, path, synchronizer)
     else:
-        if contains_array(store, path):
-            raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
-        if contains_group(store, path):
-            raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
+        refuse_existing(store, path, zarr_format)
         refuse_snapshot(store, f"create an array at path {path!r}")
         _refuse_stray_chunks(store, path)
     _write_parent_groups(store, missing, zarr_format, synchronizer)

@@ -36,6 +36,11 @@ from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name
 
 
+#: the options of an array handle that require_dataset/require_array pass on to the handle of
+#: an existing array (a new array's handle gets them from the creation)
+_HANDLE_OPTIONS = ("synchronizer", "cache_metadata", "write_empty_chunks", "missing_chunks")
+
+
 class Group(nodes.Node, GroupAPIv3, MutableMapping):
     """A group in a store. Usually made by `group()` or `open_group()`, not directly."""
 
@@ -57,7 +62,12 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         zarr_format = creation.format_alias(zarr_format, zarr_version)
         wrapped = getattr(store, "sync", None)
         if isinstance(wrapped, Group):
-            # zarr-python 3's Group(async_group): a handle on that group
+            # zarr-python 3's Group(async_group): a handle on that group, with its options
+            # (others given are refused, as zarr-python 3 refuses them)
+            if (path, read_only, synchronizer, zarr_format, chunk_store, meta_array) != (
+                    "", False, None, None, None, None):
+                raise TypeError("Group(async_group) takes no other arguments: the handle "
+                                "shares the AsyncGroup's options")
             store, path = wrapped._store, wrapped._path
             read_only, synchronizer = wrapped._read_only, wrapped._synchronizer
             zarr_format = wrapped._format
@@ -175,28 +185,31 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise KeyError("an empty path names no member")
         return item if absolute else nodes.prefix(self._path) + item
 
+    def _member(self, path):
+        """("array" | "group", its Zarr format) of the member at path, or (None, None).
+
+        Where another tool left both formats' documents at a member's path, the member is
+        the node of this group's format, as zarr-python 3 traverses a hierarchy (a group
+        opened with zarr_format=2 showed the v3 node's values there). A node of the other
+        format alone is a member too (zarr-python 3 leaves it out: README, "Differences")."""
+        return nodes.node_at(self._store, path, self._format, warn=False)
+
     def _member_kind(self, path):
-        """"array" or "group" for the node at path in this group's Zarr format, else None.
+        """"array" or "group" for the member at path (see _member), else None."""
+        return self._member(path)[0]
 
-        A hierarchy is of one format (a v2 group's members are the nodes with v2 documents,
-        a v3 group's those with a ``zarr.json``), as zarr-python 3 traverses it: where another
-        tool left both formats' documents at a member's path, the member is the node of the
-        group's format (a group opened with zarr_format=2 showed the v3 node's values there),
-        and a node of the other format alone is no member."""
-        kind, fmt = nodes.node_at(self._store, path, self._format, warn=False)
-        return kind if fmt == self._format else None
-
-    def _open_node(self, path, kind=None):
-        # kind: "array" or "group" where a listing has just told (no second look); else one
-        # look. Opened in this group's format (see _member_kind).
+    def _open_node(self, path, kind=None, fmt=None):
+        # kind and fmt: what a listing has just told (no second look; fmt None: this
+        # group's); else one look (see _member)
         if kind is None:
-            kind = self._member_kind(path)
+            kind, fmt = self._member(path)
+        fmt = self._format if fmt is None else fmt
         if kind == "array":
             return Array(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer, zarr_format=self._format)
+                         synchronizer=self._synchronizer, zarr_format=fmt)
         if kind == "group":
             return Group(self._store, path=path, read_only=self._read_only,
-                         synchronizer=self._synchronizer, zarr_format=self._format)
+                         synchronizer=self._synchronizer, zarr_format=fmt)
         raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
 
     def __getitem__(self, item: str) -> Array | Group:
@@ -233,17 +246,17 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         creation.remove_node(self._store, path, self._synchronizer)
 
     def _member_kinds(self):
-        """(name, "array" | "group") of the direct members, sorted by name: one look at
-        each listed name."""
+        """(name, "array" | "group", Zarr format) of the direct members (see _member),
+        sorted by name: one look at each listed name."""
         out = []
         for name in listdir(self._store, self._path):
-            kind = self._member_kind(nodes.prefix(self._path) + name)
+            kind, fmt = self._member(nodes.prefix(self._path) + name)
             if kind is not None:
-                out.append((name, kind))
+                out.append((name, kind, fmt))
         return sorted(out)
 
     def _member_names(self):
-        return [name for name, _ in self._member_kinds()]
+        return [name for name, _, _ in self._member_kinds()]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._member_names())
@@ -265,13 +278,13 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return list(self._opened(self._member_kinds()))
 
     def _opened(self, listed):
-        """(name, node) of listed (name, kind) members, each opened; one removed since the
-        listing is left out, as zarr-python 3 leaves it out (opening it raised: a listing
-        racing a delete failed)."""
+        """(name, node) of listed (name, kind, format) members, each opened; one removed
+        since the listing is left out, as zarr-python 3 leaves it out (opening it raised: a
+        listing racing a delete failed)."""
         pre = nodes.prefix(self._path)
-        for k, kind in listed:
+        for k, kind, fmt in listed:
             try:
-                yield k, self._open_node(pre + k, kind)
+                yield k, self._open_node(pre + k, kind, fmt)
             except (ArrayNotFoundError, GroupNotFoundError, KeyError):
                 continue
 
@@ -287,13 +300,13 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         return [k for k, _ in self._array_iter(recurse, with_nodes=False)]
 
     def _array_iter(self, recurse, with_nodes=True):
-        for k, kind in self._member_kinds():
+        for k, kind, fmt in self._member_kinds():
             if kind == "array" and not with_nodes:
                 yield k, None
                 continue
             if kind != "array" and not recurse:
                 continue
-            for _, node in self._opened([(k, kind)]):  # (none: removed since listed)
+            for _, node in self._opened([(k, kind, fmt)]):  # (none: removed since listed)
                 if isinstance(node, Group):
                     yield from node._array_iter(recurse, with_nodes)
                 else:
@@ -301,7 +314,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
     def group_keys(self) -> list[str]:
         """Sorted names of the member groups."""
-        return [k for k, kind in self._member_kinds() if kind == "group"]
+        return [k for k, kind, _ in self._member_kinds() if kind == "group"]
 
     def arrays(self, recurse: bool = False) -> list[tuple[str, Array]]:
         """(name, Array) of the member arrays; with recurse, as array_keys(recurse=True)."""
@@ -396,18 +409,21 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         An array at name is an error both ContainsArrayError (zarr-python 2's) and TypeError
         (zarr-python 3's "Incompatible object")."""
         path = self._child(name)
-        if overwrite or not contains_group(self._store, path):
-            if not overwrite and contains_array(self._store, path):
+        kind = self._member_kind(path)  # (the member: see _member)
+        if overwrite or kind != "group":
+            if not overwrite and kind == "array":
                 raise IncompatibleArrayError(
                     f"Incompatible object (Array) already exists at path {path!r} in "
                     f"{store_name(self._store)}: require_group needs a group there")
             self._check_writable()
         with self._lock(nodes.creation_lock_key(path, "group")):
-            if overwrite or not contains_group(self._store, path):
+            kind, fmt = self._member(path)
+            if overwrite or kind != "group":
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
                             synchronizer=self._synchronizer)
+                fmt = self._format
         return Group(self._store, path, read_only=self._read_only,
-                     synchronizer=self._synchronizer)
+                     synchronizer=self._synchronizer, zarr_format=fmt)
 
     def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
         """Create a subgroup for each of *names* (see :meth:`create_group`) and return them as a
@@ -446,9 +462,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
-        if contains_array(self._store, path):
+        if self._member_kind(path) == "array":
             # zarr-python 2's direction: the requested dtype must cast safely to the stored
-            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=False)
+            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=False,
+                                        options=kwargs)
         try:
             return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
         except ContainsGroupError as e:  # (a group there: zarr-python 3's TypeError too)
@@ -458,12 +475,21 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                                          f"an array was required there") from None
 
     def _existing_array(self, name: str, path: str, shape: Any, dtype: Any, exact: bool, *,
-                        stored_to_asked: bool) -> Array:
+                        stored_to_asked: bool, options: Mapping[str, Any]) -> Array:
         """The array at path (there is one) if it fits shape and dtype, else TypeError
         ("Incompatible shape/dtype", zarr-python's wording). Not exact, the dtypes must cast
         safely: stored to asked (zarr-python 3's require_array: the data read as the asked
-        dtype loses nothing) or asked to stored (zarr-python 2's require_dataset)."""
-        a = cast(Array, self._open_node(path, "array"))
+        dtype loses nothing) or asked to stored (zarr-python 2's require_dataset).
+
+        The handle has the options among the call's (options) that a new array's handle
+        would have: synchronizer (the group's by default), cache_metadata,
+        write_empty_chunks, missing_chunks. (An existing array's handle had the group's
+        synchronizer whatever was asked: processes requiring one array with a
+        ProcessSynchronizer each wrote without its locks and lost each other's elements.)"""
+        kept = {k: options[k] for k in _HANDLE_OPTIONS if k in options}
+        kept.setdefault("synchronizer", self._synchronizer)
+        a = Array(self._store, path=path, read_only=self._read_only,
+                  zarr_format=self._member(path)[1], **kept)
         shape = creation._normalize_shape(shape)
         if a.shape != shape:
             raise TypeError(f"Incompatible shape ({a.shape} vs {shape}) of array {a.name!r}")
@@ -648,10 +674,8 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     missing = creation._check_parents(store, path)
     if overwrite:
         creation.remove_node(store, path, synchronizer)
-    elif contains_array(store, path):
-        raise ContainsArrayError(f"an array already exists at path {path!r} in {store_name(store)}")
-    elif contains_group(store, path):
-        raise ContainsGroupError(f"a group already exists at path {path!r} in {store_name(store)}")
+    else:
+        creation.refuse_existing(store, path, zarr_format)
     creation.refuse_snapshot(store, f"create a group at path {path!r}")
     creation._write_parent_groups(store, missing, zarr_format, synchronizer)
     for name, doc in docs.items():
@@ -690,12 +714,15 @@ def group(store: StoreLike = None, overwrite: bool = False, synchronizer: Any = 
                  normalize_store(store, mode="a", storage_options=storage_options))
     path = normalize_path(path)
     with creation.creation_lock(synchronizer, nodes.creation_lock_key(path, "group"), store):
-        created = overwrite or not contains_group(store, path)
-        if created:
-            _init_group(store, path, overwrite=overwrite,
-                        zarr_format=nodes.new_node_format(store, path, zarr_format, 2),
+        # an explicit zarr_format binds, as open_group(mode="a")'s: the group of that format
+        # where both lie, and a group of the other format alone is refused (not opened)
+        kind, fmt = (None, None) if overwrite else nodes.node_kind(
+            store, path, zarr_format, want="group", creating=True)
+        if overwrite or kind != "group":
+            fmt = nodes.new_node_format(store, path, zarr_format, 2)
+            _init_group(store, path, overwrite=overwrite, zarr_format=fmt,
                         synchronizer=synchronizer, attributes=attributes)
-        g = Group(store, path=path, synchronizer=synchronizer)
+        g = Group(store, path=path, synchronizer=synchronizer, zarr_format=fmt)
     return g
 
 
@@ -936,7 +963,7 @@ class TreeView:
         for name in grp.keys():
             path = grp._child(name)
             try:
-                kind, fmt = grp._member_kind(path), grp._format
+                kind, fmt = grp._member(path)
                 if kind == "array":
                     out.append((name, nodes.array_summary(grp.store, path, fmt), None))
                 elif kind == "group":

@@ -34,8 +34,8 @@ from xarray.backends.zarr import (FillValueCoder, encode_zarr_attr_value, encode
 
 from chunkstore.codecs.common import object_codec_id
 from chunkstore.compat.creation import create_array
-from chunkstore.engine.array import Array
-from chunkstore.errors import ContainsArrayError, ContainsGroupError, store_name
+from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
+                               store_name)
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.hierarchy.nodes import ancestors
 from chunkstore.hierarchy.group import open_group
@@ -121,7 +121,8 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     if not compute:
         from xarray.backends.api import delayed_close_after_writes
         return delayed_close_after_writes(writes, target)
-    result = open_group(target.group.store, mode="r+", path=target.group.path)
+    result = open_group(target.group.store, mode="r+", path=target.group.path,
+                        zarr_format=target.group.zarr_format)
     target.close()
     return result
 
@@ -504,7 +505,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         data = p["data"]
         wec = p["encoding"].get("write_empty_chunks")
         if wec is not None and wec != z.write_empty_chunks:
-            z = Array(store, path, write_empty_chunks=bool(wec))
+            # (a handle like z's: its format, synchronizer and locks; a fresh Array opened
+            # the v3 array where both formats' documents lay and a v2 one was written)
+            z = z.with_config({"write_empty_chunks": bool(wec)})
         if hasattr(data, "dask"):  # (dask is there: xarray needs no dask otherwise)
             from chunkstore.integrations.dask import Target, aligned, rechunk_to_grid
             offsets = [s.start or 0 for s in p["region"]]
@@ -535,7 +538,13 @@ def _open_for(store, path, mode, zarr_format):
     if not exists:  # a new group (mode "w" over an array replaces it at once)
         return open_group(store, mode="w" if is_array else "a", path=path,
                           zarr_format=zarr_format), False
-    g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
+    try:  # (the asked format's group where both formats' documents lie at path)
+        g = open_group(store, mode="r" if mode == "r" else "r+", path=path,
+                       zarr_format=zarr_format)
+    except GroupNotFoundError:
+        if zarr_format is None:
+            raise
+        g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
     if zarr_format not in (None, g.zarr_format):
         if mode != "w":
             raise ValueError(f"the group at {path!r} in {store_name(store)} is Zarr "

@@ -262,6 +262,74 @@ def test_asked_format_is_found_where_both_formats_documents_lie(tmp_path):
         assert cs.open(p, mode="a", zarr_format=fmt).zarr_format == fmt
 
 
+
+def test_every_opener_given_zarr_format_binds(tmp_path):
+    """Array(store, zarr_format=), Array.open(zarr_format=) and group(zarr_format=) open that
+    format's node where both lie, and refuse a node of the other format alone (they opened
+    the v3 node either way, as if zarr_format had not been given)."""
+    from chunkstore.errors import ArrayNotFoundError, GroupFormatMismatchError
+    both_a, both_g = _both_formats(tmp_path / "a", "array"), _both_formats(tmp_path / "g", "group")
+    assert cs.Array(DirectoryStore(both_a), zarr_format=2)[:].tolist() == [2, 2]
+    assert cs.Array.open(both_a, zarr_format=2)[:].tolist() == [2, 2]
+    assert cs.group(both_g, zarr_format=2).attrs["f"] == 2
+    assert cs.group(both_g, zarr_format=3).attrs["f"] == 3
+    only3 = str(tmp_path / "only3.zarr")
+    cs.open_array(only3, mode="w", shape=(2,), dtype="i4", zarr_format=3)
+    for opener in (lambda: cs.Array(DirectoryStore(only3), zarr_format=2),
+                   lambda: cs.Array.open(only3, zarr_format=2)):
+        with pytest.raises(ArrayNotFoundError, match="Zarr format 3"):
+            opener()
+    g3 = str(tmp_path / "g3.zarr")
+    cs.open_group(g3, mode="w", zarr_format=3)
+    with pytest.raises(GroupFormatMismatchError):
+        cs.group(g3, zarr_format=2)
+
+
+def test_require_group_and_require_dataset_take_the_member_of_the_groups_format(tmp_path):
+    """Where another tool left a v3 node beside a v2 group's member, require_group and
+    require_dataset return the v2 member, as g[name] and zarr-python 3 do (they returned the
+    v3 node); a node of the other format alone is a member as before (README, Differences),
+    and a creation of the group's format there is refused, naming the format found."""
+    from chunkstore.errors import ContainsArrayError, ContainsGroupError
+    root, scratch = str(tmp_path / "r.zarr"), str(tmp_path / "s.zarr")
+    g2 = cs.open_group(root, mode="w", zarr_format=2)
+    g2.create_array(name="x", shape=(3,), chunks=(2,), dtype="i4")[:] = 2
+    g2.create_group("sub").attrs["who"] = "v2"
+    g3 = cs.open_group(scratch, mode="w", zarr_format=3)
+    g3.create_array(name="x", shape=(3,), chunks=(2,), dtype="i4")[:] = 3
+    g3.create_group("sub").attrs["who"] = "v3"
+    g3.create_group("only3").attrs["who"] = "v3"
+    g3.create_array(name="y3", shape=(1,), dtype="i4")
+    src, dst = DirectoryStore(scratch), DirectoryStore(root)
+    dst.setitems({k: src[k] for k in src if k != "zarr.json"})
+    g = cs.open_group(root, zarr_format=2)
+    assert g.require_dataset("x", shape=(3,), dtype="i4")[:].tolist() == [2, 2, 2]
+    assert g.require_array("x", shape=(3,), dtype="i4")[:].tolist() == [2, 2, 2]
+    assert dict(g.require_group("sub").attrs) == {"who": "v2"}
+    assert sorted(g) == ["only3", "sub", "x", "y3"] and g["y3"].zarr_format == 3
+    assert dict(g.require_group("only3").attrs) == {"who": "v3"}
+    assert g.require_dataset("y3", shape=(1,), dtype="i4").zarr_format == 3
+    with pytest.raises(ContainsGroupError, match="Zarr format 3 group"):
+        g.create_group("only3")
+    with pytest.raises(ContainsArrayError, match="Zarr format 3 array"):
+        g.create_dataset("y3", shape=(1,), dtype="i4")
+
+
+def test_a_handle_from_an_async_one_takes_no_other_arguments():
+    """Array(async_array, read_only=True) returned a writable handle (the arguments were
+    dropped); zarr-python 3 refuses them, and so does chunkstore now."""
+    import asyncio
+    a = cs.create_array(cs.MemoryStore(), shape=(2,), dtype="i4")
+    aa = cs.AsyncArray(a)
+    assert cs.Array(aa)[:].tolist() == [0, 0]
+    with pytest.raises(TypeError, match="no other arguments"):
+        cs.Array(aa, read_only=True)
+    from chunkstore.api import asynchronous
+    ag = asyncio.run(asynchronous.open_group(store=cs.MemoryStore(), mode="w"))
+    assert isinstance(cs.Group(ag), cs.Group)
+    with pytest.raises(TypeError, match="no other arguments"):
+        cs.Group(ag, read_only=True)
+
 def _both_formats(tmp_path, kind):
     """A store with a v3 node (3s) and a v2 node (2s) of kind at its root, as a migration
     tool or zarr-python 3's mode "a" leaves them."""

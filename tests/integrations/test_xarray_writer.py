@@ -661,3 +661,34 @@ def test_a_region_with_negative_bounds_counts_from_the_stored_end(tmp_path, fmt)
     to_chunkstore(xr.Dataset({"v": ("t", -np.arange(1.0, 4.0))}), path, mode="r+",
                   region={"t": slice(-3, None)})
     np.testing.assert_array_equal(open_dataset(path)["v"].values, [0, 1, 2, -1, -2, -3])
+
+
+@pytest.mark.parametrize("how", ["region", "append"])
+def test_writes_with_zarr_format_2_go_to_the_v2_arrays_where_v3_documents_lie_beside(tmp_path,
+                                                                                     how):
+    """Another tool left a v3 array beside each v2 variable (both formats' documents at one
+    path). to_chunkstore(zarr_format=2, write_empty_chunks=True) wrote the region into the v3
+    array, and an append grew the v2 array but wrote its rows into the v3 one (they read as
+    NaN): the handles reopened for write_empty_chunks opened the v3 array there."""
+    from chunkstore.storage import DirectoryStore
+    root, scratch = str(tmp_path / "r.zarr"), str(tmp_path / "s.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(4.0))}), root, mode="w", zarr_format=2,
+                  encoding={"v": {"chunks": (2,)}})
+    to_chunkstore(xr.Dataset({"v": ("t", np.full(4, 9.0))}), scratch, mode="w",
+                  zarr_format=3, encoding={"v": {"chunks": (2,)}})
+    src, dst = DirectoryStore(scratch), DirectoryStore(root)
+    dst.setitems({k: src[k] for k in src if "/" in k})  # the v3 variables, not the root
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if how == "region":
+            to_chunkstore(xr.Dataset({"v": ("t", np.array([7.0, 8.0]))}), root,
+                          region={"t": slice(0, 2)}, zarr_format=2, write_empty_chunks=True,
+                          consolidated=False)
+            want = [7.0, 8.0, 2.0, 3.0]
+        else:
+            to_chunkstore(xr.Dataset({"v": ("t", np.array([4.0, 5.0]))}), root,
+                          append_dim="t", zarr_format=2, write_empty_chunks=True,
+                          consolidated=False)
+            want = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert cs.open_array(root, path="v", zarr_format=2)[:].tolist() == want
+    assert cs.open_array(root, path="v", zarr_format=3)[:].tolist() == [9.0] * 4

@@ -44,6 +44,25 @@ def _append_worker(store_path, sync_path, wid, nrows, barrier):
         z.append(np.array([[wid, i, wid * 1000 + i]], dtype="i4"))
 
 
+def _alternate_elements_worker(store_path, sync_path, wid, how, barrier):
+    """Write elements wid, wid + 2, ... of one chunk, one at a time, through a handle with a
+    ProcessSynchronizer got the way `how` says."""
+    ps = cs.ProcessSynchronizer(sync_path)
+    if how == "view":
+        z = cs.open_array(store_path, path="x", mode="r+").view(synchronizer=ps)
+    elif how == "require_dataset":
+        z = cs.open_group(store_path, mode="r+").require_dataset(
+            "x", shape=(N_ALTERNATE,), dtype="i4", synchronizer=ps)
+    else:
+        z = cs.open_array(store_path, path="x", mode="r+", synchronizer=ps)
+    barrier.wait()
+    for i in range(wid, N_ALTERNATE, 2):
+        z[i] = i + 1
+
+
+N_ALTERNATE = 400
+
+
 def _run(target, args_list):
     procs = [CTX.Process(target=target, args=a) for a in args_list]
     for p in procs:
@@ -64,6 +83,35 @@ def test_interleaved_disjoint_point_writes_lose_nothing(tmp_path):
     got = cs.open_array(store, mode="r")[...]
     expected = (np.arange(n * n) % nw + 1).reshape(n, n)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("how", ["open_array", "view", "require_dataset"])
+def test_every_handle_given_a_synchronizer_takes_its_locks(tmp_path, how):
+    """Processes writing alternate elements of one chunk through handles given a
+    ProcessSynchronizer lose nothing, however the handle was got: a view given one wrote
+    under its array's in-process locks alone, and require_dataset of an existing array
+    dropped it (each lost about a third of the elements)."""
+    store = str(tmp_path / "g.zarr")
+    cs.open_group(store, mode="w").zeros("x", shape=(N_ALTERNATE,), chunks=(N_ALTERNATE,),
+                                         dtype="i4")
+    barrier = CTX.Barrier(2)
+    _run(_alternate_elements_worker,
+         [(store, str(tmp_path / "locks"), w, how, barrier) for w in range(2)])
+    got = cs.open_array(store, path="x", mode="r")[...]
+    np.testing.assert_array_equal(got, np.arange(1, N_ALTERNATE + 1))
+
+
+def test_require_dataset_of_an_existing_array_keeps_the_handle_options(tmp_path):
+    g = cs.open_group(str(tmp_path / "g.zarr"), mode="w")
+    ts = cs.ThreadSynchronizer()
+    kw = dict(shape=(4,), chunks=(2,), dtype="i4", synchronizer=ts, cache_metadata=False,
+              write_empty_chunks=True, missing_chunks="error")
+    for _ in ("new", "existing"):
+        a = g.require_dataset("x", **kw)
+        o = a._handle.options
+        assert a.synchronizer is ts and o.cache_metadata is False
+        assert a.write_empty_chunks is True and o.missing_chunks == "error"
+    assert g.require_array("x", **kw).synchronizer is ts
 
 
 def test_overlapping_region_writes_leave_one_writers_value(tmp_path):
