@@ -107,7 +107,10 @@ class EngineHandle:
         known, engine = self._now
         # (counted before the read: a change made after it makes this engine stale)
         generation = metadata_generation(o)
-        if stale or (engine is not None and engine.generation != generation):
+        if stale or (engine is not None and engine.generation != generation) or (
+                engine is None and protocol.snapshot_stale(o.store, o.path)):
+            # (the last: opened through a consolidated snapshot older than a change of this
+            # process to the array, which handles opened before it followed)
             # changed through a handle sharing the locks: a snapshot (consolidated metadata)
             # would hand the old document back, and writes by it lose data; and a cache's
             # chunks of the node are the old node's (read by the new metadata: wrong values)

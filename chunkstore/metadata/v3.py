@@ -44,6 +44,7 @@ import numpy as np
 
 from chunkstore.codecs import v3 as _codecs
 from chunkstore.errors import MetadataError, NodeTypeValidationError
+from chunkstore.storage import protocol
 from chunkstore.storage.base import listdir
 from chunkstore.errors import store_name
 
@@ -594,6 +595,7 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
         raise MetadataError(f"no group metadata at {key!r} in {store_name(store)}") from None
     root = parse_group_metadata_v3(raw, key)
     members: dict[str, Any] = {}
+    since = protocol.consolidation_start()
 
     def walk(rel: str) -> None:
         base = prefix + rel
@@ -611,6 +613,7 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
 
     walk("")
     store[key] = encode_group_metadata_v3(root["attributes"], members)
+    protocol.note_consolidated(protocol.node_location(store, key), since)
     root["consolidated_metadata"] = members
     return root
 

@@ -58,6 +58,7 @@ def consolidate_metadata(
     """
     prefix = normalize_prefix(path)
     mkey = _join(prefix, validate_key(metadata_key))
+    since = protocol.consolidation_start()
     keys = sorted(k for k in _base.keys_under(store, prefix) if is_metadata_key(k))
     values = _base.getitems(store, keys)
     meta: dict[str, Any] = {}
@@ -71,6 +72,7 @@ def consolidate_metadata(
         rel = k[len(prefix) + 1 :] if prefix else k
         meta[rel] = doc
     store[mkey] = _dumps({"metadata": meta, "zarr_consolidated_format": 1})
+    protocol.note_consolidated(protocol.node_location(store, mkey), since)
     return ConsolidatedMetadataStore(store, metadata_key=mkey)
 
 
@@ -154,6 +156,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         self._meta = meta
         self._docs: dict[str, bytes] = {}
         self.consolidated = doc
+        self._date_snapshot(mkey)
 
     def consolidated_document(self, key: str) -> Any:
         """The JSON object of the metadata document at key as the consolidated metadata holds

@@ -57,6 +57,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
                 raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
                                     f"{store_name(store)}: member {rel!r} is not an object")
             self._objects[pre + rel + "/" + META] = member
+        self._date_snapshot(root_key)
 
     def consolidated_document(self, key: str) -> dict | None:
         """The JSON object of the metadata document at key as the consolidated metadata holds

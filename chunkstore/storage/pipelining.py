@@ -200,6 +200,18 @@ class FetchThrough:
         a handle that learns of a metadata change made beside it reads the documents there."""
         return self._store
 
+    def _date_snapshot(self, document_key: str) -> None:
+        """Note how recent the snapshot read from document_key is: as of the consolidation
+        this process last wrote there, or (0) older than anything this process changed."""
+        self._snapshot_date = protocol.snapshot_date(
+            protocol.node_location(self._store, document_key))
+
+    def changed_since_snapshot(self, path: str) -> bool:
+        """Whether this process changed the node at path since the snapshot was consolidated
+        (or may have): its documents here may be stale (protocol.snapshot_stale)."""
+        return protocol.changed_after(protocol.node_location(self._store, path),
+                                      getattr(self, "_snapshot_date", 0))
+
     def _check_key(self, key: str) -> None:
         """Raise ReadOnlyError where *key* may not be written or deleted through this store."""
         raise NotImplementedError

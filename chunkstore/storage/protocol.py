@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -322,6 +323,71 @@ def node_location(store: object, path: str) -> tuple[Hashable, str]:
     root = root.strip("/")
     return ((kind() if callable(kind) else type(store), place),
             f"{root}/{path}" if root and path else root or path)
+
+
+# This process's changes of node metadata, dated, for consolidated-metadata views (whose
+# snapshot may be older: see snapshot_stale). Each change and each consolidation written here
+# takes the next number; a node's last change is kept by node_location. A process making more
+# than _CHANGES_KEPT changes of distinct nodes forgets them and takes every snapshot as stale
+# (a read of the live document each: slower, never wrong).
+_dates = itertools.count(1)
+_changed: dict[tuple[Hashable, str], int] = {}
+_consolidated: dict[tuple[Hashable, str], int] = {}
+_CHANGES_KEPT = 100_000
+_forgot = False
+
+
+def note_metadata_change(node: tuple[Hashable, str]) -> None:
+    """Date a change of the metadata of the node (a node_location) made by this process: a
+    creation, re-creation, delete, resize, append or fill value change."""
+    global _forgot
+    if node not in _changed and len(_changed) >= _CHANGES_KEPT:
+        _changed.clear()
+        _forgot = True
+    _changed[node] = next(_dates)
+
+
+def consolidation_start() -> int:
+    """The date of a consolidation about to read the members' documents (pass it to
+    note_consolidated once written): a change from then on may be missing from it."""
+    return next(_dates)
+
+
+def note_consolidated(document: tuple[Hashable, str], since: int) -> None:
+    """Date the consolidated document (the node_location of its key) this process wrote
+    from members read from date since."""
+    _consolidated[document] = since
+
+
+def snapshot_date(document: tuple[Hashable, str]) -> int:
+    """The date of the last consolidation this process wrote into document, or 0 (written
+    by another process or before this one: any change of this process may be missing)."""
+    return _consolidated.get(document, 0)
+
+
+def changed_after(node: tuple[Hashable, str], date: int) -> bool:
+    """Whether this process changed the metadata of the node, or of a node above it (a
+    group deleted, replaced or moved with everything below it), at or after date (or may
+    have)."""
+    if _forgot:
+        return True
+    if not _changed:
+        return False
+    place, path = node
+    date = max(date, 1)
+    parts = path.split("/") if path else []
+    return any(_changed.get((place, "/".join(parts[:i])), 0) >= date
+               for i in range(len(parts) + 1))
+
+
+def snapshot_stale(store: object, path: str) -> bool:
+    """Whether store is a view serving a consolidated snapshot (is_snapshot) whose document
+    of the node at path may be older than a change this process made to it: its metadata is
+    then read from the store behind (live_store). (A member opened through the view after
+    this process re-created the array with another dtype decoded its chunks as the old one:
+    garbage values, no error.)"""
+    stale = getattr(store, "changed_since_snapshot", None)
+    return stale is not None and bool(stale(path))
 
 
 def node_below(node: tuple[Hashable, str], top: tuple[Hashable, str]) -> bool:

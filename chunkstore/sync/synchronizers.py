@@ -289,6 +289,9 @@ class _NodeLocks(ThreadSynchronizer):
 
     def count_change(self, array_path):
         super().count_change("")
+        # (dated for consolidated-metadata views, whose snapshot of the node may be older:
+        # protocol.snapshot_stale; the table itself goes with the node's last handle)
+        protocol.note_metadata_change(self.location)
 
     def __repr__(self):
         return "ThreadSynchronizer() (this process's locks of the node)"
@@ -314,6 +317,7 @@ def handle_locks(store, path):
         locks = _handle_locks.get(key)
         if locks is None:
             locks = _handle_locks[key] = _NodeLocks()
+            locks.location = key
         return locks
 
 

@@ -49,7 +49,10 @@ What the README lets a handle see (and so the model):
 - Consolidated metadata is a snapshot ("Differences from zarr-python"): a view opened through
   it lists the members, kinds, attributes and array metadata of the last
   ``consolidate_metadata`` (chunks come from the store, read as above), and refuses every
-  metadata change with ``ReadOnlyError``; data writes (mode "r+") pass through. The root
+  metadata change with ``ReadOnlyError``; data writes (mode "r+") pass through. Except: an
+  array it lists at or below a path that chunkstore (this process) changed since that
+  consolidation is opened from the store (the array there now, or ArrayNotFoundError where
+  there is none), never by the snapshot's stale metadata. The root
   group's own attributes come from ``.zmetadata`` in Zarr v2 (as zarr-python 2) and from the
   root ``zarr.json`` read at opening in Zarr v3 (where the snapshot lives inside that
   document).
@@ -224,9 +227,12 @@ class Handle:
     """An open Group or Array, the path it is on, and what it reads metadata from: the
     store (snap None) or a consolidated snapshot; meta: an array handle's cached metadata."""
 
-    def __init__(self, obj, path, how, ro=False, snap=None, meta=None):
+    def __init__(self, obj, path, how, ro=False, snap=None, meta=None, changed=None):
         self.obj, self.path, self.how, self.ro, self.snap, self.meta = \
             obj, path, how, ro, snap, meta
+        # (a snapshot's handle) the paths chunkstore changed since that consolidation: an
+        # array at or below one is opened from the store, not from the snapshot
+        self.changed = changed
         self.kind = "group" if isinstance(obj, cs.Group) else "array"
         # (an array handle) chunkstore changed its array since the handle read its metadata:
         # its next operation reads the metadata again (README, cache_metadata)
@@ -280,6 +286,7 @@ class HierarchyMachine(RuleBasedStateMachine):
         self.model = {"": {"kind": "group", "attrs": {}}}
         self.uid = 0
         self.consolidated = None     # the snapshot of the last consolidate_metadata
+        self.snap_changes = []       # per consolidation: the paths changed since (see tell)
         self.handles = [Handle(root, "", "open_group(store, mode='w')")]
         self.log = [f"zarr_format={self.fmt} store={self.kind} dtype={self.dtype}"]
         for p, kind in draw(st.lists(st.tuples(st.lists(st.sampled_from(NAMES), min_size=1,
@@ -396,6 +403,27 @@ class HierarchyMachine(RuleBasedStateMachine):
         n = tree.get(p)
         return None if n is None else n["kind"]
 
+    def live_through_snapshot(self, h, p):
+        """Whether handle h (of a snapshot) opens the array it lists at p from the store: this
+        process changed the array (or a node above it) since the consolidation, so the
+        snapshot's metadata of it may be stale (a re-created array's chunks were decoded by
+        the old dtype)."""
+        return (h.changed is not None and self.kind_at(h.snap, p) == "array"
+                and any(under(p, c) for c in h.changed))
+
+    def opens_as(self, h, p):
+        """The kind of what h[p] opens (None: it raises): the listed kind, except an array
+        opened from the store (live_through_snapshot), there only where the model has one."""
+        tree = self.tree_of(h)
+        if self.live_through_snapshot(h, p):
+            return "array" if self.kind_at(self.model, p) == "array" else None
+        return self.kind_at(tree, p)
+
+    def opened_meta(self, h, p):
+        """The metadata an array h[p] opens reads by."""
+        return self.meta_of(self.model if self.live_through_snapshot(h, p)
+                            else self.tree_of(h), p)
+
     def array_under(self, tree, p):
         """The nearest proper ancestor of p that is an array, or None."""
         for a in ancestors(p):
@@ -445,6 +473,8 @@ class HierarchyMachine(RuleBasedStateMachine):
             gone.add(replaced)
         resized = {p for p, (n, shape) in before.items()
                    if self.model.get(p) is n and shape is not None and n["data"].shape != shape}
+        for changed in self.snap_changes:  # (this process's changes, which views follow)
+            changed |= gone | resized
         for h in self.handles:
             if h.kind == "array" and (h.path in resized
                                       or any(under(h.path, p) for p in gone)):
@@ -505,13 +535,18 @@ class HierarchyMachine(RuleBasedStateMachine):
             self.run(h, f"h[{name!r}]", lambda: h.obj[name], Expect(KeyError))
             assert name not in h.obj
             return
+        if self.opens_as(h, p) is None:  # (listed by the snapshot, gone from the store)
+            self.run(h, f"h[{name!r}]", lambda: h.obj[name],
+                     Expect(ArrayNotFoundError, ContainsGroupError))
+            assert name in h.obj
+            return
         obj = self.run(h, f"h[{name!r}]", lambda: h.obj[name], None)
         assert name in h.obj
         assert isinstance(obj, cs.Group if kind == "group" else cs.Array), (p, obj)
         assert obj.path == p
-        meta = self.meta_of(tree, p) if kind == "array" else None
+        meta = self.opened_meta(h, p) if kind == "array" else None
         self.handles.append(Handle(obj, p, f"{h.how}[{name!r}]", ro=h.ro, snap=h.snap,
-                                   meta=meta))
+                                   meta=meta, changed=h.changed))
 
     @precondition(lambda self: self.ready and len(self.handles) < 7
                   and "open_by_path" not in DISABLED)
@@ -769,8 +804,12 @@ class HierarchyMachine(RuleBasedStateMachine):
         name, p = self.draw_target(data, h, "require_dataset")
         tree = self.tree_of(h)
         there = self.kind_at(tree, p)
-        if there == "array":
-            node = tree[p]
+        live = self.live_through_snapshot(h, p)  # (the array there now is required)
+        if there == "array" and self.opens_as(h, p) is None:
+            shape, dt = (4,), self.dtype  # (listed by the snapshot, gone from the store)
+            expect = Expect(ArrayNotFoundError, ContainsGroupError)
+        elif there == "array":
+            node = (self.model if live else tree)[p]
             stored = np.dtype(node["dtype"] if "dtype" in node else node["data"].dtype)
             shape = tuple(node["shape"] if "shape" in node else node["data"].shape)
             if other_shape:
@@ -995,9 +1034,11 @@ class HierarchyMachine(RuleBasedStateMachine):
         if g.store is not self.store:
             self.stores.append(g.store)
         self.consolidated = snapshot(self.model)
+        self.snap_changes.append(set())
         if len(self.handles) < 7:
             self.handles.append(Handle(g, "", "consolidate_metadata() result",
-                                       snap=self.view_of_snapshot()))
+                                       snap=self.view_of_snapshot(),
+                                       changed=self.snap_changes[-1]))
 
     def view_of_snapshot(self):
         """What a handle opened through the consolidated metadata now sees."""
@@ -1039,7 +1080,8 @@ class HierarchyMachine(RuleBasedStateMachine):
         g = self.run(self.handles[0], how, fn, None)
         assert isinstance(g, cs.Group), g
         self.handles.append(Handle(g, "", how, ro=" r " in how + " ",
-                                   snap=self.view_of_snapshot()))
+                                   snap=self.view_of_snapshot(),
+                                   changed=self.snap_changes[-1]))
 
     # ------------------------------------------------------------------ reads
     @precondition(on("read_paths"))
@@ -1056,21 +1098,26 @@ class HierarchyMachine(RuleBasedStateMachine):
                 with pytest.raises(KeyError):
                     h.obj[name]
                 assert h.obj.get(name) is None
+            elif self.opens_as(h, p) is None:  # (listed by the snapshot, gone)
+                with pytest.raises((ArrayNotFoundError, ContainsGroupError)):
+                    h.obj[name]
             else:
                 assert isinstance(h.obj[name], cs.Group if kind == "group" else cs.Array)
         if self.kind_at(tree, h.path) != "group":
             return
         below = sorted(q[len(h.path) + 1:] if h.path else q for q in tree
                        if q and under(q, h.path) and q != h.path)
+        # (what opens: a snapshot's array gone from the store since is left out)
+        opened = [q for q in below if self.opens_as(h, join(h.path, q)) is not None]
         seen = []
         h.obj.visit(seen.append)
-        assert seen == sorted(below, key=lambda q: q.split("/")), (h, seen, below)
+        assert seen == sorted(opened, key=lambda q: q.split("/")), (h, seen, opened)
         rec = sorted(q.rsplit("/", 1)[-1] for q in below
                      if tree[join(h.path, q)]["kind"] == "array")
         assert sorted(h.obj.array_keys(recurse=True)) == rec
         members = [k for k, _ in h.obj.members(max_depth=None)]
-        assert sorted(members) == sorted(below), (h, sorted(members))
-        assert h.obj.nmembers(max_depth=None) == len(below)
+        assert sorted(members) == sorted(opened), (h, sorted(members))
+        assert h.obj.nmembers(max_depth=None) == len(opened)
 
     # ------------------------------------------------------------------ invariants
     @invariant()
@@ -1097,18 +1144,23 @@ class HierarchyMachine(RuleBasedStateMachine):
         assert g.array_keys() == [n for n, k in kids if k == "array"], where
         assert g.attrs.asdict() == (node["attrs"] if node is not None else {}), \
             (where, g.attrs.asdict(), node)
+        opened = [(n, self.opens_as(h, join(h.path, n))) for n, _ in kids]
         assert [(n, type(m)) for n, m in g.items()] == \
-            [(n, cs.Group if k == "group" else cs.Array) for n, k in kids], where
+            [(n, cs.Group if k == "group" else cs.Array) for n, k in opened if k], where
         assert [n for n, _ in g.groups()] == g.group_keys(), where
-        assert [n for n, _ in g.arrays()] == g.array_keys(), where
-        for n, kind in kids:
+        assert [n for n, _ in g.arrays()] == [n for n, k in opened if k == "array"], where
+        for n, kind in opened:
             assert n in g, (where, n)
+            if kind is None:  # (listed by the snapshot; gone from the store)
+                with pytest.raises((ArrayNotFoundError, ContainsGroupError)):
+                    g[n]
+                continue
             m = g[n]
             assert isinstance(m, cs.Group if kind == "group" else cs.Array), (where, n, m)
             p = join(h.path, n)
             assert m.attrs.asdict() == tree[p]["attrs"], (where, n, m.attrs.asdict())
             if kind == "array":
-                self.check_values(m, self.meta_of(tree, p), f"{where} member {n!r}")
+                self.check_values(m, self.opened_meta(h, p), f"{where} member {n!r}")
         if node is not None and node["kind"] == "group":
             name = "/" + h.path
             text = tree_text(tree, h.path, name)
