@@ -140,6 +140,14 @@ class Array(nodes.Node, ArrayAPIv3):
 
     # (what hierarchy.nodes.Node reads of every node)
     @property
+    def _attributes_store(self) -> MutableMapping:
+        # the attributes where the metadata is read: through a consolidated snapshot, the
+        # live store once this process changed the array (its new metadata with the old
+        # attributes: a re-created variable's values scaled by the old scale_factor)
+        self._handle.described()
+        return self._handle.source
+
+    @property
     def _read_only(self) -> bool:
         return self._handle.options.read_only
 

@@ -58,6 +58,12 @@ class EngineHandle:
         self.reload()
 
     @property
+    def source(self) -> MutableMapping:
+        """Where the metadata (and attributes) are read: the store, or the live store behind
+        a consolidated snapshot once the snapshot was found stale (see reload)."""
+        return self._source
+
+    @property
     def engine(self) -> ChunkEngine:
         """The engine of the metadata this handle holds now (nothing read)."""
         # (mypy: None only until __init__'s reload returns)

@@ -196,7 +196,8 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
 
     excludes/includes are regular expressions matched against the key relative to
     source_path (an include overrides an exclude). Returns (n_copied, n_skipped, n_bytes);
-    with dry_run, nothing is read or written and n_bytes is 0 (as zarr-python 2's).
+    with dry_run, nothing is written and no chunk is read (the node documents are, to plan
+    the copy), and n_bytes is 0 (as zarr-python 2's).
 
     Key by key as zarr-python 2's, but each array whole, so that a copied array reads what
     its source reads: where the destination holds a node at a copied array's path,
@@ -275,7 +276,7 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             if log is not None:
                 for k, dk in part:
                     log(f"copy {k} -> {dk}")
-            if dry_run:  # (nothing read: zarr-python 2's dry run counts no bytes either)
+            if dry_run:  # (no chunk read: zarr-python 2's dry run counts no bytes either)
                 continue
             data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
             out = {dk: data[k] for k, dk in part if k in data}

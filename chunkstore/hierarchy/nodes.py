@@ -246,12 +246,20 @@ class Node:
         return handle_locks(self._store, self._path)
 
     @property
+    def _attributes_store(self):
+        # where the attributes are read: the node's store (an array overrides this: where it
+        # reads its metadata now)
+        return self._store
+
+    @property
     def attrs(self):
         """The node's user attributes, an :class:`~chunkstore.hierarchy.attrs.Attributes` read
-        from and written to the store.
+        from and written to the store (through a consolidated snapshot: read only).
         """
-        return Attributes(self._store, attrs_key(self._path, self._format),
-                          read_only=self._read_only, synchronizer=self._attrs_locks,
+        store = self._attributes_store
+        return Attributes(store, attrs_key(self._path, self._format),
+                          read_only=self._read_only or store is not self._store,
+                          synchronizer=self._attrs_locks,
                           zarr_format=self._format,
                           node_key=metadata_key(self._path, self._format, self._kind),
                           kind=self._kind)

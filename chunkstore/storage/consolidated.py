@@ -118,6 +118,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
 
     def _load(self) -> None:
         store, mkey = self._store, self.metadata_key
+        self._date_snapshot(mkey)  # (before the read: see _date_snapshot)
         try:
             raw = store[mkey]
         except KeyError:
@@ -156,7 +157,6 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         self._meta = meta
         self._docs: dict[str, bytes] = {}
         self.consolidated = doc
-        self._date_snapshot(mkey)
 
     def consolidated_document(self, key: str) -> Any:
         """The JSON object of the metadata document at key as the consolidated metadata holds

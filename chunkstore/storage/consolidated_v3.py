@@ -28,6 +28,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         self._store = store  # type: ignore[assignment]
         self._base = path.strip("/")
         root_key = self._root_key = (self._base + "/" if self._base else "") + META
+        self._date_snapshot(root_key)  # (before the read: see _date_snapshot)
         try:
             raw = store[root_key]
         except KeyError:
@@ -57,7 +58,6 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
                 raise MetadataError(f"invalid consolidated metadata at {root_key!r} in "
                                     f"{store_name(store)}: member {rel!r} is not an object")
             self._objects[pre + rel + "/" + META] = member
-        self._date_snapshot(root_key)
 
     def consolidated_document(self, key: str) -> dict | None:
         """The JSON object of the metadata document at key as the consolidated metadata holds

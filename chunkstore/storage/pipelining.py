@@ -201,9 +201,14 @@ class FetchThrough:
         return self._store
 
     def _date_snapshot(self, document_key: str) -> None:
-        """Note how recent the snapshot read from document_key is: as of the consolidation
-        this process last wrote there, or (0) older than anything this process changed."""
-        self._snapshot_date = protocol.snapshot_date(
+        """Note how recent the snapshot about to be read from document_key is: as of the
+        consolidation this process last wrote there, or (0) older than anything this process
+        changed. Called before the document is read (one consolidated meanwhile is then
+        taken as older than it is: a live read too many, never a stale one); read through
+        a cache (which may hold an older document), 0."""
+        through_cache = any(getattr(layer, "cache_of", None) is not None
+                            for layer in protocol.view_layers(self._store))
+        self._snapshot_date = 0 if through_cache else protocol.snapshot_date(
             protocol.node_location(self._store, document_key))
 
     def changed_since_snapshot(self, path: str) -> bool:

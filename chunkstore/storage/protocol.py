@@ -212,15 +212,29 @@ def renamer(store: object) -> Callable[[str, str], None] | None:
     return getattr(store, "rename", None)
 
 
+def view_layers(store: object) -> Iterator[object]:
+    """store, then each store it is a view of (``snapshot_of``, ``cache_of``) down to the
+    live one: a cache may lie in front of a consolidated view or behind it."""
+    for _ in range(16):  # (a bound: views of views are a few deep)
+        yield store
+        behind = getattr(store, "snapshot_of", None)
+        if behind is None:
+            behind = getattr(store, "cache_of", None)
+        if behind is None:
+            return
+        store = behind
+
+
 def forget_cached(store: object, path: str) -> None:
     """Have a view that caches values (LRUStoreCache: ``forget_under``) drop what it holds
     of the node at path, and its listings: called by a handle that found the node's
     metadata changed through another handle of this process, which then reads the new
     metadata from the live store; its chunks, read through the cache, were the old node's
     (decoded by the new dtype: wrong values; deleted by a shrink: back after a growth)."""
-    forget = getattr(store, "forget_under", None)
-    if forget is not None:
-        forget(path)
+    for layer in view_layers(store):  # (a cache behind a consolidated view too)
+        forget = getattr(layer, "forget_under", None)
+        if forget is not None:
+            forget(path)
 
 
 def follow_cached(store: object, path: str, counter: object, generation: int) -> None:
@@ -230,9 +244,10 @@ def follow_cached(store: object, path: str, counter: object, generation: int) ->
     by an array handle before it reads the metadata, a new handle too (it had no count to
     find moved, and read another handle's re-created array by the old one's cached
     metadata and chunks)."""
-    follow = getattr(store, "follow_node", None)
-    if follow is not None:
-        follow(path, counter, generation)
+    for layer in view_layers(store):
+        follow = getattr(layer, "follow_node", None)
+        if follow is not None:
+            follow(path, counter, generation)
 
 
 def changed_cached(store: object, path: str, counter: object, before: int,
@@ -327,23 +342,24 @@ def node_location(store: object, path: str) -> tuple[Hashable, str]:
 
 # This process's changes of node metadata, dated, for consolidated-metadata views (whose
 # snapshot may be older: see snapshot_stale). Each change and each consolidation written here
-# takes the next number; a node's last change is kept by node_location. A process making more
-# than _CHANGES_KEPT changes of distinct nodes forgets them and takes every snapshot as stale
-# (a read of the live document each: slower, never wrong).
+# takes the next number; a node's last change is kept by node_location. Past _KEPT entries
+# the changes are forgotten, and a snapshot dated before that takes every node as changed
+# (a read of the live document each: slower, never wrong). (Dicts changed under the GIL, one
+# operation at a time: a reader sees the entry before or after, never a torn one.)
 _dates = itertools.count(1)
 _changed: dict[tuple[Hashable, str], int] = {}
 _consolidated: dict[tuple[Hashable, str], int] = {}
-_CHANGES_KEPT = 100_000
-_forgot = False
+_KEPT = 20_000
+_forgot_before = 0  # snapshots dated before this may miss a forgotten change
 
 
 def note_metadata_change(node: tuple[Hashable, str]) -> None:
     """Date a change of the metadata of the node (a node_location) made by this process: a
     creation, re-creation, delete, resize, append or fill value change."""
-    global _forgot
-    if node not in _changed and len(_changed) >= _CHANGES_KEPT:
+    global _forgot_before
+    if node not in _changed and len(_changed) >= _KEPT:
+        _forgot_before = next(_dates)  # (first: a reader meanwhile finds it, not a gap)
         _changed.clear()
-        _forgot = True
     _changed[node] = next(_dates)
 
 
@@ -356,12 +372,16 @@ def consolidation_start() -> int:
 def note_consolidated(document: tuple[Hashable, str], since: int) -> None:
     """Date the consolidated document (the node_location of its key) this process wrote
     from members read from date since."""
+    if document not in _consolidated and len(_consolidated) >= _KEPT:
+        _consolidated.clear()  # (a document not dated: its view takes changes as newer)
     _consolidated[document] = since
 
 
 def snapshot_date(document: tuple[Hashable, str]) -> int:
     """The date of the last consolidation this process wrote into document, or 0 (written
-    by another process or before this one: any change of this process may be missing)."""
+    by another process or before this one: any change of this process may be missing).
+    Taken before the document is read: one written meanwhile is newer than its date says,
+    never older."""
     return _consolidated.get(document, 0)
 
 
@@ -369,12 +389,12 @@ def changed_after(node: tuple[Hashable, str], date: int) -> bool:
     """Whether this process changed the metadata of the node, or of a node above it (a
     group deleted, replaced or moved with everything below it), at or after date (or may
     have)."""
-    if _forgot:
+    date = max(date, 1)
+    if date <= _forgot_before:
         return True
     if not _changed:
         return False
     place, path = node
-    date = max(date, 1)
     parts = path.split("/") if path else []
     return any(_changed.get((place, "/".join(parts[:i])), 0) >= date
                for i in range(len(parts) + 1))
@@ -386,8 +406,11 @@ def snapshot_stale(store: object, path: str) -> bool:
     then read from the store behind (live_store). (A member opened through the view after
     this process re-created the array with another dtype decoded its chunks as the old one:
     garbage values, no error.)"""
-    stale = getattr(store, "changed_since_snapshot", None)
-    return stale is not None and bool(stale(path))
+    for layer in view_layers(store):  # (a cache in front of the view too)
+        stale = getattr(layer, "changed_since_snapshot", None)
+        if stale is not None:
+            return bool(stale(path))
+    return False
 
 
 def node_below(node: tuple[Hashable, str], top: tuple[Hashable, str]) -> bool:

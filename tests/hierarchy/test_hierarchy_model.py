@@ -233,6 +233,9 @@ class Handle:
         # (a snapshot's handle) the paths chunkstore changed since that consolidation: an
         # array at or below one is opened from the store, not from the snapshot
         self.changed = changed
+        # (a snapshot's array handle) it reads its metadata and attributes from the store:
+        # opened so (see changed), or told of a change since
+        self.live = False
         self.kind = "group" if isinstance(obj, cs.Group) else "array"
         # (an array handle) chunkstore changed its array since the handle read its metadata:
         # its next operation reads the metadata again (README, cache_metadata)
@@ -479,6 +482,7 @@ class HierarchyMachine(RuleBasedStateMachine):
             if h.kind == "array" and (h.path in resized
                                       or any(under(h.path, p) for p in gone)):
                 h.told = True
+                h.live = True
 
     def remove_subtree(self, p):
         for q in [q for q in self.model if q and under(q, p)]:
@@ -545,8 +549,10 @@ class HierarchyMachine(RuleBasedStateMachine):
         assert isinstance(obj, cs.Group if kind == "group" else cs.Array), (p, obj)
         assert obj.path == p
         meta = self.opened_meta(h, p) if kind == "array" else None
-        self.handles.append(Handle(obj, p, f"{h.how}[{name!r}]", ro=h.ro, snap=h.snap,
-                                   meta=meta, changed=h.changed))
+        handle = Handle(obj, p, f"{h.how}[{name!r}]", ro=h.ro, snap=h.snap, meta=meta,
+                        changed=h.changed)
+        handle.live = h.live or self.live_through_snapshot(h, p)
+        self.handles.append(handle)
 
     @precondition(lambda self: self.ready and len(self.handles) < 7
                   and "open_by_path" not in DISABLED)
@@ -1158,7 +1164,9 @@ class HierarchyMachine(RuleBasedStateMachine):
             m = g[n]
             assert isinstance(m, cs.Group if kind == "group" else cs.Array), (where, n, m)
             p = join(h.path, n)
-            assert m.attrs.asdict() == tree[p]["attrs"], (where, n, m.attrs.asdict())
+            # (an array opened from the store: its attributes there too)
+            attrs = (self.model if self.live_through_snapshot(h, p) else tree)[p]["attrs"]
+            assert m.attrs.asdict() == attrs, (where, n, m.attrs.asdict())
             if kind == "array":
                 self.check_values(m, self.opened_meta(h, p), f"{where} member {n!r}")
         if node is not None and node["kind"] == "group":
@@ -1180,7 +1188,7 @@ class HierarchyMachine(RuleBasedStateMachine):
     def check_array(self, h):
         where = f"{h!r}; {self.log[0]}"
         tree = self.tree_of(h)
-        if h.snap is not None:
+        if h.snap is not None and not h.live:
             attrs = tree[h.path]["attrs"]
         else:
             node = self.model.get(h.path)

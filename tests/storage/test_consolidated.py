@@ -396,3 +396,85 @@ def test_members_consolidated_after_this_processs_changes_are_served_by_the_snap
     docs = {k: n for k, n in store.reads.items() if k.rsplit("/", 1)[-1] in
             (".zarray", ".zattrs", "zarr.json") and "/" in k}
     assert docs == {}, docs
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_member_opened_live_reads_its_attributes_live_too(fmt):
+    """A re-created array opened through a snapshot reads its new metadata from the store;
+    its attributes came from the snapshot (a re-created variable's values decoded with the
+    old scale_factor by xarray); they are read-only there, as through the snapshot."""
+    import chunkstore as cs
+    store = MemoryStore()
+    g = cs.open_group(store, mode="w", zarr_format=fmt)
+    a = g.create_array(name="x", shape=(4,), dtype="i2", fill_value=0)
+    a.attrs["scale_factor"] = 10.0
+    cs.consolidate_metadata(store)
+    gc = cs.open_consolidated(store)
+    before = gc["x"]
+    b = g.create_array(name="x", shape=(4,), dtype="f8", fill_value=0, overwrite=True)
+    b.attrs["units"] = "m"
+    for handle in (gc["x"], before):  # opened after the change, and told of it
+        assert handle.dtype == np.float64 and dict(handle.attrs) == {"units": "m"}
+        with pytest.raises(ReadOnlyError):
+            handle.attrs["k"] = 1
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("where", ["in front of the view", "behind the view"])
+def test_a_cache_in_front_of_or_behind_a_snapshot_follows_this_processs_changes(fmt, where):
+    """An LRUStoreCache in front of a consolidated view was not looked through (the snapshot's
+    document of a re-created array was used: its chunks decoded by the old dtype); one
+    behind it kept the old array's chunks, and the old consolidated document after a
+    consolidation written to the store behind it."""
+    import chunkstore as cs
+    store = MemoryStore()
+    g = cs.open_group(store, mode="w", zarr_format=fmt)
+    g.create_array(name="a", shape=(4,), chunks=(2,), dtype="i4")[:] = [1, 2, 3, 4]
+    cs.consolidate_metadata(store)
+    if where == "in front of the view":
+        def opened():
+            return cs.open_array(cs.LRUStoreCache(cs.open_consolidated(store).store, 2**20),
+                                 path="a", mode="r")
+    else:
+        cache = cs.LRUStoreCache(store, 2**20)
+
+        def opened():
+            return cs.open_consolidated(cache)["a"]
+    assert opened()[:].tolist() == [1, 2, 3, 4]
+    g.create_array(name="a", shape=(4,), chunks=(2,), dtype="f4", overwrite=True)[:] = \
+        [0.5, 1.5, 2.5, 3.5]
+    assert opened()[:].tolist() == [0.5, 1.5, 2.5, 3.5]
+    cs.consolidate_metadata(store)  # (written to the store, not through a cache)
+    assert opened()[:].tolist() == [0.5, 1.5, 2.5, 3.5]
+
+
+def test_a_snapshot_is_dated_before_its_document_is_read():
+    """A consolidation written between a view's read of the document and its dating made
+    the old document look as new as that consolidation: a re-created array was then opened
+    by it (garbage values)."""
+    import chunkstore as cs
+    inner = MemoryStore()
+    g = cs.open_group(inner, mode="w", zarr_format=2)
+    g.create_array(name="a", shape=(4,), dtype="i4")[:] = [1, 2, 3, 4]
+    cs.consolidate_metadata(inner)
+    old = bytes(inner[".zmetadata"])
+
+    class RacingStore(MemoryStore):
+        """Hands out the old document while another thread's re-creation and new
+        consolidation land (forced: done in the read itself)."""
+        raced = False
+
+        def __getitem__(self, key):
+            if key == ".zmetadata" and not self.raced:
+                self.raced = True
+                h = cs.open_group(self, zarr_format=2)
+                h.create_array(name="a", shape=(4,), dtype="f4", overwrite=True)[:] = 0.5
+                cs.consolidate_metadata(self)
+                return old
+            return super().__getitem__(key)
+
+    store = RacingStore()
+    store.update({k: inner[k] for k in inner})
+    view = cs.open_consolidated(store)
+    got = view["a"]
+    assert got.dtype == np.float32 and got[:].tolist() == [0.5] * 4
