@@ -375,18 +375,21 @@ def node_at(store: Mapping, path: str, zarr_format: int | None = None, *,
     if served is not None and zarr_format != 2:
         # a consolidated v3 view describes its nodes: no probe of the store behind
         return served, 3
-    if zarr_format is None and protocol.concurrent_io(store):
+    if protocol.concurrent_io(store):
         # a store whose requests are round trips: every document that tells, in one batch
+        # (the asked format's node first, as below)
         keys = (p + v3.array_key, p + v2.array_key, p + v2.group_key)
         got = getitems(store, keys)
+        v2_kind = "array" if keys[1] in got else "group" if keys[2] in got else None
+        if zarr_format == 2 and v2_kind is not None:
+            return v2_kind, 2
         if keys[0] in got:
             found = _parsed_node_type(got[keys[0]], keys[0], store)
-            if warn:
+            if warn and zarr_format is None:
                 warn_both_formats(store, path, found,
                                   present=keys[1 if found == "array" else 2] in got)
             return found, 3
-        return ("array", 2) if keys[1] in got else ("group", 2) if keys[2] in got \
-            else (None, None)
+        return (v2_kind, 2) if v2_kind is not None else (None, None)
     if zarr_format != 2:
         kind = _node_type(store, p + v3.array_key)
         if kind is not None:
