@@ -18,6 +18,7 @@ import concurrent.futures
 import os
 import threading
 import time
+from collections.abc import MutableMapping
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, settings
@@ -264,3 +265,26 @@ class BackgroundLoop:
         self.thread.join(10)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+class DictMapping(MutableMapping):
+    """A store over a plain dict, ``self.d``: the tests' recording, counting and
+    fault-injecting stores override only the operations they watch."""
+
+    def __init__(self, d=None):
+        self.d = {} if d is None else d
+
+    def __getitem__(self, k):
+        return self.d[k]
+
+    def __setitem__(self, k, v):
+        self.d[k] = v
+
+    def __delitem__(self, k):
+        del self.d[k]
+
+    def __iter__(self):
+        return iter(list(self.d))
+
+    def __len__(self):
+        return len(self.d)

@@ -9,7 +9,6 @@ dims than a selection with an integer index failed to broadcast. NumPy is the or
 
 import re
 import threading
-from collections.abc import MutableMapping
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import chunkstore as cs
+from model_support import DictMapping
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -24,7 +24,7 @@ SETTINGS = settings(max_examples=200, deadline=None,
 _CHUNK_KEY = re.compile(r"^\d+(\.\d+)*$")
 
 
-class RecordingStore(MutableMapping):
+class RecordingStore(DictMapping):
     """A dict store recording the chunk keys read, stored and deleted (whole values only).
     on_get, when set, runs after each chunk read (to interleave another writer)."""
 
@@ -56,12 +56,6 @@ class RecordingStore(MutableMapping):
             with self._lock:
                 self.dels.append(k)
         del self.d[k]
-
-    def __iter__(self):
-        return iter(list(self.d))
-
-    def __len__(self):
-        return len(self.d)
 
     def __contains__(self, k):
         return k in self.d

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import MutableMapping
 from pathlib import Path
 
 import numcodecs
@@ -31,6 +30,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from model_support import DictMapping
 from chunkstore.errors import ChunkDecodeError, MetadataError
 from conftest import FIXTURES
 
@@ -194,7 +194,7 @@ def count_inner_chunks(path, meta):
     return total
 
 
-class CountingStore(MutableMapping):
+class CountingStore(DictMapping):
     """A dict store counting reads and writes per key (no get_partial: whole values)."""
 
     def __init__(self):
@@ -208,15 +208,6 @@ class CountingStore(MutableMapping):
     def __setitem__(self, k, v):
         self.sets.append(k)
         self.d[k] = bytes(v)
-
-    def __delitem__(self, k):
-        del self.d[k]
-
-    def __iter__(self):
-        return iter(list(self.d))
-
-    def __len__(self):
-        return len(self.d)
 
     def __contains__(self, k):
         return k in self.d

@@ -9,12 +9,12 @@ import pickle
 import shutil
 import threading
 import warnings
-from collections.abc import MutableMapping
 
 import numpy as np
 import pytest
 
 import chunkstore as cs
+from model_support import DictMapping
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                GroupNotFoundError, ReadOnlyError)
 from chunkstore.hierarchy import nodes
@@ -1120,7 +1120,7 @@ def test_a_write_to_an_array_another_library_replaced_by_a_group_names_it(tmp_pa
     assert not {"x/0", "x/c/0"} & set(store.keys())  # no chunk written into the group
 
 
-class _DeletesAfterRead(MutableMapping):
+class _DeletesAfterRead(DictMapping):
     """A dict store that deletes node `gone` right after the n-th read of key `at` (what
     another handle's delete does between a listing and the read of a member)."""
 
@@ -1136,18 +1136,6 @@ class _DeletesAfterRead(MutableMapping):
                     del self.d[x]
                 self.trigger = None
         return v
-
-    def __setitem__(self, k, v):
-        self.d[k] = v
-
-    def __delitem__(self, k):
-        del self.d[k]
-
-    def __iter__(self):
-        return iter(list(self.d))
-
-    def __len__(self):
-        return len(self.d)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import MutableMapping
 from pathlib import Path
 
 import numcodecs
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from model_support import DictMapping
 from chunkstore.errors import ReadOnlyError
 from conftest import FIXTURES
 
@@ -279,7 +279,7 @@ def test_chunkstore_opens_v3_group_fixture(case):
 
 
 # ------------------------------------------------------------------------------ consolidated
-class CountingStore(MutableMapping):
+class CountingStore(DictMapping):
     def __init__(self, d):
         self.d = d
         self.gets = []
@@ -287,18 +287,6 @@ class CountingStore(MutableMapping):
     def __getitem__(self, k):
         self.gets.append(k)
         return self.d[k]
-
-    def __setitem__(self, k, v):
-        self.d[k] = v
-
-    def __delitem__(self, k):
-        del self.d[k]
-
-    def __iter__(self):
-        return iter(list(self.d))
-
-    def __len__(self):
-        return len(self.d)
 
 
 def test_consolidate_and_open_consolidated_v3(hierarchy):

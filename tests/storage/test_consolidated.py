@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import MutableMapping
 
 import numpy as np
 import pytest
@@ -24,6 +23,8 @@ from chunkstore.storage import (
     normalize_store,
 )
 
+from model_support import DictMapping
+
 from .conftest import FIXTURES, copy_fixture
 
 FIX = FIXTURES / "v2" / "group_consolidated" / "data.zarr"
@@ -31,28 +32,16 @@ MANIFEST = json.loads((FIXTURES / "v2" / "manifest.json").read_text())
 CASE = next(c for c in MANIFEST["cases"] if c.get("name") == "group_consolidated")
 
 
-class Recording(MutableMapping):
+class Recording(DictMapping):
     """A plain mapping recording every key read from it."""
 
     def __init__(self, inner):
-        self.inner = inner
+        super().__init__(inner)
         self.reads = []
 
     def __getitem__(self, k):
         self.reads.append(k)
-        return self.inner[k]
-
-    def __setitem__(self, k, v):
-        self.inner[k] = v
-
-    def __delitem__(self, k):
-        del self.inner[k]
-
-    def __iter__(self):
-        return iter(self.inner)
-
-    def __len__(self):
-        return len(self.inner)
+        return self.d[k]
 
 
 def metadata_keys(case):
