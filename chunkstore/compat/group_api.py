@@ -139,10 +139,10 @@ class GroupAPIv3:
         dtype, its data type dtype (exact=True) or one that casts safely to dtype; a group
         at name, or an array that does not fit, is a TypeError ("Incompatible ...")."""
         path = self._child(name)
-        kind = self._member_kind(path)  # (of this group's format: see Group._member_kind)
+        kind, fmt = self._member(path)  # (the group's format preferred: see Group._member)
         if kind == "array":
-            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=True,
-                                        options=kwargs)
+            return self._existing_array(name, path, fmt, shape, dtype, exact,
+                                        stored_to_asked=True, options=kwargs)
         if kind == "group":
             raise IncompatibleGroupError(
                 f"Incompatible object (Group) already exists at path {path!r} in "

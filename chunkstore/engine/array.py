@@ -72,8 +72,8 @@ class Array(nodes.Node, ArrayAPIv3):
             given = (path, read_only, synchronizer, write_empty_chunks, missing_chunks,
                      cache_metadata, zarr_format, order, _overrides, _locks, chunk_store,
                      cache_attrs, partial_decompress, zarr_version, meta_array)
-            if given != ("", False, None, False, "fill", True, None, None, None, None, None,
-                         True, False, None, None):
+            init = type(self).__init__
+            if given != (init.__defaults__ or ()) + tuple((init.__kwdefaults__ or {}).values()):
                 raise TypeError("Array(async_array) takes no other arguments: the handle "
                                 "shares the AsyncArray's options (with_config, or "
                                 "open_array(..., read_only=...), give others)")

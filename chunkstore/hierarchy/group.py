@@ -462,10 +462,11 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             return self._require_dataset(name, path, shape, dtype, exact, **kwargs)
 
     def _require_dataset(self, name, path, shape, dtype, exact, **kwargs):
-        if self._member_kind(path) == "array":
+        kind, fmt = self._member(path)
+        if kind == "array":
             # zarr-python 2's direction: the requested dtype must cast safely to the stored
-            return self._existing_array(name, path, shape, dtype, exact, stored_to_asked=False,
-                                        options=kwargs)
+            return self._existing_array(name, path, fmt, shape, dtype, exact,
+                                        stored_to_asked=False, options=kwargs)
         try:
             return self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
         except ContainsGroupError as e:  # (a group there: zarr-python 3's TypeError too)
@@ -474,12 +475,14 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             raise IncompatibleGroupError(f"Incompatible object (Group) already exists: {e}; "
                                          f"an array was required there") from None
 
-    def _existing_array(self, name: str, path: str, shape: Any, dtype: Any, exact: bool, *,
-                        stored_to_asked: bool, options: Mapping[str, Any]) -> Array:
-        """The array at path (there is one) if it fits shape and dtype, else TypeError
-        ("Incompatible shape/dtype", zarr-python's wording). Not exact, the dtypes must cast
-        safely: stored to asked (zarr-python 3's require_array: the data read as the asked
-        dtype loses nothing) or asked to stored (zarr-python 2's require_dataset).
+    def _existing_array(self, name: str, path: str, fmt: int, shape: Any, dtype: Any,
+                        exact: bool, *, stored_to_asked: bool,
+                        options: Mapping[str, Any]) -> Array:
+        """The array at path (there is one, of Zarr format fmt) if it fits shape and dtype,
+        else TypeError ("Incompatible shape/dtype", zarr-python's wording). Not exact, the
+        dtypes must cast safely: stored to asked (zarr-python 3's require_array: the data
+        read as the asked dtype loses nothing) or asked to stored (zarr-python 2's
+        require_dataset).
 
         The handle has the options among the call's (options) that a new array's handle
         would have: synchronizer (the group's by default), cache_metadata,
@@ -488,8 +491,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         ProcessSynchronizer each wrote without its locks and lost each other's elements.)"""
         kept = {k: options[k] for k in _HANDLE_OPTIONS if k in options}
         kept.setdefault("synchronizer", self._synchronizer)
-        a = Array(self._store, path=path, read_only=self._read_only,
-                  zarr_format=self._member(path)[1], **kept)
+        a = Array(self._store, path=path, read_only=self._read_only, zarr_format=fmt, **kept)
         shape = creation._normalize_shape(shape)
         if a.shape != shape:
             raise TypeError(f"Incompatible shape ({a.shape} vs {shape}) of array {a.name!r}")

@@ -188,6 +188,8 @@ class FetchThrough:
     store are not concerned."""
 
     _store: MutableMapping[str, bytes]  # the store behind (set by the subclass)
+    # how recent the snapshot is (_date_snapshot, by the subclass before it reads it)
+    _snapshot_date: int = 0
 
     @property
     def store(self) -> MutableMapping[str, bytes]:
@@ -215,7 +217,7 @@ class FetchThrough:
         """Whether this process changed the node at path since the snapshot was consolidated
         (or may have): its documents here may be stale (protocol.snapshot_stale)."""
         return protocol.changed_after(protocol.node_location(self._store, path),
-                                      getattr(self, "_snapshot_date", 0))
+                                      self._snapshot_date)
 
     def _check_key(self, key: str) -> None:
         """Raise ReadOnlyError where *key* may not be written or deleted through this store."""

@@ -285,10 +285,9 @@ def live_store(store: object) -> Any:
     such a view and beside it share in-process locks (location), and what a write reads
     (the chunks it merges into, the metadata it checks) comes from there: read through a
     cache, another handle's update of a chunk was merged away."""
-    behind = getattr(store, "snapshot_of", None)
-    if behind is None:
-        behind = getattr(store, "cache_of", None)
-    return store if behind is None else live_store(behind)
+    for store in view_layers(store):  # (the last layer)
+        pass
+    return store
 
 
 def is_snapshot(store: object) -> bool:

@@ -278,6 +278,11 @@ class _NodeLocks(ThreadSynchronizer):
     the table holds one lock space whatever array path it is given, and a document's lock
     by the document's name (``sub/arr/zarr.json`` and ``zarr.json`` are one)."""
 
+    def __init__(self, location=None, max_chunk_locks=None):
+        super().__init__(max_chunk_locks)
+        # (its handle_locks key: the node's changes are dated by it, see count_change)
+        self.location = location
+
     def __getitem__(self, key):
         return super().__getitem__(key.rpartition("/")[2])
 
@@ -316,8 +321,7 @@ def handle_locks(store, path):
     with _handle_locks_guard:
         locks = _handle_locks.get(key)
         if locks is None:
-            locks = _handle_locks[key] = _NodeLocks()
-            locks.location = key
+            locks = _handle_locks[key] = _NodeLocks(key)
         return locks
 
 
