@@ -613,7 +613,7 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
 
     walk("")
     store[key] = encode_group_metadata_v3(root["attributes"], members)
-    protocol.note_consolidated(protocol.node_location(store, key), since)
+    protocol.note_consolidated(store, key, since)
     root["consolidated_metadata"] = members
     return root
 

@@ -72,7 +72,7 @@ def consolidate_metadata(
         rel = k[len(prefix) + 1 :] if prefix else k
         meta[rel] = doc
     store[mkey] = _dumps({"metadata": meta, "zarr_consolidated_format": 1})
-    protocol.note_consolidated(protocol.node_location(store, mkey), since)
+    protocol.note_consolidated(store, mkey, since)
     return ConsolidatedMetadataStore(store, metadata_key=mkey)
 
 

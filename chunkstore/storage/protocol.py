@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -341,25 +342,56 @@ def node_location(store: object, path: str) -> tuple[Hashable, str]:
 
 # This process's changes of node metadata, dated, for consolidated-metadata views (whose
 # snapshot may be older: see snapshot_stale). Each change and each consolidation written here
-# takes the next number; a node's last change is kept by node_location. Past _KEPT entries
-# the changes are forgotten, and a snapshot dated before that takes every node as changed
-# (a read of the live document each: slower, never wrong). (Dicts changed under the GIL, one
-# operation at a time: a reader sees the entry before or after, never a torn one.)
+# takes the next number; a node's last change is kept by its node_location, per place. A
+# store located by its id (location) has its places' dates dropped when it goes (another
+# object may take the id: a false date costs a live read, and made read counts vary). Past
+# _KEPT entries the changes are forgotten, and a snapshot dated before that takes every node
+# as changed (a read of the live document each: slower, never wrong). (Dicts changed under
+# the GIL, one operation at a time: a reader sees the entry before or after, never a torn one.)
 _dates = itertools.count(1)
-_changed: dict[tuple[Hashable, str], int] = {}
-_consolidated: dict[tuple[Hashable, str], int] = {}
+_changed: dict[Hashable, dict[str, int]] = {}      # place -> node path -> date
+_consolidated: dict[Hashable, dict[str, int]] = {}  # place -> document key -> date
+_kept = 0  # entries in _changed
 _KEPT = 20_000
 _forgot_before = 0  # snapshots dated before this may miss a forgotten change
+_watched: set[int] = set()  # id places whose store's end drops their dates
+
+
+def watch_place(store: object) -> None:
+    """For a store located by its id (location): drop its nodes' dates when it goes. A store
+    that cannot be weakly referenced (a plain dict) keeps them: a live read too many later."""
+    place = location(store)
+    if not isinstance(place, int) or place in _watched:
+        return
+    try:
+        weakref.finalize(live_store(store), _forget_place, place)
+    except TypeError:
+        return
+    _watched.add(place)
+
+
+def _forget_place(place: int) -> None:
+    global _kept
+    _watched.discard(place)
+    _kept -= len(_changed.pop(place, ()))
+    _consolidated.pop(place, None)
 
 
 def note_metadata_change(node: tuple[Hashable, str]) -> None:
     """Date a change of the metadata of the node (a node_location) made by this process: a
     creation, re-creation, delete, resize, append or fill value change."""
-    global _forgot_before
-    if node not in _changed and len(_changed) >= _KEPT:
+    global _forgot_before, _kept
+    place, path = node
+    paths = _changed.get(place)
+    if (paths is None or path not in paths) and _kept >= _KEPT:
         _forgot_before = next(_dates)  # (first: a reader meanwhile finds it, not a gap)
         _changed.clear()
-    _changed[node] = next(_dates)
+        _kept, paths = 0, None
+    if paths is None:
+        paths = _changed.setdefault(place, {})
+    if path not in paths:
+        _kept += 1
+    paths[path] = next(_dates)
 
 
 def consolidation_start() -> int:
@@ -368,12 +400,14 @@ def consolidation_start() -> int:
     return next(_dates)
 
 
-def note_consolidated(document: tuple[Hashable, str], since: int) -> None:
-    """Date the consolidated document (the node_location of its key) this process wrote
-    from members read from date since."""
-    if document not in _consolidated and len(_consolidated) >= _KEPT:
+def note_consolidated(store: object, key: str, since: int) -> None:
+    """Date the consolidated document at key of store, which this process wrote from
+    members read from date since."""
+    place, path = node_location(store, key)
+    if place not in _consolidated and len(_consolidated) >= _KEPT:
         _consolidated.clear()  # (a document not dated: its view takes changes as newer)
-    _consolidated[document] = since
+    watch_place(store)
+    _consolidated.setdefault(place, {})[path] = since
 
 
 def snapshot_date(document: tuple[Hashable, str]) -> int:
@@ -381,7 +415,8 @@ def snapshot_date(document: tuple[Hashable, str]) -> int:
     by another process or before this one: any change of this process may be missing).
     Taken before the document is read: one written meanwhile is newer than its date says,
     never older."""
-    return _consolidated.get(document, 0)
+    place, path = document
+    return _consolidated.get(place, {}).get(path, 0)
 
 
 def changed_after(node: tuple[Hashable, str], date: int) -> bool:
@@ -391,12 +426,12 @@ def changed_after(node: tuple[Hashable, str], date: int) -> bool:
     date = max(date, 1)
     if date <= _forgot_before:
         return True
-    if not _changed:
-        return False
     place, path = node
+    paths = _changed.get(place)
+    if not paths:
+        return False
     parts = path.split("/") if path else []
-    return any(_changed.get((place, "/".join(parts[:i])), 0) >= date
-               for i in range(len(parts) + 1))
+    return any(paths.get("/".join(parts[:i]), 0) >= date for i in range(len(parts) + 1))
 
 
 def snapshot_stale(store: object, path: str) -> bool:

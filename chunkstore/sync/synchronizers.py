@@ -322,6 +322,7 @@ def handle_locks(store, path):
         locks = _handle_locks.get(key)
         if locks is None:
             locks = _handle_locks[key] = _NodeLocks(key)
+            protocol.watch_place(store)  # (its nodes' change dates go with it)
         return locks
 
 
