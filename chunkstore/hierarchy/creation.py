@@ -378,6 +378,14 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
                     f"{store_name(store)} meanwhile)")
             if kind is None:
                 write_group_metadata(store, parent, zarr_format)
+                note_created(store, parent)
+
+
+def note_created(store, path: str) -> None:
+    """Date the creation of a group (or a node moved) at path: a consolidated snapshot of
+    the hierarchy older than it lists and opens the node from the store (a member created
+    since was not found through it; protocol.changed_around)."""
+    protocol.note_metadata_change(protocol.node_location(store, path))
 
 
 def require_parent_groups(store, path, zarr_format=2, synchronizer=None):

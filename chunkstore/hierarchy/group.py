@@ -638,31 +638,37 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 f"would mix with what is moved: remove them first (the store's "
                 f"rmdir({dst!r}))")
         creation._write_parent_groups(self._store, parents, self._format, self._synchronizer)
-        # (handles at src: nothing is there any more)
-        with replacing(self._store, src, self._synchronizer):
-            rename = protocol.renamer(self._store)
-            if rename is not None:
-                rename(src, dst)
-                return
-            keys = [k for k in list(self._store.keys()) if k == src or k.startswith(src + "/")]
-            # Copied with the node documents last and deleted with them first (and a failed
-            # copy removed again): a move that fails midway leaves the source whole and no
-            # node at dest, or dest whole; never a node whose metadata is there while some
-            # of its chunks are not (they would read as the fill value: wrong data).
-            order = documents_first(keys)
-            copied: list[str] = []
-            try:
-                for k in reversed(order):
-                    self._store[dst + k[len(src):]] = self._store[k]
-                    copied.append(dst + k[len(src):])
-            except BaseException as e:
+        # (handles at src: nothing is there any more; dst dated for consolidated
+        # snapshots, a move that failed midway too)
+        try:
+            with replacing(self._store, src, self._synchronizer):
+                rename = protocol.renamer(self._store)
+                if rename is not None:
+                    rename(src, dst)
+                    return
+                keys = [k for k in list(self._store.keys())
+                        if k == src or k.startswith(src + "/")]
+                # Copied with the node documents last and deleted with them first (and a
+                # failed copy removed again): a move that fails midway leaves the source
+                # whole and no node at dest, or dest whole; never a node whose metadata is
+                # there while some of its chunks are not (they would read as the fill
+                # value: wrong data).
+                order = documents_first(keys)
+                copied: list[str] = []
                 try:
-                    delitems(self._store, documents_first(copied))
-                except Exception as e2:
-                    e.add_note(f"moving {src!r} to {dest!r} failed, and removing what was "
-                               f"copied to {dst!r} failed too: {e2!r}")
-                raise
-            delitems(self._store, order)
+                    for k in reversed(order):
+                        self._store[dst + k[len(src):]] = self._store[k]
+                        copied.append(dst + k[len(src):])
+                except BaseException as e:
+                    try:
+                        delitems(self._store, documents_first(copied))
+                    except Exception as e2:
+                        e.add_note(f"moving {src!r} to {dest!r} failed, and removing what "
+                                   f"was copied to {dst!r} failed too: {e2!r}")
+                    raise
+                delitems(self._store, order)
+        finally:
+            creation.note_created(self._store, dst)
 
 
 def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
@@ -682,6 +688,7 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     creation._write_parent_groups(store, missing, zarr_format, synchronizer)
     for name, doc in docs.items():
         store[nodes.prefix(path) + name] = doc
+    creation.note_created(store, path)
 
 
 def _group_keywords(name: str, kwargs: dict, zarr_format: int | None

@@ -87,6 +87,10 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
     only (absent from the document => ``KeyError``, no read of the store). Every other key
     (chunks, metadata outside the base) is read from the underlying store.
 
+    A node this process changed (created, re-created, deleted, resized...) after the snapshot
+    was consolidated (FetchThrough) has its documents read from the underlying store, and a
+    group with such a node at, above or below it is listed there.
+
     Listing: ``listdir`` of a group (or any path that is not an array in the document) lists
     the nodes in the document only; ``listdir`` of an array merges in the underlying store's
     listing, so its chunk keys appear. ``__iter__`` yields the document's keys plus the
@@ -162,7 +166,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         """The JSON object of the metadata document at key as the consolidated metadata holds
         it, or None for a key it does not serve (see protocol.consolidated_documents).
         Shared: callers must not change it."""
-        return self._meta.get(key) if self._served(key) else None
+        return self._meta.get(key) if self._from_snapshot(key) else None
 
     def _document(self, key: str) -> bytes:
         raw = self._docs.get(key)
@@ -188,13 +192,18 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return (is_metadata_key(key) or key.rsplit("/", 1)[-1] == "zarr.json") and \
             _base._under(key, self._base)
 
+    def _from_snapshot(self, key: str) -> bool:
+        """True if *key* is read from the consolidated document: it serves the key, and this
+        process changed its node no later than the snapshot (FetchThrough._stale_document)."""
+        return self._served(key) and not self._stale_document(key)
+
     # -- reads -----------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)
         if key == self.metadata_key:
             return self._raw
-        if self._served(key):
+        if self._from_snapshot(key):
             return self._document(key)
         return self._store[key]
 
@@ -210,7 +219,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
             validate_key(k)
             if k == self.metadata_key:
                 out[k] = self._raw
-            elif self._served(k):
+            elif self._from_snapshot(k):
                 if k in self._meta:
                     out[k] = self._document(k)
             else:
@@ -228,7 +237,7 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         validate_key(key)
         if key == self.metadata_key:
             return True
-        if self._served(key):
+        if self._from_snapshot(key):
             return key in self._meta
         return key in self._store
 
@@ -250,6 +259,8 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         prefix = normalize_prefix(prefix)
         if not _base._under(prefix, self._base) and not _base._under(self._base, prefix):
             return _base.listdir(self._store, prefix)  # outside the consolidated hierarchy
+        if self._stale_listing(prefix):
+            return _base.listdir(self._store, prefix)
         names = set(_base._listdir_keys(self._meta, prefix))
         if not _base._under(prefix, self._base):
             # a parent of the base: its own entries come from the store

@@ -18,7 +18,9 @@ META = "zarr.json"
 class ConsolidatedV3Store(FetchThrough, BaseStore):
     """A view of store whose `zarr.json` keys at or below `path` come from the consolidated
     metadata in `path/zarr.json`; chunk keys go to the store (writes too, with mode "r+").
-    Metadata writes are refused: change the store and consolidate again."""
+    Metadata writes are refused: change the store and consolidate again. A node this process
+    changed after the snapshot was consolidated (FetchThrough) has its zarr.json read from the
+    store, and a group with such a node at, above or below it is listed there."""
 
     def __init__(self, store: Mapping[str, bytes], path: str = "", mode: str = "r") -> None:
         if mode not in ("r", "r+"):
@@ -63,7 +65,7 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """The JSON object of the metadata document at key as the consolidated metadata holds
         it (the root group's without its ``consolidated_metadata``), or None for a key it
         does not serve. Shared: callers must not change it."""
-        if not self._served(key):
+        if not self._from_snapshot(key):
             return None
         doc = self._objects.get(key)
         if doc is not None and key == self._root_key:
@@ -86,8 +88,13 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return not self._base or key == self._base + "/" + META or \
             key.startswith(self._base + "/")
 
+    def _from_snapshot(self, key: str) -> bool:
+        """True if key is read from the consolidated metadata: it serves the key, and this
+        process changed its node no later than the snapshot (FetchThrough._stale_document)."""
+        return self._served(key) and not self._stale_document(key)
+
     def __getitem__(self, key: str) -> bytes:
-        if self._served(key):
+        if self._from_snapshot(key):
             return self._document(key)
         return self._store[key]
 
@@ -96,15 +103,16 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         documents, other keys from the underlying store.
         """
         keys = list(keys)
-        out = {k: self._document(k) for k in keys if self._served(k) and k in self._objects}
-        out.update(getitems(self._store, [k for k in keys if not self._served(k)]))
+        served = {k: self._from_snapshot(k) for k in keys}
+        out = {k: self._document(k) for k in keys if served[k] and k in self._objects}
+        out.update(getitems(self._store, [k for k in keys if not served[k]]))
         return out
 
     def _serves(self, key: str) -> bool:
         return self._served(key)
 
     def __contains__(self, key: Any) -> bool:
-        return key in self._objects if self._served(key) else key in self._store
+        return key in self._objects if self._from_snapshot(key) else key in self._store
 
     def __iter__(self) -> Iterator[str]:
         yield from self._objects
@@ -119,6 +127,8 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         """Sorted names of the immediate children of *prefix*: consolidated nodes plus the
         underlying store's entries.
         """
+        if self._stale_listing(prefix):
+            return sorted(n for n in listdir(self._store, prefix) if n != META)
         pre = prefix.strip("/")
         pre = pre + "/" if pre else ""
         names = {k[len(pre):].split("/", 1)[0] for k in self._objects if k.startswith(pre)}

@@ -219,6 +219,21 @@ class FetchThrough:
         return protocol.changed_after(protocol.node_location(self._store, path),
                                       self._snapshot_date)
 
+    def _stale_document(self, key: str) -> bool:
+        """Whether the snapshot's metadata document at key may be older than a change this
+        process made to its node (or above it): it is then read from the store behind. (A
+        node re-created as another kind since was opened as the old one; one created since
+        was not found.)"""
+        return protocol.changed_since(self._snapshot_date) and \
+            self.changed_since_snapshot(key.rsplit("/", 1)[0] if "/" in key else "")
+
+    def _stale_listing(self, prefix: str) -> bool:
+        """Whether the snapshot's listing of the group at prefix may be older than a change
+        this process made to it, above it or below it (a member created or removed since):
+        it is then listed from the store behind."""
+        return protocol.changed_since(self._snapshot_date) and protocol.changed_around(
+            protocol.node_location(self._store, prefix.strip("/")), self._snapshot_date)
+
     def _check_key(self, key: str) -> None:
         """Raise ReadOnlyError where *key* may not be written or deleted through this store."""
         raise NotImplementedError

@@ -350,8 +350,12 @@ def node_location(store: object, path: str) -> tuple[Hashable, str]:
 # the GIL, one operation at a time: a reader sees the entry before or after, never a torn one.)
 _dates = itertools.count(1)
 _changed: dict[Hashable, dict[str, int]] = {}      # place -> node path -> date
+# place -> group path -> date of the last change of a node below it (a member created or
+# removed changes the group's listing)
+_below: dict[Hashable, dict[str, int]] = {}
+_latest = 0  # the date of the last change anywhere (a snapshot newer than it: nothing to look up)
 _consolidated: dict[Hashable, dict[str, int]] = {}  # place -> document key -> date
-_kept = 0  # entries in _changed
+_kept = 0  # entries in _changed and _below
 _KEPT = 20_000
 _forgot_before = 0  # snapshots dated before this may miss a forgotten change
 _watched: set[int] = set()  # id places whose store's end drops their dates
@@ -373,25 +377,33 @@ def watch_place(store: object) -> None:
 def _forget_place(place: int) -> None:
     global _kept
     _watched.discard(place)
-    _kept -= len(_changed.pop(place, ()))
+    _kept -= len(_changed.pop(place, ())) + len(_below.pop(place, ()))
     _consolidated.pop(place, None)
 
 
 def note_metadata_change(node: tuple[Hashable, str]) -> None:
     """Date a change of the metadata of the node (a node_location) made by this process: a
     creation, re-creation, delete, resize, append or fill value change."""
-    global _forgot_before, _kept
+    global _forgot_before, _kept, _latest
     place, path = node
     paths = _changed.get(place)
     if (paths is None or path not in paths) and _kept >= _KEPT:
         _forgot_before = next(_dates)  # (first: a reader meanwhile finds it, not a gap)
         _changed.clear()
+        _below.clear()
         _kept, paths = 0, None
     if paths is None:
         paths = _changed.setdefault(place, {})
     if path not in paths:
         _kept += 1
-    paths[path] = next(_dates)
+    date = paths[path] = _latest = next(_dates)
+    above = _below.setdefault(place, {})
+    parts = path.split("/") if path else []
+    for i in range(len(parts)):
+        group = "/".join(parts[:i])
+        if group not in above:
+            _kept += 1
+        above[group] = date
 
 
 def consolidation_start() -> int:
@@ -426,12 +438,30 @@ def changed_after(node: tuple[Hashable, str], date: int) -> bool:
     date = max(date, 1)
     if date <= _forgot_before:
         return True
+    if date > _latest:
+        return False
     place, path = node
     paths = _changed.get(place)
     if not paths:
         return False
     parts = path.split("/") if path else []
     return any(paths.get("/".join(parts[:i]), 0) >= date for i in range(len(parts) + 1))
+
+
+def changed_since(date: int) -> bool:
+    """Whether this process changed any node's metadata at or after date (or may have): if
+    not, changed_after and changed_around are False for every node (no lookup)."""
+    date = max(date, 1)
+    return date <= _forgot_before or date <= _latest
+
+
+def changed_around(node: tuple[Hashable, str], date: int) -> bool:
+    """changed_after, or a node below it changed at or after date: the listing of a group
+    (its members) may have changed too."""
+    if changed_after(node, date):
+        return True
+    place, path = node
+    return max(date, 1) <= _latest and _below.get(place, {}).get(path, 0) >= max(date, 1)
 
 
 def snapshot_stale(store: object, path: str) -> bool:

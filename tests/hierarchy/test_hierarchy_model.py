@@ -49,10 +49,12 @@ What the README lets a handle see (and so the model):
 - Consolidated metadata is a snapshot ("Differences from zarr-python"): a view opened through
   it lists the members, kinds, attributes and array metadata of the last
   ``consolidate_metadata`` (chunks come from the store, read as above), and refuses every
-  metadata change with ``ReadOnlyError``; data writes (mode "r+") pass through. Except: an
-  array it lists at or below a path that chunkstore (this process) changed since that
-  consolidation is opened from the store (the array there now, or ArrayNotFoundError where
-  there is none), never by the snapshot's stale metadata. The root
+  metadata change with ``ReadOnlyError``; data writes (mode "r+") pass through. Except
+  where chunkstore (this process) changed the hierarchy since that consolidation (created,
+  re-created, moved, resized or deleted a node): a node at or below a path it changed is
+  read from the store (the node there now, or none), never by the snapshot's stale
+  metadata, and a group at, above or below such a path is listed from the store (each
+  listed member then found as above: ViewTree). The root
   group's own attributes come from ``.zmetadata`` in Zarr v2 (as zarr-python 2) and from the
   root ``zarr.json`` read at opening in Zarr v3 (where the snapshot lives inside that
   document).
@@ -141,6 +143,9 @@ def ancestors(p):
 
 def children(tree, p):
     """(name, kind) of p's direct members in a model (or snapshot) dict, sorted."""
+    if isinstance(tree, ViewTree) and tree.listed_live(p):
+        return [(n, tree[join(p, n)]["kind"]) for n, _ in children(tree.model, p)
+                if join(p, n) in tree]
     pre = p + "/" if p else ""
     out = []
     for q, n in tree.items():
@@ -221,6 +226,24 @@ def snapshot(model):
                      dtype=n["data"].dtype)
         out[p] = s
     return out
+
+
+class ViewTree(dict):
+    """What a consolidated snapshot's handle sees of the hierarchy: the snapshot's nodes, but
+    the model's (the store's) at and below each path chunkstore changed since the
+    consolidation (a node's documents are read from the store there); and a group at, above
+    or below such a path is listed from the store (children), each listed member then
+    shown where this tree has it."""
+
+    def __init__(self, snap, model, changed):
+        super().__init__((p, n) for p, n in snap.items()
+                         if not any(under(p, c) for c in changed))
+        self.update((p, n) for p, n in model.items() if any(under(p, c) for c in changed))
+        self.model, self.changed = model, changed
+
+    def listed_live(self, p):
+        """Whether the group at p is listed from the store."""
+        return any(under(p, c) or under(c, p) for c in self.changed)
 
 
 class Handle:
@@ -355,8 +378,11 @@ class HierarchyMachine(RuleBasedStateMachine):
         self.log.append(text)
 
     def tree_of(self, h):
-        """The dict a handle's metadata comes from: the model, or its snapshot."""
-        return self.model if h.snap is None else h.snap
+        """The dict a handle's metadata comes from: the model, or its snapshot as this
+        process's changes since show it (ViewTree)."""
+        if h.snap is None:
+            return self.model
+        return ViewTree(h.snap, self.model, h.changed) if h.changed else h.snap
 
     def groups(self):
         return [h for h in self.handles if h.kind == "group"]
@@ -407,25 +433,21 @@ class HierarchyMachine(RuleBasedStateMachine):
         return None if n is None else n["kind"]
 
     def live_through_snapshot(self, h, p):
-        """Whether handle h (of a snapshot) opens the array it lists at p from the store: this
-        process changed the array (or a node above it) since the consolidation, so the
-        snapshot's metadata of it may be stale (a re-created array's chunks were decoded by
-        the old dtype)."""
-        return (h.changed is not None and self.kind_at(h.snap, p) == "array"
-                and any(under(p, c) for c in h.changed))
+        """Whether handle h (of a snapshot) opens the array at p from the store: this process
+        changed the array (or a node above it) since the consolidation, so the snapshot's
+        metadata of it may be stale (a re-created array's chunks were decoded by the old
+        dtype)."""
+        return (h.snap is not None and bool(h.changed)
+                and any(under(p, c) for c in h.changed)
+                and self.kind_at(self.model, p) == "array")
 
     def opens_as(self, h, p):
-        """The kind of what h[p] opens (None: it raises): the listed kind, except an array
-        opened from the store (live_through_snapshot), there only where the model has one."""
-        tree = self.tree_of(h)
-        if self.live_through_snapshot(h, p):
-            return "array" if self.kind_at(self.model, p) == "array" else None
-        return self.kind_at(tree, p)
+        """The kind of what h[p] opens (None: it raises)."""
+        return self.kind_at(self.tree_of(h), p)
 
     def opened_meta(self, h, p):
         """The metadata an array h[p] opens reads by."""
-        return self.meta_of(self.model if self.live_through_snapshot(h, p)
-                            else self.tree_of(h), p)
+        return self.meta_of(self.tree_of(h), p)
 
     def array_under(self, tree, p):
         """The nearest proper ancestor of p that is an array, or None."""
@@ -476,8 +498,9 @@ class HierarchyMachine(RuleBasedStateMachine):
             gone.add(replaced)
         resized = {p for p, (n, shape) in before.items()
                    if self.model.get(p) is n and shape is not None and n["data"].shape != shape}
+        made = {p for p in self.model if p not in before}
         for changed in self.snap_changes:  # (this process's changes, which views follow)
-            changed |= gone | resized
+            changed |= gone | resized | made
         for h in self.handles:
             if h.kind == "array" and (h.path in resized
                                       or any(under(h.path, p) for p in gone)):
