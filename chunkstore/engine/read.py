@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 _INLINE = scheduling.READ_INLINE_BYTES
 
 
+def _same_versions(a: Files, b: Files) -> bool:
+    """Whether two Files of one batch read the same ranges of the same file versions."""
+    return bool(np.array_equal(a.ranges, b.ranges) and np.array_equal(a.idents, b.idents))
+
+
 class ReadPath(EngineState):
     """The read path of a ChunkEngine: :meth:`read` (a selection -> an array)."""
 
@@ -55,9 +60,7 @@ class ReadPath(EngineState):
             if files is not None:
                 batch = files(idx, keys)
                 if batch is None:  # (shards too fresh for the kernels' check of their file)
-                    batch_i, batch_d = self._fetched(plan, idx, keys, dest)
-                    if batch_i:
-                        self._fast_decode(plan, batch_i, batch_d, dest, keys)
+                    self._refetched(plan, idx, keys, dest)
                     return
                 self._fast_decode(plan, idx, batch, dest, keys, files=files)
                 return
@@ -172,25 +175,36 @@ class ReadPath(EngineState):
                 break
             k = pos + failed
             i, key = idx[k], keys[idx[k]]
+            shards = from_files and files is not None and datas.ranges is not None
             if not from_files:
                 data = datas[k]
-            elif files is not None and datas.ranges is not None and datas.ranges[k, 0] >= 0:
+            elif shards and datas.ranges[k, 0] >= 0:
                 if got is None:
                     # The whole batch through getitems, as before the file kernels: a range
                     # past a shard's end makes it re-read that shard's index and every chunk
                     # of the shard with it (a shard rewritten under a cached index). The
-                    # kernel read the batch's other chunks at the ranges it had, those
-                    # already merged included: when the ranges changed, redo the batch.
+                    # kernel read the batch's other chunks from the versions it had, those
+                    # already merged included: when a version changed, redo the batch.
                     got = getitems(self.chunk_store, [keys[j] for j in idx])
-                    fresh = files(idx, keys)
-                    if (fresh is not None and restarts < 2
-                            and not np.array_equal(fresh.ranges, datas.ranges)):
+                    fresh = files(idx, keys)  # type: ignore[misc]
+                    if fresh is None or not _same_versions(fresh, datas):
+                        if fresh is None or restarts >= 2:
+                            self._refetched(plan, idx, keys, dest, points)
+                            break
                         datas, pos, got = fresh, 0, None
                         restarts += 1
                         continue
                 data = got.get(key)
             else:
                 data = getitems(self.chunk_store, [key]).get(key)
+                if data is not None and shards:
+                    # A chunk absent from its shard's version the batch was planned by (or
+                    # the shard absent) is there now: the shard was written since, and the
+                    # chunks of it merged already may be of the version before (a read
+                    # showed a shard half old, half new). The batch again, each shard's
+                    # chunks from one version.
+                    self._refetched(plan, idx, keys, dest, points)
+                    break
             if data is None:
                 self._fill_missing(plan, i, dest, key, points)
             else:
@@ -199,6 +213,14 @@ class ReadPath(EngineState):
                 gather(plan, i, self._decode(data, key, out=scratch), dest)
             pos = k + 1
         scheduling.give_scratch(scratch)  # (not on error: the buffer is simply dropped)
+
+    def _refetched(self, plan: OrthoPlan | PointsPlan, idx: Sequence[int], keys: list[str],
+                   dest: np.ndarray, points: bool = False) -> None:
+        """A batch's chunks read again through the store (each shard's from one version of
+        it: see ShardedView.getitems), decoded and merged over whatever was merged before."""
+        batch_i, batch_d = self._fetched(plan, idx, keys, dest, points)
+        if batch_i:
+            self._fast_decode(plan, batch_i, batch_d, dest, keys, points)
 
     def _fetched(self, plan: OrthoPlan | PointsPlan, idx: Sequence[int], keys: list[str],
                  dest: np.ndarray, points: bool = False) -> tuple[list[int], list[Any]]:
@@ -239,9 +261,7 @@ class ReadPath(EngineState):
             if files is not None:
                 batch = files(idx, keys)
                 if batch is None:  # (shards too fresh for the kernels' check of their file)
-                    batch_i, batch_d = self._fetched(plan, idx, keys, flat, points=True)
-                    if batch_i:
-                        self._fast_decode(plan, batch_i, batch_d, flat, keys, points=True)
+                    self._refetched(plan, idx, keys, flat, points=True)
                     return
                 self._fast_decode(plan, idx, batch, flat, keys, points=True, files=files)
                 return

@@ -548,7 +548,9 @@ class ShardedStoreView(MutableMapping):
                 version = _NO_VERSION
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                where[k] = (path, (-1, 0, *_NO_VERSION) if off == MISSING or index is None else
+                # (an absent chunk keeps its shard's version: the reader compares it with
+                # the version it then finds, see ReadPath._fast_decode)
+                where[k] = (path, (-1, 0, *version) if off == MISSING or index is None else
                             (off, int(index[slot, 1]), *version))
         rows = [where[k] for k in keys]
         table = np.array([r[1] for r in rows], dtype=np.int64).reshape(len(rows), 7)
