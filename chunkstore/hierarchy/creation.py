@@ -23,11 +23,12 @@ from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.v2 import misplaced_object_filter
 from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
                                          default_serializer, numcodecs_codec)
-from chunkstore.sync.synchronizers import check_synchronizer_path, handle_locks, replacing
+from chunkstore.sync.synchronizers import (ProcessSynchronizer, check_synchronizer_path,
+                                           handle_locks, replacing)
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
                                StrayChunksError)
-from chunkstore.metadata.formats import (documents_first, format_alias, format_of,
+from chunkstore.metadata.formats import (document_rank, documents_first, format_alias, format_of,
                                          node_document_names, nodes_in_chunk_space,
                                          stray_chunk_keys)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
@@ -93,7 +94,7 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
     (sync.synchronizers.replacing: a handle opened before never writes the old layout into
     what comes next), and the node's lock space in synchronizer held (the deleting
     handle's: other processes' attribute updates of the node end first, or find it gone)."""
-    with replacing(store, path, synchronizer):
+    with replacing(store, replaced_paths(store, path, synchronizer), synchronizer):
         # The node documents first: a delete that fails midway (an I/O error, an interrupt
         # in a directory store's tree walk, whose order is the filesystem's) then leaves
         # keys no node owns, never an array whose metadata is still there while some of
@@ -110,6 +111,19 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
                 raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
+
+
+def replaced_paths(store: Mapping[str, bytes], path: str, synchronizer: Any) -> Any:
+    """What replacing() must hold to delete or move the node at path: path, and with a
+    ProcessSynchronizer every node below it too. Another process's write of an array below
+    takes that array's lock space only, not its groups': a move of a group copying the
+    array's chunks, or a delete, ran beside such writes, which returned and were then lost
+    (deleted with the source, or left under the old path). (One listing of the subtree;
+    in-process handles are found without it, by their lock tables.)"""
+    if not isinstance(synchronizer, ProcessSynchronizer):
+        return path
+    below = {k.rpartition("/")[0] for k in keys_under(store, path) if document_rank(k) == 0}
+    return [path, *sorted(below - {path})]
 
 
 def stray_keys_error(head: str, keys: Sequence[str], remedy: str) -> StrayChunksError:

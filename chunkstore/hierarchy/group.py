@@ -641,7 +641,9 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # (handles at src: nothing is there any more; dst dated for consolidated
         # snapshots, a move that failed midway too)
         try:
-            with replacing(self._store, src, self._synchronizer):
+            with replacing(self._store, creation.replaced_paths(self._store, src,
+                                                                 self._synchronizer),
+                           self._synchronizer):
                 rename = protocol.renamer(self._store)
                 if rename is not None:
                     rename(src, dst)

@@ -2,6 +2,8 @@
 creation lock), with thread and process locks, Zarr v2 and v3, and across processes."""
 
 import multiprocessing as mp
+import os
+import time
 
 import numpy as np
 import pytest
@@ -167,3 +169,58 @@ def test_v3_consolidation_keeps_another_process_attribute_updates(tmp_path, how)
     attrs = dict(cs.open_group(path, mode="r").attrs)
     assert attrs == {f"b{i}": i for i in range(n)}
     assert "x" in cs.open_consolidated(path).keys()
+
+
+def _write_chunks_until(path, locks, started, stop, out):
+    """Write whole chunks of sub/arr, a new value each, through a ProcessSynchronizer until
+    told to stop; report each chunk's last value a write of returned."""
+    sync = cs.ProcessSynchronizer(locks)
+    a = cs.open_array(path, path="sub/arr", mode="r+", synchronizer=sync)
+    last, i = {}, 0
+    started.set()
+    while not stop.is_set():
+        i += 1
+        j = i % 25
+        try:
+            a[j * 4:j * 4 + 4] = i
+            last[j] = i
+        except cs.errors.ArrayNotFoundError:
+            pass
+    out.put(last)
+
+
+@pytest.mark.parametrize("change", ["move", "delete"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_moving_or_deleting_a_group_excludes_other_processes_writes_below_it(
+        tmp_path, change, zarr_format):
+    """Another process's synchronized write of an array takes the array's lock space only:
+    a move of its parent group (which copies the array's chunks) or a delete of it ran
+    beside such writes, which returned and were then lost (deleted with the source, or left
+    under the old path, where a later array there refused to be created: StrayChunksError).
+    A delete or move through a ProcessSynchronizer now holds the lock space of every node
+    below it (found in 24 of 24 moves, by a hunt)."""
+    path, locks = str(tmp_path / "h.zarr"), str(tmp_path / "locks")
+    g = cs.open_group(path, mode="w", zarr_format=zarr_format)
+    g.create_group("sub").create_array("arr", shape=(100,), chunks=(4,), dtype="i4",
+                                       fill_value=-1)
+    started, stop, out = CTX.Event(), CTX.Event(), CTX.Queue()
+    p = CTX.Process(target=_write_chunks_until, args=(path, locks, started, stop, out))
+    p.start()
+    try:
+        assert started.wait(60)
+        time.sleep(0.2)
+        g = cs.open_group(path, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+        if change == "move":
+            g.move("sub", "sub2")
+        else:
+            del g["sub"]
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        last = out.get(timeout=60)
+        p.join(60)
+    assert not os.path.exists(os.path.join(path, "sub")), os.listdir(os.path.join(path, "sub"))
+    if change == "move":
+        moved = cs.open_array(path, path="sub2/arr", mode="r")[:]
+        lost = {j: (v, int(moved[j * 4])) for j, v in last.items() if moved[j * 4] != v}
+        assert not lost, lost
