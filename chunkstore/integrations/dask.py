@@ -20,35 +20,94 @@ task raises, naming the store, where its writes would be lost without a word.
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import dask.array as da
+import numpy as np
 
 from chunkstore.engine.array import Array
-from chunkstore.errors import store_name
+from chunkstore.errors import ArrayMetadataChangedError, store_name
 from chunkstore.hierarchy.creation import create, open_array
 from chunkstore.storage import protocol
 from chunkstore.sync.synchronizers import ProcessSynchronizer
 
-__all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid", "Target"]
+__all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid", "Target",
+           "StaleDaskArrayError"]
 
 
-def from_chunkstore(store_or_array, path=None, chunks=None, name=None, **open_kwargs):
+class StaleDaskArrayError(ArrayMetadataChangedError):
+    """A dask array made by :func:`from_chunkstore` read its array after the array's layout
+    changed (shrunk in any dimension, or re-created with another dtype, chunks or shards): its
+    tasks would put the new array's blocks in the old graph's layout, so they raise instead."""
+
+
+class _BlockReader:
+    """The getter of from_chunkstore's tasks: reads a block only while the array still has
+    the layout the graph was built by (dtype, chunks and shards, and a shape holding the
+    graph's region: growing is allowed). Writes are data, read as they are now."""
+
+    def __init__(self, z: Array) -> None:
+        self.shape, self.dtype = z.shape, z.dtype
+        self.chunks, self.shards = z.chunks, z.shards
+
+    def _stale(self, z: Array, what: str) -> StaleDaskArrayError:
+        return StaleDaskArrayError(
+            f"array {z.path or '/'!r} of {store_name(z.store)} changed since from_chunkstore "
+            f"built the dask array over it ({what}): its tasks would read the new array into "
+            f"the old graph's layout; call from_chunkstore again to read it as it is now")
+
+    def __call__(self, z: Array, key: tuple, asarray: bool = False, lock: Any = None) -> Any:
+        shape, dtype, chunks, shards = z.shape, z.dtype, z.chunks, z.shards
+        if len(shape) != len(self.shape) or any(n < m for n, m in zip(shape, self.shape)):
+            raise self._stale(z, f"shape {self.shape} -> {shape}")
+        if dtype != self.dtype:
+            raise self._stale(z, f"dtype {self.dtype} -> {dtype}")
+        # (other chunks read the same values, but only a re-created array has them: another
+        # array than the graph's, whatever its shape)
+        if (chunks, shards) != (self.chunks, self.shards):
+            raise self._stale(z, f"chunks {self.chunks} -> {chunks}, shards {self.shards} -> "
+                                 f"{shards}")
+        if lock:
+            lock.acquire()
+        try:
+            block = z[key]
+        finally:
+            if lock:
+                lock.release()
+        # A read works with one version of the metadata from start to end: a change between
+        # the checks above and the read shows in what it returns (a shrink clips the block)
+        want = tuple(len(range(*k.indices(n))) for k, n in zip(key, self.shape)
+                     if isinstance(k, slice))
+        got = getattr(block, "shape", ()), getattr(block, "dtype", None)
+        if got != (want, self.dtype):
+            raise self._stale(z, f"a block of shape {want} and dtype {self.dtype} read as "
+                                 f"{got[0]} and {got[1]}")
+        return np.asarray(block) if asarray else block
+
+
+def from_chunkstore(store_or_array: Any, path: str | None = None, chunks: Any = None,
+                    name: str | None = None, **open_kwargs: Any) -> da.Array:
     """A dask array over a chunkstore array (or the array at path in a store), chunked like
     the stored objects unless chunks is given: the shards of a sharded array (one task reads
-    a shard, as dask's own from_array sizes them), else the chunks. Its name includes the
-    chunking, the handle and the metadata it reads by (a view's dtype or fill value
-    included), so two views or handles of one array are different dask arrays (dask would
-    take one's blocks for the other's)."""
+    a shard, as dask's own from_array sizes them), else the chunks.
+
+    Its name is new at each call (a random uuid) unless name is given: dask takes two arrays
+    of one name for one, and neither the handle (its id() is reused once it is freed) nor
+    the metadata tells whether the data changed between two calls (a snapshot persisted
+    before a write would stand for the blocks read after it).
+
+    Its tasks read the array as it is when they run (writes since included) and raise
+    :class:`StaleDaskArrayError`, naming the array, where its layout changed since: shrunk
+    in any dimension, or re-created with another dtype, chunks or shards. An array grown
+    (append, resize) still holds the graph's region, which its tasks read."""
     z = store_or_array if isinstance(store_or_array, Array) else \
         open_array(store_or_array, mode="r", path=path, **open_kwargs)
     chunks = chunks or z.layout.write_chunks  # (the shards of a sharded array)
     if name is None:
-        from dask.base import tokenize
-        blocks = da.core.normalize_chunks(chunks, z.shape, dtype=z.dtype)
-        name = (f"chunkstore-{z.path or 'root'}-{id(z.store):x}-"
-                f"{tokenize(blocks, str(z.dtype), repr(z.fill_value), id(z))}")
-    return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False)
+        name = f"chunkstore-{z.path or 'root'}-{uuid.uuid4().hex}"
+    return da.from_array(z, chunks=chunks, name=name, lock=False, fancy=False, asarray=False,
+                         getitem=_BlockReader(z))
 
 
 def aligned(dask_chunks, store_chunks, shape=None, offsets=None):

@@ -1,0 +1,156 @@
+"""from_chunkstore's dask arrays never read data that is not theirs: their names are never
+reused (a name made of id()s was, once the handles were freed, and dask took one snapshot's
+blocks for another's), and their tasks raise, naming the array, where it was shrunk or
+re-created with another dtype or chunks after the graph was built (they read the new array
+into the old graph's layout: a shape (10,) result for a (20,) graph, a sum of 0 for 5.0)."""
+
+import gc
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
+from chunkstore.integrations.dask import from_chunkstore
+
+
+def test_a_persisted_snapshot_and_a_new_dask_array_of_one_handle_differ():
+    """One handle, rewritten between two from_chunkstore calls: one name for both, and
+    new - old (100 everywhere) read 0 (the persisted blocks stood for the new ones)."""
+    z = cs.zeros((4,), chunks=(2,), dtype="i4", store=cs.MemoryStore())
+    z[:] = 1
+    old = from_chunkstore(z).persist()
+    z[:] = 101
+    new = from_chunkstore(z)
+    assert new.name != old.name
+    np.testing.assert_array_equal((new - old).compute(), np.full(4, 100))
+
+
+def test_handles_at_reused_addresses_never_share_a_dask_name(tmp_path):
+    """Snapshots through handles opened one after another, each freed once persisted:
+    CPython gives a later handle (and its store) the addresses of an earlier one, and the
+    name made of those id()s made two snapshots one dask array (da.stack swapped them)."""
+    path = str(tmp_path / "a.zarr")
+    cs.create_array(path, shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    snaps, seen, reused = [], set(), False
+    for k in range(400):
+        h = cs.open_array(path, mode="r+")
+        h[:] = k
+        ids = (id(h), id(h.store))
+        reused = reused or ids in seen
+        seen.add(ids)
+        snaps.append(from_chunkstore(h).persist())
+        del h
+        gc.collect()
+        if reused and k >= 20:
+            break
+    if not reused:
+        pytest.skip("no handle got an earlier handle's addresses")
+    assert len({s.name for s in snaps}) == len(snaps)
+    got = da.stack(snaps).compute()[:, 0]
+    np.testing.assert_array_equal(got, np.arange(len(snaps)))
+
+
+def test_names_keep_the_chunking_apart_and_a_given_name_is_kept():
+    z = cs.zeros((8,), chunks=(2,), dtype="i4", store=cs.MemoryStore())
+    a, b = from_chunkstore(z), from_chunkstore(z, chunks=(4,))
+    assert a.name != b.name and a.chunks != b.chunks
+    assert from_chunkstore(z, name="mine").name == "mine"
+
+
+def _setup(tmp_path):
+    root = str(tmp_path / "r.zarr")
+    g = cs.open_group(root, mode="w", zarr_format=3)
+    x = g.create_array("x", shape=(20,), chunks=(4,), dtype="i4", fill_value=-1)
+    x[:] = np.arange(20)
+    return root, g, cs.open_array(root + "/x", mode="r+")
+
+
+def _raises_naming_x(d, *, scheduler="threads"):
+    with pytest.raises(ArrayMetadataChangedError, match=r"(?s)r\.zarr/x.*from_chunkstore"):
+        d.compute(scheduler=scheduler)
+
+
+def test_a_shrunk_array_raises_instead_of_filling_the_old_graph(tmp_path):
+    """Another handle shrank the array to 10: d.compute() had shape (10,) for a (20,)
+    graph, d[::-1][:3] was empty, d.sum() summed what was left."""
+    root, _, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    cs.open_array(root + "/x", mode="r+").resize((10,))
+    for expr in (d, d.sum(), d[::-1][:3], d[:4]):
+        _raises_naming_x(expr)
+
+
+def test_an_array_recreated_with_another_dtype_raises(tmp_path):
+    """Deleted and re-created as f8: the i4 graph read 0.25s and summed them to 0 as i4."""
+    root, g, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    del g["x"]
+    g.create_array("x", shape=(20,), chunks=(4,), dtype="f8", fill_value=0)[:] = 0.25
+    for expr in (d, d.sum(), d + da.ones(20, chunks=5, dtype="i4")):
+        _raises_naming_x(expr)
+
+
+def test_an_array_recreated_shorter_or_with_other_chunks_raises(tmp_path):
+    root, g, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    g.create_array("x", shape=(10,), chunks=(4,), dtype="i4", overwrite=True)[:] = 7
+    _raises_naming_x(d.sum())
+    root, g, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    g.create_array("x", shape=(20,), chunks=(5,), dtype="i4", overwrite=True)[:] = 7
+    _raises_naming_x(d)
+
+
+def test_a_stale_graph_raises_under_the_processes_scheduler(tmp_path):
+    """The workers unpickle the handle, which reads the metadata as it is now."""
+    root, g, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    del g["x"]
+    g.create_array("x", shape=(20,), chunks=(4,), dtype="f8", fill_value=0)[:] = 0.25
+    _raises_naming_x(d.sum(), scheduler="processes")
+
+
+def test_a_grown_array_still_reads_the_graphs_region(tmp_path):
+    """Appends and resizes that grow the array leave the graph's region as it was: it
+    reads that region (the rows appended are not in the graph)."""
+    root, _, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    cs.open_array(root + "/x", mode="r+").append(np.full(7, 5, dtype="i4"))
+    np.testing.assert_array_equal(d.compute(), np.arange(20))
+    assert int(d.sum().compute()) == sum(range(20))
+
+
+def test_an_unchanged_array_reads_its_writes(tmp_path):
+    """Writes are data, not a change of the graph's layout: the graph reads them."""
+    root, _, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    cs.open_array(root + "/x", mode="r+")[:] = 3
+    np.testing.assert_array_equal(d.compute(), np.full(20, 3))
+
+
+def test_a_deleted_array_raises_not_found(tmp_path):
+    root, g, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    del g["x"]
+    with pytest.raises(ArrayNotFoundError, match="x"):
+        d.compute()
+
+
+def test_a_shrink_between_the_check_and_the_read_raises(tmp_path, monkeypatch):
+    """The layout is checked before the read and the block read after it: a shrink by
+    another thread in between clips the block, which raises too."""
+    from chunkstore.engine.array import Array
+    root, _, a = _setup(tmp_path)
+    d = from_chunkstore(a)
+    read = Array.__getitem__
+
+    def shrink_then_read(self, key):
+        monkeypatch.setattr(Array, "__getitem__", read)
+        cs.open_array(root + "/x", mode="r+").resize((10,))
+        return read(self, key)
+
+    monkeypatch.setattr(Array, "__getitem__", shrink_then_read)
+    with pytest.raises(ArrayMetadataChangedError, match=r"(?s)r\.zarr/x.*read as \(2,\)"):
+        d[8:12].compute()
