@@ -12,7 +12,8 @@ attribute). It drives xarray's own writing machinery (``dump_to_store`` and its
 ``compute=False`` returns a dask ``Delayed`` and ``Dataset.dump_to_store`` works.
 
 Every variable is checked before the first write (mode, dimensions, region, append_dim,
-encodings, data types), so a rejected call leaves the store as it was. One deliberate
+encodings, each new array's creation arguments, data types, times that the stored units,
+calendar or dtype cannot hold), so a rejected call leaves the store as it was. One deliberate
 difference: dask chunks that do not line up with the store's chunks (or shards) are
 rechunked to them, so that each stored block is written by one task, instead of being
 refused (xarray's ``safe_chunks``); a region write whose edges cut stored chunks is still
@@ -27,10 +28,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 from xarray import conventions
 from xarray.backends.common import ArrayWriter
 from xarray.backends.zarr import (FillValueCoder, encode_zarr_attr_value, encode_zarr_variable,
                                   extract_zarr_variable_encoding)
+from xarray.core.common import contains_cftime_datetimes
 
 from chunkstore.codecs.common import object_codec_id
 from chunkstore.compat.creation import create_array
@@ -42,6 +45,7 @@ from chunkstore.hierarchy.group import open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
 from chunkstore.metadata.formats import FORMATS, format_of, is_consolidated
+from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.normalize import normalize_store
 
 __all__ = ["to_chunkstore", "ChunkstoreWritableDataStore"]
@@ -355,6 +359,19 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         if self.mode == "r+" and self.safe_chunks:
             for p in plans:
                 _check_region_edges(p)
+        # Creation arguments (chunks, codecs, shards, chunk_key_encoding, fill_value) that only
+        # array creation checks: each new array made first in a scratch store, with the same
+        # arguments, so that none is refused after mode "w" cleared the group or other
+        # variables (and the group's attributes) were written.
+        sep = getattr(self.group.store, "dimension_separator", None)  # (v2 keys' default)
+        scratch = MemoryStore(dimension_separator=sep if sep in (".", "/") else None)
+        for p in plans:
+            if p["action"] == "create":
+                try:
+                    _create(scratch, self._path(p["name"]), p, fmt)
+                except Exception as e:
+                    _name_variable(e, p["name"])
+                    raise
         # -- everything checked: write
         if self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
@@ -399,6 +416,14 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             _check_append_dtype(n, raw[n], old, new)
             v = new.copy(deep=False)
             v.encoding = dict(old.encoding)
+            kind = raw[n].dtype.kind
+            if kind in "mM" and new.dtype.kind == kind:
+                # a native datetime64/timedelta64 array (Zarr v3): written as such, as the
+                # first write wrote it (decoding left it so, its units in attrs; without them
+                # the encoder would write integers in units of its own, which the array
+                # would take as times of 1970)
+                v.encoding.update({k: raw[n].attrs[k] for k in ("units", "calendar")
+                                   if k in raw[n].attrs}, dtype=raw[n].dtype)
             enc = encode_zarr_variable(v, name=n, zarr_format=self.zarr_format)
             if enc.dims != old.dims:
                 if set(enc.dims) != set(old.dims):
@@ -425,6 +450,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                     if s is not None and s.stop is not None and s.stop > old.sizes[d]:
                         raise ValueError(f"region {d}={s} of variable {n!r} goes past its "
                                          f"stored length {old.sizes[d]}")
+            _check_stored_times(n, new, enc, raw[n])
             out[n] = enc
         return out
 
@@ -437,7 +463,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         mask = self._mask if self._mask is not None else fmt.fill_value_masks
         if mask:
             fill = attrs.pop("_FillValue", None)
-            enc.pop("fill_value", None)
+            if not (check and self.zarr_format == 2):
+                enc.pop("fill_value", None)
+            # (else left for extract_zarr_variable_encoding to refuse, in xarray's words: a
+            # v2 array's fill value is the variable's _FillValue, never dropped unsaid)
         else:
             fill = enc.pop("fill_value", None)
             if fill is None and v.dtype.kind == "f":
@@ -461,8 +490,12 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 del enc[key]
         v = v.copy(deep=False)
         v.encoding = enc
-        zenc = extract_zarr_variable_encoding(v, raise_on_invalid=check, name=name,
-                                              zarr_format=self.zarr_format)
+        try:
+            zenc = extract_zarr_variable_encoding(v, raise_on_invalid=check, name=name,
+                                                  zarr_format=self.zarr_format)
+        except ValueError as e:
+            _name_variable(e, name)
+            raise
         if self.write_empty is not None:
             given = zenc.get("write_empty_chunks")
             if given is not None and given != self.write_empty:
@@ -488,16 +521,18 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 "fill": fill, "attrs": attrs, "encoding": zenc, "stored": stored,
                 "region": tuple(region[d] for d in v.dims), "action": action, "data": v.data}
 
+    def _path(self, name: str) -> str:
+        """The store path of the group's member name."""
+        return f"{self.group.path}/{name}" if self.group.path else name
+
     def _target(self, p):
         """(the array p's data goes into: created, resized or opened; the data, a dask array
         rechunked to the array's grid where its chunks straddle the stored chunks or shards,
         so that every stored block is written by one task: no update is lost, whatever the
         scheduler, threads or processes)."""
-        name = p["name"]
-        path = f"{self.group.path}/{name}" if self.group.path else name
         store = self.group.store
         if p["action"] == "create":
-            z = _create(store, path, p, self.zarr_format)
+            z = _create(store, self._path(p["name"]), p, self.zarr_format)
         else:
             z = p["stored"]
             if p["action"] == "append":
@@ -581,6 +616,121 @@ def _create(store, path, p, zarr_format):
                         shards=shards, fill_value=p["fill"], zarr_format=zarr_format,
                         attributes=attrs, dimension_names=list(p["dims"]), overwrite=True,
                         config=config or None, **kw)
+
+
+def _name_variable(e: BaseException, name: Any) -> None:
+    """e's message made to name the variable it is about (its type kept, as callers catch it
+    by type), unless it names it already."""
+    tag = repr(name)
+    if tag in str(e):
+        return
+    if e.args and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]} (variable {tag})",) + e.args[1:]
+    if tag not in str(e):  # (an exception whose message is not its first argument)
+        e.add_note(f"(variable {tag})")
+
+
+def _units_key(units: Any) -> Any:
+    """CF time units as a comparable value: (the unit, plural and lower-case; the reference
+    date as a timestamp, or None for a timedelta's units), so that "hours since 2026-01-01
+    00:00:00", as stored, equals "hours since 2026-01-01", as xarray's encoder writes it.
+    Anything else as it is."""
+    if not isinstance(units, str):
+        return units
+    unit, sep, ref = units.strip().partition(" since ")
+    unit = unit.strip().lower()
+    unit = unit if unit.endswith("s") else unit + "s"
+    if not sep:
+        return unit, None
+    try:
+        when = pd.Timestamp(ref.strip())
+    except (ValueError, TypeError, OverflowError):
+        return unit, ref.strip()
+    return unit, when.tz_convert(None) if when.tzinfo is not None else when
+
+
+#: CF calendars that name one calendar
+_CALENDAR_ALIASES = {"gregorian": "standard", "365_day": "noleap", "366_day": "all_leap"}
+
+
+def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> None:
+    """Times (datetimes, timedeltas, cftime dates) written into a stored variable (an
+    append, a region) must be stored in its units, calendar and dtype: xarray's encoder
+    switches to finer units where the stored ones cannot hold the times exactly (with only
+    a SerializationWarning), and casts to the stored integer dtype without an overflow
+    check, while the stored array keeps its attributes: the times would read back as others
+    (390 minutes as 390 hours). ValueError naming the variable, before any write.
+
+    new: the variable to write, decoded; enc: it encoded as it will be stored; raw: the
+    stored variable, undecoded (its attributes and dtype as stored)."""
+    if not (new.dtype.kind in "mM" or contains_cftime_datetimes(new)):
+        return  # (numbers written into a time variable are stored as given, as xarray does)
+    stored_units, units = raw.attrs.get("units"), enc.attrs.get("units")
+    if _units_key(units) != _units_key(stored_units):
+        raise ValueError(
+            f"variable {name!r}: its times need the units {units!r} to be stored exactly, "
+            f"but the stored variable's units are {stored_units!r}: written in those units "
+            f"they would read back as other times. Round them to what the stored units "
+            f"hold, or rewrite the whole variable (mode 'w', or a new variable) in finer "
+            f"units")
+    stored_cal, cal = raw.attrs.get("calendar"), enc.attrs.get("calendar")
+    if stored_cal is not None and cal is not None and \
+            _CALENDAR_ALIASES.get(str(cal).lower(), str(cal).lower()) != \
+            _CALENDAR_ALIASES.get(str(stored_cal).lower(), str(stored_cal).lower()):
+        raise ValueError(f"variable {name!r}: its times are encoded in calendar {cal!r}, "
+                         f"the stored variable's calendar is {stored_cal!r}")
+    if raw.dtype.kind not in "iumM" or hasattr(enc.data, "dask"):
+        # (floats hold fractions of the units; dask data is checked by xarray's encoder as
+        # it computes, which raises where the units cannot hold the times)
+        return
+    # Into an integer or a native time array: the values as the array will hold them,
+    # decoded as a reader decodes them, must be the times given (an overflow of the stored
+    # dtype, or a resolution coarser than the times', is not).
+    held = xr.Variable(enc.dims, np.asarray(enc.data).astype(raw.dtype), attrs=raw.attrs)
+    try:
+        back = np.asarray(conventions.decode_cf_variable(
+            name, held, decode_timedelta=new.dtype.kind == "m").values)
+    except (ValueError, OverflowError, TypeError, pd.errors.OutOfBoundsDatetime) as e:
+        raise ValueError(f"variable {name!r}: its times cannot be stored in the stored "
+                         f"array ({raw.dtype}, units {stored_units!r}): {e}") from e
+    want = np.asarray(new.transpose(*enc.dims).values)
+    same = _same_times(back, want)
+    if same.shape != want.shape or not same.all():
+        at = tuple(np.argwhere(~same)[0]) if same.shape == want.shape else ()
+        raise ValueError(f"variable {name!r}: its times do not fit the stored array "
+                         f"({raw.dtype}, units {stored_units!r}): {want[at]} would read "
+                         f"back as {back[at] if back.shape == want.shape else back}. Write "
+                         f"times that the stored dtype and units hold, or rewrite the "
+                         f"whole variable (mode 'w', or a new variable) with another "
+                         f"encoding")
+
+
+def _same_times(back: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Where times back (as read back) equal times want (as given): NaT equals NaT, and
+    NumPy datetimes equal cftime dates of the same fields (NumPy datetimes written into a
+    variable of a cftime calendar read back as cftime dates)."""
+    if back.shape != want.shape:
+        return np.zeros(want.shape, dtype=bool)
+    if back.dtype.kind in "mM" and want.dtype.kind in "mM":
+        return np.asarray((back == want) | (np.isnat(back) & np.isnat(want)), dtype=bool)
+    if back.dtype.kind == "m" or want.dtype.kind == "m":
+        return np.zeros(want.shape, dtype=bool)
+
+    def fields(t: Any) -> Any:
+        if t is None or (isinstance(t, np.datetime64) and np.isnat(t)) or t is pd.NaT:
+            return None
+        if isinstance(t, np.datetime64):
+            t = pd.Timestamp(t)
+        return (t.year, t.month, t.day, t.hour, t.minute, t.second, t.microsecond,
+                getattr(t, "nanosecond", 0))
+
+    out = np.zeros(want.shape, dtype=bool)
+    for i in np.ndindex(want.shape):
+        try:
+            out[i] = fields(back[i]) == fields(want[i])
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            pass  # (not a time: not the same)
+    return out
 
 
 def _check_attrs(attrs: dict, where: str) -> None:

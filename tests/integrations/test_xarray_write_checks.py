@@ -1,0 +1,242 @@
+"""Checks to_chunkstore makes before it changes anything: times that the units (or dtype)
+of the stored variable they go into cannot hold are refused, not stored as wrong values;
+encodings only array creation rejects are found before mode "w" clears the group or any
+array is created; and Zarr v2's ``fill_value`` encoding is refused as xarray refuses it."""
+
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+xr = pytest.importorskip("xarray")
+
+from chunkstore.xarray import open_dataset, to_chunkstore  # noqa: E402
+
+
+def _snapshot(path):
+    """Every file under path and its bytes."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            full = os.path.join(root, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ times and stored units
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_appended_times_the_stored_units_cannot_hold_are_refused(tmp_path, fmt):
+    path = str(tmp_path / "t.zarr")
+    t = pd.date_range("2026-01-01", periods=6, freq="h")  # stored as "hours since ..."
+    _quiet(to_chunkstore, xr.Dataset({"v": ("time", np.arange(6.0))}, coords={"time": t}),
+           path, zarr_format=fmt)
+    before = _snapshot(path)
+    more = xr.Dataset({"v": ("time", [6.0])},
+                      coords={"time": pd.DatetimeIndex(["2026-01-01 06:30"])})
+    with pytest.raises(ValueError, match="'time'.*units"):
+        _quiet(to_chunkstore, more, path, append_dim="time")
+    assert _snapshot(path) == before
+    # times the units hold are appended (the stored units spell the reference date in
+    # full, "hours since 2026-01-01 00:00:00"; the encoder writes it shorter)
+    ok = xr.Dataset({"v": ("time", [6.0])},
+                    coords={"time": pd.DatetimeIndex(["2026-01-01 07:00"])})
+    _quiet(to_chunkstore, ok, path, append_dim="time")
+    got = _quiet(open_dataset, path).time.values
+    np.testing.assert_array_equal(got, np.append(t.values, ok.time.values))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_region_written_times_finer_than_the_stored_units_are_refused(tmp_path, fmt):
+    path = str(tmp_path / "r.zarr")
+    t = pd.date_range("2026-01-01", periods=6, freq="D")
+    _quiet(to_chunkstore, xr.Dataset({"ev": ("time", t)}, coords={"time": t}), path,
+           zarr_format=fmt, encoding={"ev": {"units": "days since 2026-01-01", "dtype": "i4"}})
+    before = _snapshot(path)
+    patch = xr.Dataset({"ev": ("time", t[2:4] + pd.Timedelta("5h"))})
+    with pytest.raises(ValueError, match="'ev'.*units"):
+        _quiet(to_chunkstore, patch, path, region={"time": slice(2, 4)})
+    assert _snapshot(path) == before
+    patch = xr.Dataset({"ev": ("time", t[2:4] + pd.Timedelta("2D"))})  # whole days: fine
+    _quiet(to_chunkstore, patch, path, region={"time": slice(2, 4)})
+    np.testing.assert_array_equal(_quiet(open_dataset, path).ev.values[2:4],
+                                  patch.ev.values)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_times_that_overflow_the_stored_integer_dtype_are_refused(tmp_path, fmt):
+    path = str(tmp_path / "o.zarr")
+    t = pd.DatetimeIndex(["2000-01-01", "2001-01-01"])
+    _quiet(to_chunkstore, xr.Dataset({"ev": ("x", t)}), path, zarr_format=fmt,
+           encoding={"ev": {"units": "seconds since 1970-01-01", "dtype": "i4"}})
+    before = _snapshot(path)
+    with pytest.raises(ValueError, match="'ev'"):  # 2100 is past int32 seconds since 1970
+        _quiet(to_chunkstore, xr.Dataset({"ev": ("x", pd.DatetimeIndex(["2100-01-01"]))}),
+               path, append_dim="x")
+    assert _snapshot(path) == before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_appended_timedeltas_the_stored_units_cannot_hold_are_refused(tmp_path, fmt):
+    path = str(tmp_path / "d.zarr")
+    _quiet(to_chunkstore, xr.Dataset({"dt": ("x", pd.to_timedelta([1, 2], "h"))}), path,
+           zarr_format=fmt)
+    before = _snapshot(path)
+    with pytest.raises(ValueError, match="'dt'.*units"):
+        _quiet(to_chunkstore, xr.Dataset({"dt": ("x", pd.to_timedelta([30], "min"))}), path,
+               append_dim="x")
+    assert _snapshot(path) == before
+    _quiet(to_chunkstore, xr.Dataset({"dt": ("x", pd.to_timedelta([5], "h"))}), path,
+           append_dim="x")
+    np.testing.assert_array_equal(_quiet(open_dataset, path).dt.values,
+                                  pd.to_timedelta([1, 2, 5], "h").values)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_times_into_float_units_are_appended_as_fractions(tmp_path, fmt):
+    path = str(tmp_path / "f.zarr")
+    t = pd.date_range("2026-01-01", periods=2, freq="h")
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": t}), path, zarr_format=fmt,
+           encoding={"time": {"units": "hours since 2026-01-01", "dtype": "f8"}})
+    more = pd.DatetimeIndex(["2026-01-01 06:30"])
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": more}), path, append_dim="time")
+    np.testing.assert_array_equal(_quiet(open_dataset, path).time.values,
+                                  np.append(t.values, more.values))
+
+
+def test_appends_to_a_native_v3_datetime64_array_are_stored_as_times(tmp_path):
+    # (the encoder wrote integers in units of its own, which the datetime64[s] array took
+    # as times of 1970)
+    path = str(tmp_path / "n.zarr")
+    t = pd.date_range("2026-01-01", periods=2, freq="h").values.astype("M8[s]")
+    _quiet(to_chunkstore, xr.Dataset({"dt": ("x", t)}), path, zarr_format=3,
+           encoding={"dt": {"units": "seconds since 1970-01-01", "dtype": "M8[s]"}})
+    more = pd.DatetimeIndex(["2026-01-01 06:30:01"]).values
+    _quiet(to_chunkstore, xr.Dataset({"dt": ("x", more)}), path, append_dim="x")
+    np.testing.assert_array_equal(_quiet(open_dataset, path).dt.values, np.append(t, more))
+    before = _snapshot(path)
+    finer = pd.DatetimeIndex(["2026-01-01 06:30:01.5"]).values  # the array holds seconds
+    with pytest.raises(ValueError, match="'dt'"):
+        _quiet(to_chunkstore, xr.Dataset({"dt": ("x", finer)}), path, append_dim="x")
+    assert _snapshot(path) == before
+
+
+def test_appended_cftime_dates_the_stored_units_cannot_hold_are_refused(tmp_path):
+    pytest.importorskip("cftime")
+    path = str(tmp_path / "c.zarr")
+
+    def days(start, n):
+        return xr.date_range(start, periods=n, freq="D", calendar="noleap", use_cftime=True)
+
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": days("2026-01-01", 2)}), path)
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": days("2026-01-03", 1)}), path,
+           append_dim="time")
+    before = _snapshot(path)
+    with pytest.raises(ValueError, match="'time'.*units"):
+        _quiet(to_chunkstore, xr.Dataset(coords={"time": days("2026-01-04 05:00", 1)}), path,
+               append_dim="time")
+    assert _snapshot(path) == before
+    assert list(_quiet(open_dataset, path).time.values) == list(days("2026-01-01", 3))
+
+
+def test_numpy_datetimes_into_a_cftime_calendar_variable_are_appended(tmp_path):
+    pytest.importorskip("cftime")
+    path = str(tmp_path / "nl.zarr")
+    t = xr.date_range("2026-01-01", periods=2, freq="D", calendar="noleap", use_cftime=True)
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": t}), path)
+    _quiet(to_chunkstore, xr.Dataset(coords={"time": pd.DatetimeIndex(["2026-01-03"])}), path,
+           append_dim="time")
+    got = _quiet(open_dataset, path).time.values
+    assert list(got) == list(xr.date_range("2026-01-01", periods=3, freq="D",
+                                           calendar="noleap", use_cftime=True))
+
+
+# ------------------------------------------------- encodings only array creation rejects
+BAD_ENCODINGS = {
+    "zero chunks": {"chunks": (0,)},
+    "negative chunks": {"chunks": (-2,)},
+    "unknown compressor": {"compressors": "nonsense"},
+    "unknown filter": {"filters": ["nonsense"]},
+    "not a codec filter": {"filters": [42]},
+    "unknown serializer": {"serializer": "nonsense"},
+    "unknown chunk_key_encoding": {"chunk_key_encoding": {"name": "nonsense"}},
+    "shards not a multiple of chunks": {"chunks": (3,), "shards": (4,)},
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ENCODINGS))
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_mode_w_with_an_encoding_creation_rejects_leaves_the_group(tmp_path, fmt, bad):
+    path = str(tmp_path / "w.zarr")
+    old = xr.Dataset({"a": ("t", np.arange(10.0)), "b": ("t", np.arange(10, dtype="i2"))},
+                     attrs={"title": "old"})
+    _quiet(to_chunkstore, old, path, zarr_format=fmt)
+    before = _snapshot(path)
+    new = (old * 2).assign_attrs(title="new")
+    with pytest.raises((ValueError, TypeError), match="'b'"):
+        _quiet(to_chunkstore, new, path, mode="w", zarr_format=fmt,
+               encoding={"b": BAD_ENCODINGS[bad]})
+    assert _snapshot(path) == before
+
+
+@pytest.mark.parametrize("bad", list(BAD_ENCODINGS))
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_mode_a_with_an_encoding_creation_rejects_creates_nothing(tmp_path, fmt, bad):
+    path = str(tmp_path / "a.zarr")
+    _quiet(to_chunkstore, xr.Dataset({"a": ("t", np.arange(10.0))}, attrs={"title": "old"}),
+           path, zarr_format=fmt)
+    before = _snapshot(path)
+    new = xr.Dataset({"n1": ("t", np.ones(10)), "n2": ("t", np.ones(10))},
+                     attrs={"title": "new"})
+    with pytest.raises((ValueError, TypeError), match="'n2'"):
+        _quiet(to_chunkstore, new, path, mode="a", encoding={"n2": BAD_ENCODINGS[bad]})
+    assert _snapshot(path) == before
+
+
+@pytest.mark.parametrize("bad", list(BAD_ENCODINGS))
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_append_with_an_encoding_creation_rejects_changes_nothing(tmp_path, fmt, bad):
+    path = str(tmp_path / "p.zarr")
+    _quiet(to_chunkstore, xr.Dataset({"a": ("t", np.arange(10.0))}, attrs={"title": "old"}),
+           path, zarr_format=fmt)
+    before = _snapshot(path)
+    new = xr.Dataset({"a": ("t", np.arange(10.0, 12.0)), "n1": ("y", np.ones(10)),
+                      "n2": ("y", np.ones(10))}, attrs={"title": "new"})
+    with pytest.raises((ValueError, TypeError), match="'n2'"):
+        _quiet(to_chunkstore, new, path, append_dim="t", encoding={"n2": BAD_ENCODINGS[bad]})
+    assert _snapshot(path) == before
+
+
+def test_a_v3_fill_value_the_dtype_cannot_hold_changes_nothing(tmp_path):
+    path = str(tmp_path / "f.zarr")
+    old = xr.Dataset({"a": ("t", np.arange(10.0)), "b": ("t", np.arange(10, dtype="i2"))})
+    _quiet(to_chunkstore, old, path, zarr_format=3)
+    before = _snapshot(path)
+    with pytest.raises((ValueError, TypeError), match="'b'"):
+        _quiet(to_chunkstore, old * 2, path, mode="w", encoding={"b": {"fill_value": "x"}})
+    assert _snapshot(path) == before
+
+
+# ------------------------------------------------------------------ v2 fill_value encoding
+def test_v2_fill_value_encoding_is_refused_as_xarray_refuses_it(tmp_path):
+    path = str(tmp_path / "v2.zarr")
+    ds = xr.Dataset({"v": ("t", np.arange(4, dtype="i2"))})
+    with pytest.raises(ValueError, match=r"unexpected encoding parameters for zarr backend:"
+                       r"  \['fill_value'\]\. Use `_FillValue` to set the Zarr array "
+                       r"`fill_value`"):
+        to_chunkstore(ds, path, zarr_format=2, encoding={"v": {"fill_value": 7}})
+    assert not os.path.exists(os.path.join(path, "v"))
+    # v3 takes it; and in v2 _FillValue is the array's fill value
+    to_chunkstore(ds, str(tmp_path / "v3.zarr"), zarr_format=3,
+                  encoding={"v": {"fill_value": 7}})
+    to_chunkstore(ds, path, mode="w", zarr_format=2, encoding={"v": {"_FillValue": 7}})
+    with open(os.path.join(path, "v", ".zarray")) as f:
+        assert '"fill_value": 7' in f.read()
