@@ -16,8 +16,9 @@ from chunkstore.metadata import zarr3_view
 __all__ = ["AsyncArray", "AsyncOIndex", "AsyncVIndex"]
 
 # What an AsyncArray answers at once, as zarr-python 3's (metadata held in memory: no I/O;
-# the shape and what follows from it come from the engine held: an Array opened with
-# cache_metadata=False would read the metadata again for them, on the event loop).
+# the shape and what follows from it come from the engine the Array's properties answer by,
+# as dtype: an Array opened with cache_metadata=False would read the metadata again for
+# them, on the event loop).
 _PROPERTIES = ("dtype", "chunks", "shards", "ndim",
                "path", "name", "basename", "store", "fill_value", "order",
                "zarr_format", "compressor", "compressors", "filters",
@@ -191,16 +192,18 @@ class AsyncArray(AsyncNode):
     def __getattr__(self, name: str) -> Any:
         # the shape and what follows from it, from the metadata held (no I/O, as zarr-python
         # 3's AsyncArray: its metadata is read at open; an operation reads it again where
-        # the Array does, on a worker)
+        # the Array does, on a worker), followed where another handle of this process
+        # changed it since, as the dtype is (a count compared: the shape held lagged an
+        # append through another handle, and `resize((a.shape[0] + n,))` shrank the array)
         if name in _HELD:
-            return getattr(self._node._handle.engine, name)
+            return getattr(self._node._handle.described(), name)
         return super().__getattr__(name)
 
     @property
     def metadata(self) -> Any:
         """zarr-python 3's ``metadata``: the array metadata held, with the attributes held
         (no I/O; the Array's ``metadata`` reads the attributes)."""
-        return zarr3_view.with_attributes(self._node._handle.engine.meta, self.attrs)
+        return zarr3_view.with_attributes(self._node._handle.described().meta, self.attrs)
 
 
 class AsyncOIndex:

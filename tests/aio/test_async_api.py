@@ -775,3 +775,34 @@ def test_resize_refuses_to_keep_the_chunks_outside():
     np.testing.assert_array_equal(z[:], np.arange(10))
     run(a.resize((4,)))
     assert z.shape == (4,)
+
+
+def test_an_async_arrays_shape_follows_another_handles_append(tmp_path):
+    """AsyncArray.shape (size, nchunks) answered from the metadata it was opened with while
+    its dtype followed another handle's changes: after an append through another handle,
+    `await a.resize((a.shape[0] + 3,))` shrank the array, dropping the appended rows."""
+    path = str(tmp_path / "a.zarr")
+    z = cs.create_array(path, shape=(20,), chunks=(4,), dtype="i4", fill_value=-1)
+    z[:] = np.arange(20)
+
+    async def main():
+        a = await za.open_array(store=path, mode="r+")
+        cs.open_array(path, mode="r+").append(np.arange(5, dtype="i4") + 50)
+        assert (a.shape, a.size, a.nchunks) == ((25,), 25, 7)
+        await a.resize((a.shape[0] + 3,))
+        cs.create_array(path, shape=(30,), chunks=(8,), dtype="f8", fill_value=-2,
+                        overwrite=True)
+        assert (a.shape, a.dtype, a.metadata.shape) == ((30,), np.float64, (30,))
+    asyncio.run(main())
+
+
+def test_an_async_resize_after_another_handles_append_keeps_the_rows(tmp_path):
+    path = str(tmp_path / "a.zarr")
+    cs.create_array(path, shape=(20,), chunks=(4,), dtype="i4", fill_value=-1)[:] = 1
+
+    async def main():
+        a = await za.open_array(store=path, mode="r+")
+        cs.open_array(path, mode="r+").append(np.full(5, 50, "i4"))
+        await a.resize((a.shape[0] + 3,))
+    asyncio.run(main())
+    assert cs.open_array(path, mode="r")[:].tolist() == [1] * 20 + [50] * 5 + [-1] * 3
