@@ -26,6 +26,7 @@ from chunkstore.engine.read import FieldNames
 from chunkstore.errors import ArrayMetadataChangedError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
+from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.storage.store_path import split_store_path
@@ -143,9 +144,15 @@ class Array(nodes.Node, ArrayAPIv3):
     def _attributes_store(self) -> MutableMapping:
         # the attributes where the metadata is read: through a consolidated snapshot, the
         # live store once this process changed the array (its new metadata with the old
-        # attributes: a re-created variable's values scaled by the old scale_factor)
+        # attributes: a re-created variable's values scaled by the old scale_factor); through
+        # caches only, the cache still (whose values of the node the reload dropped, and
+        # which a write updates: attributes written behind it were refused as read-only)
         self._handle.described()
-        return self._handle.source
+        source = self._handle.source
+        if source is not self._store and not any(
+                protocol.is_snapshot(layer) for layer in protocol.view_layers(self._store)):
+            return self._store
+        return source
 
     @property
     def _read_only(self) -> bool:

@@ -373,3 +373,34 @@ def test_a_handle_opened_through_a_cache_after_another_handles_change_reads_the_
     hits = cache.hits
     np.testing.assert_array_equal(g["b"][:], want)
     assert cache.hits > hits
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("change", ["resize", "re-create"])
+def test_attributes_through_a_cache_stay_writable_after_another_handles_change(fmt, change):
+    """A handle opened through an LRUStoreCache read its metadata behind the cache once
+    another handle of the process changed the array, and then took its attributes as
+    served by a snapshot: ReadOnlyError on `attrs[k] = v` (read_only still False). They are
+    written through the cache, and read back fresh through it and beside it."""
+    import numpy as np
+
+    import chunkstore as cs
+    store = MemoryStore()
+    a = cs.create_array(store, name="a", shape=(4, 4), chunks=(2, 2), dtype="i4",
+                        zarr_format=fmt)
+    cache = LRUStoreCache(store, max_size=2**20)
+    c = cs.open_array(cache, path="a", mode="r+")
+    c.attrs["k"] = 0
+    if change == "resize":
+        a.resize((5, 5))
+    else:
+        cs.create_array(store, name="a", shape=(6,), chunks=(3,), dtype="f8",
+                        zarr_format=fmt, overwrite=True)
+    c.attrs["k"] = 1
+    assert c.attrs.asdict() == {"k": 1}
+    assert cs.open_array(cache, path="a", mode="r").attrs.asdict() == {"k": 1}
+    assert cs.open_array(store, path="a", mode="r").attrs.asdict() == {"k": 1}
+    assert c.shape == ((5, 5) if change == "resize" else (6,))
+    c[...] = 2
+    assert (cs.open_array(store, path="a", mode="r")[...] == 2).all()
+    assert np.asarray(c[...]).dtype == (np.int32 if change == "resize" else np.float64)
