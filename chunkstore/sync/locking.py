@@ -261,6 +261,11 @@ class RegionLock:
         self._fd = fd
         self._path = path
 
+    def idle(self) -> bool:
+        """Whether no thread of this process holds or waits for any of its ranges."""
+        with self._mutex:
+            return not self._starts and not self._waiting and not self._whole_waiting
+
     def _free(self, s, e):
         i = bisect_right(self._starts, e) - 1
         return i < 0 or self._ends[i] < s

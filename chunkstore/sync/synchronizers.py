@@ -523,7 +523,14 @@ def replacing(store, path, synchronizer=None):
             once.append(nps)
     synced = once
     with contextlib.ExitStack() as held:
-        locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables + synced]
+        locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables]
+        # The region files opened for this change alone (the lock spaces of members no
+        # handle of this process uses: a group's delete or move holds each of its arrays')
+        # are closed again once their locks are let go of, while the in-process tables,
+        # which every synchronized lock of this process takes first, are still held: a
+        # group of 1,000 members kept 1,000 files open (past the usual limit).
+        held.callback(_close_idle, _not_yet_open(synced))
+        locks += [held.enter_context(t.exclusive(p)) for _, p, t in synced]
         try:
             yield
         except ReadOnlyError:
@@ -533,6 +540,35 @@ def replacing(store, path, synchronizer=None):
             for lock in locks:
                 lock.counts = False
             raise
+
+
+def _region_file(synchronizer, array_path):
+    """The region lock file of the array at array_path in a ProcessSynchronizer."""
+    return os.path.join(synchronizer.path, quote(array_path, safe="") + ".regions")
+
+
+def _not_yet_open(synced):
+    """The region files of synced's (node, path, synchronizer) that this process has not
+    opened (no RegionLock in the registry)."""
+    with _registry_guard:
+        return [f for f in (_region_file(s, p) for _, p, s in synced
+                            if isinstance(s, ProcessSynchronizer))
+                if f not in _registry]
+
+
+def _close_idle(files):
+    """Close the region files of files that no thread holds or waits for, and forget them
+    (the next user opens the file again)."""
+    with _registry_guard:
+        for f in files:
+            lock = _registry.get(f)
+            if lock is None or not lock.idle():
+                continue
+            del _registry[f]
+            fd = getattr(lock, "_fd", None)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def _space_of(synchronizer, path):
@@ -565,7 +601,7 @@ class ProcessSynchronizer(_Base):
         return os.path.join(self.path, quote(name, safe="") + ".lock")
 
     def _region_lock(self, array_path):
-        path = os.path.join(self.path, quote(array_path, safe="") + ".regions")
+        path = _region_file(self, array_path)
         with _registry_guard:
             lock = _registry.get(path)
             if lock is not None:
