@@ -519,11 +519,19 @@ class Array(nodes.Node, ArrayAPIv3):
         metadata to its end, so a steady appender cannot change the metadata between the
         two again and again (on 16 cores, a writer racing one gave up after 8 plans)."""
         engine = self._handle.current()
+        known, grid = engine.shape, engine.chunks
         guard: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         for attempt in range(8):
             with guard:
                 if attempt:
                     engine = self._handle.reload(stale=True)
+                    if engine.shape != known:
+                        # The elements the caller selected by the shape it knows (h[-1]:
+                        # the last row it knows; h[...]: those rows), where the new shape
+                        # still holds them: resolved against the new one, h[-1] overwrote a
+                        # row another process appended, while h[25] was refused
+                        normalize, selection = self._pinned(normalize, selection, known,
+                                                            grid, engine.shape)
                 sel = normalize(selection, engine.shape, engine.chunks, self.name)
                 try:
                     return engine.write(sel, value, fields=fields)
@@ -537,6 +545,30 @@ class Array(nodes.Node, ArrayAPIv3):
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
+
+    def _pinned(self, normalize: Normalizer, selection: Any, known: tuple[int, ...],
+                grid: tuple[int, ...], now: tuple[int, ...]) -> tuple[Normalizer, Any]:
+        """(normalizer, selection) selecting the elements that selection selected in the
+        shape known (chunks grid), made explicit (indexing.pinned), for a write planned
+        again after another handle changed the shape to now: blocks as the element slices
+        they were, a mask of the shape known as its coordinates. One that cannot be pinned
+        raises ArrayMetadataChangedError rather than select other elements."""
+        if normalize is ix.block:
+            normalize = ix.orthogonal
+            selection = ix.block_elements(selection, known, grid, self.name)
+        elif normalize in (ix.mask, ix.vectorized):
+            m = selection[0] if isinstance(selection, tuple) and len(selection) == 1 \
+                else selection
+            if isinstance(m, np.ndarray) and m.dtype == bool and m.shape == known:
+                normalize, selection = ix.coordinate, tuple(np.nonzero(m))
+        if normalize in (ix.basic_or_fancy, ix.orthogonal, ix.coordinate, ix.vectorized):
+            explicit = ix.pinned(selection, known, now, self.name)
+            if explicit is not None:
+                return normalize, explicit
+        raise ArrayMetadataChangedError(
+            f"array {self.name!r} in {store_name(self._store)}: another handle changed its "
+            f"shape from {known} to {now} during the write of {selection!r}, which selects "
+            f"by the shape: nothing written; open the array again and retry")
 
     def _stream_from(self, selection: Any, src: Array) -> bool:
         """self[selection] = src (an Array) block by block, in bounded memory, when the

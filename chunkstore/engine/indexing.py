@@ -116,6 +116,71 @@ def _expand_ellipsis(sel: Any, ndim: int, name: str, allow_none: bool = False
     return tuple(out)
 
 
+def pinned(selection: Any, shape: Sequence[int], now: Sequence[int],
+           name: str = "") -> tuple[Any, ...] | None:
+    """selection (of basic_or_fancy, orthogonal, coordinate or vectorized) with every part
+    that reads the array's shape made explicit against shape, for a write planned again
+    with the shape now (Array._write): Ellipsis and the dimensions left out as full
+    slices, slice bounds and negative integers resolved, 1-d boolean arrays as the indices
+    they select; bounds checked as the normalizers check them, and a slice reaching past
+    a dimension now shorter refused as an index past it would be (a slice would be cut to
+    the new end, and a write of it silently drop the rest). None where a part cannot be so
+    pinned (a boolean array of several dimensions, an index of no known kind)."""
+    sel = selection if isinstance(selection, tuple) else (selection,)
+    for s in sel:
+        if not (s is None or s is Ellipsis or _is_int(s) or isinstance(s, slice)):
+            a = np.asarray(s)
+            if a.ndim != 1 or a.dtype.kind not in "biu":
+                return None
+    out: list[Any] = []
+    dim = 0
+    for s in _expand_ellipsis(sel, len(shape), name, allow_none=True):
+        if s is None:
+            out.append(None)
+            continue
+        n = shape[dim]
+        if _is_int(s):
+            out.append(_check_int(s, dim, n, name))
+        elif isinstance(s, slice):
+            r = range(*s.indices(n))
+            if now[dim] > n and range(*s.indices(now[dim])) != r and _past_end(s, n):
+                # bounds given past the end known, cut to it: they select more of the new
+                # shape, which the caller did not know (nothing was written at all where
+                # the cut left no element)
+                raise BoundsCheckError(
+                    f"slice {s} reaches past the end of dimension {dim} with length {n}"
+                    f"{_where(name)}, which another handle has made {now[dim]} long since: "
+                    f"open the array again to write there")
+            if len(r) and max(r[0], r[-1]) >= now[dim]:
+                raise BoundsCheckError(
+                    f"index {max(r[0], r[-1])} is out of bounds for dimension {dim} with "
+                    f"length {now[dim]}{_where(name)} (another handle changed its shape "
+                    f"from {tuple(shape)} to {tuple(now)})")
+            out.append(slice(r.start, r.stop if r.stop >= 0 else None, r.step) if len(r)
+                       else slice(0, 0, 1))
+        else:
+            a = np.asarray(s)
+            if a.dtype == bool:
+                if len(a) != n:
+                    return None
+                a = np.flatnonzero(a)
+            elif a.size and (a.min() < -n or a.max() >= n):
+                bad = int(a.min()) if a.min() < -n else int(a.max())
+                _check_int(bad, dim, n, name)  # (raises)
+            out.append(np.where(a < 0, a + n, a))
+        dim += 1
+    return tuple(out)
+
+
+def _past_end(s: slice, n: int) -> bool:
+    """Whether a bound given in slice s lies past the end of a dimension of length n (where
+    NumPy cuts it to n)."""
+    step = 1 if s.step is None else s.step
+    if step > 0:
+        return (s.start is not None and s.start >= n) or (s.stop is not None and s.stop > n)
+    return s.start is not None and s.start >= n
+
+
 def _is_fancy(s: object) -> bool:
     if type(s) is int or type(s) is slice:
         return False
@@ -478,6 +543,13 @@ def vectorized(selection: Any, shape: Sequence[int], chunks: Sequence[int],
 def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
           name: str = "") -> Selection:
     """z.blocks[...]: ints and step-1 slices in units of chunks."""
+    return orthogonal(block_elements(selection, shape, chunks, name), shape, chunks, name)
+
+
+def block_elements(selection: Any, shape: Sequence[int], chunks: Sequence[int],
+                   name: str = "") -> tuple[slice, ...]:
+    """A block selection (ints and step-1 slices in units of chunks) as the element slices
+    it selects."""
     sel = _expand_ellipsis(selection, len(shape), name)
     out = []
     for dim, s in enumerate(sel):
@@ -505,7 +577,7 @@ def block(selection: Any, shape: Sequence[int], chunks: Sequence[int],
         else:
             raise IndexError(f"block selection takes ints and slices, got {type(s).__name__} "
                              f"for dimension {dim}{_where(name)}")
-    return orthogonal(tuple(out), shape, chunks, name)
+    return tuple(out)
 
 
 def _block_start(start: Any, nblocks: int) -> int:

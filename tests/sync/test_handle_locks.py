@@ -768,9 +768,11 @@ def test_a_delete_through_another_synchronizer_object_of_the_lock_directory(tmp_
 
 
 def test_deleting_a_big_group_with_a_synchronizer_opens_no_file_per_member(tmp_path):
-    """The delete holds the group's own lock space: no lock file per member is opened (and
-    kept open: one per member made a group of 1,000 members undeletable at the usual limit
-    of open files)."""
+    """The delete holds the lock space of every member (another process's writes of one
+    must end first: they were lost by a move), but keeps none of their files open: one
+    kept open per member made a group of 1,000 members undeletable at the usual limit of
+    open files. (Each member's lock file is made, as a write of it through the
+    synchronizer would make it.)"""
     import os
     store = cs.DirectoryStore(str(tmp_path / "data"))
     g = cs.open_group(store, mode="w").create_group("g")
@@ -780,4 +782,78 @@ def test_deleting_a_big_group_with_a_synchronizer_opens_no_file_per_member(tmp_p
     before = len(os.listdir("/proc/self/fd"))
     del r["g"]
     assert len(os.listdir("/proc/self/fd")) - before < 5
-    assert "g" not in r and len(os.listdir(tmp_path / "l")) < 10
+    assert "g" not in r
+
+
+def _stale_synchronized_handle(tmp_path, rows):
+    """A synchronized handle of a (23, 4) array whose shape another process (zarr-python
+    here: no in-process count sees it) then changes to rows: its next write finds that under
+    its locks and is planned again."""
+    import zarr
+    path = str(tmp_path / "a.zarr")
+    cs.create(shape=(23, 4), chunks=(4, 4), dtype="i4", store=path, zarr_format=2,
+              fill_value=0)
+    h = cs.open_array(path, mode="r+",
+                      synchronizer=cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    other = zarr.open_array(path, mode="r+")
+    if rows > 23:
+        other.append(np.full((rows - 23, 4), 9, "i4"))
+    else:
+        other.resize((rows, 4))
+    return h, path
+
+
+@pytest.mark.parametrize("write, rows_written", [
+    (lambda h: h.__setitem__(-1, 1), [22]),
+    (lambda h: h.__setitem__(Ellipsis, 1), list(range(23))),
+    (lambda h: h.__setitem__(slice(None), np.ones((23, 4), "i4")), list(range(23))),
+    (lambda h: h.oindex.__setitem__(([-1, 0], slice(None)), 1), [0, 22]),
+    (lambda h: h.vindex.__setitem__(([-1], [-1]), 1), [22]),
+    (lambda h: h.blocks.__setitem__(-1, 1), [20, 21, 22]),
+    (lambda h: h.vindex.__setitem__(np.eye(23, 4, dtype=bool), 1), [0, 1, 2, 3]),
+])
+def test_a_stale_handles_write_selects_by_the_shape_it_knows(tmp_path, write, rows_written):
+    """Another process appended 7 rows: a synchronized write through a handle that still
+    knows 23 was planned again against the new shape, so h[-1] overwrote the appended row
+    29 and h[...] all seven, while h[25] was refused against the old one. The selection is
+    now resolved by the shape the handle knows (README: "its selection is still checked
+    against the shape it knows")."""
+    h, path = _stale_synchronized_handle(tmp_path, 30)
+    write(h)
+    got = cs.open_array(path, mode="r")[...]
+    assert (got[23:] == 9).all(), got[23:]
+    written = [r for r in range(23) if (got[r] != 0).any()]
+    assert written == rows_written
+
+
+@pytest.mark.parametrize("write", [
+    lambda h: h.__setitem__(Ellipsis, 1),
+    lambda h: h.__setitem__(slice(5, None), 1),
+    lambda h: h.__setitem__(-1, 1),
+    lambda h: h.blocks.__setitem__(2, 1),
+    lambda h: h.vindex.__setitem__(np.ones((23, 4), bool), 1),
+])
+def test_a_stale_handles_write_past_a_shrunk_end_raises_and_writes_nothing(tmp_path, write):
+    """Another process shrank the array to 10 rows: a write of rows the handle knows past
+    the new end raises an IndexError and writes nothing; a slice was cut to the new end
+    and the rest of the write dropped without a word."""
+    h, path = _stale_synchronized_handle(tmp_path, 10)
+    with pytest.raises(IndexError):
+        write(h)
+    assert (cs.open_array(path, mode="r")[...] == 0).all()
+
+
+@pytest.mark.parametrize("write", [
+    lambda h: h.__setitem__(slice(20, 30), 1),
+    lambda h: h.__setitem__((slice(23, None), slice(None)), 1),
+    lambda h: h.oindex.__setitem__((slice(0, 30, 2), slice(None)), 1),
+])
+def test_a_stale_handles_slice_past_the_end_it_knows_raises_after_an_append(tmp_path, write):
+    """A slice reaching past the end the handle knows is cut to it (NumPy), so on the shape
+    grown by another process it selects rows the caller never saw: it raises IndexError
+    and writes nothing (h[23:] = 1 was a silent no-op, h[20:30] wrote 3 rows of 10)."""
+    h, path = _stale_synchronized_handle(tmp_path, 30)
+    with pytest.raises(IndexError, match="another handle"):
+        write(h)
+    got = cs.open_array(path, mode="r")[...]
+    assert (got[:23] == 0).all() and (got[23:] == 9).all()

@@ -341,6 +341,7 @@ class Program:
                      f"order={self.order} shape={self.shape} "
                      f"chunks={self.chunks} shards={self.shards}")
         self.step_no = 0
+        self.least = None  # (set by the run: each dimension's least length so far)
         for k, v in force.items():       # (a test that needs one configuration)
             setattr(self, k, v)
         if force:
@@ -384,11 +385,13 @@ class Program:
             # a range of blocks per dim, each block wholly inside the box (the last block
             # of a dim ends at the array's end)
             sel, idx = [], []
-            for (lo, hi), c, n in zip(box, self.chunks, full_shape):
-                # (explicit: whole blocks only; a partial last block grows with the array)
+            for (lo, hi), c, n, least in zip(box, self.chunks, full_shape,
+                                             self.least or full_shape):
+                # (whole blocks only, in every shape the array has had: a partial last
+                # block grows with the array, and a stale handle's write selects by the
+                # shape it knows, README)
                 inside = [b for b in range(-(-n // c))
-                          if b * c >= lo and (min((b + 1) * c, n) <= hi if not explicit
-                                              else (b + 1) * c <= hi)]
+                          if b * c >= lo and (b + 1) * c <= min(hi, least)]
                 if not inside:
                     break
                 x = int(rng.integers(len(inside)))
@@ -532,6 +535,8 @@ def run_program(workers, seed, settle=(), **force):
             p.step_no = step + 1
             old = model.copy()
             shape = model.shape
+            # (each dimension's least length so far: what every handle's shape holds)
+            p.least = tuple(map(min, p.least, shape)) if p.least else shape
             resizing = p.rng.integers(4) == 0
             resizer = int(p.rng.integers(W))
             # with a ProcessSynchronizer, sometimes two workers make the same change at
