@@ -16,7 +16,7 @@ import numpy as np
 
 from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
-from chunkstore.metadata.formats import (document_rank, documents_first,
+from chunkstore.metadata.formats import (document_rank, documents_first, with_separator,
                                          is_consolidated_document, kind_of_document,
                                          stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
@@ -243,6 +243,10 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
     # the documents read once, before anything is written: the nodes are told by them, and
     # what is written is what was looked at
     docs = getitems(source, [k for k, _ in plan if document_rank(k) == 0])
+    # (a Zarr v2 document naming no separator is read by its store's: named where the
+    # destination's is another, so that the copy reads the chunks its source reads)
+    sep = protocol.key_separator(source) or "."
+    pin = sep != (protocol.key_separator(dest) or ".")
     skipped, remove, hide, replaced = _settle_nodes(source, dest, plan, docs, existing,
                                                     if_exists)
     if if_exists == "raise":
@@ -279,7 +283,8 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             if dry_run:  # (no chunk read: zarr-python 2's dry run counts no bytes either)
                 continue
             data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
-            out = {dk: data[k] for k, dk in part if k in data}
+            out = {dk: with_separator(k, data[k], sep) if pin else data[k]
+                   for k, dk in part if k in data}
             n_bytes += sum(len(v) for v in out.values())
             setitems(dest, out)
     return len(plan), n_skipped, n_bytes

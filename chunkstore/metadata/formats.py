@@ -324,6 +324,33 @@ def is_consolidated_document(key: str) -> bool:
     return key.rsplit("/", 1)[-1] == V2_CONSOLIDATED
 
 
+def with_separator(key: str, raw: Any, sep: str) -> Any:
+    """raw, the value at key, naming the key separator sep where a Zarr v2 array document
+    in it (the document itself, or one in consolidated metadata) names none: written before
+    zarr-python 2.8, it is read by its store's separator, so copied as it is into a store of
+    another one, its chunks (keys of the source's separator) read as missing, fill values
+    without an error. Other values, and ones that do not parse, as they are."""
+    name = key.rsplit("/", 1)[-1]
+    consolidated = is_consolidated_document(key)
+    if name != FORMATS[2].array_key and not consolidated:
+        return raw
+    try:
+        doc = json.loads(raw)
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
+        return raw
+    members = doc.get("metadata") if consolidated and isinstance(doc, dict) else None
+    found = [m for k, m in members.items() if isinstance(k, str) and isinstance(m, dict)
+             and k.rsplit("/", 1)[-1] == FORMATS[2].array_key] \
+        if isinstance(members, dict) else [doc] if not consolidated else []
+    found = [d for d in found if isinstance(d, dict) and d.get("dimension_separator") is None]
+    if not found:
+        return raw
+    for d in found:
+        d["dimension_separator"] = sep
+    # (consolidated metadata in its own key order: attributes keep the order written)
+    return json.dumps(doc, indent=4, sort_keys=not consolidated).encode()
+
+
 def document_rank(key: str) -> int:
     """0 for a node's metadata document (an array's, a group's), 1 for an attribute
     document, 2 for any other key (a chunk)."""

@@ -201,3 +201,29 @@ def test_overlap_is_found_through_stores_of_nested_directories(tmp_path, how):
                     name="a", if_exists="replace")
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     np.testing.assert_array_equal(g["a/b"][:], np.arange(20))
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_copy_store_keeps_the_separator_a_document_took_from_its_store(tmp_path, consolidated):
+    """A Zarr v2 .zarray naming no dimension_separator (zarr-python < 2.8) is read by its
+    store's separator: copied as it was from a NestedDirectoryStore into a store of "."
+    keys, its chunks ("0/0") read as missing, every element the fill value with no error
+    (zarr-python 2's copy_store does the same; copy() already wrote the document whole).
+    The copy's documents now name the separator, consolidated metadata's too."""
+    import json
+    src = cs.NestedDirectoryStore(str(tmp_path / "src"))
+    g = cs.open_group(src, mode="w")
+    a = g.create_dataset("a", shape=(2, 4), chunks=(1, 2), dtype="i4", fill_value=0)
+    a[...] = [[1, 2, 3, 4], [5, 6, 7, 8]]
+    doc = json.loads(src["a/.zarray"])
+    del doc["dimension_separator"]
+    src["a/.zarray"] = json.dumps(doc).encode()
+    if consolidated:
+        cs.consolidate_metadata(src)
+    want = cs.open_array(src, path="a", mode="r")[...]
+    assert want.tolist() == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    for dest in (cs.DirectoryStore(str(tmp_path / "dst")), cs.MemoryStore()):
+        cs.copy_store(src, dest)
+        opened = cs.open_consolidated(dest)["a"] if consolidated else \
+            cs.open_array(dest, path="a", mode="r")
+        np.testing.assert_array_equal(opened[...], want)
