@@ -610,14 +610,16 @@ def s3_config(url: str, options: dict[str, Any]) -> dict[str, Any]:
     if opts.pop("use_ssl", True) is False:
         client_options["allow_http"] = True
     profile = opts.pop("profile", None)
-    retries = botocfg.pop("retries", None) or {}
+    # (copies: the caller's options are read, never changed: the same dict opened a second
+    # store without its retries)
+    retries = dict(botocfg.pop("retries", None) or {})
     if "max_attempts" in retries:
         retry["max_retries"] = max(int(retries.pop("max_attempts")) - 1, 0)
     retries.pop("mode", None)
     for ours, theirs in (("connect_timeout", "connect_timeout"), ("read_timeout", "timeout")):
         if ours in botocfg:
             client_options[theirs] = f"{float(botocfg.pop(ours))}s"
-    style = (botocfg.pop("s3", None) or {}).pop("addressing_style", None)
+    style = dict(botocfg.pop("s3", None) or {}).pop("addressing_style", None)
     if style == "virtual":
         config["virtual_hosted_style_request"] = True
     botocfg.pop("max_pool_connections", None)  # obstore's pool grows as needed

@@ -184,6 +184,21 @@ def test_s3fs_options_are_translated():
     assert anon["config"] == {"skip_signature": True} and "credential_provider" not in anon
 
 
+def test_s3fs_options_are_read_and_never_changed():
+    """s3_config emptied the caller's nested config_kwargs dicts (retries, s3): the same
+    options then opened a second store without its retries."""
+    import copy
+
+    from chunkstore.storage.object_store import s3_config
+    options = {"anon": True, "client_kwargs": {"region_name": "eu-west-1"},
+               "config_kwargs": {"retries": {"max_attempts": 3, "mode": "standard"},
+                                 "s3": {"addressing_style": "virtual"}}}
+    before = copy.deepcopy(options)
+    first = s3_config("s3://b/p", options)
+    assert options == before
+    assert s3_config("s3://b/p", options) == first
+
+
 @pytest.mark.parametrize("bad, named", [
     ({"bogus": 1}, "'bogus'"),
     ({"version_aware": True}, "'version_aware'"),  # it changes what is read: never ignored
