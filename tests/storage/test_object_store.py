@@ -150,3 +150,29 @@ def test_keys_below_a_file_of_a_local_store_are_absent_in_batches_and_listings(t
     new = root.zeros("g", shape=(4,), chunks=(2,), dtype="i4")
     new[:] = 3   # chunk file "g/0" where the directory "g/0" was (LocalStore left it empty)
     np.testing.assert_array_equal(old[:], 0)
+
+
+def test_the_request_loop_is_stopped_before_the_interpreter_finalizes(tmp_path):
+    """obstore's runtime threads hand each result to the stores' event loop through a Python
+    callback; one still doing so while the interpreter finalized aborted a script after its
+    last write (SIGABRT, 2 to 4 exits in 40). An atexit hook stops the loop and waits for
+    its thread: a hook registered before chunkstore's runs after it and finds it done."""
+    import subprocess
+    import sys
+    script = f"""
+import atexit, os
+def check():
+    from chunkstore.storage import object_store as o
+    t = o._Loop._thread
+    os.write(1, b"stopped" if t is not None and not t.is_alive() else b"running")
+atexit.register(check)
+import numpy as np, chunkstore as cs
+from chunkstore.storage import ObjectStore
+from obstore.store import LocalStore
+st = ObjectStore(LocalStore({str(tmp_path)!r}))
+a = cs.create_array(st, name="a", shape=(16, 16), chunks=(4, 4), dtype="i4")
+a[...] = np.arange(256).reshape(16, 16)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.endswith(b"stopped"), done.stdout
