@@ -46,13 +46,18 @@ def _plural(n: int, word: str) -> str:
 
 
 def cast_fill(fill: Any, old: np.dtype, new: np.dtype) -> Any:
-    """fill converted to the new dtype, or 0 when it has no exact equivalent there."""
+    """fill converted to the new dtype, or 0 when it has no exact equivalent there. Between
+    floating-point (and complex) dtypes, the nearest value, as the data's elements are cast
+    (0.1 of an f8 array is float32(0.1) of its f4 copy: 0 made the source's missing chunks
+    stored ones, and a grown copy read 0 where the source read 0.1)."""
     if fill is None:
         return None
     try:
         with np.errstate(all="ignore"):
             v = np.asarray(fill, dtype=old).astype(new)
             back = v.astype(old)
+        if old.kind in "fc" and new.kind in "fc" and (old.kind == "f" or new.kind == "c"):
+            return v[()]
         same = back == np.asarray(fill, dtype=old)
         if (old.kind in "fc" and new.kind in "fc") or (old.kind in "mM" and new.kind in "mM"):
             # NaN and NaT equal nothing, themselves included: kept where the cast keeps them

@@ -194,8 +194,8 @@ def assert_values(got, want, where):
 
 
 def cast_fill(fill, old, new):
-    """The README's rule for a dtype change: the fill value cast, or 0 with no exact
-    equivalent."""
+    """The README's rule for a dtype change: the fill value cast (between floating-point
+    dtypes the nearest value), or 0 with no exact equivalent."""
     if fill is None:
         return None
     if "nat_fill_cast" in DISABLED and np.dtype(old).kind in "Mm" and \
@@ -205,6 +205,9 @@ def cast_fill(fill, old, new):
         warnings.simplefilter("ignore")
         v = np.asarray(fill, dtype=old).astype(new)
         back = v.astype(old)
+    o, n = np.dtype(old).kind, np.dtype(new).kind
+    if o in "fc" and n in "fc" and (o == "f" or n == "c"):
+        return v[()]
     if same_value(back, np.asarray(fill, dtype=old)):
         return v[()]
     return np.zeros((), new)[()]

@@ -224,3 +224,19 @@ def test_partly_named_dimensions_dropped_for_v2_with_a_note():
     assert any("dimension names ['x', None]" in n for n in notes)
     b = cs.create_array({}, shape=(2, 3), dtype="i4", dimension_names=["x", "y"])
     assert copy_plan(b, 2)[1]["_ARRAY_DIMENSIONS"] == ["x", "y"]
+
+
+def test_a_recoding_copy_casts_a_float_fill_value_to_the_nearest():
+    """copy(dtype="f4") of an f8 array with fill 0.1 gave the copy fill 0 (no exact float32
+    equivalent): the source's missing chunks were stored in the copy, and a grown copy read
+    0 where the source read 0.1. The fill value is cast as the data is."""
+    src = cs.create((4,), chunks=(2,), dtype="f8", fill_value=0.1, store=cs.MemoryStore())
+    src[0] = 1.0
+    g = cs.group(cs.MemoryStore())
+    cs.copy(src, g, name="c", dtype="f4")
+    c = g["c"]
+    assert c.fill_value == np.float32(0.1)
+    assert sorted(k for k in g.store.keys() if k.startswith("c/")) == ["c/.zarray", "c/0"]
+    src.resize(6)
+    c.resize(6)
+    np.testing.assert_array_equal(c[...], src[...].astype("f4"))
