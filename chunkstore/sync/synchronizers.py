@@ -150,7 +150,7 @@ class _Base:
     def hold(self, array_path, ranges):
         """Hold ranges (sorted, disjoint, inclusive) of the array's lock space (a context
         manager)."""
-        return _Held(self._region_lock(array_path), ranges)
+        return _Held(self, array_path, ranges)
 
     def chunk_ranges(self, coords, grid):
         """What a write holds, for all of it, to own the chunks at coords ((n, ndim) grid
@@ -171,11 +171,13 @@ class _Base:
         m = self.max_chunk_locks
         whole = box_ranges(lo, hi, shape, m) + chunk_ranges(whole_coords, grid, m, F_BASE)
         partial = chunk_ranges(partial_coords, grid, m, P_BASE)
-        lock = self._region_lock(array_path)
+        taken: list = []  # (the lock, looked up as it is taken: see _Held)
 
         @contextlib.contextmanager
         def held():
+            lock = self._region_lock(array_path)
             lock.acquire(whole + partial, whole)
+            taken.append(lock)
             try:
                 yield
             finally:
@@ -185,6 +187,7 @@ class _Base:
         def window(coords):
             some = chunk_ranges(coords, grid, len(coords) + 1, P_BASE)
             mine = [r for r in partial if any(r[0] <= e and s <= r[1] for s, e in some)]
+            lock = taken[-1]
             lock.kernel_acquire(mine)
             try:
                 yield
@@ -218,14 +221,18 @@ class _Base:
 
 
 class _Held:
-    """Ranges of a RegionLock held for a with block."""
+    """Ranges of an array's RegionLock held for a with block. The lock is looked up as it is
+    taken, not when the block is made: a thread waiting on the in-process table first
+    (_Layered) holds no region file then, which a group's delete may close meanwhile
+    (replacing: a write holding the closed file's lock failed, Bad file descriptor)."""
 
-    __slots__ = ("_lock", "_ranges")
+    __slots__ = ("_sync", "_path", "_ranges", "_lock")
 
-    def __init__(self, lock, ranges):
-        self._lock, self._ranges = lock, ranges
+    def __init__(self, sync, array_path, ranges):
+        self._sync, self._path, self._ranges = sync, array_path, ranges
 
     def __enter__(self):
+        self._lock = self._sync._region_lock(self._path)
         self._lock.acquire(self._ranges)
         return self
 
@@ -238,11 +245,10 @@ class _Exclusive(_Held):
     generation of the array's metadata (before the space is free again, so a write that
     takes it next sees the new generation)."""
 
-    __slots__ = ("_sync", "_path", "counts")
+    __slots__ = ("counts",)
 
     def __init__(self, sync, array_path):
-        super().__init__(sync._region_lock(array_path), FULL)
-        self._sync, self._path = sync, array_path
+        super().__init__(sync, array_path, FULL)
         self.counts = True  # (replacing clears it when what it guarded changed nothing)
 
     def __exit__(self, *exc):
