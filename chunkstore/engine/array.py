@@ -525,11 +525,12 @@ class Array(nodes.Node, ArrayAPIv3):
             with guard:
                 if attempt:
                     engine = self._handle.reload(stale=True)
-                    if engine.shape != known:
-                        # The elements the caller selected by the shape it knows (h[-1]:
-                        # the last row it knows; h[...]: those rows), where the new shape
-                        # still holds them: resolved against the new one, h[-1] overwrote a
-                        # row another process appended, while h[25] was refused
+                    if engine.shape != known or engine.chunks != grid:
+                        # The elements the caller selected by the shape (and chunk grid)
+                        # it knows (h[-1]: the last row it knows; h[...]: those rows;
+                        # h.blocks[1]: that grid's block), where the new shape still holds
+                        # them: resolved against the new one, h[-1] overwrote a row another
+                        # process appended, while h[25] was refused
                         normalize, selection = self._pinned(normalize, selection, known,
                                                             grid, engine.shape)
                 sel = normalize(selection, engine.shape, engine.chunks, self.name)
@@ -567,8 +568,8 @@ class Array(nodes.Node, ArrayAPIv3):
                 return normalize, explicit
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: another handle changed its "
-            f"shape from {known} to {now} during the write of {selection!r}, which selects "
-            f"by the shape: nothing written; open the array again and retry")
+            f"shape or chunks (shape {known} -> {now}) during the write of {selection!r}, "
+            f"which selects by them: nothing written; open the array again and retry")
 
     def _stream_from(self, selection: Any, src: Array) -> bool:
         """self[selection] = src (an Array) block by block, in bounded memory, when the

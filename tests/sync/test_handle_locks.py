@@ -857,3 +857,20 @@ def test_a_stale_handles_slice_past_the_end_it_knows_raises_after_an_append(tmp_
         write(h)
     got = cs.open_array(path, mode="r")[...]
     assert (got[:23] == 0).all() and (got[23:] == 9).all()
+
+
+def test_a_stale_handles_block_write_selects_by_the_grid_it_knows(tmp_path):
+    """Another process re-created the array with the same shape and other chunks: a
+    synchronized h.blocks[1] = 1 through a handle that knows chunks (4, 4) wrote rows 5-9
+    (the new grid's block); it writes rows 4-7, its own grid's."""
+    import zarr
+    path = str(tmp_path / "a.zarr")
+    cs.create(shape=(23, 4), chunks=(4, 4), dtype="i4", store=path, zarr_format=2,
+              fill_value=0)
+    h = cs.open_array(path, mode="r+",
+                      synchronizer=cs.ProcessSynchronizer(str(tmp_path / "locks")))
+    zarr.create_array(path, shape=(23, 4), chunks=(5, 4), dtype="i4", fill_value=0,
+                      zarr_format=2, overwrite=True)
+    h.blocks[1] = 1
+    got = cs.open_array(path, mode="r")[...]
+    assert [r for r in range(23) if got[r].any()] == [4, 5, 6, 7]
