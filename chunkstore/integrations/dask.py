@@ -49,7 +49,12 @@ class _BlockReader:
 
     def __init__(self, z: Array) -> None:
         self.shape, self.dtype = z.shape, z.dtype
-        self.chunks, self.shards = z.chunks, z.shards
+        self.grid = self._grid(z)
+
+    @staticmethod
+    def _grid(z: Array) -> tuple:
+        """The chunks and the stored objects' shape (the shards of a sharded array)."""
+        return z.chunks, z.layout.write_chunks
 
     def _stale(self, z: Array, what: str) -> StaleDaskArrayError:
         return StaleDaskArrayError(
@@ -58,16 +63,15 @@ class _BlockReader:
             f"the old graph's layout; call from_chunkstore again to read it as it is now")
 
     def __call__(self, z: Array, key: tuple, asarray: bool = False, lock: Any = None) -> Any:
-        shape, dtype, chunks, shards = z.shape, z.dtype, z.chunks, z.shards
+        shape, dtype, grid = z.shape, z.dtype, self._grid(z)
         if len(shape) != len(self.shape) or any(n < m for n, m in zip(shape, self.shape)):
             raise self._stale(z, f"shape {self.shape} -> {shape}")
         if dtype != self.dtype:
             raise self._stale(z, f"dtype {self.dtype} -> {dtype}")
         # (other chunks read the same values, but only a re-created array has them: another
         # array than the graph's, whatever its shape)
-        if (chunks, shards) != (self.chunks, self.shards):
-            raise self._stale(z, f"chunks {self.chunks} -> {chunks}, shards {self.shards} -> "
-                                 f"{shards}")
+        if grid != self.grid:
+            raise self._stale(z, f"chunks and stored objects {self.grid} -> {grid}")
         if lock:
             lock.acquire()
         try:

@@ -463,10 +463,11 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         mask = self._mask if self._mask is not None else fmt.fill_value_masks
         if mask:
             fill = attrs.pop("_FillValue", None)
-            if not (check and self.zarr_format == 2):
+            if not (check and fmt.fill_value_masks):
                 enc.pop("fill_value", None)
-            # (else left for extract_zarr_variable_encoding to refuse, in xarray's words: a
-            # v2 array's fill value is the variable's _FillValue, never dropped unsaid)
+            # (else left for extract_zarr_variable_encoding to refuse, in xarray's words:
+            # where the format's fill value is the mask (v2), it is the variable's
+            # _FillValue, never dropped unsaid)
         else:
             fill = enc.pop("fill_value", None)
             if fill is None and v.dtype.kind == "f":
@@ -679,11 +680,15 @@ def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> None:
             _CALENDAR_ALIASES.get(str(stored_cal).lower(), str(stored_cal).lower()):
         raise ValueError(f"variable {name!r}: its times are encoded in calendar {cal!r}, "
                          f"the stored variable's calendar is {stored_cal!r}")
-    if raw.dtype.kind not in "iumM" or hasattr(enc.data, "dask"):
-        # (floats hold fractions of the units; dask data is checked by xarray's encoder as
-        # it computes, which raises where the units cannot hold the times)
+    short_float = raw.dtype.kind == "f" and np.dtype(raw.dtype).itemsize < 8
+    if (raw.dtype.kind not in "iumM" and not short_float) or hasattr(enc.data, "dask"):
+        # (float64 holds times to well under the units' precision, where a compare after
+        # decoding could differ by rounding alone; dask data is checked by xarray's encoder
+        # as it computes, which raises where the units cannot hold the times)
         return
-    # Into an integer or a native time array: the values as the array will hold them,
+    # Into an integer, a native time or a float32/16 array (float32 seconds since 1970
+    # hold times to about 2 minutes: 00:00:01 read back as 00:00:00): the values as the
+    # array will hold them,
     # decoded as a reader decodes them, must be the times given (an overflow of the stored
     # dtype, or a resolution coarser than the times', is not).
     held = xr.Variable(enc.dims, np.asarray(enc.data).astype(raw.dtype), attrs=raw.attrs)

@@ -85,6 +85,28 @@ def test_times_that_overflow_the_stored_integer_dtype_are_refused(tmp_path, fmt)
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
+def test_times_a_float32_time_variable_cannot_hold_are_refused(tmp_path, fmt):
+    """float32 seconds since 1970 hold 2024's times to about 2 minutes: 00:00:01 appended
+    read back as 00:00:00, without an error (floats were not checked). Times it holds are
+    appended."""
+    path = str(tmp_path / "f.zarr")
+    t = pd.date_range("2024-01-01", periods=2, freq="D")
+    _quiet(to_chunkstore, xr.Dataset({"v": ("time", [1.0, 2.0])}, coords={"time": t}), path,
+           zarr_format=fmt,
+           encoding={"time": {"dtype": "float32", "units": "seconds since 1970-01-01"}})
+    before = _snapshot(path)
+    late = xr.Dataset({"v": ("time", [3.0])},
+                      coords={"time": pd.DatetimeIndex(["2024-01-03T00:00:01"])})
+    with pytest.raises(ValueError, match="'time'.*read back"):
+        _quiet(to_chunkstore, late, path, append_dim="time")
+    assert _snapshot(path) == before
+    ok = xr.Dataset({"v": ("time", [3.0])}, coords={"time": pd.DatetimeIndex(["2024-01-03"])})
+    _quiet(to_chunkstore, ok, path, append_dim="time")
+    np.testing.assert_array_equal(_quiet(open_dataset, path).time.values,
+                                  pd.date_range("2024-01-01", periods=3, freq="D").values)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
 def test_appended_timedeltas_the_stored_units_cannot_hold_are_refused(tmp_path, fmt):
     path = str(tmp_path / "d.zarr")
     _quiet(to_chunkstore, xr.Dataset({"dt": ("x", pd.to_timedelta([1, 2], "h"))}), path,
