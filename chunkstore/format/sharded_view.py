@@ -548,8 +548,8 @@ class ShardedStoreView(MutableMapping):
                 version = _NO_VERSION
             for k, slot in items:
                 off = MISSING if index is None else int(index[slot, 0])
-                # (an absent chunk keeps its shard's version: the reader compares it with
-                # the version it then finds, see ReadPath._fast_decode)
+                # (an absent chunk keeps its shard's version: a batch read again compares
+                # the versions it then finds with these, see ReadPath._fast_decode)
                 where[k] = (path, (-1, 0, *version) if off == MISSING or index is None else
                             (off, int(index[slot, 1]), *version))
         rows = [where[k] for k in keys]

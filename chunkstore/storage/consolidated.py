@@ -192,11 +192,6 @@ class ConsolidatedMetadataStore(FetchThrough, BaseStore):
         return (is_metadata_key(key) or key.rsplit("/", 1)[-1] == "zarr.json") and \
             _base._under(key, self._base)
 
-    def _from_snapshot(self, key: str) -> bool:
-        """True if *key* is read from the consolidated document: it serves the key, and this
-        process changed its node no later than the snapshot (FetchThrough._stale_document)."""
-        return self._served(key) and not self._stale_document(key)
-
     # -- reads -----------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> bytes:

@@ -88,11 +88,6 @@ class ConsolidatedV3Store(FetchThrough, BaseStore):
         return not self._base or key == self._base + "/" + META or \
             key.startswith(self._base + "/")
 
-    def _from_snapshot(self, key: str) -> bool:
-        """True if key is read from the consolidated metadata: it serves the key, and this
-        process changed its node no later than the snapshot (FetchThrough._stale_document)."""
-        return self._served(key) and not self._stale_document(key)
-
     def __getitem__(self, key: str) -> bytes:
         if self._from_snapshot(key):
             return self._document(key)

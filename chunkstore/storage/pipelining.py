@@ -219,6 +219,15 @@ class FetchThrough:
         return protocol.changed_after(protocol.node_location(self._store, path),
                                       self._snapshot_date)
 
+    def _served(self, key: str) -> bool:
+        """Whether key is a metadata document of the snapshot's hierarchy (the subclass's)."""
+        raise NotImplementedError
+
+    def _from_snapshot(self, key: str) -> bool:
+        """Whether key is read from the snapshot: a document it serves, whose node this
+        process changed no later than the snapshot (_stale_document)."""
+        return self._served(key) and not self._stale_document(key)
+
     def _stale_document(self, key: str) -> bool:
         """Whether the snapshot's metadata document at key may be older than a change this
         process made to its node (or above it): it is then read from the store behind. (A
