@@ -502,7 +502,37 @@ def s3_identity(endpoint: object, bucket: str, prefix: str) -> tuple[Any, ...]:
 def s3_place(endpoint: object, bucket: str) -> tuple[Any, ...]:
     """An S3 bucket as a place that stores' prefixes nest in (``_nesting()``): s3_identity
     without the prefix."""
-    return ("s3", str(endpoint).rstrip("/") if endpoint else None, bucket)
+    return ("s3", _endpoint_key(endpoint), bucket)
+
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _endpoint_key(endpoint: object) -> str | None:
+    """One spelling of an S3 endpoint URL (None: AWS, whose bucket names are global): scheme
+    and host in lower case, the scheme's default port and a trailing slash dropped, the
+    loopback names as one, and AWS's own endpoints as None. Handles of one bucket through
+    two spellings (`localhost` and `127.0.0.1`) took each other for two locations and lost
+    each other's updates of a chunk; merging two that differ only costs waits."""
+    if not endpoint:
+        return None
+    from urllib.parse import urlsplit
+    text = str(endpoint).strip().rstrip("/")
+    try:
+        parts = urlsplit(text if "://" in text else "https://" + text)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return text
+    scheme = parts.scheme.lower()
+    if host == "amazonaws.com" or host.endswith(".amazonaws.com") and host.startswith("s3"):
+        return None
+    if host in _LOOPBACK:
+        host = "127.0.0.1"
+    if port is None or port == _DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}{parts.path.rstrip('/')}"
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
 #: The event loop of the asynchronous API's caller, while an engine call it awaits runs on a
