@@ -88,13 +88,18 @@ def refuse_existing(store: Mapping[str, bytes], path: str, zarr_format: int) -> 
 
 
 def remove_node(store: MutableMapping[str, bytes], path: str,
-                synchronizer: Any = None) -> None:
+                synchronizer: Any = None, required: bool = False) -> None:
     """Delete everything at and below path (at the root: every key, the store itself stays),
     with this process's writes of the arrays there excluded and their handles told
     (sync.synchronizers.replacing: a handle opened before never writes the old layout into
     what comes next), and the node's lock space in synchronizer held (the deleting
-    handle's: other processes' attribute updates of the node end first, or find it gone)."""
+    handle's: other processes' attribute updates of the node end first, or find it gone).
+    required: KeyError where no node is there once the locks are held."""
     with replacing(store, replaced_paths(store, path, synchronizer), synchronizer):
+        if required and nodes.node_kind(store, path)[0] is None:
+            # (looked at again under the locks: moved or deleted by another thread since
+            # the caller found it, the delete returned having removed nothing)
+            raise KeyError(f"no array or group at {path!r} in {store_name(store)}")
         # The node documents first: a delete that fails midway (an I/O error, an interrupt
         # in a directory store's tree walk, whose order is the filesystem's) then leaves
         # keys no node owns, never an array whose metadata is still there while some of

@@ -243,7 +243,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         path = self._child(item)
         if item not in self:
             raise KeyError(f"no array or group at {path!r} in group {self.name!r}")
-        creation.remove_node(self._store, path, self._synchronizer)
+        creation.remove_node(self._store, path, self._synchronizer, required=True)
 
     def _member_kinds(self):
         """(name, "array" | "group", Zarr format) of the direct members (see _member),

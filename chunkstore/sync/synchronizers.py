@@ -499,14 +499,21 @@ def replacing(store, path, synchronizer=None):
     tops = [protocol.node_location(store, p) for p in paths]
     # (made if no handle keeps them, and kept alive while held: the WeakValueDictionary's;
     # the listing below takes them, a node being below itself)
-    own = [handle_locks(store, p) for p in paths]  # noqa: F841
+    own = [handle_locks(store, p) for p in paths]
+    # The tables of the groups above too (held without counting a change of them): a move
+    # of a group and a delete of one of its members in two threads each held its own
+    # node's, and both returned with the deleted member moved along (or the move failed on
+    # a key deleted under it).
+    above = {(place, a) for place, p in tops for a in _ancestors(p)} - set(tops)
+    own += [_locks_at(node) for node in above]  # noqa: F841
 
     def below(node):
         return any(protocol.node_below(node, top) for top in tops)
 
     with _handle_locks_guard:
         tables = sorted(((node[1], "", t) for node, t in list(_handle_locks.items())
-                         if below(node)), key=lambda nt: nt[0])
+                         if below(node) or node in above), key=lambda nt: nt[0])
+        uncounted = {id(_handle_locks[node]) for node in above}
         for key in [k for k, syncs in _synced.items() if not syncs]:
             del _synced[key]
         synced = sorted(((node[1], p, s) for node, syncs in _synced.items()
@@ -529,7 +536,13 @@ def replacing(store, path, synchronizer=None):
             once.append(nps)
     synced = once
     with contextlib.ExitStack() as held:
-        locks = [held.enter_context(t.exclusive(p)) for _, p, t in tables]
+        locks = []
+        for _, p, t in tables:
+            lock = held.enter_context(t.exclusive(p))
+            if id(t) in uncounted:
+                lock.counts = False  # (a group above: nothing of it changes)
+            else:
+                locks.append(lock)
         # The region files opened for this change alone (the lock spaces of members no
         # handle of this process uses: a group's delete or move holds each of its arrays')
         # are closed again once their locks are let go of, while the in-process tables,
@@ -546,6 +559,21 @@ def replacing(store, path, synchronizer=None):
             for lock in locks:
                 lock.counts = False
             raise
+
+
+def _ancestors(path):
+    """The proper ancestors of a node path, the root ("") first."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[:i]) for i in range(len(parts))]
+
+
+def _locks_at(node):
+    """The in-process table of the node at a node location (handle_locks by location)."""
+    with _handle_locks_guard:
+        locks = _handle_locks.get(node)
+        if locks is None:
+            locks = _handle_locks[node] = _NodeLocks(node)
+        return locks
 
 
 def _region_file(synchronizer, array_path):
