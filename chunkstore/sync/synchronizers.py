@@ -561,6 +561,17 @@ def replacing(store, path, synchronizer=None):
             raise
 
 
+def _unlinked(lock):
+    """Whether the lock file a RegionLock holds open has been removed (one fstat)."""
+    fd = getattr(lock, "_fd", None)
+    if fd is None:
+        return False
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return True
+
+
 def _ancestors(path):
     """The proper ancestors of a node path, the root ("") first."""
     parts = path.split("/") if path else []
@@ -638,8 +649,12 @@ class ProcessSynchronizer(_Base):
         path = _region_file(self, array_path)
         with _registry_guard:
             lock = _registry.get(path)
-            if lock is not None:
+            if lock is not None and not _unlinked(lock):
                 return lock
+            # (a lock file removed since it was opened, `rm -r` of the directory: locked
+            # still, it excluded nobody, since other processes lock the file made anew;
+            # their writes and this process's to one chunk lost a third of the elements.
+            # The old descriptor stays open for any thread still holding ranges of it.)
             _fence_old_protocol(self.path, array_path)
             fd = open_region_file(path)
             lock = _registry[path] = RegionLock(fd, path)
