@@ -27,26 +27,22 @@ def test_a_persisted_snapshot_and_a_new_dask_array_of_one_handle_differ():
     np.testing.assert_array_equal((new - old).compute(), np.full(4, 100))
 
 
-def test_handles_at_reused_addresses_never_share_a_dask_name(tmp_path):
+def test_handles_at_reused_addresses_never_share_a_dask_name(tmp_path, monkeypatch):
     """Snapshots through handles opened one after another, each freed once persisted:
     CPython gives a later handle (and its store) the addresses of an earlier one, and the
-    name made of those id()s made two snapshots one dask array (da.stack swapped them)."""
+    name made of those id()s made two snapshots one dask array (da.stack swapped them).
+    Every address is reused here (id() answers one number), as it happens by chance."""
+    import chunkstore.integrations.dask as module
+    monkeypatch.setattr(module, "id", lambda obj: 1, raising=False)
     path = str(tmp_path / "a.zarr")
     cs.create_array(path, shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
-    snaps, seen, reused = [], set(), False
-    for k in range(400):
+    snaps = []
+    for k in range(5):
         h = cs.open_array(path, mode="r+")
         h[:] = k
-        ids = (id(h), id(h.store))
-        reused = reused or ids in seen
-        seen.add(ids)
         snaps.append(from_chunkstore(h).persist())
         del h
         gc.collect()
-        if reused and k >= 20:
-            break
-    if not reused:
-        pytest.skip("no handle got an earlier handle's addresses")
     assert len({s.name for s in snaps}) == len(snaps)
     got = da.stack(snaps).compute()[:, 0]
     np.testing.assert_array_equal(got, np.arange(len(snaps)))
