@@ -88,10 +88,7 @@ def node_kind(store, path: str, zarr_format: int | None = None, *, want: str = "
     return kind, fmt
 
 
-def ancestors(path: str) -> list[str]:
-    """The paths of the groups above the node at path, the root ("") first."""
-    parts = path.split("/") if path else []
-    return ["/".join(parts[:i]) for i in range(len(parts))]
+ancestors = protocol.ancestors  # (the paths of the groups above a node path)
 
 
 def overlapping(a: str, b: str) -> bool:

@@ -340,6 +340,12 @@ def node_location(store: object, path: str) -> tuple[Hashable, str]:
             f"{root}/{path}" if root and path else root or path)
 
 
+def ancestors(path: str) -> list[str]:
+    """The paths of the groups above the node at path, the root ("") first."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[:i]) for i in range(len(parts))]
+
+
 # This process's changes of node metadata, dated, for consolidated-metadata views (whose
 # snapshot may be older: see snapshot_stale). Each change and each consolidation written here
 # takes the next number; a node's last change is kept by its node_location, per place. A
@@ -398,9 +404,7 @@ def note_metadata_change(node: tuple[Hashable, str]) -> None:
         _kept += 1
     date = paths[path] = _latest = next(_dates)
     above = _below.setdefault(place, {})
-    parts = path.split("/") if path else []
-    for i in range(len(parts)):
-        group = "/".join(parts[:i])
+    for group in ancestors(path):
         if group not in above:
             _kept += 1
         above[group] = date
@@ -444,8 +448,7 @@ def changed_after(node: tuple[Hashable, str], date: int) -> bool:
     paths = _changed.get(place)
     if not paths:
         return False
-    parts = path.split("/") if path else []
-    return any(paths.get("/".join(parts[:i]), 0) >= date for i in range(len(parts) + 1))
+    return any(paths.get(p, 0) >= date for p in (*ancestors(path), path))
 
 
 def changed_since(date: int) -> bool:

@@ -323,13 +323,7 @@ def handle_locks(store, path):
     DirectoryStore objects of one directory). Writes through handles sharing it never lose
     each other's updates to one chunk; other processes need a synchronizer for that
     (README, "What is safe")."""
-    key = protocol.node_location(store, path)
-    with _handle_locks_guard:
-        locks = _handle_locks.get(key)
-        if locks is None:
-            locks = _handle_locks[key] = _NodeLocks(key)
-            protocol.watch_place(store)  # (its nodes' change dates go with it)
-        return locks
+    return _locks_at(protocol.node_location(store, path), store)
 
 
 def layered_locks(store, path, synchronizer):
@@ -382,10 +376,8 @@ class _Layered:
         its chunks gone). Every thread takes the synchronizer's guards in path order, the
         order a delete takes a group's space and then its members'."""
         from chunkstore.sync.locking import GUARD
-        parts = node_path.split("/") if node_path else []
-        above = ["/".join(parts[:i]) for i in range(len(parts))]
         held = self.outer.hold(node_path, GUARD)
-        for a in reversed(above):  # (pairs nested: taken in order, let go of in reverse)
+        for a in reversed(protocol.ancestors(node_path)):  # (pairs nested: taken in order, let go of in reverse)
             held = _Pair(self.outer.hold(a, GUARD), held)
         return _Pair(self.inner.hold(node_path, GUARD), held)
 
@@ -504,7 +496,7 @@ def replacing(store, path, synchronizer=None):
     # of a group and a delete of one of its members in two threads each held its own
     # node's, and both returned with the deleted member moved along (or the move failed on
     # a key deleted under it).
-    above = {(place, a) for place, p in tops for a in _ancestors(p)} - set(tops)
+    above = {(place, a) for place, p in tops for a in protocol.ancestors(p)} - set(tops)
     own += [_locks_at(node) for node in above]  # noqa: F841
 
     def below(node):
@@ -572,18 +564,15 @@ def _unlinked(lock):
         return True
 
 
-def _ancestors(path):
-    """The proper ancestors of a node path, the root ("") first."""
-    parts = path.split("/") if path else []
-    return ["/".join(parts[:i]) for i in range(len(parts))]
-
-
-def _locks_at(node):
-    """The in-process table of the node at a node location (handle_locks by location)."""
+def _locks_at(node, store=None):
+    """The in-process table of the node at a node location (handle_locks by location; made
+    through store, the place's change dates go with it)."""
     with _handle_locks_guard:
         locks = _handle_locks.get(node)
         if locks is None:
             locks = _handle_locks[node] = _NodeLocks(node)
+            if store is not None:
+                protocol.watch_place(store)
         return locks
 
 

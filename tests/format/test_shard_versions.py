@@ -127,20 +127,26 @@ def test_an_inner_chunk_added_in_front_behind_a_handle(tmp_path, kind, codec):
     np.testing.assert_array_equal(a[...], want)
 
 
-def rewrite_between_index_and_chunks(monkeypatch, rewrite):
-    """Make the next index read of any shard view run rewrite() right after it (once)."""
-    real = ShardedStoreView._index_of
+def after_first_call(monkeypatch, owner, name, action):
+    """Make owner.name run action() right after its first call (once); the list returned
+    holds the first call's first argument once it has run."""
+    real = getattr(owner, name)
     done = []
 
-    def index_of(self, skey, reader):
-        index = real(self, skey, reader)
+    def call(*args, **kwargs):
+        out = real(*args, **kwargs)
         if not done:
-            done.append(skey)
-            rewrite()
-        return index
+            done.append(args[0] if args else None)
+            action()
+        return out
 
-    monkeypatch.setattr(ShardedStoreView, "_index_of", index_of)
+    monkeypatch.setattr(owner, name, call)
     return done
+
+
+def rewrite_between_index_and_chunks(monkeypatch, rewrite):
+    """Make the next index read of any shard view run rewrite() right after it (once)."""
+    return after_first_call(monkeypatch, ShardedStoreView, "_index_of", rewrite)
 
 
 @pytest.mark.parametrize("codec", ["zstd", "raw"])
@@ -439,17 +445,7 @@ def _written_after_first_lookup(monkeypatch, write):
     """The read path's per-chunk store lookups (engine.read.getitems) with write() run once,
     right after the first of them: another writer between two lookups of one read."""
     import chunkstore.engine.read as read_path
-    real = read_path.getitems
-    done = []
-
-    def lookup(store, keys):
-        out = real(store, keys)
-        if not done:
-            done.append(True)
-            write()
-        return out
-    monkeypatch.setattr(read_path, "getitems", lookup)
-    return done
+    return after_first_call(monkeypatch, read_path, "getitems", write)
 
 
 @pytest.mark.parametrize("layout", ["shard absent", "inner chunks absent"])

@@ -78,12 +78,16 @@ def test_a_shrunk_array_raises_instead_of_filling_the_old_graph(tmp_path):
         _raises_naming_x(expr)
 
 
+def _recreate_as_f8(g):
+    del g["x"]
+    g.create_array("x", shape=(20,), chunks=(4,), dtype="f8", fill_value=0)[:] = 0.25
+
+
 def test_an_array_recreated_with_another_dtype_raises(tmp_path):
     """Deleted and re-created as f8: the i4 graph read 0.25s and summed them to 0 as i4."""
     root, g, a = _setup(tmp_path)
     d = from_chunkstore(a)
-    del g["x"]
-    g.create_array("x", shape=(20,), chunks=(4,), dtype="f8", fill_value=0)[:] = 0.25
+    _recreate_as_f8(g)
     for expr in (d, d.sum(), d + da.ones(20, chunks=5, dtype="i4")):
         _raises_naming_x(expr)
 
@@ -103,8 +107,7 @@ def test_a_stale_graph_raises_under_the_processes_scheduler(tmp_path):
     """The workers unpickle the handle, which reads the metadata as it is now."""
     root, g, a = _setup(tmp_path)
     d = from_chunkstore(a)
-    del g["x"]
-    g.create_array("x", shape=(20,), chunks=(4,), dtype="f8", fill_value=0)[:] = 0.25
+    _recreate_as_f8(g)
     _raises_naming_x(d.sum(), scheduler="processes")
 
 
