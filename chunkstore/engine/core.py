@@ -15,7 +15,7 @@ chunk grid and decodes with another. A view is an Array whose handle has metadat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from chunkstore.engine.chunk_io import EngineOptions, _overridden, metadata_generation
@@ -171,33 +171,42 @@ class EngineHandle:
         (first, as that frees space on a full disk; store keys in ``touched``, those not
         in ``saved``), restore the old shape, then put back the boundary objects' old bytes
         (``saved``); each step whatever became of the one before. A step that fails is
-        noted on ``error``."""
+        noted on ``error``.
+
+        The trim marker (chunkstore.engine.trim) is written before the shape only where
+        something may be left past the old end: boundary objects to put back, or a delete
+        that failed. Written always, it took the space the deletes had just freed on a full
+        disk, and the old shape could not be restored: the array kept the new shape, the
+        appended values read as the fill value."""
         from chunkstore.engine import trim
         grown = self.engine
         store = grown.layout.store
         name, shape = self.options.name, old_meta.shape
-        steps = (
-            ("deleting the chunks it created", lambda: delitems(
-                store, [k for k in touched if k not in saved])),
-            # what a step that fails leaves past the old end (created chunks, appended
-            # values in boundary chunks) is then trimmed by the next resize or append
-            # before it grows the array (chunkstore.engine.trim)
-            ("recording the trim of what it leaves past the old end",
-             lambda: trim.begin(grown, grown.shape, shape)),
-            ("restoring the old shape", lambda: self.write_metadata(old_meta)),
-            ("putting back the old bytes of its boundary chunks (past the old end they may "
-             "hold appended values, which a later resize that grows the array deletes "
-             "first where the trim was recorded)",
-             lambda: setitems(store, saved) if saved else None),
-        )
         failed = False
-        for what, step in steps:
+
+        def step(what: str, fn: Callable[[], Any]) -> None:
+            nonlocal failed
             try:
-                step()
+                fn()
             except Exception as e2:
                 failed = True
                 error.add_note(f"rolling back the append of array {name!r} to shape {shape}: "
                                f"{what} also failed: {e2!r}")
-        if not failed:
+
+        step("deleting the chunks it created",
+             lambda: delitems(store, [k for k in touched if k not in saved]))
+        marked = bool(saved) or failed
+        if marked:
+            # what a step that fails leaves past the old end (created chunks, appended
+            # values in boundary chunks) is then trimmed by the next resize or append
+            # before it grows the array (chunkstore.engine.trim)
+            step("recording the trim of what it leaves past the old end",
+                 lambda: trim.begin(grown, grown.shape, shape))
+        step("restoring the old shape", lambda: self.write_metadata(old_meta))
+        if saved:
+            step("putting back the old bytes of its boundary chunks (past the old end they "
+                 "may hold appended values, which a later resize that grows the array "
+                 "deletes first where the trim was recorded)", lambda: setitems(store, saved))
+        if marked and not failed:
             with contextlib.suppress(Exception):  # (left: the next change completes it)
                 trim.end(grown)
