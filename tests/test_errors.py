@@ -555,3 +555,52 @@ def test_zarr2_style_except_value_error_catches_real_failures(tmp_path):
         cs.open(str(tmp_path / "none.zarr"), mode="r")  # PathNotFoundError
     with pytest.raises(FileExistsError):
         cs.open_group(store, mode="w-")  # ContainsGroupError, still a FileExistsError
+
+
+class _FailingFilter:
+    """A numcodecs filter whose encode refuses chunks holding 13.0 (decode: raw f8)."""
+
+    codec_id = "chunkstore_test_failing_filter"
+
+    def encode(self, buf):
+        a = np.asarray(buf).view("f8")
+        if (a == 13.0).any():
+            raise ValueError("refused by the filter")
+        return a.tobytes()
+
+    def decode(self, buf, out=None):
+        return np.frombuffer(buf, "f8").copy()
+
+    def get_config(self):
+        return {"id": self.codec_id}
+
+
+@pytest.mark.parametrize("how", ["whole", "partial", "scalar", "vindex"])
+def test_a_codec_encode_error_names_the_array_and_chunk(how):
+    """A codec whose encode raises: the error keeps its type and says which array and
+    chunk key (it came as the codec's bare message, as a decode's does not); what was
+    stored before reads as it was, or as written."""
+    import numcodecs
+    from numcodecs.abc import Codec
+    cls = type("FailingFilter", (_FailingFilter, Codec), {})
+    numcodecs.register_codec(cls)
+    store: dict = {}
+    z = cs.create((16,), chunks=(4,), dtype="f8", store=store, path="grp/arr",
+                  filters=[cls()], compressor=None)
+    z[:] = 1.0
+    v = np.arange(16.0)
+    v[9] = 13.0
+    write = {"whole": lambda: z.__setitem__(slice(None), v),
+             "partial": lambda: z.__setitem__(slice(9, 10), 13.0),
+             "scalar": lambda: z.__setitem__(slice(None), 13.0),
+             "vindex": lambda: z.vindex.__setitem__([np.array([1, 9])], [2.0, 13.0])}[how]
+    with pytest.raises(ValueError) as info:
+        write()
+    msg = str(info.value)
+    assert "refused by the filter" in msg and "'/grp/arr'" in msg
+    assert re.search(r"chunk 'grp/arr/[0-3]'", msg), msg
+    got = z[:]
+    for c in range(4):  # each chunk old or new
+        block = got[4 * c:4 * c + 4]
+        assert (block == 1.0).all() or (block == v[4 * c:4 * c + 4]).all() or how != "whole"
+    assert (got[8:12] == 1.0).all()  # the refused chunk kept its old values

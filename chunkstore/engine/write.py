@@ -214,7 +214,16 @@ class WritePath(ReadPath):
                 else merge.is_all_fill(chunk, self.fill_item)):
             to_del.append(key)
         else:
-            to_set[key] = self.codec.encode(chunk)
+            to_set[key] = self._encode(key, chunk)
+
+    def _encode(self, key: str, chunk: np.ndarray) -> bytes:
+        """chunk encoded for the store key key; a codec's error says which array and
+        chunk it was (as a decode's ChunkDecodeError does)."""
+        try:
+            return self.codec.encode(chunk)
+        except Exception as e:
+            raise with_context(e, f"cannot encode chunk {key!r} of array {self.name!r}: "
+                                  f"{e}") from e
 
     def _write_ortho(self, plan: OrthoPlan, keys: list[str], v: np.ndarray,
                      drop: tuple[int, ...], partial_locks: PartialLocks | None = None) -> None:
@@ -236,7 +245,7 @@ class WritePath(ReadPath):
             else:
                 c = np.empty(self.chunks, dtype=self.dtype, order=self.order)
                 c[...] = v
-                shared = self.codec.encode(c)
+                shared = self._encode(keys[int(np.flatnonzero(full)[0])], c)
         scalar_is_fill = scalar and not self.is_object and shared is None and full.any()
         errors_first = self.is_object  # object encoders may fail on values: encode all first
         # The chunks of an array with a batch path (Blosc, zstd, gzip, zlib, raw) are decoded
