@@ -79,10 +79,14 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
         # existing archive), so those open it to append, and the node check decides, as in
         # a directory or SQLite store.
         return ZipStore(path, mode="a" if mode in ("w", "w-", "x") else mode)
+    # A database file is created as its store opens, writing or not: "r+" (open what
+    # exists) on a missing one left an empty database behind the not-found error; opened
+    # as "r" there, it creates nothing (a write through it is refused as read-only).
+    db_mode = "r" if mode == "r+" and not os.path.exists(path) else mode
     if low.endswith(".sqlite") or low.endswith(".db"):
-        return SQLiteStore(path, mode=mode)
+        return SQLiteStore(path, mode=db_mode)
     if low.endswith(".lmdb"):
-        return LMDBStore(path, mode=mode)
+        return LMDBStore(path, mode=db_mode)
     return DirectoryStore(path, mode=mode)
 
 

@@ -221,3 +221,27 @@ def test_connections_of_finished_threads_are_released(tmp_path):
     s["b"] = b"2"
     assert len(s._all_conns) <= 3  # not one per thread ever started
     s.close()
+
+
+@pytest.mark.parametrize("name", ["x.sqlite", "x.db", "x.lmdb"])
+@pytest.mark.parametrize("opener", ["open_array", "open_group", "open", "async"])
+def test_r_plus_open_of_a_missing_database_creates_nothing(tmp_path, name, opener):
+    """mode "r+" opens what exists: on a missing database file the open is refused as
+    not found (as zarr-python's), and no empty database is left behind (one was: the
+    store created the file as it opened)."""
+    import asyncio
+
+    import chunkstore as cs
+    import chunkstore.api.asynchronous as aapi
+    path = str(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        if opener == "async":
+            asyncio.run(aapi.open_array(store=path, mode="r+"))
+        else:
+            getattr(cs, opener)(path, mode="r+")
+    assert os.listdir(tmp_path) == []
+    # an existing database opens read-write with "r+"
+    cs.zeros((4,), chunks=(2,), store=path, path="a")
+    z = cs.open_array(path, mode="r+", path="a")
+    z[1] = 7
+    assert cs.open_array(path, mode="r", path="a")[1] == 7
