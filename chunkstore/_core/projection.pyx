@@ -15,6 +15,7 @@ The plans create no Python object per chunk or element; the merge module reads t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from libc.stdint cimport int64_t, uint64_t
+from cpython.pyport cimport PY_SSIZE_T_MAX
 
 import numpy as np
 cimport numpy as cnp
@@ -79,19 +80,33 @@ cdef class OrthoPlan:
         if self.dims == NULL:
             raise MemoryError()
         cdef int d
-        cdef Py_ssize_t total = 1
+        cdef Py_ssize_t total = 1, m
+        # An empty selection of one dimension touches no chunk: the others' slices are not
+        # projected (z[0:0, :] of a dimension of 2**40 chunks built its table of them).
+        cdef bint empty = False
+        for spec in specs:
+            if (spec[0] == SLICE and spec[3] == 0) or (spec[0] == ARRAY and len(spec[1]) == 0):
+                empty = True
+                break
         sel_shape = []
         for d in range(self.ndim):
             spec = specs[d]
             if spec[0] == SLICE:
                 n = self._project_slice(d, int(shape[d]), int(chunks[d]), int(spec[1]),
-                                        int(spec[2]), int(spec[3]))
+                                        int(spec[2]), 0 if empty else int(spec[3]))
+                n = int(spec[3])
             elif spec[0] == ARRAY:
                 n = self._project_array(d, int(shape[d]), int(chunks[d]), spec[1])
             else:
                 raise ValueError(f"unknown selection kind {spec[0]!r}")
             sel_shape.append(n)
-            total *= self.dims[d].m
+            m = self.dims[d].m
+            if m and total > PY_SSIZE_T_MAX // m:
+                # (wrapped, 2**64 chunks made 0: a write of them did nothing and returned)
+                raise ValueError(f"the selection touches more than {PY_SSIZE_T_MAX} chunks "
+                                 f"({' x '.join(str(self.dims[k].m) for k in range(d + 1))}"
+                                 f" along the first {d + 1} dimensions)")
+            total *= m
         self.nchunks = total
         self.sel_shape = tuple(sel_shape)
 
@@ -120,6 +135,9 @@ cdef class OrthoPlan:
         cdef Py_ssize_t cap = 0
         if n > 0:
             cap = min(n, hi // L - lo // L + 1)
+        if cap > (PY_SSIZE_T_MAX - 8) // 5:  # (the allocation below would wrap)
+            raise MemoryError(f"a selection touching {cap} chunks of dimension {d} (its "
+                              f"plan: {cap} x 33 bytes)")
         # One allocation for the dimension's four index arrays and its full-chunk flags (a
         # tile's plan is built on every read: five allocations a dimension cost more).
         cdef int64_t* base = self._alloc(4 * cap + (cap + 7) // 8)
@@ -132,12 +150,13 @@ cdef class OrthoPlan:
         while i < n:
             idx = start + i * step
             c = idx // L
+            # the last i' whose index is in chunk c, counted from idx's place in it ((c + 1)
+            # * L - 1 - start wrapped past int64 in the last chunk of a dimension near 2**63,
+            # and the loop then wrote past its tables)
             if step > 0:
-                # last i' with start + i'*step < (c+1)*L
-                last_i = _floordiv((c + 1) * L - 1 - start, step)
+                last_i = i + (L - 1 - (idx - c * L)) // step
             else:
-                # last i' with start + i'*step >= c*L
-                last_i = _floordiv(start - c * L, -step)
+                last_i = i + (idx - c * L) // (-step)
             if last_i > n - 1:
                 last_i = n - 1
             p.cid[m] = c

@@ -26,6 +26,7 @@ from chunkstore.engine.read import FieldNames
 from chunkstore.errors import ArrayMetadataChangedError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
+from chunkstore.metadata._common import MAX_INDEX
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems, getsize
 from chunkstore.storage.normalize import normalize_store
@@ -804,6 +805,11 @@ class Array(nodes.Node, ArrayAPIv3):
             if not engine.is_object:
                 data = np.asarray(data, dtype=engine.dtype)
             new = tuple(s + data.shape[d] if d == axis else s for d, s in enumerate(shape))
+            if new[axis] > MAX_INDEX:  # (as resize refuses it; it came as NumPy's OverflowError)
+                raise ValueError(f"cannot append {data.shape[axis]} along axis {axis} to "
+                                 f"array {self.name!r} of shape {shape}: its length would be "
+                                 f"{new[axis]}, larger than the largest supported extent "
+                                 f"2**63 - 1")
             old_meta = engine.meta
             chunks = engine.chunks
             region = tuple(slice(shape[d], new[d]) if d == axis else slice(None)
@@ -839,8 +845,11 @@ def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None
     """Say on a MemoryError which array's chunks it was (a read or write holds whole chunks,
     and a chunk shape from a document written elsewhere may be far larger than the array)."""
     size = int(np.prod(engine.chunks, dtype=np.float64)) * engine.dtype.itemsize
-    error.add_note(f"array {name!r} has chunks of shape {engine.chunks} ({engine.dtype}, "
-                   f"{human_bytes(size)} each), which a read or write holds whole")
+    # (worded as a fact, not the cause: the result, or a shard's index, may be what did
+    # not fit, and a note blaming 1 B chunks misled)
+    error.add_note(f"in array {name!r}, whose chunks are of shape {engine.chunks} "
+                   f"({engine.dtype}, {human_bytes(size)} each; a read or write holds the "
+                   f"chunks it touches whole, besides its result)")
 
 
 def _fields(fields: Fields) -> FieldNames:

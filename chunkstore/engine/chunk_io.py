@@ -399,8 +399,10 @@ class EngineState:
         (so its part outside the array must hold the fill value)?"""
         if coords.shape[1] == 0:
             return np.zeros(len(coords), dtype=np.uint8)
-        over = (coords + 1) * np.asarray(self.chunks, dtype=np.int64) > np.asarray(
-            self.shape, dtype=np.int64)
+        # (c + 1) * L > n, as c > (n - L) // L: the product wrapped past int64 in the last
+        # chunks of a dimension near 2**63, which then started from uninitialized memory
+        chunks = np.asarray(self.chunks, dtype=np.int64)
+        over = coords > (np.asarray(self.shape, dtype=np.int64) - chunks) // chunks
         # (mypy: NumPy's stubs type any(axis=1) as a scalar or an array; here an array)
         return over.any(axis=1).view(np.uint8)  # type: ignore[return-value]
 

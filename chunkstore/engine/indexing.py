@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, NoReturn, SupportsInt
 import numpy as np
 
 from chunkstore._core.projection import ARRAY, SLICE, OrthoPlan, PointsPlan
-from chunkstore.errors import BoundsCheckError
+from chunkstore.errors import BoundsCheckError, with_context
 
 
 @dataclass
@@ -52,7 +52,8 @@ def _check_int(i: SupportsInt, dim: int, length: int, name: str) -> int:
 def _slice_spec(s: slice, length: int) -> tuple[int, int, int, int]:
     start, stop, step = s.indices(length)
     n = len(range(start, stop, step))
-    return (SLICE, start if n else 0, step if n else 1, n)
+    # (a step past int64 selecting one element, z[::2**70], is step 1: the plan's are int64)
+    return (SLICE, start if n else 0, step if n > 1 else 1, n)
 
 
 def _is_int(x: object) -> bool:
@@ -77,7 +78,27 @@ def _int_array(x: Any, dim: int, length: int, name: str) -> np.ndarray:
     if arr.ndim != 1:
         raise IndexError(f"orthogonal index array for dimension {dim} must be 1-d, got "
                          f"shape {arr.shape}{_where(name)}")
-    return _wrap_bounds(arr.astype(np.int64), dim, length, name)
+    return _wrap_bounds(_as_int64(arr, dim, length, name), dim, length, name)
+
+
+def _as_int64(arr: np.ndarray, dim: int, length: int, name: str) -> np.ndarray:
+    """An integer index array as int64; BoundsCheckError where a uint64 index is past
+    int64's range (cast, 2**64 - 1 became -1: the last element, read or written)."""
+    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and \
+            int(arr.max()) > np.iinfo(np.int64).max:
+        raise BoundsCheckError(
+            f"index {int(arr.max())} is out of bounds for dimension {dim} with length "
+            f"{length}{_where(name)}")
+    return arr.astype(np.int64)
+
+
+def _plan(shape: Sequence[int], chunks: Sequence[int], specs: list, name: str) -> OrthoPlan:
+    """The OrthoPlan of specs; its refusal of a selection too large to plan (more chunks
+    than int64 counts, a table past memory) names the array."""
+    try:
+        return OrthoPlan(shape, chunks, specs)
+    except (ValueError, MemoryError) as e:
+        raise with_context(e, f"{e}{_where(name)}") from e
 
 
 def _wrap_bounds(arr: np.ndarray, dim: int, length: int, name: str) -> np.ndarray:
@@ -203,7 +224,7 @@ def _ints_and_slices(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequenc
             rshape.append(spec[3])
         else:
             return None
-    plan = OrthoPlan(shape, chunks, specs)
+    plan = _plan(shape, chunks, specs, name)
     return Selection("ortho", plan, tuple(rshape), tuple(drop), None, len(drop) == len(shape))
 
 
@@ -236,7 +257,7 @@ def basic_or_fancy(selection: Any, shape: Sequence[int], chunks: Sequence[int],
         else:
             raise IndexError(f"unsupported index {s!r}{_where(name)}")
         dim += 1
-    plan = OrthoPlan(shape, chunks, specs)
+    plan = _plan(shape, chunks, specs, name)
     rshape = [n for d, n in enumerate(plan.sel_shape) if d not in drop]
     post = None
     if newaxes:
@@ -293,7 +314,8 @@ def _fancy(sel: tuple[Any, ...], shape: Sequence[int], chunks: Sequence[int],
     if all(not isinstance(s, slice) for s in sel):
         return coordinate(sel, shape, chunks, name)
     # General mixed case (index arrays and slices).
-    idx = [_wrap_bounds(np.asarray(sel[d]).astype(np.int64), d, shape[d], name) for d in adv]
+    idx = [_wrap_bounds(_as_int64(np.asarray(sel[d]), d, shape[d], name), d, shape[d], name)
+           for d in adv]
     try:
         bcast = np.broadcast_arrays(*idx)
     except ValueError:
@@ -478,7 +500,7 @@ def orthogonal(selection: Any, shape: Sequence[int], chunks: Sequence[int],
             raise IndexError(f"newaxis is not supported in orthogonal selections{_where(name)}")
         else:
             specs.append((ARRAY, _int_array(s, dim, shape[dim], name)))
-    plan = OrthoPlan(shape, chunks, specs)
+    plan = _plan(shape, chunks, specs, name)
     rshape = tuple(n for d, n in enumerate(plan.sel_shape) if d not in drop)
     return Selection("ortho", plan, rshape, tuple(drop))
 
@@ -504,8 +526,8 @@ def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
                              f"{a.dtype}{_where(name)}")
         # bounds checked before broadcasting, as NumPy does (an index broadcast against an
         # empty array is out of bounds all the same)
-        arrs.append(_wrap_bounds(a.astype(np.int64).reshape(-1), dim, shape[dim], name
-                                 ).reshape(a.shape))
+        arrs.append(_wrap_bounds(_as_int64(a, dim, shape[dim], name).reshape(-1), dim,
+                                 shape[dim], name).reshape(a.shape))
     try:
         b = np.broadcast_arrays(*arrs)
     except ValueError:
