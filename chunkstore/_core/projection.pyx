@@ -137,7 +137,7 @@ cdef class OrthoPlan:
             cap = min(n, hi // L - lo // L + 1)
         if cap > (PY_SSIZE_T_MAX - 8) // 5:  # (the allocation below would wrap)
             raise MemoryError(f"a selection touching {cap} chunks of dimension {d} (its "
-                              f"plan: {cap} x 33 bytes)")
+                              f"plan: about 32 bytes a chunk)")
         # One allocation for the dimension's four index arrays and its full-chunk flags (a
         # tile's plan is built on every read: five allocations a dimension cost more).
         cdef int64_t* base = self._alloc(4 * cap + (cap + 7) // 8)
@@ -154,9 +154,9 @@ cdef class OrthoPlan:
             # * L - 1 - start wrapped past int64 in the last chunk of a dimension near 2**63,
             # and the loop then wrote past its tables)
             if step > 0:
-                last_i = i + (L - 1 - (idx - c * L)) // step
+                last_i = i + _floordiv(L - 1 - (idx - c * L), step)
             else:
-                last_i = i + (idx - c * L) // (-step)
+                last_i = i + _floordiv(idx - c * L, -step)
             if last_i > n - 1:
                 last_i = n - 1
             p.cid[m] = c
