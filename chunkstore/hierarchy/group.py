@@ -931,21 +931,32 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     smode = "r" if mode == "r" else "r+"
     # A v2 hierarchy has its .zmetadata document (one read, no existence check first);
     # otherwise the v3 store reads the root zarr.json, once, and serves every member's
-    # metadata from it.
-    try:
-        cstore: ConsolidatedMetadataStore | ConsolidatedV3Store = ConsolidatedMetadataStore(
-            store, metadata_key=metadata_key, mode=smode)
-    except ConsolidatedMetadataNotFoundError:
+    # metadata from it. A group's at path first (consolidate_metadata(path=) writes it
+    # there, zarr-python 3 reads it there: read from the root only, an older root document
+    # showed a member as it was before the group's consolidation), then the root's
+    # (zarr-python 2's, which reads the root document for any path).
+    where = normalize_path(path)
+    v2_keys = [metadata_key]
+    if where and not metadata_key.startswith(where + "/"):
+        v2_keys.insert(0, f"{where}/{metadata_key}")
+    cstore: ConsolidatedMetadataStore | ConsolidatedV3Store | None = None
+    for key in v2_keys:
         try:
-            cstore = ConsolidatedV3Store(store, normalize_path(path), mode=smode)
+            cstore = ConsolidatedMetadataStore(store, metadata_key=key, mode=smode)
+            break
+        except ConsolidatedMetadataNotFoundError:
+            pass
+    if cstore is None:
+        try:
+            cstore = ConsolidatedV3Store(store, where, mode=smode)
         except ConsolidatedMetadataNotFoundError:
             # neither format's: say what was looked for, per format
-            where = normalize_path(path)
             v3_doc = (where + "/" if where else "") + "zarr.json"
             raise ConsolidatedMetadataNotFoundError(
                 f"Consolidated metadata requested, but none at path {where!r} in "
                 f"{store_name(store)}: looked "
-                f"for Zarr v2's {metadata_key!r} and for 'consolidated_metadata' in Zarr v3's "
+                f"for Zarr v2's {' and '.join(map(repr, v2_keys))} and for "
+                f"'consolidated_metadata' in Zarr v3's "
                 f"{v3_doc!r} ({'absent' if v3_doc not in store else 'it has none'}); "
                 f"consolidate_metadata() writes it, or open the hierarchy with open()"
             ) from None

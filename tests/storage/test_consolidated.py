@@ -540,3 +540,44 @@ def test_a_gone_stores_change_dates_do_not_pass_to_a_store_that_takes_its_id():
     del store
     gc.collect()
     assert not protocol.changed_after(node, 1)
+
+
+@pytest.mark.parametrize("root_first", [False, True], ids=["no-root-doc", "older-root-doc"])
+@pytest.mark.parametrize("opener", ["open_consolidated", "open_group"])
+def test_a_v2_group_consolidated_at_its_path_is_read_there(tmp_path, root_first, opener):
+    """consolidate_metadata(path="s") writes s/.zmetadata (as zarr-python 3, which reads it
+    there); opening "s" through consolidated metadata read only the root's document:
+    absent, not found; older, the member as it was (a grown array read its old shape)."""
+    import chunkstore as cs
+    p = str(tmp_path / "h.zarr")
+    g = cs.open_group(p, mode="w", zarr_format=2)
+    a = g.create_group("s").create_array("arr", shape=(4,), chunks=(2,), dtype="i8",
+                                         compressors=None)
+    a[:] = [1, 2, 3, 4]
+    if root_first:
+        cs.consolidate_metadata(p)
+    # another process grows it (this process's change journal does not know)
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", "import sys, chunkstore as cs; "
+                    "z = cs.open_array(sys.argv[1], path='s/arr', mode='r+'); "
+                    "z.resize(8); z[4:] = [5, 6, 7, 8]", p], check=True)
+    cs.consolidate_metadata(p, path="s")
+    if opener == "open_consolidated":
+        got = cs.open_consolidated(p, path="s", mode="r")
+    else:
+        got = cs.open_group(p, path="s", mode="r", use_consolidated=True)
+    np.testing.assert_array_equal(got["arr"][:], np.arange(1, 9))
+
+
+def test_a_path_without_its_own_document_reads_the_roots(tmp_path):
+    """zarr-python 2's reading: the root's .zmetadata serves any path below it."""
+    import chunkstore as cs
+    p = str(tmp_path / "h.zarr")
+    g = cs.open_group(p, mode="w", zarr_format=2)
+    g.create_group("s").create_array("arr", shape=(4,), chunks=(2,), dtype="i4")[:] = 7
+    cs.consolidate_metadata(p)
+    got = cs.open_consolidated(p, path="s", mode="r")
+    np.testing.assert_array_equal(got["arr"][:], 7)
+    with pytest.raises(ConsolidatedMetadataNotFoundError, match="'t/.zmetadata' and "):
+        cs.open_consolidated(str(tmp_path / "none.zarr"), path="t", mode="r")
