@@ -683,7 +683,7 @@ class Array(nodes.Node, ArrayAPIv3):
     def astype(self, dtype: Any) -> "Array":
         """A read-only view converting the stored values to ``dtype`` as chunks are decoded
         (zarr-python 2's ``Array.astype``)."""
-        return Array(**views.view_state(self, read_only=True, astype=np.dtype(dtype)))
+        return Array(**views.view_state(self, read_only=True, astype=dtype))
 
     def islice(self, start: int | None = None, end: int | None = None) -> Iterator[Any]:
         """Iterate over ``self[start:end]`` along the first dimension, decoding each chunk

@@ -178,6 +178,10 @@ class EngineState:
     object_missing: Any  # what missing chunks of an object array read as
     # a view's: the array's own fill value where the view's differs (see _new_chunk)
     pad_fill: np.ndarray | None = None
+    # (with pad_fill) the shape past which a new chunk is padded with it
+    _pad_from: tuple[int, ...] = ()
+    # a view's: why it cannot write (its chunks' bytes are not the stored chunks')
+    view_unwritable: str | None = None
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
     # False for a handle on a snapshot of the metadata (consolidated) until its first write
     # has checked the stored document (check_metadata)
@@ -234,15 +238,29 @@ class EngineState:
             self.write_empty_chunks = True
         elif (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
-                     or fb != self.stored_meta.fill_bytes())):
-            # A view with a fill value (or dtype) of its own stores the chunks it writes
-            # that are all its fill value: deleted, they would read as the array's own fill
-            # value through the array and every other handle (the values written lost).
+                     or fb != self.stored_meta.fill_bytes()
+                     or getattr(meta, "filters", None) != getattr(self.stored_meta,
+                                                                  "filters", None))):
+            # A view with a fill value (or dtype, or filters) of its own stores the chunks
+            # it writes that are all its fill value: deleted, they would read as the array's
+            # own fill value through the array and every other handle (the values written
+            # lost; through filters of the view's, its fill value is other stored values).
             self.write_empty_chunks = True
         stored_fb = self.stored_meta.fill_bytes()
         if (self.stored_meta is not meta and not self.is_object and fb != stored_fb
                 and stored_fb is not None):
             self.pad_fill = _as_view_reads(stored_fb, self.stored_meta, meta)
+            # where the padding starts: past the view's end, and past the array's (a view
+            # reaching past it padded only past its own, and the array, grown, showed the
+            # view's fill value where nobody wrote); elements of another size than the
+            # array's do not tell where its end falls in the view's
+            self._pad_from = meta.shape
+            if (len(meta.shape) == len(self.stored_meta.shape)
+                    and meta.dtype.itemsize == self.stored_meta.dtype.itemsize):
+                self._pad_from = tuple(min(a, b) for a, b in zip(meta.shape,
+                                                                 self.stored_meta.shape))
+        if self.stored_meta is not meta:
+            self.view_unwritable = _unwritable_view(self.stored_meta, meta, self.name)
 
     @property
     def read_only(self) -> bool:
@@ -493,6 +511,13 @@ class EngineState:
         if self.read_only:
             raise ReadOnlyError(f"array {self.name!r} in {store_name(self.store)} is read-only")
 
+    def check_data_writable(self) -> None:
+        """check_writable, and for a view, ValueError where its chunks cannot be written
+        (see _unwritable_view)."""
+        self.check_writable()
+        if self.view_unwritable is not None:
+            raise ValueError(self.view_unwritable)
+
     def _missing(self, key: str) -> None:
         if self.missing_chunks == "error":
             raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
@@ -505,7 +530,7 @@ class EngineState:
     def _new_chunk(self, coords: Sequence[int] | None = None) -> np.ndarray:
         """A chunk buffer filled with the fill value (in the chunk's order). A view with a
         fill value of its own (pad_fill) fills the part of chunk coords past the array's end
-        with the array's fill value: that padding shows once the array grows, which must
+        (or its own) with the array's fill value: that padding shows once the array grows, which must
         show the array's fill value there, not a view's that was never written."""
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
@@ -515,12 +540,38 @@ class EngineState:
             # (mypy: fill_item is None only for object arrays)
             chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]
             if self.pad_fill is not None and coords is not None:
-                for d, (c, n, size) in enumerate(zip(coords, self.chunks, self.meta.shape)):
+                for d, (c, n, size) in enumerate(zip(coords, self.chunks, self._pad_from)):
                     inside = size - int(c) * n
                     if inside < n:
                         chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
                             self.pad_fill.reshape(())
         return chunk
+
+
+def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:
+    """Why a view of metadata meta over stored metadata cannot write chunks (None: it can):
+    with the array's filters and codecs, a chunk of the view's holding another number of
+    bytes than a stored chunk (another item size, other chunks). Its reads fail on such
+    chunks (ChunkDecodeError), but a write covering a chunk whole replaced it unread, by one
+    that the array cannot decode (its elements lost). (zarr-python 2 makes such views,
+    which read the chunks as other values; a view of its own filters may convert.)"""
+    if meta.dtype.hasobject or stored.dtype.hasobject or \
+            getattr(meta, "filters", None) != getattr(stored, "filters", None):
+        return None
+
+    def nbytes(m: Any) -> int:
+        chunks = getattr(m, "inner_chunks", None) or m.chunks
+        return int(np.prod(chunks, dtype=object)) * m.dtype.itemsize
+
+    view_bytes, stored_bytes = nbytes(meta), nbytes(stored)
+    if view_bytes == stored_bytes:
+        return None
+    return (f"cannot write through this view of array {name!r}: a chunk of the view "
+            f"({meta.dtype}, chunks {getattr(meta, 'inner_chunks', None) or meta.chunks}) "
+            f"holds {view_bytes} bytes, a stored chunk ({stored.dtype}, chunks "
+            f"{getattr(stored, 'inner_chunks', None) or stored.chunks}) {stored_bytes}: "
+            f"what it wrote would replace stored chunks by ones the array cannot read "
+            f"(give view() chunks of {stored_bytes} bytes, or filters that convert)")
 
 
 def _as_view_reads(stored_fill: bytes, stored: Any, meta: Any) -> np.ndarray | None:
@@ -594,12 +645,13 @@ def _overridden(meta: Any, overrides: dict, name: str) -> Any:
         except (TypeError, ValueError, FloatingPointError) as e:
             raise ValueError(f"the fill value {meta.fill_value!r} of array {name!r} does not "
                              f"convert to {changes['dtype']}; pass fill_value") from e
-    if "chunks" in changes or "shape" in changes:
-        from chunkstore.metadata.v2 import normalize_chunks
-        shape = changes.get("shape", meta.shape)
-        changes["chunks"] = normalize_chunks(changes.get("chunks", meta.chunks), shape,
-                                             np.dtype(changes.get("dtype", meta.dtype)).itemsize)
     try:
+        if "chunks" in changes or "shape" in changes:
+            from chunkstore.metadata.v2 import normalize_chunks
+            shape = changes.get("shape", meta.shape)
+            changes["chunks"] = normalize_chunks(
+                changes.get("chunks", meta.chunks), shape,
+                np.dtype(changes.get("dtype", meta.dtype)).itemsize)
         return dataclasses.replace(meta, **changes)
     except (TypeError, ValueError) as e:
         raise ValueError(f"invalid view of array {name!r}: {e}") from e

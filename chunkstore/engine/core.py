@@ -137,6 +137,9 @@ class EngineHandle:
         except ChunkstoreError:
             raise
         except (TypeError, ValueError, OverflowError, AttributeError, LookupError) as e:
+            if o.overrides is not None and used is not meta:
+                # (the view's own metadata at fault, not the stored document)
+                raise ValueError(f"invalid view of array {o.name!r}: {e}") from e
             # a codec that parses but cannot be built (say Blosc with blocksize null)
             raise MetadataError(f"invalid array metadata at {key!r}: {e}") from e
         self._now = (meta, engine)

@@ -48,8 +48,13 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
         overrides["shape"] = shape
     if chunks is not None:
         overrides["chunks"] = chunks
-    if dtype is not None:
-        overrides["dtype"] = np.dtype(dtype)
+    try:
+        if dtype is not None:
+            overrides["dtype"] = np.dtype(dtype)
+        if astype is not None:
+            astype = np.dtype(astype)
+    except TypeError as e:
+        raise TypeError(f"invalid dtype for a view of array {array.name!r}: {e}") from e
     if fill_value is not None:
         overrides["fill_value"] = fill_value
     if filters is not None:

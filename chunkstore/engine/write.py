@@ -138,7 +138,7 @@ class WritePath(ReadPath):
         """Write value into a normalized selection: each touched chunk built whole or
         read-modified-written, encoded and stored (or deleted when all fill value), under the
         write's locks."""
-        self.check_writable()
+        self.check_data_writable()
         v = self._prepare_value(value, sel.shape, fields, element=sel.scalar)
         if fields is not None:
             # Structured field write: read the selection, update the fields, write back.
@@ -161,7 +161,7 @@ class WritePath(ReadPath):
         this array's (:meth:`encoding_form`), they decode, and none is all fill where empty
         chunks are not written (see chunkstore.engine.streaming). MetadataChanged when
         another handle changed the metadata meanwhile (nothing is written then)."""
-        self.check_writable()
+        self.check_data_writable()
         with self.locked(sel, list(encoded)):
             self.check_metadata()
             self._store_chunks(encoded, [])

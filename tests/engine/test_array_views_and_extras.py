@@ -363,3 +363,79 @@ def test_a_converting_views_edge_chunk_padding_is_the_arrays_fill_as_the_view_re
     v[8:10] = 1.0
     z.resize((12,))
     assert z[8:12].tolist() == [1, 1, 7, 7]
+
+
+_VIEW_FORMATS = {"v2": dict(zarr_format=2), "v3": dict(zarr_format=3),
+                 "sharded": dict(zarr_format=3, shards=(8,))}
+
+
+# (view(chunks=) of a sharded array is refused when made)
+@pytest.mark.parametrize("fmt,view", [(f, v) for f in _VIEW_FORMATS
+                                      for v in ("dtype", "chunks", "dtype+shape")
+                                      if not (f == "sharded" and v == "chunks")])
+def test_a_view_of_chunks_of_other_bytes_refuses_writes(fmt, view):
+    """A view whose chunks hold another number of bytes than the stored ones (another item
+    size, other chunks, with the array's filters): a write covering a chunk whole replaced
+    the stored chunk, unread, by one the array cannot decode (its elements lost, every later
+    read a ChunkDecodeError). Refused, naming the array; reads still fail on such chunks."""
+    store = cs.MemoryStore()
+    z = cs.create_array(store, shape=(16,), chunks=(4,), dtype="i4", fill_value=0,
+                        name="a", **_VIEW_FORMATS[fmt])
+    z[:] = np.arange(16)
+    v = {"dtype": lambda: z.view(dtype="i2"), "chunks": lambda: z.view(chunks=(2,)),
+         "dtype+shape": lambda: z.view(dtype="i8", shape=(4,))}[view]()
+    for write in (lambda: v.__setitem__(slice(0, 4), 3), lambda: v.__setitem__(0, 3),
+                  lambda: v.oindex.__setitem__([1, 2], 3)):
+        with pytest.raises(ValueError, match="cannot write through this view of array '/a'"):
+            write()
+    np.testing.assert_array_equal(z[:], np.arange(16))
+
+
+def test_a_view_of_other_item_size_with_matching_chunks_writes():
+    """Chunks of the same bytes (i4 chunks of 4 viewed as i2 chunks of 8): zarr-python 2's
+    reinterpreting view, written and read back."""
+    z = cs.create_array(cs.MemoryStore(), shape=(16,), chunks=(4,), dtype="<i4",
+                        fill_value=0, zarr_format=2)
+    v = z.view(dtype="<i2", chunks=(8,), shape=(32,))
+    v[0:8] = [1, 0, 2, 0, 3, 0, 4, 0]
+    np.testing.assert_array_equal(z[0:4], [1, 2, 3, 4])
+
+
+def test_a_view_with_filters_of_its_own_stores_chunks_of_its_fill_value():
+    """view(filters=) with the array's dtype and fill value: a chunk the view writes as all
+    its fill value is other stored values through its filters (fill 0 through an offset of
+    5: -5), and was deleted (the array then read 0)."""
+    from numcodecs import FixedScaleOffset
+    z = cs.create(16, chunks=4, dtype="i4", fill_value=0, store=cs.MemoryStore(),
+                  zarr_format=2, write_empty_chunks=False)
+    z[:] = 2
+    v = z.view(filters=[FixedScaleOffset(offset=5, scale=1, dtype="i4")])
+    v[0:4] = 0
+    np.testing.assert_array_equal(z[0:4], -5)
+    np.testing.assert_array_equal(v[0:4], 0)
+
+
+@pytest.mark.parametrize("fmt", list(_VIEW_FORMATS))
+def test_a_fill_view_past_the_arrays_end_pads_past_it_with_the_arrays_fill(fmt):
+    """A view with a fill value of its own and a shape past the array's end, writing an
+    element inside the array into a new edge chunk: the chunk holds the view's fill where the
+    write left it inside the array, and the array's own past the array's end (it held the
+    view's there, which a grow of the array then showed)."""
+    z = cs.create_array(cs.MemoryStore(), shape=(6,), chunks=(4,), dtype="i4",
+                        fill_value=0, **_VIEW_FORMATS[fmt])
+    v = z.view(shape=(10,), fill_value=5)
+    v[4] = 1
+    z.resize((8,))
+    np.testing.assert_array_equal(z[:], [0, 0, 0, 0, 1, 5, 0, 0])
+
+
+@pytest.mark.parametrize("call", ["shape", "chunks", "dtype", "astype", "object"])
+def test_bad_view_arguments_name_the_array(call):
+    z = cs.create((6, 6), chunks=(3, 3), dtype="i4", store=cs.MemoryStore(), path="sub/arr")
+    make = {"shape": lambda: z.view(shape=(6,)), "chunks": lambda: z.view(chunks=(0, 3)),
+            "dtype": lambda: z.view(dtype="nope"), "astype": lambda: z.astype("nope"),
+            "object": lambda: z.view(dtype=object)}[call]
+    with pytest.raises((TypeError, ValueError), match="view of array '/sub/arr'") as info:
+        v = make()
+        v[0, 0]  # (checked where the view's metadata is applied)
+    assert not isinstance(info.value, cs.errors.MetadataError)  # (the view's fault)
