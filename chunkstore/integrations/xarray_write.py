@@ -76,9 +76,9 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
     "_FillValue", "scale_factor", ...}}; it replaces the variable's own ``.encoding``.
     compute: False writes the metadata (and variables that are not dask arrays) now and
     returns a dask ``Delayed`` that writes the rest.
-    consolidated: consolidate the group's metadata (default: yes); False also removes the
-    group's consolidated metadata where it has some (it would show the old shapes and
-    members).
+    consolidated: consolidate the group's metadata (default: yes; never in mode "r+", which
+    changes no metadata, as xarray's); False also removes the group's consolidated metadata
+    where it has some (it would show the old shapes and members).
     safe_chunks, align_chunks: dask chunks that straddle the stored chunks (or shards)
     inside what one call writes are always rechunked to them (what align_chunks=True asks)
     instead of refused; with safe_chunks=True (and align_chunks=False) a region write (mode
@@ -111,7 +111,11 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
         store, mode=mode, group=group, storage_options=storage_options,
         append_dim=append_dim, write_region=region, safe_chunks=safe_chunks,
         align_chunks=align_chunks, zarr_format=zarr_format, write_empty=write_empty_chunks,
-        consolidate_on_close=consolidated is not False, cache_members=False)
+        # (not in mode "r+", which changes no metadata, as xarray's to_zarr: consolidating
+        # there rewrote every document read before another process's append or attribute
+        # update, which readers of the consolidated metadata (v3: of the group's attributes
+        # too) then no longer saw)
+        consolidate_on_close=consolidated is not False and mode != "r+", cache_members=False)
     try:
         ds = target.validate_region(ds)
         target.validate_encoding(encoding)

@@ -260,8 +260,9 @@ def test_a_region_write_opens_only_the_variables_it_writes(tmp_path):
     reads = {}
     for mode in ("r+", "a"):  # (r+ checks no lengths: what listing the group costs)
         store.keys_read.clear()
+        # (not consolidated: mode "r+" never consolidates, whose reads would count for "a")
         to_chunkstore(ds[["v0"]].isel(t=slice(0, 3)) * 0, store, mode=mode,
-                      region={"t": slice(0, 3)})
+                      region={"t": slice(0, 3)}, consolidated=False)
         reads[mode] = len([k for k in store.keys_read if k.split("/")[0] != "v0"])
     assert reads["a"] <= reads["r+"] + 2, reads  # (mode "a" writes the group attributes)
     np.testing.assert_array_equal(open_dataset(store)["v0"].values, [0, 0, 0, 3, 4, 5])
@@ -692,3 +693,31 @@ def test_writes_with_zarr_format_2_go_to_the_v2_arrays_where_v3_documents_lie_be
             want = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     assert cs.open_array(root, path="v", zarr_format=2)[:].tolist() == want
     assert cs.open_array(root, path="v", zarr_format=3)[:].tolist() == [9.0] * 4
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("consolidated", [None, True, False])
+def test_a_region_write_in_mode_r_plus_changes_no_metadata(tmp_path, zarr_format,
+                                                          consolidated):
+    """Mode "r+" writes values only, as xarray's to_zarr (which never consolidates there):
+    consolidating at its end rewrote every document as read before another process's append
+    or attribute update (readers of the consolidated metadata lost the appended rows; v3: the
+    group's attributes were reverted in its zarr.json)."""
+    path = str(tmp_path / "d.zarr")
+    ds = xr.Dataset({"v": (("time", "y"), np.arange(40.0).reshape(10, 4))},
+                    coords={"time": np.arange(10)})
+    to_chunkstore(ds, path, encoding={"v": {"chunks": (5, 4)}}, zarr_format=zarr_format,
+                  consolidated=consolidated is not False)
+    # another process's change of the metadata after this writer read it (here: before)
+    g = cs.open_group(path, mode="r+", use_consolidated=False)
+    g.attrs["title"] = "set meanwhile"
+    g["v"].resize((15, 4))
+    g["time"].resize((15,))
+    docs = {k: v for k, v in cs.DirectoryStore(path).items()
+            if k.rsplit("/", 1)[-1] in (".zmetadata", "zarr.json", ".zattrs", ".zarray")}
+    region = ds.isel(time=slice(0, 5)).drop_vars("time") + 100
+    to_chunkstore(region, path, region={"time": slice(0, 5)}, consolidated=consolidated)
+    after = {k: v for k, v in cs.DirectoryStore(path).items()
+             if k.rsplit("/", 1)[-1] in (".zmetadata", "zarr.json", ".zattrs", ".zarray")}
+    assert after == docs
+    np.testing.assert_array_equal(cs.open_group(path, mode="r")["v"][:5], region["v"].values)
