@@ -30,7 +30,7 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
                                StrayChunksError)
 from chunkstore.metadata.formats import (document_rank, documents_first, format_alias, format_of,
                                          node_document_names, nodes_in_chunk_space,
-                                         stray_chunk_keys)
+                                         stray_chunk_keys, V2_CONSOLIDATED)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
                                     encode_array_metadata, normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
@@ -365,8 +365,16 @@ def refuse_snapshot(store, what: str) -> None:
 
 
 def _check_parents(store, path) -> list[str]:
-    """Refuse path where an array is above it (ContainsArrayError); the paths of the groups
-    missing above it, the root's side first (one metadata probe a level, for both)."""
+    """Refuse path where an array is above it (ContainsArrayError), or where a name in it is
+    a metadata document's (ValueError); the paths of the groups missing above it, the root's
+    side first (one metadata probe a level, for both)."""
+    reserved = [p for p in path.split("/") if p in node_document_names() or
+                p == V2_CONSOLIDATED]
+    if reserved:
+        # (g[".zgroup"] = data replaced the group's own document by an array: the group
+        # gone, its attributes with it; zarr-python 3 refuses such names too)
+        raise ValueError(f"cannot create a node at path {path!r} in {store_name(store)}: "
+                         f"{reserved[0]!r} is the name of a metadata document, not a node")
     missing = []
     for parent in nodes.ancestors(path):
         kind = nodes.node_kind(store, parent)[0]

@@ -38,10 +38,10 @@ from xarray.core.common import contains_cftime_datetimes
 from chunkstore.codecs.common import object_codec_id
 from chunkstore.compat.creation import create_array
 from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
-                               store_name)
+                               ReadOnlyError, store_name)
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
 from chunkstore.hierarchy.nodes import ancestors
-from chunkstore.hierarchy.group import open_group
+from chunkstore.hierarchy.group import Group, open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
 from chunkstore.metadata.formats import FORMATS, format_of, is_consolidated
@@ -206,10 +206,18 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             zarr_format = zarr_version
         if mode not in MODES + ("r",):
             raise ValueError(f"mode must be one of {MODES + ('r',)}, got {mode!r}")
+        path = normalize_path(group)
+        if isinstance(store, Group):
+            # (the group's store at its path, as the engine reads a Group: taken for a
+            # mapping, the writer wrote ".zgroup" into it as a member)
+            if store.read_only and mode != "r":
+                raise ReadOnlyError(f"group {store.name!r} is read-only: cannot write a "
+                                    f"dataset into it")
+            path = "/".join(p for p in (store.path, path) if p)
+            store = store.store
         s = normalize_store(store, mode="r" if mode == "r" else "a",
                             storage_options=storage_options)
         owned = s is not store
-        path = normalize_path(group)
         try:
             g, clear = _open_for(s, path, mode, zarr_format)
         except BaseException:

@@ -1218,3 +1218,27 @@ def test_a_group_move_and_a_member_delete_in_two_threads_take_turns(tmp_path, fm
             outcome
         seen.add(outcome)
         np.testing.assert_array_equal(after["h/a"][...], np.ones(20, "i4"))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("name", [".zgroup", ".zarray", ".zattrs", ".zmetadata", "zarr.json",
+                                  "sub/.zgroup"])
+def test_a_member_named_as_a_metadata_document_is_refused(tmp_path, fmt, name):
+    """g[".zgroup"] = data replaced the group's own document by an array (the group gone,
+    its attributes with it); create_array raised a bare NotADirectoryError. Refused, naming
+    the name, with the group kept (zarr-python refuses such names too)."""
+    p = str(tmp_path / "d.zarr")
+    g = cs.open_group(p, mode="w", zarr_format=fmt)
+    g.attrs["title"] = "keep me"
+    g.create_array("v", shape=(4,), dtype="i4")[:] = 7
+    before = sorted(os.listdir(p))
+    for make in (lambda: g.__setitem__(name, np.arange(3)),
+                 lambda: g.create_array(name, shape=(3,), dtype="i4"),
+                 lambda: g.create_group(name),
+                 lambda: g.move("v", name)):
+        with pytest.raises(ValueError, match="name of a metadata document"):
+            make()
+    assert sorted(os.listdir(p)) == before
+    r = cs.open_group(p, mode="r")
+    assert dict(r.attrs) == {"title": "keep me"} and list(r.keys()) == ["v"]
+    np.testing.assert_array_equal(r["v"][:], 7)

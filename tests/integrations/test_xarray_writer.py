@@ -721,3 +721,22 @@ def test_a_region_write_in_mode_r_plus_changes_no_metadata(tmp_path, zarr_format
              if k.rsplit("/", 1)[-1] in (".zmetadata", "zarr.json", ".zattrs", ".zarray")}
     assert after == docs
     np.testing.assert_array_equal(cs.open_group(path, mode="r")["v"][:5], region["v"].values)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_to_chunkstore_into_a_group_writes_below_it(tmp_path, zarr_format):
+    """A chunkstore Group as the target (as the engine reads one): the dataset goes into
+    that group of its store. Taken for a mapping, the writer wrote ".zgroup" into it as a
+    member, destroying the group."""
+    p = str(tmp_path / "d.zarr")
+    root = cs.open_group(p, mode="w", zarr_format=zarr_format)
+    root.attrs["title"] = "keep me"
+    g = root.create_group("sub")
+    ds = xr.Dataset({"w": ("t", np.arange(3.0))})
+    to_chunkstore(ds, g, mode="a")
+    to_chunkstore(ds, root, group="other", mode="w")
+    assert dict(cs.open_group(p, mode="r").attrs) == {"title": "keep me"}
+    xr.testing.assert_identical(open_dataset(p, group="sub").load(), ds)
+    xr.testing.assert_identical(open_dataset(p, group="other").load(), ds)
+    with pytest.raises(cs.errors.ReadOnlyError):
+        to_chunkstore(ds, cs.open_group(p, mode="r")["sub"], mode="a")
