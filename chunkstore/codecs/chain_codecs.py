@@ -87,11 +87,14 @@ class ChainContext:
     codec sees (after the transposes before it), the fill value, and ``typesize``, the item
     size of the bytes the array -> bytes codec wrote (Blosc's default)."""
 
-    __slots__ = ("dtype", "shape", "fill_value", "typesize")
+    __slots__ = ("dtype", "shape", "fill_value", "typesize", "array_dtype")
 
     def __init__(self, dtype: np.dtype, shape: tuple[int, ...], fill_value: Any) -> None:
         self.dtype, self.shape, self.fill_value = dtype, shape, fill_value
         self.typesize: int | None = None
+        # (the array's own, which zarr-python 3 evolves every codec of the chain from;
+        # dtype is the codec's input, after the filters before it)
+        self.array_dtype = dtype
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,12 +131,20 @@ class NumcodecsBytesCodec(BytesBytesCodec):
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext, name: str = "") -> "NumcodecsBytesCodec":
-        """The codec named ``name`` (``numcodecs.<id>``) of a v3 chain."""
+        """The codec named ``name`` (``numcodecs.<id>``) of a v3 chain; Shuffle's
+        ``elementsize``, where the document leaves it out, is the array's item size, as
+        zarr-python 3 fills it in (numcodecs' own default, 4, shuffled f8 chunks in other
+        bytes than zarr-python reads them by: wrong values both ways)."""
+        if name == "numcodecs.shuffle" and conf.get("elementsize") is None:
+            conf = {**conf, "elementsize": int(ctx.array_dtype.itemsize)}
         return cls(name, conf)
 
     def __init__(self, name: str, conf: Mapping) -> None:
         cid = name[len("numcodecs."):]
-        if registry.kind_of(name) != "bytes_bytes":
+        kind = registry.kind_of(name)
+        if kind is None:
+            raise ValueError(f"unknown codec {name!r}{registry.did_you_mean(name)}")
+        if kind != "bytes_bytes":
             raise ValueError(f"codec {name!r} is not a bytes -> bytes codec; only numcodecs "
                              f"compressors and checksums come after the array -> bytes codec")
         try:

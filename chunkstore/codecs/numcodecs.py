@@ -64,7 +64,7 @@ class _NumcodecFilter(_Numcodec):
     # byte order (the chain goes on in it: the bytes codec writes the order it names) and
     # as the codec declares it (the byte order it reads its input in when decoding), and its
     # shape; the numcodecs codec (None: not bound to a chain).
-    in_dtype = out_dtype = declared_dtype = np.dtype(object)
+    in_dtype = out_dtype = declared_dtype = filter_dtype = np.dtype(object)
     in_shape: tuple[int, ...] = ()
     out_shape: tuple[int, ...] = ()
     numcodec: Any = None
@@ -89,10 +89,24 @@ class _NumcodecFilter(_Numcodec):
         codec = cls(**conf)
         out_shape = shape
         try:
+            # the data type the codec reads its input as (numcodecs views the chunk's bytes
+            # as it): the chunk is handed over in it, values kept, so a codec declaring the
+            # other byte order ('>i4' over the chain's native int32) reads the values, not
+            # their bytes swapped (zarr-python 3 hands the bytes: wrong values); one of
+            # another kind or size is refused (its values would be other values' bytes)
+            key = "decode_dtype" if cls.codec_id == "astype" else "dtype"
+            filter_dtype = np.dtype(conf[key]) if conf.get(key) is not None else dtype
+            if filter_dtype.hasobject or _native(filter_dtype) != _native(dtype):
+                raise ValueError(f"codec {name!r}: its {key} {filter_dtype} is not the data "
+                                 f"type of the chunks it gets, {dtype} (it would read their "
+                                 f"bytes as other values)")
             if cls.codec_id == "packbits":
                 declared = np.dtype("u1")
                 out_shape = (1 + math.ceil(math.prod(shape) / 8),)
-            elif cls.codec_id in ("delta", "fixedscaleoffset") and conf.get("astype"):
+            elif cls.codec_id in ("delta", "fixedscaleoffset", "quantize") and \
+                    conf.get("astype"):
+                # (quantize's output is its astype too: taken for its dtype, the chunks it
+                # wrote could not be read back)
                 declared = np.dtype(conf["astype"])
             elif cls.codec_id == "astype":
                 declared = np.dtype(conf["encode_dtype"])
@@ -101,7 +115,7 @@ class _NumcodecFilter(_Numcodec):
         except TypeError as e:
             raise ValueError(f"codec {name!r}: {e}") from None
         codec._set(in_dtype=dtype, in_shape=shape, out_dtype=_native(declared),
-                   declared_dtype=declared, out_shape=out_shape,
+                   declared_dtype=declared, filter_dtype=filter_dtype, out_shape=out_shape,
                    numcodec=codec.to_numcodecs())
         return codec
 
@@ -122,8 +136,10 @@ class _NumcodecFilter(_Numcodec):
     def encode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk (its input data type and shape) encoded."""
         self._check_bound()
-        return _as(np.asarray(self.numcodec.encode(np.ascontiguousarray(arr))),
-                   self.out_dtype, self.out_shape)
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype != self.filter_dtype:  # (the byte order the codec reads: values kept)
+            arr = arr.astype(self.filter_dtype)
+        return _as(np.asarray(self.numcodec.encode(arr)), self.out_dtype, self.out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
         """The chunk decoded back to the codec's input data type and shape."""

@@ -78,6 +78,32 @@ def _size_reader(compressor: Codec | None) -> Callable[[Any], int | None] | None
     return None
 
 
+def misread_filter(filters: Sequence[Any], dtype: np.dtype) -> str | None:
+    """Why filters would read chunks of dtype as other values (None: they would not): a
+    numcodecs filter declaring the data type it reads (Delta, FixedScaleOffset, Quantize:
+    ``dtype``; AsType: ``decode_dtype``) views the chunk's bytes as it, so one of another
+    byte order, kind or size than what it gets (the array's dtype, or the filter before's
+    output) turns the values into others (FixedScaleOffset('>f8') over '<f8' data stored
+    zeros; zarr-python 2 does the same). Checked up to the first filter whose output it
+    cannot tell."""
+    current = np.dtype(dtype)
+    for i, f in enumerate(filters):
+        cid = getattr(f, "codec_id", None)
+        if cid in ("delta", "fixedscaleoffset", "quantize"):
+            reads = np.dtype(f.dtype)
+            out = np.dtype(getattr(f, "astype", None) or f.dtype)
+        elif cid == "astype":
+            reads, out = np.dtype(f.decode_dtype), np.dtype(f.encode_dtype)
+        else:
+            return None
+        if reads != current:
+            return (f"filters[{i}] {f!r} reads the chunks as {reads.str}, but they are "
+                    f"{current.str} (it would take their bytes for other values): give it "
+                    f"the data type {current.str}")
+        current = out
+    return None
+
+
 def misplaced_object_filter(filters: Sequence[Codec]) -> str | None:
     """Why an object array's filter chain cannot store its values, or None: a filter that
     takes objects (Categorize with dtype object) after the object codec (the first filter),

@@ -134,6 +134,13 @@ def parse_codecs(
                 # zarr-python 3's numcodecs wrappers
                 bb.append(NumcodecsBytesCodec.from_config(conf, ctx, name))
                 continue
+            kind = registry.kind_of(name)
+            if kind == "bytes_bytes":
+                raise ValueError(f"codec {name!r} (codecs[{i}]) is a bytes -> bytes codec and "
+                                 f"must come after the array -> bytes codec")
+            if kind is not None:
+                raise ValueError(f"codec {name!r} (codecs[{i}]) is not supported by "
+                                 f"chunkstore (a numcodecs {kind.replace('_', ' -> ')} codec)")
             raise ValueError(f"unknown codec {name!r}{registry.did_you_mean(name)}")
         if cls.kind == "array_array":
             if ab is not None:

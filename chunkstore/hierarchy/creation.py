@@ -20,7 +20,7 @@ from chunkstore.codecs.common import object_codec_id
 from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
-from chunkstore.codecs.v2 import misplaced_object_filter
+from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
 from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
                                          default_serializer, numcodecs_codec)
 from chunkstore.sync.synchronizers import (ProcessSynchronizer, check_synchronizer_path,
@@ -309,6 +309,9 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         warnings.warn(f"an object_codec is only needed for object arrays; {object_codec!r} "
                       f"is not used for data type {dtype}", UserWarning, stacklevel=4)
     if not dtype.hasobject:
+        problem = misread_filter(filters, dtype)
+        if problem is not None:
+            raise ValueError(f"cannot create array at path {path!r}: {problem}")
         for i, f in enumerate(filters):
             if object_codec_id(f) is not None:  # (no reader could decode the chunks)
                 raise ValueError(f"cannot create array at path {path!r}: filters[{i}] {f!r} "
@@ -453,18 +456,22 @@ def write_group_metadata(store: MutableMapping[str, bytes], path: str, zarr_form
 
 # ------------------------------------------------------------------------------ Zarr v3
 def v3_codec(codec, itemsize):
-    """The Zarr v3 codec config for a numcodecs compressor (Blosc, Zstd, GZip, CRC32C), or
-    the config itself if a dict is given. Anything else has no v3 codec: ValueError."""
+    """The Zarr v3 codec config for a numcodecs compressor: the native v3 codec writing its
+    frames (Blosc, Zstd, GZip, CRC32C), else zarr-python 3's ``numcodecs.<id>`` (LZ4, Zlib,
+    BZ2, LZMA, the checksums); or the config itself if a dict is given."""
     if isinstance(codec, dict):
         return codec
+    from chunkstore.codecs.normalize import codec_json
     if getattr(codec, "codec_id", None) is None:  # zarr-python 3's codec objects, names
-        from chunkstore.codecs.normalize import codec_json
         return codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
     from chunkstore.codecs.registry import v3_of_numcodec
     # Blosc's AUTOSHUFFLE has always become byte shuffle here, whatever the item size
     doc = v3_of_numcodec(codec, itemsize, auto_shuffle="shuffle")
     if doc is None:
-        raise ValueError(f"{codec!r} has no Zarr v3 codec; use Blosc, Zstd, GZip or CRC32C")
+        doc = codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
+        if codec_kind(doc) != "bytes_bytes":
+            raise ValueError(f"{codec!r} is no compressor of a Zarr v3 chain (a bytes -> "
+                             f"bytes codec)")
     return doc
 
 
@@ -481,12 +488,12 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
         doc = codec_json(f, f"filters[{i}]", dtype)
         if codec_kind(doc) == "array_array":
             chain.append(doc)
-        elif doc.get("name") == "crc32c":
-            checksums.append(doc)
+        elif codec_kind(doc) == "bytes_bytes":
+            checksums.append(doc)  # (CRC32C, numcodecs' CRC32, Adler32...: after the rest)
         else:
-            raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only CRC32C and "
+            raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only "
                              f"numcodecs' array -> array filters (Delta, FixedScaleOffset, "
-                             f"Quantize, BitRound, PackBits, AsType) do")
+                             f"Quantize, BitRound, PackBits, AsType) and checksums do")
     # v3 data types have no byte order: the bytes codec stores the one asked for.
     chain.append(default_serializer(dtype))
     if compressor == "default":

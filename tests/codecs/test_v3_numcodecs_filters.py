@@ -161,3 +161,127 @@ def test_create_places_numcodecs_filters_before_the_serializer_in_v3():
     names = [c["name"] for c in json.loads(z.store["zarr.json"])["codecs"]]
     assert names[0] == "numcodecs.delta" and names[1] == "bytes" and names[-1] == "crc32c"
     assert list(z[:]) == [0, 3, 6, 9, 12, 15]
+
+
+# ------------------------------------------------ session 25: dtypes, Shuffle, placements
+
+def test_shuffle_without_elementsize_takes_the_arrays_item_size(tmp_path):
+    """numcodecs.shuffle with no elementsize: zarr-python 3 fills in the array's item size
+    (and writes it); numcodecs' own default, 4, shuffled f8 chunks by 4 bytes, which
+    zarr-python read as other values, and a zarr.json of {} read as 1e-84s here."""
+    p = str(tmp_path / "s.zarr")
+    want = 1e6 + 1.5 * np.arange(8)
+    z = cs.create_array(p, shape=(8,), chunks=(8,), dtype="f8",
+                        compressors=[{"name": "numcodecs.shuffle"}])
+    z[:] = want
+    doc = json.load(open(os.path.join(p, "zarr.json")))
+    shuffle = [c for c in doc["codecs"] if c["name"] == "numcodecs.shuffle"]
+    assert shuffle == [{"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}}]
+    np.testing.assert_array_equal(zarr.open_array(p, mode="r")[:], want)
+    shuffle[0]["configuration"] = {}  # (as another tool may write it)
+    json.dump(doc, open(os.path.join(p, "zarr.json"), "w"))
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], want)
+
+
+def _filter_of(filt, dtype):
+    import numcodecs
+    return {"delta": numcodecs.Delta(dtype=dtype),
+            "fso": numcodecs.FixedScaleOffset(offset=0, scale=4, dtype=dtype, astype=">i4"),
+            "quantize": numcodecs.Quantize(digits=6, dtype=dtype),
+            "astype": numcodecs.AsType(encode_dtype=">f4", decode_dtype=dtype)}[filt]
+
+
+@pytest.mark.parametrize("filt", ["delta", "fso", "quantize", "astype"])
+@pytest.mark.parametrize("array_dtype", ["<f8", ">f8"])
+def test_a_v3_filter_declaring_the_other_byte_order_keeps_the_values(filt, array_dtype):
+    """Zarr v3: a filter whose dtype is the array's in the other byte order (the usual
+    zarr-python 2 setup for big-endian data, carried to v3; zarr-python 3 fills in '>f8'
+    for a big-endian array): the chain's native chunks were handed to it as bytes, which it
+    read swapped (FixedScaleOffset stored zeros, Delta garbage; zarr-python 3 does the
+    same). The filter gets the values in the byte order it declares: whole and partial
+    writes read back."""
+    other = ">f8" if np.dtype(array_dtype).byteorder in "<=" else "<f8"
+    z = cs.create(shape=(8,), chunks=(4,), dtype=array_dtype, filters=[_filter_of(filt, other)],
+                  fill_value=0, store={}, zarr_format=3)
+    want = np.array([1.5, -2.5, 3.25, 100.0, 0.75, 8.0, -1.25, 2.0])
+    z[:] = want
+    z[5] = 9.5  # (a read-modify-write of the chunk)
+    want[5] = 9.5
+    np.testing.assert_array_equal(z[:], want)
+
+
+@pytest.mark.parametrize("filt", ["delta", "fso", "quantize", "astype"])
+@pytest.mark.parametrize("array_dtype", ["<f8", ">f8"])
+def test_a_v2_filter_reading_another_byte_order_is_refused(filt, array_dtype):
+    """Zarr v2 hands a filter the chunk in the array's byte order, and the filter views its
+    bytes as its own dtype (zarr-python 2 does: FixedScaleOffset('>f8') over '<f8' data
+    stored zeros). Refused at creation, naming the filter; its own byte order works."""
+    other = ">f8" if np.dtype(array_dtype).byteorder in "<=" else "<f8"
+    with pytest.raises(ValueError, match="reads the chunks as"):
+        cs.create(shape=(8,), chunks=(4,), dtype=array_dtype,
+                  filters=[_filter_of(filt, other)], store={}, zarr_format=2)
+    z = cs.create(shape=(8,), chunks=(4,), dtype=array_dtype,
+                  filters=[_filter_of(filt, array_dtype)], store={}, zarr_format=2)
+    want = np.array([1.5, -2.5, 3.25, 100.0, 0.75, 8.0, -1.25, 2.0])
+    z[:] = want
+    np.testing.assert_array_equal(z[:], want)
+
+
+@pytest.mark.parametrize("filt", ["delta", "fso", "quantize", "astype"])
+def test_a_filter_of_another_data_type_is_refused(filt):
+    """A filter declaring another kind or size than the chunks it gets (Delta('<f4') on
+    int32) read their bytes as other values: refused, naming the codec."""
+    import numcodecs
+    f = {"delta": numcodecs.Delta(dtype="<f4"),
+         "fso": numcodecs.FixedScaleOffset(offset=0, scale=1, dtype="<f4"),
+         "quantize": numcodecs.Quantize(digits=2, dtype="<f8"),
+         "astype": numcodecs.AsType(encode_dtype="<f4", decode_dtype="<f4")}[filt]
+    with pytest.raises(ValueError, match="is not the data type of the chunks it gets"):
+        cs.create(shape=(6,), chunks=(3,), dtype="i4", filters=[f], store={}, zarr_format=3)
+
+
+def test_quantize_with_another_output_type_reads_back():
+    """Quantize(dtype="f8", astype="f4"): its output is f4; taken for f8, every chunk it
+    wrote failed to decode (6 elements for 3)."""
+    import numcodecs
+    q = numcodecs.Quantize(digits=3, dtype="f8", astype="f4")
+    z = cs.create(shape=(6,), chunks=(3,), dtype="f8", filters=[q], store={}, zarr_format=3)
+    data = np.linspace(0, 1, 6)
+    z[:] = data
+    z[1] = 0.5
+    want = q.decode(q.encode(data))
+    want[1] = q.decode(q.encode(np.array([0.5])))[0]
+    np.testing.assert_array_equal(z[:], want)
+
+
+@pytest.mark.parametrize("codecs,match", [
+    ([{"name": "numcodecs.zlib", "configuration": {}}, {"name": "bytes"}],
+     "is a bytes -> bytes codec and must come after"),
+    ([{"name": "bytes"}, {"name": "numcodecs.frobnicate", "configuration": {}}],
+     "unknown codec 'numcodecs.frobnicate'"),
+])
+def test_misplaced_or_unknown_numcodecs_codecs_are_named_as_such(codecs, match):
+    """("numcodecs.zlib" before bytes said "unknown codec 'numcodecs.zlib'; did you mean
+    'numcodecs.zlib'", an unknown one after bytes "is not a bytes -> bytes codec")"""
+    store = {"zarr.json": json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": codecs}).encode()}
+    with pytest.raises(ValueError, match=match):
+        cs.open_array(store, mode="r")
+
+
+@pytest.mark.parametrize("name", ["LZ4", "Zlib", "LZMA", "BZ2"])
+def test_create_v3_with_a_numcodecs_compressor_of_no_native_codec(tmp_path, name):
+    """create(zarr_format=3, compressor=numcodecs.LZ4()) was refused ("has no Zarr v3
+    codec") where create_array(compressors=[LZ4()]) wrote numcodecs.lz4; zarr-python reads
+    it."""
+    import numcodecs
+    p = str(tmp_path / "c.zarr")
+    z = cs.create(shape=(8,), chunks=(4,), dtype="i4", compressor=getattr(numcodecs, name)(),
+                  store=p, zarr_format=3)
+    z[:] = np.arange(8)
+    codecs = json.load(open(os.path.join(p, "zarr.json")))["codecs"]
+    assert codecs[-1]["name"] == f"numcodecs.{name.lower()}"
+    np.testing.assert_array_equal(zarr.open_array(p, mode="r")[:], np.arange(8))
