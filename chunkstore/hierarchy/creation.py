@@ -944,7 +944,8 @@ def open_array(store: StoreLike = None, mode: str = "a", shape: ShapeLike | None
     _check_unknown(kwargs)
     # a read-only Mapping is only opened read-only: writes are refused at run time
     store = cast(MutableMapping[str, bytes],
-                 normalize_store(store, mode=mode, storage_options=storage_options))
+                 normalize_store(store, mode=mode, storage_options=storage_options,
+                                 for_node=True))
     path = normalize_path(path)
     create_kwargs = dict(chunks=chunks, dtype=dtype, compressor=compressor,
                          fill_value=fill_value, order=order, path=path, filters=filters,

@@ -792,7 +792,8 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         return found
     # a read-only Mapping is only opened read-only: writes are refused at run time
     store = cast(MutableMapping[str, bytes],
-                 normalize_store(store, mode=mode, storage_options=storage_options))
+                 normalize_store(store, mode=mode, storage_options=storage_options,
+                                 for_node=True))
     path = normalize_path(path)
     # An explicit zarr_format binds: a node of the other format is not opened (r, r+: a
     # GroupNotFoundError), nor converted or shadowed by a new group beside it (a: a
@@ -852,7 +853,7 @@ def open(store: StoreLike = None, mode: str = "a", path: str | None = None,  # n
     open_array and open_group refuse it, with mode a)."""
     store, path = split_store_path(store, path)
     creation._check_mode(mode)
-    store = normalize_store(store, mode=mode, storage_options=storage_options)
+    store = normalize_store(store, mode=mode, storage_options=storage_options, for_node=True)
     path = normalize_path(path)
     array_kwargs = {k: v for k, v in kwargs.items() if k not in _GROUP_ONLY_KEYS}
     if mode in ("r", "r+"):

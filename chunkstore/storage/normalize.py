@@ -27,7 +27,8 @@ StoreLike = Union[Mapping[str, bytes], str, os.PathLike, None]
 
 
 def normalize_store(store_like: StoreLike = None, mode: str = "a",
-                    storage_options: dict | None = None) -> Mapping[str, bytes]:
+                    storage_options: dict | None = None,
+                    for_node: bool = False) -> Mapping[str, bytes]:
     """Turn a store-like argument into a store.
 
     - ``None`` -> a new :class:`MemoryStore` (read-only if ``mode == "r"``);
@@ -43,7 +44,10 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
       ``*.lmdb`` -> :class:`LMDBStore`; anything else -> :class:`DirectoryStore`.
 
     ``mode="r"`` opens the store read-only. *storage_options* are passed to ``FSStore`` (and
-    rejected for the other kinds).
+    rejected for the other kinds). ``for_node``: mode is a node opener's, whose ``"r+"``
+    opens a node that exists, so a missing database file (``*.sqlite``, ``*.db``,
+    ``*.lmdb``, which their stores create as they open) is opened read-only: the open finds
+    no node and creates nothing (an empty database was left behind the not-found error).
     """
     check_mode(mode)
     if store_like is None:
@@ -79,10 +83,8 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
         # existing archive), so those open it to append, and the node check decides, as in
         # a directory or SQLite store.
         return ZipStore(path, mode="a" if mode in ("w", "w-", "x") else mode)
-    # A database file is created as its store opens, writing or not: "r+" (open what
-    # exists) on a missing one left an empty database behind the not-found error; opened
-    # as "r" there, it creates nothing (a write through it is refused as read-only).
-    db_mode = "r" if mode == "r+" and not os.path.exists(path) else mode
+    # (see for_node)
+    db_mode = "r" if for_node and mode == "r+" and not os.path.exists(path) else mode
     if low.endswith(".sqlite") or low.endswith(".db"):
         return SQLiteStore(path, mode=db_mode)
     if low.endswith(".lmdb"):
