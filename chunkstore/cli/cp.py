@@ -165,7 +165,7 @@ class Copier:
 
     def _recode_array(self, sp, dp):
         from chunkstore.engine.array import Array
-        from chunkstore.hierarchy.convenience import copy_array_data
+        from chunkstore.hierarchy.convenience import copy_array_data, unstored_skip
         from chunkstore.hierarchy.creation import create
         from chunkstore.hierarchy.recode import RecodeError, copy_plan, put_attributes, read_as
         a = Array(self.src, path=sp, read_only=True)
@@ -193,7 +193,8 @@ class Copier:
         dst = create(store=self.dst, path=dp, **kw)
         put_attributes(dst, attrs)
         itemsize = dst.dtype.itemsize
-        copy_array_data(read_as(a, kw["dtype"]), dst,
+        # (blocks and chunks the source never stored left out, as copy() leaves them)
+        copy_array_data(read_as(a, kw["dtype"]), dst, skip=unstored_skip(a, dst),
                         progress=lambda n: self.progress.update(n * itemsize),
                         block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
         self.arrays += 1

@@ -428,7 +428,7 @@ def copy_array_data(src, dst, progress=None, block_bytes=None, skip=None):
     read-modify-write); each block holds at most about block_bytes (default
     copy_block_bytes()) of decoded data, and at least one chunk (shard). progress(n) is called with
     the number of elements after each block. skip(region): whether a block (a tuple of
-    slices) needs no write (see _unstored_blocks).
+    slices) needs no write (see unstored_skip).
     """
     limit = copy_block_bytes() if block_bytes is None else max(1, int(block_bytes))
     if src.shape != dst.shape:
@@ -456,14 +456,28 @@ def copy_array_data(src, dst, progress=None, block_bytes=None, skip=None):
         region = tuple(slice(o, min(o + b, s)) for o, b, s in zip(origin, block, shape))
         if skip is not None and skip(region):
             continue
-        dst[region] = src[region]
+        parts = [region] if skip is None else _needed_parts(region, chunks, skip)
+        for part in parts:
+            dst[part] = src[part]
         n += 1
         if progress is not None:
             progress(math.prod(r.stop - r.start for r in region))
     return n
 
 
-def _unstored_blocks(source, copy):
+def _needed_parts(region, chunks, skip):
+    """region whole where every destination chunk (or shard) of it needs a write, else the
+    ones that do: a block holding one stored chunk of a sparse source wrote its unstored
+    neighbours too, stored by a destination that keeps every chunk (fill value None), which
+    the source never stored (a sparse array no longer sparse)."""
+    grid = [range(r.start, r.stop, c) for r, c in zip(region, chunks)]
+    parts = [tuple(slice(o, min(o + c, r.stop)) for o, c, r in zip(origin, chunks, region))
+             for origin in _product(grid)]
+    needed = [p for p in parts if not skip(p)]
+    return [region] if len(needed) == len(parts) else needed
+
+
+def unstored_skip(source, copy):
     """For copy_array_data from the Array source into its new copy (an Array): a skip()
     telling the blocks that hold no stored chunk of the source, when both arrays read the
     same fill value where nothing is stored (there the copy reads what the source reads
@@ -787,7 +801,7 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             if not without_attrs:
                 put_attributes(dst, attrs)
             copy_array_data(read_as(source, kw["dtype"]), dst,
-                            skip=_unstored_blocks(source, dst))
+                            skip=unstored_skip(source, dst))
             staged.publish()
         return 1, 0, dst.nbytes  # (the copy's: its dtype may be another)
     if _is_sliceable(source):

@@ -240,3 +240,43 @@ def test_a_recoding_copy_casts_a_float_fill_value_to_the_nearest():
     src.resize(6)
     c.resize(6)
     np.testing.assert_array_equal(c[...], src[...].astype("f4"))
+
+
+@pytest.mark.parametrize("filt", ["delta", "fso", "quantize", "astype", "bitround", "packbits"])
+def test_a_v3_array_with_numcodecs_filters_copies_into_v2(tmp_path, filt):
+    """copy() of a v3 array whose chain has numcodecs filters (zarr-python 3's
+    numcodecs.<id> wrappers) into a v2 group crashed on the wrappers (AttributeError);
+    they are the v2 document's numcodecs filters."""
+    import numcodecs
+    f, dt = {"delta": (numcodecs.Delta(dtype="<i4"), "<i4"),
+             "fso": (numcodecs.FixedScaleOffset(offset=0, scale=1, dtype="<i4"), "<i4"),
+             "quantize": (numcodecs.Quantize(digits=3, dtype="<f8"), "<f8"),
+             "astype": (numcodecs.AsType(encode_dtype="<i2", decode_dtype="<i4"), "<i4"),
+             "bitround": (numcodecs.BitRound(keepbits=10), "<f8"),
+             "packbits": (numcodecs.PackBits(), "?")}[filt]
+    src = cs.create(shape=(8,), chunks=(4,), dtype=dt, filters=[f],
+                    store=str(tmp_path / "s"), zarr_format=3)
+    src[:] = np.arange(8) % 2 if dt == "?" else np.arange(8)
+    g = cs.open_group(str(tmp_path / "d"), mode="w", zarr_format=2)
+    cs.copy(src, g, name="x")
+    assert [type(x).__name__ for x in g["x"].filters] == [type(f).__name__]
+    np.testing.assert_array_equal(g["x"][:], src[:])
+
+
+@pytest.mark.parametrize("how", ["copy", "cp"])
+def test_a_sparse_array_of_fill_none_stays_sparse_in_a_recoding_copy(tmp_path, how):
+    """A v2 array of fill value None (whose every written chunk is stored) with one chunk
+    stored: the recoding copy stored the unstored chunks sharing a copy block with it (952
+    of 2,000 with copy(), all with the command line's cp)."""
+    src = cs.open_group(str(tmp_path / "src"), mode="w", zarr_format=2)
+    a = src.create_dataset("a", shape=(200_000,), chunks=(100,), dtype="f8", fill_value=None)
+    a[150:160] = 1.5
+    if how == "copy":
+        dst = cs.open_group(str(tmp_path / "dst"), mode="w", zarr_format=2)
+        cs.copy_all(src, dst, compressor=numcodecs.Zstd(level=3))
+    else:
+        assert main(["cp", str(tmp_path / "src"), str(tmp_path / "dst"),
+                         "--compressor", "zstd"]) == 0
+    b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
+    assert b.nchunks_initialized == 1
+    np.testing.assert_array_equal(b[150:160], 1.5)
