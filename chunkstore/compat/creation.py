@@ -115,7 +115,8 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
                          attributes=attrs or None, **kwargs)
     if writing and overwrite:
         creation.check_object_data(data, store, creation.normalize_path(name), create_kwargs)
-    with creation.removed_on_failure(store, creation.normalize_path(name)) if writing \
+    with creation.removed_on_failure(store, creation.normalize_path(name), synchronizer) \
+            if writing \
             else contextlib.nullcontext([]) as made:
         z = creation.create(**create_kwargs)
         made.append(z)

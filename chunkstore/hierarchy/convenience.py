@@ -787,7 +787,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
     if existing_blocks:
         del dest[name]
     if isinstance(source, Array):
-        with removed_on_failure(dest.store, child_path) as made:
+        with removed_on_failure(dest.store, child_path,
+                                getattr(dest, "_synchronizer", None)) as made:
             if raw:
                 made.append(child_path)  # (nothing is there: an existing node was deleted)
                 _copy_array_raw(source, dest, name, without_attrs)

@@ -744,7 +744,7 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     path = normalize_path(kwargs.get("path"))
     if kwargs.get("overwrite"):
         check_object_data(data, kwargs["store"], path, dict(kwargs, shape=data.shape))
-    with removed_on_failure(kwargs["store"], path) as made:
+    with removed_on_failure(kwargs["store"], path, kwargs.get("synchronizer")) as made:
         z = create(shape=data.shape, **kwargs)
         made.append(z)
         z[...] = data
@@ -773,26 +773,33 @@ def check_object_data(data: Any, store: Any, path: str, create_kwargs: dict) -> 
 
 
 @contextlib.contextmanager
-def removed_on_failure(store, path):
+def removed_on_failure(store, path, synchronizer=None):
     """Around the creation of a node at path and the writing of its data; yields a list to
     which the caller adds the node once made. On an exception after that, the node and the
     groups made above it (deepest first) are removed before the exception goes on: a failed
     creation leaves no half-written node that reads as valid. (Before it, nothing: a
-    creation refused, say because a node is there, has changed nothing.)"""
-    new_groups = [p for p in nodes.ancestors(path) if nodes.node_kind(store, p)[0] is None]
-    made: list = []
-    try:
-        yield made
-    except BaseException:
-        if not made:
+    creation refused, say because a node is there, has changed nothing.)
+
+    The node's creation lock (synchronizer's, or this process's) is held throughout: two
+    such calls on one path (from_array with overwrite=True) end as one or the other. Taken
+    for the creation alone, the second replaced the first's array between its creation and
+    its data write, and the first wrote into the second's: a mix of both, both returning."""
+    with creation_lock(synchronizer, nodes.creation_lock_key(path, "array"), store):
+        new_groups = [p for p in nodes.ancestors(path)
+                      if nodes.node_kind(store, p)[0] is None]
+        made: list = []
+        try:
+            yield made
+        except BaseException:
+            if not made:
+                raise
+            with contextlib.suppress(Exception):
+                remove_node(store, path)
+                for g in reversed(new_groups):
+                    for name in sorted(node_document_names()):
+                        with contextlib.suppress(KeyError):
+                            del store[nodes.prefix(g) + name]
             raise
-        with contextlib.suppress(Exception):
-            remove_node(store, path)
-            for g in reversed(new_groups):
-                for name in sorted(node_document_names()):
-                    with contextlib.suppress(KeyError):
-                        del store[nodes.prefix(g) + name]
-        raise
 
 
 def _like_kwargs(a, kwargs):

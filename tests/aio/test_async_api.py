@@ -806,3 +806,30 @@ def test_an_async_resize_after_another_handles_append_keeps_the_rows(tmp_path):
         await a.resize((a.shape[0] + 3,))
     asyncio.run(main())
     assert cs.open_array(path, mode="r")[:].tolist() == [1] * 20 + [50] * 5 + [-1] * 3
+
+
+def test_concurrent_from_array_overwrites_end_as_one_or_the_other():
+    """Two from_array(overwrite=True) of one path at once: the second's creation replaced
+    the first's array between the first's creation and its data write, which then went
+    into the second's array: both returned, the array a mix of both. The creation lock is
+    held across creation and write: the array is one call's data whole."""
+    shapes = [(37, 8), (28, 8)]
+
+    async def race(seed):
+        rng = np.random.default_rng(seed)
+        st = cs.MemoryStore()
+
+        async def w(k):
+            await asyncio.sleep(float(rng.random()) * 0.002)
+            await za.from_array(st, data=np.full(shapes[k], k + 1, "i4"), chunks=(2, 4),
+                                overwrite=True)
+        results = await asyncio.gather(w(0), w(1), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, Exception)]
+        got = cs.open_array(st, mode="r")[...]
+        return errors, got
+
+    for seed in range(400):
+        errors, got = asyncio.run(race(seed))
+        assert not errors, errors
+        assert any(got.shape == s and (got == k + 1).all() for k, s in enumerate(shapes)), \
+            (seed, got.shape, np.unique(got))
