@@ -87,14 +87,11 @@ class ChainContext:
     codec sees (after the transposes before it), the fill value, and ``typesize``, the item
     size of the bytes the array -> bytes codec wrote (Blosc's default)."""
 
-    __slots__ = ("dtype", "shape", "fill_value", "typesize", "array_dtype")
+    __slots__ = ("dtype", "shape", "fill_value", "typesize")
 
     def __init__(self, dtype: np.dtype, shape: tuple[int, ...], fill_value: Any) -> None:
         self.dtype, self.shape, self.fill_value = dtype, shape, fill_value
         self.typesize: int | None = None
-        # (the array's own, which zarr-python 3 evolves every codec of the chain from;
-        # dtype is the codec's input, after the filters before it)
-        self.array_dtype = dtype
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,12 +128,10 @@ class NumcodecsBytesCodec(BytesBytesCodec):
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext, name: str = "") -> "NumcodecsBytesCodec":
-        """The codec named ``name`` (``numcodecs.<id>``) of a v3 chain; Shuffle's
-        ``elementsize``, where the document leaves it out, is the array's item size, as
-        zarr-python 3 fills it in (numcodecs' own default, 4, shuffled f8 chunks in other
-        bytes than zarr-python reads them by: wrong values both ways)."""
-        if name == "numcodecs.shuffle" and conf.get("elementsize") is None:
-            conf = {**conf, "elementsize": int(ctx.array_dtype.itemsize)}
+        """The codec named ``name`` (``numcodecs.<id>``) of a v3 chain. (A document without
+        Shuffle's ``elementsize`` is read with numcodecs' default, 4, as chunkstore wrote
+        such chains before it wrote the array's item size there: see
+        chunkstore.hierarchy.creation.fill_codec_defaults.)"""
         return cls(name, conf)
 
     def __init__(self, name: str, conf: Mapping) -> None:

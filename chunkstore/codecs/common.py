@@ -37,6 +37,18 @@ class StamplessGZip(numcodecs.GZip):
         return out.getvalue()
 
 
+def filter_misreads(reads: np.dtype, gets: np.dtype) -> bool:
+    """Whether a numcodecs filter declaring that it reads ``reads`` (Delta's, FixedScaleOffset's,
+    Quantize's ``dtype``; AsType's ``decode_dtype``), handed chunks of ``gets`` as their
+    bytes (as numcodecs views them), would take them for other values: another item size;
+    or another kind unless both are integers of a kind (int, uint, datetime, timedelta:
+    Delta('i8') over datetime64 or uint64 reads the same bits back, zarr-python's usual
+    setup; over floats, int32 bits taken for float32 are rounded)."""
+    if reads.hasobject or reads.itemsize != gets.itemsize:
+        return True
+    return reads.kind != gets.kind and not (reads.kind in "iumM" and gets.kind in "iumM")
+
+
 def stampless(codec: Any) -> Any:
     """The codec to encode with in place of ``codec``: numcodecs' own GZip becomes one that
     writes mtime 0 (same stream, decoded alike); any other codec (a subclass too: it may

@@ -18,6 +18,7 @@ import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.chain_codecs import ChainContext, _native
+from chunkstore.codecs.common import filter_misreads
 from chunkstore.codecs.registry import register
 
 if TYPE_CHECKING:
@@ -89,25 +90,27 @@ class _NumcodecFilter(_Numcodec):
         codec = cls(**conf)
         out_shape = shape
         try:
-            # the data type the codec reads its input as (numcodecs views the chunk's bytes
-            # as it): the chunk is handed over in it, values kept, so a codec declaring the
-            # other byte order ('>i4' over the chain's native int32) reads the values, not
-            # their bytes swapped (zarr-python 3 hands the bytes: wrong values); one of
-            # another kind or size is refused (its values would be other values' bytes)
+            # The data type the codec reads its input as (numcodecs views the chunk's bytes
+            # as it): the chunk is handed over in it. A codec declaring the other byte order
+            # ('>i4' over the chain's native int32) gets the values (zarr-python 3 hands it
+            # the native bytes, which it reads swapped: wrong values, zeros through
+            # FixedScaleOffset); one of another integer kind of the same size (Delta('i8')
+            # over uint64 or datetime64) the bytes, as numcodecs and zarr-python read them
+            # (lossless both ways); any other is refused (common.filter_misreads).
             key = "decode_dtype" if cls.codec_id == "astype" else "dtype"
             filter_dtype = np.dtype(conf[key]) if conf.get(key) is not None else dtype
-            if filter_dtype.hasobject or _native(filter_dtype) != _native(dtype):
+            if filter_misreads(filter_dtype, dtype):
                 raise ValueError(f"codec {name!r}: its {key} {filter_dtype} is not the data "
                                  f"type of the chunks it gets, {dtype} (it would read their "
                                  f"bytes as other values)")
             if cls.codec_id == "packbits":
                 declared = np.dtype("u1")
                 out_shape = (1 + math.ceil(math.prod(shape) / 8),)
-            elif cls.codec_id in ("delta", "fixedscaleoffset", "quantize") and \
-                    conf.get("astype"):
-                # (quantize's output is its astype too: taken for its dtype, the chunks it
-                # wrote could not be read back)
-                declared = np.dtype(conf["astype"])
+            elif cls.codec_id in ("delta", "fixedscaleoffset", "quantize"):
+                # (numcodecs' output: astype, else its dtype, in the order it names; taken
+                # for the chain's, the output was read back in the other byte order, and
+                # quantize's of another astype could not be read back at all)
+                declared = np.dtype(conf.get("astype") or filter_dtype)
             elif cls.codec_id == "astype":
                 declared = np.dtype(conf["encode_dtype"])
             else:
@@ -137,8 +140,9 @@ class _NumcodecFilter(_Numcodec):
         """The chunk (its input data type and shape) encoded."""
         self._check_bound()
         arr = np.ascontiguousarray(arr)
-        if arr.dtype != self.filter_dtype:  # (the byte order the codec reads: values kept)
-            arr = arr.astype(self.filter_dtype)
+        f = self.filter_dtype
+        if arr.dtype != f:  # (see from_config: bytes of its kind, values in its order)
+            arr = arr.view(_native(f)).astype(f)
         return _as(np.asarray(self.numcodec.encode(arr)), self.out_dtype, self.out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
@@ -163,7 +167,8 @@ def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if _native(out.dtype) == _native(dtype):
         return out.astype(dtype)  # (the byte order alone differs: the values kept)
     if out.dtype.itemsize == dtype.itemsize and not out.dtype.hasobject:
-        return out.view(dtype)
+        # (the bits, each side in its own byte order: values in their order, then viewed)
+        return out.astype(_native(out.dtype)).view(_native(dtype)).astype(dtype)
     return out.astype(dtype)
 
 

@@ -20,8 +20,8 @@ from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
 from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
-                                      check_vlen_header, decode_checked, out_target, stampless,
-                                      to_bytes, zstd_decoded_size)
+                                      check_vlen_header, decode_checked, filter_misreads,
+                                      out_target, stampless, to_bytes, zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 
@@ -82,10 +82,11 @@ def misread_filter(filters: Sequence[Any], dtype: np.dtype) -> str | None:
     """Why filters would read chunks of dtype as other values (None: they would not): a
     numcodecs filter declaring the data type it reads (Delta, FixedScaleOffset, Quantize:
     ``dtype``; AsType: ``decode_dtype``) views the chunk's bytes as it, so one of another
-    byte order, kind or size than what it gets (the array's dtype, or the filter before's
+    byte order, size or kind than what it gets (the array's dtype, or the filter before's
     output) turns the values into others (FixedScaleOffset('>f8') over '<f8' data stored
-    zeros; zarr-python 2 does the same). Checked up to the first filter whose output it
-    cannot tell."""
+    zeros; zarr-python 2 does the same); one of another integer kind of the same size and
+    byte order reads the same bits back (common.filter_misreads). Checked up to the first filter whose output it cannot
+    tell."""
     current = np.dtype(dtype)
     for i, f in enumerate(filters):
         cid = getattr(f, "codec_id", None)
@@ -96,10 +97,14 @@ def misread_filter(filters: Sequence[Any], dtype: np.dtype) -> str | None:
             reads, out = np.dtype(f.decode_dtype), np.dtype(f.encode_dtype)
         else:
             return None
-        if reads != current:
+        # (another integer kind of the same size and order, Delta('<i8') over datetime64 or
+        # uint64, reads the same bits back: lossless, zarr-python 2's usual setup)
+        if filter_misreads(reads, current) or \
+                (reads.itemsize > 1 and reads.str[0] != current.str[0]):
             return (f"filters[{i}] {f!r} reads the chunks as {reads.str}, but they are "
                     f"{current.str} (it would take their bytes for other values): give it "
-                    f"the data type {current.str}")
+                    f"a data type of {current.itemsize} bytes in the chunks' byte order "
+                    f"({current.str[0]})")
         current = out
     return None
 

@@ -475,6 +475,13 @@ def v3_codec(codec, itemsize):
     return doc
 
 
+#: the checksum codecs a v3 chain takes among zarr-python 2's filters= (any other bytes ->
+#: bytes codec there, a compressor, is refused: moved after the compressor it compressed
+#: twice)
+_CHECKSUMS = frozenset({"crc32c", "numcodecs.crc32", "numcodecs.crc32c", "numcodecs.adler32",
+                        "numcodecs.fletcher32", "numcodecs.jenkins_lookup3"})
+
+
 def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     """The v3 codec chain for chunkstore's arguments: [transpose for order "F"], the
     array -> array filters (numcodecs' Delta, FixedScaleOffset, ...: zarr-python 3's
@@ -488,8 +495,8 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
         doc = codec_json(f, f"filters[{i}]", dtype)
         if codec_kind(doc) == "array_array":
             chain.append(doc)
-        elif codec_kind(doc) == "bytes_bytes":
-            checksums.append(doc)  # (CRC32C, numcodecs' CRC32, Adler32...: after the rest)
+        elif doc.get("name") in _CHECKSUMS:
+            checksums.append(doc)  # (after the compressor: a checksum of what is stored)
         else:
             raise ValueError(f"filter {f!r} has no place in a Zarr v3 chain; only "
                              f"numcodecs' array -> array filters (Delta, FixedScaleOffset, "
@@ -501,6 +508,25 @@ def v3_codecs(dtype, ndim, order="C", compressor="default", filters=None):
     if compressor is not None:
         chain.append(v3_codec(compressor, dtype.itemsize if not dtype.hasobject else 1))
     return chain + checksums
+
+
+def fill_codec_defaults(chain: list, dtype: np.dtype) -> list:
+    """A new v3 array's codec documents with what zarr-python 3 fills in from the array
+    written out: numcodecs.shuffle's ``elementsize`` (the array's item size; left out, the
+    document read as numcodecs' default 4 here, and as the item size by zarr-python: f8
+    chunks shuffled by 4 read as other values there), inside a sharding codec too."""
+    out = []
+    for doc in chain:
+        if isinstance(doc, Mapping) and doc.get("name") == "numcodecs.shuffle" and \
+                (doc.get("configuration") or {}).get("elementsize") is None:
+            doc = {**doc, "configuration": {**(doc.get("configuration") or {}),
+                                            "elementsize": int(dtype.itemsize)}}
+        elif isinstance(doc, Mapping) and doc.get("name") == "sharding_indexed":
+            conf = dict(doc.get("configuration") or {})
+            conf["codecs"] = fill_codec_defaults(list(conf.get("codecs") or []), dtype)
+            doc = {**doc, "configuration": conf}
+        out.append(doc)
+    return out
 
 
 def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value, order,
@@ -527,6 +553,7 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
         codecs = chunk_encoding_v3(dtype, codecs=codecs)
     chain = list(codecs) if codecs is not None else v3_codecs(dtype, len(shape), order,
                                                               compressor, filters)
+    chain = fill_codec_defaults(chain, dtype)
     grid = chunks
     index_location = "end"
     if isinstance(shards, Mapping):  # zarr-python 3's {"shape": ..., "index_location": ...}

@@ -927,8 +927,7 @@ def open_consolidated(store: StoreLike, metadata_key: str = ".zmetadata", mode: 
     if isinstance(store, StorePath) and store.path:
         metadata_key = f"{store.path}/{metadata_key}"
     store, path = split_store_path(store, path)
-    store = normalize_store(store, mode="r" if mode == "r" else "a",
-                            storage_options=storage_options)
+    store = normalize_store(store, mode=mode, storage_options=storage_options, for_node=True)
     smode = "r" if mode == "r" else "r+"
     # A v2 hierarchy has its .zmetadata document (one read, no existence check first);
     # otherwise the v3 store reads the root zarr.json, once, and serves every member's

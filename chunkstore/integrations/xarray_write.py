@@ -215,8 +215,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                     f"dataset into it")
             path = "/".join(p for p in (store.path, path) if p)
             store = store.store
-        s = normalize_store(store, mode="r" if mode == "r" else "a",
-                            storage_options=storage_options)
+        s = normalize_store(store, mode=mode if mode in ("r", "r+") else "a",
+                            storage_options=storage_options, for_node=True)
         owned = s is not store
         try:
             g, clear = _open_for(s, path, mode, zarr_format)
@@ -581,8 +581,10 @@ def _open_for(store, path, mode, zarr_format):
                                  f"{store_name(store)}; use mode='w' to replace it or 'a' to "
                                  f"add to it")
     if mode in ("r", "r+") and not exists:
-        raise ContainsGroupError(f"no group at path {path!r} in {store_name(store)} to write "
-                                 f"into (mode {mode!r})")
+        # (a not-found error, as xarray's zarr engine raises; ContainsGroupError said the
+        # opposite)
+        raise GroupNotFoundError(f"no group at path {path!r} in {store_name(store)} to "
+                                 f"write into (mode {mode!r})")
     if not exists:  # a new group (mode "w" over an array replaces it at once)
         return open_group(store, mode="w" if is_array else "a", path=path,
                           zarr_format=zarr_format), False

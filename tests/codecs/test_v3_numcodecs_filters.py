@@ -166,9 +166,9 @@ def test_create_places_numcodecs_filters_before_the_serializer_in_v3():
 # ------------------------------------------------ session 25: dtypes, Shuffle, placements
 
 def test_shuffle_without_elementsize_takes_the_arrays_item_size(tmp_path):
-    """numcodecs.shuffle with no elementsize: zarr-python 3 fills in the array's item size
-    (and writes it); numcodecs' own default, 4, shuffled f8 chunks by 4 bytes, which
-    zarr-python read as other values, and a zarr.json of {} read as 1e-84s here."""
+    """numcodecs.shuffle with no elementsize, in a new array: zarr-python 3 fills in the
+    array's item size (and writes it); written {} and shuffled by numcodecs' own default, 4,
+    f8 chunks read as other values in zarr-python."""
     p = str(tmp_path / "s.zarr")
     want = 1e6 + 1.5 * np.arange(8)
     z = cs.create_array(p, shape=(8,), chunks=(8,), dtype="f8",
@@ -178,9 +178,17 @@ def test_shuffle_without_elementsize_takes_the_arrays_item_size(tmp_path):
     shuffle = [c for c in doc["codecs"] if c["name"] == "numcodecs.shuffle"]
     assert shuffle == [{"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}}]
     np.testing.assert_array_equal(zarr.open_array(p, mode="r")[:], want)
-    shuffle[0]["configuration"] = {}  # (as another tool may write it)
-    json.dump(doc, open(os.path.join(p, "zarr.json"), "w"))
-    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], want)
+    # A document without it (as chunkstore wrote them before, shuffling by numcodecs'
+    # default 4) reads by 4: those arrays keep their values.
+    q = str(tmp_path / "old.zarr")
+    cs.create_array(q, shape=(8,), chunks=(8,), dtype="f8", compressors=[
+        {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}])[:] = want
+    doc = json.load(open(os.path.join(q, "zarr.json")))
+    for c in doc["codecs"]:
+        if c["name"] == "numcodecs.shuffle":
+            c["configuration"] = {}
+    json.dump(doc, open(os.path.join(q, "zarr.json"), "w"))
+    np.testing.assert_array_equal(cs.open_array(q, mode="r")[:], want)
 
 
 def _filter_of(filt, dtype):
@@ -285,3 +293,48 @@ def test_create_v3_with_a_numcodecs_compressor_of_no_native_codec(tmp_path, name
     codecs = json.load(open(os.path.join(p, "zarr.json")))["codecs"]
     assert codecs[-1]["name"] == f"numcodecs.{name.lower()}"
     np.testing.assert_array_equal(zarr.open_array(p, mode="r")[:], np.arange(8))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype", ["<u8", "<M8[ns]", "<m8[s]"])
+def test_an_integer_filter_of_another_integer_kind_reads_the_bits(tmp_path, fmt, dtype):
+    """Delta('<i8') over uint64 or datetime64 (zarr-python 2's usual setup for times): the
+    filter reads the chunk's bits as its own integers, both ways, losslessly (values past
+    2**63 too), as numcodecs and zarr-python do; refused for a while here."""
+    import numcodecs
+    p = str(tmp_path / "a.zarr")
+    z = cs.create(shape=(6,), chunks=(3,), dtype=dtype, filters=[numcodecs.Delta(dtype="<i8")],
+                  store=p, zarr_format=fmt, fill_value=0)
+    bits = np.array([1, 5, 2**63 + 7, 3, 2**64 - 1, 0], dtype="<u8")
+    data = bits.view(dtype)
+    z[:] = data
+    z[1] = data[1]  # (a read-modify-write)
+    np.testing.assert_array_equal(z[:].view("<u8"), bits)
+    if fmt == 3 and dtype == "<u8":
+        np.testing.assert_array_equal(zarr.open_array(p, mode="r")[:], bits)
+
+
+def test_a_v3_filter_document_of_the_other_byte_order_without_astype(tmp_path):
+    """zarr-python 3's wrappers and documents leave astype out: the output is the filter's
+    dtype (in its byte order), which was taken for the chain's native one (the values read
+    back in the other byte order)."""
+    p = str(tmp_path / "a.zarr")
+    z = cs.create_array(p, shape=(8,), chunks=(4,), dtype="i4", compressors=None,
+                        filters=[{"name": "numcodecs.delta", "configuration": {"dtype": ">i4"}}])
+    z[:] = np.arange(1, 9)
+    z[2] = 30
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], [1, 2, 30, 4, 5, 6, 7, 8])
+
+
+def test_zarr2_style_filters_of_v3_take_checksums_not_compressors():
+    """create(zarr_format=3, filters=[...]): a checksum among them goes after the
+    compressor; a compressor there (Zlib) is refused (moved after the compressor, it
+    compressed twice)."""
+    import numcodecs
+    z = cs.create(shape=(4,), chunks=(2,), dtype="i4", filters=[numcodecs.CRC32()], store={},
+                  zarr_format=3)
+    assert [c["name"] for c in json.loads(z.store["zarr.json"])["codecs"]][-1] == \
+        "numcodecs.crc32"
+    with pytest.raises(ValueError, match="has no place in a Zarr v3 chain"):
+        cs.create(shape=(4,), chunks=(2,), dtype="i4", filters=[numcodecs.Zlib()], store={},
+                  zarr_format=3)
