@@ -41,12 +41,17 @@ def filter_misreads(reads: np.dtype, gets: np.dtype) -> bool:
     """Whether a numcodecs filter declaring that it reads ``reads`` (Delta's, FixedScaleOffset's,
     Quantize's ``dtype``; AsType's ``decode_dtype``), handed chunks of ``gets`` as their
     bytes (as numcodecs views them), would take them for other values: another item size;
-    or another kind unless both are integers of a kind (int, uint, datetime, timedelta:
-    Delta('i8') over datetime64 or uint64 reads the same bits back, zarr-python's usual
-    setup; over floats, int32 bits taken for float32 are rounded)."""
+    or another kind, but for integers over integer-like or raw items (Delta('i8') over
+    datetime64 or uint64 reads the same bits back, zarr-python's usual setup; Delta('u4')
+    over a 4-byte record too; int32 bits taken for float32 are rounded)."""
     if reads.hasobject or reads.itemsize != gets.itemsize:
         return True
-    return reads.kind != gets.kind and not (reads.kind in "iumM" and gets.kind in "iumM")
+    if reads.kind == gets.kind:
+        return False
+    # integer arithmetic on the bits of integer-like or raw items (structured, void, bool)
+    # gives the bits back; on floats' bits, or float arithmetic on integers', it does not
+    return not (reads.kind in "iu" and gets.kind in "iumMVb" or
+                reads.kind in "mM" and gets.kind in "iumM")
 
 
 def stampless(codec: Any) -> Any:
@@ -303,4 +308,21 @@ def zstd_decoded_size(data: Any) -> int | None:
     size = int.from_bytes(mv[pos : pos + fcs], "little")
     if fcs == 2:
         size += 256
+    if _zstd_frame_end(mv, pos + fcs, fhd) != len(mv):
+        # (more after the first frame, another frame say, as zarr-python's numcodecs
+        # decodes whole: the first frame's size is not the chunk's, which refused it)
+        return None
     return size
+
+
+def _zstd_frame_end(mv: Any, pos: int, fhd: int) -> int:
+    """Where the Zstandard frame whose blocks start at pos ends (its block headers walked:
+    a few per megabyte), or len(mv) where it runs past the data (the decoder says more)."""
+    n = len(mv)
+    while pos + 3 <= n:
+        header = mv[pos] | (mv[pos + 1] << 8) | (mv[pos + 2] << 16)
+        kind, size = (header >> 1) & 3, header >> 3
+        pos += 3 + (1 if kind == 1 else size)
+        if header & 1:  # the last block; then the content checksum, where flagged
+            return pos + (4 if fhd & 4 else 0)
+    return n

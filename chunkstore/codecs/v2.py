@@ -99,8 +99,8 @@ def misread_filter(filters: Sequence[Any], dtype: np.dtype) -> str | None:
             return None
         # (another integer kind of the same size and order, Delta('<i8') over datetime64 or
         # uint64, reads the same bits back: lossless, zarr-python 2's usual setup)
-        if filter_misreads(reads, current) or \
-                (reads.itemsize > 1 and reads.str[0] != current.str[0]):
+        if filter_misreads(reads, current) or (reads.str[0] in "<>" and current.str[0] in "<>"
+                                               and reads.str[0] != current.str[0]):
             return (f"filters[{i}] {f!r} reads the chunks as {reads.str}, but they are "
                     f"{current.str} (it would take their bytes for other values): give it "
                     f"a data type of {current.itemsize} bytes in the chunks' byte order "

@@ -47,3 +47,31 @@ def test_crc32c_detects_corruption(tmp_path, where, layout):
             z[...]     # named by the inner chunk's key
         np.testing.assert_array_equal(z[10:, :], a[10:, :])  # the other inner chunks read
     assert os.path.exists(p / layout.metadata_name)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("split", [0, 60, 119])
+def test_a_chunk_of_several_zstd_frames_reads_as_numcodecs_reads_it(tmp_path, fmt, split):
+    """A chunk of two concatenated Zstandard frames (valid zstd: numcodecs and zarr-python 3
+    read it whole) was refused: the first frame's content size was taken for the chunk's
+    ("decompressed chunk has 60 bytes, expected 120"). Trailing bytes that are no frame
+    are still refused."""
+    import zstandard
+    data = np.arange(30, dtype="<i4").reshape(6, 5)
+    raw = data.tobytes()
+    frames = zstandard.ZstdCompressor().compress(raw[:split]) + \
+        zstandard.ZstdCompressor().compress(raw[split:])
+    assert bytes(numcodecs.Zstd().decode(frames)) == raw
+    p = str(tmp_path / "a")
+    comp = dict(compressor=numcodecs.Zstd()) if fmt == 2 else \
+        dict(compressors=[cs.codecs.ZstdCodec()])
+    cs.create_array(p, shape=(6, 5), chunks=(6, 5), dtype="<i4", zarr_format=fmt,
+                    fill_value=0, **comp)[...] = 1
+    key = os.path.join(p, "0.0" if fmt == 2 else "c/0/0")
+    with open(key, "wb") as f:
+        f.write(frames)
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[...], data)
+    with open(key, "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(raw) + b"garbage!")
+    with pytest.raises(cs.errors.ChunkDecodeError):
+        cs.open_array(p, mode="r")[...]

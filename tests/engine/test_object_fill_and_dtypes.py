@@ -125,3 +125,44 @@ def test_a_v2_object_arrays_fill_value_setter_refuses_another_kind(codec, fill):
     good = {"VLenUTF8": "z", "VLenBytes": b"z", "JSON": "z"}[codec]
     z.fill_value = good
     assert cs.open_array(store, path="x")[2:].tolist() == [good, good]
+
+
+_AB = np.dtype([("a", "<u2"), ("b", "<u2")])
+
+
+@pytest.mark.parametrize("compressor", [None, "zstd", "blosc", "lz4", "delta"])
+@pytest.mark.parametrize("out_dtype", [
+    np.dtype({"names": ["a", "b"], "formats": ["<u2", "<u2"], "offsets": [2, 0],
+              "itemsize": 4}),
+    np.dtype([("a", "<u2"), ("b", "<u2")], align=True),
+    np.dtype({"names": ["a", "b"], "formats": ["<u2", "<u2"], "offsets": [0, 4],
+              "itemsize": 8})])
+@pytest.mark.parametrize("how", ["whole", "strided", "points"])
+def test_out_of_the_same_fields_at_other_offsets_gets_each_field(compressor, out_dtype, how):
+    """out= of a structured dtype with the array's fields at other offsets (or NumPy's
+    aligned layout, or padding): the kernels copied whole records into it, so the fields
+    came swapped (a at b's place), or failed inside a kernel. Filled field by field, as
+    NumPy's out[...] = data."""
+    import numcodecs
+    comp = {None: None, "zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc(),
+            "lz4": numcodecs.LZ4(), "delta": numcodecs.Zlib()}[compressor]
+    filters = [numcodecs.Delta(dtype="<u4")] if compressor == "delta" else None
+    z = cs.create(shape=(8,), chunks=(4,), dtype=_AB, compressor=comp, store={},
+                  zarr_format=2, filters=filters)
+    data = np.zeros(8, _AB)
+    data["a"], data["b"] = np.arange(1, 9), 100 * np.arange(1, 9)
+    z[:] = data
+    if how == "whole":
+        out = np.zeros(8, out_dtype)
+        z.get_basic_selection(slice(None), out=out)
+        want = data
+    elif how == "strided":
+        out = np.zeros(3, out_dtype)
+        z.get_basic_selection(slice(1, 7, 2), out=out)
+        want = data[1:7:2]
+    else:
+        out = np.zeros(3, out_dtype)
+        z.get_coordinate_selection(np.array([0, 5, 7]), out=out)
+        want = data[[0, 5, 7]]
+    np.testing.assert_array_equal(out["a"], want["a"])
+    np.testing.assert_array_equal(out["b"], want["b"])
