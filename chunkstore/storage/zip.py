@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -113,7 +114,10 @@ class ZipStore(BaseStore):
         self.path = os.path.abspath(os.fspath(path))
         self.compression = compression
         self.allowZip64 = allowZip64
-        self._lock = threading.RLock()
+        # (made anew in a forked child: one a parent thread held at the fork stays held)
+        fork_safe(self, "_lock", threading.RLock)
+        self._pid = os.getpid()
+        self._read_since_load = False  # (served a member's bytes since the last _load)
         self._zf: zipfile.ZipFile | None = None
         self._members: dict[str, zipfile.ZipInfo] = {}
         self._pending: dict[str, Any] = {}  # key -> bytes, or _DELETED
@@ -183,6 +187,7 @@ class ZipStore(BaseStore):
         self._members = {}
         self._absent = False
         self._loaded = None
+        self._read_since_load = False
         if os.path.isdir(self.path):
             raise IsADirectoryError(errno.EISDIR, "ZipStore path is a directory", self.path)
         loaded = _signature(self.path)  # (taken first: a file replaced meanwhile differs)
@@ -209,10 +214,41 @@ class ZipStore(BaseStore):
         self._members = members
         self._loaded = loaded
 
-    def _check_open(self) -> None:
+    def _forked(self) -> None:
+        """(first in every operation) In a forked child, drop what the parent's store held:
+        its unflushed changes and write claim (the child flushing them, or writing as the
+        claim's holder, rewrote the archive from its own view: with the parent and its other
+        children each sure to be the one writer, every child's writes were lost), and its
+        open archive (its file offset is shared with the parent's: reads in several
+        processes at once returned other members' bytes). The child reads the archive on
+        disk, and claims it anew to write (another process holding it: StoreError)."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._pending = {}
+        fd, self._claim_fd = self._claim_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # (the child's copy: the parent's lock stays)
+        key, self._claim_key = self._claim_key, None
+        if key is not None:
+            with _WRITERS_LOCK:
+                ref = _WRITERS.get(key)
+                if ref is not None and ref() is self:
+                    del _WRITERS[key]
+        self._zf = None  # (the parent's file: left to the parent)
+        self._members, self._loaded = {}, None
+        if not self._closed:
+            if os.path.exists(self.path):
+                self._load()
+            else:
+                self._absent = True
+
+    def _check_open(self, reload: bool = True) -> None:
+        self._forked()
         if self._closed:
             raise StoreError(f"{self!r} is closed")
-        if self._pending or self._claim_key is not None:
+        if self._pending or self._claim_key is not None or not reload:
             return  # (this store's view: its changes apply to the archive as claimed)
         if self._absent:
             if os.path.exists(self.path):
@@ -256,6 +292,14 @@ class ZipStore(BaseStore):
             self._claim_fd = self._lock_archive()
             # (no file yet only without flock: the flush creates it)
             if os.path.exists(self.path) and self._loaded != _signature(self.path):
+                if self._read_since_load:
+                    # A write's read-modify-write read chunks of the archive as it was
+                    # before another store flushed: reloaded silently, the change put those
+                    # stale bytes back over the other's write (lost, both returning).
+                    raise StoreError(
+                        f"{self.path!r} was rewritten by another store since this one read "
+                        f"from it: a change made from what it read would undo the other's "
+                        f"writes; nothing was changed: retry (it reads the new archive)")
                 self._load()  # another writer changed it since (or it was never indexed)
         except BaseException:
             self._release()
@@ -322,8 +366,10 @@ class ZipStore(BaseStore):
                     del _WRITERS[key]
 
     def _begin_change(self) -> None:
-        """Before a change: the store is open and holds the write claim."""
-        self._check_open()
+        """Before a change: the store is open and holds the write claim. (An archive that
+        another store rewrote since this one read from it is found by the claim, not
+        reloaded here: reloaded, the change went on from the stale bytes it had read.)"""
+        self._check_open(reload=False)
         self._claim()
 
     def _end_change(self) -> None:
@@ -356,6 +402,7 @@ class ZipStore(BaseStore):
         info = self._members.get(key)
         if info is None or self._zf is None:
             raise KeyError(key)
+        self._read_since_load = True
         try:
             return self._zf.read(info)
         except (zipfile.BadZipFile, EOFError, zlib_error) as e:
@@ -397,6 +444,7 @@ class ZipStore(BaseStore):
             if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
                 # stored members are seekable: read only the requested bytes
                 assert self._zf is not None  # info came from this archive's members
+                self._read_since_load = True
                 with self._zf.open(info) as f:
                     return read_spans(f, info.file_size, ranges)
             value = self._get(key)
@@ -568,7 +616,10 @@ class ZipStore(BaseStore):
         try:
             with open(tmp, "xb") as f:
                 if fcntl is not None:  # held while writing: the file is not a leftover
-                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    # (waiting: another store's look for leftovers (_in_use) holds it for
+                    # an instant, and a non-blocking take failed the flush with a bare
+                    # BlockingIOError)
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
                 with zipfile.ZipFile(
                     f, "w", compression=self.compression, allowZip64=self.allowZip64
                 ) as out:
@@ -612,19 +663,20 @@ class ZipStore(BaseStore):
             pass
 
     def close(self) -> None:
-        """Flush pending changes and close the archive. Idempotent."""
+        """Flush pending changes and close the archive. Idempotent. Where the flush fails,
+        the store stays open with its changes (a retry of close() writes them: they were
+        dropped)."""
         with self._lock:
+            self._forked()
             if self._closed:
                 return
-            try:
-                if self._pending and self._mode != "r":
-                    self.flush()
-            finally:
-                self._release()
-                if self._zf is not None:
-                    self._zf.close()
-                    self._zf = None
-                self._closed = True
+            if self._pending and self._mode != "r":
+                self.flush()
+            self._release()
+            if self._zf is not None:
+                self._zf.close()
+                self._zf = None
+            self._closed = True
 
     def __del__(self) -> None:  # pragma: no cover - best effort, like zipfile.ZipFile
         # a store dropped without close() (e.g. opened from a path by a convenience

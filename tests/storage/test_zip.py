@@ -314,3 +314,117 @@ def test_mode_w_with_a_path_replaces_that_node_only(tmp_path):
     z = cs.open_array(p, mode="w", shape=(1,), dtype="i4")
     z.store.close()
     assert sorted(names(p)) == [".zarray"]
+
+
+def test_a_failed_close_keeps_the_changes_for_a_retry(tmp_path, monkeypatch):
+    """close() whose flush fails raises and keeps the store open with its changes (it was
+    marked closed whatever happened: the changes were dropped)."""
+    p = tmp_path / "s.zip"
+    s = ZipStore(p, mode="w")
+    s["a"] = b"new"
+
+    def boom(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        s.close()
+    monkeypatch.undo()
+    s.close()
+    with zipfile.ZipFile(p) as zf:
+        assert zf.read("a") == b"new"
+
+
+def test_a_change_read_before_another_stores_flush_is_refused(tmp_path):
+    """A write whose read-modify-write read the chunk, then another store flushed its own
+    write to that chunk, then this one claimed the archive: the claim reread the archive and
+    the change put the stale chunk back (the other's element lost, both returning). Refused
+    with a StoreError; a retry reads the new archive."""
+    import numpy as np
+
+    import chunkstore as cs
+    p = str(tmp_path / "a.zip")
+    with ZipStore(p, mode="w") as s:
+        cs.zeros(4, chunks=4, dtype="i4", store=s)
+    s1, s2 = ZipStore(p, mode="a"), ZipStore(p, mode="a")
+    a1, a2 = cs.open_array(s1, mode="r+"), cs.open_array(s2, mode="r+")
+    a1[0] = 1  # pending in s1, which holds the claim
+    orig = s2._claim
+
+    def claim_after_the_other_flushes():  # (the other writer flushes right here)
+        if s1.dirty:
+            s1.flush()
+        return orig()
+
+    s2._claim = claim_after_the_other_flushes
+    with pytest.raises(StoreError, match="rewritten by another store"):
+        a2[1] = 2
+    s2._claim = orig
+    a2[1] = 2  # retried
+    s2.close()
+    s1.close()
+    assert cs.open_array(p, mode="r")[:].tolist() == [1, 2, 0, 0]
+
+
+def _child_writes(store, q):
+    try:
+        store["child"] = b"c"
+        store.close()
+        q.put("wrote")
+    except StoreError as e:
+        q.put(f"refused: {e}")
+
+
+def _child_reads(store, q):
+    bad = 0
+    for _ in range(400):
+        for k, b in (("a", b"A"), ("b", b"B")):
+            bad += store.get_partial(k, [(1000, 4000)])[0] != b * 4000
+            bad += store[k] != b * 100_000
+    q.put(bad)
+
+
+def test_a_store_inherited_by_forked_children_holding_changes(tmp_path):
+    """A ZipStore holding unflushed changes (and so the write claim) inherited by forked
+    children: each child took itself for the one writer, and every flush rewrote the
+    archive from its own view (the children's writes lost, or the parent's). A child now
+    claims the archive anew (the parent holds it: StoreError) and never flushes the
+    parent's changes."""
+    import multiprocessing as mp
+    p = tmp_path / "a.zip"
+    s = ZipStore(p, mode="w")
+    s["parent"] = b"p"  # pending: the parent holds the claim
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_child_writes, args=(s, q)) for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    results = [q.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    assert all(r.startswith("refused: ") and "another process" in r for r in results), results
+    s.close()
+    with zipfile.ZipFile(p) as zf:
+        assert zf.namelist() == ["parent"]
+
+
+def test_a_store_inherited_by_forked_readers_reads_right(tmp_path):
+    """Forked processes reading one inherited ZipStore at once shared its open archive's
+    file offset: partial reads returned other members' bytes (about 1 in 10), whole reads
+    failed CRC checks."""
+    import multiprocessing as mp
+    p = tmp_path / "a.zip"
+    with ZipStore(p, mode="w") as s:
+        s["a"], s["b"] = b"A" * 100_000, b"B" * 100_000
+    s = ZipStore(p, mode="r")
+    assert s["a"][:1] == b"A"  # (opened and read in the parent)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_child_reads, args=(s, q)) for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    _child_reads(s, q)
+    bad = [q.get(timeout=120) for _ in range(len(procs) + 1)]
+    for proc in procs:
+        proc.join(30)
+    assert bad == [0] * (len(procs) + 1)
