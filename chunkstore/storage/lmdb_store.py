@@ -10,11 +10,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, TypeVar
 
-from chunkstore.forksafe import fork_safe
+from chunkstore.forksafe import ForkGate, fork_safe
 from ..errors import StoreError
 from .base import (BaseStore, byte_span, ensure_bytes, normalize_prefix, store_error,
                    validate_key)
@@ -40,7 +39,9 @@ class _SharedEnv:
     def __init__(self, env: Any, readonly: bool) -> None:
         self.env = env
         self.readonly = readonly
-        self.gate = _Gate()
+        # transactions (shared) and map resizes (exclusive); a fork waits for transactions
+        # in flight (chunkstore.forksafe.ForkGate)
+        self.gate = ForkGate()
         self.refs = 0
 
 
@@ -68,44 +69,6 @@ def _import_lmdb() -> ModuleType:
             "(or pip install lmdb)"
         ) from e
     return lmdb
-
-
-class _Gate:
-    """Many concurrent transactions, or one exclusive map resize, within this process."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._active = 0
-        self._exclusive = False
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._active += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
-                if not self._active:
-                    self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._exclusive = True
-            while self._active:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
 
 
 class _Absent(Exception):

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from chunkstore.forksafe import fork_safe
+from chunkstore.forksafe import ForkGate, fork_safe
 from ..errors import StoreError
 from .base import (BaseStore, ensure_bytes, normalize_prefix, read_spans, store_error,
                    validate_key)
@@ -23,6 +23,11 @@ __all__ = ["SQLiteStore"]
 _T = TypeVar("_T")
 
 _BATCH = 500  # keys per "IN (...)" query, well under SQLITE_MAX_VARIABLE_NUMBER
+# Every statement and transaction of this process's stores holds it shared, so that a fork
+# waits for them: SQLite keeps a process's file locks in its memory, and a child forked
+# while another thread was inside a write transaction believed the lock held by a thread
+# it does not have (its every write failed, "database is locked", for good).
+_TXNS = ForkGate()
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
@@ -216,31 +221,38 @@ class SQLiteStore(BaseStore):
         conn = self._conn()
 
         def run() -> Any:
-            conn.execute("BEGIN IMMEDIATE")
-            try:  # the body and its COMMIT, or nothing
-                result = body(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-            return result
+            with _TXNS.shared():  # (a fork waits for it: see _TXNS)
+                conn.execute("BEGIN IMMEDIATE")
+                try:  # the body and its COMMIT, or nothing
+                    result = body(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+                return result
 
         return self._retry(run)
 
     def _read(self, sql: str, params: tuple = ()) -> list:
         conn = self._conn()
-        return self._retry(lambda: conn.execute(sql, params).fetchall())
+
+        def run() -> list:
+            with _TXNS.shared():
+                return conn.execute(sql, params).fetchall()
+
+        return self._retry(run)
 
     def _read_txn(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         conn = self._conn()
 
         def run() -> Any:
-            conn.execute("BEGIN")
-            try:
-                return body(conn)
-            finally:
-                conn.execute("COMMIT")
+            with _TXNS.shared():
+                conn.execute("BEGIN")
+                try:
+                    return body(conn)
+                finally:
+                    conn.execute("COMMIT")
 
         return self._retry(run)
 
