@@ -512,7 +512,7 @@ def unstored_skip(source, copy):
     # (a copy that stores every chunk it writes, fill value None or write_empty_chunks, is
     # written chunk by chunk in a block that holds some stored ones; one that leaves chunks
     # of the fill value out, block by block: its unstored ones are not stored either way)
-    skip.split = bool(copy.fill_value is None or copy.write_empty_chunks)  # type: ignore[attr-defined]
+    skip.split = bool(copy.fill_value is None or copy.write_empty_chunks)
     return skip
 
 

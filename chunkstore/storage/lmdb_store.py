@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
-from chunkstore.forksafe import ForkGate, fork_safe
+from chunkstore.forksafe import fork_safe
+from chunkstore.storage.forkgate import ForkGate
 from ..errors import StoreError
 from .base import (BaseStore, byte_span, ensure_bytes, normalize_prefix, store_error,
                    validate_key)
@@ -40,13 +41,16 @@ class _SharedEnv:
         self.env = env
         self.readonly = readonly
         # transactions (shared) and map resizes (exclusive); a fork waits for transactions
-        # in flight (chunkstore.forksafe.ForkGate)
+        # in flight (chunkstore.storage.forkgate.ForkGate)
         self.gate = ForkGate()
         self.refs = 0
 
 
 _REGISTRY: dict[str, _SharedEnv] = {}
-_REGISTRY_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_REGISTRY_LOCK")
+# (re-entrant: opening an environment under it may collect a dropped store, whose __del__
+# closes it under this lock again: with a plain lock the thread waited for itself)
+_REGISTRY_LOCK: threading.RLock = fork_safe(sys.modules[__name__], "_REGISTRY_LOCK",
+                                            threading.RLock)
 _REGISTRY_PID = [os.getpid()]
 
 

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from chunkstore.forksafe import ForkGate, fork_safe
+from chunkstore.forksafe import fork_safe
+from chunkstore.storage.forkgate import ForkGate
 from ..errors import StoreError
 from .base import (BaseStore, ensure_bytes, normalize_prefix, read_spans, store_error,
                    validate_key)

@@ -115,7 +115,7 @@ class ZipStore(BaseStore):
         self.compression = compression
         self.allowZip64 = allowZip64
         # (made anew in a forked child: one a parent thread held at the fork stays held)
-        fork_safe(self, "_lock", threading.RLock)
+        self._lock: threading.RLock = fork_safe(self, "_lock", threading.RLock)
         self._pid = os.getpid()
         self._read_since_load = False  # (served a member's bytes since the last _load)
         self._zf: zipfile.ZipFile | None = None

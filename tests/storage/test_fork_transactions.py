@@ -3,7 +3,7 @@ chunkstore write on a pool thread, say): SQLite and LMDB keep a process's locks 
 memory, so the child inherited locks held by a thread it does not have. LMDB: the child
 hung for good opening the environment by path; SQLite: every write of the child failed
 ("database is locked"). The fork now waits for transactions in flight
-(chunkstore.forksafe.ForkGate), and the child writes."""
+(chunkstore.storage.forkgate.ForkGate), and the child writes."""
 
 from __future__ import annotations
 

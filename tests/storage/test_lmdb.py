@@ -208,3 +208,34 @@ def test_clear_import_error_without_lmdb(tmp_path, monkeypatch):
     with pytest.raises(ImportError) as ei:
         LMDBStore(tmp_path / "x.lmdb")
     assert "chunkstore[lmdb]" in str(ei.value)
+
+
+def test_a_store_collected_while_another_opens_does_not_deadlock(tmp_path, monkeypatch):
+    """Opening an environment (under the registry's lock) may run the garbage collector,
+    whose collection of a dropped store closes that store under the same lock: with a plain
+    lock the thread waited for itself, for good (seen in the suite)."""
+    import gc
+    import threading
+
+    from chunkstore.storage import lmdb_store
+    dropped = LMDBStore(str(tmp_path / "dropped.lmdb"))
+    dropped.cycle = dropped  # (freed by the collector only)
+    del dropped
+    real = lmdb_store.LMDBStore._open_env
+
+    def open_env_collecting(self):
+        gc.collect()
+        return real(self)
+
+    monkeypatch.setattr(lmdb_store.LMDBStore, "_open_env", open_env_collecting)
+    done = []
+    t = threading.Thread(target=lambda: done.append(LMDBStore(str(tmp_path / "new.lmdb"))),
+                         daemon=True)
+    gc.disable()
+    try:
+        t.start()
+        t.join(20)
+    finally:
+        gc.enable()
+    assert done, "opening a store hung"
+    done[0].close()
