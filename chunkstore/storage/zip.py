@@ -35,7 +35,10 @@ _DELETED = object()
 
 # The archive's writer in this process, by real path: the store holding the write claim.
 _WRITERS: dict[str, weakref.ref] = {}
-_WRITERS_LOCK: threading.Lock = fork_safe(sys.modules[__name__], "_WRITERS_LOCK")
+# (re-entrant: a store collected while this thread holds it, its __del__ closing it and
+# giving up its claim under it, waited for itself: see lmdb_store's registry lock)
+_WRITERS_LOCK: threading.RLock = fork_safe(sys.modules[__name__], "_WRITERS_LOCK",
+                                           threading.RLock)
 
 
 class ZipStore(BaseStore):
