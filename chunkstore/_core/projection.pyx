@@ -92,8 +92,8 @@ cdef class OrthoPlan:
         for d in range(self.ndim):
             spec = specs[d]
             if spec[0] == SLICE:
-                n = self._project_slice(d, int(shape[d]), int(chunks[d]), int(spec[1]),
-                                        int(spec[2]), 0 if empty else int(spec[3]))
+                self._project_slice(d, int(shape[d]), int(chunks[d]), int(spec[1]),
+                                    int(spec[2]), 0 if empty else int(spec[3]))
                 n = int(spec[3])
             elif spec[0] == ARRAY:
                 n = self._project_array(d, int(shape[d]), int(chunks[d]), spec[1])

@@ -37,6 +37,19 @@ class StamplessGZip(numcodecs.GZip):
         return out.getvalue()
 
 
+def filter_io(codec_id: str | None, conf: Any) -> tuple[np.dtype, np.dtype] | None:
+    """(the data type a numcodecs filter reads its input as, its output's) from its
+    configuration (Delta, FixedScaleOffset, Quantize: ``dtype``, then ``astype`` or
+    ``dtype``; AsType: ``decode_dtype``, ``encode_dtype``); None for one declaring
+    neither."""
+    if codec_id in ("delta", "fixedscaleoffset", "quantize"):
+        reads = np.dtype(conf["dtype"])
+        return reads, np.dtype(conf.get("astype") or reads)
+    if codec_id == "astype":
+        return np.dtype(conf["decode_dtype"]), np.dtype(conf["encode_dtype"])
+    return None
+
+
 def filter_misreads(reads: np.dtype, gets: np.dtype) -> bool:
     """Whether a numcodecs filter declaring that it reads ``reads`` (Delta's, FixedScaleOffset's,
     Quantize's ``dtype``; AsType's ``decode_dtype``), handed chunks of ``gets`` as their

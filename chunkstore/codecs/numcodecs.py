@@ -18,7 +18,7 @@ import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.chain_codecs import ChainContext, _native
-from chunkstore.codecs.common import filter_misreads
+from chunkstore.codecs.common import filter_io, filter_misreads
 from chunkstore.codecs.registry import register
 
 if TYPE_CHECKING:
@@ -97,25 +97,22 @@ class _NumcodecFilter(_Numcodec):
             # FixedScaleOffset); one of another integer kind of the same size (Delta('i8')
             # over uint64 or datetime64) the bytes, as numcodecs and zarr-python read them
             # (lossless both ways); any other is refused (common.filter_misreads).
-            key = "decode_dtype" if cls.codec_id == "astype" else "dtype"
-            filter_dtype = np.dtype(conf[key]) if conf.get(key) is not None else dtype
-            if filter_misreads(filter_dtype, dtype):
-                raise ValueError(f"codec {name!r}: its {key} {filter_dtype} is not the data "
-                                 f"type of the chunks it gets, {dtype} (it would read their "
-                                 f"bytes as other values)")
-            if cls.codec_id == "packbits":
-                declared = np.dtype("u1")
-                out_shape = (1 + math.ceil(math.prod(shape) / 8),)
-            elif cls.codec_id in ("delta", "fixedscaleoffset", "quantize"):
+            io = filter_io(cls.codec_id, conf)
+            if io is not None:
                 # (numcodecs' output: astype, else its dtype, in the order it names; taken
                 # for the chain's, the output was read back in the other byte order, and
                 # quantize's of another astype could not be read back at all)
-                declared = np.dtype(conf.get("astype") or filter_dtype)
-            elif cls.codec_id == "astype":
-                declared = np.dtype(conf["encode_dtype"])
+                filter_dtype, declared = io
+                if filter_misreads(filter_dtype, dtype):
+                    raise ValueError(f"codec {name!r}: its data type {filter_dtype} is not "
+                                     f"the data type of the chunks it gets, {dtype} (it "
+                                     f"would read their bytes as other values)")
+            elif cls.codec_id == "packbits":
+                filter_dtype, declared = dtype, np.dtype("u1")
+                out_shape = (1 + math.ceil(math.prod(shape) / 8),)
             else:
-                declared = dtype
-        except TypeError as e:
+                filter_dtype = declared = dtype
+        except (TypeError, KeyError) as e:
             raise ValueError(f"codec {name!r}: {e}") from None
         codec._set(in_dtype=dtype, in_shape=shape, out_dtype=_native(declared),
                    declared_dtype=declared, filter_dtype=filter_dtype, out_shape=out_shape,

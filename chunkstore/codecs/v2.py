@@ -20,8 +20,9 @@ from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
 from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
-                                      check_vlen_header, decode_checked, filter_misreads,
-                                      out_target, stampless, to_bytes, zstd_decoded_size)
+                                      check_vlen_header, decode_checked, filter_io,
+                                      filter_misreads, out_target, stampless, to_bytes,
+                                      zstd_decoded_size)
 
 __all__ = ["ChunkCodecV2"]
 
@@ -80,25 +81,19 @@ def _size_reader(compressor: Codec | None) -> Callable[[Any], int | None] | None
 
 def misread_filter(filters: Sequence[Any], dtype: np.dtype) -> str | None:
     """Why filters would read chunks of dtype as other values (None: they would not): a
-    numcodecs filter declaring the data type it reads (Delta, FixedScaleOffset, Quantize:
-    ``dtype``; AsType: ``decode_dtype``) views the chunk's bytes as it, so one of another
-    byte order, size or kind than what it gets (the array's dtype, or the filter before's
-    output) turns the values into others (FixedScaleOffset('>f8') over '<f8' data stored
-    zeros; zarr-python 2 does the same); one of another integer kind of the same size and
-    byte order reads the same bits back (common.filter_misreads). Checked up to the first filter whose output it cannot
-    tell."""
+    numcodecs filter declaring the data type it reads (common.filter_io) views the chunk's
+    bytes as it, so one of another byte order, size or kind than what it gets (the array's
+    dtype, or the filter before's output) turns the values into others
+    (FixedScaleOffset('>f8') over '<f8' data stored zeros; zarr-python 2 does the same);
+    one of another integer kind of the same size and byte order reads the same bits back
+    (common.filter_misreads). Checked up to the first filter whose output it cannot tell."""
     current = np.dtype(dtype)
     for i, f in enumerate(filters):
-        cid = getattr(f, "codec_id", None)
-        if cid in ("delta", "fixedscaleoffset", "quantize"):
-            reads = np.dtype(f.dtype)
-            out = np.dtype(getattr(f, "astype", None) or f.dtype)
-        elif cid == "astype":
-            reads, out = np.dtype(f.decode_dtype), np.dtype(f.encode_dtype)
-        else:
+        io = filter_io(getattr(f, "codec_id", None), f.get_config()) \
+            if hasattr(f, "get_config") else None
+        if io is None:
             return None
-        # (another integer kind of the same size and order, Delta('<i8') over datetime64 or
-        # uint64, reads the same bits back: lossless, zarr-python 2's usual setup)
+        reads, out = io
         if filter_misreads(reads, current) or (reads.str[0] in "<>" and current.str[0] in "<>"
                                                and reads.str[0] != current.str[0]):
             return (f"filters[{i}] {f!r} reads the chunks as {reads.str}, but they are "

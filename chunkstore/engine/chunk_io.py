@@ -239,8 +239,7 @@ class EngineState:
         elif (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
                      or fb != self.stored_meta.fill_bytes()
-                     or getattr(meta, "filters", None) != getattr(self.stored_meta,
-                                                                  "filters", None))):
+                     or not _same_filters(meta, self.stored_meta))):
             # A view with a fill value (or dtype, or filters) of its own stores the chunks
             # it writes that are all its fill value: deleted, they would read as the array's
             # own fill value through the array and every other handle (the values written
@@ -530,8 +529,9 @@ class EngineState:
     def _new_chunk(self, coords: Sequence[int] | None = None) -> np.ndarray:
         """A chunk buffer filled with the fill value (in the chunk's order). A view with a
         fill value of its own (pad_fill) fills the part of chunk coords past the array's end
-        (or its own) with the array's fill value: that padding shows once the array grows, which must
-        show the array's fill value there, not a view's that was never written."""
+        (or its own) with the array's fill value: that padding shows once the array grows,
+        which must show the array's fill value there, not a view's that was never
+        written."""
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
             chunk[...] = self.object_missing if self.dtype.names is not None else \
@@ -555,23 +555,25 @@ def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:
     chunks (ChunkDecodeError), but a write covering a chunk whole replaced it unread, by one
     that the array cannot decode (its elements lost). (zarr-python 2 makes such views,
     which read the chunks as other values; a view of its own filters may convert.)"""
-    if meta.dtype.hasobject or stored.dtype.hasobject or \
-            getattr(meta, "filters", None) != getattr(stored, "filters", None):
+    if meta.dtype.hasobject or stored.dtype.hasobject or not _same_filters(meta, stored):
         return None
-
-    def nbytes(m: Any) -> int:
-        chunks = getattr(m, "inner_chunks", None) or m.chunks
-        return int(np.prod(chunks, dtype=object)) * m.dtype.itemsize
-
-    view_bytes, stored_bytes = nbytes(meta), nbytes(stored)
+    # (a sharded array's chunks are its inner chunks)
+    view_chunks = getattr(meta, "inner_chunks", None) or meta.chunks
+    stored_chunks = getattr(stored, "inner_chunks", None) or stored.chunks
+    view_bytes = int(np.prod(view_chunks, dtype=object)) * meta.dtype.itemsize
+    stored_bytes = int(np.prod(stored_chunks, dtype=object)) * stored.dtype.itemsize
     if view_bytes == stored_bytes:
         return None
     return (f"cannot write through this view of array {name!r}: a chunk of the view "
-            f"({meta.dtype}, chunks {getattr(meta, 'inner_chunks', None) or meta.chunks}) "
-            f"holds {view_bytes} bytes, a stored chunk ({stored.dtype}, chunks "
-            f"{getattr(stored, 'inner_chunks', None) or stored.chunks}) {stored_bytes}: "
-            f"what it wrote would replace stored chunks by ones the array cannot read "
-            f"(give view() chunks of {stored_bytes} bytes, or filters that convert)")
+            f"({meta.dtype}, chunks {view_chunks}) holds {view_bytes} bytes, a stored chunk "
+            f"({stored.dtype}, chunks {stored_chunks}) {stored_bytes}: what it wrote would "
+            f"replace stored chunks by ones the array cannot read (give view() chunks of "
+            f"{stored_bytes} bytes, or filters that convert)")
+
+
+def _same_filters(meta: Any, stored: Any) -> bool:
+    """Whether a view's metadata has the array's filters (v3: none of either)."""
+    return getattr(meta, "filters", None) == getattr(stored, "filters", None)
 
 
 def _as_view_reads(stored_fill: bytes, stored: Any, meta: Any) -> np.ndarray | None:

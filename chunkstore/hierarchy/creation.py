@@ -371,8 +371,8 @@ def _check_parents(store, path) -> list[str]:
     """Refuse path where an array is above it (ContainsArrayError), or where a name in it is
     a metadata document's (ValueError); the paths of the groups missing above it, the root's
     side first (one metadata probe a level, for both)."""
-    reserved = [p for p in path.split("/") if p in node_document_names() or
-                p == V2_CONSOLIDATED]
+    documents = node_document_names() | {V2_CONSOLIDATED}
+    reserved = [p for p in path.split("/") if p in documents]
     if reserved:
         # (g[".zgroup"] = data replaced the group's own document by an array: the group
         # gone, its attributes with it; zarr-python 3 refuses such names too)
@@ -462,13 +462,14 @@ def v3_codec(codec, itemsize):
     if isinstance(codec, dict):
         return codec
     from chunkstore.codecs.normalize import codec_json
+    raw = np.dtype(f"V{max(int(itemsize), 1)}")
     if getattr(codec, "codec_id", None) is None:  # zarr-python 3's codec objects, names
-        return codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
+        return codec_json(codec, "compressor", raw)
     from chunkstore.codecs.registry import v3_of_numcodec
     # Blosc's AUTOSHUFFLE has always become byte shuffle here, whatever the item size
     doc = v3_of_numcodec(codec, itemsize, auto_shuffle="shuffle")
     if doc is None:
-        doc = codec_json(codec, "compressor", np.dtype(f"V{max(int(itemsize), 1)}"))
+        doc = codec_json(codec, "compressor", raw)
         if codec_kind(doc) != "bytes_bytes":
             raise ValueError(f"{codec!r} is no compressor of a Zarr v3 chain (a bytes -> "
                              f"bytes codec)")

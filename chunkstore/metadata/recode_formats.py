@@ -206,11 +206,10 @@ def _to_v2(p: Plan) -> None:
     if src.zarr_format == 3:
         if src.crc32c:
             p.say(f"dropping the crc32c checksum of {name!r}: Zarr v2 has no checksum codec")
-        p.filters = [f for f in p.filters if not _v2_order_of_transpose(f, kw, name)]
-        # numcodecs filters of a v3 chain (zarr-python 3's numcodecs.<id> wrappers) as the
-        # numcodecs codecs a v2 document names (the wrappers crashed the copy)
+        # (numcodecs filters of a v3 chain, zarr-python 3's numcodecs.<id> wrappers, as the
+        # numcodecs codecs a v2 document names: the wrappers crashed the copy)
         p.filters = [f.to_numcodecs() if hasattr(f, "to_numcodecs") else f
-                     for f in p.filters]
+                     for f in p.filters if not _v2_order_of_transpose(f, kw, name)]
         dims = dims_attr(src.dimension_names, len(p.shape))
         if dims is not None and "_ARRAY_DIMENSIONS" not in p.attrs:
             p.attrs["_ARRAY_DIMENSIONS"] = dims

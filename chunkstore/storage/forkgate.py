@@ -24,29 +24,34 @@ class ForkGate:
     that gate (it would wait for itself)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._exclusive = False
         self._mine = threading.local()  # this thread's shared holds
         with _guard:
             _gates.add(self)
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        """Held with others (not while one holds it exclusively, or a fork is under way)."""
-        with self._cond:
+    def shared(self) -> "ForkGate":
+        """Held with others (not while one holds it exclusively, or a fork is under way): a
+        context manager (the gate itself: a generator-made one cost a database store's
+        every statement a microsecond more)."""
+        return self
+
+    def __enter__(self) -> None:
+        with self._lock:  # (the condition's: waited on only while one is exclusive)
             while self._exclusive:
                 self._cond.wait()
             self._active += 1
-        self._mine.n = getattr(self._mine, "n", 0) + 1
-        try:
-            yield
-        finally:
-            self._mine.n -= 1
-            with self._cond:
-                self._active -= 1
-                if not self._active:
-                    self._cond.notify_all()
+        mine = self._mine
+        mine.n = getattr(mine, "n", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._mine.n -= 1
+        with self._lock:
+            self._active -= 1
+            if not self._active and self._exclusive:  # (someone waits to hold it alone)
+                self._cond.notify_all()
 
     def _take(self) -> None:
         with self._cond:
@@ -96,7 +101,8 @@ def _after_fork_in_child() -> None:
     _guard = threading.Lock()  # (the child's one thread)
     while _taken:  # (the gates the fork waited for: free in the child, whose one thread
         g = _taken.pop()  # holds none of them)
-        g._cond = threading.Condition(threading.Lock())
+        g._lock = threading.Lock()
+        g._cond = threading.Condition(g._lock)
         g._active, g._exclusive = 0, False
         g._mine = threading.local()
 

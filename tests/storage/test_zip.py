@@ -58,17 +58,21 @@ def test_changes_reach_disk_on_flush_only(tmp_path):
     s.close()  # idempotent
 
 
+def _disk_full_on_replace(monkeypatch):
+    """The flush's move of its new archive into place fails, as on a full disk."""
+    def boom(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+
+
 def test_failed_flush_keeps_old_archive(tmp_path, monkeypatch):
     p = tmp_path / "s.zip"
     with ZipStore(p, mode="w") as s:
         s["a"] = b"old"
     s = ZipStore(p)
     s["a"] = b"new"
-
-    def boom(src, dst):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", boom)
+    _disk_full_on_replace(monkeypatch)
     with pytest.raises(OSError):
         s.flush()
     monkeypatch.undo()
@@ -322,11 +326,7 @@ def test_a_failed_close_keeps_the_changes_for_a_retry(tmp_path, monkeypatch):
     p = tmp_path / "s.zip"
     s = ZipStore(p, mode="w")
     s["a"] = b"new"
-
-    def boom(src, dst):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", boom)
+    _disk_full_on_replace(monkeypatch)
     with pytest.raises(OSError):
         s.close()
     monkeypatch.undo()
