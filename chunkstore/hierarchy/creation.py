@@ -31,8 +31,9 @@ from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsG
 from chunkstore.metadata.formats import (document_rank, documents_first, format_alias, format_of,
                                          node_document_names, nodes_in_chunk_space,
                                          stray_chunk_keys, V2_CONSOLIDATED)
-from chunkstore.metadata.v2 import (ArrayMetadataV2, check_object_fill, default_compressor,
-                                    encode_array_metadata, normalize_chunks)
+from chunkstore.metadata.v2 import (ArrayMetadataV2, StoredFill, check_object_fill,
+                                    default_compressor, encode_array_metadata,
+                                    normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
 from chunkstore.storage.base import MODES, delitems, keys_under, rmdir
@@ -207,6 +208,8 @@ def _default_fill(fill_value, dtype, object_codec, first_filter=None):
     """zarr-python's conventions for fill values that don't fit the dtype as given (the
     0 default of an object array: by the object_codec given; its kind: by the array's
     first filter, its object codec however given)."""
+    if isinstance(fill_value, StoredFill):
+        return fill_value.value
     if dtype.hasobject:
         if fill_value == 0 and not isinstance(fill_value, str):
             return {"vlen-utf8": "", "vlen-bytes": b""}.get(

@@ -15,7 +15,7 @@ import numpy as np
 from chunkstore.metadata import extension_v3 as _extension
 
 from chunkstore.errors import ChunkstoreError
-from chunkstore.metadata.v2 import normalize_chunks
+from chunkstore.metadata.v2 import StoredFill, normalize_chunks
 
 # The names of the changes, as the library spells them in messages; the CLI renders the same
 # messages with its own spellings ({"chunks": "--chunks", ...}).
@@ -217,8 +217,11 @@ def _to_v2(p: Plan) -> None:
             p.say(f"dropping the dimension names {list(src.dimension_names)} of {name!r}: "
                   f"Zarr v2 keeps them (as xarray's _ARRAY_DIMENSIONS) only when every "
                   f"dimension has one")
-    elif not (p.like and "dimension_separator" not in ch):  # (*_like: the store's default)
-        kw["dimension_separator"] = src.key_encoding
+    else:
+        if not (p.like and "dimension_separator" not in ch):  # (*_like: the store's default)
+            kw["dimension_separator"] = src.key_encoding
+        if np.dtype(kw["dtype"]).hasobject:
+            kw["fill_value"] = StoredFill(kw["fill_value"])  # read as the source reads it
     if np.dtype(kw["dtype"]).hasobject and "object_codec" not in kw:
         import numcodecs  # a v3 string (or variable-length bytes) array: the same in v2
         vlen_bytes = _extension.is_vlen_bytes(np.dtype(kw["dtype"]))

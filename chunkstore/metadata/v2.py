@@ -139,6 +139,18 @@ def _object_fill(codec: Any, value: Any) -> Any:
     return value
 
 
+class StoredFill:
+    """A fill value as an existing Zarr v2 array stores it (a copy's): create() takes it as
+    it is, without its conventions for a 0 given for an object array. An object array of
+    strings that zarr-python 2 made stores 0 and reads 0 where no chunk is; its copy read
+    ``""``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 def check_object_fill(codec: Any, value: Any) -> None:
     """Refuse a fill value given for a new object array (or set on one) that its elements
     cannot be: a number where the array holds strings or bytes (vlen-utf8, vlen-bytes: it

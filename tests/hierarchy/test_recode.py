@@ -280,3 +280,31 @@ def test_a_sparse_array_of_fill_none_stays_sparse_in_a_recoding_copy(tmp_path, h
     b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
     assert b.nchunks_initialized == 1
     np.testing.assert_array_equal(b[150:160], 1.5)
+
+
+@pytest.mark.parametrize("how", ["copy", "cp"])
+def test_a_recoding_copy_of_strings_with_zarr_python_2s_fill_0_reads_as_its_source(
+        tmp_path, how):
+    """zarr-python 2 stores fill value 0 for a string (vlen-utf8) array it creates, and
+    reads 0 where no chunk is stored; so does chunkstore. Its recoding copy was created with
+    create()'s convention for a 0 given for strings (""), and read "" there."""
+    import json
+    src = cs.open_group(str(tmp_path / "src"), mode="w", zarr_format=2)
+    a = src.create_dataset("a", shape=(6,), chunks=(2,), dtype=object,
+                           object_codec=numcodecs.VLenUTF8(), fill_value=None)
+    doc = json.loads(src.store["a/.zarray"])
+    doc["fill_value"] = 0  # as zarr-python 2's zarr.create(dtype=str) writes it
+    src.store["a/.zarray"] = json.dumps(doc).encode()
+    a = src["a"]
+    a[:2] = ["x", "y"]
+    want = a[:]
+    assert list(want) == ["x", "y", 0, 0, 0, 0]
+    if how == "copy":
+        dst = cs.open_group(str(tmp_path / "dst"), mode="w", zarr_format=2)
+        cs.copy_all(src, dst, compressor=numcodecs.Zstd(level=3))
+    else:
+        assert main(["cp", str(tmp_path / "src"), str(tmp_path / "dst"),
+                     "--compressor", "zstd"]) == 0
+    b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
+    assert b.compressor == numcodecs.Zstd(level=3) and b.fill_value == 0
+    assert list(b[:]) == list(want)
