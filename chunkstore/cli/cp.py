@@ -167,7 +167,8 @@ class Copier:
         from chunkstore.engine.array import Array
         from chunkstore.hierarchy.convenience import copy_array_data, unstored_skip
         from chunkstore.hierarchy.creation import create
-        from chunkstore.hierarchy.recode import RecodeError, copy_plan, put_attributes, read_as
+        from chunkstore.hierarchy.recode import (CastError, RecodeError, copy_plan,
+                                                put_attributes, read_as)
         a = Array(self.src, path=sp, read_only=True)
         recode = self.recode or {}
         changes = {k: v for k, v in recode.items() if k not in ("zarr_format", "casting")}
@@ -194,9 +195,13 @@ class Copier:
         put_attributes(dst, attrs)
         itemsize = dst.dtype.itemsize
         # (blocks and chunks the source never stored left out, as copy() leaves them)
-        copy_array_data(read_as(a, kw["dtype"]), dst, skip=unstored_skip(a, dst),
-                        progress=lambda n: self.progress.update(n * itemsize),
-                        block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
+        try:
+            copy_array_data(read_as(a, kw["dtype"]), dst, skip=unstored_skip(a, dst),
+                            progress=lambda n: self.progress.update(n * itemsize),
+                            block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown
+                            else None)
+        except CastError as e:  # (the array as this command line names it)
+            raise CLIError(f"{_message(e)} (in {self.src_spec})") from None
         self.arrays += 1
         self.bytes += dst.nbytes_stored
 

@@ -26,7 +26,7 @@ from chunkstore.metadata.recode_formats import (LIBRARY_NAMES, Plan, RecodeError
                                                 source_of)
 
 __all__ = ["create_kwargs_like", "copy_plan", "copy_attributes", "put_attributes",
-           "check_changes", "read_as", "cast_fill", "RecodeError", "LIBRARY_NAMES"]
+           "check_changes", "read_as", "cast_fill", "RecodeError", "CastError", "LIBRARY_NAMES"]
 
 # Changes the planner works out itself; any other change is passed to create() as given.
 _PLANNED = ("chunks", "compressor", "dtype", "shards", "checksum")
@@ -184,6 +184,10 @@ def put_attributes(node, attrs: dict) -> None:
         a.put(attrs)
 
 
+class CastError(ValueError):
+    """A recoding copy's values that its new dtype cannot hold (a str that is no number)."""
+
+
 class _Cast:
     """Array-like view of src whose reads are cast to dtype (for copy_array_data)."""
 
@@ -193,7 +197,21 @@ class _Cast:
 
     def __getitem__(self, sel):
         a = np.asarray(self._src[sel])
-        return a if a.dtype == self.dtype else a.astype(self.dtype)
+        if a.dtype == self.dtype:
+            return a
+        try:
+            return a.astype(self.dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            # (NumPy's message names a value only: "invalid literal for int()...")
+            raise CastError(f"cannot cast the values of array {self._src.name!r} in "
+                             f"{_region(sel)} from {a.dtype} to {self.dtype}: {e}") from e
+
+
+def _region(sel) -> str:
+    """A copy block's selection (slices) as text: [0:2, 4:8]."""
+    sel = sel if isinstance(sel, tuple) else (sel,)
+    return "[" + ", ".join(f"{s.start}:{s.stop}" if isinstance(s, slice) else repr(s)
+                           for s in sel) + "]"
 
 
 def read_as(array, dtype):

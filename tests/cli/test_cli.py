@@ -639,6 +639,23 @@ def test_cp_dtype_refuses_unsafe_casts_unless_asked(tmp_path):
                                   (np.arange(10) / 4).astype("i1"))
 
 
+def test_a_cast_that_fails_on_the_values_names_the_array_and_writes_nothing(tmp_path):
+    """An unsafe cast NumPy refuses for the values themselves (a str that is no number)
+    failed with NumPy's bare "invalid literal for int()", naming no array; copy() the same."""
+    src = tmp_path / "s.zarr"
+    g = cs.open_group(str(src), mode="w")
+    g.array("words", np.array(["ab", "cd", "ef"]), chunks=2)
+    r = run("cp", src, tmp_path / "bad.zarr", "--dtype", "i4", "--casting", "unsafe",
+            ok=False, code=1)
+    assert "array '/words'" in r.stderr and "[0:3]" in r.stderr and "int32" in r.stderr
+    assert str(src) in r.stderr and "invalid literal" in r.stderr
+    assert not (tmp_path / "bad.zarr").exists()
+    dest = cs.group()
+    with pytest.raises(ValueError, match=r"array '/words' in \[0:3\] from <U2 to int32"):
+        cs.copy(g["words"], dest, name="w", dtype="i4")
+    assert "w" not in dest
+
+
 @pytest.mark.parametrize("name", ["a.zarr", "b.zip", "c.sqlite", "d.lmdb"])
 def test_rm_of_everything_removes_the_store_itself(tmp_path, name):
     """Issue 29: `rm` of a whole store left an empty directory, a 22-byte zip or an 864 KB
