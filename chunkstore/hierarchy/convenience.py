@@ -10,7 +10,8 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,8 @@ from chunkstore.hierarchy.creation import (create, format_alias, normalize_path,
                                            refuse_node_in_chunk_space, removed_on_failure,
                                            require_parent_groups, save_array,
                                            stray_keys_error)
-from chunkstore.errors import CopyError, GroupNotFoundError, ZarrUserWarning, store_name
+from chunkstore.errors import (CopyError, GroupNotFoundError, ZarrUserWarning, store_name,
+                               with_context)
 from chunkstore.format import layout_for, read_array_metadata
 from chunkstore.hierarchy import nodes
 from chunkstore.hierarchy.staging import HeldDocuments
@@ -44,6 +46,16 @@ def copy_block_bytes() -> int:
     from chunkstore import config
     from chunkstore.engine.streaming import BLOCK_BYTES_PER_THREAD
     return BLOCK_BYTES_PER_THREAD * max(1, config.get("threads") or 1)
+
+
+@contextlib.contextmanager
+def _naming_the_copy(source: Any, target: str) -> Iterator[None]:
+    """create()'s refusal of a copy's metadata (a dtype the target format cannot hold) names
+    the source array and the target too: a dry run's plan had no path of its own."""
+    try:
+        yield
+    except ValueError as e:
+        raise with_context(e, f"cannot copy array {source.name!r} to {target!r}: {e}") from e
 
 
 def save_group(store, *args, path=None, storage_options=None, zarr_format=None,
@@ -798,7 +810,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             # (members take the destination's format) the copy's metadata made where it
             # costs nothing: what create() would refuse is refused before anything is written
             kw, _ = copy_plan(source, fmt, **create_kws)
-            create(store={}, **kw)
+            with _naming_the_copy(source, target):
+                create(store={}, path=child_path, **kw)
         return 1, 0, 0
     if existing_blocks:
         del dest[name]
@@ -813,7 +826,8 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             # its documents written once its chunks are (staging): a copy killed before then
             # leaves no array, never one whose uncopied chunks read as the fill value
             staged = HeldDocuments(dest.store, child_path)
-            dst = create(store=staged, path=child_path, **kw)
+            with _naming_the_copy(source, target):
+                dst = create(store=staged, path=child_path, **kw)
             made.append(dst)
             if not without_attrs:
                 put_attributes(dst, attrs)

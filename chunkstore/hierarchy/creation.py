@@ -212,8 +212,11 @@ def _default_fill(fill_value, dtype, object_codec, first_filter=None):
         return fill_value.value
     if dtype.hasobject:
         if fill_value == 0 and not isinstance(fill_value, str):
-            return {"vlen-utf8": "", "vlen-bytes": b""}.get(
-                getattr(object_codec, "codec_id", None))
+            if object_codec is None or dtype.names:  # (object fields: null, their only fill)
+                return None
+            # strings' and bytes' empty value; other codecs (JSON, MsgPack, Pickle, VLenArray)
+            # hold the 0 itself, stored and read as zarr-python 2 does (it was stored null)
+            return {"vlen-utf8": "", "vlen-bytes": b""}.get(object_codec.codec_id, fill_value)
         check_object_fill(first_filter, fill_value)
         return fill_value
     if isinstance(fill_value, (int, float)) and fill_value == 0:

@@ -179,6 +179,20 @@ def guess_chunks(shape: Any, itemsize: int, max_bytes: int = 64 * 2 ** 20) -> tu
     return tuple(int(c) for c in chunks)
 
 
+def structured_array(value: Any, dtype: np.dtype) -> np.ndarray:
+    """value (a tuple, a list of them, a void scalar, an array) as an array of the
+    structured dtype whose padding bytes are zero. NumPy builds a structured array from
+    anything but an array of its own dtype field by field into uninitialised memory, so its
+    padding held heap bytes: written into .zarray fill values (read back as the padding's
+    field by zarr-python 2's spelling of the dtype) and into chunks."""
+    if isinstance(value, np.ndarray) and value.dtype == dtype:
+        return value
+    shape = np.asarray(value, dtype=dtype).shape  # (NumPy's conversion checks it)
+    out = np.zeros(shape, dtype=dtype)
+    out[...] = value  # (into zeros: the padding stays zero)
+    return out
+
+
 def leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     """The dtypes of a dtype's fields and sub-arrays, down to the plain ones (the dtype
     itself where it has neither)."""

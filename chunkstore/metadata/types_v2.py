@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.metadata._common import (SPECIAL_FLOATS, decode_bool_fill, decode_int_fill,
-                                         special_float_name)
+                                         special_float_name, structured_array)
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -140,7 +140,7 @@ def encode_fill_value(value: Any, dtype: Any) -> Any:
     if kind == "S":
         return base64.standard_b64encode(bytes(v)).decode("ascii")
     if kind == "V":
-        return base64.standard_b64encode(np.array(v, dtype=dtype).tobytes()).decode("ascii")
+        return base64.standard_b64encode(structured_array(v, dtype).tobytes()).decode("ascii")
     if kind == "U":
         return str(v)
     if kind in "mM":
@@ -256,11 +256,9 @@ def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
             return np.frombuffer(bytearray(raw), dtype=dtype)[0]
         if isinstance(value, np.ndarray) and value.dtype == dtype and value.size == 1:
             return value.reshape(()).copy()[()]
-        if isinstance(value, np.void) and value.dtype == dtype:
-            return np.array(value, dtype=dtype)[()]
         if isinstance(value, list):
             value = _to_tuples(value)
-        return np.array(value, dtype=dtype)[()]
+        return structured_array(value, dtype)[()]
     if kind == "S":
         if isinstance(value, str):
             value = value.encode("ascii")
@@ -288,6 +286,11 @@ def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
         return np.array(ivalue, dtype=dtype)[()]
     if kind in "mM":
         if isinstance(value, (np.datetime64, np.timedelta64)):  # timedelta64 is an np.integer
+            if value.dtype.kind != kind:
+                # (NumPy takes a date's count for a duration's: 2020 (50 years) as 50 s)
+                raise ValueError(f"fill_value {value!r} is a "
+                                 f"{'date' if value.dtype.kind == 'M' else 'duration'}; "
+                                 f"{dtype} holds {'dates' if kind == 'M' else 'durations'}")
             return np.array(value, dtype=dtype)[()]
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             return decode_fill_value(int(value), dtype)

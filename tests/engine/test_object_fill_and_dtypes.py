@@ -103,7 +103,7 @@ def test_a_v2_object_arrays_fill_of_another_kind_is_refused(codec, fill):
     z = cs.create((2,), dtype=object, object_codec=getattr(numcodecs, codec)(), fill_value=0,
                   store=store)
     assert z[:].tolist() == {"VLenUTF8": ["", ""], "VLenBytes": [b"", b""],
-                             "JSON": [None, None]}[codec]
+                             "JSON": [0, 0]}[codec]
 
 
 @pytest.mark.parametrize("codec, fill", [("VLenUTF8", 5), ("VLenUTF8", b"ab"),
@@ -166,3 +166,22 @@ def test_out_of_the_same_fields_at_other_offsets_gets_each_field(compressor, out
         want = data[[0, 5, 7]]
     np.testing.assert_array_equal(out["a"], want["a"])
     np.testing.assert_array_equal(out["b"], want["b"])
+
+
+@pytest.mark.parametrize("codec", ["JSON", "MsgPack"])
+@pytest.mark.parametrize("fill", [0, 0.0, False, None])
+def test_a_v2_object_arrays_fill_0_is_stored_and_read_as_zarr_python_2_does(codec, fill):
+    """fill_value 0 (create()'s default too), 0.0 or False on an object array of JSON or
+    MsgPack elements was stored as null, and unwritten elements read None; zarr-python
+    2.18 stores the value given and reads it there."""
+    import numcodecs
+    store = {}
+    kw = {} if fill is None else {"fill_value": fill}
+    z = cs.create((4,), chunks=(2,), dtype=object, object_codec=getattr(numcodecs, codec)(),
+                  store=store, **kw)
+    want = 0 if fill is None else fill
+    assert json.loads(store[".zarray"])["fill_value"] == want
+    z[0] = 7
+    got = cs.open_array(store, mode="r")[:].tolist()
+    assert got == [7, want, want, want]
+    assert [type(v) for v in got[1:]] == [type(want)] * 3

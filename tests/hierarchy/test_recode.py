@@ -308,3 +308,16 @@ def test_a_recoding_copy_of_strings_with_zarr_python_2s_fill_0_reads_as_its_sour
     b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
     assert b.compressor == numcodecs.Zstd(level=3) and b.fill_value == 0
     assert list(b[:]) == list(want)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_copy_create_refuses_names_the_source_and_the_target(dry_run):
+    """A copy into Zarr v3 of a dtype v3 cannot hold was refused naming path '' (the dry
+    run's scratch plan) or only the destination, never the array being copied."""
+    src = cs.create(shape=(4,), chunks=(2,), dtype=[("t", "M8[s]"), ("v", "i4")],
+                    store={}, path="data/src")
+    g = cs.group(store={}, zarr_format=3)
+    with pytest.raises(ValueError, match=r"cannot copy array '/data/src' to '/x': .*path 'x'"
+                                         r".*datetime64\[s\]"):
+        cs.copy(src, g, name="x", dry_run=dry_run)
+    assert "x" not in g

@@ -855,3 +855,54 @@ def test_a_time_dtype_without_a_unit_is_refused_at_open():
     doc["dtype"], doc["fill_value"] = [["t", "<m8"], ["x", "<i4"]], None
     with pytest.raises(MetadataError, match="no time unit"):
         parse_array_metadata(json.dumps(doc), ".zarray")
+
+
+_PADDED = [np.dtype([("a", "u1"), ("b", "<i4")], align=True),
+           np.dtype([("a", "u1"), ("b", "<f8")], align=True),
+           np.dtype({"names": ["a", "b"], "formats": ["u1", "<i4"], "offsets": [0, 4],
+                     "itemsize": 12})]
+
+
+@pytest.mark.parametrize("dtype", _PADDED, ids=["u1-i4", "u1-f8", "itemsize"])
+@pytest.mark.parametrize("fill", [0, (1, 2), "void"])
+def test_a_structured_fill_values_padding_is_zero_not_heap_bytes(dtype, fill):
+    """NumPy builds a structured value of another layout field by field into uninitialised
+    memory: the padding bytes of a v2 fill value held heap bytes (a pointer, once), written
+    into .zarray and into the chunks padded with the fill, and read back as the padding's
+    field (zarr-python 2's spelling of the dtype). zarr-python 2 writes zeros."""
+    import chunkstore as cs
+    if fill == "void":
+        fill = np.zeros((), np.dtype([("a", "u1"), ("b", "<i4")]))[()]  # packed: another layout
+    for _ in range(5):
+        junk = [np.full(4, 0xABABABABABABABAB, dtype="u8") for _ in range(300)]
+        del junk  # (the heap dirty where NumPy allocates next)
+        store = {}
+        z = cs.create((4,), chunks=(3,), dtype=dtype, fill_value=fill, store=store,
+                      compressor=None, write_empty_chunks=True)
+        raw = base64.b64decode(json.loads(store[".zarray"])["fill_value"])
+        want = np.zeros((), dtype)
+        want[()] = (0, 0) if isinstance(fill, (int, np.void)) else fill
+        assert raw == want.tobytes()
+        z[0] = z[0]  # a partial chunk: the rest of it padded with the fill
+        assert store["0"] == want.tobytes() * 3
+        r = cs.open_array(store, mode="r")
+        assert r[3].tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype, fill, what", [
+    ("m8[s]", np.datetime64("2020"), "is a date"),
+    ("M8[s]", np.timedelta64(5, "s"), "is a duration")])
+def test_a_v2_time_fill_of_the_other_kind_is_refused(dtype, fill, what):
+    """A date as a duration array's fill value (or the reverse) was taken by its count: 2020
+    (50 years from 1970) as 50 s. Refused at creation and by the setter, as in Zarr v3 and
+    zarr-python 3."""
+    import chunkstore as cs
+    store = {}
+    with pytest.raises(ValueError, match=what):
+        cs.create((2,), dtype=dtype, fill_value=fill, store=store, zarr_format=2)
+    assert not store
+    z = cs.create((2,), dtype=dtype, fill_value=1, store=store, zarr_format=2)
+    before = dict(store)
+    with pytest.raises(ValueError, match=what):
+        z.fill_value = fill
+    assert store == before and z.fill_value == np.array(1, dtype)[()]
