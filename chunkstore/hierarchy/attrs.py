@@ -7,7 +7,8 @@ import contextlib
 from collections.abc import MutableMapping
 from typing import Any
 
-from chunkstore.errors import ArrayNotFoundError, GroupNotFoundError, ReadOnlyError, store_name
+from chunkstore.errors import (ArrayNotFoundError, GroupNotFoundError, ReadOnlyError, store_name,
+                               with_context)
 from chunkstore.metadata.formats import format_of, kind_of_document
 from chunkstore.sync.locking import GUARD
 
@@ -102,7 +103,25 @@ class Attributes(MutableMapping):
                 d = self.asdict()
                 current = lambda: self.store[self.key]  # noqa: E731
             fn(d)
-            self.store[self.key] = self._format.encode_attributes(d, current, self.key)
+            self.store[self.key] = self._encode(d, current)
+
+    def _encode(self, d: dict, current: Any) -> bytes:
+        """The document of attributes d; an error naming the attribute JSON cannot hold
+        (json's own message names only the value's type) and the document."""
+        encode = self._format.encode_attributes
+        try:
+            return encode(d, current, self.key)
+        except (TypeError, ValueError) as e:
+            def fails(k: Any) -> bool:
+                try:
+                    encode({k: d[k]}, current, self.key)
+                    return False
+                except (TypeError, ValueError):
+                    return True
+            bad = next((k for k in d if fails(k)), None)
+            what = "the attributes" if bad is None else f"attribute {bad!r}"
+            raise with_context(e, f"cannot store {what} in {self.key!r} of "
+                                  f"{store_name(self.store)}: {e}") from e
 
     def __getitem__(self, k):
         return self.asdict()[k]

@@ -1242,3 +1242,24 @@ def test_a_member_named_as_a_metadata_document_is_refused(tmp_path, fmt, name):
     r = cs.open_group(p, mode="r")
     assert dict(r.attrs) == {"title": "keep me"} and list(r.keys()) == ["v"]
     np.testing.assert_array_equal(r["v"][:], 7)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("change", ["set", "update", "put"])
+def test_an_attribute_json_cannot_hold_is_named_and_nothing_is_written(fmt, change):
+    """json's own message names only the value's type ("object of type complex is not JSON
+    serializable"): which attribute, of which node, was left to guess."""
+    store: dict = {}
+    g = cs.group(store=store, zarr_format=fmt)
+    a = g.zeros("a/b", shape=3)
+    a.attrs["ok"] = 1
+    before = dict(store)
+    with pytest.raises(TypeError, match=r"cannot store attribute 'bad' in 'a/b/(\.zattrs|zarr"
+                                        r"\.json)' of .*object of type complex"):
+        if change == "set":
+            a.attrs["bad"] = 1j
+        elif change == "update":
+            a.attrs.update({"fine": 2, "bad": 1j})
+        else:
+            a.attrs.put({"fine": 2, "bad": 1j})
+    assert store == before and a.attrs.asdict() == {"ok": 1}
