@@ -28,8 +28,10 @@ import numpy as np
 
 from chunkstore.engine.array import Array
 from chunkstore.errors import ArrayMetadataChangedError, store_name
-from chunkstore.hierarchy.creation import create, open_array
+from chunkstore.hierarchy.creation import create, normalize_path, open_array
 from chunkstore.storage import protocol
+from chunkstore.storage.normalize import normalize_store
+from chunkstore.storage.store_path import split_store_path
 from chunkstore.sync.synchronizers import ProcessSynchronizer
 
 __all__ = ["from_chunkstore", "to_chunkstore", "aligned", "rechunk_to_grid", "Target",
@@ -164,12 +166,7 @@ class Target:
 
     def _check(self) -> None:
         if self.copied:
-            raise RuntimeError(
-                f"cannot write array {self.z.path or '/'!r} of {store_name(self.z.store)} "
-                f"from a copy of the dask graph (the processes scheduler, or "
-                f"dask.distributed, pickles it): this store's copies do not share its data, "
-                f"so the writes would be lost; use the threaded scheduler, or a store at a "
-                f"location (a directory, a database file, a URL)")
+            raise _copies_lose_writes(self.z.store, self.z.path)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check()
@@ -177,6 +174,52 @@ class Target:
 
     def __getitem__(self, key: Any) -> Any:
         return self.z[key]
+
+
+def _copies_lose_writes(store: Any, path: str | None) -> RuntimeError:
+    return RuntimeError(
+        f"cannot write array {path or '/'!r} of {store_name(store)} from a copy of the dask "
+        f"graph (the processes scheduler, or dask.distributed, pickles it): this store's "
+        f"copies do not share its data, so the writes would be lost; use the threaded "
+        f"scheduler, or a store at a location (a directory, a database file, a URL)")
+
+
+def _runs_on_copies(darr: da.Array) -> bool:
+    """Whether the scheduler that computing darr now would use runs its tasks on pickled
+    copies of the graph (the processes scheduler, dask.distributed)."""
+    import dask.base
+    import dask.multiprocessing
+    scheduler = dask.base.get_scheduler(collections=[darr])
+    if scheduler is dask.multiprocessing.get:
+        return True
+    owner = getattr(scheduler, "__self__", None)  # (a distributed Client's get)
+    return type(owner).__module__.split(".")[0] == "distributed"
+
+
+def _sources(darr: da.Array) -> list[Array]:
+    """The chunkstore arrays darr's graph reads (as from_array keeps them: each under a key
+    of its own, in a layer named original-...)."""
+    found = []
+    for name, layer in darr.__dask_graph__().layers.items():
+        if str(name).startswith("original-"):
+            found += [v for v in layer.values() if isinstance(v, Array)]
+    return found
+
+
+def _check_overwrite(darr: da.Array, store: Any, path: str) -> None:
+    """Refuse, before anything is deleted, an overwrite of the array (or of a group above
+    it) that darr reads: re-created empty, its tasks read the fill value (silently, the
+    layout being the same), and the data was gone either way."""
+    here, node = protocol.node_location(store, path)
+    for a in _sources(darr):
+        there, source = protocol.node_location(a.store, a.path)
+        if there == here and (node == "" or source == node or
+                              source.startswith(node + "/")):
+            raise ValueError(
+                f"cannot overwrite {'array' if source == node else 'the group above array'} "
+                f"{a.path or '/'!r} of {store_name(a.store)}: the dask array being written "
+                f"reads it (from_chunkstore), and re-created first, it would read as the "
+                f"fill value; write to another path, or compute the values first")
 
 
 def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, compute=True,
@@ -196,6 +239,13 @@ def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, co
     if chunks is None:
         # (the first non-empty chunk's size: a leading empty chunk is no chunk shape)
         chunks = tuple(next((c for c in sizes if c), 1) for sizes in darr.chunks)
+    store, path = split_store_path(store, path)
+    store = normalize_store(store, mode="a",
+                            storage_options=create_kwargs.pop("storage_options", None))
+    if compute and _runs_on_copies(darr) and not protocol.copies_share_data(store):
+        raise _copies_lose_writes(store, normalize_path(path))  # (before any overwrite)
+    if overwrite:
+        _check_overwrite(darr, store, normalize_path(path))
     z = create(shape=darr.shape, chunks=chunks, dtype=create_kwargs.pop("dtype", darr.dtype),
                store=store, path=path, synchronizer=synchronizer, overwrite=overwrite,
                **create_kwargs)

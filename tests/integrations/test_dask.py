@@ -2,6 +2,7 @@
 
 import dask.array as da
 import numpy as np
+import pytest
 
 import chunkstore as cs
 from chunkstore.integrations.dask import aligned, from_chunkstore, to_chunkstore
@@ -202,3 +203,43 @@ def test_default_chunks_skip_an_empty_leading_dask_chunk_and_unknown_sizes_are_n
     unknown = d[d > 5]
     with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
         to_chunkstore(unknown, cs.MemoryStore())
+
+
+
+@pytest.mark.parametrize("where", ["same", "other chunks", "group above"])
+def test_overwriting_the_array_the_dask_array_reads_is_refused_before_anything_is_deleted(
+        tmp_path, where):
+    """to_chunkstore(from_chunkstore(p) + 1, p, overwrite=True) re-created p empty, then its
+    tasks read the fill value: with the same layout it stored fill + 1 without a word; with
+    another, StaleDaskArrayError, the data gone all the same (zarr-python + dask store
+    fill + 1 too)."""
+    root = str(tmp_path / "g.zarr")
+    g = cs.open_group(root, mode="w")
+    g.array("sub/a", np.arange(10, dtype="i4"), chunks=10)
+    d = from_chunkstore(root, path="sub/a") + 1
+    target, kw = {"same": ("sub/a", {}), "other chunks": ("sub/a", {"chunks": 5}),
+                  "group above": ("sub", {})}[where]
+    with pytest.raises(ValueError, match=r"cannot overwrite .*'/?sub/a'.*reads it"):
+        to_chunkstore(d, root, path=target, overwrite=True, **kw)
+    np.testing.assert_array_equal(cs.open_array(root, path="sub/a", mode="r")[:],
+                                  np.arange(10))
+    # another path of the same store: written, the source kept
+    out = to_chunkstore(d, root, path="sub/b", overwrite=True)
+    np.testing.assert_array_equal(out[:], np.arange(10) + 1)
+    np.testing.assert_array_equal(cs.open_array(root, path="sub/a", mode="r")[:],
+                                  np.arange(10))
+
+
+def test_a_memory_store_under_the_processes_scheduler_is_refused_before_the_overwrite():
+    """The refusal of a store whose copies share no data came from the tasks, after
+    create(overwrite=True) had replaced what the store held."""
+    import dask
+    store = cs.MemoryStore()
+    cs.array(np.arange(8), store=store, chunks=4)
+    with dask.config.set(scheduler="processes"):
+        with pytest.raises(RuntimeError, match="copy of the dask graph"):
+            to_chunkstore(da.ones(8, chunks=4), store, overwrite=True)
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[:], np.arange(8))
+    with dask.config.set(scheduler="threads"):
+        to_chunkstore(da.ones(8, chunks=4), store, overwrite=True)
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[:], np.ones(8))
