@@ -199,8 +199,12 @@ def _runs_on_copies(darr: da.Array) -> bool:
 def _sources(darr: da.Array) -> list[Array]:
     """The chunkstore arrays darr's graph reads (as from_array keeps them: each under a key
     of its own, in a layer named original-...)."""
-    found = []
-    for name, layer in darr.__dask_graph__().layers.items():
+    found: list[Array] = []
+    graph: Any = darr.__dask_graph__()
+    layers = getattr(graph, "layers", None)
+    if layers is None:  # (a graph of one layer: its keys that are names)
+        layers = {k: {k: v} for k, v in graph.items() if isinstance(k, str)}
+    for name, layer in layers.items():
         if str(name).startswith("original-"):
             found += [v for v in layer.values() if isinstance(v, Array)]
     return found
