@@ -196,9 +196,23 @@ def _runs_on_copies(darr: da.Array) -> bool:
     return type(owner).__module__.split(".")[0] == "distributed"
 
 
+def _unwrapped(v: Any) -> Array | None:
+    """The chunkstore Array that v is or wraps (xarray's lazy arrays: adapters whose .array
+    leads to the engine's backend array, whose get_array() is the Array), else None."""
+    for _ in range(32):
+        if isinstance(v, Array):
+            return v
+        get = getattr(v, "get_array", None)
+        inner = get() if callable(get) else getattr(v, "array", None)
+        if inner is None or inner is v:
+            return None
+        v = inner
+    return None
+
+
 def _sources(darr: da.Array) -> list[Array]:
     """The chunkstore arrays darr's graph reads (as from_array keeps them: each under a key
-    of its own, in a layer named original-...)."""
+    of its own, in a layer named original-...; through xarray's lazy arrays too)."""
     found: list[Array] = []
     graph: Any = darr.__dask_graph__()
     layers = getattr(graph, "layers", None)
@@ -206,24 +220,32 @@ def _sources(darr: da.Array) -> list[Array]:
         layers = {k: {k: v} for k, v in graph.items() if isinstance(k, str)}
     for name, layer in layers.items():
         if str(name).startswith("original-"):
-            found += [v for v in layer.values() if isinstance(v, Array)]
+            found += [a for a in map(_unwrapped, layer.values()) if a is not None]
     return found
+
+
+def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
+    """A chunkstore array that darr reads at path of store or below it (one that replacing
+    the node at path deletes), else None."""
+    here, node = protocol.node_location(store, path)
+    for a in _sources(darr):
+        there, source = protocol.node_location(a.store, a.path)
+        if there == here and (node == "" or source == node or source.startswith(node + "/")):
+            return a
+    return None
 
 
 def _check_overwrite(darr: da.Array, store: Any, path: str) -> None:
     """Refuse, before anything is deleted, an overwrite of the array (or of a group above
     it) that darr reads: re-created empty, its tasks read the fill value (silently, the
     layout being the same), and the data was gone either way."""
-    here, node = protocol.node_location(store, path)
-    for a in _sources(darr):
-        there, source = protocol.node_location(a.store, a.path)
-        if there == here and (node == "" or source == node or
-                              source.startswith(node + "/")):
-            raise ValueError(
-                f"cannot overwrite {'array' if source == node else 'the group above array'} "
-                f"{a.path or '/'!r} of {store_name(a.store)}: the dask array being written "
-                f"reads it (from_chunkstore), and re-created first, it would read as the "
-                f"fill value; write to another path, or compute the values first")
+    a = source_under(darr, store, path)
+    if a is not None:
+        what = "array" if (a.path or "") == path else "the group above array"
+        raise ValueError(
+            f"cannot overwrite {what} {a.path or '/'!r} of {store_name(a.store)}: the dask "
+            f"array being written reads it (from_chunkstore), and re-created first, it would "
+            f"read as the fill value; write to another path, or compute the values first")
 
 
 def to_chunkstore(darr, store, path=None, synchronizer=None, overwrite=False, compute=True,

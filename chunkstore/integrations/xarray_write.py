@@ -384,6 +384,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 except Exception as e:
                     _name_variable(e, p["name"])
                     raise
+        if self._pending_clear:
+            _check_not_reading(plans, self.group)
         # -- everything checked: write
         if self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
@@ -566,6 +568,24 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             # were lost, and the variable read as its fill value, with no error
             return Target(z), data
         return z, data
+
+
+def _check_not_reading(plans, group) -> None:
+    """Refuse mode "w" over the group that a variable's dask data reads (opened with
+    chunks=): replaced first, its tasks read the fill value (xarray's zarr engine writes
+    NaN so, without a word)."""
+    from chunkstore.integrations.dask import source_under
+    for p in plans:
+        data = p["data"]
+        if not hasattr(data, "dask"):
+            continue  # (data xarray loaded when the plan was made: read already)
+        a = source_under(data, group.store, group.path)
+        if a is not None:
+            raise ValueError(
+                f"cannot replace the group {group.path or '/'!r} of {store_name(group.store)} "
+                f"(mode 'w'): variable {p['name']!r} reads array {a.path or '/'!r} in it, "
+                f"which would read as its fill value once replaced; write to another group "
+                f"or store, or load the dataset first (ds.load())")
 
 
 def _open_for(store, path, mode, zarr_format):

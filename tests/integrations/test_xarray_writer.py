@@ -740,3 +740,27 @@ def test_to_chunkstore_into_a_group_writes_below_it(tmp_path, zarr_format):
     xr.testing.assert_identical(open_dataset(p, group="other").load(), ds)
     with pytest.raises(cs.errors.ReadOnlyError):
         to_chunkstore(ds, cs.open_group(p, mode="r")["sub"], mode="a")
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("group", [None, "run"])
+def test_mode_w_over_the_group_its_dask_data_reads_is_refused_and_keeps_it(tmp_path, group,
+                                                                           scaled):
+    """ds opened with chunks={} (dask), then written with mode "w" over its own group: the
+    group was replaced first and the tasks read the fill value (NaN stored for every value;
+    xarray's zarr engine does the same). Refused now, naming the variable, before anything
+    is written; a dataset loaded first is written."""
+    path = str(tmp_path / "s.zarr")
+    ds = xr.Dataset({"a": ("t", np.arange(10.0)), "b": ("t", np.arange(10.0) * 3)})
+    enc = {"b": {"scale_factor": 0.5, "dtype": "i2"}} if scaled else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        to_chunkstore(ds, path, group=group, encoding=enc)
+        src = open_dataset(path, group=group, chunks={})
+        with pytest.raises(ValueError, match=r"cannot replace the group .*variable '[ab]' "
+                                             r"reads array"):
+            to_chunkstore(src[["b"]] + 1 if scaled else src + 1, path, group=group, mode="w")
+        back = open_dataset(path, group=group).load()
+        xr.testing.assert_equal(back, ds)
+        to_chunkstore((src + 1).load(), path, group=group, mode="w")
+        xr.testing.assert_equal(open_dataset(path, group=group).load(), ds + 1)
