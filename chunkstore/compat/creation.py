@@ -114,7 +114,7 @@ def create_array(store, *, name=None, shape=None, dtype=None, data=None, chunks=
                          write_empty_chunks=wec, dimension_names=dimension_names,
                          attributes=attrs or None, **kwargs)
     if writing and overwrite:
-        creation.check_object_data(data, store, creation.normalize_path(name), create_kwargs)
+        creation.check_replacing(data, store, creation.normalize_path(name), create_kwargs)
     with creation.removed_on_failure(store, creation.normalize_path(name), synchronizer) \
             if writing \
             else contextlib.nullcontext([]) as made:

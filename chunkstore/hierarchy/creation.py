@@ -777,13 +777,27 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
                                       storage_options=kwargs.pop("storage_options", None))
     path = normalize_path(kwargs.get("path"))
     if kwargs.get("overwrite"):
-        check_object_data(data, kwargs["store"], path, dict(kwargs, shape=data.shape))
+        check_replacing(data, kwargs["store"], path, dict(kwargs, shape=data.shape))
     with removed_on_failure(kwargs["store"], path, kwargs.get("synchronizer")) as made:
         z = create(shape=data.shape, **kwargs)
         made.append(z)
         z[...] = data
     z.read_only = read_only
     return z
+
+
+def check_replacing(data: Any, store: Any, path: str, create_kwargs: dict) -> None:
+    """Before a creation with overwrite=True replaces the node at path with data: refuse data
+    that is the Array at path, or below it (replaced first, it read as its fill value: a save
+    of an array onto itself stored zeros, as zarr-python 2's does), and object data the new
+    array's codec cannot encode (check_object_data)."""
+    if isinstance(data, Array) and nodes.holds(store, path, data.store, data.path):
+        raise ValueError(f"cannot overwrite the node at path {path!r} of {store_name(store)} "
+                         f"with array {data.name!r}, which it "
+                         f"{'is' if data.path == path else 'holds'}: replaced first, it "
+                         f"would read as its fill value; read it into memory first "
+                         f"(data[...]) or write to another path")
+    check_object_data(data, store, path, create_kwargs)
 
 
 def check_object_data(data: Any, store: Any, path: str, create_kwargs: dict) -> None:

@@ -66,6 +66,15 @@ def same_location(a, b) -> bool:
     return a is b or a == b
 
 
+def holds(store, path: str, other_store, other_path: str) -> bool:
+    """Whether the node at path of store is, or is a group above, the node at other_path of
+    other_store, wherever each store object was opened (replacing the one deletes the
+    other)."""
+    here, node = protocol.node_location(store, path)
+    there, other = protocol.node_location(other_store, other_path)
+    return there == here and (node == "" or other == node or other.startswith(node + "/"))
+
+
 def prefix(path: str) -> str:
     """*path* followed by ``"/"``, or ``""`` for the root path: what a key below the node starts
     with.

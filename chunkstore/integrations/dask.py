@@ -29,6 +29,7 @@ import numpy as np
 from chunkstore.engine.array import Array
 from chunkstore.errors import ArrayMetadataChangedError, store_name
 from chunkstore.hierarchy.creation import create, normalize_path, open_array
+from chunkstore.hierarchy.nodes import holds
 from chunkstore.storage import protocol
 from chunkstore.storage.normalize import normalize_store
 from chunkstore.storage.store_path import split_store_path
@@ -227,12 +228,7 @@ def _sources(darr: da.Array) -> list[Array]:
 def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
     """A chunkstore array that darr reads at path of store or below it (one that replacing
     the node at path deletes), else None."""
-    here, node = protocol.node_location(store, path)
-    for a in _sources(darr):
-        there, source = protocol.node_location(a.store, a.path)
-        if there == here and (node == "" or source == node or source.startswith(node + "/")):
-            return a
-    return None
+    return next((a for a in _sources(darr) if holds(store, path, a.store, a.path)), None)
 
 
 def _check_overwrite(darr: da.Array, store: Any, path: str) -> None:

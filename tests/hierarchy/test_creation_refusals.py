@@ -217,3 +217,32 @@ def test_object_data_that_cannot_be_utf8_encoded_is_a_value_error_naming_the_arr
         cs.save_array(store, np.array(["\ud800", "x"], dtype=object), path="a",
                       zarr_format=3)
     assert _snapshot(store) == before
+
+
+_ONTO_ITSELF = {
+    "save_array": lambda root, g: cs.save_array(root, g["x"], path="x"),
+    "save root": lambda root, g: cs.save(root, g["x"]),
+    "array": lambda root, g: cs.array(g["x"], store=root, path="x", overwrite=True),
+    "group.array": lambda root, g: g.array("x", g["x"], overwrite=True),
+    "create_array": lambda root, g: cs.create_array(root, name="x", data=g["x"],
+                                                    overwrite=True),
+    "group above": lambda root, g: cs.create_array(root, name="", data=g["x"],
+                                                   overwrite=True),
+}
+
+
+@pytest.mark.parametrize("how", list(_ONTO_ITSELF))
+def test_an_array_written_over_itself_or_its_group_is_refused_and_kept(tmp_path, how):
+    """save / array(overwrite=True) / create_array(data=) of an Array onto its own path (or a
+    group above it) replaced it first, then read it: every element stored as the fill value
+    (zarr-python 2's save does the same). Refused, naming both, with the data kept."""
+    root = str(tmp_path / "r.zarr")
+    g = cs.open_group(root, mode="w")
+    g.array("x", np.arange(6), chunks=4)
+    with pytest.raises(ValueError, match=r"cannot overwrite the node at path '(x)?' .*with "
+                                         r"array '/x', which it (is|holds)"):
+        _ONTO_ITSELF[how](root, g)
+    np.testing.assert_array_equal(cs.open_array(root, path="x", mode="r")[:], np.arange(6))
+    # a copy to another path of the same store is no overwrite of its source
+    cs.array(g["x"], store=root, path="y", overwrite=True)
+    np.testing.assert_array_equal(cs.open_array(root, path="y", mode="r")[:], np.arange(6))
