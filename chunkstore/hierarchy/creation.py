@@ -705,6 +705,9 @@ def _new_format(store: Any, path: str, zarr_format: int | None, shards: Any,
 def _check_unknown(kwargs):
     # zarr-python accepts a few arguments chunkstore has no use for; anything else is a typo.
     ignored = {"chunk_store", "meta_array", "cache_attrs"}
+    # (a separate chunk_store was ignored: another library's chunks there read as the fill
+    # value, and writes went to the metadata store)
+    check_zarr2_keywords(kwargs.get("chunk_store"), kwargs.get("meta_array"))
     unknown = set(kwargs) - ignored
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")

@@ -700,6 +700,7 @@ def _group_keywords(name: str, kwargs: dict, zarr_format: int | None
     kwargs; a TypeError naming any other (a misspelt keyword is not silently ignored)."""
     attributes = kwargs.pop("attributes", None)
     zarr_format = creation.format_alias(zarr_format, kwargs.pop("zarr_version", None))
+    check_zarr2_keywords(kwargs.get("chunk_store"), kwargs.get("meta_array"))
     for accepted in ("cache_attrs", "chunk_store", "meta_array"):
         kwargs.pop(accepted, None)
     if kwargs:

@@ -535,3 +535,21 @@ def test_dtype_metadata_of_a_field_is_left_out():
         assert z.dtype == np.dtype([("a", "<i4"), ("s", "S3")])
         assert z.dtype.fields["s"][0].metadata is None
         assert z[:].tolist() == data.tolist()
+
+
+@pytest.mark.parametrize("how", ["create", "open_array", "open_group", "group", "open",
+                                 "open array"])
+def test_a_separate_chunk_store_is_refused_by_every_entry_point(how):
+    """zarr-python 2 keeps chunks in chunk_store= apart from the metadata; create(),
+    open_array(), open_group(), group() and open() ignored it: such an array's chunks read
+    as the fill value, and writes went to the metadata store. Only Array() refused it."""
+    meta, chunks = cs.MemoryStore(), cs.MemoryStore()
+    call = {"create": lambda: cs.create(3, store=meta, chunk_store=chunks),
+            "open_array": lambda: cs.open_array(meta, mode="w", shape=3, chunk_store=chunks),
+            "open_group": lambda: cs.open_group(meta, chunk_store=chunks),
+            "group": lambda: cs.group(meta, chunk_store=chunks),
+            "open": lambda: cs.open(meta, mode="w", chunk_store=chunks),
+            "open array": lambda: cs.open(meta, mode="w", shape=3, chunk_store=chunks)}[how]
+    with pytest.raises(ValueError, match="separate chunk_store is not supported"):
+        call()
+    assert len(meta) == 0 and len(chunks) == 0
