@@ -239,6 +239,9 @@ class EngineState:
         elif (self.stored_meta is not meta and not self.write_empty_chunks
                 and (meta.dtype != self.stored_meta.dtype
                      or fb != self.stored_meta.fill_bytes()
+                     # (object fill values have no bytes: fb is None for both)
+                     or (self.is_object and not _same_object(meta.fill_value,
+                                                             self.stored_meta.fill_value))
                      or not _same_filters(meta, self.stored_meta))):
             # A view with a fill value (or dtype, or filters) of its own stores the chunks
             # it writes that are all its fill value: deleted, they would read as the array's
@@ -249,6 +252,11 @@ class EngineState:
         if (self.stored_meta is not meta and not self.is_object and fb != stored_fb
                 and stored_fb is not None):
             self.pad_fill = _as_view_reads(stored_fb, self.stored_meta, meta)
+        elif (self.stored_meta is not meta and self.is_object and self.dtype.names is None
+                and not _same_object(meta.fill_value, self.stored_meta.fill_value)):
+            self.pad_fill = np.empty((), dtype=object)
+            self.pad_fill[()] = _object_fill(self.stored_meta)
+        if self.pad_fill is not None:
             # where the padding starts: past the view's end, and past the array's (a view
             # reaching past it padded only past its own, and the array, grown, showed the
             # view's fill value where nobody wrote); elements of another size than the
@@ -539,12 +547,12 @@ class EngineState:
         else:
             # (mypy: fill_item is None only for object arrays)
             chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]
-            if self.pad_fill is not None and coords is not None:
-                for d, (c, n, size) in enumerate(zip(coords, self.chunks, self._pad_from)):
-                    inside = size - int(c) * n
-                    if inside < n:
-                        chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
-                            self.pad_fill.reshape(())
+        if self.pad_fill is not None and coords is not None:
+            for d, (c, n, size) in enumerate(zip(coords, self.chunks, self._pad_from)):
+                inside = size - int(c) * n
+                if inside < n:
+                    chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
+                        self.pad_fill.reshape(())
         return chunk
 
 
@@ -569,6 +577,14 @@ def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:
             f"({stored.dtype}, chunks {stored_chunks}) {stored_bytes}: what it wrote would "
             f"replace stored chunks by ones the array cannot read (give view() chunks of "
             f"{stored_bytes} bytes, or filters that convert)")
+
+
+def _same_object(a: Any, b: Any) -> bool:
+    """Whether two object fill values are one value (of one type: "V" is not b"V")."""
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):  # (arrays compare element-wise)
+        return a is b
 
 
 def _same_filters(meta: Any, stored: Any) -> bool:
