@@ -274,7 +274,7 @@ def cmd_convert(args):
     from chunkstore.cli.safety import quiet, remove_node_if_new, remove_store_if_new
     from chunkstore.hierarchy.nodes import new_node_format
     from chunkstore.hierarchy.staging import HeldDocuments
-    from chunkstore.storage.base import rmdir
+    from chunkstore.hierarchy.creation import remove_node
     kind = _input_kind(args.input)
     root = _norm(args.path)
     convert = {"npy": _convert_npy, "npz": _convert_npz, "hdf5": _convert_hdf5}[kind]
@@ -297,7 +297,7 @@ def cmd_convert(args):
         with quiet():
             convert(plan, args.input, root)
         if existing is not None:
-            rmdir(store, root)
+            remove_node(store, root)  # (documents first: see cmd_rm)
         show = _progress_enabled(args)
         with remove_node_if_new(store, root), \
                 Progress(show, total=plan.nbytes if show else None, desc="convert",

@@ -62,7 +62,7 @@ class Copier:
         Raw keys are copied unless the options change the data's encoding. An existing destination
         is replaced, skipped or merged (groups) per ``--if-exists``; with ``raise``, ``CLIError``.
         """
-        from chunkstore.storage.base import rmdir
+        from chunkstore.hierarchy.creation import remove_node
         src_kind = _kind(self.src, sp)
         dst_kind = _kind(self.dst, dp)
         if dst_kind is not None:
@@ -76,7 +76,7 @@ class Copier:
                 self.skipped += 1
                 return
             if not self.dry:
-                rmdir(self.dst, dp)
+                remove_node(self.dst, dp)  # (documents first: see cmd_rm)
         elif src_kind == "array":
             self._leftovers(dp)
         # groups created on the way get the format of what is copied there

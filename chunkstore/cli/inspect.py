@@ -72,7 +72,9 @@ def cmd_rm(args):
     needed but stdin is not a terminal and ``-f/--yes`` was not given.
     """
     from chunkstore.cli.options import confirm
-    from chunkstore.storage.base import rmdir
+    from chunkstore.hierarchy.creation import remove_node
+    from chunkstore.metadata.formats import documents_first
+    from chunkstore.storage.base import delitems, rmdir
     path = _norm(args.path)
     with _stores((args.store, "r+", _options(args))) as (store,):
         kind = _kind(store, path)
@@ -86,11 +88,15 @@ def cmd_rm(args):
         if not answer:
             print("nothing removed")
             return 1
+        # (node documents first, as the library deletes: an rm interrupted midway, Ctrl-C or
+        # an I/O error in a directory's tree walk, left an array whose chunks were partly
+        # gone, read as the fill value)
         if path:
-            rmdir(store, path)
+            remove_node(store, path)
             _refresh_consolidated(store, path.rsplit("/", 1)[0] if "/" in path else "")
             print(f"removed {kind} {path!r} from {args.store}")
         else:
+            delitems(store, documents_first(list(store.keys()), only_documents=True))
             rmdir(store, "")
     if not path:
         gone = _remove_container(args.store)

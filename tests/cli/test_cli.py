@@ -720,3 +720,40 @@ def test_verify_reports_a_pending_trim_as_such_not_as_damage(tmp_path, monkeypat
     z.resize(z.shape)
     r = run("verify", path, code=0)
     assert r.stdout.strip().endswith(": OK")
+
+
+@pytest.mark.parametrize("how", ["rm", "cp replace", "convert replace"])
+def test_a_replace_or_rm_interrupted_midway_leaves_no_array_with_chunks_gone(
+        tmp_path, monkeypatch, capsys, how):
+    """rm, cp --if-exists replace and convert --if-exists replace deleted the node with the
+    store's rmdir (a directory's tree walk, in the filesystem's order): interrupted there
+    (Ctrl-C, an I/O error), the array's .zarray stayed with some chunks gone, and it read
+    the fill value there. The node documents now go first, as the library's deletes."""
+    from chunkstore.cli import main
+    p = str(tmp_path / "s.zarr")
+    data = np.arange(1.0, 101.0)
+    cs.open_group(p, mode="w").array("a", data, chunks=(10,), fill_value=0)
+    cs.open_group(str(tmp_path / "o.zarr"), mode="w").array("a", data * 2, chunks=(10,))
+    np.save(tmp_path / "n.npy", data * 3)
+    real, seen = os.unlink, [0]
+
+    def unlink(path, *a, **k):
+        if not os.fsdecode(path).rsplit("/", 1)[-1].startswith("."):  # a chunk file
+            seen[0] += 1
+            if seen[0] == 4:
+                raise KeyboardInterrupt
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    args = {"rm": ["rm", p, "--path", "a", "-f"],
+            "cp replace": ["cp", str(tmp_path / "o.zarr"), p, "--src-path", "a",
+                           "--dst-path", "a", "--if-exists", "replace"],
+            "convert replace": ["convert", str(tmp_path / "n.npy"), p, "--path", "a",
+                                "--if-exists", "replace"]}[how]
+    assert main(args) == 130
+    monkeypatch.setattr(os, "unlink", real)
+    assert seen[0] >= 4
+    g = cs.open_group(p, mode="r")
+    if "a" in g:  # whole, old or new; never with holes
+        got = g["a"][:]
+        assert any(np.array_equal(got, d) for d in (data, data * 2, data * 3))
