@@ -212,18 +212,30 @@ CLI_NAMES = {"chunks": "--chunks", "shards": "--shards", "shards none": "--shard
              "zarr_format 2": "--zarr-format 2", "zarr_format 3": "--zarr-format 3"}
 
 
+def _local_path(spec):
+    """The local path of a store spec: a path, or a file:// URL (one location with the
+    path: a copy from file:///x onto x replacing its destination deleted its own source);
+    None for other URLs."""
+    if spec.startswith("file://") and "::" not in spec:
+        from urllib.parse import unquote
+        return unquote(spec[len("file://"):])
+    return None if _is_url(spec) else spec
+
+
 def _same_location(a, b):
-    if _is_url(a) or _is_url(b):
+    la, lb = _local_path(a), _local_path(b)
+    if la is None or lb is None:
         return a.rstrip("/") == b.rstrip("/")
-    return os.path.realpath(a) == os.path.realpath(b)
+    return os.path.realpath(la) == os.path.realpath(lb)
 
 
 def _nested_locations(a, b):
     """The one of two local stores that lies inside the other's directory (a store written
     inside another store's directory becomes part of it), or None."""
-    if _is_url(a) or _is_url(b):
+    la, lb = _local_path(a), _local_path(b)
+    if la is None or lb is None:
         return None
-    ra, rb = os.path.realpath(a), os.path.realpath(b)
+    ra, rb = os.path.realpath(la), os.path.realpath(lb)
     if ra == rb:
         return None
     if rb.startswith(ra.rstrip(os.sep) + os.sep):

@@ -757,3 +757,18 @@ def test_a_replace_or_rm_interrupted_midway_leaves_no_array_with_chunks_gone(
     if "a" in g:  # whole, old or new; never with holes
         got = g["a"][:]
         assert any(np.array_equal(got, d) for d in (data, data * 2, data * 3))
+
+
+def test_cp_sees_a_file_url_and_its_path_as_one_location(tmp_path):
+    """cp file:///x/u.zarr /x/u.zarr --if-exists replace took the two for two stores: it
+    deleted the destination, its own source, and the array was lost. Now refused, as two
+    spellings of one path are; a store inside the other is refused the same way."""
+    p = tmp_path / "u.zarr"
+    cs.open_group(str(p), mode="w").array("a", np.arange(100.0), chunks=(10,))
+    r = run("cp", f"file://{p}", p, "--src-path", "a", "--dst-path", "a",
+            "--if-exists", "replace", ok=False, code=1)
+    assert "one holds the other" in r.stderr
+    r = run("cp", f"file://{p}", p / "inner.zarr", ok=False, code=1)
+    assert "lies inside the other store" in r.stderr
+    np.testing.assert_array_equal(cs.open_group(str(p), mode="r")["a"][:], np.arange(100.0))
+    assert not (p / "inner.zarr").exists()
