@@ -19,7 +19,7 @@ from chunkstore.storage.store_path import split_store_path
 from chunkstore.engine.array import Array
 from chunkstore.metadata.formats import (document_rank, documents_first, with_separator,
                                          is_consolidated_document, kind_of_document,
-                                         stray_chunk_keys)
+                                         same_chunk_layout, stray_chunk_keys)
 from chunkstore.hierarchy.creation import array as _array_fn
 from chunkstore.hierarchy.creation import (create, format_alias, normalize_path, owned_store,
                                            refuse_node_in_chunk_space, removed_on_failure,
@@ -287,6 +287,8 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             # node (refused by a later copy or creation there), never a mixture that reads
             # as a node
             delitems(dest, documents_first(hide + remove))
+        written: list[str] = []
+        checked = False
         for lo in range(0, len(plan), batch):
             part = plan[lo:lo + batch]
             if log is not None:
@@ -295,11 +297,34 @@ def _copy_keys(source, dest, sp, dp, excludes, includes, if_exists, log, dry_run
             if dry_run:  # (no chunk read: zarr-python 2's dry run counts no bytes either)
                 continue
             data = {**docs, **getitems(source, [k for k, _ in part if k not in docs])}
+            if docs and not checked and any(k in docs for k, _ in part):
+                # (once every chunk is read, before the first document is written)
+                _check_documents_unchanged(source, dest, docs, written)
+                checked = True
             out = {dk: with_separator(k, data[k], sep) if pin else data[k]
                    for k, dk in part if k in data}
             n_bytes += sum(len(v) for v in out.values())
             setitems(dest, out)
+            written += [dk for k, dk in part if k in data and k not in docs]
     return len(plan), n_skipped, n_bytes
+
+
+def _check_documents_unchanged(source, dest, docs: dict, written: list[str]) -> None:
+    """Before a raw copy writes the node documents it read first: the source's, read again,
+    must describe its chunks the same way (an append, or new attributes, meanwhile are
+    fine: the copy is the array as it was read). An array re-created meanwhile (another
+    dtype, say) had its new chunks copied under its old document: the copy read values
+    neither version held. The chunks written are removed again (keys of no node
+    otherwise), and CopyError says so."""
+    now = getitems(source, list(docs))
+    changed = sorted(k for k in docs if not same_chunk_layout(now.get(k), docs[k]))
+    if changed:
+        with contextlib.suppress(Exception):
+            delitems(dest, written)
+        raise CopyError(f"the source changed while it was copied (its document {changed[0]!r}"
+                        f" in {store_name(source)} was rewritten, by another writer): the "
+                        f"copy's chunks would not be those of its documents; nothing of it "
+                        f"is kept, copy again")
 
 
 def _topmost(paths):
@@ -942,6 +967,8 @@ def _copy_array_raw(source, dest, name, without_attrs):
                [r"(^|/)\.zattrs$"] if without_attrs else None, None, "replace", None, False,
                batch, keep)
     doc = meta.source_document
+    if isinstance(doc, (bytes, bytearray)):
+        _check_documents_unchanged(source.store, dest.store, {key: bytes(doc)}, [])
     if not isinstance(doc, (bytes, bytearray)) or getattr(meta, "separator_from_store",
                                                              False):
         # (a document that does not describe the array alone, one naming no separator read

@@ -21,6 +21,7 @@ from chunkstore.errors import MetadataError, NodeTypeValidationError, ZarrUserWa
 from chunkstore.metadata import v2 as _v2
 from chunkstore.metadata import types_v2 as _types_v2
 from chunkstore.metadata import v3 as _v3
+from chunkstore.metadata._common import load_json_object
 from chunkstore.errors import store_name
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems
@@ -358,6 +359,21 @@ def document_rank(key: str) -> int:
     if any(name in (f.array_key, f.group_key) for f in FORMATS.values()):
         return 0
     return 1 if any(name == f.attrs_key for f in FORMATS.values()) else 2
+
+
+def same_chunk_layout(a: Any, b: Any) -> bool:
+    """Whether two stored node documents (bytes) read the same chunks the same way: equal
+    but for the shape (an append) and the attributes. Either missing (None): whether both
+    are."""
+    if a is None or b is None or a == b:
+        return a == b
+    try:
+        da, db = (load_json_object(x) for x in (a, b))
+    except ValueError:
+        return False
+    strip = ("shape", "attributes")
+    return ({k: v for k, v in da.items() if k not in strip} ==
+            {k: v for k, v in db.items() if k not in strip})
 
 
 def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[str]:

@@ -321,3 +321,43 @@ def test_a_copy_create_refuses_names_the_source_and_the_target(dry_run):
                                          r".*datetime64\[s\]"):
         cs.copy(src, g, name="x", dry_run=dry_run)
     assert "x" not in g
+
+
+@pytest.mark.parametrize("how", ["copy_store", "copy", "cp"])
+def test_a_raw_copy_whose_source_is_re_created_meanwhile_is_refused(tmp_path, monkeypatch,
+                                                                     how):
+    """Another writer re-created the source (f8 -> i8, same shape and chunks) after the raw
+    copy had read its documents: the new chunks were written under the old .zarray, and the
+    copy read values neither version held (4.9e-324...). Its documents are read again before
+    they are written: CopyError, and nothing of the copy is left."""
+    import chunkstore.hierarchy.convenience as conv
+    from chunkstore.errors import CopyError
+    from chunkstore.metadata.formats import document_rank
+    src_path, dst_path = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    cs.open_group(src_path, mode="w").array("a", np.arange(1000.0), chunks=(100,),
+                                             compressor=None)
+    real, done = conv.getitems, []
+
+    def getitems(store, keys):
+        keys = list(keys)
+        if not done and any(document_rank(k) == 2 for k in keys) and "src" in repr(store):
+            done.append(1)  # the other writer, between the documents' and the chunks' reads
+            cs.open_group(src_path, mode="a").create(
+                "a", shape=(1000,), chunks=(100,), dtype="i8", compressor=None,
+                overwrite=True)[:] = np.arange(1000)
+        return real(store, keys)
+
+    monkeypatch.setattr(conv, "getitems", getitems)
+    dst = cs.open_group(dst_path, mode="w")
+    if how == "cp":
+        assert main(["cp", src_path, str(tmp_path / "cp.zarr")]) == 1
+        assert not (tmp_path / "cp.zarr").exists()
+    else:
+        with pytest.raises(CopyError, match="source changed while it was copied"):
+            if how == "copy":
+                cs.copy(cs.open_group(src_path, mode="r")["a"], dst, name="b")
+            else:
+                cs.copy_store(normalize_store(src_path), dst.store, source_path="a",
+                              dest_path="b")
+        assert list(dst.store.keys()) == [".zgroup"]
+    assert done
