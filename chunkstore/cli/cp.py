@@ -40,6 +40,9 @@ class Copier:
         self.arrays = self.groups = self.skipped = self.keys = self.bytes = 0
         self.raw_keys = self.recode_bytes = 0  # what a dry run found to copy
         self.count_keys = False
+        # the paths of the nodes this copy makes where nothing was (a failed copy removes
+        # them, merged into an existing group too: safety.remove_node_if_new)
+        self.made: list[str] = []
 
     def _target_format(self, sp, dp):
         """The format of the copy of sp at dp: --zarr-format, else the configured
@@ -77,8 +80,10 @@ class Copier:
                 return
             if not self.dry:
                 remove_node(self.dst, dp)  # (documents first: see cmd_rm)
-        elif src_kind == "array":
-            self._leftovers(dp)
+        else:
+            if src_kind == "array":
+                self._leftovers(dp)
+            self.made.append(dp)
         # groups created on the way get the format of what is copied there
         if not self.dry:
             self._require_parents(dp, self._target_format(sp, dp))
@@ -320,7 +325,8 @@ def cmd_cp(args):
         with quiet():
             plan.copy(sp, dp)
         total = (plan.recode_bytes if recode else plan.raw_keys) if show else None
-        with remove_node_if_new(dst, dp), \
+        made: list[str] = []
+        with remove_node_if_new(dst, dp, made), \
                 Progress(show, total=total, desc="cp", unit="B" if recode else "key") as bar:
             # The copy's node documents are held back and written once every chunk is
             # (hierarchy.staging): a copy killed before then leaves no node, never one whose
@@ -328,6 +334,7 @@ def cmd_cp(args):
             staged = HeldDocuments(dst, dp)
             copier = Copier(src, staged, args.src, args.dst, recode or None, args.if_exists,
                             bar)
+            copier.made = made
             copier.copy(sp, dp)
             staged.publish()
             if recode and _consolidated(src, sp) and _kind(dst, dp) == "group":

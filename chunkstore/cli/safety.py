@@ -71,9 +71,12 @@ def remove_store_if_new(spec):
 
 
 @contextlib.contextmanager
-def remove_node_if_new(store, path):
+def remove_node_if_new(store, path, made=()):
     """On failure, remove what was written at path: the highest of path and its ancestors
-    under which the store held nothing before (so parent groups made on the way go too)."""
+    under which the store held nothing before (so parent groups made on the way go too),
+    and the nodes listed in made (filled while the block runs: the paths of new nodes a
+    copy merging into an existing group made below it; their chunks were left as keys of
+    no node, which the same copy, run again, refused)."""
     from chunkstore.storage.base import listdir, rmdir
     parts = path.split("/") if path else []
     top = None
@@ -92,4 +95,8 @@ def remove_node_if_new(store, path):
                 else:
                     for k in list(store.keys()):
                         del store[k]
+        for p in sorted(set(made)):
+            if top is None or not (top == "" or p == top or p.startswith(top + "/")):
+                with contextlib.suppress(Exception):
+                    rmdir(store, p)
         raise

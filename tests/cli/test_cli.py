@@ -772,3 +772,40 @@ def test_cp_sees_a_file_url_and_its_path_as_one_location(tmp_path):
     assert "lies inside the other store" in r.stderr
     np.testing.assert_array_equal(cs.open_group(str(p), mode="r")["a"][:], np.arange(100.0))
     assert not (p / "inner.zarr").exists()
+
+
+@pytest.mark.parametrize("if_exists", ["skip", "replace"])
+def test_a_cp_merging_into_an_existing_group_that_fails_removes_its_new_members(
+        tmp_path, monkeypatch, capsys, if_exists):
+    """A cp into an existing group failing midway (a full disk at the 3rd chunk) left the
+    chunks of the members it was making as keys of no node: the existing group was not as
+    it was, and the same cp, run again, refused them (its advice, --if-exists replace,
+    replaces the existing members)."""
+    import errno
+    from chunkstore.cli import main
+    from chunkstore.metadata.formats import document_rank
+    from chunkstore.storage.directory import DirectoryStore
+    src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    cs.open_group(src, mode="w").array("a", np.arange(100.0), chunks=(10,))
+    cs.open_group(dst, mode="w").array("keep", np.arange(5.0), chunks=(5,))
+    before = sorted(p.relative_to(dst).as_posix() for p in Path(dst).rglob("*"))
+    put, seen = DirectoryStore.__setitem__, [0]
+
+    def full(self, k, v):
+        if document_rank(k) == 2 and k.startswith("a/"):
+            seen[0] += 1
+            if seen[0] == 3:
+                raise OSError(errno.ENOSPC, "No space left on device", k)
+        return put(self, k, v)
+
+    monkeypatch.setattr(DirectoryStore, "__setitem__", full)
+    monkeypatch.setattr(DirectoryStore, "setitems",
+                        lambda self, m: [full(self, k, v) for k, v in m.items()] and None)
+    assert main(["cp", src, dst, "--if-exists", if_exists]) == 1
+    assert "No space left" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert sorted(p.relative_to(dst).as_posix() for p in Path(dst).rglob("*")) == before
+    assert main(["cp", src, dst, "--if-exists", if_exists]) == 0  # the disk has room again
+    g = cs.open_group(dst, mode="r")
+    np.testing.assert_array_equal(g["a"][:], np.arange(100.0))
+    np.testing.assert_array_equal(g["keep"][:], np.arange(5.0))
