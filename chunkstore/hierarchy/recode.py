@@ -95,6 +95,11 @@ def _plan(array, zarr_format, note, keep_checksum, changes, like=False) -> Plan:
     if dtype_changed:
         if a.dtype.hasobject:
             raise RecodeError(f"cannot change the dtype of object array {a.name!r}")
+        if not np.can_cast(a.dtype, np.dtype(dtype), "unsafe"):
+            # (a structured dtype of several fields to a number, say: NumPy's own error
+            # surfaced from deep in the copy, naming no array)
+            raise RecodeError(f"cannot cast array {a.name!r} from {a.dtype} to "
+                              f"{np.dtype(dtype)}: NumPy has no cast between them")
         kw["dtype"] = dtype = np.dtype(dtype)
         kw["fill_value"] = cast_fill(a.fill_value, a.dtype, dtype)
         if filters:

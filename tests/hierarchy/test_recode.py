@@ -361,3 +361,19 @@ def test_a_raw_copy_whose_source_is_re_created_meanwhile_is_refused(tmp_path, mo
                               dest_path="b")
         assert list(dst.store.keys()) == [".zgroup"]
     assert done
+
+
+@pytest.mark.parametrize("how", ["copy", "cp"])
+def test_a_dtype_numpy_cannot_cast_to_is_refused_naming_the_array(tmp_path, how):
+    """A record of two fields to float32 (--casting unsafe): NumPy's "Cannot compare
+    structured or void to non-void arrays" surfaced from the copy's fill comparison, naming
+    neither the array nor the store."""
+    src = cs.open_group(str(tmp_path / "s.zarr"), mode="w")
+    src.array("rec", np.array([(1, 2.5)], dtype=[("x", "i4"), ("y", "f8")]))
+    if how == "copy":
+        with pytest.raises(RecodeError, match=r"cannot cast array '/rec' from .* to float32"):
+            cs.copy(src["rec"], cs.group(), name="r", dtype="f4")
+    else:
+        assert main(["cp", str(tmp_path / "s.zarr"), str(tmp_path / "d.zarr"), "--src-path",
+                     "rec", "--dtype", "f4", "--casting", "unsafe"]) == 1
+        assert not (tmp_path / "d.zarr").exists()
