@@ -364,7 +364,7 @@ def test_a_raw_copy_whose_source_is_re_created_meanwhile_is_refused(tmp_path, mo
 
 
 @pytest.mark.parametrize("how", ["copy", "cp"])
-def test_a_dtype_numpy_cannot_cast_to_is_refused_naming_the_array(tmp_path, how):
+def test_a_dtype_numpy_cannot_cast_to_is_refused_naming_the_array(tmp_path, capsys, how):
     """A record of two fields to float32 (--casting unsafe): NumPy's "Cannot compare
     structured or void to non-void arrays" surfaced from the copy's fill comparison, naming
     neither the array nor the store."""
@@ -376,4 +376,5 @@ def test_a_dtype_numpy_cannot_cast_to_is_refused_naming_the_array(tmp_path, how)
     else:
         assert main(["cp", str(tmp_path / "s.zarr"), str(tmp_path / "d.zarr"), "--src-path",
                      "rec", "--dtype", "f4", "--casting", "unsafe"]) == 1
+        assert "cannot cast array '/rec'" in capsys.readouterr().err
         assert not (tmp_path / "d.zarr").exists()
