@@ -93,7 +93,7 @@ class Array(nodes.Node, ArrayAPIv3):
         if order not in (None, "C", "F"):
             raise ValueError(f"order must be 'C', 'F' or None, got {order!r}")
         self._store = store
-        self._path = (path or "").strip("/")
+        self._path = protocol.node_path(store, (path or "").strip("/"))
         self._prefix = self._path + "/" if self._path else ""
         if synchronizer is not None:
             check_synchronizer_path(synchronizer, store)

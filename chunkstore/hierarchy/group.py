@@ -72,7 +72,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             read_only, synchronizer = wrapped._read_only, wrapped._synchronizer
             zarr_format = wrapped._format
         self._store = store
-        self._path = normalize_path(path)
+        self._path = protocol.node_path(store, normalize_path(path))
         self._read_only = bool(read_only)
         self._synchronizer = synchronizer
         # validated: the group's document (from a consolidated view, its JSON object without
@@ -180,7 +180,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
     def _child(self, item):
         # A name starting with "/" is absolute: from the store's root, as in zarr-python 2.
         absolute = isinstance(item, str) and item.startswith("/")
-        item = normalize_path(item)
+        item = protocol.node_path(self._store, normalize_path(item))
         if not item:
             raise KeyError("an empty path names no member")
         return item if absolute else nodes.prefix(self._path) + item

@@ -279,6 +279,14 @@ def key_separator(store: object) -> str | None:
     return sep if sep in (".", "/") else None
 
 
+def node_path(store: object, path: str) -> str:
+    """path as the store's keys spell it: lower-cased where the store lower-cases every key
+    (zarr-python 2's ``normalize_keys=True``). A node's keys are made from its path, and its
+    listings come back lower-cased: a handle at "G/X" matched none of them (a resize left
+    the chunks past the new shape, a copy took the documents alone, a move moved nothing)."""
+    return path.lower() if getattr(live_store(store), "normalize_keys", False) else path
+
+
 def live_store(store: object) -> Any:
     """The store itself, or, for a view that serves a snapshot of the metadata documents
     of the store behind it (consolidated metadata: ``snapshot_of``) or values it cached

@@ -186,3 +186,32 @@ def test_nested_directory_store_lists_chunk_keys_below_an_array(tmp_path):
                                                                  "0/2/0"]
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "n"), path="g/arr")[:],
                                   np.ones((2, 6, 2)))
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: DirectoryStore(p, normalize_keys=True),
+    lambda p: NestedDirectoryStore(p, normalize_keys=True),
+    lambda p: FSStore(p, normalize_keys=True),
+], ids=["directory", "nested", "fsstore"])
+@pytest.mark.parametrize("fmt, name", [(2, "G/X"), (3, "G/X"), (2, "İ")])
+def test_nodes_at_upper_case_paths_of_a_normalize_keys_store(tmp_path, make, fmt, name):
+    """The store lower-cases every key, and lists them so; a handle at "G/X" made its keys
+    and filtered its listings by the path as given: a shrink left the chunks past the new
+    shape (a grow brought the old values back), a copy took the document alone (the copy
+    read the fill value), a move moved nothing, without an error."""
+    s = make(str(tmp_path / "n"))
+    root = cs.open_group(s, mode="w", zarr_format=fmt)
+    kw = {"chunk_key_encoding": {"name": "default", "separator": "."}} if fmt == 3 else {}
+    z = root.create_array(name, shape=(6,), chunks=(2,), dtype="i4", **kw)
+    z[:] = np.arange(1, 7)
+    z.resize(2)
+    z.resize(6)
+    assert root[name][:].tolist() == [1, 2, 0, 0, 0, 0] == z[:].tolist()
+    assert z.nchunks_initialized == 1
+    cs.copy(root[name], root, name="Copy")
+    assert root["Copy"][:].tolist() == [1, 2, 0, 0, 0, 0]
+    top = name.split("/")[0]
+    root.move(top, "Moved")
+    assert "moved" in root and top.lower() not in root
+    rest = name.split("/", 1)[1] if "/" in name else ""
+    assert root["Moved" + ("/" + rest if rest else "")][:].tolist() == [1, 2, 0, 0, 0, 0]
