@@ -352,14 +352,16 @@ class DirectoryStore(BaseStore):
             entries = list(it)
         for e in entries:
             name = e.name
-            if is_temp_name(name):
-                continue
             key = f"{rel}/{name}" if rel else name
             try:
                 is_dir = e.is_dir(follow_symlinks=False)
                 if not is_dir and e.is_symlink() and e.is_dir():
                     continue  # a symlink to a directory: not followed (no cycles), not a key
             except FileNotFoundError:  # pragma: no cover - vanished concurrently
+                continue
+            if is_temp_name(name) and not is_dir:
+                # (temporary files only: a node so named, made by another library, is a
+                # directory, and was left out of every listing and copy)
                 continue
             if is_dir:
                 yield from self._walk(e.path, key)
@@ -393,7 +395,8 @@ class DirectoryStore(BaseStore):
         return sum(1 for _ in self)
 
     def listdir(self, prefix: str = "") -> list[str]:
-        """Sorted names of the entries of the directory *prefix* (temporary files left out).
+        """Sorted names of the entries of the directory *prefix* (temporary files left out;
+        directories of such names are nodes, listed).
 
         Returns ``[]`` where the directory does not exist.
         """
@@ -402,7 +405,8 @@ class DirectoryStore(BaseStore):
             names = os.listdir(d)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(n for n in names if not is_temp_name(n))
+        return sorted(n for n in names
+                      if not is_temp_name(n) or os.path.isdir(os.path.join(d, n)))
 
     def getsize(self, prefix: str = "") -> int:
         """Total size in bytes of the file *prefix*, or of the files under the directory *prefix*.

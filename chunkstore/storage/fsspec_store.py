@@ -456,7 +456,8 @@ class FSStore(BaseStore):
             if name.lstrip("/") == me:
                 continue  # ls of a file lists the file itself
             base = name.rsplit("/", 1)[-1]
-            if base and not is_temp_name(base):
+            # (temporary files only: a node directory so named is listed)
+            if base and (not is_temp_name(base) or entry.get("type") == "directory"):
                 names.add(base)
         return sorted(names)
 

@@ -467,3 +467,30 @@ def test_removing_a_tree_that_others_write_into_walks_it_again(tmp_path, monkeyp
     monkeypatch.setattr(os, "unlink", vanishing_unlink)
     store.rmdir("a")
     assert list(store) == []
+
+
+@pytest.mark.parametrize("kind", ["directory", "nested", "fsspec"])
+def test_a_node_named_like_a_temporary_file_is_listed_and_copied(tmp_path, kind):
+    """A directory whose name has the form of the stores' temporary files (a node so named,
+    as zarr-python 3 lists it) was left out of listdir, iteration and so of members, copies
+    and consolidated metadata; only temporary files are left out."""
+    import numpy as np
+    import chunkstore as cs
+    from chunkstore.storage import FSStore
+    name = ".x." + "0" * 32 + ".partial"
+    assert is_temp_name(name)
+    path = str(tmp_path / "s.zarr")
+    store = {"directory": DirectoryStore, "nested": NestedDirectoryStore,
+             "fsspec": FSStore}[kind](path)
+    root = cs.open_group(store, mode="w")
+    root.array(name, np.arange(4), chunks=2)
+    root.array("b", np.arange(4), chunks=2)
+    temp = ".b." + "1" * 32 + ".partial"
+    assert is_temp_name(temp)
+    (tmp_path / "s.zarr" / temp).write_bytes(b"tmp")  # a temporary file: left out
+    assert sorted(root.array_keys()) == sorted([name, "b"])
+    assert store.listdir("") == sorted([".zgroup", name, "b"])
+    assert f"{name}/0" in set(store.keys())
+    dst = cs.group()
+    cs.copy_all(root, dst)
+    assert dst[name][:].tolist() == [0, 1, 2, 3]
