@@ -23,20 +23,22 @@ from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
 from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
                                          default_serializer, numcodecs_codec)
+from chunkstore.sync.locking import GUARD
 from chunkstore.sync.synchronizers import (ProcessSynchronizer, check_synchronizer_path,
                                            handle_locks, replacing)
 from chunkstore.errors import (ArrayNotFoundError, ContainsArrayError, ContainsGroupError,
                                IntegerArgumentError, MetadataValidationError, ReadOnlyError,
                                StrayChunksError)
-from chunkstore.metadata.formats import (document_rank, documents_first, format_alias, format_of,
-                                         node_document_names, nodes_in_chunk_space,
-                                         stray_chunk_keys, V2_CONSOLIDATED)
+from chunkstore.metadata.formats import (FORMATS, document_rank, documents_first, format_alias,
+                                         format_of, node_document_names,
+                                         nodes_in_chunk_space, stray_chunk_keys,
+                                         V2_CONSOLIDATED)
 from chunkstore.metadata.v2 import (ArrayMetadataV2, StoredFill, check_object_fill,
                                     default_compressor, encode_array_metadata,
                                     normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
-from chunkstore.storage.base import MODES, delitems, keys_under, rmdir
+from chunkstore.storage.base import MODES, delitems, keys_under, listdir, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name, with_context
 
@@ -96,7 +98,7 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
     what comes next), and the node's lock space in synchronizer held (the deleting
     handle's: other processes' attribute updates of the node end first, or find it gone).
     required: KeyError where no node is there once the locks are held."""
-    with replacing(store, replaced_paths(store, path, synchronizer), synchronizer):
+    with replacing_node(store, path, synchronizer):
         if required and nodes.node_kind(store, path)[0] is None:
             # (looked at again under the locks: moved or deleted by another thread since
             # the caller found it, the delete returned having removed nothing)
@@ -117,6 +119,47 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
                 raise
         else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
             delitems(store, documents_first(list(store.keys())))
+
+
+@contextlib.contextmanager
+def replacing_node(store: Any, path: str, synchronizer: Any) -> Iterator[None]:
+    """replacing() of the node at path and what lies below it (replaced_paths), the subtree
+    listed again once its locks are held, and the locks of what another process created
+    below it meanwhile taken too (they are let go of and taken again, all in order, until
+    the listing under them finds nothing new). A creation below path holds the metadata
+    guards of the groups above it (groups_above_held), which path's held space excludes:
+    a node made after the listing but before the locks was moved or deleted without its
+    lock, its chunks landing at the old path after the move (the moved array read the fill
+    value, its write returned) or after the delete (keys of no node, an orphan array)."""
+    paths = replaced_paths(store, path, synchronizer)
+    while True:
+        with replacing(store, paths, synchronizer):
+            if isinstance(paths, str):
+                yield
+                return
+            now = replaced_paths(store, path, synchronizer)
+            if set(now) <= set(paths):
+                yield
+                return
+        paths = [path, *sorted((set(paths) | set(now)) - {path})]
+
+
+@contextlib.contextmanager
+def groups_above_held(synchronizer: Any, path: str) -> Iterator[bool]:
+    """Around writing a new node's documents (and the groups made above it): with a
+    ProcessSynchronizer, the metadata guards of the groups above path, the root's first, as
+    an attribute update holds them. A delete or move of one of those groups in another
+    process holds that group's whole lock space (replacing_node), so the creation comes
+    wholly before it (and is listed, and moved or deleted with the group) or after it (and
+    finds the group gone: made anew). Yields whether the guards are held (the caller then
+    looks at the groups above again: one may have gone before they were)."""
+    if not isinstance(synchronizer, ProcessSynchronizer):
+        yield False
+        return
+    with contextlib.ExitStack() as held:
+        for above in nodes.ancestors(path):
+            held.enter_context(synchronizer.hold(above, GUARD))
+        yield True
 
 
 def replaced_paths(store: Mapping[str, bytes], path: str, synchronizer: Any) -> Any:
@@ -274,14 +317,19 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     missing = _check_parents(store, path)  # before anything is removed or written
     if overwrite:
         remove_node(store, path, synchronizer)
-    else:
-        refuse_existing(store, path, zarr_format)
-        refuse_snapshot(store, f"create an array at path {path!r}")
-        _refuse_stray_chunks(store, path)
-    _write_parent_groups(store, missing, zarr_format, synchronizer)
-    store[key] = raw
-    for name, doc in attribute_docs.items():
-        store[nodes.prefix(path) + name] = doc
+    with groups_above_held(synchronizer, path) as guarded:
+        if guarded:
+            missing = _check_parents(store, path)
+        if not overwrite:
+            # (under the guards: a delete of a group above in another process, midway,
+            # showed keys of no node here, refused as a failed delete's)
+            refuse_existing(store, path, zarr_format)
+            refuse_snapshot(store, f"create an array at path {path!r}")
+            _refuse_stray_chunks(store, path)
+        _write_parent_groups(store, missing, zarr_format, synchronizer)
+        store[key] = raw
+        for name, doc in attribute_docs.items():
+            store[nodes.prefix(path) + name] = doc
     # counted as a change of the node's metadata: a handle of an array deleted there before
     # describes the new one (EngineHandle.described looks for a gone array again only then)
     handle_locks(store, path).count_change(path)
@@ -847,10 +895,27 @@ def removed_on_failure(store, path, synchronizer=None):
             with contextlib.suppress(Exception):
                 remove_node(store, path)
                 for g in reversed(new_groups):
-                    for name in sorted(node_document_names()):
-                        with contextlib.suppress(KeyError):
-                            del store[nodes.prefix(g) + name]
+                    with creation_lock(synchronizer, nodes.creation_lock_key(g, "group"),
+                                       store):
+                        if _untouched_new_group(store, g):
+                            delitems(store, [nodes.prefix(g) + name
+                                             for name in sorted(node_document_names())
+                                             if nodes.prefix(g) + name in store])
             raise
+
+
+def _untouched_new_group(store: Any, path: str) -> bool:
+    """Whether the group at path holds nothing and its documents are a new group's (of
+    either format): a group made above a failed creation, which nobody else has taken up
+    since. Another process's require_group of it, a member made there or attributes set
+    meanwhile keep it (removed, the member was an orphan, the attributes lost)."""
+    names = listdir(store, path)
+    documents = node_document_names()
+    if any(n not in documents for n in names):
+        return False
+    fresh = [format_of(f).group_documents(None) for f in FORMATS]
+    return all(any(store[nodes.prefix(path) + n] == docs.get(n) for docs in fresh)
+               for n in names)
 
 
 def _like_kwargs(a, kwargs):

@@ -29,7 +29,7 @@ from chunkstore.metadata.formats import documents_first, format_of, kind_of_docu
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
 from chunkstore.storage.base import delitems, keys_under, listdir
-from chunkstore.sync.synchronizers import replacing
+
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
 from chunkstore.storage.normalize import StoreLike, normalize_store
@@ -641,9 +641,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # (handles at src: nothing is there any more; dst dated for consolidated
         # snapshots, a move that failed midway too)
         try:
-            with replacing(self._store, creation.replaced_paths(self._store, src,
-                                                                 self._synchronizer),
-                           self._synchronizer):
+            with creation.replacing_node(self._store, src, self._synchronizer):
                 rename = protocol.renamer(self._store)
                 if rename is not None:
                     rename(src, dst)
@@ -684,12 +682,15 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     missing = creation._check_parents(store, path)
     if overwrite:
         creation.remove_node(store, path, synchronizer)
-    else:
-        creation.refuse_existing(store, path, zarr_format)
-    creation.refuse_snapshot(store, f"create a group at path {path!r}")
-    creation._write_parent_groups(store, missing, zarr_format, synchronizer)
-    for name, doc in docs.items():
-        store[nodes.prefix(path) + name] = doc
+    with creation.groups_above_held(synchronizer, path) as guarded:
+        if guarded:
+            missing = creation._check_parents(store, path)
+        if not overwrite:
+            creation.refuse_existing(store, path, zarr_format)
+        creation.refuse_snapshot(store, f"create a group at path {path!r}")
+        creation._write_parent_groups(store, missing, zarr_format, synchronizer)
+        for name, doc in docs.items():
+            store[nodes.prefix(path) + name] = doc
     creation.note_created(store, path)
 
 

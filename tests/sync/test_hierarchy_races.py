@@ -1,0 +1,159 @@
+"""Hierarchy changes in one process while another creates nodes below them, with a
+ProcessSynchronizer (found by a hunt; each failed on the code before).
+
+A creation below a group held only its own creation lock, and a delete or move of the group
+took the locks of the arrays it had listed before it held any: a node created in between
+was moved without its lock (its data write landing at the old path after the move: the
+moved array read the fill value, the write returned), or deleted around (its chunks left as
+keys of no node after the delete returned, or an array left whose group was gone, reachable
+by path but by no listing). A creation now holds the metadata guards of the groups above it
+while it writes its documents, and a delete or move lists the subtree again once it holds
+its locks. A creation with data that failed removed the groups it had made above it, though
+another process had taken them up meanwhile (its members orphaned, its attributes lost).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+import pytest
+
+import chunkstore as cs
+from chunkstore.metadata.formats import document_rank
+
+RUN_S = 2.5
+
+
+def _creator(path, locks, bar, q):
+    root = cs.open_group(path, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+    made, failed = [], []
+    bar.wait()
+    t0, i = time.monotonic(), 0
+    while time.monotonic() - t0 < RUN_S:
+        i += 1
+        try:
+            root.require_group("sub").create_dataset(f"x{i}", data=np.arange(8) + i,
+                                                     chunks=(2,))
+            made.append(i)
+        except (KeyError, cs.errors.ChunkstoreError, ValueError) as e:
+            failed.append((i, type(e).__name__))
+    q.put((made, failed))
+
+
+def _changer(path, locks, op, bar):
+    root = cs.open_group(path, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+    bar.wait()
+    t0, n = time.monotonic(), 0
+    while time.monotonic() - t0 < RUN_S:
+        n += 1
+        try:
+            if op == "move":
+                root.move("sub", f"moved{n}")
+            else:
+                del root["sub"]
+        except (KeyError, ValueError):
+            pass  # (nothing there at that moment)
+
+
+@pytest.mark.parametrize("fmt, op", [(2, "move"), (3, "move"), (2, "delete"), (3, "delete")])
+def test_creations_below_a_group_another_process_moves_or_deletes(tmp_path, fmt, op):
+    path, locks = str(tmp_path / "h.zarr"), str(tmp_path / "locks")
+    cs.group(path, zarr_format=fmt)
+    ctx = mp.get_context("spawn")
+    bar, q = ctx.Barrier(2), ctx.Queue()
+    ps = [ctx.Process(target=_creator, args=(path, locks, bar, q)),
+          ctx.Process(target=_changer, args=(path, locks, op, bar))]
+    for p in ps:
+        p.start()
+    made, failed = q.get(timeout=120)
+    for p in ps:
+        p.join(60)
+    assert [p.exitcode for p in ps] == [0, 0]
+    assert made  # (the race ran)
+    store = cs.DirectoryStore(path)
+    keys = sorted(store.keys())
+    docs = {k.rpartition("/")[0] for k in keys if document_rank(k) == 0}
+    # every node's groups above it are there (no orphan reachable by path alone)
+    for node in docs:
+        parts = node.split("/") if node else []
+        for i in range(len(parts)):
+            above = "/".join(parts[:i])
+            assert above in docs, f"{node!r} has no group {above!r} above it"
+    # no keys of no node: every chunk key lies below an array's documents
+    arrays = {k.rpartition("/")[0] for k in keys
+              if k.endswith(".zarray") or (k.endswith("zarr.json") and
+                                           json.loads(store[k])["node_type"] == "array")}
+    for k in keys:
+        if document_rank(k) == 2:
+            assert any(k.startswith(a + "/") for a in arrays), f"{k!r}: a key of no node"
+    # each array a finished creation made, wherever it is now: its data, whole
+    failed_ids = {i for i, _ in failed}
+    root = cs.open_group(path, mode="r")
+    for node in sorted(docs):
+        name = node.rpartition("/")[2]
+        if name.startswith("x") and node in root:
+            i = int(name[1:])
+            got = root[node][:].tolist()
+            if i in failed_ids:  # (documented: made, then moved before its data went in)
+                assert got in (list(range(i, i + 8)), [0] * 8)
+            else:
+                assert got == list(range(i, i + 8)), node
+    if op == "delete":  # nothing of a deleted group's creations is left half made
+        for i in made:
+            node = f"sub/x{i}"
+            if node in root:
+                assert root[node][:].tolist() == list(range(i, i + 8))
+
+
+class _FailsOnce(cs.DirectoryStore):
+    """A store whose first chunk write of path x runs `meanwhile`, then fails."""
+
+    meanwhile = None
+
+    def _hook(self, keys):
+        if self.meanwhile is not None and any(k.startswith("p/x/") and
+                                              document_rank(k) == 2 for k in keys):
+            run, self.meanwhile = self.meanwhile, None
+            run()
+            raise OSError(28, "No space left on device (simulated)")
+
+    def __setitem__(self, key, value):
+        self._hook([key])
+        super().__setitem__(key, value)
+
+    def setitems(self, mapping):
+        self._hook(list(mapping))
+        super().setitems(mapping)
+
+
+@pytest.mark.parametrize("taken_up", ["member", "attributes", "nothing"])
+def test_a_failed_creation_keeps_the_groups_it_made_that_others_took_up(tmp_path, taken_up):
+    path = str(tmp_path / "h.zarr")
+    cs.group(path)
+    store = _FailsOnce(path)
+    other = cs.open_group(path, mode="r+")
+
+    def meanwhile():  # another handle takes up the group made on the way
+        p = other.require_group("p")
+        if taken_up == "member":
+            p.create_dataset("y", data=np.arange(3))
+        elif taken_up == "attributes":
+            p.attrs["owner"] = "B"
+
+    store.meanwhile = meanwhile
+    with pytest.raises(OSError, match="No space left"):
+        cs.open_group(store, mode="r+").create_dataset("p/x", data=np.arange(8), chunks=(2,))
+    root = cs.open_group(path, mode="r")
+    assert "p/x" not in root
+    if taken_up == "nothing":  # (made for the failed creation alone: removed)
+        assert "p" not in root and not os.path.exists(os.path.join(path, "p", ".zgroup"))
+    else:
+        assert "p" in root
+        if taken_up == "member":
+            assert root["p/y"][:].tolist() == [0, 1, 2]
+        else:
+            assert dict(root["p"].attrs) == {"owner": "B"}
