@@ -504,11 +504,21 @@ class Array(nodes.Node, ArrayAPIv3):
         if engine is None:
             engine = self._handle.current()
         sel = normalize(selection, engine.shape, engine.chunks, self.name)
+        missing = engine.missing_seen
         try:
-            return engine.read(sel, out=out, fields=fields)
+            result = engine.read(sel, out=out, fields=fields)
         except MemoryError as e:
             _note_chunk_size(e, self.name, engine)
             raise
+        if engine.missing_seen != missing and (not engine.cache_metadata or
+                                               engine.synchronizer is not None):
+            # Chunks found missing, read as the fill value: the array may have been moved
+            # or deleted (by another process) since its metadata was read, its documents
+            # going first. Its document looked at again (by a handle that reads the metadata
+            # each time, or one synchronized with other processes): ArrayNotFoundError where
+            # it is gone, not a plausible array of fill values.
+            self._handle.check_there()
+        return result
 
     def _write(self, normalize: Normalizer, selection: Any, value: Any,
                fields: FieldNames) -> None:

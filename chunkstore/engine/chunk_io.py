@@ -183,6 +183,7 @@ class EngineState:
     # a view's: why it cannot write (its chunks' bytes are not the stored chunks')
     view_unwritable: str | None = None
     _files_for: tuple | None = None  # (the read's Files maker,): worked out once, read.py
+    missing_seen: int = 0  # chunks reads found missing (see _missing)
     # False for a handle on a snapshot of the metadata (consolidated) until its first write
     # has checked the stored document (check_metadata)
     snapshot_checked: bool
@@ -526,6 +527,10 @@ class EngineState:
             raise ValueError(self.view_unwritable)
 
     def _missing(self, key: str) -> None:
+        # (counted: a read with cache_metadata=False that found a chunk missing checks the
+        # array is still there once done; concurrent reads may count for each other, which
+        # costs a check, never one left out)
+        self.missing_seen += 1
         if self.missing_chunks == "error":
             raise ChunkNotFoundError(f"chunk {key!r} of array {self.name!r} is missing from "
                                      f"{store_name(self.store)}")

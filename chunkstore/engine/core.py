@@ -104,6 +104,13 @@ class EngineHandle:
             self._gone_at = generation
             return self.engine
 
+    def check_there(self) -> None:
+        """ArrayNotFoundError where the array's metadata document is gone from the store now
+        (moved or deleted since it was read); the handle's metadata is left as it is."""
+        o = self.options
+        read_array_metadata(protocol.live_store(self._source), o.path, o.format_hint,
+                            known=self._now[0])
+
     def reload(self, stale: bool = False) -> ChunkEngine:
         """Read the array's metadata from the store; a new engine for it (a view's overrides
         applied), or the engine in place where the document is the one it was made from.

@@ -157,3 +157,45 @@ def test_a_failed_creation_keeps_the_groups_it_made_that_others_took_up(tmp_path
             assert root["p/y"][:].tolist() == [0, 1, 2]
         else:
             assert dict(root["p"].attrs) == {"owner": "B"}
+
+
+class _MovesBeforeChunks(cs.DirectoryStore):
+    """A store that runs `meanwhile` at the read's first chunk request (once)."""
+
+    meanwhile = None
+
+    def _hook(self, keys):
+        if self.meanwhile is not None and any(document_rank(k) == 2 for k in keys):
+            run, self.meanwhile = self.meanwhile, None
+            run()
+
+    def __getitem__(self, key):
+        self._hook([key])
+        return super().__getitem__(key)
+
+    def getitems(self, keys, **kw):
+        self._hook(list(keys))
+        return super().getitems(keys, **kw)
+
+    def read_into(self, keys, outs):
+        self._hook(list(keys))
+        return super().read_into(keys, outs)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("handle", ["synchronized", "uncached"])
+def test_a_read_racing_a_move_raises_instead_of_reading_the_fill_value(tmp_path, fmt, handle):
+    """Another process moved the array between a read's metadata and its chunks: the read
+    returned the fill value everywhere (with cache_metadata=False too). A synchronized or
+    uncached handle that finds chunks missing now looks at the document again."""
+    path = str(tmp_path / "h.zarr")
+    g = cs.group(path, zarr_format=fmt)
+    g.create_dataset("g/arr", data=np.full(16, 7, "i4"), chunks=(4,), fill_value=0)
+    store = _MovesBeforeChunks(path)
+    kw = ({"synchronizer": cs.ProcessSynchronizer(str(tmp_path / "locks"))}
+          if handle == "synchronized" else {"cache_metadata": False})
+    a = cs.open_array(store, path="g/arr", mode="r", **kw)
+    store.meanwhile = lambda: cs.open_group(path, mode="r+").move("g", "h")
+    with pytest.raises(cs.errors.ArrayNotFoundError, match="g/arr"):
+        a[:]
+    assert cs.open_array(path, path="h/arr", mode="r")[:].tolist() == [7] * 16
