@@ -10,6 +10,7 @@ from typing import Any
 
 from . import fsspec_io
 from .base import byte_span
+from chunkstore.errors import store_name
 
 
 def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
@@ -23,8 +24,13 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
     # A size (one more request) is only needed to place a range counted from the end
     # with a length; others go straight out as ranged GETs. An object store refuses a
     # range starting past the end; those are retried below with the size known.
-    if any(off < 0 and n is not None for off, n in ranges) or (
-        not store._async and any(off > 0 for off, n in ranges)
+    protocols = store.fs.protocol if isinstance(store.fs.protocol, tuple) else (
+        store.fs.protocol,)
+    # (an HTTP server may ignore the Range header, answering with the whole object: only
+    # the size tells that from a range from an offset, see _as_asked)
+    plain_http = any(str(p).startswith("http") for p in protocols)
+    if any(off < 0 and n is not None for off, n in ranges) or any(
+        off > 0 and (plain_http or not store._async) for off, n in ranges
     ):
         try:
             size = store.fs.size(path)
@@ -67,7 +73,7 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
         if any(r is None for r in res):
             raise KeyError(key)
         for i, r in zip(want, res):
-            out[i] = bytes(r)
+            out[i] = _as_asked(bytes(r), starts[i], ends[i], size, key, store)
         return out
     if want:
         got = _cat_ranges(store, key, path, [starts[i] for i in want], [ends[i] for i in want])
@@ -114,3 +120,24 @@ def _cat_ranges(store: Any, key: str, path: str, starts: Sequence[int],
             raise fsspec_io.with_key(r, key, store)
         out.append(bytes(r))
     return out
+
+
+def _as_asked(got: bytes, start: int, end: int | None, size: int | None, key: str,
+              store: Any) -> bytes:
+    """The bytes [start, end) of a ranged GET's answer (start < 0, end None: the last
+    -start bytes). A server that ignores the Range header (Python's http.server, many
+    static servers) answers 200 with the whole object, which fsspec hands on as the range:
+    every range read as the whole value. Such an answer is cut to the range; an answer
+    longer than the range that is not the whole object is refused, naming the key."""
+    if start < 0 and end is None:
+        return got[start:] if len(got) > -start else got
+    want = None if end is None else end - start
+    if want is not None and len(got) <= want and (size is None or start + len(got) <= size):
+        return got
+    if want is None and (size is None or len(got) == size - start):
+        return got
+    whole = size is None or len(got) == size
+    if whole and (end is None or len(got) >= end):
+        return got[start:end]
+    raise OSError(f"a byte range [{start}, {end}) of key {key!r} in {store_name(store)} was "
+                  f"answered with {len(got)} bytes, neither the range nor the whole value")

@@ -792,3 +792,17 @@ def test_failed_listings_and_bulk_deletes_name_what_and_the_store(s3, url, clien
     z.resize((2,))
     z.resize((8,))
     np.testing.assert_array_equal(z[...], [0, 1] + [0] * 6)
+
+
+def test_http_get_partial_of_a_server_ignoring_range_reads_the_ranges(http_store):
+    """Python's http.server ignores the Range header and answers with the whole object,
+    which fsspec handed on as the range: every get_partial range read as all 40 bytes."""
+    url, root, _, _ = http_store
+    (root / "a.zarr").mkdir()
+    value = bytes(range(40))
+    (root / "a.zarr" / "k").write_bytes(value)
+    st = FSStore(f"{url}/a.zarr", mode="r")
+    for ranges in ([(0, 4)], [(10, 5)], [(-3, None)], [(38, None)], [(0, None)],
+                   [(5, 100)], [(-50, None)], [(2, 3), (-4, None), (30, None)]):
+        want = [value[o:] if n is None else value[o:o + n] for o, n in ranges]
+        assert st.get_partial("k", ranges) == want, ranges
