@@ -557,6 +557,8 @@ class FSStore(BaseStore):
             self.fs.rm_file(path)
         except self.missing_exceptions:
             raise KeyError(key) from None
+        except OSError as e:  # (s3fs's own message named neither the key nor the store)
+            raise fsspec_io.with_key(e, key, self, what=f"deleting {key!r}") from None
         self._invalidate(path)
 
     def delitems(self, keys: Iterable[str]) -> None:
@@ -629,6 +631,8 @@ class FSStore(BaseStore):
                 self.fs.rm_file(p)
             except self.missing_exceptions as e:
                 fsspec_io.raise_if_no_bucket(e, self)
+            except OSError as e:
+                raise fsspec_io.with_key(e, p, self, what=f"deleting {p!r}") from None
 
     def clear(self) -> None:
         """Delete every key (``rmdir("")``)."""
