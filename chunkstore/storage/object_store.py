@@ -21,12 +21,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from chunkstore.forksafe import fork_safe
 from . import fsspec_io, protocol
 from .directory import DirectoryStore
-from .base import BaseStore, ValueVersion, VersionChanged, ensure_bytes, normalize_prefix, validate_key
+from .base import (BaseStore, ValueVersion, VersionChanged, byte_span, ensure_bytes,
+                   normalize_prefix, validate_key)
 from .remote_version import RemoteVersion
 from chunkstore.errors import NoSuchBucketError, store_name  # noqa: F401 (re-exported)
 
@@ -566,8 +567,9 @@ class ObjectStore(BaseStore):
             return []
         try:
             size = self._obs.head(self.store, key)["size"]
-            # (every length is an int: open ranges were served above)
-            spans = [(min(off, size), min(off + cast(int, length), size)) for off, length in ranges]
+            # (every length is an int: open ranges were served above; byte_span refuses a
+            # negative one, which read as b"" here)
+            spans = [byte_span(size, off, length) for off, length in ranges]
             wanted = [(s, e) for s, e in spans if e > s]
             got = iter(self._obs.get_ranges(self.store, key, starts=[s for s, _ in wanted],
                                             ends=[e for _, e in wanted]) if wanted else [])

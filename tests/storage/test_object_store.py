@@ -23,6 +23,16 @@ def store(request, tmp_path):
     return ObjectStore(ObsLocal(str(tmp_path), mkdir=True))
 
 
+def test_get_partial_refuses_a_negative_length_as_every_store(store):
+    """ObjectStore built its spans itself and read a negative length as b"" where every
+    other store raises (base.byte_span)."""
+    store["k"] = bytes(range(10))
+    with pytest.raises(ValueError, match="negative length -1"):
+        store.get_partial("k", [(2, -1)])
+    assert store.get_partial("k", [(2, 3), (8, 5), (12, 1)]) == [b"\x02\x03\x04",
+                                                                 b"\x08\x09", b""]
+
+
 def test_mapping_contract(store):
     store["a/b"] = b"123"
     store["a/c/d"] = b"4"
