@@ -326,10 +326,10 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             refuse_existing(store, path, zarr_format)
             refuse_snapshot(store, f"create an array at path {path!r}")
             _refuse_stray_chunks(store, path)
-        _write_parent_groups(store, missing, zarr_format, synchronizer)
-        store[key] = raw
-        for name, doc in attribute_docs.items():
-            store[nodes.prefix(path) + name] = doc
+        with parents_kept_on_success(store, path, missing, zarr_format, synchronizer):
+            store[key] = raw
+            for name, doc in attribute_docs.items():
+                store[nodes.prefix(path) + name] = doc
     # counted as a change of the node's metadata: a handle of an array deleted there before
     # describes the new one (EngineHandle.described looks for a gone array again only then)
     handle_locks(store, path).count_change(path)
@@ -446,12 +446,13 @@ def _check_parents(store, path) -> list[str]:
 
 
 def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
-                         synchronizer: Any = None) -> None:
+                         synchronizer: Any = None) -> list[str]:
     """Write the groups that _check_parents found missing, each under its creation lock
     (synchronizer's, or this process's: see creation_lock), looked at again there (a probe
     a level): one made meanwhile is kept (written over, a group made at once lost its
     attributes), an array made meanwhile refuses the creation (written over, its document
-    became a group's, above its chunks)."""
+    became a group's, above its chunks). Returns the paths of the groups it wrote."""
+    written = []
     for parent in missing:
         with creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store):
             kind = nodes.node_kind(store, parent)[0]
@@ -463,6 +464,31 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
             if kind is None:
                 write_group_metadata(store, parent, zarr_format)
                 note_created(store, parent)
+                written.append(parent)
+    return written
+
+
+@contextlib.contextmanager
+def parents_kept_on_success(store: Any, path: str, missing: list[str], zarr_format: int,
+                            synchronizer: Any) -> Iterator[None]:
+    """Around writing a new node's documents at path: the groups missing above it written
+    first (_write_parent_groups); where writing the documents fails (a name the filesystem
+    refuses, an I/O error), the node's documents written so far and those groups (deepest
+    first, each only where nobody took it up meanwhile) are removed again: a creation that
+    fails leaves the store as it was (the groups stayed, reading as empty groups)."""
+    made = _write_parent_groups(store, missing, zarr_format, synchronizer)
+    try:
+        yield
+    except BaseException:
+        # (each step on its own: a name the filesystem refuses fails the look at it too)
+        with contextlib.suppress(Exception):
+            delitems(store, [nodes.prefix(path) + n for n in sorted(node_document_names())])
+        for g in reversed(made):
+            with contextlib.suppress(Exception), \
+                    creation_lock(synchronizer, nodes.creation_lock_key(g, "group"), store):
+                if _untouched_new_group(store, g):
+                    delitems(store, [nodes.prefix(g) + n for n in sorted(node_document_names())])
+        raise
 
 
 def note_created(store, path: str) -> None:

@@ -688,9 +688,10 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
         if not overwrite:
             creation.refuse_existing(store, path, zarr_format)
         creation.refuse_snapshot(store, f"create a group at path {path!r}")
-        creation._write_parent_groups(store, missing, zarr_format, synchronizer)
-        for name, doc in docs.items():
-            store[nodes.prefix(path) + name] = doc
+        with creation.parents_kept_on_success(store, path, missing, zarr_format,
+                                              synchronizer):
+            for name, doc in docs.items():
+                store[nodes.prefix(path) + name] = doc
     creation.note_created(store, path)
 
 

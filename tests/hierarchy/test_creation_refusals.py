@@ -246,3 +246,39 @@ def test_an_array_written_over_itself_or_its_group_is_refused_and_kept(tmp_path,
     # a copy to another path of the same store is no overwrite of its source
     cs.array(g["x"], store=root, path="y", overwrite=True)
     np.testing.assert_array_equal(cs.open_array(root, path="y", mode="r")[:], np.arange(6))
+
+
+@pytest.mark.parametrize("kind", ["array", "array with data", "group"])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_creation_whose_own_document_fails_removes_the_groups_it_made(kind, fmt):
+    """The groups missing above a new node were written first; where the node's own
+    document then failed (an I/O error; a name the filesystem refuses), they stayed behind
+    as empty groups: the store was not as it was."""
+    import errno
+
+    class Flaky(cs.MemoryStore):
+        def __setitem__(self, k, v):
+            if k.startswith("p/q/x/"):
+                raise OSError(errno.EIO, "injected", k)
+            super().__setitem__(k, v)
+
+    st = Flaky()
+    root = cs.open_group(st, mode="w", zarr_format=fmt)
+    root.require_group("keep")
+    before = dict(st)
+    with pytest.raises(OSError, match="injected"):
+        if kind == "array":
+            root.create_array("p/q/x", shape=(4,), dtype="i4")
+        elif kind == "array with data":
+            root.create_dataset("p/q/x", data=np.arange(4), chunks=2)
+        else:
+            root.create_group("p/q/x")
+    assert dict(st) == before
+
+
+def test_a_creation_refused_by_the_filesystem_leaves_no_groups(tmp_path):
+    st = cs.DirectoryStore(str(tmp_path / "s.zarr"))
+    root = cs.open_group(st, mode="w")
+    with pytest.raises(OSError):
+        root.create_dataset("p/q/" + "x" * 300, data=np.arange(4), chunks=2)
+    assert sorted(st) == [".zgroup"]
