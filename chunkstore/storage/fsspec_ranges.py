@@ -24,13 +24,8 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
     # A size (one more request) is only needed to place a range counted from the end
     # with a length; others go straight out as ranged GETs. An object store refuses a
     # range starting past the end; those are retried below with the size known.
-    protocols = store.fs.protocol if isinstance(store.fs.protocol, tuple) else (
-        store.fs.protocol,)
-    # (an HTTP server may ignore the Range header, answering with the whole object: only
-    # the size tells that from a range from an offset, see _as_asked)
-    plain_http = any(str(p).startswith("http") for p in protocols)
-    if any(off < 0 and n is not None for off, n in ranges) or any(
-        off > 0 and (plain_http or not store._async) for off, n in ranges
+    if any(off < 0 and n is not None for off, n in ranges) or (
+        not store._async and any(off > 0 for off, n in ranges)
     ):
         try:
             size = store.fs.size(path)

@@ -287,6 +287,8 @@ class FSStore(BaseStore):
                   end: int | None = None) -> Callable[[], Awaitable[Any]]:
         """A coroutine factory for one GET of path (bytes [start, end) if given)."""
         fs = self.fs
+        if (start is not None or end is not None) and isinstance(fs, _http_fs()):
+            return lambda: fsspec_io.http_range(fs, path, start, end)
         kw = self._cat_kw if start is None and end is None else {"start": start, "end": end}
         return lambda: fs._cat_file(path, **kw)
 
@@ -637,6 +639,16 @@ class FSStore(BaseStore):
     def clear(self) -> None:
         """Delete every key (``rmdir("")``)."""
         self.rmdir("")
+
+
+def _http_fs() -> type:
+    """fsspec's HTTPFileSystem class (a class nothing is an instance of where aiohttp is not
+    installed)."""
+    try:
+        from fsspec.implementations.http import HTTPFileSystem
+    except ImportError:  # pragma: no cover - fsspec's http needs aiohttp
+        return type("NoHTTP", (), {})
+    return HTTPFileSystem
 
 
 def _has_magic(path: str) -> bool:
