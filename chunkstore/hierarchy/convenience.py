@@ -221,8 +221,10 @@ def copy_store(source, dest, source_path="", dest_path="", excludes=None, includ
     """
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
-    return _copy_keys(normalize_store(source, mode="r"), normalize_store(dest, mode="a"),
-                      normalize_path(source_path), normalize_path(dest_path), excludes,
+    src, dst = normalize_store(source, mode="r"), normalize_store(dest, mode="a")
+    # (paths as the stores' keys spell them: a normalize_keys store's "G" copied nothing)
+    return _copy_keys(src, dst, protocol.node_path(src, normalize_path(source_path)),
+                      protocol.node_path(dst, normalize_path(dest_path)), excludes,
                       includes, if_exists, log, dry_run, batch)
 
 

@@ -38,7 +38,7 @@ from chunkstore.metadata.v2 import (ArrayMetadataV2, StoredFill, check_object_fi
                                     normalize_chunks)
 from chunkstore.metadata.v3 import ArrayMetadataV3, encode_array_metadata_v3
 from chunkstore.metadata.zarr3_view import shard_shape_error, v2_refusal
-from chunkstore.storage.base import MODES, delitems, keys_under, listdir, rmdir
+from chunkstore.storage.base import MODES, delitems, keys_under, rmdir
 from chunkstore.storage.normalize import StoreLike, normalize_store
 from chunkstore.errors import store_name, with_context
 
@@ -326,7 +326,8 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
             refuse_existing(store, path, zarr_format)
             refuse_snapshot(store, f"create an array at path {path!r}")
             _refuse_stray_chunks(store, path)
-        with parents_kept_on_success(store, path, missing, zarr_format, synchronizer):
+        with parents_kept_on_success(store, path, missing, zarr_format, synchronizer,
+                                     guarded):
             store[key] = raw
             for name, doc in attribute_docs.items():
                 store[nodes.prefix(path) + name] = doc
@@ -446,15 +447,21 @@ def _check_parents(store, path) -> list[str]:
 
 
 def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
-                         synchronizer: Any = None) -> list[str]:
+                         synchronizer: Any = None, guarded: bool = False) -> list[str]:
     """Write the groups that _check_parents found missing, each under its creation lock
     (synchronizer's, or this process's: see creation_lock), looked at again there (a probe
     a level): one made meanwhile is kept (written over, a group made at once lost its
     attributes), an array made meanwhile refuses the creation (written over, its document
-    became a group's, above its chunks). Returns the paths of the groups it wrote."""
+    became a group's, above its chunks). Returns the paths of the groups it wrote.
+
+    guarded: the caller holds the guards of the groups above (groups_above_held), which
+    every other guarded writer of documents waits for: no creation lock is taken (a
+    creation lock is taken before the guards, never after: taken after, a creation below a
+    missing group and an open_group of that group each held what the other waited for)."""
     written = []
     for parent in missing:
-        with creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store):
+        with (contextlib.nullcontext() if guarded else
+              creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store)):
             kind = nodes.node_kind(store, parent)[0]
             if kind == "array":
                 raise ContainsArrayError(
@@ -470,13 +477,13 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
 
 @contextlib.contextmanager
 def parents_kept_on_success(store: Any, path: str, missing: list[str], zarr_format: int,
-                            synchronizer: Any) -> Iterator[None]:
+                            synchronizer: Any, guarded: bool = False) -> Iterator[None]:
     """Around writing a new node's documents at path: the groups missing above it written
     first (_write_parent_groups); where writing the documents fails (a name the filesystem
     refuses, an I/O error), the node's documents written so far and those groups (deepest
     first, each only where nobody took it up meanwhile) are removed again: a creation that
     fails leaves the store as it was (the groups stayed, reading as empty groups)."""
-    made = _write_parent_groups(store, missing, zarr_format, synchronizer)
+    made = _write_parent_groups(store, missing, zarr_format, synchronizer, guarded)
     try:
         yield
     except BaseException:
@@ -484,8 +491,9 @@ def parents_kept_on_success(store: Any, path: str, missing: list[str], zarr_form
         with contextlib.suppress(Exception):
             delitems(store, [nodes.prefix(path) + n for n in sorted(node_document_names())])
         for g in reversed(made):
-            with contextlib.suppress(Exception), \
-                    creation_lock(synchronizer, nodes.creation_lock_key(g, "group"), store):
+            with contextlib.suppress(Exception), (
+                    contextlib.nullcontext() if guarded else
+                    creation_lock(synchronizer, nodes.creation_lock_key(g, "group"), store)):
                 if _untouched_new_group(store, g):
                     delitems(store, [nodes.prefix(g) + n for n in sorted(node_document_names())])
         raise
@@ -931,11 +939,15 @@ def removed_on_failure(store, path, synchronizer=None):
 
 
 def _untouched_new_group(store: Any, path: str) -> bool:
-    """Whether the group at path holds nothing and its documents are a new group's (of
-    either format): a group made above a failed creation, which nobody else has taken up
-    since. Another process's require_group of it, a member made there or attributes set
-    meanwhile keep it (removed, the member was an orphan, the attributes lost)."""
-    names = listdir(store, path)
+    """Whether the group at path holds no key but its own documents, and they are a new
+    group's (of either format): a group made above a failed creation, which nobody has
+    taken up since in a way that shows in the store: a member made there or attributes set
+    meanwhile keep it (removed, the member was an orphan, the attributes lost). (A handle
+    that another require_group returned on it meanwhile does not show: such a group goes,
+    and a creation through that handle makes it again as a missing parent.) Keys, not
+    entries: a directory store keeps the empty directory of a failed write."""
+    prefix = nodes.prefix(path)
+    names = [k[len(prefix):] for k in keys_under(store, path)]
     documents = node_document_names()
     if any(n not in documents for n in names):
         return False

@@ -420,7 +420,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
             kind, fmt = self._member(path)
             if overwrite or kind != "group":
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
-                            synchronizer=self._synchronizer)
+                            synchronizer=self._synchronizer, exist_ok=not overwrite)
                 fmt = self._format
         return Group(self._store, path, read_only=self._read_only,
                      synchronizer=self._synchronizer, zarr_format=fmt)
@@ -672,7 +672,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
 
 
 def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
-                attributes=None):
+                attributes=None, exist_ok=False):
+    # exist_ok: a group of zarr_format found at path once the guards are held (made by
+    # another process's creation below it, as its parent) is the one asked for (open_group
+    # mode "a", require_group), not a ContainsGroupError
     # the documents, attributes included, are made before anything is removed: attributes
     # JSON cannot hold (a set) refuse the creation with the store as it was (set after the
     # creation, their TypeError came with the replaced node already gone)
@@ -685,11 +688,13 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     with creation.groups_above_held(synchronizer, path) as guarded:
         if guarded:
             missing = creation._check_parents(store, path)
+            if exist_ok and nodes.node_kind(store, path, zarr_format)[0] == "group":
+                return  # (made meanwhile, as the parent of another process's creation)
         if not overwrite:
             creation.refuse_existing(store, path, zarr_format)
         creation.refuse_snapshot(store, f"create a group at path {path!r}")
         with creation.parents_kept_on_success(store, path, missing, zarr_format,
-                                              synchronizer):
+                                              synchronizer, guarded):
             for name, doc in docs.items():
                 store[nodes.prefix(path) + name] = doc
     creation.note_created(store, path)
@@ -820,7 +825,7 @@ def open_group(store: StoreLike = None, mode: str = "a", path: str | None = None
         elif mode == "a":
             if not exists:  # (a new group's attributes: an existing one keeps its own)
                 _init_group(store, path, zarr_format=nodes.new_node_format(store, path, asked, 2),
-                            synchronizer=synchronizer, attributes=attributes)
+                            synchronizer=synchronizer, attributes=attributes, exist_ok=True)
         elif mode == "w":
             _init_group(store, path, overwrite=True,
                         zarr_format=nodes.new_node_format(store, path, asked, 2),

@@ -4,6 +4,7 @@ existing nodes). Each test compares every key and value of the store before and 
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -281,4 +282,28 @@ def test_a_creation_refused_by_the_filesystem_leaves_no_groups(tmp_path):
     root = cs.open_group(st, mode="w")
     with pytest.raises(OSError):
         root.create_dataset("p/q/" + "x" * 300, data=np.arange(4), chunks=2)
+    assert sorted(st) == [".zgroup"]
+
+
+def test_a_creation_failing_on_a_full_disk_leaves_no_groups_in_a_directory(tmp_path,
+                                                                           monkeypatch):
+    """The write of the new array's document failed (ENOSPC) after its directory was made:
+    the empty directory was taken for a member of the group made above, which stayed."""
+    import errno
+    from chunkstore.storage import local_files
+    st = cs.DirectoryStore(str(tmp_path / "s.zarr"))
+    root = cs.open_group(st, mode="w")
+    real = local_files.atomic_write
+
+    def full(path, data, **kw):
+        if "/x/" in path:  # (the directory made, as atomic_write makes it, then no room)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(local_files, "atomic_write", full)
+    import chunkstore.storage.directory as directory
+    monkeypatch.setattr(directory, "atomic_write", full)
+    with pytest.raises(OSError, match="No space"):
+        root.create_array("p/q/x", shape=(4,), dtype="i4")
     assert sorted(st) == [".zgroup"]

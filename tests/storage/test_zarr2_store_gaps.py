@@ -211,6 +211,8 @@ def test_nodes_at_upper_case_paths_of_a_normalize_keys_store(tmp_path, make, fmt
     cs.copy(root[name], root, name="Copy")
     assert root["Copy"][:].tolist() == [1, 2, 0, 0, 0, 0]
     top = name.split("/")[0]
+    n, _, _ = cs.copy_store(s, cs.MemoryStore(), source_path=top)  # ("G" copied nothing)
+    assert n == len([k for k in s.keys() if k.startswith(top.lower() + "/")]) > 0
     root.move(top, "Moved")
     assert "moved" in root and top.lower() not in root
     rest = name.split("/", 1)[1] if "/" in name else ""

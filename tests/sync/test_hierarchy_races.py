@@ -138,10 +138,12 @@ def test_a_failed_creation_keeps_the_groups_it_made_that_others_took_up(tmp_path
     other = cs.open_group(path, mode="r+")
 
     def meanwhile():  # another handle takes up the group made on the way
+        if taken_up == "nothing":
+            return
         p = other.require_group("p")
         if taken_up == "member":
             p.create_dataset("y", data=np.arange(3))
-        elif taken_up == "attributes":
+        else:
             p.attrs["owner"] = "B"
 
     store.meanwhile = meanwhile
@@ -199,3 +201,60 @@ def test_a_read_racing_a_move_raises_instead_of_reading_the_fill_value(tmp_path,
     with pytest.raises(cs.errors.ArrayNotFoundError, match="g/arr"):
         a[:]
     assert cs.open_array(path, path="h/arr", mode="r")[:].tolist() == [7] * 16
+
+
+@pytest.mark.parametrize("other", ["open_group", "require_group", "overwrite"])
+def test_a_creation_below_a_missing_group_and_one_of_that_group_end(tmp_path, monkeypatch,
+                                                                    other):
+    """A creation of g/x held the guards of the groups above, then took the creation lock
+    of its missing parent g; open_group(g, "a") (or create(g, overwrite=True)) held that
+    lock, then wanted a guard: each waited for the other for good (a first version of the
+    guards above). Guarded writers take no creation lock now; open_group and require_group
+    open the group the other creation made."""
+    import threading
+    from chunkstore.hierarchy import creation
+    store = cs.DirectoryStore(str(tmp_path / "s.zarr"))
+    cs.open_group(store, mode="w")
+    sync = cs.ProcessSynchronizer(str(tmp_path / "locks"))
+    inside = threading.Event()
+    real = creation._write_parent_groups
+
+    def slow(*args, **kw):  # B, in its guarded section: A starts meanwhile
+        if threading.current_thread().name == "B":
+            inside.set()
+            time.sleep(0.3)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(creation, "_write_parent_groups", slow)
+    errors = []
+
+    def b():
+        try:
+            creation.create(shape=(4,), chunks=(2,), dtype="i4", store=store, path="g/x",
+                            synchronizer=sync)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def a():
+        inside.wait(10)
+        try:
+            if other == "open_group":
+                cs.open_group(store, path="g", mode="a", synchronizer=sync)
+            elif other == "require_group":
+                cs.open_group(store, mode="r+", synchronizer=sync).require_group("g")
+            else:
+                creation.create(shape=(2,), dtype="i4", store=store, path="g",
+                                overwrite=True, synchronizer=sync)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=b, name="B", daemon=True),
+               threading.Thread(target=a, name="A", daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert not errors, errors
+    root = cs.open_group(store, mode="r")
+    assert ("g" in root) and (other == "overwrite") == isinstance(root["g"], cs.Array)
