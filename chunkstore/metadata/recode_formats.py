@@ -15,6 +15,7 @@ import numpy as np
 from chunkstore.metadata import extension_v3 as _extension
 
 from chunkstore.errors import ChunkstoreError
+from chunkstore.metadata._common import guess_chunks
 from chunkstore.metadata.v2 import StoredFill, normalize_chunks
 
 # The names of the changes, as the library spells them in messages; the CLI renders the same
@@ -147,7 +148,17 @@ def _to_v3(p: Plan) -> None:
             raise RecodeError(f"the compressor of {name!r} ({comp!r}) has no Zarr v3 codec; "
                               f"choose one with {{opt_compressor}} (blosc, zstd, gzip or "
                               f"none)") from None
-    chunks = normalize_chunks(kw["chunks"], p.shape, np.dtype(kw["dtype"]).itemsize)
+    itemsize = np.dtype(kw["dtype"]).itemsize
+    chunks = normalize_chunks(kw["chunks"], p.shape, itemsize)
+    guessed = ch.get("chunks") is True or (isinstance(ch.get("chunks"), str)
+                                           and ch["chunks"] == "auto")
+    if guessed and "shards" not in ch and src.shards is not None:
+        # the shards kept: chunks guessed within a shard, not the array (guessed for the
+        # array they outgrew small shards, and the copy was refused), aiming at 1 MiB as
+        # create_array's inner chunks do
+        inner = guess_chunks(tuple(src.shards), itemsize, max_bytes=2 ** 20)
+        if all(s % c == 0 for s, c in zip(src.shards, inner)):
+            chunks = inner
     kw["chunks"] = chunks
     checksum = ch.get("checksum")
     if src.codecs is not None:  # a v3 source

@@ -378,3 +378,21 @@ def test_a_dtype_numpy_cannot_cast_to_is_refused_naming_the_array(tmp_path, caps
                      "rec", "--dtype", "f4", "--casting", "unsafe"]) == 1
         assert "cannot cast array '/rec'" in capsys.readouterr().err
         assert not (tmp_path / "d.zarr").exists()
+
+
+@pytest.mark.parametrize("shards, inner", [((100, 100), (100, 100)), ((1000, 1000), (250, 500))])
+def test_auto_chunks_of_a_sharded_copy_are_guessed_within_the_kept_shards(tmp_path, shards,
+                                                                          inner):
+    """cp --chunks auto (copy(chunks=True)) of a sharded array guessed the chunks for the
+    whole array: larger than small shards, the copy was refused ("the shards are not a
+    multiple of the new chunks"). Guessed within a shard now, aiming at 1 MiB as
+    create_array's inner chunks."""
+    src = str(tmp_path / "s.zarr")
+    a = cs.create_array(src, shape=(4000, 4000), chunks=(10, 10), shards=shards, dtype="f4")
+    a[:8, :8] = 1
+    assert main(["cp", src, str(tmp_path / "d.zarr"), "--chunks", "auto"]) == 0
+    b = cs.open_array(str(tmp_path / "d.zarr"), mode="r")
+    assert b.shards == shards and b.chunks == inner
+    np.testing.assert_array_equal(b[:16, :16], a[:16, :16])
+    kw, _ = copy_plan(a, chunks=True)
+    assert tuple(kw["chunks"]) == inner and tuple(kw["shards"]) == shards
