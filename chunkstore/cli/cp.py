@@ -185,8 +185,8 @@ class Copier:
                            f"rule (NumPy's); pass --casting unsafe to cast anyway")
         try:
             kw, attrs = copy_plan(a, self._target_format(sp, dp), note=_note, **changes)
-        except RecodeError as e:
-            raise CLIError(e.render(CLI_NAMES)) from None
+        except RecodeError as e:  # (the planner names the array; the store is this command's)
+            raise CLIError(f"{e.render(CLI_NAMES)} (in {self.src_spec})") from None
         if self.dry:  # the metadata alone, in a scratch store: checks every argument
             from chunkstore.storage.memory import MemoryStore
             try:

@@ -809,3 +809,20 @@ def test_a_cp_merging_into_an_existing_group_that_fails_removes_its_new_members(
     g = cs.open_group(dst, mode="r")
     np.testing.assert_array_equal(g["a"][:], np.arange(100.0))
     np.testing.assert_array_equal(g["keep"][:], np.arange(5.0))
+
+
+@pytest.mark.parametrize("opts, words", [
+    (["--chunks", "2,2"], "--chunks has 2 values but array '/sub dir/b' has 1 dimension"),
+    (["--dtype", "i4", "--casting", "unsafe"], "cannot change the dtype of object array '/sub dir/o'"),
+])
+def test_cp_planning_errors_name_the_store_besides_the_array(tmp_path, opts, words):
+    """The recode planner's refusals named the array but not the store it is in (the
+    command line's other errors name both)."""
+    src = tmp_path / "s.zarr"
+    g = cs.open_group(str(src), mode="w")
+    g.array("sub dir/b", np.arange(4))
+    g.array("sub dir/o", np.array(["a", "b"], dtype=object), object_codec=numcodecs.VLenUTF8())
+    path = "sub dir/b" if opts[0] == "--chunks" else "sub dir/o"
+    r = run("cp", src, tmp_path / "d.zarr", "--src-path", path, *opts, ok=False, code=1)
+    assert words in r.stderr and f"(in {src})" in r.stderr
+    assert not (tmp_path / "d.zarr").exists()
