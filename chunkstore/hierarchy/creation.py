@@ -490,12 +490,7 @@ def parents_kept_on_success(store: Any, path: str, missing: list[str], zarr_form
         # (each step on its own: a name the filesystem refuses fails the look at it too)
         with contextlib.suppress(Exception):
             delitems(store, [nodes.prefix(path) + n for n in sorted(node_document_names())])
-        for g in reversed(made):
-            with contextlib.suppress(Exception), (
-                    contextlib.nullcontext() if guarded else
-                    creation_lock(synchronizer, nodes.creation_lock_key(g, "group"), store)):
-                if _untouched_new_group(store, g):
-                    delitems(store, [nodes.prefix(g) + n for n in sorted(node_document_names())])
+        _remove_untouched_groups(store, made, synchronizer, guarded)
         raise
 
 
@@ -928,14 +923,22 @@ def removed_on_failure(store, path, synchronizer=None):
                 raise
             with contextlib.suppress(Exception):
                 remove_node(store, path)
-                for g in reversed(new_groups):
-                    with creation_lock(synchronizer, nodes.creation_lock_key(g, "group"),
-                                       store):
-                        if _untouched_new_group(store, g):
-                            delitems(store, [nodes.prefix(g) + name
-                                             for name in sorted(node_document_names())
-                                             if nodes.prefix(g) + name in store])
+            _remove_untouched_groups(store, new_groups, synchronizer)
             raise
+
+
+def _remove_untouched_groups(store: Any, groups: list[str], synchronizer: Any,
+                             guarded: bool = False) -> None:
+    """A failed creation's clean-up: the documents of the groups it made above it (groups,
+    the root's side first), deepest first, each under its creation lock (none where the
+    caller holds the guards above: see _write_parent_groups) and only where nobody took it
+    up meanwhile (_untouched_new_group); each on its own, errors ignored."""
+    for g in reversed(groups):
+        with contextlib.suppress(Exception), (
+                contextlib.nullcontext() if guarded else
+                creation_lock(synchronizer, nodes.creation_lock_key(g, "group"), store)):
+            if _untouched_new_group(store, g):
+                delitems(store, [nodes.prefix(g) + n for n in sorted(node_document_names())])
 
 
 def _untouched_new_group(store: Any, path: str) -> bool:
@@ -952,8 +955,7 @@ def _untouched_new_group(store: Any, path: str) -> bool:
     if any(n not in documents for n in names):
         return False
     fresh = [format_of(f).group_documents(None) for f in FORMATS]
-    return all(any(store[nodes.prefix(path) + n] == docs.get(n) for docs in fresh)
-               for n in names)
+    return all(any(store[prefix + n] == docs.get(n) for docs in fresh) for n in names)
 
 
 def _like_kwargs(a, kwargs):

@@ -29,7 +29,6 @@ from chunkstore.metadata.formats import documents_first, format_of, kind_of_docu
 from chunkstore.compat.group_api import GroupAPIv3
 from chunkstore.compat.node_api import Members
 from chunkstore.storage.base import delitems, keys_under, listdir
-
 from chunkstore.storage.consolidated import ConsolidatedMetadataStore
 from chunkstore.storage.consolidated_v3 import ConsolidatedV3Store
 from chunkstore.storage.normalize import StoreLike, normalize_store

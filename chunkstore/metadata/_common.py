@@ -193,6 +193,14 @@ def structured_array(value: Any, dtype: np.dtype) -> np.ndarray:
     return out
 
 
+def value_bytes(value: Any, dtype: np.dtype) -> bytes:
+    """The raw bytes of one value of dtype (a structured one's padding zero: see
+    structured_array)."""
+    if dtype.names:
+        return structured_array(value, dtype).tobytes()
+    return np.array(value, dtype=dtype).tobytes()
+
+
 def leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     """The dtypes of a dtype's fields and sub-arrays, down to the plain ones (the dtype
     itself where it has neither)."""

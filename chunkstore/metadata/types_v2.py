@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from chunkstore.metadata._common import (SPECIAL_FLOATS, decode_bool_fill, decode_int_fill,
-                                         special_float_name, structured_array)
+                                         special_float_name, structured_array,
+                                         value_bytes)
 
 _INT64_MIN = int(np.iinfo(np.int64).min)
 
@@ -140,7 +141,7 @@ def encode_fill_value(value: Any, dtype: Any) -> Any:
     if kind == "S":
         return base64.standard_b64encode(bytes(v)).decode("ascii")
     if kind == "V":
-        return base64.standard_b64encode(structured_array(v, dtype).tobytes()).decode("ascii")
+        return base64.standard_b64encode(value_bytes(v, dtype)).decode("ascii")
     if kind == "U":
         return str(v)
     if kind in "mM":

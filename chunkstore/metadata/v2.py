@@ -31,7 +31,7 @@ import numcodecs
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
                                          chunk_grid,
                                          guess_chunks, json_default, leaf_dtypes,
-                                         load_json_object, structured_array,
+                                         load_json_object, value_bytes,
                                          unitless_time)
 from chunkstore.metadata.types_v2 import (_coerce_fill, decode_dtype, decode_fill_value,
                                           encode_dtype, encode_fill_value)
@@ -336,9 +336,7 @@ class ArrayMetadataV2:
             if self.dtype.kind in "mM":
                 return np.array("NaT", dtype=self.dtype).tobytes()
             return bytes(self.dtype.itemsize)
-        if self.dtype.names:
-            return structured_array(self.fill_value, self.dtype).tobytes()
-        return np.array(self.fill_value, dtype=self.dtype).tobytes()
+        return value_bytes(self.fill_value, self.dtype)
 
     def to_dict(self) -> dict:
         """The JSON-ready ``.zarray`` document, with ``"attributes"`` when they are known

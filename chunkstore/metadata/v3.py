@@ -36,7 +36,7 @@ from typing import Any
 
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
                                          chunk_grid, json_default,
-                                         load_json_object, structured_array)
+                                         load_json_object, value_bytes)
 from chunkstore.metadata.types_v3 import (_coerce_fill, _to_dtype, decode_data_type_v3,
                                           decode_fill_value_v3, encode_data_type_v3,
                                           encode_fill_value_v3)
@@ -343,9 +343,7 @@ class ArrayMetadataV3:
         chunks hold); None for ``string``."""
         if self.dtype.hasobject:
             return None
-        if self.dtype.names:
-            return structured_array(self.fill_value, self.dtype).tobytes()
-        return np.array(self.fill_value, dtype=self.dtype).tobytes()
+        return value_bytes(self.fill_value, self.dtype)
 
     def to_dict(self) -> dict:
         """The JSON-ready document, keys in zarr-python 3's order."""

@@ -263,6 +263,18 @@ def test_a_v3_array_with_numcodecs_filters_copies_into_v2(tmp_path, filt):
     np.testing.assert_array_equal(g["x"][:], src[:])
 
 
+def _zstd_copy_of_a(tmp_path, src, how):
+    """Array "a" of the v2 group src (at tmp_path/src) after a recoding copy of the group
+    to tmp_path/dst with Zstd: by copy_all ("copy") or the command line's cp ("cp")."""
+    if how == "copy":
+        dst = cs.open_group(str(tmp_path / "dst"), mode="w", zarr_format=2)
+        cs.copy_all(src, dst, compressor=numcodecs.Zstd(level=3))
+    else:
+        assert main(["cp", str(tmp_path / "src"), str(tmp_path / "dst"),
+                     "--compressor", "zstd"]) == 0
+    return cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
+
+
 @pytest.mark.parametrize("how", ["copy", "cp"])
 def test_a_sparse_array_of_fill_none_stays_sparse_in_a_recoding_copy(tmp_path, how):
     """A v2 array of fill value None (whose every written chunk is stored) with one chunk
@@ -271,13 +283,7 @@ def test_a_sparse_array_of_fill_none_stays_sparse_in_a_recoding_copy(tmp_path, h
     src = cs.open_group(str(tmp_path / "src"), mode="w", zarr_format=2)
     a = src.create_dataset("a", shape=(200_000,), chunks=(100,), dtype="f8", fill_value=None)
     a[150:160] = 1.5
-    if how == "copy":
-        dst = cs.open_group(str(tmp_path / "dst"), mode="w", zarr_format=2)
-        cs.copy_all(src, dst, compressor=numcodecs.Zstd(level=3))
-    else:
-        assert main(["cp", str(tmp_path / "src"), str(tmp_path / "dst"),
-                         "--compressor", "zstd"]) == 0
-    b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
+    b = _zstd_copy_of_a(tmp_path, src, how)
     assert b.nchunks_initialized == 1
     np.testing.assert_array_equal(b[150:160], 1.5)
 
@@ -299,13 +305,7 @@ def test_a_recoding_copy_of_strings_with_zarr_python_2s_fill_0_reads_as_its_sour
     a[:2] = ["x", "y"]
     want = a[:]
     assert list(want) == ["x", "y", 0, 0, 0, 0]
-    if how == "copy":
-        dst = cs.open_group(str(tmp_path / "dst"), mode="w", zarr_format=2)
-        cs.copy_all(src, dst, compressor=numcodecs.Zstd(level=3))
-    else:
-        assert main(["cp", str(tmp_path / "src"), str(tmp_path / "dst"),
-                     "--compressor", "zstd"]) == 0
-    b = cs.open_group(str(tmp_path / "dst"), mode="r")["a"]
+    b = _zstd_copy_of_a(tmp_path, src, how)
     assert b.compressor == numcodecs.Zstd(level=3) and b.fill_value == 0
     assert list(b[:]) == list(want)
 
