@@ -73,3 +73,16 @@ class KVStore(BaseStore):
     def __len__(self) -> int:
         m = self._mutable_mapping
         return len(m) if hasattr(m, "__len__") else sum(1 for _ in self)
+
+    def flush(self) -> None:
+        """The wrapped object's ``flush()``, where it has one."""
+        f = getattr(self._mutable_mapping, "flush", None)
+        if callable(f):
+            f()
+
+    def close(self) -> None:
+        """The wrapped object's ``close()``, where it has one: a wrapped store's unflushed
+        writes (a ZipStore's) are written, and what it holds let go, as closing it would."""
+        c = getattr(self._mutable_mapping, "close", None)
+        if callable(c):
+            c()

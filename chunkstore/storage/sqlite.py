@@ -191,17 +191,30 @@ class SQLiteStore(BaseStore):
                 conn = None
         if conn is None:
             conn = self._connect()
-            self._local.conn = conn
             with self._conns_lock:
+                closed = self._closed  # (closed meanwhile: its connections are gone)
                 dead = [c for t, c in self._all_conns if not t.is_alive()]
                 self._all_conns = [(t, c) for t, c in self._all_conns if t.is_alive()]
-                self._all_conns.append((threading.current_thread(), conn))
+                if not closed:
+                    self._all_conns.append((threading.current_thread(), conn))
+            if closed:
+                dead.append(conn)
+            else:
+                self._local.conn = conn
             for c in dead:  # their threads are gone: nobody else uses them
                 try:
                     c.close()
                 except sqlite3.Error:  # pragma: no cover
                     pass
+            if closed:
+                raise StoreError(f"{self!r} is closed")
         return conn
+
+    def _check_not_closed(self) -> None:
+        """(in a statement's hold of _TXNS) StoreError if the store was closed: its
+        connections are."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         """Run *fn* (a whole transaction), retrying on SQLITE_BUSY/LOCKED until timeout."""
@@ -223,6 +236,7 @@ class SQLiteStore(BaseStore):
 
         def run() -> Any:
             with _TXNS.shared():  # (a fork waits for it: see _TXNS)
+                self._check_not_closed()
                 conn.execute("BEGIN IMMEDIATE")
                 try:  # the body and its COMMIT, or nothing
                     result = body(conn)
@@ -240,6 +254,7 @@ class SQLiteStore(BaseStore):
 
         def run() -> list:
             with _TXNS.shared():
+                self._check_not_closed()
                 return conn.execute(sql, params).fetchall()
 
         return self._retry(run)
@@ -249,6 +264,7 @@ class SQLiteStore(BaseStore):
 
         def run() -> Any:
             with _TXNS.shared():
+                self._check_not_closed()
                 conn.execute("BEGIN")
                 try:
                     return body(conn)
@@ -258,18 +274,22 @@ class SQLiteStore(BaseStore):
         return self._retry(run)
 
     def close(self) -> None:
-        """Close every connection this store opened in this process. Idempotent."""
+        """Close every connection this store opened in this process. Idempotent. Other
+        threads' statements in flight end first; their later ones raise StoreError."""
         if self._pid != os.getpid():
             self._init_state()
-        with self._conns_lock:
-            conns, self._all_conns = self._all_conns, []
-        for _, c in conns:
-            try:
-                c.close()
-            except sqlite3.Error:  # pragma: no cover
-                pass
+        # (no statement of this process's SQLite stores runs meanwhile: a connection closed
+        # under another thread's statement crashed the interpreter)
+        with _TXNS.exclusive():
+            with self._conns_lock:
+                self._closed = True
+                conns, self._all_conns = self._all_conns, []
+            for _, c in conns:
+                try:
+                    c.close()
+                except sqlite3.Error:  # pragma: no cover
+                    pass
         self._local = threading.local()
-        self._closed = True
         keeper = getattr(self, "_keeper", None)
         if keeper is not None and self._pid == os.getpid():
             self._keeper = None

@@ -120,7 +120,8 @@ class ZipStore(BaseStore):
         # (made anew in a forked child: one a parent thread held at the fork stays held)
         self._lock: threading.RLock = fork_safe(self, "_lock", threading.RLock)
         self._pid = os.getpid()
-        self._read_since_load = False  # (served a member's bytes since the last _load)
+        # (answered a read since the last _load: a member's bytes, its absence, a listing)
+        self._read_since_load = False
         self._zf: zipfile.ZipFile | None = None
         self._members: dict[str, zipfile.ZipInfo] = {}
         self._pending: dict[str, Any] = {}  # key -> bytes, or _DELETED
@@ -270,6 +271,15 @@ class ZipStore(BaseStore):
         if now != self._loaded:
             self._load()
 
+    def _check_read(self) -> None:
+        """Before a read: the store is open (and rereads an archive flushed by another store
+        since), and the read is noted. What it answers from the archive, a member's bytes, a
+        key's absence or a listing, is what a change may be made from: a claim that then
+        finds the archive rewritten refuses the change (a write built from "chunk missing"
+        replaced the chunk another store had flushed meanwhile)."""
+        self._check_open()
+        self._read_since_load = True
+
     # -- the write claim (one writer at a time; see the class docstring) --------------------
 
     def _claim(self) -> None:
@@ -292,13 +302,17 @@ class ZipStore(BaseStore):
             _WRITERS[key] = weakref.ref(self)
             self._claim_key = key
         try:
-            self._claim_fd = self._lock_archive()
+            self._claim_fd, made = self._lock_archive()
             # (no file yet only without flock: the flush creates it)
             if os.path.exists(self.path) and self._loaded != _signature(self.path):
-                if self._read_since_load:
+                # (an archive this claim made is empty, as the missing file it replaces read)
+                if self._read_since_load and not (made and self._absent):
                     # A write's read-modify-write read chunks of the archive as it was
                     # before another store flushed: reloaded silently, the change put those
-                    # stale bytes back over the other's write (lost, both returning).
+                    # stale bytes back over the other's write (lost, both returning). Nothing
+                    # was changed: the archive is read again, so that the retry the message
+                    # asks for works (a blind write reads nothing that would reload it).
+                    self._load()
                     raise StoreError(
                         f"{self.path!r} was rewritten by another store since this one read "
                         f"from it: a change made from what it read would undo the other's "
@@ -308,12 +322,12 @@ class ZipStore(BaseStore):
             self._release()
             raise
 
-    def _lock_archive(self) -> int | None:
-        """A descriptor of the archive holding an exclusive ``flock`` on it (the file is
-        created as an empty archive if missing); None where locks are not available.
-        StoreError if another process holds the lock."""
+    def _lock_archive(self) -> tuple[int | None, bool]:
+        """(A descriptor of the archive holding an exclusive ``flock`` on it, whether this
+        call created the file, as an empty archive, for it was missing); None where locks
+        are not available. StoreError if another process holds the lock."""
         if fcntl is None:  # pragma: no cover
-            return None
+            return None, False
         for _ in range(100):
             try:
                 try:
@@ -339,7 +353,7 @@ class ZipStore(BaseStore):
                     ) from None
                 except OSError:  # pragma: no cover - a filesystem without flock
                     os.close(fd)
-                    return None
+                    return None, False
                 if created:
                     with open(os.dup(fd), "wb") as f:
                         with zipfile.ZipFile(f, "w"):
@@ -347,7 +361,7 @@ class ZipStore(BaseStore):
                 # the lock counts only on the file now at path (a flush replaces it)
                 st, now = os.fstat(fd), os.stat(self.path)
                 if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
-                    return fd
+                    return fd, created
             except FileNotFoundError:
                 pass  # replaced or removed meanwhile: try again
             except BaseException:
@@ -405,7 +419,6 @@ class ZipStore(BaseStore):
         info = self._members.get(key)
         if info is None or self._zf is None:
             raise KeyError(key)
-        self._read_since_load = True
         try:
             return self._zf.read(info)
         except (zipfile.BadZipFile, EOFError, zlib_error) as e:
@@ -414,7 +427,7 @@ class ZipStore(BaseStore):
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)
         with self._lock:
-            self._check_open()
+            self._check_read()
             return self._get(key)
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -424,7 +437,7 @@ class ZipStore(BaseStore):
         keys = [validate_key(k) for k in keys]
         out = {}
         with self._lock:
-            self._check_open()
+            self._check_read()
             for k in keys:
                 try:
                     out[k] = self._get(k)
@@ -441,13 +454,12 @@ class ZipStore(BaseStore):
         validate_key(key)
         ranges = list(ranges)
         with self._lock:
-            self._check_open()
+            self._check_read()
             p = self._pending.get(key)
             info = self._members.get(key)
             if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
                 # stored members are seekable: read only the requested bytes
                 assert self._zf is not None  # info came from this archive's members
-                self._read_since_load = True
                 with self._zf.open(info) as f:
                     return read_spans(f, info.file_size, ranges)
             value = self._get(key)
@@ -474,7 +486,7 @@ class ZipStore(BaseStore):
             return False
         validate_key(key)
         with self._lock:
-            self._check_open()
+            self._check_read()
             p = self._pending.get(key)
             if p is not None:
                 return p is not _DELETED
@@ -482,12 +494,12 @@ class ZipStore(BaseStore):
 
     def __iter__(self) -> Iterator[str]:
         with self._lock:
-            self._check_open()
+            self._check_read()
             return iter(self._live_keys())
 
     def __len__(self) -> int:
         with self._lock:
-            self._check_open()
+            self._check_read()
             return len(self._live_keys())
 
     def _size_of(self, key: str) -> int:
@@ -503,7 +515,7 @@ class ZipStore(BaseStore):
         """
         prefix = normalize_prefix(prefix)
         with self._lock:
-            self._check_open()
+            self._check_read()
             total = 0
             for k in self._live_keys():
                 if not prefix or k == prefix or k.startswith(prefix + "/"):

@@ -245,3 +245,49 @@ def test_r_plus_open_of_a_missing_database_creates_nothing(tmp_path, name, opene
     z = cs.open_array(path, mode="r+", path="a")
     z[1] = 7
     assert cs.open_array(path, mode="r", path="a")[1] == 7
+
+
+_CLOSE_UNDER_WRITERS = r"""
+import os, sys, threading, time
+import chunkstore as cs
+from chunkstore.errors import StoreError
+from chunkstore.storage import SQLiteStore
+for rep in range(5):
+    st = SQLiteStore(os.path.join(sys.argv[1], f"s{rep}.db"))
+    a = cs.zeros((64, 64), chunks=(8, 8), dtype="i4", store=st, path="a")
+    closed = threading.Event()
+    late = []  # writes that began after close() returned and did not raise StoreError
+
+    def write(t):
+        while True:
+            after = closed.is_set()
+            try:
+                a[t * 16:(t + 1) * 16, :] = t
+            except StoreError:
+                return
+            if after:
+                late.append(t)
+                return
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    st.close()
+    closed.set()
+    for t in threads:
+        t.join()
+    assert not late, late
+print("ok")
+"""
+
+
+def test_close_while_other_threads_write(tmp_path):
+    """close() closed every thread's connection under their statements in flight: the
+    interpreter crashed (SIGSEGV). A thread could also open a new connection after close()
+    and go on writing. Statements in flight now end first; later ones raise StoreError."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _CLOSE_UNDER_WRITERS, str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])

@@ -77,6 +77,23 @@ def test_duck_typed_mapping_is_a_store(cls):
     cs.copy_all(g, cs.group(store=cls()))
 
 
+def test_kvstore_closes_and_flushes_what_it_wraps(tmp_path):
+    """KVStore(ZipStore).close() did nothing: the zip kept its unflushed writes and its
+    write claim (the next writer of the archive refused) until it was garbage-collected."""
+    from chunkstore.storage import ZipStore
+    p = str(tmp_path / "a.zip")
+    kv = KVStore(ZipStore(p, mode="w"))
+    cs.zeros(4, chunks=2, dtype="i4", store=kv)[:] = 3
+    kv.flush()
+    assert not kv._mutable_mapping.dirty
+    cs.open_array(kv, mode="r+")[0] = 7
+    kv.close()
+    with ZipStore(p, mode="a") as z:  # (the claim was let go)
+        z["x"] = b"1"
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], [7, 3, 3, 3])
+    KVStore(DuckStore()).close()  # (a mapping without close(): nothing to do)
+
+
 def test_non_mappings_are_still_refused():
     for bad in ([], 3, object()):
         with pytest.raises(TypeError, match="cannot make a store"):

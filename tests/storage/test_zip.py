@@ -428,3 +428,68 @@ def test_a_store_inherited_by_forked_readers_reads_right(tmp_path):
     for proc in procs:
         proc.join(30)
     assert bad == [0] * (len(procs) + 1)
+
+
+def test_a_change_made_from_a_missing_chunk_is_refused_after_another_stores_flush(tmp_path):
+    """A read-modify-write found the chunk missing (an answer from the archive, as a
+    member's bytes are), then another store flushed its write of that chunk: only reads of
+    bytes counted as reads, so the claim reread the archive quietly and the chunk built
+    from "missing" replaced the other's (its elements lost, both writes returning). The
+    absence, `in` and listings count now: StoreError, and the retry keeps both writes."""
+    import numpy as np
+
+    import chunkstore as cs
+    import subprocess
+    import sys
+    p = str(tmp_path / "a.zip")
+    with ZipStore(p, mode="w") as s:
+        cs.zeros(8, chunks=8, dtype="i4", store=s, zarr_format=2)
+    s2 = ZipStore(p, mode="a")
+    a2 = cs.open_array(s2, mode="r+")
+    orig = s2._claim
+
+    def claim_after_the_other_writes():  # (after s2 read chunk 0 missing; another process:
+        # this one's handles on the archive would wait for a2's chunk lock)
+        subprocess.run([sys.executable, "-c", "import chunkstore as cs; "
+                        f"a = cs.open_array({p!r}, mode='r+'); a[:4] = 1; a.store.close()"],
+                       check=True, timeout=120)
+        return orig()
+
+    s2._claim = claim_after_the_other_writes
+    with pytest.raises(StoreError, match="rewritten by another store"):
+        a2[4:] = 2
+    s2._claim = orig
+    a2[4:] = 2  # retried
+    s2.close()
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], [1] * 4 + [2] * 4)
+    # the same at the store's level: an absence, a membership test, a listing
+    for look in (lambda s: s.getitems(["k"]), lambda s: "k" in s, lambda s: list(s),
+                 lambda s: s.getsize()):
+        with ZipStore(p, mode="a") as first:
+            first.pop("k", None)
+        first, second = ZipStore(p, mode="a"), ZipStore(p, mode="a")
+        look(second)
+        first["k"] = b"first's"
+        first.close()
+        with pytest.raises(StoreError, match="rewritten by another store"):
+            second["k"] = b"second's, made from k missing"
+        second.close()
+        assert ZipStore(p, mode="r")["k"] == b"first's"
+
+
+def test_a_blind_write_retried_after_the_refusal_goes_through(tmp_path):
+    """The refusal says "retry (it reads the new archive)", but nothing reread it: a write
+    of whole values (no read of its own) was refused again at every retry."""
+    p = str(tmp_path / "a.zip")
+    with ZipStore(p, mode="w") as s:
+        s["k"] = b"0"
+    first, second = ZipStore(p), ZipStore(p)
+    assert second["k"] == b"0"
+    first["j"] = b"1"
+    first.close()
+    with pytest.raises(StoreError, match="retry"):
+        second["k"] = b"second's"
+    second["k"] = b"second's"
+    second.close()
+    with ZipStore(p, mode="r") as s:
+        assert dict(s.items()) == {"k": b"second's", "j": b"1"}
