@@ -83,9 +83,9 @@ class ZipStore(BaseStore):
     and keeps the other's work: stores that flush in turn cooperate. Readers take no claim:
     any number of stores, mode ``"r"`` or not, in any processes, read at once, each the
     archive as it is at each read (one ``stat`` a call tells whether another store flushed
-    since; a store holding the claim reads its own view; a mode ``"r"`` store, the archive
-    as of its open). A file that does not exist yet is
-    created, as an empty archive, by the claim (so that it can be locked). Tools other than
+    since; a store holding the claim reads its own view, and so do this process's other
+    writable stores of the archive, which are one location with it; a mode ``"r"`` store,
+    the archive as of its open). A file that does not exist yet is created, as an empty archive, by the claim (so that it can be locked). Tools other than
     chunkstore do not see the lock.
 
     An archive that was never closed properly (no central directory, e.g. truncated) is
@@ -115,6 +115,7 @@ class ZipStore(BaseStore):
         super().__init__(mode)
         self._set_dimension_separator(dimension_separator)
         self.path = os.path.abspath(os.fspath(path))
+        self._real = os.path.realpath(self.path)  # (the claim registry's key of the archive)
         self.compression = compression
         self.allowZip64 = allowZip64
         # (made anew in a forked child: one a parent thread held at the fork stays held)
@@ -271,14 +272,41 @@ class ZipStore(BaseStore):
         if now != self._loaded:
             self._load()
 
-    def _check_read(self) -> None:
-        """Before a read: the store is open (and rereads an archive flushed by another store
-        since), and the read is noted. What it answers from the archive, a member's bytes, a
-        key's absence or a listing, is what a change may be made from: a claim that then
-        finds the archive rewritten refuses the change (a write built from "chunk missing"
-        replaced the chunk another store had flushed meanwhile)."""
-        self._check_open()
-        self._read_since_load = True
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator["ZipStore"]:
+        """Held for a read: the store whose view answers it, under its lock. That is another
+        ZipStore of this process holding the claim on the archive, where there is one (a
+        writable store of one archive is one location with it: their handles share in-process
+        locks and follow each other's changes, so they must see them; read from the file, a
+        handle reloaded an array's metadata without the other store's unflushed resize and
+        kept the old shape for good, writing past the new end). Else this store, open (it
+        rereads an archive flushed by another store since). The read is noted: what it
+        answers, a member's bytes, a key's absence or a listing, is what a change may be made
+        from, and a claim that then finds the archive rewritten refuses the change (a write
+        built from "chunk missing" replaced the chunk another store had flushed meanwhile)."""
+        self._forked()
+        writer = self._writer()
+        if writer is not None:
+            with writer._lock:
+                if writer._claim_key is not None:  # (still: it may have flushed meanwhile)
+                    writer._check_open()
+                    self._read_since_load = True
+                    yield writer
+                    return
+        with self._lock:
+            self._check_open()
+            self._read_since_load = True
+            yield self
+
+    def _writer(self) -> "ZipStore | None":
+        """Another ZipStore of this process holding the write claim on this archive, or None
+        (a mode "r" store reads the archive as of its open, and a claim holder its own)."""
+        if self._mode == "r" or self._claim_key is not None or self._closed:
+            return None
+        with _WRITERS_LOCK:
+            ref = _WRITERS.get(self._real)
+        other = ref() if ref is not None else None
+        return other if other is not None and other is not self else None
 
     # -- the write claim (one writer at a time; see the class docstring) --------------------
 
@@ -426,9 +454,8 @@ class ZipStore(BaseStore):
 
     def __getitem__(self, key: str) -> bytes:
         validate_key(key)
-        with self._lock:
-            self._check_read()
-            return self._get(key)
+        with self._reading() as v:
+            return v._get(key)
 
     def getitems(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return ``{key: value}`` for the *keys* present (pending writes included); absent keys
@@ -436,11 +463,10 @@ class ZipStore(BaseStore):
         """
         keys = [validate_key(k) for k in keys]
         out = {}
-        with self._lock:
-            self._check_read()
+        with self._reading() as v:
             for k in keys:
                 try:
-                    out[k] = self._get(k)
+                    out[k] = v._get(k)
                 except KeyError:
                     pass
         return out
@@ -453,16 +479,15 @@ class ZipStore(BaseStore):
         """
         validate_key(key)
         ranges = list(ranges)
-        with self._lock:
-            self._check_read()
-            p = self._pending.get(key)
-            info = self._members.get(key)
+        with self._reading() as v:
+            p = v._pending.get(key)
+            info = v._members.get(key)
             if p is None and info is not None and info.compress_type == zipfile.ZIP_STORED:
                 # stored members are seekable: read only the requested bytes
-                assert self._zf is not None  # info came from this archive's members
-                with self._zf.open(info) as f:
+                assert v._zf is not None  # info came from this archive's members
+                with v._zf.open(info) as f:
                     return read_spans(f, info.file_size, ranges)
-            value = self._get(key)
+            value = v._get(key)
         return [_slice(value, o, n) for o, n in ranges]
 
     def _live_keys(self) -> list[str]:
@@ -485,22 +510,19 @@ class ZipStore(BaseStore):
         if not isinstance(key, str):
             return False
         validate_key(key)
-        with self._lock:
-            self._check_read()
-            p = self._pending.get(key)
+        with self._reading() as v:
+            p = v._pending.get(key)
             if p is not None:
                 return p is not _DELETED
-            return key in self._members
+            return key in v._members
 
     def __iter__(self) -> Iterator[str]:
-        with self._lock:
-            self._check_read()
-            return iter(self._live_keys())
+        with self._reading() as v:
+            return iter(v._live_keys())
 
     def __len__(self) -> int:
-        with self._lock:
-            self._check_read()
-            return len(self._live_keys())
+        with self._reading() as v:
+            return len(v._live_keys())
 
     def _size_of(self, key: str) -> int:
         p = self._pending.get(key)
@@ -514,12 +536,11 @@ class ZipStore(BaseStore):
         included).
         """
         prefix = normalize_prefix(prefix)
-        with self._lock:
-            self._check_read()
+        with self._reading() as v:
             total = 0
-            for k in self._live_keys():
+            for k in v._live_keys():
                 if not prefix or k == prefix or k.startswith(prefix + "/"):
-                    total += self._size_of(k)
+                    total += v._size_of(k)
             return total
 
     # -- writes ----------------------------------------------------------------------------

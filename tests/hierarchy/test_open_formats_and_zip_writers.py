@@ -82,7 +82,9 @@ def test_zip_readers_open_at_once_beside_a_writer(tmp_path):
     w = ZipStore(p, mode="a")
     w["a"] = b"new"  # a writer with unflushed changes
     readers = [ZipStore(p, mode="r"), ZipStore(p, mode="r"), ZipStore(p, mode="a")]
-    assert [r["a"] for r in readers] == [b"old"] * 3  # the archive as flushed
+    # mode "r": the archive as of its open; a writable store of this process: the writer's
+    # view, unflushed changes included (one location: see the test below)
+    assert [r["a"] for r in readers] == [b"old", b"old", b"new"]
     w.close()
     for r in readers:
         r.close()
@@ -390,3 +392,32 @@ def test_unasked_group_format_where_both_lie_is_v3_with_zarr3s_warning(tmp_path)
         assert len([w for w in rec if w.category is ZarrUserWarning]) == 1, opener
         assert g.metadata.zarr_format == 3 and g.attrs["f"] == 3
     assert cs.open_group(p, mode="r", zarr_format=2).attrs["f"] == 2
+
+
+def test_zip_stores_of_one_archive_in_one_process_see_each_others_changes(tmp_path):
+    """Two writable ZipStores of one archive are one location: their handles share
+    in-process locks and follow each other's metadata changes. One handle reloaded the
+    array's metadata, after the other's resize was counted, from the file the resize had
+    not reached yet (unflushed): it kept the old shape for good, a write past the new end
+    went through, and a later grow showed it where the fill value belongs."""
+    for fmt in (2, 3):
+        p = str(tmp_path / f"a{fmt}.zip")
+        z1 = ZipStore(p, mode="w")
+        a = cs.create(store=z1, shape=(10,), chunks=(4,), dtype="i4", fill_value=-1,
+                      zarr_format=fmt)
+        a[:] = np.arange(10)
+        z1.flush()
+        z2 = ZipStore(p, mode="a")
+        b = cs.open_array(z2, mode="r+")
+        b.resize(3)  # unflushed in z2
+        assert a.shape == (3,)
+        assert z1.listdir() == z2.listdir()
+        z2.flush()
+        assert a.shape == (3,)
+        with pytest.raises(IndexError):
+            a[8] = 5
+        np.testing.assert_array_equal(a[:], [0, 1, 2])
+        b.resize(10)
+        z2.close()
+        z1.close()
+        np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], [0, 1, 2] + [-1] * 7)
