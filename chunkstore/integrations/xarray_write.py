@@ -123,8 +123,11 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
         from xarray.backends.writers import dump_to_store
         dump_to_store(ds, target, writer, encoding=encoding)
         writes = writer.sync(compute=compute, chunkmanager_store_kwargs=chunkmanager_store_kwargs)
-    except BaseException:
-        target.close()
+    except BaseException as e:
+        try:
+            target.undo_appends(e)
+        finally:
+            target.close()
         raise
     if not compute:
         from xarray.backends.api import delayed_close_after_writes
@@ -170,7 +173,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
     alignment, write_empty_chunks and whether to consolidate afterwards."""
 
     __slots__ = ("mode", "append_dim", "region", "write_empty", "consolidate_on_close",
-                 "zarr_format", "safe_chunks", "_pending_clear")
+                 "zarr_format", "safe_chunks", "_pending_clear", "_grown")
 
     def __init__(self, group, *, mode="r+", append_dim=None, region=None,
                  write_empty=None, consolidate_on_close=False, close_store=False,
@@ -189,6 +192,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         # mode "w" over an existing group: it is replaced when the first write is checked,
         # not at open (a rejected write leaves it as it was)
         self._pending_clear = pending_clear
+        # (array, its shape before) of each array this write appended to, in order
+        self._grown: list[tuple[Any, tuple[int, ...]]] = []
 
     @classmethod
     def open_group(cls, store, mode="r", group=None, consolidated=None,
@@ -405,17 +410,42 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             target, data = self._target(p)
             writer.add(data, target, p["region"])
         if self.consolidate_on_close:
-            # the root's, which both engines read (they open the root, then the group in
-            # it), and the group's own, for readers that open the group's path as a store;
-            # and that of each group between them that keeps some (an earlier write to it
-            # consolidated it): left as it was, a reader opening that group's path would
-            # see this group's old shapes and members. Deepest first, so that each is made
-            # from fresh documents below it.
-            from chunkstore.hierarchy.convenience import consolidate_metadata
-            store, path = self.group.store, self.group.path
-            between = [a for a in ancestors(path)[1:] if is_consolidated(store, a)]
-            for where in dict.fromkeys((path, *reversed(between), "")):
-                consolidate_metadata(store, path=where)
+            self._consolidate()
+
+    def _consolidate(self) -> None:
+        """Consolidate the metadata: the root's, which both engines read (they open the
+        root, then the group in it), and the group's own, for readers that open the group's
+        path as a store; and that of each group between them that keeps some (an earlier
+        write to it consolidated it): left as it was, a reader opening that group's path
+        would see this group's old shapes and members. Deepest first, so that each is made
+        from fresh documents below it."""
+        from chunkstore.hierarchy.convenience import consolidate_metadata
+        store, path = self.group.store, self.group.path
+        between = [a for a in ancestors(path)[1:] if is_consolidated(store, a)]
+        for where in dict.fromkeys((path, *reversed(between), "")):
+            consolidate_metadata(store, path=where)
+
+    def undo_appends(self, error: BaseException) -> None:
+        """After a failed write (error), the arrays it appended to shrunk back to their
+        shapes before it, and the consolidated metadata made again where the write had
+        consolidated it: the rows an append had added read as the fill value, or held what
+        only some of the variables' data had put there (dask data that failed as it was
+        computed, times the stored dtype cannot hold; 1970-01-01 in a time variable, a
+        plausible wrong value). A step that fails is noted on error."""
+        grown, self._grown = self._grown, []
+        if not grown:
+            return
+        for z, shape in reversed(grown):
+            try:
+                z.resize(shape)
+            except Exception as e:  # (what the append left is named; the error goes on)
+                error.add_note(f"the append to {z.name!r} could not be undone ({e!r}): it "
+                               f"may hold rows of fill values past {shape}")
+        if self.consolidate_on_close:
+            try:
+                self._consolidate()
+            except Exception as e:
+                error.add_note(f"the consolidated metadata could not be made again ({e!r})")
 
     def _encode_like_stored(self, variables, arrays):
         """The variables stored already (arrays: name -> its Array) encoded exactly as the
@@ -464,8 +494,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                     if s is not None and s.stop is not None and s.stop > old.sizes[d]:
                         raise ValueError(f"region {d}={s} of variable {n!r} goes past its "
                                          f"stored length {old.sizes[d]}")
-            _check_stored_times(n, new, enc, raw[n])
-            out[n] = enc
+            out[n] = _check_stored_times(n, new, enc, raw[n])
         return out
 
     def _plan(self, name, v, check, arrays):
@@ -551,6 +580,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         else:
             z = p["stored"]
             if p["action"] == "append":
+                self._grown.append((z, z.shape))
                 z.resize(p["shape"])
         data = p["data"]
         wec = p["encoding"].get("write_empty_chunks")
@@ -688,18 +718,22 @@ def _units_key(units: Any) -> Any:
 _CALENDAR_ALIASES = {"gregorian": "standard", "365_day": "noleap", "366_day": "all_leap"}
 
 
-def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> None:
+def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> Any:
     """Times (datetimes, timedeltas, cftime dates) written into a stored variable (an
     append, a region) must be stored in its units, calendar and dtype: xarray's encoder
     switches to finer units where the stored ones cannot hold the times exactly (with only
     a SerializationWarning), and casts to the stored integer dtype without an overflow
     check, while the stored array keeps its attributes: the times would read back as others
-    (390 minutes as 390 hours). ValueError naming the variable, before any write.
+    (390 minutes as 390 hours). ValueError naming the variable, before any write; enc, the
+    variable to write, is returned, its dask data checked block by block as it is computed
+    (the same ValueError from the write: xarray's encoder checks only that the units hold
+    the times, not the cast to the stored dtype, so 2100-01-01 went into int32 seconds as
+    1963, and NaT into an integer array without a fill value as a date).
 
     new: the variable to write, decoded; enc: it encoded as it will be stored; raw: the
     stored variable, undecoded (its attributes and dtype as stored)."""
     if not (new.dtype.kind in "mM" or contains_cftime_datetimes(new)):
-        return  # (numbers written into a time variable are stored as given, as xarray does)
+        return enc  # (numbers written into a time variable are stored as given, as xarray does)
     stored_units, units = raw.attrs.get("units"), enc.attrs.get("units")
     if _units_key(units) != _units_key(stored_units):
         raise ValueError(
@@ -715,24 +749,43 @@ def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> None:
         raise ValueError(f"variable {name!r}: its times are encoded in calendar {cal!r}, "
                          f"the stored variable's calendar is {stored_cal!r}")
     short_float = raw.dtype.kind == "f" and np.dtype(raw.dtype).itemsize < 8
-    if (raw.dtype.kind not in "iumM" and not short_float) or hasattr(enc.data, "dask"):
+    if raw.dtype.kind not in "iumM" and not short_float:
         # (float64 holds times to well under the units' precision, where a compare after
-        # decoding could differ by rounding alone; dask data is checked by xarray's encoder
-        # as it computes, which raises where the units cannot hold the times)
-        return
+        # decoding could differ by rounding alone)
+        return enc
     # Into an integer, a native time or a float32/16 array (float32 seconds since 1970
     # hold times to about 2 minutes: 00:00:01 read back as 00:00:00): the values as the
-    # array will hold them,
-    # decoded as a reader decodes them, must be the times given (an overflow of the stored
-    # dtype, or a resolution coarser than the times', is not).
-    held = xr.Variable(enc.dims, np.asarray(enc.data).astype(raw.dtype), attrs=raw.attrs)
+    # array will hold them, decoded as a reader decodes them, must be the times given (an
+    # overflow of the stored dtype, or a resolution coarser than the times', is not).
+    want = new.transpose(*enc.dims).data
+    timedelta = new.dtype.kind == "m"
+    if not hasattr(enc.data, "dask"):
+        _check_times_held(name, enc.dims, np.asarray(enc.data), np.asarray(want), raw,
+                          timedelta)
+        return enc
+    import dask.array as dsa
+
+    def checked(block: np.ndarray, want_block: np.ndarray) -> np.ndarray:
+        _check_times_held(name, enc.dims, block, np.asarray(want_block), raw, timedelta)
+        return block
+
+    want = want.rechunk(enc.data.chunks) if hasattr(want, "dask") else \
+        dsa.from_array(np.asarray(want), chunks=enc.data.chunks)
+    return enc.copy(data=dsa.map_blocks(checked, enc.data, want, dtype=enc.dtype))
+
+
+def _check_times_held(name: str, dims: Any, values: np.ndarray, want: np.ndarray, raw: Any,
+                      timedelta: bool) -> None:
+    """ValueError naming variable name where encoded times values, cast to the stored
+    variable raw's dtype and decoded by its attributes, are not the times want."""
+    stored_units = raw.attrs.get("units")
+    held = xr.Variable(dims, values.astype(raw.dtype), attrs=raw.attrs)
     try:
         back = np.asarray(conventions.decode_cf_variable(
-            name, held, decode_timedelta=new.dtype.kind == "m").values)
+            name, held, decode_timedelta=timedelta).values)
     except (ValueError, OverflowError, TypeError, pd.errors.OutOfBoundsDatetime) as e:
         raise ValueError(f"variable {name!r}: its times cannot be stored in the stored "
                          f"array ({raw.dtype}, units {stored_units!r}): {e}") from e
-    want = np.asarray(new.transpose(*enc.dims).values)
     same = _same_times(back, want)
     if same.shape != want.shape or not same.all():
         at = tuple(np.argwhere(~same)[0]) if same.shape == want.shape else ()

@@ -106,6 +106,50 @@ def test_times_a_float32_time_variable_cannot_hold_are_refused(tmp_path, fmt):
                                   pd.date_range("2024-01-01", periods=3, freq="D").values)
 
 
+_UNHELD_TIMES = {  # times that the stored dtype cannot hold, with the encoding it has
+    "int32 overflow": (["2100-01-01"] * 2, {"units": "seconds since 1970-01-01",
+                                            "dtype": "int32"}),
+    "float32 seconds": (["2020-01-01T00:00:01", "2020-01-02T00:00:01"],
+                        {"units": "seconds since 1970-01-01", "dtype": "float32"}),
+    "NaT into int32": (["NaT", "2020-01-02"], {"units": "days since 2020-01-01",
+                                               "dtype": "int32"}),
+}
+
+
+@pytest.mark.parametrize("case", list(_UNHELD_TIMES))
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_dask_times_the_stored_dtype_cannot_hold_are_refused(tmp_path, fmt, case):
+    """Refused for NumPy data before any write, the same times as dask data were written
+    and read back wrong (2100 into int32 seconds as 1963, NaT as 2020-01-01): dask data was
+    left to xarray's encoder, which checks only the units. Each block is checked as it is
+    computed now: a region write keeps the stored times, and a failed append is undone
+    (its rows read as 1970-01-01 in the time variable, and another variable's were
+    written), in the consolidated metadata too."""
+    da = pytest.importorskip("dask.array")
+    values, enc = _UNHELD_TIMES[case]
+    path = str(tmp_path / "t.zarr")
+    t0 = pd.date_range("2020-01-01", periods=4, freq="D").values
+    _quiet(to_chunkstore, xr.Dataset({"tv": ("t", t0), "x": ("t", np.arange(4.0))}), path,
+           zarr_format=fmt, encoding={"tv": enc})
+    new = np.array(values * 2, "M8[ns]")  # (the region: the stored chunk, whole)
+    with pytest.raises(ValueError, match="'tv'.*(fit|cannot be stored)"):
+        _quiet(to_chunkstore, xr.Dataset({"tv": ("t", da.from_array(new, chunks=2))}), path,
+               region={"t": slice(0, 4)})
+    with pytest.raises(ValueError, match="'tv'.*(fit|cannot be stored)"):
+        _quiet(to_chunkstore, xr.Dataset({"tv": ("t", da.from_array(new, chunks=2)),
+                                          "x": ("t", [8.0, 9.0, 7.0, 6.0])}), path,
+               append_dim="t")
+    for consolidated in (True, False):
+        got = _quiet(open_dataset, path, consolidated=consolidated)
+        np.testing.assert_array_equal(got.tv.values, t0)
+        np.testing.assert_array_equal(got.x.values, np.arange(4.0))
+    # and the append of times it holds goes through
+    _quiet(to_chunkstore, xr.Dataset({"tv": ("t", da.from_array(t0[:2] + np.timedelta64(4, "D"))),
+                                      "x": ("t", [8.0, 9.0])}), path, append_dim="t")
+    np.testing.assert_array_equal(_quiet(open_dataset, path).tv.values,
+                                  pd.date_range("2020-01-01", periods=6, freq="D").values)
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_appended_timedeltas_the_stored_units_cannot_hold_are_refused(tmp_path, fmt):
     path = str(tmp_path / "d.zarr")
