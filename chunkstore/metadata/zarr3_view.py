@@ -109,9 +109,10 @@ def creation_kwargs(zarr_format: int, dtype: np.dtype, ndim: int, *, codecs: Any
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8 (U<n>: fixed_length_utf32)
     chain = chunk_encoding_v3(dtype, codecs=codecs, filters=filters, serializer=serializer,
                               compressors=compressors)
-    if order == "F" and ndim > 1 and codecs is None and filters in ("auto", None):
+    if order == "F" and ndim > 1 and codecs is None:
         # chunks kept in F order: a transpose codec records it (zarr-python 3 keeps order
-        # only in memory, so it reads such chunks back as C)
+        # only in memory, so it reads such chunks back as C); first, before any filters (it
+        # was left out where filters were given: the order was dropped without a word)
         chain.insert(0, {"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
     kw = dict(codecs=chain, shards=shards)
     if cke is not None:
