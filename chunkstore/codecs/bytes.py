@@ -70,8 +70,8 @@ class BytesCodec(Codec):
             raise ValueError(f"codec 'bytes': endian must be 'little' or 'big', got {endian!r}")
         codec = cls(endian=endian)
         structured = dtype.fields is not None
-        codec._set(itemsize=1 if dtype.kind in "SV" else dtype.itemsize, structured=structured,
-                   swap=_multibyte(dtype) and endian != _NATIVE_ENDIAN and not structured)
+        codec._set(itemsize=dtype.itemsize if multibyte(dtype) else 1, structured=structured,
+                   swap=multibyte(dtype) and endian != _NATIVE_ENDIAN and not structured)
         return codec
 
     @property
@@ -87,7 +87,7 @@ class BytesCodec(Codec):
 
     def spec(self, dtype: DTypeLike | None = None) -> dict:
         """The JSON document for arrays of ``dtype``."""
-        if dtype is not None and (not _multibyte(np.dtype(dtype)) or
+        if dtype is not None and (not multibyte(np.dtype(dtype)) or
                                   np.dtype(dtype).fields is not None):
             return {"name": "bytes"}
         if self.endian is None and dtype is not None:
@@ -114,10 +114,12 @@ class BytesCodec(Codec):
         return a
 
 
-def _multibyte(dtype: np.dtype) -> bool:
+def multibyte(dtype: np.dtype) -> bool:
     """Whether dtype's elements are multi-byte numbers (a byte order applies): not 1-byte
-    types, nor fixed-width or raw bytes (``S``, ``V``), which are sequences of single bytes."""
-    return dtype.itemsize > 1 and dtype.kind not in "SV"
+    types, nor fixed-width or raw bytes (``S``, ``V``), which are sequences of single bytes
+    (but ml_dtypes' bfloat16, of kind V, is a number: tensorstore writes its endian)."""
+    return dtype.itemsize > 1 and (dtype.kind not in "SV" or (
+        dtype.fields is None and dtype.type.__module__.split(".")[0] == "ml_dtypes"))
 
 
 __all__ = ["BytesCodec", "Endian"]

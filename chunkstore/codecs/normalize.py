@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.codecs import _public, registry
+from chunkstore.codecs.bytes import multibyte
 from chunkstore.codecs.sharding_indexed import ShardingCodec
 from chunkstore.codecs.zstd import zstd_v2
 
@@ -170,7 +171,7 @@ def default_serializer(dtype: np.dtype) -> dict:
         # metadata.extension_v3.VLEN_BYTES; else strings)
         vlen_bytes = dtype.metadata is not None and dtype.metadata.get("vlen") is bytes
         return {"name": "vlen-bytes" if vlen_bytes else "vlen-utf8", "configuration": {}}
-    if dtype.itemsize == 1 or dtype.fields is not None or dtype.kind in "SV":
+    if dtype.fields is not None or not multibyte(dtype):
         return {"name": "bytes"}
     # v3 data types have no byte order: the bytes codec keeps the one asked for
     big = dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big")

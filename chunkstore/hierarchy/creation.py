@@ -18,6 +18,7 @@ from chunkstore import config
 from chunkstore.hierarchy import creation_args
 from chunkstore.codecs.common import object_codec_id
 from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
+from chunkstore.metadata import ml_types
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
@@ -267,7 +268,7 @@ def _default_fill(fill_value, dtype, object_codec, first_filter=None):
             return b""
         if dtype.kind == "U":
             return ""
-        if dtype.kind == "V":
+        if dtype.kind == "V" and ml_types.name_of(dtype) is None:  # (bfloat16 is kind V)
             return bytes(dtype.itemsize) if dtype.names is None else np.zeros((), dtype)[()]
     return fill_value
 

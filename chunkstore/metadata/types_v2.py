@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from chunkstore.metadata import ml_types
 from chunkstore.metadata._common import (SPECIAL_FLOATS, decode_bool_fill, decode_int_fill,
                                          special_float_name, structured_array,
                                          value_bytes)
@@ -30,6 +31,9 @@ def encode_dtype(dtype: Any) -> str | list:
     ``dtype.descr`` (``[["x", "<i4"], ["y", "<f8", [2]], ["inner", [["a", "|u1"]]]]``).
     """
     dtype = np.dtype(dtype)
+    name = ml_types.name_of(dtype)
+    if name is not None:  # ("bfloat16", as tensorstore writes it: its .str is "<V2")
+        return name
     if dtype.fields is not None:
         return _descr_to_json(dtype.descr)
     if dtype.subdtype is not None:
@@ -53,7 +57,7 @@ def _descr_to_json(descr: list) -> list:
 def decode_dtype(obj: Any) -> np.dtype:
     """Inverse of :func:`encode_dtype`; raises ValueError/TypeError for invalid input."""
     if isinstance(obj, str):
-        return np.dtype(obj)
+        return ml_types.lookup(obj) or np.dtype(obj)
     if isinstance(obj, (list, tuple)):
         return np.dtype(_json_to_descr(obj))
     raise TypeError(f"dtype must be a string or a list of fields, got {type(obj).__name__}")
@@ -129,6 +133,8 @@ def encode_fill_value(value: Any, dtype: Any) -> Any:
         # Validate that it serialises.
         json.dumps(value, allow_nan=True)
         return value
+    if ml_types.name_of(dtype) is not None:
+        return ml_types.encode_fill(value, dtype)
     v = _coerce_fill(value, dtype)
     if kind == "f":
         return _encode_float(v)
@@ -163,6 +169,8 @@ def decode_fill_value(obj: Any, dtype: Any) -> Any:
     kind = dtype.kind
     if kind == "O":
         return obj
+    if ml_types.name_of(dtype) is not None:
+        return ml_types.decode_fill(obj, dtype)
     if kind == "f":
         return np.array(_decode_float(obj), dtype=dtype)[()]
     if kind == "c":
@@ -229,6 +237,8 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
         return None
     if dtype.kind == "O":
         return value
+    if ml_types.name_of(dtype) is not None:
+        return ml_types.coerce_fill(value, dtype)
     if dtype.hasobject:
         # Its bytes would hold this process's object addresses: never written, never read.
         raise ValueError(f"a fill value for {dtype} (object fields) cannot be stored; use "

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.metadata import extension_v3 as _extension
+from chunkstore.metadata import ml_types
 from chunkstore.metadata import structured_v3 as _structured
 from chunkstore.metadata._common import (SPECIAL_FLOATS, decode_bool_fill, decode_int_fill,
                                          special_float_name)
@@ -44,6 +45,9 @@ def decode_data_type_v3(obj: Any) -> np.dtype:
         conf = obj.get("configuration")
         if conf not in (None, {}):
             raise ValueError(f"unsupported data type {obj!r}")
+    ml = ml_types.lookup(name)
+    if ml is not None:
+        return ml
     if not isinstance(name, str) or name not in _DATA_TYPES:
         shown = name if isinstance(name, str) else obj
         raise ValueError(f"unsupported data type {shown!r}")
@@ -68,6 +72,9 @@ def encode_data_type_v3(dtype: Any) -> str | dict:
         return "string"
     if d.fields is not None and d.subdtype is None:
         return _structured.encode(d)
+    ml = ml_types.name_of(d)
+    if ml is not None:  # (before the extension types: its kind is "V", as raw bytes')
+        return ml
     if _extension.handles(d):
         return _extension.encode(d)
     if d.fields is not None or d.subdtype is not None:
@@ -85,7 +92,7 @@ def _to_dtype(dtype: Any) -> np.dtype:
         if _structured.is_structured(name):
             return _structured.native(np.dtype(dtype))
         return _extension.native(_extension.decode(name))
-    return _DATA_TYPES[name]
+    return ml_types.lookup(name) or _DATA_TYPES[name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,11 +194,13 @@ def _family(dtype: np.dtype) -> Any:
     ``string``: structured_v3 or extension_v3 (None otherwise)."""
     if dtype.fields is not None:
         return _structured
+    if ml_types.name_of(dtype) is not None:
+        return ml_types
     return _extension if _extension.handles(dtype) else None
 
 
 def _default_fill(dtype: np.dtype) -> Any:
-    if _extension.handles(dtype):
+    if _extension.handles(dtype) and ml_types.name_of(dtype) is None:
         return _extension.default_fill(dtype)
     if dtype.hasobject:
         return ""
