@@ -66,6 +66,7 @@ class Copier:
         is replaced, skipped or merged (groups) per ``--if-exists``; with ``raise``, ``CLIError``.
         """
         from chunkstore.hierarchy.creation import remove_node
+        from chunkstore.storage.base import listdir
         src_kind = _kind(self.src, sp)
         dst_kind = _kind(self.dst, dp)
         if dst_kind is not None:
@@ -83,7 +84,10 @@ class Copier:
         else:
             if src_kind == "array":
                 self._leftovers(dp)
-            self.made.append(dp)
+            if not self.dry and not listdir(self.dst, dp):
+                # (removed again if the copy fails; not where keys lay below dp before,
+                # members of an implicit group: removing dp took them too)
+                self.made.append(dp)
         # groups created on the way get the format of what is copied there
         if not self.dry:
             self._require_parents(dp, self._target_format(sp, dp))
@@ -188,10 +192,18 @@ class Copier:
         except RecodeError as e:  # (the planner names the array; the store is this command's)
             raise CLIError(f"{e.render(CLI_NAMES)} (in {self.src_spec})") from None
         if self.dry:  # the metadata alone, in a scratch store: checks every argument
+            from chunkstore.errors import ContainsGroupError
+            from chunkstore.hierarchy.creation import refuse_node_in_chunk_space
             from chunkstore.storage.memory import MemoryStore
             try:
                 create(store=MemoryStore(), path=dp, **kw)
-            except (TypeError, ValueError) as e:
+                if _kind(self.dst, dp) is None:
+                    # (what the creation refuses in the destination: a node among the chunk
+                    # keys, which no --if-exists removes where no node is at dp)
+                    refuse_node_in_chunk_space(
+                        keys_under(self.dst, dp), dp, f"cannot create array at path {dp!r}",
+                        self.dst, "remove it, or choose another path")
+            except (TypeError, ValueError, ContainsGroupError) as e:
                 raise CLIError(f"cannot copy array {a.name!r} of {self.src_spec}: "
                                f"{_message(e)}") from None
             self.recode_bytes += a.size * np.dtype(kw["dtype"]).itemsize

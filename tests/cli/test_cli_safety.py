@@ -96,6 +96,26 @@ def test_failure_while_writing_removes_what_was_made(src, tmp_path, capsys, monk
     assert snapshot(tmp_path / "other.zarr") == before
 
 
+@pytest.mark.parametrize("mode", ["replace", "raise", "skip"])
+def test_a_recoding_cp_refused_by_a_node_among_its_chunk_keys_keeps_that_node(
+        tmp_path, capsys, mode):
+    """A recoding cp to a path with no node but an array below it among its chunk keys
+    (g, with g/c: an implicit group's member) was refused by the creation, and the clean-up
+    of what the copy had made removed the path, g/c with it: the refusal lost that array.
+    Refused before anything is written now, as a raw copy is."""
+    src = cs.open_group(str(tmp_path / "src.zarr"), mode="w", zarr_format=2)
+    src.create_array("a", shape=(4,), chunks=(2,), dtype="f8")[:] = 1
+    dst = tmp_path / "dst.zarr"
+    cs.open_group(str(dst), mode="w", zarr_format=2)
+    cs.copy_store(str(tmp_path / "src.zarr"), str(dst), source_path="a", dest_path="g/c")
+    before = snapshot(dst)
+    assert "among the array's chunk keys" in fail(
+        capsys, "cp", tmp_path / "src.zarr", dst, "--src-path", "a", "--dst-path", "g",
+        "--if-exists", mode, "--chunks", "3")
+    assert snapshot(dst) == before
+    np.testing.assert_array_equal(cs.open_array(str(dst), path="g/c", mode="r")[:], [1.0] * 4)
+
+
 def test_convert_hdf5_scalar_with_chunks_names_dataset(tmp_path, capsys):
     h5py = pytest.importorskip("h5py")
     path = tmp_path / "in.h5"
