@@ -24,6 +24,7 @@ from chunkstore.errors import ArrayNotFoundError, ChunkstoreError, MetadataError
 from chunkstore.format import read_array_metadata
 from chunkstore.storage.base import delitems, setitems
 from chunkstore.storage import protocol
+from chunkstore.sync.locking import GUARD
 
 __all__ = ["ChunkEngine", "EngineHandle"]
 
@@ -76,7 +77,9 @@ class EngineHandle:
         count compared, no I/O: a read by cached metadata of an array re-created with
         another dtype or chunks through such a handle returned its chunks decoded as the
         old ones, garbage values without an error)."""
-        return self.followed() if self.options.cache_metadata else self.reload()
+        if self.options.cache_metadata:
+            return self.followed()
+        return self._read_again()
 
     def followed(self) -> ChunkEngine:
         """The engine of the metadata held, read again first where a handle sharing this
@@ -87,7 +90,24 @@ class EngineHandle:
         engine = self.engine
         if engine.generation == metadata_generation(self.options):
             return engine
-        return self.reload()
+        return self._read_again()
+
+    def _read_again(self) -> ChunkEngine:
+        """reload() at the start of an operation (no lock of the array held); where the
+        document is missing, once more after any change of the array in flight through a
+        handle sharing these in-process locks: a re-creation (``overwrite=True``) holds the
+        array's whole lock space, its guard first, from its delete to its new document, and
+        a write or read that looked in between raised ArrayNotFoundError, though an array
+        was there before and after (most writes of a handle beside a loop re-creating it)."""
+        try:
+            return self.reload()
+        except ArrayNotFoundError:
+            counts = self.options.counts
+            if not hasattr(counts, "hold"):
+                raise  # (a zarr-style synchronizer's: no lock space)
+            with counts.hold(self.options.path, GUARD):
+                pass
+            return self.reload()
 
     def described(self) -> ChunkEngine:
         """What the handle's properties answer by: ``followed()``, or where the array is

@@ -100,26 +100,31 @@ def remove_node(store: MutableMapping[str, bytes], path: str,
     handle's: other processes' attribute updates of the node end first, or find it gone).
     required: KeyError where no node is there once the locks are held."""
     with replacing_node(store, path, synchronizer):
-        if required and nodes.node_kind(store, path)[0] is None:
-            # (looked at again under the locks: moved or deleted by another thread since
-            # the caller found it, the delete returned having removed nothing)
-            raise KeyError(f"no array or group at {path!r} in {store_name(store)}")
-        # The node documents first: a delete that fails midway (an I/O error, an interrupt
-        # in a directory store's tree walk, whose order is the filesystem's) then leaves
-        # keys no node owns, never an array whose metadata is still there while some of
-        # its chunks are gone (they would read as the fill value: wrong data, no error).
-        if path:
-            delitems(store, documents_first(keys_under(store, path), only_documents=True))
-            try:
-                rmdir(store, path)
-            except BaseException as e:
-                e.add_note(f"the node at {path!r} is removed, but keys below it may remain "
-                           f"(an array created there without overwrite=True is refused "
-                           f"while they do): create with overwrite=True, or call the "
-                           f"store's rmdir({path!r})")
-                raise
-        else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
-            delitems(store, documents_first(list(store.keys())))
+        _remove_held(store, path, required)
+
+
+def _remove_held(store: MutableMapping[str, bytes], path: str, required: bool = False) -> None:
+    """remove_node's delete, its locks held by the caller."""
+    if required and nodes.node_kind(store, path)[0] is None:
+        # (looked at again under the locks: moved or deleted by another thread since
+        # the caller found it, the delete returned having removed nothing)
+        raise KeyError(f"no array or group at {path!r} in {store_name(store)}")
+    # The node documents first: a delete that fails midway (an I/O error, an interrupt
+    # in a directory store's tree walk, whose order is the filesystem's) then leaves
+    # keys no node owns, never an array whose metadata is still there while some of
+    # its chunks are gone (they would read as the fill value: wrong data, no error).
+    if path:
+        delitems(store, documents_first(keys_under(store, path), only_documents=True))
+        try:
+            rmdir(store, path)
+        except BaseException as e:
+            e.add_note(f"the node at {path!r} is removed, but keys below it may remain "
+                       f"(an array created there without overwrite=True is refused "
+                       f"while they do): create with overwrite=True, or call the "
+                       f"store's rmdir({path!r})")
+            raise
+    else:  # (rmdir("") may remove the store itself) one bulk delete where it has one
+        delitems(store, documents_first(list(store.keys())))
 
 
 @contextlib.contextmanager
@@ -316,22 +321,33 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
         dimension_separator, shards, dimension_names, attributes, codecs, object_codec)
     _check_opens(path, key, raw)
     missing = _check_parents(store, path)  # before anything is removed or written
-    if overwrite:
-        remove_node(store, path, synchronizer)
-    with groups_above_held(synchronizer, path) as guarded:
-        if guarded:
-            missing = _check_parents(store, path)
-        if not overwrite:
-            # (under the guards: a delete of a group above in another process, midway,
-            # showed keys of no node here, refused as a failed delete's)
-            refuse_existing(store, path, zarr_format)
-            refuse_snapshot(store, f"create an array at path {path!r}")
-            _refuse_stray_chunks(store, path)
-        with parents_kept_on_success(store, path, missing, zarr_format, synchronizer,
-                                     guarded):
-            store[key] = raw
-            for name, doc in attribute_docs.items():
-                store[nodes.prefix(path) + name] = doc
+    # A replacement holds this process's locks of the node from the delete to the new
+    # document: a write or read through a handle of the old array that looked in between
+    # raised ArrayNotFoundError, though an array was there before and after. (Not with a
+    # ProcessSynchronizer: its creation takes the guards of the groups above, which a delete
+    # of one of them takes before the node's locks: held in the other order, the two waited
+    # for each other.)
+    whole = overwrite and not isinstance(synchronizer, ProcessSynchronizer)
+    with replacing_node(store, path, synchronizer) if whole else contextlib.nullcontext():
+        if whole:
+            _remove_held(store, path)
+            missing = _check_parents(store, path)  # (a group above deleted meanwhile)
+        elif overwrite:
+            remove_node(store, path, synchronizer)
+        with groups_above_held(synchronizer, path) as guarded:
+            if guarded:
+                missing = _check_parents(store, path)
+            if not overwrite:
+                # (under the guards: a delete of a group above in another process, midway,
+                # showed keys of no node here, refused as a failed delete's)
+                refuse_existing(store, path, zarr_format)
+                refuse_snapshot(store, f"create an array at path {path!r}")
+                _refuse_stray_chunks(store, path)
+            with parents_kept_on_success(store, path, missing, zarr_format, synchronizer,
+                                         guarded):
+                store[key] = raw
+                for name, doc in attribute_docs.items():
+                    store[nodes.prefix(path) + name] = doc
     # counted as a change of the node's metadata: a handle of an array deleted there before
     # describes the new one (EngineHandle.described looks for a gone array again only then)
     handle_locks(store, path).count_change(path)

@@ -497,3 +497,56 @@ def test_a_zarr_style_synchronized_handle_counts_its_own_changes(tmp_path):
     assert cache.current_size > 0  # (its chunks still cached)
     assert other.shape == (14,)
     np.testing.assert_array_equal(other[...], np.concatenate([np.arange(8)] + [np.arange(2)] * 3))
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_writes_through_an_old_handle_beside_a_loop_recreating_the_array(tmp_path, how):
+    """create_array(overwrite=True) deleted the array, let go of its locks, then wrote the
+    new document: a write through a handle opened before that looked in between raised
+    ArrayNotFoundError (nearly every write, beside a loop re-creating it), though an array
+    was there before and after. The locks are held from the delete to the new document,
+    and a handle that finds the document missing waits for a change in flight."""
+    import asyncio
+    import threading
+    store = cs.DirectoryStore(str(tmp_path / "d"))
+    g = cs.open_group(store, mode="w", zarr_format=2)
+    g.create_array("x", shape=(12,), chunks=(2,), dtype="i4", fill_value=0)
+    a = cs.open_array(store, path="x", mode="r+")
+    stop = threading.Event()
+
+    def recreate():
+        chunks = 2
+        while not stop.is_set():
+            chunks = 5 - chunks  # (2, 3: another layout each time)
+            g.create_array("x", shape=(12,), chunks=(chunks,), dtype="i4", fill_value=0,
+                           overwrite=True)
+
+    errors = []
+    thread = threading.Thread(target=recreate)
+    thread.start()
+    try:
+        if how == "sync":
+            for _ in range(300):
+                try:
+                    a[0:8] = 5
+                    a[0:8]
+                except Exception as e:  # noqa: BLE001 (collected: asserted below)
+                    errors.append(e)
+        else:
+            handle = cs.AsyncArray(a)
+
+            async def writes():
+                for _ in range(300):
+                    try:
+                        await handle.setitem(slice(0, 8), 5)
+                        await handle.getitem(slice(0, 8))
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(e)
+
+            asyncio.run(writes())
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors[:3]
+    a[0:8] = 7
+    np.testing.assert_array_equal(cs.open_array(store, path="x", mode="r")[:], [7] * 8 + [0] * 4)
