@@ -621,7 +621,7 @@ def test_unknown_codec_names_codec_and_key(tmp_path, where):
         assert "frobnicate" in str(e.value) and "arr/zarr.json" in str(e.value)
 
 
-@pytest.mark.parametrize("data_type", ["float8_e4m3fn", "r16", "datetime64",
+@pytest.mark.parametrize("data_type", ["float7_e3m3", "r16", "datetime64",
                                        {"name": "raw_bytes",
                                         "configuration": {"length_bytes": 4}},
                                        {"name": "numpy.datetime64",
