@@ -357,7 +357,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             if self.append_dim not in dims:
                 raise ValueError(f"append_dim={self.append_dim!r} does not match any "
                                  f"existing dataset dimensions {dims}")
-        encoded = {n: encode_zarr_variable(variables[n], name=n, zarr_format=fmt) for n in new}
+        encoded = {}
+        for n in new:
+            enc = encode_zarr_variable(variables[n], name=n, zarr_format=fmt)
+            encoded[n] = _check_written_values(n, variables[n], enc, enc)
         group_attrs = {k: encode_zarr_attr_value(v) for k, v in attributes.items()}
         arrays = {n: self.group[n] for n in written}  # each stored array opened once
         if written:
@@ -494,7 +497,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                     if s is not None and s.stop is not None and s.stop > old.sizes[d]:
                         raise ValueError(f"region {d}={s} of variable {n!r} goes past its "
                                          f"stored length {old.sizes[d]}")
-            out[n] = _check_stored_times(n, new, enc, raw[n])
+            out[n] = _check_written_values(n, new, enc, raw[n])
         return out
 
     def _plan(self, name, v, check, arrays):
@@ -718,22 +721,54 @@ def _units_key(units: Any) -> Any:
 _CALENDAR_ALIASES = {"gregorian": "standard", "365_day": "noleap", "366_day": "all_leap"}
 
 
-def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> Any:
-    """Times (datetimes, timedeltas, cftime dates) written into a stored variable (an
-    append, a region) must be stored in its units, calendar and dtype: xarray's encoder
-    switches to finer units where the stored ones cannot hold the times exactly (with only
-    a SerializationWarning), and casts to the stored integer dtype without an overflow
-    check, while the stored array keeps its attributes: the times would read back as others
-    (390 minutes as 390 hours). ValueError naming the variable, before any write; enc, the
-    variable to write, is returned, its dask data checked block by block as it is computed
-    (the same ValueError from the write: xarray's encoder checks only that the units hold
-    the times, not the cast to the stored dtype, so 2100-01-01 went into int32 seconds as
-    1963, and NaT into an integer array without a fill value as a date).
+def _check_written_values(name: str, new: Any, enc: Any, raw: Any) -> Any:
+    """The values of a variable written into an array (new: raw is enc itself; or stored:
+    an append, a region) must read back as given; ValueError naming the variable, before
+    any write; enc, the variable to write, is returned, its dask data checked block by
+    block as it is computed (the same ValueError from the write). xarray's encoder casts to
+    an integer dtype without a range check, so the values wrapped around (70000 into int16
+    read back as 4464; 2100-01-01 into int32 seconds as 1963; NaN into an integer array
+    without a fill value as its smallest integer).
+
+    - Times (datetimes, timedeltas, cftime dates) written into a stored variable must be
+      stored in its units, calendar and dtype: xarray's encoder switches to finer units
+      where the stored ones cannot hold the times exactly (with only a
+      SerializationWarning), while the stored array keeps its attributes: the times would
+      read back as others (390 minutes as 390 hours). Into an integer, a native time or a
+      float32/16 array, the values as the array will hold them, decoded as a reader
+      decodes them, must be the times given (float32 seconds since 1970 hold times to
+      about 2 minutes: 00:00:01 read back as 00:00:00).
+    - Numbers written into an integer array must fall in its range once packed
+      (scale_factor, add_offset), and NaN needs a _FillValue (or missing_value).
 
     new: the variable to write, decoded; enc: it encoded as it will be stored; raw: the
-    stored variable, undecoded (its attributes and dtype as stored)."""
-    if not (new.dtype.kind in "mM" or contains_cftime_datetimes(new)):
-        return enc  # (numbers written into a time variable are stored as given, as xarray does)
+    array's variable, undecoded (its attributes and dtype as stored)."""
+    if new.dtype.kind in "mM" or contains_cftime_datetimes(new):
+        check = _times_check(name, new, enc, raw)
+    elif np.dtype(raw.dtype).kind in "iu" and new.dtype.kind in "iuf":
+        check = _range_check(name, raw, new.attrs)
+    else:
+        return enc
+    if check is None:
+        return enc
+    want = new.transpose(*enc.dims).data
+    if not hasattr(enc.data, "dask"):
+        check(np.asarray(enc.data), np.asarray(want))
+        return enc
+    import dask.array as dsa
+
+    def checked(block: np.ndarray, want_block: np.ndarray) -> np.ndarray:
+        check(block, np.asarray(want_block))
+        return block
+
+    want = want.rechunk(enc.data.chunks) if hasattr(want, "dask") else \
+        dsa.from_array(np.asarray(want), chunks=enc.data.chunks)
+    return enc.copy(data=dsa.map_blocks(checked, enc.data, want, dtype=enc.dtype))
+
+
+def _times_check(name: str, new: Any, enc: Any, raw: Any) -> Any:
+    """(see _check_written_values) ValueError where times need other units or another
+    calendar than raw's; the check of their values, or None where none is needed."""
     stored_units, units = raw.attrs.get("units"), enc.attrs.get("units")
     if _units_key(units) != _units_key(stored_units):
         raise ValueError(
@@ -752,26 +787,63 @@ def _check_stored_times(name: str, new: Any, enc: Any, raw: Any) -> Any:
     if raw.dtype.kind not in "iumM" and not short_float:
         # (float64 holds times to well under the units' precision, where a compare after
         # decoding could differ by rounding alone)
-        return enc
-    # Into an integer, a native time or a float32/16 array (float32 seconds since 1970
-    # hold times to about 2 minutes: 00:00:01 read back as 00:00:00): the values as the
-    # array will hold them, decoded as a reader decodes them, must be the times given (an
-    # overflow of the stored dtype, or a resolution coarser than the times', is not).
-    want = new.transpose(*enc.dims).data
+        return None
     timedelta = new.dtype.kind == "m"
-    if not hasattr(enc.data, "dask"):
-        _check_times_held(name, enc.dims, np.asarray(enc.data), np.asarray(want), raw,
-                          timedelta)
-        return enc
-    import dask.array as dsa
+    return lambda values, want: _check_times_held(name, enc.dims, values, want, raw,
+                                                  timedelta)
 
-    def checked(block: np.ndarray, want_block: np.ndarray) -> np.ndarray:
-        _check_times_held(name, enc.dims, block, np.asarray(want_block), raw, timedelta)
-        return block
 
-    want = want.rechunk(enc.data.chunks) if hasattr(want, "dask") else \
-        dsa.from_array(np.asarray(want), chunks=enc.data.chunks)
-    return enc.copy(data=dsa.map_blocks(checked, enc.data, want, dtype=enc.dtype))
+def _range_check(name: str, raw: Any, given: Any) -> Any:
+    """(see _check_written_values) The check that numbers, packed by raw's scale_factor
+    and add_offset and rounded as xarray's encoder rounds them, fit raw's integer dtype,
+    and that NaN is written only where raw has a _FillValue or missing_value. given: the
+    written variable's own attributes (data given with its packing attributes, say opened
+    with decode_cf=False, is written as it is: not packed)."""
+    dtype = np.dtype(raw.dtype)
+    attrs = {**raw.encoding, **raw.attrs}  # (a new variable's _Unsigned is in its encoding)
+    for k in ("scale_factor", "add_offset", "_Unsigned"):
+        if k in given:
+            attrs.pop(k, None)
+    unsigned = str(attrs.get("_Unsigned", "")).lower()
+    if dtype.kind == "i" and unsigned == "true":  # (netCDF's unsigned bytes in signed ones)
+        dtype = np.dtype(f"u{dtype.itemsize}")
+    elif dtype.kind == "u" and unsigned == "false":
+        dtype = np.dtype(f"i{dtype.itemsize}")
+    info = np.iinfo(dtype)
+    scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
+    masked = attrs.get("_FillValue") is not None or attrs.get("missing_value") is not None
+
+    def check(values: np.ndarray, want: np.ndarray) -> None:
+        if not want.size:
+            return
+        if want.dtype.kind in "iu" and scale is None and offset is None:
+            lo, hi = int(want.min()), int(want.max())  # (exactly: int64 is not a float's)
+            bad = None if info.min <= lo and hi <= info.max else (lo if lo < info.min else hi)
+        else:
+            u = want.astype(np.float64)
+            if offset is not None:
+                u = u - float(np.asarray(offset))
+            if scale is not None:
+                u = u / float(np.asarray(scale))
+            nan = np.isnan(u)
+            if nan.any() and not masked:
+                raise ValueError(
+                    f"variable {name!r}: NaN cannot be stored in its {dtype} array, which has "
+                    f"no _FillValue: it would read back as a number. Give it a _FillValue "
+                    f"in encoding=, or write a float dtype")
+            r = np.around(u[~nan])
+            out = (r < info.min) | (r > info.max)
+            bad = want[~nan][out][0] if out.any() else None
+        if bad is not None:
+            packed = (f" (packed by scale_factor {scale!r}, add_offset {offset!r})"
+                      if scale is not None or offset is not None else "")
+            raise ValueError(
+                f"variable {name!r}: {bad} does not fit its {dtype} array{packed}, whose "
+                f"range is {info.min}..{info.max}: it would read back as another number. "
+                f"Write values in that range, or rewrite the variable (mode 'w', or a new "
+                f"variable) with another dtype or packing")
+
+    return check
 
 
 def _check_times_held(name: str, dims: Any, values: np.ndarray, want: np.ndarray, raw: Any,

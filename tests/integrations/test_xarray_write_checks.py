@@ -296,3 +296,74 @@ def test_v2_fill_value_encoding_is_refused_as_xarray_refuses_it(tmp_path):
     to_chunkstore(ds, path, mode="w", zarr_format=2, encoding={"v": {"_FillValue": 7}})
     with open(os.path.join(path, "v", ".zarray")) as f:
         assert '"fill_value": 7' in f.read()
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_numbers_an_integer_array_cannot_hold_are_refused(tmp_path, fmt, lazy):
+    """xarray's encoder casts to an integer dtype without a range check (xarray's zarr
+    engine writes the same): appended 5000.0 into int16 packed by 0.1 read back as
+    -1553.6, a region's 70000.0 into int16 as 4464, NaN into int16 without a _FillValue as
+    -32768. Refused now, NumPy data before any write, dask data as it is computed (an
+    append then undone); values that fit are written."""
+    da = pytest.importorskip("dask.array")
+
+    def data(values):
+        values = np.asarray(values, dtype="f8")
+        return da.from_array(values, chunks=2) if lazy else values
+
+    path = str(tmp_path / "n.zarr")
+    base = xr.Dataset({"p": ("t", np.linspace(0, 10, 4)), "i": ("t", np.arange(4.0)),
+                       "q": ("t", np.arange(4.0))})
+    _quiet(to_chunkstore, base, path, zarr_format=fmt,
+           encoding={"p": {"dtype": "i2", "scale_factor": 0.1, "add_offset": 5.0,
+                           "_FillValue": -32768},
+                     "i": {"dtype": "i2"}, "q": {"dtype": "u1", "_FillValue": 255}})
+    before = _quiet(open_dataset, path).load()
+    for bad, match in (({"p": [5000.0, 1.0]}, "'p'.*5000.0.*int16.*scale_factor"),
+                       ({"i": [70000.0, 1.0]}, "'i'.*70000.0.*int16"),
+                       ({"i": [np.nan, 1.0]}, "'i'.*NaN.*_FillValue"),
+                       ({"q": [-1.0, 1.0]}, "'q'.*-1.0.*uint8")):
+        name, values = next(iter(bad.items()))
+        more = {n: ("t", data(values if n == name else [1.0, 2.0])) for n in ("p", "i", "q")}
+        with pytest.raises(ValueError, match=match):
+            _quiet(to_chunkstore, xr.Dataset(more), path, append_dim="t")
+        patch = {n: ("t", data((values if n == name else [1.0, 2.0]) * 2))
+                 for n in ("p", "i", "q")}
+        with pytest.raises(ValueError, match=match):
+            _quiet(to_chunkstore, xr.Dataset(patch), path, region={"t": slice(0, 4)},
+                   safe_chunks=False)
+        xr.testing.assert_identical(_quiet(open_dataset, path).load(), before)
+    # what fits goes in: NaN where there is a _FillValue, packed values in range
+    _quiet(to_chunkstore, xr.Dataset({"p": ("t", data([np.nan, 3276.0])),
+                                      "i": ("t", data([-32768.0, 32767.0])),
+                                      "q": ("t", data([np.nan, 254.0]))}), path, append_dim="t")
+    got = _quiet(open_dataset, path)
+    np.testing.assert_allclose(got.p.values[4:], [np.nan, 3276.0], rtol=1e-4)
+    np.testing.assert_array_equal(got.i.values[4:], [-32768, 32767])
+    np.testing.assert_array_equal(got.q.values[4:], [np.nan, 254.0])
+
+
+def test_a_new_variable_whose_encoding_cannot_hold_its_values_is_refused(tmp_path):
+    """The first write too: 2100-01-01 with encoding int32 seconds since 1970 read back as
+    1963, 300 into uint8 as 44. A stored byte variable marked _Unsigned holds 0..255."""
+    path = str(tmp_path / "f.zarr")
+    times = xr.Dataset({"tv": ("t", pd.DatetimeIndex(["2100-01-01"]))})
+    with pytest.raises(ValueError, match="'tv'"):
+        _quiet(to_chunkstore, times, path,
+               encoding={"tv": {"units": "seconds since 1970-01-01", "dtype": "int32"}})
+    with pytest.raises(ValueError, match="'v'.*300"):
+        _quiet(to_chunkstore, xr.Dataset({"v": ("t", [1.0, 300.0])}), path, mode="w",
+               encoding={"v": {"dtype": "u1"}})
+    import chunkstore as cs
+    g = cs.open_group(str(tmp_path / "u.zarr"), mode="w", zarr_format=2)
+    u = g.create_array("u", shape=(1,), chunks=(4,), dtype="i1", fill_value=None,
+                       attributes={"_ARRAY_DIMENSIONS": ["t"], "_Unsigned": "true"})
+    u[:] = [-56]  # (200)
+    _quiet(to_chunkstore, xr.Dataset({"u": ("t", np.array([255, 7], dtype="u1"))}),
+           str(tmp_path / "u.zarr"), append_dim="t")
+    np.testing.assert_array_equal(_quiet(open_dataset, str(tmp_path / "u.zarr")).u.values,
+                                  [200, 255, 7])
+    with pytest.raises(ValueError, match="'u'.*256"):
+        _quiet(to_chunkstore, xr.Dataset({"u": ("t", np.array([256], dtype="i2"))}),
+               str(tmp_path / "u.zarr"), append_dim="t")
