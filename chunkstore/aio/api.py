@@ -13,7 +13,9 @@ from chunkstore.aio.group import AsyncGroup, _sync, wrap
 from chunkstore.aio.node import held, held_all
 from chunkstore.aio.opening import create_kwargs as _create_kwargs
 from chunkstore.aio.opening import open_group_v3 as _open_group
+from chunkstore.aio.opening import v3_when_created as _v3_when_created
 from chunkstore.aio.run import off_loop
+from chunkstore.engine.array import Array as _Array
 from chunkstore.compat import creation as _compat_creation
 from chunkstore.compat import hierarchy as _compat_hierarchy
 from chunkstore.hierarchy import convenience as _convenience
@@ -45,8 +47,12 @@ __all__ = ["array", "consolidate_metadata", "copy", "copy_all", "copy_store", "c
 
 async def open(store: Any = None, *, mode: str | None = None, path: str | None = None,
                **kwargs: Any) -> AsyncArray | AsyncGroup:
-    """The array or group at path (zarr-python 3's ``open``; mode default "a")."""
-    return wrap(*await off_loop(held(_cs.open), store, mode=mode or "a", path=path, **kwargs))
+    """The array or group at path (zarr-python 3's ``open``; mode default "a"; a node it
+    creates is Zarr v3 unless zarr_format= says otherwise)."""
+    def run() -> Any:
+        s = _v3_when_created(store, path, mode or "a", kwargs)
+        return held(_cs.open)(s, mode=mode or "a", path=path, **kwargs)
+    return wrap(*await off_loop(run))
 
 
 async def open_array(store: Any = None, *, mode: str | None = None,
@@ -56,8 +62,10 @@ async def open_array(store: Any = None, *, mode: str | None = None,
     FileNotFoundError) where there is none; modes "a", "w", "w-" create one. (The
     synchronous ``open_array`` keeps zarr-python 2's default, "a": a mistyped path given a
     shape made a new empty array.)"""
-    return AsyncArray(*await off_loop(held(_cs.open_array), store, mode=mode or "r+",
-                                      **kwargs))
+    def run() -> Any:
+        s = _v3_when_created(store, kwargs.get("path"), mode or "r+", kwargs)
+        return held(_cs.open_array)(s, mode=mode or "r+", **kwargs)
+    return AsyncArray(*await off_loop(run))
 
 
 async def open_group(store: Any = None, *, mode: str = "a", use_consolidated: Any = None,
@@ -123,8 +131,9 @@ async def group(store: Any = None, *, overwrite: bool = False, path: str | None 
 
 
 async def array(data: Any, **kwargs: Any) -> AsyncArray:
-    """A new array holding a copy of data."""
-    return AsyncArray(*await off_loop(held(_cs.array), _sync(data), **kwargs))
+    """A new array holding a copy of data (Zarr v3 unless zarr_format= says otherwise)."""
+    return AsyncArray(*await off_loop(held(_cs.array), _sync(data),
+                                      **_create_kwargs(kwargs, 3)))
 
 
 def _filled(name: str):
@@ -142,11 +151,17 @@ def _like(name: str):
     fn = getattr(_cs, name)
 
     async def make(a: Any, **kwargs: Any) -> AsyncArray:
-        return AsyncArray(*await off_loop(held(fn), _sync(a), **kwargs))
+        return AsyncArray(*await off_loop(held(fn), _sync(a), **_like_kwargs(a, kwargs)))
 
     make.__name__ = make.__qualname__ = name
     make.__doc__ = f"``chunkstore.{name}`` (a new array shaped like a), as a coroutine."
     return make
+
+
+def _like_kwargs(a: Any, kwargs: dict) -> dict:
+    """The keywords of a *_like call: like an array-like (not an Array, whose format is
+    kept), a new array is Zarr v3, as zarr-python 3 makes it."""
+    return kwargs if isinstance(_sync(a), _Array) else _create_kwargs(kwargs, 3)
 
 
 zeros, ones, empty = _filled("zeros"), _filled("ones"), _filled("empty")
@@ -157,6 +172,9 @@ full_like = _like("full_like")
 async def empty_like(a: Any, **kwargs: Any) -> AsyncArray:
     """zarr-python 3's ``empty_like``: a new array shaped like a, with a's fill value unless
     fill_value= is given (zarr-python 2's synchronous ``empty_like`` leaves no fill value)."""
+    if not isinstance(_sync(a), _Array):  # (an array-like: its shape and dtype)
+        return AsyncArray(*await off_loop(held(_cs.empty_like), _sync(a),
+                                          **_like_kwargs(a, kwargs)))
     kwargs.setdefault("fill_value", _sync(a).fill_value)
     return AsyncArray(*await off_loop(held(_cs.full_like), _sync(a), **kwargs))
 

@@ -833,3 +833,37 @@ def test_concurrent_from_array_overwrites_end_as_one_or_the_other():
         assert not errors, errors
         assert any(got.shape == s and (got == k + 1).all() for k, s in enumerate(shapes)), \
             (seed, got.shape, np.unique(got))
+
+
+_CREATING = {
+    "array(data)": lambda s: za.array(np.arange(3), store=s),
+    "open_array(mode='w')": lambda s: za.open_array(store=s, mode="w", shape=(3,), dtype="i4"),
+    "open_array(mode='a')": lambda s: za.open_array(store=s, mode="a", shape=(3,), dtype="i4"),
+    "open(mode='w', shape=)": lambda s: za.open(store=s, mode="w", shape=(3,), dtype="i4"),
+    "open(mode='a'): a group": lambda s: za.open(store=s, mode="a"),
+    "open(): a group": lambda s: za.open(store=s),
+    "zeros_like(ndarray)": lambda s: za.zeros_like(np.zeros(3), store=s),
+    "full_like(ndarray)": lambda s: za.full_like(np.zeros(3), fill_value=1, store=s),
+    "empty_like(ndarray)": lambda s: za.empty_like(np.zeros((2, 3), "i2"), store=s),
+}
+
+
+@pytest.mark.parametrize("case", list(_CREATING))
+def test_the_asynchronous_api_creates_zarr_v3(case):
+    """open, open_array, array and the *_like functions of an array-like created Zarr v2
+    (the synchronous functions' zarr-python 2 default), where zarr-python 3 and the README
+    say v3; mode "w" replaced a v3 array with a v2 one; empty_like of an ndarray raised
+    AttributeError. An existing node keeps its format."""
+    s = cs.MemoryStore()
+    node = asyncio.run(_CREATING[case](s))
+    assert node.metadata.zarr_format == 3 and "zarr.json" in s and ".zarray" not in s
+
+
+def test_the_asynchronous_api_opens_an_existing_v2_node_as_it_is():
+    s = cs.MemoryStore()
+    cs.zeros(3, store=s, zarr_format=2)
+    assert asyncio.run(za.open_array(store=s, mode="a", shape=(3,))).metadata.zarr_format == 2
+    assert asyncio.run(za.open(store=s)).metadata.zarr_format == 2
+    assert asyncio.run(za.zeros_like(cs.open_array(s), store=cs.MemoryStore())
+                       ).metadata.zarr_format == 2
+    assert asyncio.run(za.open_array(store=s, mode="w", shape=(3,))).metadata.zarr_format == 3
