@@ -261,7 +261,7 @@ class Array(nodes.Node, ArrayAPIv3):
             self._finish_pending_trim(engine)
             shape, chunks = engine.shape, engine.chunks
             # (as the trim after a shrink from the chunk grid's extent to the shape)
-            extent = tuple(-(-n // c) * c for n, c in zip(shape, chunks))
+            extent = tuple(min(-(-n // c) * c, MAX_INDEX) for n, c in zip(shape, chunks))
             plan = engine.trim_plan(extent, shape, chunks) if extent != shape else None
             if plan is not None and (plan[0] or plan[1]):
                 # (before the new fill value: edge chunks left with the old one past the end

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from chunkstore.storage import protocol
 from chunkstore.storage.base import getitems
+from chunkstore.metadata._common import MAX_INDEX
 
 if TYPE_CHECKING:
     from chunkstore.format.layout import ArrayLayout
@@ -129,7 +130,9 @@ def complete(engine: EngineLike, raw: Any,
     recorded = _extent(raw, engine.ndim)
     if recorded is None:  # (not ours, or torn): whatever the listing finds past the end
         recorded = layout.listed_extent()
-    extent = tuple(max(e, n) for e, n in zip(recorded, shape))
+    # (at most the largest extent: nothing past it is ever part of the array; a grid
+    # rounded up past it was refused by widened(), and the array could never change again)
+    extent = tuple(min(max(e, n), MAX_INDEX) for e, n in zip(recorded, shape))
     if extent != shape:
         # The stored chunks are listed in the extent's grid (the current one lists only
         # those inside the shape); nothing but the listing depends on the shape.

@@ -28,6 +28,7 @@ from typing import Any
 from chunkstore.format.keys import GridKeys
 from chunkstore.storage.base import getitems
 from chunkstore.storage import protocol
+from chunkstore.metadata._common import MAX_INDEX
 
 __all__ = ["ArrayLayout"]
 
@@ -192,7 +193,8 @@ class ArrayLayout:
                 continue  # (not one of this grid's keys: never read as a chunk)
             if coords is not None and len(coords) == len(extent):
                 extent = [max(e, (c + 1) * w) for e, c, w in zip(extent, coords, step)]
-        return tuple(extent)
+        # (the largest extent at most: nothing past it is ever part of the array)
+        return tuple(min(e, MAX_INDEX) for e in extent)
 
     def read_chunks(self, keys: Sequence[str]) -> dict[str, bytes]:
         """``{key: encoded chunk}`` of the chunk keys present in ``chunk_store`` (absent

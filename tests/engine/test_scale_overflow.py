@@ -141,3 +141,36 @@ def test_slices_of_huge_dimensions_against_python_ints(data):
         z[sel] = 100
         for i in points:
             assert z[i] == (100 if i in r else value[i])
+
+
+class _FailsOneChunkWrite(dict):
+    """A dict store whose next chunk write fails once (fail set)."""
+    fail = False
+
+    def __setitem__(self, key, value):
+        if self.fail and not key.startswith(".") and "zarr" not in key:
+            self.fail = False
+            raise OSError("transient store error (simulated)")
+        super().__setitem__(key, value)
+
+
+def test_a_failed_fill_value_change_at_the_largest_extent_leaves_the_array_changeable():
+    """The pending-trim marker of a failed fill value change recorded the chunk grid's
+    extent rounded up past 2**63 - 1: every later resize, append and fill value change
+    completed the trim first through metadata of that shape, which is refused: the array
+    could never change again. Nothing past 2**63 - 1 is ever part of the array, so the
+    extent stops there (and there is no padding to reset)."""
+    big = 2**63 - 1
+    store = _FailsOneChunkWrite()
+    z = cs.create_array(store, shape=(big,), chunks=(2,), dtype="i2", fill_value=-1,
+                        zarr_format=2)
+    z[-1] = 5
+    store.fail = True
+    z.fill_value = 3
+    assert store.fail  # (no padding past the end to reset: no chunk was written)
+    store.fail = False
+    store[".chunkstore-trim"] = b"torn"  # (an unreadable marker: the listing's extent)
+    z.resize((10,))
+    z.append(np.array([7], "i2"))
+    z.fill_value = 4
+    np.testing.assert_array_equal(z[:], [4] * 10 + [7])
