@@ -21,13 +21,15 @@ def store_name(store: object) -> str:
 
 def with_context(e: Exception, message: str) -> Exception:
     """An error of e's type saying message (the caller raises it ``from e``), or of the
-    nearest of ValueError, TypeError and ArithmeticError where e's type is not made from a
-    message alone (a UnicodeEncodeError takes five arguments)."""
+    nearest of MemoryError, ValueError, TypeError and ArithmeticError where e's type is not
+    made from a message alone (a UnicodeEncodeError takes five arguments; NumPy's
+    allocation error, a MemoryError, a shape and a dtype: it became a ValueError, which
+    ``except MemoryError`` missed)."""
     try:
         return type(e)(message)
     except TypeError:
-        base = next((b for b in (ValueError, TypeError, ArithmeticError) if isinstance(e, b)),
-                    ValueError)
+        base = next((b for b in (MemoryError, ValueError, TypeError, ArithmeticError)
+                     if isinstance(e, b)), ValueError)
         return base(message)
 
 

@@ -19,7 +19,9 @@ from chunkstore.storage.base import keys_under, listdir
 __all__ = ["GridKeys"]
 
 _CHUNKLIKE = re.compile(r"^\d+([./]\d+)*$")
-_DIGITS = re.compile(r"^\d+$")
+#: a coordinate as written: ASCII digits without a leading zero (\d took other scripts'
+#: digits, and $ a trailing newline)
+_DIGITS = re.compile(r"0|[1-9][0-9]*")
 _DOTTED = re.compile(r"^\d+(\.\d+)+$")
 
 
@@ -148,7 +150,7 @@ class GridKeys:
                     if len(c) == nd and all(x < g for x, g in zip(c, grid)):
                         yield c
                     continue
-                if not _DIGITS.match(name) or int(name) >= grid[depth]:
+                if not _DIGITS.fullmatch(name) or int(name) >= grid[depth]:
                     continue
                 path = prefix + "/" + name if prefix else name
                 if depth == nd - 1:

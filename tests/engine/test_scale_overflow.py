@@ -174,3 +174,50 @@ def test_a_failed_fill_value_change_at_the_largest_extent_leaves_the_array_chang
     z.append(np.array([7], "i2"))
     z.fill_value = 4
     np.testing.assert_array_equal(z[:], [4] * 10 + [7])
+
+
+def test_a_plan_numpy_cannot_allocate_raises_memory_error():
+    """NumPy's allocation error (a MemoryError made from a shape and a dtype) was given the
+    array's name as a ValueError: `except MemoryError` missed it."""
+    z = cs.create_array({}, shape=(2**40, 2**40), chunks=(1, 1), dtype="i2", name="big",
+                        zarr_format=3)
+    with pytest.raises(MemoryError, match="'/big'"):
+        z[0]
+
+
+@pytest.mark.parametrize("sep", [".", "/"])
+def test_chunk_keys_of_other_spellings_are_not_counted(sep):
+    """Keys of a chunk's coordinates with leading zeros ("00"), other scripts' digits or a
+    trailing newline were counted as chunks, once per spelling: more chunks initialized
+    than the grid has. zarr-python counts the keys it writes alone."""
+    from collections.abc import MutableMapping
+
+    class Plain(MutableMapping):  # (no keys_under: the tree walk of "/" keys)
+        def __init__(self):
+            self.d = {}
+
+        def __getitem__(self, k):
+            return self.d[k]
+
+        def __setitem__(self, k, v):
+            self.d[k] = v
+
+        def __delitem__(self, k):
+            del self.d[k]
+
+        def __iter__(self):
+            return iter(self.d)
+
+        def __len__(self):
+            return len(self.d)
+
+    for store in ({}, Plain()):
+        z = cs.create_array(store, shape=(2, 2), chunks=(1, 1), dtype="i2",
+                            chunk_key_encoding={"name": "v2", "separator": sep},
+                            zarr_format=2)
+        z[0, 0] = 7
+        chunk = store[f"0{sep}0"]
+        for k in (f"00{sep}0", f"0{sep}01", f"\u0661{sep}0", f"0{sep}0\n"):
+            store[k] = chunk
+        assert z.nchunks_initialized == 1
+        np.testing.assert_array_equal(z[:], [[7, 0], [0, 0]])
