@@ -99,14 +99,18 @@ class EngineHandle:
         array's whole lock space, its guard first, from its delete to its new document, and
         a write or read that looked in between raised ArrayNotFoundError, though an array
         was there before and after (most writes of a handle beside a loop re-creating it)."""
+        counts, path = self.options.counts, self.options.path
+        before = metadata_generation(self.options)
         try:
             return self.reload()
         except ArrayNotFoundError:
-            counts = self.options.counts
-            if not hasattr(counts, "hold"):
+            if not hasattr(counts, "guard_busy"):
                 raise  # (a zarr-style synchronizer's: no lock space)
-            with counts.hold(self.options.path, GUARD):
-                pass
+            if counts.guard_busy(path):  # (a change in flight: waited for)
+                with counts.hold(path, GUARD):
+                    pass
+            elif metadata_generation(self.options) == before:
+                raise  # (nothing changed since: gone; one read, as a property's look)
             return self.reload()
 
     def described(self) -> ChunkEngine:

@@ -266,6 +266,13 @@ class RegionLock:
         with self._mutex:
             return not self._starts and not self._waiting and not self._whole_waiting
 
+    def guard_busy(self) -> bool:
+        """Whether a thread of this process holds or waits for the metadata guard (a change
+        of the array's metadata in flight: the whole space is held guard first); nothing
+        taken."""
+        with self._mutex:
+            return bool(self._whole_waiting) or not self._free(GUARD[0][0], GUARD[0][1])
+
     def _free(self, s, e):
         i = bisect_right(self._starts, e) - 1
         return i < 0 or self._ends[i] < s

@@ -201,6 +201,11 @@ class _Base:
         counts a new generation of the array's metadata (see generation)."""
         return _Exclusive(self, array_path)
 
+    def guard_busy(self, array_path):
+        """Whether a change of the array's metadata (its whole lock space) is in flight in
+        this process: its guard held or waited for (nothing taken)."""
+        return self._region_lock(array_path).guard_busy()
+
     @property
     def counter(self):
         """The table whose count generation() reads: this one."""
