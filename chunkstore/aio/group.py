@@ -200,7 +200,12 @@ class AsyncGroup(AsyncNode):
 
     create_dataset = _array_method("create_dataset", "zarr-python 2's name for creating an "
                                                      "array (``Group.create_dataset``).")
-    require_dataset = _array_method("require_dataset", "zarr-python 2's ``require_dataset``.")
+
+    async def require_dataset(self, name: str, *, shape: Any, **kwargs: Any) -> AsyncArray:
+        """zarr-python 3's ``AsyncGroup.require_dataset``: ``require_array`` (its dtype
+        check in zarr-python 3's direction: the stored dtype must cast safely to the asked
+        one; the synchronous Group's is zarr-python 2's, the other way)."""
+        return await self.require_array(name, shape=shape, **kwargs)
     zeros = _array_method("zeros", "A new array of zeros at name.")
     ones = _array_method("ones", "A new array of ones at name.")
     empty = _array_method("empty", "A new, uninitialised array at name.")

@@ -867,3 +867,17 @@ def test_the_asynchronous_api_opens_an_existing_v2_node_as_it_is():
     assert asyncio.run(za.zeros_like(cs.open_array(s), store=cs.MemoryStore())
                        ).metadata.zarr_format == 2
     assert asyncio.run(za.open_array(store=s, mode="w", shape=(3,))).metadata.zarr_format == 3
+
+
+def test_async_group_require_dataset_checks_the_dtype_as_zarr_python_3():
+    """AsyncGroup.require_dataset took zarr-python 2's direction (asked int16 over a stored
+    int32: the int32 array); zarr-python 3's raises TypeError: the stored dtype must cast
+    safely to the asked one, as require_array checks it."""
+    async def main():
+        g = await za.group(store=cs.MemoryStore())
+        await g.create_array("ds", shape=(3,), dtype="i4")
+        with pytest.raises(TypeError, match="int32"):
+            await g.require_dataset("ds", shape=(3,), dtype="i2")
+        return await g.require_dataset("ds", shape=(3,), dtype="i8")
+
+    assert asyncio.run(main()).dtype == np.dtype("i4")
