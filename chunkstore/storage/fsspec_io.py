@@ -206,9 +206,10 @@ class Batch:
         if loop is protocol.caller_loop():   # an asynchronous caller's loop (see result)
             for f in self.futures:
                 f.chunkstore_loop = loop  # type: ignore[attr-defined]
-        self._task = asyncio.run_coroutine_threadsafe(
-            self._run(list(calls), missing, config.get("io_concurrency"),
-                      config.get("io_retries")), loop)
+        self._loop = loop
+        self._coro = self._run(list(calls), missing, config.get("io_concurrency"),
+                               config.get("io_retries"))
+        self._task = asyncio.run_coroutine_threadsafe(self._coro, loop)
 
     async def _run(self, calls: list[Callable], missing: tuple[type[BaseException], ...],
                    limit: int, retries: int) -> None:
@@ -247,8 +248,14 @@ class Batch:
                 f.cancel()  # no-op on finished ones: nobody waits forever
 
     def cancel(self) -> None:
-        """Stop the requests not yet answered (their futures are cancelled)."""
-        self._task.cancel()
+        """Stop the requests not yet answered (their futures are cancelled). Where the loop
+        is closed (an asynchronous caller's, asyncio.run ended with the read abandoned) the
+        batch never ran: its coroutine is closed, not cancelled through the loop (that
+        logged "Event loop is closed" tracebacks, and "never awaited" warnings)."""
+        if self._loop.is_closed():
+            self._coro.close()
+        else:
+            self._task.cancel()
         for f in self.futures:
             f.cancel()
 
