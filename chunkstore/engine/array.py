@@ -252,7 +252,7 @@ class Array(nodes.Node, ArrayAPIv3):
         array whose fill value never changed (zarr-python 2 leaves the old one there)."""
         self._engine.check_writable()
         with self._engine.exclusive():
-            engine = self._handle.reload()
+            engine = self._handle.reload(fresh=True)
             try:
                 meta = engine.meta.with_fill_value(value)
             except (TypeError, ValueError) as e:
@@ -730,7 +730,7 @@ class Array(nodes.Node, ArrayAPIv3):
         if any(s < 0 for s in new):
             raise ValueError(f"new shape {new} has a negative dimension")
         with self._engine.exclusive():
-            engine = self._handle.reload()
+            engine = self._handle.reload(fresh=True)
             # (by the metadata as stored now: another process may have re-created the array
             # with another number of dimensions)
             if len(new) != engine.ndim:
@@ -797,7 +797,7 @@ class Array(nodes.Node, ArrayAPIv3):
         # against that shape, read under the lock: checked against a cached one that another
         # handle had since widened, it was broadcast across the new columns.
         with self._engine.exclusive():
-            engine = self._handle.reload()
+            engine = self._handle.reload(fresh=True)
             shape = engine.shape
             ndim = len(shape)
             if data.ndim != ndim:

@@ -22,6 +22,7 @@ from chunkstore.engine.chunk_io import EngineOptions, _overridden, metadata_gene
 from chunkstore.engine.write import WritePath
 from chunkstore.errors import ArrayNotFoundError, ChunkstoreError, MetadataError, store_name
 from chunkstore.format import read_array_metadata
+from chunkstore.format.layout import same_metadata
 from chunkstore.storage.base import delitems, setitems
 from chunkstore.storage import protocol
 from chunkstore.sync.locking import GUARD
@@ -138,11 +139,16 @@ class EngineHandle:
             raise ArrayNotFoundError(f"no array at path {self.options.path!r} in "
                                      f"{store_name(store)}")
 
-    def reload(self, stale: bool = False) -> ChunkEngine:
+    def reload(self, stale: bool = False, fresh: bool = False) -> ChunkEngine:
         """Read the array's metadata from the store; a new engine for it (a view's overrides
         applied), or the engine in place where the document is the one it was made from.
         stale: the engine in place was found stale (a write's check_metadata), so the
-        metadata is read from the live store behind a consolidated-metadata view."""
+        metadata is read from the live store behind a consolidated-metadata view. fresh:
+        read under the array's exclusive lock, to change the metadata (resize, append, fill
+        value): the document as stored now, behind a cache too (another process's change is
+        counted nowhere: made from the cache's copy, an append wrote over the rows another
+        process had appended, a fill value change undid them), and where it is not the
+        document held, the cache's values of the node are dropped."""
         o = self.options
         known, engine = self._now
         # (counted before the read: a change made after it makes this engine stale)
@@ -159,7 +165,13 @@ class EngineHandle:
                 protocol.forget_cached(o.store, o.path)
         # a cache's values of the node from another count of this process's changes dropped
         protocol.follow_cached(o.store, o.path, o.counts.counter, generation)
-        meta, key = read_array_metadata(self._source, o.path, o.format_hint, known=known)
+        source = protocol.live_store(o.store) if fresh else self._source
+        meta, key = read_array_metadata(source, o.path, o.format_hint, known=known)
+        if source is not self._source and meta is not known and (
+                engine is None or not same_metadata(meta, engine.stored_meta)):
+            # (another process changed it: the cache's copies of the node are stale; the
+            # handle's own changes went through the cache, which holds them)
+            protocol.forget_cached(o.store, o.path)
         if meta is known and engine is not None and engine.generation == generation:
             return engine
         # a reload reads the document this handle opened first (where both formats' lie at

@@ -267,6 +267,11 @@ class ArrayLayout:
         return []
 
 
+def same_metadata(a: Any, b: Any) -> bool:
+    """Whether array metadata a and b are one, attributes aside."""
+    return isinstance(a, type(b)) and _document(a) == _document(b)
+
+
 def _document(metadata: Any) -> str:
     """The metadata as comparable text, attributes aside (JSON: NaN fill values compare)."""
     import json

@@ -10,6 +10,7 @@ from typing import Any
 from chunkstore.errors import (ArrayNotFoundError, GroupNotFoundError, ReadOnlyError, store_name,
                                with_context)
 from chunkstore.metadata.formats import format_of, kind_of_document
+from chunkstore.storage import protocol
 from chunkstore.sync.locking import GUARD
 
 
@@ -46,24 +47,29 @@ class Attributes(MutableMapping):
         """All attributes, read from the store as a new ``dict`` (``{}`` where the document is
         absent).
         """
+        return self._read(self.store)
+
+    def _read(self, store: Any) -> dict:
+        """The attributes as store holds them ({} where the document is absent)."""
         try:
-            raw = self.store[self.key]
+            raw = store[self.key]
         except KeyError:
             return {}
         return self._format.read_attributes(raw, self.key)
 
-    def _node_document(self) -> Any:
-        """The node's metadata document as stored now where it also holds the attributes
-        (v3's zarr.json), else None; raises where the node is gone or another kind of node
-        is at its path. A v2 document's name tells its kind: it is only looked for, not
-        read (a store that maps it from another format, zarr's N5Store, needs not parse)."""
+    def _node_document(self, store: Any) -> Any:
+        """The node's metadata document as stored now in store where it also holds the
+        attributes (v3's zarr.json), else None; raises where the node is gone or another
+        kind of node is at its path. A v2 document's name tells its kind: it is only looked
+        for, not read (a store that maps it from another format, zarr's N5Store, needs not
+        parse)."""
         if self.node_key is None:
             return None
         if self.node_key != self.key:
-            doc, there = None, self.node_key in self.store
+            doc, there = None, self.node_key in store
         else:
-            doc = self.store.get(self.node_key)
-            there = doc is not None and kind_of_document(self.store, self.node_key,
+            doc = store.get(self.node_key)
+            there = doc is not None and kind_of_document(store, self.node_key,
                                                          doc) == self.kind
         if not there:
             path = self.node_key.rpartition("/")[0]
@@ -95,13 +101,17 @@ class Attributes(MutableMapping):
         else:
             guard = contextlib.nullcontext()
         with guard, lock:
-            doc = self._node_document()
+            # (read as stored now, behind a cache (LRUStoreCache): written back from the
+            # cache's copy, the update dropped another handle's attributes, and a v3 one
+            # undid its resize or append; written through the cache, which keeps it)
+            live = protocol.live_store(self.store)
+            doc = self._node_document(live)
             if doc is not None:  # v3: the attributes' own document, read once
                 d = self._format.read_attributes(doc, self.key)
                 current = lambda: doc  # noqa: E731 - read once, above
             else:
-                d = self.asdict()
-                current = lambda: self.store[self.key]  # noqa: E731
+                d = self._read(live)
+                current = lambda: live[self.key]  # noqa: E731
             fn(d)
             self.store[self.key] = self._encode(d, current)
 

@@ -589,8 +589,11 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
     path = (path or "").strip("/")
     prefix = path + "/" if path else ""
     key = prefix + METADATA_KEY
+    # (read as stored now, behind a cache: the group's attributes written back from the
+    # cache's copy dropped updates made since, and members' shapes were the old ones)
+    live = protocol.live_store(store)
     try:
-        raw = store[key]
+        raw = live[key]
     except KeyError:
         raise MetadataError(f"no group metadata at {key!r} in {store_name(store)}") from None
     root = parse_group_metadata_v3(raw, key)
@@ -599,11 +602,11 @@ def consolidate_v3(store: MutableMapping, path: str = "") -> dict:
 
     def walk(rel: str) -> None:
         base = prefix + rel
-        for name in listdir(store, base.rstrip("/")):
+        for name in listdir(live, base.rstrip("/")):
             child = rel + name
             ckey = prefix + child + "/" + METADATA_KEY
             try:
-                craw = store[ckey]
+                craw = live[ckey]
             except KeyError:
                 continue
             node = parse_node_metadata_v3(craw, ckey)

@@ -59,8 +59,9 @@ def consolidate_metadata(
     prefix = normalize_prefix(path)
     mkey = _join(prefix, validate_key(metadata_key))
     since = protocol.consolidation_start()
-    keys = sorted(k for k in _base.keys_under(store, prefix) if is_metadata_key(k))
-    values = _base.getitems(store, keys)
+    live = protocol.live_store(store)  # (as stored now, behind a cache: not its old copies)
+    keys = sorted(k for k in _base.keys_under(live, prefix) if is_metadata_key(k))
+    values = _base.getitems(live, keys)
     meta: dict[str, Any] = {}
     for k in keys:
         if k not in values:  # deleted concurrently

@@ -404,3 +404,79 @@ def test_attributes_through_a_cache_stay_writable_after_another_handles_change(f
     c[...] = 2
     assert (cs.open_array(store, path="a", mode="r")[...] == 2).all()
     assert np.asarray(c[...]).dtype == (np.int32 if change == "resize" else np.float64)
+
+
+def _another_writer_appends(path):
+    """An append chunkstore's in-process counts do not see: another library's (as another
+    process's would be)."""
+    import warnings
+
+    import numpy as np
+    import zarr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.open_array(path, mode="r+").append(np.arange(10, 14, dtype="i4"))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("op", ["attrs", "append", "fill_value", "resize"])
+def test_metadata_changes_through_a_cache_start_from_the_stored_documents(tmp_path, fmt, op):
+    """A handle reading through an LRUStoreCache made its metadata changes from the cache's
+    copies: after another process appended, its append wrote over the appended rows (shape
+    kept), a fill value change or (v3) an attribute update undid the append, and a shrink
+    skipped the trim. Read as stored now, under the locks; the cache's stale copies are
+    dropped."""
+    import numpy as np
+
+    import chunkstore as cs
+    path = str(tmp_path / "a.zarr")
+    cs.create(shape=(4,), chunks=(2,), dtype="i4", store=path, zarr_format=fmt)
+    h = cs.open_array(LRUStoreCache(DirectoryStore(path), max_size=2**20), mode="r+")
+    h[...] = 7
+    dict(h.attrs)
+    _another_writer_appends(path)
+    want = [7] * 4 + list(range(10, 14))
+    if op == "attrs":
+        h.attrs["k"] = 1
+    elif op == "append":
+        h.append(np.arange(20, 24, dtype="i4"))
+        want += list(range(20, 24))
+    elif op == "fill_value":
+        h.fill_value = 5
+    else:
+        h.resize(6)
+        h.resize(8)
+        want = want[:6] + [0, 0]
+    got = cs.open_array(path, mode="r")
+    np.testing.assert_array_equal(got[:], want)
+    if op == "attrs":
+        assert got.attrs["k"] == 1  # (h's reads may show its cache's copies until
+        # invalidate(), as the README says: an attribute update reads no array metadata)
+    else:
+        np.testing.assert_array_equal(h[:], want)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_attribute_updates_and_consolidation_through_caches_keep_others_updates(tmp_path, fmt):
+    """Two handles, each through its own LRUStoreCache over one directory: an attribute
+    update wrote back its cache's copy of the document, dropping the other's update (in v3
+    the group's consolidated metadata too); consolidate_metadata through a cache wrote the
+    cache's old shapes and attributes."""
+    import chunkstore as cs
+    path = str(tmp_path / "g.zarr")
+    cs.open_group(path, mode="w", zarr_format=fmt).attrs["a"] = 0
+
+    def through_a_cache():
+        return cs.open_group(LRUStoreCache(DirectoryStore(path), max_size=2**20), mode="r+")
+
+    g1, g2 = through_a_cache(), through_a_cache()
+    dict(g1.attrs)
+    g2.attrs["b"] = 2
+    cs.consolidate_metadata(g1.store)
+    g1.attrs["c"] = 3
+    assert dict(cs.open_group(path, mode="r").attrs) == {"a": 0, "b": 2, "c": 3}
+    cs.open_group(path, mode="r+").create_array("x", shape=(4,), dtype="i4")
+    cs.open_array(path, path="x", mode="r+").append([1, 2])
+    cs.consolidate_metadata(g1.store)
+    snap = cs.open_consolidated(path)
+    assert snap["x"].shape == (6,) and dict(snap.attrs) == {"a": 0, "b": 2, "c": 3}

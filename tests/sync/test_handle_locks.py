@@ -655,8 +655,8 @@ def test_an_attribute_update_and_a_delete_or_move_of_its_node_are_one_step_each(
     node = cs.open_group(path, mode="r+")["a"]
     checked, real = threading.Event(), attrs_mod.Attributes._node_document
 
-    def slow_check(self):
-        doc = real(self)
+    def slow_check(self, *args):
+        doc = real(self, *args)
         checked.set()
         threading.Event().wait(0.3)  # the window a delete fell into
         return doc
@@ -694,8 +694,8 @@ def _slow_attribute_update(path, sync_dir, checked, member="a"):
     from chunkstore.hierarchy import attrs as attrs_mod
     real = attrs_mod.Attributes._node_document
 
-    def slow(self):
-        doc = real(self)
+    def slow(self, *args):
+        doc = real(self, *args)
         checked.set()
         time.sleep(0.5)
         return doc
