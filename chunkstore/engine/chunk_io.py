@@ -232,6 +232,8 @@ class EngineState:
             # a structured dtype with object fields (its fill value can only be None): None
             # fits no field; NumPy's empty element does (None in object fields, zeros)
             self.object_missing = np.empty((), self.dtype)
+        elif self.is_object:
+            self.object_missing = object_element(self.object_missing)
         if self.stored_meta.fill_value is None:
             # No fill value (Zarr v2's null): a chunk left out is undefined, and zarr-python
             # 2 reads uninitialised memory there (chunkstore and zarr-python 3 read zeros,
@@ -548,7 +550,7 @@ class EngineState:
         chunk = np.empty(self.chunks, dtype=self.dtype, order=self.order)
         if self.is_object:
             chunk[...] = self.object_missing if self.dtype.names is not None else \
-                self.fill_value
+                object_element(self.fill_value)
         else:
             # (mypy: fill_item is None only for object arrays)
             chunk[...] = self.fill_item.reshape(())  # type: ignore[union-attr]
@@ -559,6 +561,15 @@ class EngineState:
                     chunk[(slice(None),) * d + (slice(max(inside, 0), None),)] = \
                         self.pad_fill.reshape(())
         return chunk
+
+
+def object_element(value: Any) -> np.ndarray:
+    """value as one element of an object array (a 0-d one holding it): assigned to a part
+    of an object array, each element is value itself (a list fill value was broadcast,
+    its items read as the elements: [1, "x"] read as 1, "x", 1, "x")."""
+    element = np.empty((), dtype=object)
+    element[()] = value
+    return element
 
 
 def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:

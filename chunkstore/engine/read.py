@@ -243,7 +243,13 @@ class ReadPath(EngineState):
         """A missing chunk: the fill value in its part of dest (or ChunkNotFoundError)."""
         self._missing(key)
         if self.is_object:
-            dest[plan.selections(i)[1]] = self.object_missing
+            # (the 0-d object_missing into a view, even of one element: assigned to an
+            # element itself, the element became that 0-d array)
+            sel = plan.selections(i)[1]
+            sel = sel if isinstance(sel, tuple) else (sel,)
+            if not any(s is Ellipsis for s in sel):
+                sel = sel + (Ellipsis,)
+            dest[sel] = self.object_missing
         elif points:
             merge.fill_points(plan, i, dest, self.fill_item)
         else:

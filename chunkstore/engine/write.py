@@ -6,6 +6,7 @@ kernel) and stored, or deleted when it is all fill value; plus what resize and a
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from chunkstore.engine import indexing as ix
 from chunkstore.engine import scheduling
 import chunkstore._core.merge as merge  # (mypy sees no attribute of the package: compiled)
 from chunkstore.engine.read import FieldNames, ReadPath, _field_dtype
+from chunkstore.engine.chunk_io import object_element
 from chunkstore.errors import with_context
 from chunkstore.storage.base import delitems, getitems
 from chunkstore.storage.pipelining import prefetch, store_items, write_behind
@@ -39,19 +41,36 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     element's elementwise ``==`` (an ndarray element never matches)."""
     if fill is None:
         return False
-    kind = str if isinstance(fill, str) else bytes if isinstance(fill, bytes) else None
     for e in chunk.ravel(order="K"):
-        if e is fill:
-            continue
-        if not (isinstance(e, kind) if kind is not None else type(e) is type(fill)):
-            return False
-        try:
-            same = e == fill
-        except Exception:
-            return False
-        if type(same) is not bool and not isinstance(same, np.bool_) or not same:
+        if e is not fill and not _same_value(e, fill):
             return False
     return True
+
+
+def _same_value(e: Any, fill: Any) -> bool:
+    """Whether object element e is fill value fill, as a reader would tell them apart: of
+    the same type (str and bytes: of their kind), equal, floats with the same sign (-0.0 is
+    not a 0.0 fill), and lists, tuples and dicts item by item so (``[0.0]`` is not a
+    ``[0]`` fill, nor ``{"a": True}`` a ``{"a": 1}`` one: by ``==`` they were, the chunk
+    was left out, and they read back as the fill value)."""
+    if isinstance(fill, (str, bytes)):
+        if not isinstance(e, str if isinstance(fill, str) else bytes):
+            return False
+    elif type(e) is not type(fill):
+        return False
+    elif isinstance(fill, float):
+        return bool(e == fill) and math.copysign(1.0, e) == math.copysign(1.0, fill)
+    elif isinstance(fill, complex):
+        return _same_value(e.real, fill.real) and _same_value(e.imag, fill.imag)
+    elif isinstance(fill, (list, tuple)):
+        return len(e) == len(fill) and all(_same_value(a, b) for a, b in zip(e, fill))
+    elif isinstance(fill, dict):
+        return e.keys() == fill.keys() and all(_same_value(e[k], fill[k]) for k in fill)
+    try:
+        same = e == fill
+    except Exception:
+        return False
+    return (type(same) is bool or isinstance(same, np.bool_)) and bool(same)
 
 
 class WritePath(ReadPath):
@@ -455,8 +474,9 @@ class WritePath(ReadPath):
                     idx = [slice(None)] * self.ndim
                     idx[d] = slice(n - ci * L, None)
                     # (mypy: fill_item is None only for object arrays)
-                    chunk[tuple(idx)] = (self.fill_value if self.is_object else
-                                         self.fill_item.reshape(()))  # type: ignore[union-attr]
+                    chunk[tuple(idx)] = (
+                        object_element(self.fill_value) if self.is_object
+                        else self.fill_item.reshape(()))  # type: ignore[union-attr]
             to_set: dict[str, bytes] = {}
             to_del: list[str] = []
             self._finish_chunk(k, chunk, to_set, to_del)

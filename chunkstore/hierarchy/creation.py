@@ -19,6 +19,7 @@ from chunkstore.hierarchy import creation_args
 from chunkstore.codecs.common import object_codec_id
 from chunkstore.metadata.extension_v3 import VLEN_BYTES, is_vlen_bytes
 from chunkstore.metadata import ml_types
+from chunkstore.metadata._common import check_utf8_fill
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
@@ -399,6 +400,14 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
                           f"object_codec=", FutureWarning, stacklevel=4)
         if object_codec is not None:
             filters = [object_codec] + filters
+        codec_id = object_codec_id(filters[0]) if filters else None
+        if dtype.names is not None and codec_id not in (None, "pickle"):
+            # (JSON and MsgPack store records as lists that numcodecs cannot make records of
+            # again, and the vlen codecs strings alone: every chunk written was unreadable)
+            raise ValueError(f"cannot create array at path {path!r}: a structured dtype "
+                             f"with object fields ({dtype}) is stored by the Pickle object "
+                             f"codec alone, not {codec_id!r} (its chunks could not be read "
+                             f"back)")
         problem = misplaced_object_filter(filters)
         if problem is not None:
             raise ValueError(f"cannot create array at path {path!r}: {problem}")
@@ -645,6 +654,11 @@ def _array_metadata_v3(store, path, shape, chunks, dtype, compressor, fill_value
         dtype = VLEN_BYTES  # v3 "variable_length_bytes"
     elif dtype.hasobject or (dtype.kind == "U" and dtype.itemsize == 0):
         dtype = np.dtype(object)  # v3 "string": variable-length UTF-8
+        if isinstance(fill_value, str):
+            try:
+                check_utf8_fill(fill_value)
+            except ValueError as e:
+                raise ValueError(f"cannot create array at path {path!r}: {e}") from None
     if dtype.kind == "V" and not dtype.names and dtype.subdtype is not None:
         raise ValueError(f"cannot create array at path {path!r}: data type {dtype} (a "
                          f"subarray type) is not supported by Zarr v3 here (bool, ints, "

@@ -215,3 +215,13 @@ def unitless_time(dtype: np.dtype) -> bool:
     """Whether dtype is a datetime64/timedelta64 without a unit (generic): its values have
     no meaning as stored times."""
     return dtype.kind in "mM" and np.datetime_data(dtype)[0] == "generic"
+
+
+def check_utf8_fill(value: str) -> None:
+    """Refuse a string fill value UTF-8 cannot encode (a lone surrogate): a chunk padded
+    with it could never be written (every later write of part of a chunk failed)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"fill_value {value!r} cannot be stored as UTF-8 ({e.reason} at "
+                         f"{e.start}): the array's strings are") from None

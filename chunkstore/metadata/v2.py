@@ -29,6 +29,7 @@ from typing import Any
 
 import numcodecs
 from chunkstore.metadata._common import (as_int_tuple, check_chunk_addressable, check_required,
+                                         check_utf8_fill,
                                          chunk_grid,
                                          guess_chunks, json_default, leaf_dtypes,
                                          load_json_object, value_bytes,
@@ -172,6 +173,9 @@ def check_object_fill(codec: Any, value: Any) -> None:
     if codec_id == "json2" and isinstance(value, (bytes, bytearray)):
         raise ValueError(f"fill_value {value!r} is bytes; JSON (json2) holds no bytes: "
                          f"give a str")
+    if codec_id == "vlen-utf8" and isinstance(value, str):
+        check_utf8_fill(value)
+
 
 
 def _json_object_fill(doc: Mapping, dtype: np.dtype, fill: Any) -> Any:

@@ -185,3 +185,57 @@ def test_a_v2_object_arrays_fill_0_is_stored_and_read_as_zarr_python_2_does(code
     got = cs.open_array(store, mode="r")[:].tolist()
     assert got == [7, want, want, want]
     assert [type(v) for v in got[1:]] == [type(want)] * 3
+
+
+@pytest.mark.parametrize("codec", ["JSON", "MsgPack", "Pickle"])
+def test_an_object_fill_value_that_is_a_list_reads_as_the_list(codec, monkeypatch):
+    """Assigned into the chunk, a list fill value was broadcast: [1, "x"] read as 1, "x",
+    1, "x", and a write of one element kept the list's other item beside it."""
+    import numcodecs
+    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True)
+    z = cs.create(shape=4, chunks=2, dtype=object, object_codec=getattr(numcodecs, codec)(),
+                  fill_value=[1, "x"], store={})
+    assert list(z[:]) == [[1, "x"]] * 4
+    z[0] = "new"
+    assert list(z[:]) == ["new", [1, "x"], [1, "x"], [1, "x"]]
+    z[:] = np.array(["a", "b", "c", "d"], dtype=object)
+    z.resize(3)  # (the part of the edge chunk past the end reset to the fill value)
+    z.resize(4)
+    assert list(z[:]) == ["a", "b", "c", [1, "x"]]
+    assert z[3] == [1, "x"] and z[1:2].tolist() == ["b"]
+
+
+@pytest.mark.parametrize("codec", ["JSON", "MsgPack", "Pickle"])
+def test_object_elements_equal_to_the_fill_value_but_not_it_are_stored(codec, monkeypatch):
+    """-0.0 against a 0.0 fill, [0.0] or [False] against [0], {"a": True} against
+    {"a": 1}: equal by ==, the chunk was left out and they read back as the fill value."""
+    import numcodecs
+    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True)
+    for fill, value in ((0.0, -0.0), ([0], [0.0]), ([0], [False]), ({"a": 1}, {"a": True})):
+        z = cs.create(shape=2, chunks=2, dtype=object, fill_value=fill, store={},
+                      object_codec=getattr(numcodecs, codec)(), write_empty_chunks=False)
+        values = np.empty(2, dtype=object)
+        values[0], values[1] = value, value
+        z[:] = values
+        got = z[0]
+        assert got == value and repr(got) == repr(value), (fill, value, got)
+
+
+def test_a_structured_dtype_with_object_fields_needs_the_pickle_codec():
+    """With JSON or MsgPack, every chunk written could not be read back (numcodecs cannot
+    make records of the lists they store); with a vlen codec not even an empty array."""
+    import numcodecs
+    dt = np.dtype([("a", "O"), ("b", "<i4")])
+    for codec in (numcodecs.JSON(), numcodecs.MsgPack(), numcodecs.VLenUTF8()):
+        with pytest.raises(ValueError, match="Pickle"):
+            cs.create(shape=4, chunks=2, dtype=dt, object_codec=codec, fill_value=None,
+                      store={})
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_string_fill_value_utf8_cannot_encode_is_refused(fmt):
+    """A lone surrogate was taken as the fill value; every later write of part of a chunk
+    then failed (the chunk is padded with it)."""
+    with pytest.raises(ValueError, match="UTF-8"):
+        cs.create(shape=4, chunks=2, dtype=str, fill_value="\ud800", store={},
+                  zarr_format=fmt)
