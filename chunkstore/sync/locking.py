@@ -73,6 +73,9 @@ E_BASE = 1                      # element space
 F_BASE = E_BASE + (1 << BITS)   # chunk space, for writes of whole chunks and whole writes
 P_BASE = F_BASE + (1 << BITS)   # chunk space, for read-modify-writes of partial chunks
 FULL = ((0, P_BASE + (1 << BITS)),)   # inclusive (start, end): everything, below 2**63
+#: how long at most a request of the whole space waits for the waiters the last release
+#: of it woke to take their turn (each takes its ranges, or waits again, under the mutex)
+_YIELD_S = 0.05
 GUARD = ((0, 0),)                     # the metadata guard (see above): FULL's first byte
 
 
@@ -258,6 +261,12 @@ class RegionLock:
         # for holders, and holders never for it.
         self._whole_waiting = 0
         self._guard_holder: int | None = None
+        # Fairness the other way: the waiters the release of the whole space woke (writes
+        # held off by a resize, append or fill value change) get a moment to take their
+        # ranges before the next request of the whole space (a thread changing the
+        # metadata back to back took it again at once, holding the GIL, and a write waited
+        # for as long as the loop ran).
+        self._woken_by_whole = 0
         self._fd = fd
         self._path = path
 
@@ -294,6 +303,8 @@ class RegionLock:
             if _is_guard(ranges):
                 self._guard_holder = None
             if self._waiting:
+                if ranges and ranges[0] == FULL[0]:
+                    self._woken_by_whole = self._waiting
                 self._cond.notify_all()
 
     def _wait(self):
@@ -302,6 +313,10 @@ class RegionLock:
             self._cond.wait()
         finally:
             self._waiting -= 1
+            if self._woken_by_whole:  # (its turn had: see __init__)
+                self._woken_by_whole -= 1
+                if not self._woken_by_whole:
+                    self._cond.notify_all()
 
     def acquire(self, ranges, kernel_ranges=None):
         """Take ranges (sorted, disjoint, inclusive) exclusively; blocks until all are held.
@@ -313,6 +328,14 @@ class RegionLock:
         whole = bool(ranges) and ranges[0] == FULL[0]
         try:
             with self._mutex:
+                if whole and self._woken_by_whole:  # (see __init__: a bounded wait)
+                    deadline = time.monotonic() + _YIELD_S
+                    while self._woken_by_whole:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                    self._woken_by_whole = 0
                 if self._whole_waiting and not whole and (
                         self._guard_holder != threading.get_ident()):
                     while self._whole_waiting:   # served first (see __init__)

@@ -616,6 +616,46 @@ def test_appends_are_not_starved_by_a_stream_of_writes(tmp_path):
     assert np.isin(got[:32], [-1, 0, 1, 2, 3, 4, 5]).all()
 
 
+@pytest.mark.parametrize("fmt,change", [(3, "append"), (2, "append")])
+def test_writes_are_not_starved_by_a_thread_changing_the_metadata_back_to_back(fmt, change):
+    """A thread resizing, appending or changing the fill value in a loop took the whole
+    lock space again at once after each change (it held the GIL when the waiting write was
+    woken): a write through another handle waited as long as the loop ran. The writes
+    woken by a change's release get their turn first now."""
+    store: dict = {}
+    cs.create((16, 12), chunks=(2, 3), dtype="f8", fill_value=0.0, store=store,
+              zarr_format=fmt)
+    stop = threading.Event()
+
+    def changer():
+        h = cs.open_array(store, mode="r+")
+        k = 0
+        while not stop.is_set():
+            if change == "append":
+                h.append(np.zeros((1, 12)))
+            elif change == "resize":
+                h.resize(16 + k % 2, 12)
+            else:
+                h.fill_value = float(k % 2)
+            k += 1
+
+    h = cs.open_array(store, mode="r+")
+
+    def writes():
+        for _ in range(20):
+            h.vindex[[0, 5], [1, 2]] = 5.0
+
+    thread = threading.Thread(target=changer)
+    thread.start()
+    try:
+        done, err = _in_thread(writes)
+        assert done.wait(30) and not err
+    finally:
+        stop.set()
+        thread.join(60)
+    assert (cs.open_array(store, mode="r").vindex[[0, 5], [1, 2]] == 5.0).all()
+
+
 def _kernel_holder(path, byte, held, release):
     fd = open_region_file(path)
     fcntl.lockf(fd, fcntl.LOCK_EX, 1, byte, os.SEEK_SET)
