@@ -532,7 +532,7 @@ def coordinate(selection: Any, shape: Sequence[int], chunks: Sequence[int],
         b = np.broadcast_arrays(*arrs)
     except ValueError:
         raise IndexError("coordinate index arrays could not be broadcast together with shapes "
-                         + " ".join(str(a.shape) for a in arrs)) from None
+                         + " ".join(str(a.shape) for a in arrs) + _where(name)) from None
     out_shape = b[0].shape if b else ()
     coords = np.empty((len(shape), int(np.prod(out_shape, dtype=np.int64))), dtype=np.int64)
     for dim, a in enumerate(b):
@@ -549,7 +549,10 @@ def mask(selection: Any, shape: Sequence[int], chunks: Sequence[int],
     if m.dtype != bool or m.shape != tuple(shape):
         raise IndexError(f"mask selection must be a boolean array of shape {tuple(shape)}, got "
                          f"{m.dtype} array of shape {m.shape}{_where(name)}")
-    coords = np.array(np.nonzero(m), dtype=np.int64).reshape(len(shape), -1)
+    if m.ndim == 0:  # (a 0-d array's mask: its one element, or none, as NumPy's)
+        coords = np.zeros((0, int(m)), dtype=np.int64)
+    else:
+        coords = np.array(np.nonzero(m), dtype=np.int64).reshape(len(shape), -1)
     return Selection("points", PointsPlan(shape, chunks, coords), (coords.shape[1],))
 
 

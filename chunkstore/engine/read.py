@@ -298,7 +298,7 @@ class ReadPath(EngineState):
         (one name: that field's values; a list, even of one: a structured array, as NumPy's
         ``a["f"]`` and ``a[["f"]]``)."""
         dtype = self.dtype
-        rdtype = dtype if fields is None else _field_dtype(dtype, fields)
+        rdtype = dtype if fields is None else _field_dtype(dtype, fields, self.name)
         # (straight into out only of the very dtype: the kernels copy whole records, and a
         # structured out of the same fields at other offsets, or NumPy's aligned layout,
         # got them swapped or failed in a kernel; such an out is assigned field by field)
@@ -348,13 +348,18 @@ class ReadPath(EngineState):
 FieldNames = str | list[str] | None
 
 
-def _field_dtype(dtype: np.dtype, fields: str | list[str]) -> np.dtype:
+def _field_dtype(dtype: np.dtype, fields: str | list[str], name: str | None = None
+                 ) -> np.dtype:
+    """The dtype of fields of dtype (name: the array's, for errors)."""
     names = [fields] if isinstance(fields, str) else fields
+    where = "" if name is None else f" (array {name!r})"
     if dtype.names is None:
-        raise IndexError(f"field selection {fields!r} needs a structured dtype, not {dtype}")
+        raise IndexError(f"field selection {fields!r} needs a structured dtype, not "
+                         f"{dtype}{where}")
     for f in names:
         if f not in dtype.names:
-            raise IndexError(f"no field {f!r} in dtype {dtype}; fields are {dtype.names}")
+            raise IndexError(f"no field {f!r} in dtype {dtype}{where}; fields are "
+                             f"{dtype.names}")
     if isinstance(fields, str):
         return dtype[fields]
     return np.dtype([(f, dtype[f]) for f in names])

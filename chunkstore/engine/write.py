@@ -83,7 +83,7 @@ class WritePath(ReadPath):
         """Convert value to the array dtype and check it broadcasts, before any I/O.
         element: the selection is one element, by an int for every dimension (no Ellipsis),
         which NumPy fills by its scalar-assignment rule, not by broadcasting."""
-        dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields)
+        dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields, self.name)
         shape = tuple(shape)
         if dtype.subdtype is not None:
             # A sub-array field: values carry the field's own trailing dimensions.

@@ -672,3 +672,30 @@ def test_vindex_write_of_a_zero_d_string_array_stores_the_string(fmt):
     b = cs.open_array({}, mode="w", shape=(2,), chunks=(1,), dtype=str, zarr_format=fmt)
     b.vindex[[1]] = "xy"
     assert b[1] == "xy"
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_0d_arrays_mask_selects_its_element_as_numpy(fmt):
+    """np.nonzero of a 0-d mask raised NumPy's "Calling nonzero on 0d arrays" error."""
+    z = cs.create_array({}, shape=(), dtype="i4", zarr_format=fmt)
+    z[...] = 5
+    a = np.array(5, dtype="i4")
+    for m in (np.array(True), np.array(False)):
+        np.testing.assert_array_equal(z.vindex[m], a[m])
+        np.testing.assert_array_equal(z.get_mask_selection(m), a[m])
+    z.set_mask_selection(np.array(True), 7)
+    z.vindex[np.array(False)] = 9
+    assert z[()] == 7
+
+
+def test_bad_coordinate_and_field_selections_name_the_array():
+    z = cs.create_array({}, shape=(4, 4), dtype="i4", name="named")
+    with pytest.raises(IndexError, match="'/named'"):
+        z.vindex[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="'/named'"):
+        z.get_basic_selection(..., fields="a")
+    s = cs.create_array({}, shape=(4,), dtype=[("a", "i4")], name="rec")
+    with pytest.raises(IndexError, match="'/rec'"):
+        s.get_basic_selection(..., fields="nope")
+    with pytest.raises(IndexError, match="'/rec'"):
+        s.set_basic_selection(..., 1, fields="nope")
