@@ -23,7 +23,7 @@ from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged
 from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.engine.read import FieldNames
-from chunkstore.errors import ArrayMetadataChangedError
+from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
 from chunkstore.metadata._common import MAX_INDEX
@@ -497,10 +497,13 @@ class Array(nodes.Node, ArrayAPIv3):
         self._write(ix.basic_or_fancy, selection, value, fields)
 
     def _read(self, normalize: Normalizer, selection: Any, out: np.ndarray | None,
-              fields: FieldNames, engine: ChunkEngine | None = None) -> Any:
+              fields: FieldNames, engine: ChunkEngine | None = None,
+              again: int = 3) -> Any:
         """self[selection], the selection normalized by ``normalize`` (a
         chunkstore.engine.indexing function) against the metadata of the engine the read
-        works with throughout (see chunkstore.engine.core; given, or the current one)."""
+        works with throughout (see chunkstore.engine.core; given, or the current one).
+        again: how many more times the read may run where it found its array re-created
+        by this process meanwhile."""
         if engine is None:
             engine = self._handle.current()
         sel = normalize(selection, engine.shape, engine.chunks, self.name)
@@ -517,7 +520,14 @@ class Array(nodes.Node, ArrayAPIv3):
             # going first. Its document looked at again (by a handle that reads the metadata
             # each time, or one synchronized with other processes): ArrayNotFoundError where
             # it is gone, not a plausible array of fill values.
-            self._handle.check_there()
+            try:
+                self._handle.check_there()
+            except ArrayNotFoundError:
+                # (a re-creation by this process between its delete and its new document:
+                # waited for, the read runs again on the array there now)
+                if not (again and self._handle.there_after_change()):
+                    raise
+                return self._read(normalize, selection, out, fields, again=again - 1)
         return result
 
     def _write(self, normalize: Normalizer, selection: Any, value: Any,

@@ -176,6 +176,7 @@ class EngineState:
     fill_item: np.ndarray | None
     object_fill: Any
     object_missing: Any  # what missing chunks of an object array read as
+    object_missing_copied = False  # (whether each element read is a copy of it)
     # a view's: the array's own fill value where the view's differs (see _new_chunk)
     pad_fill: np.ndarray | None = None
     # (with pad_fill) the shape past which a new chunk is padded with it
@@ -233,6 +234,10 @@ class EngineState:
             # fits no field; NumPy's empty element does (None in object fields, zeros)
             self.object_missing = np.empty((), self.dtype)
         elif self.is_object:
+            # (a fill value that can be changed in place, a list: each element read is a
+            # copy of it, or changing one read changed every other and the array's fill)
+            self.object_missing_copied = not isinstance(
+                self.object_missing, (str, bytes, int, float, complex, type(None), np.generic))
             self.object_missing = object_element(self.object_missing)
         if self.stored_meta.fill_value is None:
             # No fill value (Zarr v2's null): a chunk left out is undefined, and zarr-python

@@ -38,6 +38,11 @@ class ChunkEngine(WritePath):
     :class:`~chunkstore.engine.chunk_io.EngineState`'s (same constructor), never changed."""
 
 
+#: how many times an operation that found its array's document missing looks again, each
+#: time after a change of the array by this process (back-to-back re-creations)
+_READS_AFTER_CHANGES = 16
+
+
 class EngineHandle:
     """One array handle: what it was opened with (``options``) and the engine of the
     metadata it holds now (``engine``, replaced whole, never changed: see the module
@@ -101,18 +106,20 @@ class EngineHandle:
         a write or read that looked in between raised ArrayNotFoundError, though an array
         was there before and after (most writes of a handle beside a loop re-creating it)."""
         counts, path = self.options.counts, self.options.path
-        before = metadata_generation(self.options)
-        try:
-            return self.reload()
-        except ArrayNotFoundError:
-            if not hasattr(counts, "guard_busy"):
-                raise  # (a zarr-style synchronizer's: no lock space)
-            if counts.guard_busy(path):  # (a change in flight: waited for)
-                with counts.hold(path, GUARD):
-                    pass
-            elif metadata_generation(self.options) == before:
-                raise  # (nothing changed since: gone; one read, as a property's look)
-            return self.reload()
+        for _ in range(_READS_AFTER_CHANGES):
+            before = metadata_generation(self.options)
+            try:
+                return self.reload()
+            except ArrayNotFoundError:
+                if not hasattr(counts, "guard_busy"):
+                    raise  # (a zarr-style synchronizer's: no lock space)
+                if counts.guard_busy(path):  # (a change in flight: waited for)
+                    with counts.hold(path, GUARD):
+                        pass
+                elif metadata_generation(self.options) == before:
+                    raise  # (nothing changed since: gone; one read, as a property's look)
+                # (else a change ended meanwhile: looked again; another may have begun)
+        return self.reload()
 
     def described(self) -> ChunkEngine:
         """What the handle's properties answer by: ``followed()``, or where the array is
@@ -138,6 +145,27 @@ class EngineHandle:
         if self.engine.layout.metadata_key not in store:
             raise ArrayNotFoundError(f"no array at path {self.options.path!r} in "
                                      f"{store_name(store)}")
+
+    def there_after_change(self) -> bool:
+        """Whether the array's document, found missing, is there once a change of the
+        array in flight in this process (a re-creation between its delete and its new
+        document) has ended, or where one ended since the engine held was made: the
+        operation that found it missing may run again by the new metadata."""
+        counts, path = self.options.counts, self.options.path
+        seen = self.engine.generation
+        for _ in range(_READS_AFTER_CHANGES):
+            if hasattr(counts, "guard_busy") and counts.guard_busy(path):
+                with counts.hold(path, GUARD):
+                    pass
+            elif metadata_generation(self.options) == seen:
+                return False
+            seen = metadata_generation(self.options)
+            try:
+                self.check_there()
+            except ArrayNotFoundError:
+                continue  # (another change may have begun: looked at again)
+            return True
+        return False
 
     def reload(self, stale: bool = False, fresh: bool = False) -> ChunkEngine:
         """Read the array's metadata from the store; a new engine for it (a view's overrides

@@ -5,6 +5,7 @@ whole and contiguous) and merged into it with the Cython kernels."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -249,7 +250,14 @@ class ReadPath(EngineState):
             sel = sel if isinstance(sel, tuple) else (sel,)
             if not any(s is Ellipsis for s in sel):
                 sel = sel + (Ellipsis,)
-            dest[sel] = self.object_missing
+            if self.object_missing_copied:
+                fill = self.object_missing[()]
+                copies = np.empty(dest[sel].shape, dtype=object)
+                for i in range(copies.size):
+                    copies.flat[i] = copy.deepcopy(fill)
+                dest[sel] = copies
+            else:
+                dest[sel] = self.object_missing
         elif points:
             merge.fill_points(plan, i, dest, self.fill_item)
         else:

@@ -327,12 +327,13 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     # raised ArrayNotFoundError, though an array was there before and after. (Not with a
     # ProcessSynchronizer: its creation takes the guards of the groups above, which a delete
     # of one of them takes before the node's locks: held in the other order, the two waited
-    # for each other.)
-    whole = overwrite and not isinstance(synchronizer, ProcessSynchronizer)
+    # for each other. Nor where groups above are to be made: their creation locks come
+    # before the locks of what is replaced, as another creation there takes them, with
+    # overwrite=True, before its own replacement's: the two waited for each other.)
+    whole = overwrite and not missing and not isinstance(synchronizer, ProcessSynchronizer)
     with replacing_node(store, path, synchronizer) if whole else contextlib.nullcontext():
         if whole:
             _remove_held(store, path)
-            missing = _check_parents(store, path)  # (a group above deleted meanwhile)
         elif overwrite:
             remove_node(store, path, synchronizer)
         with groups_above_held(synchronizer, path) as guarded:

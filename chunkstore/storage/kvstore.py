@@ -34,13 +34,16 @@ class KVStore(BaseStore):
     #: (what a copy of the wrapped object reaches is not known: protocol.copies_share_data)
     copies_share_data = False
 
-    def __init__(self, mutable_mapping: Any, mode: str = "a"):
+    def __init__(self, mutable_mapping: Any, mode: str = "a", *, closes_mapping: bool = True):
         if not is_mapping_like(mutable_mapping):
             raise TypeError(
                 f"cannot use {type(mutable_mapping).__name__} as a store: it needs "
                 f"{', '.join(_REQUIRED)} and __iter__ or keys()")
         super().__init__(mode)
         self._mutable_mapping = mutable_mapping
+        # (False where chunkstore wrapped a mapping it was given: closing the wrapper leaves
+        # the caller's object open)
+        self._closes_mapping = closes_mapping
         self._set_dimension_separator(getattr(mutable_mapping, "dimension_separator", None))
 
     def __repr__(self) -> str:
@@ -82,7 +85,9 @@ class KVStore(BaseStore):
 
     def close(self) -> None:
         """The wrapped object's ``close()``, where it has one: a wrapped store's unflushed
-        writes (a ZipStore's) are written, and what it holds let go, as closing it would."""
+        writes (a ZipStore's) are written, and what it holds let go, as closing it would.
+        (Not for a KVStore that chunkstore made of a mapping passed as a store: that stays
+        open, as every store passed in does.)"""
         c = getattr(self._mutable_mapping, "close", None)
-        if callable(c):
+        if callable(c) and self._closes_mapping:
             c()

@@ -55,7 +55,9 @@ def normalize_store(store_like: StoreLike = None, mode: str = "a",
     if isinstance(store_like, Mapping):
         return store_like
     if is_mapping_like(store_like) and not isinstance(store_like, (str, bytes)):
-        return KVStore(store_like)  # duck-typed mapping, as zarr-python 2 accepts
+        # duck-typed mapping, as zarr-python 2 accepts: the caller's object, which closing
+        # the wrapper (a function that opened its store closes it) must leave open
+        return KVStore(store_like, closes_mapping=False)
     if isinstance(store_like, os.PathLike):
         store_like = os.fspath(store_like)
     if isinstance(store_like, bytes):

@@ -85,7 +85,8 @@ class ZipStore(BaseStore):
     archive as it is at each read (one ``stat`` a call tells whether another store flushed
     since; a store holding the claim reads its own view, and so do this process's other
     writable stores of the archive, which are one location with it; a mode ``"r"`` store,
-    the archive as of its open). A file that does not exist yet is created, as an empty archive, by the claim (so that it can be locked). Tools other than
+    the archive as of its open). A file that does not exist yet is created, as an empty
+    archive, by the claim (so that it can be locked). Tools other than
     chunkstore do not see the lock.
 
     An archive that was never closed properly (no central directory, e.g. truncated) is
@@ -301,8 +302,8 @@ class ZipStore(BaseStore):
     def _writer(self) -> "ZipStore | None":
         """Another ZipStore of this process holding the write claim on this archive, or None
         (a mode "r" store reads the archive as of its open, and a claim holder its own)."""
-        if self._mode == "r" or self._claim_key is not None or self._closed:
-            return None
+        if self._mode == "r" or self._claim_key is not None or self._closed or not _WRITERS:
+            return None  # (no claim in this process: the usual case, no lock taken)
         with _WRITERS_LOCK:
             ref = _WRITERS.get(self._real)
         other = ref() if ref is not None else None

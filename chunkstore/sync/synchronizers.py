@@ -413,6 +413,11 @@ class _Layered:
         """The in-process table's count of metadata changes (see _Base.generation)."""
         return self.inner.generation(array_path)
 
+    def guard_busy(self, array_path):
+        """Whether a change of the array's metadata is in flight in this process (the
+        in-process table's guard: see _Base.guard_busy)."""
+        return self.inner.guard_busy(array_path)
+
     def __repr__(self):
         return f"{self.outer!r} (under this process's locks of the node)"
 

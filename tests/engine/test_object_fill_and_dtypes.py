@@ -203,6 +203,10 @@ def test_an_object_fill_value_that_is_a_list_reads_as_the_list(codec, monkeypatc
     z.resize(4)
     assert list(z[:]) == ["a", "b", "c", [1, "x"]]
     assert z[3] == [1, "x"] and z[1:2].tolist() == ["b"]
+    z.resize(6)
+    got = z[:]
+    got[4].append(9)  # (each element read is the caller's own: the fill stays)
+    assert z.fill_value == [1, "x"] and z[5] == [1, "x"] and got[5] == [1, "x"]
 
 
 @pytest.mark.parametrize("codec", ["JSON", "MsgPack", "Pickle"])

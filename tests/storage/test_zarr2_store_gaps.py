@@ -94,6 +94,21 @@ def test_kvstore_closes_and_flushes_what_it_wraps(tmp_path):
     KVStore(DuckStore()).close()  # (a mapping without close(): nothing to do)
 
 
+def test_a_mapping_passed_as_a_store_stays_open():
+    """A mapping chunkstore wraps in a KVStore is the caller's: save_array and load, which
+    close the stores they open, closed it through the wrapper."""
+    class Closable(DuckStore):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    duck = Closable()
+    cs.save_array(duck, np.arange(4))
+    np.testing.assert_array_equal(cs.load(duck), np.arange(4))
+    assert not duck.closed
+
+
 def test_non_mappings_are_still_refused():
     for bad in ([], 3, object()):
         with pytest.raises(TypeError, match="cannot make a store"):
