@@ -585,3 +585,40 @@ def test_a_write_during_a_recreation_waits_for_it(monkeypatch, sync):
     h[0] = 1
     t.join(10)
     np.testing.assert_array_equal(cs.open_array(store, path="x", mode="r")[:], [1, 0, 0, 0])
+
+
+def test_an_overwrite_creation_below_a_missing_group_beside_one_at_that_group(monkeypatch):
+    """A re-creation holding its node's locks (and those of the groups above) through its
+    new document took the creation lock of a missing group above after them, while an
+    overwrite-creation at that group took them the other way: each waited for the other."""
+    import threading
+    import time
+
+    from chunkstore.hierarchy import creation
+    store = cs.MemoryStore()
+    real = creation._remove_held
+
+    def slow(s, path, *args, **kwargs):
+        out = real(s, path, *args, **kwargs)
+        if path == "a/b":
+            time.sleep(0.3)  # (the other creation takes its locks meanwhile)
+        return out
+
+    monkeypatch.setattr(creation, "_remove_held", slow)
+    errors = []
+
+    def make(path, wait):
+        time.sleep(wait)
+        try:
+            cs.create((4,), chunks=(2,), dtype="i4", store=store, path=path, overwrite=True)
+        except cs.errors.ContainsArrayError as e:  # (the array at "a" came first)
+            errors.append(e)
+
+    threads = [threading.Thread(target=make, args=("a/b", 0), daemon=True),
+               threading.Thread(target=make, args=("a", 0.1), daemon=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert "a" in cs.open_group(store, mode="r")
