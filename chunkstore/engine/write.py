@@ -47,6 +47,19 @@ def object_all_fill(chunk: np.ndarray, fill: Any) -> bool:
     return True
 
 
+def _plain_elements(chunk: np.ndarray) -> np.ndarray | None:
+    """An object chunk's copy with NumPy's str_ and bytes_ elements as str and bytes, or
+    None where it has none."""
+    if chunk.dtype.names is not None or not any(
+            isinstance(e, (np.str_, np.bytes_)) for e in chunk.flat):
+        return None
+    out = np.empty(chunk.shape, dtype=object)
+    for i, e in enumerate(chunk.flat):
+        out.flat[i] = str(e) if isinstance(e, np.str_) else \
+            bytes(e) if isinstance(e, np.bytes_) else e
+    return out
+
+
 def _same_value(e: Any, fill: Any) -> bool:
     """Whether object element e is fill value fill, as a reader would tell them apart: of
     the same type (str and bytes: of their kind), equal, floats with the same sign (-0.0 is
@@ -240,6 +253,17 @@ class WritePath(ReadPath):
         chunk it was (as a decode's ChunkDecodeError does)."""
         try:
             return self.codec.encode(chunk)
+        except TypeError as e:
+            # (NumPy's str_ and bytes_ among the elements, as list(u_array) gives them: the
+            # vlen codecs of numcodecs 0.16 take str and bytes alone; the elements as those)
+            plain = _plain_elements(chunk) if self.is_object else None
+            if plain is not None:
+                try:
+                    return self.codec.encode(plain)
+                except Exception:
+                    pass
+            raise with_context(e, f"cannot encode chunk {key!r} of array {self.name!r}: "
+                                  f"{e}") from e
         except Exception as e:
             raise with_context(e, f"cannot encode chunk {key!r} of array {self.name!r}: "
                                   f"{e}") from e

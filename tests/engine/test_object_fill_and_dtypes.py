@@ -243,3 +243,26 @@ def test_a_string_fill_value_utf8_cannot_encode_is_refused(fmt):
     with pytest.raises(ValueError, match="UTF-8"):
         cs.create(shape=4, chunks=2, dtype=str, fill_value="\ud800", store={},
                   zarr_format=fmt)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_numpy_str_and_bytes_elements_are_stored(fmt):
+    """An object array of NumPy's str_ elements (as list() of a U array gives them) was
+    refused by numcodecs 0.16's vlen-utf8 ("Expected str, got numpy.str_"); zarr-python 2
+    with numcodecs 0.15 stored it. The elements are stored as str (and bytes_ as bytes)."""
+    values = np.empty(3, dtype=object)
+    values[:] = list(np.array(["ab", "c", ""]))
+    assert type(values[0]) is np.str_
+    z = cs.create(shape=3, chunks=2, dtype=str, store={}, zarr_format=fmt)
+    z[:] = values
+    assert z[:].tolist() == ["ab", "c", ""] and type(z[0]) is str
+    if fmt == 3:
+        b = np.empty(2, dtype=object)
+        b[:] = list(np.array([b"x", b"yz"]))
+        y = cs.create_array({}, shape=(2,), chunks=(2,), dtype="bytes", zarr_format=3)
+        y[:] = b
+        assert y[:].tolist() == [b"x", b"yz"]
+    bad = np.empty(2, dtype=object)
+    bad[:] = [1, "a"]
+    with pytest.raises(TypeError, match="Expected str"):
+        z[:2] = bad
