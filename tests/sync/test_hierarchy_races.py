@@ -255,6 +255,11 @@ def test_a_creation_below_a_missing_group_and_one_of_that_group_end(tmp_path, mo
     for t in threads:
         t.join(20)
     assert not any(t.is_alive() for t in threads), "deadlock"
+    if other == "overwrite":
+        # (B's creation made g/x, and A's replacement of g may come before B opens its
+        # new array to return it: ArrayNotFoundError naming it, the array being gone)
+        errors = [e for e in errors if not (isinstance(e, cs.errors.ArrayNotFoundError)
+                                            and "'g/x'" in str(e))]
     assert not errors, errors
     root = cs.open_group(store, mode="r")
     assert ("g" in root) and (other == "overwrite") == isinstance(root["g"], cs.Array)
