@@ -104,7 +104,9 @@ class Attributes(MutableMapping):
             # (read as stored now, behind a cache (LRUStoreCache): written back from the
             # cache's copy, the update dropped another handle's attributes, and a v3 one
             # undid its resize or append; written through the cache, which keeps it)
-            live = protocol.live_store(self.store)
+            live = self.store if any(protocol.is_snapshot(layer) for layer in
+                                     protocol.view_layers(self.store)) \
+                else protocol.live_store(self.store)  # (a consolidated view refuses as before)
             doc = self._node_document(live)
             if doc is not None:  # v3: the attributes' own document, read once
                 d = self._format.read_attributes(doc, self.key)
