@@ -190,28 +190,9 @@ def test_chunk_keys_of_other_spellings_are_not_counted(sep):
     """Keys of a chunk's coordinates with leading zeros ("00"), other scripts' digits or a
     trailing newline were counted as chunks, once per spelling: more chunks initialized
     than the grid has. zarr-python counts the keys it writes alone."""
-    from collections.abc import MutableMapping
+    from model_support import DictMapping  # (no keys_under: the tree walk of "/" keys)
 
-    class Plain(MutableMapping):  # (no keys_under: the tree walk of "/" keys)
-        def __init__(self):
-            self.d = {}
-
-        def __getitem__(self, k):
-            return self.d[k]
-
-        def __setitem__(self, k, v):
-            self.d[k] = v
-
-        def __delitem__(self, k):
-            del self.d[k]
-
-        def __iter__(self):
-            return iter(self.d)
-
-        def __len__(self):
-            return len(self.d)
-
-    for store in ({}, Plain()):
+    for store in ({}, DictMapping()):
         z = cs.create_array(store, shape=(2, 2), chunks=(1, 1), dtype="i2",
                             chunk_key_encoding={"name": "v2", "separator": sep},
                             zarr_format=2)
