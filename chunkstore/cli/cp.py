@@ -213,7 +213,10 @@ class Copier:
         itemsize = dst.dtype.itemsize
         # (blocks and chunks the source never stored left out, as copy() leaves them)
         try:
-            copy_array_data(read_as(a, kw["dtype"]), dst, skip=unstored_skip(a, dst),
+            # under a casting rule, values the cast changes (300 -> i1, 'abcdefgh' -> U4)
+            # are refused: NumPy's same_kind would write 44 and 'abcd'
+            copy_array_data(read_as(a, kw["dtype"], exact=casting != "unsafe"), dst,
+                            skip=unstored_skip(a, dst),
                             progress=lambda n: self.progress.update(n * itemsize),
                             block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown
                             else None)

@@ -194,10 +194,13 @@ class CastError(ValueError):
 
 
 class _Cast:
-    """Array-like view of src whose reads are cast to dtype (for copy_array_data)."""
+    """Array-like view of src whose reads are cast to dtype (for copy_array_data). exact: a
+    value the cast changes is a CastError (a wrapped integer, a truncated string, a date
+    past the new unit's range, a finite number become infinite); floating-point rounding
+    is not a change (f8 -> f4 is what the caller asked for)."""
 
-    def __init__(self, src, dtype):
-        self._src, self.dtype = src, np.dtype(dtype)
+    def __init__(self, src, dtype, exact=False):
+        self._src, self.dtype, self._exact = src, np.dtype(dtype), exact
         self.shape, self.size = src.shape, src.size
 
     def __getitem__(self, sel):
@@ -205,11 +208,42 @@ class _Cast:
         if a.dtype == self.dtype:
             return a
         try:
-            return a.astype(self.dtype)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = a.astype(self.dtype)
         except (TypeError, ValueError, OverflowError) as e:
             # (NumPy's message names a value only: "invalid literal for int()...")
             raise CastError(f"cannot cast the values of array {self._src.name!r} in "
-                             f"{_region(sel)} from {a.dtype} to {self.dtype}: {e}") from e
+                            f"{_region(sel)} from {a.dtype} to {self.dtype}: {e}") from e
+        if self._exact:
+            bad = _changed(a, out)
+            if bad is not None:
+                raise CastError(f"cannot cast the values of array {self._src.name!r} in "
+                                f"{_region(sel)} from {a.dtype} to {self.dtype}: "
+                                f"{_element(a, bad)} becomes {_element(out, bad)}")
+        return out
+
+
+def _changed(a: np.ndarray, out: np.ndarray) -> tuple | None:
+    """The index of an element of a whose cast, out, changed it (see _Cast), or None."""
+    if out.dtype.kind in "fc" and a.dtype.kind in "fcbiu":
+        with np.errstate(invalid="ignore"):
+            bad = np.isfinite(a) & ~np.isfinite(out)  # (rounding is no change; overflow is)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            back = out.astype(a.dtype)
+        same = back == a
+        if a.dtype.kind in "fc":  # (NaN -> NaT -> NaN is the same missing value)
+            same |= np.isnan(a) & np.isnan(back)
+        elif a.dtype.kind in "mM":
+            same |= np.isnat(a) & np.isnat(back)
+        bad = ~np.asarray(same, dtype=bool)
+    if not bad.any():
+        return None
+    return tuple(int(i[0]) for i in np.nonzero(bad))
+
+
+def _element(a: np.ndarray, index: tuple) -> str:
+    return repr(a[index].item() if a.dtype.kind not in "mM" else a[index])
 
 
 def _region(sel) -> str:
@@ -219,7 +253,7 @@ def _region(sel) -> str:
                            for s in sel) + "]"
 
 
-def read_as(array, dtype):
+def read_as(array, dtype, exact=False):
     """array itself, or a view of it whose reads are cast to dtype (to fill a copy with
-    another dtype)."""
-    return array if np.dtype(dtype) == array.dtype else _Cast(array, dtype)
+    another dtype). exact: a value the cast would change is a CastError (see _Cast)."""
+    return array if np.dtype(dtype) == array.dtype else _Cast(array, dtype, exact)

@@ -639,6 +639,53 @@ def test_cp_dtype_refuses_unsafe_casts_unless_asked(tmp_path):
                                   (np.arange(10) / 4).astype("i1"))
 
 
+@pytest.mark.parametrize("values,src_dtype,dtype,shown", [
+    ([1, 300, -5, 2**40], "i8", "i1", "300 becomes 44"),        # wrapped
+    (["abcdefgh", "xy"], "U8", "U4", "'abcdefgh' becomes 'abcd'"),  # cut short
+    ([b"abc", b"x"], "S3", "S2", "b'abc' becomes b'ab'"),
+    ([0.1, 1e300, np.nan], "f8", "f4", "1e+300 becomes inf"),   # overflowed
+    (["3000-01-01", "NaT"], "M8[s]", "M8[ns]", "3000-01-01"),   # out of the unit's range
+    ([70000, 2], "i4", "i2", "70000 becomes 4464"),
+])
+def test_cp_dtype_refuses_values_the_cast_changes(tmp_path, values, src_dtype, dtype, shown):
+    """NumPy's same_kind (cp's default rule) lets i8 -> i1 wrap 300 to 44, U8 -> U4 cut
+    strings, M8[s] -> M8[ns] turn 3000 into 1830: cp wrote those values without a word.
+    Under a casting rule, a value the cast changes is refused, naming the array and the
+    block, and nothing is written; --casting unsafe casts as NumPy does."""
+    src = tmp_path / "s.zarr"
+    data = np.array(values, dtype=src_dtype)
+    cs.array(data, store=str(src), chunks=2)
+    r = run("cp", src, tmp_path / "bad.zarr", "--dtype", dtype, ok=False, code=1)
+    assert "array '/'" in r.stderr and shown in r.stderr and str(src) in r.stderr
+    assert not (tmp_path / "bad.zarr").exists()
+    run("cp", src, tmp_path / "u.zarr", "--dtype", dtype, "--casting", "unsafe")
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = data.astype(dtype)
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "u.zarr"), mode="r")[...],
+                                  want)
+
+
+def test_cp_dtype_casts_values_that_fit(tmp_path):
+    """Values the narrower dtype holds are copied under the default rule (rounding of
+    floating-point values is the cast asked for, not a change refused)."""
+    src = tmp_path / "s.zarr"
+    cs.array(np.array([1, -2, 100, 127, -128]), store=str(src), chunks=2)
+    run("cp", src, tmp_path / "i1.zarr", "--dtype", "i1")
+    got = cs.open_array(str(tmp_path / "i1.zarr"), mode="r")
+    assert got.dtype == np.dtype("i1")
+    np.testing.assert_array_equal(got[...], [1, -2, 100, 127, -128])
+    f = tmp_path / "f.zarr"
+    cs.array(np.array([0.1, np.nan, -np.inf, 1e30]), store=str(f), chunks=2)
+    run("cp", f, tmp_path / "f4.zarr", "--dtype", "f4")
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "f4.zarr"), mode="r")[...],
+                                  np.array([0.1, np.nan, -np.inf, 1e30], dtype="f4"))
+    t = tmp_path / "t.zarr"
+    cs.array(np.array(["2020-01-01T00:00:01", "NaT"], dtype="M8[ms]"), store=str(t), chunks=2)
+    run("cp", t, tmp_path / "ts.zarr", "--dtype", "M8[s]")
+    np.testing.assert_array_equal(cs.open_array(str(tmp_path / "ts.zarr"), mode="r")[...],
+                                  np.array(["2020-01-01T00:00:01", "NaT"], dtype="M8[s]"))
+
+
 def test_a_cast_that_fails_on_the_values_names_the_array_and_writes_nothing(tmp_path):
     """An unsafe cast NumPy refuses for the values themselves (a str that is no number)
     failed with NumPy's bare "invalid literal for int()", naming no array; copy() the same."""
