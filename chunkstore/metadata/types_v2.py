@@ -254,6 +254,12 @@ def _coerce_fill(value: Any, dtype: np.dtype) -> Any:
 
 def _coerce_fill_scalar(value: Any, dtype: np.dtype) -> Any:
     kind = dtype.kind
+    if isinstance(value, (np.datetime64, np.timedelta64)) and kind in "iufcb":
+        # (NumPy takes a date's count in its unit: 1970-01-01T00:00:01 became 1.0; v3 and
+        # zarr-python 3 refuse it)
+        raise ValueError(f"fill_value {value!r} is a "
+                         f"{'date' if isinstance(value, np.datetime64) else 'duration'}; "
+                         f"{dtype} holds numbers")
     if kind in "SUV" and type(value) is int and value == 0:
         # zarr-python 2's default fill_value=0 means "empty" for string and void dtypes.
         return np.zeros((), dtype=dtype)[()]

@@ -891,7 +891,13 @@ def test_a_structured_fill_values_padding_is_zero_not_heap_bytes(dtype, fill):
 
 @pytest.mark.parametrize("dtype, fill, what", [
     ("m8[s]", np.datetime64("2020"), "is a date"),
-    ("M8[s]", np.timedelta64(5, "s"), "is a duration")])
+    ("M8[s]", np.timedelta64(5, "s"), "is a duration"),
+    # a number array took a date's or duration's count: 1970-01-01T00:00:01 as 1.0
+    ("f8", np.datetime64("1970-01-01T00:00:01"), "is a date; float64 holds numbers"),
+    ("i4", np.timedelta64(5, "s"), "is a duration; int32 holds numbers"),
+    ("u1", np.datetime64("1970-01-02"), "is a date"),
+    ("c8", np.timedelta64(1, "D"), "is a duration"),
+    ("?", np.timedelta64(1, "s"), "is a duration")])
 def test_a_v2_time_fill_of_the_other_kind_is_refused(dtype, fill, what):
     """A date as a duration array's fill value (or the reverse) was taken by its count: 2020
     (50 years from 1970) as 50 s. Refused at creation and by the setter, as in Zarr v3 and
