@@ -853,13 +853,55 @@ class Array(nodes.Node, ArrayAPIv3):
             if marker in saved:
                 self._finish_pending_trim(engine, saved[marker])
                 saved = getitems(layout.store, keep)  # (the trim may have rewritten them)
-            engine = self._handle.write_metadata(layout.resized(new))
+            saved = self._checked_boundary(layout, saved, stored[edge], keep)
             try:
+                # (inside: a remote store may take the new document and lose its answer)
+                engine = self._handle.write_metadata(layout.resized(new))
                 engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)
             except BaseException as e:
-                self._handle.roll_back_append(old_meta, touched, saved, e)
+                self._handle.roll_back_append(old_meta, new, touched, saved, e)
                 raise
         return new
+
+    def _checked_boundary(self, layout: Any, saved: dict[str, Any], coords: np.ndarray,
+                          keep: list[str]) -> dict[str, Any]:
+        """saved (the boundary objects' bytes an append puts back if it fails), read again
+        once where one does not decode to the array's values, else a ValueError naming it
+        (nothing changed yet). A body cut short by the network, taken as stored and put
+        back by a failed append, replaced good chunks with bytes nothing could read."""
+        if not saved:
+            return saved
+        for attempt in (0, 1):
+            try:
+                _decode_saved(layout, saved, coords, keep)
+                return saved
+            except Exception as e:  # noqa: BLE001 - named below, or read once more
+                if attempt:
+                    raise ValueError(f"cannot append to array {self.name!r}: its stored "
+                                     f"{layout._stored_kind}s at the old end do not read "
+                                     f"back ({e}); nothing was changed") from e
+                saved = getitems(layout.store, keep)
+        return saved  # (unreached)
+
+
+def _decode_saved(layout: Any, saved: dict[str, Any], coords: np.ndarray,
+                  keep: list[str]) -> None:
+    """Read each object of saved (store key: bytes; coords: the stored-object grid
+    coordinates of keep's keys) as the array holds it, through a read-only Array over a
+    memory store with the array's document and those bytes: its codec's (and a shard's
+    index's) checks raise for bytes that are not a whole object."""
+    mem = MemoryStore()
+    mem[layout.metadata_key] = layout.encode_metadata(layout.metadata)
+    reader = Array(mem, path=layout.path, read_only=True)
+    shape, wc = layout.array_shape, layout.write_chunks
+    for key, c in zip(keep, coords):
+        if key not in saved:
+            continue
+        mem[key] = saved[key]  # (one at a time: a read holds one object's values)
+        reader[tuple(slice(int(i) * w, min((int(i) + 1) * w, n))
+                     for i, w, n in zip(c, wc, shape))]
+        del mem[key]
+
 
 def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None:
     """Say on a MemoryError which array's chunks it was (a read or write holds whole chunks,

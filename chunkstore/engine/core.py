@@ -242,13 +242,15 @@ class EngineHandle:
         self._now = (None, engine)
         return engine
 
-    def roll_back_append(self, old_meta: Any, touched: list[str], saved: dict[str, bytes],
-                         error: BaseException) -> None:
-        """Undo a failed append: delete the stored objects (chunks, or shards) it created
-        (first, as that frees space on a full disk; store keys in ``touched``, those not
-        in ``saved``), restore the old shape, then put back the boundary objects' old bytes
-        (``saved``); each step whatever became of the one before. A step that fails is
-        noted on ``error``.
+    def roll_back_append(self, old_meta: Any, new_shape: tuple[int, ...], touched: list[str],
+                         saved: dict[str, bytes], error: BaseException) -> None:
+        """Undo a failed append to ``new_shape``: delete the stored objects (chunks, or
+        shards) it created (first, as that frees space on a full disk; store keys in
+        ``touched``, those not in ``saved``), restore the old shape, then put back the
+        boundary objects' old bytes (``saved``); each step whatever became of the one
+        before. A step that fails is noted on ``error``. The new document may be stored
+        though its write raised (a remote store's answer lost after the store took it): the
+        old one is written back all the same.
 
         The trim marker (chunkstore.engine.trim) is written before the shape only where
         something may be left past the old end: boundary objects to put back, or a delete
@@ -278,7 +280,7 @@ class EngineHandle:
             # values in boundary chunks) is then trimmed by the next resize or append
             # before it grows the array (chunkstore.engine.trim)
             step("recording the trim of what it leaves past the old end",
-                 lambda: trim.begin(grown, grown.shape, shape))
+                 lambda: trim.begin(grown, new_shape, shape))
         step("restoring the old shape", lambda: self.write_metadata(old_meta))
         if saved:
             step("putting back the old bytes of its boundary chunks (past the old end they "
