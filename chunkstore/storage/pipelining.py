@@ -190,6 +190,26 @@ class FetchThrough:
     _store: MutableMapping[str, bytes]  # the store behind (set by the subclass)
     # how recent the snapshot is (_date_snapshot, by the subclass before it reads it)
     _snapshot_date: int = 0
+    # every document and listing read from the store behind: a copy unpickled from a process
+    # that had changed nodes here since the snapshot (see __getstate__)
+    _stale_all: bool = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The view as pickled (a dask task, multiprocessing). The changes this process made
+        since the snapshot are known here only (protocol's dated changes): the copy takes
+        its whole snapshot as stale where there were any (its documents read from the store
+        behind: slower, never wrong), and dates it 0 in its own process. A copy pickled
+        before an array's fill value change, re-creation or resize here read the old
+        document elsewhere: the old fill value, the old dtype's decoding of new chunks."""
+        state = dict(self.__dict__)
+        state["_stale_all"] = self._stale_all or (
+            protocol.changed_since(self._snapshot_date) and protocol.place_changed_after(
+                protocol.node_location(self._store, "")[0], self._snapshot_date))
+        state["_snapshot_date"] = 0
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     @property
     def store(self) -> MutableMapping[str, bytes]:
@@ -216,8 +236,8 @@ class FetchThrough:
     def changed_since_snapshot(self, path: str) -> bool:
         """Whether this process changed the node at path since the snapshot was consolidated
         (or may have): its documents here may be stale (protocol.snapshot_stale)."""
-        return protocol.changed_after(protocol.node_location(self._store, path),
-                                      self._snapshot_date)
+        return self._stale_all or protocol.changed_after(
+            protocol.node_location(self._store, path), self._snapshot_date)
 
     def _served(self, key: str) -> bool:
         """Whether key is a metadata document of the snapshot's hierarchy (the subclass's)."""
@@ -233,15 +253,16 @@ class FetchThrough:
         process made to its node (or above it): it is then read from the store behind. (A
         node re-created as another kind since was opened as the old one; one created since
         was not found.)"""
-        return protocol.changed_since(self._snapshot_date) and \
+        return self._stale_all or protocol.changed_since(self._snapshot_date) and \
             self.changed_since_snapshot(key.rsplit("/", 1)[0] if "/" in key else "")
 
     def _stale_listing(self, prefix: str) -> bool:
         """Whether the snapshot's listing of the group at prefix may be older than a change
         this process made to it, above it or below it (a member created or removed since):
         it is then listed from the store behind."""
-        return protocol.changed_since(self._snapshot_date) and protocol.changed_around(
-            protocol.node_location(self._store, prefix.strip("/")), self._snapshot_date)
+        return self._stale_all or protocol.changed_since(self._snapshot_date) and \
+            protocol.changed_around(protocol.node_location(self._store, prefix.strip("/")),
+                                    self._snapshot_date)
 
     def _check_key(self, key: str) -> None:
         """Raise ReadOnlyError where *key* may not be written or deleted through this store."""

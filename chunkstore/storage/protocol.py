@@ -459,6 +459,15 @@ def changed_after(node: tuple[Hashable, str], date: int) -> bool:
     return any(paths.get(p, 0) >= date for p in (*ancestors(path), path))
 
 
+def place_changed_after(place: Hashable, date: int) -> bool:
+    """Whether this process changed the metadata of any node at place (a node_location's
+    first part) at or after date (or may have)."""
+    date = max(date, 1)
+    if date <= _forgot_before:
+        return True
+    return date <= _latest and any(d >= date for d in _changed.get(place, {}).values())
+
+
 def changed_since(date: int) -> bool:
     """Whether this process changed any node's metadata at or after date (or may have): if
     not, changed_after and changed_around are False for every node (no lookup)."""

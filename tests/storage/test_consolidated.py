@@ -581,3 +581,52 @@ def test_a_path_without_its_own_document_reads_the_roots(tmp_path):
     np.testing.assert_array_equal(got["arr"][:], 7)
     with pytest.raises(ConsolidatedMetadataNotFoundError, match="'t/.zmetadata' and "):
         cs.open_consolidated(str(tmp_path / "none.zarr"), path="t", mode="r")
+
+
+_READ_PICKLED = ("import pickle, sys; h = pickle.loads(sys.stdin.buffer.read()); "
+                 "sys.stdout.write(repr(h[...].tolist()))")
+
+
+def _read_in_another_process(obj):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _READ_PICKLED], input=pickle.dumps(obj),
+                         capture_output=True, check=True)
+    return eval(out.stdout.decode())  # noqa: S307 - a list of numbers printed by the child
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("change", ["fill", "recreate", "append"])
+def test_a_pickled_consolidated_handle_reads_what_this_process_changed(tmp_path, zarr_format,
+                                                                       change):
+    """A handle opened through consolidated metadata reads the documents of nodes its
+    process changed since the snapshot; its pickled copy (a dask task on the processes
+    scheduler, multiprocessing) read the old snapshot in the other process, where the
+    process's record of its changes is not: the old fill value, the old dtype's decoding of
+    the new chunks, the old shape, without an error. The copy now takes its snapshot as
+    stale and reads the stored documents."""
+    import chunkstore as cs
+    p = str(tmp_path / "g.zarr")
+    z = cs.create(shape=8, chunks=4, dtype="i4", fill_value=0, store=p, path="a",
+                  zarr_format=zarr_format)
+    z[:4] = [1, 2, 3, 4]  # chunk 1 missing: reads as the fill value
+    cs.consolidate_metadata(p)
+    h = cs.open_consolidated(p, mode="r")["a"]
+    other = cs.open_array(p, path="a", mode="r+")
+    if change == "fill":
+        other.fill_value = -5
+    elif change == "recreate":
+        r = cs.create(shape=8, chunks=4, dtype="f4", fill_value=7, store=p, path="a",
+                      zarr_format=zarr_format, overwrite=True)
+        r[:4] = [0.5, 1.5, 2.5, 3.5]
+    else:
+        other.append(np.array([9, 9], dtype="i4"))
+    here = h[...].tolist()
+    assert here == cs.open_array(p, path="a", mode="r")[...].tolist()
+    assert _read_in_another_process(h) == here
+    # a view pickled with no change of its process since the snapshot serves the snapshot
+    cs.consolidate_metadata(p)
+    fresh = cs.open_consolidated(p, mode="r")
+    state = fresh.store.__getstate__()
+    assert state["_stale_all"] is False
+    assert _read_in_another_process(fresh["a"]) == here
