@@ -159,10 +159,11 @@ class Target:
         self.shape, self.dtype, self.ndim = z.shape, z.dtype, z.ndim
 
     def __getstate__(self) -> dict:
-        return {"z": self.z}
+        return {"z": self.z, "shape": self.shape}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["z"])  # type: ignore[misc]
+        self.shape = state.get("shape", self.shape)  # (the graph's, not the array's now)
         self.copied = not protocol.copies_share_data(self.z.store)
 
     def _check(self) -> None:
@@ -171,7 +172,18 @@ class Target:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check()
-        self.z[key] = value
+        try:
+            self.z[key] = value
+        except (ValueError, IndexError) as e:
+            now = self.z.shape
+            if len(now) == len(self.shape) and all(n >= m for n, m in zip(now, self.shape)):
+                raise
+            # (the write's own error spoke of a selection of shape (0,) and a value that
+            # cannot be broadcast to it, not of the resize that caused it)
+            raise StaleDaskArrayError(
+                f"array {self.z.path or '/'!r} of {store_name(self.z.store)} changed since the "
+                f"dask write to it was built (shape {self.shape} -> {now}): its blocks no "
+                f"longer fit; build the write again") from e
 
     def __getitem__(self, key: Any) -> Any:
         return self.z[key]

@@ -12,7 +12,7 @@ import pytest
 
 import chunkstore as cs
 from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
-from chunkstore.integrations.dask import from_chunkstore
+from chunkstore.integrations.dask import StaleDaskArrayError, from_chunkstore
 
 
 def test_a_persisted_snapshot_and_a_new_dask_array_of_one_handle_differ():
@@ -153,3 +153,23 @@ def test_a_shrink_between_the_check_and_the_read_raises(tmp_path, monkeypatch):
     monkeypatch.setattr(Array, "__getitem__", shrink_then_read)
     with pytest.raises(ArrayMetadataChangedError, match=r"(?s)r\.zarr/x.*read as \(2,\)"):
         d[8:12].compute()
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_a_delayed_write_into_an_array_shrunk_since_says_so(tmp_path, scheduler):
+    """to_chunkstore(compute=False), then the array shrunk, then compute: the write failed
+    with "a selection of shape (0,) with a value of shape (10,)", which named the array but
+    not the resize. It is now a StaleDaskArrayError naming both shapes; a grown array takes
+    the write as before."""
+    from chunkstore.dask import to_chunkstore
+    p = str(tmp_path / "a.zarr")
+    src = da.from_array(np.arange(1, 41, dtype="i4"), chunks=10)
+    delayed = to_chunkstore(src, p, chunks=(10,), compute=False)
+    cs.open_array(p, mode="r+").resize(25)
+    with pytest.raises(StaleDaskArrayError, match=r"shape \(40,\) -> \(25,\).*build the write"):
+        delayed.compute(scheduler=scheduler)
+    q = str(tmp_path / "b.zarr")
+    delayed = to_chunkstore(src, q, chunks=(10,), compute=False)
+    cs.open_array(q, mode="r+").resize(50)
+    delayed.compute(scheduler=scheduler)
+    np.testing.assert_array_equal(cs.open_array(q, mode="r")[:40], np.arange(1, 41))
