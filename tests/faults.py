@@ -119,8 +119,9 @@ def serving(handler):
 _NOT_RELAYED = ("transfer-encoding", "connection", "content-length", "date", "server")
 
 
-def relay(method, host, port, target, body, headers):
-    """Make the request upstream: (status, headers to pass on, body)."""
+def relay(method, host, port, target, body, headers, head_length=False):
+    """Make the request upstream: (status, headers to pass on, body). head_length: a HEAD's
+    Content-Length (the object's size: it has no body to count) is among the headers."""
     import http.client
 
     conn = http.client.HTTPConnection(host, port, timeout=60)
@@ -128,8 +129,9 @@ def relay(method, host, port, target, body, headers):
     resp = conn.getresponse()
     data = resp.read()
     conn.close()
+    keep = ("content-length",) if head_length and method == "HEAD" else ()
     return resp.status, [(k, v) for k, v in resp.getheaders()
-                         if k.lower() not in _NOT_RELAYED], data
+                         if k.lower() not in _NOT_RELAYED or k.lower() in keep], data
 
 
 class FaultProxy:
@@ -138,8 +140,10 @@ class FaultProxy:
     halfway through the body, or a delay (to trip the client's read timeout).
 
     ``add(match, action, times=None)``: ``match(method, path)`` selects requests; ``action``
-    is ``("status", code)``, ``("drop",)`` or ``("delay", seconds)``; ``times`` faults then
-    pass-through (None: always). ``hits`` counts the faults injected."""
+    is ``("status", code)``, ``("drop",)``, ``("cut",)`` (a GET's body cut to its first half,
+    its Content-Length saying so: nothing tells the client) or ``("delay", seconds)``;
+    ``times`` faults then pass-through (None: always). ``hits`` counts the faults injected.
+    A HEAD's Content-Length is the object's, as the server said."""
 
     def __init__(self, upstream: str):
         import http.server
@@ -188,11 +192,15 @@ class FaultProxy:
                 if action and action[0] == "delay":
                     time.sleep(action[1])
                 status, headers, data = relay(self.command, up.hostname, up.port, self.path,
-                                              body, dict(self.headers.items()))
+                                              body, dict(self.headers.items()),
+                                              head_length=True)
+                if action and action[0] == "cut" and self.command == "GET":
+                    data = data[: len(data) // 2]
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if self.command != "HEAD":  # (a HEAD's is the server's, relayed)
+                    self.send_header("Content-Length", str(len(data)))
                 if action and action[0] == "drop" and self.command == "GET" and data:
                     # the full length announced, half the body sent, then the socket closed
                     self.send_header("Connection", "close")

@@ -67,13 +67,22 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
             batch.cancel()
         if any(r is None for r in res):
             raise KeyError(key)
+        if size is None and any(ends[i] is not None and starts[i] >= 0
+                                and len(r) < ends[i] - starts[i] for i, r in zip(want, res)):
+            # An answer shorter than its range: the object's end, or a body cut short on
+            # the way (read as a short value): the size tells (one request more, for reads
+            # that reach past the end only).
+            try:
+                size = store.fs.size(path)
+            except store.missing_exceptions:
+                raise KeyError(key) from None
         for i, r in zip(want, res):
             out[i] = _as_asked(bytes(r), starts[i], ends[i], size, key, store)
         return out
     if want:
         got = _cat_ranges(store, key, path, [starts[i] for i in want], [ends[i] for i in want])
         for i, r in zip(want, got):
-            out[i] = r
+            out[i] = r if size is None else _as_asked(r, starts[i], ends[i], size, key, store)
     return out
 
 
@@ -99,6 +108,10 @@ def _read_fixed(store: Any, key: str, path: str, fixed: list[tuple[int, int]]) -
         got = _cat_ranges(store, key, path, [fixed[i][0] for i in want],
                           [fixed[i][0] + fixed[i][1] for i in want])
         for i, r in zip(want, got):
+            start, n = fixed[i]
+            if len(r) != n:  # (ranges within the object, its size known: cut short)
+                raise OSError(f"a byte range [{start}, {start + n}) of key {key!r} in "
+                              f"{store_name(store)} was answered with {len(r)} bytes")
             out[i] = r
     return out
 
@@ -126,13 +139,16 @@ def _as_asked(got: bytes, start: int, end: int | None, size: int | None, key: st
     longer than the range that is not the whole object is refused, naming the key."""
     if start < 0 and end is None:
         return got[start:] if len(got) > -start else got
-    want = None if end is None else end - start
-    if want is not None and len(got) <= want and (size is None or start + len(got) <= size):
-        return got
-    if want is None and (size is None or len(got) == size - start):
-        return got
-    whole = size is None or len(got) == size
-    if whole and (end is None or len(got) >= end):
+    if size is not None:
+        # (an answer shorter than the part of the range inside the object was cut short on
+        # the way, and read as a short value without an error)
+        if len(got) == max(0, (size if end is None else min(end, size)) - start):
+            return got
+        if len(got) == size:
+            return got[start:end]
+    elif end is None or len(got) <= end - start:
+        return got  # (shorter than asked: the object's end, as far as is known)
+    elif len(got) >= end:
         return got[start:end]
     raise OSError(f"a byte range [{start}, {end}) of key {key!r} in {store_name(store)} was "
                   f"answered with {len(got)} bytes, neither the range nor the whole value")

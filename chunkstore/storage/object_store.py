@@ -10,6 +10,8 @@ are concurrent (deletes: one bulk request)."""
 
 from __future__ import annotations
 
+import errno
+
 import asyncio
 import atexit
 import concurrent.futures
@@ -296,11 +298,23 @@ class ObjectStore(BaseStore):
                 raise KeyError(key) from None
             raise fsspec_io.with_key(e, key, self) from None
 
+    def _request(self, name: str, *args: Any) -> Any:
+        """obstore's ``name`` (put, delete, head) on this store with args: on a remote store
+        through the stores' loop with ``io_retries`` retries of transient errors, as every
+        batched request (a lone PUT of a shard or of zarr.json failed on one 500), else
+        called here."""
+        if not self.concurrent_io:
+            return getattr(self._obs, name)(self.store, *args)
+        call = getattr(self._obs, name + "_async")
+        store = self.store
+        batch = fsspec_io.Batch(_LOOP, [lambda: call(store, *args)], ())
+        return fsspec_io.result(batch.futures[0])
+
     def __setitem__(self, key: str, value: Any) -> None:
         validate_key(key)
         self._check_writable(key)
         try:
-            self._obs.put(self.store, key, bytes(ensure_bytes(value)))
+            self._request("put", key, bytes(ensure_bytes(value)))
         except Exception as e:
             raise fsspec_io.with_key(e, key, self) from None
 
@@ -374,7 +388,7 @@ class ObjectStore(BaseStore):
         if key not in self:  # deleting a missing object is no error on S3: make it one
             raise KeyError(key)
         try:
-            self._obs.delete(self.store, key)
+            self._request("delete", key)
         except FileNotFoundError:
             raise KeyError(key) from None
         except Exception as e:
@@ -405,7 +419,7 @@ class ObjectStore(BaseStore):
             return False
         validate_key(key)
         try:
-            self._obs.head(self.store, key)
+            self._request("head", key)
         except FileNotFoundError:
             return False
         except Exception as e:
@@ -431,7 +445,7 @@ class ObjectStore(BaseStore):
         if len(items) < 2:  # every key checked before anything is written
             for k, v in items.items():
                 try:
-                    self._obs.put(self.store, k, v)
+                    self._request("put", k, v)
                 except Exception as e:
                     raise fsspec_io.with_key(e, k, self) from None
             return
@@ -453,7 +467,7 @@ class ObjectStore(BaseStore):
         if not keys:
             return
         try:
-            self._obs.delete(self.store, keys)
+            self._request("delete", keys)
         except Exception as e:
             # a local store stops at an absent key (or one below a file, which cannot
             # exist either): go one by one
@@ -576,7 +590,16 @@ class ObjectStore(BaseStore):
         except FileNotFoundError as e:
             _raise_if_no_bucket(e, self)
             raise KeyError(key) from None
-        return [bytes(next(got)) if e > s else b"" for s, e in spans]
+        out = []
+        for s, e in spans:
+            part = bytes(next(got)) if e > s else b""
+            if len(part) != e - s:
+                # (a body cut short on the way, its length honest: taken as the object's end,
+                # it read as a short value without an error)
+                raise OSError(errno.EIO, f"{key!r} in {self!r}: bytes {s}-{e} of the "
+                              f"{size}-byte object came back as {len(part)} bytes")
+            out.append(part)
+        return out
 
 
 #: s3fs options that only tune s3fs's own caches, buffers and event loop: without s3fs they
