@@ -886,10 +886,18 @@ class Array(nodes.Node, ArrayAPIv3):
 
 def _decode_saved(layout: Any, saved: dict[str, Any], coords: np.ndarray,
                   keep: list[str]) -> None:
-    """Read each object of saved (store key: bytes; coords: the stored-object grid
-    coordinates of keep's keys) as the array holds it, through a read-only Array over a
-    memory store with the array's document and those bytes: its codec's (and a shard's
-    index's) checks raise for bytes that are not a whole object."""
+    """Check each object of saved (store key: bytes; coords: the stored-object grid
+    coordinates of keep's keys) is whole: a shard's index, read as the array reads it, must
+    place every inner chunk inside the shard's bytes (a shard cut short or grown fails; its
+    inner chunks are not decoded: a big shard's would cost an append far more than its
+    write); a chunk is read through a read-only Array over a memory store with the array's
+    document and those bytes, whose codec's checks raise for bytes that are not a chunk."""
+    view = layout.chunk_store if layout.shards is not None else None
+    if view is not None:
+        for key in keep:
+            if key in saved:
+                view._split(key, view._decode_post(saved[key]) if view._post else saved[key])
+        return
     mem = MemoryStore()
     mem[layout.metadata_key] = layout.encode_metadata(layout.metadata)
     reader = Array(mem, path=layout.path, read_only=True)
