@@ -67,8 +67,9 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
             batch.cancel()
         if any(r is None for r in res):
             raise KeyError(key)
-        if size is None and any(ends[i] is not None and starts[i] >= 0
-                                and len(r) < ends[i] - starts[i] for i, r in zip(want, res)):
+        if size is None and any(e is not None and s >= 0 and len(r) < e - s
+                                for s, e, r in ((starts[i], ends[i], r)
+                                                for i, r in zip(want, res))):
             # An answer shorter than its range: the object's end, or a body cut short on
             # the way (read as a short value): the size tells (one request more, for reads
             # that reach past the end only).

@@ -591,12 +591,12 @@ class ObjectStore(BaseStore):
             _raise_if_no_bucket(e, self)
             raise KeyError(key) from None
         out = []
-        for s, e in spans:
-            part = bytes(next(got)) if e > s else b""
-            if len(part) != e - s:
+        for lo, hi in spans:
+            part = bytes(next(got)) if hi > lo else b""
+            if len(part) != hi - lo:
                 # (a body cut short on the way, its length honest: taken as the object's end,
                 # it read as a short value without an error)
-                raise OSError(errno.EIO, f"{key!r} in {self!r}: bytes {s}-{e} of the "
+                raise OSError(errno.EIO, f"{key!r} in {self!r}: bytes {lo}-{hi} of the "
                               f"{size}-byte object came back as {len(part)} bytes")
             out.append(part)
         return out
