@@ -648,7 +648,9 @@ def astype_filters(stored: np.dtype, filters: Any, dtypes: Sequence[Any]) -> lis
     from numcodecs import AsType
     source, chain = np.dtype(stored), list(filters or [])
     for dtype in dtypes:
-        chain.insert(0, AsType(encode_dtype=source.str, decode_dtype=np.dtype(dtype).str))
+        # (dtypes, not their .str: a structured dtype's is '|V12', bfloat16's '<V2', and the
+        # cast became a copy of raw bytes: (1, 0.5) read as (16777216, 2.8e-319))
+        chain.insert(0, AsType(encode_dtype=source, decode_dtype=np.dtype(dtype)))
         source = np.dtype(dtype)
     return chain
 

@@ -72,8 +72,10 @@ def view_state(array: Any, shape: int | np.integer | Sequence[int] | None = None
                              filters=astype_filters(array.dtype, array.filters, [astype]))
         else:
             overrides["astype"] = tuple(inherited.get("astype", ())) + (np.dtype(astype),)
-    state.update(cache_metadata=True,
-                 read_only=array.read_only if read_only is None else read_only,
+    # (the array's cache_metadata: a view of a handle that reads the metadata before every
+    # operation does too; cached, another process's append was written over by the view's
+    # old edge chunk, and a re-creation's chunks decoded as the old dtype)
+    state.update(read_only=array.read_only if read_only is None else read_only,
                  synchronizer=array.synchronizer if synchronizer is None else synchronizer)
     out = {**state, "_overrides": {**inherited, **overrides}}
     if synchronizer is None:

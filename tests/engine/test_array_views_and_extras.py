@@ -471,3 +471,62 @@ def test_bad_view_arguments_name_the_array(call):
         v = make()
         v[0, 0]  # (checked where the view's metadata is applied)
     assert not isinstance(info.value, cs.errors.MetadataError)  # (the view's fault)
+
+
+def test_astype_to_and_from_dtypes_whose_str_loses_them():
+    """astype's AsType filter was made of the dtypes' .str: a structured dtype's is
+    '|V12', bfloat16's '<V2', and the cast became a copy of raw bytes: (1, 0.5) read as
+    (16777216, 2.8e-319), -1 as 4294967295, bfloat16 values as 0; a write through a
+    writable astype view stored such bytes. NumPy's astype is the oracle."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")])
+    data = np.zeros(4, dt)
+    data["a"], data["b"] = [1, 2, 3, 4], [.5, 1.5, 2.5, 3.5]
+    z = cs.array(data, chunks=(2,), store=cs.MemoryStore(), zarr_format=2)
+    big = np.dtype([("a", ">i4"), ("b", ">f8")])
+    got = z.astype(big)
+    np.testing.assert_array_equal(got[:], data.astype(big))
+    assert got[:].dtype == big
+    np.testing.assert_array_equal(got.oindex[[3, 0]], data.astype(big)[[3, 0]])
+    np.testing.assert_array_equal(got.get_basic_selection(slice(1, 3), fields="b"),
+                                  data["b"][1:3])
+    w = got.view(read_only=False)
+    w[1] = np.array((9, 7.0), dtype=big)
+    assert z[1].tolist() == (9, 7.0)
+    ints = cs.array(np.int32([-1, 2, -3, 4]), chunks=(2,), store=cs.MemoryStore(),
+                    zarr_format=2)
+    one = np.dtype([("x", "<i8")])
+    np.testing.assert_array_equal(ints.astype(one)[:], np.int32([-1, 2, -3, 4]).astype(one))
+    floats = cs.array(np.float32([.5, 1.5, 2.5, -3.5]), chunks=(2,), store=cs.MemoryStore(),
+                      zarr_format=2)
+    bf = floats.astype(ml_dtypes.bfloat16)
+    assert bf[:].dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(bf[:].astype("f4"), [.5, 1.5, 2.5, -3.5])
+
+
+def _in_another_process(code):
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", "import numpy as np, chunkstore as cs; " + code],
+                   check=True)
+
+
+def test_a_view_of_an_uncached_handle_reads_the_metadata_as_its_handle_does(tmp_path):
+    """A view (or astype view) of a cache_metadata=False handle cached its metadata: after
+    another process's append, a write through the view wrote its old edge chunk whole over
+    the appended value, and after another process re-created the array with another dtype
+    it decoded the new chunks as the old dtype. A view now keeps its handle's
+    cache_metadata."""
+    p = str(tmp_path / "a.zarr")
+    cs.array(np.arange(1, 5, dtype="i4"), store=p, chunks=(4,), zarr_format=2)
+    base = cs.open_array(p, mode="r+", cache_metadata=False)
+    v, t = base.view(), base.astype("f8")
+    _in_another_process(f"cs.open_array({p!r}, mode='r+').append(np.array([99], 'i4'))")
+    v[3] = 7
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[:], [1, 2, 3, 7, 99])
+    np.testing.assert_array_equal(t[:], [1, 2, 3, 7, 99])
+    _in_another_process(f"cs.array(np.float32([0.5, 1.5]), store={p!r}, chunks=(2,), "
+                        f"zarr_format=2, overwrite=True)")
+    np.testing.assert_array_equal(v[:], np.float32([0.5, 1.5]))
+    assert v[:].dtype == np.dtype("f4")
+    np.testing.assert_array_equal(t[:], [0.5, 1.5])
