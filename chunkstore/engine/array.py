@@ -489,7 +489,14 @@ class Array(nodes.Node, ArrayAPIv3):
                         for k in range(len(shape) + len(nx.axes))]
                 # a sub-array field's own axes trail the selection's
                 sub = engine.dtype[fields].shape if isinstance(fields, str) else ()
-                v = np.broadcast_to(np.asarray(value), want + list(sub))
+                try:
+                    v = np.broadcast_to(engine.value_array(value, fields), want + list(sub))
+                except ValueError as e:
+                    if "broadcast" not in str(e):
+                        raise
+                    raise ValueError(f"could not broadcast a value of shape "
+                                     f"{np.shape(value)} to the selection of shape "
+                                     f"{tuple(want)} in array {self.name!r}") from e
                 perm = tuple(np.argsort(nx.perm)) + tuple(range(len(shape),
                                                                 len(shape) + len(sub)))
                 value = np.transpose(np.squeeze(v, nx.axes), perm)
@@ -801,7 +808,7 @@ class Array(nodes.Node, ArrayAPIv3):
         if self._handle.options.overrides is not None:
             self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
-        data = np.asanyarray(data)
+        given = data
         # Hold the array's exclusive lock across resize and write: parallel appends never
         # interleave, and each sees the shape the previous one left. The data is checked
         # against that shape, read under the lock: checked against a cached one that another
@@ -810,6 +817,9 @@ class Array(nodes.Node, ArrayAPIv3):
             engine = self._handle.reload(fresh=True)
             shape = engine.shape
             ndim = len(shape)
+            # (a list converted with the array's dtype, as z[...] = list is: converted as it
+            # is first, [300] into i1 stored 44, [2**64 - 1] into u8 stored 0)
+            data = engine.value_array(given)
             if data.ndim != ndim:
                 raise ValueError(f"cannot append data with {data.ndim} dimensions to array "
                                  f"{self.name!r} with {ndim}")

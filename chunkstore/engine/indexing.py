@@ -59,7 +59,10 @@ def _slice_spec(s: slice, length: int) -> tuple[int, int, int, int]:
 def _is_int(x: object) -> bool:
     if type(x) is int:  # the common case, without the slower ABC check
         return True
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+    # (np.timedelta64 is an np.signedinteger, and NumPy refuses it as an index: its count
+    # in whatever unit selected a row)
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(
+        x, (bool, np.bool_, np.timedelta64))
 
 
 def _int_array(x: Any, dim: int, length: int, name: str) -> np.ndarray:

@@ -310,11 +310,11 @@ class ReadPath(EngineState):
         # (straight into out only of the very dtype: the kernels copy whole records, and a
         # structured out of the same fields at other offsets, or NumPy's aligned layout,
         # got them swapped or failed in a kernel; such an out is assigned field by field)
+        if out is not None and not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         direct_out = (out is not None and fields is None and sel.post is None
                       and out.dtype == rdtype)
         if out is not None:
-            if not isinstance(out, np.ndarray):
-                raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
             if out.shape != sel.shape:
                 raise ValueError(f"out has shape {out.shape}, but the selection has shape "
                                  f"{sel.shape}")

@@ -91,6 +91,23 @@ class WritePath(ReadPath):
     what resize and append need. Built on the read path (a read-modify-write of some fields,
     or of an object array, reads the selection first)."""
 
+    def value_array(self, value: Any, fields: FieldNames = None) -> np.ndarray:
+        """value as an ndarray of the dtype its elements are stored as (the array's, or the
+        field's; an object array's: as NumPy makes it), before a reshaping of it: a list
+        converted as it is first ([2**64 - 1, 5] as float64, [300] as int64) lost values,
+        or wrapped, in the cast to the array's dtype. A value that does not fit is an
+        error naming the array."""
+        dtype = self.dtype if fields is None else _field_dtype(self.dtype, fields, self.name)
+        if dtype.subdtype is not None:
+            dtype = dtype.subdtype[0]
+        if dtype.kind == "O" or isinstance(value, np.ndarray):
+            return np.asanyarray(value)
+        try:
+            return np.asarray(value, dtype=dtype)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise with_context(e, f"cannot store value in array {self.name!r} of dtype "
+                                   f"{dtype}: {e}") from e
+
     def _prepare_value(self, value: Any, shape: tuple[int, ...], fields: FieldNames = None,
                        element: bool = False) -> np.ndarray:
         """Convert value to the array dtype and check it broadcasts, before any I/O.

@@ -864,6 +864,23 @@ def empty(shape: ShapeLike, **kwargs: Any) -> Array:
     return create(shape=shape, fill_value=None, **kwargs)
 
 
+
+def _as_data(data: Any, dtype: Any, path: Any) -> Any:
+    """array()'s data as an ndarray: a list or tuple converted with the dtype given, as
+    np.array(data, dtype) does (first converted as it is, [2**64 - 1, 5] became float64 and
+    then 0 in u8, [300] int64 and then 44 in i1, without an error)."""
+    if dtype is None or not isinstance(data, (list, tuple)):
+        return np.asanyarray(data)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:  # (a name chunkstore resolves itself: the data converts on write)
+        return np.asanyarray(data)
+    try:
+        return np.asarray(data, dtype=dt)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ValueError(f"cannot store the data in array {path or '/'!r} of dtype {dt}: "
+                         f"{e}") from e
+
 def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     """An array holding a copy of data (any array-like, or another Array). Chunks default to
     those of data when it has them (an Array, an h5py dataset). read_only=True returns the
@@ -882,7 +899,7 @@ def array(data: Any, read_only: bool = False, **kwargs: Any) -> Array:
     # An Array is copied block by block (z[...] = data streams, in bounded memory), never
     # read whole first.
     if not isinstance(data, Array):
-        data = np.asanyarray(data)
+        data = _as_data(data, kwargs.get("dtype"), kwargs.get("path"))
     if kwargs.get("dtype") is None:  # not given, or dtype=None: the data's own (as NumPy)
         kwargs["dtype"] = data.dtype
     kwargs["store"] = normalize_store(kwargs.get("store"), mode="a",
