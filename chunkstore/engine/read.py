@@ -312,8 +312,9 @@ class ReadPath(EngineState):
         # got them swapped or failed in a kernel; such an out is assigned field by field)
         if out is not None and not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-        direct_out = (out is not None and fields is None and sel.post is None
-                      and out.dtype == rdtype)
+        dest: Any = out  # (an ndarray or None, as checked)
+        direct_out = (dest is not None and fields is None and sel.post is None
+                      and dest.dtype == rdtype)
         if out is not None:
             if out.shape != sel.shape:
                 raise ValueError(f"out has shape {out.shape}, but the selection has shape "
@@ -324,7 +325,7 @@ class ReadPath(EngineState):
                 raise ValueError("out is read-only")
         if sel.kind == "ortho":
             if direct_out:
-                buf = np.expand_dims(out, sel.drop) if sel.drop else out
+                buf = np.expand_dims(dest, sel.drop) if sel.drop else dest
             else:
                 # F-ordered arrays read back F-ordered, as in zarr-python 2.
                 buf = np.empty(sel.plan.sel_shape, dtype=dtype, order=self.order)
@@ -333,8 +334,8 @@ class ReadPath(EngineState):
             result = np.squeeze(buf, axis=sel.drop) if sel.drop else buf
             result = _apply_post(result, sel.post)
         else:
-            if direct_out and out.flags.c_contiguous:
-                flat = out.reshape(-1)
+            if direct_out and dest.flags.c_contiguous:
+                flat = dest.reshape(-1)
             else:
                 flat = np.empty(sel.plan.npoints, dtype=dtype)
                 direct_out = False
