@@ -622,3 +622,30 @@ def test_an_overwrite_creation_below_a_missing_group_beside_one_at_that_group(mo
         t.join(30)
     assert not any(t.is_alive() for t in threads)
     assert "a" in cs.open_group(store, mode="r")
+
+
+@pytest.mark.parametrize("write", [
+    lambda z: z.__setitem__((slice(1, 3), slice(12, 15)), 7),
+    lambda z: z.oindex.__setitem__(([1, 2], slice(12, 15)), 7),
+    lambda z: z.oindex.__setitem__((slice(1, 3), slice(12, 15)), np.full((2, 3), 7)),
+    lambda z: z.set_orthogonal_selection((slice(1, 3), slice(12, 15)), np.full((2, 3), 7)),
+])
+def test_a_write_past_the_shape_a_stale_handle_knows_names_the_change(tmp_path, write):
+    """A handle caching shape (10, 10), which another process grew to (10, 20): an
+    orthogonal write of a (2, 3) array to columns 12:15 raised a broadcast ValueError (the
+    columns clamped to none by the shape known), naming neither the dimension nor the
+    change, where a basic write raises the BoundsCheckError that says another handle made
+    it 20 long since. Nothing is written either way."""
+    import subprocess
+    import sys
+    from chunkstore.errors import BoundsCheckError
+    p, locks = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    # (with a synchronizer: the README's promise; without one a stale handle cannot know)
+    z = cs.zeros((10, 10), chunks=(5, 5), dtype="i4", store=p,
+                 synchronizer=cs.ProcessSynchronizer(locks))
+    subprocess.run([sys.executable, "-c", "import chunkstore as cs; "
+                    f"cs.open_array({p!r}, mode='r+', synchronizer="
+                    f"cs.ProcessSynchronizer({locks!r})).resize(10, 20)"], check=True)
+    with pytest.raises(BoundsCheckError, match="20 long since"):
+        write(z)
+    assert not cs.open_array(p, mode="r")[...].any()
