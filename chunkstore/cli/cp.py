@@ -184,9 +184,13 @@ class Copier:
         casting = recode.get("casting", "same_kind")
         if "dtype" in changes and not _castable(a.dtype, np.dtype(changes["dtype"]), casting):
             # f8 -> i1 gives zeros, f8 -> S3 b'0.5', f8 -> M8 the epoch: never silently
+            dst_dtype = np.dtype(changes["dtype"])
+            rule = (f"under the {casting!r} casting rule (NumPy's)"
+                    if not np.can_cast(a.dtype, dst_dtype, casting=casting)
+                    else f"under chunkstore's {casting!r} casting rule, stricter than NumPy's "
+                         f"between strings, dates and numbers")
             raise CLIError(f"cannot cast array {a.name!r} of {self.src_spec} from {a.dtype} "
-                           f"to {np.dtype(changes['dtype'])} under the {casting!r} casting "
-                           f"rule (NumPy's); pass --casting unsafe to cast anyway")
+                           f"to {dst_dtype} {rule}; pass --casting unsafe to cast anyway")
         try:
             kw, attrs = copy_plan(a, self._target_format(sp, dp), note=_note, **changes)
         except RecodeError as e:  # (the planner names the array; the store is this command's)
@@ -265,6 +269,24 @@ def _nested_locations(a, b):
     return None
 
 
+def _check_hierarchy_format(dst, dst_spec, dp, zarr_format):
+    """Refuse --zarr-format N for a copy below a group of the other format (as copy()
+    refuses it): a v3 node under a v2 group, or the reverse, is invisible from the root to
+    zarr-python, xarray and the group's consolidated metadata."""
+    if zarr_format is None:
+        return
+    from chunkstore.hierarchy.nodes import ancestors, node_at
+    for above in reversed(ancestors(dp)):  # (the nearest first)
+        kind, fmt = node_at(dst, above, None, warn=False)
+        if kind == "group" and fmt is not None and fmt != zarr_format:
+            raise CLIError(f"cannot copy to {_where(dst_spec, dp)} as Zarr v{zarr_format}: "
+                           f"it would be a member of group {above or '/'!r}, which is Zarr "
+                           f"v{fmt} (one hierarchy, one format: zarr-python would not find "
+                           f"it from the root); drop --zarr-format, or copy elsewhere")
+        if kind is not None:
+            return
+
+
 def _castable(src: np.dtype, dst: np.dtype, casting: str) -> bool:
     """NumPy's casting rule, stricter where NumPy calls a cast "same_kind" that changes what
     the values mean: numbers to or from strings or datetimes (f8 -> S3 gives b'0.2')."""
@@ -332,6 +354,7 @@ def cmd_cp(args):
         if src_kind is None:
             _open_node(src, args.src, sp)
         show = _progress_enabled(args)
+        _check_hierarchy_format(dst, args.dst, dp, (recode or {}).get("zarr_format"))
         # Everything is checked before the first write: a bad option, or an existing
         # destination, fails here with the store untouched.
         plan = Copier(src, dst, args.src, args.dst, recode or None, args.if_exists,

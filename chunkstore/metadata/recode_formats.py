@@ -224,6 +224,10 @@ def _to_v2(p: Plan) -> None:
         dims = dims_attr(src.dimension_names, len(p.shape))
         if dims is not None and "_ARRAY_DIMENSIONS" not in p.attrs:
             p.attrs["_ARRAY_DIMENSIONS"] = dims
+        elif dims is not None and p.attrs["_ARRAY_DIMENSIONS"] != dims:
+            p.say(f"dropping the dimension names {dims} of {name!r}: its attribute "
+                  f"_ARRAY_DIMENSIONS ({p.attrs['_ARRAY_DIMENSIONS']!r}), which Zarr v2 "
+                  f"keeps them in, says otherwise and is kept")
         elif dims is None and src.dimension_names is not None:
             p.say(f"dropping the dimension names {list(src.dimension_names)} of {name!r}: "
                   f"Zarr v2 keeps them (as xarray's _ARRAY_DIMENSIONS) only when every "

@@ -741,6 +741,49 @@ def test_cp_takes_the_destination_groups_format(src, tmp_path):
     assert (tmp_path / "new.zarr" / "a" / ".zarray").exists()
 
 
+@pytest.mark.parametrize("root, asked", [(2, 3), (3, 2)])
+def test_cp_zarr_format_below_a_group_of_the_other_format_is_refused(tmp_path, root, asked):
+    """`cp --zarr-format 3 --dst-path sub/arr` into a v2 hierarchy wrote a v3 group and
+    array there, which zarr-python cannot reach from the root (a KeyError), where copy()
+    refuses the same request. Refused naming the group and both formats, nothing written;
+    the group's own format is taken."""
+    dst, src = tmp_path / "d.zarr", tmp_path / "s.zarr"
+    cs.open_group(str(dst), mode="w", zarr_format=root)
+    cs.array(np.arange(4), store=str(src), zarr_format=asked)
+    r = run("cp", src, dst, "--dst-path", "sub/arr", "--zarr-format", str(asked),
+            ok=False, code=1)
+    assert f"Zarr v{asked}" in r.stderr and f"group '/', which is Zarr v{root}" in r.stderr
+    assert sorted(os.listdir(dst)) == sorted([".zgroup"] if root == 2 else ["zarr.json"])
+    run("cp", src, dst, "--dst-path", "sub/arr", "--zarr-format", str(root))
+    g = cs.open_group(str(dst), mode="r")
+    assert g["sub/arr"].metadata.zarr_format == root
+    np.testing.assert_array_equal(g["sub/arr"][...], np.arange(4))
+
+
+def test_cp_to_v2_says_when_dimension_names_and_the_attribute_disagree(tmp_path):
+    """A v3 array with dimension_names (time, x) and an attribute _ARRAY_DIMENSIONS (p, q)
+    copied to v2 kept the attribute and dropped the names without a word."""
+    src = tmp_path / "s.zarr"
+    z = cs.create_array(str(src), shape=(2, 2), dtype="i4", zarr_format=3,
+                        dimension_names=["time", "x"])
+    z.attrs["_ARRAY_DIMENSIONS"] = ["p", "q"]
+    r = run("cp", src, tmp_path / "d.zarr", "--zarr-format", "2")
+    assert "dropping the dimension names ['time', 'x']" in r.stderr
+    assert cs.open_array(str(tmp_path / "d.zarr"), mode="r").attrs["_ARRAY_DIMENSIONS"] == \
+        ["p", "q"]
+
+
+def test_cp_string_cast_refusal_says_whose_rule(tmp_path):
+    """S5 -> U5 is refused by chunkstore's rule, which NumPy's same_kind allows: the
+    message blamed NumPy's rule."""
+    src = tmp_path / "s.zarr"
+    cs.array(np.array([b"ab"], dtype="S5"), store=str(src))
+    r = run("cp", src, tmp_path / "d.zarr", "--dtype", "U5", ok=False, code=1)
+    assert "chunkstore's 'same_kind' casting rule, stricter than NumPy's" in r.stderr
+    r = run("cp", src, tmp_path / "d.zarr", "--dtype", "i4", ok=False, code=1)
+    assert "under the 'same_kind' casting rule (NumPy's)" in r.stderr
+
+
 def test_verify_reports_a_pending_trim_as_such_not_as_damage(tmp_path, monkeypatch):
     """A shrink interrupted after its new shape was written records its trim and leaves the
     chunks past the shape (never read; the next resize or append deletes them first):
