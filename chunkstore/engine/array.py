@@ -871,7 +871,7 @@ class Array(nodes.Node, ArrayAPIv3):
             if marker in saved:
                 self._finish_pending_trim(engine, saved[marker])
                 saved = getitems(layout.store, keep)  # (the trim may have rewritten them)
-            saved = self._checked_boundary(layout, saved, stored[edge], keep)
+            saved = self._checked_boundary(layout, saved, keep)
             try:
                 # (inside: a remote store may take the new document and lose its answer)
                 engine = self._handle.write_metadata(layout.resized(new))
@@ -881,17 +881,19 @@ class Array(nodes.Node, ArrayAPIv3):
                 raise
         return new
 
-    def _checked_boundary(self, layout: Any, saved: dict[str, Any], coords: np.ndarray,
+    def _checked_boundary(self, layout: Any, saved: dict[str, Any],
                           keep: list[str]) -> dict[str, Any]:
         """saved (the boundary objects' bytes an append puts back if it fails), read again
-        once where one does not decode to the array's values, else a ValueError naming it
-        (nothing changed yet). A body cut short by the network, taken as stored and put
+        once where one is not a whole object (layout.check_whole), else a ValueError naming
+        it (nothing changed yet). A body cut short by the network, taken as stored and put
         back by a failed append, replaced good chunks with bytes nothing could read."""
         if not saved:
             return saved
         for attempt in (0, 1):
             try:
-                _decode_saved(layout, saved, coords, keep)
+                for key in keep:
+                    if key in saved:
+                        layout.check_whole(key, saved[key])
                 return saved
             except Exception as e:  # noqa: BLE001 - named below, or read once more
                 if attempt:
@@ -900,33 +902,6 @@ class Array(nodes.Node, ArrayAPIv3):
                                      f"back ({e}); nothing was changed") from e
                 saved = getitems(layout.store, keep)
         return saved  # (unreached)
-
-
-def _decode_saved(layout: Any, saved: dict[str, Any], coords: np.ndarray,
-                  keep: list[str]) -> None:
-    """Check each object of saved (store key: bytes; coords: the stored-object grid
-    coordinates of keep's keys) is whole: a shard's index, read as the array reads it, must
-    place every inner chunk inside the shard's bytes (a shard cut short or grown fails; its
-    inner chunks are not decoded: a big shard's would cost an append far more than its
-    write); a chunk is read through a read-only Array over a memory store with the array's
-    document and those bytes, whose codec's checks raise for bytes that are not a chunk."""
-    view = layout.chunk_store if layout.shards is not None else None
-    if view is not None:
-        for key in keep:
-            if key in saved:
-                view._split(key, view._decode_post(saved[key]) if view._post else saved[key])
-        return
-    mem = MemoryStore()
-    mem[layout.metadata_key] = layout.encode_metadata(layout.metadata)
-    reader = Array(mem, path=layout.path, read_only=True)
-    shape, wc = layout.array_shape, layout.write_chunks
-    for key, c in zip(keep, coords):
-        if key not in saved:
-            continue
-        mem[key] = saved[key]  # (one at a time: a read holds one object's values)
-        reader[tuple(slice(int(i) * w, min((int(i) + 1) * w, n))
-                     for i, w, n in zip(c, wc, shape))]
-        del mem[key]
 
 
 def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None:

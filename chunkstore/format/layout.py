@@ -202,6 +202,13 @@ class ArrayLayout:
         ``chunkstore.errors.ChunkDecodeError`` naming the shard."""
         return getitems(self.chunk_store, list(keys))
 
+    def check_whole(self, key: str, data: Any) -> None:
+        """Raise (naming key) unless data, the bytes of the stored object at key, is a whole
+        object of this array: a chunk decodes to the chunk's values (its codec checks the
+        size). An append checks the bytes it would put back on failure: a body cut short by
+        the network, put back, replaced a good chunk with bytes nothing could read."""
+        self.codec.decode(data, key=key, store=self.store, writable=False)
+
     def stored_chunk_keys(self, coords: Sequence[int]) -> list[str]:
         """The chunk keys held by the stored object at stored-grid coordinates ``coords``:
         its own key, or (sharded) the keys of the shard's inner chunks inside the array."""

@@ -46,6 +46,14 @@ class ShardedLayout(V3Layout):
         self.chunk_keys = view.inner_keys  # type: ignore[method-assign]
         self._keys = view.shard_keys  # the store holds shards, keyed like v3 chunks
 
+    def check_whole(self, key: str, data: Any) -> None:
+        """(see ArrayLayout.check_whole) A shard: its index, read as reads read it, places
+        every inner chunk inside the shard's bytes (one cut short or grown fails); the inner
+        chunks are not decoded (a big shard's would cost an append far more than its
+        write)."""
+        view = self.view
+        view._split(key, view._decode_post(data) if view._post else data)
+
     def parse_chunk_key(self, key: str) -> tuple[int, ...] | None:
         """Inner-chunk coordinates of an inner chunk key ``<shard key>|<i>.<j>``; None for
         a key without ``|`` (not an inner key), ValueError for an invalid one."""
