@@ -237,6 +237,45 @@ def _refresh_consolidated(store, path, include_self=True):
             _consolidate(store, p)
 
 
+@contextlib.contextmanager
+def consolidated_set_aside(store, path, include_self=True):
+    """For a command that deletes or replaces the node at path: the consolidated metadata
+    of the groups above it leaves the node out before the command starts, the node's own
+    (include_self) is removed, and each is made anew once the command ends, whatever became
+    of it (the node's own where a group is there then).
+    A command killed midway (or failed without the chance to refresh it) left a snapshot
+    listing the node whose documents and chunks were then partly gone or replaced:
+    open_consolidated (xarray's default) read the fill value where its data was, or decoded
+    new chunks by the old metadata. Killed, the groups above list the node no more until
+    they are consolidated again (a later cp or rm into them does it)."""
+    from chunkstore.metadata.formats import format_of
+    parts = path.split("/") if path else []
+    aside = []
+    for i in range(len(parts)):
+        p = "/".join(parts[:i])
+        if _consolidated(store, p):
+            format_of(_format(store, p) or 2).consolidated_without(
+                store, p, "/".join(parts[i:]))
+            aside.append(p)
+    if include_self and _consolidated(store, path) and format_of(
+            _format(store, path) or 2).unconsolidate(store, path):
+        aside.append(path)
+    try:
+        yield
+    except BaseException as e:
+        for p in aside:
+            try:
+                if _kind(store, p) == "group":
+                    _consolidate(store, p)
+            except Exception as e2:  # noqa: BLE001 - noted on the error in flight
+                e.add_note(f"consolidating the metadata of group {p or '/'!r} again also "
+                           f"failed: {e2!r} (run `chunkstore consolidate`)")
+        raise
+    for p in aside:
+        if _kind(store, p) == "group":
+            _consolidate(store, p)
+
+
 def _options(args, specific=None):
     """The fsspec storage options for one store of the command: --storage-option, then the
     store's own (--src-storage-option / --dst-storage-option) on top."""

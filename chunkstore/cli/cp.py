@@ -364,7 +364,11 @@ def cmd_cp(args):
             plan.copy(sp, dp)
         total = (plan.recode_bytes if recode else plan.raw_keys) if show else None
         made: list[str] = []
-        with remove_node_if_new(dst, dp, made), \
+        # (what is at dp is replaced or merged into: the consolidated metadata listing it
+        # set aside until the copy ends)
+        aside = (common.consolidated_set_aside(dst, dp) if _kind(dst, dp) is not None
+                 else contextlib.nullcontext())
+        with aside, remove_node_if_new(dst, dp, made), \
                 Progress(show, total=total, desc="cp", unit="B" if recode else "key") as bar:
             # The copy's node documents are held back and written once every chunk is
             # (hierarchy.staging): a copy killed before then leaves no node, never one whose

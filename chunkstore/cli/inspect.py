@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chunkstore.cli.common import (CLIError, UsageError, _consolidate, _join, _kind, _norm,
-                                   _open_node, _options, _refresh_consolidated, _stores, _where)
+                                   _open_node, _options, _stores, _where, consolidated_set_aside)
 
 
 def cmd_info(args):
@@ -92,8 +92,8 @@ def cmd_rm(args):
         # an I/O error in a directory's tree walk, left an array whose chunks were partly
         # gone, read as the fill value)
         if path:
-            remove_node(store, path)
-            _refresh_consolidated(store, path.rsplit("/", 1)[0] if "/" in path else "")
+            with consolidated_set_aside(store, path, include_self=False):
+                remove_node(store, path)
             print(f"removed {kind} {path!r} from {args.store}")
         else:
             delitems(store, documents_first(list(store.keys()), only_documents=True))

@@ -63,6 +63,9 @@ class ZarrFormat:
     is_consolidated: Callable[[Mapping, str], bool]
     #: (store, group path) -> remove the group's consolidated metadata; whether it had any
     unconsolidate: Callable[[Any, str], bool]
+    #: (store, group path, member path relative to it) -> rewrite the group's consolidated
+    #: metadata without the entries of that member and what is below it; whether any were
+    consolidated_without: Callable[[Any, str, str], bool]
     #: how a consolidation is reported: "{n}" is the count of its entries, named like this
     consolidated_phrase: str
     consolidated_entry: str
@@ -155,6 +158,29 @@ def _v2_unconsolidate(store: Any, path: str) -> bool:
     return True
 
 
+def _below(rel: str, entry: str) -> bool:
+    """Whether the consolidated entry (a key or node path relative to the group) is of the
+    member at rel or below it."""
+    return entry == rel or entry.startswith(rel + "/")
+
+
+def _v2_consolidated_without(store: Any, path: str, rel: str) -> bool:
+    key = (path + "/" if path else "") + V2_CONSOLIDATED
+    raw = store.get(key)
+    if raw is None:
+        return False
+    doc = _v3_doc(raw, key)
+    entries = doc.get("metadata")
+    if not isinstance(entries, dict):
+        return False
+    kept = {k: v for k, v in entries.items() if not _below(rel, k)}
+    if len(kept) == len(entries):
+        return False
+    doc["metadata"] = kept
+    store[key] = _v2._json_dumps(doc)
+    return True
+
+
 # -- Zarr v3: one zarr.json per node, attributes inside it ------------------------------------
 
 
@@ -170,6 +196,24 @@ def _v3_is_consolidated(store: Mapping, path: str) -> bool:
         return False
     return (isinstance(doc, dict) and doc.get("node_type") == "group"
             and isinstance(doc.get("consolidated_metadata"), dict))
+
+
+def _v3_consolidated_without(store: Any, path: str, rel: str) -> bool:
+    key = (path + "/" if path else "") + _v3.METADATA_KEY
+    raw = store.get(key)
+    if raw is None:
+        return False
+    doc = _v3_doc(raw, key)
+    inline = doc.get("consolidated_metadata") if doc.get("node_type") == "group" else None
+    if not isinstance(inline, dict) or not isinstance(inline.get("metadata"), dict):
+        return False
+    entries = inline["metadata"]
+    kept = {k: v for k, v in entries.items() if not _below(rel, k)}
+    if len(kept) == len(entries):
+        return False
+    inline["metadata"] = kept
+    store[key] = _v3._json_dumps(doc)  # (the rest of the document as it was)
+    return True
 
 
 def _v3_unconsolidate(store: Any, path: str) -> bool:
@@ -234,6 +278,7 @@ FORMATS: dict[int, ZarrFormat] = {
         dtype_to_json=_v2_dtype_to_json, dtype_from_json=_v2_dtype_from_json,
         array_arguments=_v2_array_arguments, consolidate=_v2_consolidate,
         is_consolidated=_v2_is_consolidated, unconsolidate=_v2_unconsolidate,
+        consolidated_without=_v2_consolidated_without,
         consolidated_phrase="{n}",
         consolidated_entry="metadata document",
         fill_value_masks=True, dimension_names_in_metadata=False,
@@ -249,6 +294,7 @@ FORMATS: dict[int, ZarrFormat] = {
         dtype_from_json=lambda data: (_v3.decode_data_type_v3(data), None),
         array_arguments=_v3_array_arguments, consolidate=_v3_consolidate,
         is_consolidated=_v3_is_consolidated, unconsolidate=_v3_unconsolidate,
+        consolidated_without=_v3_consolidated_without,
         consolidated_phrase="the metadata of {n}",
         consolidated_entry="member",
         fill_value_masks=False, dimension_names_in_metadata=True,

@@ -220,3 +220,94 @@ def test_cp_of_a_consolidated_group_killed_leaves_no_consolidated_metadata(src, 
         cs.open_consolidated(str(dst), mode="r")
     assert cli.main([str(a) for a in ["cp", src, dst, *opts, "--if-exists", "replace"]]) == 0
     np.testing.assert_array_equal(cs.open_consolidated(str(dst), mode="r")["a"][:], data)
+
+
+def _old_values_or_refused(dst, old):
+    """What open_consolidated gives of dst/a: the old array whole, or an error (never the
+    fill value where its data was, nor new chunks decoded by the old metadata)."""
+    try:
+        a = cs.open_consolidated(str(dst), mode="r")["a"]
+        got = a[:]
+    except Exception:  # noqa: BLE001 - refused: the set-aside consolidated metadata
+        return
+    np.testing.assert_array_equal(got, old)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_cp_replace_into_a_consolidated_group_killed_never_reads_fill(src, tmp_path, data,
+                                                                       fmt):
+    """`cp --if-exists replace` into a consolidated group, killed after the old array was
+    removed: the group's consolidated metadata still listed it, and open_consolidated
+    (xarray's default) read the fill value where its data was, or the new chunks decoded
+    by its old metadata. The consolidated metadata is now set aside while the copy runs
+    (and made anew after it)."""
+    dst = tmp_path / "dst.zarr"
+    old = data * 10
+    cs.group(str(dst), zarr_format=fmt).array("a", old, chunks=(8, 8))
+    cs.consolidate_metadata(str(dst))
+    _killed_removing(["cp", src, dst, "--src-path", "a", "--dst-path", "a", "--if-exists",
+                      "replace", "--zarr-format", str(fmt)])
+    _old_values_or_refused(dst, old)
+    assert cli.main([str(a) for a in ["cp", src, dst, "--src-path", "a", "--dst-path", "a",
+                                      "--if-exists", "replace", "--zarr-format",
+                                      str(fmt)]]) == 0
+    np.testing.assert_array_equal(cs.open_consolidated(str(dst), mode="r")["a"][:], data)
+
+
+_RM_KILLED = """
+import os, sys
+import chunkstore.storage.directory as d
+def remove_tree(path, keep_root=False):  # a node's chunks deleted, killed midway
+    for root, _, files in os.walk(path):
+        for f in sorted(files)[:5]:
+            os.unlink(os.path.join(root, f))
+        os._exit(9)
+d.remove_tree = remove_tree
+from chunkstore.cli import main
+sys.exit(main({args!r}))
+"""
+
+
+def _killed_removing(args):
+    """Run the command in a child killed while it deletes a node's chunks (5 files gone)."""
+    r = subprocess.run([sys.executable, "-c", _RM_KILLED.format(
+        args=[str(a) for a in args])], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 9, (r.returncode, r.stderr)
+
+
+def test_rm_in_a_consolidated_group_killed_never_reads_fill(tmp_path, data):
+    dst = tmp_path / "dst.zarr"
+    g = cs.group(str(dst))
+    g.array("a", data, chunks=(8, 8))
+    g.array("b", data, chunks=(8, 8))
+    cs.consolidate_metadata(str(dst))
+    _killed_removing(["rm", dst, "--path", "a", "-f"])
+    _old_values_or_refused(dst, data)
+    np.testing.assert_array_equal(cs.open_group(str(dst), mode="r")["b"][:], data)
+
+
+def test_cp_replace_of_a_consolidated_root_killed_never_reads_fill(src, tmp_path, data):
+    """The same for a whole consolidated group replaced (its own .zmetadata listed the old
+    array until the end)."""
+    dst = tmp_path / "dst.zarr"
+    old = data * 10
+    cs.group(str(dst)).array("a", old, chunks=(8, 8))
+    cs.consolidate_metadata(str(dst))
+    _killed_removing(["cp", src, dst, "--if-exists", "replace"])
+    _old_values_or_refused(dst, old)
+    assert cli.main([str(a) for a in ["cp", src, dst, "--if-exists", "replace"]]) == 0
+    np.testing.assert_array_equal(cs.open_group(str(dst), mode="r")["a"][:], data)
+
+
+def test_cp_merge_into_a_consolidated_group_keeps_it_consolidated(src, tmp_path, data):
+    """A copy that finishes leaves the groups it set aside consolidated, listing it."""
+    dst = tmp_path / "dst.zarr"
+    g = cs.group(str(dst))
+    g.array("b", data, chunks=(8, 8))
+    g.create_group("sub").array("c", data, chunks=(8, 8))
+    cs.consolidate_metadata(str(dst))
+    assert cli.main([str(a) for a in ["cp", src, dst, "--src-path", "a", "--dst-path",
+                                      "sub/c", "--if-exists", "replace"]]) == 0
+    c = cs.open_consolidated(str(dst), mode="r")
+    np.testing.assert_array_equal(c["sub/c"][:], data)
+    np.testing.assert_array_equal(c["b"][:], data)
