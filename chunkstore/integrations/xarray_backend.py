@@ -34,7 +34,8 @@ from xarray.core.variable import Variable
 from chunkstore.aio.run import READ, array_off_loop
 from chunkstore.engine.array import Array
 from chunkstore.codecs.vlen_utf8 import VLenBytesCodec
-from chunkstore.errors import (ConsolidatedMetadataNotFoundError, GroupNotFoundError,
+from chunkstore.errors import (ArrayMetadataChangedError, ConsolidatedMetadataNotFoundError,
+                               GroupNotFoundError,
                                MetadataError, PathNotFoundError, store_name)
 from chunkstore.hierarchy.creation import normalize_path
 from chunkstore.hierarchy.group import Group, open_consolidated, open_group
@@ -58,12 +59,16 @@ class MissingDimensionsError(MetadataError, KeyError):
 class ChunkstoreBackendArray(BackendArray):
     """One chunkstore Array as xarray's lazy backend array."""
 
-    __slots__ = ("_array", "shape", "dtype")
+    __slots__ = ("_array", "shape", "dtype", "_generation", "_opened")
 
-    def __init__(self, array):
+    def __init__(self, array, attrs: dict | None = None):
         self._array = array
         self.shape = array.shape
         self.dtype = _xarray_dtype(array)
+        # what the variable was decoded by (its CF encoding is in the attributes), checked
+        # again where this process changed the array's metadata since (see _pinned)
+        self._generation = array._handle.engine.generation
+        self._opened = _identity(array, dict(array.attrs) if attrs is None else attrs)
 
     def get_array(self):
         """The chunkstore array this wraps."""
@@ -114,9 +119,10 @@ class ChunkstoreBackendArray(BackendArray):
         shape: rows past the variable's end, the values of coordinates it does not have.
         An index past a dimension that shrank since is an IndexError naming the array."""
         key = key if isinstance(key, tuple) else (key,)
+        now = self._array.shape
+        self._check_identity()
         if len(key) != len(self.shape):
             return key
-        now = self._array.shape
         out = []
         for d, (k, n) in enumerate(zip(key, self.shape)):
             if isinstance(k, slice):
@@ -139,6 +145,23 @@ class ChunkstoreBackendArray(BackendArray):
             out.append(k)
         return tuple(out)
 
+    def _check_identity(self) -> None:
+        """Where this process changed the array's metadata since the variable was opened
+        (a count compared, no I/O otherwise): its dtype, fill value and attributes must be
+        those the variable was decoded by, else ArrayMetadataChangedError naming it. An
+        array re-created (``to_chunkstore(mode="w")``) with another CF encoding was read raw
+        and decoded by the old attributes: packed int16 values without their scale_factor,
+        day counts as hours."""
+        generation = self._array._handle.engine.generation
+        if generation == self._generation:
+            return
+        if _identity(self._array, dict(self._array.attrs)) != self._opened:
+            raise ArrayMetadataChangedError(
+                f"array {self._array.name!r} in {store_name(self._array.store)} was replaced "
+                f"since the dataset was opened (another dtype, fill value or attributes): "
+                f"open the dataset again")
+        self._generation = generation
+
     def _as_ndarray(self, result):
         """result as an ndarray of the array's dtype: an all-integer key gives a scalar, from
         which xarray would infer a new dtype ('<U1' for a '<U3' string)."""
@@ -148,6 +171,14 @@ class ChunkstoreBackendArray(BackendArray):
         out = np.empty((), dtype=self._array.dtype)
         out[()] = result
         return out
+
+
+def _identity(array, attrs: dict) -> tuple:
+    """What a variable is decoded by: the array's dtype, fill value and attributes (as JSON
+    text: NaN equals NaN there)."""
+    import json
+    return (array.dtype.str, repr(array.fill_value),
+            json.dumps(attrs, sort_keys=True, default=repr))
 
 
 def _xarray_dtype(array):

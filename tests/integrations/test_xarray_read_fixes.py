@@ -277,3 +277,34 @@ def test_a_lazy_variable_keeps_the_shape_it_was_opened_with(fmt):
     with pytest.raises(IndexError, match="'/v'"):
         lazy.v.values
     np.testing.assert_array_equal(lazy.v[:2].values, [0.0, 1.0])
+
+
+@pytest.mark.parametrize("how", ["load", "load_async", "dask"])
+@pytest.mark.parametrize("changed", ["scale", "units"])
+def test_a_lazy_variable_of_an_array_replaced_since_is_refused(tmp_path, how, changed):
+    """A dataset opened lazily, then the group rewritten by this process with
+    to_chunkstore(mode="w") (same shape, another CF encoding): its variables read the new
+    arrays' raw values and decoded them by the old attributes (packed int16 without the
+    scale_factor, day counts as hours), without an error. They now raise, naming the
+    array; an append since (the same arrays grown) still loads what was opened."""
+    import asyncio
+    import pandas as pd
+    from chunkstore.errors import ArrayMetadataChangedError
+    p = str(tmp_path / "s.zarr")
+    ds = xr.Dataset({"v": (("x",), np.arange(8) * 1.5),
+                     "when": (("x",), pd.date_range("2000-01-01", periods=8, freq="D"))})
+    to_chunkstore(ds, p, encoding={"when": {"units": "hours since 2000-01-01",
+                                            "dtype": "i8"}})
+    lazy = xr.open_dataset(p, engine="chunkstore", chunks={} if how == "dask" else None)
+    grown = xr.open_dataset(p, engine="chunkstore")
+    to_chunkstore(ds.isel(x=slice(0, 2)), p, append_dim="x")
+    np.testing.assert_array_equal(grown.load().v.values, ds.v.values)  # appended: fine
+    encoding = ({"v": {"dtype": "i2", "scale_factor": 0.5}} if changed == "scale" else
+                {"when": {"units": "days since 2000-01-01", "dtype": "i8"}})
+    to_chunkstore(ds, p, mode="w", encoding=encoding)
+    var = "v" if changed == "scale" else "when"
+    with pytest.raises(ArrayMetadataChangedError, match=f"'/{var}'.*open the dataset again"):
+        if how == "load_async":
+            asyncio.run(lazy[var].load_async())
+        else:
+            lazy[var].load()
