@@ -573,8 +573,13 @@ class Array(nodes.Node, ArrayAPIv3):
                     # (12:15 of 10 columns: none): where another handle grew the array
                     # meanwhile, planned again, which refuses it naming the change (it was
                     # a broadcast error naming neither)
-                    if (attempt or "broadcast" not in str(e)
-                            or self._handle.reload(stale=True).shape == known):
+                    if attempt or "broadcast" not in str(e):
+                        raise
+                    try:
+                        grown = self._handle.reload(stale=True).shape != known
+                    except Exception:  # noqa: BLE001 - (gone meanwhile...): the write's error
+                        grown = False
+                    if not grown:
                         raise
                 except MemoryError as e:
                     _note_chunk_size(e, self.name, engine)
@@ -884,24 +889,24 @@ class Array(nodes.Node, ArrayAPIv3):
     def _checked_boundary(self, layout: Any, saved: dict[str, Any],
                           keep: list[str]) -> dict[str, Any]:
         """saved (the boundary objects' bytes an append puts back if it fails), read again
-        once where one is not a whole object (layout.check_whole), else a ValueError naming
-        it (nothing changed yet). A body cut short by the network, taken as stored and put
-        back by a failed append, replaced good chunks with bytes nothing could read."""
-        if not saved:
-            return saved
+        once where one is not a whole object (layout.check_whole); still not, its error
+        (ChunkDecodeError...) is raised, nothing of the append done. A body cut short by
+        the network, taken as stored and put back by a failed append, replaced good chunks
+        with bytes nothing could read."""
         for attempt in (0, 1):
             try:
                 for key in keep:
                     if key in saved:
                         layout.check_whole(key, saved[key])
-                return saved
-            except Exception as e:  # noqa: BLE001 - named below, or read once more
+                break
+            except (ValueError, OSError) as e:  # (ChunkDecodeError is a ValueError)
                 if attempt:
-                    raise ValueError(f"cannot append to array {self.name!r}: its stored "
-                                     f"{layout._stored_kind}s at the old end do not read "
-                                     f"back ({e}); nothing was changed") from e
+                    e.add_note(f"appending to array {self.name!r}: its stored "
+                               f"{layout._stored_kind} at the old end, put back if the append "
+                               f"failed, does not read back (read twice); nothing appended")
+                    raise
                 saved = getitems(layout.store, keep)
-        return saved  # (unreached)
+        return saved
 
 
 def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None:

@@ -864,16 +864,19 @@ def empty(shape: ShapeLike, **kwargs: Any) -> Array:
     return create(shape=shape, fill_value=None, **kwargs)
 
 
-
 def _as_data(data: Any, dtype: Any, path: Any) -> Any:
-    """array()'s data as an ndarray: a list or tuple converted with the dtype given, as
-    np.array(data, dtype) does (first converted as it is, [2**64 - 1, 5] became float64 and
-    then 0 in u8, [300] int64 and then 44 in i1, without an error)."""
-    if dtype is None or not isinstance(data, (list, tuple)):
+    """array()'s data as an ndarray: a list, tuple or Python number of a numeric or time
+    dtype converted with that dtype, as np.array(data, dtype) does (first converted as it
+    is, [2**64 - 1, 5] became float64 and then 0 in u8, [300] int64 and then 44 in i1,
+    without an error). Others as they are (str and bytes dtypes store None as '' the way
+    the write converts them)."""
+    if dtype is None or not isinstance(data, (list, tuple, int, float, complex)):
         return np.asanyarray(data)
     try:
         dt = np.dtype(dtype)
     except TypeError:  # (a name chunkstore resolves itself: the data converts on write)
+        return np.asanyarray(data)
+    if dt.kind not in "biufcmM":
         return np.asanyarray(data)
     try:
         return np.asarray(data, dtype=dt)

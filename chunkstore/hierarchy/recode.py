@@ -225,21 +225,39 @@ class _Cast:
 
 def _changed(a: np.ndarray, out: np.ndarray) -> tuple | None:
     """The index of an element of a whose cast, out, changed it (see _Cast), or None."""
-    if out.dtype.kind in "fc" and a.dtype.kind in "fcbiu":
-        with np.errstate(invalid="ignore"):
-            bad = np.isfinite(a) & ~np.isfinite(out)  # (rounding is no change; overflow is)
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            back = out.astype(a.dtype)
-        same = back == a
-        if a.dtype.kind in "fc":  # (NaN -> NaT -> NaN is the same missing value)
-            same |= np.isnan(a) & np.isnan(back)
-        elif a.dtype.kind in "mM":
-            same |= np.isnat(a) & np.isnat(back)
-        bad = ~np.asarray(same, dtype=bool)
+    bad = np.atleast_1d(_changed_mask(a, out))
     if not bad.any():
         return None
-    return tuple(int(i[0]) for i in np.nonzero(bad))
+    first = np.argwhere(bad)[0]
+    return tuple(int(i) for i in first[:a.ndim])
+
+
+def _changed_mask(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Where out (a cast to another dtype) changed a's elements: a structured one field by
+    field (by position, as NumPy casts them); floating-point rounding is no change, an
+    overflow to infinity is; an integer out of the new type's range is, even where it
+    casts back to itself (2**64 - 1 through i8's -1)."""
+    if a.dtype.names is not None and out.dtype.names is not None:
+        bad = np.zeros(a.shape, dtype=bool)
+        for fa, fo in zip(a.dtype.names, out.dtype.names):
+            sub = _changed_mask(a[fa], out[fo])
+            bad |= sub.reshape(sub.shape[:a.ndim] + (-1,)).any(axis=-1) if sub.ndim > \
+                a.ndim else sub
+        return bad
+    if out.dtype.kind in "fc" and a.dtype.kind in "fcbiu":
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(a) & ~np.isfinite(out)
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = out.astype(a.dtype)
+    same = np.asarray(back == a, dtype=bool)
+    if a.dtype.kind in "fc":  # (NaN -> NaT -> NaN is the same missing value)
+        same |= np.isnan(a) & np.isnan(back)
+    elif a.dtype.kind in "mM":
+        same |= np.isnat(a) & np.isnat(back)
+    if a.dtype.kind in "iu" and out.dtype.kind in "iu":
+        info = np.iinfo(out.dtype)
+        same &= (a >= info.min) & (a <= info.max)
+    return ~same
 
 
 def _element(a: np.ndarray, index: tuple) -> str:

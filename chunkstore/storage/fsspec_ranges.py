@@ -74,6 +74,7 @@ def get_partial(store: Any, key: str, path: str, ranges: list) -> list[bytes]:
             # the way (read as a short value): the size tells (one request more, for reads
             # that reach past the end only).
             try:
+                store.fs.invalidate_cache(path)  # (a listing's size may be older than the GET)
                 size = store.fs.size(path)
             except store.missing_exceptions:
                 raise KeyError(key) from None

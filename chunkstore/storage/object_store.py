@@ -58,6 +58,14 @@ class _Loop:
             return _Loop._loop
 
     @staticmethod
+    def stopped() -> bool:
+        """Whether this process's loop was stopped (stop_at_exit ran): a request sent to it
+        would never be answered."""
+        loop = _Loop._loop
+        return (loop is not None and _Loop._pid == os.getpid()
+                and (loop.is_closed() or not loop.is_running()))
+
+    @staticmethod
     def stop_at_exit() -> None:
         """Stop the loop and wait for its thread (atexit): obstore's runtime threads hand
         each result to it through a Python callback, and one still doing so while the
@@ -303,7 +311,7 @@ class ObjectStore(BaseStore):
         through the stores' loop with ``io_retries`` retries of transient errors, as every
         batched request (a lone PUT of a shard or of zarr.json failed on one 500), else
         called here."""
-        if not self.concurrent_io:
+        if not self.concurrent_io or _Loop.stopped():  # (at exit: called here, unretried)
             return getattr(self._obs, name)(self.store, *args)
         call = getattr(self._obs, name + "_async")
         store = self.store

@@ -646,6 +646,8 @@ def test_cp_dtype_refuses_unsafe_casts_unless_asked(tmp_path):
     ([0.1, 1e300, np.nan], "f8", "f4", "1e+300 becomes inf"),   # overflowed
     (["3000-01-01", "NaT"], "M8[s]", "M8[ns]", "3000-01-01"),   # out of the unit's range
     ([70000, 2], "i4", "i2", "70000 becomes 4464"),
+    ([2**64 - 1, 1], "u8", "i8", "18446744073709551615 becomes -1"),  # casts back to itself
+    ([200, 1], "u1", "i1", "200 becomes -56"),
 ])
 def test_cp_dtype_refuses_values_the_cast_changes(tmp_path, values, src_dtype, dtype, shown):
     """NumPy's same_kind (cp's default rule) lets i8 -> i1 wrap 300 to 44, U8 -> U4 cut
@@ -663,6 +665,29 @@ def test_cp_dtype_refuses_values_the_cast_changes(tmp_path, values, src_dtype, d
         want = data.astype(dtype)
     np.testing.assert_array_equal(cs.open_array(str(tmp_path / "u.zarr"), mode="r")[...],
                                   want)
+
+
+def test_cp_dtype_of_0d_and_structured_arrays(tmp_path):
+    """A 0-d array's changed value is the CastError naming the array (NumPy's nonzero of
+    a 0-d array failed); a structured cast is judged field by field, NaN equal to NaN and
+    floating-point rounding no change, as for plain arrays."""
+    zero = tmp_path / "zero.zarr"
+    cs.array(np.array(300), store=str(zero))
+    r = run("cp", zero, tmp_path / "z1.zarr", "--dtype", "i1", ok=False, code=1)
+    assert "array '/'" in r.stderr and "300 becomes 44" in r.stderr
+    from chunkstore.hierarchy.recode import read_as
+    dt = np.dtype([("a", "<f8"), ("b", "<i4")])
+    data = np.array([(np.nan, 1), (0.1, 2)], dtype=dt)
+    src = cs.array(data, store=cs.MemoryStore(), chunks=2)
+    swapped = np.dtype([("a", ">f8"), ("b", ">i4")])
+    got = read_as(src, swapped, exact=True)[0:2]
+    assert got.dtype == swapped and np.isnan(got["a"][0]) and got["b"].tolist() == [1, 2]
+    narrower = np.dtype([("a", "<f4"), ("b", "<i4")])
+    assert read_as(src, narrower, exact=True)[0:2]["a"][1] == np.float32(0.1)
+    wraps = np.dtype([("a", "<f8"), ("b", "i1")])
+    big = cs.array(np.array([(0.5, 300)], dtype=dt), store=cs.MemoryStore(), chunks=1)
+    with pytest.raises(ValueError, match="becomes"):
+        read_as(big, wraps, exact=True)[0:1]
 
 
 def test_cp_dtype_casts_values_that_fit(tmp_path):

@@ -108,3 +108,15 @@ def test_out_that_is_no_ndarray_is_a_type_error(out):
     z = cs.array(np.arange(4), chunks=(2,), store=cs.MemoryStore())
     with pytest.raises(TypeError, match="out must be a numpy array"):
         z.get_basic_selection(slice(0, 2), out=out)
+
+
+def test_array_of_strings_with_none_and_of_a_number_scalar():
+    """array() converts numbers by the dtype only: a list of str with None under dtype=str
+    stores '' for None, as the write and zarr-python do ('None' after a conversion by
+    NumPy's U dtype); a Python number that does not fit is refused (300 into i1 was 44)."""
+    for dtype, want in ((str, ["a", ""]), ("bytes", [b"a", b""])):
+        values = ["a", None] if dtype is str else [b"a", None]
+        assert cs.array(values, dtype=dtype, store=cs.MemoryStore())[:].tolist() == want
+    with pytest.raises(ValueError, match="cannot store the data in array '/'"):
+        cs.array(300, dtype="i1", store=cs.MemoryStore())
+    assert cs.array(2**64 - 1, dtype="u8", store=cs.MemoryStore())[()] == 2**64 - 1
