@@ -20,7 +20,7 @@ import numpy as np
 from chunkstore.engine import indexing as ix
 from chunkstore.hierarchy import nodes
 from chunkstore.engine._text import human_bytes
-from chunkstore.engine.chunk_io import MetadataChanged
+from chunkstore.engine.chunk_io import MetadataChanged, metadata_generation
 from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.engine.read import FieldNames
 from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
@@ -513,6 +513,7 @@ class Array(nodes.Node, ArrayAPIv3):
         by this process meanwhile."""
         if engine is None:
             engine = self._handle.current()
+        changes = metadata_generation(self._handle.options)
         sel = normalize(selection, engine.shape, engine.chunks, self.name)
         missing = engine.missing_seen
         try:
@@ -520,6 +521,12 @@ class Array(nodes.Node, ArrayAPIv3):
         except MemoryError as e:
             _note_chunk_size(e, self.name, engine)
             raise
+        if again and metadata_generation(self._handle.options) != changes:
+            # This process changed the array's metadata during the read (a shrink, then an
+            # append...): its chunks may be of a later version than the shape it filled
+            # (the old shape, with values appended since and the fill value where data
+            # was: a state the array never had). Read again, by the metadata now.
+            return self._read(normalize, selection, out, fields, again=again - 1)
         if engine.missing_seen != missing and (not engine.cache_metadata or
                                                engine.synchronizer is not None):
             # Chunks found missing, read as the fill value: the array may have been moved

@@ -649,3 +649,50 @@ def test_a_write_past_the_shape_a_stale_handle_knows_names_the_change(tmp_path, 
     with pytest.raises(BoundsCheckError, match="20 long since"):
         write(z)
     assert not cs.open_array(p, mode="r")[...].any()
+
+
+def test_a_read_racing_a_shrink_then_an_append_reads_one_state():
+    """A read through a second handle of the process, started at shape 8 ([0..7]) and
+    finishing after a shrink to 6 and an append of [100] (shape 7), returned shape 8 with
+    [0..5, 100, -1]: the old shape holding the appended value and the fill value where
+    data was, a state the array never had. A read during which the process changed the
+    array's metadata runs again by the metadata now."""
+    import threading
+    from chunkstore.storage import MemoryStore
+
+    gate, entered, reader = threading.Event(), threading.Event(), {}
+
+    class PausingStore(MemoryStore):
+        def _pause(self, key):
+            if threading.get_ident() == reader.get("id") and key[-1:].isdigit():
+                entered.set()
+                gate.wait(10)
+
+        def __getitem__(self, key):
+            self._pause(key)
+            return super().__getitem__(key)
+
+        def getitems(self, keys, *a, **k):
+            for key in keys:
+                self._pause(key)
+            return super().getitems(keys, *a, **k)
+
+    store = PausingStore()
+    z = cs.create_array(store, shape=(8,), chunks=(4,), dtype="i4", fill_value=-1)
+    z[:] = np.arange(8)
+    r = cs.open_array(store, mode="r+")
+    out = {}
+
+    def read():
+        reader["id"] = threading.get_ident()
+        out["a"] = r[...]
+
+    t = threading.Thread(target=read)
+    t.start()
+    assert entered.wait(10)
+    reader["id"] = None  # (the read's next attempts run on)
+    z.resize(6)
+    z.append(np.array([100], "i4"))
+    gate.set()
+    t.join(10)
+    assert out["a"].tolist() == [0, 1, 2, 3, 4, 5, 100]
