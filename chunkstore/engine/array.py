@@ -525,8 +525,14 @@ class Array(nodes.Node, ArrayAPIv3):
             # This process changed the array's metadata during the read (a shrink, then an
             # append...): its chunks may be of a later version than the shape it filled
             # (the old shape, with values appended since and the fill value where data
-            # was: a state the array never had). Read again, by the metadata now.
-            return self._read(normalize, selection, out, fields, again=again - 1)
+            # was: a state the array never had). Read again from the array now, the
+            # elements the selection selected in the shape it knew (as a write planned
+            # again: the same result shape, out= fits; gone past a new end, an error).
+            now = self._handle.current()
+            if now.shape != engine.shape or now.chunks != engine.chunks:
+                normalize, selection = self._pinned(normalize, selection, engine.shape,
+                                                    engine.chunks, now.shape)
+            return self._read(normalize, selection, out, fields, now, again=again - 1)
         if engine.missing_seen != missing and (not engine.cache_metadata or
                                                engine.synchronizer is not None):
             # Chunks found missing, read as the fill value: the array may have been moved
@@ -901,18 +907,19 @@ class Array(nodes.Node, ArrayAPIv3):
         the network, taken as stored and put back by a failed append, replaced good chunks
         with bytes nothing could read."""
         for attempt in (0, 1):
+            if attempt:
+                saved = getitems(layout.store, keep)  # (its error: nothing appended)
             try:
                 for key in keep:
                     if key in saved:
                         layout.check_whole(key, saved[key])
-                break
+                return saved
             except (ValueError, OSError) as e:  # (ChunkDecodeError is a ValueError)
                 if attempt:
                     e.add_note(f"appending to array {self.name!r}: its stored "
                                f"{layout._stored_kind} at the old end, put back if the append "
                                f"failed, does not read back (read twice); nothing appended")
                     raise
-                saved = getitems(layout.store, keep)
         return saved
 
 

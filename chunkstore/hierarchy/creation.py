@@ -870,7 +870,7 @@ def _as_data(data: Any, dtype: Any, path: Any) -> Any:
     is, [2**64 - 1, 5] became float64 and then 0 in u8, [300] int64 and then 44 in i1,
     without an error). Others as they are (str and bytes dtypes store None as '' the way
     the write converts them)."""
-    if dtype is None or not isinstance(data, (list, tuple, int, float, complex)):
+    if dtype is None or not isinstance(data, (list, tuple, int, float, complex, np.generic)):
         return np.asanyarray(data)
     try:
         dt = np.dtype(dtype)
@@ -879,7 +879,13 @@ def _as_data(data: Any, dtype: Any, path: Any) -> Any:
     if dt.kind not in "biufcmM":
         return np.asanyarray(data)
     try:
-        return np.asarray(data, dtype=dt)
+        if isinstance(data, (list, tuple)):
+            return np.asarray(data, dtype=dt)
+        # a scalar by NumPy's scalar rule, which refuses what does not fit (np.int64(300)
+        # into i1: asarray's cast stored 44)
+        one = np.empty((), dtype=dt)
+        one[()] = data
+        return one
     except (ValueError, TypeError, OverflowError) as e:
         raise ValueError(f"cannot store the data in array {path or '/'!r} of dtype {dt}: "
                          f"{e}") from e

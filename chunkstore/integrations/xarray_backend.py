@@ -173,12 +173,18 @@ class ChunkstoreBackendArray(BackendArray):
         return out
 
 
+# the attributes xarray decodes a variable by (CF conventions, xarray's own keys)
+_DECODING = ("_FillValue", "missing_value", "scale_factor", "add_offset", "units",
+             "calendar", "dtype", "_Unsigned", "_Encoding", "coordinates", "grid_mapping")
+
+
 def _identity(array, attrs: dict) -> tuple:
-    """What a variable is decoded by: the array's dtype, fill value and attributes (as JSON
-    text: NaN equals NaN there)."""
+    """What a variable is decoded by: the array's dtype, fill value and decoding attributes
+    (as JSON text: NaN equals NaN there). Other attributes (history, title) may change."""
     import json
     return (array.dtype.str, repr(array.fill_value),
-            json.dumps(attrs, sort_keys=True, default=repr))
+            json.dumps({k: attrs[k] for k in _DECODING if k in attrs}, sort_keys=True,
+                       default=repr))
 
 
 def _xarray_dtype(array):

@@ -120,3 +120,11 @@ def test_array_of_strings_with_none_and_of_a_number_scalar():
     with pytest.raises(ValueError, match="cannot store the data in array '/'"):
         cs.array(300, dtype="i1", store=cs.MemoryStore())
     assert cs.array(2**64 - 1, dtype="u8", store=cs.MemoryStore())[()] == 2**64 - 1
+
+
+def test_array_of_a_numpy_scalar_that_does_not_fit():
+    """A NumPy scalar converts by the dtype as a Python number does (np.int64(300) into i1
+    was stored as 44, np.complex128(1+2j) into f8 as 1.0)."""
+    with pytest.raises(ValueError, match="cannot store the data in array '/'"):
+        cs.array(np.int64(300), dtype="i1", store=cs.MemoryStore())
+    assert cs.array(np.int64(3), dtype="i1", store=cs.MemoryStore())[()] == 3

@@ -651,12 +651,9 @@ def test_a_write_past_the_shape_a_stale_handle_knows_names_the_change(tmp_path, 
     assert not cs.open_array(p, mode="r")[...].any()
 
 
-def test_a_read_racing_a_shrink_then_an_append_reads_one_state():
-    """A read through a second handle of the process, started at shape 8 ([0..7]) and
-    finishing after a shrink to 6 and an append of [100] (shape 7), returned shape 8 with
-    [0..5, 100, -1]: the old shape holding the appended value and the fill value where
-    data was, a state the array never had. A read during which the process changed the
-    array's metadata runs again by the metadata now."""
+def _racing_read(change, read):
+    """read(handle) in a thread, paused at its first chunk fetch while change(other handle)
+    runs (a second handle of this process); its result, or the error it raised."""
     import threading
     from chunkstore.storage import MemoryStore
 
@@ -683,16 +680,48 @@ def test_a_read_racing_a_shrink_then_an_append_reads_one_state():
     r = cs.open_array(store, mode="r+")
     out = {}
 
-    def read():
+    def run():
         reader["id"] = threading.get_ident()
-        out["a"] = r[...]
+        try:
+            out["got"] = read(r)
+        except Exception as e:  # noqa: BLE001 - the caller looks at it
+            out["got"] = e
 
-    t = threading.Thread(target=read)
+    t = threading.Thread(target=run)
     t.start()
     assert entered.wait(10)
     reader["id"] = None  # (the read's next attempts run on)
-    z.resize(6)
-    z.append(np.array([100], "i4"))
+    change(z)
     gate.set()
     t.join(10)
-    assert out["a"].tolist() == [0, 1, 2, 3, 4, 5, 100]
+    return out["got"]
+
+
+def _shrink_then_append(z):
+    z.resize(6)
+    z.append(np.array([100], "i4"))
+
+
+@pytest.mark.parametrize("read", [lambda r: r[...], lambda r: r.oindex[[0, 7]],
+                                  lambda r: r.get_basic_selection(slice(None),
+                                                                  out=np.zeros(8, "i4"))])
+def test_a_read_racing_a_shrink_then_an_append_never_mixes_states(read):
+    """A read through a second handle of the process, started at shape 8 ([0..7]) and
+    finishing after a shrink to 6 and an append of [100] (shape 7), returned shape 8 with
+    [0..5, 100, -1]: the old shape holding the appended value and the fill value where
+    data was, a state the array never had. A read during which the process changed the
+    array's metadata runs again on the array now, for the elements it selected in the
+    shape it knew (as a write planned again): index 7 is gone, a BoundsCheckError."""
+    from chunkstore.errors import BoundsCheckError
+    got = _racing_read(_shrink_then_append, read)
+    assert isinstance(got, BoundsCheckError), got
+
+
+def test_a_read_racing_an_append_reads_what_it_selected():
+    """A pure grow meanwhile: the read's elements are all there, read again (out= of the
+    shape the read knew still fits)."""
+    got = _racing_read(lambda z: z.append(np.array([8, 9], "i4")),
+                       lambda r: r.get_basic_selection(slice(None), out=np.zeros(8, "i4")))
+    assert got.tolist() == list(range(8))
+    got = _racing_read(lambda z: z.append(np.array([8, 9], "i4")), lambda r: r[...])
+    assert got.tolist() == list(range(8))

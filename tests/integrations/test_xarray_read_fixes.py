@@ -308,3 +308,16 @@ def test_a_lazy_variable_of_an_array_replaced_since_is_refused(tmp_path, how, ch
             asyncio.run(lazy[var].load_async())
         else:
             lazy[var].load()
+
+
+def test_a_lazy_variable_loads_after_an_append_and_a_non_decoding_attribute_change(tmp_path):
+    """Only what decoding uses counts as a replacement: an attribute such as history, set
+    after the consolidation (the snapshot lacks it), then an append in this process, raised
+    "replaced" where the opened rows were there all along."""
+    p = str(tmp_path / "s.zarr")
+    ds = xr.Dataset({"v": (("t",), np.arange(4.0))})
+    to_chunkstore(ds, p, mode="w")
+    cs.open_group(p, mode="r+")["v"].attrs["history"] = "x"
+    lazy = xr.open_dataset(p, engine="chunkstore")
+    to_chunkstore(xr.Dataset({"v": (("t",), np.arange(4.0, 6.0))}), p, append_dim="t")
+    np.testing.assert_array_equal(lazy.v.values, np.arange(4.0))
