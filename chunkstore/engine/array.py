@@ -611,7 +611,9 @@ class Array(nodes.Node, ArrayAPIv3):
         if normalize is ix.block:
             normalize = ix.orthogonal
             selection = ix.block_elements(selection, known, grid, self.name)
-        elif normalize in (ix.mask, ix.vectorized):
+        elif normalize in (ix.mask, ix.vectorized, ix.basic_or_fancy):
+            # (h[m] = v with an n-d mask of the shape known too: it was refused while
+            # h.vindex[m] and set_mask_selection wrote the mask's elements)
             m = selection[0] if isinstance(selection, tuple) and len(selection) == 1 \
                 else selection
             if isinstance(m, np.ndarray) and m.dtype == bool and m.shape == known:

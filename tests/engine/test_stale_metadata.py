@@ -725,3 +725,29 @@ def test_a_read_racing_an_append_reads_what_it_selected():
     assert got.tolist() == list(range(8))
     got = _racing_read(lambda z: z.append(np.array([8, 9], "i4")), lambda r: r[...])
     assert got.tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_mask_of_the_shape_a_stale_handle_knows_writes_its_elements(tmp_path, fmt):
+    """README: a stale synchronized handle's mask of the shape it knows selects its
+    elements. h[m] = v (an n-d mask through __setitem__) was refused with
+    ArrayMetadataChangedError after another process appended, while h.vindex[m] = v and
+    set_mask_selection wrote the mask's element."""
+    import subprocess
+    import sys
+    p, locks = str(tmp_path / "a.zarr"), str(tmp_path / "locks")
+    z = cs.create(shape=(5, 4), chunks=(2, 2), dtype="i4", fill_value=1, store=p,
+                  zarr_format=fmt, synchronizer=cs.ProcessSynchronizer(locks))
+    z[...] = 1
+    subprocess.run([sys.executable, "-c", "import numpy as np, chunkstore as cs; "
+                    f"cs.open_array({p!r}, mode='r+', synchronizer="
+                    f"cs.ProcessSynchronizer({locks!r})).append(np.full((3, 4), 5, 'i4'))"],
+                   check=True)
+    m = np.zeros((5, 4), dtype=bool)
+    m[4, 1] = True
+    z[m] = 8
+    got = cs.open_array(p, mode="r")[...]
+    want = np.ones((8, 4), "i4")
+    want[5:] = 5
+    want[4, 1] = 8
+    np.testing.assert_array_equal(got, want)
