@@ -584,7 +584,9 @@ def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:
     chunks (ChunkDecodeError), but a write covering a chunk whole replaced it unread, by one
     that the array cannot decode (its elements lost). (zarr-python 2 makes such views,
     which read the chunks as other values; a view of its own filters may convert.)"""
-    if meta.dtype.hasobject or stored.dtype.hasobject or not _same_filters(meta, stored):
+    if not _same_filters(meta, stored):
+        return _narrowing_astype(stored, meta, name)
+    if meta.dtype.hasobject or stored.dtype.hasobject:
         return None
     # (a sharded array's chunks are its inner chunks)
     view_chunks = getattr(meta, "inner_chunks", None) or meta.chunks
@@ -598,6 +600,24 @@ def _unwritable_view(stored: Any, meta: Any, name: str) -> str | None:
             f"({stored.dtype}, chunks {stored_chunks}) {stored_bytes}: what it wrote would "
             f"replace stored chunks by ones the array cannot read (give view() chunks of "
             f"{stored_bytes} bytes, or filters that convert)")
+
+
+def _narrowing_astype(stored: Any, meta: Any, name: str) -> str | None:
+    """Why a view with AsType filters of its own cannot write (None: it can): one reads the
+    stored values into a dtype that does not hold them all (f8 -> f4, i8 -> i2). A write
+    rewrites each chunk it touches from those reads: writing one element through an f4
+    view of an f8 array rounded every other element of its chunk (zarr-python 2 does)."""
+    kept = list(getattr(stored, "filters", None) or [])
+    for f in getattr(meta, "filters", None) or []:
+        if getattr(f, "codec_id", None) != "astype" or f in kept:
+            continue
+        if not np.can_cast(f.encode_dtype, f.decode_dtype, "safe"):
+            return (f"cannot write through this view of array {name!r}: it reads the stored "
+                    f"{f.encode_dtype} values as {f.decode_dtype}, which does not hold them "
+                    f"all, and a write would store the other elements of each chunk it "
+                    f"touches as read (rounded, or wrapped); write through the array, or "
+                    f"an astype view to a dtype that holds {f.encode_dtype}")
+    return None
 
 
 def _same_object(a: Any, b: Any) -> bool:

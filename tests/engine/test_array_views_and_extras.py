@@ -385,12 +385,13 @@ def test_a_fill_views_write_pads_new_edge_chunks_with_the_arrays_fill(fmt, kw, h
 
 
 def test_a_converting_views_edge_chunk_padding_is_the_arrays_fill_as_the_view_reads_it():
-    """A view whose filters convert values (an AsType from the stored i4 to f4) pads with
+    """A view whose filters convert values (an AsType from the stored i2 to f4) pads with
     the array's fill value as it reads it (7.0, stored as 7): its own fill bytes read as
-    the view's type gave 0 after the array grew, and before the fix the view's fill (1)."""
-    z = cs.create(store=cs.MemoryStore(), shape=(10,), chunks=(4,), dtype="i4", fill_value=7,
+    the view's type gave 0 after the array grew, and before the fix the view's fill (1).
+    (i2: f4 holds every value; a narrowing view refuses writes.)"""
+    z = cs.create(store=cs.MemoryStore(), shape=(10,), chunks=(4,), dtype="i2", fill_value=7,
                   zarr_format=2)
-    v = z.view(dtype="f4", filters=[numcodecs.AsType(encode_dtype="i4", decode_dtype="f4")],
+    v = z.view(dtype="f4", filters=[numcodecs.AsType(encode_dtype="i2", decode_dtype="f4")],
                fill_value=1.5)
     v[8:10] = 1.0
     z.resize((12,))
@@ -530,3 +531,25 @@ def test_a_view_of_an_uncached_handle_reads_the_metadata_as_its_handle_does(tmp_
     np.testing.assert_array_equal(v[:], np.float32([0.5, 1.5]))
     assert v[:].dtype == np.dtype("f4")
     np.testing.assert_array_equal(t[:], [0.5, 1.5])
+
+
+@pytest.mark.parametrize("stored, view", [("f8", "f4"), ("i8", "i2"), ("f8", "i4"),
+                                          ("u2", "i2")])
+def test_a_narrowing_astype_view_refuses_writes(stored, view):
+    """Writing one element through a writable f4 astype view of an f8 array rounded every
+    other element of its chunk (the chunk rewritten from the view's reads): 0.2 became
+    0.20000000298023224. zarr-python 2 does so. Such a view's writes are refused, naming
+    the array and both dtypes; nothing is written. A widening one writes."""
+    data = np.array([1, 2, 3, 4], dtype=stored) * (np.array(0.1) if stored == "f8" else 1)
+    z = cs.array(data.astype(stored), chunks=4, store=cs.MemoryStore(), zarr_format=2)
+    before = z[:].copy()
+    v = z.astype(view).view(read_only=False)
+    with pytest.raises(ValueError, match=f"reads the stored .* values as .*array '/'|"
+                                         f"array '/'.*{np.dtype(stored)}"):
+        v[0] = 5
+    np.testing.assert_array_equal(z[:], before)
+    wide = cs.array(np.array([1, 2, 3, 4], "i4"), chunks=4, store=cs.MemoryStore(),
+                    zarr_format=2)
+    w = wide.astype("f8").view(read_only=False)
+    w[0] = 7.0
+    assert wide[:].tolist() == [7, 2, 3, 4]
