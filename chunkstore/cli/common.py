@@ -260,20 +260,22 @@ def consolidated_set_aside(store, path, include_self=True):
     if include_self and _consolidated(store, path) and format_of(
             _format(store, path) or 2).unconsolidate(store, path):
         aside.append(path)
+    failed: BaseException | None = None
     try:
         yield
     except BaseException as e:
+        failed = e
+        raise
+    finally:
         for p in aside:
             try:
                 if _kind(store, p) == "group":
                     _consolidate(store, p)
             except Exception as e2:  # noqa: BLE001 - noted on the error in flight
-                e.add_note(f"consolidating the metadata of group {p or '/'!r} again also "
-                           f"failed: {e2!r} (run `chunkstore consolidate`)")
-        raise
-    for p in aside:
-        if _kind(store, p) == "group":
-            _consolidate(store, p)
+                if failed is None:
+                    raise
+                failed.add_note(f"consolidating the metadata of group {p or '/'!r} again "
+                                f"also failed: {e2!r} (run `chunkstore consolidate`)")
 
 
 def _options(args, specific=None):

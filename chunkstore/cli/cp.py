@@ -273,18 +273,13 @@ def _check_hierarchy_format(dst, dst_spec, dp, zarr_format):
     """Refuse --zarr-format N for a copy below a group of the other format (as copy()
     refuses it): a v3 node under a v2 group, or the reverse, is invisible from the root to
     zarr-python, xarray and the group's consolidated metadata."""
-    if zarr_format is None:
-        return
-    from chunkstore.hierarchy.nodes import ancestors, node_at
-    for above in reversed(ancestors(dp)):  # (the nearest first)
-        kind, fmt = node_at(dst, above, None, warn=False)
-        if kind == "group" and fmt is not None and fmt != zarr_format:
-            raise CLIError(f"cannot copy to {_where(dst_spec, dp)} as Zarr v{zarr_format}: "
-                           f"it would be a member of group {above or '/'!r}, which is Zarr "
-                           f"v{fmt} (one hierarchy, one format: zarr-python would not find "
-                           f"it from the root); drop --zarr-format, or copy elsewhere")
-        if kind is not None:
-            return
+    from chunkstore.hierarchy.nodes import group_above
+    above = None if zarr_format is None else group_above(dst, dp)
+    if above is not None and above[1] != zarr_format:
+        raise CLIError(f"cannot copy to {_where(dst_spec, dp)} as Zarr v{zarr_format}: it "
+                       f"would be a member of group {above[0] or '/'!r}, which is Zarr "
+                       f"v{above[1]} (one hierarchy, one format: zarr-python would not find "
+                       f"it from the root); drop --zarr-format, or copy elsewhere")
 
 
 def _castable(src: np.dtype, dst: np.dtype, casting: str) -> bool:

@@ -86,6 +86,19 @@ def _same_value(e: Any, fill: Any) -> bool:
     return (type(same) is bool or isinstance(same, np.bool_)) and bool(same)
 
 
+
+def by_dtype(value: Any, dtype: np.dtype) -> np.ndarray:
+    """value (not an ndarray) converted with dtype as NumPy converts it into an array of
+    that dtype: a list element by element (converted by itself first, [2**64 - 1, 5] became
+    float64, [300] int64, and lost values or wrapped in the cast), a scalar by NumPy's
+    scalar rule, which refuses what does not fit (np.int64(300) into i1). Raises NumPy's
+    errors."""
+    if isinstance(value, (int, float, complex, np.generic)):
+        one = np.empty((), dtype=dtype)
+        one[()] = value
+        return one
+    return np.asarray(value, dtype=dtype)
+
 class WritePath(ReadPath):
     """The write path of a ChunkEngine: :meth:`write` (a value into a selection), and
     what resize and append need. Built on the read path (a read-modify-write of some fields,
@@ -103,7 +116,7 @@ class WritePath(ReadPath):
         if dtype.kind == "O" or isinstance(value, np.ndarray):
             return np.asanyarray(value)
         try:
-            return np.asarray(value, dtype=dtype)
+            return by_dtype(value, dtype)
         except (ValueError, TypeError, OverflowError) as e:
             raise with_context(e, f"cannot store value in array {self.name!r} of dtype "
                                    f"{dtype}: {e}") from e

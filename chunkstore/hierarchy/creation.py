@@ -22,6 +22,7 @@ from chunkstore.metadata import ml_types
 from chunkstore.metadata._common import check_utf8_fill
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
+from chunkstore.engine.write import by_dtype
 from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
 from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
                                          default_serializer, numcodecs_codec)
@@ -879,13 +880,7 @@ def _as_data(data: Any, dtype: Any, path: Any) -> Any:
     if dt.kind not in "biufcmM":
         return np.asanyarray(data)
     try:
-        if isinstance(data, (list, tuple)):
-            return np.asarray(data, dtype=dt)
-        # a scalar by NumPy's scalar rule, which refuses what does not fit (np.int64(300)
-        # into i1: asarray's cast stored 44)
-        one = np.empty((), dtype=dt)
-        one[()] = data
-        return one
+        return by_dtype(data, dt)
     except (ValueError, TypeError, OverflowError) as e:
         raise ValueError(f"cannot store the data in array {path or '/'!r} of dtype {dt}: "
                          f"{e}") from e

@@ -117,13 +117,20 @@ def new_node_format(store, path: str, zarr_format: int | None, family_default: i
     configured = config.default_zarr_format(None, 0)
     if configured:
         return configured
+    above = group_above(store, path)
+    return family_default if above is None else above[1]
+
+
+def group_above(store, path: str) -> tuple[str, int] | None:
+    """(path, Zarr format) of the nearest group above the node at path, or None where there
+    is none, or an array is nearer (a creation there is refused, naming the array)."""
     for above in reversed(ancestors(path)):  # (the nearest first)
         kind, fmt = node_at(store, above, None, warn=False)
         if kind == "group" and fmt is not None:
-            return fmt
+            return above, fmt
         if kind is not None:
-            break  # an array above path: the creation refuses it, naming the array
-    return family_default
+            return None
+    return None
 
 
 def check_format(store, path: str, kind: str | None, found: int | None,

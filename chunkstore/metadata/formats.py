@@ -158,10 +158,13 @@ def _v2_unconsolidate(store: Any, path: str) -> bool:
     return True
 
 
-def _below(rel: str, entry: str) -> bool:
-    """Whether the consolidated entry (a key or node path relative to the group) is of the
-    member at rel or below it."""
-    return entry == rel or entry.startswith(rel + "/")
+def _drop_member(entries: dict, rel: str) -> bool:
+    """Remove from a consolidated document's entries (keys or node paths relative to the
+    group) those of the member at rel and below it; whether there were any."""
+    gone = [k for k in entries if k == rel or k.startswith(rel + "/")]
+    for k in gone:
+        del entries[k]
+    return bool(gone)
 
 
 def _v2_consolidated_without(store: Any, path: str, rel: str) -> bool:
@@ -171,12 +174,8 @@ def _v2_consolidated_without(store: Any, path: str, rel: str) -> bool:
         return False
     doc = _v3_doc(raw, key)
     entries = doc.get("metadata")
-    if not isinstance(entries, dict):
+    if not isinstance(entries, dict) or not _drop_member(entries, rel):
         return False
-    kept = {k: v for k, v in entries.items() if not _below(rel, k)}
-    if len(kept) == len(entries):
-        return False
-    doc["metadata"] = kept
     store[key] = _v2._json_dumps(doc)
     return True
 
@@ -205,13 +204,9 @@ def _v3_consolidated_without(store: Any, path: str, rel: str) -> bool:
         return False
     doc = _v3_doc(raw, key)
     inline = doc.get("consolidated_metadata") if doc.get("node_type") == "group" else None
-    if not isinstance(inline, dict) or not isinstance(inline.get("metadata"), dict):
+    entries = inline.get("metadata") if isinstance(inline, dict) else None
+    if not isinstance(entries, dict) or not _drop_member(entries, rel):
         return False
-    entries = inline["metadata"]
-    kept = {k: v for k, v in entries.items() if not _below(rel, k)}
-    if len(kept) == len(entries):
-        return False
-    inline["metadata"] = kept
     store[key] = _v3._json_dumps(doc)  # (the rest of the document as it was)
     return True
 
