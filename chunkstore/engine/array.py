@@ -510,24 +510,37 @@ class Array(nodes.Node, ArrayAPIv3):
         chunkstore.engine.indexing function) against the metadata of the engine the read
         works with throughout (see chunkstore.engine.core; given, or the current one).
         again: how many more times the read may run where it found its array re-created
-        by this process meanwhile."""
+        by this process meanwhile (the last run holds this process's metadata changes off)."""
         if engine is None:
             engine = self._handle.current()
-        changes = metadata_generation(self._handle.options)
-        sel = normalize(selection, engine.shape, engine.chunks, self.name)
-        missing = engine.missing_seen
-        try:
-            result = engine.read(sel, out=out, fields=fields)
-        except MemoryError as e:
-            _note_chunk_size(e, self.name, engine)
-            raise
-        if again and metadata_generation(self._handle.options) != changes:
-            # This process changed the array's metadata during the read (a shrink, then an
-            # append...): its chunks may be of a later version than the shape it filled
-            # (the old shape, with values appended since and the fill value where data
-            # was: a state the array never had). Read again from the array now, the
-            # elements the selection selected in the shape it knew (as a write planned
-            # again: the same result shape, out= fits; gone past a new end, an error).
+        # (the engine's own date: a change that ended between its making and here counts)
+        changes = engine.generation
+        if changes is None:
+            changes = metadata_generation(self._handle.options)
+        last = contextlib.nullcontext() if again else self._handle.changes_held()
+        with last:
+            if not again:  # (changes held off from here: the engine of the array now)
+                now = self._handle.current()
+                if now.shape != engine.shape or now.chunks != engine.chunks:
+                    normalize, selection = self._pinned(normalize, selection, engine.shape,
+                                                        engine.chunks, now.shape)
+                engine = now
+            sel = normalize(selection, engine.shape, engine.chunks, self.name)
+            missing = engine.missing_seen
+            try:
+                result = engine.read(sel, out=out, fields=fields)
+            except MemoryError as e:
+                _note_chunk_size(e, self.name, engine)
+                raise
+        if again and self._handle.changed_since(changes):
+            # This process changed the array's metadata during the read, or is changing
+            # it (a shrink deleting the chunks past its new end, then an append...): the
+            # chunks read may be of a later version than the shape it filled (the old
+            # shape, with values appended since and the fill value where data was: a
+            # state the array never had). Read again from the array now (the change in
+            # flight waited for), the elements the selection selected in the shape it
+            # knew (as a write planned again: the same result shape, out= fits; gone past
+            # a new end, an error).
             now = self._handle.current()
             if now.shape != engine.shape or now.chunks != engine.chunks:
                 normalize, selection = self._pinned(normalize, selection, engine.shape,

@@ -121,6 +121,26 @@ class EngineHandle:
                 # (else a change ended meanwhile: looked again; another may have begun)
         return self.reload()
 
+    def changed_since(self, generation: int) -> bool:
+        """Whether this process changed the array's metadata since ``generation`` was read
+        (metadata_generation), or is changing it now through another thread (its metadata
+        guard held: a resize deleting the chunks past its new end, an append...), that one
+        waited for first. A read that saw part of a change (the old shape, chunks the shrink
+        had deleted read as the fill value) runs again by the metadata after it."""
+        counter = self.options.counts.counter
+        if counter.guard_held_elsewhere(self.options.path):
+            with counter.hold(self.options.path, GUARD):
+                pass
+            return True
+        return metadata_generation(self.options) != generation
+
+    def changes_held(self) -> contextlib.AbstractContextManager[Any]:
+        """This process's changes of the array's metadata held off for a with block (its
+        in-process metadata guard; writes go on): a read that ran while changes kept coming
+        runs a last time so, by one version of the metadata throughout."""
+        counter = self.options.counts.counter
+        return counter.hold(self.options.path, GUARD)
+
     def described(self) -> ChunkEngine:
         """What the handle's properties answer by: ``followed()``, or where the array is
         gone, the engine held (its properties still describe it, as zarr-python's do,

@@ -261,6 +261,7 @@ class RegionLock:
         # for holders, and holders never for it.
         self._whole_waiting = 0
         self._guard_holder: int | None = None
+        self._whole_holder: int | None = None  # (the thread holding the whole space)
         # Fairness the other way: the waiters the release of the whole space woke (writes
         # held off by a resize, append or fill value change) get a moment to take their
         # ranges before the next request of the whole space (a thread changing the
@@ -282,6 +283,16 @@ class RegionLock:
         with self._mutex:
             return bool(self._whole_waiting) or not self._free(GUARD[0][0], GUARD[0][1])
 
+    def guard_held_elsewhere(self) -> bool:
+        """Whether another thread of this process holds the metadata guard, alone (a write
+        planned again) or with the whole space (a resize, append or metadata change in
+        flight); nothing taken. (The calling thread's own hold is not counted: waiting for
+        it would never end.)"""
+        me = threading.get_ident()
+        with self._mutex:
+            return not self._free(GUARD[0][0], GUARD[0][1]) and \
+                me != self._guard_holder and me != self._whole_holder
+
     def _free(self, s, e):
         i = bisect_right(self._starts, e) - 1
         return i < 0 or self._ends[i] < s
@@ -302,6 +313,8 @@ class RegionLock:
                     del self._starts[i], self._ends[i]
             if _is_guard(ranges):
                 self._guard_holder = None
+            elif ranges and ranges[0] == FULL[0]:
+                self._whole_holder = None
             if self._waiting:
                 if ranges and ranges[0] == FULL[0]:
                     self._woken_by_whole = self._waiting
@@ -362,6 +375,8 @@ class RegionLock:
                             self._cond.notify_all()  # (those held back: see __init__)
                 if _is_guard(ranges):
                     self._guard_holder = threading.get_ident()
+                elif whole:
+                    self._whole_holder = threading.get_ident()
         except BaseException:
             if marked:
                 self._unmark(marked)

@@ -206,6 +206,11 @@ class _Base:
         this process: its guard held or waited for (nothing taken)."""
         return self._region_lock(array_path).guard_busy()
 
+    def guard_held_elsewhere(self, array_path):
+        """Whether another thread of this process holds the array's metadata guard (a
+        metadata change, or a write planned again, in flight: RegionLock.guard_held_elsewhere)."""
+        return self._region_lock(array_path).guard_held_elsewhere()
+
     @property
     def counter(self):
         """The table whose count generation() reads: this one."""

@@ -751,3 +751,64 @@ def test_a_mask_of_the_shape_a_stale_handle_knows_writes_its_elements(tmp_path, 
     want[5:] = 5
     want[4, 1] = 8
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_read_inside_a_shrink_in_flight_waits_for_it(sharded):
+    """A read through a second handle that ran wholly while another thread's shrink was in
+    flight (the new shape written and the chunks past it deleted, the shrink's locks not yet
+    let go, so no change counted) returned the old shape with the fill value where data had
+    been: a state the array never had. The read now sees the change in flight (another
+    thread holds the metadata guard), waits for it, and runs again by the new metadata:
+    the elements it selected past the new end are gone, a BoundsCheckError."""
+    import threading
+    from chunkstore.errors import BoundsCheckError
+    from chunkstore.storage import MemoryStore
+
+    deleted, gate, who = threading.Event(), threading.Event(), {}
+
+    class PausingStore(MemoryStore):
+        def _after_delete(self):
+            if threading.get_ident() == who.get("resizer"):
+                deleted.set()
+                gate.wait(10)
+
+        def __delitem__(self, key):
+            super().__delitem__(key)
+            self._after_delete()
+
+        def delitems(self, keys, *a, **k):
+            super().delitems(keys, *a, **k)
+            self._after_delete()
+
+    store = PausingStore()
+    kw = {"shards": (4,)} if sharded else {}
+    z = cs.create_array(store, shape=(8,), chunks=(2,), dtype="i4", fill_value=-1, **kw)
+    z[:] = np.arange(8)
+    r = cs.open_array(store, mode="r")
+    out = {}
+
+    def resize():
+        who["resizer"] = threading.get_ident()
+        z.resize(4)
+
+    def read():
+        who["reader"] = threading.get_ident()
+        try:
+            out["got"] = r[...]
+        except Exception as e:  # noqa: BLE001 - looked at below
+            out["got"] = e
+
+    t = threading.Thread(target=resize)
+    t.start()
+    assert deleted.wait(10)
+    u = threading.Thread(target=read)
+    u.start()
+    # (the read runs while the shrink is in flight: it ended there, with the fill value
+    # where data was; now it waits for the shrink)
+    u.join(1)
+    gate.set()
+    t.join(10)
+    u.join(10)
+    assert isinstance(out["got"], BoundsCheckError), out["got"]
+    np.testing.assert_array_equal(r[...], np.arange(4))
