@@ -7,10 +7,11 @@ in a store (metadata keys, chunk keys, the chunk store view). Upper layers ask a
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+import contextlib
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any
 
-from chunkstore.errors import ArrayNotFoundError
+from chunkstore.errors import ArrayNotFoundError, MetadataError
 from chunkstore.format.layout import ArrayLayout
 from chunkstore.errors import store_name
 from chunkstore.storage import protocol
@@ -38,6 +39,20 @@ def layout_for(metadata: Any, store: MutableMapping, path: str = "", *,
         cls = ShardedLayout
     return cls(store, path, metadata, synchronizer=synchronizer, cache_index=cache_index,
                array_shape=array_shape)
+
+
+@contextlib.contextmanager
+def _naming_the_store(store: MutableMapping, key: str) -> Iterator[None]:
+    """A MetadataError of the document at key says which store holds it (a parse names
+    only the key: 'invalid metadata at zarr.json' left the array to be guessed)."""
+    try:
+        yield
+    except MetadataError as e:
+        where = repr(key)
+        msg = str(e)
+        if where in msg and store_name(store) not in msg:
+            raise type(e)(msg.replace(where, f"{where} in {store_name(store)}", 1)) from e
+        raise
 
 
 def read_array_metadata(store: MutableMapping, path: str = "",
@@ -87,7 +102,8 @@ def read_array_metadata(store: MutableMapping, path: str = "",
         if known is not None and doc == known.source_document:
             return known, v2_key
         from chunkstore.metadata.v2 import parse_array_metadata
-        meta = parse_array_metadata(doc, v2_key, protocol.key_separator(store))
+        with _naming_the_store(store, v2_key):
+            meta = parse_array_metadata(doc, v2_key, protocol.key_separator(store))
         meta.source_document = doc
         return meta, v2_key
     doc = found[key]
@@ -95,7 +111,8 @@ def read_array_metadata(store: MutableMapping, path: str = "",
         meta = known
     else:
         from chunkstore.metadata.v3 import parse_node_metadata_v3
-        meta = parse_node_metadata_v3(doc, key)
+        with _naming_the_store(store, key):
+            meta = parse_node_metadata_v3(doc, key)
         if getattr(meta, "node_type", None) != "array":
             raise ArrayNotFoundError(f"path {path!r} in {store_name(store)} holds a group, "
                                      f"not an array")

@@ -10,6 +10,7 @@ as raw bytes ("<V2", v3 ``raw_bytes``) that no write could then cast to."""
 from __future__ import annotations
 
 import math
+import string
 from typing import Any
 
 import numpy as np
@@ -69,15 +70,27 @@ def decode_fill(obj: Any, dtype: np.dtype) -> Any:
         return value[()]
     if isinstance(obj, str) and obj in SPECIAL_FLOATS:
         v = SPECIAL_FLOATS[obj]
+    elif isinstance(obj, str) and obj.startswith("0x"):
+        return _from_bits(obj, dtype, name)
     elif isinstance(obj, (int, float)):
         v = float(obj)
     else:
-        raise ValueError(f"a number, 'NaN', 'Infinity' or '-Infinity' fill_value expected "
-                         f"for {name}, got {obj!r}")
+        raise ValueError(f"a number, 'NaN', 'Infinity', '-Infinity' or '0x' and the hex "
+                         f"bits fill_value expected for {name}, got {obj!r}")
     value = np.array(v).astype(dtype)
     if math.isinf(v) != math.isinf(float(value)) or math.isnan(v) != math.isnan(float(value)):
         raise ValueError(f"fill_value {obj!r} cannot be held by {name}")
     return value[()]
+
+
+def _from_bits(text: str, dtype: np.dtype, name: str | None) -> Any:
+    """The value of "0x<hex digits>", the bits of a float type's value (a NaN's payload, as
+    the Zarr v3 spec spells it and tensorstore writes it): 2 digits a byte."""
+    digits = text[2:]
+    if len(digits) != 2 * dtype.itemsize or not all(c in string.hexdigits for c in digits):
+        raise ValueError(f"fill_value {text!r} of {name} must be '0x' and "
+                         f"{2 * dtype.itemsize} hex digits")
+    return np.array(int(digits, 16), dtype=f"<u{dtype.itemsize}").view(dtype)[()]
 
 
 def coerce_fill(value: Any, dtype: np.dtype) -> Any:
@@ -103,5 +116,10 @@ def encode_fill(value: Any, dtype: np.dtype) -> Any:
     if name_of(dtype) in _INTEGERS:
         return int(v)
     f = float(v)
+    if math.isnan(f):
+        # (a NaN other than the type's own: its bits, payload kept, as tensorstore writes)
+        bits = int(np.asarray(v).view(f"<u{dtype.itemsize}"))
+        if bits != int(np.array(math.nan).astype(dtype).view(f"<u{dtype.itemsize}")):
+            return "0x" + format(bits, f"0{2 * dtype.itemsize}x")
     name = special_float_name(f)
     return f if name is None else name

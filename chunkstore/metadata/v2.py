@@ -103,9 +103,25 @@ def _to_codec(obj: Any, what: str) -> Codec:
         raise ValueError(f"{what} configuration has no string 'id': {dict(obj)!r}")
     _check_parameters(obj, what)
     try:
-        return numcodecs.get_codec(dict(obj))
+        codec = numcodecs.get_codec(dict(obj))
     except Exception as e:  # unknown id, bad parameters
         raise ValueError(f"cannot create {what} {dict(obj)!r}: {e}") from e
+    if dict(obj) != codec.get_config():
+        # Written back as it was read, not as numcodecs spells it: its configuration adds
+        # the defaults the writer left out (zstd's "checksum": false, which tensorstore
+        # refuses: an array tensorstore made could not be opened by it after a resize)
+        try:
+            codec._zarr_document = dict(obj)
+        except AttributeError:  # (a codec without instance attributes: numcodecs' form)
+            pass
+    return codec
+
+
+def codec_document(codec: Codec) -> dict:
+    """A codec's JSON in a ``.zarray``: the document it was read from, where it was (see
+    _to_codec), else its numcodecs configuration."""
+    stored = getattr(codec, "_zarr_document", None)
+    return dict(stored) if stored is not None else codec.get_config()
 
 
 #: the parameters numcodecs takes at construction but refuses only when it encodes (a bad
@@ -347,11 +363,12 @@ class ArrayMetadataV2:
         (see the class)."""
         d = {
             "chunks": list(self.document_chunks or self.chunks),
-            "compressor": None if self.compressor is None else self.compressor.get_config(),
+            "compressor": None if self.compressor is None else codec_document(self.compressor),
             "dimension_separator": self.dimension_separator,
             "dtype": encode_dtype(self.dtype),
             "fill_value": encode_fill_value(self.fill_value, self.dtype),
-            "filters": None if self.filters is None else [f.get_config() for f in self.filters],
+            "filters": None if self.filters is None else [codec_document(f)
+                                                          for f in self.filters],
             "order": self.order,
             "shape": list(self.shape),
             "zarr_format": self.zarr_format,

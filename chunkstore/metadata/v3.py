@@ -167,6 +167,10 @@ class ArrayMetadataV3:
     storage_transformers: list = field(default_factory=list)
     zarr_format: int = ZARR_FORMAT_V3
     node_type: str = "array"
+    # the document's extension fields ({"must_understand": false, ...} under names this
+    # reader does not know): written back as they were (a resize dropped them; zarr-python
+    # 3 keeps them)
+    extensions: dict = field(default_factory=dict, repr=False)
     # the chunk_shape as stored where it has a 0 (zarr-python 3 writes one for an empty
     # dimension given chunks 0): written back as it was; ``chunks`` has 1 there (an empty
     # dimension has no chunks either way, and the grid needs no division by 0)
@@ -367,6 +371,8 @@ class ArrayMetadataV3:
         d["zarr_format"] = ZARR_FORMAT_V3
         d["node_type"] = "array"
         d["storage_transformers"] = []
+        for k, v in self.extensions.items():
+            d.setdefault(k, v)
         return d
 
     def object_missing_value(self) -> Any:
@@ -436,6 +442,7 @@ def _parse_array_doc(doc: dict) -> ArrayMetadataV3:
         dimension_names=doc.get("dimension_names"),
         attributes=doc.get("attributes", {}),
         storage_transformers=doc.get("storage_transformers", []),
+        extensions={k: v for k, v in doc.items() if k not in _ARRAY_KEYS + _ARRAY_OPTIONAL},
     )
 
 
