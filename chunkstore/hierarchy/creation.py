@@ -78,12 +78,22 @@ def contains_group(store: Mapping[str, bytes], path: str = "") -> bool:
     return nodes.node_kind(store, path, warn=False)[0] == "group"
 
 
+def probe_store(store: Any) -> Any:
+    """Where a creation looks for what is at its path and above it: the store as it is now
+    (through a cache (LRUStoreCache), a group another handle had deleted was taken for
+    there, its new member written with no group above it); a consolidated snapshot
+    answers as itself (a creation through it is refused: refuse_snapshot)."""
+    return store if protocol.is_snapshot(store) else protocol.live_store(store)
+
+
 def refuse_existing(store: Mapping[str, bytes], path: str, zarr_format: int) -> None:
     """ContainsArrayError/ContainsGroupError where a node (of either format) is at path: a
     creation without overwrite of a node of zarr_format there. One of the other format is
     named as such (a group's members are of its format, so that node is no member of the
     group it lies in, and "already exists" alone would puzzle)."""
-    kind, fmt = nodes.node_kind(store, path, warn=False)
+    # (the store as it is now: a cache's (LRUStoreCache) answer from before another
+    # handle's delete refused a creation at an empty path)
+    kind, fmt = nodes.node_kind(probe_store(store), path, warn=False)
     if kind is None:
         return
     cls = ContainsArrayError if kind == "array" else ContainsGroupError
@@ -153,21 +163,66 @@ def replacing_node(store: Any, path: str, synchronizer: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def groups_above_held(synchronizer: Any, path: str) -> Iterator[bool]:
-    """Around writing a new node's documents (and the groups made above it): with a
-    ProcessSynchronizer, the metadata guards of the groups above path, the root's first, as
-    an attribute update holds them. A delete or move of one of those groups in another
-    process holds that group's whole lock space (replacing_node), so the creation comes
-    wholly before it (and is listed, and moved or deleted with the group) or after it (and
-    finds the group gone: made anew). Yields whether the guards are held (the caller then
-    looks at the groups above again: one may have gone before they were)."""
-    if not isinstance(synchronizer, ProcessSynchronizer):
+def groups_above_held(synchronizer: Any, path: str, store: Any = None) -> Iterator[bool]:
+    """Around writing a new node's documents (and the groups made above it): the metadata
+    guards of the groups above path, the root's first, as an attribute update holds them:
+    with store, those of this process's in-process tables (handle_locks), then with a
+    ProcessSynchronizer, its own. A delete or move of one of those groups by another thread
+    (replacing_node holds the tables' whole spaces) or another process (the synchronizer's)
+    holds that group's whole lock space, so the creation comes wholly before it (and is
+    listed, and moved or deleted with the group) or after it (and finds the group gone:
+    made anew). (Without the in-process guards, threads and tasks of one process deleting
+    y and creating y/sub/arr both returned, leaving the array with no group above it.)
+    Yields whether guards are held (the caller then looks at the groups above again: one
+    may have gone before they were)."""
+    process = isinstance(synchronizer, ProcessSynchronizer)
+    if store is None and not process:
         yield False
         return
     with contextlib.ExitStack() as held:
-        for above in nodes.ancestors(path):
-            held.enter_context(synchronizer.hold(above, GUARD))
+        if store is not None:
+            for above in nodes.ancestors(path):
+                held.enter_context(handle_locks(store, above).hold(above, GUARD))
+        if process:
+            for above in nodes.ancestors(path):
+                held.enter_context(synchronizer.hold(above, GUARD))
         yield True
+
+
+#: how many times a creation with overwrite=True removes what it finds at its path once it
+#: holds the guards above (made there meanwhile) before it gives up
+_REMOVALS = 8
+
+
+@contextlib.contextmanager
+def replaced_and_guarded(store: Any, path: str, synchronizer: Any, overwrite: bool,
+                         whole: bool) -> Iterator[bool]:
+    """Around writing a new node's documents at path: with overwrite, what is there removed
+    first (whole: under this process's locks of the node, held on through the body, which
+    the groups above are then too: see replacing; else remove_node, before the guards), then
+    the guards of the groups above held (groups_above_held). A node another thread or
+    process made at path between the removal and the guards (the parent group of its
+    creation below path) is removed again: written over, the new node's document lay beside
+    the other's (an array's .zarray beside a group's .zgroup, with members below it).
+    Yields whether guards are held (see groups_above_held)."""
+    for _ in range(_REMOVALS):
+        with contextlib.ExitStack() as held:
+            if whole:
+                held.enter_context(replacing_node(store, path, synchronizer))
+                _remove_held(store, path)
+            elif overwrite:
+                remove_node(store, path, synchronizer)
+            # (whole: the tables above are held already, and are not taken twice)
+            guarded = held.enter_context(
+                groups_above_held(synchronizer, path, None if whole else store))
+            if overwrite and not whole and \
+                    nodes.node_kind(probe_store(store), path, warn=False)[0]:
+                continue
+            yield guarded
+            return
+    raise ContainsGroupError(f"cannot replace the node at path {path!r} in "
+                             f"{store_name(store)}: a node was made there again each of "
+                             f"{_REMOVALS} times it was removed")
 
 
 def replaced_paths(store: Mapping[str, bytes], path: str, synchronizer: Any) -> Any:
@@ -196,7 +251,7 @@ def _refuse_stray_chunks(store: Mapping[str, bytes], path: str) -> None:
     failed midway leaves them (remove_node takes the documents first), and an array made
     there would read them as its own chunks, old values where its fill value belongs. (One
     listing of path; overwrite=True removes them.)"""
-    keys = keys_under(store, path)
+    keys = keys_under(probe_store(store), path)  # (not a cache's listing)
     stray = stray_chunk_keys(keys, path)
     if stray:
         raise stray_keys_error(
@@ -332,25 +387,20 @@ def init_array(store: MutableMapping[str, bytes], shape: ShapeLike | None, chunk
     # before the locks of what is replaced, as another creation there takes them, with
     # overwrite=True, before its own replacement's: the two waited for each other.)
     whole = overwrite and not missing and not isinstance(synchronizer, ProcessSynchronizer)
-    with replacing_node(store, path, synchronizer) if whole else contextlib.nullcontext():
-        if whole:
-            _remove_held(store, path)
-        elif overwrite:
-            remove_node(store, path, synchronizer)
-        with groups_above_held(synchronizer, path) as guarded:
-            if guarded:
-                missing = _check_parents(store, path)
-            if not overwrite:
-                # (under the guards: a delete of a group above in another process, midway,
-                # showed keys of no node here, refused as a failed delete's)
-                refuse_existing(store, path, zarr_format)
-                refuse_snapshot(store, f"create an array at path {path!r}")
-                _refuse_stray_chunks(store, path)
-            with parents_kept_on_success(store, path, missing, zarr_format, synchronizer,
-                                         guarded):
-                store[key] = raw
-                for name, doc in attribute_docs.items():
-                    store[nodes.prefix(path) + name] = doc
+    with replaced_and_guarded(store, path, synchronizer, overwrite, whole) as guarded:
+        if guarded:
+            missing = _check_parents(store, path)
+        if not overwrite:
+            # (under the guards: a delete of a group above in another process, midway,
+            # showed keys of no node here, refused as a failed delete's)
+            refuse_existing(store, path, zarr_format)
+            refuse_snapshot(store, f"create an array at path {path!r}")
+            _refuse_stray_chunks(store, path)
+        with parents_kept_on_success(store, path, missing, zarr_format, synchronizer,
+                                     guarded):
+            store[key] = raw
+            for name, doc in attribute_docs.items():
+                store[nodes.prefix(path) + name] = doc
     # counted as a change of the node's metadata: a handle of an array deleted there before
     # describes the new one (EngineHandle.described looks for a gone array again only then)
     handle_locks(store, path).count_change(path)
@@ -462,8 +512,11 @@ def _check_parents(store, path) -> list[str]:
         raise ValueError(f"cannot create a node at path {path!r} in {store_name(store)}: "
                          f"{reserved[0]!r} is the name of a metadata document, not a node")
     missing = []
+    # (the store as it is now: through a cache (LRUStoreCache), a group deleted by another
+    # handle was taken for there, and the array made below it had no group above it)
+    live = probe_store(store)
     for parent in nodes.ancestors(path):
-        kind = nodes.node_kind(store, parent)[0]
+        kind = nodes.node_kind(live, parent)[0]
         if kind == "array":
             # zarr-python 3's words, then chunkstore's
             raise ContainsArrayError(f"A parent of {path} is an array - only groups may have "
@@ -490,7 +543,9 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
     for parent in missing:
         with (contextlib.nullcontext() if guarded else
               creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store)):
-            kind = nodes.node_kind(store, parent)[0]
+            # (guarded: missing was found under the guards, which every other creation or
+            # change of those groups waits for: not looked at again)
+            kind = None if guarded else nodes.node_kind(probe_store(store), parent)[0]
             if kind == "array":
                 raise ContainsArrayError(
                     f"A parent of a node being created is an array - only groups may have "

@@ -682,12 +682,12 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     # an array above path refuses the group before anything is removed: with overwrite, the
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
     missing = creation._check_parents(store, path)
-    if overwrite:
-        creation.remove_node(store, path, synchronizer)
-    with creation.groups_above_held(synchronizer, path) as guarded:
+    with creation.replaced_and_guarded(store, path, synchronizer, overwrite,
+                                       whole=False) as guarded:
         if guarded:
             missing = creation._check_parents(store, path)
-            if exist_ok and nodes.node_kind(store, path, zarr_format)[0] == "group":
+            if exist_ok and nodes.node_kind(creation.probe_store(store), path,
+                                            warn=False) == ("group", zarr_format):
                 return  # (made meanwhile, as the parent of another process's creation)
         if not overwrite:
             creation.refuse_existing(store, path, zarr_format)

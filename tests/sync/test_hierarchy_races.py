@@ -263,3 +263,112 @@ def test_a_creation_below_a_missing_group_and_one_of_that_group_end(tmp_path, mo
     assert not errors, errors
     root = cs.open_group(store, mode="r")
     assert ("g" in root) and (other == "overwrite") == isinstance(root["g"], cs.Array)
+
+
+def _hierarchy_whole(path):
+    """Every node's groups above it are groups (no node below an array, none whose group is
+    gone), and no node holds two kinds of documents."""
+    store = cs.DirectoryStore(path)
+    keys = sorted(store.keys())
+    kinds: dict = {}
+    for k in keys:
+        node, _, name = k.rpartition("/")
+        if name in (".zarray", ".zgroup"):
+            kinds.setdefault(node, set()).add("array" if name == ".zarray" else "group")
+        elif name == "zarr.json":
+            kinds.setdefault(node, set()).add(json.loads(store[k])["node_type"])
+    for node, ks in kinds.items():
+        assert len(ks) == 1, f"{node!r} holds documents of {sorted(ks)}"
+        parts = node.split("/") if node else []
+        for i in range(len(parts)):
+            above = "/".join(parts[:i])
+            assert kinds.get(above) == {"group"}, \
+                f"{node!r} lies below {above!r}, which is {kinds.get(above)}"
+
+
+def _race(first, second):
+    import threading
+    t = threading.Thread(target=second)
+    t.start()
+    try:
+        first()
+    finally:
+        t.join(30)
+
+
+@pytest.mark.parametrize("fmt, sync", [(2, None), (3, None), (2, "process")])
+def test_an_overwrite_and_a_creation_below_it_in_threads(tmp_path, fmt, sync):
+    """create_array("x", overwrite=True) in one thread while another creates "x/sub/arr":
+    both returned, the array left below an array (where no listing shows it), and with a
+    ProcessSynchronizer x held a .zarray beside a .zgroup. One now comes wholly before the
+    other: the overwrite removes what the creation made (or the creation finds the array,
+    ContainsArrayError; or, its array removed at once, ArrayNotFoundError)."""
+    for i in range(60):
+        path = str(tmp_path / f"{i}.zarr")
+        cs.open_group(path, mode="w", zarr_format=fmt)
+        s = (lambda: cs.ProcessSynchronizer(str(tmp_path / "locks"))) if sync else \
+            (lambda: None)
+
+        def nested():
+            try:
+                cs.open_group(path, mode="r+", synchronizer=s()).create_array(
+                    "x/sub/arr", shape=(3,), chunks=(2,), dtype="i4")
+            except (cs.errors.ContainsArrayError, cs.errors.ArrayNotFoundError):
+                pass
+
+        _race(lambda: cs.open_group(path, mode="r+", synchronizer=s()).create_array(
+            "x", shape=(4,), chunks=(2,), dtype="i4", overwrite=True), nested)
+        _hierarchy_whole(path)
+        assert isinstance(cs.open_group(path, mode="r")["x"], cs.Array)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_delete_and_a_creation_below_it_in_threads(tmp_path, fmt):
+    """del g["y"] in one thread while another creates "y/sub/arr", no synchronizer: both
+    returned, the array left with no group above it (listed nowhere). The creation now
+    holds this process's guards of the groups above it, which the delete's locks exclude."""
+    for i in range(60):
+        path = str(tmp_path / f"{i}.zarr")
+        cs.open_group(path, mode="w", zarr_format=fmt).create_group("y")
+        made = []
+
+        def nested():
+            try:
+                cs.open_group(path, mode="r+").create_array("y/sub/arr", shape=(3,),
+                                                            chunks=(2,), dtype="i4")
+                made.append(True)
+            except cs.errors.ArrayNotFoundError:  # (made, then deleted with y at once)
+                made.append(False)
+
+        _race(lambda: cs.open_group(path, mode="r+").__delitem__("y"), nested)
+        _hierarchy_whole(path)
+        assert made
+        root = cs.open_group(path, mode="r")
+        if "y/sub/arr" not in root:  # (deleted with y: nothing of it is left)
+            assert not any(k.startswith("y/") for k in cs.DirectoryStore(path).keys())
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_creations_through_an_lru_cache_see_other_handles_changes(tmp_path, fmt):
+    """A creation through an LRUStoreCache looked for the node and the groups above it in
+    the cache: a group another handle deleted was taken for there (its new member written
+    with no group above it), a deleted group refused its re-creation (ContainsGroupError),
+    and an array another handle made was named as keys of no node (StrayChunksError)."""
+    p = str(tmp_path / "a.zarr")
+    cached = cs.open_group(cs.LRUStoreCache(cs.DirectoryStore(p), max_size=1 << 20),
+                           mode="w", zarr_format=fmt)
+    plain = cs.open_group(cs.DirectoryStore(p), mode="r+")
+    cached.create_group("g")
+    del plain["g"]
+    cached.create_array(name="g/x", shape=(3,), chunks=(3,), dtype="i4")[:] = 5
+    _hierarchy_whole(p)
+    assert cs.open_group(p, mode="r")["g/x"][...].tolist() == [5, 5, 5]
+    cached.create_group("h")
+    del plain["h"]
+    cached.create_group("h")
+    assert "h" in cs.open_group(p, mode="r")
+    assert "y" not in cached
+    plain.create_array(name="y", shape=(4,), chunks=(2,), dtype="i4")[:] = 1
+    with pytest.raises(cs.errors.ContainsArrayError, match="'y'"):
+        cached.create_array(name="y", shape=(4,), chunks=(2,), dtype="f4")
+    assert plain["y"][...].tolist() == [1] * 4
