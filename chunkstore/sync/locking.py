@@ -288,6 +288,8 @@ class RegionLock:
         planned again) or with the whole space (a resize, append or metadata change in
         flight); nothing taken. (The calling thread's own hold is not counted: waiting for
         it would never end.)"""
+        if not self._starts:  # (nothing held, the usual case: no mutex taken; a change
+            return False      # begun before this look holds its ranges until counted)
         me = threading.get_ident()
         with self._mutex:
             return not self._free(GUARD[0][0], GUARD[0][1]) and \
