@@ -23,6 +23,7 @@ refused, as xarray refuses it (other processes may write the rest of those chunk
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ from xarray import conventions
 from xarray.backends.common import ArrayWriter
 from xarray.backends.zarr import (FillValueCoder, encode_zarr_attr_value, encode_zarr_variable,
                                   extract_zarr_variable_encoding)
+from xarray.coding.strings import check_vlen_dtype
 from xarray.core.common import contains_cftime_datetimes
 
 from chunkstore.codecs.common import object_codec_id
@@ -40,11 +42,12 @@ from chunkstore.compat.creation import create_array
 from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                ReadOnlyError, store_name)
 from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
-from chunkstore.hierarchy.nodes import ancestors
+from chunkstore.hierarchy.nodes import ancestors, new_node_format
 from chunkstore.hierarchy.group import Group, open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
-from chunkstore.metadata.formats import FORMATS, format_of, is_consolidated
+from chunkstore.metadata.formats import (FORMATS, V2_CONSOLIDATED, format_of, is_consolidated,
+                                         node_document_names)
 from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.normalize import normalize_store
 
@@ -115,7 +118,8 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
         # there rewrote every document read before another process's append or attribute
         # update, which readers of the consolidated metadata (v3: of the group's attributes
         # too) then no longer saw)
-        consolidate_on_close=consolidated is not False and mode != "r+", cache_members=False)
+        consolidate_on_close=consolidated is not False and mode != "r+", cache_members=False,
+        defer_create=True)
     try:
         ds = target.validate_region(ds)
         target.validate_encoding(encoding)
@@ -200,13 +204,16 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    consolidate_on_close=False, storage_options=None, append_dim=None,
                    write_region=None, safe_chunks=True, align_chunks=False, zarr_format=None,
                    use_zarr_fill_value_as_mask=None, write_empty=None, cache_members=True,
-                   zarr_version=None):
+                   zarr_version=None, *, defer_create=False):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
         (``consolidated`` is accepted and not needed; misaligned dask chunks are always
         rechunked to the stored grid, and ``safe_chunks`` (unless ``align_chunks``) refuses
         region writes whose edges cut stored chunks; ``cache_members`` as xarray's:
-        ``array_keys()`` answers with the arrays the group held when opened)."""
+        ``array_keys()`` answers with the arrays the group held when opened).
+        defer_create (to_chunkstore's): a group to be created (or an array or a group of
+        another format that mode "w" replaces) is created by the first `store`, once its
+        write is checked, not here: a refused write creates nothing."""
         if zarr_format is None:
             zarr_format = zarr_version
         if mode not in MODES + ("r",):
@@ -225,6 +232,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         owned = s is not store
         try:
             g, clear = _open_for(s, path, mode, zarr_format)
+            if isinstance(g, _NewGroup) and not defer_create:
+                g, clear = g.create(), False
         except BaseException:
             if owned and hasattr(s, "close"):
                 s.close()
@@ -343,6 +352,15 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         writer = ArrayWriter() if writer is None else writer
         fmt = self.zarr_format
         variables = {_stored_name(n): v for n, v in variables.items()}
+        documents = node_document_names() | {V2_CONSOLIDATED}
+        for n in variables:
+            if n in documents:
+                # (refused here, naming this store: array creation refused it too, in the
+                # scratch store below, whose name meant nothing to the caller)
+                raise ValueError(f"invalid variable name {n!r}: it is the name of a Zarr "
+                                 f"metadata document, not of an array, in the group "
+                                 f"{self.group.name!r} of {store_name(self.group.store)}; "
+                                 f"rename the variable")
         check_encoding_set = {_stored_name(n) for n in check_encoding_set}
         existing = set() if self._pending_clear or self.mode == "w" else \
             set(self.group.array_keys())
@@ -359,7 +377,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                  f"existing dataset dimensions {dims}")
         encoded = {}
         for n in new:
-            enc = encode_zarr_variable(variables[n], name=n, zarr_format=fmt)
+            enc = _encode(variables[n], n, fmt)
             encoded[n] = _check_written_values(n, variables[n], enc, enc)
         group_attrs = {k: encode_zarr_attr_value(v) for k, v in attributes.items()}
         arrays = {n: self.group[n] for n in written}  # each stored array opened once
@@ -395,10 +413,12 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         if self._pending_clear:
             _check_not_reading(plans, self.group)
         # -- everything checked: write
-        if self._pending_clear:
+        if isinstance(self.group, _NewGroup):
+            self.group = self.group.create()
+        elif self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
                                     zarr_format=fmt)
-            self._pending_clear = False
+        self._pending_clear = False
         if self.mode not in ("r", "r+"):
             self.group.attrs.put(group_attrs)
             if not self.consolidate_on_close:
@@ -471,7 +491,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 # would take as times of 1970)
                 v.encoding.update({k: raw[n].attrs[k] for k in ("units", "calendar")
                                    if k in raw[n].attrs}, dtype=raw[n].dtype)
-            enc = encode_zarr_variable(v, name=n, zarr_format=self.zarr_format)
+            enc = _encode(v, n, self.zarr_format)
             if enc.dims != old.dims:
                 if set(enc.dims) != set(old.dims):
                     raise ValueError(f"variable {n!r} already exists with different "
@@ -603,6 +623,17 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         return z, data
 
 
+def _encode(var: Any, name: str, zarr_format: Any) -> Any:
+    """var encoded as xarray's zarr backend encodes it (CF, then Zarr); an error names the
+    variable (xarray's coders' often do not: "cannot specify a leap day as the reference
+    time with the noleap calendar")."""
+    try:
+        return encode_zarr_variable(var, name=name, zarr_format=zarr_format)
+    except Exception as e:
+        _name_variable(e, name)
+        raise
+
+
 def _check_not_reading(plans, group) -> None:
     """Refuse mode "w" over the group that a variable's dask data reads (opened with
     chunks=): replaced first, its tasks read the fill value (xarray's zarr engine writes
@@ -622,8 +653,9 @@ def _check_not_reading(plans, group) -> None:
 
 
 def _open_for(store, path, mode, zarr_format):
-    """(the group at path of store opened for a write with mode, whether mode "w" still has
-    to replace it). Raises before anything is written where the mode does not fit."""
+    """(the group at path of store opened for a write with mode, or the _NewGroup to be
+    created there; whether mode "w" still has to replace what is there). Raises before
+    anything is written where the mode does not fit; writes nothing."""
     is_array = contains_array(store, path)
     if is_array and mode != "w":
         raise ContainsArrayError(f"path {path!r} in {store_name(store)} holds an array, not a "
@@ -638,9 +670,9 @@ def _open_for(store, path, mode, zarr_format):
         # opposite)
         raise GroupNotFoundError(f"no group at path {path!r} in {store_name(store)} to "
                                  f"write into (mode {mode!r})")
-    if not exists:  # a new group (mode "w" over an array replaces it at once)
-        return open_group(store, mode="w" if is_array else "a", path=path,
-                          zarr_format=zarr_format), False
+    if not exists:  # a new group (mode "w" replaces an array there)
+        return _NewGroup(store, path, new_node_format(store, path, zarr_format, 2),
+                         "w" if is_array else "w-" if mode == "w-" else "a"), is_array
     try:  # (the asked format's group where both formats' documents lie at path)
         g = open_group(store, mode="r" if mode == "r" else "r+", path=path,
                        zarr_format=zarr_format)
@@ -652,9 +684,53 @@ def _open_for(store, path, mode, zarr_format):
         if mode != "w":
             raise ValueError(f"the group at {path!r} in {store_name(store)} is Zarr "
                              f"v{g.zarr_format}, not v{zarr_format}")
-        # another format is replaced at once: nothing of it can be kept
-        return open_group(store, mode="w", path=path, zarr_format=zarr_format), False
+        # another format's group is replaced: nothing of it can be kept
+        return _NewGroup(store, path, zarr_format, "w"), True
     return g, mode == "w"
+
+
+class _NewGroup:
+    """The group a write creates at path of store, before it exists: the writer's group
+    until its first write is checked, so that a refused write creates nothing (a new group
+    left behind made the corrected mode "w-" retry a ContainsGroupError). It has no members
+    (whatever is there, an array or another format's group, mode "w" replaces)."""
+
+    __slots__ = ("store", "path", "zarr_format", "_mode")
+    read_only = False
+
+    def __init__(self, store: Any, path: str, zarr_format: int, mode: str) -> None:
+        self.store, self.path, self.zarr_format = store, path, zarr_format
+        self._mode = mode  # (open_group's: "a", "w-" refusing a group made meanwhile, "w")
+
+    @property
+    def name(self) -> str:
+        """The group's absolute name, as Group.name."""
+        return "/" + self.path if self.path else "/"
+
+    @property
+    def attrs(self) -> dict:
+        """None yet."""
+        return {}
+
+    def array_keys(self) -> list:
+        """None yet."""
+        return []
+
+    def group_keys(self) -> list:
+        """None yet."""
+        return []
+
+    def __contains__(self, name: Any) -> bool:
+        return False
+
+    def __getitem__(self, name: Any) -> Any:
+        raise KeyError(f"{name!r}: the group {self.name!r} of {store_name(self.store)} is "
+                       f"not created yet")
+
+    def create(self) -> Group:
+        """The group, created (or what is there replaced by it)."""
+        return open_group(self.store, mode=self._mode, path=self.path,
+                          zarr_format=self.zarr_format)
 
 
 def _create(store, path, p, zarr_format):
@@ -740,18 +816,16 @@ def _check_written_values(name: str, new: Any, enc: Any, raw: Any) -> Any:
       about 2 minutes: 00:00:01 read back as 00:00:00).
     - Numbers written into an integer array must fall in its range once packed
       (scale_factor, add_offset), and NaN needs a _FillValue (or missing_value).
+    - Into a float array, finite numbers must stay finite once packed and cast (1e300 into
+      float32 read back as inf; rounding is no error); into a bool array, only 0 and 1 (NaN
+      and 0.5 read back as True); into a real array, no imaginary parts (dropped).
 
     new: the variable to write, decoded; enc: it encoded as it will be stored; raw: the
     array's variable, undecoded (its attributes and dtype as stored)."""
     if new.dtype.kind in "mM" or contains_cftime_datetimes(new):
         check = _times_check(name, new, enc, raw)
-    elif np.dtype(raw.dtype).kind in "iu" and new.dtype.kind in "iuf" and not (
-            new.dtype == raw.dtype and not {"scale_factor", "add_offset", "_Unsigned"} & (
-                set(raw.attrs) | set(raw.encoding))):
-        # (not values of the array's own dtype, unpacked: they fit; no pass over them)
-        check = _range_check(name, raw, new.attrs)
     else:
-        return enc
+        check = _numbers_check(name, new, raw)
     if check is None:
         return enc
     want = new.transpose(*enc.dims).data
@@ -794,6 +868,97 @@ def _times_check(name: str, new: Any, enc: Any, raw: Any) -> Any:
     timedelta = new.dtype.kind == "m"
     return lambda values, want: _check_times_held(name, enc.dims, values, want, raw,
                                                   timedelta)
+
+
+def _numbers_check(name: str, new: Any, raw: Any) -> Any:
+    """(see _check_written_values) The check of numbers new written into raw's array
+    (integer, float, complex or bool), or None where none is needed: values of a dtype the
+    array's holds whole, not packed, are not looked at."""
+    dtype = np.dtype(raw.dtype)
+    if new.dtype.kind not in "iufc" or dtype.kind not in "iufcb":
+        return None
+    packed = bool({"scale_factor", "add_offset", "_Unsigned"} &
+                  (set(raw.attrs) | set(raw.encoding)))
+    imaginary = new.dtype.kind == "c" and dtype.kind != "c"
+    if dtype.kind == "b" or (dtype.kind in "iu" and raw.attrs.get("dtype") == "bool"):
+        # (a bool variable, stored as such or as netCDF's int8 marked dtype: "bool")
+        values_check = _bool_check(name, raw)
+    elif dtype.kind in "iu":
+        values_check = None if new.dtype == dtype and not packed else \
+            _range_check(name, raw, new.attrs)
+    else:
+        values_check = None if np.can_cast(new.dtype, dtype, "safe") and not packed else \
+            _overflow_check(name, raw)
+    if not imaginary and values_check is None:
+        return None
+
+    def check(values: np.ndarray, want: np.ndarray) -> None:
+        if imaginary and want.dtype.kind == "c":
+            at = want.imag != 0  # (NaN too: lost as well)
+            if at.any():
+                bad = want[at][0]
+                raise ValueError(
+                    f"variable {name!r}: {bad} has an imaginary part, which its {dtype} "
+                    f"array cannot hold: it would read back as {bad.real}. Write real "
+                    f"values (.real, where that is meant), or rewrite the variable (mode "
+                    f"'w', or a new variable) with a complex dtype")
+            want = want.real
+        if values_check is not None:
+            values_check(values, want)
+
+    return check
+
+
+def _bool_check(name: str, raw: Any) -> Any:
+    """(see _check_written_values) The check that numbers written into raw's bool array are
+    0 or 1 (NaN only where raw has a _FillValue or missing_value): NumPy's cast makes any
+    other True, NaN too."""
+    attrs = {**raw.encoding, **raw.attrs}
+    masked = attrs.get("_FillValue") is not None or attrs.get("missing_value") is not None
+
+    def check(values: np.ndarray, want: np.ndarray) -> None:
+        nan = np.isnan(want) if want.dtype.kind == "f" else np.zeros(want.shape, bool)
+        at = (want != 0) & (want != 1) & ~(nan & masked)
+        if not at.any():
+            return
+        bad = want[at][0]
+        what = ("NaN cannot be stored in its bool array, which has no _FillValue"
+                if np.isnan(bad) else f"{bad} cannot be stored in its bool array, which "
+                                      f"holds 0 and 1 (False and True) only")
+        raise ValueError(f"variable {name!r}: {what}: it would read back as True. Write "
+                         f"booleans (or 0 and 1), or rewrite the variable (mode 'w', or a "
+                         f"new variable) with a numeric dtype")
+
+    return check
+
+
+def _overflow_check(name: str, raw: Any) -> Any:
+    """(see _check_written_values) The check that finite numbers stay finite in raw's float
+    (or complex) array, as they will be stored: values, encoded (packed) and cast to its
+    dtype (xarray's cast gives inf without a word). Rounding is no error; NaN and inf stay
+    as given."""
+    dtype = np.dtype(raw.dtype)
+    attrs = {**raw.encoding, **raw.attrs}
+    scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
+
+    def check(values: np.ndarray, want: np.ndarray) -> None:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+            stored = np.asarray(values).astype(dtype)
+        parts = [(stored, want)] if dtype.kind != "c" else \
+            [(stored.real, want.real), (stored.imag, want.imag)]
+        for held, given in parts:
+            at = np.isinf(held) & np.isfinite(given)
+            if at.any():
+                packed = (f" (packed by scale_factor {scale!r}, add_offset {offset!r})"
+                          if scale is not None or offset is not None else "")
+                raise ValueError(
+                    f"variable {name!r}: {want[at][0]} does not fit its {dtype} array"
+                    f"{packed}, whose largest magnitude is {np.finfo(dtype).max}: it would "
+                    f"read back as {held[at][0]}. Write values in that range, or rewrite the "
+                    f"variable (mode 'w', or a new variable) with a wider dtype")
+
+    return check
 
 
 def _range_check(name: str, raw: Any, given: Any) -> Any:
@@ -911,8 +1076,13 @@ def _check_attrs(attrs: dict, where: str) -> None:
 
 
 def _check_append_dtype(name, raw, old, new):
-    """Data written into a stored variable must fit its stored type: fixed-width strings as
-    wide at most (wider would be cut), and the same fixed-width type otherwise."""
+    """Data written into a stored variable must fit its stored type (raw: as stored; old:
+    decoded), as xarray's ``_validate_datatypes_for_zarr_append`` checks it: numbers, bools,
+    times and objects go anywhere (their values are checked by _check_written_values),
+    anything else only into its own dtype; ValueError in xarray's words, naming the
+    variable. Two differences: fixed-width strings go into narrower-or-equal ones of their
+    kind (wider would be cut; xarray takes only the same width), and an object array of
+    strings only into strings (NumPy's cast turned "7" into 7.0, and xarray lets it)."""
     if raw.dtype.kind in "SU" and _chars(new) > _chars(raw):
         raise ValueError(f"Mismatched dtypes for variable {name!r}: it holds strings of up "
                          f"to {_chars(new)} characters, but the stored array's dtype "
@@ -920,11 +1090,33 @@ def _check_append_dtype(name, raw, old, new):
                          f"the variable (mode 'w') with the wider dtype")
     easy = (np.issubdtype(new.dtype, np.number) or np.issubdtype(new.dtype, np.datetime64)
             or np.issubdtype(new.dtype, np.timedelta64) or new.dtype == bool
-            or new.dtype == object or (new.dtype.kind in "SU" and old.dtype == object))
-    if not easy and new.dtype.kind in "SU" and old.dtype.kind in "SU" and \
-            new.dtype.kind != old.dtype.kind:
-        raise ValueError(f"Mismatched dtypes for variable {name!r}: the store has "
-                         f"{old.dtype}, the data to write {new.dtype}")
+            or (new.dtype == object and (old.dtype.kind in "SUO" or not _holds_strings(new)))
+            or (new.dtype.kind in "SU" and old.dtype == object))
+    same_kind = new.dtype.kind in "SU" and new.dtype.kind == old.dtype.kind
+    if not easy and not same_kind and new.dtype != old.dtype:
+        raise ValueError(f"Mismatched dtypes for variable {name!r} between Zarr store on disk "
+                         f"and dataset to append. Store has dtype {old.dtype} but dataset to "
+                         f"append has dtype {new.dtype}.")
+
+
+def _holds_strings(var: Any) -> bool:
+    """Whether var holds strings or bytes: fixed-width ones, or an object array whose first
+    element that is not missing is one (as xarray's encoder infers an object array's type;
+    of dask data, its first element only is computed)."""
+    kind = var.dtype.kind
+    if kind in "SU":
+        return True
+    if kind != "O" or not var.size:
+        return False
+    if check_vlen_dtype(var.dtype) in (str, bytes):
+        return True
+    data = var.data
+    if hasattr(data, "dask"):
+        first = np.asarray(data.ravel()[:1], dtype=object)
+    else:
+        flat = np.asarray(data, dtype=object).ravel()
+        first = flat[~pd.isnull(flat)][:1]
+    return bool(first.size) and isinstance(first[0], (str, bytes))
 
 
 def _chars(var: Any) -> int:

@@ -1,7 +1,9 @@
 """Checks to_chunkstore makes before it changes anything: times that the units (or dtype)
 of the stored variable they go into cannot hold are refused, not stored as wrong values;
 encodings only array creation rejects are found before mode "w" clears the group or any
-array is created; and Zarr v2's ``fill_value`` encoding is refused as xarray refuses it."""
+array is created; Zarr v2's ``fill_value`` encoding is refused as xarray refuses it; values a
+stored integer, float, bool or real array would hold wrongly, and strings into numbers, are
+refused; a refused write creates no group; errors name the variable and the store."""
 
 import os
 import warnings
@@ -367,3 +369,168 @@ def test_a_new_variable_whose_encoding_cannot_hold_its_values_is_refused(tmp_pat
     with pytest.raises(ValueError, match="'u'.*256"):
         _quiet(to_chunkstore, xr.Dataset({"u": ("t", np.array([256], dtype="i2"))}),
                str(tmp_path / "u.zarr"), append_dim="t")
+
+
+# ------------------------------------------------------------------ strings into numbers
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_strings_into_a_stored_number_or_bool_variable_are_refused(tmp_path, fmt):
+    """xarray's zarr engine refuses them ("Mismatched dtypes"); the cast made "False" True,
+    b"7" 7.0, and "oops" into an int32 variable a bare NumPy TypeError. Narrower strings
+    of a stored string variable's kind are still written."""
+    path = str(tmp_path / "s.zarr")
+    _quiet(to_chunkstore, xr.Dataset({"flag": ("t", np.zeros(2, bool)),
+                                      "x": ("t", np.zeros(2)),
+                                      "n": ("t", np.zeros(2, "i4")),
+                                      "s": ("t", np.array(["abc", "de"]))}),
+           path, zarr_format=fmt)
+    before = _snapshot(path)
+    for name, values, kwargs in (
+            ("flag", np.array(["False", "True"]), {"mode": "a"}),
+            ("x", np.array([b"7", b"8"]), {"region": {"t": slice(0, 2)}}),
+            ("x", np.array(["7", "8"], dtype=object), {"mode": "a"}),
+            ("n", np.array(["1", "oops"]), {"append_dim": "t"})):
+        new = xr.Dataset({name: ("t", values)})
+        with pytest.raises(ValueError, match=f"Mismatched dtypes for variable '{name}' "
+                                             f"between Zarr store on disk"):
+            _quiet(to_chunkstore, new, path, **kwargs)
+        assert _snapshot(path) == before
+    _quiet(to_chunkstore, xr.Dataset({"s": ("t", np.array(["x", "yz"]))}), path, mode="a")
+    _quiet(to_chunkstore, xr.Dataset({"x": ("t", np.array([1.5, None], dtype=object))}), path,
+           mode="a")
+    got = _quiet(open_dataset, path)
+    np.testing.assert_array_equal(got.s.values, ["x", "yz"])
+    np.testing.assert_array_equal(got.x.values, [1.5, np.nan])
+
+
+# ------------------------------------------------------------------ floats, bools, reals
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_numbers_a_float_bool_or_real_array_would_store_wrongly_are_refused(tmp_path, fmt,
+                                                                            lazy):
+    """xarray's cast stored 1e300 into float32 as inf, NaN and 0.5 into bool as True, 1+2j
+    into float64 as 1.0. Refused, as the integer range check refuses (NumPy data before any
+    write, dask data as it is computed, an append undone); rounding to float32 and NaN or
+    inf given stay allowed."""
+    dask = pytest.importorskip("dask")
+    # (one task at a time: dask's threads raise the first error while other tasks run on,
+    # whose writes could land after the call returned and the store was compared)
+    with dask.config.set(scheduler="synchronous"):
+        _write_numbers_arrays_store_wrongly(tmp_path, fmt, lazy)
+
+
+def _write_numbers_arrays_store_wrongly(tmp_path, fmt, lazy):
+    import dask.array as da
+
+    def data(values):
+        values = np.asarray(values)
+        return da.from_array(values, chunks=2) if lazy else values
+
+    path = str(tmp_path / "n.zarr")
+    base = xr.Dataset({"f": ("t", np.zeros(4, "f4")), "b": ("t", np.zeros(4, bool)),
+                       "c": ("t", np.zeros(4)),
+                       "p": ("t", np.zeros(4, "f4"))})  # packed: 1e-30 per unit
+    _quiet(to_chunkstore, base, path, zarr_format=fmt,
+           encoding={"p": {"dtype": "f4", "scale_factor": 1e-30}})
+    before = _quiet(open_dataset, path).load()
+    fits = {"f": [1.0, 2.0], "b": [1.0, 0.0], "c": [1.0, 2.0], "p": [1.0, 2.0]}
+    for name, values, match in (("f", [1e300, 1.0], "'f'.*1e\\+300.*float32.*inf"),
+                                ("f", [-1e39, 1.0], "'f'.*-1e\\+39.*float32.*-inf"),
+                                ("b", [np.nan, 1.0], "'b'.*NaN.*bool.*True"),
+                                ("b", [0.5, 1.0], "'b'.*0.5.*bool.*True"),
+                                ("b", [2, 1], "'b'.*2.*bool.*True"),
+                                ("c", [1 + 2j, 1.0], "'c'.*\\(1\\+2j\\).*imaginary.*1.0"),
+                                ("p", [1e10, 1.0], "'p'.*10000000000.0.*float32.*scale_factor")):
+        more = {n: ("t", data(values if n == name else fits[n])) for n in fits}
+        with pytest.raises(ValueError, match=match):
+            _quiet(to_chunkstore, xr.Dataset(more), path, append_dim="t")
+        xr.testing.assert_identical(_quiet(open_dataset, path).load(), before)
+        patch = {n: ("t", data((values if n == name else fits[n]) * 2)) for n in fits}
+        with pytest.raises(ValueError, match=match):
+            _quiet(to_chunkstore, xr.Dataset(patch), path, region={"t": slice(0, 4)},
+                   safe_chunks=False)
+        got = _quiet(open_dataset, path).load()
+        # (dask data: the other variables' blocks computed by then are written, as the
+        # README says of a failed region write; the refused one's are not)
+        xr.testing.assert_identical(got[[name]] if lazy else got,
+                                    before[[name]] if lazy else before)
+        before = got
+    # what the arrays hold goes in: float64 rounded to float32, NaN and inf as given, 0/1
+    # into bool, complex numbers without imaginary parts
+    _quiet(to_chunkstore, xr.Dataset({"f": ("t", data([0.1, np.nan, np.inf, -3e38])),
+                                      "b": ("t", data([1.0, 0.0, 1.0, 0.0])),
+                                      "c": ("t", data([1 + 0j, 2, 3, 4])),
+                                      "p": ("t", data([1e-20, 2.0, 3.0, 4.0]))}),
+           path, append_dim="t")
+    got = _quiet(open_dataset, path)
+    np.testing.assert_array_equal(got.f.values[4:],
+                                  np.array([0.1, np.nan, np.inf, -3e38], "f4"))
+    np.testing.assert_array_equal(got.b.values[4:], [True, False, True, False])
+    np.testing.assert_array_equal(got.c.values[4:], [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(got.p.values[4:], [1e-20, 2.0, 3.0, 4.0], rtol=1e-6)
+
+
+def test_a_new_variable_whose_float_encoding_overflows_is_refused(tmp_path):
+    path = str(tmp_path / "f.zarr")
+    with pytest.raises(ValueError, match="'v'.*1e\\+300.*float32"):
+        _quiet(to_chunkstore, xr.Dataset({"v": ("t", [1.0, 1e300])}), path,
+               encoding={"v": {"dtype": "f4"}})
+    assert not os.path.exists(os.path.join(path, "v"))
+
+
+# ------------------------------------------------------------------ refused: nothing created
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_refused_write_creates_no_group(tmp_path, fmt):
+    """A refused first write (mode "w-") left the new group behind, so that the corrected
+    retry was a ContainsGroupError; mode "w" over an array, or over a group of the other
+    format, replaced it at once, before the write was checked."""
+    path = str(tmp_path / "g.zarr")
+    ds = xr.Dataset({"v": ("t", np.arange(3.0))})
+    with pytest.raises(ValueError, match="'v'"):
+        to_chunkstore(ds, path, zarr_format=fmt, encoding={"v": {"chunks": (0,)}})
+    assert _snapshot(path) == {}
+    to_chunkstore(ds, path, zarr_format=fmt)  # the corrected call, the same mode
+    xr.testing.assert_identical(open_dataset(path), ds)
+
+    import chunkstore as cs
+    arr = str(tmp_path / "a.zarr")
+    cs.open_array(arr, mode="w", shape=(3,), chunks=(3,), dtype="i4", zarr_format=fmt)[:] = 7
+    before = _snapshot(arr)
+    with pytest.raises(ValueError, match="'v'"):
+        to_chunkstore(ds, arr, mode="w", zarr_format=fmt, encoding={"v": {"chunks": (0,)}})
+    assert _snapshot(arr) == before
+    other = str(tmp_path / "o.zarr")
+    to_chunkstore(ds, other, zarr_format=5 - fmt)
+    before = _snapshot(other)
+    with pytest.raises(ValueError, match="'v'"):
+        to_chunkstore(ds, other, mode="w", zarr_format=fmt, encoding={"v": {"chunks": (0,)}})
+    assert _snapshot(other) == before
+    to_chunkstore(ds, other, mode="w", zarr_format=fmt)
+    xr.testing.assert_identical(open_dataset(other), ds)
+
+
+# ------------------------------------------------------------------ errors name the variable
+def test_an_encoding_error_of_a_stored_variable_names_it(tmp_path):
+    """Appending 2004-02-29 to a noleap time coordinate: xarray's encoder refuses it,
+    naming neither the variable nor anything else."""
+    path = str(tmp_path / "c.zarr")
+    t = xr.date_range("2004-02-27", periods=2, calendar="noleap", use_cftime=True)
+    _quiet(to_chunkstore, xr.Dataset({"v": ("time", [1.0, 2.0])}, coords={"time": t}), path)
+    before = _snapshot(path)
+    leap = xr.Dataset({"v": ("time", [3.0])},
+                      coords={"time": pd.to_datetime(["2004-02-29"]).values})
+    with pytest.raises(ValueError, match="leap day.*'time'"):
+        _quiet(to_chunkstore, leap, path, append_dim="time")
+    assert _snapshot(path) == before
+
+
+@pytest.mark.parametrize("name", [".zattrs", ".zgroup", ".zarray", "zarr.json", ".zmetadata"])
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_variable_named_like_a_metadata_document_is_refused_naming_the_store(tmp_path,
+                                                                               fmt, name):
+    path = str(tmp_path / "d.zarr")
+    ds = xr.Dataset({name: ("t", np.arange(3.0))})
+    with pytest.raises(ValueError) as e:
+        to_chunkstore(ds, path, zarr_format=fmt)
+    assert repr(name) in str(e.value) and path in str(e.value)
+    assert "MemoryStore" not in str(e.value)
+    assert _snapshot(path) == {}
