@@ -165,7 +165,8 @@ def replacing_node(store: Any, path: str, synchronizer: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def groups_above_held(synchronizer: Any, path: str, store: Any = None) -> Iterator[bool]:
     """Around writing a new node's documents (and the groups made above it): the metadata
-    guards of the groups above path, the root's first, as an attribute update holds them:
+    guards of the groups above path, the root's first, as an attribute update holds them,
+    and the node's own:
     with store, those of this process's in-process tables (handle_locks), then with a
     ProcessSynchronizer, its own. A delete or move of one of those groups by another thread
     (replacing_node holds the tables' whole spaces) or another process (the synchronizer's)
@@ -179,13 +180,18 @@ def groups_above_held(synchronizer: Any, path: str, store: Any = None) -> Iterat
     if store is None and not process:
         yield False
         return
+    # (and the node's own guard, last: a delete of the node holds all of its space, so a
+    # creation at the path it deletes comes wholly before or after it; between, the
+    # creation's document was written into a directory the delete had just removed, a
+    # bare FileNotFoundError)
+    guarded = [*nodes.ancestors(path), path]
     with contextlib.ExitStack() as held:
         if store is not None:
-            for above in nodes.ancestors(path):
-                held.enter_context(handle_locks(store, above).hold(above, GUARD))
+            for node in guarded:
+                held.enter_context(handle_locks(store, node).hold(node, GUARD))
         if process:
-            for above in nodes.ancestors(path):
-                held.enter_context(synchronizer.hold(above, GUARD))
+            for node in guarded:
+                held.enter_context(synchronizer.hold(node, GUARD))
         yield True
 
 

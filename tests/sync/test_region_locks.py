@@ -464,12 +464,15 @@ def test_one_region_file_per_array_and_old_lock_directories_refused(tmp_path):
     old_dir.mkdir()
     (old_dir / ".array-rw.lock").write_bytes(b"")
     (old_dir / "0.0.lock").write_bytes(b"")
-    y = cs.zeros((10,), chunks=(5,), store=str(tmp_path / "y.zarr"),
-                 synchronizer=cs.ProcessSynchronizer(str(old_dir)))
+    # (at the creation, its first use of the directory: nothing is written)
     with pytest.raises(ValueError, match=r"older chunkstore.*clear\(\)"):
-        y[:] = 1
+        cs.zeros((10,), chunks=(5,), store=str(tmp_path / "y.zarr"),
+                 synchronizer=cs.ProcessSynchronizer(str(old_dir)))
+    assert not os.path.exists(tmp_path / "y.zarr" / ".zarray")
     # ... until cleared.
     cs.ProcessSynchronizer(str(old_dir)).clear()
+    y = cs.zeros((10,), chunks=(5,), store=str(tmp_path / "y.zarr"),
+                 synchronizer=cs.ProcessSynchronizer(str(old_dir)))
     y[:] = 1
     np.testing.assert_array_equal(y[...], 1)
 
