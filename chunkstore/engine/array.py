@@ -278,7 +278,7 @@ class Array(nodes.Node, ArrayAPIv3):
                 raise
             if plan is not None:
                 try:
-                    engine.trim_chunks(extent, shape, chunks, plan)
+                    engine.trim_chunks(extent, shape, chunks, plan, keep=True)
                     trim.end(engine)
                 except BaseException as e:
                     e.add_note(f"array {self.name!r} has its new fill value {value!r}, but "

@@ -60,8 +60,9 @@ class EngineLike(Protocol):
         """The chunk shape."""
 
     def trim_chunks(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int],
-                    plan: Any = None) -> None:
-        """Delete the chunks past new within old; reset boundary chunks past new."""
+                    plan: Any = None, keep: bool = False) -> None:
+        """Delete the chunks past new within old; reset boundary chunks past new (keep:
+        stored even where then all fill value)."""
 
 __all__ = ["MARKER_NAME", "marker_key", "read_marker", "begin", "end", "complete"]
 
@@ -136,5 +137,6 @@ def complete(engine: EngineLike, raw: Any,
     if extent != shape:
         # The stored chunks are listed in the extent's grid (the current one lists only
         # those inside the shape); nothing but the listing depends on the shape.
-        widened(extent).trim_chunks(extent, shape, engine.chunks)
+        # (kept: the marker may be a fill value change's, whose edge chunks hold data)
+        widened(extent).trim_chunks(extent, shape, engine.chunks, keep=True)
     end(engine)

@@ -511,9 +511,14 @@ class WritePath(ReadPath):
         return stale, cut
 
     def trim_chunks(self, old: Sequence[int], new: Sequence[int], chunks: Sequence[int],
-                    plan: tuple[list[str], list[tuple[int, ...]]] | None = None) -> None:
+                    plan: tuple[list[str], list[tuple[int, ...]]] | None = None,
+                    keep: bool = False) -> None:
         """After a shrink from ``old`` to ``new``: delete the chunks wholly past the new shape
-        and reset the cut-off part of boundary chunks to the fill value."""
+        and reset the cut-off part of boundary chunks to the fill value (a boundary chunk
+        then all fill value is dropped, as any chunk written so, unless write_empty_chunks).
+        keep: stored whatever it holds (a new fill value's reset of the edge chunks'
+        padding: their values inside were written as data, unequal to the fill value
+        then; dropped, they read as the next fill value set)."""
         stale, cut = plan if plan is not None else self.trim_plan(old, new, chunks)
         delitems(self.chunk_store, stale)
         for c in cut:  # the caller holds the array's exclusive lock
@@ -533,5 +538,8 @@ class WritePath(ReadPath):
                         else self.fill_item.reshape(()))  # type: ignore[union-attr]
             to_set: dict[str, bytes] = {}
             to_del: list[str] = []
-            self._finish_chunk(k, chunk, to_set, to_del)
+            if keep:
+                to_set[k] = self._encode(k, chunk)
+            else:
+                self._finish_chunk(k, chunk, to_set, to_del)
             self._store_chunks(to_set, to_del)

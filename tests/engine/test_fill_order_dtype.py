@@ -276,3 +276,33 @@ def test_a_v2_time_array_with_a_null_fill_reads_missing_elements_as_nat(tmp_path
     # uninitialised memory (test_v2_null_fill_stores_every_chunk)
     a[0:2] = np.array(["NaT", "NaT"], dtype=dtype)
     assert a.nchunks_initialized == 1
+
+
+@pytest.mark.parametrize("kind", ["v2", "v3", "sharded"])
+def test_edge_chunks_keep_their_data_through_fill_value_changes(tmp_path, kind):
+    """A new fill value resets the padding of stored edge chunks; one whose values inside
+    the shape equalled the new fill value was then all fill value and dropped (with
+    write_empty_chunks=False, the default), and the next fill value change made those
+    written elements read as it. A fill value change keeps the chunks it rewrites."""
+    def make():
+        d = str(tmp_path / f"{kind}-{len(list(tmp_path.iterdir()))}")
+        if kind == "v2":
+            return cs.create(shape=(5,), chunks=(3,), dtype="i4", fill_value=0, store=d)
+        kw = {"shards": (6,)} if kind == "sharded" else {}
+        return cs.create_array(d, shape=(5,), chunks=(3,), dtype="i4", fill_value=0, **kw)
+
+    z = make()
+    z[:] = 7
+    z.fill_value = 7
+    assert z[:].tolist() == [7] * 5
+    z.fill_value = 1
+    assert z[:].tolist() == [7] * 5
+    # (a shrink's rewrite of a boundary chunk is a write: all fill value, it is dropped,
+    # as any chunk written so; README, "write_empty_chunks")
+    z = make()
+    z[:] = [7, 7, 5, 4, 4]
+    z.fill_value = 7
+    z.resize(2)
+    assert z[:].tolist() == [7, 7]
+    z.resize(4)
+    assert z[:].tolist() == [7, 7, 7, 7]
