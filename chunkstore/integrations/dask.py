@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -157,18 +158,48 @@ class Target:
         self.z = z
         self.copied = False
         self.shape, self.dtype, self.ndim = z.shape, z.dtype, z.ndim
+        # (the layout the graph's blocks were cut for: to_chunkstore rechunks them to it)
+        self.grid = _BlockReader._grid(z)
 
     def __getstate__(self) -> dict:
-        return {"z": self.z, "shape": self.shape}
+        if not protocol.copies_share_data(self.z.store):
+            # (the array itself not pickled: its copy would open a store of its own, where
+            # it is missing (ArrayNotFoundError), or not pickle at all (obstore's
+            # MemoryStore); the tasks raise the error that says why)
+            return {"copied_from": (store_name(self.z.store), self.z.path)}
+        return {"z": self.z, "shape": self.shape, "dtype": self.dtype, "grid": self.grid}
 
     def __setstate__(self, state: dict) -> None:
+        if "copied_from" in state:
+            self.copied_from = state["copied_from"]
+            self.copied = True
+            return
         self.__init__(state["z"])  # type: ignore[misc]
-        self.shape = state.get("shape", self.shape)  # (the graph's, not the array's now)
+        # (the graph's, not the array's now)
+        self.shape = state.get("shape", self.shape)
+        self.dtype = state.get("dtype", self.dtype)
+        self.grid = state.get("grid", self.grid)
         self.copied = not protocol.copies_share_data(self.z.store)
 
     def _check(self) -> None:
         if self.copied:
-            raise _copies_lose_writes(self.z.store, self.z.path)
+            name, path = getattr(self, "copied_from", None) or (self.z.store, self.z.path)
+            raise _copies_lose_writes(name, path)
+        # Another array than the graph's (re-created meanwhile, by any handle or process):
+        # its blocks were cut for the old grid, and tasks sharing one of the new chunks lost
+        # each other's updates on the processes scheduler; values cast to a new dtype
+        # (1e6 into i2) stored wrapped. Grown is fine; shrunk, the write says so.
+        z = self.z
+        what = None
+        if z.dtype != self.dtype:
+            what = f"dtype {self.dtype} -> {z.dtype}"
+        elif _BlockReader._grid(z) != self.grid:
+            what = f"chunks and stored objects {self.grid} -> {_BlockReader._grid(z)}"
+        if what is not None:
+            raise StaleDaskArrayError(
+                f"array {z.path or '/'!r} of {store_name(z.store)} changed since the dask "
+                f"write to it was built ({what}): the write was planned for the old array; "
+                f"build the write again")
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check()
@@ -186,12 +217,15 @@ class Target:
                 f"longer fit; build the write again") from e
 
     def __getitem__(self, key: Any) -> Any:
+        if self.copied:
+            self._check()
         return self.z[key]
 
 
 def _copies_lose_writes(store: Any, path: str | None) -> RuntimeError:
+    where = store if isinstance(store, str) else store_name(store)
     return RuntimeError(
-        f"cannot write array {path or '/'!r} of {store_name(store)} from a copy of the dask "
+        f"cannot write array {path or '/'!r} of {where} from a copy of the dask "
         f"graph (the processes scheduler, or dask.distributed, pickles it): this store's "
         f"copies do not share its data, so the writes would be lost; use the threaded "
         f"scheduler, or a store at a location (a directory, a database file, a URL)")
@@ -223,18 +257,50 @@ def _unwrapped(v: Any) -> Array | None:
     return None
 
 
-def _sources(darr: da.Array) -> list[Array]:
-    """The chunkstore arrays darr's graph reads (as from_array keeps them: each under a key
-    of its own, in a layer named original-...; through xarray's lazy arrays too)."""
-    found: list[Array] = []
+#: values of a graph that hold no array: not looked into
+_LEAVES = (str, bytes, int, float, complex, type(None), slice, np.ndarray, np.generic)
+
+
+def _sources(darr: da.Array) -> Iterator[Array]:
+    """The chunkstore arrays darr's graph reads, wherever its tasks hold them: under a key
+    of their own (from_array's layer original-...), or inside the tasks' arguments
+    (from_array(inline_array=True), a graph dask.optimize inlined; xarray's lazy arrays
+    too). Looked at in the original- layers alone, an inlined array went unseen, and an
+    overwrite of it was not refused: its tasks then read the fill value."""
     graph: Any = darr.__dask_graph__()
-    layers = getattr(graph, "layers", None)
-    if layers is None:  # (a graph of one layer: its keys that are names)
-        layers = {k: {k: v} for k, v in graph.items() if isinstance(k, str)}
-    for name, layer in layers.items():
-        if str(name).startswith("original-"):
-            found += [a for a in map(_unwrapped, layer.values()) if a is not None]
-    return found
+    stack: list = []
+    for layer in getattr(graph, "layers", {"": graph}).values():
+        if hasattr(layer, "indices") and hasattr(layer, "task"):
+            # a Blockwise layer, looked at without making its tasks (a dask array of
+            # 120,000 blocks took 1.1 s to materialize): its task, its constant arguments
+            # (inline_array=True's array) and its io_deps
+            stack += [layer.task, [v for v, _ in layer.indices],
+                      list(getattr(layer, "io_deps", {}).values())]
+        else:
+            stack += list(layer.values())
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _LEAVES) or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, Array) or hasattr(v, "get_array") or hasattr(v, "array"):
+            a = _unwrapped(v)
+            if a is not None:
+                yield a
+                continue
+        if isinstance(v, (tuple, list, set, frozenset)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        else:  # a task (dask's Task, DataNode), a functools.partial...
+            for attr in ("args", "kwargs", "keywords", "value"):
+                inner = getattr(v, attr, None)
+                if inner is not None:
+                    stack.append(inner)
+            func = getattr(v, "func", None)
+            if func is not None:  # (a bound method's object may hold the array)
+                stack.append(getattr(func, "__self__", func))
 
 
 def source_under(darr: da.Array, store: Any, path: str) -> Array | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chunkstore.errors import store_name
+
 __all__ = ["StorePath", "split_store_path"]
 
 
@@ -46,7 +48,11 @@ class StorePath:
         return f"StorePath({self.store!r}, {self.path!r})"
 
     def __str__(self) -> str:
-        return f"{self.store}/{self.path}" if self.path else str(self.store)
+        # (a store with no text of its own, a plain dict, by its name: its repr listed every
+        # key and value, and an Array's repr with it)
+        store = str(self.store) if type(self.store).__str__ is not object.__str__ \
+            else store_name(self.store)
+        return f"{store}/{self.path}" if self.path else store
 
 
 def split_store_path(store: Any, path: str | None) -> tuple[Any, str | None]:

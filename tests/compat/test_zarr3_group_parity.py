@@ -254,3 +254,15 @@ def test_a_value_that_does_not_broadcast_names_both_shapes():
     with pytest.raises(ValueError, match=r"Attempting to set .* \(2,\) .* \(2, 2\)"):
         z[np.array([1, 2]), np.array([1, 2])] = np.array([[-1, -2], [-3, -4]])
     assert not z[...].any() and z.nchunks_initialized == 0
+
+
+def test_reprs_of_nodes_in_a_plain_dict_name_it_without_its_contents():
+    """An Array's or Group's repr on a plain dict store showed the dict's repr: every key
+    and value (a document's bytes, every chunk's). It names the dict as errors do."""
+    store: dict = {}
+    z = cs.create_array(store, name="a", shape=(3,), dtype="i4")
+    z[:] = 1
+    for node in (z, cs.open_group(store, mode="r")):
+        text = repr(node)
+        assert "zarr.json" not in text and "<dict of " in text, text
+    assert repr(z).startswith("<Array <dict of ") and "/a shape=(3,)" in repr(z)

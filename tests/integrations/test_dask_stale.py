@@ -173,3 +173,58 @@ def test_a_delayed_write_into_an_array_shrunk_since_says_so(tmp_path, scheduler)
     cs.open_array(q, mode="r+").resize(50)
     delayed.compute(scheduler=scheduler)
     np.testing.assert_array_equal(cs.open_array(q, mode="r")[:40], np.arange(1, 41))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+@pytest.mark.parametrize("change", ["chunks", "dtype"])
+def test_a_delayed_write_into_an_array_recreated_since_raises(tmp_path, scheduler, change):
+    """to_chunkstore(compute=False), then the array re-created with other chunks (its
+    blocks cut for the old grid: tasks sharing a new chunk on the processes scheduler lost
+    each other's elements) or another dtype (1e6 stored wrapped into i2), then compute: it
+    wrote without a word. Now a StaleDaskArrayError naming the change, nothing written."""
+    from chunkstore.dask import to_chunkstore
+    p = str(tmp_path / "a.zarr")
+    src = da.from_array(np.arange(1, 41, dtype="i4"), chunks=10)
+    delayed = to_chunkstore(src, p, chunks=(10,), compute=False)
+    cs.open_array(p, mode="w", shape=(40,), chunks=(15,) if change == "chunks" else (10,),
+                  dtype="i4" if change == "chunks" else "i2")
+    with pytest.raises(StaleDaskArrayError, match=f"{change if change == 'dtype' else 'chunks'}"
+                                                  r".*build the write again"):
+        delayed.compute(scheduler=scheduler)
+    assert not cs.open_array(p, mode="r")[...].any()
+
+
+def test_a_delayed_write_into_a_memory_store_on_copies_says_why(tmp_path):
+    """A compute=False write into a store whose copies do not share its data, computed on
+    the processes scheduler: the tasks' copy of the array opened a store of its own, where
+    the array was missing (ArrayNotFoundError), or did not pickle (obstore's MemoryStore).
+    The tasks now raise the documented RuntimeError naming the array and the store."""
+    from chunkstore.dask import to_chunkstore
+    delayed = to_chunkstore(da.arange(40.0, chunks=10), "memory://dask-copies", path="c",
+                            chunks=(10,), compute=False)
+    with pytest.raises(RuntimeError, match=r"array 'c' of FSStore\('memory://dask-copies'\) "
+                                           r"from a copy of the dask graph"):
+        delayed.compute(scheduler="processes", num_workers=2)
+
+
+@pytest.mark.parametrize("how", ["inline", "optimized", "optimized-rechunk"])
+def test_an_overwrite_of_the_array_an_inlined_graph_reads_is_refused(tmp_path, how):
+    """to_chunkstore(d, p, overwrite=True) where d reads the array at p with the array
+    inside its tasks (from_array(inline_array=True), or a graph dask.optimize inlined):
+    the check looked in from_array's own layers only, the array was replaced first and
+    the tasks read the fill value (or raised StaleDaskArrayError, the data gone). Refused
+    before anything is deleted, as for a plain graph."""
+    import dask
+    from chunkstore.dask import to_chunkstore
+    p = str(tmp_path / "a.zarr")
+    z = cs.open_array(p, mode="w", shape=(20,), chunks=(5,), dtype="i4")
+    z[:] = np.arange(100, 120)
+    if how == "inline":
+        d = da.from_array(z, chunks=5, inline_array=True) + 1
+    elif how == "optimized":
+        d = dask.optimize(from_chunkstore(z) + 1)[0]
+    else:
+        d = dask.optimize((from_chunkstore(z) + 1).rechunk(7) * 1)[0]
+    with pytest.raises(ValueError, match="cannot overwrite array '/'.*reads it"):
+        to_chunkstore(d, p, overwrite=True)
+    np.testing.assert_array_equal(cs.open_array(p, mode="r")[...], np.arange(100, 120))

@@ -534,3 +534,18 @@ def test_a_variable_named_like_a_metadata_document_is_refused_naming_the_store(t
     assert repr(name) in str(e.value) and path in str(e.value)
     assert "MemoryStore" not in str(e.value)
     assert _snapshot(path) == {}
+
+
+def test_mode_w_over_the_group_an_inlined_dask_variable_reads_is_refused(tmp_path):
+    """open_dataset(chunks={}, inline_array=True) puts the array inside the dask tasks: the
+    check for a variable reading the group mode "w" replaces missed it, and the write stored
+    NaN (the replaced array's fill value). Refused as with inline_array=False."""
+    import xarray as xr
+    from chunkstore.xarray import to_chunkstore
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("x", np.arange(10.0) + 100)}), p, mode="w")
+    ds = xr.open_dataset(p, engine="chunkstore", chunks={}, inline_array=True)
+    with pytest.raises(ValueError, match="variable 'v' reads array 'v'"):
+        to_chunkstore(ds + 1, p, mode="w")
+    np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").v.values,
+                                  np.arange(10.0) + 100)
