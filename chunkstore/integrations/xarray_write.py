@@ -41,7 +41,8 @@ from chunkstore.codecs.common import object_codec_id
 from chunkstore.compat.creation import create_array
 from chunkstore.errors import (ContainsArrayError, ContainsGroupError, GroupNotFoundError,
                                ReadOnlyError, store_name)
-from chunkstore.hierarchy.creation import contains_array, contains_group, normalize_path
+from chunkstore.hierarchy.creation import (contains_array, contains_group, normalize_path,
+                                           remove_node)
 from chunkstore.hierarchy.nodes import ancestors, new_node_format
 from chunkstore.hierarchy.group import Group, open_group
 from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
@@ -177,7 +178,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
     alignment, write_empty_chunks and whether to consolidate afterwards."""
 
     __slots__ = ("mode", "append_dim", "region", "write_empty", "consolidate_on_close",
-                 "zarr_format", "safe_chunks", "_pending_clear", "_grown")
+                 "zarr_format", "safe_chunks", "_pending_clear", "_grown", "_made")
 
     def __init__(self, group, *, mode="r+", append_dim=None, region=None,
                  write_empty=None, consolidate_on_close=False, close_store=False,
@@ -198,6 +199,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         self._pending_clear = pending_clear
         # (array, its shape before) of each array this write appended to, in order
         self._grown: list[tuple[Any, tuple[int, ...]]] = []
+        # the paths of the nodes this write made (the group, where it made or replaced it;
+        # else the arrays it created), removed again if it fails: see undo_appends
+        self._made: list[str] = []
 
     @classmethod
     def open_group(cls, store, mode="r", group=None, consolidated=None,
@@ -415,9 +419,11 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         # -- everything checked: write
         if isinstance(self.group, _NewGroup):
             self.group = self.group.create()
+            self._made.append(self.group.path)
         elif self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
                                     zarr_format=fmt)
+            self._made.append(self.group.path)
         self._pending_clear = False
         if self.mode not in ("r", "r+"):
             self.group.attrs.put(group_attrs)
@@ -456,7 +462,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         computed, times the stored dtype cannot hold; 1970-01-01 in a time variable, a
         plausible wrong value). A step that fails is noted on error."""
         grown, self._grown = self._grown, []
-        if not grown:
+        made, self._made = self._made, []
+        if not grown and not made:
             return
         for z, shape in reversed(grown):
             try:
@@ -464,9 +471,31 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             except Exception as e:  # (what the append left is named; the error goes on)
                 error.add_note(f"the append to {z.name!r} could not be undone ({e!r}): it "
                                f"may hold rows of fill values past {shape}")
+        # The nodes it made removed (documents first): half written, they read as a dataset
+        # whose unwritten blocks hold the fill value, with nothing to tell it from a whole
+        # one. Mode "w" had replaced the group before its dask data was computed: what it
+        # held is gone either way, and no group is left rather than a partial one.
+        store = self.group.store
+        for path in made:
+            try:
+                remove_node(store, path)
+                if path == self.group.path:
+                    error.add_note(f"the group {path or '/'!r} of {store_name(store)} this "
+                                   f"write made (mode 'w' replaced what was there first) is "
+                                   f"removed again, half written")
+            except Exception as e:
+                error.add_note(f"the node {path or '/'!r} this write made, half written, could "
+                               f"not be removed ({e!r}): its unwritten blocks read as the "
+                               f"fill value")
         if self.consolidate_on_close:
             try:
-                self._consolidate()
+                if self.group.path in made:  # (gone: the groups above that keep some)
+                    from chunkstore.hierarchy.convenience import consolidate_metadata
+                    for where in ancestors(self.group.path):
+                        if is_consolidated(store, where):
+                            consolidate_metadata(store, path=where)
+                else:
+                    self._consolidate()
             except Exception as e:
                 error.add_note(f"the consolidated metadata could not be made again ({e!r})")
 
@@ -600,6 +629,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         store = self.group.store
         if p["action"] == "create":
             z = _create(store, self._path(p["name"]), p, self.zarr_format)
+            if self.group.path not in self._made:
+                self._made.append(z.path)
         else:
             z = p["stored"]
             if p["action"] == "append":

@@ -549,3 +549,43 @@ def test_mode_w_over_the_group_an_inlined_dask_variable_reads_is_refused(tmp_pat
         to_chunkstore(ds + 1, p, mode="w")
     np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").v.values,
                                   np.arange(10.0) + 100)
+
+
+def _failing_dask(values, bad_at):
+    """A dask variable whose block holding index bad_at raises as it is computed."""
+    import dask.array as da
+
+    def block(x, block_info=None):
+        lo, hi = block_info[0]["array-location"][0]
+        if lo <= bad_at < hi:
+            raise OSError("the source failed (simulated)")
+        return x
+    return da.from_array(values, chunks=2).map_blocks(block, dtype=values.dtype)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_write_that_fails_as_its_dask_data_is_computed_leaves_no_half_made_node(tmp_path,
+                                                                                 fmt):
+    """Mode "w" replaced the group, then its dask data failed as it was computed: the new
+    group was left half written, its unwritten blocks reading as the fill value (zeros:
+    plausible values) with nothing to tell it from a whole one. Now the nodes a failed
+    write made are removed again: mode "w"'s group (what it replaced is gone either way:
+    GroupNotFoundError, not wrong values), a new variable of mode "a" (the others kept)."""
+    import dask
+    import chunkstore as cs
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(8.0))}), p, zarr_format=fmt)
+    new = xr.Dataset({"v": ("t", _failing_dask(np.arange(10.0, 18.0), 6)),
+                      "w": ("t", np.arange(8.0))})
+    with dask.config.set(scheduler="synchronous"), pytest.raises(OSError, match="simulated"):
+        to_chunkstore(new, p, mode="w", zarr_format=fmt)
+    with pytest.raises(cs.errors.GroupNotFoundError):
+        xr.open_dataset(p, engine="chunkstore")
+    # mode "a": the new variable removed, the stored one as it was
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(8.0))}), p, zarr_format=fmt)
+    with dask.config.set(scheduler="synchronous"), pytest.raises(OSError, match="simulated"):
+        to_chunkstore(xr.Dataset({"x": ("t", _failing_dask(np.arange(8.0), 5))}), p, mode="a")
+    back = xr.open_dataset(p, engine="chunkstore")
+    assert list(back.data_vars) == ["v"]
+    np.testing.assert_array_equal(back.v.values, np.arange(8.0))
+    assert "x" not in cs.open_group(p, mode="r")
