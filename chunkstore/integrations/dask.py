@@ -309,6 +309,38 @@ def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
     return next((a for a in _sources(darr) if holds(store, path, a.store, a.path)), None)
 
 
+def blockwise_in_place(darr: da.Array) -> bool:
+    """Whether each block of darr is computed from the same block, the same region, of the
+    arrays it reads: every layer of its graph is from_array's (the array and its getter)
+    or elementwise (a Blockwise layer whose array inputs have the output's indices and
+    blocks: ``ds.v * 2``, ``np.sqrt``). Written back into an array it reads (rechunked to
+    the stored grid or not), each write then reads all of its region before it writes it,
+    and nothing else reads that region. A reversal, a shift, a transpose, a rechunk of the
+    caller's, an overlap or a reduction reads other blocks' regions, which other tasks may
+    have written already."""
+    layers = getattr(darr.__dask_graph__(), "layers", None)
+    if layers is None:
+        return False
+    blocks = tuple(darr.numblocks)
+    for name, layer in layers.items():
+        if str(name).startswith("original-"):
+            continue  # (from_array's array under a key of its own)
+        out = getattr(layer, "output_indices", None)
+        if out is None or not hasattr(layer, "indices") or \
+                getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
+            return False
+        numblocks = getattr(layer, "numblocks", {})
+        for v, idx in layer.indices:
+            if idx is None:
+                continue  # (a constant: from_array's array, a scalar)
+            if tuple(idx) != tuple(out):
+                return False
+            nb = numblocks.get(v) if isinstance(v, str) else None
+            if nb is not None and tuple(nb) != blocks:
+                return False
+    return True
+
+
 def _check_overwrite(darr: da.Array, store: Any, path: str) -> None:
     """Refuse, before anything is deleted, an overwrite of the array (or of a group above
     it) that darr reads: re-created empty, its tasks read the fill value (silently, the

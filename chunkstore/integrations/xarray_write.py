@@ -416,6 +416,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                     raise
         if self._pending_clear:
             _check_not_reading(plans, self.group)
+        for p in plans:
+            _check_not_reading_elsewhere(p)
         # -- everything checked: write
         if isinstance(self.group, _NewGroup):
             self.group = self.group.create()
@@ -681,6 +683,28 @@ def _check_not_reading(plans, group) -> None:
                 f"(mode 'w'): variable {p['name']!r} reads array {a.path or '/'!r} in it, "
                 f"which would read as its fill value once replaced; write to another group "
                 f"or store, or load the dataset first (ds.load())")
+
+
+def _check_not_reading_elsewhere(p) -> None:
+    """Refuse a write into a stored array (a region, or mode "a" rewriting a variable)
+    whose dask data reads that array other than block by block (dask.blockwise_in_place):
+    its tasks run in any order, and one read a region another task had written already
+    (``ds.v[::-1]`` written back into v stored [0 1 2 3 3 2 1 0], as xarray's zarr engine
+    stores it). ValueError naming the variable; an append (rows the data cannot read) and
+    elementwise updates (``ds.v * 2``) go on."""
+    data = p["data"]
+    if p["action"] != "write" or not hasattr(data, "dask"):
+        return
+    from chunkstore.integrations.dask import blockwise_in_place, source_under
+    z = p["stored"]
+    if source_under(data, z.store, z.path) is None or blockwise_in_place(data):
+        return
+    raise ValueError(
+        f"variable {p['name']!r}: its dask data reads the array {z.path or '/'!r} of "
+        f"{store_name(z.store)} that it is written into, other than block by block (a "
+        f"reversal, shift, transpose, rechunk, overlap or reduction of it): its tasks would "
+        f"read blocks other tasks had written already; load the data first (.load()), or "
+        f"write it elsewhere")
 
 
 def _open_for(store, path, mode, zarr_format):

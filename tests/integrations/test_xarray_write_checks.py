@@ -589,3 +589,27 @@ def test_a_write_that_fails_as_its_dask_data_is_computed_leaves_no_half_made_nod
     assert list(back.data_vars) == ["v"]
     np.testing.assert_array_equal(back.v.values, np.arange(8.0))
     assert "x" not in cs.open_group(p, mode="r")
+
+
+def test_a_write_whose_dask_data_reads_its_own_array_out_of_place_is_refused(tmp_path):
+    """Dask data that reads the array it is written into, other than block by block (here
+    reversed), written back: its tasks read blocks others had written already, and v was
+    stored [0 1 2 3 3 2 1 0] (xarray's zarr engine stores the same). Refused naming the
+    variable, nothing written; elementwise updates and appends of such data go on."""
+    import dask
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(8.0))}), p, encoding={"v": {"chunks": (2,)}})
+    ds = xr.open_dataset(p, engine="chunkstore", chunks={})
+    with dask.config.set(scheduler="synchronous"):
+        with pytest.raises(ValueError, match="variable 'v': its dask data reads the array 'v'"):
+            to_chunkstore(ds.assign(v=("t", ds.v.data[::-1])), p, mode="a")
+        with pytest.raises(ValueError, match="variable 'v': its dask data reads"):
+            to_chunkstore(ds.isel(t=slice(2, 6)).assign_coords(), p,
+                          region={"t": slice(0, 4)})
+        np.testing.assert_array_equal(open_dataset(p).v.values, np.arange(8.0))
+        to_chunkstore(ds * 2 + 1, p, mode="a")  # (elementwise: each block its own region)
+        np.testing.assert_array_equal(open_dataset(p).v.values, np.arange(8.0) * 2 + 1)
+        ds = xr.open_dataset(p, engine="chunkstore", chunks={})
+        to_chunkstore(ds * 0 + ds.v[::-1].data, p, append_dim="t")  # (rows it cannot read)
+    np.testing.assert_array_equal(open_dataset(p).v.values,
+                                  np.r_[np.arange(8.0) * 2 + 1, (np.arange(8.0) * 2 + 1)[::-1]])
