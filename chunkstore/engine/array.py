@@ -574,6 +574,8 @@ class Array(nodes.Node, ArrayAPIv3):
         two again and again (on 16 cores, a writer racing one gave up after 8 plans)."""
         engine = self._handle.current()
         known, grid = engine.shape, engine.chunks
+        # (computed before any lock is taken: see _computed)
+        value = _computed(value)
         guard: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         for attempt in range(8):
             with guard:
@@ -849,7 +851,7 @@ class Array(nodes.Node, ArrayAPIv3):
         if self._handle.options.overrides is not None:
             self._handle.write_metadata(None)  # a view: PermissionError
         self._engine.check_writable()
-        given = data
+        given = _computed(data)
         # Hold the array's exclusive lock across resize and write: parallel appends never
         # interleave, and each sees the shape the previous one left. The data is checked
         # against that shape, read under the lock: checked against a cached one that another
@@ -947,6 +949,16 @@ def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None
     error.add_note(f"in array {name!r}, whose chunks are of shape {engine.chunks} "
                    f"({engine.dtype}, {human_bytes(size)} each; a read or write holds the "
                    f"chunks it touches whole, besides its result)")
+
+
+def _computed(value: Any) -> Any:
+    """value, a lazy collection (a dask array) computed into memory: a write or append
+    takes the array's locks first, and a dask value that reads the array (``z.append(
+    da.from_array(z) * 10)``) had its worker threads wait for those locks' holder, which
+    waited for them (a change in flight is waited for by reads: Array._read)."""
+    if hasattr(value, "__dask_graph__") and hasattr(value, "__array__"):
+        return np.asarray(value)
+    return value
 
 
 def _fields(fields: Fields) -> FieldNames:

@@ -123,15 +123,15 @@ class EngineHandle:
 
     def changed_since(self, generation: int) -> bool:
         """Whether this process changed the array's metadata since ``generation`` was read
-        (metadata_generation), or is changing it now through another thread (its metadata
-        guard held: a resize deleting the chunks past its new end, an append...), that one
-        waited for first. A read that saw part of a change (the old shape, chunks the shrink
-        had deleted read as the fill value) runs again by the metadata after it."""
+        (metadata_generation), or is changing it now through another thread (the array's
+        whole lock space held: a resize deleting the chunks past its new end, an append...),
+        that one waited for first (it counts the change before it lets go). A read that saw
+        part of a change (the old shape, chunks the shrink had deleted read as the fill
+        value) runs again by the metadata after it."""
         counter = self.options.counts.counter
-        if counter.guard_held_elsewhere(self.options.path):
+        if counter.changing_elsewhere(self.options.path):
             with counter.hold(self.options.path, GUARD):
                 pass
-            return True
         return metadata_generation(self.options) != generation
 
     def changes_held(self) -> contextlib.AbstractContextManager[Any]:

@@ -202,7 +202,7 @@ _REMOVALS = 8
 
 @contextlib.contextmanager
 def replaced_and_guarded(store: Any, path: str, synchronizer: Any, overwrite: bool,
-                         whole: bool) -> Iterator[bool]:
+                         whole: bool, kind: str = "array") -> Iterator[bool]:
     """Around writing a new node's documents at path: with overwrite, what is there removed
     first (whole: under this process's locks of the node, held on through the body, which
     the groups above are then too: see replacing; else remove_node, before the guards), then
@@ -210,7 +210,9 @@ def replaced_and_guarded(store: Any, path: str, synchronizer: Any, overwrite: bo
     process made at path between the removal and the guards (the parent group of its
     creation below path) is removed again: written over, the new node's document lay beside
     the other's (an array's .zarray beside a group's .zgroup, with members below it).
-    Yields whether guards are held (see groups_above_held)."""
+    Yields whether guards are held (see groups_above_held; whole: this process's tables of
+    the groups above are held whole, which excludes as much: the caller looks at the groups
+    above again too, one deleted since it first looked is made anew)."""
     for _ in range(_REMOVALS):
         with contextlib.ExitStack() as held:
             if whole:
@@ -224,11 +226,12 @@ def replaced_and_guarded(store: Any, path: str, synchronizer: Any, overwrite: bo
             if overwrite and not whole and \
                     nodes.node_kind(probe_store(store), path, warn=False)[0]:
                 continue
-            yield guarded
+            yield guarded or whole
             return
-    raise ContainsGroupError(f"cannot replace the node at path {path!r} in "
-                             f"{store_name(store)}: a node was made there again each of "
-                             f"{_REMOVALS} times it was removed")
+    cls = ContainsArrayError if kind == "array" else ContainsGroupError
+    raise cls(f"cannot replace the node at path {path!r} in {store_name(store)} with "
+              f"{'an array' if kind == 'array' else 'a group'}: a node was made there again "
+              f"each of {_REMOVALS} times it was removed")
 
 
 def replaced_paths(store: Mapping[str, bytes], path: str, synchronizer: Any) -> Any:

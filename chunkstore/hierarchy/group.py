@@ -683,7 +683,7 @@ def _init_group(store, path, overwrite=False, zarr_format=2, synchronizer=None,
     # removal below path would delete that array's chunks (v3 keys "x/c/...")
     missing = creation._check_parents(store, path)
     with creation.replaced_and_guarded(store, path, synchronizer, overwrite,
-                                       whole=False) as guarded:
+                                       whole=False, kind="group") as guarded:
         if guarded:
             missing = creation._check_parents(store, path)
             if exist_ok and nodes.node_kind(creation.probe_store(store), path,

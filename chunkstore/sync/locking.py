@@ -283,17 +283,17 @@ class RegionLock:
         with self._mutex:
             return bool(self._whole_waiting) or not self._free(GUARD[0][0], GUARD[0][1])
 
-    def guard_held_elsewhere(self) -> bool:
-        """Whether another thread of this process holds the metadata guard, alone (a write
-        planned again) or with the whole space (a resize, append or metadata change in
-        flight); nothing taken. (The calling thread's own hold is not counted: waiting for
-        it would never end.)"""
+    def changing_elsewhere(self) -> bool:
+        """Whether another thread of this process holds the whole space: a resize, append,
+        fill value change or re-creation in flight (not the guard alone, which attribute
+        updates, creations and writes planned again hold: nothing of the shape changes
+        under those); nothing taken. (The calling thread's own hold is not counted: waiting
+        for it would never end.)"""
         if not self._starts:  # (nothing held, the usual case: no mutex taken; a change
             return False      # begun before this look holds its ranges until counted)
-        me = threading.get_ident()
         with self._mutex:
-            return not self._free(GUARD[0][0], GUARD[0][1]) and \
-                me != self._guard_holder and me != self._whole_holder
+            holder = self._whole_holder
+        return holder is not None and holder != threading.get_ident()
 
     def _free(self, s, e):
         i = bisect_right(self._starts, e) - 1

@@ -206,10 +206,10 @@ class _Base:
         this process: its guard held or waited for (nothing taken)."""
         return self._region_lock(array_path).guard_busy()
 
-    def guard_held_elsewhere(self, array_path):
-        """Whether another thread of this process holds the array's metadata guard (a
-        metadata change, or a write planned again, in flight: RegionLock.guard_held_elsewhere)."""
-        return self._region_lock(array_path).guard_held_elsewhere()
+    def changing_elsewhere(self, array_path):
+        """Whether another thread of this process is changing the array's metadata (holds
+        its whole lock space: RegionLock.changing_elsewhere)."""
+        return self._region_lock(array_path).changing_elsewhere()
 
     @property
     def counter(self):

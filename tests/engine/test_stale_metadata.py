@@ -812,3 +812,84 @@ def test_a_read_inside_a_shrink_in_flight_waits_for_it(sharded):
     u.join(10)
     assert isinstance(out["got"], BoundsCheckError), out["got"]
     np.testing.assert_array_equal(r[...], np.arange(4))
+
+
+def _in_thread(fn, timeout=30):
+    """fn() in a thread; its result, or AssertionError where it has not returned in time
+    (a deadlock: the test process would hang in the main thread)."""
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["r"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            out["e"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "deadlocked"
+    if "e" in out:
+        raise out["e"]
+    return out["r"]
+
+
+def test_a_dask_value_that_reads_the_array_it_is_appended_or_written_to(tmp_path):
+    """z.append(da.from_array(z) * 10): append took the array's whole lock space, then
+    computed the dask value, whose worker threads' reads of z waited for a metadata change
+    in flight, the append's: a deadlock. Likewise a write planned again (another writer had
+    grown the array) computed its dask value under the metadata guard. Dask values are now
+    computed before any lock is taken."""
+    import json
+    import dask.array as da
+    z = cs.zeros((8,), chunks=(2,), dtype="i4")
+    z[:] = np.arange(8)
+    _in_thread(lambda: z.append(da.from_array(z, chunks=2) * 10))
+    assert z[:].tolist() == list(range(8)) + [10 * i for i in range(8)]
+    d = str(tmp_path / "a.zarr")
+    w = cs.open_array(d, mode="w", shape=(8,), chunks=(2,), dtype="i4",
+                      synchronizer=cs.ThreadSynchronizer())
+    w[:] = np.arange(8)
+    src = cs.open_array(d, mode="r")
+    meta = json.load(open(f"{d}/.zarray"))
+    meta["shape"] = [10]  # (grown by a writer sharing no locks: w's write is planned again)
+    json.dump(meta, open(f"{d}/.zarray", "w"))
+
+    def write():
+        w[:8] = da.from_array(src, chunks=2)[:8] * 10
+    _in_thread(write)
+    assert cs.open_array(d, mode="r")[:].tolist() == [10 * i for i in range(8)] + [0, 0]
+
+
+def test_a_read_beside_an_attribute_update_neither_waits_nor_runs_twice(monkeypatch):
+    """A read that ended while another thread's attribute update held the array's metadata
+    guard waited for the update and read again: holding the guard changes no shape. Only a
+    change of the whole lock space (resize, append, fill value, re-creation) is waited for."""
+    import threading
+    import time
+    from chunkstore.engine.core import ChunkEngine
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowAttrs(dict):
+        def __setitem__(self, k, v):
+            if k.endswith(".zattrs") and threading.current_thread().name == "attrs":
+                entered.set()
+                release.wait(10)
+            super().__setitem__(k, v)
+
+    z = cs.zeros((100,), chunks=(10,), dtype="f8", store=SlowAttrs())
+    z[:] = 1
+    reads = []
+    original = ChunkEngine.read
+    monkeypatch.setattr(ChunkEngine, "read", lambda self, *a, **k: (reads.append(1),
+                                                                     original(self, *a, **k))[1])
+    t = threading.Thread(name="attrs", target=lambda: z.attrs.update(step=1))
+    t.start()
+    assert entered.wait(10)
+    try:
+        assert _in_thread(lambda: z[:10], timeout=5).tolist() == [1.0] * 10
+        assert len(reads) == 1
+    finally:
+        release.set()
+        t.join(10)

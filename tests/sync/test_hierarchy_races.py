@@ -378,3 +378,35 @@ def test_creations_through_an_lru_cache_see_other_handles_changes(tmp_path, fmt)
     with pytest.raises(cs.errors.ContainsArrayError, match="'y'"):
         cached.create_array(name="y", shape=(4,), chunks=(2,), dtype="f4")
     assert plain["y"][...].tolist() == [1] * 4
+
+
+def test_an_overwrite_of_an_array_whose_group_another_thread_deletes(monkeypatch):
+    """create_dataset("y/arr", overwrite=True) over an existing array while another thread
+    deletes "y": the creation found its parents before taking any lock and, replacing the
+    array under this process's locks of it and of the groups above, did not look again:
+    it wrote y/arr with no group y above it. It now looks again under those locks, and
+    makes y anew."""
+    import threading
+    from chunkstore.hierarchy import creation
+    store: dict = {}
+    root = cs.open_group(store, mode="w")
+    root.create_dataset("y/arr", shape=(4,), chunks=(2,), dtype="i4")
+    checked, deleted = threading.Event(), threading.Event()
+    original = creation._check_parents
+
+    def slow_check(store, path):
+        found = original(store, path)
+        if threading.current_thread().name == "creator" and not checked.is_set():
+            checked.set()
+            deleted.wait(10)
+        return found
+
+    monkeypatch.setattr(creation, "_check_parents", slow_check)
+    t = threading.Thread(name="creator", target=lambda: root.create_dataset(
+        "y/arr", shape=(4,), chunks=(2,), dtype="i4", overwrite=True))
+    t.start()
+    assert checked.wait(10)
+    del root["y"]
+    deleted.set()
+    t.join(10)
+    assert sorted(store) == [".zgroup", "y/.zgroup", "y/arr/.zarray"]
