@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import dask.array as da
@@ -309,36 +309,140 @@ def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
     return next((a for a in _sources(darr) if holds(store, path, a.store, a.path)), None)
 
 
-def blockwise_in_place(darr: da.Array) -> bool:
-    """Whether each block of darr is computed from the same block, the same region, of the
-    arrays it reads: every layer of its graph is from_array's (the array and its getter)
-    or elementwise (a Blockwise layer whose array inputs have the output's indices and
-    blocks: ``ds.v * 2``, ``np.sqrt``). Written back into an array it reads (rechunked to
-    the stored grid or not), each write then reads all of its region before it writes it,
-    and nothing else reads that region. A reversal, a shift, a transpose, a rechunk of the
-    caller's, an overlap or a reduction reads other blocks' regions, which other tasks may
-    have written already."""
-    layers = getattr(darr.__dask_graph__(), "layers", None)
-    if layers is None:
+def _whole_view(v: Any) -> bool | None:
+    """Whether v is, or wraps, a chunkstore Array as a whole, element for element (xarray's
+    lazy arrays: each key on the way a full slice of every dimension, no transposition or
+    vectorized index); None where it wraps none."""
+    for _ in range(32):
+        if isinstance(v, Array):
+            return True
+        name = type(v).__name__
+        if "Transposed" in name or "Vectorized" in name:
+            return False
+        get = getattr(v, "get_array", None)
+        inner = get() if callable(get) else getattr(v, "array", None)
+        key = getattr(getattr(v, "key", None), "tuple", None)
+        if key is not None:
+            shape = getattr(inner, "shape", None) or ()
+            for k, n in zip(key, shape):
+                if not (isinstance(k, slice) and k.step in (None, 1) and not k.start
+                        and (k.stop is None or k.stop >= n)):
+                    return False
+        if inner is None or inner is v:
+            return None
+        v = inner
+    return None
+
+
+def _reads(layer: Any, store: Any, path: str) -> bool | None:
+    """Whether a graph layer holds the array at path of store (under its own key, or as a
+    constant of its tasks): True as a whole, False through a view of part of it (a lazy
+    selection), None not at all."""
+    values = ([v for v, _ in layer.indices] + [layer.task]
+              if hasattr(layer, "indices") and hasattr(layer, "task") else list(layer.values()))
+    found = None
+    stack, seen = values, set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _LEAVES) or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, Array) or hasattr(v, "get_array") or hasattr(v, "array"):
+            a = _unwrapped(v)
+            if a is not None:
+                if holds(store, path, a.store, a.path):
+                    if not _whole_view(v):
+                        return False
+                    found = True
+                continue
+        if isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        else:
+            for attr in ("args", "kwargs", "keywords", "value"):
+                inner = getattr(v, attr, None)
+                if inner is not None:
+                    stack.append(inner)
+    return found
+
+
+def blockwise_in_place(darr: da.Array, store: Any, path: str,
+                       offsets: Sequence[int] | None = None) -> bool:
+    """Whether each block of darr that depends on the array at path of store is computed
+    from the same block of it, the same region: every layer between that array (read whole,
+    by from_array or xarray's lazy arrays) and darr is elementwise (a Blockwise layer whose
+    inputs derived from it have the output's indices and blocks; other inputs, NumPy
+    weights, a mask, a variable of another shape, broadcast freely), or a layer whose every
+    task takes only the same block of what it depends on (apply_ufunc's). Written back into
+    that array (rechunked to the stored grid or not), each write then reads all of its
+    region before it writes it, and nothing else reads that region. A reversal, a shift,
+    a transpose, a slice, a rechunk of the caller's, an overlap or a reduction reads other
+    blocks' regions, which other tasks may have written already. offsets: where darr is
+    written in the array; a block then lies where it was read only at offsets of 0 (a
+    slice of the leading blocks written further on read regions other tasks write)."""
+    graph: Any = darr.__dask_graph__()
+    layers = getattr(graph, "layers", None)
+    depends = getattr(graph, "dependencies", None)
+    if layers is None or depends is None:
         return False
-    blocks = tuple(darr.numblocks)
+    derived = set()
     for name, layer in layers.items():
+        r = _reads(layer, store, path)
+        if r is False:
+            return False
+        if r:
+            derived.add(name)
+    if not derived:
+        return True
+    if offsets is not None and any(offsets):
+        return False
+    # (the layers that depend on those, in the graph's order: a layer after its inputs)
+    changed = True
+    while changed:
+        changed = False
+        for name in layers:
+            if name not in derived and depends.get(name, set()) & derived:
+                derived.add(name)
+                changed = True
+    blocks = tuple(darr.numblocks)
+    for name in derived:
+        layer = layers[name]
         if str(name).startswith("original-"):
             continue  # (from_array's array under a key of its own)
-        out = getattr(layer, "output_indices", None)
-        if out is None or not hasattr(layer, "indices") or \
-                getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
-            return False
-        numblocks = getattr(layer, "numblocks", {})
-        for v, idx in layer.indices:
-            if idx is None:
-                continue  # (a constant: from_array's array, a scalar)
-            if tuple(idx) != tuple(out):
+        if hasattr(layer, "indices") and hasattr(layer, "output_indices"):
+            if getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
                 return False
-            nb = numblocks.get(v) if isinstance(v, str) else None
-            if nb is not None and tuple(nb) != blocks:
+            out, numblocks = tuple(layer.output_indices), getattr(layer, "numblocks", {})
+            for v, idx in layer.indices:
+                if idx is None or not isinstance(v, str) or v not in derived:
+                    continue  # (a constant, an io dependency, or an input of another origin)
+                if tuple(idx) != out or tuple(numblocks.get(v, blocks)) != blocks:
+                    return False
+            continue
+        for key, task in layer.items():  # (a materialized layer: each task looked at)
+            if not isinstance(key, tuple):
                 return False
+            for dep in _task_keys(task, layers):
+                if dep[0] in derived and dep[1:] != key[1:]:
+                    return False
     return True
+
+
+def _task_keys(task: Any, layers: Any) -> set:
+    """The keys (name, *block) of layers that a task takes: its dependencies, or, in a
+    task of dask's older tuple form ((getitem, (name, i, j), 0)), the tuples naming one."""
+    deps = getattr(task, "dependencies", None)
+    if deps is not None:
+        return {d for d in deps if isinstance(d, tuple) and d}
+    found, stack = set(), [task]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, tuple) and v and isinstance(v[0], str) and v[0] in layers:
+            found.add(v)
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+    return found
 
 
 def _check_overwrite(darr: da.Array, store: Any, path: str) -> None:

@@ -49,6 +49,7 @@ from chunkstore.integrations.xarray_backend import ChunkstoreDataStore
 from chunkstore.metadata._common import json_default
 from chunkstore.metadata.formats import (FORMATS, V2_CONSOLIDATED, format_of, is_consolidated,
                                          node_document_names)
+from chunkstore.storage.base import delitems
 from chunkstore.storage.memory import MemoryStore
 from chunkstore.storage.normalize import normalize_store
 
@@ -199,9 +200,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         self._pending_clear = pending_clear
         # (array, its shape before) of each array this write appended to, in order
         self._grown: list[tuple[Any, tuple[int, ...]]] = []
-        # the paths of the nodes this write made (the group, where it made or replaced it;
-        # else the arrays it created), removed again if it fails: see undo_appends
-        self._made: list[str] = []
+        # the nodes this write made, (kind, path): the group where it made or replaced it,
+        # the arrays it created; removed again if it fails (see undo_appends)
+        self._made: list[tuple[str, str]] = []
 
     @classmethod
     def open_group(cls, store, mode="r", group=None, consolidated=None,
@@ -421,11 +422,11 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         # -- everything checked: write
         if isinstance(self.group, _NewGroup):
             self.group = self.group.create()
-            self._made.append(self.group.path)
+            self._made.append(("group", self.group.path))
         elif self._pending_clear:
             self.group = open_group(self.group.store, mode="w", path=self.group.path,
                                     zarr_format=fmt)
-            self._made.append(self.group.path)
+            self._made.append(("replaced", self.group.path))
         self._pending_clear = False
         if self.mode not in ("r", "r+"):
             self.group.attrs.put(group_attrs)
@@ -473,25 +474,35 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             except Exception as e:  # (what the append left is named; the error goes on)
                 error.add_note(f"the append to {z.name!r} could not be undone ({e!r}): it "
                                f"may hold rows of fill values past {shape}")
-        # The nodes it made removed (documents first): half written, they read as a dataset
-        # whose unwritten blocks hold the fill value, with nothing to tell it from a whole
-        # one. Mode "w" had replaced the group before its dask data was computed: what it
-        # held is gone either way, and no group is left rather than a partial one.
+        # The nodes it made removed: half written, they read as a dataset whose unwritten
+        # blocks hold the fill value, with nothing to tell it from a whole one. The arrays
+        # it created whole (their keys are theirs alone); a group it made or replaced by
+        # its documents only (keys at its path that are no node of this write, a user's
+        # files in the directory, stay). Mode "w" had replaced the group before its dask
+        # data was computed: what it held is gone either way, and no group is left rather
+        # than a partial one.
         store = self.group.store
-        for path in made:
+        removed_group = False
+        for kind, path in reversed(made):
             try:
-                remove_node(store, path)
-                if path == self.group.path:
-                    error.add_note(f"the group {path or '/'!r} of {store_name(store)} this "
-                                   f"write made (mode 'w' replaced what was there first) is "
-                                   f"removed again, half written")
+                if kind == "array":
+                    remove_node(store, path)
+                    continue
+                prefix = path + "/" if path else ""
+                delitems(store, [prefix + n for n in
+                                 (*sorted(node_document_names()), V2_CONSOLIDATED)])
+                removed_group = True
+                how = ("replaced (mode 'w': what it held was deleted first)"
+                       if kind == "replaced" else "made")
+                error.add_note(f"the group {path or '/'!r} of {store_name(store)} this write "
+                               f"{how} is removed again, half written")
             except Exception as e:
                 error.add_note(f"the node {path or '/'!r} this write made, half written, could "
                                f"not be removed ({e!r}): its unwritten blocks read as the "
                                f"fill value")
         if self.consolidate_on_close:
             try:
-                if self.group.path in made:  # (gone: the groups above that keep some)
+                if removed_group:  # (gone: the groups above that keep some)
                     from chunkstore.hierarchy.convenience import consolidate_metadata
                     for where in ancestors(self.group.path):
                         if is_consolidated(store, where):
@@ -631,8 +642,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         store = self.group.store
         if p["action"] == "create":
             z = _create(store, self._path(p["name"]), p, self.zarr_format)
-            if self.group.path not in self._made:
-                self._made.append(z.path)
+            self._made.append(("array", z.path))
         else:
             z = p["stored"]
             if p["action"] == "append":
@@ -697,7 +707,9 @@ def _check_not_reading_elsewhere(p) -> None:
         return
     from chunkstore.integrations.dask import blockwise_in_place, source_under
     z = p["stored"]
-    if source_under(data, z.store, z.path) is None or blockwise_in_place(data):
+    offsets = [sel.indices(n)[0] for sel, n in zip(p["region"], z.shape)]
+    if source_under(data, z.store, z.path) is None or \
+            blockwise_in_place(data, z.store, z.path, offsets):
         return
     raise ValueError(
         f"variable {p['name']!r}: its dask data reads the array {z.path or '/'!r} of "
@@ -1156,8 +1168,8 @@ def _check_append_dtype(name, raw, old, new):
 
 def _holds_strings(var: Any) -> bool:
     """Whether var holds strings or bytes: fixed-width ones, or an object array whose first
-    element that is not missing is one (as xarray's encoder infers an object array's type;
-    of dask data, its first element only is computed)."""
+    element that is not missing is one (as xarray's encoder infers an object array's
+    type)."""
     kind = var.dtype.kind
     if kind in "SU":
         return True
@@ -1165,12 +1177,10 @@ def _holds_strings(var: Any) -> bool:
         return False
     if check_vlen_dtype(var.dtype) in (str, bytes):
         return True
-    data = var.data
-    if hasattr(data, "dask"):
-        first = np.asarray(data.ravel()[:1], dtype=object)
-    else:
-        flat = np.asarray(data, dtype=object).ravel()
-        first = flat[~pd.isnull(flat)][:1]
+    # (dask data computed: its first element may be missing, as the first of NumPy's is
+    # looked past; xarray's encoder computes a dask object array whole anyway)
+    flat = np.asarray(var.data, dtype=object).ravel()
+    first = flat[~pd.isnull(flat)][:1]
     return bool(first.size) and isinstance(first[0], (str, bytes))
 
 
