@@ -261,24 +261,20 @@ def _unwrapped(v: Any) -> Array | None:
 _LEAVES = (str, bytes, int, float, complex, type(None), slice, np.ndarray, np.generic)
 
 
-def _sources(darr: da.Array) -> Iterator[Array]:
-    """The chunkstore arrays darr's graph reads, wherever its tasks hold them: under a key
-    of their own (from_array's layer original-...), or inside the tasks' arguments
-    (from_array(inline_array=True), a graph dask.optimize inlined; xarray's lazy arrays
-    too). Looked at in the original- layers alone, an inlined array went unseen, and an
-    overwrite of it was not refused: its tasks then read the fill value."""
-    graph: Any = darr.__dask_graph__()
-    stack: list = []
-    for layer in getattr(graph, "layers", {"": graph}).values():
-        if hasattr(layer, "indices") and hasattr(layer, "task"):
-            # a Blockwise layer, looked at without making its tasks (a dask array of
-            # 120,000 blocks took 1.1 s to materialize): its task, its constant arguments
-            # (inline_array=True's array) and its io_deps
-            stack += [layer.task, [v for v, _ in layer.indices],
-                      list(getattr(layer, "io_deps", {}).values())]
-        else:
-            stack += list(layer.values())
-    seen: set[int] = set()
+def _layer_values(layer: Any) -> list:
+    """What a graph layer's tasks hold: a Blockwise layer's task, its constant arguments
+    (inline_array=True's array) and its io_deps, looked at without making its tasks (a
+    dask array of 120,000 blocks took 1.1 s to materialize); any other layer's tasks."""
+    if hasattr(layer, "indices") and hasattr(layer, "task"):
+        return [layer.task, [v for v, _ in layer.indices],
+                list(getattr(layer, "io_deps", {}).values())]
+    return list(layer.values())
+
+
+def _held(values: list) -> Iterator[tuple[Any, Array]]:
+    """(what holds it, the chunkstore Array) for each array that values hold, looked for in
+    tasks' arguments, containers, and the wrappers _unwrapped follows."""
+    stack, seen = list(values), set()
     while stack:
         v = stack.pop()
         if isinstance(v, _LEAVES) or id(v) in seen:
@@ -287,7 +283,7 @@ def _sources(darr: da.Array) -> Iterator[Array]:
         if isinstance(v, Array) or hasattr(v, "get_array") or hasattr(v, "array"):
             a = _unwrapped(v)
             if a is not None:
-                yield a
+                yield v, a
                 continue
         if isinstance(v, (tuple, list, set, frozenset)):
             stack.extend(v)
@@ -298,9 +294,31 @@ def _sources(darr: da.Array) -> Iterator[Array]:
                 inner = getattr(v, attr, None)
                 if inner is not None:
                     stack.append(inner)
-            func = getattr(v, "func", None)
-            if func is not None:  # (a bound method's object may hold the array)
-                stack.append(getattr(func, "__self__", func))
+
+
+def _sources(darr: da.Array) -> Iterator[Array]:
+    """The chunkstore arrays darr's graph reads, wherever its tasks hold them: under a key
+    of their own (from_array's layer original-...), or inside the tasks' arguments
+    (from_array(inline_array=True), a graph dask.optimize inlined; xarray's lazy arrays
+    too). Looked at in the original- layers alone, an inlined array went unseen, and an
+    overwrite of it was not refused: its tasks then read the fill value."""
+    graph: Any = darr.__dask_graph__()
+    for layer in getattr(graph, "layers", {"": graph}).values():
+        for _, a in _held(_layer_values(layer)):
+            yield a
+
+
+def _reads(layer: Any, store: Any, path: str) -> bool | None:
+    """Whether a graph layer holds the array at path of store (under its own key, or as a
+    constant of its tasks): True as a whole, False through a view of part of it (a lazy
+    selection), None not at all."""
+    found = None
+    for v, a in _held(_layer_values(layer)):
+        if holds(store, path, a.store, a.path):
+            if not _whole_view(v):
+                return False
+            found = True
+    return found
 
 
 def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
@@ -332,39 +350,6 @@ def _whole_view(v: Any) -> bool | None:
             return None
         v = inner
     return None
-
-
-def _reads(layer: Any, store: Any, path: str) -> bool | None:
-    """Whether a graph layer holds the array at path of store (under its own key, or as a
-    constant of its tasks): True as a whole, False through a view of part of it (a lazy
-    selection), None not at all."""
-    values = ([v for v, _ in layer.indices] + [layer.task]
-              if hasattr(layer, "indices") and hasattr(layer, "task") else list(layer.values()))
-    found = None
-    stack, seen = values, set()
-    while stack:
-        v = stack.pop()
-        if isinstance(v, _LEAVES) or id(v) in seen:
-            continue
-        seen.add(id(v))
-        if isinstance(v, Array) or hasattr(v, "get_array") or hasattr(v, "array"):
-            a = _unwrapped(v)
-            if a is not None:
-                if holds(store, path, a.store, a.path):
-                    if not _whole_view(v):
-                        return False
-                    found = True
-                continue
-        if isinstance(v, (tuple, list)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        else:
-            for attr in ("args", "kwargs", "keywords", "value"):
-                inner = getattr(v, attr, None)
-                if inner is not None:
-                    stack.append(inner)
-    return found
 
 
 def blockwise_in_place(darr: da.Array, store: Any, path: str,

@@ -976,6 +976,13 @@ def _numbers_check(name: str, new: Any, raw: Any) -> Any:
     return check
 
 
+def _packing(scale: Any, offset: Any) -> str:
+    """" (packed by scale_factor ..., add_offset ...)" where a variable is packed, else ""."""
+    if scale is None and offset is None:
+        return ""
+    return f" (packed by scale_factor {scale!r}, add_offset {offset!r})"
+
+
 def _bool_check(name: str, raw: Any) -> Any:
     """(see _check_written_values) The check that numbers written into raw's bool array are
     0 or 1 (NaN only where raw has a _FillValue or missing_value): NumPy's cast makes any
@@ -1017,11 +1024,9 @@ def _overflow_check(name: str, raw: Any) -> Any:
         for held, given in parts:
             at = np.isinf(held) & np.isfinite(given)
             if at.any():
-                packed = (f" (packed by scale_factor {scale!r}, add_offset {offset!r})"
-                          if scale is not None or offset is not None else "")
                 raise ValueError(
                     f"variable {name!r}: {want[at][0]} does not fit its {dtype} array"
-                    f"{packed}, whose largest magnitude is {np.finfo(dtype).max}: it would "
+                    f"{_packing(scale, offset)}, whose largest magnitude is {np.finfo(dtype).max}: it would "
                     f"read back as {held[at][0]}. Write values in that range, or rewrite the "
                     f"variable (mode 'w', or a new variable) with a wider dtype")
 
@@ -1070,10 +1075,9 @@ def _range_check(name: str, raw: Any, given: Any) -> Any:
             out = (r < info.min) | (r > info.max)
             bad = want[~nan][out][0] if out.any() else None
         if bad is not None:
-            packed = (f" (packed by scale_factor {scale!r}, add_offset {offset!r})"
-                      if scale is not None or offset is not None else "")
             raise ValueError(
-                f"variable {name!r}: {bad} does not fit its {dtype} array{packed}, whose "
+                f"variable {name!r}: {bad} does not fit its {dtype} array"
+                f"{_packing(scale, offset)}, whose "
                 f"range is {info.min}..{info.max}: it would read back as another number. "
                 f"Write values in that range, or rewrite the variable (mode 'w', or a new "
                 f"variable) with another dtype or packing")
