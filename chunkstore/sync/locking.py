@@ -277,10 +277,14 @@ class RegionLock:
             return not self._starts and not self._waiting and not self._whole_waiting
 
     def guard_busy(self) -> bool:
-        """Whether a thread of this process holds or waits for the metadata guard (a change
-        of the array's metadata in flight: the whole space is held guard first); nothing
-        taken."""
+        """Whether another thread of this process holds or waits for the metadata guard (a
+        change of the array's metadata in flight: the whole space is held guard first);
+        nothing taken. Never where the calling thread holds it (a read's last run, which
+        holds it, found the array deleted meanwhile and waited for its own guard)."""
+        me = threading.get_ident()
         with self._mutex:
+            if me in (self._guard_holder, self._whole_holder):
+                return False
             return bool(self._whole_waiting) or not self._free(GUARD[0][0], GUARD[0][1])
 
     def changing_elsewhere(self) -> bool:

@@ -893,3 +893,56 @@ def test_a_read_beside_an_attribute_update_neither_waits_nor_runs_twice(monkeypa
     finally:
         release.set()
         t.join(10)
+
+
+def test_a_reads_last_run_that_finds_its_array_deleted_raises():
+    """A read run again three times (another thread appended during each run) holds the
+    array's metadata guard through its last run; the array deleted just before it, the
+    last run's look for the document waited for the guard its own thread held: the read
+    hung, and every later change of that path with it. It raises ArrayNotFoundError."""
+    import threading
+    gates = [(threading.Event(), threading.Event()) for _ in range(3)]
+    pending, hook = list(gates), []
+
+    class Slow(dict):
+        def __getitem__(self, k):
+            v = dict.__getitem__(self, k)
+            if threading.current_thread().name == "reader":
+                if k == "a/0" and pending:
+                    g = pending.pop(0)
+                    g[0].set()
+                    g[1].wait(10)
+                if k == "a/.zarray" and hook:
+                    hook.pop()()
+            return v
+
+    store = Slow()
+    root = cs.open_group(store, mode="w")
+    z = root.zeros("a", shape=(4,), chunks=(2,), dtype="i4")
+    z[:] = 1
+    r = root["a"]
+    out = {}
+
+    def reader():
+        try:
+            out["got"] = r[:]
+        except Exception as e:  # noqa: BLE001 - looked at below
+            out["got"] = e
+
+    def delete():
+        d = threading.Thread(target=root.__delitem__, args=("a",))
+        d.start()
+        d.join(10)
+
+    t = threading.Thread(target=reader, name="reader", daemon=True)
+    t.start()
+    for step, (entered, go) in enumerate(gates):
+        assert entered.wait(10)
+        z.append(np.array([1], "i4"))
+        if step == 2:
+            hook.append(delete)
+        go.set()
+    t.join(10)
+    assert not t.is_alive(), "the read hung"
+    assert isinstance(out["got"], cs.errors.ArrayNotFoundError), out["got"]
+    _in_thread(lambda: root.create_dataset("a", data=np.arange(3)))
