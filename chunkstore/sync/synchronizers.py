@@ -566,6 +566,16 @@ def replacing(store, path, synchronizer=None):
             for lock in locks:
                 lock.counts = False
             raise
+        # The tables of handles opened below meanwhile (after the listing above, before
+        # the documents went): told too, so that their next operation reads the metadata
+        # again (a handle another thread opened while its group was moved or deleted read
+        # the fill value for every element, with no error, ever after).
+        held_ids = {id(t) for _, _, t in tables}
+        with _handle_locks_guard:
+            newer = [t for node, t in list(_handle_locks.items())
+                     if below(node) and id(t) not in held_ids]
+        for t in newer:
+            t.count_change("")
 
 
 def _unlinked(lock):

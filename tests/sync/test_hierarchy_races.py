@@ -410,3 +410,50 @@ def test_an_overwrite_of_an_array_whose_group_another_thread_deletes(monkeypatch
     deleted.set()
     t.join(10)
     assert sorted(store) == [".zgroup", "y/.zgroup", "y/arr/.zarray"]
+
+
+@pytest.mark.parametrize("op", ["move", "delete"])
+def test_a_handle_opened_while_its_group_is_moved_or_deleted_is_told(op):
+    """A handle another thread opened while the group above its array was being moved or
+    deleted (after the change had listed this process's lock tables, before the documents
+    went) was never told: it read the fill value for every element, with no error, ever
+    after. Such handles are told once the change is done: ArrayNotFoundError, as a handle
+    opened before gets."""
+    import threading
+    opened = []
+
+    class Hooked(dict):
+        hook = None
+
+        def _run(self):
+            if Hooked.hook:
+                h, Hooked.hook = Hooked.hook, None
+                h()
+
+        def __setitem__(self, k, v):  # move: the first key copied to the destination
+            if k.startswith("dst/"):
+                self._run()
+            dict.__setitem__(self, k, v)
+
+        def __delitem__(self, k):  # delete: the first key removed
+            if k.startswith("sub/"):
+                self._run()
+            dict.__delitem__(self, k)
+
+    store = Hooked()
+    root = cs.open_group(store, mode="w")
+    root.require_group("sub").create_dataset("x", data=np.arange(1, 9), chunks=(3,))
+
+    def open_elsewhere():
+        t = threading.Thread(target=lambda: opened.append(
+            cs.open_array(store, path="sub/x", mode="r")))
+        t.start()
+        t.join(10)
+
+    Hooked.hook = open_elsewhere
+    if op == "move":
+        root.move("sub", "dst")
+    else:
+        del root["sub"]
+    with pytest.raises(cs.errors.ArrayNotFoundError):
+        opened[0][:]
