@@ -243,6 +243,14 @@ class ShardingCodec(Codec):
                 raise ValueError(
                     f"corrupt shard index: an inner chunk of {big} bytes, at most "
                     f"{self.max_chunk_nbytes} are possible")
+        if shard_nbytes is not None and not present.any() and shard_nbytes != self.index_nbytes:
+            # (no writer stores a shard of no chunks: chunkstore and zarr-python delete it; a
+            # body cut short, unchecked, put chunk bytes where the index is read, all-0xFF
+            # data read as "every chunk missing", and a partial write then stored the shard
+            # with the fill value for the rest of its chunks)
+            raise ValueError(f"corrupt shard index: no chunk is present, but the "
+                             f"{shard_nbytes}-byte shard holds "
+                             f"{shard_nbytes - self.index_nbytes} bytes besides the index")
         if shard_nbytes is not None and present.any():
             # chunks lie in the data region, never over the index (a shard that lost or
             # gained bytes in the middle shifts the index's chunks into it)

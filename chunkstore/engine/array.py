@@ -269,13 +269,11 @@ class Array(nodes.Node, ArrayAPIv3):
                 trim.begin(engine, extent, shape)
             else:
                 plan = None
-            try:
-                engine = self._handle.write_metadata(meta)
-            except BaseException:
-                if plan is not None:  # (the old fill value stands: the marker is moot)
-                    with contextlib.suppress(Exception):
-                        trim.end(engine)
-                raise
+            # (a failure keeps the marker: the write may have reached the store with its
+            # answer lost, an S3 reply dropped, and the new fill value stand; removed, the
+            # edge chunks kept the old one past the end, which a grow then showed. Over an
+            # unchanged fill value the next change's completion of it resets nothing new)
+            engine = self._handle.write_metadata(meta)
             if plan is not None:
                 try:
                     engine.trim_chunks(extent, shape, chunks, plan, keep=True)
@@ -811,13 +809,11 @@ class Array(nodes.Node, ArrayAPIv3):
                 plan = None  # nothing stored past the new end: nothing to trim
             if plan is not None:
                 trim.begin(engine, old, new)
-            try:
-                engine = self._handle.write_metadata(engine.layout.resized(new))
-            except BaseException:
-                if plan is not None:  # (the old shape stands: the marker is moot)
-                    with contextlib.suppress(Exception):
-                        trim.end(engine)
-                raise
+            # (a failure keeps the marker: the write may have reached the store with its
+            # answer lost, an S3 reply dropped, and the new shape stand; removed, the old
+            # values past it showed again at the next grow. Over an unchanged shape the next
+            # change's completion of it trims nothing)
+            engine = self._handle.write_metadata(engine.layout.resized(new))
             if plan is not None:
                 try:
                     engine.trim_chunks(old, new, chunks, plan)

@@ -304,3 +304,45 @@ def test_failed_append_on_full_disk_restores_old_shape(fmt):
     np.testing.assert_array_equal(z[...], before)
     z.append(np.array([0, 9, 0], dtype="u1"))  # retried: lands whole
     np.testing.assert_array_equal(z[...], np.r_[before, [0, 9, 0]])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("change", ["shrink", "fill"])
+def test_a_metadata_write_whose_answer_is_lost_keeps_the_trim_marker(fmt, change):
+    """A shrink or fill value change whose new document reached the store but whose answer
+    was lost (an S3 reply dropped) raised, and removed its trim marker taking the old shape
+    (or fill value) to stand: the new one stood, and a grow showed the old values past the
+    end (or the old fill value in edge chunks). The marker is kept; the next change
+    completes it."""
+    from chunkstore.storage import MemoryStore
+
+    class LosesAnswer(MemoryStore):
+        lose = False
+
+        def __setitem__(self, k, v):
+            super().__setitem__(k, v)
+            if self.lose and k.endswith((".zarray", "zarr.json")):
+                self.lose = False
+                raise OSError("connection dropped after the write (simulated)")
+
+    s = LosesAnswer()
+    z = cs.create(shape=(10, 7), chunks=(4, 3), dtype="i4", fill_value=-3, store=s,
+                  zarr_format=fmt)
+    z[:] = np.arange(70).reshape(10, 7)
+    s.lose = True
+    with pytest.raises(OSError, match="simulated"):
+        if change == "shrink":
+            z.resize(5, 5)
+        else:
+            z.fill_value = 7
+    r = cs.open_array(s, mode="r+")
+    if change == "shrink":
+        assert r.shape == (5, 5)
+        r.resize(10, 7)
+        assert (r[5:, :] == -3).all() and (r[:5, 5:] == -3).all()
+        np.testing.assert_array_equal(r[:5, :5], np.arange(70).reshape(10, 7)[:5, :5])
+    else:
+        assert r.fill_value == 7
+        r.resize(12, 9)
+        assert (r[10:, :] == 7).all() and (r[:, 7:] == 7).all()
+        np.testing.assert_array_equal(r[:10, :7], np.arange(70).reshape(10, 7))

@@ -818,3 +818,28 @@ def test_index_pointing_into_the_index_is_corruption_on_ranged_reads(tmp_path, l
     open(f, "wb").write(new)
     with pytest.raises(ChunkDecodeError, match="'c/0/0'.*outside the data"):
         cs.open_array(p, mode="r")[:2, :2]
+
+
+def test_a_shard_with_data_but_an_index_of_no_chunks_is_corrupt():
+    """A shard body cut short and unchecked (s3fs without an S3 checksum) put chunk bytes
+    where the index is read; data of all 0xFF bytes read as "every chunk missing": the fill
+    value was returned, and a partial write stored the shard with the fill value for the
+    rest of its chunks. An index of no chunks in a shard holding more than the index is
+    refused as corrupt: reads and writes raise, the stored shard is left as it is."""
+    import zarr.codecs as zc
+    import chunkstore as cs
+    from chunkstore.errors import ChunkDecodeError
+    store = cs.MemoryStore()
+    z = cs.create_array(store, shape=(64,), chunks=(64,), dtype="i4", fill_value=0,
+                        serializer=zc.ShardingCodec(chunk_shape=(16,),
+                                                    codecs=[zc.BytesCodec()],
+                                                    index_codecs=[zc.BytesCodec()]),
+                        compressors=None)
+    z[:] = -1
+    assert len(store["c/0"]) == 256 + 64
+    store["c/0"] = cut = store["c/0"][:128]  # (its last 64 bytes: data, all 0xFF)
+    with pytest.raises(ChunkDecodeError, match="no chunk is present"):
+        z[:]
+    with pytest.raises(ChunkDecodeError):
+        z[0] = 5
+    assert store["c/0"] == cut
