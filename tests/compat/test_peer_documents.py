@@ -18,6 +18,16 @@ def _ts_open(path, driver):
     return ts.open({"driver": driver, "kvstore": {"driver": "file", "path": path}}).result()
 
 
+def _rewrite(z, change):
+    """A rewrite of z's metadata document: a resize to 6, an append of 2, a new fill value."""
+    if change == "resize":
+        z.resize(6)
+    elif change == "append":
+        z.append(np.array([4, 5], z.dtype))
+    else:
+        z.fill_value = 3
+
+
 @pytest.mark.parametrize("change", ["resize", "append", "fill"])
 def test_a_v2_compressor_document_is_written_back_as_tensorstore_wrote_it(tmp_path, change):
     """tensorstore writes {"id": "zstd", "level": 3} and refuses "checksum" in it; a resize
@@ -30,13 +40,7 @@ def test_a_v2_compressor_document_is_written_back_as_tensorstore_wrote_it(tmp_pa
                               "compressor": {"id": "zstd", "level": 3}}}).result()
     t.write(np.arange(4, dtype="i2")).result()
     before = json.load(open(p + "/.zarray"))
-    z = cs.open_array(p, mode="r+")
-    if change == "resize":
-        z.resize(6)
-    elif change == "append":
-        z.append(np.array([4, 5], "i2"))
-    else:
-        z.fill_value = 7
+    _rewrite(cs.open_array(p, mode="r+"), change)
     after = json.load(open(p + "/.zarray"))
     assert after["compressor"] == before["compressor"] == {"id": "zstd", "level": 3}
     got = _ts_open(p, "zarr").read().result()
@@ -63,13 +67,7 @@ def test_v3_extension_fields_survive_a_rewrite(tmp_path, change):
     doc = json.load(open(p + "/zarr.json"))
     doc["my_ext"] = {"must_understand": False, "x": [1, 2]}
     json.dump(doc, open(p + "/zarr.json", "w"))
-    z = cs.open_array(p, mode="r+")
-    if change == "resize":
-        z.resize(6)
-    elif change == "append":
-        z.append(np.array([1, 2], "i4"))
-    else:
-        z.fill_value = 3
+    _rewrite(cs.open_array(p, mode="r+"), change)
     after = json.load(open(p + "/zarr.json"))
     assert after["my_ext"] == {"must_understand": False, "x": [1, 2]}
     assert after["shape"] == [4 if change == "fill" else 6]

@@ -12,6 +12,7 @@ import pytest
 
 import chunkstore as cs
 from faults import ReadCounting
+from model_support import call_timeout
 
 
 def syncs(tmp_path):
@@ -814,27 +815,6 @@ def test_a_read_inside_a_shrink_in_flight_waits_for_it(sharded):
     np.testing.assert_array_equal(r[...], np.arange(4))
 
 
-def _in_thread(fn, timeout=30):
-    """fn() in a thread; its result, or AssertionError where it has not returned in time
-    (a deadlock: the test process would hang in the main thread)."""
-    import threading
-    out = {}
-
-    def run():
-        try:
-            out["r"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            out["e"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), "deadlocked"
-    if "e" in out:
-        raise out["e"]
-    return out["r"]
-
-
 def test_a_dask_value_that_reads_the_array_it_is_appended_or_written_to(tmp_path):
     """z.append(da.from_array(z) * 10): append took the array's whole lock space, then
     computed the dask value, whose worker threads' reads of z waited for a metadata change
@@ -845,7 +825,7 @@ def test_a_dask_value_that_reads_the_array_it_is_appended_or_written_to(tmp_path
     import dask.array as da
     z = cs.zeros((8,), chunks=(2,), dtype="i4")
     z[:] = np.arange(8)
-    _in_thread(lambda: z.append(da.from_array(z, chunks=2) * 10))
+    call_timeout(lambda: z.append(da.from_array(z, chunks=2) * 10), "append")
     assert z[:].tolist() == list(range(8)) + [10 * i for i in range(8)]
     d = str(tmp_path / "a.zarr")
     w = cs.open_array(d, mode="w", shape=(8,), chunks=(2,), dtype="i4",
@@ -858,7 +838,7 @@ def test_a_dask_value_that_reads_the_array_it_is_appended_or_written_to(tmp_path
 
     def write():
         w[:8] = da.from_array(src, chunks=2)[:8] * 10
-    _in_thread(write)
+    call_timeout(write, "write planned again")
     assert cs.open_array(d, mode="r")[:].tolist() == [10 * i for i in range(8)] + [0, 0]
 
 
@@ -888,7 +868,7 @@ def test_a_read_beside_an_attribute_update_neither_waits_nor_runs_twice(monkeypa
     t.start()
     assert entered.wait(10)
     try:
-        assert _in_thread(lambda: z[:10], timeout=5).tolist() == [1.0] * 10
+        assert call_timeout(lambda: z[:10], "read").tolist() == [1.0] * 10
         assert len(reads) == 1
     finally:
         release.set()
@@ -945,4 +925,4 @@ def test_a_reads_last_run_that_finds_its_array_deleted_raises():
     t.join(10)
     assert not t.is_alive(), "the read hung"
     assert isinstance(out["got"], cs.errors.ArrayNotFoundError), out["got"]
-    _in_thread(lambda: root.create_dataset("a", data=np.arange(3)))
+    call_timeout(lambda: root.create_dataset("a", data=np.arange(3)), "re-creation")
