@@ -141,7 +141,9 @@ class FaultProxy:
 
     ``add(match, action, times=None)``: ``match(method, path)`` selects requests; ``action``
     is ``("status", code)``, ``("drop",)``, ``("cut",)`` (a GET's body cut to its first half,
-    its Content-Length saying so: nothing tells the client) or ``("delay", seconds)``;
+    its Content-Length saying so: nothing tells the client), ``("lost",)`` (the request
+    relayed and applied by the server, its answer never sent: the connection closed) or
+    ``("delay", seconds)``;
     ``times`` faults then pass-through (None: always). ``hits`` counts the faults injected.
     A HEAD's Content-Length is the object's, as the server said."""
 
@@ -194,6 +196,9 @@ class FaultProxy:
                 status, headers, data = relay(self.command, up.hostname, up.port, self.path,
                                               body, dict(self.headers.items()),
                                               head_length=True)
+                if action and action[0] == "lost":
+                    self.close_connection = True
+                    return
                 if action and action[0] == "cut" and self.command == "GET":
                     data = data[: len(data) // 2]
                 self.send_response(status)

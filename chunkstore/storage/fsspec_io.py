@@ -15,6 +15,7 @@ import concurrent.futures
 import inspect
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -72,7 +73,8 @@ def is_transient(exc: BaseException) -> bool:
             return False  # a certificate does not get better by asking again
         if names & {"ServerDisconnectedError", "ClientConnectionError", "ClientOSError",
                     "ClientPayloadError", "ServerTimeoutError", "ConnectTimeoutError",
-                    "ReadTimeoutError", "EndpointConnectionError", "IncompleteRead"}:
+                    "ReadTimeoutError", "EndpointConnectionError", "IncompleteRead",
+                    "ConnectionClosedError", "ResponseStreamingError"}:
             return True
         e = e.__cause__ or e.__context__
         seen += 1
@@ -128,6 +130,23 @@ async def _retrying(make: Callable[[], Awaitable[_T]], retries: int) -> _T:
                 raise
         pause = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt)
         await asyncio.sleep(pause * (0.5 + random.random()))
+        attempt += 1
+
+
+def retrying_sync(call: Callable[[], _T], retries: int | None = None) -> _T:
+    """call() on this thread, retried as _retrying retries a request (transient errors only,
+    with backoff): for requests made through a filesystem's blocking methods (deletes)."""
+    if retries is None:
+        retries = config.get("io_retries")
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except Exception as e:
+            if attempt >= retries or not is_transient(e):
+                raise
+        pause = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt)
+        time.sleep(pause * (0.5 + random.random()))
         attempt += 1
 
 

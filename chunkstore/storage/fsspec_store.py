@@ -556,12 +556,13 @@ class FSStore(BaseStore):
         if not self._isfile(path):
             raise KeyError(key)
         try:
-            self.fs.rm_file(path)
+            fsspec_io.retrying_sync(lambda: self.fs.rm_file(path))
         except self.missing_exceptions:
             raise KeyError(key) from None
-        except OSError as e:  # (s3fs's own message named neither the key nor the store)
+        except Exception as e:  # (the client's own message names neither key nor store)
             raise fsspec_io.with_key(e, key, self, what=f"deleting {key!r}") from None
-        self._invalidate(path)
+        finally:
+            self._invalidate(path)
 
     def delitems(self, keys: Iterable[str]) -> None:
         """Delete *keys*; absent keys are ignored.
@@ -615,26 +616,32 @@ class FSStore(BaseStore):
             self._invalidate()
 
     def _delete(self, paths: list[str], bulk: bool) -> None:
-        """_remove's deletes (its listings forgotten by _remove, whatever happens)."""
+        """_remove's deletes (its listings forgotten by _remove, whatever happens). A delete
+        is retried where its request failed in passing (a dropped connection, a 5xx: deleting
+        again is harmless); any other error is raised naming the key (as the store's own
+        keys, not the bucket's path) and the store, an OSError where the client's own type
+        cannot carry that (botocore's)."""
         one_by_one = paths
         literal = [p for p in paths if not _has_magic(p)] if bulk else []
         if literal:
             try:
-                self.fs.rm(literal)
+                fsspec_io.retrying_sync(lambda: self.fs.rm(literal))
                 one_by_one = [p for p in paths if _has_magic(p)]
             except self.missing_exceptions as e:
                 fsspec_io.raise_if_no_bucket(e, self)  # (else: each on its own, below)
-            except OSError as e:
+            except Exception as e:
+                first = self._rel(literal[0]) or literal[0]
                 more = f" and {len(literal) - 1} more" if len(literal) > 1 else ""
-                raise fsspec_io.with_key(e, literal[0], self,
-                                         what=f"deleting {literal[0]!r}{more}") from None
+                raise fsspec_io.with_key(e, first, self,
+                                         what=f"deleting {first!r}{more}") from None
         for p in one_by_one:
             try:
-                self.fs.rm_file(p)
+                fsspec_io.retrying_sync(lambda: self.fs.rm_file(p))
             except self.missing_exceptions as e:
                 fsspec_io.raise_if_no_bucket(e, self)
-            except OSError as e:
-                raise fsspec_io.with_key(e, p, self, what=f"deleting {p!r}") from None
+            except Exception as e:
+                key = self._rel(p) or p
+                raise fsspec_io.with_key(e, key, self, what=f"deleting {key!r}") from None
 
     def clear(self) -> None:
         """Delete every key (``rmdir("")``)."""

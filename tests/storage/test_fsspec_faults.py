@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import chunkstore as cs
+from chunkstore.errors import store_name
 from chunkstore.storage import FSStore
 from faults import FaultProxy
 
@@ -111,3 +112,43 @@ def test_403_on_a_chunk_is_an_error_not_fill(s3_server, proxy, array_url):
     with pytest.raises(PermissionError):
         z[80]
     np.testing.assert_array_equal(z[:75], np.arange(75))
+
+
+def _deletes(method, path):
+    # (s3fs: a bulk delete is a POST ?delete, a lone one a DELETE)
+    return method == "DELETE" or (method == "POST" and "delete" in path)
+
+
+def test_delete_whose_answer_is_lost_is_retried(s3_server, proxy, array_url):
+    """A delete the server applied but whose answer was lost (the connection closed: botocore's
+    ConnectionClosedError, not an OSError) is sent again: deleting again is harmless."""
+    store = FSStore(array_url, storage_options=_opts(
+        s3_server, proxy, retries={"max_attempts": 1, "mode": "standard"}))
+    z = cs.open(store, mode="r+")
+    proxy.add(_deletes, ("lost",), times=1)
+    z.resize((30,))  # deletes chunks 2 and 3 (one bulk request)
+    assert proxy.hits == 1
+    np.testing.assert_array_equal(z[:], np.arange(30))
+    assert sorted(k for k in store if k != ".zarray") == ["0", "1"]
+    proxy.add(_deletes, ("lost",), times=1)
+    del store["1"]  # the single-key path
+    assert "1" not in store
+
+
+def test_delete_that_keeps_failing_names_the_key_and_store(s3_server, proxy, array_url):
+    store = FSStore(array_url, storage_options=_opts(
+        s3_server, proxy, retries={"max_attempts": 1, "mode": "standard"}))
+    store.fs.retries = 1  # (s3fs's own retries, with their pauses)
+    cs.config.set(io_retries=1)
+    try:
+        proxy.add(_deletes, ("lost",))
+        for delete, key in ((lambda: store.delitems(["2", "3"]), "'2' and 1 more"),
+                            (lambda: store.__delitem__("1"), "'1'")):
+            with pytest.raises(OSError) as info:
+                delete()
+            msg = str(info.value)
+            assert f"deleting {key}" in msg and store_name(store) in msg, msg
+            assert "ConnectionClosedError" in msg and array_url.split("://")[1] not in (
+                msg.split(" in ")[0]), msg  # the store's key, not the bucket's path
+    finally:
+        cs.config.set(io_retries=5)
