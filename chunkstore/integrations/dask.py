@@ -369,8 +369,8 @@ def blockwise_in_place(darr: da.Array, store: Any, path: str,
     graph: Any = darr.__dask_graph__()
     layers = getattr(graph, "layers", None)
     depends = getattr(graph, "dependencies", None)
-    if layers is None or depends is None:
-        return False
+    if layers is None or depends is None:  # (a graph of no layers: in place if it reads none)
+        return source_under(darr, store, path) is None
     derived = set()
     for name, layer in layers.items():
         r = _reads(layer, store, path)
