@@ -68,9 +68,17 @@ def save_group(store, *args, path=None, storage_options=None, zarr_format=None,
     arrays = [(f"arr_{i}", np.asanyarray(a)) for i, a in enumerate(args)]
     arrays += [(name, np.asanyarray(a)) for name, a in kwargs.items()]
     for name, a in arrays:
-        # what the group's array() would refuse (a data type with no codec, a bad name),
+        # what the group's array() would refuse (a data type with no codec, a bad name, and
+        # object data the codec cannot encode: an int among the strings of a str array),
         # refused before the store is overwritten: a save that fails keeps what was there
-        create(store={}, path=name, shape=a.shape, dtype=a.dtype, zarr_format=fmt)
+        if not a.dtype.hasobject:
+            create(store={}, path=name, shape=a.shape, dtype=a.dtype, zarr_format=fmt)
+            continue
+        try:  # (object data encoded twice, as check_object_data does for save_array)
+            _array_fn(a, store={}, path=name, zarr_format=fmt)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise with_context(e, f"cannot save array {name!r} to {store_name(store)}: {e} "
+                                  f"(nothing was changed: the store is kept)") from e
     with owned_store(store, mode="w", storage_options=storage_options) as s:
         g = group(s, overwrite=True, path=path, zarr_format=fmt)
         for name, a in arrays:
