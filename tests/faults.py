@@ -440,3 +440,30 @@ class ReadCounting(dict):
     def get(self, key, default=None):
         self.reads += 1
         return super().get(key, default)
+
+
+class LostAnswerStore(MutableMapping):
+    """A dict store whose writes of the keys ``lose(key)`` picks land and then raise, as a
+    remote store's PUT whose answer was lost (the connection reset after the server stored
+    it): the writer cannot tell it from a write that failed."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.lose = lambda key: False
+
+    def __getitem__(self, key: str) -> bytes:
+        return self.data[key]
+
+    def __setitem__(self, key: str, value) -> None:
+        self.data[key] = bytes(value)
+        if self.lose(key):
+            raise OSError(errno.ECONNRESET, f"answer lost after storing {key!r}")
+
+    def __delitem__(self, key: str) -> None:
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(list(self.data))
+
+    def __len__(self) -> int:
+        return len(self.data)

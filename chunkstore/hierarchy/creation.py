@@ -537,7 +537,8 @@ def _check_parents(store, path) -> list[str]:
 
 
 def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
-                         synchronizer: Any = None, guarded: bool = False) -> list[str]:
+                         synchronizer: Any = None, guarded: bool = False,
+                         written: list[str] | None = None) -> list[str]:
     """Write the groups that _check_parents found missing, each under its creation lock
     (synchronizer's, or this process's: see creation_lock), looked at again there (a probe
     a level): one made meanwhile is kept (written over, a group made at once lost its
@@ -547,8 +548,10 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
     guarded: the caller holds the guards of the groups above (groups_above_held), which
     every other guarded writer of documents waits for: no creation lock is taken (a
     creation lock is taken before the guards, never after: taken after, a creation below a
-    missing group and an open_group of that group each held what the other waited for)."""
-    written = []
+    missing group and an open_group of that group each held what the other waited for).
+    written: the list the paths go into, each before its group is written (one whose write
+    raised may have landed: a remote store's lost answer), for the caller's clean-up."""
+    written = [] if written is None else written
     for parent in missing:
         with (contextlib.nullcontext() if guarded else
               creation_lock(synchronizer, nodes.creation_lock_key(parent, "group"), store)):
@@ -561,9 +564,9 @@ def _write_parent_groups(store, missing: list[str], zarr_format: int = 2,
                     f"child nodes. (an array was created at {parent!r} in "
                     f"{store_name(store)} meanwhile)")
             if kind is None:
+                written.append(parent)
                 write_group_metadata(store, parent, zarr_format)
                 note_created(store, parent)
-                written.append(parent)
     return written
 
 
@@ -574,8 +577,14 @@ def parents_kept_on_success(store: Any, path: str, missing: list[str], zarr_form
     first (_write_parent_groups); where writing the documents fails (a name the filesystem
     refuses, an I/O error), the node's documents written so far and those groups (deepest
     first, each only where nobody took it up meanwhile) are removed again: a creation that
-    fails leaves the store as it was (the groups stayed, reading as empty groups)."""
-    made = _write_parent_groups(store, missing, zarr_format, synchronizer, guarded)
+    fails leaves the store as it was (the groups stayed, reading as empty groups). So are
+    the groups written before one of them failed."""
+    made: list[str] = []
+    try:
+        made = _write_parent_groups(store, missing, zarr_format, synchronizer, guarded, made)
+    except BaseException:
+        _remove_untouched_groups(store, made, synchronizer, guarded)
+        raise
     try:
         yield
     except BaseException:

@@ -656,8 +656,10 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 copied: list[str] = []
                 try:
                     for k in reversed(order):
-                        self._store[dst + k[len(src):]] = self._store[k]
+                        # (listed first: a write that raised may have landed, a remote
+                        # store's lost answer; a key not there is ignored by the clean-up)
                         copied.append(dst + k[len(src):])
+                        self._store[dst + k[len(src):]] = self._store[k]
                 except BaseException as e:
                     try:
                         delitems(self._store, documents_first(copied))
