@@ -270,6 +270,20 @@ class SortedFaultStore(MutableMapping):
         return key in self.data
 
 
+class LostAnswerStore(SortedFaultStore):
+    """Sets of keys ``lost(key)`` picks are stored, then raise: a remote store took the
+    object and its answer was lost (the writer cannot tell it from a write that failed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = lambda key: False
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        super().__setitem__(key, value)
+        if self.lost(key):
+            raise OSError(errno.EIO, "answer lost after the store took it", key)
+
+
 class NthChunk:
     """A fault rule: the n-th chunk operation op ("set", "del") on keys under prefix fails
     (the others go through); seen: the chunk keys it was asked about; hit: whether it
@@ -441,29 +455,3 @@ class ReadCounting(dict):
         self.reads += 1
         return super().get(key, default)
 
-
-class LostAnswerStore(MutableMapping):
-    """A dict store whose writes of the keys ``lose(key)`` picks land and then raise, as a
-    remote store's PUT whose answer was lost (the connection reset after the server stored
-    it): the writer cannot tell it from a write that failed."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.lose = lambda key: False
-
-    def __getitem__(self, key: str) -> bytes:
-        return self.data[key]
-
-    def __setitem__(self, key: str, value) -> None:
-        self.data[key] = bytes(value)
-        if self.lose(key):
-            raise OSError(errno.ECONNRESET, f"answer lost after storing {key!r}")
-
-    def __delitem__(self, key: str) -> None:
-        del self.data[key]
-
-    def __iter__(self):
-        return iter(list(self.data))
-
-    def __len__(self) -> int:
-        return len(self.data)

@@ -246,7 +246,18 @@ class EngineHandle:
         if o.overrides is not None:
             raise PermissionError(f"operation not permitted for views (array {o.name!r}): "
                                   f"it would change the stored metadata")
-        self.engine.layout.write_metadata(meta)
+        try:
+            self.engine.layout.write_metadata(meta)
+        except BaseException:
+            # (the document may be stored though its write raised: a lost answer. The
+            # engine in place may then be of metadata no longer stored, which the count at
+            # the lock's end would keep for current: a roll-back's lost write of the old
+            # shape left the handle on the grown one. Dated before every count, it is read
+            # again by the next operation.)
+            known, engine = self._now
+            if engine is not None:
+                self._now = (None, ChunkEngine(o, engine.meta, -1, stored=engine.stored_meta))
+            raise
         # Under the array's exclusive lock (resize, append, fill value), whose end counts
         # this change: the engine is of the count after it. (Made elsewhere, its count would
         # be ahead: its next write would read the metadata again, one read.) A zarr-style

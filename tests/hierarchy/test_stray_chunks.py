@@ -205,10 +205,10 @@ def test_a_move_whose_document_write_lost_its_answer_leaves_no_node_at_dest(fmt,
     src, dst = ("a/x", "b") if what == "array" else ("a", "b")
     doc = ".zarray" if fmt == 2 else "zarr.json"
     lost = f"b/{doc}" if what == "array" else f"b/x/{doc}"
-    store.lose = lambda key: key == lost
+    store.lost = lambda key: key == lost
     with pytest.raises(OSError, match="answer lost"):
         g.move(src, dst)
-    store.lose = lambda key: False
+    store.lost = lambda key: False
     assert not [k for k in store.data if k.startswith("b/")]
     np.testing.assert_array_equal(g["a/x"][...], np.arange(6))
     g.move(src, dst)  # (nothing left in the way)
@@ -224,7 +224,7 @@ def test_a_creation_whose_parent_group_write_lost_its_answer_leaves_no_group(fmt
     g = cs.group(store=store, zarr_format=fmt)
     before = dict(store.data)
     doc = ".zgroup" if fmt == 2 else "zarr.json"
-    store.lose = lambda key: key == f"p/q/{doc}"
+    store.lost = lambda key: key == f"p/q/{doc}"
     with pytest.raises(OSError, match="answer lost"):
         g.create_array("p/q/a", shape=(2,), dtype="i4")
     assert store.data == before

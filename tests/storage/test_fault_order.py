@@ -12,7 +12,7 @@ import pytest
 import chunkstore as cs
 from chunkstore.errors import ArrayNotFoundError
 from chunkstore.storage.memory import MemoryStore
-from faults import SecondChunk, SortedFaultStore
+from faults import LostAnswerStore, SecondChunk, SortedFaultStore
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
@@ -99,27 +99,13 @@ def test_failed_append_never_puts_back_a_cut_short_boundary_chunk(kw, times):
                                   np.r_[np.arange(30) + 100, np.arange(5)])
 
 
-class _StoredThenFailed(SortedFaultStore):
-    """Sets of keys ``lost`` picks are stored, then raise (a remote store took the object
-    and its answer was lost)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lost = lambda key: False
-
-    def __setitem__(self, key: str, value: bytes) -> None:
-        super().__setitem__(key, value)
-        if self.lost(key):
-            raise OSError(errno.EIO, "answer lost after the store took it", key)
-
-
 @pytest.mark.parametrize("kw", _LAYOUTS)
 def test_append_whose_new_document_was_stored_though_its_write_raised(kw):
     """The README: an append that fails with an error is rolled back. Where the store took
     the new document and then raised, the append raised, yet the array kept the new shape,
     its new rows reading as the fill value (a retry of the append then appended after
     them). The old document is now written back as for any other failure."""
-    store = _StoredThenFailed()
+    store = LostAnswerStore()
     z = _make(store, kw)
     doc = ".zarray" if kw["zarr_format"] == 2 else "zarr.json"
     store.lost = lambda key: key == doc
@@ -205,3 +191,36 @@ def test_failed_copy_store_leaves_no_node_missing_chunks(fmt):
         cs.open_array(dest, path="x/a", mode="r")  # not an array reading 0 for its chunks
     cs.copy_store(source, dest, if_exists="replace")
     np.testing.assert_array_equal(cs.open_array(dest, path="x/a")[...], np.arange(1, 9))
+
+
+@pytest.mark.parametrize("kw", _LAYOUTS)
+def test_append_whose_roll_back_write_lost_its_answer_leaves_the_handle_on_the_old_shape(kw):
+    """A failed append whose roll-back wrote the old document back, the write landing but
+    raising: the handle kept the grown shape (its engine seemed current to the count), read
+    the fill value past the stored end and wrote there with no trim recorded; a later grow
+    showed those values."""
+    store = LostAnswerStore()
+    z = _make(store, kw)
+    doc = ".zarray" if kw["zarr_format"] == 2 else "zarr.json"
+    docs, failed = [], []
+
+    def fail(op, key):  # the append's first chunk write after its new document fails
+        hit = op == "set" and key != doc and bool(docs) and not failed
+        failed.extend([key] if hit else [])
+        return hit
+
+    def lost(key):  # the roll-back's write of the old document lands; its answer is lost
+        docs.extend([key] if key == doc else [])
+        return key == doc and len(docs) == 2
+
+    store.fail, store.lost = fail, lost
+    with pytest.raises(OSError):
+        z.append(np.arange(30, dtype="i4"))
+    store.fail, store.lost = (lambda op, key: False), (lambda key: False)
+    assert failed and len(docs) == 2
+    assert cs.open_array(store, mode="r").shape == (30,)
+    assert z.shape == (30,)
+    np.testing.assert_array_equal(z[...], np.arange(30) + 100)
+    z[30:40] = 9  # (past the end: nothing)
+    cs.open_array(store, mode="r+").resize((40,))
+    np.testing.assert_array_equal(cs.open_array(store, mode="r")[30:], np.full(10, z.fill_value))
