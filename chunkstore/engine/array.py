@@ -23,7 +23,8 @@ from chunkstore.engine._text import human_bytes
 from chunkstore.engine.chunk_io import MetadataChanged, metadata_generation
 from chunkstore.engine.core import ChunkEngine, EngineHandle
 from chunkstore.engine.read import FieldNames
-from chunkstore.errors import ArrayMetadataChangedError, ArrayNotFoundError
+from chunkstore.errors import (ArrayMetadataChangedError, ArrayNotFoundError,
+                               ChunkDecodeError)
 from chunkstore.format import ArrayLayout
 from chunkstore.metadata.formats import format_alias
 from chunkstore.metadata._common import MAX_INDEX
@@ -520,8 +521,7 @@ class Array(nodes.Node, ArrayAPIv3):
             if not again:  # (changes held off from here: the engine of the array now)
                 now = self._handle.current()
                 if now.shape != engine.shape or now.chunks != engine.chunks:
-                    normalize, selection = self._pinned(normalize, selection, engine.shape,
-                                                        engine.chunks, now.shape)
+                    normalize, selection = self._repinned(normalize, selection, engine, now)
                 engine = now
             sel = normalize(selection, engine.shape, engine.chunks, self.name)
             missing = engine.missing_seen
@@ -530,6 +530,13 @@ class Array(nodes.Node, ArrayAPIv3):
             except MemoryError as e:
                 _note_chunk_size(e, self.name, engine)
                 raise
+            except ChunkDecodeError:
+                # (a chunk of the array this process re-created meanwhile with other chunks
+                # or another dtype, decoded by the old metadata: its size is wrong. Read
+                # again below where the metadata changed; a corrupt chunk else)
+                if not (again and self._handle.changed_since(changes)):
+                    raise
+                result = None
         if again and self._handle.changed_since(changes):
             # This process changed the array's metadata during the read, or is changing
             # it (a shrink deleting the chunks past its new end, then an append...): the
@@ -541,8 +548,9 @@ class Array(nodes.Node, ArrayAPIv3):
             # a new end, an error).
             now = self._handle.current()
             if now.shape != engine.shape or now.chunks != engine.chunks:
-                normalize, selection = self._pinned(normalize, selection, engine.shape,
-                                                    engine.chunks, now.shape)
+                normalize, selection = self._repinned(normalize, selection, engine, now)
+            elif now.dtype != engine.dtype:
+                self._repinned(normalize, selection, engine, now)  # (raises)
             return self._read(normalize, selection, out, fields, now, again=again - 1)
         if engine.missing_seen != missing and (not engine.cache_metadata or
                                                engine.synchronizer is not None):
@@ -614,13 +622,33 @@ class Array(nodes.Node, ArrayAPIv3):
             f"array {self.name!r} in {store_name(self._store)}: its metadata changed during each of 8 "
             f"attempts to write {selection!r}")
 
+    def _repinned(self, normalize: Normalizer, selection: Any, engine: ChunkEngine,
+                  now: ChunkEngine) -> tuple[Normalizer, Any]:
+        """_pinned for a read run again on the array now: one re-created meanwhile with
+        another dtype or rank raises ArrayMetadataChangedError (its elements in the old
+        selection, of another type, were a state the array never had, and ``out=`` of the
+        old dtype took them cast)."""
+        if now.dtype != engine.dtype or len(now.shape) != len(engine.shape):
+            raise ArrayMetadataChangedError(
+                f"array {self.name!r} in {store_name(self._store)} was re-created during the "
+                f"read of {_brief(selection)} (dtype {engine.dtype}, shape {engine.shape} -> "
+                f"dtype {now.dtype}, shape {now.shape}): nothing returned; read it again")
+        return self._pinned(normalize, selection, engine.shape, engine.chunks, now.shape)
+
     def _pinned(self, normalize: Normalizer, selection: Any, known: tuple[int, ...],
                 grid: tuple[int, ...], now: tuple[int, ...]) -> tuple[Normalizer, Any]:
         """(normalizer, selection) selecting the elements that selection selected in the
         shape known (chunks grid), made explicit (indexing.pinned), for a write planned
         again after another handle changed the shape to now: blocks as the element slices
         they were, a mask of the shape known as its coordinates. One that cannot be pinned
-        raises ArrayMetadataChangedError rather than select other elements."""
+        raises ArrayMetadataChangedError rather than select other elements (as does a
+        change of rank: a re-creation)."""
+        if len(now) != len(known):
+            raise ArrayMetadataChangedError(
+                f"array {self.name!r} in {store_name(self._store)}: re-created by another "
+                f"handle with another number of dimensions (shape {known} -> {now}) during "
+                f"the write or read of {_brief(selection)}: nothing done; open the array "
+                f"again and retry")
         if normalize is ix.block:
             normalize = ix.orthogonal
             selection = ix.block_elements(selection, known, grid, self.name)
@@ -637,7 +665,7 @@ class Array(nodes.Node, ArrayAPIv3):
                 return normalize, explicit
         raise ArrayMetadataChangedError(
             f"array {self.name!r} in {store_name(self._store)}: another handle changed its "
-            f"shape or chunks (shape {known} -> {now}) during the write of {selection!r}, "
+            f"shape or chunks (shape {known} -> {now}) during the write of {_brief(selection)}, "
             f"which selects by them: nothing written; open the array again and retry")
 
     def _stream_from(self, selection: Any, src: Array) -> bool:
@@ -934,6 +962,13 @@ class Array(nodes.Node, ArrayAPIv3):
                                f"failed, does not read back (read twice); nothing appended")
                     raise
         return saved
+
+
+def _brief(selection: Any) -> str:
+    """A selection's repr for an error message, cut to 80 characters (an index array's
+    whole repr could be megabytes)."""
+    r = repr(selection)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _note_chunk_size(error: MemoryError, name: str, engine: ChunkEngine) -> None:

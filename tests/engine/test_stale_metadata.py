@@ -4,6 +4,7 @@ handle missed another handle's resize is planned again with the new shape (issue
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -926,3 +927,94 @@ def test_a_reads_last_run_that_finds_its_array_deleted_raises():
     assert not t.is_alive(), "the read hung"
     assert isinstance(out["got"], cs.errors.ArrayNotFoundError), out["got"]
     call_timeout(lambda: root.create_dataset("a", data=np.arange(3)), "re-creation")
+
+
+class _RecreatedMidRead(cs.MemoryStore):
+    """A store whose first chunk read (armed) runs ``armed`` on another thread first: the
+    array re-created by this process in the middle of a read."""
+
+    armed = None
+
+    def __getitem__(self, key):
+        fn = type(self).armed
+        if fn is not None and key.startswith("a/") and not key.endswith(
+                (".zarray", ".zattrs", "zarr.json")):
+            type(self).armed = None
+            call_timeout(fn, "re-creating the array in the middle of a read")
+        return super().__getitem__(key)
+
+    def getitems(self, keys, **kw):
+        out = {}
+        for k in keys:
+            with contextlib.suppress(KeyError):  # (gone with the old array)
+                out[k] = self[k]
+        return out
+
+
+def _recreating(old, new, old_dtype="i4", new_dtype="i4", chunks_new=None, fmt=2,
+                compressors=None):
+    store = _RecreatedMidRead()
+    g = cs.open_group(store, mode="w", zarr_format=fmt)
+    g.create_array("a", shape=old, chunks=(2,) * len(old), dtype=old_dtype, fill_value=0,
+                   compressors=compressors)[...] = 1
+
+    def recreate():
+        b = cs.open_group(store, mode="r+").create_array(
+            "a", shape=new, chunks=chunks_new or (2,) * len(new), dtype=new_dtype,
+            fill_value=0, overwrite=True, compressors=compressors)
+        b[...] = 2
+    return store, recreate
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("compressors", [None, "auto"])
+def test_a_read_whose_chunks_were_recreated_with_another_size_runs_again(fmt, compressors):
+    """A chunk of the array re-created meanwhile (chunks of 4 where 2 were) failed to decode
+    by the old metadata: ChunkDecodeError ('chunk data has 16 bytes, expected 8') on a
+    healthy array, where a read whose chunks happened to decode ran again."""
+    store, recreate = _recreating((8,), (8,), chunks_new=(4,), fmt=fmt,
+                                  compressors=compressors)
+    h = cs.open_array(store, path="a", mode="r")
+    type(store).armed = recreate
+    np.testing.assert_array_equal(h[...], np.full(8, 2))
+    # a chunk that is corrupt, with no change of the metadata, is still an error
+    store["a/0" if fmt == 2 else "a/c/0"] = b"\x00" * 3
+    with pytest.raises(cs.errors.ChunkDecodeError):
+        cs.open_array(store, path="a", mode="r")[...]
+
+
+@pytest.mark.parametrize("old,new", [((6,), (8,)), ((4, 4), (16,)), ((16,), (4, 4))])
+def test_a_read_during_a_recreation_with_another_dtype_or_rank_raises(old, new):
+    """Run again on an array re-created meanwhile with another dtype or number of
+    dimensions, a read returned the new array's elements, of the new type, in the shape it
+    knew (a state the array never had; out= of the old dtype took them cast), or raised a
+    bare IndexError ('tuple index out of range')."""
+    store, recreate = _recreating(old, new, new_dtype="f4")
+    h = cs.open_array(store, path="a", mode="r")
+    type(store).armed = recreate
+    with pytest.raises(cs.errors.ArrayMetadataChangedError, match="re-created"):
+        h[...]
+    np.testing.assert_array_equal(h[...], np.full(new, 2, dtype="f4"))  # (then: the new one)
+
+
+@pytest.mark.parametrize("old,new,sel", [((4, 2), (8,), Ellipsis), ((4, 2), (8,), slice(0, 2)),
+                                         ((8,), (4, 2), 1)])
+def test_a_write_planned_again_after_a_recreation_with_another_rank_raises(tmp_path, old, new,
+                                                                          sel):
+    """A synchronized write whose array another process re-created with another number of
+    dimensions: fewer raised a bare IndexError, more wrote h[1] = 5 over a whole row of the
+    new array."""
+    root, sdir = str(tmp_path / "d"), str(tmp_path / "sync")
+    cs.open_group(root, mode="w").create_array("a", shape=old, chunks=(2,) * len(old),
+                                               dtype="i4", fill_value=0)
+    h = cs.open_array(root, path="a", mode="r+", synchronizer=cs.ProcessSynchronizer(sdir))
+    h[...]  # (the metadata cached)
+    import subprocess
+    subprocess.run([sys.executable, "-c",
+                    "import chunkstore as cs; s = cs.ProcessSynchronizer(%r); "
+                    "cs.open_group(%r, mode='r+', synchronizer=s).create_array('a', shape=%r, "
+                    "chunks=%r, dtype='i4', fill_value=0, overwrite=True)[...] = 9"
+                    % (sdir, root, new, (2,) * len(new))], check=True)
+    with pytest.raises(cs.errors.ArrayMetadataChangedError, match="number of dimensions"):
+        h[sel] = 5
+    np.testing.assert_array_equal(cs.open_array(root, path="a")[...], np.full(new, 9))
