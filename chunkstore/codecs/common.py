@@ -67,6 +67,116 @@ def filter_misreads(reads: np.dtype, gets: np.dtype) -> bool:
                 reads.kind in "mM" and gets.kind in "iumM")
 
 
+class CastRange:
+    """The values a numcodecs filter casting into an integer type would store wrapped around
+    (numcodecs casts with ``astype``, which wraps; zarr-python stores them so, and they read
+    back as other, plausible values): FixedScaleOffset's ``round((x - offset) * scale)``
+    outside its ``astype``'s range; AsType's values outside its ``encode_dtype``'s where
+    that cannot hold every ``decode_dtype`` value; NaN and infinities into an integer.
+    Made by :func:`cast_range`; :meth:`problem` looks at a chunk's extremes only (the
+    filter's arithmetic is monotone), one min/max pass."""
+
+    __slots__ = ("codec_id", "reads", "target", "offset", "scale", "low", "high")
+
+    def __init__(self, codec_id: str, reads: np.dtype, target: np.dtype, offset: Any = 0,
+                 scale: Any = 1) -> None:
+        self.codec_id, self.reads, self.target = codec_id, reads, target
+        self.offset, self.scale = offset, scale
+        info = np.iinfo(target)
+        self.low, self.high = int(info.min), int(info.max)
+
+    def _cast(self, x: np.generic) -> tuple[Any, bool]:
+        """(what the filter casts for input x, as numcodecs computes it: the same operations
+        on x in the same data type, or None where it raises its own error; whether its
+        integer arithmetic wrapped on the way, then the exact value)."""
+        if self.codec_id == "astype":
+            return x, False
+        one = np.array([x], dtype=self.reads)
+        try:
+            with np.errstate(all="ignore"):
+                enc = np.around((one - self.offset) * self.scale)[0]
+            if self.reads.kind in "iu":
+                # (arithmetic in an integer data type wraps too: the value computed exactly,
+                # which it must equal; in floats where numcodecs' is in float64)
+                exact = (int(x) - self.offset) * self.scale
+                if isinstance(exact, int):
+                    if enc != exact:
+                        return exact, True
+                elif float(enc) != float(np.around(np.float64(exact))):
+                    return float(np.around(np.float64(exact))), True
+        except (OverflowError, TypeError, ValueError):
+            return None, False
+        return enc, False
+
+    def _fits(self, v: Any) -> bool:
+        if isinstance(v, (float, np.floating)):
+            if not np.isfinite(v):
+                return False
+            v = int(v)  # (a cast to an integer type truncates toward zero)
+        return self.low <= int(v) <= self.high
+
+    def problem(self, buf: Any) -> str | None:
+        """Why the filter would store a value of buf (its input, viewed as the data type it
+        reads, as numcodecs views it) wrapped, naming the first such extreme; None when
+        every value fits."""
+        found = self.offending(buf)
+        return None if found is None else found[1]
+
+    def offending(self, buf: Any, skip: Any = None) -> tuple[Any, str] | None:
+        """(a value of buf the filter would store wrapped, why), or None (see problem).
+        skip: a value let through (an array's fill value that it cannot store, see
+        ChunkCodecV2), an extra pass over the chunk."""
+        arr = np.asarray(buf)
+        if arr.dtype != self.reads:
+            arr = np.ascontiguousarray(arr).reshape(-1).view(self.reads)
+        if skip is not None:
+            arr = arr[~np.isnan(arr)] if skip != skip else arr[arr != skip]
+        if arr.size == 0:
+            return None
+        for x in (arr.min(), arr.max()):  # (NaN propagates into both)
+            v, wrapped = self._cast(x)
+            if v is None or (not wrapped and self._fits(v)):
+                continue
+            shown = x.item() if isinstance(x, np.generic) else x
+            held = self.reads if wrapped else \
+                f"{self.target} ({self.low}..{self.high})"
+            if self.codec_id == "fixedscaleoffset":
+                v = v.item() if isinstance(v, np.generic) else v
+                what = (f"it encodes to round(({shown!r} - {self.offset!r}) * "
+                        f"{self.scale!r}) = {v!r}, which {held} cannot hold")
+            else:
+                what = f"{held} cannot hold it"
+            where = "computed in it" if wrapped else "cast into it"
+            return shown, (f"the value {shown!r} cannot be stored: {what}; {where}, it "
+                           f"wraps around (and reads back as another value)")
+        return None
+
+
+def cast_range(codec_id: str | None, conf: Any) -> CastRange | None:
+    """The range check (:class:`CastRange`) for a numcodecs filter that casts its values
+    into an integer type that may not hold them: FixedScaleOffset with an integer
+    ``astype``; AsType whose integer ``encode_dtype`` cannot hold every ``decode_dtype``
+    value (narrower, of the other sign, or floats). None for any other filter, or a
+    configuration it cannot tell (numcodecs then does as it does)."""
+    if codec_id not in ("fixedscaleoffset", "astype"):
+        return None
+    try:
+        io = filter_io(codec_id, conf)
+        if io is None:
+            return None
+        reads, target = io
+        if target.kind not in "iu" or reads.kind not in "iuf":
+            return None
+        if codec_id == "astype":
+            if np.can_cast(reads, target, "safe"):
+                return None
+            return CastRange(codec_id, reads, target)
+        return CastRange(codec_id, reads, target, conf.get("offset", 0) or 0,
+                         conf.get("scale", 1))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def stampless(codec: Any) -> Any:
     """The codec to encode with in place of ``codec``: numcodecs' own GZip becomes one that
     writes mtime 0 (same stream, decoded alike); any other codec (a subclass too: it may

@@ -230,6 +230,17 @@ def chunk_encoding_v3(dtype: Any, *, codecs: Any = None, filters: Any = "auto",
     return aa + [ab] + bb
 
 
+def _as_zarr3_writes(codec: Any) -> Any:
+    """A new Zarr v2 array's compressor as zarr-python 3's create_array writes it: numcodecs'
+    own Zstd without ``"checksum": false`` (zstd_v2; tensorstore refuses the member), any
+    other codec as it is. (zarr-python 2's create() writes the member: its compressor= is
+    taken as given, see chunkstore.hierarchy.creation.)"""
+    import numcodecs
+    if type(codec) is numcodecs.Zstd:  # (exact type: a subclass may write more)
+        return zstd_v2(level=codec.level, checksum=bool(getattr(codec, "checksum", False)))
+    return codec
+
+
 def chunk_encoding_v2(dtype: Any, *, filters: Any = "auto", compressors: Any = "auto",
                       compressor: Any = "auto") -> tuple[Any, list]:
     """(compressor, filters) as numcodecs codecs for a Zarr v2 array, from zarr-python 3's
@@ -245,7 +256,7 @@ def chunk_encoding_v2(dtype: Any, *, filters: Any = "auto", compressors: Any = "
         items = _as_list(value, arg)
         if len(items) > 1:
             raise ValueError(f"{arg}: Zarr v2 takes one compressor, got {len(items)}")
-        comp = numcodecs_codec(items[0], arg) if items else None
+        comp = _as_zarr3_writes(numcodecs_codec(items[0], arg)) if items else None
     if isinstance(filters, str) and filters == "auto":
         import numcodecs
         flt = [numcodecs.VLenUTF8()] if dtype.hasobject else []

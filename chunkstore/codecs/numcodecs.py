@@ -18,7 +18,7 @@ import numpy as np
 
 from chunkstore.codecs._public import Codec, named_configuration
 from chunkstore.codecs.chain_codecs import ChainContext, _native
-from chunkstore.codecs.common import filter_io, filter_misreads
+from chunkstore.codecs.common import CastRange, cast_range, filter_io, filter_misreads
 from chunkstore.codecs.registry import register
 
 if TYPE_CHECKING:
@@ -69,6 +69,10 @@ class _NumcodecFilter(_Numcodec):
     in_shape: tuple[int, ...] = ()
     out_shape: tuple[int, ...] = ()
     numcodec: Any = None
+    # FixedScaleOffset's and AsType's range check where they cast into an integer type
+    # (common.CastRange), and the fill value it lets through (see _fill_let_through)
+    cast_check: CastRange | None = None
+    cast_skip: Any = None
 
     @classmethod
     def from_config(cls, conf: dict, ctx: ChainContext) -> Self:
@@ -114,9 +118,11 @@ class _NumcodecFilter(_Numcodec):
                 filter_dtype = declared = dtype
         except (TypeError, KeyError) as e:
             raise ValueError(f"codec {name!r}: {e}") from None
+        check = cast_range(cls.codec_id, conf)
+        skip = None if check is None else _fill_let_through(check, ctx, filter_dtype)
         codec._set(in_dtype=dtype, in_shape=shape, out_dtype=_native(declared),
                    declared_dtype=declared, filter_dtype=filter_dtype, out_shape=out_shape,
-                   numcodec=codec.to_numcodecs())
+                   numcodec=codec.to_numcodecs(), cast_check=check, cast_skip=skip)
         return codec
 
     def _check_bound(self) -> None:
@@ -140,6 +146,11 @@ class _NumcodecFilter(_Numcodec):
         f = self.filter_dtype
         if arr.dtype != f:  # (see from_config: bytes of its kind, values in its order)
             arr = arr.view(_native(f)).astype(f)
+        if self.cast_check is not None:
+            found = self.cast_check.offending(arr, self.cast_skip)
+            if found is not None:
+                raise ValueError(f"codec {self!r}: {found[1]}; chunkstore refuses what "
+                                 f"zarr-python would store wrapped")
         return _as(np.asarray(self.numcodec.encode(arr)), self.out_dtype, self.out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
@@ -152,6 +163,23 @@ class _NumcodecFilter(_Numcodec):
             raise ValueError(f"codec {self.name!r} decoded {out.size} elements, expected "
                              f"{math.prod(self.in_shape)} (a chunk of shape {self.in_shape})")
         return _as(out, self.in_dtype, self.in_shape)
+
+
+def _fill_let_through(check: CastRange, ctx: ChainContext, filter_dtype: np.dtype) -> Any:
+    """The array's fill value as the codec gets it where it cannot store it (else None): let
+    through, stored as zarr-python stores it, for an array made elsewhere (refused, each
+    resize and fill value change, which rewrite the padding of edge chunks, failed for
+    good)."""
+    fill = ctx.fill_value
+    if fill is None:
+        return None
+    try:
+        one = np.array([fill], dtype=ctx.dtype)
+        if one.dtype != filter_dtype:
+            one = one.view(_native(filter_dtype)).astype(filter_dtype)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return one[0] if check.offending(one) is not None else None
 
 
 def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

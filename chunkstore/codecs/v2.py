@@ -19,12 +19,13 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from chunkstore.codecs.blosc import blosc_encode_params, blosc_symbols
-from chunkstore.codecs.common import (ChunkCodecBase, as_u8, blosc_decoded_size,
+from chunkstore.codecs.common import (CastRange, ChunkCodecBase, as_u8,
+                                      blosc_decoded_size, cast_range,
                                       check_vlen_header, decode_checked, filter_io,
                                       filter_misreads, out_target, stampless, to_bytes,
                                       zstd_decoded_size)
 
-__all__ = ["ChunkCodecV2"]
+__all__ = ["ChunkCodecV2", "unstorable_fill"]
 
 try:  # the codecs whose decode(buf, out=...) writes straight into ``out``
     from numcodecs.blosc import Blosc as _Blosc
@@ -124,6 +125,25 @@ def misplaced_object_filter(filters: Sequence[Codec]) -> str | None:
     return None
 
 
+def unstorable_fill(meta: Any, name: str) -> str | None:
+    """Why the fill value of Zarr v2 metadata meta (an array to create, or a new fill value)
+    cannot be stored through its filters (FixedScaleOffset, AsType casting into an integer
+    type that does not hold it: common.CastRange), naming the array name; None where it
+    can. Every chunk not written whole holds the fill value, so such an array could take
+    no such chunk (zarr-python stores the fill value wrapped, and reads it back as another
+    value)."""
+    if not getattr(meta, "filters", None):
+        return None
+    problem = ChunkCodecV2(meta.dtype, (1,), "C", None, meta.filters,
+                           meta.fill_value).fill_problem()
+    if problem is None:
+        return None
+    fill = meta.fill_value
+    shown = fill.item() if isinstance(fill, np.generic) else fill
+    return (f"the fill value {shown!r} of array {name!r} cannot be stored through its "
+            f"filters: {problem}")
+
+
 class ChunkCodecV2(ChunkCodecBase):
     """Encode and decode the chunks of one Zarr v2 array.
 
@@ -143,7 +163,7 @@ class ChunkCodecV2(ChunkCodecBase):
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
         "_is_object", "_unwritable", "_size_reader", "_encoder", "fast_blosc", "fast_blosc_encode",
-        "fast",
+        "fast", "fill_value", "_casts", "_fill_cast",
     )
 
     def __init__(
@@ -153,8 +173,10 @@ class ChunkCodecV2(ChunkCodecBase):
         order: str = "C",
         compressor: Codec | None = None,
         filters: Sequence[Codec] | None = None,
+        fill_value: Any = None,
     ) -> None:
         self.dtype = np.dtype(dtype)
+        self.fill_value = fill_value  # (see _fill_cast)
         self.chunk_shape = tuple(int(c) for c in chunk_shape)
         if order not in ("C", "F"):
             raise ValueError(f"order must be 'C' or 'F', got {order!r}")
@@ -173,6 +195,15 @@ class ChunkCodecV2(ChunkCodecBase):
             )
         # (an array stored so, by zarr-python 2, is read as it decodes; writes are refused)
         self._unwritable = misplaced_object_filter(self.filters) if self._is_object else None
+        # the range checks of the filters that cast into an integer type (None for others)
+        self._casts: tuple[CastRange | None, ...] = tuple(
+            cast_range(getattr(f, "codec_id", None), f.get_config())
+            if hasattr(f, "get_config") else None for f in self.filters)
+        # A fill value such a filter cannot store (an array made elsewhere; unstorable_fill
+        # tells it for an array to create, or a new fill value) is let through as that
+        # filter stores it, as zarr-python does: refused, every resize and fill value change
+        # of the array failed for good (each rewrites the padding of its edge chunks first).
+        self._fill_cast = self._unstorable_fill()
         self._size_reader = None if self.filters else _size_reader(compressor)
         # The GIL-free batch decode applies to plain Blosc with no filters.
         self.fast_blosc = (blosc_symbols() if (_Blosc is not None and type(compressor) is _Blosc
@@ -194,7 +225,8 @@ class ChunkCodecV2(ChunkCodecBase):
     @classmethod
     def from_metadata(cls, meta: Any) -> "ChunkCodecV2":
         """Build the codec for an ``ArrayMetadataV2`` (anything with the same attributes)."""
-        return cls(meta.dtype, meta.chunks, meta.order, meta.compressor, meta.filters)
+        return cls(meta.dtype, meta.chunks, meta.order, meta.compressor, meta.filters,
+                   getattr(meta, "fill_value", None))
 
     def __repr__(self) -> str:
         return (
@@ -223,7 +255,9 @@ class ChunkCodecV2(ChunkCodecBase):
                     else np.asfortranarray(chunk))
         if self._is_object:
             buf = buf.ravel(order=self.order)
-        for f in self.filters:
+        for i, f in enumerate(self.filters):
+            if self._casts[i] is not None:
+                self._check_cast(i, buf)
             buf = f.encode(buf)
             if isinstance(buf, np.ndarray) and buf.ndim > 1 and self.order == "F" and \
                     not buf.flags.f_contiguous:
@@ -240,6 +274,44 @@ class ChunkCodecV2(ChunkCodecBase):
                 buf = buf.view(np.dtype(("V", buf.dtype.itemsize)))
             buf = self._encoder.encode(buf)
         return to_bytes(buf)
+
+    def _check_cast(self, i: int, buf: Any) -> None:
+        """ValueError where filters[i] would store a value of its input buf wrapped around
+        (common.CastRange): refused before anything is stored, where zarr-python stores the
+        wrapped value."""
+        # (mypy: called only where the check is not None)
+        exempt = self._fill_cast
+        found = self._casts[i].offending(  # type: ignore[union-attr]
+            buf, exempt[1] if exempt is not None and exempt[0] == i else None)
+        if found is None:
+            return
+        raise ValueError(f"filters[{i}] {self.filters[i]!r}: {found[1]}; chunkstore refuses "
+                         f"what zarr-python would store wrapped")
+
+    def fill_problem(self) -> str | None:
+        """Why the array's fill value cannot pass through its filters (a filter would store
+        it wrapped around, common.CastRange), or None (see unstorable_fill)."""
+        return None if self._fill_cast is None else self._fill_cast[2]
+
+    def _unstorable_fill(self) -> tuple[int, Any, str] | None:
+        """(the index of the filter that would store the fill value wrapped, the fill value
+        as it gets it, why), or None."""
+        if self._is_object or self.fill_value is None or not any(self._casts):
+            return None
+        chunk = np.empty((1,), dtype=self.dtype)
+        try:
+            chunk[0] = self.fill_value
+            buf: Any = chunk
+            for i, f in enumerate(self.filters):
+                cast = self._casts[i]
+                found = cast.offending(buf) if cast is not None else None
+                if cast is not None and found is not None:
+                    return (i, np.asarray(buf).reshape(-1).view(cast.reads)[0],
+                            f"filters[{i}] {f!r}: {found[1]}")
+                buf = f.encode(buf)
+        except Exception:  # (a filter refusing one element: nothing to let through)
+            return None
+        return None
 
     # ---------------------------------------------------------------------------- decoding
 

@@ -23,7 +23,7 @@ from chunkstore.metadata._common import check_utf8_fill
 from chunkstore.hierarchy import nodes
 from chunkstore.engine.array import Array, check_zarr2_keywords
 from chunkstore.engine.write import by_dtype
-from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter
+from chunkstore.codecs.v2 import misplaced_object_filter, misread_filter, unstorable_fill
 from chunkstore.codecs.normalize import (chunk_encoding_v3, codec_json, codec_kind,
                                          default_serializer, numcodecs_codec)
 from chunkstore.sync.locking import GUARD
@@ -483,9 +483,14 @@ def _array_metadata_v2(store, path, shape, chunks, dtype, compressor, fill_value
         meta = ArrayMetadataV2(shape=shape, chunks=chunks, dtype=dtype, compressor=compressor,
                                fill_value=fill_value, order=order, filters=filters or None,
                                dimension_separator=dimension_separator)
-        return meta, encode_array_metadata(meta)
+        doc = encode_array_metadata(meta)
     except (TypeError, ValueError) as e:
         raise ValueError(f"cannot create array at path {path!r}: {e}") from e
+    # (a fill value its filters would store wrapped: every chunk not written whole holds it)
+    problem = unstorable_fill(meta, path)
+    if problem is not None:
+        raise ValueError(f"cannot create array at path {path!r}: {problem}")
+    return meta, doc
 
 
 def _check_opens(path, key, raw):

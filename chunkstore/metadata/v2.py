@@ -397,7 +397,15 @@ class ArrayMetadataV2:
         does not fit the dtype."""
         if self.dtype.kind == "O" and self.filters:
             check_object_fill(self.filters[0], value)
-        return dataclasses.replace(self, fill_value=value)
+        meta = dataclasses.replace(self, fill_value=value)
+        if self.filters and self.dtype.kind != "O":
+            # (one its filters would store wrapped: FixedScaleOffset, AsType into a narrower
+            # integer type; the setter rewrites the padding of edge chunks with it)
+            from chunkstore.codecs.v2 import ChunkCodecV2
+            problem = ChunkCodecV2.from_metadata(meta).fill_problem()
+            if problem is not None:
+                raise ValueError(f"its filters cannot store it: {problem}")
+        return meta
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadataV2):

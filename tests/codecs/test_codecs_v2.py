@@ -633,3 +633,26 @@ def test_an_array_stored_with_that_chain_refuses_writes():
         np.array(["a", "b"], dtype=object))  # (what a reader of the zeros would meet)
     with pytest.raises(ChunkDecodeError):
         z[:2]
+
+
+@pytest.mark.parametrize("given", [numcodecs.Zstd(level=1), {"id": "zstd", "level": 1},
+                                   {"id": "zstd", "level": 1, "checksum": False}])
+def test_create_array_v2_zstd_written_without_checksum_false(given):
+    """create_array(zarr_format=2) with numcodecs' Zstd (or its JSON) writes the compressor
+    as zarr-python 3 does, without "checksum": false (tensorstore refuses the member); a
+    checksum asked for is kept; create(compressor=), zarr-python 2's API, writes what
+    zarr-python 2 writes (numcodecs' get_config, the member included)."""
+    store: dict = {}
+    cs.create_array(store, name="a", shape=(4,), chunks=(2,), dtype="i4", zarr_format=2,
+                    compressors=given)
+    assert json.loads(store["a/.zarray"])["compressor"] == {"id": "zstd", "level": 1}
+    cs.create_array(store, name="b", shape=(4,), chunks=(2,), dtype="i4", zarr_format=2,
+                    compressors=numcodecs.Zstd(level=1, checksum=True))
+    assert json.loads(store["b/.zarray"])["compressor"] == {"id": "zstd", "level": 1,
+                                                            "checksum": True}
+    z = cs.create(shape=(4,), chunks=(2,), dtype="i4", store=store, path="c",
+                  compressor=numcodecs.Zstd(level=1))
+    assert json.loads(store["c/.zarray"])["compressor"] == {"id": "zstd", "level": 1,
+                                                            "checksum": False}
+    z[:] = [1, 2, 3, 4]
+    assert cs.open_array(store, path="a", mode="r+")[:].tolist() == [0, 0, 0, 0]
