@@ -10,6 +10,7 @@ from chunkstore.cli import common
 from chunkstore.cli.common import (CLIError, Progress, _a, _join, _kind, _message, _norm, _note,
                                    _options, _plural, _progress_enabled, _refresh_consolidated,
                                    _stores, _where)
+from chunkstore.storage.memory import MemoryStore
 
 
 _H5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -35,6 +36,18 @@ def _input_kind(path):
     raise CLIError(f"cannot tell the format of {path}: expected a .npy, .npz or HDF5 file")
 
 
+class _Scratch(MemoryStore):
+    """The dry run's scratch store, named in errors as the output it stands for (its
+    refusals are the real store's: a MemoryStore of the user's never seen is no help)."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self._output = output
+
+    def __repr__(self) -> str:
+        return str(self._output)
+
+
 class Converter:
     """Writes the arrays and groups of one input file into a store.
 
@@ -49,8 +62,7 @@ class Converter:
         # of the group above, unless --zarr-format says)
         self.target, self.fmt = store, zarr_format
         if dry:
-            from chunkstore.storage.memory import MemoryStore
-            store = MemoryStore()
+            store = _Scratch(args.output)
         self.store, self.args, self.progress = store, args, progress
         self.arrays = self.groups = 0
         self.nbytes = 0
@@ -86,8 +98,13 @@ class Converter:
             self.nbytes += int(np.prod(source.shape)) * dtype.itemsize
             return z
         itemsize = dtype.itemsize
-        copy_array_data(source, z, progress=lambda n: self.progress.update(n * itemsize),
-                        block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown else None)
+        try:
+            copy_array_data(source, z, progress=lambda n: self.progress.update(n * itemsize),
+                            block_bytes=common.PROGRESS_BLOCK_BYTES if self.progress.shown
+                            else None)
+        except UnicodeDecodeError as e:  # (strings labelled UTF-8 that are not)
+            raise CLIError(f"cannot convert {what}: its strings are labelled UTF-8, but one "
+                           f"is not UTF-8 ({_message(e)})") from None
         return z
 
     def _leftovers(self, path):
@@ -109,62 +126,23 @@ class Converter:
         return open_group(self.store, mode="a", path=path, zarr_format=self.fmt)
 
 
-def _h5_json(v):
-    """A JSON-able value of an HDF5 attribute (TypeError if there is none)."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    if isinstance(v, np.ndarray):
-        if v.dtype.names is not None:
-            raise TypeError(f"compound attribute of dtype {v.dtype}")
-        return [_h5_json(x) for x in v.tolist()] if v.ndim else _h5_json(v[()])
-    if isinstance(v, np.generic):
-        if isinstance(v, np.void):
-            raise TypeError(f"attribute of dtype {v.dtype}")
-        return _h5_json(v.item())
-    if isinstance(v, (list, tuple)):
-        return [_h5_json(x) for x in v]
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    raise TypeError(f"attribute of type {type(v).__name__}")
+def _h5_attrs(obj):
+    """obj's attributes as copy() takes them (hierarchy.convenience.h5_attributes), those
+    JSON cannot hold left out with a note."""
+    from chunkstore.hierarchy.convenience import h5_attributes
 
-
-_H5_SCALE_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST"}
-
-
-def _h5_attrs(obj, is_scale):
-    out = {}
-    for k in obj.attrs.keys():
-        if k in _H5_SCALE_ATTRS or (is_scale and k in ("CLASS", "NAME")):
-            continue
-        try:
-            out[k] = _h5_json(obj.attrs[k])
-        except Exception as e:  # noqa: BLE001 - skip what JSON cannot hold, say so
-            _note(f"skipping attribute {k!r} of {obj.name}: {_message(e)}")
-    return out
-
-
-def _h5_dims(ds):
-    """xarray's _ARRAY_DIMENSIONS from HDF5 dimension scales in the same group, or None."""
-    try:
-        parent = ds.parent.name
-        if ds.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE"):
-            return [ds.name.rsplit("/", 1)[-1]] if ds.ndim == 1 else None
-        names = []
-        for dim in ds.dims:
-            scales = list(dim.values())
-            if not scales or scales[0].parent.name != parent:
-                return None
-            names.append(scales[0].name.rsplit("/", 1)[-1])
-        return names if names else None
-    except Exception:  # noqa: BLE001 - dimension scales are optional sugar
-        return None
+    def skip(name, error):
+        _note(f"skipping attribute {name!r} of {obj.name}: {_message(error)}")
+    return h5_attributes(obj, skip)
 
 
 class _H5Str:
-    """Array-like over a variable-length string dataset, reading Python str."""
+    """Array-like over a variable-length string dataset, reading Python str (text=True:
+    labelled UTF-8) or bytes (labelled ASCII, which may hold any bytes: kept as they are,
+    as copy() keeps them)."""
 
-    def __init__(self, ds):
-        self._ds = ds.asstr()
+    def __init__(self, ds, text=True):
+        self._ds = ds.asstr() if text else ds
         self.shape, self.size, self.dtype = ds.shape, ds.size, np.dtype(object)
 
     def __getitem__(self, sel):
@@ -181,15 +159,16 @@ def _convert_hdf5(conv, path, root):
         f = h5py.File(path, "r")
     except OSError as e:
         raise CLIError(f"cannot open {path} as HDF5: {_message(e)}") from None
+    from chunkstore.hierarchy.convenience import h5_dimension_names
     with f:
         g = conv.group(root)
-        g.attrs.put(_h5_attrs(f, False))
+        g.attrs.put(_h5_attrs(f))
         items = []
         f.visititems(lambda name, obj: items.append((name, obj)))
         for name, obj in items:
             dest = _join(root, name)
             if isinstance(obj, h5py.Group):
-                conv.group(dest).attrs.put(_h5_attrs(obj, False))
+                conv.group(dest).attrs.put(_h5_attrs(obj))
                 continue
             if not isinstance(obj, h5py.Dataset):
                 continue
@@ -205,20 +184,21 @@ def _convert_hdf5(conv, path, root):
                 if info is None:
                     _note(f"skipping dataset {obj.name}: unsupported dtype {dt}")
                     continue
-                source = _H5Str(obj)
-                extra = {"object_codec": numcodecs.VLenUTF8(), "fill_value": ""}
+                text = info.encoding == "utf-8"
+                source = _H5Str(obj, text)
+                extra = {"object_codec": numcodecs.VLenUTF8() if text else numcodecs.VLenBytes(),
+                         "fill_value": "" if text else b""}
                 dt = np.dtype(object)
             else:
                 fv = obj.fillvalue
                 if fv is not None:
                     extra["fill_value"] = fv
-            is_scale = obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
+            # dimension scales as Zarr v3's dimension names, v2's _ARRAY_DIMENSIONS (as copy)
+            attrs, dims = h5_dimension_names(obj, _h5_attrs(obj), conv.fmt)
+            if dims is not None:
+                extra["dimension_names"] = dims
             z = conv.array(dest, source, dtype=dt, chunks=chunks,
                            what=f"dataset {obj.name} of {path}", **extra)
-            attrs = _h5_attrs(obj, is_scale)
-            dims = _h5_dims(obj)
-            if dims is not None and "_ARRAY_DIMENSIONS" not in attrs:
-                attrs["_ARRAY_DIMENSIONS"] = dims
             if attrs:
                 z.attrs.put(attrs)
 

@@ -105,6 +105,16 @@ class Copier:
         clear_leftovers(self.dst, dp, f"cannot copy to {_where(self.dst_spec, dp)}",
                         "the copy's", self.if_exists, self.dry)
 
+    def _stray_refusal(self, sp, dp):
+        """CLIError for keys of no node where the raw copy of sp at dp puts an array, as a
+        recoding copy words it (_leftovers: "use --if-exists replace"), not as copy_store
+        does (its API's remedy); looked for again only once copy_store has refused."""
+        from chunkstore.metadata.formats import kind_of_document
+        pre = f"{sp}/" if sp else ""
+        for key in sorted(keys_under(self.src, sp)):
+            if _is_meta_key(key) and kind_of_document(self.src, key) == "array":
+                self._leftovers(_join(dp, key[len(pre):].rpartition("/")[0]))
+
     def _members(self, path):
         from chunkstore.storage.base import listdir
         out = []
@@ -149,8 +159,13 @@ class Copier:
             if self.count_keys:  # listing a big remote store costs: only for a bar
                 self.raw_keys += len(keys_under(self.src, sp))
             if mode != "replace":  # (what the real copy would refuse, refused before it)
-                copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
-                           if_exists=mode, dry_run=True)
+                from chunkstore.errors import StrayChunksError
+                try:
+                    copy_store(self.src, self.dst, source_path=sp, dest_path=dp,
+                               if_exists=mode, dry_run=True)
+                except StrayChunksError:
+                    self._stray_refusal(sp, dp)  # (in this command's words)
+                    raise
             return
         keys = keys_under(self.src, sp)
         arrays, groups = _count_nodes(self.src, [k for k in keys if _is_meta_key(k)])

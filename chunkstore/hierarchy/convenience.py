@@ -635,18 +635,23 @@ def copy(source, dest, name=None, shallow=False, without_attrs=False, log=None,
             raise CopyError("name is required when the source is at the root of its store")
     with _logger(log) as emit:
         if foreign:
+            if not dry_run:  # (planned first: see _copy_to_h5py)
+                _copy_to_h5py(None, source, dest, name, not shallow, without_attrs,
+                              if_exists, True, create_kws)
             return _copy_to_h5py(emit, source, dest, name, not shallow, without_attrs,
                                  if_exists, dry_run, create_kws)
-        _plan_copies(dest, [(name, source)], not shallow, if_exists, create_kws)
+        _plan_copies(dest, [(name, source)], not shallow, if_exists, create_kws,
+                     without_attrs)
         return _copy(emit, source, dest, dest.path, name, not shallow, without_attrs,
                      if_exists, dry_run, create_kws, dest.zarr_format)
 
 
-def _plan_copies(dest, members, recurse, if_exists, create_kws):
+def _plan_copies(dest, members, recurse, if_exists, create_kws, without_attrs=True):
     """Plan the copy of every array that copying members ((name, node) pairs) into dest
     would write, and raise what planning raises (RecodeError: what cannot be made as
-    asked) before anything is written or removed: a copy refused leaves the destination as
-    it was (the walk is a dry run's: arrays that would be skipped are not planned)."""
+    asked; a foreign node's attribute JSON cannot hold, unless without_attrs) before
+    anything is written or removed: a copy refused leaves the destination as it was (the
+    walk is a dry run's: arrays that would be skipped are not planned)."""
     fmt = create_kws.pop("zarr_format", dest.zarr_format)
     if fmt != dest.zarr_format:  # (the copies are members of dest: of its format)
         raise ValueError(f"copies into group {dest.path or '/'!r} (Zarr v{dest.zarr_format}) "
@@ -654,8 +659,8 @@ def _plan_copies(dest, members, recurse, if_exists, create_kws):
     check_changes(dest.zarr_format, **create_kws)
     _check_apart(dest, members)
     for name, node in members:
-        _copy(None, node, dest, dest.path, name, recurse, True, if_exists, True, create_kws,
-              dest.zarr_format, plan=True)
+        _copy(None, node, dest, dest.path, name, recurse, without_attrs, if_exists, True,
+              create_kws, dest.zarr_format, plan=True)
 
 
 def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dry_run,
@@ -663,10 +668,13 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
     """copy()'s walk into an h5py group (dest; None in a dry run below a group not made):
     groups as groups, arrays as datasets with their shape, dtype, chunks and fill value
     (create_kws are h5py's create_dataset keywords), data in bounded blocks of whole
-    chunks (copy_array_data)."""
+    chunks (copy_array_data). copy() walks it as a dry run first, which refuses what the
+    copy would refuse (a taken name, an attribute HDF5 cannot store) before anything is
+    written; a dataset whose copy fails midway is deleted again."""
     target = f"{dest.name.rstrip('/')}/{name}" if dest is not None else name
     existing = dest[name] if dest is not None and name in dest else None
-    if existing is not None and not (_is_group(source) and _is_group(existing)):
+    replacing = existing is not None and not (_is_group(source) and _is_group(existing))
+    if replacing:
         if if_exists == "skip_initialized":
             # h5py datasets have no "initialized" chunk count to decide it by: refused (as
             # zarr-python 2 refuses it) rather than replacing the data there
@@ -675,11 +683,11 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
                              f"(use 'skip' or 'replace')")
         if _skips(log, source, name, target, if_exists):
             return 0, 1, 0
-        if not dry_run:
-            del dest[name]
+    attrs = _h5py_attributes(source, target, without_attrs)
+    if replacing and not dry_run:
+        del dest[name]
     if log:
         log(f"copy {getattr(source, 'name', name)} -> {target}")
-    attrs = {} if without_attrs else _attributes_of(source)
     if _is_group(source):
         g = dest.require_group(name) if not dry_run else (
             existing if _is_group(existing) else None)
@@ -715,9 +723,38 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
         kw["dtype"] = h5py.string_dtype()
     kw.update(create_kws)
     ds = dest.create_dataset(name, **kw)
-    ds.attrs.update(attrs)
-    copy_array_data(source, ds)
+    try:
+        ds.attrs.update(attrs)
+        copy_array_data(source, ds)
+    except BaseException:
+        # (no dataset reading h5py's fill value where the source's data was not copied)
+        with contextlib.suppress(Exception):
+            del dest[name]
+        raise
     return 1, 0, source.nbytes
+
+
+def _h5py_attributes(source, target, without_attrs):
+    """source's attributes for its copy at target in an h5py file, each tried in a scratch
+    HDF5 file in memory first: one HDF5 cannot store (a dict, None, a list of numbers and
+    strings) is a TypeError naming it, source and target, before anything is written."""
+    attrs = {} if without_attrs else _attributes_of(source)
+    if not attrs:
+        return attrs
+    import io
+    import h5py  # (the destination is h5py's)
+    with h5py.File(io.BytesIO(), "w") as scratch:
+        for k, v in attrs.items():
+            try:
+                scratch.attrs[k] = v
+            except Exception as e:  # noqa: BLE001 - h5py raises several types for these
+                raise TypeError(f"cannot copy attribute {k!r} of "
+                                f"{'group' if _is_group(source) else 'array'} "
+                                f"{getattr(source, 'name', None) or target!r} to {target!r} "
+                                f"in an HDF5 file: HDF5 has no type for its value (a "
+                                f"{type(v).__name__}: {e}); copy with without_attrs=True to "
+                                f"leave the attributes out") from None
+    return attrs
 
 
 def _skips(log, source, name, target, if_exists):
@@ -733,10 +770,13 @@ def _skips(log, source, name, target, if_exists):
 
 
 def _attributes_of(node):
-    """A node's attributes as a plain dict (chunkstore's, or a foreign node's)."""
+    """A node's attributes as a plain dict (chunkstore's, or a foreign node's: an h5py
+    node's as h5_attributes gives them, refusing what JSON cannot hold)."""
     attrs = node.attrs
     if hasattr(attrs, "asdict"):
         return attrs.asdict()
+    if _is_h5py(node):
+        return h5_attributes(node, _h5_refuser(node))
     return {str(k): _plain(v) for k, v in attrs.items()}
 
 
@@ -807,8 +847,11 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
                 _update_attributes(g, source)  # merged into, or a foreign group's attributes
             else:
                 copy_attributes(source, g)
-        elif isinstance(existing, Group):
-            g = existing
+        else:
+            if not without_attrs and not isinstance(source, Group):
+                _attributes_of(source)  # (what a foreign group's refuse, refused in the plan)
+            if isinstance(existing, Group):
+                g = existing
         child_fmt = g.zarr_format if g is not None else fmt
         # A group counts as copied, created or merged into (as zarr-python 2 counts).
         n_copied, n_skipped, n_bytes = 1, 0, 0
@@ -847,6 +890,13 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             kw, _ = copy_plan(source, fmt, **create_kws)
             with _naming_the_copy(source, target):
                 create(store={}, path=child_path, **kw)
+        elif plan and not isinstance(source, Array):
+            # a foreign array's attributes (refused before anything is written), and the
+            # metadata of a sliceable one's copy made where it costs nothing
+            kw, _ = _foreign_layout(source, fmt, without_attrs)
+            if _is_sliceable(source):
+                with _naming_the_copy(source, target):
+                    create(store={}, path=child_path, **_sliced_kw(source, kw, create_kws))
         return 1, 0, 0
     if existing_blocks:
         del dest[name]
@@ -870,19 +920,23 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
                             skip=unstored_skip(source, dst))
             staged.publish()
         return 1, 0, dst.nbytes  # (the copy's: its dtype may be another)
+    # A foreign array: its attributes (and an h5py dataset's dimension names) first, so one
+    # refused leaves nothing; its documents written once its data is (staging), and the
+    # array removed again if the copy fails midway, as an Array's.
+    layout, attrs = _foreign_layout(source, fmt, without_attrs)
     if _is_sliceable(source):
         # An h5py dataset or another sliceable array: its shape, dtype and chunks, its data
         # in blocks of bounded size (not loaded whole), its attributes.
-        kw = {"shape": source.shape, "dtype": source.dtype}
-        if getattr(source, "chunks", None):
-            kw["chunks"] = tuple(source.chunks)
-        if getattr(source, "fillvalue", None) is not None:  # h5py's name
-            kw["fill_value"] = source.fillvalue
-        kw.update(create_kws)
-        dst = create(store=dest.store, path=child_path, **kw)
-        if not without_attrs:
-            _update_attributes(dst, source)
-        copy_array_data(source, dst)
+        kw = _sliced_kw(source, layout, create_kws)
+        with removed_on_failure(dest.store, child_path,
+                                getattr(dest, "_synchronizer", None)) as made:
+            staged = HeldDocuments(dest.store, child_path)
+            with _naming_the_copy(source, target):
+                dst = create(store=staged, path=child_path, **kw)
+            made.append(dst)
+            put_attributes(dst, attrs)
+            copy_array_data(source, dst)
+            staged.publish()
         return 1, 0, dst.nbytes
     # A NumPy array or anything array-like (an h5py dataset of variable-length strings or
     # bytes: object elements, stored with the object codec that fits them).
@@ -894,15 +948,62 @@ def _copy(log, source, dest, dest_path, name, recurse, without_attrs, if_exists,
             # (h5py hands UTF-8 strings out as bytes: decoded, they are the text
             # the dataset holds, as `chunkstore convert` reads them; kept as bytes, a str
             # array copied into HDF5 and back came back as bytes)
-            flat = np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in flat],
-                            dtype=object)
+            flat = np.array([_h5_utf8(v, source) for v in flat], dtype=object)
             data = flat.reshape(data.shape)
         create_kws = {**create_kws, "object_codec": numcodecs.VLenBytes() if flat.size and all(
             isinstance(v, bytes) for v in flat) else numcodecs.VLenUTF8()}
-    z = _array_fn(data, store=dest.store, path=child_path, **create_kws)
-    if not without_attrs and hasattr(source, "attrs") and not isinstance(source, np.ndarray):
-        _update_attributes(z, source)
+    with removed_on_failure(dest.store, child_path,
+                            getattr(dest, "_synchronizer", None)) as made:
+        staged = HeldDocuments(dest.store, child_path)
+        z = _array_fn(data, store=staged, path=child_path, **{**layout, **create_kws})
+        made.append(z)
+        put_attributes(z, attrs)
+        staged.publish()
     return 1, 0, z.nbytes
+
+
+def _foreign_layout(source, fmt, without_attrs):
+    """({zarr_format, dimension_names where known}, attributes) of the copy of a foreign
+    array (an h5py dataset: h5_dimension_names; a NumPy array has no attributes) into Zarr
+    format fmt. Raises (TypeError) for an attribute JSON cannot hold, unless
+    without_attrs."""
+    attrs = {}
+    if not without_attrs and hasattr(source, "attrs") and not isinstance(source, np.ndarray):
+        attrs = _attributes_of(source)
+    layout: dict = {"zarr_format": fmt}
+    if _is_h5py(source):
+        # (dimension names are metadata in Zarr v3: kept without the attributes too)
+        attrs, dims = h5_dimension_names(source, attrs, fmt)
+        if dims is not None:
+            layout["dimension_names"] = dims
+        if without_attrs:
+            attrs = {}
+    return layout, attrs
+
+
+def _sliced_kw(source, layout, create_kws):
+    """create()'s arguments for the copy of a sliceable foreign array (an h5py dataset):
+    its shape, dtype, chunks and fill value, layout (_foreign_layout's), create_kws last."""
+    kw = {"shape": source.shape, "dtype": source.dtype, **layout}
+    if getattr(source, "chunks", None):
+        kw["chunks"] = tuple(source.chunks)
+    if getattr(source, "fillvalue", None) is not None:  # h5py's name
+        kw["fill_value"] = source.fillvalue
+    kw.update(create_kws)
+    return kw
+
+
+def _h5_utf8(value, source):
+    """An element of the h5py dataset source (labelled UTF-8) as str: an element that is no
+    UTF-8 is a ValueError naming the dataset and its file."""
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"cannot copy dataset {source.name!r} of {source.file.filename}: "
+                         f"its strings are labelled UTF-8, but {value!r} is not UTF-8 "
+                         f"({e})") from None
 
 
 def _is_group(node):
@@ -989,6 +1090,104 @@ def _copy_array_raw(source, dest, name, without_attrs):
         dest[name].attrs.put({})
 
 
+def _is_h5py(node) -> bool:
+    """Whether node is an h5py Dataset or Group (False where h5py is not installed)."""
+    try:
+        import h5py
+    except ImportError:
+        return False
+    return isinstance(node, (h5py.Dataset, h5py.Group))
+
+
+def _h5_json(v: Any) -> Any:
+    """A JSON-able value of an HDF5 attribute (TypeError if there is none)."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray):
+        if v.dtype.names is not None:
+            raise TypeError(f"compound attribute of dtype {v.dtype}")
+        return [_h5_json(x) for x in v.tolist()] if v.ndim else _h5_json(v[()])
+    if isinstance(v, np.generic):
+        if isinstance(v, np.void):
+            raise TypeError(f"attribute of dtype {v.dtype}")
+        return _h5_json(v.item())
+    if isinstance(v, (list, tuple)):
+        return [_h5_json(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"attribute of type {type(v).__name__}")
+
+
+# HDF5's dimension scale bookkeeping (object references): the dimensions they name are
+# the copy's dimension names instead (h5_dimension_names)
+_H5_SCALE_ATTRS = {"DIMENSION_LIST", "REFERENCE_LIST"}
+
+
+def _h5_is_scale(obj: Any) -> bool:
+    return obj.attrs.get("CLASS") in (b"DIMENSION_SCALE", "DIMENSION_SCALE")
+
+
+def h5_attributes(obj: Any, refused: Any) -> dict:
+    """The attributes of an h5py Dataset or Group as JSON takes them, less the dimension
+    scale bookkeeping (DIMENSION_LIST, REFERENCE_LIST, a scale's CLASS and NAME: see
+    h5_dimension_names). refused(name, error) is called for an attribute JSON cannot
+    hold (a compound value, a reference): it raises, or the attribute is left out."""
+    is_scale = isinstance(getattr(obj, "shape", None), tuple) and _h5_is_scale(obj)
+    out = {}
+    for k in obj.attrs.keys():
+        if k in _H5_SCALE_ATTRS or (is_scale and k in ("CLASS", "NAME")):
+            continue
+        try:
+            out[k] = _h5_json(obj.attrs[k])
+        except Exception as e:  # noqa: BLE001 - h5py raises many types for odd attributes
+            refused(k, e)
+    return out
+
+
+def _h5_refuser(obj: Any) -> Any:
+    """h5_attributes' refused for a copy: a TypeError naming the attribute, obj and its
+    file (a copy leaves no attribute out unasked)."""
+    def refuse(name: str, error: Exception) -> None:
+        raise TypeError(f"cannot copy attribute {name!r} of {obj.name!r} in "
+                        f"{obj.file.filename}: JSON has no place for its value ({error}); "
+                        f"copy with without_attrs=True to leave the attributes out")
+    return refuse
+
+
+def _h5_dims(ds: Any) -> list | None:
+    """xarray's dimension names from ds's HDF5 dimension scales in its own group (a scale's
+    own name for a 1-d scale), or None."""
+    try:
+        parent = ds.parent.name
+        if _h5_is_scale(ds):
+            return [ds.name.rsplit("/", 1)[-1]] if ds.ndim == 1 else None
+        names = []
+        for dim in ds.dims:
+            scales = list(dim.values())
+            if not scales or scales[0].parent.name != parent:
+                return None
+            names.append(scales[0].name.rsplit("/", 1)[-1])
+        return names if names else None
+    except Exception:  # noqa: BLE001 - dimension scales are optional sugar
+        return None
+
+
+def h5_dimension_names(ds: Any, attrs: dict, zarr_format: int) -> tuple[dict, list | None]:
+    """(attributes, dimension names) of the Zarr copy of the h5py dataset ds whose
+    attributes are attrs (h5_attributes'): its dimensions (an _ARRAY_DIMENSIONS attribute
+    of its own, else its dimension scales) as Zarr v3's dimension names, or in Zarr v2 as
+    xarray's _ARRAY_DIMENSIONS attribute (dimension names None)."""
+    from chunkstore.metadata.recode_formats import dims_attr
+    dims = dims_attr(attrs.get("_ARRAY_DIMENSIONS"), len(ds.shape))
+    if dims is None and "_ARRAY_DIMENSIONS" not in attrs:
+        dims = _h5_dims(ds)
+    if dims is None:
+        return attrs, None
+    if zarr_format == 3:
+        return {k: v for k, v in attrs.items() if k != "_ARRAY_DIMENSIONS"}, dims
+    return {**attrs, "_ARRAY_DIMENSIONS": dims}, None
+
+
 def _h5_text(source) -> bool:
     """Whether source is an h5py dataset of variable-length UTF-8 strings (ASCII ones may
     hold any bytes: they are kept as bytes)."""
@@ -1016,10 +1215,21 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
                if not (isinstance(child, Group) and shallow)]
     ours = isinstance(dest, Group)
     if ours:  # (planned before the attributes are written too)
-        _plan_copies(dest, members, not shallow, if_exists, create_kws)
+        _plan_copies(dest, members, not shallow, if_exists, create_kws, without_attrs)
+    elif not _is_group(dest) or not hasattr(dest, "create_dataset"):
+        raise CopyError(f"dest must be a group (chunkstore's or h5py's), got "
+                        f"{type(dest).__name__}")
+    elif not dry_run:  # a foreign destination (h5py's): every member planned first
+        _h5py_attributes(source, dest.name, without_attrs)
+        for name, child in members:
+            _copy_to_h5py(None, child, dest, name, not shallow, without_attrs, if_exists,
+                          True, create_kws)
     n_copied = n_skipped = n_bytes = 0
     if not without_attrs and not dry_run:
-        _update_attributes(dest, source)
+        if ours:
+            _update_attributes(dest, source)
+        else:
+            dest.attrs.update(_h5py_attributes(source, dest.name, without_attrs))
     with _logger(log) as emit:
         for name, child in members:
             if ours:
@@ -1027,9 +1237,8 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
                                 without_attrs, if_exists, dry_run, create_kws,
                                 dest.zarr_format)
             else:  # a foreign destination (h5py's)
-                c, s, b = copy(child, dest, name=name, shallow=shallow,
-                               without_attrs=without_attrs, log=emit, if_exists=if_exists,
-                               dry_run=dry_run, **create_kws)
+                c, s, b = _copy_to_h5py(emit, child, dest, name, not shallow,
+                                        without_attrs, if_exists, dry_run, create_kws)
             n_copied += c
             n_skipped += s
             n_bytes += b

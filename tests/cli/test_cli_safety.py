@@ -5,6 +5,8 @@ count bytes and move per batch of chunks. (In-process: main() returns the exit s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -312,3 +314,54 @@ def test_storage_option_parsing(capsys):
     assert "KEY=VALUE" in fail(capsys, "info", "s3://b/x", "--storage-option", "novalue",
                                code=2)
     assert "URL stores" in fail(capsys, "info", ".", "--storage-option", "anon=true", code=2)
+
+
+@pytest.mark.parametrize("opts", [[], ["--chunks", "2"]])
+def test_cp_refused_by_keys_of_no_node_gives_the_cli_remedy(tmp_path, capsys, opts):
+    """A raw cp refused for keys of no node where it copies an array gave the Python API's
+    remedy (if_exists='replace', the store's rmdir) where a recoding one gave the command's;
+    both give --if-exists replace, which copies over them."""
+    cs.group(str(tmp_path / "src.zarr")).array("a", np.arange(4), chunks=2)
+    dst = tmp_path / "dst.zarr"
+    (dst / "a").mkdir(parents=True)
+    (dst / "a" / "0").write_bytes(b"junk")  # a killed copy's chunk
+    line = fail(capsys, "cp", tmp_path / "src.zarr", dst, *opts)
+    assert "'a/0'" in line and "use --if-exists replace" in line, line
+    assert "if_exists=" not in line and "rmdir" not in line, line
+    assert snapshot(dst) == {Path("a/0"): b"junk"}
+    ok(capsys, "cp", tmp_path / "src.zarr", dst, *opts, "--if-exists", "replace")
+    np.testing.assert_array_equal(cs.open_array(str(dst), path="a", mode="r")[:], np.arange(4))
+
+
+def test_convert_npz_of_clashing_member_names_names_the_output(tmp_path, capsys):
+    """Members 'a' and 'a/b' clash (an array cannot hold one): the refusal named the dry
+    run's scratch MemoryStore, a store the user never saw; it names the output."""
+    np.savez(tmp_path / "clash.npz", a=np.arange(3), **{"a/b": np.ones(2)})
+    out = tmp_path / "out.zarr"
+    line = fail(capsys, "convert", tmp_path / "clash.npz", out)
+    assert "member 'a/b' of" in line and f"in {out}" in line, line
+    assert "MemoryStore" not in line, line
+    assert not out.exists()
+
+
+def test_convert_hdf5_strings_labelled_ascii_stay_bytes(tmp_path, capsys):
+    """An ASCII-labelled string dataset may hold any bytes: convert decoded it as ASCII and
+    failed on b'caf\\xe9' naming neither dataset nor file; it keeps the bytes, as copy()
+    does. A UTF-8-labelled one that is not UTF-8 is refused naming the dataset and file."""
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "a.h5"
+    names = np.array([b"caf\xe9", b"b"], dtype=object)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("grp/names", data=names, dtype=h5py.string_dtype("ascii"))
+    ok(capsys, "convert", path, tmp_path / "a.zarr")
+    z = cs.open_array(str(tmp_path / "a.zarr"), path="grp/names", mode="r")
+    assert z[...].tolist() == [b"caf\xe9", b"b"]
+    g = cs.group(store={})
+    with h5py.File(path, "r") as f:
+        cs.copy(f["grp/names"], g, name="names")
+    assert g["names"][...].tolist() == z[...].tolist() and g["names"].filters == z.filters
+    with h5py.File(tmp_path / "u.h5", "w") as f:
+        f.create_dataset("grp/bad", data=names, dtype=h5py.string_dtype("utf-8"))
+    line = fail(capsys, "convert", tmp_path / "u.h5", tmp_path / "u.zarr")
+    assert "dataset /grp/bad" in line and "u.h5" in line and "UTF-8" in line, line
+    assert not (tmp_path / "u.zarr").exists()

@@ -400,3 +400,24 @@ def test_convert_to_v3(cli, tmp_path):
     assert meta_names(tmp_path / "d.zarr") == ["zarr.json"]
     zg = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
     np.testing.assert_array_equal(zg["g/h/y"][...], np.arange(4))
+
+
+def test_convert_hdf5_to_v3_gives_dimension_scales_as_dimension_names(cli, tmp_path):
+    """--zarr-format 3 wrote HDF5 dimension scales into an _ARRAY_DIMENSIONS attribute, which
+    Zarr v3 readers (xarray) do not look at: they are the arrays' dimension_names now, as
+    copy() makes them."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        x = f.create_dataset("x", data=np.arange(4.0))
+        x.make_scale("x")
+        v = f.create_dataset("v", data=np.arange(4.0) + 10)
+        v.dims[0].attach_scale(x)
+        v.attrs["units"] = "m"
+    cli("convert", tmp_path / "b.h5", tmp_path / "b.zarr", "--zarr-format", "3")
+    for name, attrs in (("v", {"units": "m"}), ("x", {})):
+        meta = json.loads((tmp_path / "b.zarr" / name / "zarr.json").read_text())
+        assert meta["dimension_names"] == ["x"] and meta.get("attributes", {}) == attrs, meta
+    xr = pytest.importorskip("xarray")
+    with xr.open_zarr(tmp_path / "b.zarr", consolidated=False) as ds:
+        assert ds["v"].dims == ("x",)
+        np.testing.assert_array_equal(ds["v"].values, np.arange(4.0) + 10)

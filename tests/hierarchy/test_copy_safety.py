@@ -235,3 +235,131 @@ def test_copy_store_keeps_the_separator_a_document_took_from_its_store(tmp_path,
         opened = cs.open_consolidated(dest)["a"] if consolidated else \
             cs.open_array(dest, path="a", mode="r")
         np.testing.assert_array_equal(opened[...], want)
+
+
+# ------------------------------------------------------------------------------ h5py copies
+def _h5_with_scales(path):
+    """An HDF5 file as netCDF4 writes them: dimension scales attached (DIMENSION_LIST, an
+    attribute of object references), a number and a string variable."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "t"
+        x = f.create_dataset("x", data=np.arange(4.0))
+        x.make_scale("x")
+        v = f.create_dataset("v", data=np.arange(4.0) + 10, chunks=(2,))
+        v.dims[0].attach_scale(x)
+        v.attrs["units"] = "m"
+        s = f.create_dataset("s", data=["a", "bé", "c", "d"], dtype=h5py.string_dtype())
+        s.dims[0].attach_scale(x)
+    return h5py
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("how", ["copy", "copy_all"])
+def test_copy_from_h5py_gives_dimension_scales_as_dimension_names(tmp_path, fmt, how):
+    """Copying a dataset with a dimension scale attached raised TypeError (its
+    DIMENSION_LIST attribute holds references, no JSON) and left an array reading its fill
+    value; the scales are the copy's dimensions, as `chunkstore convert` makes them
+    (Zarr v3's dimension_names, v2's _ARRAY_DIMENSIONS)."""
+    h5py = _h5_with_scales(tmp_path / "in.h5")
+    g = cs.group({}, zarr_format=fmt)
+    with h5py.File(tmp_path / "in.h5", "r") as f:
+        if how == "copy":
+            for name in ("x", "v", "s"):
+                cs.copy(f[name], g, name=name)
+        else:
+            cs.copy_all(f, g)
+            assert g.attrs.asdict() == {"title": "t"}
+    np.testing.assert_array_equal(g["v"][...], np.arange(4.0) + 10)
+    assert g["s"][...].tolist() == ["a", "bé", "c", "d"]
+    for name, attrs in (("v", {"units": "m"}), ("x", {}), ("s", {})):
+        a = g[name]
+        if fmt == 3:
+            assert a.metadata.dimension_names == ("x",) and a.attrs.asdict() == attrs
+        else:
+            assert a.attrs.asdict() == {**attrs, "_ARRAY_DIMENSIONS": ["x"]}
+
+
+@pytest.mark.parametrize("name", ["v", "s"])
+def test_a_copy_from_h5py_failing_midway_leaves_no_array(tmp_path, name):
+    """A dataset's copy failing midway (a full disk) left an array whose uncopied chunks
+    read as its fill value; it is removed again, as an Array's copy is (a sliceable
+    dataset, and one of strings, read whole)."""
+    h5py = _h5_with_scales(tmp_path / "in.h5")
+    st = FaultyStore(cs.MemoryStore())
+    g = cs.group(st, zarr_format=2)
+    st.fail_write(lambda key: True, errno.ENOSPC, after=1)
+    with h5py.File(tmp_path / "in.h5", "r") as f, pytest.raises(OSError):
+        cs.copy(f[name], g, name=name, chunks=(1,))
+    assert sorted(st.inner) == [".zgroup"]
+
+
+def test_a_copy_from_h5py_refuses_an_attribute_json_cannot_hold_before_writing(tmp_path):
+    """An attribute JSON has no place for (a compound value) is refused naming it, the
+    dataset and its file, before anything is written (no array reading its fill value);
+    without_attrs=True copies the data."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f.create_dataset("a", data=np.arange(3))
+        f.create_dataset("b", data=np.arange(3)).attrs["c"] = np.array(
+            (1, 2.5), dtype=[("p", "i4"), ("q", "f8")])
+    store = {}
+    g = cs.group(store, zarr_format=2)
+    before = dict(store)
+    with h5py.File(tmp_path / "in.h5", "r") as f:
+        with pytest.raises(TypeError, match=r"attribute 'c' of '/b' in .*in\.h5"):
+            cs.copy_all(f, g)
+        assert store == before
+        cs.copy_all(f, g, without_attrs=True)
+    np.testing.assert_array_equal(g["b"][...], np.arange(3))
+
+
+@pytest.mark.parametrize("how", ["copy", "copy_all"])
+def test_a_copy_into_h5py_refuses_an_attribute_hdf5_cannot_store_before_writing(tmp_path,
+                                                                               how):
+    """An attribute HDF5 has no type for (a dict) raised h5py's TypeError naming neither
+    the attribute nor the array, after the dataset was made: it read zeros. Refused naming
+    both before anything is written (copy_all: no member, no attribute of the root)."""
+    h5py = pytest.importorskip("h5py")
+    src = cs.group({}, zarr_format=2)
+    src.attrs["title"] = "t"
+    src.array("a", np.arange(1, 5), chunks=2)
+    src.array("v", np.arange(1, 5), chunks=2).attrs["meta"] = {"units": "m"}
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        with pytest.raises(TypeError, match=r"attribute 'meta' of array '/v' to '/v'"):
+            if how == "copy":
+                cs.copy(src["v"], f)
+            else:
+                cs.copy_all(src, f)
+        assert list(f) == [] and dict(f.attrs) == {}
+        cs.copy_all(src, f, without_attrs=True)
+        np.testing.assert_array_equal(f["v"][()], np.arange(1, 5))
+
+
+def test_a_copy_into_h5py_failing_midway_leaves_no_dataset(tmp_path):
+    """A dataset whose copy into an h5py file fails midway (a chunk that cannot be read)
+    is deleted again: it read h5py's fill value where the data was not copied."""
+    h5py = pytest.importorskip("h5py")
+    st = FaultyStore(cs.MemoryStore())
+    src = cs.group(st, zarr_format=2)
+    src.array("v", np.arange(1, 101), chunks=10)
+    st.fail_read(lambda key: key == "v/5")
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        with pytest.raises(OSError):
+            cs.copy(src["v"], f, chunks=(10,))
+        assert list(f) == []
+
+
+def test_a_copy_from_h5py_of_strings_labelled_utf8_that_are_not_names_the_dataset(tmp_path):
+    """UTF-8-labelled strings that are not UTF-8: a UnicodeDecodeError naming nothing; the
+    refusal names the dataset and its file, and no array is left."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f.create_dataset("g/bad", data=np.array([b"caf\xe9", b"b"], dtype=object),
+                         dtype=h5py.string_dtype("utf-8"))
+    store = {}
+    g = cs.group(store, zarr_format=2)
+    with h5py.File(tmp_path / "in.h5", "r") as f, \
+            pytest.raises(ValueError, match=r"dataset '/g/bad' of .*in\.h5.*not UTF-8"):
+        cs.copy(f["g/bad"], g, name="bad")
+    assert sorted(store) == [".zgroup"]
