@@ -321,6 +321,34 @@ def _reads(layer: Any, store: Any, path: str) -> bool | None:
     return found
 
 
+def reads_back_unchanged(darr: da.Array, store: Any, path: str) -> bool:
+    """Whether darr is the array at path of store as stored, read whole by blocks and
+    changed in nothing (xarray's lazy variable of it, opened with chunks=): written back
+    over the whole array, each element gets its own value again, so another task reading
+    that array meanwhile reads the same values either way (a chunk is replaced whole)."""
+    graph: Any = darr.__dask_graph__()
+    layers = getattr(graph, "layers", None)
+    depends = getattr(graph, "dependencies", None)
+    if layers is None or depends is None:
+        return False
+    source = [n for n, layer in layers.items() if _reads(layer, store, path)]
+    if len(source) != 1:
+        return False
+    for name, layer in layers.items():
+        if name == source[0]:
+            continue
+        func = getattr(getattr(layer, "task", None), "func", None)
+        if (name != darr.name or set(depends.get(name, ())) != set(source)
+                or getattr(func, "__module__", None) != "dask.array.core"
+                or getattr(func, "__name__", None) not in _GETTERS):
+            return False
+    return True
+
+
+#: from_array's block readers (dask.array.core): each task reads its block, nothing else
+_GETTERS = frozenset({"getter", "getter_inline", "getter_nofancy"})
+
+
 def source_under(darr: da.Array, store: Any, path: str) -> Array | None:
     """A chunkstore array that darr reads at path of store or below it (one that replacing
     the node at path deletes), else None."""
@@ -354,35 +382,90 @@ def _whole_view(v: Any) -> bool | None:
 
 def blockwise_in_place(darr: da.Array, store: Any, path: str,
                        offsets: Sequence[int] | None = None) -> bool:
-    """Whether each block of darr that depends on the array at path of store is computed
-    from the same block of it, the same region: every layer between that array (read whole,
-    by from_array or xarray's lazy arrays) and darr is elementwise (a Blockwise layer whose
-    inputs derived from it have the output's indices and blocks; other inputs, NumPy
-    weights, a mask, a variable of another shape, broadcast freely), or a layer whose every
-    task takes only the same block of what it depends on (apply_ufunc's). Written back into
-    that array (rechunked to the stored grid or not), each write then reads all of its
-    region before it writes it, and nothing else reads that region. A reversal, a shift,
-    a transpose, a slice, a rechunk of the caller's, an overlap or a reduction reads other
-    blocks' regions, which other tasks may have written already. offsets: where darr is
-    written in the array; a block then lies where it was read only at offsets of 0 (a
-    slice of the leading blocks written further on read regions other tasks write)."""
+    """Whether darr, written into the array at path of store at offsets (where its first
+    element lands, default 0), reads of the region it writes only what each of its blocks
+    writes: every block of darr is computed from reads (from_array's tasks, over the array
+    whole or xarray's lazy arrays of all of it) of no element that another block writes.
+    Each write then comes after every read of its region, whatever order the tasks run in
+    (a rechunk to the stored grid keeps this: a stored block's task waits on every block of
+    darr it holds part of); the rows around a region, which no task writes, may be read.
+    The regions are followed through the graph: a Blockwise layer maps its inputs' blocks
+    by its indices (elementwise, broadcast, transposed), any other layer's tasks by the
+    keys they take (a slice, a concatenation, a rechunk); a read bounds the regions of
+    every block that takes it. An elementwise update, a slice written back where it was
+    read, a permutation within one block, a rechunk into larger blocks go on; a reversal,
+    a shift, a slice written over rows it reads, an overlap or a reduction reads regions
+    other blocks write. Anything not followed (a task taking the array itself, a Blockwise
+    layer that adds or contracts dimensions, a graph dask.optimize fused, a lazy selection
+    of part of the array) answers False."""
     graph: Any = darr.__dask_graph__()
     layers = getattr(graph, "layers", None)
     depends = getattr(graph, "dependencies", None)
     if layers is None or depends is None:  # (a graph of no layers: in place if it reads none)
         return source_under(darr, store, path) is None
-    derived = set()
+    holders = set()
     for name, layer in layers.items():
         r = _reads(layer, store, path)
         if r is False:
             return False
         if r:
-            derived.add(name)
-    if not derived:
+            holders.add(name)
+    if not holders:
         return True
-    if offsets is not None and any(offsets):
+    if darr.name not in layers:
+        return False  # (its blocks' keys in no layer of their name: not followed)
+    try:
+        box_of = _read_regions(layers, depends, holders)
+    except _NOT_FOLLOWED:
         return False
-    # (the layers that depend on those, in the graph's order: a layer after its inputs)
+    offsets = tuple(offsets or (0,) * darr.ndim)
+    edges = [np.cumsum((0, *sizes)) + start for sizes, start in zip(darr.chunks, offsets)]
+    try:
+        for idx in np.ndindex(*darr.numblocks):
+            box = box_of((darr.name, *idx))
+            if box is None:
+                continue  # (reads none of the array)
+            if len(box) != darr.ndim:
+                return False
+            # (what it reads outside the region written, no task writes: a stored block
+            # across the region's edge is rewritten whole, but with the values it held)
+            box = [(max(lo, e[0]), min(hi, e[-1])) for (lo, hi), e in zip(box, edges)]
+            if any(lo >= hi for lo, hi in box):
+                continue
+            if any(lo < e[i] or hi > e[i + 1] for (lo, hi), e, i in zip(box, edges, idx)):
+                return False
+    except _NOT_FOLLOWED:
+        return False
+    return True
+
+
+class _Unfollowed(Exception):
+    """A layer whose reads of the array blockwise_in_place cannot follow."""
+
+
+#: what following a graph of unexpected form raises (a tuple of strings taken for a key,
+#: a block index past a layer's blocks): answered as not followed
+_NOT_FOLLOWED = (_Unfollowed, LookupError, TypeError, ValueError)
+
+
+#: the region of the array that a task reads, ((start, stop) for each of its dimensions),
+#: or None where it reads none
+_Box = tuple | None
+
+
+def _union(a: _Box, b: _Box) -> _Box:
+    if a is None or b is None:
+        return a if b is None else b
+    if len(a) != len(b):
+        raise _Unfollowed
+    return tuple((min(a0, b0), max(a1, b1)) for (a0, a1), (b0, b1) in zip(a, b))
+
+
+def _read_regions(layers: Any, depends: Any, holders: set) -> Any:
+    """The function of a key of the graph to the region of the array (held by the layers
+    holders) that its task reads, directly or through the tasks it takes (None: none).
+    Raises _Unfollowed where a layer's reads cannot be told."""
+    derived = set(holders)
     changed = True
     while changed:
         changed = False
@@ -390,40 +473,154 @@ def blockwise_in_place(darr: da.Array, store: Any, path: str,
             if name not in derived and depends.get(name, set()) & derived:
                 derived.add(name)
                 changed = True
-    blocks = tuple(darr.numblocks)
+    # (the layers in an order that puts each after those it takes)
+    order, seen = [], set()
+    for root in derived:
+        stack = [(root, False)]
+        while stack:
+            name, done = stack.pop()
+            if done:
+                order.append(name)
+                continue
+            if name in seen:
+                continue
+            seen.add(name)
+            stack.append((name, True))
+            stack.extend((d, False) for d in depends.get(name, ()) if d in derived)
+    sources: set = set()  # from_array's array under a key of its own (original-...)
+    names = set(derived)  # the key names of those layers (a rechunk's layer holds two)
     for name in derived:
+        if not _is_blockwise(layers[name]):
+            names.update(k[0] if isinstance(k, tuple) and k else k for k in layers[name])
+    maps: dict = {}  # Blockwise layer -> function of a block's index to its region
+    boxes: dict = {}  # other layers' keys -> their regions
+
+    def box_of_key(key: Any) -> _Box:
+        name = key[0] if isinstance(key, tuple) and key else key
+        if name in sources:
+            raise _Unfollowed  # (a task taking the array itself: what it reads is not told)
+        if key in boxes:
+            return boxes[key]
+        if name in maps and isinstance(key, tuple):
+            return maps[name](key[1:])
+        if name in names:
+            raise _Unfollowed
+        return None  # (a key of another origin)
+
+    for name in order:
         layer = layers[name]
-        if str(name).startswith("original-"):
-            continue  # (from_array's array under a key of its own)
-        if hasattr(layer, "indices") and hasattr(layer, "output_indices"):
-            if getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
-                return False
-            out, numblocks = tuple(layer.output_indices), getattr(layer, "numblocks", {})
-            for v, idx in layer.indices:
-                if idx is None or not isinstance(v, str) or v not in derived:
-                    continue  # (a constant, an io dependency, or an input of another origin)
-                if tuple(idx) != out or tuple(numblocks.get(v, blocks)) != blocks:
-                    return False
+        if not _is_blockwise(layer):
+            if name in holders:
+                if list(layer.keys()) != [name]:
+                    raise _Unfollowed  # (the array inside tasks of other kinds)
+                sources.add(name)
+                continue
+            _follow_tasks(layer, names, boxes, box_of_key)
             continue
-        for key, task in layer.items():  # (a materialized layer: each task looked at)
-            if not isinstance(key, tuple):
-                return False
-            for dep in _task_keys(task, layers):
-                if dep[0] in derived and dep[1:] != key[1:]:
-                    return False
-    return True
+        maps[name] = _blockwise_regions(layer, name in holders or bool(
+            depends.get(name, set()) & sources), derived, sources, box_of_key, maps)
+    return box_of_key
 
 
-def _task_keys(task: Any, layers: Any) -> set:
-    """The keys (name, *block) of layers that a task takes: its dependencies, or, in a
-    task of dask's older tuple form ((getitem, (name, i, j), 0)), the tuples naming one."""
+def _is_blockwise(layer: Any) -> bool:
+    return hasattr(layer, "indices") and hasattr(layer, "output_indices")
+
+
+def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
+                       box_of_key: Any, maps: dict) -> Any:
+    """The function of a Blockwise layer's block index to the region its task reads: where
+    it reads the array (reader: from_array's layer, getter(array, slices)), the slices its
+    ArraySliceDep gives the block; else the union of its inputs' blocks' regions (an
+    input's block index taken from the output's by the input's indices, 0 along a
+    dimension it broadcasts)."""
+    from dask.layers import ArraySliceDep
+    if getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
+        raise _Unfollowed
+    out = tuple(layer.output_indices)
+    numblocks = getattr(layer, "numblocks", {})
+    io_deps = getattr(layer, "io_deps", {})
+    if reader:
+        # (from_array's layer alone: the array, then the slices; a layer that fused more
+        # into it, or a function of the array of the caller's, reads what it is not told)
+        indexed = [(v, idx) for v, idx in layer.indices if idx is not None]
+        if len(layer.indices) != 2 or len(indexed) != 1 or \
+                not isinstance(io_deps.get(indexed[0][0]), ArraySliceDep):
+            raise _Unfollowed
+        v, idx = indexed[0]
+        if any(c not in out for c in idx):
+            raise _Unfollowed
+        dep, pos = io_deps[v], tuple(out.index(c) for c in idx)
+        return lambda i: tuple((s.start, s.stop) for s in dep[tuple(i[p] for p in pos)])
+    inputs = []
+    for v, idx in layer.indices:
+        if idx is None:  # a constant: a key every block takes, or a value
+            ref = getattr(v, "key", None)
+            if ref is not None:
+                if (ref[0] if isinstance(ref, tuple) else ref) in sources:
+                    raise _Unfollowed
+                inputs.append((lambda i, ref=ref: box_of_key(ref), (), ()))
+            continue
+        if not isinstance(v, str) or v in io_deps or v not in derived:
+            continue  # (block ids, block info; an input of another origin)
+        if v in sources or any(c not in out for c in idx):
+            raise _Unfollowed  # (contracted: a block takes all of the input's along it)
+        nb = tuple(numblocks.get(v, ()))
+        if len(nb) != len(idx):
+            raise _Unfollowed
+        inputs.append((lambda i, v=v: box_of_key((v, *i)), tuple(out.index(c) for c in idx),
+                       nb))
+    whole = tuple(layer.dims[c] for c in out)
+    one = [v for v, idx in layer.indices if isinstance(v, str) and v in maps]
+    if len(inputs) == 1 and len(one) == 1 and inputs[0][1:] == (tuple(range(len(out))),
+                                                                whole):
+        return maps[one[0]]  # (elementwise on one input: its blocks' regions)
+
+    def regions(i: tuple) -> _Box:
+        box = None
+        for get, pos, nb in inputs:
+            box = _union(box, get(tuple(0 if n == 1 else i[p] for p, n in zip(pos, nb))))
+        return box
+    return regions
+
+
+def _follow_tasks(layer: Any, names: set, boxes: dict, box_of_key: Any) -> None:
+    """The regions of a (materialized) layer's tasks, in boxes: each the union of the
+    regions of the keys it takes (the layer's own keys first where it takes them)."""
+    for key in layer:
+        stack, on = [key], set()
+        while stack:
+            k = stack[-1]
+            if k in boxes:
+                stack.pop()
+                continue
+            deps = _task_keys(layer[k], names)
+            inner = [d for d in deps if d in layer and d not in boxes]
+            if inner:
+                if k in on:
+                    raise _Unfollowed  # (a cycle: no graph dask runs)
+                on.add(k)
+                stack.extend(inner)
+                continue
+            box = None
+            for d in deps:
+                box = _union(box, box_of_key(d))
+            boxes[k] = box
+            stack.pop()
+
+
+def _task_keys(task: Any, names: set) -> set:
+    """The keys a task takes: its dependencies, or, in a task of dask's older tuple form
+    ((getitem, (name, i, j), 0)), the tuples (name, *block) and strings naming one of
+    names."""
     deps = getattr(task, "dependencies", None)
     if deps is not None:
-        return {d for d in deps if isinstance(d, tuple) and d}
+        return set(deps)
     found, stack = set(), [task]
     while stack:
         v = stack.pop()
-        if isinstance(v, tuple) and v and isinstance(v[0], str) and v[0] in layers:
+        if isinstance(v, str) and v in names:
+            found.add(v)
+        elif isinstance(v, tuple) and v and isinstance(v[0], str) and v[0] in names:
             found.add(v)
         elif isinstance(v, (tuple, list)):
             stack.extend(v)

@@ -322,7 +322,14 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                                f"its values in; give the region as a slice")
             stored = conventions.decode_cf_variable(
                 d, self.open_store_variable(d, self.group[d]).compute())
-            where = pd.Index(stored.data).get_indexer(ds[d].data)
+            try:
+                where = pd.Index(stored.data).get_indexer(ds[d].data)
+            except pd.errors.InvalidIndexError as e:  # (pandas' words name neither)
+                raise ValueError(f"region={{{d!r}: 'auto'}}: the stored coordinate {d!r} of "
+                                 f"the group {self.group.name!r} of "
+                                 f"{store_name(self.group.store)} holds duplicate values, so "
+                                 f"ds's values cannot be placed in it; give the region as a "
+                                 f"slice") from e
             if (where == -1).any():
                 raise KeyError(f"not every value of coordinate {d!r} is in the stored "
                                f"coordinate of {self.group.name!r}: a region write cannot "
@@ -419,6 +426,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             _check_not_reading(plans, self.group)
         for p in plans:
             _check_not_reading_elsewhere(p)
+        _check_not_reading_others(plans)
         # -- everything checked: write
         if isinstance(self.group, _NewGroup):
             self.group = self.group.create()
@@ -697,11 +705,13 @@ def _check_not_reading(plans, group) -> None:
 
 def _check_not_reading_elsewhere(p) -> None:
     """Refuse a write into a stored array (a region, or mode "a" rewriting a variable)
-    whose dask data reads that array other than block by block (dask.blockwise_in_place):
-    its tasks run in any order, and one read a region another task had written already
+    whose dask data reads that array other than block by block (dask.blockwise_in_place:
+    each block of the data read from no element outside the region it is written to): its
+    tasks run in any order, and one read a region another task had written already
     (``ds.v[::-1]`` written back into v stored [0 1 2 3 3 2 1 0], as xarray's zarr engine
-    stores it). ValueError naming the variable; an append (rows the data cannot read) and
-    elementwise updates (``ds.v * 2``) go on."""
+    stores it; ``ds.v[2:50]`` written to v[0:48] stored some rows shifted twice).
+    ValueError naming the variable; an append (rows the data cannot read) and elementwise
+    updates (``ds.v * 2``, ``ds.isel(t=slice(5, 10)) * 2`` into the region t=5:10) go on."""
     data = p["data"]
     if p["action"] != "write" or not hasattr(data, "dask"):
         return
@@ -713,9 +723,50 @@ def _check_not_reading_elsewhere(p) -> None:
     raise ValueError(
         f"variable {p['name']!r}: its dask data reads the array {z.path or '/'!r} of "
         f"{store_name(z.store)} that it is written into, other than block by block (a "
-        f"reversal, shift, transpose, rechunk, overlap or reduction of it): its tasks would "
-        f"read blocks other tasks had written already; load the data first (.load()), or "
-        f"write it elsewhere")
+        f"reversal, shift, transpose, slice written over rows it reads, rechunk into smaller "
+        f"blocks, overlap or reduction of it): its tasks would read blocks other tasks had "
+        f"written already; load the data first (.load()), or write it elsewhere")
+
+
+def _unchanged(p) -> bool:
+    """Whether a plan writes its stored array's own values back over all of it (its dask
+    data that array, lazily opened and changed in nothing)."""
+    from chunkstore.integrations.dask import reads_back_unchanged
+    z, data = p["stored"], p["data"]
+    return (hasattr(data, "dask") and tuple(data.shape) == tuple(z.shape)
+            and all(sel.indices(n)[:2] == (0, n) and sel.indices(n)[2] == 1
+                    for sel, n in zip(p["region"], z.shape))
+            and reads_back_unchanged(data, z.store, z.path))
+
+
+def _check_not_reading_others(plans) -> None:
+    """Refuse a write where a variable's dask data reads a stored array that another
+    variable of the same write rewrites (mode "a" or a region; an append adds rows the data
+    cannot read): its tasks run in any order, NumPy data is written before any, and it
+    read values already written (``{"a": ds.b, "b": ds.a}`` stored b into both).
+    ValueError naming both variables."""
+    from chunkstore.hierarchy.nodes import holds
+    from chunkstore.integrations.dask import _sources
+    # (a variable written back as it was opened, as mode "a" writes every variable of a
+    # dataset a new one was added to: read meanwhile, it reads the same values either way)
+    rewritten = [q for q in plans if q["action"] == "write" and not _unchanged(q)]
+    if not rewritten:
+        return
+    for p in plans:
+        data = p["data"]
+        if not hasattr(data, "dask"):
+            continue  # (data xarray loaded when the plan was made: read already)
+        read = list(_sources(data))
+        for q in rewritten:
+            z = q["stored"]
+            if q is p or not any(holds(z.store, z.path, a.store, a.path) for a in read):
+                continue
+            raise ValueError(
+                f"variable {p['name']!r}: its dask data reads the array {z.path or '/'!r} of "
+                f"{store_name(z.store)}, which variable {q['name']!r} of the same write is "
+                f"written into: the tasks run in any order, and would read values already "
+                f"written; load the data first (.load()), or leave {q['name']!r} out of the "
+                f"write (.drop_vars({q['name']!r})) if it is unchanged")
 
 
 def _open_for(store, path, mode, zarr_format):

@@ -635,8 +635,9 @@ def test_in_place_updates_the_self_read_check_lets_through_and_its_holes(tmp_pat
     """What the check of dask data reading its own array lets through (the review found
     them refused): operands of other origins broadcast in (NumPy weights and masks, another
     variable of the store), apply_ufunc's layers, the leading blocks written back where
-    they were read. And what it refuses (a hole before): a reversal done by xarray's lazy
-    indexing (no chunks= at open, then .chunk()), and leading blocks written further on."""
+    they were read, rows written where no block reads. And what it refuses (a hole
+    before): a reversal done by xarray's lazy indexing (no chunks= at open, then .chunk()),
+    and rows written over rows another block reads (1:3 into 2:4)."""
     import dask
     p = str(tmp_path / "a.zarr")
     to_chunkstore(xr.Dataset({"v": (("t", "x"), np.arange(16.0).reshape(4, 4)),
@@ -658,8 +659,161 @@ def test_in_place_updates_the_self_read_check_lets_through_and_its_holes(tmp_pat
         np.testing.assert_allclose(open_dataset(p).v.values, want)
         ds = xr.open_dataset(p, engine="chunkstore", chunks={})
         with pytest.raises(ValueError, match="reads the array 'v'"):
-            to_chunkstore(ds[["v"]].isel(t=slice(0, 2)), p, region={"t": slice(2, 4)})
+            to_chunkstore(ds[["v"]].isel(t=slice(1, 3)), p, region={"t": slice(2, 4)})
+        # (rows 0:2 into 2:4: what it reads, no task writes)
+        to_chunkstore(ds[["v"]].isel(t=slice(0, 2)), p, region={"t": slice(2, 4)})
+        want[2:] = want[:2]
         lazy = xr.open_dataset(p, engine="chunkstore")
         with pytest.raises(ValueError, match="reads the array 'v'"):
             to_chunkstore(lazy[["v"]].isel(t=slice(None, None, -1)).chunk(2), p, mode="a")
     np.testing.assert_allclose(open_dataset(p).v.values, want)
+
+
+def _stored_0_to_59(tmp_path, name="a.zarr"):
+    p = str(tmp_path / name)
+    to_chunkstore(xr.Dataset({"v": ("time", np.arange(60.0))}), p,
+                  encoding={"v": {"chunks": (3,)}})
+    return p
+
+
+@pytest.mark.parametrize("chunks", [5, 3])
+def test_a_slice_of_the_array_written_elsewhere_into_it_is_refused(tmp_path, chunks):
+    """Dask data that is a slice of the array it is written into, moved: rows 2:50 into
+    0:48 (a region), or a pad then a slice (mode "a"). Each block of it was cut from the
+    same block of the array, only the block indices were compared, and the write went on:
+    its tasks read rows other tasks had written already (rows 1, 2, 7, 16... wrong).
+    Refused naming the variable, nothing written."""
+    p = _stored_0_to_59(tmp_path)
+    o = xr.open_dataset(p, engine="chunkstore", chunks={"time": chunks})
+    with pytest.raises(ValueError, match="variable 'v': its dask data reads the array 'v'"):
+        to_chunkstore(xr.Dataset({"v": o.v.isel(time=slice(2, 50))}), p,
+                      region={"time": slice(0, 48)})
+    with pytest.raises(ValueError, match="variable 'v': its dask data reads the array 'v'"):
+        to_chunkstore(xr.Dataset({"v": o.v.pad(time=(0, 2), constant_values=-1.0)
+                                  .isel(time=slice(2, None))}), p, mode="a")
+    np.testing.assert_array_equal(open_dataset(p).v.values, np.arange(60.0))
+
+
+def test_an_in_place_update_of_a_region_not_at_the_start_is_written(tmp_path):
+    """xarray's "open, change a slice, write the region back": an elementwise update of
+    rows 5:10 into the region 5:10 was refused (any region not at 0 was), where xarray's
+    zarr engine writes it. Each block is now checked to read no row outside the rows it
+    writes: written, with dask chunks on the stored grid or not, a region found by
+    region="auto", and a rechunk into larger blocks."""
+    import dask
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(10.0))}), p, encoding={"v": {"chunks": (5,)}})
+    want = np.arange(10.0)
+    o = xr.open_dataset(p, engine="chunkstore", chunks={})
+    to_chunkstore(o.isel(t=slice(5, 10)) * 2, p, region={"t": slice(5, 10)})
+    want[5:] *= 2
+    np.testing.assert_array_equal(open_dataset(p).v.values, want)
+    q = _stored_0_to_59(tmp_path, "b.zarr")
+    want = np.arange(60.0)
+    with dask.config.set(scheduler="threads"):
+        for chunks in ({}, {"time": 5}):  # (stored chunks 3: rechunked to them after)
+            o = xr.open_dataset(q, engine="chunkstore", chunks=chunks)
+            to_chunkstore(o.isel(time=slice(9, 30)) + 1, q, region={"time": slice(9, 30)})
+            want[9:30] += 1
+            np.testing.assert_array_equal(open_dataset(q).v.values, want)
+        o = xr.open_dataset(q, engine="chunkstore", chunks={"time": 6})
+        to_chunkstore(o.isel(time=slice(12, 42)).chunk({"time": 12}) * 3, q,
+                      region={"time": slice(12, 42)})
+        want[12:42] *= 3
+        np.testing.assert_array_equal(open_dataset(q).v.values, want)
+    r = str(tmp_path / "c.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(10.0))}, coords={"t": np.arange(10) * 10}),
+                  r, encoding={"v": {"chunks": (5,)}})
+    o = xr.open_dataset(r, engine="chunkstore", chunks={})
+    to_chunkstore(o.isel(t=slice(5, 10)) * 2, r, region="auto")
+    np.testing.assert_array_equal(open_dataset(r).v.values, np.r_[0:5, np.arange(5, 10) * 2])
+
+
+def test_the_self_read_check_follows_the_rows_each_block_reads(tmp_path):
+    """blockwise_in_place follows the region of the array each block reads through the
+    graph, and compares it with the region the block is written to (at offsets)."""
+    import dask.array as da
+
+    import chunkstore as cs
+    from chunkstore.integrations.dask import blockwise_in_place, from_chunkstore
+    p = str(tmp_path / "a.zarr")
+    z = cs.open_array(p, mode="w", shape=(20, 6), chunks=(5, 3), dtype="f8")
+    x = from_chunkstore(z)
+
+    def ok(d, offsets=None):
+        return blockwise_in_place(d, z.store, "", offsets)
+    assert ok(x * 2) and ok(da.concatenate([x[:5], x[5:]]))
+    assert ok(x[5:10] + 1, [5, 0]) and not ok(x[5:15] + 1, [10, 0])
+    assert ok(x[5:10] + 1, [10, 0])  # (rows the write reads, it writes none of)
+    assert ok(x.rechunk((10, 6))) and not ok(x.rechunk((1, 3)))
+    assert ok(da.from_array(z, chunks=(5, 3), inline_array=True) + 1)
+    for bad in (x[::-1], da.concatenate([x[5:10], x[:5], x[10:]]), x - x.mean(0),
+                x.map_overlap(lambda b: b, depth=1, boundary="none"),
+                from_chunkstore(z, chunks=(3, 3))[:6].T, x[2:] * 1,
+                da.map_blocks(lambda b, arr: arr[:5, :3], x, arr=z, dtype=float)):
+        assert not ok(bad)
+    assert ok(x[::-1].rechunk((20, 6)))  # (one task reads all it writes)
+
+
+def test_a_variable_reading_an_array_another_variable_of_the_write_rewrites_is_refused(
+        tmp_path):
+    """Each variable's dask data read the other's array, written in the same call: two
+    variables swapped with mode "a" both stored b's values. So does data reading an array
+    that NumPy data of another variable is written into first (a_old read the new a).
+    Refused naming both variables, nothing written; reading a variable the write leaves
+    alone, or one it appends to, goes on."""
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"a": ("x", np.zeros(20)), "b": ("x", np.ones(20))}), p,
+                  encoding={"a": {"chunks": (5,)}, "b": {"chunks": (5,)}})
+    o = xr.open_dataset(p, engine="chunkstore", chunks={})
+    before = _snapshot(p)
+    for ds, culprit in [(xr.Dataset({"a": o.b, "b": o.a}), "'b'"),
+                        (xr.Dataset({"a_old": o.a, "a": o.a * 0 + 5}), "'a'"),
+                        (xr.Dataset({"a_old": o.a, "a": ("x", np.full(20, 5.0))}), "'a'")]:
+        with pytest.raises(ValueError, match=f"which variable {culprit} of the same write"):
+            to_chunkstore(ds, p, mode="a")
+        assert _snapshot(p) == before
+    to_chunkstore(xr.Dataset({"a": o.b * 2}), p, mode="a")
+    np.testing.assert_array_equal(open_dataset(p).a.values, np.full(20, 2.0))
+    o = xr.open_dataset(p, engine="chunkstore", chunks={})
+    to_chunkstore(xr.Dataset({"a": o.b.rename(x="y")[:5] * 0, "b": o.a.rename(x="y")[:5]}),
+                  str(tmp_path / "b.zarr"))
+    to_chunkstore(xr.Dataset({"a": o.b[:5] * 0, "b": o.a[:5]}), p, append_dim="x")
+    back = open_dataset(p)
+    np.testing.assert_array_equal(back.a.values, np.r_[np.full(20, 2.0), np.zeros(5)])
+    np.testing.assert_array_equal(back.b.values, np.r_[np.ones(20), np.full(5, 2.0)])
+
+
+def test_region_auto_against_a_stored_coordinate_of_duplicate_values_names_it(tmp_path):
+    """region="auto" where the stored coordinate holds a value twice raised pandas'
+    InvalidIndexError, naming neither the coordinate nor the store."""
+    p = str(tmp_path / "a.zarr")
+    to_chunkstore(xr.Dataset({"v": ("t", np.arange(4.0))}, coords={"t": [0, 1, 1, 2]}), p)
+    with pytest.raises(ValueError, match=r"stored coordinate 't' of the group '/' of "
+                                         r"DirectoryStore\(.*a\.zarr.*duplicate"):
+        to_chunkstore(xr.Dataset({"v": ("t", [7.0, 8.0])}, coords={"t": [1, 2]}), p,
+                      region="auto")
+    np.testing.assert_array_equal(open_dataset(p).v.values, np.arange(4.0))
+
+
+@pytest.mark.parametrize("chunks", [{}, {"x": 3}])
+def test_a_new_variable_reading_variables_written_back_unchanged_is_written(tmp_path, chunks):
+    """mode "a" of a dataset a variable computed from others was added to writes every
+    variable back: those opened and left unchanged rewrite their own values, so the new
+    variable's tasks read the same values whenever they run (the check that refuses a
+    variable reading an array another variable of the write changes let these through)."""
+    p = str(tmp_path / "s.zarr")
+    ds = xr.Dataset({"a": ("x", np.arange(20.0)), "w": ("x", np.ones(20))})
+    to_chunkstore(ds, p, encoding={"a": {"chunks": (5,)}, "w": {"chunks": (5,)}})
+    o = xr.open_dataset(p, engine="chunkstore", chunks=chunks)
+    o["v"] = o.a - o.w
+    to_chunkstore(o, p, mode="a")
+    r = xr.open_dataset(p, engine="chunkstore").load()
+    np.testing.assert_array_equal(r.v.values, np.arange(20.0) - 1)
+    np.testing.assert_array_equal(r.a.values, np.arange(20.0))
+    # a variable changed (a * 2 written into a) read by another of the write: refused
+    o = xr.open_dataset(p, engine="chunkstore", chunks=chunks)
+    with pytest.raises(ValueError, match="variable 'v'.*'a' of the same write"):
+        to_chunkstore(o.assign(a=o.a * 2, v=o.a + 1), p, mode="a")
+    np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").a.values,
+                                  np.arange(20.0))
