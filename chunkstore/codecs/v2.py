@@ -291,16 +291,21 @@ class ChunkCodecV2(ChunkCodecBase):
     def fill_problem(self) -> str | None:
         """Why the array's fill value cannot pass through its filters (a filter would store
         it wrapped around, common.CastRange), or None (see unstorable_fill)."""
-        return None if self._fill_cast is None else self._fill_cast[2]
+        if self._fill_cast is None or self.fill_value is None:
+            return None
+        return self._fill_cast[2]
 
     def _unstorable_fill(self) -> tuple[int, Any, str] | None:
         """(the index of the filter that would store the fill value wrapped, the fill value
-        as it gets it, why), or None."""
-        if self._is_object or self.fill_value is None or not any(self._casts):
+        as it gets it, why), or None. A null fill value (v2's None) is taken as the zeros
+        the padding of a partial edge chunk then holds: refused, a write touching the last
+        chunk of an array whose length is no multiple of its chunks failed."""
+        if self._is_object or not any(self._casts):
             return None
-        chunk = np.empty((1,), dtype=self.dtype)
+        chunk = np.zeros((1,), dtype=self.dtype)
         try:
-            chunk[0] = self.fill_value
+            if self.fill_value is not None:
+                chunk[0] = self.fill_value
             buf: Any = chunk
             for i, f in enumerate(self.filters):
                 cast = self._casts[i]

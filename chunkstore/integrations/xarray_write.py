@@ -401,6 +401,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         _check_attrs(group_attrs, f"the attributes of group {self.group.name!r}")
         plans = [self._plan(n, v, n in check_encoding_set, arrays)
                  for n, v in encoded.items()]
+        for p in plans:  # (the data as given, before CF encoding: see _unchanged)
+            p["given"] = getattr(variables.get(p["name"]), "data", None)
         for p in plans:
             if p["action"] == "create":
                 _check_attrs(p["attrs"], f"the attributes of variable {p['name']!r}")
@@ -730,9 +732,11 @@ def _check_not_reading_elsewhere(p) -> None:
 
 def _unchanged(p) -> bool:
     """Whether a plan writes its stored array's own values back over all of it (its dask
-    data that array, lazily opened and changed in nothing)."""
+    data as given that array, lazily opened and changed in nothing, encoded as stored)."""
     from chunkstore.integrations.dask import reads_back_unchanged
-    z, data = p["stored"], p["data"]
+    # (the data as given: CF encoding adds layers of its own to the data written, a time
+    # variable's, which decode back to the values stored, as the stored encoding is used)
+    z, data = p["stored"], p.get("given")
     return (hasattr(data, "dask") and tuple(data.shape) == tuple(z.shape)
             and all(sel.indices(n)[:2] == (0, n) and sel.indices(n)[2] == 1
                     for sel, n in zip(p["region"], z.shape))

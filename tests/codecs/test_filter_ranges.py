@@ -160,3 +160,15 @@ def test_creation_and_fill_value_change_refuse_a_fill_the_filters_would_wrap():
     z.fill_value = 100  # (one it can store)
     z.resize(8)
     np.testing.assert_array_equal(z[...], [1, 2, 3, 4, 0, 0, 100, 100])
+
+
+def test_a_null_fill_value_lets_the_padding_of_a_partial_edge_chunk_through():
+    """With fill_value None, the padding past the end of a partial last chunk (zeros) is no
+    value of the user's: refused (0 - 1000 cannot be stored in u1), a write of numcodecs'
+    own FixedScaleOffset example over an array of 8 in chunks of 5 failed."""
+    fso = [numcodecs.FixedScaleOffset(offset=1000, scale=1, dtype="<i4", astype="u1")]
+    a = cs.create(8, chunks=5, dtype="i4", fill_value=None, filters=fso, store={})
+    a[:] = np.arange(1000, 1008)
+    np.testing.assert_array_equal(a[:], np.arange(1000, 1008))
+    with pytest.raises(ValueError, match="cannot be stored"):
+        a[0] = 2000

@@ -817,3 +817,23 @@ def test_a_new_variable_reading_variables_written_back_unchanged_is_written(tmp_
         to_chunkstore(o.assign(a=o.a * 2, v=o.a + 1), p, mode="a")
     np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").a.values,
                                   np.arange(20.0))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_new_variable_computed_from_a_time_variable_written_back_unchanged(tmp_path, fmt):
+    """The time variable written back with mode "a" carries CF encoding's layers in its
+    data: taken for a change, a variable computed from it was refused."""
+    import pandas as pd
+    p = str(tmp_path / "t.zarr")
+    ds = xr.Dataset({"v": ("t", np.arange(20.0))},
+                    coords={"time": ("t", pd.date_range("2000-01-01", periods=20)),
+                            "lag": ("t", pd.to_timedelta(np.arange(20), "h"))})
+    to_chunkstore(ds, p, mode="w", zarr_format=fmt)
+    o = xr.open_dataset(p, engine="chunkstore", chunks={})
+    o["doy"] = o.time.dt.dayofyear
+    o["hours"] = o.lag.dt.total_seconds() / 3600
+    to_chunkstore(o, p, mode="a")
+    r = xr.open_dataset(p, engine="chunkstore").load()
+    np.testing.assert_array_equal(r.doy.values, np.arange(1, 21))
+    np.testing.assert_array_equal(r.hours.values, np.arange(20.0))
+    xr.testing.assert_identical(r.time, ds.time)
