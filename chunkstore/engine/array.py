@@ -677,11 +677,20 @@ class Array(nodes.Node, ArrayAPIv3):
         box = streaming.slice_box(selection, self.shape)
         if box is None or tuple(b - a for a, b in box) != tuple(src.shape):
             return False
-        if src._path == self._path and (src._store is self._store or (
-                not isinstance(self._store, MemoryStore) and src._store == self._store)):
+        if (src._path == self._path and (src._store is self._store or (
+                not isinstance(self._store, MemoryStore) and src._store == self._store))) \
+                or nodes.holds(self._store, self._path, src._store, src._path) \
+                or nodes.holds(src._store, src._path, self._store, self._path):
             # src reads the chunks this write stores (a view of this array, say
-            # z[10:] = z.view(shape=...)): block by block, later blocks would read values
-            # already overwritten. Read it whole first, as NumPy does for overlapping copies.
+            # z[10:] = z.view(shape=...), through this store object or another of the same
+            # location: a parent's, a cache's): block by block, later blocks would read
+            # values already overwritten. Read it whole first, as NumPy does for
+            # overlapping copies.
+            return False
+        if not np.can_cast(src.dtype, self.dtype, casting="safe"):
+            # a value of src may not convert (a string that is no number, an int out of
+            # range): raised at a later block, the write had stored the blocks before it.
+            # Read whole and converted first, nothing is stored when one does not.
             return False
         streaming.assign(self, box, src)
         return True

@@ -102,3 +102,38 @@ def test_view_of_the_destination_as_source_reads_it_first(monkeypatch):
     expected = np.arange(100, dtype="i4")
     expected[10:] = np.arange(90, dtype="i4")
     np.testing.assert_array_equal(z[...], expected)
+
+
+@pytest.mark.parametrize("how", ["same handle", "reopened", "parent store and path", "cache"])
+def test_a_view_of_the_same_chunks_through_another_store_object_is_read_whole(
+        monkeypatch, tmp_path, how):
+    """z[k:] = a view of z's own chunks opened through another store object (a parent's
+    store and a path, an LRUStoreCache): streamed block by block, later blocks read values
+    already overwritten ([0 1 2 3 0 1 2 3 0 1 2 3 8 9 ...])."""
+    monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", 16)
+    n, k = 40, 4
+    z = cs.open_array(str(tmp_path / "a"), mode="w", shape=(n,), chunks=(4,), dtype="i4",
+                      compressor=None)
+    z[...] = np.arange(n)
+    src = {"same handle": lambda: z,
+           "reopened": lambda: cs.open_array(str(tmp_path / "a"), mode="r"),
+           "parent store and path": lambda: cs.open_array(cs.DirectoryStore(str(tmp_path)),
+                                                          path="a", mode="r"),
+           "cache": lambda: cs.open_array(cs.LRUStoreCache(cs.DirectoryStore(
+               str(tmp_path / "a")), max_size=2**20), mode="r")}[how]()
+    z[k:] = src.view(shape=(n - k,))
+    np.testing.assert_array_equal(z[...], np.r_[np.arange(k), np.arange(n - k)])
+
+
+def test_a_copy_whose_values_may_not_convert_stores_nothing_when_one_does_not(monkeypatch):
+    """z[...] = src (strings into ints) streamed block by block converted each block as it
+    went: the last one's 'x' raised after the blocks before it were stored (the README: a
+    write whose value cannot be converted fails before any chunk is touched)."""
+    monkeypatch.setattr(streaming, "BLOCK_BYTES_PER_THREAD", 64)
+    vals = np.full(400, "7", dtype="U1")
+    vals[-1] = "x"
+    src = cs.array(vals, chunks=16, store={})
+    z = cs.full(400, 5, chunks=16, dtype="i4", store={})
+    with pytest.raises(ValueError):
+        z[...] = src
+    np.testing.assert_array_equal(z[...], np.full(400, 5))
