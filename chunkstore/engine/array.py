@@ -687,10 +687,12 @@ class Array(nodes.Node, ArrayAPIv3):
             # values already overwritten. Read it whole first, as NumPy does for
             # overlapping copies.
             return False
-        if not np.can_cast(src.dtype, self.dtype, casting="safe"):
-            # a value of src may not convert (a string that is no number, an int out of
-            # range): raised at a later block, the write had stored the blocks before it.
-            # Read whole and converted first, nothing is stored when one does not.
+        if not np.can_cast(src.dtype, self.dtype, casting="safe") and not (
+                src.dtype.kind in "biuf" and self.dtype.kind in "biufc"):
+            # a value of src may not convert (a string that is no number, an object): raised
+            # at a later block, the write had stored the blocks before it. Read whole and
+            # converted first, nothing is stored when one does not. (Numbers into numbers
+            # convert as NumPy's assignment does, never raising: streamed.)
             return False
         streaming.assign(self, box, src)
         return True
