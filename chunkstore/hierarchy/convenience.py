@@ -1177,15 +1177,13 @@ def h5_dimension_names(ds: Any, attrs: dict, zarr_format: int) -> tuple[dict, li
     attributes are attrs (h5_attributes'): its dimensions (an _ARRAY_DIMENSIONS attribute
     of its own, else its dimension scales) as Zarr v3's dimension names, or in Zarr v2 as
     xarray's _ARRAY_DIMENSIONS attribute (dimension names None)."""
-    from chunkstore.metadata.recode_formats import dims_attr
+    from chunkstore.metadata.recode_formats import dims_attr, placed_dimension_names
     dims = dims_attr(attrs.get("_ARRAY_DIMENSIONS"), len(ds.shape))
     if dims is None and "_ARRAY_DIMENSIONS" not in attrs:
         dims = _h5_dims(ds)
     if dims is None:
         return attrs, None
-    if zarr_format == 3:
-        return {k: v for k, v in attrs.items() if k != "_ARRAY_DIMENSIONS"}, dims
-    return {**attrs, "_ARRAY_DIMENSIONS": dims}, None
+    return placed_dimension_names(attrs, dims, zarr_format)
 
 
 def _h5_text(source) -> bool:

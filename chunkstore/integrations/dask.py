@@ -551,7 +551,7 @@ def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
             raise _Unfollowed
         dep, pos = io_deps[v], tuple(out.index(c) for c in idx)
         return lambda i: tuple((s.start, s.stop) for s in dep[tuple(i[p] for p in pos)])
-    inputs = []
+    inputs: list[tuple[Any, tuple, tuple]] = []
     for v, idx in layer.indices:
         if idx is None:  # a constant: a key every block takes, or a value
             ref = getattr(v, "key", None)
@@ -578,7 +578,7 @@ def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
     def regions(i: tuple) -> _Box:
         box = None
         for get, pos, nb in inputs:
-            box = _union(box, get(tuple(0 if n == 1 else i[p] for p, n in zip(pos, nb))))
+            box = _union(box, get(tuple(0 if n == 1 else i[q] for q, n in zip(pos, nb))))
         return box
     return regions
 
@@ -615,7 +615,8 @@ def _task_keys(task: Any, names: set) -> set:
     deps = getattr(task, "dependencies", None)
     if deps is not None:
         return set(deps)
-    found, stack = set(), [task]
+    found: set = set()
+    stack = [task]
     while stack:
         v = stack.pop()
         if isinstance(v, str) and v in names:

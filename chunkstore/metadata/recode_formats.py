@@ -113,6 +113,16 @@ class Plan:
             self.note(text)
 
 
+def placed_dimension_names(attrs: dict, dims: list,
+                           zarr_format: int) -> tuple[dict, list | None]:
+    """(attributes, dimension names) of a new array of zarr_format whose dimensions are
+    named dims: Zarr v3's dimension_names (an _ARRAY_DIMENSIONS attribute dropped), or in
+    Zarr v2 xarray's _ARRAY_DIMENSIONS attribute (dimension names None)."""
+    if zarr_format == 3:
+        return {k: v for k, v in attrs.items() if k != "_ARRAY_DIMENSIONS"}, dims
+    return {**attrs, "_ARRAY_DIMENSIONS": dims}, None
+
+
 def _v3_compressor(comp: Any, itemsize: int) -> dict:
     """The v3 codec of a compressor, as create() puts it in a chain; ValueError if it has none
     of its own (zarr-python 3's numcodecs.* wrappers are not written here)."""
