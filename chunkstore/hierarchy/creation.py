@@ -140,7 +140,8 @@ def _remove_held(store: MutableMapping[str, bytes], path: str, required: bool = 
 
 
 @contextlib.contextmanager
-def replacing_node(store: Any, path: str, synchronizer: Any) -> Iterator[None]:
+def replacing_node(store: Any, path: str | Sequence[str],
+                   synchronizer: Any) -> Iterator[None]:
     """replacing() of the node at path and what lies below it (replaced_paths), the subtree
     listed again once its locks are held, and the locks of what another process created
     below it meanwhile taken too (they are let go of and taken again, all in order, until
@@ -148,18 +149,28 @@ def replacing_node(store: Any, path: str, synchronizer: Any) -> Iterator[None]:
     guards of the groups above it (groups_above_held), which path's held space excludes:
     a node made after the listing but before the locks was moved or deleted without its
     lock, its chunks landing at the old path after the move (the moved array read the fill
-    value, its write returned) or after the delete (keys of no node, an orphan array)."""
-    paths = replaced_paths(store, path, synchronizer)
+    value, its write returned) or after the delete (keys of no node, an orphan array).
+    Several paths (a move's source and destination) are held in one ordered acquisition,
+    as replacing() takes them."""
+    tops = [path] if isinstance(path, str) else list(path)
+
+    def listed() -> Any:
+        got = [replaced_paths(store, t, synchronizer) for t in tops]
+        if len(got) == 1:
+            return got[0]
+        return [p for g in got for p in ([g] if isinstance(g, str) else g)]
+
+    paths = listed()
     while True:
         with replacing(store, paths, synchronizer):
-            if isinstance(paths, str):
+            if not isinstance(synchronizer, ProcessSynchronizer):
                 yield
                 return
-            now = replaced_paths(store, path, synchronizer)
-            if set(now) <= set(paths):
+            now = listed()
+            if set(now) <= set([paths] if isinstance(paths, str) else paths):
                 yield
                 return
-        paths = [path, *sorted((set(paths) | set(now)) - {path})]
+        paths = [*tops, *sorted((set(paths) | set(now)) - set(tops))]
 
 
 @contextlib.contextmanager

@@ -613,13 +613,22 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         # taken before any check, a path before the paths above it, as a creation takes its
         # own and then its parents' (taking a parent's after its own, as the creation of
         # dst's parents does, a move waited for another that held it and wanted this one's).
+        # Then the lock spaces of src and dst (and of the groups above them, in this
+        # process) in one ordered acquisition (replacing_node), before the checks: a
+        # creation below dst holds the guards of dst and the groups above it (which these
+        # exclude), and a delete of dst by another process holds dst's space. Checked
+        # before them, a move and a creation of dst/x/y in another process both returned
+        # (an array's document beside a group's, members below it), and a move into a dst
+        # another process was deleting returned, then the delete removed what it moved.
         with contextlib.ExitStack() as locks:
             for p in sorted({src, dst, *nodes.ancestors(dst)}, reverse=True):
                 locks.enter_context(self._lock(nodes.creation_lock_key(p, "array")))
-            self._move_locked(source, dest, src, dst)
+            with creation.replacing_node(self._store, [src, dst], self._synchronizer):
+                self._move_locked(source, dest, src, dst)
 
     def _move_locked(self, source: str, dest: str, src: str, dst: str) -> None:
-        """move, with the creation locks of src, dst and the groups above dst held."""
+        """move, with the creation locks of src, dst and the groups above dst held, and the
+        lock spaces of src and dst (replacing_node)."""
         if source not in self:  # (a ValueError, as zarr-python 2 raises)
             raise PathNotFoundError(f"cannot move {src!r}: no array or group there in group "
                                     f"{self.name!r}")
@@ -636,38 +645,42 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 f"cannot move {src!r} to {dst!r}", existing,
                 f"would mix with what is moved: remove them first (the store's "
                 f"rmdir({dst!r}))")
-        creation._write_parent_groups(self._store, parents, self._format, self._synchronizer)
+        # (no creation lock of those groups taken: this process's tables of the groups
+        # above dst are held whole, which excludes every other creation's guards there; a
+        # creation lock taken now, after them, waited for a creation holding it that
+        # waited for those guards)
+        creation._write_parent_groups(self._store, parents, self._format, self._synchronizer,
+                                      guarded=True)
         # (handles at src: nothing is there any more; dst dated for consolidated
         # snapshots, a move that failed midway too)
         try:
-            with creation.replacing_node(self._store, src, self._synchronizer):
-                rename = protocol.renamer(self._store)
-                if rename is not None:
-                    rename(src, dst)
-                    return
-                keys = [k for k in list(self._store.keys())
-                        if k == src or k.startswith(src + "/")]
-                # Copied with the node documents last and deleted with them first (and a
-                # failed copy removed again): a move that fails midway leaves the source
-                # whole and no node at dest, or dest whole; never a node whose metadata is
-                # there while some of its chunks are not (they would read as the fill
-                # value: wrong data).
-                order = documents_first(keys)
-                copied: list[str] = []
+            rename = protocol.renamer(self._store)
+            if rename is not None:
+                rename(src, dst)
+                return
+            keys = [k for k in list(self._store.keys())
+                    if k == src or k.startswith(src + "/")]
+            # Copied with the node documents last and deleted with them first (and a
+            # failed copy removed again): a move that fails midway leaves the source whole
+            # and no node at dest, or dest whole; never a node whose metadata is there
+            # while some of its chunks are not (they would read as the fill value: wrong
+            # data).
+            order = documents_first(keys)
+            copied: list[str] = []
+            try:
+                for k in reversed(order):
+                    # (listed first: a write that raised may have landed, a remote store's
+                    # lost answer; a key not there is ignored by the clean-up)
+                    copied.append(dst + k[len(src):])
+                    self._store[dst + k[len(src):]] = self._store[k]
+            except BaseException as e:
                 try:
-                    for k in reversed(order):
-                        # (listed first: a write that raised may have landed, a remote
-                        # store's lost answer; a key not there is ignored by the clean-up)
-                        copied.append(dst + k[len(src):])
-                        self._store[dst + k[len(src):]] = self._store[k]
-                except BaseException as e:
-                    try:
-                        delitems(self._store, documents_first(copied))
-                    except Exception as e2:
-                        e.add_note(f"moving {src!r} to {dest!r} failed, and removing what "
-                                   f"was copied to {dst!r} failed too: {e2!r}")
-                    raise
-                delitems(self._store, order)
+                    delitems(self._store, documents_first(copied))
+                except Exception as e2:
+                    e.add_note(f"moving {src!r} to {dest!r} failed, and removing what "
+                               f"was copied to {dst!r} failed too: {e2!r}")
+                raise
+            delitems(self._store, order)
         finally:
             creation.note_created(self._store, dst)
 

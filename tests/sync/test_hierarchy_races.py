@@ -457,3 +457,111 @@ def test_a_handle_opened_while_its_group_is_moved_or_deleted_is_told(op):
         del root["sub"]
     with pytest.raises(cs.errors.ArrayNotFoundError):
         opened[0][:]
+
+
+def _paused_move(monkeypatch, g, src, dst):
+    """A thread moving src to dst, paused once it has looked at dst (the keys there); returns
+    (thread, the event set at the pause, the event that lets it go on, its errors)."""
+    import threading
+    from chunkstore.hierarchy import group as gmod
+    looked, go, errors = threading.Event(), threading.Event(), []
+    orig = gmod.keys_under
+
+    def paused(store, path):
+        found = orig(store, path)
+        if path == dst and threading.current_thread().name == "mover":
+            looked.set()
+            go.wait(10)
+        return found
+    monkeypatch.setattr(gmod, "keys_under", paused)
+
+    def mover():
+        try:
+            g.move(src, dst)
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            errors.append(e)
+    t = threading.Thread(target=mover, name="mover")
+    t.start()
+    return t, looked, go, errors
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("sync", [None, "process"])
+def test_a_move_and_a_creation_below_its_destination_come_one_after_the_other(
+        tmp_path, monkeypatch, fmt, sync):
+    """A move checked that dst was free before it held anything a creation below dst
+    takes (the guards of dst and the groups above it): a creation of dst/x/y made meanwhile
+    and the move both returned, an array's document beside a group's at dst, members
+    below the array."""
+    import threading
+    s = cs.ProcessSynchronizer(str(tmp_path / "locks")) if sync else None
+    g = cs.open_group(str(tmp_path / "r.zarr"), mode="a", synchronizer=s, zarr_format=fmt)
+    g.create_array("a", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[...] = np.arange(8)
+    t, looked, go, errors = _paused_move(monkeypatch, g, "a", "b")
+    assert looked.wait(10)
+    made = []
+
+    def create():
+        try:
+            g.create_array("b/x/y", shape=(4,), chunks=(2,), dtype="i4")[...] = 5
+            made.append(True)
+        except cs.errors.ContainsArrayError as e:
+            made.append(e)
+    c = threading.Thread(target=create)
+    c.start()
+    c.join(0.5)  # (the creation waits for the move's locks)
+    go.set()
+    t.join(20)
+    c.join(20)
+    assert not t.is_alive() and not c.is_alive() and not errors
+    assert isinstance(made[0], cs.errors.ContainsArrayError)  # (b is an array now)
+    np.testing.assert_array_equal(g["b"][...], np.arange(8))
+    assert not [k for k in os.listdir(tmp_path / "r.zarr" / "b") if k not in (
+        ".zarray", "zarr.json", "0", "1", "c")]
+
+
+def _deleting_child(root, locks, emptied, go):
+    """Another process deleting array b, paused with its files gone and its directory not
+    yet (shutil.rmtree's own order)."""
+    from chunkstore.storage import local_files as lf
+    orig = lf._rmtree
+
+    def rmtree(path):
+        for p, _, fs in os.walk(path):
+            for f in fs:
+                os.unlink(os.path.join(p, f))
+        emptied.set()
+        go.wait(10)
+        return orig(path)
+    lf._rmtree = rmtree
+    g = cs.open_group(root, mode="r+", synchronizer=cs.ProcessSynchronizer(locks))
+    del g["b"]
+
+
+def test_a_move_into_a_node_another_process_is_deleting_waits_for_the_delete(tmp_path):
+    """The move returned, then the other process's delete (its rmtree under way) removed
+    what it had moved there: the moved array was lost. It now waits for the delete."""
+    import threading
+    root, locks = str(tmp_path / "r.zarr"), str(tmp_path / "locks")
+    g = cs.open_group(root, mode="a", synchronizer=cs.ProcessSynchronizer(locks))
+    g.create_array("a", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[...] = np.arange(8)
+    g.create_array("b", shape=(8,), chunks=(4,), dtype="i4", fill_value=0)[...] = 5
+    ctx = mp.get_context("spawn")
+    emptied, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_deleting_child, args=(root, locks, emptied, go))
+    p.start()
+    try:
+        assert emptied.wait(60)
+        t = threading.Thread(target=g.move, args=("a", "b"))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive()  # (waiting for the delete)
+        go.set()
+        t.join(30)
+        p.join(30)
+        assert p.exitcode == 0
+    finally:
+        go.set()
+        p.join(30)
+    assert list(g) == ["b"]
+    np.testing.assert_array_equal(g["b"][...], np.arange(8))
