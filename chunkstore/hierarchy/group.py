@@ -400,8 +400,7 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
         with self._lock(nodes.creation_lock_key(path, "group")):
             _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
                         synchronizer=self._synchronizer, attributes=attributes)
-        return Group(self._store, path, read_only=self._read_only,
-                     synchronizer=self._synchronizer)
+        return self._made_group(path, None)
 
     def require_group(self, name: str, overwrite: bool = False) -> Group:
         """The subgroup at name, created if absent (overwrite=True: replaced by a new one).
@@ -421,8 +420,19 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                 _init_group(self._store, path, overwrite=overwrite, zarr_format=self._format,
                             synchronizer=self._synchronizer, exist_ok=not overwrite)
                 fmt = self._format
-        return Group(self._store, path, read_only=self._read_only,
-                     synchronizer=self._synchronizer, zarr_format=fmt)
+        return self._made_group(path, fmt)
+
+    def _made_group(self, path: str, fmt: int | None) -> Group:
+        """The group just made (or found) at path, opened; GroupNotFoundError saying so
+        where another thread or process moved or deleted it before it was opened (the
+        bare "no group at path" read as a creation that had failed)."""
+        try:
+            return Group(self._store, path, read_only=self._read_only,
+                         synchronizer=self._synchronizer, zarr_format=fmt)
+        except GroupNotFoundError as e:
+            raise GroupNotFoundError(
+                f"{e} (the group at {path!r} was created, then moved or deleted by another "
+                f"thread or process before it was opened)") from e
 
     def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
         """Create a subgroup for each of *names* (see :meth:`create_group`) and return them as a

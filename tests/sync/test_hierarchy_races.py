@@ -565,3 +565,19 @@ def test_a_move_into_a_node_another_process_is_deleting_waits_for_the_delete(tmp
         p.join(30)
     assert list(g) == ["b"]
     np.testing.assert_array_equal(g["b"][...], np.arange(8))
+
+
+@pytest.mark.parametrize("how", ["create_group", "require_group"])
+def test_a_group_deleted_between_its_creation_and_its_opening_says_so(monkeypatch, how):
+    """Another process deleting (or moving) the group right after this one created it: the
+    bare "no group at path" read as a creation that had failed."""
+    from chunkstore.hierarchy import group as gmod
+    g = cs.group({})
+    orig = gmod._init_group
+
+    def made_then_gone(store, path, *args, **kwargs):
+        orig(store, path, *args, **kwargs)
+        cs.open_group(store, mode="r+").__delitem__(path)  # (as another process would)
+    monkeypatch.setattr(gmod, "_init_group", made_then_gone)
+    with pytest.raises(cs.errors.GroupNotFoundError, match="created, then moved or deleted"):
+        getattr(g, how)("x")
