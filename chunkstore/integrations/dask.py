@@ -534,7 +534,10 @@ def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
     input's block index taken from the output's by the input's indices, 0 along a
     dimension it broadcasts)."""
     from dask.layers import ArraySliceDep
-    if getattr(layer, "new_axes", None) or getattr(layer, "concatenate", None):
+    # (concatenate: blocks joined along an index the output contracts, which the inputs'
+    # check below refuses; with every index kept, as apply_ufunc's core dimensions in one
+    # block, it joins nothing)
+    if getattr(layer, "new_axes", None):
         raise _Unfollowed
     out = tuple(layer.output_indices)
     numblocks = getattr(layer, "numblocks", {})
@@ -562,13 +565,18 @@ def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
             continue
         if not isinstance(v, str) or v in io_deps or v not in derived:
             continue  # (block ids, block info; an input of another origin)
-        if v in sources or any(c not in out for c in idx):
-            raise _Unfollowed  # (contracted: a block takes all of the input's along it)
+        if v in sources:
+            raise _Unfollowed
         nb = tuple(numblocks.get(v, ()))
         if len(nb) != len(idx):
             raise _Unfollowed
-        inputs.append((lambda i, v=v: box_of_key((v, *i)), tuple(out.index(c) for c in idx),
-                       nb))
+        # (an index the output contracts: a block takes all of the input's blocks along
+        # it, followed only where there is one, as apply_ufunc's core dimension in one
+        # block: its block 0)
+        if any(c not in out and n != 1 for c, n in zip(idx, nb)):
+            raise _Unfollowed
+        inputs.append((lambda i, v=v: box_of_key((v, *i)),
+                       tuple(out.index(c) if c in out else -1 for c in idx), nb))
     whole = tuple(layer.dims[c] for c in out)
     one = [v for v, idx in layer.indices if isinstance(v, str) and v in maps]
     if len(inputs) == 1 and len(one) == 1 and inputs[0][1:] == (tuple(range(len(out))),
@@ -578,7 +586,8 @@ def _blockwise_regions(layer: Any, reader: bool, derived: set, sources: set,
     def regions(i: tuple) -> _Box:
         box = None
         for get, pos, nb in inputs:
-            box = _union(box, get(tuple(0 if n == 1 else i[q] for q, n in zip(pos, nb))))
+            box = _union(box, get(tuple(0 if n == 1 or q < 0 else i[q]
+                                        for q, n in zip(pos, nb))))
         return box
     return regions
 

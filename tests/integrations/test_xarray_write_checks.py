@@ -837,3 +837,27 @@ def test_a_new_variable_computed_from_a_time_variable_written_back_unchanged(tmp
     np.testing.assert_array_equal(r.doy.values, np.arange(1, 21))
     np.testing.assert_array_equal(r.hours.values, np.arange(20.0))
     xr.testing.assert_identical(r.time, ds.time)
+
+
+def test_apply_ufunc_along_a_core_dimension_in_one_block_is_written_in_place(tmp_path):
+    """apply_ufunc with a core dimension (np.sort, interpolate_na) in one dask block: its
+    Blockwise contracts that index over one block (concatenate=True), which the check took
+    for a reduction; each block reads the rows it writes."""
+    p = str(tmp_path / "s.zarr")
+    v = np.random.default_rng(0).random((20, 10))
+    v[3, 4] = np.nan
+    to_chunkstore(xr.Dataset({"v": (("t", "x"), v)}), p, encoding={"v": {"chunks": (5, 5)}})
+    o = xr.open_dataset(p, engine="chunkstore", chunks={"x": -1})
+    o["v"] = xr.apply_ufunc(np.sort, o.v, input_core_dims=[["x"]], output_core_dims=[["x"]],
+                            dask="parallelized").transpose("t", "x")
+    to_chunkstore(o, p, mode="a")
+    np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").v.values,
+                                  np.sort(v, axis=1))
+    o = xr.open_dataset(p, engine="chunkstore", chunks={"x": -1})
+    to_chunkstore(o.interpolate_na("x"), p, mode="a")
+    want = xr.DataArray(np.sort(v, axis=1), dims=("t", "x")).interpolate_na("x").values
+    np.testing.assert_array_equal(xr.open_dataset(p, engine="chunkstore").v.values, want)
+    # (a core dimension in several blocks: each block would read others' rows; refused)
+    o = xr.open_dataset(p, engine="chunkstore", chunks={"t": 5})
+    with pytest.raises(ValueError, match="block by block"):
+        to_chunkstore(o.assign(v=o.v - o.v.mean("t")), p, mode="a")
