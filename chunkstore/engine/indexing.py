@@ -174,7 +174,7 @@ def pinned(selection: Any, shape: Sequence[int], now: Sequence[int],
                 raise BoundsCheckError(
                     f"slice {s} reaches past the end of dimension {dim} with length {n}"
                     f"{_where(name)}, which another handle has made {now[dim]} long since: "
-                    f"open the array again to write there")
+                    f"open the array again to read or write there")
             if len(r) and max(r[0], r[-1]) >= now[dim]:
                 raise BoundsCheckError(
                     f"index {max(r[0], r[-1])} is out of bounds for dimension {dim} with "
