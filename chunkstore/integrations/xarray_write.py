@@ -61,7 +61,7 @@ MODES = ("w", "w-", "a", "a-", "r+")
 def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compute=True,
                   consolidated=None, append_dim=None, region=None, safe_chunks=True,
                   align_chunks=False, storage_options=None, zarr_format=None,
-                  write_empty_chunks=None, chunkmanager_store_kwargs=None):
+                  write_empty_chunks=None, chunkmanager_store_kwargs=None, synchronizer=None):
     """Write Dataset ds to the Zarr group at `group` in store (a path, URL or store);
     the arguments are ``Dataset.to_zarr``'s.
 
@@ -121,7 +121,7 @@ def to_chunkstore(ds, store=None, mode=None, group=None, encoding=None, *, compu
         # update, which readers of the consolidated metadata (v3: of the group's attributes
         # too) then no longer saw)
         consolidate_on_close=consolidated is not False and mode != "r+", cache_members=False,
-        defer_create=True)
+        synchronizer=synchronizer, defer_create=True)
     try:
         ds = target.validate_region(ds)
         target.validate_encoding(encoding)
@@ -209,7 +209,7 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                    consolidate_on_close=False, storage_options=None, append_dim=None,
                    write_region=None, safe_chunks=True, align_chunks=False, zarr_format=None,
                    use_zarr_fill_value_as_mask=None, write_empty=None, cache_members=True,
-                   zarr_version=None, *, defer_create=False):
+                   zarr_version=None, synchronizer=None, *, defer_create=False):
         """Open (mode "r", "r+", "a", "a-") or create ("w", "w-") the group at path `group`
         of store for writing; the arguments are xarray's ``ZarrStore.open_group``'s
         (``consolidated`` is accepted and not needed; misaligned dask chunks are always
@@ -218,7 +218,9 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         ``array_keys()`` answers with the arrays the group held when opened).
         defer_create (to_chunkstore's): a group to be created (or an array or a group of
         another format that mode "w" replaces) is created by the first `store`, once its
-        write is checked, not here: a refused write creates nothing."""
+        write is checked, not here: a refused write creates nothing. synchronizer (xarray's
+        ``to_zarr``'s): every array and group of the write opened or created with it; a
+        Group given as the store lends its own where none is given."""
         if zarr_format is None:
             zarr_format = zarr_version
         if mode not in MODES + ("r",):
@@ -231,12 +233,15 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
                 raise ReadOnlyError(f"group {store.name!r} is read-only: cannot write a "
                                     f"dataset into it")
             path = "/".join(p for p in (store.path, path) if p)
+            if synchronizer is None:  # (dropped, processes writing regions that share a
+                # chunk lost each other's rows, with no error)
+                synchronizer = store.synchronizer
             store = store.store
         s = normalize_store(store, mode=mode if mode in ("r", "r+") else "a",
                             storage_options=storage_options, for_node=True)
         owned = s is not store
         try:
-            g, clear = _open_for(s, path, mode, zarr_format)
+            g, clear = _open_for(s, path, mode, zarr_format, synchronizer)
             if isinstance(g, _NewGroup) and not defer_create:
                 g, clear = g.create(), False
         except BaseException:
@@ -651,7 +656,8 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
         scheduler, threads or processes)."""
         store = self.group.store
         if p["action"] == "create":
-            z = _create(store, self._path(p["name"]), p, self.zarr_format)
+            z = _create(store, self._path(p["name"]), p, self.zarr_format,
+                        self.group.synchronizer)
             self._made.append(("array", z.path))
         else:
             z = p["stored"]
@@ -773,7 +779,7 @@ def _check_not_reading_others(plans) -> None:
                 f"write (.drop_vars({q['name']!r})) if it is unchanged")
 
 
-def _open_for(store, path, mode, zarr_format):
+def _open_for(store, path, mode, zarr_format, synchronizer=None):
     """(the group at path of store opened for a write with mode, or the _NewGroup to be
     created there; whether mode "w" still has to replace what is there). Raises before
     anything is written where the mode does not fit; writes nothing."""
@@ -793,20 +799,22 @@ def _open_for(store, path, mode, zarr_format):
                                  f"write into (mode {mode!r})")
     if not exists:  # a new group (mode "w" replaces an array there)
         return _NewGroup(store, path, new_node_format(store, path, zarr_format, 2),
-                         "w" if is_array else "w-" if mode == "w-" else "a"), is_array
+                         "w" if is_array else "w-" if mode == "w-" else "a",
+                         synchronizer), is_array
     try:  # (the asked format's group where both formats' documents lie at path)
         g = open_group(store, mode="r" if mode == "r" else "r+", path=path,
-                       zarr_format=zarr_format)
+                       zarr_format=zarr_format, synchronizer=synchronizer)
     except GroupNotFoundError:
         if zarr_format is None:
             raise
-        g = open_group(store, mode="r" if mode == "r" else "r+", path=path)
+        g = open_group(store, mode="r" if mode == "r" else "r+", path=path,
+                       synchronizer=synchronizer)
     if zarr_format not in (None, g.zarr_format):
         if mode != "w":
             raise ValueError(f"the group at {path!r} in {store_name(store)} is Zarr "
                              f"v{g.zarr_format}, not v{zarr_format}")
         # another format's group is replaced: nothing of it can be kept
-        return _NewGroup(store, path, zarr_format, "w"), True
+        return _NewGroup(store, path, zarr_format, "w", synchronizer), True
     return g, mode == "w"
 
 
@@ -816,12 +824,14 @@ class _NewGroup:
     left behind made the corrected mode "w-" retry a ContainsGroupError). It has no members
     (whatever is there, an array or another format's group, mode "w" replaces)."""
 
-    __slots__ = ("store", "path", "zarr_format", "_mode")
+    __slots__ = ("store", "path", "zarr_format", "_mode", "synchronizer")
     read_only = False
 
-    def __init__(self, store: Any, path: str, zarr_format: int, mode: str) -> None:
+    def __init__(self, store: Any, path: str, zarr_format: int, mode: str,
+                 synchronizer: Any = None) -> None:
         self.store, self.path, self.zarr_format = store, path, zarr_format
         self._mode = mode  # (open_group's: "a", "w-" refusing a group made meanwhile, "w")
+        self.synchronizer = synchronizer
 
     @property
     def name(self) -> str:
@@ -851,10 +861,10 @@ class _NewGroup:
     def create(self) -> Group:
         """The group, created (or what is there replaced by it)."""
         return open_group(self.store, mode=self._mode, path=self.path,
-                          zarr_format=self.zarr_format)
+                          zarr_format=self.zarr_format, synchronizer=self.synchronizer)
 
 
-def _create(store, path, p, zarr_format):
+def _create(store, path, p, zarr_format, synchronizer=None):
     """A new array for plan p (xarray's zarr encoding keys mapped to create_array's)."""
     enc = dict(p["encoding"])
     chunks = enc.pop("chunks", "auto")
@@ -880,7 +890,7 @@ def _create(store, path, p, zarr_format):
     return create_array(store, name=path, shape=p["shape"], dtype=dtype, chunks=chunks,
                         shards=shards, fill_value=p["fill"], zarr_format=zarr_format,
                         attributes=attrs, dimension_names=list(p["dims"]), overwrite=True,
-                        config=config or None, **kw)
+                        config=config or None, synchronizer=synchronizer, **kw)
 
 
 def _name_variable(e: BaseException, name: Any) -> None:
