@@ -274,7 +274,7 @@ class Array(nodes.Node, ArrayAPIv3):
             # answer lost, an S3 reply dropped, and the new fill value stand; removed, the
             # edge chunks kept the old one past the end, which a grow then showed. Over an
             # unchanged fill value the next change's completion of it resets nothing new)
-            engine = self._handle.write_metadata(meta)
+            engine = self._metadata_written(engine, meta, plan)
             if plan is not None:
                 try:
                     engine.trim_chunks(extent, shape, chunks, plan, keep=True)
@@ -852,7 +852,7 @@ class Array(nodes.Node, ArrayAPIv3):
             # answer lost, an S3 reply dropped, and the new shape stand; removed, the old
             # values past it showed again at the next grow. Over an unchanged shape the next
             # change's completion of it trims nothing)
-            engine = self._handle.write_metadata(engine.layout.resized(new))
+            engine = self._metadata_written(engine, engine.layout.resized(new), plan)
             if plan is not None:
                 try:
                     engine.trim_chunks(old, new, chunks, plan)
@@ -863,6 +863,20 @@ class Array(nodes.Node, ArrayAPIv3):
                                f"change, which deletes them first "
                                f"({trim.marker_key(engine)!r} records the trim)")
                     raise
+
+    def _metadata_written(self, engine: ChunkEngine, meta: Any, plan: Any) -> ChunkEngine:
+        """write_metadata of a shrink or fill value change whose trim marker is stored
+        (plan not None): a write the store refused before storing anything (ReadOnlyError,
+        PermissionError: a consolidated snapshot's handle) removes the marker again, the
+        change refused with the store as it was; any other failure keeps it (see the
+        callers)."""
+        try:
+            return self._handle.write_metadata(meta)
+        except PermissionError:  # (ReadOnlyError is one)
+            if plan is not None:
+                with contextlib.suppress(Exception):
+                    trim.end(engine)
+            raise
 
     def _finish_pending_trim(self, engine: ChunkEngine, raw: Any = None) -> None:
         """Complete the trim an earlier shrink left pending (its marker, chunkstore.engine.trim;
