@@ -126,7 +126,15 @@ def _remove_held(store: MutableMapping[str, bytes], path: str, required: bool = 
     # keys no node owns, never an array whose metadata is still there while some of
     # its chunks are gone (they would read as the fill value: wrong data, no error).
     if path:
-        delitems(store, documents_first(keys_under(store, path), only_documents=True))
+        try:
+            delitems(store, documents_first(keys_under(store, path), only_documents=True))
+        except BaseException as e:
+            # (the node's own document goes first: see documents_first)
+            e.add_note(f"the node at {path!r} may be removed with documents of nodes below "
+                       f"it left, and keys below it remain (an array created there without "
+                       f"overwrite=True is refused while they do): delete it again, or call "
+                       f"the store's rmdir({path!r})")
+            raise
         try:
             rmdir(store, path)
         except BaseException as e:

@@ -420,8 +420,14 @@ def same_chunk_layout(a: Any, b: Any) -> bool:
 def documents_first(keys: Sequence[str], only_documents: bool = False) -> list[str]:
     """keys in the order that hides a node before its parts go (deletes; copies run it
     backwards): metadata documents, then attribute documents, then (unless only_documents)
-    every other key (chunks), each rank in the order given."""
-    ranked = sorted(keys, key=document_rank)
+    every other key (chunks); documents of shallower nodes first (a group's own before its
+    members': sorted as given, "sub/b/zarr.json" came before "sub/zarr.json", and a delete
+    that failed midway left the group openable with members missing), chunks in the order
+    given."""
+    def rank(k: str) -> tuple[int, int]:
+        r = document_rank(k)
+        return r, (k.count("/") if r < 2 else 0)
+    ranked = sorted(keys, key=rank)
     return [k for k in ranked if not only_documents or document_rank(k) < 2]
 
 

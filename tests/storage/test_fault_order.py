@@ -224,3 +224,21 @@ def test_append_whose_roll_back_write_lost_its_answer_leaves_the_handle_on_the_o
     z[30:40] = 9  # (past the end: nothing)
     cs.open_array(store, mode="r+").resize((40,))
     np.testing.assert_array_equal(cs.open_array(store, mode="r")[30:], np.full(10, z.fill_value))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_group_delete_that_fails_midway_hides_the_group_first(fmt):
+    """v3 documents sorted as listed: a member's zarr.json ("sub/b/zarr.json") went before
+    the group's own ("sub/zarr.json"), and a delete that failed after it left the group
+    openable with a member missing, with no word of it."""
+    store = SortedFaultStore()
+    g = cs.group(store=store, zarr_format=fmt)
+    for n in "bc":
+        g.create_array(f"sub/{n}", shape=(4,), chunks=(2,), dtype="i4")[...] = 1
+    docs = sorted(k for k in store.data if k.rsplit("/", 1)[-1] in (".zarray", "zarr.json"))
+    store.fail = lambda op, key: op == "del" and key == docs[0]  # (a member's document)
+    with pytest.raises(OSError) as info:
+        del g["sub"]
+    store.fail = lambda op, key: False
+    assert "sub" not in cs.open_group(store, mode="r")
+    assert any("delete it again" in n for n in getattr(info.value, "__notes__", []))
