@@ -956,13 +956,30 @@ class Array(nodes.Node, ArrayAPIv3):
                 self._finish_pending_trim(engine, saved[marker])
                 saved = getitems(layout.store, keep)  # (the trim may have rewritten them)
             saved = self._checked_boundary(layout, saved, keep)
+            # The data first, the new shape last: a reader never sees the new shape before
+            # its rows are stored (written first, then the network lost, the roll-back
+            # could not restore the old shape: readers got the appended rows as the fill
+            # value, with no error). Until the new shape is stored, what the write put past
+            # the old end is recorded as a pending trim (written first: its failure appends
+            # nothing), which the roll-back, or else the next resize or append, removes.
+            grown = layout.resized(new)
+            if protocol.is_snapshot(layout.store):
+                # (a consolidated snapshot's handle: its store refuses the new document,
+                # ReadOnlyError, before anything is written)
+                self._handle.write_metadata(grown)
+            trim.begin(engine, new, shape)
+            shape_sent = False
             try:
+                staged = ChunkEngine(engine.options, grown)
+                staged._set_prepared(sel, staged._prepare_value(data, sel.shape), locked=True)
                 # (inside: a remote store may take the new document and lose its answer)
-                engine = self._handle.write_metadata(layout.resized(new))
-                engine._set_prepared(sel, engine._prepare_value(data, sel.shape), locked=True)
+                shape_sent = True
+                engine = self._handle.write_metadata(grown)
             except BaseException as e:
-                self._handle.roll_back_append(old_meta, new, touched, saved, e)
+                self._handle.roll_back_append(old_meta, new, touched, saved, e, shape_sent)
                 raise
+            with contextlib.suppress(Exception):  # (left: the next change completes it)
+                trim.end(engine)
         return new
 
     def _checked_boundary(self, layout: Any, saved: dict[str, Any],

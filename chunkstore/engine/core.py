@@ -274,20 +274,17 @@ class EngineHandle:
         return engine
 
     def roll_back_append(self, old_meta: Any, new_shape: tuple[int, ...], touched: list[str],
-                         saved: dict[str, bytes], error: BaseException) -> None:
+                         saved: dict[str, bytes], error: BaseException,
+                         shape_sent: bool = True) -> None:
         """Undo a failed append to ``new_shape``: delete the stored objects (chunks, or
         shards) it created (first, as that frees space on a full disk; store keys in
-        ``touched``, those not in ``saved``), restore the old shape, then put back the
-        boundary objects' old bytes (``saved``); each step whatever became of the one
-        before. A step that fails is noted on ``error``. The new document may be stored
-        though its write raised (a remote store's answer lost after the store took it): the
-        old one is written back all the same.
-
-        The trim marker (chunkstore.engine.trim) is written before the shape only where
-        something may be left past the old end: boundary objects to put back, or a delete
-        that failed. Written always, it took the space the deletes had just freed on a full
-        disk, and the old shape could not be restored: the array kept the new shape, the
-        appended values read as the fill value."""
+        ``touched``, those not in ``saved``), restore the old shape where the new one was
+        sent (``shape_sent``: the new document may be stored though its write raised, a
+        remote store's answer lost after the store took it), then put back the boundary objects' old bytes (``saved``); each step
+        whatever became of the one before. A step that fails is noted on ``error``, and the
+        trim marker the append stored before its data (chunkstore.engine.trim) is left for
+        the next resize or append, which trims what the failed steps left past the old end
+        before it grows the array; all done, the marker is removed."""
         from chunkstore.engine import trim
         grown = self.engine
         store = grown.layout.store
@@ -303,20 +300,17 @@ class EngineHandle:
                 error.add_note(f"rolling back the append of array {name!r} to shape {shape}: "
                                f"{what} also failed: {e2!r}")
 
+        # (the append stored its trim marker before anything else: what a step that fails
+        # leaves past the old end, created chunks or appended values in boundary chunks, is
+        # trimmed by the next resize or append before it grows the array)
         step("deleting the chunks it created",
              lambda: delitems(store, [k for k in touched if k not in saved]))
-        marked = bool(saved) or failed
-        if marked:
-            # what a step that fails leaves past the old end (created chunks, appended
-            # values in boundary chunks) is then trimmed by the next resize or append
-            # before it grows the array (chunkstore.engine.trim)
-            step("recording the trim of what it leaves past the old end",
-                 lambda: trim.begin(grown, new_shape, shape))
-        step("restoring the old shape", lambda: self.write_metadata(old_meta))
+        if shape_sent:
+            step("restoring the old shape", lambda: self.write_metadata(old_meta))
         if saved:
             step("putting back the old bytes of its boundary chunks (past the old end they "
                  "may hold appended values, which a later resize that grows the array "
-                 "deletes first where the trim was recorded)", lambda: setitems(store, saved))
-        if marked and not failed:
+                 "deletes first: the trim is recorded)", lambda: setitems(store, saved))
+        if not failed:
             with contextlib.suppress(Exception):  # (left: the next change completes it)
                 trim.end(grown)

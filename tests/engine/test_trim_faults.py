@@ -363,4 +363,6 @@ def test_a_shrink_or_fill_change_refused_by_a_consolidated_snapshot_stores_nothi
         h.resize(1)
     with pytest.raises((cs.errors.ReadOnlyError, ValueError)):
         h.fill_value = 3
+    with pytest.raises(cs.errors.ReadOnlyError):
+        h.append(np.arange(3, dtype="i4"))
     assert dict(store) == before

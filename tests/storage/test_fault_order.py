@@ -198,26 +198,21 @@ def test_append_whose_roll_back_write_lost_its_answer_leaves_the_handle_on_the_o
     """A failed append whose roll-back wrote the old document back, the write landing but
     raising: the handle kept the grown shape (its engine seemed current to the count), read
     the fill value past the stored end and wrote there with no trim recorded; a later grow
-    showed those values."""
+    showed those values. (Here the append's own document write is lost too: it raised.)"""
     store = LostAnswerStore()
     z = _make(store, kw)
     doc = ".zarray" if kw["zarr_format"] == 2 else "zarr.json"
-    docs, failed = [], []
+    docs = []
 
-    def fail(op, key):  # the append's first chunk write after its new document fails
-        hit = op == "set" and key != doc and bool(docs) and not failed
-        failed.extend([key] if hit else [])
-        return hit
-
-    def lost(key):  # the roll-back's write of the old document lands; its answer is lost
+    def lost(key):  # both document writes land; both answers are lost
         docs.extend([key] if key == doc else [])
-        return key == doc and len(docs) == 2
+        return key == doc
 
-    store.fail, store.lost = fail, lost
+    store.lost = lost
     with pytest.raises(OSError):
         z.append(np.arange(30, dtype="i4"))
-    store.fail, store.lost = (lambda op, key: False), (lambda key: False)
-    assert failed and len(docs) == 2
+    store.lost = lambda key: False
+    assert len(docs) == 2
     assert cs.open_array(store, mode="r").shape == (30,)
     assert z.shape == (30,)
     np.testing.assert_array_equal(z[...], np.arange(30) + 100)
@@ -242,3 +237,34 @@ def test_a_group_delete_that_fails_midway_hides_the_group_first(fmt):
     store.fail = lambda op, key: False
     assert "sub" not in cs.open_group(store, mode="r")
     assert any("delete it again" in n for n in getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize("kw", _LAYOUTS)
+def test_an_append_cut_off_midway_never_shows_its_rows_as_the_fill_value(kw):
+    """The network lost for good in the middle of an append (a chunk stored, its answer
+    lost, every request after failing, the roll-back's too): the new shape had been stored
+    first, and readers got the appended rows as the fill value, with no error. The data goes
+    first and the new shape last now: readers see the old shape; the trim marker stored
+    first makes the next grow show the fill value past it."""
+    store = LostAnswerStore()
+    z = _make(store, kw)
+    doc = ".zarray" if kw["zarr_format"] == 2 else "zarr.json"
+    down = []
+
+    def lost(key):  # the first chunk lands, its answer lost; the network is down after it
+        if key != doc and not key.endswith(".chunkstore-trim") and not down:
+            down.append(key)
+            return True
+        return False
+
+    store.lost = lost
+    store.fail = lambda op, key: bool(down) and op in ("set", "del")
+    with pytest.raises(OSError):
+        z.append(np.arange(30, dtype="i4"))
+    store.lost, store.fail = (lambda key: False), (lambda op, key: False)
+    fresh = cs.open_array(store, mode="r")
+    assert fresh.shape == (30,)
+    np.testing.assert_array_equal(fresh[...], np.arange(30) + 100)
+    w = cs.open_array(store, mode="r+")
+    w.resize((60,))
+    np.testing.assert_array_equal(w[30:], np.full(30, w.fill_value))
