@@ -1068,11 +1068,15 @@ def removed_on_failure(store, path, synchronizer=None):
         made: list = []
         try:
             yield made
-        except BaseException:
+        except BaseException as e:
             if not made:
                 raise
-            with contextlib.suppress(Exception):
+            try:
                 remove_node(store, path)
+            except Exception as e2:  # (said: the node may read as part data, part fill value)
+                e.add_note(f"the array at path {path!r} of {store_name(store)} made for this "
+                           f"data could not be removed again ({e2!r}): it may hold part of "
+                           f"the data, the rest reading as its fill value; delete it")
             _remove_untouched_groups(store, new_groups, synchronizer)
             raise
 

@@ -268,3 +268,23 @@ def test_an_append_cut_off_midway_never_shows_its_rows_as_the_fill_value(kw):
     w = cs.open_array(store, mode="r+")
     w.resize((60,))
     np.testing.assert_array_equal(w[30:], np.full(30, w.fill_value))
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_an_array_whose_data_write_and_removal_both_fail_says_it_is_left(fmt):
+    """array(data) whose data write failed and whose removal failed too (a network down)
+    left the node reading part data, part fill value, with no word of it."""
+    store = SortedFaultStore()
+    doc = ".zarray" if fmt == 2 else "zarr.json"
+    seen = []
+
+    def fail(op, key):  # the document and one chunk land; then nothing can be written
+        if op == "set":
+            seen.append(key)
+        return (op == "set" and len([k for k in seen if k != doc]) > 1) or op == "del"
+
+    store.fail = fail
+    with pytest.raises(OSError) as info:
+        cs.array(np.arange(8, dtype="i4") + 1, chunks=(2,), store=store, zarr_format=fmt)
+    assert any("could not be removed again" in n and "delete it" in n
+               for n in getattr(info.value, "__notes__", []))
