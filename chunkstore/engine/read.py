@@ -311,18 +311,20 @@ class ReadPath(EngineState):
         # structured out of the same fields at other offsets, or NumPy's aligned layout,
         # got them swapped or failed in a kernel; such an out is assigned field by field)
         if out is not None and not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__} (reading "
+                            f"array {self.name!r})")
         dest: Any = out  # (an ndarray or None, as checked)
         direct_out = (dest is not None and fields is None and sel.post is None
                       and dest.dtype == rdtype)
         if out is not None:
             if out.shape != sel.shape:
                 raise ValueError(f"out has shape {out.shape}, but the selection has shape "
-                                 f"{sel.shape}")
+                                 f"{sel.shape} (reading array {self.name!r})")
             if out.dtype != rdtype and not _same_fields(out.dtype, rdtype):
-                raise ValueError(f"out has dtype {out.dtype}, expected {rdtype}")
+                raise ValueError(f"out has dtype {out.dtype}, expected {rdtype} (reading "
+                                 f"array {self.name!r})")
             if not out.flags.writeable:
-                raise ValueError("out is read-only")
+                raise ValueError(f"out is read-only (reading array {self.name!r})")
         if sel.kind == "ortho":
             if direct_out:
                 buf = np.expand_dims(dest, sel.drop) if sel.drop else dest

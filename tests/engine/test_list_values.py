@@ -128,3 +128,14 @@ def test_array_of_a_numpy_scalar_that_does_not_fit():
     with pytest.raises(ValueError, match="cannot store the data in array '/'"):
         cs.array(np.int64(300), dtype="i1", store=cs.MemoryStore())
     assert cs.array(np.int64(3), dtype="i1", store=cs.MemoryStore())[()] == 3
+
+
+def test_a_bad_out_buffer_names_the_array():
+    z = cs.create_array(cs.MemoryStore(), name="arr", shape=(10, 6), chunks=(2, 2),
+                        dtype="i4", fill_value=-1, zarr_format=3)
+    ro = np.zeros((10, 6), "i4")
+    ro.flags.writeable = False
+    for out, kind in ((np.zeros((10, 6), "f8"), "dtype"), (np.zeros((6, 10), "i4"), "shape"),
+                      (ro, "read-only"), ([0] * 60, "numpy array")):
+        with pytest.raises((ValueError, TypeError), match=f"{kind}.*array '/arr'"):
+            z.get_basic_selection(..., out=out)
