@@ -431,8 +431,8 @@ class Group(nodes.Node, GroupAPIv3, MutableMapping):
                          synchronizer=self._synchronizer, zarr_format=fmt)
         except GroupNotFoundError as e:
             raise GroupNotFoundError(
-                f"{e} (the group at {path!r} was created, then moved or deleted by another "
-                f"thread or process before it was opened)") from e
+                f"{e} (the group at {path!r} was created or found, then moved or deleted by "
+                f"another thread or process before it was opened)") from e
 
     def create_groups(self, *names: str, **kwargs: Any) -> tuple[Group, ...]:
         """Create a subgroup for each of *names* (see :meth:`create_group`) and return them as a

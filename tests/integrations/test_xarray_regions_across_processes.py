@@ -40,3 +40,22 @@ def test_processes_writing_regions_that_share_chunks_lose_nothing(tmp_path, how,
     for engine in ("chunkstore", "zarr"):
         got = xr.open_dataset(path, engine=engine).v.values
         np.testing.assert_array_equal(got, full(T, X))
+
+
+def test_the_synchronizer_is_kept_and_lets_region_edges_cut_chunks(tmp_path):
+    """The Group to_chunkstore returns carries the synchronizer (it came back without:
+    writes through it were unsynchronized), and with a ProcessSynchronizer a dask region
+    write whose edges cut stored chunks is not refused (its writers are serialized)."""
+    import chunkstore as cs
+    path = str(tmp_path / "s.zarr")
+    sync = cs.ProcessSynchronizer(str(tmp_path / "locks"))
+    ds = xr.Dataset({"v": (("x",), np.arange(12.0))}).chunk({"x": 6})
+    g = to_chunkstore(ds, path, mode="w", encoding={"v": {"chunks": (3,)}}, synchronizer=sync)
+    assert g.synchronizer is sync and g["v"].synchronizer is sync
+    part = xr.Dataset({"v": (("x",), np.full(4, -1.0))}).chunk({"x": 2})
+    with pytest.raises(ValueError, match="ProcessSynchronizer"):
+        to_chunkstore(part, path, region={"x": slice(2, 6)})
+    to_chunkstore(part, path, region={"x": slice(2, 6)}, synchronizer=sync)
+    want = np.arange(12.0)
+    want[2:6] = -1
+    np.testing.assert_array_equal(xr.open_dataset(path, engine="chunkstore").v.values, want)

@@ -579,5 +579,5 @@ def test_a_group_deleted_between_its_creation_and_its_opening_says_so(monkeypatc
         orig(store, path, *args, **kwargs)
         cs.open_group(store, mode="r+").__delitem__(path)  # (as another process would)
     monkeypatch.setattr(gmod, "_init_group", made_then_gone)
-    with pytest.raises(cs.errors.GroupNotFoundError, match="created, then moved or deleted"):
+    with pytest.raises(cs.errors.GroupNotFoundError, match="created or found, then moved or deleted"):
         getattr(g, how)("x")
