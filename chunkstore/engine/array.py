@@ -963,9 +963,9 @@ class Array(nodes.Node, ArrayAPIv3):
             # the old end is recorded as a pending trim (written first: its failure appends
             # nothing), which the roll-back, or else the next resize or append, removes.
             grown = layout.resized(new)
-            if protocol.is_snapshot(layout.store):
-                # (a consolidated snapshot's handle: its store refuses the new document,
-                # ReadOnlyError, before anything is written)
+            if any(protocol.is_snapshot(v) for v in protocol.view_layers(layout.store)):
+                # (a consolidated snapshot's handle, a cache in front of one too: its store
+                # refuses the new document, ReadOnlyError, before anything is written)
                 self._handle.write_metadata(grown)
             trim.begin(engine, new, shape)
             shape_sent = False
@@ -976,6 +976,8 @@ class Array(nodes.Node, ArrayAPIv3):
                 shape_sent = True
                 engine = self._handle.write_metadata(grown)
             except BaseException as e:
+                # (a refusal stored nothing: no old shape to restore)
+                shape_sent = shape_sent and not isinstance(e, PermissionError)
                 self._handle.roll_back_append(old_meta, new, touched, saved, e, shape_sent)
                 raise
             with contextlib.suppress(Exception):  # (left: the next change completes it)

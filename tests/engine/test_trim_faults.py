@@ -366,3 +366,9 @@ def test_a_shrink_or_fill_change_refused_by_a_consolidated_snapshot_stores_nothi
     with pytest.raises(cs.errors.ReadOnlyError):
         h.append(np.arange(3, dtype="i4"))
     assert dict(store) == before
+    # (a cache in front of the snapshot: the append was refused after writing its data)
+    c = cs.LRUStoreCache(cs.open_consolidated(store, mode="r+").store, max_size=2**20)
+    with pytest.raises(cs.errors.ReadOnlyError) as info:
+        cs.open_array(c, path="c", mode="r+").append(np.arange(3, dtype="i4"))
+    assert not any("also failed" in n for n in getattr(info.value, "__notes__", []))
+    assert dict(store) == before
