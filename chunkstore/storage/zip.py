@@ -687,6 +687,12 @@ class ZipStore(BaseStore):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
+        except OSError as e:
+            discard(tmp)
+            if e.filename is None:  # (zipfile's own: it names no file)
+                raise type(e)(e.errno, f"writing the archive of {self!r}: "
+                                       f"{e.strerror or e}", tmp) from e
+            raise
         except BaseException:
             discard(tmp)
             raise
@@ -715,14 +721,22 @@ class ZipStore(BaseStore):
                 self._zf = None
             self._closed = True
 
-    def __del__(self) -> None:  # pragma: no cover - best effort, like zipfile.ZipFile
+    def __del__(self) -> None:
         # a store dropped without close() (e.g. opened from a path by a convenience
-        # function) still gets its pending writes written, atomically as always
+        # function) still gets its pending writes written, atomically as always; where that
+        # fails, the writes are lost, and a warning says so (nothing else can: swallowed,
+        # a whole array written through a dropped handle vanished without a word)
         try:
             if not self._closed:
                 self.close()
-        except Exception:
-            pass
+        except Exception as e:
+            try:
+                import warnings
+                warnings.warn(f"{self!r} was dropped unclosed and writing its archive "
+                              f"failed: its writes since the last flush are lost ({e!r})",
+                              RuntimeWarning, stacklevel=2)
+            except Exception:  # (interpreter shutdown)
+                pass
 
 
 def _signature(path: str) -> tuple:

@@ -493,3 +493,34 @@ def test_a_blind_write_retried_after_the_refusal_goes_through(tmp_path):
     second.close()
     with ZipStore(p, mode="r") as s:
         assert dict(s.items()) == {"k": b"second's", "j": b"1"}
+
+
+def test_a_dropped_store_whose_archive_cannot_be_written_warns(tmp_path, monkeypatch):
+    """A store dropped unclosed writes its archive in __del__; a failure there was swallowed:
+    an array written through a handle opened from a .zip path vanished without a word."""
+    import gc
+
+    store = ZipStore(str(tmp_path / "a.zip"), mode="w")
+    store["k"] = b"v"
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.EFBIG, "File too large")
+    monkeypatch.setattr(ZipStore, "_write_archive", fail)  # (the class: the store is dropped)
+    with pytest.warns(RuntimeWarning, match=r"a\.zip.*writes since the last flush are lost"):
+        del store
+        gc.collect()
+
+
+def test_a_failed_archive_write_names_the_archive(tmp_path, monkeypatch):
+    store = ZipStore(str(tmp_path / "a.zip"), mode="w")
+    store["k"] = b"v"
+    real = zipfile.ZipFile.writestr
+
+    def full(self, *args, **kwargs):  # (zipfile's OSError names no file)
+        raise OSError(errno.EFBIG, "File too large")
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", full)
+    with pytest.raises(OSError, match=r"writing the archive of ZipStore\(.*a\.zip"):
+        store.flush()
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", real)
+    store.close()
+    assert ZipStore(str(tmp_path / "a.zip"), mode="r")["k"] == b"v"
