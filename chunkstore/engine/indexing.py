@@ -65,6 +65,20 @@ def _is_int(x: object) -> bool:
         x, (bool, np.bool_, np.timedelta64))
 
 
+def _indexes(sel: tuple) -> tuple:
+    """sel with each object that is an integer by ``__index__`` alone (NumPy takes them as
+    indices; it was an IndexError here) made an int."""
+    if all(type(s) is int or isinstance(s, _PLAIN) or s is None or s is Ellipsis
+           for s in sel):
+        return sel
+    return tuple(operator.index(s) if not isinstance(s, _PLAIN) and s is not None
+                 and s is not Ellipsis and hasattr(type(s), "__index__") else s for s in sel)
+
+
+#: index parts taken as they are (_indexes): ints, slices, arrays, lists, NumPy scalars
+_PLAIN = (numbers.Integral, slice, np.ndarray, np.generic, list, tuple, str)
+
+
 def _int_array(x: Any, dim: int, length: int, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype == bool:
@@ -238,7 +252,7 @@ def basic_or_fancy(selection: Any, shape: Sequence[int], chunks: Sequence[int],
         fast = _ints_and_slices(selection, shape, chunks, name)
         if fast is not None:
             return fast
-    sel = selection if isinstance(selection, tuple) else (selection,)
+    sel = _indexes(selection if isinstance(selection, tuple) else (selection,))
     if any(_is_fancy(s) for s in sel):
         return _fancy(sel, shape, chunks, name)
     scalar = not any(s is Ellipsis or s is None for s in sel) and len(sel) == len(shape) \
@@ -490,7 +504,8 @@ def _ellipsis_parts_advanced(sel: Any) -> int | None:
 def orthogonal(selection: Any, shape: Sequence[int], chunks: Sequence[int],
                name: str = "") -> Selection:
     """z.oindex[...]: per dimension an int, a slice, an int array or a boolean array."""
-    sel = _expand_ellipsis(selection, len(shape), name)
+    sel = _expand_ellipsis(_indexes(selection if isinstance(selection, tuple)
+                                    else (selection,)), len(shape), name)
     specs: list[tuple[Any, ...]] = []
     drop: list[int] = []
     for dim, s in enumerate(sel):

@@ -139,3 +139,25 @@ def test_a_bad_out_buffer_names_the_array():
                       (ro, "read-only"), ([0] * 60, "numpy array")):
         with pytest.raises((ValueError, TypeError), match=f"{kind}.*array '/arr'"):
             z.get_basic_selection(..., out=out)
+
+
+def test_objects_that_are_integers_by_index_select_as_numpy():
+    """An object with __index__ alone (not an int subclass) is an index to NumPy; it was an
+    IndexError here."""
+    class I:
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    a = np.arange(12).reshape(3, 4)
+    z = cs.array(a, chunks=(2, 2), store={})
+    np.testing.assert_array_equal(z[I(1)], a[I(1)])
+    assert z[I(1), I(-1)] == a[I(1), I(-1)]
+    np.testing.assert_array_equal(z.oindex[I(2), [0, 3]], a[2, [0, 3]])
+    np.testing.assert_array_equal(z[I(0):I(2), I(1)], a[0:2, 1])
+    z[I(0), I(0)] = 99
+    assert z[0, 0] == 99
+    with pytest.raises(IndexError, match="out of bounds for dimension 0"):
+        z[I(5)]
