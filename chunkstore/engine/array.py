@@ -556,17 +556,30 @@ class Array(nodes.Node, ArrayAPIv3):
                                                engine.synchronizer is not None):
             # Chunks found missing, read as the fill value: the array may have been moved
             # or deleted (by another process) since its metadata was read, its documents
-            # going first. Its document looked at again (by a handle that reads the metadata
-            # each time, or one synchronized with other processes): ArrayNotFoundError where
-            # it is gone, not a plausible array of fill values.
-            try:
-                self._handle.check_there()
-            except ArrayNotFoundError:
-                # (a re-creation by this process between its delete and its new document:
-                # waited for, the read runs again on the array there now)
-                if not (again and self._handle.there_after_change()):
-                    raise
-                return self._read(normalize, selection, out, fields, again=again - 1)
+            # going first, or shrunk (its chunks past the new end deleted). Its document
+            # read again (by a handle that reads the metadata each time, or one
+            # synchronized with other processes; one read, where the existence of the key
+            # was looked for before): ArrayNotFoundError where it is gone; where it changed,
+            # the read runs again by it (the elements selected in the shape it knew: gone
+            # past a new end, an error), not a plausible array of fill values (the old
+            # shape, with the fill value where rows another process's shrink had deleted).
+            if not engine.layout.is_current(engine.stored_meta):
+                try:
+                    self._handle.check_there()
+                except ArrayNotFoundError:
+                    # (a re-creation by this process between its delete and its new
+                    # document: waited for, the read runs again on the array there now)
+                    if not (again and self._handle.there_after_change()):
+                        raise
+                    return self._read(normalize, selection, out, fields, again=again - 1)
+                if again:
+                    now = self._handle.stored_engine()
+                    if (now.shape, now.chunks, now.dtype) != (engine.shape, engine.chunks,
+                                                              engine.dtype):
+                        normalize, selection = self._repinned(normalize, selection, engine,
+                                                              now)
+                    return self._read(normalize, selection, out, fields, now,
+                                      again=again - 1)
         return result
 
     def _write(self, normalize: Normalizer, selection: Any, value: Any,

@@ -156,6 +156,15 @@ class EngineHandle:
             self._gone_at = generation
             return self.engine
 
+    def stored_engine(self) -> ChunkEngine:
+        """An engine of the array's metadata as stored now (the live store, behind a
+        snapshot or a cache), not put in place: a read run again by it leaves what the
+        handle knows (its shape, for one) as it was, as a read leaves it otherwise."""
+        o = self.options
+        meta, _ = read_array_metadata(protocol.live_store(o.store), o.path, o.format_hint)
+        used = meta if o.overrides is None else _overridden(meta, o.overrides, o.name)
+        return ChunkEngine(o, used, metadata_generation(o), stored=meta)
+
     def check_there(self) -> None:
         """ArrayNotFoundError where the array's metadata document is gone from the store now
         (moved or deleted since it was read); the handle's metadata is left as it is. (Its

@@ -1018,3 +1018,50 @@ def test_a_write_planned_again_after_a_recreation_with_another_rank_raises(tmp_p
     with pytest.raises(cs.errors.ArrayMetadataChangedError, match="number of dimensions"):
         h[sel] = 5
     np.testing.assert_array_equal(cs.open_array(root, path="a")[...], np.full(new, 9))
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_read_racing_another_processs_shrink_raises_instead_of_reading_fill(tmp_path, sync):
+    """A handle reading the metadata each time (or synchronized) whose read another process
+    shrank the array under: the chunks past the new end, deleted, read as the fill value in
+    the old shape (rows of -1 where data was), because only the document's existence was
+    looked at again. Now its document is: the read runs again and raises, the rows gone."""
+    from collections.abc import MutableMapping
+    import subprocess
+    d = str(tmp_path / "a")
+    locks = str(tmp_path / "locks")
+    z = cs.open_array(d, mode="w", shape=(8, 3), chunks=(2, 3), dtype="i4", fill_value=-1)
+    z[...] = np.arange(1, 25).reshape(8, 3)
+    shrink = ("import chunkstore as cs; " + (
+        f"s = cs.ProcessSynchronizer({locks!r}); " if sync else "s = None; ") +
+        f"cs.open_array({d!r}, mode='r+', synchronizer=s).resize(3, 3)")
+
+    class Hook(MutableMapping):  # (another process shrinks once the read has begun)
+        def __init__(self, inner):
+            self.inner, self.done = inner, False
+
+        def __getitem__(self, k):
+            if not self.done and k.endswith("0.0"):
+                self.done = True
+                subprocess.run([sys.executable, "-c", shrink], check=True)
+            return self.inner[k]
+
+        def __setitem__(self, k, v):
+            self.inner[k] = v
+
+        def __delitem__(self, k):
+            del self.inner[k]
+
+        def __iter__(self):
+            return iter(self.inner)
+
+        def __len__(self):
+            return len(self.inner)
+
+    r = cs.open_array(Hook(cs.DirectoryStore(d)), mode="r", cache_metadata=sync,
+                      synchronizer=cs.ProcessSynchronizer(locks) if sync else None)
+    with pytest.raises(IndexError, match="changed its shape from \\(8, 3\\) to \\(3, 3\\)"):
+        r[...]
+    if sync:  # (a cached handle selects by the shape it knows: opened again)
+        r = cs.open_array(d, mode="r", synchronizer=cs.ProcessSynchronizer(locks))
+    np.testing.assert_array_equal(r[...], np.arange(1, 10).reshape(3, 3))
