@@ -334,7 +334,7 @@ def cmd_verify(args):
     for p in strays:  # harmless to readers, so not a failure; but worth deleting
         print(f"stray temporary file of an interrupted write: {p}")
     for apath, n in v.trim_leftovers.items():  # harmless too: recorded, completed later
-        print(f"array {apath or '/'!r}: a shrink was interrupted, its trim is pending "
+        print(f"array {apath or '/'!r}: a shrink, append or fill value change was interrupted, its trim is pending "
               f"({_plural(n, 'chunk key')} past the shape, never read): the next resize or "
               f"append completes it (z.resize(z.shape) does now)")
     if found:

@@ -903,7 +903,8 @@ class Array(nodes.Node, ArrayAPIv3):
             trim.complete(engine, raw, lambda extent: ChunkEngine(
                 engine.options, engine.layout.resized(extent)))
         except BaseException as e:
-            e.add_note(f"completing the trim of an earlier shrink of array {self.name!r} "
+            e.add_note(f"completing the trim an earlier interrupted shrink, append or fill "
+                       f"value change of array {self.name!r} left pending "
                        f"({trim.marker_key(engine)!r}) failed: the array keeps its shape "
                        f"{engine.shape} and everything in it")
             raise

@@ -828,7 +828,7 @@ def test_verify_reports_a_pending_trim_as_such_not_as_damage(tmp_path, monkeypat
         z.resize(50)
     monkeypatch.undo()
     r = run("verify", path, code=2)
-    assert "a shrink was interrupted, its trim is pending" in r.stdout
+    assert "a shrink, append or fill value change was interrupted, its trim is pending" in r.stdout
     assert "outside the grid" not in r.stdout
     assert r.stdout.strip().splitlines()[-1].endswith("OK, 1 pending trim left")
     z = cs.open_array(str(path), mode="r+")
