@@ -13,7 +13,7 @@ import pytest
 
 import chunkstore as cs
 from faults import ReadCounting
-from model_support import call_timeout
+from model_support import DictMapping, call_timeout
 
 
 def syncs(tmp_path):
@@ -1026,7 +1026,6 @@ def test_a_read_racing_another_processs_shrink_raises_instead_of_reading_fill(tm
     shrank the array under: the chunks past the new end, deleted, read as the fill value in
     the old shape (rows of -1 where data was), because only the document's existence was
     looked at again. Now its document is: the read runs again and raises, the rows gone."""
-    from collections.abc import MutableMapping
     import subprocess
     d = str(tmp_path / "a")
     locks = str(tmp_path / "locks")
@@ -1036,27 +1035,14 @@ def test_a_read_racing_another_processs_shrink_raises_instead_of_reading_fill(tm
         f"s = cs.ProcessSynchronizer({locks!r}); " if sync else "s = None; ") +
         f"cs.open_array({d!r}, mode='r+', synchronizer=s).resize(3, 3)")
 
-    class Hook(MutableMapping):  # (another process shrinks once the read has begun)
-        def __init__(self, inner):
-            self.inner, self.done = inner, False
+    class Hook(DictMapping):  # (another process shrinks once the read has begun)
+        done = False
 
         def __getitem__(self, k):
             if not self.done and k.endswith("0.0"):
                 self.done = True
                 subprocess.run([sys.executable, "-c", shrink], check=True)
-            return self.inner[k]
-
-        def __setitem__(self, k, v):
-            self.inner[k] = v
-
-        def __delitem__(self, k):
-            del self.inner[k]
-
-        def __iter__(self):
-            return iter(self.inner)
-
-        def __len__(self):
-            return len(self.inner)
+            return self.d[k]
 
     r = cs.open_array(Hook(cs.DirectoryStore(d)), mode="r", cache_metadata=sync,
                       synchronizer=cs.ProcessSynchronizer(locks) if sync else None)
