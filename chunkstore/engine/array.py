@@ -252,6 +252,7 @@ class Array(nodes.Node, ArrayAPIv3):
         so that growing the array later shows the fill value there, as it does for an
         array whose fill value never changed (zarr-python 2 leaves the old one there)."""
         self._engine.check_writable()
+        self._handle.check_metadata_writable()
         with self._engine.exclusive():
             engine = self._handle.reload(fresh=True)
             try:
@@ -274,7 +275,7 @@ class Array(nodes.Node, ArrayAPIv3):
             # answer lost, an S3 reply dropped, and the new fill value stand; removed, the
             # edge chunks kept the old one past the end, which a grow then showed. Over an
             # unchanged fill value the next change's completion of it resets nothing new)
-            engine = self._metadata_written(engine, meta, plan)
+            engine = self._handle.write_metadata(meta)
             if plan is not None:
                 try:
                     engine.trim_chunks(extent, shape, chunks, plan, keep=True)
@@ -520,8 +521,7 @@ class Array(nodes.Node, ArrayAPIv3):
         with last:
             if not again:  # (changes held off from here: the engine of the array now)
                 now = self._handle.current()
-                if now.shape != engine.shape or now.chunks != engine.chunks:
-                    normalize, selection = self._repinned(normalize, selection, engine, now)
+                normalize, selection = self._repinned(normalize, selection, engine, now)
                 engine = now
             sel = normalize(selection, engine.shape, engine.chunks, self.name)
             missing = engine.missing_seen
@@ -547,10 +547,7 @@ class Array(nodes.Node, ArrayAPIv3):
             # knew (as a write planned again: the same result shape, out= fits; gone past
             # a new end, an error).
             now = self._handle.current()
-            if now.shape != engine.shape or now.chunks != engine.chunks:
-                normalize, selection = self._repinned(normalize, selection, engine, now)
-            elif now.dtype != engine.dtype:
-                self._repinned(normalize, selection, engine, now)  # (raises)
+            normalize, selection = self._repinned(normalize, selection, engine, now)
             return self._read(normalize, selection, out, fields, now, again=again - 1)
         if engine.missing_seen != missing and (not engine.cache_metadata or
                                                engine.synchronizer is not None):
@@ -574,10 +571,7 @@ class Array(nodes.Node, ArrayAPIv3):
                     return self._read(normalize, selection, out, fields, again=again - 1)
                 if again:
                     now = self._handle.stored_engine()
-                    if (now.shape, now.chunks, now.dtype) != (engine.shape, engine.chunks,
-                                                              engine.dtype):
-                        normalize, selection = self._repinned(normalize, selection, engine,
-                                                              now)
+                    normalize, selection = self._repinned(normalize, selection, engine, now)
                     return self._read(normalize, selection, out, fields, now,
                                       again=again - 1)
         return result
@@ -637,15 +631,19 @@ class Array(nodes.Node, ArrayAPIv3):
 
     def _repinned(self, normalize: Normalizer, selection: Any, engine: ChunkEngine,
                   now: ChunkEngine) -> tuple[Normalizer, Any]:
-        """_pinned for a read run again on the array now: one re-created meanwhile with
-        another dtype or rank raises ArrayMetadataChangedError (its elements in the old
-        selection, of another type, were a state the array never had, and ``out=`` of the
-        old dtype took them cast)."""
-        if now.dtype != engine.dtype or len(now.shape) != len(engine.shape):
+        """(normalizer, selection) for a read run again on the array now, whose metadata may
+        differ from engine's: as they were where shape and chunks are the same, else
+        _pinned. One re-created meanwhile with another dtype raises
+        ArrayMetadataChangedError (its elements in the old selection, of another type, were
+        a state the array never had, and ``out=`` of the old dtype took them cast); with
+        another rank, _pinned raises it."""
+        if now.dtype != engine.dtype:
             raise ArrayMetadataChangedError(
                 f"array {self.name!r} in {store_name(self._store)} was re-created during the "
                 f"read of {_brief(selection)} (dtype {engine.dtype}, shape {engine.shape} -> "
                 f"dtype {now.dtype}, shape {now.shape}): nothing returned; read it again")
+        if now.shape == engine.shape and now.chunks == engine.chunks:
+            return normalize, selection
         return self._pinned(normalize, selection, engine.shape, engine.chunks, now.shape)
 
     def _pinned(self, normalize: Normalizer, selection: Any, known: tuple[int, ...],
@@ -827,8 +825,7 @@ class Array(nodes.Node, ArrayAPIv3):
         trim that fails midway is recorded in the store (:mod:`chunkstore.engine.trim`) and
         completed by the next resize, append or fill value change, before it changes
         anything (README "Shape changes")."""
-        if self._handle.options.overrides is not None:
-            self._handle.write_metadata(None)  # a view: PermissionError
+        self._handle.check_metadata_writable()
         self._engine.check_writable()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -865,7 +862,7 @@ class Array(nodes.Node, ArrayAPIv3):
             # answer lost, an S3 reply dropped, and the new shape stand; removed, the old
             # values past it showed again at the next grow. Over an unchanged shape the next
             # change's completion of it trims nothing)
-            engine = self._metadata_written(engine, engine.layout.resized(new), plan)
+            engine = self._handle.write_metadata(engine.layout.resized(new))
             if plan is not None:
                 try:
                     engine.trim_chunks(old, new, chunks, plan)
@@ -876,20 +873,6 @@ class Array(nodes.Node, ArrayAPIv3):
                                f"change, which deletes them first "
                                f"({trim.marker_key(engine)!r} records the trim)")
                     raise
-
-    def _metadata_written(self, engine: ChunkEngine, meta: Any, plan: Any) -> ChunkEngine:
-        """write_metadata of a shrink or fill value change whose trim marker is stored
-        (plan not None): a write the store refused before storing anything (ReadOnlyError,
-        PermissionError: a consolidated snapshot's handle) removes the marker again, the
-        change refused with the store as it was; any other failure keeps it (see the
-        callers)."""
-        try:
-            return self._handle.write_metadata(meta)
-        except PermissionError:  # (ReadOnlyError is one)
-            if plan is not None:
-                with contextlib.suppress(Exception):
-                    trim.end(engine)
-            raise
 
     def _finish_pending_trim(self, engine: ChunkEngine, raw: Any = None) -> None:
         """Complete the trim an earlier shrink left pending (its marker, chunkstore.engine.trim;
@@ -911,8 +894,7 @@ class Array(nodes.Node, ArrayAPIv3):
 
     def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append data along axis; returns the new shape."""
-        if self._handle.options.overrides is not None:
-            self._handle.write_metadata(None)  # a view: PermissionError
+        self._handle.check_metadata_writable()
         self._engine.check_writable()
         given = _computed(data)
         # Hold the array's exclusive lock across resize and write: parallel appends never
@@ -977,10 +959,6 @@ class Array(nodes.Node, ArrayAPIv3):
             # the old end is recorded as a pending trim (written first: its failure appends
             # nothing), which the roll-back, or else the next resize or append, removes.
             grown = layout.resized(new)
-            if any(protocol.is_snapshot(v) for v in protocol.view_layers(layout.store)):
-                # (a consolidated snapshot's handle, a cache in front of one too: its store
-                # refuses the new document, ReadOnlyError, before anything is written)
-                self._handle.write_metadata(grown)
             trim.begin(engine, new, shape)
             shape_sent = False
             try:
@@ -990,8 +968,6 @@ class Array(nodes.Node, ArrayAPIv3):
                 shape_sent = True
                 engine = self._handle.write_metadata(grown)
             except BaseException as e:
-                # (a refusal stored nothing: no old shape to restore)
-                shape_sent = shape_sent and not isinstance(e, PermissionError)
                 self._handle.roll_back_append(old_meta, new, touched, saved, e, shape_sent)
                 raise
             with contextlib.suppress(Exception):  # (left: the next change completes it)

@@ -20,7 +20,8 @@ from typing import Any
 
 from chunkstore.engine.chunk_io import EngineOptions, _overridden, metadata_generation
 from chunkstore.engine.write import WritePath
-from chunkstore.errors import ArrayNotFoundError, ChunkstoreError, MetadataError, store_name
+from chunkstore.errors import (ArrayNotFoundError, ChunkstoreError, MetadataError,
+                               ReadOnlyError, store_name)
 from chunkstore.format import read_array_metadata
 from chunkstore.format.layout import same_metadata
 from chunkstore.storage.base import delitems, setitems
@@ -248,13 +249,28 @@ class EngineHandle:
         self._now = (meta, engine)
         return engine
 
-    def write_metadata(self, meta: Any) -> ChunkEngine:
-        """Store new metadata; the engine for it, now in place. PermissionError on a view
-        (it would write the view's metadata over its base's)."""
+    def check_metadata_writable(self) -> None:
+        """What write_metadata refuses before it stores anything, refused now: a view
+        (PermissionError: it would write the view's metadata over its base's), a handle of a
+        consolidated snapshot, through a cache in front of one too (ReadOnlyError). A shape
+        or fill value change asks first, before its trim marker or an append's data is
+        written (they were written, then the document refused)."""
         o = self.options
         if o.overrides is not None:
             raise PermissionError(f"operation not permitted for views (array {o.name!r}): "
                                   f"it would change the stored metadata")
+        for layer in protocol.view_layers(self.engine.layout.store):
+            if protocol.is_snapshot(layer):
+                raise ReadOnlyError(f"array {o.name!r}: its metadata is served from the "
+                                    f"consolidated metadata of {store_name(layer)} and cannot "
+                                    f"be changed there; change it in the underlying store and "
+                                    f"consolidate again")
+
+    def write_metadata(self, meta: Any) -> ChunkEngine:
+        """Store new metadata; the engine for it, now in place (see
+        check_metadata_writable for what is refused)."""
+        o = self.options
+        self.check_metadata_writable()
         try:
             self.engine.layout.write_metadata(meta)
         except BaseException:

@@ -128,9 +128,14 @@ async def _retrying(make: Callable[[], Awaitable[_T]], retries: int) -> _T:
         except Exception as e:
             if attempt >= retries or not is_transient(e):
                 raise
-        pause = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt)
-        await asyncio.sleep(pause * (0.5 + random.random()))
+        await asyncio.sleep(_backoff(attempt))
         attempt += 1
+
+
+def _backoff(attempt: int) -> float:
+    """The pause before retry number attempt + 1: doubled each time, at most _BACKOFF_MAX,
+    with jitter."""
+    return min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt) * (0.5 + random.random())
 
 
 def retrying_sync(call: Callable[[], _T], retries: int | None = None) -> _T:
@@ -145,8 +150,7 @@ def retrying_sync(call: Callable[[], _T], retries: int | None = None) -> _T:
         except Exception as e:
             if attempt >= retries or not is_transient(e):
                 raise
-        pause = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** attempt)
-        time.sleep(pause * (0.5 + random.random()))
+        time.sleep(_backoff(attempt))
         attempt += 1
 
 
