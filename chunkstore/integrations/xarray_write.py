@@ -405,10 +405,10 @@ class ChunkstoreWritableDataStore(ChunkstoreDataStore):
             encoded = {n: v for n, v in encoded.items()
                        if n not in existing or self.append_dim in v.dims}
         _check_attrs(group_attrs, f"the attributes of group {self.group.name!r}")
-        plans = [self._plan(n, v, n in check_encoding_set, arrays)
+        # (each with the data as given, before CF encoding: see _unchanged)
+        plans = [{**self._plan(n, v, n in check_encoding_set, arrays),
+                  "given": getattr(variables.get(n), "data", None)}
                  for n, v in encoded.items()]
-        for p in plans:  # (the data as given, before CF encoding: see _unchanged)
-            p["given"] = getattr(variables.get(p["name"]), "data", None)
         for p in plans:
             if p["action"] == "create":
                 _check_attrs(p["attrs"], f"the attributes of variable {p['name']!r}")
@@ -743,10 +743,9 @@ def _unchanged(p) -> bool:
     from chunkstore.integrations.dask import reads_back_unchanged
     # (the data as given: CF encoding adds layers of its own to the data written, a time
     # variable's, which decode back to the values stored, as the stored encoding is used)
-    z, data = p["stored"], p.get("given")
+    z, data = p["stored"], p["given"]
     return (hasattr(data, "dask") and tuple(data.shape) == tuple(z.shape)
-            and all(sel.indices(n)[:2] == (0, n) and sel.indices(n)[2] == 1
-                    for sel, n in zip(p["region"], z.shape))
+            and all(sel.indices(n) == (0, n, 1) for sel, n in zip(p["region"], z.shape))
             and reads_back_unchanged(data, z.store, z.path))
 
 
