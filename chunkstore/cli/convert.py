@@ -141,7 +141,7 @@ class _H5Str:
     labelled UTF-8) or bytes (labelled ASCII, which may hold any bytes: kept as they are,
     as copy() keeps them)."""
 
-    def __init__(self, ds, text=True):
+    def __init__(self, ds, text):
         self._ds = ds.asstr() if text else ds
         self.shape, self.size, self.dtype = ds.shape, ds.size, np.dtype(object)
 

@@ -115,17 +115,18 @@ class CastRange:
             v = int(v)  # (a cast to an integer type truncates toward zero)
         return self.low <= int(v) <= self.high
 
-    def problem(self, buf: Any) -> str | None:
+    def refuse(self, buf: Any, skip: Any, who: str) -> None:
+        """ValueError naming who (the filter) where problem(buf, skip) finds a value."""
+        found = self.problem(buf, skip)
+        if found is not None:
+            raise ValueError(f"{who}: {found}; chunkstore refuses what zarr-python would "
+                             f"store wrapped")
+
+    def problem(self, buf: Any, skip: Any = None) -> str | None:
         """Why the filter would store a value of buf (its input, viewed as the data type it
         reads, as numcodecs views it) wrapped, naming the first such extreme; None when
-        every value fits."""
-        found = self.offending(buf)
-        return None if found is None else found[1]
-
-    def offending(self, buf: Any, skip: Any = None) -> tuple[Any, str] | None:
-        """(a value of buf the filter would store wrapped, why), or None (see problem).
-        skip: a value let through (an array's fill value that it cannot store, see
-        ChunkCodecV2), an extra pass over the chunk."""
+        every value fits. skip: a value let through (an array's fill value that it cannot
+        store, see ChunkCodecV2), an extra pass over the chunk."""
         arr = np.asarray(buf)
         if arr.dtype != self.reads:
             arr = np.ascontiguousarray(arr).reshape(-1).view(self.reads)
@@ -147,8 +148,8 @@ class CastRange:
             else:
                 what = f"{held} cannot hold it"
             where = "computed in it" if wrapped else "cast into it"
-            return shown, (f"the value {shown!r} cannot be stored: {what}; {where}, it "
-                           f"wraps around (and reads back as another value)")
+            return (f"the value {shown!r} cannot be stored: {what}; {where}, it wraps around "
+                    f"(and reads back as another value)")
         return None
 
 

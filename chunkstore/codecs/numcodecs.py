@@ -147,10 +147,7 @@ class _NumcodecFilter(_Numcodec):
         if arr.dtype != f:  # (see from_config: bytes of its kind, values in its order)
             arr = arr.view(_native(f)).astype(f)
         if self.cast_check is not None:
-            found = self.cast_check.offending(arr, self.cast_skip)
-            if found is not None:
-                raise ValueError(f"codec {self!r}: {found[1]}; chunkstore refuses what "
-                                 f"zarr-python would store wrapped")
+            self.cast_check.refuse(arr, self.cast_skip, f"codec {self!r}")
         return _as(np.asarray(self.numcodec.encode(arr)), self.out_dtype, self.out_shape)
 
     def decode_array(self, arr: np.ndarray) -> np.ndarray:
@@ -179,7 +176,7 @@ def _fill_let_through(check: CastRange, ctx: ChainContext, filter_dtype: np.dtyp
             one = one.view(_native(filter_dtype)).astype(filter_dtype)
     except (TypeError, ValueError, OverflowError):
         return None
-    return one[0] if check.offending(one) is not None else None
+    return one[0] if check.problem(one) is not None else None
 
 
 def _as(out: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

@@ -134,8 +134,7 @@ def unstorable_fill(meta: Any, name: str) -> str | None:
     value)."""
     if not getattr(meta, "filters", None):
         return None
-    problem = ChunkCodecV2(meta.dtype, (1,), "C", None, meta.filters,
-                           meta.fill_value).fill_problem()
+    problem = ChunkCodecV2.from_metadata(meta).fill_problem()
     if problem is None:
         return None
     fill = meta.fill_value
@@ -163,7 +162,7 @@ class ChunkCodecV2(ChunkCodecBase):
     __slots__ = (
         "dtype", "chunk_shape", "order", "compressor", "filters", "nitems", "nbytes",
         "_is_object", "_unwritable", "_size_reader", "_encoder", "fast_blosc", "fast_blosc_encode",
-        "fast", "fill_value", "_casts", "_fill_cast",
+        "fast", "fill_value", "_casts", "_fill_cast", "_cast_skips",
     )
 
     def __init__(
@@ -204,6 +203,10 @@ class ChunkCodecV2(ChunkCodecBase):
         # filter stores it, as zarr-python does: refused, every resize and fill value change
         # of the array failed for good (each rewrites the padding of its edge chunks first).
         self._fill_cast = self._unstorable_fill()
+        # (the value each filter's check lets through: that fill value, at its filter)
+        self._cast_skips = tuple(self._fill_cast[1] if self._fill_cast is not None
+                                 and self._fill_cast[0] == i else None
+                                 for i in range(len(self.filters)))
         self._size_reader = None if self.filters else _size_reader(compressor)
         # The GIL-free batch decode applies to plain Blosc with no filters.
         self.fast_blosc = (blosc_symbols() if (_Blosc is not None and type(compressor) is _Blosc
@@ -280,13 +283,8 @@ class ChunkCodecV2(ChunkCodecBase):
         (common.CastRange): refused before anything is stored, where zarr-python stores the
         wrapped value."""
         # (mypy: called only where the check is not None)
-        exempt = self._fill_cast
-        found = self._casts[i].offending(  # type: ignore[union-attr]
-            buf, exempt[1] if exempt is not None and exempt[0] == i else None)
-        if found is None:
-            return
-        raise ValueError(f"filters[{i}] {self.filters[i]!r}: {found[1]}; chunkstore refuses "
-                         f"what zarr-python would store wrapped")
+        self._casts[i].refuse(buf, self._cast_skips[i],  # type: ignore[union-attr]
+                              f"filters[{i}] {self.filters[i]!r}")
 
     def fill_problem(self) -> str | None:
         """Why the array's fill value cannot pass through its filters (a filter would store
@@ -309,10 +307,10 @@ class ChunkCodecV2(ChunkCodecBase):
             buf: Any = chunk
             for i, f in enumerate(self.filters):
                 cast = self._casts[i]
-                found = cast.offending(buf) if cast is not None else None
+                found = cast.problem(buf) if cast is not None else None
                 if cast is not None and found is not None:
                     return (i, np.asarray(buf).reshape(-1).view(cast.reads)[0],
-                            f"filters[{i}] {f!r}: {found[1]}")
+                            f"filters[{i}] {f!r}: {found}")
                 buf = f.encode(buf)
         except Exception:  # (a filter refusing one element: nothing to let through)
             return None

@@ -683,7 +683,9 @@ def _copy_to_h5py(log, source, dest, name, recurse, without_attrs, if_exists, dr
                              f"(use 'skip' or 'replace')")
         if _skips(log, source, name, target, if_exists):
             return 0, 1, 0
-    attrs = _h5py_attributes(source, target, without_attrs)
+    # (tried in a scratch HDF5 file by the plan, a dry run, which every copy walks first)
+    attrs = _h5py_attributes(source, target, without_attrs) if dry_run else (
+        {} if without_attrs else _attributes_of(source))
     if replacing and not dry_run:
         del dest[name]
     if log:
@@ -1218,7 +1220,7 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
         raise CopyError(f"dest must be a group (chunkstore's or h5py's), got "
                         f"{type(dest).__name__}")
     elif not dry_run:  # a foreign destination (h5py's): every member planned first
-        _h5py_attributes(source, dest.name, without_attrs)
+        root_attrs = _h5py_attributes(source, dest.name, without_attrs)
         for name, child in members:
             _copy_to_h5py(None, child, dest, name, not shallow, without_attrs, if_exists,
                           True, create_kws)
@@ -1227,7 +1229,7 @@ def copy_all(source, dest, shallow=False, without_attrs=False, log=None, if_exis
         if ours:
             _update_attributes(dest, source)
         else:
-            dest.attrs.update(_h5py_attributes(source, dest.name, without_attrs))
+            dest.attrs.update(root_attrs)
     with _logger(log) as emit:
         for name, child in members:
             if ours:
